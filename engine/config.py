@@ -1,0 +1,49 @@
+"""Engine configuration: one validated, slotted dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    max_concurrent: int = 16  # active sequences (prefilling + decoding)
+    max_queue: int = 256  # waiting requests beyond which submit() fails at once
+    max_context: int | None = None  # tokens per sequence; None = the model's own
+    prefill_burst: int = 512  # most prompt tokens one prompt gets in a tick
+    min_prefill_tokens: int = 16  # prefill always progresses, however busy decode is
+    max_token_budget: int = 2048  # cap on tokens (decode rows + prefill) in one tick
+    target_step_s: float = 0.2  # tick time the adaptive budget aims at...
+    decode_slack: float = 1.75  # ...but never below this multiple of a decode-only tick
+    ewma_alpha: float = 0.3  # weight of the newest step time in the moving averages
+    stats_window_s: float = 10.0  # window of the aggregated tokens/s
+    telemetry_size: int = 1024  # per-tick records kept
+
+    def __post_init__(self) -> None:
+        def positive(name: str) -> None:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"EngineConfig.{name} must be > 0, got {getattr(self, name)!r}")
+
+        for name in (
+            "max_concurrent",
+            "prefill_burst",
+            "min_prefill_tokens",
+            "max_token_budget",
+            "target_step_s",
+            "stats_window_s",
+            "telemetry_size",
+        ):
+            positive(name)
+        if self.max_queue < 0:
+            raise ValueError(f"EngineConfig.max_queue must be >= 0, got {self.max_queue}")
+        if self.max_context is not None and self.max_context < 2:
+            raise ValueError(f"EngineConfig.max_context must be >= 2, got {self.max_context}")
+        if self.decode_slack < 1.0:
+            raise ValueError(f"EngineConfig.decode_slack must be >= 1, got {self.decode_slack}")
+        if not 0.0 < self.ewma_alpha <= 1.0:
+            raise ValueError(f"EngineConfig.ewma_alpha must be in (0, 1], got {self.ewma_alpha}")
+        if self.max_token_budget < self.max_concurrent + self.min_prefill_tokens:
+            raise ValueError(
+                "EngineConfig.max_token_budget must leave room for one decode token per "
+                "sequence plus min_prefill_tokens"
+            )

@@ -1,0 +1,249 @@
+"""The public engine: submit requests from asyncio, compute in one worker thread."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import threading
+from collections.abc import Mapping
+from collections.abc import Sequence as Seq
+from typing import Any
+
+import mlx.nn as nn
+
+from .config import EngineConfig
+from .errors import EngineStopped, QueueFullError, RequestRejected
+from .llm_engine import LLMEngine, TokenEvent
+from .sampling import RowSampler
+from .sampling_params import SamplingParams
+from .sequence import Priority, Sequence
+from .stats import EngineStats, RequestRow, RequestStats, TickRecord
+from .stream import RequestStream
+from .worker import EngineThread, Inbox, apply
+
+_ROLES = {"system", "user", "assistant", "tool"}
+
+
+class Engine:
+    """Continuous batching over one loaded mlx-lm model.
+
+    Thread model: `submit`, `cancel`, `stats` and `shutdown` are called on the asyncio loop's
+    thread; every MLX call happens on the engine thread (or, before `start`, inside `step`).
+    """
+
+    def __init__(self, model: nn.Module, tokenizer: Any, *, eos_token_ids: Seq[int],
+                 context_length: int, config: EngineConfig | None = None,
+                 description: str = "") -> None:
+        self.config = config or EngineConfig()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.description = description
+        self.context_length = min(context_length, self.config.max_context or context_length)
+        self._lock = threading.Lock()  # guards the admission counts below
+        self._unadmitted = 0  # submitted, not yet holding a slot
+        self._active = 0
+        self._core = LLMEngine(model, frozenset(eos_token_ids), self.context_length,
+                               self.config, on_admit=self._admitted, on_finish=self._finished)
+        self._inbox = Inbox()
+        self._streams: dict[str, RequestStream] = {}
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: EngineThread | None = None
+        self._closed = False
+
+    @classmethod
+    def load(cls, source: str = "bundled", config: EngineConfig | None = None,
+             **load_options: Any) -> Engine:
+        """Load a model ("bundled", a .gguf file, an mlx-lm directory or a repo id)."""
+        from .loader import load_model
+
+        loaded = load_model(source, **load_options)
+        return cls(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
+                   context_length=loaded.context_length, config=config,
+                   description=loaded.description)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._closed:
+            raise EngineStopped("the engine was shut down; load a new one")
+        if self._thread is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._thread = EngineThread(self._core, self._inbox, self._deliver_threadsafe)
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    async def shutdown(self, timeout: float = 5.0) -> None:
+        """End every request with finish reason "shutdown" and stop the thread."""
+        self._closed = True
+        if self._thread is None:
+            apply(self._core, self._inbox.drain())
+            self._deliver(self._core.abort_all("shutdown"))
+            return
+        self._inbox.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join, timeout)
+        await asyncio.sleep(0)  # let the final call_soon_threadsafe deliveries run
+        if self._thread.is_alive():
+            raise TimeoutError(f"engine thread still busy after {timeout:.1f} s")
+
+    # -- requests -----------------------------------------------------------------------
+    def submit(self, messages: Seq[Mapping[str, Any]] | None = None, *,
+               prompt_tokens: Seq[int] | None = None,
+               params: SamplingParams | Mapping[str, Any] | None = None,
+               priority: Priority | str = Priority.INTERACTIVE,
+               request_id: str | None = None, tag: str | None = None,
+               **unknown: Any) -> RequestStream:
+        """Queue a request; refuse a bad one at once with RequestRejected naming the problem."""
+        if unknown:
+            raise RequestRejected(f"unknown request field(s): {', '.join(sorted(unknown))}")
+        if self._closed:
+            raise EngineStopped("the engine is shut down")
+        try:
+            params = _as_params(params)
+            priority = Priority.parse(priority)
+        except (TypeError, ValueError) as exc:
+            raise RequestRejected(str(exc)) from None
+        tokens = self._prompt_tokens(messages, prompt_tokens)
+        if len(tokens) >= self.context_length:
+            raise RequestRejected(
+                f"prompt is {len(tokens)} tokens but the context holds {self.context_length} "
+                "(with room for at least one new token): shorten the conversation"
+            )
+        request_id = request_id or f"req-{next(self._ids)}"
+        if request_id in self._streams:
+            raise RequestRejected(f"request id {request_id!r} is already in use")
+        seed = params.seed if params.seed is not None else random.SystemRandom().getrandbits(32)
+        seq = Sequence(
+            request_id=request_id, prompt_tokens=tokens, params=params, priority=priority,
+            text=_text_stream(self.tokenizer, params.stop), seed=seed,
+            sampler=RowSampler(params, seed), tag=tag,
+        )
+        with self._lock:
+            free = max(0, self.config.max_concurrent - self._active)
+            if self._unadmitted + 1 - free > self.config.max_queue:
+                raise QueueFullError(
+                    f"queue full: {self._unadmitted} requests waiting "
+                    f"(max_queue={self.config.max_queue}); try again later"
+                )
+            self._unadmitted += 1
+        stream = RequestStream(request_id, tokens, self.cancel)
+        self._streams[request_id] = stream
+        self._inbox.put(("add", seq))
+        return stream
+
+    def cancel(self, request_id: str) -> None:
+        """Drop a request on the next tick (queued or running); unknown ids are ignored."""
+        if request_id in self._streams:
+            self._inbox.put(("cancel", request_id))
+
+    def step(self) -> list[TokenEvent]:
+        """Run one tick in the calling thread (deterministic tests; not while started)."""
+        if self.running:
+            raise RuntimeError("step() is for an engine that was not started")
+        apply(self._core, self._inbox.drain())
+        events = self._core.step()
+        self._deliver(events)
+        return events
+
+    def has_work(self) -> bool:
+        return self._core.has_work() or bool(self._streams)
+
+    # -- read-outs ----------------------------------------------------------------------
+    def stats(self) -> EngineStats:
+        return self._core.snapshot()
+
+    def telemetry(self, last: int | None = None) -> list[TickRecord]:
+        with self._core.stats.lock:
+            ticks = list(self._core.stats.ticks)
+        return ticks[-last:] if last else ticks
+
+    def finished_requests(self) -> list[RequestStats]:
+        with self._core.stats.lock:
+            return list(self._core.stats.finished)
+
+    def request_rows(self) -> list[RequestRow]:
+        return self._core.request_rows()
+
+    # -- internals ----------------------------------------------------------------------
+    def _prompt_tokens(self, messages: Seq[Mapping[str, Any]] | None,
+                       prompt_tokens: Seq[int] | None) -> list[int]:
+        if (messages is None) == (prompt_tokens is None):
+            raise RequestRejected("give exactly one of messages or prompt_tokens")
+        if prompt_tokens is not None:
+            tokens = list(prompt_tokens)
+            vocab = self._vocab_size()
+            if not tokens:
+                raise RequestRejected("empty prompt: prompt_tokens has no tokens")
+            bad = [t for t in tokens if isinstance(t, bool) or not isinstance(t, int)
+                   or not 0 <= t < vocab]
+            if bad:
+                raise RequestRejected(f"prompt_tokens holds invalid token ids: {bad[:5]}")
+            return tokens
+        if isinstance(messages, str | bytes) or not isinstance(messages, Seq):
+            raise RequestRejected("messages must be a list of {'role', 'content'} mappings")
+        for i, m in enumerate(messages):
+            if not isinstance(m, Mapping) or m.get("role") not in _ROLES \
+                    or not isinstance(m.get("content"), str):
+                raise RequestRejected(
+                    f"messages[{i}] must be a mapping with role in {sorted(_ROLES)} "
+                    "and string content"
+                )
+        if not any(m["content"].strip() for m in messages if m["role"] != "system"):
+            raise RequestRejected("empty prompt: no message has any content")
+        text = self.tokenizer.apply_chat_template(
+            [dict(m) for m in messages], add_generation_prompt=True, tokenize=False
+        )
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _vocab_size(self) -> int:
+        args = getattr(self.model, "args", None)
+        return int(getattr(args, "vocab_size", 0) or len(self.tokenizer.vocab))
+
+    def _admitted(self, seq: Sequence) -> None:  # engine thread
+        with self._lock:
+            self._unadmitted -= 1
+            self._active += 1
+
+    def _finished(self, seq: Sequence, was_active: bool) -> None:  # engine thread
+        with self._lock:
+            if was_active:
+                self._active -= 1
+            else:
+                self._unadmitted -= 1
+
+    def _deliver_threadsafe(self, events: list[TokenEvent]) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._deliver, events)
+            except RuntimeError:  # the loop closed between the check and the call
+                pass
+
+    def _deliver(self, events: list[TokenEvent]) -> None:
+        for event in events:
+            stream = self._streams.get(event.request_id)
+            if stream is None:
+                continue
+            stream._push(event)
+            if event.finish_reason is not None:
+                del self._streams[event.request_id]
+
+
+def _as_params(params: SamplingParams | Mapping[str, Any] | None) -> SamplingParams:
+    if params is None:
+        return SamplingParams()
+    if isinstance(params, SamplingParams):
+        return params
+    if isinstance(params, Mapping):
+        return SamplingParams.from_dict(params)
+    raise TypeError(f"params must be SamplingParams or a mapping, got {type(params).__name__}")
+
+
+def _text_stream(tokenizer: Any, stop: tuple[str, ...]) -> Any:
+    from .detokenize import TextStream
+
+    return TextStream(tokenizer.detokenizer, stop)

@@ -1,0 +1,69 @@
+"""Per-request samplers composed from mlx-lm's, and sampling one token per batch row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
+
+import mlx.core as mx
+from mlx_lm.sample_utils import make_logits_processors, make_sampler
+
+from .sampling_params import SamplingParams
+
+
+class RowSampler:
+    """One request's sampling: mlx-lm's sampler and logits processors, plus its own seed."""
+
+    __slots__ = ("params", "seed", "is_plain_greedy", "_sampler", "_processors")
+
+    def __init__(self, params: SamplingParams, seed: int) -> None:
+        self.params = params
+        self.seed = seed
+        penalty = params.repetition_penalty if params.repetition_penalty != 1.0 else None
+        self._processors: list[Callable[[mx.array, mx.array], mx.array]] = (
+            make_logits_processors(
+                repetition_penalty=penalty,
+                repetition_context_size=params.repetition_context_size,
+            )
+            if penalty is not None
+            else []
+        )
+        self._sampler = make_sampler(
+            temp=params.temperature,
+            top_p=params.top_p if params.top_p < 1.0 else 0.0,
+            min_p=params.min_p,
+            top_k=params.top_k,
+        )
+        # Plain greedy rows share one argmax over the whole batch.
+        self.is_plain_greedy = params.is_greedy and not self._processors
+
+    def sample(self, history: list[int], logits: mx.array, step: int) -> mx.array:
+        """Sample from one row of logits (shape (1, V)); `step` = tokens generated so far."""
+        if self._processors:
+            context = mx.array(history[-self.params.repetition_context_size :])
+            for processor in self._processors:
+                logits = processor(context, logits)
+        if self.params.is_greedy:
+            return mx.argmax(logits, axis=-1)
+        # A per-step seed makes a seeded request reproduce itself in any batch.
+        mx.random.seed(hash((self.seed, step)) & 0xFFFFFFFF)
+        return self._sampler(logits - mx.logsumexp(logits, axis=-1, keepdims=True))
+
+
+def sample_rows(
+    samplers: Seq[RowSampler],
+    histories: Seq[list[int]],
+    steps: Seq[int],
+    logits: mx.array,
+) -> list[int]:
+    """One token per row of `logits` (shape (B, V)), each row with its own sampler."""
+    if all(s.is_plain_greedy for s in samplers):
+        return mx.argmax(logits, axis=-1).tolist()
+    greedy = mx.argmax(logits, axis=-1) if any(s.is_plain_greedy for s in samplers) else None
+    picked = []
+    for i, sampler in enumerate(samplers):
+        if sampler.is_plain_greedy:
+            picked.append(greedy[i : i + 1])
+        else:
+            picked.append(sampler.sample(histories[i], logits[i : i + 1], steps[i]).reshape(1))
+    return mx.concatenate(picked).tolist()

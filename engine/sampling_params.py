@@ -1,0 +1,78 @@
+"""Per-request sampling parameters, validated when built."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0  # 1 = off
+    repetition_context_size: int = 20
+    seed: int | None = None  # None = fresh randomness per request
+    max_tokens: int = 256
+    stop: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        def number(name: str) -> float:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value!r}")
+            return float(value)
+
+        def integer(name: str, minimum: int) -> None:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+            if value < minimum:
+                raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+        if number("temperature") < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < number("top_p") <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        integer("top_k", 0)
+        if not 0.0 <= number("min_p") < 1.0:
+            raise ValueError(f"min_p must be in [0, 1), got {self.min_p}")
+        if number("repetition_penalty") <= 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
+        integer("repetition_context_size", 1)
+        integer("max_tokens", 1)
+        if self.seed is not None:
+            integer("seed", 0)
+        stop = self.stop
+        if isinstance(stop, str):
+            stop = (stop,)
+        stop = tuple(stop)
+        for s in stop:
+            if not isinstance(s, str) or not s:
+                raise ValueError(f"stop strings must be non-empty strings, got {s!r}")
+        object.__setattr__(self, "stop", stop)
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SamplingParams:
+        """Build from a plain mapping, refusing keys this class does not know."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown sampling field(s): {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(known))})"
+            )
+        return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {"stop": list(self.stop)}

@@ -1,0 +1,121 @@
+"""The tick policy: who waits, who prefills how much, and the adaptive token budget.
+
+Pure Python (no MLX): decode rows come first, one token each; the rest of the budget goes to
+chunked prefill, interactive before background, then first come first served, each prompt at
+most `prefill_burst` tokens a tick. The budget follows measured step times (EWMA) so a tick
+stays near its target and a long prompt never freezes the decoders.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from .config import EngineConfig
+from .sequence import Priority, Sequence, Status
+
+
+@dataclass(slots=True)
+class TickPlan:
+    budget: int  # tokens this tick may run: decode rows + prefill
+    prefill: list[tuple[Sequence, int]]  # (sequence, prompt tokens to run now)
+
+    @property
+    def num_prefill_tokens(self) -> int:
+        return sum(n for _, n in self.prefill)
+
+
+class BudgetController:
+    """Tokens per tick from moving averages of what decode and prefill cost."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.decode_s: float | None = None  # EWMA of a tick's decode part
+        self.prefill_s_per_token: float | None = None  # EWMA of prefill cost per token
+        self.step_s: float = 0.0  # EWMA of whole ticks
+        self.last_budget = config.max_token_budget
+
+    def _ewma(self, old: float | None, new: float) -> float:
+        a = self.config.ewma_alpha
+        return new if old is None else a * new + (1 - a) * old
+
+    def observe(self, decode_rows: int, decode_s: float, prefill_tokens: int, prefill_s: float,
+                step_s: float) -> None:
+        if decode_rows:
+            self.decode_s = self._ewma(self.decode_s, decode_s)
+        if prefill_tokens:
+            self.prefill_s_per_token = self._ewma(
+                self.prefill_s_per_token, prefill_s / prefill_tokens
+            )
+        self.step_s = self._ewma(self.step_s if self.step_s else None, step_s)
+
+    def budget(self, decode_rows: int) -> int:
+        cfg = self.config
+        room = cfg.max_token_budget - decode_rows
+        if decode_rows == 0:
+            allow = room  # nobody is waiting on a token: prefill at full speed
+        elif self.prefill_s_per_token is None or self.decode_s is None:
+            allow = cfg.min_prefill_tokens * 4  # no measurement yet: start small
+        else:
+            target = max(cfg.target_step_s, cfg.decode_slack * self.decode_s)
+            allow = round((target - self.decode_s) / self.prefill_s_per_token)
+        allow = max(cfg.min_prefill_tokens, min(allow, room))
+        self.last_budget = decode_rows + allow
+        return self.last_budget
+
+
+class Scheduler:
+    """Waiting queues per priority class, and the prefilling set."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.waiting: dict[Priority, deque[Sequence]] = {p: deque() for p in Priority}
+        self.prefilling: list[Sequence] = []
+        self.budget = BudgetController(config)
+
+    @property
+    def num_waiting(self) -> int:
+        return sum(len(q) for q in self.waiting.values())
+
+    def add(self, seq: Sequence) -> None:
+        seq.status = Status.WAITING
+        self.waiting[seq.priority].append(seq)
+
+    def remove(self, seq: Sequence) -> None:
+        """Forget a sequence that is waiting or prefilling (cancelled or failed)."""
+        if seq.status is Status.WAITING:
+            self.waiting[seq.priority].remove(seq)
+        elif seq.status is Status.PREFILLING:
+            self.prefilling.remove(seq)
+
+    def admit(self, num_active: int) -> list[Sequence]:
+        """Move waiting sequences into prefill while there is room; highest class first."""
+        admitted = []
+        for priority in Priority:
+            queue = self.waiting[priority]
+            while queue and num_active + len(admitted) < self.config.max_concurrent:
+                seq = queue.popleft()
+                seq.status = Status.PREFILLING
+                admitted.append(seq)
+        self.prefilling.extend(admitted)
+        return admitted
+
+    def plan(self, decode_rows: int) -> TickPlan:
+        budget = self.budget.budget(decode_rows)
+        left = budget - decode_rows
+        chunks = []
+        for seq in sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit)):
+            if left <= 0:
+                break
+            n = min(seq.num_prefill_left, self.config.prefill_burst, left)
+            if n > 0:
+                chunks.append((seq, n))
+                left -= n
+        return TickPlan(budget=budget, prefill=chunks)
+
+    def take_ready(self) -> list[Sequence]:
+        """Prefilled sequences, in arrival order, ready for their first decode step."""
+        ready = [s for s in self.prefilling if s.num_prefill_left == 0]
+        if ready:
+            self.prefilling = [s for s in self.prefilling if s.num_prefill_left > 0]
+        return ready

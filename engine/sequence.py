@@ -1,0 +1,80 @@
+"""One request's mutable record, from submit to finish."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .detokenize import TextStream
+from .sampling_params import SamplingParams
+
+
+class Status(enum.Enum):
+    WAITING = "queued"
+    PREFILLING = "prefilling"
+    DECODING = "generating"
+    FINISHED = "finished"
+
+
+class Priority(enum.IntEnum):
+    INTERACTIVE = 0  # a person is waiting (chat tabs)
+    BACKGROUND = 1  # load simulation, batch jobs
+
+    @classmethod
+    def parse(cls, value: Priority | str | int) -> Priority:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str) and value.upper() in cls.__members__:
+            return cls[value.upper()]
+        if isinstance(value, int) and not isinstance(value, bool) and value in iter(cls):
+            return cls(value)
+        raise ValueError(f"priority must be 'interactive' or 'background', got {value!r}")
+
+
+@dataclass(eq=False, slots=True)
+class Sequence:
+    request_id: str
+    prompt_tokens: list[int]
+    params: SamplingParams
+    priority: Priority
+    text: TextStream
+    seed: int  # effective seed: the request's, or one drawn for it
+    sampler: Any  # engine.sampling.RowSampler (kept untyped: this module imports no MLX)
+    tag: str | None = None  # who asked (a tab, a simulation): for the stats table
+    status: Status = Status.WAITING
+    output_tokens: list[int] = field(default_factory=list)
+    num_cached: int = 0  # prompt tokens already in the KV cache
+    cache: list[Any] | None = None  # per-layer cache while prefilling or decoding solo
+    finish_reason: str | None = None
+    error: str | None = None
+    t_submit: float = field(default_factory=time.perf_counter)
+    t_admit: float | None = None
+    t_first_token: float | None = None
+    t_finish: float | None = None
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_tokens)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_tokens)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_tokens) + len(self.output_tokens)
+
+    @property
+    def num_prefill_left(self) -> int:
+        """Prompt tokens still to run before decoding; the last one is the first decode input."""
+        return len(self.prompt_tokens) - 1 - self.num_cached
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is Status.FINISHED
+
+    @property
+    def next_input(self) -> int:
+        return self.output_tokens[-1] if self.output_tokens else self.prompt_tokens[-1]

@@ -1,0 +1,163 @@
+"""Per-request stats, per-tick telemetry and the aggregate the UI and benchmarks read."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .sequence import Sequence
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStats:
+    request_id: str
+    tag: str | None
+    priority: str
+    queue_s: float  # submit -> admitted
+    prompt_tokens: int
+    ttft_s: float | None  # submit -> first token (None if none came)
+    generated_tokens: int
+    decode_s: float  # first token -> finish
+    tokens_per_s: float  # (generated - 1) / decode_s: the decode rate, as vLLM's 1/TPOT
+    e2e_s: float  # submit -> finish
+    finish_reason: str
+    seed: int
+    error: str | None = None
+
+    @classmethod
+    def of(cls, seq: Sequence) -> RequestStats:
+        end = seq.t_finish if seq.t_finish is not None else time.perf_counter()
+        admit = seq.t_admit if seq.t_admit is not None else end
+        first = seq.t_first_token
+        decode_s = end - first if first is not None else 0.0
+        n = seq.num_output_tokens
+        return cls(
+            request_id=seq.request_id,
+            tag=seq.tag,
+            priority=seq.priority.name.lower(),
+            queue_s=admit - seq.t_submit,
+            prompt_tokens=seq.num_prompt_tokens,
+            ttft_s=first - seq.t_submit if first is not None else None,
+            generated_tokens=n,
+            decode_s=decode_s,
+            tokens_per_s=(n - 1) / decode_s if n > 1 and decode_s > 0 else 0.0,
+            e2e_s=end - seq.t_submit,
+            finish_reason=seq.finish_reason or "unknown",
+            seed=seq.seed,
+            error=seq.error,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TickRecord:
+    index: int
+    t: float  # perf_counter at tick end
+    decode_rows: int
+    prefill_tokens: int
+    prefill_seqs: int
+    step_s: float  # whole tick
+    forward_s: float  # model forwards + sampling (the rest is scheduler overhead)
+    budget: int  # token budget the tick was planned with
+    tokens_out: int  # tokens produced this tick
+    batched: bool  # decode ran the batched path (False: solo fast path or none)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    """One live or recent request, for the stats table."""
+
+    request_id: str
+    tag: str | None
+    state: str
+    prompt_tokens: int
+    generated_tokens: int
+    ttft_s: float | None
+    tokens_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    active: int
+    prefilling: int
+    decoding: int
+    queued: int
+    completed: int
+    cancelled: int
+    failed: int
+    total_generated_tokens: int
+    total_prompt_tokens: int
+    tokens_per_s: float  # generated tokens over the recent window
+    mean_batch_size: float  # decode rows per decoding tick, recent window
+    batch_size: int  # decode rows right now
+    budget: int  # current adaptive token budget
+    step_s: float  # last tick's time
+    step_s_ewma: float
+    ticks: int
+    memory_bytes: int
+    peak_memory_bytes: int
+    uptime_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class StatsCollector:
+    """Counts that only the engine thread writes; readers get immutable snapshots."""
+
+    def __init__(self, window_s: float, telemetry_size: int) -> None:
+        self.window_s = window_s
+        self.ticks: deque[TickRecord] = deque(maxlen=telemetry_size)
+        self.finished: deque[RequestStats] = deque(maxlen=telemetry_size)
+        self.num_ticks = 0
+        self.completed = 0
+        self.cancelled = 0
+        self.failed = 0
+        self.total_generated = 0
+        self.total_prompt = 0
+        self.t_start = time.perf_counter()
+        self.lock = threading.Lock()  # readers on other threads take it too
+        self._window: deque[tuple[float, int, int]] = deque()  # (time, tokens, decode rows)
+
+    def record_tick(self, rec: TickRecord) -> None:
+        with self.lock:
+            self.num_ticks += 1
+            self.ticks.append(rec)
+            self.total_generated += rec.tokens_out
+            self.total_prompt += rec.prefill_tokens
+            if rec.tokens_out or rec.decode_rows:
+                self._window.append((rec.t, rec.tokens_out, rec.decode_rows))
+            self._trim(rec.t)
+
+    def record_finish(self, stats: RequestStats) -> None:
+        with self.lock:
+            self._count_finish(stats)
+
+    def _count_finish(self, stats: RequestStats) -> None:
+        self.finished.append(stats)
+        if stats.finish_reason in ("cancelled", "shutdown"):
+            self.cancelled += 1
+        elif stats.finish_reason == "error":
+            self.failed += 1
+        else:
+            self.completed += 1
+
+    def _trim(self, now: float) -> None:
+        while self._window and self._window[0][0] < now - self.window_s:
+            self._window.popleft()
+
+    def window_rates(self, now: float) -> tuple[float, float]:
+        """(tokens/s, mean decode rows per decoding tick) over the recent window; hold lock."""
+        self._trim(now)
+        span = min(self.window_s, now - self.t_start)
+        tokens = sum(n for _, n, _ in self._window)
+        rows = [r for _, _, r in self._window if r]
+        return (
+            tokens / span if span > 0 else 0.0,
+            sum(rows) / len(rows) if rows else 0.0,
+        )

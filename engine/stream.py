@@ -1,0 +1,85 @@
+"""What `Engine.submit` returns: an async iterator of one request's events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+
+from .llm_engine import TokenEvent
+from .stats import RequestStats
+
+
+class RequestStream:
+    """Events of one request, in order. Leaving `async for` early (or `aclose()`) cancels it.
+
+    Events are pushed on the event loop's thread (or the caller's, in `Engine.step` mode),
+    so no locking is needed here.
+    """
+
+    def __init__(self, request_id: str, prompt_tokens: list[int],
+                 cancel: Callable[[str], None]) -> None:
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self.tokens: list[int] = []
+        self.finish_reason: str | None = None
+        self.error: str | None = None
+        self.stats: RequestStats | None = None  # set with the final event
+        self._parts: list[str] = []
+        self._pending: deque[TokenEvent] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._cancel = cancel
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    def _push(self, event: TokenEvent) -> None:
+        if self.finished:
+            return
+        if event.token is not None:
+            self.tokens.append(event.token)
+        if event.text:
+            self._parts.append(event.text)
+        if event.finish_reason is not None:
+            self.finish_reason = event.finish_reason
+            self.error = event.error
+            self.stats = event.stats
+        self._pending.append(event)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def cancel(self) -> None:
+        """Ask the engine to drop this request on its next tick."""
+        if not self.finished:
+            self._cancel(self.request_id)
+
+    async def aclose(self) -> None:
+        self.cancel()
+
+    def __aiter__(self) -> AsyncIterator[TokenEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[TokenEvent]:
+        try:
+            while True:
+                while self._pending:
+                    event = self._pending.popleft()
+                    yield event
+                    if event.finish_reason is not None:
+                        return
+                self._waiter = asyncio.get_running_loop().create_future()
+                await self._waiter
+                self._waiter = None
+        finally:
+            self.cancel()  # no-op once finished
+
+    async def result(self) -> str:
+        """Wait for the end; return the whole text."""
+        async for _ in self:
+            pass
+        return self.text

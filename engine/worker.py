@@ -1,0 +1,83 @@
+"""The engine thread: drains an inbox, runs ticks, hands events to the asyncio loop."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .llm_engine import LLMEngine, TokenEvent
+
+log = logging.getLogger(__name__)
+
+Command = tuple[str, Any]  # ("add", Sequence) | ("cancel", request_id)
+
+
+class Inbox:
+    """Commands from any thread to the engine thread; a Condition, so idle means asleep."""
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self._items: deque[Command] = deque()
+        self.stopping = False
+
+    def put(self, command: Command) -> None:
+        with self.cv:
+            self._items.append(command)
+            self.cv.notify()
+
+    def stop(self) -> None:
+        with self.cv:
+            self.stopping = True
+            self.cv.notify()
+
+    def drain(self) -> list[Command]:
+        with self.cv:
+            items = list(self._items)
+            self._items.clear()
+            return items
+
+    def wait(self, busy: Callable[[], bool]) -> list[Command]:
+        """Block until there is a command, work to do, or a stop; then drain."""
+        with self.cv:
+            while not self._items and not busy() and not self.stopping:
+                self.cv.wait()
+            items = list(self._items)
+            self._items.clear()
+            return items
+
+
+def apply(core: LLMEngine, commands: list[Command]) -> None:
+    for kind, arg in commands:
+        if kind == "add":
+            core.add(arg)
+        elif kind == "cancel":
+            core.cancel(arg)
+
+
+class EngineThread(threading.Thread):
+    def __init__(self, core: LLMEngine, inbox: Inbox,
+                 deliver: Callable[[list[TokenEvent]], None]) -> None:
+        super().__init__(name="batchchat-engine", daemon=True)
+        self.core = core
+        self.inbox = inbox
+        self.deliver = deliver
+
+    def run(self) -> None:
+        core, inbox = self.core, self.inbox
+        while True:
+            commands = inbox.wait(core.has_work)
+            if inbox.stopping:
+                apply(core, commands)  # late arrivals end with "shutdown" too
+                break
+            apply(core, commands)
+            try:
+                events = core.step()
+            except Exception as exc:  # noqa: BLE001 - a bug in a tick must not kill serving
+                log.exception("engine tick failed")
+                events = core.abort_all("error", error=f"{type(exc).__name__}: {exc}")
+            if events:
+                self.deliver(events)
+        self.deliver(core.abort_all("shutdown"))

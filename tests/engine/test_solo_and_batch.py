@@ -1,0 +1,75 @@
+"""Solo fast path and batched mode produce exactly mlx-lm's greedy tokens."""
+
+from engine import SamplingParams
+from tests.engine.conftest import prompts, reference_tokens, run_to_end
+
+N = 24
+
+
+def test_solo_path_equals_mlx_lm_generate(tiny, make_engine):
+    engine = make_engine()
+    for prompt in prompts(4):
+        stream = engine.submit(prompt_tokens=prompt, params=SamplingParams(max_tokens=N))
+        run_to_end(engine)
+        assert stream.tokens == reference_tokens(tiny.model, prompt, N)
+        assert stream.finish_reason == "length"
+    assert not any(t.batched for t in engine.telemetry())  # one at a time: never batched
+
+
+def test_batch_of_eight_equals_each_solo_run(tiny, make_engine):
+    engine = make_engine(max_concurrent=8)
+    ps = prompts(8)
+    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=N)) for p in ps]
+    run_to_end(engine)
+    for p, s in zip(ps, streams, strict=True):
+        assert s.tokens == reference_tokens(tiny.model, p, N)
+    ticks = engine.telemetry()
+    assert max(t.decode_rows for t in ticks) == 8
+    assert all(t.batched for t in ticks if t.decode_rows >= 2)
+
+
+def test_late_arrival_joins_next_tick_and_running_cache_is_promoted(tiny, make_engine):
+    engine = make_engine(max_concurrent=4)
+    first, second = prompts(2, seed=7)
+    s1 = engine.submit(prompt_tokens=first, params=SamplingParams(max_tokens=N))
+    for _ in range(5):
+        engine.step()
+    assert len(s1.tokens) == 5 and not engine.telemetry()[-1].batched  # solo fast path
+    s2 = engine.submit(prompt_tokens=second, params=SamplingParams(max_tokens=N))
+    engine.step()  # the very next tick: prefill the newcomer and decode both, batched
+    tick = engine.telemetry()[-1]
+    assert tick.decode_rows == 2 and tick.batched
+    assert len(s1.tokens) == 6 and len(s2.tokens) == 1
+    run_to_end(engine)
+    assert s1.tokens == reference_tokens(tiny.model, first, N)
+    assert s2.tokens == reference_tokens(tiny.model, second, N)
+    # Promotion moved the first cache into the batch: its prompt was never run again.
+    prefilled = sum(t.prefill_tokens for t in engine.telemetry())
+    assert prefilled == (len(first) - 1) + (len(second) - 1)
+
+
+def test_batch_shrinks_back_to_solo_path(tiny, make_engine):
+    engine = make_engine(max_concurrent=4)
+    a, b = prompts(2, seed=3)
+    sa = engine.submit(prompt_tokens=a, params=SamplingParams(max_tokens=4))
+    sb = engine.submit(prompt_tokens=b, params=SamplingParams(max_tokens=N))
+    run_to_end(engine)
+    ticks = engine.telemetry()
+    assert any(t.batched for t in ticks)
+    assert ticks[-1].decode_rows == 1 and not ticks[-1].batched  # back on the solo path
+    assert sa.tokens == reference_tokens(tiny.model, a, 4)
+    assert sb.tokens == reference_tokens(tiny.model, b, N)
+
+
+def test_staggered_arrivals_and_departures_keep_every_sequence_exact(tiny, make_engine):
+    engine = make_engine(max_concurrent=6, prefill_burst=8)
+    ps = prompts(10, seed=11)
+    lengths = [5, 30, 12, 3, 20, 9, 16, 1, 25, 7]
+    streams = []
+    for i, (p, n) in enumerate(zip(ps, lengths, strict=True)):
+        streams.append(engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n)))
+        for _ in range(i % 3 + 1):
+            engine.step()
+    run_to_end(engine)
+    for p, n, s in zip(ps, lengths, streams, strict=True):
+        assert s.tokens == reference_tokens(tiny.model, p, n), s.request_id

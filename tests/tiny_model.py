@@ -1,0 +1,58 @@
+"""A tiny random-weight llama and a byte-level tokenizer, built in-process for fast tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models import llama
+from mlx_lm.tokenizer_utils import TokenizerWrapper
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+@dataclass
+class TinyModel:
+    model: Any
+    tokenizer: TokenizerWrapper
+    eos_token_ids: frozenset[int]
+    context_length: int
+
+
+def make_tokenizer() -> TokenizerWrapper:
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(SPECIALS)
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
+        pad_token="<|endoftext|>", chat_template=CHATML,
+    )
+    end_ids = [hf.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
+    return TokenizerWrapper(hf, eos_token_ids=end_ids)
+
+
+def make_tiny_model(seed: int = 0, layers: int = 2, hidden: int = 64,
+                    context_length: int = 512) -> TinyModel:
+    tokenizer = make_tokenizer()
+    args = llama.ModelArgs(
+        model_type="llama", hidden_size=hidden, num_hidden_layers=layers,
+        intermediate_size=hidden * 2, num_attention_heads=4, num_key_value_heads=2,
+        rms_norm_eps=1e-5, vocab_size=len(tokenizer.vocab), rope_theta=10000.0,
+        tie_word_embeddings=False, max_position_embeddings=context_length,
+    )
+    mx.random.seed(seed)
+    model = llama.Model(args)
+    # An untied, larger-scale head, so greedy text varies instead of repeating one token.
+    model.lm_head.weight = mx.random.normal(model.lm_head.weight.shape) * 0.5
+    mx.eval(model.parameters())
+    return TinyModel(model, tokenizer, frozenset(tokenizer.eos_token_ids), context_length)
