@@ -1,0 +1,46 @@
+"""A terminal chat on the engine: the app's fallback when no window can be shown."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from engine import Engine, EngineConfig, RequestRejected, SamplingParams
+
+
+async def chat(source: str, params: SamplingParams, system: str | None = None) -> None:
+    print(f"Loading {source} ...", file=sys.stderr)
+    engine = Engine.load(source, EngineConfig())
+    print(f"{engine.description}. Type a message; an empty line or Ctrl-D quits.",
+          file=sys.stderr)
+    await engine.start()
+    history: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            line = await loop.run_in_executor(None, _read, "you> ")
+            if not line:
+                break
+            history.append({"role": "user", "content": line})
+            try:
+                stream = engine.submit(messages=history, params=params)
+            except RequestRejected as exc:
+                print(f"[refused: {exc}]")
+                history.pop()
+                continue
+            print("bot> ", end="", flush=True)
+            async for event in stream:
+                print(event.text, end="", flush=True)
+            s = stream.stats
+            print(f"\n[{s.generated_tokens} tokens, {s.tokens_per_s:.1f} tok/s, "
+                  f"first token {s.ttft_s or 0:.2f} s, {s.finish_reason}]")
+            history.append({"role": "assistant", "content": stream.text})
+    finally:
+        await engine.shutdown()
+
+
+def _read(prompt: str) -> str:
+    try:
+        return input(prompt).strip()
+    except EOFError:
+        return ""

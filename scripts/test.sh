@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set up (idempotent) and run the whole test suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export QT_QPA_PLATFORM=offscreen
+# Preload the system OpenBLAS for MLX's CPU backend (the app re-executes itself the same way).
+blas="$(.venv/bin/python -c "from engine.blas import openblas_path; print(openblas_path() or '')")"
+if [ -n "$blas" ]; then export LD_PRELOAD="$blas${LD_PRELOAD:+:$LD_PRELOAD}"; fi
+.venv/bin/ruff check .
+exec .venv/bin/python -m pytest -q "$@"

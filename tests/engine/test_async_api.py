@@ -1,0 +1,104 @@
+"""The asyncio API: a worker thread computes, the loop never blocks, shutdown is clean."""
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from engine import EngineStopped, SamplingParams
+from tests.engine.conftest import prompts, reference_tokens
+
+
+async def test_concurrent_streams_on_the_loop(tiny, make_engine):
+    engine = make_engine(max_concurrent=8)
+    await engine.start()
+    ps = prompts(8)
+    loop_thread = threading.get_ident()
+    seen_threads = set()
+
+    async def consume(prompt):
+        stream = engine.submit(prompt_tokens=prompt, params=SamplingParams(max_tokens=16))
+        tokens = []
+        async for event in stream:
+            seen_threads.add(threading.get_ident())
+            if event.token is not None:
+                tokens.append(event.token)
+        return stream, tokens
+
+    results = await asyncio.gather(*(consume(p) for p in ps))
+    for p, (stream, tokens) in zip(ps, results, strict=True):
+        assert tokens == stream.tokens == reference_tokens(tiny.model, p, 16)
+        assert stream.finish_reason == "length" and stream.stats.generated_tokens == 16
+    assert seen_threads == {loop_thread}
+    await engine.shutdown()
+    assert not engine.running
+
+
+async def test_leaving_the_loop_early_cancels_the_request(make_engine):
+    engine = make_engine(max_concurrent=2)
+    await engine.start()
+    stream = engine.submit(prompt_tokens=[1, 2, 3], params=SamplingParams(max_tokens=500))
+    got = 0
+    async for event in stream:
+        got += 1
+        if got == 3:
+            break
+    for _ in range(200):
+        if stream.finished:
+            break
+        await asyncio.sleep(0.01)
+    assert stream.finish_reason == "cancelled"
+    assert len(stream.tokens) < 500
+    await engine.shutdown()
+
+
+async def test_shutdown_ends_queued_and_active_requests(make_engine):
+    engine = make_engine(max_concurrent=1)
+    await engine.start()
+    streams = [engine.submit(prompt_tokens=[i + 1, 2], params=SamplingParams(max_tokens=100_000))
+               for i in range(3)]
+    async for _ in streams[0]:
+        break  # one is surely running now
+    thread = engine._thread
+    await engine.shutdown(timeout=5.0)
+    assert not thread.is_alive()
+    assert all(s.finish_reason == "shutdown" for s in streams[1:])
+    assert streams[0].finish_reason in ("shutdown", "cancelled")
+    with pytest.raises(EngineStopped):
+        engine.submit(prompt_tokens=[1])
+
+
+async def test_idle_engine_does_not_spin(make_engine):
+    engine = make_engine()
+    await engine.start()
+    stream = engine.submit(prompt_tokens=[1, 2], params=SamplingParams(max_tokens=3))
+    await stream.result()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    await asyncio.sleep(1.0)
+    cpu = time.process_time() - cpu0
+    assert cpu < 0.1 * (time.perf_counter() - wall0)  # asleep on a Condition, not polling
+    await engine.shutdown()
+
+
+async def test_loop_stays_responsive_while_the_engine_works(make_engine):
+    engine = make_engine(max_concurrent=4)
+    await engine.start()
+    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=200))
+               for p in prompts(4)]
+    lags = []
+    while not all(s.finished for s in streams):
+        t = time.perf_counter()
+        await asyncio.sleep(0.005)
+        lags.append(time.perf_counter() - t - 0.005)
+        if len(lags) > 5000:
+            break
+
+    async def drain(s):
+        return await s.result()
+
+    await asyncio.gather(*(drain(s) for s in streams))
+    assert all(s.finish_reason == "length" for s in streams)
+    lags.sort()
+    assert lags[len(lags) // 2] < 0.05  # the loop is never held by MLX work
+    await engine.shutdown()

@@ -1,0 +1,57 @@
+"""Golden tokens on the bundled SmolLM2 model: the engine against mlx-lm's own generator."""
+
+import pytest
+from mlx_lm import stream_generate
+
+from engine import Engine, EngineConfig, SamplingParams
+from tests.engine.conftest import run_to_end
+
+pytestmark = pytest.mark.bundled
+
+QUESTIONS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "List three prime numbers.",
+    "Explain what a CPU cache is in one sentence.",
+]
+N = 24
+
+
+@pytest.fixture(scope="module")
+def bundled() -> Engine:
+    from engine.loader import bundled_model_path, load_model
+
+    loaded = load_model(str(bundled_model_path()))
+    return Engine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
+                  context_length=loaded.context_length, config=EngineConfig(max_concurrent=8))
+
+
+def mlx_lm_tokens(engine: Engine, prompt_tokens: list[int], n: int) -> list[int]:
+    out = []
+    for response in stream_generate(engine.model, engine.tokenizer, prompt_tokens,
+                                    max_tokens=n):
+        out.append(response.token)
+        if response.finish_reason is not None:
+            break
+    return out
+
+
+def chat(question: str) -> list[dict]:
+    return [{"role": "user", "content": question}]
+
+
+def test_solo_greedy_equals_mlx_lm_generate(bundled):
+    stream = bundled.submit(messages=chat(QUESTIONS[0]), params=SamplingParams(max_tokens=N))
+    run_to_end(bundled)
+    expected = mlx_lm_tokens(bundled, stream.prompt_tokens, N)
+    assert stream.tokens == expected
+    assert "Paris" in stream.text
+
+
+def test_batched_greedy_equals_each_solo_run(bundled):
+    streams = [bundled.submit(messages=chat(q), params=SamplingParams(max_tokens=N))
+               for q in QUESTIONS]
+    run_to_end(bundled)
+    assert max(t.decode_rows for t in bundled.telemetry()[-N:]) == len(QUESTIONS)
+    for s in streams:
+        assert s.tokens == mlx_lm_tokens(bundled, s.prompt_tokens, N), s.text
