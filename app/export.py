@@ -1,0 +1,203 @@
+"""Export history: a session as Markdown or JSON, stats and simulation runs as CSV or
+JSON, everything as one JSON document (read back by app.import_json).
+
+The formatters take records, not a Store, so an unsaved in-memory session exports too.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from app.storage import (
+    LoadedSession,
+    LoadedSimRun,
+    Message,
+    RequestStats,
+    Session,
+    SimResult,
+    SimRun,
+    StatsSnapshot,
+    Store,
+)
+
+FORMAT_VERSION = 1
+EXPORT_FORMAT = "batchchat-export"
+SESSION_FORMAT = "batchchat-session"
+STATS_FORMAT = "batchchat-stats"
+SIM_RUNS_FORMAT = "batchchat-sim-runs"
+
+_ROLE_HEADINGS = {"system": "System", "user": "User", "assistant": "Assistant"}
+
+
+# --- Markdown -----------------------------------------------------------------------
+
+def session_to_markdown(loaded: LoadedSession) -> str:
+    session = loaded.session
+    parts = [f"# {session.title}", "", _settings_line(session)]
+    if session.system_prompt:
+        parts += ["", "## System prompt", "", _closed_fences(session.system_prompt)]
+    for message in loaded.messages:
+        parts += ["", f"## {_ROLE_HEADINGS.get(message.role, message.role.title())}", ""]
+        parts.append(_closed_fences(message.content))
+        note = _stats_line(message)
+        if note:
+            parts += ["", note]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _settings_line(session: Session) -> str:
+    bits = [f"created {session.created_at}"]
+    if session.preset:
+        bits.append(f"preset {session.preset}")
+    bits += [f"{k} {json.dumps(v, ensure_ascii=False)}" for k, v in session.params.items()]
+    return "*" + " · ".join(bits) + "*"
+
+
+def _stats_line(message: Message) -> str:
+    stats = message.stats or {}
+    bits = []
+    if stats.get("prompt_tokens") is not None:
+        bits.append(f"{stats['prompt_tokens']} prompt tokens")
+    if stats.get("generated_tokens") is not None:
+        bits.append(f"{stats['generated_tokens']} generated tokens")
+    if stats.get("tokens_per_s") is not None:
+        bits.append(f"{stats['tokens_per_s']:.1f} tok/s")
+    if stats.get("ttft_s") is not None:
+        bits.append(f"first token {stats['ttft_s']:.2f} s")
+    if stats.get("finish_reason"):
+        bits.append(f"finish: {stats['finish_reason']}")
+    if not message.is_complete:
+        bits.append("incomplete (interrupted)")
+    return "*" + " · ".join(bits) + "*" if bits else ""
+
+
+def _closed_fences(text: str) -> str:
+    """Keep code blocks intact; close one a cut-off reply left open, so it cannot
+    swallow the rest of the document."""
+    fence = None
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        marker = stripped[:3]
+        if marker in ("```", "~~~"):
+            run = len(stripped) - len(stripped.lstrip(marker[0]))
+            if fence is None:
+                fence = marker[0] * run
+            elif stripped.startswith(fence) and not stripped[len(fence):].strip(fence[0]).strip():
+                fence = None
+    return text if fence is None else text.rstrip("\n") + "\n" + fence
+
+
+# --- JSON ---------------------------------------------------------------------------
+
+def session_to_dict(loaded: LoadedSession) -> dict[str, Any]:
+    return {**loaded.session.to_dict(), "messages": [m.to_dict() for m in loaded.messages]}
+
+
+def sim_run_to_dict(loaded: LoadedSimRun) -> dict[str, Any]:
+    return {**loaded.run.to_dict(), "results": [r.to_dict() for r in loaded.results]}
+
+
+def session_to_json(loaded: LoadedSession) -> str:
+    return _dumps({"format": SESSION_FORMAT, "format_version": FORMAT_VERSION,
+                   "session": session_to_dict(loaded)})
+
+
+def stats_to_json(requests: Iterable[RequestStats], snapshots: Iterable[StatsSnapshot]) -> str:
+    return _dumps({"format": STATS_FORMAT, "format_version": FORMAT_VERSION,
+                   "request_stats": [r.to_dict() for r in requests],
+                   "stats_snapshots": [s.to_dict() for s in snapshots]})
+
+
+def sim_runs_to_json(runs: Iterable[LoadedSimRun]) -> str:
+    return _dumps({"format": SIM_RUNS_FORMAT, "format_version": FORMAT_VERSION,
+                   "sim_runs": [sim_run_to_dict(r) for r in runs]})
+
+
+def export_all(store: Store) -> dict[str, Any]:
+    """Everything in the store as one JSON-ready document (import_json reads it back)."""
+    return {
+        "format": EXPORT_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "sessions": [session_to_dict(store.load_session(s.id)) for s in store.list_sessions()],
+        "sim_runs": [sim_run_to_dict(store.load_sim_run(r.id)) for r in store.list_sim_runs()],
+        "request_stats": [r.to_dict() for r in store.list_request_stats()],
+        "stats_snapshots": [s.to_dict() for s in store.list_stats_snapshots()],
+    }
+
+
+def export_all_json(store: Store) -> str:
+    return _dumps(export_all(store))
+
+
+def _dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+
+
+# --- CSV ----------------------------------------------------------------------------
+
+def request_stats_to_csv(rows: Iterable[RequestStats]) -> str:
+    return _csv(list(RequestStats.__dataclass_fields__), [r.to_dict() for r in rows])
+
+
+def stats_snapshots_to_csv(rows: Iterable[StatsSnapshot]) -> str:
+    """One column per stat; a snapshot without a stat leaves it empty."""
+    dicts = [{"id": s.id, "taken_at": s.taken_at, **s.data} for s in rows]
+    return _csv(_union_keys(["id", "taken_at"], dicts), dicts)
+
+
+def sim_runs_to_csv(runs: Iterable[SimRun]) -> str:
+    """One row per run; config as JSON text, each summary value in its own column."""
+    dicts = [{"id": r.id, "title": r.title, "started_at": r.started_at,
+              "ended_at": r.ended_at, "config": json.dumps(r.config, ensure_ascii=False),
+              **{f"summary.{k}": v for k, v in (r.summary or {}).items()}} for r in runs]
+    return _csv(_union_keys(["id", "title", "started_at", "ended_at", "config"], dicts), dicts)
+
+
+def sim_results_to_csv(results: Iterable[SimResult]) -> str:
+    return _csv(list(SimResult.__dataclass_fields__), [r.to_dict() for r in results])
+
+
+def _union_keys(first: list[str], dicts: list[dict[str, Any]]) -> list[str]:
+    keys = dict.fromkeys(first)
+    for d in dicts:
+        keys.update(dict.fromkeys(d))
+    return list(keys)
+
+
+def _csv(columns: list[str], dicts: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for d in dicts:
+        writer.writerow({k: _cell(d.get(k)) for k in columns})
+    return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return "" if value is None else value
+
+
+# --- Files --------------------------------------------------------------------------
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write via a temp file and rename, so a crash never leaves half a file."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,34 @@
+"""Qt-free history store: SQLite via sqlite-utils, WAL, versioned migrations.
+
+Use from one thread only (the Qt main thread). Typical use::
+
+    safe = SafeStore.open()            # never raises for a bad file; see safe.last_error
+    for session in safe.reader.list_sessions(open_only=True): ...
+    safe.save_message(Message(session_id=s.id, seq=3, role="user", content="hi"))
+    # on a QTimer every few seconds:
+    safe.retry_pending()
+"""
+
+from app.storage.errors import SchemaTooNewError, StorageError
+from app.storage.records import (
+    LoadedSession,
+    LoadedSimRun,
+    Message,
+    RequestStats,
+    SearchHit,
+    Session,
+    SessionSummary,
+    SimResult,
+    SimRun,
+    StatsSnapshot,
+    new_id,
+    utc_now,
+)
+from app.storage.safe_store import SafeStore
+from app.storage.store import Store
+
+__all__ = [
+    "LoadedSession", "LoadedSimRun", "Message", "RequestStats", "SafeStore",
+    "SchemaTooNewError", "SearchHit", "Session", "SessionSummary", "SimResult", "SimRun",
+    "StatsSnapshot", "StorageError", "Store", "new_id", "utc_now",
+]

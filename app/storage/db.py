@@ -1,0 +1,60 @@
+"""Opening the SQLite file: connection settings, health probe, setting a bad file aside."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+from sqlite_utils import Database
+
+SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def connect(path: Path, *, read_only: bool = False, busy_timeout_s: float = 0.5) -> Database:
+    """A Database bound to the calling thread (sqlite3's check_same_thread stays on)."""
+    if read_only:
+        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s)
+    else:
+        conn = sqlite3.connect(str(path), timeout=busy_timeout_s)
+    try:
+        db = Database(conn, execute_plugins=False)
+        db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        db.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return db
+
+
+def probe(db: Database) -> None:
+    """Read the header and schema; raises sqlite3.DatabaseError for a file that is not a db.
+
+    Deliberately not a full integrity_check: that reads every page at each start.
+    """
+    db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def use_wal(db: Database) -> None:
+    """WAL lets a reader see committed rows while we write; FULL sync because a finished
+    message must survive a power cut too, and our writes are few."""
+    with db.ensure_autocommit_on():
+        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise sqlite3.OperationalError(f"could not switch to WAL (journal_mode={mode})")
+    db.execute("PRAGMA synchronous = FULL")
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a damaged file (and its WAL/SHM) to <name>.corrupt-<timestamp>; never delete."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    os.replace(path, target)
+    for suffix in SIDE_FILES:
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, target.with_name(target.name + suffix))
+    return target

@@ -1,0 +1,136 @@
+"""The schema, as sqlite-utils migrations recorded in the database itself.
+
+Add a migration by appending a new function; never edit or rename an applied one.
+The applied names are the schema version: a name this code does not know means the
+file was written by a newer BatchChat, and it is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlite_utils import Database
+from sqlite_utils.db import ForeignKey
+from sqlite_utils.migrations import Migrations
+
+from app.storage.errors import SchemaTooNewError
+
+MIGRATION_SET = "batchchat"
+migrations = Migrations(MIGRATION_SET)
+_NAMES: list[str] = []
+
+
+def _migration(fn: Callable[[Database], None]) -> Callable[[Database], None]:
+    _NAMES.append(fn.__name__)
+    return migrations()(fn)
+
+
+def schema_version() -> int:
+    """The schema version this code writes: the number of its migrations."""
+    return len(_NAMES)
+
+
+def _cascade(table: str, column: str, other: str, action: str = "CASCADE") -> ForeignKey:
+    return ForeignKey(table, column, other, "id", on_delete=action)
+
+
+@_migration
+def m001_tables(db: Database) -> None:
+    strict = db.supports_strict
+    db["sessions"].create(
+        {
+            "id": str, "title": str, "system_prompt": str, "params": str, "preset": str,
+            "position": int, "is_open": int, "created_at": str, "updated_at": str,
+        },
+        pk="id", not_null={"title", "system_prompt", "params", "position", "is_open",
+                           "created_at", "updated_at"},
+        strict=strict,
+    )
+    db["messages"].create(
+        {
+            "id": str, "session_id": str, "seq": int, "role": str, "content": str,
+            "is_complete": int, "params": str, "stats": str,
+            "created_at": str, "updated_at": str,
+        },
+        pk="id", not_null={"session_id", "seq", "role", "content", "is_complete",
+                           "created_at", "updated_at"},
+        foreign_keys=[_cascade("messages", "session_id", "sessions")],
+        strict=strict,
+    )
+    db["messages"].create_index(["session_id", "seq"])
+    db["sim_runs"].create(
+        {"id": str, "title": str, "config": str, "summary": str,
+         "started_at": str, "ended_at": str},
+        pk="id", not_null={"title", "config", "started_at"}, strict=strict,
+    )
+    db["sim_results"].create(
+        {
+            "id": str, "sim_run_id": str, "seq": int, "prompt": str, "reply": str,
+            "prompt_tokens": int, "generated_tokens": int, "finish_reason": str,
+            "queue_s": float, "ttft_s": float, "tokens_per_s": float,
+        },
+        pk="id", not_null={"sim_run_id", "seq", "prompt", "reply"},
+        foreign_keys=[_cascade("sim_results", "sim_run_id", "sim_runs")],
+        strict=strict,
+    )
+    db["sim_results"].create_index(["sim_run_id", "seq"])
+    # Engine numbers outlive the chat they came from, so deleting one keeps them.
+    db["request_stats"].create(
+        {
+            "id": str, "request_id": str, "session_id": str, "message_id": str,
+            "sim_run_id": str, "prompt_tokens": int, "generated_tokens": int,
+            "ttft_s": float, "tokens_per_s": float, "queue_s": float, "decode_s": float,
+            "finish_reason": str, "finished_at": str,
+        },
+        pk="id", not_null={"request_id", "finished_at"},
+        foreign_keys=[
+            _cascade("request_stats", "session_id", "sessions", "SET NULL"),
+            _cascade("request_stats", "message_id", "messages", "SET NULL"),
+            _cascade("request_stats", "sim_run_id", "sim_runs", "SET NULL"),
+        ],
+        strict=strict,
+    )
+    db["request_stats"].create_index(["finished_at"])
+    db["stats_snapshots"].create(
+        {"id": str, "taken_at": str, "data": str},
+        pk="id", not_null={"taken_at", "data"}, strict=strict,
+    )
+    db["stats_snapshots"].create_index(["taken_at"])
+
+
+@_migration
+def m002_search(db: Database) -> None:
+    # External-content FTS keyed on rowid: never VACUUM without rebuild_fts() after.
+    for table, columns in SEARCH_COLUMNS.items():
+        db[table].enable_fts(columns, create_triggers=True, tokenize="porter")
+
+
+SEARCH_COLUMNS: dict[str, list[str]] = {
+    "sessions": ["title", "system_prompt"],
+    "messages": ["content"],
+    "sim_runs": ["title"],
+    "sim_results": ["prompt", "reply"],
+}
+
+
+def check_not_newer(db: Database, path: Path) -> None:
+    """Refuse a database that has migrations this code does not know (read-only check)."""
+    unknown = [m.name for m in migrations.applied(db) if m.name not in _NAMES]
+    if unknown:
+        raise SchemaTooNewError(
+            f"The history database at {path} was written by a newer version of BatchChat "
+            f"(unknown schema changes: {', '.join(unknown)}). It was left untouched; "
+            "update BatchChat, or set BATCHCHAT_DB to use another file.",
+            kind="too_new",
+            path=path,
+        )
+
+
+def has_pending(db: Database) -> bool:
+    return bool(migrations.pending(db))
+
+
+def migrate(db: Database) -> None:
+    """Bring the schema to the latest version; each step is its own transaction."""
+    migrations.apply(db)

@@ -1,0 +1,206 @@
+"""Plain records for each table, and their conversion to and from SQLite rows.
+
+Ids are uuid4 strings made in Python, so the app can refer to a row before it is
+saved and an export can be imported into another database without re-keying.
+Timestamps are UTC ISO-8601 strings with microseconds (they sort as text).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal, Self
+
+Role = Literal["system", "user", "assistant"]
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+class Record:
+    """Shared row conversion; subclasses name their table and special columns."""
+
+    TABLE: ClassVar[str]
+    id: str
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ()
+    BOOL_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def to_row(self) -> dict[str, Any]:
+        row = dataclasses.asdict(self)  # type: ignore[call-overload]
+        for name in self.JSON_FIELDS:
+            if row[name] is not None:
+                row[name] = json.dumps(row[name], ensure_ascii=False)
+        for name in self.BOOL_FIELDS:
+            row[name] = int(bool(row[name]))
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Self:
+        values = dict(row)
+        for name in cls.JSON_FIELDS:
+            if values.get(name) is not None:
+                values[name] = json.loads(values[name])
+        for name in cls.BOOL_FIELDS:
+            values[name] = bool(values[name])
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form used by export (the inverse of from_dict)."""
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"unknown {cls.TABLE} fields: {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+
+@dataclass(slots=True)
+class Session(Record):
+    """One chat tab: its settings, place in the tab bar, and whether it is open."""
+
+    TABLE: ClassVar[str] = "sessions"
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ("params",)
+    BOOL_FIELDS: ClassVar[tuple[str, ...]] = ("is_open",)
+
+    title: str = "New chat"
+    system_prompt: str = ""
+    # Sampling settings: temperature, top_p, top_k, min_p, repetition_penalty,
+    # max_tokens, seed, stop (list).
+    params: dict[str, Any] = field(default_factory=dict)
+    preset: str | None = None
+    position: int = 0
+    is_open: bool = True
+    id: str = field(default_factory=new_id)
+    created_at: str = field(default_factory=utc_now)
+    updated_at: str = field(default_factory=utc_now)
+
+
+@dataclass(slots=True)
+class Message(Record):
+    """One turn; is_complete is False while a reply streams or after it was cut off."""
+
+    TABLE: ClassVar[str] = "messages"
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ("params", "stats")
+    BOOL_FIELDS: ClassVar[tuple[str, ...]] = ("is_complete",)
+
+    session_id: str
+    seq: int
+    role: Role
+    content: str = ""
+    is_complete: bool = True
+    params: dict[str, Any] | None = None
+    # prompt_tokens, generated_tokens, ttft_s, tokens_per_s, finish_reason, queue_s, decode_s
+    stats: dict[str, Any] | None = None
+    id: str = field(default_factory=new_id)
+    created_at: str = field(default_factory=utc_now)
+    updated_at: str = field(default_factory=utc_now)
+
+
+@dataclass(slots=True)
+class RequestStats(Record):
+    """The engine's numbers for one finished request (chat or simulation)."""
+
+    TABLE: ClassVar[str] = "request_stats"
+
+    request_id: str
+    session_id: str | None = None
+    message_id: str | None = None
+    sim_run_id: str | None = None
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    queue_s: float | None = None
+    decode_s: float | None = None
+    finish_reason: str | None = None
+    finished_at: str = field(default_factory=utc_now)
+    id: str = field(default_factory=new_id)
+
+
+@dataclass(slots=True)
+class StatsSnapshot(Record):
+    """The engine's aggregate stats at one moment (active, queued, tokens_per_s, ...)."""
+
+    TABLE: ClassVar[str] = "stats_snapshots"
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ("data",)
+
+    data: dict[str, Any]
+    taken_at: str = field(default_factory=utc_now)
+    id: str = field(default_factory=new_id)
+
+
+@dataclass(slots=True)
+class SimRun(Record):
+    """One simulation run; ended_at and summary are filled in when it finishes."""
+
+    TABLE: ClassVar[str] = "sim_runs"
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ("config", "summary")
+
+    title: str = "Simulation"
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+    started_at: str = field(default_factory=utc_now)
+    ended_at: str | None = None
+    id: str = field(default_factory=new_id)
+
+
+@dataclass(slots=True)
+class SimResult(Record):
+    """One simulated request's outcome within a run."""
+
+    TABLE: ClassVar[str] = "sim_results"
+
+    sim_run_id: str
+    seq: int
+    prompt: str
+    reply: str = ""
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+    finish_reason: str | None = None
+    queue_s: float | None = None
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    id: str = field(default_factory=new_id)
+
+
+@dataclass(slots=True)
+class LoadedSession:
+    session: Session
+    messages: list[Message]
+
+
+@dataclass(slots=True)
+class SessionSummary:
+    """A row of the history list: last_active_at is the newest message (or the session)."""
+
+    session: Session
+    message_count: int
+    last_active_at: str
+
+
+@dataclass(slots=True)
+class LoadedSimRun:
+    run: SimRun
+    results: list[SimResult]
+
+
+@dataclass(slots=True)
+class SearchHit:
+    """A session or sim run matching a search; message_id names the matching message."""
+
+    kind: Literal["session", "sim_run"]
+    id: str
+    title: str
+    snippet: str
+    message_id: str | None = None

@@ -1,0 +1,168 @@
+"""Write-behind wrapper: a write that fails is kept in memory, in order, and retried.
+
+The app calls the write methods here (never Store's directly) and retry_pending()
+on a timer. Nothing is dropped: a transient failure (locked, read-only, disk full,
+damaged, I/O) stops the queue until a retry succeeds; a write the database rejects
+as invalid (a bug) is moved to `rejected` and logged, never retried blindly.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.storage.errors import StorageError
+from app.storage.records import Message, RequestStats, Session, SimResult, SimRun, StatsSnapshot
+from app.storage.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PendingWrite:
+    method: str
+    args: tuple[Any, ...]
+
+
+class SafeStore:
+    def __init__(self, opener: Callable[[], Store]) -> None:
+        self._opener = opener
+        self.store: Store | None = None
+        self.last_error: StorageError | None = None
+        self.notice: str | None = None
+        self.rejected: list[tuple[PendingWrite, StorageError]] = []
+        self._pending: deque[PendingWrite] = deque()
+        self._reopen()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> SafeStore:
+        """Never raises StorageError: on failure the app runs from memory (see last_error)."""
+        return cls(lambda: Store.open(path, **kwargs))
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    @property
+    def reader(self) -> Store:
+        """The Store for reads (list, load, search, export); raises the last error if none.
+
+        Reads see only what is saved: queued writes are not in the database yet."""
+        if self.store is None:
+            raise self.last_error or StorageError("The history database is not open.",
+                                                  kind="io")
+        return self.store
+
+    # Writes: each returns True if saved now, False if kept in memory for retry.
+    def save_session(self, session: Session) -> bool:
+        return self._submit("save_session", copy.copy(session))
+
+    def rename_session(self, session_id: str, title: str) -> bool:
+        return self._submit("rename_session", session_id, title)
+
+    def open_session(self, session_id: str) -> bool:
+        return self._submit("open_session", session_id)
+
+    def close_session(self, session_id: str) -> bool:
+        return self._submit("close_session", session_id)
+
+    def reorder_sessions(self, session_ids: list[str]) -> bool:
+        return self._submit("reorder_sessions", list(session_ids))
+
+    def delete_session(self, session_id: str) -> bool:
+        return self._submit("delete_session", session_id)
+
+    def save_message(self, message: Message) -> bool:
+        return self._submit("save_message", copy.copy(message))
+
+    def checkpoint_message(self, message_id: str, content: str) -> bool:
+        return self._submit("checkpoint_message", message_id, content)
+
+    def delete_message(self, message_id: str) -> bool:
+        return self._submit("delete_message", message_id)
+
+    def record_request_stats(self, stats: RequestStats) -> bool:
+        return self._submit("record_request_stats", copy.copy(stats))
+
+    def add_stats_snapshot(self, snapshot: StatsSnapshot) -> bool:
+        return self._submit("add_stats_snapshot", copy.copy(snapshot))
+
+    def save_sim_run(self, run: SimRun) -> bool:
+        return self._submit("save_sim_run", copy.copy(run))
+
+    def add_sim_results(self, results: list[SimResult]) -> bool:
+        return self._submit("add_sim_results", [copy.copy(r) for r in results])
+
+    def delete_sim_run(self, run_id: str) -> bool:
+        return self._submit("delete_sim_run", run_id)
+
+    def retry_pending(self) -> bool:
+        """Write what is queued, in order; True when nothing is left. Call on a timer."""
+        if self._pending and self._needs_reopen():
+            self._reopen()
+        store = self.store
+        rejected = False
+        while self._pending and store is not None:
+            write = self._pending[0]
+            try:
+                getattr(store, write.method)(*write.args)
+            except StorageError as err:
+                self.last_error = err
+                if err.is_transient:
+                    return False
+                self._reject(write, err)
+                rejected = True
+            except KeyError as err:  # checkpoint of a reply that was never saved
+                self._reject(write, StorageError(f"No saved message {err} to checkpoint.",
+                                                 kind="invalid", path=store.path))
+                rejected = True
+            self._pending.popleft()
+        if not self._pending and store is not None and not rejected:
+            self.last_error = None
+        return not self._pending
+
+    def close(self) -> bool:
+        """Try once more to write what is queued, then close; False if writes remain."""
+        done = self.retry_pending()
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        return done
+
+    def _submit(self, method: str, *args: Any) -> bool:
+        if method == "checkpoint_message":
+            # A newer checkpoint of the same reply supersedes a queued one.
+            self._pending = deque(
+                w for w in self._pending
+                if not (w.method == method and w.args[0] == args[0]))
+        self._pending.append(PendingWrite(method, args))
+        return self.retry_pending()
+
+    def _reject(self, write: PendingWrite, err: StorageError) -> None:
+        log.error("history write %s rejected: %s", write.method, err)
+        self.last_error = err
+        self.rejected.append((write, err))
+
+    def _needs_reopen(self) -> bool:
+        # Not for "corrupt": reopening would start an empty file under queued writes
+        # that refer to rows in the damaged one; a restart sets it aside instead.
+        return self.store is None or self.store.read_only or (
+            self.last_error is not None and self.last_error.kind == "read_only")
+
+    def _reopen(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        try:
+            self.store = self._opener()
+        except StorageError as err:
+            self.last_error = err
+            return
+        if self.store.notice:
+            self.notice = self.store.notice
+

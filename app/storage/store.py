@@ -1,0 +1,115 @@
+"""The history store: open (create, migrate, recover) and the per-entity methods."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from app.paths import db_path
+from app.storage import db as dbfile
+from app.storage.errors import StorageError, translate
+from app.storage.messages import MessagesMixin
+from app.storage.migrations import check_not_newer, has_pending, migrate, schema_version
+from app.storage.search import SearchMixin
+from app.storage.sessions import SessionsMixin
+from app.storage.sim_runs import SimRunsMixin
+from app.storage.stats import StatsMixin
+
+
+class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin):
+    """Every write is one transaction and touches only its own rows.
+
+    Errors come out as StorageError (str() is a message for the user). Not
+    thread-safe: use it only from the thread that opened it (the Qt main thread).
+    Wrap it in SafeStore to keep failed writes in memory and retry them."""
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        read_only: bool = False,
+        # Short: a write waiting on another process's lock blocks the Qt main
+        # thread; SafeStore retries later instead.
+        busy_timeout_s: float = 0.5,
+    ) -> Store:
+        """Open (creating if needed) and migrate the database at path, or the default one.
+
+        A damaged file is moved to <name>.corrupt-<time> and a fresh one started
+        (store.notice says so). A file that cannot be written is opened read-only
+        (store.read_only, store.notice). Raises SchemaTooNewError for a file from a
+        newer BatchChat, untouched, and StorageError when it cannot be opened at all."""
+        target = db_path(path)
+        if read_only:
+            return cls._open_checked(target, read_only=True, busy_timeout_s=busy_timeout_s)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            return cls._open_checked(target, read_only=False, busy_timeout_s=busy_timeout_s)
+        except StorageError as err:
+            if err.kind != "read_only" or not target.exists():
+                raise
+            # Still show the history: reading works where writing does not.
+            store = cls._open_checked(target, read_only=True, busy_timeout_s=busy_timeout_s)
+            store.notice = err.message
+            return store
+        except OSError as exc:
+            raise translate(exc, target) from exc
+
+    @classmethod
+    def _open_checked(cls, path: Path, *, read_only: bool, busy_timeout_s: float) -> Store:
+        notice = None
+        db = cls._connect(path, read_only, busy_timeout_s)
+        try:
+            dbfile.probe(db)
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            err = translate(exc, path)
+            if err.kind != "corrupt" or read_only:
+                raise err from exc
+            moved = cls._set_aside(path)
+            notice = (f"The history database at {path} was damaged; it was moved to {moved} "
+                      "and a new, empty one was started.")
+            db = cls._connect(path, read_only, busy_timeout_s)
+        try:
+            check_not_newer(db, path)  # before anything below can write
+            if read_only:
+                if has_pending(db):
+                    raise StorageError(
+                        f"The history database at {path} is read-only and from an older "
+                        "BatchChat, so it cannot be updated.", kind="read_only", path=path)
+            else:
+                dbfile.use_wal(db)
+                migrate(db)
+        except BaseException as exc:
+            db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise translate(exc, path) from exc
+            raise
+        return cls(db, path, read_only=read_only, notice=notice)
+
+    @staticmethod
+    def _connect(path: Path, read_only: bool, busy_timeout_s: float) -> Database:
+        try:
+            return dbfile.connect(path, read_only=read_only, busy_timeout_s=busy_timeout_s)
+        except sqlite3.Error as exc:
+            raise translate(exc, path) from exc
+
+    @staticmethod
+    def _set_aside(path: Path) -> Path:
+        try:
+            return dbfile.set_aside(path)
+        except OSError as exc:
+            raise translate(exc, path) from exc
+
+    @property
+    def schema_version(self) -> int:
+        return schema_version()
+
+    def close(self) -> None:
+        """Close the connection (SQLite checkpoints the WAL into the main file)."""
+        with contextlib.suppress(sqlite3.Error):
+            self.db.close()
