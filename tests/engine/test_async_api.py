@@ -40,7 +40,7 @@ async def test_leaving_the_loop_early_cancels_the_request(make_engine):
     await engine.start()
     stream = engine.submit(prompt_tokens=[1, 2, 3], params=SamplingParams(max_tokens=500))
     got = 0
-    async for event in stream:
+    async for _event in stream:
         got += 1
         if got == 3:
             break

@@ -1,0 +1,68 @@
+"""Model loading: the bundled SmolLM2 GGUF, any llama GGUF, mlx-lm directories, hub repos.
+
+Importing this package does not import mlx (so CLI entry points can call
+engine.blas.ensure_fast_blas() first); load_model imports the heavy parts lazily.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .bundled import BUNDLED_FILENAME, BUNDLED_PACKAGE, bundled_model_path, model_cache_dir
+from .errors import ModelLoadError
+
+if TYPE_CHECKING:
+    import mlx.nn
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+
+__all__ = [
+    "BUNDLED_FILENAME",
+    "BUNDLED_PACKAGE",
+    "LoadedModel",
+    "ModelLoadError",
+    "bundled_model_path",
+    "load_model",
+    "model_cache_dir",
+]
+
+_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass
+class LoadedModel:
+    model: mlx.nn.Module  # an mlx-lm model (mlx_lm.models.llama.Model for GGUFs)
+    tokenizer: TokenizerWrapper  # wraps a PreTrainedTokenizerFast with chat_template set
+    eos_token_ids: frozenset[int]  # eos id plus the template's end-of-turn token(s)
+    context_length: int
+    source: str  # resolved file path / directory / repo id
+    description: str  # one line for the UI
+
+
+def load_model(source: str = "bundled", *, quantized: bool | None = None) -> LoadedModel:
+    """Load a model and its tokenizer.
+
+    source: "bundled", a .gguf file, an mlx-lm model directory, or a Hugging Face repo id.
+    quantized: None = float32 on CPU (fast with OpenBLAS; MLX's CPU quantized kernels are
+    slow), quantized weights kept on Metal/CUDA; False/True force either.
+    """
+    if source == "bundled":
+        path = bundled_model_path(fetch=True)
+    else:
+        path = Path(source).expanduser()
+    if path.is_dir():
+        from .mlx_dir import load_mlx_dir
+
+        return LoadedModel(**load_mlx_dir(path, quantized))
+    if path.is_file():
+        from .gguf import load_gguf
+
+        return LoadedModel(**load_gguf(path.resolve(), quantized))
+    if path.suffix.lower() == ".gguf" or source.startswith((".", "/", "~")) \
+            or not _REPO_ID_RE.match(source):
+        raise ModelLoadError(f"{source}: no such file or directory")
+    from .mlx_dir import load_hf_repo
+
+    return LoadedModel(**load_hf_repo(source, quantized))

@@ -1,0 +1,67 @@
+"""python -m engine.loader fetch | info [source] [--quantized|--float32]"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.blas import ensure_fast_blas
+
+TEST_PROMPT = "What is the capital of France?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.loader")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("fetch", help="download the bundled model (once) and print its path")
+    info = sub.add_parser("info", help="load a model and describe it")
+    info.add_argument("source", nargs="?", default="bundled")
+    q = info.add_mutually_exclusive_group()
+    q.add_argument("--quantized", dest="quantized", action="store_true", default=None)
+    q.add_argument("--float32", dest="quantized", action="store_false")
+    bench = sub.add_parser("bench", help="fp32 matmul GFLOP/s and decode tok/s (docs/loader.md)")
+    qb = bench.add_mutually_exclusive_group()
+    qb.add_argument("--quantized", dest="quantized", action="store_true", default=None)
+    qb.add_argument("--float32", dest="quantized", action="store_false")
+    bench.add_argument("--tokens", type=int, default=64)
+    args = parser.parse_args(argv)
+
+    from engine.loader import ModelLoadError, bundled_model_path
+
+    try:
+        if args.cmd == "fetch":
+            print(bundled_model_path(fetch=True))
+            return 0
+        ensure_fast_blas()  # before mlx is imported; re-execs at most once
+        if args.cmd == "bench":
+            from engine.loader.bench import main as bench_main
+
+            bench_main(args.quantized, args.tokens)
+            return 0
+        import time
+
+        from engine.blas import blas_summary
+        from engine.loader import load_model
+
+        t0 = time.perf_counter()
+        lm = load_model(args.source, quantized=args.quantized)
+        load_s = time.perf_counter() - t0
+        ids = lm.tokenizer.apply_chat_template([{"role": "user", "content": TEST_PROMPT}],
+                                               add_generation_prompt=True)
+        print(f"description:    {lm.description}")
+        print(f"source:         {lm.source}")
+        print(f"context length: {lm.context_length}")
+        eos = ", ".join(f"{i} {lm.tokenizer.convert_ids_to_tokens(i)!r}"
+                        for i in sorted(lm.eos_token_ids))
+        print(f"eos ids:        {eos}")
+        print(f"test prompt:    {TEST_PROMPT!r} -> {len(ids)} tokens (chat template)")
+        print(f"loaded in:      {load_s:.2f} s")
+        print(blas_summary())
+        return 0
+    except ModelLoadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
