@@ -39,12 +39,15 @@ def uniform_gaps(low: float = 0.5, high: float = 2.0, seed: int | None = None) -
 
 
 def burst_gaps(size: int, every_s: float) -> Iterator[float]:
-    """Bursts of `size` requests at once, one burst every `every_s` seconds."""
+    """Bursts of `size` requests at once, one burst every `every_s` seconds.
+
+    Gap k is the wait before request k + 1 (request 0 goes at once).
+    """
     if size < 1 or every_s < 0:
         raise ValueError("need size >= 1 and every_s >= 0")
-    i = 0
+    i = 1
     while True:
-        yield every_s if i and i % size == 0 else 0.0
+        yield every_s if i % size == 0 else 0.0
         i += 1
 
 

@@ -1,0 +1,58 @@
+"""The benchmark runs end to end on a tiny model and writes its table, JSON and plots."""
+
+import asyncio
+import json
+
+from engine.bench.__main__ import parse_args, run
+from engine.bench.report import plot, print_table, write_json
+from engine.workload import burst_gaps, gamma_gaps, summarize, uniform_gaps
+from tests.tiny_model import make_tiny_model
+
+
+def test_bench_smoke(tmp_path, capsys):
+    args = parse_args(["--scenarios", "solo,offline,online,hol", "--concurrency", "1,2",
+                       "--new-tokens", "6", "--repeats", "1", "--online-requests", "4",
+                       "--online-rate", "50", "--long-prompt", "60", "--out", str(tmp_path)])
+    results = asyncio.run(run(args, loaded=make_tiny_model(context_length=4096)))
+    print_table(results)
+    path = write_json(results, tmp_path)
+    plots = plot(results, tmp_path)
+    data = json.loads(path.read_text())
+    assert {r["concurrency"] for r in data["offline"]} == {1, 2}
+    assert all(r["engine_output_tps"] > 0 and r["batch_generator_output_tps"] > 0
+               for r in data["offline"])
+    assert data["online"]["requests"] == 4 and data["online"]["completed"] == 4
+    assert data["head_of_line"]["engine"]["long_prompt_tokens"] == 60
+    assert data["solo"]["engine_decode_tps"] > 0 and data["solo"]["mlx_lm_decode_tps"] > 0
+    out = capsys.readouterr().out
+    assert "offline throughput" in out and "head-of-line" in out
+    for p in plots:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_arrival_processes_have_the_requested_rates():
+    n = 4000
+    poisson = [g for g, _ in zip(gamma_gaps(rate=5.0, seed=1), range(n), strict=False)]
+    mean = sum(poisson) / n
+    assert abs(mean - 0.2) < 0.2 * 0.05  # mean gap 1/rate within 5 %
+    var = sum((g - mean) ** 2 for g in poisson) / n
+    assert abs(var / mean**2 - 1.0) < 0.1  # exponential: coefficient of variation 1
+    bursty = [g for g, _ in zip(gamma_gaps(rate=5.0, burstiness=0.25, seed=2), range(n),
+                                strict=False)]
+    bmean = sum(bursty) / n
+    bvar = sum((g - bmean) ** 2 for g in bursty) / n
+    assert bvar / bmean**2 > 3  # burstier than Poisson: CV^2 = 1 / burstiness = 4
+    uni = [g for g, _ in zip(uniform_gaps(0.5, 2.0, seed=3), range(n), strict=False)]
+    assert 0.5 <= min(uni) and max(uni) <= 2.0 and abs(sum(uni) / n - 1.25) < 0.03
+    bursts = [g for g, _ in zip(burst_gaps(4, 1.5), range(12), strict=False)]
+    assert bursts == [0, 0, 0, 1.5, 0, 0, 0, 1.5, 0, 0, 0, 1.5]  # 4 at once, then 4 more
+
+
+def test_summary_uses_vllm_definitions():
+    from engine.workload import RequestResult
+
+    r = RequestResult(index=0, prompt="p", output_tokens=5, finish_reason="length",
+                      ttft_s=1.0, e2e_s=3.0, itl_s=[0.5, 0.5, 0.5, 0.5])
+    s = summarize([r], duration_s=4.0)
+    assert s["tpot_s"]["mean"] == 0.5  # (3 - 1) / (5 - 1)
+    assert s["output_throughput"] == 5 / 4.0 and s["completed"] == 1
