@@ -14,8 +14,9 @@ class EngineConfig:
     min_prefill_tokens: int = 16  # prefill always progresses, however busy decode is
     max_token_budget: int = 2048  # cap on tokens (decode rows + prefill) in one tick
     target_step_s: float = 0.2  # tick time the adaptive budget aims at...
-    decode_slack: float = 1.75  # ...but never below this multiple of a decode-only tick
+    decode_slack: float = 2.0  # ...but never below this multiple of a decode-only tick
     ewma_alpha: float = 0.3  # weight of the newest step time in the moving averages
+    admission_window_s: float = 0.002  # an idle engine waits this long to batch a burst
     stats_window_s: float = 10.0  # window of the aggregated tokens/s
     telemetry_size: int = 1024  # per-tick records kept
 
@@ -34,6 +35,8 @@ class EngineConfig:
             "telemetry_size",
         ):
             positive(name)
+        if not 0.0 <= self.admission_window_s <= 1.0:
+            raise ValueError("EngineConfig.admission_window_s must be in [0, 1] seconds")
         if self.max_queue < 0:
             raise ValueError(f"EngineConfig.max_queue must be >= 0, got {self.max_queue}")
         if self.max_context is not None and self.max_context < 2:

@@ -26,39 +26,50 @@ class TickPlan:
 
 
 class BudgetController:
-    """Tokens per tick from moving averages of what decode and prefill cost."""
+    """Tokens per tick, steered by measured tick times (EWMA) against a target.
+
+    While sequences decode, a tick should take about `max(target_step_s, decode_slack x a
+    decode-only tick)`. The prefill allowance is scaled by target / measured after every tick
+    that prefilled, so fixed per-forward costs (a prefill chunk is a second pass over the
+    weights) are learnt rather than modelled. With nobody decoding, prefill runs at full size.
+    """
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        self.decode_s: float | None = None  # EWMA of a tick's decode part
-        self.prefill_s_per_token: float | None = None  # EWMA of prefill cost per token
-        self.step_s: float = 0.0  # EWMA of whole ticks
+        self.decode_s: float | None = None  # EWMA of decode-only ticks
+        self.step_s: float = 0.0  # EWMA of all ticks
+        self.allow: float = 4.0 * config.min_prefill_tokens  # prefill tokens while decoding
         self.last_budget = config.max_token_budget
 
     def _ewma(self, old: float | None, new: float) -> float:
         a = self.config.ewma_alpha
         return new if old is None else a * new + (1 - a) * old
 
+    @property
+    def target_s(self) -> float:
+        cfg = self.config
+        return max(cfg.target_step_s, cfg.decode_slack * (self.decode_s or 0.0))
+
     def observe(self, decode_rows: int, decode_s: float, prefill_tokens: int, prefill_s: float,
                 step_s: float) -> None:
-        if decode_rows:
-            self.decode_s = self._ewma(self.decode_s, decode_s)
-        if prefill_tokens:
-            self.prefill_s_per_token = self._ewma(
-                self.prefill_s_per_token, prefill_s / prefill_tokens
-            )
         self.step_s = self._ewma(self.step_s if self.step_s else None, step_s)
+        if not decode_rows:
+            return
+        if not prefill_tokens:
+            self.decode_s = self._ewma(self.decode_s, step_s)
+            return
+        # Grow only when the allowance was used up: an idle allowance says nothing.
+        factor = self.target_s / step_s
+        if factor < 1.0 or prefill_tokens >= 0.9 * self.allow:
+            factor = min(2.0, max(0.5, factor)) ** self.config.ewma_alpha
+            cfg = self.config
+            self.allow = min(float(cfg.max_token_budget),
+                             max(float(cfg.min_prefill_tokens), self.allow * factor))
 
     def budget(self, decode_rows: int) -> int:
         cfg = self.config
         room = cfg.max_token_budget - decode_rows
-        if decode_rows == 0:
-            allow = room  # nobody is waiting on a token: prefill at full speed
-        elif self.prefill_s_per_token is None or self.decode_s is None:
-            allow = cfg.min_prefill_tokens * 4  # no measurement yet: start small
-        else:
-            target = max(cfg.target_step_s, cfg.decode_slack * self.decode_s)
-            allow = round((target - self.decode_s) / self.prefill_s_per_token)
+        allow = room if decode_rows == 0 else round(self.allow)
         allow = max(cfg.min_prefill_tokens, min(allow, room))
         self.last_budget = decode_rows + allow
         return self.last_budget

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -61,6 +62,7 @@ class EngineThread(threading.Thread):
     def __init__(self, core: LLMEngine, inbox: Inbox,
                  deliver: Callable[[list[TokenEvent]], None]) -> None:
         super().__init__(name="batchchat-engine", daemon=True)
+        self.window_s = core.config.admission_window_s
         self.core = core
         self.inbox = inbox
         self.deliver = deliver
@@ -68,7 +70,12 @@ class EngineThread(threading.Thread):
     def run(self) -> None:
         core, inbox = self.core, self.inbox
         while True:
+            idle = not core.has_work()
             commands = inbox.wait(core.has_work)
+            if idle and commands and self.window_s:
+                # Waking from idle: requests sent together (a burst) start in one tick.
+                time.sleep(self.window_s)
+                commands += inbox.drain()
             if inbox.stopping:
                 apply(core, commands)  # late arrivals end with "shutdown" too
                 break

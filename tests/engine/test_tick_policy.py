@@ -41,23 +41,31 @@ def test_first_token_priority_and_interactive_before_background(make_engine):
     assert bg.finish_reason == fg.finish_reason == "length"
 
 
-def test_budget_shrinks_when_prefill_is_slow_and_grows_when_fast():
-    cfg = EngineConfig(target_step_s=0.1, decode_slack=1.5, max_token_budget=1024,
+def test_budget_shrinks_when_ticks_run_long_and_grows_when_short():
+    cfg = EngineConfig(target_step_s=0.1, decode_slack=2.0, max_token_budget=1024,
                        min_prefill_tokens=8, ewma_alpha=0.5)
     ctl = BudgetController(cfg)
     assert ctl.budget(decode_rows=0) == 1024  # nobody decoding: prefill at full speed
-    for _ in range(40):  # decode 50 ms, prefill 1 ms/token -> (0.1 - 0.05) / 0.001 = 50
-        ctl.observe(4, 0.05, 100, 0.1, 0.15)
-    assert ctl.budget(decode_rows=4) == 4 + 50
-    for _ in range(40):  # prefill got 10x cheaper: the budget grows 10x
-        ctl.observe(4, 0.05, 100, 0.01, 0.06)
-    assert ctl.budget(decode_rows=4) == 4 + 500
-    for _ in range(40):  # a slow decode raises the target to slack * decode
-        ctl.observe(4, 0.2, 100, 0.1, 0.3)
-    assert ctl.budget(decode_rows=4) == 4 + 100  # (1.5 * 0.2 - 0.2) / 0.001
-    for _ in range(40):  # absurdly slow prefill: still the minimum, so prompts progress
-        ctl.observe(4, 0.05, 10, 10.0, 10.0)
-    assert ctl.budget(decode_rows=4) == 4 + 8
+    start = ctl.budget(decode_rows=4) - 4
+    for _ in range(5):
+        ctl.observe(4, 0.04, 0, 0.0, 0.04)  # decode-only ticks of 40 ms
+    assert ctl.target_s == 0.1  # the floor: 2 x 40 ms is less than target_step_s
+    for _ in range(3):
+        ctl.observe(4, 0.04, ctl.budget(4) - 4, 0.2, 0.24)  # prefill ticks overshoot
+    shrunk = ctl.budget(decode_rows=4) - 4
+    assert shrunk < start
+    for _ in range(200):
+        ctl.observe(4, 0.04, ctl.budget(4) - 4, 0.5, 0.54)  # far too slow, every time
+    assert ctl.budget(decode_rows=4) == 4 + 8  # the minimum: prompts still progress
+    for _ in range(200):
+        ctl.observe(4, 0.04, ctl.budget(4) - 4, 0.01, 0.05)  # cheap: half the target
+    assert ctl.budget(decode_rows=4) == 1024  # grown to the cap (all the room there is)
+    for _ in range(20):
+        ctl.observe(4, 0.04, 3, 0.001, 0.041)  # allowance unused: no evidence, no growth
+    assert ctl.budget(decode_rows=4) == 1024
+    for _ in range(10):
+        ctl.observe(4, 0.3, 0, 0.0, 0.3)  # decode got slow: the target follows it
+    assert abs(ctl.target_s - 0.6) < 0.01
 
 
 def test_engine_budget_adapts_from_measured_step_times(make_engine):
