@@ -1,16 +1,37 @@
-"""BatchChat's inference engine: continuous batching on MLX. No Qt here."""
+"""BatchChat's inference engine: continuous batching on MLX. No Qt here.
 
-from .config import EngineConfig
-from .engine import Engine
-from .errors import EngineError, EngineStopped, QueueFullError, RequestRejected
-from .llm_engine import TokenEvent
-from .sampling_params import SamplingParams
-from .sequence import Priority
-from .stats import EngineStats, RequestRow, RequestStats, TickRecord
-from .stream import RequestStream
+Names are imported lazily, so `engine.blas` and `engine.loader` can run before MLX loads
+(the OpenBLAS re-exec then costs no heavy import twice).
+"""
 
-__all__ = [
-    "Engine", "EngineConfig", "EngineError", "EngineStats", "EngineStopped", "Priority",
-    "QueueFullError", "RequestRejected", "RequestRow", "RequestStats", "RequestStream",
-    "SamplingParams", "TickRecord", "TokenEvent",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Engine": ".engine",
+    "EngineConfig": ".config",
+    "EngineError": ".errors",
+    "EngineStopped": ".errors",
+    "QueueFullError": ".errors",
+    "RequestRejected": ".errors",
+    "TokenEvent": ".llm_engine",
+    "SamplingParams": ".sampling_params",
+    "Priority": ".sequence",
+    "EngineStats": ".stats",
+    "RequestRow": ".stats",
+    "RequestStats": ".stats",
+    "TickRecord": ".stats",
+    "RequestStream": ".stream",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

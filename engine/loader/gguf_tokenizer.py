@@ -30,7 +30,12 @@ _LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
 _QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
              r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
-_GPT2_PRE = {"default", "gpt2", "gpt-2", "mpt", "olmo", "jais"}
+# llama.cpp's fallback when a file names no pre-tokenizer: punctuation runs split off
+# first, then GPT-2's regex, then digit runs, then 3-digit groups.
+_DEFAULT_RES = (r"[\p{P}\$\+<=>\^~\|]+",
+                r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+                r"\p{N}+", r"[0-9][0-9][0-9]")
+_GPT2_PRE = {"gpt-2", "gpt2", "mpt", "olmo", "jais"}
 # llama.cpp: "\p{N}" split first (each digit alone), then the GPT-2 regex. SmolLM's own
 # tokenizer.json says the same: Digits(individual_digits=True) + ByteLevel.
 _DIGITS_GPT2_PRE = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone",
@@ -64,9 +69,13 @@ def _pre_tokenizer(pre: str, add_prefix_space: bool,
     if pre in _QWEN2_PRE:
         split = pre_tokenizers.Split(Regex(_QWEN2_RE), behavior="isolated", invert=False)
         return pre_tokenizers.Sequence([split, byte_level_plain]), False
-    if pre not in _GPT2_PRE:
-        log.warning("%s: unknown GGUF pre-tokenizer %r; using GPT-2's regex", source, pre)
-    return byte_level_regex, False
+    if pre in _GPT2_PRE:
+        return byte_level_regex, False
+    if pre != "default":
+        log.warning("%s: unknown GGUF pre-tokenizer %r; using llama.cpp's default", source, pre)
+    splits = [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False)
+              for r in _DEFAULT_RES]
+    return pre_tokenizers.Sequence([*splits, byte_level_plain]), False
 
 
 def build_gguf_tokenizer(metadata: Mapping[str, Any], source: str) -> PreTrainedTokenizerFast:

