@@ -1,30 +1,71 @@
-"""Entry point: `python -m app` (or `batchchat`)."""
+"""Entry point: `python -m app` (or `batchchat`): the window, or `--cli` for the terminal."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import os
+import signal
+import sys
 
 from engine.blas import ensure_fast_blas
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="batchchat", description=__doc__)
-    p.add_argument("--model", default="bundled",
-                   help='"bundled", a .gguf file, an mlx-lm model directory or a repo id')
+    p.add_argument("--model", default=None,
+                   help='"bundled", a .gguf file, an mlx-lm model directory or a repo id '
+                        "(default: the last model loaded, else bundled)")
     p.add_argument("--cli", action="store_true", help="terminal chat instead of the window")
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--temperature", type=float, default=0.7, help="--cli only")
+    p.add_argument("--max-tokens", type=int, default=512, help="--cli only")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     ensure_fast_blas()  # before MLX loads: re-executes with OpenBLAS preloaded on Linux CPU
     args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.cli or not _can_show_window():
+        if not args.cli:
+            print("No display found: starting the terminal chat (--cli).", file=sys.stderr)
+        return run_cli(args)
+    return run_window(args)
+
+
+def run_cli(args: argparse.Namespace) -> int:
     from app.cli_chat import chat
     from engine import SamplingParams
 
     params = SamplingParams(temperature=args.temperature, top_p=0.95,
                             max_tokens=args.max_tokens)
-    asyncio.run(chat(args.model, params))
+    asyncio.run(chat(args.model or "bundled", params))
     return 0
+
+
+def run_window(args: argparse.Namespace) -> int:
+    from app.context import AppContext
+    from app.loop import install_excepthook, make_app, make_loop
+    from ui.main_window import MainWindow
+    from ui.style import load_stylesheet
+
+    app = make_app(sys.argv[:1])
+    app.setStyleSheet(load_stylesheet())
+    loop = make_loop(app)
+    ctx = AppContext.create()
+    window = MainWindow(ctx)
+    install_excepthook(lambda: window)
+    window.shutdown_finished.connect(app.quit)
+    window.show()
+    signal.signal(signal.SIGINT, lambda *_: window.close())  # Ctrl+C: the same clean exit
+    with loop:
+        window.load_model(args.model or ctx.settings.model)
+        loop.run_forever()
+    return 0
+
+
+def _can_show_window() -> bool:
+    if sys.platform != "linux" or os.environ.get("QT_QPA_PLATFORM"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))

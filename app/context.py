@@ -1,0 +1,21 @@
+"""The one application context handed to every view (instead of globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .engine_bridge import EngineBridge
+from .settings import Settings
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    bridge: EngineBridge
+    store: Any = None  # the history store (app.storage.Store) once the app saves chats
+
+    @classmethod
+    def create(cls, settings: Settings | None = None,
+               bridge: EngineBridge | None = None) -> AppContext:
+        return cls(settings or Settings.load(), bridge or EngineBridge())

@@ -1,0 +1,157 @@
+"""One chat (one tab): its messages, system prompt and sampling settings. Qt-free.
+
+Views subscribe to the events; every change to the message list goes through here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from .engine_bridge import EngineBridge, Generation, ReplyStats, SubmitError
+from .events import Event
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class ChatMessage:
+    role: str  # "user" | "assistant"
+    content: str
+    streaming: bool = False
+    stats: ReplyStats | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    request_id: str | None = None
+
+
+FINISH_NOTES = {
+    "length": "stopped at max tokens",
+    "context": "the context is full: start a new chat or shorten this one",
+    "cancelled": "stopped",
+    "shutdown": "the engine shut down",
+}
+
+
+class Conversation:
+    """Events: `reset()` (message list replaced or truncated), `added(index)`,
+    `delta(index, text)`, `changed(index)`, `busy_changed(bool)`, `notice(text)`."""
+
+    def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
+                 params: dict[str, Any] | None = None) -> None:
+        self.id = next(_ids)
+        self.bridge = bridge
+        self.title = title or f"Chat {self.id}"
+        self.system_prompt = system_prompt
+        self.params: dict[str, Any] = dict(params or {})
+        self.messages: list[ChatMessage] = []
+        self.generation: Generation | None = None
+        self.generations: list[Generation] = []  # every reply started here, oldest first
+        self.reset, self.added, self.delta = Event(), Event(), Event()
+        self.changed, self.busy_changed, self.notice = Event(), Event(), Event()
+
+    @property
+    def tag(self) -> str:
+        return f"tab-{self.id}"
+
+    @property
+    def is_busy(self) -> bool:
+        return self.generation is not None
+
+    @property
+    def can_regenerate(self) -> bool:
+        return not self.is_busy and any(m.role == "user" for m in self.messages)
+
+    # -- actions ------------------------------------------------------------------------
+    def send(self, text: str) -> bool:
+        """Add a user message and start the reply. False (with a notice) if refused."""
+        if self.is_busy or not text.strip():
+            return False
+        self.messages.append(ChatMessage("user", text))
+        self.added.emit(len(self.messages) - 1)
+        return self._start()
+
+    def regenerate(self) -> bool:
+        """Drop the last reply (if any) and generate it again."""
+        if not self.can_regenerate:
+            return False
+        if self.messages[-1].role == "assistant":
+            self._truncate(len(self.messages) - 1)
+        return self._start()
+
+    def edit_and_resend(self, index: int, text: str) -> bool:
+        """Replace user message `index`, drop everything after it, and reply again."""
+        if self.is_busy or not text.strip() or self.messages[index].role != "user":
+            return False
+        self._truncate(index)
+        self.messages.append(ChatMessage("user", text))
+        self.added.emit(index)
+        return self._start()
+
+    def stop(self) -> None:
+        if self.generation is not None:
+            self.generation.cancel()
+
+    def close(self) -> None:
+        """The tab is closing: cancel the reply and stop listening to it."""
+        gen, self.generation = self.generation, None
+        if gen is not None:
+            gen.detach()
+            gen.cancel()
+
+    def prompt_messages(self) -> list[dict[str, str]]:
+        out = [{"role": "system", "content": self.system_prompt}] \
+            if self.system_prompt.strip() else []
+        out += [{"role": m.role, "content": m.content} for m in self.messages
+                if m.content or m.role == "user"]
+        return out
+
+    # -- internals ----------------------------------------------------------------------
+    def _truncate(self, n: int) -> None:
+        del self.messages[n:]
+        self.reset.emit()
+
+    def _start(self) -> bool:
+        try:
+            gen = self.bridge.submit(self.prompt_messages(), self.params, tag=self.tag)
+        except SubmitError as exc:
+            self.notice.emit(_submit_note(exc))
+            return False
+        self.generation = gen
+        self.generations.append(gen)
+        self.messages.append(ChatMessage("assistant", "", streaming=True,
+                                         request_id=gen.request_id))
+        index = len(self.messages) - 1
+        gen.delta.connect(lambda text: self._on_delta(index, text))
+        gen.finished.connect(lambda g: self._on_finished(index, g))
+        self.added.emit(index)
+        self.busy_changed.emit(True)
+        return True
+
+    def _on_delta(self, index: int, text: str) -> None:
+        self.messages[index].content += text
+        self.delta.emit(index, text)
+
+    def _on_finished(self, index: int, gen: Generation) -> None:
+        msg = self.messages[index]
+        msg.streaming = False
+        msg.stats = gen.stats
+        msg.finish_reason = gen.finish_reason
+        msg.error = gen.error
+        self.generation = None
+        self.changed.emit(index)
+        self.busy_changed.emit(False)
+        if gen.finish_reason == "error":
+            self.notice.emit(f"Engine error: {gen.error or 'unknown'}")
+        elif gen.finish_reason == "context":
+            self.notice.emit("Context full: the reply was cut. Start a new chat or edit an "
+                             "earlier message.")
+
+
+def _submit_note(exc: SubmitError) -> str:
+    if exc.kind == "queue_full":
+        return f"The engine's queue is full; try again in a moment. ({exc})"
+    if exc.kind == "not_ready":
+        return str(exc)
+    return f"Request refused: {exc}"

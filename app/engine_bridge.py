@@ -1,0 +1,318 @@
+"""The app's one engine client: loads the model off the UI thread, submits, cancels, and
+coalesces token deltas so views update at most once per frame however many requests stream.
+
+Imports no Qt, and the engine (hence mlx) only lazily, so `ui` never pulls in mlx. It runs
+on whatever asyncio loop is current (qasync's, in the app), so a frame is a
+`loop.call_later(frame_s)`; views subscribe to plain `Event`s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from .events import Event
+
+if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
+    from engine import Engine, EngineConfig, EngineStats, RequestStream
+
+log = logging.getLogger(__name__)
+
+Loader = Callable[[str], "Engine"]
+
+
+class BridgeState(StrEnum):
+    EMPTY = "empty"  # nothing loaded yet
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"  # the last load failed; `message` says why
+    STOPPED = "stopped"  # shut down for good
+
+
+class SubmitError(Exception):
+    """A request the engine would not take; `kind` is rejected | queue_full | not_ready."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyStats:
+    """What a view shows under a reply (a plain copy of the engine's RequestStats)."""
+
+    generated_tokens: int
+    prompt_tokens: int
+    ttft_s: float | None
+    tokens_per_s: float
+    e2e_s: float
+    finish_reason: str
+    error: str | None = None
+
+    def summary(self) -> str:
+        parts = [f"{self.generated_tokens} tokens"]
+        if self.ttft_s is not None:
+            parts.append(f"first token {self.ttft_s:.2f} s")
+        parts.append(f"{self.tokens_per_s:.1f} tok/s")
+        parts.append(self.finish_reason)
+        return " · ".join(parts)
+
+
+def default_loader(config: EngineConfig | None = None) -> Loader:
+    def load(source: str) -> Engine:
+        from engine import Engine, EngineConfig
+
+        return Engine.load(source, config or EngineConfig(max_concurrent=16))
+
+    return load
+
+
+def check_params(params: Mapping[str, Any]) -> str | None:
+    """None if the sampling settings are valid, else the reason (for the settings panel)."""
+    from engine.sampling_params import SamplingParams
+
+    try:
+        SamplingParams.from_dict(params)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+class Generation:
+    """One reply being generated. `delta(text)` fires at most once per frame with the text
+    that arrived since the last one; `finished(generation)` fires once, after the last delta."""
+
+    def __init__(self, stream: RequestStream, tag: str | None) -> None:
+        self.stream = stream
+        self.tag = tag
+        self.delta = Event()
+        self.finished = Event()
+        self.shown = ""  # text already handed to `delta` listeners
+        self.ended = False  # the stream ended (its finish may not be flushed yet)
+        self.is_finished = False  # `finished` was emitted
+        self._pending: list[str] = []
+
+    @property
+    def request_id(self) -> str:
+        return self.stream.request_id
+
+    @property
+    def text(self) -> str:
+        return self.stream.text
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.stream.finish_reason
+
+    @property
+    def error(self) -> str | None:
+        return self.stream.error
+
+    @property
+    def stats(self) -> ReplyStats | None:
+        s = self.stream.stats
+        if s is None:
+            return None
+        return ReplyStats(s.generated_tokens, s.prompt_tokens, s.ttft_s, s.tokens_per_s,
+                          s.e2e_s, s.finish_reason, s.error)
+
+    def cancel(self) -> None:
+        self.stream.cancel()
+
+    def detach(self) -> None:
+        """Forget every listener (the view is going away)."""
+        self.delta.disconnect()
+        self.finished.disconnect()
+
+    def _flush(self) -> None:
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending.clear()
+            self.shown += text
+            self.delta.emit(text)
+        if self.ended and not self.is_finished:
+            self.is_finished = True
+            self.finished.emit(self)
+
+
+class EngineBridge:
+    """Owns the Engine. Events: `state_changed(state, message)`, `frame()` after each flush."""
+
+    def __init__(self, loader: Loader | None = None, frame_s: float = 0.016) -> None:
+        self.loader = loader or default_loader()
+        self.frame_s = frame_s
+        self.state = BridgeState.EMPTY
+        self.message = ""
+        self.source: str | None = None  # the model serving now
+        self.attempted: str | None = None  # the last model asked for
+        self.description = ""
+        self.engine: Engine | None = None
+        self.state_changed = Event()
+        self.frame = Event()
+        self.num_flushes = 0
+        self.load_started: float | None = None
+        self._active: dict[str, Generation] = {}
+        self._dirty: dict[str, Generation] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the engine serves
+
+    # -- model lifecycle ----------------------------------------------------------------
+    @property
+    def is_ready(self) -> bool:
+        return self.state == BridgeState.READY
+
+    async def load(self, source: str) -> bool:
+        """Load `source` in a background thread; True when it is ready to serve."""
+        if self.state in (BridgeState.LOADING, BridgeState.STOPPED):
+            return False
+        await self._stop_engine()
+        self.attempted = source
+        self.load_started = time.perf_counter()
+        self._set_state(BridgeState.LOADING, f"Loading {source} …")
+        try:
+            engine = await _in_thread(self.loader, source)
+        except Exception as exc:  # noqa: BLE001 - any loader failure is shown to the user
+            log.warning("loading %s failed: %s", source, exc)
+            self._set_state(BridgeState.FAILED, f"Could not load the model: {exc}")
+            return False
+        if self.state == BridgeState.STOPPED:  # the window closed while we loaded
+            await engine.shutdown(timeout=1.0)
+            return False
+        await self.use_engine(engine, source)
+        return True
+
+    async def use_engine(self, engine: Engine, source: str = "engine") -> None:
+        """Serve with a ready Engine (tests, or after `load`)."""
+        await self._stop_engine()
+        self._loop = asyncio.get_running_loop()
+        await engine.start()
+        self.engine = engine
+        self.source = source
+        self.description = engine.description or source
+        self._set_state(BridgeState.READY, self.description)
+
+    async def shutdown(self, timeout: float = 3.0) -> None:
+        """End every request (finish reason "shutdown") and stop the engine thread."""
+        self._set_state(BridgeState.STOPPED, "Shutting down …")
+        await self._stop_engine(timeout)
+
+    async def _stop_engine(self, timeout: float = 3.0) -> None:
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            try:
+                await engine.shutdown(timeout=timeout)
+            except TimeoutError:
+                log.warning("engine did not stop within %.1f s", timeout)
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=1.0)
+        self._flush()
+
+    def _set_state(self, state: BridgeState, message: str = "") -> None:
+        self.state, self.message = state, message
+        self.state_changed.emit(state, message)
+
+    # -- requests -----------------------------------------------------------------------
+    def submit(self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any],
+               tag: str | None = None) -> Generation:
+        """Start a reply; raise SubmitError (with the engine's reason) if it is refused."""
+        if self.engine is None or self.state != BridgeState.READY:
+            raise SubmitError(self._not_ready_reason(), "not_ready")
+        from engine import EngineStopped, QueueFullError, RequestRejected
+
+        try:
+            stream = self.engine.submit(messages=list(messages), params=dict(params),
+                                        priority="interactive", tag=tag)
+        except QueueFullError as exc:
+            raise SubmitError(str(exc), "queue_full") from None
+        except RequestRejected as exc:
+            raise SubmitError(str(exc), "rejected") from None
+        except EngineStopped as exc:
+            raise SubmitError(str(exc), "not_ready") from None
+        gen = Generation(stream, tag)
+        self._active[gen.request_id] = gen
+        # Views may call this from a Qt slot outside a running coroutine: use the engine's loop.
+        task = self._event_loop().create_task(self._pump(gen))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return gen
+
+    @property
+    def active(self) -> list[Generation]:
+        return list(self._active.values())
+
+    def stats(self) -> EngineStats | None:
+        return self.engine.stats() if self.engine is not None else None
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop or asyncio.get_event_loop()
+
+    def _not_ready_reason(self) -> str:
+        if self.state == BridgeState.LOADING:
+            return "The model is still loading; try again in a moment."
+        if self.state == BridgeState.FAILED:
+            return f"No model is loaded. {self.message}"
+        if self.state == BridgeState.STOPPED:
+            return "The engine is shut down."
+        return "No model is loaded yet."
+
+    async def _pump(self, gen: Generation) -> None:
+        try:
+            async for event in gen.stream:
+                if event.text:
+                    gen._pending.append(event.text)
+                self._mark(gen)
+        finally:
+            gen.ended = True
+            self._mark(gen)
+
+    # -- per-frame coalescing -----------------------------------------------------------
+    def _mark(self, gen: Generation) -> None:
+        self._dirty[gen.request_id] = gen
+        if self._flush_handle is None:
+            self._flush_handle = self._event_loop().call_later(self.frame_s, self._flush)
+
+    def _flush(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        dirty, self._dirty = self._dirty, {}
+        if not dirty:
+            return
+        self.num_flushes += 1
+        for gen in dirty.values():
+            gen._flush()
+            if gen.is_finished:
+                self._active.pop(gen.request_id, None)
+        self.frame.emit()
+
+
+async def _in_thread(fn: Loader, arg: str) -> Engine:
+    """Run a blocking call in a daemon thread (so a slow load never blocks exiting)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Engine] = loop.create_future()
+
+    def settle(result: Engine | None, exc: BaseException | None) -> None:
+        if future.done():
+            return
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def run() -> None:
+        try:
+            result, exc = fn(arg), None
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
+            result, exc = None, e
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(settle, result, exc)
+
+    threading.Thread(target=run, name="batchchat-load", daemon=True).start()
+    return await future

@@ -1,0 +1,132 @@
+"""User settings and named sampling presets, kept as JSON in the user data directory."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .events import Event
+from .paths import data_dir
+
+log = logging.getLogger(__name__)
+
+SETTINGS_FILE_NAME = "settings.json"
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+
+# Keys match engine.SamplingParams (repetition_context_size is left at the engine default).
+DEFAULT_PARAMS: dict[str, Any] = {
+    "temperature": 0.7, "top_p": 0.95, "top_k": 0, "min_p": 0.05,
+    "repetition_penalty": 1.1, "max_tokens": 512, "seed": None, "stop": [],
+}
+BUILTIN_PRESETS: dict[str, dict[str, Any]] = {
+    "Balanced": dict(DEFAULT_PARAMS),
+    "Precise": DEFAULT_PARAMS | {"temperature": 0.0, "top_p": 1.0, "min_p": 0.0,
+                                 "repetition_penalty": 1.15},
+    "Creative": DEFAULT_PARAMS | {"temperature": 1.0, "top_p": 0.98, "min_p": 0.02,
+                                  "repetition_penalty": 1.05, "max_tokens": 1024},
+}
+
+
+def normalize_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Known keys only, defaults filled in, stop as a list (JSON-friendly)."""
+    out = dict(DEFAULT_PARAMS)
+    out.update({k: v for k, v in params.items() if k in DEFAULT_PARAMS})
+    out["stop"] = [s for s in out.get("stop") or [] if isinstance(s, str) and s]
+    return out
+
+
+class Settings:
+    """Defaults for new tabs, the last model, and the presets (built-in ones are read-only).
+
+    `presets_changed()` fires when a preset is saved or deleted.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.model = "bundled"
+        self.system_prompt = DEFAULT_SYSTEM_PROMPT
+        self.default_preset = "Balanced"
+        self.user_presets: dict[str, dict[str, Any]] = {}
+        self.presets_changed = Event()
+
+    @classmethod
+    def default_path(cls) -> Path:
+        return data_dir() / SETTINGS_FILE_NAME
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Settings:
+        """Read the file; a missing or broken one gives the defaults (a broken one is logged)."""
+        settings = cls(path or cls.default_path())
+        try:
+            data = json.loads(settings.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return settings
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable settings file %s: %s", settings.path, exc)
+            return settings
+        if not isinstance(data, dict):
+            return settings
+        settings.model = str(data.get("model") or settings.model)
+        settings.system_prompt = str(data.get("system_prompt", settings.system_prompt))
+        presets = data.get("presets")
+        if isinstance(presets, dict):
+            settings.user_presets = {
+                str(name): normalize_params(p) for name, p in presets.items()
+                if isinstance(p, dict) and name not in BUILTIN_PRESETS
+            }
+        name = data.get("default_preset")
+        if isinstance(name, str) and name in settings.preset_names():
+            settings.default_preset = name
+        return settings
+
+    def save(self) -> None:
+        """Write atomically; a failure is logged (settings are never worth a crash)."""
+        if self.path is None:
+            return
+        data = {"model": self.model, "system_prompt": self.system_prompt,
+                "default_preset": self.default_preset, "presets": self.user_presets}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.warning("could not save settings to %s: %s", self.path, exc)
+
+    # -- presets ------------------------------------------------------------------------
+    def preset_names(self) -> list[str]:
+        return list(BUILTIN_PRESETS) + sorted(self.user_presets)
+
+    def preset(self, name: str) -> dict[str, Any]:
+        if name in BUILTIN_PRESETS:
+            return dict(BUILTIN_PRESETS[name])
+        return dict(self.user_presets[name])
+
+    def is_builtin(self, name: str) -> bool:
+        return name in BUILTIN_PRESETS
+
+    def save_preset(self, name: str, params: Mapping[str, Any]) -> None:
+        name = name.strip()
+        if not name:
+            raise ValueError("a preset needs a name")
+        if name in BUILTIN_PRESETS:
+            raise ValueError(f"{name!r} is a built-in preset; pick another name")
+        self.user_presets[name] = normalize_params(params)
+        self.save()
+        self.presets_changed.emit()
+
+    def delete_preset(self, name: str) -> None:
+        if name in BUILTIN_PRESETS:
+            raise ValueError(f"{name!r} is a built-in preset")
+        if self.user_presets.pop(name, None) is not None:
+            if self.default_preset == name:
+                self.default_preset = "Balanced"
+            self.save()
+            self.presets_changed.emit()
+
+    def new_tab_params(self) -> dict[str, Any]:
+        return self.preset(self.default_preset)

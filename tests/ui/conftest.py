@@ -1,0 +1,121 @@
+"""UI tests: the real main window, offscreen, on a qasync loop and a tiny random model.
+
+pytest-qt does not drive asyncio, so each test gets its own qasync loop (`loop`) and drives
+it with `loop.run_until_complete(...)` from plain (sync) test functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+import qasync  # noqa: E402
+from PySide6.QtCore import QEvent  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from app.context import AppContext  # noqa: E402
+from app.engine_bridge import EngineBridge  # noqa: E402
+from app.loop import make_loop  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from engine import Engine, EngineConfig  # noqa: E402
+from tests.tiny_model import TinyModel, make_tiny_model  # noqa: E402
+
+# Greedy, no end token: every reply runs to max_tokens, so tests know when it ends.
+FAST = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+        "repetition_penalty": 1.0, "max_tokens": 12, "seed": None, "stop": []}
+
+
+@pytest.fixture(autouse=True)
+def _collect_qt_garbage() -> Iterator[None]:
+    """Free each test's Qt wrappers after all its fixtures are gone: left to interpreter
+    shutdown, PySide 6.12 can crash while garbage-collecting them."""
+    yield
+    gc.collect()
+
+
+@pytest.fixture(scope="session")
+def tiny() -> TinyModel:
+    return make_tiny_model()
+
+
+@pytest.fixture
+def loop(qapp: Any) -> Iterator[qasync.QEventLoop]:
+    qapp.setQuitOnLastWindowClosed(False)  # as the app: closing the window must not exit()
+    loop = make_loop(qapp)
+    yield loop
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.wait(pending, timeout=2))
+    loop.close()
+    asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def make_engine(tiny: TinyModel) -> Callable[..., Engine]:
+    def build(context_length: int | None = None, **config: Any) -> Engine:
+        config.setdefault("max_concurrent", 16)
+        return Engine(tiny.model, tiny.tokenizer, eos_token_ids=[],
+                      context_length=context_length or tiny.context_length,
+                      config=EngineConfig(**config), description="tiny test model")
+
+    return build
+
+
+@pytest.fixture
+def settings(tmp_path: Any) -> Settings:
+    s = Settings(tmp_path / "settings.json")
+    s.user_presets["Fast"] = dict(FAST)
+    s.default_preset = "Fast"
+    return s
+
+
+@pytest.fixture
+def ctx(loop: qasync.QEventLoop, settings: Settings,
+        make_engine: Callable[..., Engine]) -> Iterator[AppContext]:
+    bridge = EngineBridge(loader=lambda source: make_engine())
+    loop.run_until_complete(bridge.use_engine(make_engine(), "tiny"))
+    yield AppContext(settings, bridge)
+    loop.run_until_complete(bridge.shutdown(timeout=2.0))
+
+
+@pytest.fixture
+def window(ctx: AppContext, loop: qasync.QEventLoop, qtbot: Any) -> Iterator[Any]:
+    from ui.main_window import MainWindow
+
+    # Not qtbot.addWidget: pytest-qt would close it before this teardown, outside the loop.
+    w = MainWindow(ctx)
+    w.show()
+    qtbot.waitExposed(w)
+    yield w
+    if not w._closed:  # shut down through the loop, as the app does
+        w.close()
+        run_until(loop, lambda: w._closed, timeout=10)
+    w.deleteLater()
+    QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+def run_until(loop: qasync.QEventLoop, predicate: Callable[[], bool],
+              timeout: float = 20.0) -> None:
+    """Run the qasync loop until `predicate()` holds; fail after `timeout` seconds."""
+
+    async def wait() -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met within {timeout} s")
+            await asyncio.sleep(0.005)
+
+    loop.run_until_complete(wait())
+
+
+def spin(loop: qasync.QEventLoop, seconds: float) -> None:
+    loop.run_until_complete(asyncio.sleep(seconds))

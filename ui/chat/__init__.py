@@ -1,0 +1,1 @@
+"""One chat tab: its message list, input box and settings panel."""

@@ -1,0 +1,192 @@
+"""One chat tab: the view of one Conversation (messages, input, settings)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.context import AppContext
+from app.conversation import Conversation
+from app.engine_bridge import check_params
+
+from ..signals import emit
+from .input_box import InputBox
+from .message_view import MessageList
+from .settings_panel import SettingsPanel
+
+
+class ChatTab(QWidget):
+    busy_changed = Signal(bool)
+
+    def __init__(self, ctx: AppContext, title: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.conversation = conv = Conversation(
+            ctx.bridge, title=title, system_prompt=ctx.settings.system_prompt,
+            params=ctx.settings.new_tab_params())
+        self.editing_index: int | None = None
+        self._build()
+        conv.reset.connect(lambda: self.messages.set_messages(conv.messages))
+        conv.added.connect(lambda i: self.messages.add(i, conv.messages[i]))
+        conv.delta.connect(lambda i, _text: self.messages.refresh(i))
+        conv.changed.connect(self.messages.refresh)
+        conv.busy_changed.connect(self._on_busy)
+        conv.notice.connect(self.show_notice)
+        conv.added.connect(lambda _i: self._update_buttons())
+        conv.reset.connect(self._update_buttons)
+        self._on_busy(False)
+
+    def _build(self) -> None:
+        split = QSplitter(Qt.Orientation.Horizontal, self)
+        split.setChildrenCollapsible(False)
+        left = QWidget()
+        col = QVBoxLayout(left)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(0)
+        self.messages = MessageList()
+        self.messages.edit_requested.connect(self.start_edit)
+        col.addWidget(self.messages, 1)
+
+        self.notice = QLabel()
+        self.notice.setObjectName("notice")
+        self.notice.setWordWrap(True)
+        self.notice.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notice.hide()
+        col.addWidget(self.notice)
+        self.edit_banner = QLabel()
+        self.edit_banner.setObjectName("editBanner")
+        self.edit_banner.hide()
+        col.addWidget(self.edit_banner)
+
+        bottom = QWidget()
+        bottom.setObjectName("inputArea")
+        row = QHBoxLayout(bottom)
+        row.setContentsMargins(12, 8, 12, 10)
+        self.input = InputBox()
+        self.input.submitted.connect(self.send_text)
+        self.input.escape_pressed.connect(self.on_escape)
+        row.addWidget(self.input, 1)
+        buttons = QVBoxLayout()
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.clicked.connect(self._send_or_stop)
+        self.regenerate_button = QPushButton("Regenerate")
+        self.regenerate_button.setToolTip("Generate the last reply again (Ctrl+R)")
+        self.regenerate_button.clicked.connect(self.regenerate)
+        self.settings_button = QToolButton()
+        self.settings_button.setText("Settings")
+        self.settings_button.setCheckable(True)
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.regenerate_button)
+        buttons.addWidget(self.settings_button)
+        row.addLayout(buttons)
+        col.addWidget(bottom)
+        split.addWidget(left)
+
+        conv = self.conversation
+        self.panel = SettingsPanel(self.ctx.settings, conv.system_prompt, conv.params)
+        self.panel.changed.connect(self._settings_edited)
+        self.panel.setMinimumWidth(250)
+        split.addWidget(self.panel)
+        split.setStretchFactor(0, 1)
+        split.setSizes([700, 280])
+        self.settings_button.setChecked(True)
+        self.settings_button.toggled.connect(self.panel.setVisible)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(split)
+
+        for keys, slot in (("Esc", self.on_escape), ("Ctrl+R", self.regenerate)):
+            shortcut = QShortcut(QKeySequence(keys), self)
+            shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+            shortcut.activated.connect(slot)
+
+    # -- actions ------------------------------------------------------------------------
+    def send_text(self, text: str) -> bool:
+        if self.conversation.is_busy:
+            self.show_notice("Still generating: press Esc to stop it first.")
+            return False
+        if self.editing_index is not None:
+            ok = self.conversation.edit_and_resend(self.editing_index, text)
+        else:
+            ok = self.conversation.send(text)
+        if ok:
+            self.input.clear()
+            self.cancel_edit()
+            self.show_notice(None)
+        return ok
+
+    def regenerate(self) -> bool:
+        ok = self.conversation.regenerate()
+        if ok:
+            self.show_notice(None)
+        return ok
+
+    def stop(self) -> None:
+        self.conversation.stop()
+
+    def on_escape(self) -> None:
+        if self.conversation.is_busy:
+            self.stop()
+        elif self.editing_index is not None:
+            self.cancel_edit()
+            self.input.clear()
+
+    def start_edit(self, index: int) -> None:
+        if self.conversation.is_busy:
+            self.show_notice("Stop the reply (Esc) before editing a message.")
+            return
+        self.editing_index = index
+        self.input.setPlainText(self.conversation.messages[index].content)
+        self.edit_banner.setText("Editing a message: Enter resends the chat from here, "
+                                 "Esc cancels.")
+        self.edit_banner.show()
+        self.input.setFocus()
+
+    def cancel_edit(self) -> None:
+        self.editing_index = None
+        self.edit_banner.hide()
+
+    def show_notice(self, text: str | None) -> None:
+        self.notice.setText(text or "")
+        self.notice.setVisible(bool(text))
+
+    def close_tab(self) -> None:
+        """Cancel a running reply and let go of shared objects."""
+        self.conversation.close()
+        self.panel.detach()
+
+    # -- reactions ----------------------------------------------------------------------
+    def _send_or_stop(self) -> None:
+        if self.conversation.is_busy:
+            self.stop()
+        else:
+            self.send_text(self.input.toPlainText())
+
+    def _on_busy(self, busy: bool) -> None:
+        self.send_button.setText("Stop" if busy else "Send")
+        self.send_button.setProperty("stop", "true" if busy else "false")
+        self.send_button.style().unpolish(self.send_button)
+        self.send_button.style().polish(self.send_button)
+        self._update_buttons()
+        emit(self.busy_changed, busy)
+
+    def _update_buttons(self) -> None:
+        self.regenerate_button.setEnabled(self.conversation.can_regenerate)
+
+    def _settings_edited(self) -> None:
+        params = self.panel.params()
+        error = check_params(params)
+        self.panel.show_error(error)
+        if error is None:
+            self.conversation.params = params
+        self.conversation.system_prompt = self.panel.system_prompt()

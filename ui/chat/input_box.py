@@ -1,0 +1,42 @@
+"""The message input: Enter sends, Shift+Enter starts a new line, Esc asks to stop."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
+
+from ..signals import emit
+
+
+class InputBox(QPlainTextEdit):
+    submitted = Signal(str)
+    escape_pressed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("inputBox")
+        self.setPlaceholderText("Message  (Enter sends · Shift+Enter new line · Esc stops)")
+        self.setTabChangesFocus(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.document().contentsChanged.connect(self.updateGeometry)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        key, mods = event.key(), event.modifiers()
+        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
+                and not mods & Qt.KeyboardModifier.ShiftModifier:
+            text = self.toPlainText()
+            if text.strip():
+                emit(self.submitted, text)
+            event.accept()
+            return
+        if key == Qt.Key.Key_Escape:
+            emit(self.escape_pressed)
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - grows with its text, 2 to 8 lines
+        lines = max(2, min(8, self.document().blockCount()))
+        line = self.fontMetrics().lineSpacing()
+        return QSize(super().sizeHint().width(), lines * line + 18)

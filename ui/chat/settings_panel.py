@@ -1,0 +1,188 @@
+"""Per-tab system prompt and sampling settings, with named presets shared by all tabs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.settings import Settings, normalize_params
+
+from ..signals import emit
+
+CUSTOM = "(custom)"
+
+
+def _double(lo: float, hi: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
+    box = QDoubleSpinBox()
+    box.setRange(lo, hi)
+    box.setSingleStep(step)
+    box.setDecimals(decimals)
+    return box
+
+
+def _int(lo: int, hi: int, special: str = "") -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(lo, hi)
+    if special:
+        box.setSpecialValueText(special)
+    return box
+
+
+class SettingsPanel(QWidget):
+    """`changed()` fires on every edit; read `system_prompt()` and `params()`."""
+
+    changed = Signal()
+
+    def __init__(self, settings: Settings, system_prompt: str, params: dict[str, Any],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("settingsPanel")
+        self.settings = settings
+        self._loading = False
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 10, 10, 10)
+        layout.addWidget(QLabel("System prompt"))
+        self.system = QPlainTextEdit()
+        self.system.setObjectName("systemPrompt")
+        self.system.setMaximumHeight(90)
+        layout.addWidget(self.system)
+
+        layout.addWidget(QLabel("Preset"))
+        row = QHBoxLayout()
+        self.preset = QComboBox()
+        self.preset.setMinimumContentsLength(8)
+        self.save_preset_button = QPushButton("Save as…")
+        self.delete_preset_button = QPushButton("Delete")
+        row.addWidget(self.preset, 1)
+        row.addWidget(self.save_preset_button)
+        row.addWidget(self.delete_preset_button)
+        layout.addLayout(row)
+
+        form = QFormLayout()
+        self.fields: dict[str, QDoubleSpinBox | QSpinBox] = {
+            "temperature": _double(0.0, 5.0, 0.05),
+            "top_p": _double(0.01, 1.0, 0.01),
+            "top_k": _int(0, 100_000, "off"),
+            "min_p": _double(0.0, 0.99, 0.01),
+            "repetition_penalty": _double(0.1, 3.0, 0.05),
+            "max_tokens": _int(1, 1_000_000),
+            "seed": _int(-1, 2**31 - 1, "random"),
+        }
+        for name, box in self.fields.items():
+            box.setObjectName(name)
+            form.addRow(name.replace("_", " ").capitalize(), box)
+            box.valueChanged.connect(self._edited)
+        self.stop = QPlainTextEdit()
+        self.stop.setObjectName("stop")
+        self.stop.setPlaceholderText("one per line; \\n for a newline")
+        self.stop.setMaximumHeight(60)
+        form.addRow("Stop strings", self.stop)
+        layout.addLayout(form)
+        self.error = QLabel()
+        self.error.setObjectName("errorLabel")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        layout.addWidget(self.error)
+        layout.addStretch(1)
+
+        self.system.textChanged.connect(self._edited)
+        self.stop.textChanged.connect(self._edited)
+        self.preset.activated.connect(self._preset_chosen)
+        self.save_preset_button.clicked.connect(self._ask_preset_name)
+        self.delete_preset_button.clicked.connect(self._delete_preset)
+        settings.presets_changed.connect(self._fill_presets)
+
+        self._loading = True
+        self.system.setPlainText(system_prompt)
+        self.set_params(params)
+        self._loading = False
+        self._fill_presets()
+
+    def detach(self) -> None:
+        """Stop listening to the shared settings (the tab is closing)."""
+        self.settings.presets_changed.disconnect(self._fill_presets)
+
+    # -- reading and writing ------------------------------------------------------------
+    def system_prompt(self) -> str:
+        return self.system.toPlainText()
+
+    def params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {name: box.value() for name, box in self.fields.items()}
+        out["seed"] = None if out["seed"] < 0 else out["seed"]
+        lines = self.stop.toPlainText().splitlines()
+        out["stop"] = [s.replace("\\n", "\n") for s in lines if s]
+        return normalize_params(out)
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        was, self._loading = self._loading, True
+        p = normalize_params(params)
+        for name, box in self.fields.items():
+            value = p[name]
+            box.setValue(-1 if value is None else value)
+        self.stop.setPlainText("\n".join(s.replace("\n", "\\n") for s in p["stop"]))
+        self._loading = was
+        if not was:
+            self._edited()
+
+    def show_error(self, text: str | None) -> None:
+        self.error.setText(text or "")
+        self.error.setVisible(bool(text))
+
+    # -- presets ------------------------------------------------------------------------
+    def _fill_presets(self) -> None:
+        current = self.params()
+        self.preset.blockSignals(True)
+        self.preset.clear()
+        self.preset.addItems(self.settings.preset_names())
+        match = next((n for n in self.settings.preset_names()
+                      if self.settings.preset(n) == current), None)
+        if match is None:
+            self.preset.addItem(CUSTOM)
+            match = CUSTOM
+        self.preset.setCurrentText(match)
+        self.preset.blockSignals(False)
+        self.delete_preset_button.setEnabled(
+            match != CUSTOM and not self.settings.is_builtin(match))
+
+    def _preset_chosen(self, _index: int) -> None:
+        name = self.preset.currentText()
+        if name != CUSTOM:
+            self.set_params(self.settings.preset(name))
+
+    def _ask_preset_name(self) -> None:
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle("Save preset")
+        dialog.setLabelText("Preset name:")
+        dialog.textValueSelected.connect(self.save_preset)
+        dialog.open()  # never exec(): we run inside qasync's loop
+
+    def save_preset(self, name: str) -> None:
+        try:
+            self.settings.save_preset(name, self.params())
+        except ValueError as exc:
+            self.show_error(str(exc))
+
+    def _delete_preset(self) -> None:
+        name = self.preset.currentText()
+        if name != CUSTOM and not self.settings.is_builtin(name):
+            self.settings.delete_preset(name)
+
+    def _edited(self) -> None:
+        if self._loading:
+            return
+        self._fill_presets()
+        emit(self.changed)

@@ -1,0 +1,216 @@
+"""The main window: chat tabs on one shared engine, a load banner, a live status bar."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QInputDialog,
+    QLabel,
+    QMainWindow,
+    QTabWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.context import AppContext
+from app.engine_bridge import BridgeState
+
+from .chat.chat_tab import ChatTab
+from .load_banner import LoadBanner
+from .model_picker import ModelPickerDialog
+from .signals import emit
+
+BUSY_MARK = "● "
+
+
+class MainWindow(QMainWindow):
+    """`shutdown_finished()` fires once the engine stopped after the window was closed."""
+
+    shutdown_finished = Signal()
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setWindowTitle("BatchChat")
+        self.resize(1200, 780)
+        self.shutdown_s: float | None = None
+        self._closing = False
+        self._closed = False
+        self._tasks: set[asyncio.Task[object]] = set()
+
+        central = QWidget()
+        col = QVBoxLayout(central)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(0)
+        self.banner = LoadBanner()
+        self.banner.choose_model.connect(self.choose_model)
+        col.addWidget(self.banner)
+        self.tabs = QTabWidget()
+        self.tabs.setTabsClosable(True)
+        self.tabs.setMovable(True)
+        self.tabs.setDocumentMode(True)
+        self.tabs.tabCloseRequested.connect(self.close_tab)
+        self.tabs.tabBarDoubleClicked.connect(self.rename_tab)
+        plus = QToolButton()
+        plus.setText("+")
+        plus.setObjectName("newTabButton")
+        plus.setToolTip("New chat (Ctrl+T)")
+        plus.clicked.connect(self.new_tab)
+        self.tabs.setCornerWidget(plus)
+        col.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
+
+        self.model_label = QLabel()
+        self.stats_label = QLabel()
+        self.stats_label.setObjectName("engineStats")
+        self.statusBar().addWidget(self.model_label, 1)
+        self.statusBar().addPermanentWidget(self.stats_label)
+        self._stats_timer = QTimer(self)
+        self._stats_timer.setInterval(500)
+        self._stats_timer.timeout.connect(self._show_engine_stats)
+        self._stats_timer.start()
+
+        self._make_actions()
+        ctx.bridge.state_changed.connect(self._on_state)
+        self._on_state(ctx.bridge.state, ctx.bridge.message)
+        self.new_tab()
+
+    def _make_actions(self) -> None:
+        menu = self.menuBar().addMenu("&Chat")
+        for text, keys, slot in (
+            ("&New tab", "Ctrl+T", self.new_tab),
+            ("&Close tab", "Ctrl+W", self.close_current_tab),
+            ("&Rename tab…", "F2", self.rename_tab),
+            ("&Load model…", "Ctrl+O", self.choose_model),
+            ("&Quit", "Ctrl+Q", self.close),
+        ):
+            action = QAction(text, self)
+            action.setShortcut(QKeySequence(keys))
+            action.triggered.connect(lambda _=False, s=slot: s())
+            menu.addAction(action)
+            self.addAction(action)
+
+    # -- tabs ---------------------------------------------------------------------------
+    def chat_tabs(self) -> list[ChatTab]:
+        return [self.tabs.widget(i) for i in range(self.tabs.count())]  # type: ignore[misc]
+
+    def current_tab(self) -> ChatTab | None:
+        return self.tabs.currentWidget()  # type: ignore[return-value]
+
+    def new_tab(self) -> ChatTab:
+        tab = ChatTab(self.ctx)
+        index = self.tabs.addTab(tab, tab.conversation.title)
+        tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
+        self.tabs.setCurrentIndex(index)
+        tab.input.setFocus()
+        return tab
+
+    def close_tab(self, index: int) -> None:
+        """Close a tab; a reply it is generating is cancelled. The last tab is replaced."""
+        tab = self.tabs.widget(index)
+        if not isinstance(tab, ChatTab):
+            return
+        tab.close_tab()
+        self.tabs.removeTab(index)
+        tab.deleteLater()
+        if self.tabs.count() == 0 and not self._closing:
+            self.new_tab()
+
+    def close_current_tab(self) -> None:
+        if self.tabs.count():
+            self.close_tab(self.tabs.currentIndex())
+
+    def rename_tab(self, index: int | None = None) -> None:
+        index = self.tabs.currentIndex() if index is None or index < 0 else index
+        tab = self.tabs.widget(index)
+        if not isinstance(tab, ChatTab):
+            return
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle("Rename tab")
+        dialog.setLabelText("Name:")
+        dialog.setTextValue(tab.conversation.title)
+        dialog.textValueSelected.connect(lambda name: self.set_tab_title(tab, name))
+        dialog.open()  # never exec(): qasync runs this loop
+
+    def set_tab_title(self, tab: ChatTab, title: str) -> None:
+        title = title.strip()
+        if title:
+            tab.conversation.title = title
+            self._mark_busy(tab, tab.conversation.is_busy)
+
+    def _mark_busy(self, tab: ChatTab, busy: bool) -> None:
+        index = self.tabs.indexOf(tab)
+        if index >= 0:
+            title = tab.conversation.title
+            self.tabs.setTabText(index, BUSY_MARK + title if busy else title)
+            self.tabs.setTabToolTip(index, f"{title} (generating)" if busy else title)
+
+    # -- model --------------------------------------------------------------------------
+    def load_model(self, source: str) -> asyncio.Task[bool]:
+        task = asyncio.ensure_future(self._load(source))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _load(self, source: str) -> bool:
+        ok = await self.ctx.bridge.load(source)
+        if ok and self.ctx.settings.model != source:
+            self.ctx.settings.model = source
+            self.ctx.settings.save()
+        return ok
+
+    def choose_model(self) -> ModelPickerDialog:
+        bridge = self.ctx.bridge
+        reason = bridge.message if bridge.state == BridgeState.FAILED else ""
+        current = bridge.attempted or bridge.source or self.ctx.settings.model
+        dialog = ModelPickerDialog(current, reason, self)
+        dialog.chosen.connect(self.load_model)
+        dialog.open()
+        return dialog
+
+    def _on_state(self, state: BridgeState, message: str) -> None:
+        self.banner.show_state(state, message)
+        if state == BridgeState.READY:
+            self.model_label.setText(f"Model: {message}")
+        elif state == BridgeState.LOADING:
+            self.model_label.setText(message)
+        elif state == BridgeState.FAILED:
+            self.model_label.setText("No model loaded")
+
+    def _show_engine_stats(self) -> None:
+        s = self.ctx.bridge.stats()
+        if s is None:
+            self.stats_label.clear()
+            return
+        self.stats_label.setText(
+            f"{s.active} generating · {s.queued} queued · {s.tokens_per_s:.1f} tok/s · "
+            f"batch {s.batch_size} · {s.completed} done")
+
+    # -- closing ------------------------------------------------------------------------
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if self._closed:
+            event.accept()
+            return
+        event.ignore()  # close for real once the engine has stopped
+        if not self._closing:
+            self._closing = True
+            self.statusBar().showMessage("Stopping the engine …")
+            task = asyncio.ensure_future(self._shutdown())
+            self._tasks.add(task)
+
+    async def _shutdown(self) -> None:
+        started = time.perf_counter()
+        self._stats_timer.stop()
+        try:
+            await self.ctx.bridge.shutdown(timeout=3.0)
+        finally:
+            self.shutdown_s = time.perf_counter() - started
+            self.ctx.bridge.state_changed.disconnect(self._on_state)
+            self._closed = True
+            self.close()
+            emit(self.shutdown_finished)
