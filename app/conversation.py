@@ -6,7 +6,8 @@ Views subscribe to the events; every change to the message list goes through her
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from .engine_bridge import EngineBridge, Generation, ReplyStats, SubmitError
@@ -24,6 +25,8 @@ class ChatMessage:
     finish_reason: str | None = None
     error: str | None = None
     request_id: str | None = None
+    params: dict[str, Any] | None = None  # the sampling settings a reply was made with
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))  # its history row
 
 
 FINISH_NOTES = {
@@ -31,25 +34,31 @@ FINISH_NOTES = {
     "context": "the context is full: start a new chat or shorten this one",
     "cancelled": "stopped",
     "shutdown": "the engine shut down",
+    "interrupted": "incomplete: BatchChat closed before this reply finished",
 }
 
 
 class Conversation:
     """Events: `reset()` (message list replaced or truncated), `added(index)`,
-    `delta(index, text)`, `changed(index)`, `busy_changed(bool)`, `notice(text)`."""
+    `delta(index, text)`, `changed(index)`, `busy_changed(bool)`, `notice(text)`,
+    `meta_changed()` (title, system prompt, settings or preset)."""
 
     def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
-                 params: dict[str, Any] | None = None) -> None:
+                 params: dict[str, Any] | None = None, session_id: str | None = None,
+                 messages: list[ChatMessage] | None = None, preset: str | None = None) -> None:
         self.id = next(_ids)
+        self.session_id = session_id or str(uuid.uuid4())  # its row in the history store
         self.bridge = bridge
         self.title = title or f"Chat {self.id}"
         self.system_prompt = system_prompt
         self.params: dict[str, Any] = dict(params or {})
-        self.messages: list[ChatMessage] = []
+        self.preset = preset
+        self.messages: list[ChatMessage] = list(messages or [])
         self.generation: Generation | None = None
         self.generations: list[Generation] = []  # every reply started here, oldest first
         self.reset, self.added, self.delta = Event(), Event(), Event()
         self.changed, self.busy_changed, self.notice = Event(), Event(), Event()
+        self.meta_changed = Event()
 
     @property
     def tag(self) -> str:
@@ -89,6 +98,19 @@ class Conversation:
         self.added.emit(index)
         return self._start()
 
+    def rename(self, title: str) -> None:
+        self.title = title
+        self.meta_changed.emit()
+
+    def update_settings(self, system_prompt: str, params: dict[str, Any] | None = None,
+                        preset: str | None = None) -> None:
+        """New system prompt, and sampling settings when given (None: keep them)."""
+        self.system_prompt = system_prompt
+        if params is not None:
+            self.params = params
+        self.preset = preset
+        self.meta_changed.emit()
+
     def stop(self) -> None:
         if self.generation is not None:
             self.generation.cancel()
@@ -121,7 +143,7 @@ class Conversation:
         self.generation = gen
         self.generations.append(gen)
         self.messages.append(ChatMessage("assistant", "", streaming=True,
-                                         request_id=gen.request_id))
+                                         request_id=gen.request_id, params=dict(self.params)))
         index = len(self.messages) - 1
         gen.delta.connect(lambda text: self._on_delta(index, text))
         gen.finished.connect(lambda g: self._on_finished(index, g))

@@ -18,6 +18,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help='"bundled", a .gguf file, an mlx-lm model directory or a repo id '
                         "(default: the last model loaded, else bundled)")
     p.add_argument("--cli", action="store_true", help="terminal chat instead of the window")
+    p.add_argument("--db", default=None, metavar="PATH",
+                   help="the history database (default: $BATCHCHAT_DB, else history.db in "
+                        "the data directory)")
     p.add_argument("--temperature", type=float, default=0.7, help="--cli only")
     p.add_argument("--max-tokens", type=int, default=512, help="--cli only")
     return p.parse_args(argv)
@@ -45,7 +48,9 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 def run_window(args: argparse.Namespace) -> int:
+    from app import test_hooks
     from app.context import AppContext
+    from app.history_sync import HistorySync
     from app.loop import install_excepthook, make_app, make_loop
     from ui.main_window import MainWindow
     from ui.style import load_stylesheet
@@ -53,8 +58,11 @@ def run_window(args: argparse.Namespace) -> int:
     app = make_app(sys.argv[:1])
     app.setStyleSheet(load_stylesheet())
     loop = make_loop(app)
-    ctx = AppContext.create()
+    ctx = AppContext.create(bridge=test_hooks.tiny_bridge())
+    ctx.history = HistorySync.open(args.db)
+    ctx.store = ctx.history.store
     window = MainWindow(ctx)
+    test_hooks.install_autosend(window)  # test-only; does nothing unless its variable is set
     install_excepthook(lambda: window)
     window.shutdown_finished.connect(app.quit)
     window.show()
@@ -62,6 +70,7 @@ def run_window(args: argparse.Namespace) -> int:
     with loop:
         window.load_model(args.model or ctx.settings.model)
         loop.run_forever()
+    ctx.history.close()  # last try at anything still unsaved (logged if it fails)
     return 0
 
 

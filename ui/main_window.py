@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QInputDialog,
@@ -18,12 +18,15 @@ from PySide6.QtWidgets import (
 )
 
 from app.context import AppContext
+from app.conversation import Conversation
 from app.engine_bridge import BridgeState
 
 from .chat.chat_tab import ChatTab
+from .history_controller import HistoryController
 from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
 from .signals import emit
+from .stats_panel import StatsDock
 
 BUSY_MARK = "● "
 
@@ -76,9 +79,14 @@ class MainWindow(QMainWindow):
         self._stats_timer.start()
 
         self._make_actions()
+        self._make_stats_dock()
         ctx.bridge.state_changed.connect(self._on_state)
         self._on_state(ctx.bridge.state, ctx.bridge.message)
-        self.new_tab()
+        self.history = HistoryController(self, ctx.history) if ctx.history else None
+        if self.history is None or not self.history.restore_tabs():
+            self.new_tab()
+        if self.history is not None:
+            self.history.show_notice()
 
     def _make_actions(self) -> None:
         menu = self.menuBar().addMenu("&Chat")
@@ -95,6 +103,22 @@ class MainWindow(QMainWindow):
             menu.addAction(action)
             self.addAction(action)
 
+    def _make_stats_dock(self) -> None:
+        """The live engine stats panel (hidden at first), toggled from View (Ctrl+Shift+S)."""
+        self.stats_dock = StatsDock(self.ctx, self._tab_titles, self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
+        self.stats_dock.hide()
+        toggle = self.stats_dock.toggleViewAction()
+        toggle.setText("Engine &stats")
+        toggle.setShortcut(QKeySequence("Ctrl+Shift+S"))
+        view = next((a.menu() for a in self.menuBar().actions() if a.text() == "&View"), None)
+        (view or self.menuBar().addMenu("&View")).addAction(toggle)
+        self.addAction(toggle)
+
+    def _tab_titles(self) -> dict[str, str]:
+        return {t.conversation.tag: t.conversation.title for t in self.chat_tabs()
+                if isinstance(t, ChatTab)}
+
     # -- tabs ---------------------------------------------------------------------------
     def chat_tabs(self) -> list[ChatTab]:
         return [self.tabs.widget(i) for i in range(self.tabs.count())]  # type: ignore[misc]
@@ -102,12 +126,15 @@ class MainWindow(QMainWindow):
     def current_tab(self) -> ChatTab | None:
         return self.tabs.currentWidget()  # type: ignore[return-value]
 
-    def new_tab(self) -> ChatTab:
-        tab = ChatTab(self.ctx)
+    def new_tab(self, conversation: Conversation | None = None) -> ChatTab:
+        """A new chat, or a tab for `conversation` (restored or opened from the history)."""
+        tab = ChatTab(self.ctx, conversation=conversation)
         index = self.tabs.addTab(tab, tab.conversation.title)
         tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
         self.tabs.setCurrentIndex(index)
         tab.input.setFocus()
+        if self.history is not None:
+            self.history.tab_added(tab)
         return tab
 
     def close_tab(self, index: int) -> None:
@@ -115,9 +142,13 @@ class MainWindow(QMainWindow):
         tab = self.tabs.widget(index)
         if not isinstance(tab, ChatTab):
             return
+        if self.history is not None:
+            self.history.tab_closing(tab)
         tab.close_tab()
         self.tabs.removeTab(index)
         tab.deleteLater()
+        if self.history is not None:
+            self.history.save_order()
         if self.tabs.count() == 0 and not self._closing:
             self.new_tab()
 
@@ -140,7 +171,7 @@ class MainWindow(QMainWindow):
     def set_tab_title(self, tab: ChatTab, title: str) -> None:
         title = title.strip()
         if title:
-            tab.conversation.title = title
+            tab.conversation.rename(title)
             self._mark_busy(tab, tab.conversation.is_busy)
 
     def _mark_busy(self, tab: ChatTab, busy: bool) -> None:
@@ -206,6 +237,9 @@ class MainWindow(QMainWindow):
     async def _shutdown(self) -> None:
         started = time.perf_counter()
         self._stats_timer.stop()
+        if self.history is not None:
+            self.history.stop()
+        self.stats_dock.stop()
         try:
             await self.ctx.bridge.shutdown(timeout=3.0)
         finally:

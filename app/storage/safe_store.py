@@ -141,6 +141,10 @@ class SafeStore:
                 w for w in self._pending
                 if not (w.method == method and w.args[0] == args[0]))
         self._pending.append(PendingWrite(method, args))
+        if len(self._pending) > 1:
+            # Stalled on an earlier failure: leave it to the retry timer, so a locked or
+            # read-only database costs one busy timeout (or reopen) per retry, not per write.
+            return False
         return self.retry_pending()
 
     def _reject(self, write: PendingWrite, err: StorageError) -> None:

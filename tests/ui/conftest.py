@@ -119,3 +119,52 @@ def run_until(loop: qasync.QEventLoop, predicate: Callable[[], bool],
 
 def spin(loop: qasync.QEventLoop, seconds: float) -> None:
     loop.run_until_complete(asyncio.sleep(seconds))
+
+
+class HistoryApp:
+    """The real window on a history database in tmp_path; `start()` again after `stop()`
+    is a restart on the same file."""
+
+    def __init__(self, loop: qasync.QEventLoop, settings: Settings,
+                 make_engine: Callable[..., Engine], qtbot: Any, db: Any) -> None:
+        self.loop, self.settings, self.make_engine, self.qtbot = loop, settings, make_engine, qtbot
+        self.db = db
+        self.window: Any = None
+        self.history: Any = None
+
+    def start(self, **sync_options: float) -> Any:
+        from app.history_sync import HistorySync
+        from ui.main_window import MainWindow
+
+        bridge = EngineBridge(loader=lambda source: self.make_engine())
+        self.loop.run_until_complete(bridge.use_engine(self.make_engine(), "tiny"))
+        self.history = HistorySync.open(self.db, **sync_options)
+        ctx = AppContext(self.settings, bridge, store=self.history.store, history=self.history)
+        self.window = MainWindow(ctx)
+        self.window.show()
+        self.qtbot.waitExposed(self.window)
+        try:  # shortcuts need an active window; offscreen activates it a moment later
+            run_until(self.loop, lambda: QApplication.activeWindow() is not None, timeout=1)
+        except AssertionError:
+            pass
+        return self.window
+
+    def stop(self) -> None:
+        w, self.window = self.window, None
+        if w is None:
+            return
+        if not w._closed:
+            w.close()
+            run_until(self.loop, lambda: w._closed, timeout=10)
+        self.history.close()
+        w.deleteLater()
+        QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+@pytest.fixture
+def history_app(loop: qasync.QEventLoop, settings: Settings,
+                make_engine: Callable[..., Engine], qtbot: Any,
+                tmp_path: Any) -> Iterator[HistoryApp]:
+    app = HistoryApp(loop, settings, make_engine, qtbot, tmp_path / "h.db")
+    yield app
+    app.stop()

@@ -21,20 +21,25 @@ from app.engine_bridge import check_params
 from ..signals import emit
 from .input_box import InputBox
 from .message_view import MessageList
-from .settings_panel import SettingsPanel
+from .settings_panel import CUSTOM, SettingsPanel
 
 
 class ChatTab(QWidget):
     busy_changed = Signal(bool)
 
-    def __init__(self, ctx: AppContext, title: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, ctx: AppContext, title: str = "", parent: QWidget | None = None,
+                 conversation: Conversation | None = None) -> None:
+        """A new chat, or a view of `conversation` (one restored from the history)."""
         super().__init__(parent)
         self.ctx = ctx
-        self.conversation = conv = Conversation(
+        self.conversation = conv = conversation or Conversation(
             ctx.bridge, title=title, system_prompt=ctx.settings.system_prompt,
             params=ctx.settings.new_tab_params())
         self.editing_index: int | None = None
         self._build()
+        if conversation is None:
+            preset = self.panel.preset.currentText()
+            conv.preset = None if preset == CUSTOM else preset
         conv.reset.connect(lambda: self.messages.set_messages(conv.messages))
         conv.added.connect(lambda i: self.messages.add(i, conv.messages[i]))
         conv.delta.connect(lambda i, _text: self.messages.refresh(i))
@@ -43,6 +48,8 @@ class ChatTab(QWidget):
         conv.notice.connect(self.show_notice)
         conv.added.connect(lambda _i: self._update_buttons())
         conv.reset.connect(self._update_buttons)
+        if conv.messages:
+            self.messages.set_messages(conv.messages)
         self._on_busy(False)
 
     def _build(self) -> None:
@@ -187,6 +194,7 @@ class ChatTab(QWidget):
         params = self.panel.params()
         error = check_params(params)
         self.panel.show_error(error)
-        if error is None:
-            self.conversation.params = params
-        self.conversation.system_prompt = self.panel.system_prompt()
+        preset = self.panel.preset.currentText()
+        self.conversation.update_settings(self.panel.system_prompt(),
+                                          params if error is None else None,
+                                          None if preset == CUSTOM else preset)

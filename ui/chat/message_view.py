@@ -25,6 +25,8 @@ def stats_text(msg: ChatMessage) -> str:
     if msg.streaming:
         return "generating …"
     if msg.stats is None:
+        if msg.finish_reason == "interrupted":  # restored from the history, never finished
+            return FINISH_NOTES["interrupted"]
         return msg.finish_reason or ""
     text = msg.stats.summary()
     note = FINISH_NOTES.get(msg.finish_reason or "")

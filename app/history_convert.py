@@ -1,0 +1,89 @@
+"""Conversion between the chat model (Conversation, ChatMessage) and history records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conversation import ChatMessage, Conversation
+from .engine_bridge import EngineBridge, Generation, ReplyStats
+from .storage import LoadedSession, Message, RequestStats, Session
+
+INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, kill)
+
+
+def session_record(conv: Conversation, *, position: int, is_open: bool,
+                   created_at: str | None = None) -> Session:
+    session = Session(title=conv.title, system_prompt=conv.system_prompt,
+                      params=dict(conv.params), preset=conv.preset, position=position,
+                      is_open=is_open, id=conv.session_id)
+    if created_at is not None:
+        session.created_at = created_at
+    return session
+
+
+def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any] | None:
+    """The per-message numbers saved with a finished reply (None for user messages)."""
+    if msg.role != "assistant" or msg.streaming:
+        return None
+    out: dict[str, Any] = {"finish_reason": msg.finish_reason}
+    if msg.stats is not None:
+        s = msg.stats
+        out.update(prompt_tokens=s.prompt_tokens, generated_tokens=s.generated_tokens,
+                   ttft_s=s.ttft_s, tokens_per_s=s.tokens_per_s, e2e_s=s.e2e_s)
+    raw = gen.stream.stats if gen is not None else None
+    if raw is not None:
+        out.update(queue_s=raw.queue_s, decode_s=raw.decode_s)
+    if msg.error:
+        out["error"] = msg.error
+    return out
+
+
+def message_record(conv: Conversation, index: int, *, created_at: str | None = None,
+                   gen: Generation | None = None) -> Message:
+    msg = conv.messages[index]
+    record = Message(session_id=conv.session_id, seq=index, role=msg.role,  # type: ignore[arg-type]
+                     content=msg.content, is_complete=not msg.streaming, params=msg.params,
+                     stats=stats_dict(msg, gen), id=msg.id)
+    if created_at is not None:
+        record.created_at = created_at
+    return record
+
+
+def request_stats_record(conv: Conversation, msg: ChatMessage,
+                         gen: Generation) -> RequestStats | None:
+    raw = gen.stream.stats
+    if raw is None:
+        return None
+    return RequestStats(request_id=gen.request_id, session_id=conv.session_id,
+                        message_id=msg.id, prompt_tokens=raw.prompt_tokens,
+                        generated_tokens=raw.generated_tokens, ttft_s=raw.ttft_s,
+                        tokens_per_s=raw.tokens_per_s, queue_s=raw.queue_s,
+                        decode_s=raw.decode_s, finish_reason=raw.finish_reason)
+
+
+def chat_message(record: Message) -> ChatMessage:
+    """A saved message as the tab shows it; an incomplete reply is marked interrupted."""
+    msg = ChatMessage(record.role, record.content, params=record.params, id=record.id)
+    if record.role != "assistant":
+        return msg
+    if not record.is_complete:
+        msg.finish_reason = INTERRUPTED
+        return msg
+    stats = record.stats or {}
+    msg.finish_reason = stats.get("finish_reason")
+    msg.error = stats.get("error")
+    if stats.get("generated_tokens") is not None:
+        msg.stats = ReplyStats(
+            generated_tokens=int(stats["generated_tokens"]),
+            prompt_tokens=int(stats.get("prompt_tokens") or 0),
+            ttft_s=stats.get("ttft_s"), tokens_per_s=float(stats.get("tokens_per_s") or 0.0),
+            e2e_s=float(stats.get("e2e_s") or 0.0),
+            finish_reason=str(stats.get("finish_reason") or ""), error=stats.get("error"))
+    return msg
+
+
+def conversation(loaded: LoadedSession, bridge: EngineBridge) -> Conversation:
+    s = loaded.session
+    return Conversation(bridge, title=s.title, system_prompt=s.system_prompt,
+                        params=dict(s.params), session_id=s.id, preset=s.preset,
+                        messages=[chat_message(m) for m in loaded.messages])

@@ -1,0 +1,103 @@
+"""What the history view lists, and its export/import actions (Qt-free).
+
+Each function reads through the store's `reader` and raises StorageError (database),
+OSError (file) or ValueError (not an export) with a message fit for the user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from . import export
+from .import_json import ImportReport, import_document
+from .storage import SafeStore, SessionSummary, SimRun, Store
+
+Kind = Literal["session", "sim_run"]
+PathLike = str | os.PathLike[str]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    kind: Kind
+    id: str
+    title: str
+    count: int  # messages, or simulated requests
+    when: str  # last active (session) or started (run), UTC ISO
+    is_open: bool = False
+    snippet: str = ""  # the matching text, for a search
+
+
+def list_entries(store: SafeStore, query: str = "") -> list[HistoryEntry]:
+    """Sessions, most recently active first, then simulation runs, newest first; with a
+    query, the full-text matches (best first)."""
+    reader = store.reader
+    sessions = {s.session.id: s for s in reader.list_history()}
+    runs = {r.id: r for r in reader.list_sim_runs()}
+    if not query.strip():
+        out = [_session_entry(s) for s in sessions.values()]
+        return out + [_run_entry(reader, r) for r in runs.values()]
+    entries = []
+    for hit in reader.search(query):
+        if hit.kind == "session" and hit.id in sessions:
+            entries.append(_session_entry(sessions[hit.id], hit.snippet))
+        elif hit.kind == "sim_run" and hit.id in runs:
+            entries.append(_run_entry(reader, runs[hit.id], hit.snippet))
+    return entries
+
+
+def _session_entry(summary: SessionSummary, snippet: str = "") -> HistoryEntry:
+    s = summary.session
+    return HistoryEntry("session", s.id, s.title, summary.message_count,
+                        summary.last_active_at, s.is_open, snippet)
+
+
+def _run_entry(reader: Store, run: SimRun, snippet: str = "") -> HistoryEntry:
+    count = len(reader.load_sim_run(run.id).results)
+    return HistoryEntry("sim_run", run.id, run.title, count, run.started_at, False, snippet)
+
+
+def export_session(store: SafeStore, session_id: str, path: PathLike,
+                   fmt: Literal["markdown", "json"]) -> None:
+    loaded = store.reader.load_session(session_id)
+    text = export.session_to_markdown(loaded) if fmt == "markdown" \
+        else export.session_to_json(loaded)
+    export.write_atomic(path, text)
+
+
+def export_everything(store: SafeStore, path: PathLike) -> None:
+    export.write_atomic(path, export.export_all_json(store.reader))
+
+
+def export_stats(store: SafeStore, path: PathLike, fmt: Literal["csv", "json"]) -> None:
+    """Per-request stats (CSV), or requests and snapshots (JSON)."""
+    reader = store.reader
+    requests = reader.list_request_stats()
+    text = export.request_stats_to_csv(requests) if fmt == "csv" \
+        else export.stats_to_json(requests, reader.list_stats_snapshots())
+    export.write_atomic(path, text)
+
+
+def export_sim_runs(store: SafeStore, path: PathLike, fmt: Literal["csv", "json"]) -> None:
+    """One row per run (CSV), or the runs with every result (JSON)."""
+    reader = store.reader
+    runs = reader.list_sim_runs()
+    text = export.sim_runs_to_csv(runs) if fmt == "csv" \
+        else export.sim_runs_to_json(reader.load_sim_run(r.id) for r in runs)
+    export.write_atomic(path, text)
+
+
+def import_file(store: SafeStore, path: PathLike) -> ImportReport:
+    """Add what a BatchChat export holds that the history does not have yet."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not a BatchChat export ({exc}).") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not a BatchChat export (not JSON: {exc}).") from exc
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} is not a BatchChat export.")
+    return import_document(store.reader, doc)

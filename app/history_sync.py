@@ -1,0 +1,276 @@
+"""Keeps the history database in step with the open chats. Qt-free.
+
+What is written when (all through SafeStore, so a failed write is kept and retried):
+a session row when a tab opens, and again (after `meta_delay_s`) when its title,
+system prompt or settings change; its tab position on every add/close/move; a user
+message when it is sent; a reply at its first token (incomplete), its text again at
+most `checkpoint_s` after any new text arrived, and whole (complete, with its settings,
+stats and finish reason) when it ends; one request-stats row per finished request.
+Messages a regenerate or edit-and-resend dropped are deleted, so the stored chat is
+always what the tab shows. Timers run on the current asyncio loop (qasync's in the app).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import history_convert as convert
+from .conversation import ChatMessage, Conversation
+from .engine_bridge import EngineBridge, Generation
+from .events import Event
+from .paths import db_path
+from .storage import LoadedSession, SafeStore, StorageError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Tracked:
+    conv: Conversation
+    position: int
+    created_at: str | None = None
+    saved: dict[str, str | None] = field(default_factory=dict)  # message id -> created_at
+    last_checkpoint: dict[str, float] = field(default_factory=dict)
+    listeners: list[tuple[Event, Callable[..., object]]] = field(default_factory=list)
+
+
+class HistorySync:
+    """`status_changed()` fires after writes that may change pending_count or last_error."""
+
+    def __init__(self, store: SafeStore, *, checkpoint_s: float = 1.0,
+                 meta_delay_s: float = 0.5) -> None:
+        self.store = store
+        self.checkpoint_s = checkpoint_s
+        self.meta_delay_s = meta_delay_s
+        self.status_changed = Event()
+        self._tracked: dict[str, _Tracked] = {}
+        self._loaded: dict[str, LoadedSession] = {}  # read from the store, not attached yet
+        self._due: dict[tuple[str, str], tuple[float, Callable[[], object]]] = {}
+        self._handle: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: float) -> HistorySync:
+        """On the database at `path` (else $BATCHCHAT_DB, else the data directory); never
+        raises: a file that cannot be used leaves `last_error`/`notice` set."""
+        return cls(SafeStore.open(db_path(path)), **kwargs)
+
+    # -- status -------------------------------------------------------------------------
+    @property
+    def pending_count(self) -> int:
+        return self.store.pending_count
+
+    @property
+    def last_error(self) -> StorageError | None:
+        return self.store.last_error
+
+    @property
+    def notice(self) -> str | None:
+        return self.store.notice
+
+    def status_text(self) -> str:
+        """One line for the status bar: empty while everything is saved."""
+        n = self.store.pending_count
+        if n == 0:
+            return ""
+        return f"History: {n} unsaved change{'s' if n != 1 else ''}, retrying"
+
+    def retry(self) -> bool:
+        """Write what is queued (call on a timer); True when nothing is left."""
+        done = self.store.retry_pending()
+        self.status_changed.emit()
+        return done
+
+    # -- reading ------------------------------------------------------------------------
+    def restore(self, bridge: EngineBridge) -> list[Conversation]:
+        """The tabs that were open, in order, with their chats (empty if unreadable)."""
+        try:
+            sessions = self.store.reader.list_sessions(open_only=True)
+            return [self.load_conversation(s.id, bridge) for s in sessions]
+        except (StorageError, KeyError) as exc:
+            log.warning("could not restore the open chats: %s", exc)
+            return []
+
+    def load_conversation(self, session_id: str, bridge: EngineBridge) -> Conversation:
+        """A saved session as a Conversation to show in a tab (then `attach` it).
+        Raises StorageError or KeyError."""
+        loaded = self.store.reader.load_session(session_id)
+        self._loaded[session_id] = loaded
+        return convert.conversation(loaded, bridge)
+
+    def is_attached(self, session_id: str) -> bool:
+        return session_id in self._tracked
+
+    # -- tabs ---------------------------------------------------------------------------
+    def attach(self, conv: Conversation, position: int) -> None:
+        """A tab shows `conv` now: save (or reopen) its session and follow its changes."""
+        t = _Tracked(conv, position)
+        loaded = self._loaded.pop(conv.session_id, None)
+        if loaded is not None:
+            t.created_at = loaded.session.created_at
+            t.saved = {m.id: m.created_at for m in loaded.messages}
+            if not loaded.session.is_open:
+                self._write(self.store.open_session, conv.session_id)
+        self._tracked[conv.session_id] = t
+        if loaded is None:
+            self._save_session(t)
+        for event, fn in (
+            (conv.added, lambda i: self._on_added(t, i)),
+            (conv.delta, lambda i, _text: self._on_delta(t, i)),
+            (conv.changed, lambda i: self._on_finished(t, i)),
+            (conv.reset, lambda: self._on_reset(t)),
+            (conv.meta_changed, lambda: self._later(("meta", conv.session_id),
+                                                    self.meta_delay_s,
+                                                    lambda: self._save_session(t))),
+        ):
+            event.connect(fn)
+            t.listeners.append((event, fn))
+
+    def detach(self, conv: Conversation) -> None:
+        """The tab is closing (before its reply is cancelled): save what it shows, and keep
+        it in the history as closed; a chat with no messages is not kept."""
+        t = self._tracked.pop(conv.session_id, None)
+        if t is None:
+            return
+        for event, fn in t.listeners:
+            event.disconnect(fn)
+        self._drop_due(conv.session_id, {m.id for m in conv.messages})
+        if not conv.messages and not t.saved:
+            self._write(self.store.delete_session, conv.session_id)
+            return
+        self._save_session(t)
+        for i, msg in enumerate(conv.messages):
+            if msg.streaming:  # closing cancels it: keep what was shown, as stopped
+                msg.streaming, msg.finish_reason = False, msg.finish_reason or "cancelled"
+                self._save_message(t, i)
+        self._write(self.store.close_session, conv.session_id)
+
+    def set_tab_order(self, convs: list[Conversation]) -> None:
+        ids = [c.session_id for c in convs if c.session_id in self._tracked]
+        for position, session_id in enumerate(ids):
+            self._tracked[session_id].position = position
+        if ids:
+            self._write(self.store.reorder_sessions, ids)
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session that no tab shows (detach it first)."""
+        self._loaded.pop(session_id, None)
+        self._write(self.store.delete_session, session_id)
+
+    def delete_sim_run(self, run_id: str) -> None:
+        self._write(self.store.delete_sim_run, run_id)
+
+    def flush(self) -> None:
+        """Write every delayed save and checkpoint now."""
+        due, self._due = self._due, {}
+        for _when, fn in due.values():
+            fn()
+        self._cancel_timer()
+
+    def close(self) -> bool:
+        """Flush, try the queue once more and close; False if some changes stay unsaved."""
+        self.flush()
+        done = self.store.close()
+        if not done:
+            log.error("%d history changes could not be saved: %s", self.store.pending_count,
+                      self.store.last_error)
+        return done
+
+    # -- conversation events ------------------------------------------------------------
+    def _on_added(self, t: _Tracked, index: int) -> None:
+        if not t.conv.messages[index].streaming:  # a reply is saved at its first token
+            self._save_message(t, index)
+
+    def _on_delta(self, t: _Tracked, index: int) -> None:
+        msg = t.conv.messages[index]
+        if msg.id not in t.saved:
+            self._save_message(t, index)
+            t.last_checkpoint[msg.id] = time.monotonic()
+            return
+        key = ("checkpoint", msg.id)
+        if key in self._due:
+            return
+        wait = t.last_checkpoint.get(msg.id, 0.0) + self.checkpoint_s - time.monotonic()
+        self._later(key, wait, lambda: self._checkpoint(t, msg))
+
+    def _checkpoint(self, t: _Tracked, msg: ChatMessage) -> None:
+        if msg.streaming and msg.id in t.saved:
+            t.last_checkpoint[msg.id] = time.monotonic()
+            self._write(self.store.checkpoint_message, msg.id, msg.content)
+
+    def _on_finished(self, t: _Tracked, index: int) -> None:
+        msg = t.conv.messages[index]
+        self._due.pop(("checkpoint", msg.id), None)
+        t.last_checkpoint.pop(msg.id, None)
+        gen = _generation(t.conv, msg)
+        self._save_message(t, index, gen)
+        record = convert.request_stats_record(t.conv, msg, gen) if gen is not None else None
+        if record is not None:
+            self._write(self.store.record_request_stats, record)
+
+    def _on_reset(self, t: _Tracked) -> None:
+        shown = {m.id for m in t.conv.messages}
+        dropped = [mid for mid in t.saved if mid not in shown]
+        self._drop_due(t.conv.session_id, set(dropped))
+        for mid in dropped:
+            del t.saved[mid]
+            self._write(self.store.delete_message, mid)
+
+    # -- writing ------------------------------------------------------------------------
+    def _save_session(self, t: _Tracked) -> None:
+        self._due.pop(("meta", t.conv.session_id), None)
+        record = convert.session_record(t.conv, position=t.position, is_open=True,
+                                        created_at=t.created_at)
+        t.created_at = record.created_at
+        self._write(self.store.save_session, record)
+
+    def _save_message(self, t: _Tracked, index: int, gen: Generation | None = None) -> None:
+        msg = t.conv.messages[index]
+        record = convert.message_record(t.conv, index, created_at=t.saved.get(msg.id), gen=gen)
+        t.saved[msg.id] = record.created_at
+        self._write(self.store.save_message, record)
+
+    def _write(self, method: Callable[..., bool], *args: object) -> None:
+        before = (self.store.pending_count, self.store.last_error)
+        method(*args)
+        if (self.store.pending_count, self.store.last_error) != before:
+            self.status_changed.emit()
+
+    # -- delayed writes -----------------------------------------------------------------
+    def _later(self, key: tuple[str, str], delay: float, fn: Callable[[], object]) -> None:
+        self._due[key] = (time.monotonic() + max(0.0, delay), fn)
+        self._arm()
+
+    def _drop_due(self, session_id: str, message_ids: set[str]) -> None:
+        for key in list(self._due):
+            if key == ("meta", session_id) or (key[0] == "checkpoint" and key[1] in message_ids):
+                del self._due[key]
+
+    def _arm(self) -> None:
+        self._cancel_timer()
+        if self._due:
+            wait = min(when for when, _fn in self._due.values()) - time.monotonic()
+            self._handle = asyncio.get_event_loop().call_later(max(0.0, wait), self._run_due)
+
+    def _run_due(self) -> None:
+        self._handle = None
+        now = time.monotonic()
+        for key, (when, fn) in list(self._due.items()):
+            if when <= now and self._due.get(key) == (when, fn):
+                del self._due[key]
+                fn()
+        self._arm()
+
+    def _cancel_timer(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+def _generation(conv: Conversation, msg: ChatMessage) -> Generation | None:
+    return next((g for g in reversed(conv.generations) if g.request_id == msg.request_id),
+                None)

@@ -1,0 +1,224 @@
+"""What the stats panel shows, read from the engine's own read-outs (no Qt, no mlx).
+
+Every number comes from `engine.stats()`, `engine.telemetry()`, `engine.request_rows()` or
+`engine.finished_requests()`; nothing here counts tokens or requests itself, so the panel
+cannot drift from the engine. `poll()` runs every 0.5 s (cheap: a few copies under the
+engine's stats lock) and keeps a bounded history for the charts; `read_details()` (the
+latency percentiles and the request table) runs only while the panel is on screen.
+
+Definitions (also in the panel's tooltips and docs/app.md):
+* TTFT: submit -> first token of the requests in `finished_requests()` (the last 1024).
+* ITL (inter-token latency): the engine has no per-token timestamps, but every sequence in
+  a decode tick gets exactly one token at the end of that tick, and its previous token came
+  at the end of the tick before. So each decode tick in the telemetry (the last 1024 ticks)
+  contributes the time since the previous tick ended, once per sequence it decoded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.workload import percentile
+
+if TYPE_CHECKING:
+    from engine import Engine, EngineStats, TickRecord
+
+    from .context import AppContext
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 0.5  # poll period
+HISTORY_S = 300.0  # chart history
+SNAPSHOT_EVERY_S = 10.0  # stats snapshots to the history store
+FINISHED_ROWS = 200  # finished requests shown in the table (newest first)
+SIMULATION = "simulation"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One chart point. Per-tick values average the ticks since the previous sample."""
+
+    t: float  # perf_counter
+    tokens_per_s: float  # the engine's windowed aggregate
+    batch_size: float  # mean decode rows per decoding tick (the current size when idle)
+    queued: int
+    step_ms: float  # mean tick time; NaN when no tick ran (a gap in the chart)
+    budget: int  # the adaptive token budget
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """Percentiles in seconds over `count` values (all 0 when count is 0)."""
+
+    p50: float = 0.0
+    p90: float = 0.0
+    p99: float = 0.0
+    count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TableRow:
+    request_id: str
+    source: str  # the tab's title, "closed tab" or "simulation"
+    state: str  # queued | prefilling | generating | finished
+    prompt_tokens: int
+    generated_tokens: int
+    ttft_s: float | None
+    tokens_per_s: float
+    finish_reason: str | None = None
+
+
+def latency(values: Sequence[float]) -> Latency:
+    ordered = sorted(values)
+    return Latency(percentile(ordered, 50), percentile(ordered, 90), percentile(ordered, 99),
+                   len(ordered))
+
+
+def weighted_latency(pairs: Sequence[tuple[float, int]]) -> Latency:
+    """Percentiles of values repeated by weight (as `percentile` of the expanded list)."""
+    ordered = sorted(p for p in pairs if p[1] > 0)
+    cum: list[int] = []
+    total = 0
+    for _, w in ordered:
+        total += w
+        cum.append(total)
+    if not total:
+        return Latency()
+
+    def at(k: int) -> float:
+        return ordered[bisect_right(cum, k)][0]
+
+    def pct(q: float) -> float:
+        pos = (total - 1) * q / 100.0
+        lo = int(pos)
+        hi = min(lo + 1, total - 1)
+        return at(lo) + (at(hi) - at(lo)) * (pos - lo)
+
+    return Latency(pct(50), pct(90), pct(99), total)
+
+
+def itl_gaps(ticks: Sequence[TickRecord]) -> list[tuple[float, int]]:
+    """(gap since the previous tick ended, decode rows) for each decode tick."""
+    out = []
+    for i, rec in enumerate(ticks):
+        if rec.decode_rows <= 0:
+            continue
+        prev = ticks[i - 1] if i else None
+        gap = rec.t - prev.t if prev is not None and prev.index == rec.index - 1 else rec.step_s
+        out.append((gap, rec.decode_rows))
+    return out
+
+
+def source_name(tag: str | None, titles: Mapping[str, str]) -> str:
+    """A request's source for the table: its tab's title, else "closed tab" or "simulation"."""
+    if tag is not None and tag in titles:
+        return titles[tag]
+    if tag is not None and tag.startswith("tab-"):
+        return "closed tab"
+    return SIMULATION
+
+
+class StatsModel:
+    """Polls the engine the bridge serves with; resets its history when the engine changes."""
+
+    def __init__(self, ctx: AppContext, history_s: float = HISTORY_S,
+                 snapshot_every_s: float = SNAPSHOT_EVERY_S,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.ctx = ctx
+        self.history_s = history_s
+        self.snapshot_every_s = snapshot_every_s
+        self.clock = clock
+        self.samples: deque[Sample] = deque(maxlen=int(history_s / INTERVAL_S) + 8)
+        self.stats: EngineStats | None = None
+        self.ttft = Latency()
+        self.itl = Latency()
+        self.rows: list[TableRow] = []
+        self.snapshots = 0
+        self._engine: Engine | None = None
+        self._ticks: list[TickRecord] = []
+        self._last_index = -1
+        self._last_snapshot: float | None = None
+
+    @property
+    def engine(self) -> Engine | None:
+        return self._engine
+
+    def poll(self) -> EngineStats | None:
+        """Read the engine's stats and new ticks; add a chart sample; maybe snapshot."""
+        engine = self.ctx.bridge.engine
+        if engine is not self._engine:
+            self._reset(engine)
+        if engine is None:
+            return None
+        now = self.clock()
+        stats = engine.stats()
+        ticks = engine.telemetry()
+        new = [r for r in ticks if r.index > self._last_index]
+        if new:
+            self._last_index = new[-1].index
+        rows = [r.decode_rows for r in new if r.decode_rows]
+        self.samples.append(Sample(
+            t=now,
+            tokens_per_s=stats.tokens_per_s,
+            batch_size=sum(rows) / len(rows) if rows else float(stats.batch_size),
+            queued=stats.queued,
+            step_ms=1000 * sum(r.step_s for r in new) / len(new) if new else math.nan,
+            budget=stats.budget,
+        ))
+        while self.samples and self.samples[0].t < now - self.history_s:
+            self.samples.popleft()
+        self.stats, self._ticks = stats, ticks
+        self._maybe_snapshot(now, stats)
+        return stats
+
+    def read_details(self, titles: Mapping[str, str]) -> None:
+        """Latency percentiles and the request table (live rows, then the newest finished)."""
+        engine = self._engine
+        if engine is None:
+            self.ttft, self.itl, self.rows = Latency(), Latency(), []
+            return
+        finished = engine.finished_requests()
+        live = engine.request_rows()
+        self.ttft = latency([s.ttft_s for s in finished if s.ttft_s is not None])
+        self.itl = weighted_latency(itl_gaps(self._ticks))
+        rows = [TableRow(r.request_id, source_name(r.tag, titles), r.state, r.prompt_tokens,
+                         r.generated_tokens, r.ttft_s, r.tokens_per_s) for r in live]
+        seen = {r.request_id for r in live}
+        for s in reversed(finished):
+            if len(rows) >= len(live) + FINISHED_ROWS:
+                break
+            if s.request_id not in seen:
+                rows.append(TableRow(s.request_id, source_name(s.tag, titles), "finished",
+                                     s.prompt_tokens, s.generated_tokens, s.ttft_s,
+                                     s.tokens_per_s, s.finish_reason))
+        self.rows = rows
+
+    def _reset(self, engine: Engine | None) -> None:
+        self._engine = engine
+        self.samples.clear()
+        self.stats = None
+        self._ticks = []
+        self._last_index = -1
+        self.ttft, self.itl, self.rows = Latency(), Latency(), []
+
+    def _maybe_snapshot(self, now: float, stats: EngineStats) -> None:
+        store: Any = getattr(self.ctx, "store", None)
+        if store is None:
+            return
+        if self._last_snapshot is not None and now - self._last_snapshot < self.snapshot_every_s:
+            return
+        self._last_snapshot = now
+        try:
+            from .storage.records import StatsSnapshot
+
+            store.add_stats_snapshot(StatsSnapshot(data=stats.to_dict()))
+            self.snapshots += 1
+        except Exception:  # noqa: BLE001 - a failed snapshot must never stop the panel
+            log.exception("could not save a stats snapshot")

@@ -1,0 +1,152 @@
+"""Ties the main window's tabs to app.history_sync: restores tabs, reports saving trouble
+in the status bar, retries unsaved changes on a timer, and opens the history view."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QLabel, QMessageBox
+
+from app.history_sync import HistorySync
+from app.storage import StorageError
+
+from .history_view import HistoryDialog
+
+if TYPE_CHECKING:
+    from .chat.chat_tab import ChatTab
+    from .main_window import MainWindow
+
+RETRY_MS = 3000
+
+
+class HistoryController(QObject):
+    def __init__(self, window: MainWindow, history: HistorySync) -> None:
+        super().__init__(window)
+        self.window = window
+        self.history = history
+        self.dialog: HistoryDialog | None = None
+        self.notice_box: QMessageBox | None = None
+        self.label = QLabel()
+        self.label.setObjectName("historyStatus")
+        self.label.hide()
+        window.statusBar().addPermanentWidget(self.label)
+        self.retry_timer = QTimer(self)
+        self.retry_timer.setInterval(RETRY_MS)
+        self.retry_timer.timeout.connect(self.retry)
+        self.retry_timer.start()
+        window.tabs.tabBar().tabMoved.connect(lambda *_: self.save_order())
+        history.status_changed.connect(self.update_status)
+        self._error_shown: str | None = None
+        self.action = QAction("&History…", window)
+        self.action.setShortcut(QKeySequence("Ctrl+H"))
+        self.action.triggered.connect(lambda _=False: self.show_history())
+        menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&Chat"), None)
+        (menu or window.menuBar().addMenu("&History")).addAction(self.action)
+        window.addAction(self.action)
+
+    # -- tabs ---------------------------------------------------------------------------
+    def restore_tabs(self) -> int:
+        """Open the tabs that were open last time; how many."""
+        convs = self.history.restore(self.window.ctx.bridge)
+        for conv in convs:
+            self.window.new_tab(conversation=conv)
+        if convs:
+            self.window.tabs.setCurrentIndex(0)
+        return len(convs)
+
+    def tab_added(self, tab: ChatTab) -> None:
+        self.history.attach(tab.conversation, self.window.tabs.indexOf(tab))
+        self.save_order()
+
+    def tab_closing(self, tab: ChatTab) -> None:
+        self.history.detach(tab.conversation)
+
+    def save_order(self) -> None:
+        self.history.set_tab_order([t.conversation for t in self.window.chat_tabs()])
+
+    def tab_for(self, session_id: str) -> ChatTab | None:
+        return next((t for t in self.window.chat_tabs()
+                     if t.conversation.session_id == session_id), None)
+
+    # -- history view -------------------------------------------------------------------
+    def show_history(self) -> HistoryDialog:
+        if self.dialog is None:
+            self.dialog = HistoryDialog(self.history, self.window)
+            self.dialog.open_requested.connect(self.open_session)
+            self.dialog.delete_requested.connect(self.delete)
+        else:
+            self.dialog.refresh()
+        self.dialog.show()
+        self.dialog.raise_()
+        return self.dialog
+
+    def open_session(self, session_id: str) -> ChatTab | None:
+        """Show a past session in a tab (or switch to the tab showing it)."""
+        tab = self.tab_for(session_id)
+        if tab is None:
+            try:
+                conv = self.history.load_conversation(session_id, self.window.ctx.bridge)
+            except (StorageError, KeyError) as exc:
+                self._tell(f"Could not open that chat: {exc}")
+                return None
+            tab = self.window.new_tab(conversation=conv)
+        self.window.tabs.setCurrentWidget(tab)
+        self.window.activateWindow()
+        return tab
+
+    def delete(self, kind: str, entry_id: str) -> None:
+        if kind == "session":
+            tab = self.tab_for(entry_id)
+            if tab is not None:
+                self.window.close_tab(self.window.tabs.indexOf(tab))
+            self.history.delete_session(entry_id)
+        else:
+            self.history.delete_sim_run(entry_id)
+        self.update_status()
+        if self.dialog is not None:
+            self.dialog.refresh()
+
+    # -- status -------------------------------------------------------------------------
+    def retry(self) -> None:
+        if self.history.pending_count:
+            self.history.retry()
+        self.update_status()
+
+    def update_status(self) -> None:
+        text = self.history.status_text()
+        error = self.history.last_error
+        self.label.setText(text)
+        self.label.setToolTip(str(error) if error else "")
+        self.label.setVisible(bool(text))
+        message = str(error) if error is not None else None
+        if message and message != self._error_shown:
+            self.window.statusBar().showMessage(message, 15000)
+        self._error_shown = message
+
+    def show_notice(self) -> QMessageBox | None:
+        """Tell the user once what happened at startup (file set aside, read-only, ...)."""
+        text = self.history.notice
+        error = self.history.last_error
+        if not text and error is not None:
+            text = str(error)
+        self.update_status()
+        if not text:
+            return None
+        box = QMessageBox(QMessageBox.Icon.Warning, "BatchChat: history", text,
+                          QMessageBox.StandardButton.Ok, self.window)
+        box.setWindowModality(Qt.WindowModality.NonModal)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.finished.connect(lambda _r: setattr(self, "notice_box", None))
+        self.notice_box = box
+        box.show()
+        return box
+
+    def _tell(self, text: str) -> None:
+        if self.dialog is not None and self.dialog.isVisible():
+            self.dialog.show_message(text)
+        self.window.statusBar().showMessage(text, 15000)
+
+    def stop(self) -> None:
+        self.retry_timer.stop()

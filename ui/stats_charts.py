@@ -1,0 +1,147 @@
+"""Live time-series charts of the stats panel (pyqtgraph): the last few minutes of samples."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
+
+from app.stats_model import Sample
+
+from .signals import pin_singletons
+
+pin_singletons()  # pyqtgraph loses references to None and True (see ui/signals.py)
+
+# key, title, colour
+SERIES = (
+    ("tokens_per_s", "Tokens/s (engine window)", "#1a73e8"),
+    ("batch_size", "Batch size (sequences per decode tick)", "#188038"),
+    ("queued", "Queue depth (waiting requests)", "#e37400"),
+    ("step_ms", "Step time, ms · token budget (red)", "#9334e6"),
+)
+BUDGET_COLOUR = "#d93025"
+
+
+def _plot(title: str, history_s: float) -> pg.PlotWidget:
+    widget = pg.PlotWidget(background="w")
+    widget.setMinimumHeight(110)
+    item = widget.getPlotItem()
+    item.setTitle(title, size="9pt", color="#3c4043")
+    item.setMenuEnabled(False)
+    item.setMouseEnabled(x=False, y=False)
+    item.hideButtons()
+    item.showGrid(x=True, y=True, alpha=0.15)
+    item.setXRange(-history_s, 0, padding=0)
+    item.getViewBox().setLimits(yMin=0, minYRange=1)
+    item.setYRange(0, 1, padding=0)
+    for name in ("left", "bottom"):
+        item.getAxis(name).setTextPen("#5f6368")
+        item.getAxis(name).setPen("#c0c4c8")
+    item.getAxis("bottom").setLabel("seconds ago", color="#5f6368")
+    _cache(item.titleLabel, item.getAxis("left"), item.getAxis("bottom"))
+    return widget
+
+
+def _cache(*items: QGraphicsItem) -> None:
+    """Keep these rendered as pixmaps: text is what costs (~1.5 ms an axis per redraw on
+    the CPU); they are drawn again only when their ticks change."""
+    for graphics_item in items:
+        graphics_item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 2, 5 x 10^k at or above `value` (1 for nothing)."""
+    if value <= 1.0:
+        return 1.0
+    scale = 10.0 ** math.floor(math.log10(value))
+    return next(m * scale for m in (1.0, 2.0, 5.0, 10.0) if value <= m * scale)
+
+
+class StatsCharts(QWidget):
+    """`curves[key]` holds each series; the step-time chart has the budget on a right axis."""
+
+    def __init__(self, history_s: float, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.history_s = history_s
+        self.span_s = 0.0  # the x axis shows the last span_s seconds
+        self._tops: dict[str, float] = {}
+        grid = QGridLayout(self)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setSpacing(4)
+        self.plots: dict[str, pg.PlotWidget] = {}
+        self.curves: dict[str, pg.PlotDataItem] = {}
+        for i, (key, title, colour) in enumerate(SERIES):
+            plot = _plot(title, history_s)
+            self.plots[key] = plot
+            self.curves[key] = plot.getPlotItem().plot(
+                pen=pg.mkPen(colour, width=1.5), connect="finite")
+            grid.addWidget(plot, i // 2, i % 2)
+        self.curves["budget"] = self._budget_curve(self.plots["step_ms"].getPlotItem())
+
+    def _budget_curve(self, item: pg.PlotItem) -> pg.PlotCurveItem:
+        box = pg.ViewBox()
+        box.setMouseEnabled(x=False, y=False)
+        box.setLimits(yMin=0)
+        item.showAxis("right")
+        item.scene().addItem(box)
+        axis = item.getAxis("right")
+        axis.linkToView(box)
+        axis.setTextPen(BUDGET_COLOUR)
+        axis.setPen("#c0c4c8")
+        _cache(axis)
+        box.setXLink(item)
+        main = item.getViewBox()
+
+        def follow() -> None:
+            box.setGeometry(main.sceneBoundingRect())
+
+        main.sigResized.connect(follow)
+        curve = pg.PlotCurveItem(pen=pg.mkPen(BUDGET_COLOUR, width=1,
+                                              style=Qt.PenStyle.DashLine))
+        box.addItem(curve)
+        self._budget_box = box
+        return curve
+
+    def update_from(self, samples: Sequence[Sample], now: float) -> None:
+        if not samples:
+            for curve in self.curves.values():
+                curve.setData([], [])
+            return
+        x = np.fromiter((s.t - now for s in samples), float, len(samples))
+        self._set_span(-float(x[0]))
+        for key, _, _ in SERIES:
+            y = np.fromiter((getattr(s, key) for s in samples), float, len(samples))
+            self.curves[key].setData(x, y)
+            self._set_top(key, self.plots[key].getPlotItem().getViewBox(), y)
+        budget = np.fromiter((s.budget for s in samples), float, len(samples))
+        self.curves["budget"].setData(x, budget)
+        self._set_top("budget", self._budget_box, budget)
+
+    def _set_top(self, key: str, box: pg.ViewBox, y: np.ndarray) -> None:
+        """Y from 0 to a round number above the data, changed only when that number does:
+        an axis whose ticks stay put is not redrawn (its text is the costly part)."""
+        finite = y[np.isfinite(y)]
+        top = nice_ceiling(float(finite.max()) * 1.05 if finite.size else 0.0)
+        if self._tops.get(key) != top:
+            self._tops[key] = top
+            box.setYRange(0, top, padding=0)
+
+    def _set_span(self, age_s: float) -> None:
+        """Show the history there is (at least a minute, in 30 s steps), not 5 empty min."""
+        span = min(self.history_s, max(60.0, 30.0 * math.ceil(age_s / 30.0)))
+        if span != self.span_s:
+            self.span_s = span
+            for plot in self.plots.values():
+                plot.getPlotItem().setXRange(-span, 0, padding=0)
+
+    def point_counts(self) -> dict[str, int]:
+        """How many points each curve holds (tests)."""
+        counts = {}
+        for key, curve in self.curves.items():
+            data = curve.getData() if hasattr(curve, "getData") else (None, None)
+            counts[key] = 0 if data[0] is None else len(data[0])
+        return counts

@@ -1,0 +1,200 @@
+"""The live engine stats panel: a dock with numbers, charts and a per-request table.
+
+A StatsModel (app/stats_model.py) polls the engine every 0.5 s whether or not the dock is
+shown (so the charts have history and snapshots reach the history store); the widgets are
+built on first show (pyqtgraph loads then) and repainted only while the dock is visible.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.context import AppContext
+from app.stats_model import INTERVAL_S, Latency, StatsModel
+
+TTFT_TIP = ("Time to first token: submit -> first token, over the requests the engine "
+            "finished most recently (up to 1024).")
+ITL_TIP = ("Inter-token latency: every sequence in a decode tick gets one token at the end of "
+           "the tick, its previous one at the end of the tick before; so each decode tick in "
+           "the engine's telemetry (last 1024 ticks) counts the time since the previous tick "
+           "ended, once per sequence it decoded.")
+
+# (key, label, tooltip) per group; values are filled in by StatsPanel._show_numbers
+GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
+    ("Requests", (
+        ("active", "active", "admitted: prefilling or generating"),
+        ("prefilling", "prefilling", ""),
+        ("generating", "generating", ""),
+        ("queued", "queued", "waiting for a free slot"),
+        ("completed", "completed", "finished normally (stop, length, context)"),
+        ("cancelled", "cancelled", "cancelled or ended by a shutdown"),
+        ("failed", "failed", "ended with an error"),
+    )),
+    ("Throughput", (
+        ("tokens_per_s", "tokens/s", "generated tokens over the engine's recent window"),
+        ("batch_size", "batch size", "sequences in the current decode step"),
+        ("mean_batch", "mean batch", "decode rows per decoding tick, recent window"),
+        ("generated", "generated tokens", "all generated tokens since the engine started"),
+        ("prompt", "prompt tokens", "all prefilled prompt tokens since the engine started"),
+    )),
+    ("Ticks", (
+        ("step_ms", "step time", "the last tick's time"),
+        ("step_ewma_ms", "step time (avg)", "moving average the budget follows"),
+        ("budget", "token budget", "tokens the next tick may process (adaptive)"),
+        ("ticks", "ticks", ""),
+        ("memory", "memory", "MLX active memory"),
+        ("peak_memory", "peak memory", "MLX peak memory"),
+    )),
+    ("Latency (p50 / p90 / p99)", (
+        ("ttft", "TTFT", TTFT_TIP),
+        ("itl", "ITL", ITL_TIP),
+    )),
+)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _pct(lat: Latency) -> str:
+    if not lat.count:
+        return "–"
+    return f"{lat.p50 * 1000:.0f} / {lat.p90 * 1000:.0f} / {lat.p99 * 1000:.0f} ms"
+
+
+class StatsPanel(QWidget):
+    """The dock's content: `values[key]` are the number labels, `charts`, `table`."""
+
+    def __init__(self, history_s: float, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        from .stats_charts import StatsCharts  # pyqtgraph loads with the first panel
+        from .stats_table import RequestTableModel, make_table_view
+
+        self.values: dict[str, QLabel] = {}
+        numbers = QWidget()
+        row = QHBoxLayout(numbers)
+        row.setContentsMargins(0, 0, 0, 0)
+        for title, fields in GROUPS:
+            box = QGroupBox(title)
+            grid = QGridLayout(box)
+            grid.setContentsMargins(6, 4, 6, 4)
+            grid.setVerticalSpacing(1)
+            for i, (key, label, tip) in enumerate(fields):
+                name, value = QLabel(label), QLabel("–")
+                value.setObjectName(f"stat_{key}")
+                value.setAlignment(Qt.AlignmentFlag.AlignRight)
+                value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+                if tip:
+                    name.setToolTip(tip)
+                    value.setToolTip(tip)
+                grid.addWidget(name, i, 0)
+                grid.addWidget(value, i, 1)
+                self.values[key] = value
+            row.addWidget(box, 1 if title.startswith("Latency") else 0,
+                          Qt.AlignmentFlag.AlignTop)
+        self.charts = StatsCharts(history_s)
+        self.table_model = RequestTableModel(self)
+        self.table = make_table_view(self.table_model)
+
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.setChildrenCollapsible(False)
+        split.addWidget(self.charts)
+        split.addWidget(self.table)
+        split.setSizes([300, 200])
+        col = QVBoxLayout(self)
+        col.setContentsMargins(4, 4, 4, 4)
+        col.addWidget(numbers)
+        col.addWidget(split, 1)
+
+    def show_model(self, model: StatsModel, now: float) -> None:
+        s = model.stats
+        if s is None:
+            for label in self.values.values():
+                _set(label, "–")
+        else:
+            for key, text in (
+                ("active", str(s.active)), ("prefilling", str(s.prefilling)),
+                ("generating", str(s.decoding)), ("queued", str(s.queued)),
+                ("completed", str(s.completed)), ("cancelled", str(s.cancelled)),
+                ("failed", str(s.failed)), ("tokens_per_s", f"{s.tokens_per_s:.1f}"),
+                ("batch_size", str(s.batch_size)), ("mean_batch", f"{s.mean_batch_size:.1f}"),
+                ("generated", str(s.total_generated_tokens)),
+                ("prompt", str(s.total_prompt_tokens)),
+                ("step_ms", _ms(s.step_s)), ("step_ewma_ms", _ms(s.step_s_ewma)),
+                ("budget", str(s.budget)), ("ticks", str(s.ticks)),
+                ("memory", _mib(s.memory_bytes)), ("peak_memory", _mib(s.peak_memory_bytes)),
+                ("ttft", _pct(model.ttft)), ("itl", _pct(model.itl)),
+            ):
+                _set(self.values[key], text)
+        self.charts.update_from(model.samples, now)
+        self.table_model.set_rows(model.rows)
+
+
+def _set(label: QLabel, text: str) -> None:
+    if label.text() != text:  # an unchanged label costs no relayout
+        label.setText(text)
+
+
+class StatsDock(QDockWidget):
+    """Polls every 0.5 s; repaints only while visible. `titles()` maps request tags to tab
+    titles (for the table's Source column)."""
+
+    def __init__(self, ctx: AppContext, titles: Callable[[], Mapping[str, str]],
+                 parent: QWidget | None = None) -> None:
+        super().__init__("Engine stats", parent)
+        self.setObjectName("statsDock")
+        self.setAllowedAreas(Qt.DockWidgetArea.AllDockWidgetAreas)
+        self.titles = titles
+        self.model = StatsModel(ctx)
+        self.panel: StatsPanel | None = None
+        self.refreshes = 0
+        self.refresh_s = 0.0  # time spent in refresh(), for measurements
+        self._timer = QTimer(self)
+        self._timer.setInterval(int(INTERVAL_S * 1000))
+        self._timer.timeout.connect(self._tick)
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if self.panel is None:
+            self.panel = StatsPanel(self.model.history_s)
+            self.setWidget(self.panel)
+        self.refresh()
+
+    def _tick(self) -> None:
+        self.model.poll()
+        if self.isVisible():
+            self.refresh(poll=False)
+
+    def refresh(self, poll: bool = False) -> None:
+        """Show the latest numbers (`poll=True` reads the engine first, as tests do)."""
+        if self.panel is None:
+            return
+        started = time.perf_counter()
+        if poll:
+            self.model.poll()
+        self.model.read_details(self.titles())
+        self.panel.show_model(self.model, self.model.clock())
+        self.refreshes += 1
+        self.refresh_s += time.perf_counter() - started

@@ -1,0 +1,80 @@
+"""The per-request table of the stats panel: a model whose rows are reused between updates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
+
+from app.stats_model import TableRow
+
+COLUMNS = ("Source", "State", "Prompt", "Generated", "TTFT", "tok/s", "Finish")
+_RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+
+
+def cell(row: TableRow, column: int) -> str:
+    if column == 0:
+        return row.source
+    if column == 1:
+        return row.state
+    if column == 2:
+        return str(row.prompt_tokens)
+    if column == 3:
+        return str(row.generated_tokens)
+    if column == 4:
+        return "" if row.ttft_s is None else f"{row.ttft_s:.2f} s"
+    if column == 5:
+        return f"{row.tokens_per_s:.1f}" if row.tokens_per_s else ""
+    return row.finish_reason or ""
+
+
+class RequestTableModel(QStandardItemModel):
+    """Cells live in C++ (QStandardItem), so painting the table calls no Python: under
+    load each call back into Python may wait for the GIL. `set_rows` reuses the items,
+    sets only the texts that changed, and adds or removes rows only at the end (the scroll
+    position stays)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(0, len(COLUMNS), parent)
+        self.setHorizontalHeaderLabels(list(COLUMNS))
+        self.rows: list[TableRow] = []
+
+    def set_rows(self, rows: Sequence[TableRow]) -> None:
+        old, new = self.rowCount(), len(rows)
+        if new < old:
+            self.removeRows(new, old - new)
+        for _ in range(old, new):
+            items = [QStandardItem() for _ in COLUMNS]
+            for column in range(2, 6):
+                items[column].setTextAlignment(_RIGHT)
+            self.appendRow(items)
+        for r, row in enumerate(rows):
+            if r < len(self.rows) and self.rows[r] == row:
+                continue
+            for column in range(len(COLUMNS)):
+                item = self.item(r, column)
+                text = cell(row, column)
+                if item.text() != text:
+                    item.setText(text)
+            self.item(r, 0).setToolTip(f"request {row.request_id}")
+        self.rows = list(rows)
+
+
+def make_table_view(model: RequestTableModel) -> QTableView:
+    view = QTableView()
+    view.setObjectName("requestTable")
+    view.setModel(model)
+    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    view.setAlternatingRowColors(True)
+    view.setWordWrap(False)
+    view.verticalHeader().setVisible(False)
+    view.verticalHeader().setDefaultSectionSize(20)
+    header = view.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+    header.setStretchLastSection(True)
+    for column, width in enumerate((120, 80, 56, 70, 64, 56)):
+        view.setColumnWidth(column, width)
+    return view
