@@ -92,7 +92,7 @@ class LLMEngine:
         rows = len(self.decoding)
         batched = self.batch_cache is not None
         t1 = time.perf_counter()
-        tokens_out = self._run_decode() if rows else 0
+        tokens_out, decode_forward_s = self._run_decode() if rows else (0, 0.0)
         decode_s = time.perf_counter() - t1
         self._drop_finished_rows()
 
@@ -107,7 +107,7 @@ class LLMEngine:
                 prefill_tokens=plan.num_prefill_tokens,
                 prefill_seqs=len(plan.prefill),
                 step_s=step_s,
-                forward_s=prefill_s + decode_s,
+                forward_s=prefill_s + decode_forward_s,
                 budget=plan.budget,
                 tokens_out=tokens_out,
                 batched=batched,
@@ -147,7 +147,9 @@ class LLMEngine:
             seq.cache = None
         self.decoding.extend(ready)
 
-    def _run_decode(self) -> int:
+    def _run_decode(self) -> tuple[int, float]:
+        """Decode one token per row; return (tokens, seconds of forward pass + sampling)."""
+        t0 = time.perf_counter()
         seqs = self.decoding
         cache = self.batch_cache if self.batch_cache is not None else seqs[0].cache
         try:
@@ -163,11 +165,11 @@ class LLMEngine:
         except Exception as exc:  # noqa: BLE001 - the tick's requests fail, the engine goes on
             for seq in seqs:
                 self._fail(seq, exc)
-            return 0
+            return 0, time.perf_counter() - t0
         now = time.perf_counter()
         for seq, token in zip(seqs, tokens, strict=True):
             self._accept(seq, token, now)
-        return len(tokens)
+        return len(tokens), now - t0
 
     def _accept(self, seq: Sequence, token: int, now: float) -> None:
         seq.output_tokens.append(token)

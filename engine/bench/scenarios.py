@@ -42,12 +42,15 @@ async def _engine_batch(engine: Engine, prompts: list[list[int]], new_tokens: in
     wall = time.perf_counter() - t0
     tokens = sum(len(s.tokens) for s in streams)
     ticks = engine.telemetry()[-(engine.stats().ticks - ticks_before):]
-    decode_ticks = [t for t in ticks if t.decode_rows == len(prompts) and not t.prefill_tokens]
+    # Decode-only ticks at the widest batch this run reached (some finish early by EOS).
+    widest = max((t.decode_rows for t in ticks if not t.prefill_tokens), default=0)
+    decode_ticks = [t for t in ticks if t.decode_rows == widest and not t.prefill_tokens
+                    and widest]
     return {
         "tokens": tokens, "wall_s": wall, "output_tps": tokens / wall,
         "step_s_median": statistics.median([t.step_s for t in decode_ticks])
         if decode_ticks else 0.0,
-        "decode_tps": len(prompts) / statistics.median([t.step_s for t in decode_ticks])
+        "decode_tps": statistics.median([t.decode_rows / t.step_s for t in decode_ticks])
         if decode_ticks else 0.0,
         "overhead_share": statistics.fmean([(t.step_s - t.forward_s) / t.step_s
                                             for t in decode_ticks]) if decode_ticks else 0.0,
