@@ -13,6 +13,7 @@ from typing import Any
 import mlx.nn as nn
 
 from .config import EngineConfig
+from .detokenize import TextStream
 from .errors import EngineStopped, QueueFullError, RequestRejected
 from .llm_engine import LLMEngine, TokenEvent
 from .sampling import RowSampler
@@ -119,7 +120,7 @@ class Engine:
         seed = params.seed if params.seed is not None else random.SystemRandom().getrandbits(32)
         seq = Sequence(
             request_id=request_id, prompt_tokens=tokens, params=params, priority=priority,
-            text=_text_stream(self.tokenizer, params.stop), seed=seed,
+            text=TextStream(self.tokenizer.detokenizer, params.stop), seed=seed,
             sampler=RowSampler(params, seed), tag=tag,
         )
         with self._lock:
@@ -242,8 +243,3 @@ def _as_params(params: SamplingParams | Mapping[str, Any] | None) -> SamplingPar
         return SamplingParams.from_dict(params)
     raise TypeError(f"params must be SamplingParams or a mapping, got {type(params).__name__}")
 
-
-def _text_stream(tokenizer: Any, stop: tuple[str, ...]) -> Any:
-    from .detokenize import TextStream
-
-    return TextStream(tokenizer.detokenizer, stop)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -273,6 +272,3 @@ class LLMEngine:
             rows.append(RequestRow(seq.request_id, seq.tag, seq.status.value, s.prompt_tokens,
                                    s.generated_tokens, s.ttft_s, s.tokens_per_s))
         return rows
-
-    def describe(self) -> dict[str, Any]:
-        return {"context_length": self.context_length, "max_concurrent": self.config.max_concurrent}

@@ -136,16 +136,13 @@ class StatsCollector:
 
     def record_finish(self, stats: RequestStats) -> None:
         with self.lock:
-            self._count_finish(stats)
-
-    def _count_finish(self, stats: RequestStats) -> None:
-        self.finished.append(stats)
-        if stats.finish_reason in ("cancelled", "shutdown"):
-            self.cancelled += 1
-        elif stats.finish_reason == "error":
-            self.failed += 1
-        else:
-            self.completed += 1
+            self.finished.append(stats)
+            if stats.finish_reason in ("cancelled", "shutdown"):
+                self.cancelled += 1
+            elif stats.finish_reason == "error":
+                self.failed += 1
+            else:
+                self.completed += 1
 
     def _trim(self, now: float) -> None:
         while self._window and self._window[0][0] < now - self.window_s:

@@ -48,13 +48,11 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
         prompts = [scenarios.chat_tokens(engine, t) for t in texts]
         results["prompt_tokens_mean"] = sum(map(len, prompts)) / len(prompts)
         if "physical" in scen:
-            import mlx.core as mx
             from mlx.utils import tree_flatten
 
             params = tree_flatten(engine.model.parameters())
             results["physical"] = physical.reference(
                 sum(v.size for _, v in params), sum(v.nbytes for _, v in params))
-            del mx
         if "solo" in scen:
             results["solo"] = await scenarios.solo(engine, prompts[0], args.new_tokens,
                                                    args.repeats)
