@@ -141,6 +141,21 @@ class Engine:
         if request_id in self._streams:
             self._inbox.put(("cancel", request_id))
 
+    def set_max_concurrent(self, n: int) -> None:
+        """Change how many requests run at once; running ones are never evicted, a lower
+        limit only stops new admissions until enough finish."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"max_concurrent must be a whole number >= 1, got {n!r}")
+        room = self.config.max_token_budget - self.config.min_prefill_tokens
+        if n > room:
+            raise ValueError(f"max_concurrent can be at most {room} with a token budget of "
+                             f"{self.config.max_token_budget}")
+        self._inbox.put(("limit", n))
+
+    @property
+    def max_concurrent(self) -> int:
+        return self._core.config.max_concurrent
+
     def step(self) -> list[TokenEvent]:
         """Run one tick in the calling thread (deterministic tests; not while started)."""
         if self.running:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import RequestRejected
+from .errors import EngineError
 from .sampling_params import SamplingParams
 
 
@@ -117,9 +117,9 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 async def run_workload(
     engine: Any,
-    prompts: Sequence[str],
+    prompts: Sequence[str] | Callable[[int, random.Random], str],
     gaps: Iterator[float],
-    num_requests: int,
+    num_requests: int | None,
     params: Callable[[int, random.Random], SamplingParams] | SamplingParams,
     *,
     priority: str = "background",
@@ -128,12 +128,19 @@ async def run_workload(
     tag: str = "sim",
     on_result: Callable[[RequestResult], None] | None = None,
     stop: asyncio.Event | None = None,
+    duration_s: float | None = None,
+    on_send: Callable[[RequestResult], None] | None = None,
 ) -> tuple[list[RequestResult], float]:
-    """Send `num_requests` requests at the given gaps; return results and the wall time.
+    """Send requests at the given gaps; return results (in send order) and the wall time.
 
-    A request is cancelled mid-stream with `cancel_probability`. Setting `stop` ends the run
-    early: nothing more is sent and everything still running is cancelled.
+    Sending ends after `num_requests`, or once `duration_s` has passed (whichever comes
+    first; at least one must be given); requests already sent then run to their end.
+    `prompts` is a list used round-robin or a function of (index, rng). A request is
+    cancelled mid-stream with `cancel_probability`. Setting `stop` ends the run early:
+    nothing more is sent and everything still running is cancelled.
     """
+    if num_requests is None and duration_s is None:
+        raise ValueError("give num_requests, duration_s or both")
     rng = random.Random(seed)
     results: list[RequestResult] = []
     tasks: list[asyncio.Task[None]] = []
@@ -142,11 +149,15 @@ async def run_workload(
 
     async def one(result: RequestResult, sampling: SamplingParams, cancel_after: int | None):
         result.send_t = time.perf_counter() - t0
+        if stop is not None and stop.is_set():  # stopped before this one got to go
+            result.finish_reason = "cancelled"
+            _report(result)
+            return
         try:
             stream = engine.submit(messages=[{"role": "user", "content": result.prompt}],
                                    params=sampling, priority=priority,
                                    tag=f"{tag}-{result.index}")
-        except RequestRejected as exc:
+        except EngineError as exc:  # refused, queue full or engine stopped: still counted
             result.error, result.finish_reason = str(exc), "error"
             _report(result)
             return
@@ -177,9 +188,13 @@ async def run_workload(
         if on_result is not None:
             on_result(result)
 
-    for i in range(num_requests):
+    deadline = None if duration_s is None else t0 + duration_s
+    i = 0
+    while num_requests is None or i < num_requests:
         if i:
             gap = next(gaps)
+            if deadline is not None and time.perf_counter() + gap > deadline:
+                break  # the next arrival would fall after the end of the run
             if stop is not None:
                 try:
                     await asyncio.wait_for(stop.wait(), timeout=gap)
@@ -193,9 +208,13 @@ async def run_workload(
         cancel_after = None
         if cancel_probability and rng.random() < cancel_probability:
             cancel_after = rng.randint(1, max(1, sampling.max_tokens - 1))
-        result = RequestResult(index=i, prompt=prompts[i % len(prompts)])
+        prompt = prompts(i, rng) if callable(prompts) else prompts[i % len(prompts)]
+        result = RequestResult(index=i, prompt=prompt)
         results.append(result)
+        if on_send is not None:
+            on_send(result)
         tasks.append(asyncio.create_task(one(result, sampling, cancel_after)))
+        i += 1
     if stop is not None:
         waiter = asyncio.create_task(stop.wait())
         pending = set(tasks)

@@ -1,0 +1,8 @@
+"""The load simulator's Qt-free core: settings, prompt templates, and a run."""
+
+from .config import SimConfig, SimConfigError
+from .run import SimRow, SimulationRun
+from .templates import PromptSet, default_prompt_set
+
+__all__ = ["PromptSet", "SimConfig", "SimConfigError", "SimRow", "SimulationRun",
+           "default_prompt_set"]

@@ -1,0 +1,162 @@
+"""One simulation run: drives engine.workload against a live engine, keeps every request
+accounted for, and saves the run, each result as it completes, and the summary.
+
+Qt-free: the simulator panel and the CLI both use it. Simulated requests go in at
+background priority, so chat tabs (interactive) are always scheduled first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from app.events import Event
+from app.storage.records import SimResult, SimRun, utc_now
+
+from .config import SimConfig
+
+TAG_PREFIX = "sim"  # request tags are "sim-<run>-<n>": never "tab-", so the stats panel
+#                     lists them as "simulation"
+
+
+@dataclass(frozen=True, slots=True)
+class SimRow:
+    """A results-table row for one request (filled in as it completes)."""
+
+    index: int
+    prompt: str
+    reply: str
+    prompt_tokens: int
+    output_tokens: int
+    finish_reason: str  # "running" until it ends
+    error: str | None
+    queue_s: float | None
+    ttft_s: float | None
+    tokens_per_s: float | None
+    e2e_s: float | None
+
+
+class SimulationRun:
+    """Events: `sent(row)` when a request goes out, `completed(row)` when it ends,
+    `finished(summary)` once the run is over (normally or stopped)."""
+
+    def __init__(self, engine: Any, config: SimConfig, store: Any = None,
+                 title: str | None = None) -> None:
+        self.engine = engine
+        self.config = config.validate()
+        self.store = store  # a SafeStore (app) or Store (CLI), or None to keep nothing
+        self.seed = (config.seed if config.seed is not None
+                     else random.SystemRandom().getrandbits(32))
+        self.record = SimRun(title=title or f"Simulation: {config.describe()}",
+                             config=config.to_dict() | {"seed": self.seed})
+        self.sent = Event()
+        self.completed = Event()
+        self.finished = Event()
+        self.results: list[Any] = []  # engine.workload.RequestResult, in send order
+        self.summary: dict[str, Any] | None = None
+        self.stopped = False
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[dict[str, Any]] | None = None
+        self._t0 = 0.0
+
+    # -- control --------------------------------------------------------------------------
+    def start(self) -> asyncio.Task[dict[str, Any]]:
+        """Begin on the running loop; the task's result is the summary."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run())
+        return self._task
+
+    def stop(self) -> None:
+        """Send nothing more and cancel what is running; every request is still counted."""
+        self.stopped = True
+        self._stop.set()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self._t0 if self._t0 else 0.0
+
+    async def run(self) -> dict[str, Any]:
+        from engine.sampling_params import SamplingParams
+        from engine.workload import run_workload
+
+        cfg = self.config
+        prompts = cfg.prompt_set()
+        previous_limit = None
+        if cfg.max_concurrent is not None:
+            previous_limit = self.engine.max_concurrent
+            self.engine.set_max_concurrent(cfg.max_concurrent)
+        self._write("save_sim_run", self.record)
+        self._t0 = time.perf_counter()
+        try:
+            results, wall = await run_workload(
+                self.engine, prompts.expand, cfg.gaps(self.seed), cfg.num_requests,
+                lambda i, rng: SamplingParams.from_dict(cfg.sampling_for(rng)),
+                priority="background", cancel_probability=cfg.cancel_probability,
+                seed=self.seed, tag=f"{TAG_PREFIX}-{self.record.id[:8]}",
+                on_result=self._on_result, on_send=self._on_send, stop=self._stop,
+                duration_s=cfg.duration_s,
+            )
+        finally:
+            if previous_limit is not None:
+                self.engine.set_max_concurrent(previous_limit)
+        self.results = results
+        self.summary = summarize_run(results, wall, stopped=self.stopped)
+        self.record.summary = self.summary
+        self.record.ended_at = utc_now()
+        self._write("save_sim_run", self.record)
+        self.finished.emit(self.summary)
+        return self.summary
+
+    # -- callbacks from the workload ------------------------------------------------------
+    def _on_send(self, result: Any) -> None:
+        self.results.append(result)
+        self.sent.emit(row_of(result))
+
+    def _on_result(self, result: Any) -> None:
+        row = row_of(result)
+        self._write("add_sim_results", [SimResult(
+            sim_run_id=self.record.id, seq=result.index, prompt=result.prompt,
+            reply=result.text, prompt_tokens=result.prompt_tokens,
+            generated_tokens=result.output_tokens, finish_reason=row.finish_reason,
+            queue_s=result.queue_s, ttft_s=result.ttft_s, tokens_per_s=row.tokens_per_s,
+        )])
+        self.completed.emit(row)
+
+    def _write(self, method: str, *args: Any) -> None:
+        if self.store is not None:
+            getattr(self.store, method)(*args)
+
+
+def decode_rate(result: Any) -> float | None:
+    """Tokens/s after the first token (1 / TPOT), as the chat tabs report it."""
+    tpot = result.tpot_s
+    return 1.0 / tpot if tpot else None
+
+
+def row_of(result: Any) -> SimRow:
+    return SimRow(
+        index=result.index, prompt=result.prompt, reply=result.text,
+        prompt_tokens=result.prompt_tokens, output_tokens=result.output_tokens,
+        finish_reason=result.finish_reason or "running", error=result.error,
+        queue_s=result.queue_s, ttft_s=result.ttft_s, tokens_per_s=decode_rate(result),
+        e2e_s=result.e2e_s,
+    )
+
+
+def summarize_run(results: list[Any], wall_s: float, *, stopped: bool) -> dict[str, Any]:
+    """engine.workload.summarize, plus what a saved run needs to redraw its chart."""
+    from engine.workload import summarize
+
+    summary = summarize(results, wall_s)
+    summary["stopped"] = stopped
+    summary["unaccounted"] = sum(r.finish_reason is None for r in results)
+    summary["ttft_by_request"] = [r.ttft_s for r in results]
+    summary["e2e_by_request"] = [r.e2e_s for r in results]
+    return summary
