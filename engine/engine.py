@@ -150,11 +150,13 @@ class Engine:
         if n > room:
             raise ValueError(f"max_concurrent can be at most {room} with a token budget of "
                              f"{self.config.max_token_budget}")
-        self._inbox.put(("limit", n))
+        # One int shared with the engine thread (the scheduler reads it when admitting); a
+        # queued request is admitted on the next tick, and the engine ticks while any waits.
+        self.config.max_concurrent = n
 
     @property
     def max_concurrent(self) -> int:
-        return self._core.config.max_concurrent
+        return self.config.max_concurrent
 
     def step(self) -> list[TokenEvent]:
         """Run one tick in the calling thread (deterministic tests; not while started)."""

@@ -13,7 +13,7 @@ from .llm_engine import LLMEngine, TokenEvent
 
 log = logging.getLogger(__name__)
 
-Command = tuple[str, Any]  # ("add", Sequence) | ("cancel", request_id) | ("limit", n)
+Command = tuple[str, Any]  # ("add", Sequence) | ("cancel", request_id)
 
 
 class Inbox:
@@ -56,8 +56,6 @@ def apply(core: LLMEngine, commands: list[Command]) -> None:
             core.add(arg)
         elif kind == "cancel":
             core.cancel(arg)
-        elif kind == "limit":  # applied between ticks, so a tick sees one value
-            core.config.max_concurrent = arg
 
 
 class EngineThread(threading.Thread):

@@ -207,7 +207,8 @@ async def run_workload(
         sampling = params(i, rng) if callable(params) else params
         cancel_after = None
         if cancel_probability and rng.random() < cancel_probability:
-            cancel_after = rng.randint(1, max(1, sampling.max_tokens - 1))
+            # Within the first half, so the cancel lands before the request could end.
+            cancel_after = rng.randint(1, max(1, sampling.max_tokens // 2))
         prompt = prompts(i, rng) if callable(prompts) else prompts[i % len(prompts)]
         result = RequestResult(index=i, prompt=prompt)
         results.append(result)

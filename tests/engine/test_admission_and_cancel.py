@@ -21,6 +21,26 @@ def test_max_concurrent_queues_the_rest_fifo(make_engine):
     assert queue_times[2] > 0 and queue_times[2] <= queue_times[4]  # FIFO
 
 
+def test_concurrency_limit_changes_at_run_time(make_engine):
+    engine = make_engine(max_concurrent=1)
+    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=20))
+               for p in prompts(4)]
+    engine.step()
+    assert (engine.stats().active, engine.stats().queued) == (1, 3)
+    engine.set_max_concurrent(3)
+    engine.step()
+    assert (engine.stats().active, engine.stats().queued) == (3, 1)
+    engine.set_max_concurrent(1)  # lowering never evicts: the running ones finish
+    engine.step()
+    assert (engine.stats().active, engine.stats().queued) == (3, 1)
+    run_to_end(engine)
+    assert all(s.finish_reason == "length" for s in streams)
+    assert engine.max_concurrent == 1
+    for bad in (0, -1, 1.5, True, "2", 10_000):
+        with pytest.raises(ValueError, match="max_concurrent"):
+            engine.set_max_concurrent(bad)
+
+
 def test_interactive_is_admitted_before_earlier_background(make_engine):
     engine = make_engine(max_concurrent=1)
     running = engine.submit(prompt_tokens=[1, 2], params=SamplingParams(max_tokens=3))
