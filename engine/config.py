@@ -15,6 +15,7 @@ class EngineConfig:
     max_token_budget: int = 2048  # cap on tokens (decode rows + prefill) in one tick
     target_step_s: float = 0.2  # tick time the adaptive budget aims at...
     decode_slack: float = 2.0  # ...but never below this multiple of a decode-only tick
+    background_slack: float = 8.0  # the same when only background requests decode
     ewma_alpha: float = 0.3  # weight of the newest step time in the moving averages
     admission_window_s: float = 0.002  # an idle engine waits this long to batch a burst
     stats_window_s: float = 10.0  # window of the aggregated tokens/s
@@ -41,8 +42,9 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.max_queue must be >= 0, got {self.max_queue}")
         if self.max_context is not None and self.max_context < 2:
             raise ValueError(f"EngineConfig.max_context must be >= 2, got {self.max_context}")
-        if self.decode_slack < 1.0:
-            raise ValueError(f"EngineConfig.decode_slack must be >= 1, got {self.decode_slack}")
+        for name in ("decode_slack", "background_slack"):
+            if getattr(self, name) < 1.0:
+                raise ValueError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 < self.ewma_alpha <= 1.0:
             raise ValueError(f"EngineConfig.ewma_alpha must be in (0, 1], got {self.ewma_alpha}")
         if self.max_token_budget < self.max_concurrent + self.min_prefill_tokens:

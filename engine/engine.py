@@ -42,7 +42,9 @@ class Engine:
         self.description = description
         self.context_length = min(context_length, self.config.max_context or context_length)
         self._lock = threading.Lock()  # guards the admission counts below
-        self._unadmitted = 0  # submitted, not yet holding a slot
+        # submitted, not yet holding a slot, per class: a backlog of background work (a load
+        # simulation) must never make the queue look full to an interactive chat
+        self._unadmitted = {p: 0 for p in Priority}
         self._active = 0
         self._core = LLMEngine(model, frozenset(eos_token_ids), self.context_length,
                                self.config, on_admit=self._admitted, on_finish=self._finished)
@@ -125,12 +127,14 @@ class Engine:
         )
         with self._lock:
             free = max(0, self.config.max_concurrent - self._active)
-            if self._unadmitted + 1 - free > self.config.max_queue:
+            ahead = (self._unadmitted[priority] if priority is Priority.INTERACTIVE
+                     else sum(self._unadmitted.values()))
+            if ahead + 1 - free > self.config.max_queue:
                 raise QueueFullError(
-                    f"queue full: {self._unadmitted} requests waiting "
+                    f"queue full: {ahead} requests waiting "
                     f"(max_queue={self.config.max_queue}); try again later"
                 )
-            self._unadmitted += 1
+            self._unadmitted[priority] += 1
         stream = RequestStream(request_id, tokens, self.cancel)
         self._streams[request_id] = stream
         self._inbox.put(("add", seq))
@@ -223,7 +227,7 @@ class Engine:
 
     def _admitted(self, seq: Sequence) -> None:  # engine thread
         with self._lock:
-            self._unadmitted -= 1
+            self._unadmitted[seq.priority] -= 1
             self._active += 1
 
     def _finished(self, seq: Sequence, was_active: bool) -> None:  # engine thread
@@ -231,7 +235,7 @@ class Engine:
             if was_active:
                 self._active -= 1
             else:
-                self._unadmitted -= 1
+                self._unadmitted[seq.priority] -= 1
 
     def _deliver_threadsafe(self, events: list[TokenEvent]) -> None:
         loop = self._loop

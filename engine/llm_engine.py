@@ -13,8 +13,8 @@ from . import cache as kv
 from .config import EngineConfig
 from .model_runner import ModelRunner
 from .sampling import sample_rows
-from .scheduler import Scheduler
-from .sequence import Sequence, Status
+from .scheduler import Scheduler, group_prefill
+from .sequence import Priority, Sequence, Status
 from .stats import EngineStats, RequestRow, RequestStats, StatsCollector, TickRecord
 
 
@@ -84,7 +84,8 @@ class LLMEngine:
             seq.t_admit = t0
             seq.cache = kv.new_cache(self.model)
             self._on_admit(seq)
-        plan = self.scheduler.plan(len(self.decoding))
+        interactive = any(s.priority is Priority.INTERACTIVE for s in self.decoding)
+        plan = self.scheduler.plan(len(self.decoding), interactive)
 
         prefill_s = self._run_prefill(plan.prefill)
         self._join(self.scheduler.take_ready())
@@ -97,7 +98,8 @@ class LLMEngine:
 
         t_end = time.perf_counter()
         step_s = t_end - t0
-        self.scheduler.budget.observe(rows, decode_s, plan.num_prefill_tokens, prefill_s, step_s)
+        self.scheduler.budget.observe(rows, decode_s, plan.num_prefill_tokens, prefill_s, step_s,
+                                      interactive)
         self.stats.record_tick(
             TickRecord(
                 index=self.stats.num_ticks,
@@ -116,14 +118,21 @@ class LLMEngine:
 
     def _run_prefill(self, chunks: list[tuple[Sequence, int]]) -> float:
         t = time.perf_counter()
-        for seq, n in chunks:
-            start = seq.num_cached
+        for group in group_prefill(chunks):
+            pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in group]
             try:
-                self.runner.prefill(seq.cache, seq.prompt_tokens[start : start + n])
-            except Exception as exc:  # noqa: BLE001 - one request fails, the engine goes on
-                self._fail(seq, exc)
+                if len(group) == 1:
+                    self.runner.prefill(group[0][0].cache, pieces[0])
+                else:
+                    caches = self.runner.prefill_many([seq.cache for seq, _ in group], pieces)
+                    for (seq, _), cache in zip(group, caches, strict=True):
+                        seq.cache = cache
+            except Exception as exc:  # noqa: BLE001 - these requests fail, the engine goes on
+                for seq, _ in group:
+                    self._fail(seq, exc)
                 continue
-            seq.num_cached += n
+            for seq, n in group:
+                seq.num_cached += n
         return time.perf_counter() - t
 
     def _join(self, ready: list[Sequence]) -> None:

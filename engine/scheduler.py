@@ -3,7 +3,7 @@
 Pure Python (no MLX): decode rows come first, one token each; the rest of the budget goes to
 chunked prefill, interactive before background, then first come first served, each prompt at
 most `prefill_burst` tokens a tick. The budget follows measured step times (EWMA) so a tick
-stays near its target and a long prompt never freezes the decoders.
+stays near its target and a long prompt never freezes an interactive decoder.
 """
 
 from __future__ import annotations
@@ -28,18 +28,27 @@ class TickPlan:
 class BudgetController:
     """Tokens per tick, steered by measured tick times (EWMA) against a target.
 
-    While sequences decode, a tick should take about `max(target_step_s, decode_slack x a
-    decode-only tick)`. The prefill allowance is scaled by target / measured after every tick
-    that prefilled, so fixed per-forward costs (a prefill chunk is a second pass over the
-    weights) are learnt rather than modelled. With nobody decoding, prefill runs at full size.
+    While an interactive sequence decodes, a tick should take about `max(target_step_s,
+    decode_slack x a decode-only tick)`: a chat's stream stays smooth. While only background
+    sequences decode (simulations, batch jobs), the limit is `background_slack` x instead:
+    prompts get much larger slices, which is what throughput wants. Each class has its own
+    allowance, scaled by target / measured after every tick that prefilled, so fixed
+    per-forward costs are learnt rather than modelled. With nobody decoding, prefill runs at
+    full size.
     """
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
         self.decode_s: float | None = None  # EWMA of decode-only ticks
         self.step_s: float = 0.0  # EWMA of all ticks
-        self.allow: float = 4.0 * config.min_prefill_tokens  # prefill tokens while decoding
+        # prefill tokens per tick while decoding, per class of the decoders (interactive?)
+        self.allowance = {True: 4.0 * config.min_prefill_tokens,
+                          False: float(config.max_token_budget)}
         self.last_budget = config.max_token_budget
+
+    @property
+    def allow(self) -> float:
+        return self.allowance[True]
 
     def _ewma(self, old: float | None, new: float) -> float:
         a = self.config.ewma_alpha
@@ -47,11 +56,15 @@ class BudgetController:
 
     @property
     def target_s(self) -> float:
+        return self.target_for(interactive=True)
+
+    def target_for(self, interactive: bool) -> float:
         cfg = self.config
-        return max(cfg.target_step_s, cfg.decode_slack * (self.decode_s or 0.0))
+        slack = cfg.decode_slack if interactive else cfg.background_slack
+        return max(cfg.target_step_s, slack * (self.decode_s or 0.0))
 
     def observe(self, decode_rows: int, decode_s: float, prefill_tokens: int, prefill_s: float,
-                step_s: float) -> None:
+                step_s: float, interactive: bool = True) -> None:
         self.step_s = self._ewma(self.step_s if self.step_s else None, step_s)
         if not decode_rows:
             return
@@ -59,17 +72,18 @@ class BudgetController:
             self.decode_s = self._ewma(self.decode_s, step_s)
             return
         # Grow only when the allowance was used up: an idle allowance says nothing.
-        factor = self.target_s / step_s
-        if factor < 1.0 or prefill_tokens >= 0.9 * self.allow:
+        allow = self.allowance[interactive]
+        factor = self.target_for(interactive) / step_s
+        if factor < 1.0 or prefill_tokens >= 0.9 * allow:
             factor = min(2.0, max(0.5, factor)) ** self.config.ewma_alpha
             cfg = self.config
-            self.allow = min(float(cfg.max_token_budget),
-                             max(float(cfg.min_prefill_tokens), self.allow * factor))
+            self.allowance[interactive] = min(float(cfg.max_token_budget),
+                                              max(float(cfg.min_prefill_tokens), allow * factor))
 
-    def budget(self, decode_rows: int) -> int:
+    def budget(self, decode_rows: int, interactive: bool = True) -> int:
         cfg = self.config
         room = cfg.max_token_budget - decode_rows
-        allow = room if decode_rows == 0 else round(self.allow)
+        allow = room if decode_rows == 0 else round(self.allowance[interactive])
         allow = max(cfg.min_prefill_tokens, min(allow, room))
         self.last_budget = decode_rows + allow
         return self.last_budget
@@ -111,8 +125,9 @@ class Scheduler:
         self.prefilling.extend(admitted)
         return admitted
 
-    def plan(self, decode_rows: int) -> TickPlan:
-        budget = self.budget.budget(decode_rows)
+    def plan(self, decode_rows: int, interactive: bool = True) -> TickPlan:
+        """`interactive`: an interactive sequence is among the decoders (protect its ITL)."""
+        budget = self.budget.budget(decode_rows, interactive)
         left = budget - decode_rows
         chunks = []
         for seq in sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit)):
@@ -130,3 +145,26 @@ class Scheduler:
         if ready:
             self.prefilling = [s for s in self.prefilling if s.num_prefill_left > 0]
         return ready
+
+
+def group_prefill(chunks: list[tuple[Sequence, int]], max_waste: float = 0.25,
+                  ) -> list[list[tuple[Sequence, int]]]:
+    """Split a tick's prefill chunks into forward passes.
+
+    Prompts starting from scratch share a pass when right-padding them to the longest wastes
+    at most `max_waste` of the pass; a chunk of a prompt already under way gets its own pass,
+    since batching it would copy its whole history in and out of a padded cache.
+    """
+    fresh = sorted((c for c in chunks if c[0].num_cached == 0), key=lambda c: -c[1])
+    groups: list[list[tuple[Sequence, int]]] = [[c] for c in chunks if c[0].num_cached > 0]
+    current: list[tuple[Sequence, int]] = []
+    for seq, n in fresh:
+        if current:
+            width, total = current[0][1], sum(m for _, m in current) + n
+            if width * (len(current) + 1) * (1 - max_waste) > total:
+                groups.append(current)
+                current = []
+        current.append((seq, n))
+    if current:
+        groups.append(current)
+    return groups

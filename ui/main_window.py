@@ -26,6 +26,7 @@ from .history_controller import HistoryController
 from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
 from .signals import emit
+from .simulator import SimulatorDock
 from .stats_panel import StatsDock
 
 BUSY_MARK = "● "
@@ -80,6 +81,7 @@ class MainWindow(QMainWindow):
 
         self._make_actions()
         self._make_stats_dock()
+        self._make_simulator_dock()
         ctx.bridge.state_changed.connect(self._on_state)
         self._on_state(ctx.bridge.state, ctx.bridge.message)
         self.history = HistoryController(self, ctx.history) if ctx.history else None
@@ -114,6 +116,25 @@ class MainWindow(QMainWindow):
         view = next((a.menu() for a in self.menuBar().actions() if a.text() == "&View"), None)
         (view or self.menuBar().addMenu("&View")).addAction(toggle)
         self.addAction(toggle)
+
+    def _make_simulator_dock(self) -> None:
+        """The load simulator (hidden at first), toggled from View (Ctrl+Shift+L)."""
+        self.sim_dock = SimulatorDock(self.ctx, self)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sim_dock)
+        self.tabifyDockWidget(self.stats_dock, self.sim_dock)  # both want the full height
+        self.sim_dock.hide()
+        self.sim_dock.run_finished.connect(self._sim_run_finished)
+        toggle = self.sim_dock.toggleViewAction()
+        toggle.setText("&Load simulator")
+        toggle.setShortcut(QKeySequence("Ctrl+Shift+L"))
+        view = next(a.menu() for a in self.menuBar().actions() if a.text() == "&View")
+        view.addAction(toggle)
+        self.addAction(toggle)
+
+    def _sim_run_finished(self) -> None:
+        dialog = self.history.dialog if self.history is not None else None
+        if dialog is not None and dialog.isVisible():
+            dialog.refresh()  # list the run just saved (it refreshes on reopening anyway)
 
     def _tab_titles(self) -> dict[str, str]:
         return {t.conversation.tag: t.conversation.title for t in self.chat_tabs()
@@ -241,6 +262,7 @@ class MainWindow(QMainWindow):
             self.history.stop()
         self.stats_dock.stop()
         try:
+            await self.sim_dock.shutdown(timeout=3.0)  # first: its requests end as "cancelled"
             await self.ctx.bridge.shutdown(timeout=3.0)
         finally:
             self.shutdown_s = time.perf_counter() - started

@@ -21,6 +21,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", default="1,4,8,16,32")
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--offline-priority", default="background,interactive",
+                   help="priority classes of the offline requests; the first is the headline")
     p.add_argument("--online-requests", type=int, default=32)
     p.add_argument("--online-rate", type=float, default=0.5)
     p.add_argument("--burstiness", type=float, default=1.0)
@@ -57,8 +59,9 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
             results["solo"] = await scenarios.solo(engine, prompts[0], args.new_tokens,
                                                    args.repeats)
         if "offline" in scen:
-            results["offline"] = await scenarios.offline(engine, prompts, args.new_tokens,
-                                                         conc, args.repeats)
+            results["offline"] = await scenarios.offline(
+                engine, prompts, args.new_tokens, conc, args.repeats,
+                tuple(args.offline_priority.split(",")))
         if "online" in scen:
             results["online"] = await scenarios.online(
                 engine, texts, args.online_rate, args.online_requests, args.new_tokens,

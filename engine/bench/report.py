@@ -25,7 +25,8 @@ def print_table(results: dict[str, Any]) -> None:
             print(f"{label:<28}{s['engine_' + key]:>8.1f} {s['mlx_lm_' + key]:>24.1f}"
                   f" {s[key + '_ratio']:>7.2f}x")
     if "offline" in results:
-        print("\n== offline throughput (output tok/s)")
+        print(f"\n== offline throughput (output tok/s), engine requests as "
+              f"{results['offline'][0].get('priority', 'interactive')}")
         print("conc   engine  BatchGen   ratio | engine step ms  BatchGen step ms | overhead")
         for r in results["offline"]:
             print(f"{r['concurrency']:>4} {r['engine_output_tps']:>8.1f} "
@@ -33,6 +34,12 @@ def print_table(results: dict[str, Any]) -> None:
                   f" {r['engine_step_s_median'] * 1e3:>14.0f} "
                   f"{r['batch_generator_step_s_median'] * 1e3:>17.0f} |"
                   f" {r['engine_overhead_share'] * 100:>6.1f}%")
+            others = [k[: -len("_output_tps_ratio")] for k in r
+                      if k.endswith("_output_tps_ratio") and k != "output_tps_ratio"
+                      and not k.startswith(r.get("priority", "?"))]
+            for p in others:
+                print(f"     as {p}: {r[f'engine_{p}_output_tps']:.1f} tok/s, "
+                      f"{r[f'{p}_output_tps_ratio']:.2f}x")
     if "online" in results:
         o = results["online"]
         print(f"\n== online serving: {o['requests']} requests, Poisson-like rate {o['rate']}/s "

@@ -33,11 +33,12 @@ def chat_tokens(engine: Engine, text: str) -> list[int]:
     return list(engine.tokenizer.encode(templated, add_special_tokens=False))
 
 
-async def _engine_batch(engine: Engine, prompts: list[list[int]], new_tokens: int) -> dict:
+async def _engine_batch(engine: Engine, prompts: list[list[int]], new_tokens: int,
+                        priority: str = "background") -> dict:
     t0 = time.perf_counter()
     ticks_before = engine.stats().ticks
-    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=new_tokens))
-               for p in prompts]
+    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=new_tokens),
+                             priority=priority) for p in prompts]
     await asyncio.gather(*(s.result() for s in streams))
     wall = time.perf_counter() - t0
     tokens = sum(len(s.tokens) for s in streams)
@@ -81,20 +82,31 @@ async def solo(engine: Engine, prompt: list[int], new_tokens: int, repeats: int)
 
 
 async def offline(engine: Engine, prompts: list[list[int]], new_tokens: int,
-                  concurrency: list[int], repeats: int) -> list[dict]:
+                  concurrency: list[int], repeats: int,
+                  priorities: tuple[str, ...] = ("background",)) -> list[dict]:
+    """Batch jobs: all prompts at once. The first priority class gives the headline
+    numbers; each class also gets its own `engine_<class>_output_tps` and ratio."""
     rows = []
     stop = [[t] for t in sorted(engine._core.eos_token_ids)]
     for c in concurrency:
         batch = prompts[:c]
-        ours = [await _engine_batch(engine, batch, new_tokens) for _ in range(repeats)]
-        theirs = [peers.batch_generator_run(engine.model, batch, new_tokens, stop)
-                  for _ in range(repeats)]
-        row = {"concurrency": c}
-        for name, runs in (("engine", ours), ("batch_generator", theirs)):
+        ours: dict[str, list[dict]] = {p: [] for p in priorities}
+        theirs = []
+        for _ in range(repeats):  # alternate, so a noisy moment hits both sides
+            for p in priorities:
+                ours[p].append(await _engine_batch(engine, batch, new_tokens, p))
+            theirs.append(peers.batch_generator_run(engine.model, batch, new_tokens, stop))
+        row: dict[str, Any] = {"concurrency": c, "priority": priorities[0]}
+        for name, runs in (("engine", ours[priorities[0]]), ("batch_generator", theirs)):
             for key in ("output_tps", "decode_tps", "step_s_median"):
                 row[f"{name}_{key}"] = statistics.median(r[key] for r in runs)
-        row["engine_overhead_share"] = statistics.median(r["overhead_share"] for r in ours)
+        row["engine_overhead_share"] = statistics.median(
+            r["overhead_share"] for r in ours[priorities[0]])
         row["output_tps_ratio"] = row["engine_output_tps"] / row["batch_generator_output_tps"]
+        for p in priorities:
+            tps = statistics.median(r["output_tps"] for r in ours[p])
+            row[f"engine_{p}_output_tps"] = tps
+            row[f"{p}_output_tps_ratio"] = tps / row["batch_generator_output_tps"]
         rows.append(row)
     return rows
 

@@ -89,3 +89,17 @@ def test_cancel_queued_request(make_engine):
     run_to_end(engine)
     assert (a.finish_reason, b.finish_reason, b.tokens) == ("length", "cancelled", [])
     assert b.stats.ttft_s is None
+
+
+def test_background_backlog_never_fills_the_queue_for_interactive(make_engine):
+    engine = make_engine(max_concurrent=1, max_queue=3)
+    background = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=2),
+                                priority="background") for p in prompts(4)]
+    with pytest.raises(QueueFullError):  # 1 slot + 3 waiting: background is full ...
+        engine.submit(prompt_tokens=[1, 2], priority="background")
+    chats = [engine.submit(prompt_tokens=[5, i], params=SamplingParams(max_tokens=2))
+             for i in range(4)]  # ... but chats still get in, up to their own queue
+    with pytest.raises(QueueFullError):
+        engine.submit(prompt_tokens=[7, 8])
+    run_to_end(engine)
+    assert all(s.finish_reason == "length" for s in background + chats)

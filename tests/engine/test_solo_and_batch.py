@@ -73,3 +73,42 @@ def test_staggered_arrivals_and_departures_keep_every_sequence_exact(tiny, make_
     run_to_end(engine)
     for p, n, s in zip(ps, lengths, streams, strict=True):
         assert s.tokens == reference_tokens(tiny.model, p, n), s.request_id
+
+
+def test_a_burst_of_prompts_is_prefilled_in_shared_passes_and_stays_exact(tiny, make_engine,
+                                                                         monkeypatch):
+    from engine.model_runner import ModelRunner
+
+    passes: list[list[int]] = []
+    shared = ModelRunner.prefill_many
+
+    def spy(self, caches, chunks):
+        passes.append([len(c) for c in chunks])
+        return shared(self, caches, chunks)
+
+    monkeypatch.setattr(ModelRunner, "prefill_many", spy)
+    engine = make_engine(max_concurrent=8)
+    batch = [p + p[:5] for p in prompts(8, seed=11)]  # 6 .. 45 tokens: padding is needed
+    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=N))
+               for p in batch]
+    run_to_end(engine)
+    assert passes and max(len(p) for p in passes) >= 3  # several prompts per pass
+    assert any(len(set(p)) > 1 for p in passes)  # of different lengths
+    for prompt, stream in zip(batch, streams, strict=True):
+        assert stream.tokens == reference_tokens(tiny.model, prompt, N)
+
+
+def test_group_prefill_shares_passes_only_when_padding_is_cheap():
+    from engine.scheduler import group_prefill
+    from engine.sequence import Sequence
+
+    def seq(cached: int) -> Sequence:
+        s = Sequence.__new__(Sequence)
+        s.num_cached = cached
+        return s
+
+    a, b, c, d, e = seq(0), seq(0), seq(0), seq(0), seq(40)
+    groups = group_prefill([(a, 100), (b, 90), (c, 10), (d, 95), (e, 64)])
+    sizes = sorted([[n for _, n in g] for g in groups])
+    # 100, 95, 90 share a pass; 10 would waste most of one; a prompt under way goes alone.
+    assert sizes == [[10], [64], [100, 95, 90]]

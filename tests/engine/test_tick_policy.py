@@ -76,3 +76,44 @@ def test_engine_budget_adapts_from_measured_step_times(make_engine):
     run_to_end(engine)
     budgets = {t.budget for t in engine.telemetry() if t.decode_rows}
     assert len(budgets) > 1  # it moved with the measurements
+
+
+def test_background_decoders_leave_prompts_a_larger_share():
+    cfg = EngineConfig(target_step_s=0.1, decode_slack=2.0, background_slack=8.0,
+                       max_token_budget=1024, min_prefill_tokens=8, ewma_alpha=0.5)
+    ctl = BudgetController(cfg)
+    for _ in range(10):
+        ctl.observe(4, 0.05, 0, 0.0, 0.05)  # decode-only ticks of 50 ms
+    assert ctl.target_for(True) == 0.1 and abs(ctl.target_for(False) - 0.4) < 1e-9
+    interactive_start = ctl.budget(4, interactive=True)
+    assert ctl.budget(4, interactive=False) == 1024  # throughput first: all the room there is
+    for _ in range(50):  # background ticks that run 4x over their target shrink its allowance
+        ctl.observe(4, 0.05, ctl.budget(4, False) - 4, 1.55, 1.6, interactive=False)
+    background = ctl.budget(4, interactive=False)
+    assert background < 1024
+    assert ctl.budget(4, interactive=True) == interactive_start  # the other class's is its own
+    for _ in range(200):  # both at equilibrium with the same cost per token: 8x vs 2x the tick
+        ctl.observe(4, 0.05, ctl.budget(4, False) - 4, (ctl.budget(4, False) - 4) * 1e-3,
+                    0.05 + (ctl.budget(4, False) - 4) * 1e-3, interactive=False)
+        ctl.observe(4, 0.05, ctl.budget(4, True) - 4, (ctl.budget(4, True) - 4) * 1e-3,
+                    0.05 + (ctl.budget(4, True) - 4) * 1e-3, interactive=True)
+    assert ctl.budget(4, False) > 3 * ctl.budget(4, True)
+
+
+def test_a_prompt_gets_more_per_tick_when_only_background_work_decodes(make_engine):
+    def first_chunk(priority: str) -> int:
+        engine = make_engine(max_concurrent=4, prefill_burst=512)
+        for p in prompts(2, seed=3):
+            engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=40),
+                          priority=priority)
+        for _ in range(3):
+            engine.step()
+        engine.submit(prompt_tokens=[i % 250 for i in range(400)],
+                      params=SamplingParams(max_tokens=2), priority="background")
+        engine.step()
+        chunk = engine.telemetry()[-1].prefill_tokens
+        run_to_end(engine)
+        return chunk
+
+    assert first_chunk("interactive") <= 64  # chat streams are protected: small slices
+    assert first_chunk("background") == 399  # nobody interactive: the whole prompt at once
