@@ -46,10 +46,6 @@ class BudgetController:
                           False: float(config.max_token_budget)}
         self.last_budget = config.max_token_budget
 
-    @property
-    def allow(self) -> float:
-        return self.allowance[True]
-
     def _ewma(self, old: float | None, new: float) -> float:
         a = self.config.ewma_alpha
         return new if old is None else a * new + (1 - a) * old

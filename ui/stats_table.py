@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
+from PySide6.QtWidgets import QTableView, QWidget
 
 from app.stats_model import TableRow
+
+from .widgets import readonly_table
 
 COLUMNS = ("Source", "State", "Prompt", "Generated", "TTFT", "tok/s", "Finish")
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
@@ -63,18 +65,6 @@ class RequestTableModel(QStandardItemModel):
 
 
 def make_table_view(model: RequestTableModel) -> QTableView:
-    view = QTableView()
-    view.setObjectName("requestTable")
-    view.setModel(model)
-    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    view.setAlternatingRowColors(True)
-    view.setWordWrap(False)
-    view.verticalHeader().setVisible(False)
-    view.verticalHeader().setDefaultSectionSize(20)
-    header = view.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-    header.setStretchLastSection(True)
-    for column, width in enumerate((120, 80, 56, 70, 64, 56)):
-        view.setColumnWidth(column, width)
+    view = readonly_table(model, "requestTable", (120, 80, 56, 70, 64, 56))
+    view.horizontalHeader().setStretchLastSection(True)
     return view

@@ -55,7 +55,7 @@ class SimulationRun:
         self.sent = Event()
         self.completed = Event()
         self.finished = Event()
-        self.results: list[Any] = []  # engine.workload.RequestResult, in send order
+        self.results: list[Any] = []  # engine.workload.RequestResult, appended as each is sent
         self.summary: dict[str, Any] | None = None
         self.stopped = False
         self._stop = asyncio.Event()
@@ -106,7 +106,6 @@ class SimulationRun:
         finally:
             if previous_limit is not None:
                 self.engine.set_max_concurrent(previous_limit)
-        self.results = results
         self.summary = summarize_run(results, wall, stopped=self.stopped)
         self.record.summary = self.summary
         self.record.ended_at = utc_now()

@@ -22,24 +22,9 @@ from PySide6.QtWidgets import (
 from app.settings import Settings, normalize_params
 
 from ..signals import emit
+from ..widgets import double_box, int_box
 
 CUSTOM = "(custom)"
-
-
-def _double(lo: float, hi: float, step: float, decimals: int = 2) -> QDoubleSpinBox:
-    box = QDoubleSpinBox()
-    box.setRange(lo, hi)
-    box.setSingleStep(step)
-    box.setDecimals(decimals)
-    return box
-
-
-def _int(lo: int, hi: int, special: str = "") -> QSpinBox:
-    box = QSpinBox()
-    box.setRange(lo, hi)
-    if special:
-        box.setSpecialValueText(special)
-    return box
 
 
 class SettingsPanel(QWidget):
@@ -74,13 +59,13 @@ class SettingsPanel(QWidget):
 
         form = QFormLayout()
         self.fields: dict[str, QDoubleSpinBox | QSpinBox] = {
-            "temperature": _double(0.0, 5.0, 0.05),
-            "top_p": _double(0.01, 1.0, 0.01),
-            "top_k": _int(0, 100_000, "off"),
-            "min_p": _double(0.0, 0.99, 0.01),
-            "repetition_penalty": _double(0.1, 3.0, 0.05),
-            "max_tokens": _int(1, 1_000_000),
-            "seed": _int(-1, 2**31 - 1, "random"),
+            "temperature": double_box(0.0, 5.0, 0.05),
+            "top_p": double_box(0.01, 1.0, 0.01),
+            "top_k": int_box(0, 100_000, "off"),
+            "min_p": double_box(0.0, 0.99, 0.01),
+            "repetition_penalty": double_box(0.1, 3.0, 0.05),
+            "max_tokens": int_box(1, 1_000_000),
+            "seed": int_box(-1, 2**31 - 1, "random"),
         }
         for name, box in self.fields.items():
             box.setObjectName(name)

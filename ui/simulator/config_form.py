@@ -10,13 +10,11 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QPushButton,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -25,31 +23,11 @@ from app.simulator.config import SimConfig
 from app.simulator.templates import default_prompt_set
 
 from ..signals import emit
+from ..widgets import double_box, int_box
 
 ARRIVAL_CHOICES = (("Uniform gaps", "uniform"), ("Poisson", "poisson"), ("Bursts", "burst"))
 SAMPLING_CHOICES = (("Fixed", "fixed"), ("Randomized per request", "random"))
 NO_LIMIT = "no limit"
-
-
-def _double(lo: float, hi: float, step: float, suffix: str = "", decimals: int = 2,
-            special: str = "") -> QDoubleSpinBox:
-    box = QDoubleSpinBox()
-    box.setRange(lo, hi)
-    box.setSingleStep(step)
-    box.setDecimals(decimals)
-    if suffix:
-        box.setSuffix(suffix)
-    if special:
-        box.setSpecialValueText(special)  # shown at the minimum, read back as "unset"
-    return box
-
-
-def _int(lo: int, hi: int, special: str = "") -> QSpinBox:
-    box = QSpinBox()
-    box.setRange(lo, hi)
-    if special:
-        box.setSpecialValueText(special)
-    return box
 
 
 def _pair(first: QWidget, second: QWidget, between: str = "–") -> tuple[QWidget, QLabel]:
@@ -86,25 +64,25 @@ class ConfigForm(QWidget):
         self.arrival = QComboBox()
         for text, key in ARRIVAL_CHOICES:
             self.arrival.addItem(text, key)
-        self.low = _double(0.0, 3600.0, 0.1, " s")
-        self.high = _double(0.0, 3600.0, 0.1, " s")
-        self.rate = _double(0.01, 1000.0, 0.5, " req/s")
-        self.burst_size = _int(1, 10_000)
-        self.burst_every = _double(0.0, 3600.0, 1.0, " s", decimals=1)
-        self.requests = _int(0, 1_000_000, NO_LIMIT)
-        self.duration = _double(0.0, 86_400.0, 5.0, " s", decimals=1, special=NO_LIMIT)
-        self.tokens_min = _int(1, 1_000_000)
-        self.tokens_max = _int(1, 1_000_000)
+        self.low = double_box(0.0, 3600.0, 0.1, " s")
+        self.high = double_box(0.0, 3600.0, 0.1, " s")
+        self.rate = double_box(0.01, 1000.0, 0.5, " req/s")
+        self.burst_size = int_box(1, 10_000)
+        self.burst_every = double_box(0.0, 3600.0, 1.0, " s", decimals=1)
+        self.requests = int_box(0, 1_000_000, NO_LIMIT)
+        self.duration = double_box(0.0, 86_400.0, 5.0, " s", decimals=1, special=NO_LIMIT)
+        self.tokens_min = int_box(1, 1_000_000)
+        self.tokens_max = int_box(1, 1_000_000)
         self.sampling = QComboBox()
         for text, key in SAMPLING_CHOICES:
             self.sampling.addItem(text, key)
-        self.temperature = _double(0.0, 5.0, 0.05)
-        self.temperature_max = _double(0.0, 5.0, 0.05)
-        self.top_p = _double(0.01, 1.0, 0.01)
-        self.top_p_min = _double(0.01, 1.0, 0.01)
-        self.cancel = _double(0.0, 1.0, 0.05)
-        self.concurrency = _int(1, 4096)
-        self.seed = _int(-1, 2**31 - 1, "random")
+        self.temperature = double_box(0.0, 5.0, 0.05)
+        self.temperature_max = double_box(0.0, 5.0, 0.05)
+        self.top_p = double_box(0.01, 1.0, 0.01)
+        self.top_p_min = double_box(0.01, 1.0, 0.01)
+        self.cancel = double_box(0.0, 1.0, 0.05)
+        self.concurrency = int_box(1, 4096)
+        self.seed = int_box(-1, 2**31 - 1, "random")
 
         gap_row, _ = _pair(self.low, self.high)
         burst_row, _ = _pair(self.burst_size, self.burst_every, "every")

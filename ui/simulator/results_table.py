@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QWidget
+from PySide6.QtWidgets import QHeaderView, QTableView, QWidget
 
 from app.simulator.run import SimRow
 
 from ..signals import emit
+from ..widgets import readonly_table
 
 COLUMNS = ("#", "Prompt", "Reply", "Tokens", "Finish", "Queue", "TTFT", "tok/s")
 _NUMERIC = {0, 3, 5, 6, 7}
@@ -113,19 +114,8 @@ class ResultsModel(QAbstractTableModel):
 
 
 def make_results_view(model: ResultsModel) -> QTableView:
-    view = QTableView()
-    view.setObjectName("simResultsTable")
-    view.setModel(model)
-    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    view.setAlternatingRowColors(True)
-    view.setWordWrap(False)
-    view.verticalHeader().setVisible(False)
-    view.verticalHeader().setDefaultSectionSize(20)
+    view = readonly_table(model, "simResultsTable", (36, 180, 160, 52, 64, 62, 62, 50))
     header = view.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
     header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)  # the reply takes the rest
     header.setMinimumSectionSize(30)
-    for column, width in enumerate((36, 180, 160, 52, 64, 62, 62, 50)):
-        view.setColumnWidth(column, width)
     return view
