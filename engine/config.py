@@ -20,6 +20,7 @@ class EngineConfig:
     admission_window_s: float = 0.002  # an idle engine waits this long to batch a burst
     stats_window_s: float = 10.0  # window of the aggregated tokens/s
     telemetry_size: int = 1024  # per-tick records kept
+    cpu_kernels: bool = True  # faster SiLU/softmax on the CPU backend (engine/cpu_kernels.py)
 
     def __post_init__(self) -> None:
         def positive(name: str) -> None:

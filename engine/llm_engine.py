@@ -40,7 +40,7 @@ class LLMEngine:
     ) -> None:
         self.config = config
         self.model = model
-        self.runner = ModelRunner(model)
+        self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels)
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
         self.scheduler = Scheduler(config)

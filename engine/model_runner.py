@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+
 import mlx.core as mx
 import mlx.nn as nn
 
 from . import cache as kv
+from . import cpu_kernels
 from .cache import LayerCaches
 
 
 class ModelRunner:
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, fast_cpu_kernels: bool = True) -> None:
         self.model = model
+        # On the CPU backend the model's SiLU and softmax go through faster kernels, but
+        # only for the passes built here (see engine/cpu_kernels.py).
+        self.fast_cpu_kernels = fast_cpu_kernels and cpu_kernels.install(model)
+
+    def _kernels(self) -> AbstractContextManager[None]:
+        return cpu_kernels.active() if self.fast_cpu_kernels else nullcontext()
 
     def prefill(self, cache: LayerCaches, tokens: list[int]) -> None:
         """Run prompt tokens into `cache`; their logits are never needed, so never computed."""
-        self.model(mx.array(tokens)[None], cache=cache)
+        with self._kernels():
+            self.model(mx.array(tokens)[None], cache=cache)
         mx.eval([layer.state for layer in cache])
 
     def prefill_many(self, caches: list[LayerCaches], chunks: list[list[int]]) -> list[LayerCaches]:
@@ -31,8 +41,9 @@ class ModelRunner:
         right = [width - len(c) for c in chunks]
         for layer in batch:
             layer.prepare(right_padding=right)
-        self.model(mx.array([c + [0] * r for c, r in zip(chunks, right, strict=True)]),
-                   cache=batch)
+        with self._kernels():
+            self.model(mx.array([c + [0] * r for c, r in zip(chunks, right, strict=True)]),
+                       cache=batch)
         for layer in batch:
             layer.finalize()
         rows = [kv.extract(batch, i) for i in range(len(chunks))]
@@ -41,4 +52,5 @@ class ModelRunner:
 
     def decode(self, cache: LayerCaches, tokens: list[int]) -> mx.array:
         """One step for every row of `cache`: logits of shape (rows, vocab), not yet evaluated."""
-        return self.model(mx.array(tokens)[:, None], cache=cache)[:, -1, :]
+        with self._kernels():
+            return self.model(mx.array(tokens)[:, None], cache=cache)[:, -1, :]

@@ -1,0 +1,159 @@
+"""Faster exp-based ops for MLX's CPU backend, used only inside the engine's forward passes.
+
+Why: on x86 MLX's CPU `exp` is scalar code that calls a software `fma` for each of its six
+polynomial steps (about 12 ns an element, where numpy takes 0.5). SiLU and the attention
+softmax are built on it, and they take about a quarter of a batched decode step and a
+third of a prefill pass on the bundled model. Here the same Cephes polynomial runs with
+plain multiply-adds in compiled kernels: 3-4x faster, within 1.2e-7 relative error of
+MLX's own `exp` (at most one unit in the last place; 90 % of results are bit-identical).
+
+How: `install(model)` replaces the module-level `swiglu` and `scaled_dot_product_attention`
+names of the model's mlx-lm module with dispatchers. They take the fast path only on the
+thread that is inside `active()` (the engine's forward passes), only for float32 and only
+on the CPU; every other caller, mlx-lm's own generators sharing the model included, gets the
+stock function. The model architecture itself is untouched.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+_MAGIC = 12582912.0  # 1.5 * 2**23: (t + _MAGIC) - _MAGIC rounds t to the nearest integer
+_MASKED = float(mx.finfo(mx.float32).min)  # finite: a fully masked padding row stays NaN-free
+_MIN_SIZE = 4096  # below this a stock op is as fast; the compiled calls' overhead dominates
+_state = threading.local()
+
+
+def _exp_parts(x: mx.array) -> tuple[mx.array, mx.array]:
+    """exp(x) = p * 2**n: the polynomial p and the float32 bit pattern of 2**n.
+
+    The clip makes the product come out right at the edges with no selects: n = -127 gives
+    the bit pattern of 0.0 (exp underflows to 0), n = 128 that of +inf; NaN stays NaN in p.
+    """
+    t = mx.clip(x, -88.0, 88.5) * 1.4426950408889634
+    n = (t + _MAGIC) - _MAGIC
+    f = t - n  # in [-0.5, 0.5]
+    p = 1.535336188319500e-4 * f + 1.339887440266574e-3
+    p = p * f + 9.618437357674640e-3
+    p = p * f + 5.550332471162809e-2
+    p = p * f + 2.402264791363012e-1
+    p = p * f + 6.931472028550421e-1
+    p = p * f + 1.0
+    return p, mx.left_shift(n.astype(mx.int32) + 127, 23)
+
+
+def _silu_mul(gate: mx.array, p: mx.array, scale: mx.array, up: mx.array) -> mx.array:
+    """silu(gate) * up given exp(|gate|) = p * scale, with MLX's own sigmoid formulation."""
+    y = 1.0 / (1.0 + p * scale)
+    return gate * mx.where(gate < 0, y, 1.0 - y) * up
+
+
+# Shapeless: decode shapes change every step. `view` cannot be traced shapelessly, so the
+# bit pattern of 2**n is reinterpreted between two kernels (a view costs nothing).
+_exp_parts_c = mx.compile(_exp_parts, shapeless=True)
+_abs_exp_parts_c = mx.compile(lambda x: _exp_parts(mx.abs(x)), shapeless=True)
+_shifted_exp_parts_c = mx.compile(lambda x, m: _exp_parts(x - m), shapeless=True)
+_times_c = mx.compile(lambda p, scale: p * scale, shapeless=True)
+_silu_mul_c = mx.compile(_silu_mul, shapeless=True)
+
+
+def exp(x: mx.array) -> mx.array:
+    """float32 exp, 3-4x faster than MLX's on the x86 CPU backend, within 1 ulp of it."""
+    p, bits = _exp_parts_c(x)
+    return _times_c(p, bits.view(mx.float32))
+
+
+def swiglu(gate: mx.array, up: mx.array) -> mx.array:
+    p, bits = _abs_exp_parts_c(gate)
+    return _silu_mul_c(gate, p, bits.view(mx.float32), up)
+
+
+def softmax(x: mx.array) -> mx.array:
+    """Softmax over the last axis, computed in float32 as MLX's precise softmax."""
+    p, bits = _shifted_exp_parts_c(x, mx.max(x, axis=-1, keepdims=True))
+    e = _times_c(p, bits.view(mx.float32))
+    return e * (1.0 / mx.sum(e, axis=-1, keepdims=True))
+
+
+def attention(queries: mx.array, keys: mx.array, values: mx.array, scale: float,
+              mask: mx.array | str | None) -> mx.array:
+    """MLX's composed CPU attention (grouped heads, masks) with the faster softmax."""
+    b, n_heads, length, dim = queries.shape
+    n_kv = keys.shape[1]
+    rep = n_heads // n_kv
+    q = (queries * scale).reshape(b, n_kv, rep, length, dim)
+    scores = q @ mx.expand_dims(keys, 2).swapaxes(-1, -2)  # (b, n_kv, rep, length, keys)
+    if isinstance(mask, str):  # "causal": query i sees keys up to i + (keys - length)
+        total = keys.shape[2]
+        mask = mx.arange(total - length, total)[:, None] >= mx.arange(total)[None]
+    if mask is not None:
+        if mask.ndim == 4:  # (b|1, heads|1, length, keys) -> the grouped layout
+            mask = (mask.reshape(mask.shape[0], n_kv, rep, *mask.shape[2:])
+                    if mask.shape[1] == n_heads else mx.expand_dims(mask, 2))
+        if mask.dtype == mx.bool_:
+            scores = mx.where(mask, scores, _MASKED)
+        else:
+            scores = scores + mask
+    out = softmax(scores) @ mx.expand_dims(values, 2)
+    return out.reshape(b, n_heads, length, dim)
+
+
+@contextmanager
+def active() -> Iterator[None]:
+    """Forward passes built on this thread inside the block use the fast kernels."""
+    previous = getattr(_state, "on", False)
+    _state.on = True
+    try:
+        yield
+    finally:
+        _state.on = previous
+
+
+def _fast(x: mx.array, size: int) -> bool:
+    return getattr(_state, "on", False) and x.dtype == mx.float32 and size >= _MIN_SIZE
+
+
+def _swiglu_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
+    def dispatch(gate: mx.array, up: mx.array) -> mx.array:
+        return swiglu(gate, up) if _fast(gate, gate.size) else stock(gate, up)
+    dispatch.stock = stock  # type: ignore[attr-defined]
+    return dispatch
+
+
+def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
+    def dispatch(queries: mx.array, keys: mx.array, values: mx.array, cache: Any,
+                 scale: float, mask: Any, sinks: mx.array | None = None) -> mx.array:
+        scores = queries.size // queries.shape[-1] * keys.shape[2]
+        if (sinks is None and not hasattr(cache, "bits") and queries.ndim == 4
+                and queries.shape[1] % keys.shape[1] == 0 and _fast(queries, scores)):
+            return attention(queries, keys, values, scale, mask)
+        return stock(queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks)
+    dispatch.stock = stock  # type: ignore[attr-defined]
+    return dispatch
+
+
+def install(model: nn.Module) -> bool:
+    """Route the model's SiLU and attention through the dispatchers; True if any was.
+
+    Only on the CPU backend (Metal and CUDA have fast vectorized exp). Idempotent.
+    """
+    if mx.default_device() != mx.cpu:
+        return False
+    module = sys.modules.get(type(model).__module__)
+    installed = False
+    for name, make in (("swiglu", _swiglu_dispatch),
+                       ("scaled_dot_product_attention", _sdpa_dispatch)):
+        current = getattr(module, name, None)
+        if current is None:
+            continue
+        if not hasattr(current, "stock"):
+            setattr(module, name, make(current))
+        installed = True
+    return installed
