@@ -12,7 +12,7 @@ import mlx.nn as nn
 from . import cache as kv
 from .config import EngineConfig
 from .model_runner import ModelRunner
-from .sampling import sample_rows
+from .sampling import sample_rows_lazy
 from .scheduler import Scheduler, group_prefill
 from .sequence import Priority, Sequence, Status
 from .stats import EngineStats, RequestRow, RequestStats, StatsCollector, TickRecord
@@ -51,6 +51,9 @@ class LLMEngine:
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)
         self._events: list[TokenEvent] = []
+        # A lone sequence's next step, built and started before its current token is
+        # delivered (as mlx-lm's generate_step does): (sequence, its next token, unevaluated).
+        self._ahead: tuple[Sequence, mx.array] | None = None
 
     # -- requests in and out ------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
@@ -140,6 +143,7 @@ class LLMEngine:
         ready = [s for s in ready if not s.is_finished]
         if not ready:
             return
+        self._roll_back_ahead()  # the lone sequence is about to be batched
         for seq in ready:
             seq.status = Status.DECODING
         if self.batch_cache is not None:
@@ -161,16 +165,29 @@ class LLMEngine:
         seqs = self.decoding
         cache = self.batch_cache if self.batch_cache is not None else seqs[0].cache
         try:
-            logits = self.runner.decode(cache, [s.next_input for s in seqs])
-            tokens = sample_rows(
-                [s.sampler for s in seqs],
-                [s.prompt_tokens + s.output_tokens for s in seqs]
-                if any(s.sampler.params.repetition_penalty != 1.0 for s in seqs)
-                else [[] for _ in seqs],
-                [s.num_output_tokens for s in seqs],
-                logits,
-            )
+            if self._ahead is not None and self._ahead[0] is seqs[0] and len(seqs) == 1:
+                picked = self._ahead[1]  # started last tick
+            else:
+                self._roll_back_ahead()
+                logits = self.runner.decode(cache, [s.next_input for s in seqs])
+                picked = sample_rows_lazy(
+                    [s.sampler for s in seqs],
+                    [s.prompt_tokens + s.output_tokens for s in seqs]
+                    if any(s.sampler.params.repetition_penalty != 1.0 for s in seqs)
+                    else [[] for _ in seqs],
+                    [s.num_output_tokens for s in seqs],
+                    logits,
+                )
+            self._ahead = None
+            if self._may_run_ahead(seqs):
+                seq = seqs[0]
+                nxt = sample_rows_lazy([seq.sampler], [[]], [seq.num_output_tokens + 1],
+                                       self.runner.decode(cache, picked))
+                mx.async_eval(nxt)
+                self._ahead = (seq, nxt)
+            tokens = picked.tolist()
         except Exception as exc:  # noqa: BLE001 - the tick's requests fail, the engine goes on
+            self._ahead = None
             for seq in seqs:
                 self._fail(seq, exc)
             return 0, time.perf_counter() - t0
@@ -178,6 +195,27 @@ class LLMEngine:
         for seq, token in zip(seqs, tokens, strict=True):
             self._accept(seq, token, now)
         return len(tokens), now - t0
+
+    def _may_run_ahead(self, seqs: list[Sequence]) -> bool:
+        """Start the next step now only when the next tick is sure to be this lone sequence's
+        plain decode: nothing else queued, and a sampler that needs no token history."""
+        if len(seqs) != 1 or self.batch_cache is not None or self.scheduler.prefilling \
+                or self.scheduler.num_waiting:
+            return False
+        seq = seqs[0]
+        return (seq.sampler.params.repetition_penalty == 1.0
+                and seq.num_output_tokens + 2 <= seq.params.max_tokens
+                and seq.num_tokens + 2 <= self.context_length
+                and all(layer.is_trimmable() for layer in seq.cache))
+
+    def _roll_back_ahead(self) -> None:
+        """Undo a started step that will not be used: its cache entry is trimmed away."""
+        if self._ahead is not None:
+            seq, _ = self._ahead
+            self._ahead = None
+            if seq.cache is not None:
+                for layer in seq.cache:
+                    layer.trim(1)
 
     def _accept(self, seq: Sequence, token: int, now: float) -> None:
         seq.output_tokens.append(token)
@@ -208,6 +246,8 @@ class LLMEngine:
                 delta: str = "") -> None:
         if seq.is_finished:
             return
+        if self._ahead is not None and self._ahead[0] is seq:
+            self._ahead = None  # its cache goes with it
         if seq.status in (Status.WAITING, Status.PREFILLING):
             self.scheduler.remove(seq)
         was_active = seq.status in (Status.PREFILLING, Status.DECODING)

@@ -50,7 +50,11 @@ class ModelRunner:
         mx.eval([layer.state for row in rows for layer in row])
         return rows
 
-    def decode(self, cache: LayerCaches, tokens: list[int]) -> mx.array:
-        """One step for every row of `cache`: logits of shape (rows, vocab), not yet evaluated."""
+    def decode(self, cache: LayerCaches, tokens: list[int] | mx.array) -> mx.array:
+        """One step for every row of `cache`: logits of shape (rows, vocab), not yet evaluated.
+
+        `tokens` may itself be unevaluated (the run-ahead step feeds the previous sample).
+        """
+        inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens)
         with self._kernels():
-            return self.model(mx.array(tokens)[:, None], cache=cache)[:, -1, :]
+            return self.model(inputs[:, None], cache=cache)[:, -1, :]

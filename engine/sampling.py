@@ -57,8 +57,18 @@ def sample_rows(
     logits: mx.array,
 ) -> list[int]:
     """One token per row of `logits` (shape (B, V)), each row with its own sampler."""
+    return sample_rows_lazy(samplers, histories, steps, logits).tolist()
+
+
+def sample_rows_lazy(
+    samplers: Seq[RowSampler],
+    histories: Seq[list[int]],
+    steps: Seq[int],
+    logits: mx.array,
+) -> mx.array:
+    """`sample_rows`, as a not yet evaluated array of shape (B,)."""
     if all(s.is_plain_greedy for s in samplers):
-        return mx.argmax(logits, axis=-1).tolist()
+        return mx.argmax(logits, axis=-1)
     greedy = mx.argmax(logits, axis=-1) if any(s.is_plain_greedy for s in samplers) else None
     picked = []
     for i, sampler in enumerate(samplers):
@@ -66,4 +76,4 @@ def sample_rows(
             picked.append(greedy[i : i + 1])
         else:
             picked.append(sampler.sample(histories[i], logits[i : i + 1], steps[i]).reshape(1))
-    return mx.concatenate(picked).tolist()
+    return mx.concatenate(picked)

@@ -1,0 +1,75 @@
+"""A lone sequence's next step starts before its token is delivered; nothing else changes."""
+
+from engine import SamplingParams
+from engine.llm_engine import LLMEngine
+from tests.engine.conftest import prompts, reference_tokens, run_to_end
+
+N = 20
+
+
+def _count_decodes(engine, monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = engine._core.runner.decode
+    monkeypatch.setattr(engine._core.runner, "decode",
+                        lambda cache, tokens: calls.append(1) or real(cache, tokens))
+    return calls
+
+
+def test_lone_sequence_runs_ahead_with_exact_tokens_and_no_wasted_step(tiny, make_engine,
+                                                                      monkeypatch):
+    engine = make_engine()
+    calls = _count_decodes(engine, monkeypatch)
+    prompt = prompts(1, seed=21)[0]
+    stream = engine.submit(prompt_tokens=prompt, params=SamplingParams(max_tokens=N))
+    saw_ahead = 0
+    while engine.has_work():
+        engine.step()
+        saw_ahead += engine._core._ahead is not None
+    assert stream.tokens == reference_tokens(tiny.model, prompt, N)
+    assert saw_ahead >= N - 3  # every tick but the last ones started the next step early
+    assert len(calls) == N  # and none of them was thrown away
+    assert engine._core._ahead is None
+
+
+def test_a_newcomer_rolls_the_started_step_back_and_both_stay_exact(tiny, make_engine):
+    engine = make_engine(max_concurrent=4)
+    first, second = prompts(2, seed=22)
+    s1 = engine.submit(prompt_tokens=first, params=SamplingParams(max_tokens=N))
+    for _ in range(6):
+        engine.step()
+    assert engine._core._ahead is not None
+    s2 = engine.submit(prompt_tokens=second, params=SamplingParams(max_tokens=N))
+    engine.step()
+    assert len(s1.tokens) == 7 and len(s2.tokens) == 1  # one token a tick, as without it
+    run_to_end(engine)
+    assert s1.tokens == reference_tokens(tiny.model, first, N)
+    assert s2.tokens == reference_tokens(tiny.model, second, N)
+
+
+def test_cancel_with_a_step_in_flight_leaves_the_engine_clean(tiny, make_engine):
+    engine = make_engine()
+    a, b = prompts(2, seed=23)
+    sa = engine.submit(prompt_tokens=a, params=SamplingParams(max_tokens=N))
+    for _ in range(4):
+        engine.step()
+    assert engine._core._ahead is not None
+    sa.cancel()
+    engine.step()
+    assert sa.finish_reason == "cancelled" and engine._core._ahead is None
+    sb = engine.submit(prompt_tokens=b, params=SamplingParams(max_tokens=N))
+    run_to_end(engine)
+    assert sb.tokens == reference_tokens(tiny.model, b, N)
+
+
+def test_seeded_sampling_is_the_same_with_and_without_running_ahead(tiny, make_engine,
+                                                                    monkeypatch):
+    prompt = prompts(1, seed=24)[0]
+    params = SamplingParams(max_tokens=N, temperature=0.9, top_p=0.95, seed=7)
+    ahead = make_engine()
+    s1 = ahead.submit(prompt_tokens=prompt, params=params)
+    run_to_end(ahead)
+    monkeypatch.setattr(LLMEngine, "_may_run_ahead", lambda self, seqs: False)
+    plain = make_engine()
+    s2 = plain.submit(prompt_tokens=prompt, params=params)
+    run_to_end(plain)
+    assert s1.tokens == s2.tokens and len(s1.tokens) == N
