@@ -23,6 +23,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--offline-priority", default="background,interactive",
                    help="priority classes of the offline requests; the first is the headline")
+    p.add_argument("--peer-kernels", action="store_true",
+                   help="also run BatchGenerator with the engine's CPU kernels (offline)")
     p.add_argument("--online-requests", type=int, default=32)
     p.add_argument("--online-rate", type=float, default=0.5)
     p.add_argument("--burstiness", type=float, default=1.0)
@@ -61,7 +63,7 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
         if "offline" in scen:
             results["offline"] = await scenarios.offline(
                 engine, prompts, args.new_tokens, conc, args.repeats,
-                tuple(args.offline_priority.split(",")))
+                tuple(args.offline_priority.split(",")), args.peer_kernels)
         if "online" in scen:
             results["online"] = await scenarios.online(
                 engine, texts, args.online_rate, args.online_requests, args.new_tokens,

@@ -40,6 +40,10 @@ def print_table(results: dict[str, Any]) -> None:
             for p in others:
                 print(f"     as {p}: {r[f'engine_{p}_output_tps']:.1f} tok/s, "
                       f"{r[f'{p}_output_tps_ratio']:.2f}x")
+            if "batch_generator_kernels_output_tps" in r:
+                print(f"     BatchGen with the engine's CPU kernels: "
+                      f"{r['batch_generator_kernels_output_tps']:.1f} tok/s, engine "
+                      f"{r['output_tps_ratio_vs_kernels']:.2f}x")
     if "online" in results:
         o = results["online"]
         print(f"\n== online serving: {o['requests']} requests, Poisson-like rate {o['rate']}/s "

@@ -7,6 +7,7 @@ import statistics
 import time
 from typing import Any
 
+from .. import cpu_kernels
 from ..config import EngineConfig
 from ..engine import Engine
 from ..sampling_params import SamplingParams
@@ -83,19 +84,27 @@ async def solo(engine: Engine, prompt: list[int], new_tokens: int, repeats: int)
 
 async def offline(engine: Engine, prompts: list[list[int]], new_tokens: int,
                   concurrency: list[int], repeats: int,
-                  priorities: tuple[str, ...] = ("background",)) -> list[dict]:
+                  priorities: tuple[str, ...] = ("background",),
+                  peer_kernels: bool = False) -> list[dict]:
     """Batch jobs: all prompts at once. The first priority class gives the headline
-    numbers; each class also gets its own `engine_<class>_output_tps` and ratio."""
+    numbers; each class also gets its own `engine_<class>_output_tps` and ratio.
+
+    With `peer_kernels`, BatchGenerator also runs with the engine's CPU kernels switched
+    on for its thread: the ratio against that run is what the scheduling alone buys."""
     rows = []
     stop = [[t] for t in sorted(engine._core.eos_token_ids)]
     for c in concurrency:
         batch = prompts[:c]
         ours: dict[str, list[dict]] = {p: [] for p in priorities}
-        theirs = []
+        theirs, theirs_fast = [], []
         for _ in range(repeats):  # alternate, so a noisy moment hits both sides
             for p in priorities:
                 ours[p].append(await _engine_batch(engine, batch, new_tokens, p))
             theirs.append(peers.batch_generator_run(engine.model, batch, new_tokens, stop))
+            if peer_kernels:
+                with cpu_kernels.active():
+                    theirs_fast.append(
+                        peers.batch_generator_run(engine.model, batch, new_tokens, stop))
         row: dict[str, Any] = {"concurrency": c, "priority": priorities[0]}
         for name, runs in (("engine", ours[priorities[0]]), ("batch_generator", theirs)):
             for key in ("output_tps", "decode_tps", "step_s_median"):
@@ -103,6 +112,10 @@ async def offline(engine: Engine, prompts: list[list[int]], new_tokens: int,
         row["engine_overhead_share"] = statistics.median(
             r["overhead_share"] for r in ours[priorities[0]])
         row["output_tps_ratio"] = row["engine_output_tps"] / row["batch_generator_output_tps"]
+        if theirs_fast:
+            fast = statistics.median(r["output_tps"] for r in theirs_fast)
+            row["batch_generator_kernels_output_tps"] = fast
+            row["output_tps_ratio_vs_kernels"] = row["engine_output_tps"] / fast
         for p in priorities:
             tps = statistics.median(r["output_tps"] for r in ours[p])
             row[f"engine_{p}_output_tps"] = tps

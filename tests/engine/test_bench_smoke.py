@@ -12,7 +12,8 @@ from tests.tiny_model import make_tiny_model
 def test_bench_smoke(tmp_path, capsys):
     args = parse_args(["--scenarios", "solo,offline,online,hol", "--concurrency", "1,2",
                        "--new-tokens", "6", "--repeats", "1", "--online-requests", "4",
-                       "--online-rate", "50", "--long-prompt", "60", "--out", str(tmp_path)])
+                       "--online-rate", "50", "--long-prompt", "60", "--peer-kernels",
+                       "--out", str(tmp_path)])
     results = asyncio.run(run(args, loaded=make_tiny_model(context_length=4096)))
     print_table(results)
     path = write_json(results, tmp_path)
@@ -21,11 +22,13 @@ def test_bench_smoke(tmp_path, capsys):
     assert {r["concurrency"] for r in data["offline"]} == {1, 2}
     assert all(r["engine_output_tps"] > 0 and r["batch_generator_output_tps"] > 0
                for r in data["offline"])
+    assert all(r["batch_generator_kernels_output_tps"] > 0 for r in data["offline"])
     assert data["online"]["requests"] == 4 and data["online"]["completed"] == 4
     assert data["head_of_line"]["engine"]["long_prompt_tokens"] == 60
     assert data["solo"]["engine_decode_tps"] > 0 and data["solo"]["mlx_lm_decode_tps"] > 0
     out = capsys.readouterr().out
     assert "offline throughput" in out and "head-of-line" in out
+    assert "with the engine's CPU kernels" in out
     for p in plots:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
