@@ -12,7 +12,7 @@ import mlx.nn as nn
 from . import cache as kv
 from .config import EngineConfig
 from .model_runner import ModelRunner
-from .sampling import sample_rows_lazy
+from .sampling import sample_rows
 from .scheduler import Scheduler, group_prefill
 from .sequence import Priority, Sequence, Status
 from .stats import EngineStats, RequestRow, RequestStats, StatsCollector, TickRecord
@@ -170,7 +170,7 @@ class LLMEngine:
             else:
                 self._roll_back_ahead()
                 logits = self.runner.decode(cache, [s.next_input for s in seqs])
-                picked = sample_rows_lazy(
+                picked = sample_rows(
                     [s.sampler for s in seqs],
                     [s.prompt_tokens + s.output_tokens for s in seqs]
                     if any(s.sampler.params.repetition_penalty != 1.0 for s in seqs)
@@ -181,7 +181,7 @@ class LLMEngine:
             self._ahead = None
             if self._may_run_ahead(seqs):
                 seq = seqs[0]
-                nxt = sample_rows_lazy([seq.sampler], [[]], [seq.num_output_tokens + 1],
+                nxt = sample_rows([seq.sampler], [[]], [seq.num_output_tokens + 1],
                                        self.runner.decode(cache, picked))
                 mx.async_eval(nxt)
                 self._ahead = (seq, nxt)
@@ -199,8 +199,7 @@ class LLMEngine:
     def _may_run_ahead(self, seqs: list[Sequence]) -> bool:
         """Start the next step now only when the next tick is sure to be this lone sequence's
         plain decode: nothing else queued, and a sampler that needs no token history."""
-        if len(seqs) != 1 or self.batch_cache is not None or self.scheduler.prefilling \
-                or self.scheduler.num_waiting:
+        if len(seqs) != 1 or self.scheduler.prefilling or self.scheduler.num_waiting:
             return False
         seq = seqs[0]
         return (seq.sampler.params.repetition_penalty == 1.0

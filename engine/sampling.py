@@ -55,18 +55,9 @@ def sample_rows(
     histories: Seq[list[int]],
     steps: Seq[int],
     logits: mx.array,
-) -> list[int]:
-    """One token per row of `logits` (shape (B, V)), each row with its own sampler."""
-    return sample_rows_lazy(samplers, histories, steps, logits).tolist()
-
-
-def sample_rows_lazy(
-    samplers: Seq[RowSampler],
-    histories: Seq[list[int]],
-    steps: Seq[int],
-    logits: mx.array,
 ) -> mx.array:
-    """`sample_rows`, as a not yet evaluated array of shape (B,)."""
+    """One token per row of `logits` (shape (B, V)), each row with its own sampler; not yet
+    evaluated, so the run-ahead step can be built on it."""
     if all(s.is_plain_greedy for s in samplers):
         return mx.argmax(logits, axis=-1)
     greedy = mx.argmax(logits, axis=-1) if any(s.is_plain_greedy for s in samplers) else None
