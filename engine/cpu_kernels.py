@@ -50,15 +50,15 @@ def _exp_parts(x: mx.array) -> tuple[mx.array, mx.array]:
 
 
 def _silu_mul(gate: mx.array, p: mx.array, scale: mx.array, up: mx.array) -> mx.array:
-    """silu(gate) * up given exp(|gate|) = p * scale, with MLX's own sigmoid formulation."""
-    y = 1.0 / (1.0 + p * scale)
-    return gate * mx.where(gate < 0, y, 1.0 - y) * up
+    """silu(gate) * up given exp(-gate) = p * scale. No select (MLX's CPU `where` costs
+    ~5 ns an element): a huge negative gate gives exp = inf and a product of -0."""
+    return gate * up / (1.0 + p * scale)
 
 
 # Shapeless: decode shapes change every step. `view` cannot be traced shapelessly, so the
 # bit pattern of 2**n is reinterpreted between two kernels (a view costs nothing).
 _exp_parts_c = mx.compile(_exp_parts, shapeless=True)
-_abs_exp_parts_c = mx.compile(lambda x: _exp_parts(mx.abs(x)), shapeless=True)
+_neg_exp_parts_c = mx.compile(lambda x: _exp_parts(-x), shapeless=True)
 _shifted_exp_parts_c = mx.compile(lambda x, m: _exp_parts(x - m), shapeless=True)
 _times_c = mx.compile(lambda p, scale: p * scale, shapeless=True)
 _silu_mul_c = mx.compile(_silu_mul, shapeless=True)
@@ -71,7 +71,7 @@ def exp(x: mx.array) -> mx.array:
 
 
 def swiglu(gate: mx.array, up: mx.array) -> mx.array:
-    p, bits = _abs_exp_parts_c(gate)
+    p, bits = _neg_exp_parts_c(gate)
     return _silu_mul_c(gate, p, bits.view(mx.float32), up)
 
 
@@ -84,25 +84,28 @@ def softmax(x: mx.array) -> mx.array:
 
 def attention(queries: mx.array, keys: mx.array, values: mx.array, scale: float,
               mask: mx.array | str | None) -> mx.array:
-    """MLX's composed CPU attention (grouped heads, masks) with the faster softmax."""
+    """MLX's composed CPU attention (grouped heads, masks) with the faster softmax.
+
+    The `rep` query heads that share a key head are stacked into one matrix, so each
+    (row, key head) is one BLAS call of rep x length rows rather than rep calls of length
+    rows: at decode (length 1) that is 3x fewer, 3x taller calls, with nothing broadcast.
+    """
     b, n_heads, length, dim = queries.shape
-    n_kv = keys.shape[1]
+    n_kv, total = keys.shape[1], keys.shape[2]
     rep = n_heads // n_kv
-    q = (queries * scale).reshape(b, n_kv, rep, length, dim)
-    scores = q @ mx.expand_dims(keys, 2).swapaxes(-1, -2)  # (b, n_kv, rep, length, keys)
+    q = (queries * scale).reshape(b, n_kv, rep * length, dim)
+    scores = (q @ keys.swapaxes(-1, -2)).reshape(b, n_kv, rep, length, total)
     if isinstance(mask, str):  # "causal": query i sees keys up to i + (keys - length)
-        total = keys.shape[2]
         mask = mx.arange(total - length, total)[:, None] >= mx.arange(total)[None]
     if mask is not None:
         if mask.ndim == 4:  # (b|1, heads|1, length, keys) -> the grouped layout
             mask = (mask.reshape(mask.shape[0], n_kv, rep, *mask.shape[2:])
                     if mask.shape[1] == n_heads else mx.expand_dims(mask, 2))
-        if mask.dtype == mx.bool_:
-            scores = mx.where(mask, scores, _MASKED)
-        else:
-            scores = scores + mask
-    out = softmax(scores) @ mx.expand_dims(values, 2)
-    return out.reshape(b, n_heads, length, dim)
+        if mask.dtype == mx.bool_:  # as an additive mask: a select costs ~5 ns an element
+            mask = (mask.astype(scores.dtype) - 1.0) * -_MASKED
+        scores = scores + mask
+    probs = softmax(scores).reshape(b, n_kv, rep * length, total)
+    return (probs @ values).reshape(b, n_heads, length, dim)
 
 
 @contextmanager

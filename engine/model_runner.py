@@ -8,7 +8,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from . import cache as kv
-from . import cpu_kernels
+from . import cpu_kernels, cpu_memory
 from .cache import LayerCaches
 
 
@@ -18,6 +18,8 @@ class ModelRunner:
         # On the CPU backend the model's SiLU and softmax go through faster kernels, but
         # only for the passes built here (see engine/cpu_kernels.py).
         self.fast_cpu_kernels = fast_cpu_kernels and cpu_kernels.install(model)
+        if mx.default_device() == mx.cpu:
+            cpu_memory.keep_freed_memory()  # big CPU buffers are reused, not re-faulted
 
     def _kernels(self) -> AbstractContextManager[None]:
         return cpu_kernels.active() if self.fast_cpu_kernels else nullcontext()

@@ -33,6 +33,10 @@ def test_swiglu_and_softmax_match_mlx():
     gate, up = mx.random.normal((3, 5, 700)) * 6, mx.random.normal((3, 5, 700))
     assert mx.allclose(cpu_kernels.swiglu(gate, up), stock_swiglu(gate, up),
                        rtol=1e-6, atol=1e-6).item()
+    # Gates far out on either side: no overflow to NaN, and the limits are exact.
+    edge = mx.array([-1e4, -200.0, -90.0, 90.0, 200.0, 1e4] * 1000)
+    ones = mx.ones_like(edge)
+    assert cpu_kernels.swiglu(edge, ones).tolist() == stock_swiglu(edge, ones).tolist()
     scores = mx.random.normal((4, 3, 250)) * 8
     scores = mx.where(mx.random.uniform(shape=scores.shape) < 0.2, -mx.inf, scores)
     probs = cpu_kernels.softmax(scores)
