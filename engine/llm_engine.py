@@ -88,6 +88,7 @@ class LLMEngine:
             seq.cache = kv.new_cache(self.model)
             self._on_admit(seq)
         interactive = any(s.priority is Priority.INTERACTIVE for s in self.decoding)
+        budgeted = bool(self.decoding)  # else the plan had all the room, not the allowance
         plan = self.scheduler.plan(len(self.decoding), interactive)
 
         prefill_s = self._run_prefill(plan.prefill)
@@ -102,7 +103,7 @@ class LLMEngine:
         t_end = time.perf_counter()
         step_s = t_end - t0
         self.scheduler.budget.observe(rows, decode_s, plan.num_prefill_tokens, prefill_s, step_s,
-                                      interactive)
+                                      interactive, budgeted)
         self.stats.record_tick(
             TickRecord(
                 index=self.stats.num_ticks,

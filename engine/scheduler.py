@@ -60,12 +60,18 @@ class BudgetController:
         return max(cfg.target_step_s, slack * (self.decode_s or 0.0))
 
     def observe(self, decode_rows: int, decode_s: float, prefill_tokens: int, prefill_s: float,
-                step_s: float, interactive: bool = True) -> None:
+                step_s: float, interactive: bool = True, budgeted: bool = True) -> None:
+        """`budgeted`: the tick's prefill was planned under the allowance (someone was
+        decoding at plan time). The first tick of a burst runs at full room instead, and its
+        length says nothing about the allowance: left alone, it shrank the allowance after
+        every burst until prompts crawled in at the minimum."""
         self.step_s = self._ewma(self.step_s if self.step_s else None, step_s)
         if not decode_rows:
             return
         if not prefill_tokens:
             self.decode_s = self._ewma(self.decode_s, step_s)
+            return
+        if not budgeted:
             return
         # Grow only when the allowance was used up: an idle allowance says nothing.
         allow = self.allowance[interactive]

@@ -1,16 +1,21 @@
-"""`python -m engine.bench.profile_step [--rows 32] [--context 200]`: where a batched decode
-step's time goes, piece by piece (each piece evaluated on its own, medians of 20 runs)."""
+"""`python -m engine.bench.profile_step [--rows 32] [--context 200] [--prefill N] [--kernels]`:
+where a batched decode step's (or, with `--prefill N`, a prefill pass's of `rows` prompts of
+N tokens) time goes, piece by piece; each piece evaluated on its own, medians of repeated
+runs. `--kernels` profiles the engine's own passes (its CPU kernels and malloc tuning)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import mlx.core as mx
-from mlx_lm.models.base import create_attention_mask, scaled_dot_product_attention
+from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import BatchKVCache
 
+from .. import cpu_kernels, cpu_memory
 from ..blas import ensure_fast_blas
 
 
@@ -24,8 +29,16 @@ def median_ms(fn: Callable[[], None], n: int = 20) -> float:
     return sorted(times)[n // 2] * 1e3
 
 
+def _module_ops(model) -> tuple[Callable[..., mx.array], Callable[..., mx.array]]:
+    """The model module's attention and SiLU as its layers call them (dispatchers if
+    the kernels are installed)."""
+    module = sys.modules[type(model).__module__]
+    return module.scaled_dot_product_attention, module.swiglu
+
+
 def profile(model, rows: int, context: int) -> dict[str, float]:
     inner = model.model
+    sdpa, _ = _module_ops(model)
     cache = [BatchKVCache([0] * rows) for _ in inner.layers]
     model(mx.random.randint(0, 1000, (rows, context)), cache=cache)
     mx.eval([c.state for c in cache])
@@ -61,8 +74,46 @@ def profile(model, rows: int, context: int) -> dict[str, float]:
         "  q/k/v/o projections": median_ms(lambda: mx.eval(
             attn.q_proj(h), attn.k_proj(h), attn.v_proj(h), attn.o_proj(h))),
         "  RoPE (per-row offsets)": median_ms(lambda: mx.eval(attn.rope(q, offset=c0.offset))),
-        "  SDPA": median_ms(lambda: mx.eval(scaled_dot_product_attention(
-            q, keys, values, c0, scale=attn.scale, mask=mask))),
+        "  SDPA": median_ms(lambda: mx.eval(sdpa(q, keys, values, c0, scale=attn.scale,
+                                                 mask=mask))),
+    }
+
+
+def profile_prefill(model, rows: int, tokens: int) -> dict[str, float]:
+    """One prefill pass of `rows` fresh prompts of `tokens` tokens (a burst sharing a pass)."""
+    inner = model.model
+    sdpa, swiglu = _module_ops(model)
+    x = mx.random.randint(0, 1000, (rows, tokens))
+
+    def full_pass() -> None:
+        cache = [BatchKVCache([0] * rows) for _ in inner.layers]
+        inner(x, cache=cache)  # prefill never needs logits
+        mx.eval([c.state for c in cache])
+
+    layer = inner.layers[0]
+    attn, mlp = layer.self_attn, layer.mlp
+    dim = inner.embed_tokens.weight.shape[1]
+    head_dim = dim // attn.n_heads
+    h = mx.random.normal((rows, tokens, dim))
+    q = mx.random.normal((rows, attn.n_heads, tokens, head_dim))
+    k = mx.random.normal((rows, attn.n_kv_heads, tokens, head_dim))
+    gate = mx.random.normal((rows, tokens, mlp.gate_proj.weight.shape[0]))
+    mask = create_attention_mask(h, BatchKVCache([0] * rows))
+    mx.eval(h, q, k, gate)
+    n = 5
+    return {
+        "whole pass (no lm_head)": median_ms(full_pass, n),
+        "one layer": median_ms(lambda: mx.eval(layer(h, mask, BatchKVCache([0] * rows))), n),
+        "  RMSNorm": median_ms(lambda: mx.eval(layer.input_layernorm(h)), n),
+        "  q/k/v projections": median_ms(
+            lambda: mx.eval(attn.q_proj(h), attn.k_proj(h), attn.v_proj(h)), n),
+        "  RoPE on q and k": median_ms(lambda: mx.eval(attn.rope(q), attn.rope(k)), n),
+        "  SDPA": median_ms(lambda: mx.eval(sdpa(q, k, k, None, scale=attn.scale,
+                                                 mask=mask)), n),
+        "  o projection": median_ms(lambda: mx.eval(attn.o_proj(h)), n),
+        "  gate/up projections": median_ms(lambda: mx.eval(mlp.gate_proj(h), mlp.up_proj(h)), n),
+        "  SiLU x up": median_ms(lambda: mx.eval(swiglu(gate, gate)), n),
+        "  down projection": median_ms(lambda: mx.eval(mlp.down_proj(gate)), n),
     }
 
 
@@ -72,13 +123,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="bundled")
     p.add_argument("--rows", type=int, default=32)
     p.add_argument("--context", type=int, default=200)
+    p.add_argument("--prefill", type=int, default=0, metavar="TOKENS",
+                   help="profile a prefill pass of --rows prompts of this many tokens")
+    p.add_argument("--kernels", action="store_true",
+                   help="with the engine's CPU kernels and malloc tuning")
     args = p.parse_args(argv)
     from ..loader import load_model
 
     model = load_model(args.model).model
-    print(f"decode step, {args.rows} rows, {args.context} tokens of context, "
-          f"{len(model.model.layers)} layers")
-    for name, ms in profile(model, args.rows, args.context).items():
+    scope = nullcontext()
+    if args.kernels:
+        cpu_memory.keep_freed_memory()
+        if cpu_kernels.install(model):
+            scope = cpu_kernels.active()
+    with scope:
+        if args.prefill:
+            print(f"prefill pass, {args.rows} prompts x {args.prefill} tokens, "
+                  f"{len(model.model.layers)} layers, kernels {'on' if args.kernels else 'off'}")
+            results = profile_prefill(model, args.rows, args.prefill)
+        else:
+            print(f"decode step, {args.rows} rows, {args.context} tokens of context, "
+                  f"{len(model.model.layers)} layers, kernels {'on' if args.kernels else 'off'}")
+            results = profile(model, args.rows, args.context)
+    for name, ms in results.items():
         print(f"{name:<28} {ms:8.2f} ms")
     return 0
 

@@ -59,3 +59,23 @@ def test_summary_uses_vllm_definitions():
     s = summarize([r], duration_s=4.0)
     assert s["tpot_s"]["mean"] == 0.5  # (3 - 1) / (5 - 1)
     assert s["output_throughput"] == 5 / 4.0 and s["completed"] == 1
+
+
+def test_profile_step_runs_decode_and_prefill_with_and_without_kernels():
+    from engine import cpu_kernels
+    from engine.bench.profile_step import profile, profile_prefill
+
+    model = make_tiny_model(context_length=512).model
+    for fast in (False, True):
+        scope = cpu_kernels.active() if fast and cpu_kernels.install(model) else None
+        if scope:
+            scope.__enter__()
+        try:
+            step = profile(model, rows=3, context=20)
+            prefill = profile_prefill(model, rows=2, tokens=12)
+        finally:
+            if scope:
+                scope.__exit__(None, None, None)
+        assert {"step (model call)", "lm_head", "  SDPA"} <= step.keys()
+        assert {"whole pass (no lm_head)", "one layer", "  SiLU x up"} <= prefill.keys()
+        assert all(ms > 0 for ms in (*step.values(), *prefill.values()))

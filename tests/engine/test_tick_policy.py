@@ -117,3 +117,38 @@ def test_a_prompt_gets_more_per_tick_when_only_background_work_decodes(make_engi
 
     assert first_chunk("interactive") <= 64  # chat streams are protected: small slices
     assert first_chunk("background") == 399  # nobody interactive: the whole prompt at once
+
+
+def test_a_burst_first_tick_at_full_room_leaves_the_allowance_alone():
+    cfg = EngineConfig(target_step_s=0.1, background_slack=8.0, max_token_budget=1024,
+                       min_prefill_tokens=8, ewma_alpha=0.5)
+    ctl = BudgetController(cfg)
+    for _ in range(5):
+        ctl.observe(4, 0.05, 0, 0.0, 0.05)  # decode-only ticks of 50 ms: target 0.4 s
+    before = ctl.budget(4, interactive=False)
+    for _ in range(20):  # bursts whose first tick (nobody decoding at plan time) runs long
+        ctl.observe(14, 0.05, 1000, 5.0, 5.05, interactive=False, budgeted=False)
+    assert ctl.budget(4, interactive=False) == before
+    ctl.observe(14, 0.05, 1000, 5.0, 5.05, interactive=False)  # a budgeted tick as long
+    assert ctl.budget(4, interactive=False) < before
+
+
+def test_engine_tells_the_budget_which_ticks_were_planned_under_the_allowance(
+        make_engine, monkeypatch):
+    engine = make_engine(max_concurrent=8, prefill_burst=8)
+    seen: list[tuple[int, int, bool]] = []
+    observe = engine._core.scheduler.budget.observe
+
+    def spy(rows, decode_s, prefill_tokens, prefill_s, step_s, interactive=True,
+            budgeted=True):
+        seen.append((rows, prefill_tokens, budgeted))
+        observe(rows, decode_s, prefill_tokens, prefill_s, step_s, interactive, budgeted)
+
+    monkeypatch.setattr(engine._core.scheduler.budget, "observe", spy)
+    engine.submit(prompt_tokens=list(range(1, 9)), params=SamplingParams(max_tokens=6))
+    engine.submit(prompt_tokens=list(range(1, 21)), params=SamplingParams(max_tokens=6))
+    run_to_end(engine)
+    # Tick 1: nobody decodes at plan time, the short prompt finishes and decodes at once.
+    assert seen[0] == (1, 7 + 8, False)  # a prompt's last token is its first decode input
+    # Tick 2: the long prompt's next chunk is planned with a decoder present.
+    assert seen[1][1] > 0 and seen[1][2] is True
