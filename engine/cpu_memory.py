@@ -5,12 +5,15 @@ requests with a fresh `mmap`, and on `free` it unmaps them or trims the top of t
 to the OS. So each intermediate of a prefill pass (a few MB: activations, SiLU, attention
 scores) comes back as new zero pages that fault on first touch, about 6,000 faults and
 0.3 ms of kernel time per 8 MB buffer. Measured on the 2-core dev machine: our `exp` over
-2M floats 10.5 -> 3.1 ns an element; one prefill pass of 16 x 100 tokens 4.26 -> 2.79 s.
+2M floats 10.5 -> 3.1 ns an element; a prefill pass of 14 x 145 tokens 6.2 -> 4.0 s when
+built on the main thread, 4.4 -> 4.2 s on a worker thread like the engine's (glibc's
+per-thread arenas already keep more).
 
 How: `mallopt` raises the mmap threshold to glibc's maximum (32 MiB) and the trim
 threshold to 256 MiB, so freed blocks are reused. This is process-wide and applies to
-everything in it, mlx-lm's own generators included. Elsewhere (macOS, musl, GPU backends
-with their own buffer caches) it does nothing. `BATCHCHAT_NO_MALLOC_TUNING=1` opts out.
+everything in it, mlx-lm's own generators included. The engine calls it on the CPU backend
+only (Metal and CUDA keep their own buffer caches); without glibc (macOS, musl) it does
+nothing. `BATCHCHAT_NO_MALLOC_TUNING=1` opts out.
 """
 
 from __future__ import annotations
