@@ -16,7 +16,7 @@ _EXPORTS = {
     "EngineStopped": ".errors",
     "QueueFullError": ".errors",
     "RequestRejected": ".errors",
-    "TokenEvent": ".llm_engine",
+    "TokenEvent": ".token_event",
     "SamplingParams": ".sampling_params",
     "Priority": ".sequence",
     "EngineStats": ".stats",

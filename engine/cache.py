@@ -38,7 +38,3 @@ def keep_rows(batch: LayerCaches, rows: list[int]) -> None:
 def extract(batch: LayerCaches, row: int) -> LayerCaches:
     """One row as a solo cache, padding removed."""
     return [layer.extract(row) for layer in batch]
-
-
-def nbytes(caches: LayerCaches) -> int:
-    return sum(layer.nbytes for layer in caches)

@@ -12,15 +12,17 @@ from typing import Any
 
 import mlx.nn as nn
 
+from . import readouts
 from .config import EngineConfig
 from .detokenize import TextStream
+from .engine_core import EngineCore
 from .errors import EngineStopped, QueueFullError, RequestRejected
-from .llm_engine import LLMEngine, TokenEvent
 from .sampling import RowSampler
 from .sampling_params import SamplingParams
 from .sequence import Priority, Sequence
 from .stats import EngineStats, RequestRow, RequestStats, TickRecord
 from .stream import RequestStream
+from .token_event import TokenEvent
 from .worker import EngineThread, Inbox, apply
 
 _ROLES = {"system", "user", "assistant", "tool"}
@@ -46,7 +48,7 @@ class Engine:
         # simulation) must never make the queue look full to an interactive chat
         self._unadmitted = {p: 0 for p in Priority}
         self._active = 0
-        self._core = LLMEngine(model, frozenset(eos_token_ids), self.context_length,
+        self._core = EngineCore(model, frozenset(eos_token_ids), self.context_length,
                                self.config, on_admit=self._admitted, on_finish=self._finished)
         self._inbox = Inbox()
         self._streams: dict[str, RequestStream] = {}
@@ -176,7 +178,7 @@ class Engine:
 
     # -- read-outs ----------------------------------------------------------------------
     def stats(self) -> EngineStats:
-        return self._core.snapshot()
+        return readouts.engine_stats(self._core)
 
     def telemetry(self, last: int | None = None) -> list[TickRecord]:
         with self._core.stats.lock:
@@ -188,7 +190,7 @@ class Engine:
             return list(self._core.stats.finished)
 
     def request_rows(self) -> list[RequestRow]:
-        return self._core.request_rows()
+        return readouts.request_rows(self._core)
 
     # -- internals ----------------------------------------------------------------------
     def _prompt_tokens(self, messages: Seq[Mapping[str, Any]] | None,

@@ -18,6 +18,8 @@ from .sequence import Priority, Sequence, Status
 @dataclass(slots=True)
 class TickPlan:
     budget: int  # tokens this tick may run: decode rows + prefill
+    decode_rows: int  # sequences decoding when the tick was planned
+    interactive: bool  # an interactive sequence is among them (its ITL is protected)
     prefill: list[tuple[Sequence, int]]  # (sequence, prompt tokens to run now)
 
     @property
@@ -139,7 +141,7 @@ class Scheduler:
             if n > 0:
                 chunks.append((seq, n))
                 left -= n
-        return TickPlan(budget=budget, prefill=chunks)
+        return TickPlan(budget, decode_rows, interactive, chunks)
 
     def take_ready(self) -> list[Sequence]:
         """Prefilled sequences, in arrival order, ready for their first decode step."""

@@ -6,8 +6,8 @@ import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 
-from .llm_engine import TokenEvent
 from .stats import RequestStats
+from .token_event import TokenEvent
 
 
 class RequestStream:

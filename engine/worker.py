@@ -9,7 +9,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .llm_engine import LLMEngine, TokenEvent
+from .engine_core import EngineCore
+from .token_event import TokenEvent
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class Inbox:
             return items
 
 
-def apply(core: LLMEngine, commands: list[Command]) -> None:
+def apply(core: EngineCore, commands: list[Command]) -> None:
     for kind, arg in commands:
         if kind == "add":
             core.add(arg)
@@ -59,7 +60,7 @@ def apply(core: LLMEngine, commands: list[Command]) -> None:
 
 
 class EngineThread(threading.Thread):
-    def __init__(self, core: LLMEngine, inbox: Inbox,
+    def __init__(self, core: EngineCore, inbox: Inbox,
                  deliver: Callable[[list[TokenEvent]], None]) -> None:
         super().__init__(name="batchchat-engine", daemon=True)
         self.window_s = core.config.admission_window_s

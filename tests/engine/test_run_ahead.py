@@ -1,7 +1,7 @@
 """A lone sequence's next step starts before its token is delivered; nothing else changes."""
 
 from engine import SamplingParams
-from engine.llm_engine import LLMEngine
+from engine.decode_batch import DecodeBatch
 from tests.engine.conftest import prompts, reference_tokens, run_to_end
 
 N = 20
@@ -24,11 +24,11 @@ def test_lone_sequence_runs_ahead_with_exact_tokens_and_no_wasted_step(tiny, mak
     saw_ahead = 0
     while engine.has_work():
         engine.step()
-        saw_ahead += engine._core._ahead is not None
+        saw_ahead += engine._core.batch.ahead is not None
     assert stream.tokens == reference_tokens(tiny.model, prompt, N)
     assert saw_ahead >= N - 3  # every tick but the last ones started the next step early
     assert len(calls) == N  # and none of them was thrown away
-    assert engine._core._ahead is None
+    assert engine._core.batch.ahead is None
 
 
 def test_a_newcomer_rolls_the_started_step_back_and_both_stay_exact(tiny, make_engine):
@@ -37,7 +37,7 @@ def test_a_newcomer_rolls_the_started_step_back_and_both_stay_exact(tiny, make_e
     s1 = engine.submit(prompt_tokens=first, params=SamplingParams(max_tokens=N))
     for _ in range(6):
         engine.step()
-    assert engine._core._ahead is not None
+    assert engine._core.batch.ahead is not None
     s2 = engine.submit(prompt_tokens=second, params=SamplingParams(max_tokens=N))
     engine.step()
     assert len(s1.tokens) == 7 and len(s2.tokens) == 1  # one token a tick, as without it
@@ -52,10 +52,10 @@ def test_cancel_with_a_step_in_flight_leaves_the_engine_clean(tiny, make_engine)
     sa = engine.submit(prompt_tokens=a, params=SamplingParams(max_tokens=N))
     for _ in range(4):
         engine.step()
-    assert engine._core._ahead is not None
+    assert engine._core.batch.ahead is not None
     sa.cancel()
     engine.step()
-    assert sa.finish_reason == "cancelled" and engine._core._ahead is None
+    assert sa.finish_reason == "cancelled" and engine._core.batch.ahead is None
     sb = engine.submit(prompt_tokens=b, params=SamplingParams(max_tokens=N))
     run_to_end(engine)
     assert sb.tokens == reference_tokens(tiny.model, b, N)
@@ -68,7 +68,7 @@ def test_seeded_sampling_is_the_same_with_and_without_running_ahead(tiny, make_e
     ahead = make_engine()
     s1 = ahead.submit(prompt_tokens=prompt, params=params)
     run_to_end(ahead)
-    monkeypatch.setattr(LLMEngine, "_may_run_ahead", lambda self, seqs: False)
+    monkeypatch.setattr(DecodeBatch, "_may_run_ahead", lambda self, seqs: False)
     plain = make_engine()
     s2 = plain.submit(prompt_tokens=prompt, params=params)
     run_to_end(plain)

@@ -1,0 +1,139 @@
+"""The decode batch: which sequences decode (one row each) and where their KV lives.
+
+A lone sequence keeps its own cache and mlx-lm's single-sequence path. When a second one
+joins, both caches merge into one batch cache (mlx-lm's BatchKVCache merge / extend /
+filter / extract) with nothing recomputed, and a batch that shrinks back to one row hands
+that row its own cache again. While a sequence decodes alone, its next step is built and
+started before the current token is delivered (run-ahead, as mlx-lm's generate_step does),
+and rolled back if anything else joins.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from . import cache as kv
+from .model_runner import ModelRunner
+from .sampling import sample_rows
+from .sequence import Priority, Sequence, Status
+
+
+class DecodeBatch:
+    def __init__(self, runner: ModelRunner, context_length: int) -> None:
+        self.runner = runner
+        self.context_length = context_length
+        self.seqs: list[Sequence] = []  # the rows, in order
+        self.cache: kv.LayerCaches | None = None  # the batch cache, while 2+ rows decode
+        # A lone sequence's next step, started before its current token was delivered:
+        # (the sequence, its next token, unevaluated).
+        self.ahead: tuple[Sequence, mx.array] | None = None
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    @property
+    def is_batched(self) -> bool:
+        return self.cache is not None
+
+    @property
+    def has_interactive(self) -> bool:
+        return any(s.priority is Priority.INTERACTIVE for s in self.seqs)
+
+    # -- membership ---------------------------------------------------------------------
+    def join(self, ready: list[Sequence]) -> None:
+        """Prefilled sequences start decoding; a solo cache moves into the batch as is."""
+        ready = [s for s in ready if not s.is_finished]
+        if not ready:
+            return
+        self.roll_back_ahead()  # the lone sequence is about to be batched
+        for seq in ready:
+            seq.status = Status.DECODING
+        if self.cache is not None:
+            kv.extend(self.cache, [s.cache for s in ready])
+            moved = ready
+        elif self.seqs or len(ready) > 1:
+            # Promotion: the solo decoder's cache joins the batch as it is, no recompute.
+            moved = self.seqs + ready
+            self.cache = kv.merge([s.cache for s in moved])
+        else:
+            moved = []  # one sequence alone: it stays on the solo fast path
+        for seq in moved:
+            seq.cache = None
+        self.seqs.extend(ready)
+
+    def release(self, seq: Sequence) -> None:
+        """`seq` finished: forget its started step; a solo cache is freed now (batch rows
+        leave in `drop_finished`, where the batch cache is cut once for all of them)."""
+        if self.ahead is not None and self.ahead[0] is seq:
+            self.ahead = None  # its cache entry goes with the cache
+        if not (self.cache is not None and seq in self.seqs):
+            seq.cache = None
+
+    def drop_finished(self) -> None:
+        keep = [i for i, s in enumerate(self.seqs) if not s.is_finished]
+        if len(keep) == len(self.seqs):
+            return
+        survivors = [self.seqs[i] for i in keep]
+        if self.cache is not None:
+            if len(keep) >= 2:
+                kv.keep_rows(self.cache, mx.array(keep))
+            elif len(keep) == 1:
+                # Back to the solo fast path, with the cache as computed so far.
+                survivors[0].cache = kv.extract(self.cache, keep[0])
+                self.cache = None
+            else:
+                self.cache = None
+        self.seqs = survivors
+
+    # -- one decode step ----------------------------------------------------------------
+    def step(self, more_coming: bool) -> list[int]:
+        """One token for every row (forward pass + sampling). `more_coming`: something is
+        queued or prefilling, so the next tick may not be this batch's plain decode.
+        Raises what the model raises; the rows are then the caller's to fail."""
+        seqs = self.seqs
+        cache = self.cache if self.cache is not None else seqs[0].cache
+        try:
+            if self.ahead is not None and self.ahead[0] is seqs[0] and len(seqs) == 1:
+                picked = self.ahead[1]  # started last tick
+            else:
+                self.roll_back_ahead()
+                logits = self.runner.decode(cache, [s.next_input for s in seqs])
+                picked = sample_rows(
+                    [s.sampler for s in seqs],
+                    [s.prompt_tokens + s.output_tokens for s in seqs]
+                    if any(s.sampler.params.repetition_penalty != 1.0 for s in seqs)
+                    else [[] for _ in seqs],
+                    [s.num_output_tokens for s in seqs],
+                    logits,
+                )
+            self.ahead = None
+            if not more_coming and self._may_run_ahead(seqs):
+                seq = seqs[0]
+                nxt = sample_rows([seq.sampler], [[]], [seq.num_output_tokens + 1],
+                                  self.runner.decode(cache, picked))
+                mx.async_eval(nxt)
+                self.ahead = (seq, nxt)
+            return picked.tolist()
+        except Exception:
+            self.ahead = None
+            raise
+
+    def _may_run_ahead(self, seqs: list[Sequence]) -> bool:
+        """Start the next step now only when it is sure to be this lone sequence's plain
+        decode: a sampler that needs no token history, and room for one more token."""
+        if len(seqs) != 1:
+            return False
+        seq = seqs[0]
+        return (seq.sampler.params.repetition_penalty == 1.0
+                and seq.num_output_tokens + 2 <= seq.params.max_tokens
+                and seq.num_tokens + 2 <= self.context_length
+                and all(layer.is_trimmable() for layer in seq.cache))
+
+    def roll_back_ahead(self) -> None:
+        """Undo a started step that will not be used: its cache entry is trimmed away."""
+        if self.ahead is not None:
+            seq, _ = self.ahead
+            self.ahead = None
+            if seq.cache is not None:
+                for layer in seq.cache:
+                    layer.trim(1)

@@ -1,0 +1,193 @@
+"""The synchronous core: one `step()` is one tick, schedule -> run -> post-process.
+
+Only one thread may touch it (the engine thread, or the caller in `Engine.step` mode).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import mlx.nn as nn
+
+from . import cache as kv
+from .config import EngineConfig
+from .decode_batch import DecodeBatch
+from .model_runner import ModelRunner
+from .scheduler import Scheduler, TickPlan, group_prefill
+from .sequence import Sequence, Status
+from .stats import RequestStats, StatsCollector, TickRecord
+from .token_event import TokenEvent
+
+
+class EngineCore:
+    def __init__(
+        self,
+        model: nn.Module,
+        eos_token_ids: frozenset[int],
+        context_length: int,
+        config: EngineConfig,
+        on_admit: Callable[[Sequence], None] | None = None,
+        on_finish: Callable[[Sequence, bool], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels)
+        self.eos_token_ids = eos_token_ids
+        self.context_length = context_length
+        self.scheduler = Scheduler(config)
+        self.batch = DecodeBatch(self.runner, context_length)
+        self.stats = StatsCollector(config.stats_window_s, config.telemetry_size)
+        self.by_id: dict[str, Sequence] = {}  # every unfinished request
+        self._on_admit = on_admit or (lambda seq: None)
+        self._on_finish = on_finish or (lambda seq, was_active: None)
+        self._events: list[TokenEvent] = []
+
+    # -- requests in and out ------------------------------------------------------------
+    def add(self, seq: Sequence) -> None:
+        self.by_id[seq.request_id] = seq
+        self.scheduler.add(seq)
+
+    def cancel(self, request_id: str, reason: str = "cancelled") -> None:
+        seq = self.by_id.get(request_id)
+        if seq is not None and not seq.is_finished:
+            self._finish(seq, reason)
+            self.batch.drop_finished()
+
+    def abort_all(self, reason: str, error: str | None = None) -> list[TokenEvent]:
+        for seq in list(self.by_id.values()):
+            seq.error = seq.error or error
+            self._finish(seq, reason)
+        self.batch.drop_finished()
+        return self._take_events()
+
+    @property
+    def num_active(self) -> int:
+        return len(self.scheduler.prefilling) + len(self.batch)
+
+    def has_work(self) -> bool:
+        return bool(self.by_id)
+
+    # -- the tick -----------------------------------------------------------------------
+    def step(self) -> list[TokenEvent]:
+        t0 = time.perf_counter()
+        plan = self._schedule(t0)
+        prefill_s = self._run_prefill(plan.prefill)
+        self.batch.join(self.scheduler.take_ready())
+        rows, batched = len(self.batch), self.batch.is_batched
+        t1 = time.perf_counter()
+        tokens, forward_s = self._run_decode() if rows else ([], 0.0)
+        self._postprocess(tokens)
+        decode_s = time.perf_counter() - t1
+        self.batch.drop_finished()
+        self._record_tick(plan, t0, rows, batched, len(tokens), prefill_s, forward_s, decode_s)
+        return self._take_events()
+
+    def _schedule(self, now: float) -> TickPlan:
+        """Admit waiting requests while there is room, then split the tick's budget."""
+        for seq in self.scheduler.admit(self.num_active):
+            seq.t_admit = now
+            seq.cache = kv.new_cache(self.model)
+            self._on_admit(seq)
+        return self.scheduler.plan(len(self.batch), self.batch.has_interactive)
+
+    def _run_prefill(self, chunks: list[tuple[Sequence, int]]) -> float:
+        t = time.perf_counter()
+        for group in group_prefill(chunks):
+            pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in group]
+            try:
+                if len(group) == 1:
+                    self.runner.prefill(group[0][0].cache, pieces[0])
+                else:
+                    caches = self.runner.prefill_many([seq.cache for seq, _ in group], pieces)
+                    for (seq, _), cache in zip(group, caches, strict=True):
+                        seq.cache = cache
+            except Exception as exc:  # noqa: BLE001 - these requests fail, the engine goes on
+                for seq, _ in group:
+                    self._fail(seq, exc)
+                continue
+            for seq, n in group:
+                seq.num_cached += n
+        return time.perf_counter() - t
+
+    def _run_decode(self) -> tuple[list[int], float]:
+        """One token per decoding row; (tokens, seconds of forward pass + sampling)."""
+        t = time.perf_counter()
+        more_coming = bool(self.scheduler.prefilling or self.scheduler.num_waiting)
+        try:
+            tokens = self.batch.step(more_coming)
+        except Exception as exc:  # noqa: BLE001 - the tick's requests fail, the engine goes on
+            for seq in self.batch.seqs:
+                self._fail(seq, exc)
+            tokens = []
+        return tokens, time.perf_counter() - t
+
+    # -- post-processing ----------------------------------------------------------------
+    def _postprocess(self, tokens: list[int]) -> None:
+        """Each row's new token: text delta, stop checks, finishes (rows leave afterwards)."""
+        if not tokens:  # nothing decoded, or the step failed (its rows are finished)
+            return
+        now = time.perf_counter()
+        for seq, token in zip(self.batch.seqs, tokens, strict=True):
+            self._accept(seq, token, now)
+
+    def _accept(self, seq: Sequence, token: int, now: float) -> None:
+        seq.output_tokens.append(token)
+        if seq.t_first_token is None:
+            seq.t_first_token = now
+        reason = None
+        if token in self.eos_token_ids:
+            reason, delta = "stop", ""
+        else:
+            delta = seq.text.add(token)
+            if seq.text.stopped:
+                reason = "stop"
+            elif seq.num_output_tokens >= seq.params.max_tokens:
+                reason = "length"
+            elif seq.num_tokens >= self.context_length:
+                reason = "context"
+        if reason is None:
+            self._events.append(TokenEvent(seq.request_id, token, delta))
+        else:
+            self._finish(seq, reason, token=token, delta=delta)
+
+    def _fail(self, seq: Sequence, exc: BaseException) -> None:
+        seq.error = f"{type(exc).__name__}: {exc}"
+        self._finish(seq, "error")
+
+    def _finish(self, seq: Sequence, reason: str, token: int | None = None,
+                delta: str = "") -> None:
+        if seq.is_finished:
+            return
+        if seq.status in (Status.WAITING, Status.PREFILLING):
+            self.scheduler.remove(seq)
+        was_active = seq.status in (Status.PREFILLING, Status.DECODING)
+        seq.status = Status.FINISHED
+        seq.finish_reason = reason
+        seq.t_finish = time.perf_counter()
+        delta += seq.text.finish()
+        self.batch.release(seq)
+        del self.by_id[seq.request_id]
+        stats = RequestStats.of(seq)
+        self.stats.record_finish(stats)
+        self._on_finish(seq, was_active)
+        self._events.append(
+            TokenEvent(seq.request_id, token, delta, reason, error=seq.error, stats=stats)
+        )
+
+    def _record_tick(self, plan: TickPlan, t0: float, rows: int, batched: bool, tokens_out: int,
+                     prefill_s: float, forward_s: float, decode_s: float) -> None:
+        t_end = time.perf_counter()
+        step_s = t_end - t0
+        self.scheduler.budget.observe(rows, decode_s, plan.num_prefill_tokens, prefill_s, step_s,
+                                      plan.interactive, budgeted=plan.decode_rows > 0)
+        self.stats.record_tick(TickRecord(
+            index=self.stats.num_ticks, t=t_end, decode_rows=rows,
+            prefill_tokens=plan.num_prefill_tokens, prefill_seqs=len(plan.prefill),
+            step_s=step_s, forward_s=prefill_s + forward_s, budget=plan.budget,
+            tokens_out=tokens_out, batched=batched,
+        ))
+
+    def _take_events(self) -> list[TokenEvent]:
+        events, self._events = self._events, []
+        return events

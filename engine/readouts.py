@@ -1,0 +1,50 @@
+"""What other threads may read of the core while it runs: the aggregate and one row per
+unfinished request. Counters are read under the stats lock; the rest are single reads of
+plain attributes, atomic under the GIL."""
+
+from __future__ import annotations
+
+import time
+
+import mlx.core as mx
+
+from .engine_core import EngineCore
+from .stats import EngineStats, RequestRow, RequestStats
+
+
+def engine_stats(core: EngineCore) -> EngineStats:
+    now = time.perf_counter()
+    st, budget = core.stats, core.scheduler.budget
+    with st.lock:
+        tps, mean_batch = st.window_rates(now)
+        last = st.ticks[-1] if st.ticks else None
+        return EngineStats(
+            active=core.num_active,
+            prefilling=len(core.scheduler.prefilling),
+            decoding=len(core.batch),
+            queued=core.scheduler.num_waiting,
+            completed=st.completed,
+            cancelled=st.cancelled,
+            failed=st.failed,
+            total_generated_tokens=st.total_generated,
+            total_prompt_tokens=st.total_prompt,
+            tokens_per_s=tps,
+            mean_batch_size=mean_batch,
+            batch_size=len(core.batch),
+            budget=budget.last_budget,
+            step_s=last.step_s if last else 0.0,
+            step_s_ewma=budget.step_s,
+            ticks=st.num_ticks,
+            memory_bytes=mx.get_active_memory(),
+            peak_memory_bytes=mx.get_peak_memory(),
+            uptime_s=now - st.t_start,
+        )
+
+
+def request_rows(core: EngineCore) -> list[RequestRow]:
+    rows = []
+    for seq in core.by_id.copy().values():  # copy(): one atomic call under the GIL
+        s = RequestStats.of(seq)
+        rows.append(RequestRow(seq.request_id, seq.tag, seq.status.value, s.prompt_tokens,
+                               s.generated_tokens, s.ttft_s, s.tokens_per_s))
+    return rows

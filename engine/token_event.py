@@ -1,0 +1,17 @@
+"""What the engine hands out for each request, tick by tick."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .stats import RequestStats
+
+
+@dataclass(frozen=True, slots=True)
+class TokenEvent:
+    request_id: str
+    token: int | None  # None on an event that only ends the request
+    text: str  # text delta, safe to show (stop strings never leak)
+    finish_reason: str | None = None  # stop | length | context | cancelled | error | shutdown
+    error: str | None = None
+    stats: RequestStats | None = None  # set on the final event
