@@ -21,6 +21,10 @@ class EngineConfig:
     stats_window_s: float = 10.0  # window of the aggregated tokens/s
     telemetry_size: int = 1024  # per-tick records kept
     cpu_kernels: bool = True  # faster SiLU/softmax on the CPU backend (engine/cpu_kernels.py)
+    prefix_cache: bool = True  # keep finished requests' KV for reuse (engine/prefix_cache.py)
+    # KV bytes for running requests and cached prefixes together; None = a quarter of the
+    # device's memory, less the weights (engine/kv_memory.py)
+    kv_budget_bytes: int | None = None
 
     def __post_init__(self) -> None:
         def positive(name: str) -> None:
@@ -39,6 +43,9 @@ class EngineConfig:
             positive(name)
         if not 0.0 <= self.admission_window_s <= 1.0:
             raise ValueError("EngineConfig.admission_window_s must be in [0, 1] seconds")
+        if self.kv_budget_bytes is not None and self.kv_budget_bytes <= 0:
+            raise ValueError(
+                f"EngineConfig.kv_budget_bytes must be > 0, got {self.kv_budget_bytes}")
         if self.max_queue < 0:
             raise ValueError(f"EngineConfig.max_queue must be >= 0, got {self.max_queue}")
         if self.max_context is not None and self.max_context < 2:

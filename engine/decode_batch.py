@@ -18,10 +18,17 @@ from .sampling import sample_rows
 from .sequence import Priority, Sequence, Status
 
 
+def wants_kv(seq: Sequence) -> bool:
+    """Whether a finished sequence's KV is worth keeping: not after an error (the cache may
+    be half-written) or a shutdown (nothing will use it)."""
+    return seq.finish_reason not in ("error", "shutdown")
+
+
 class DecodeBatch:
-    def __init__(self, runner: ModelRunner, context_length: int) -> None:
+    def __init__(self, runner: ModelRunner, context_length: int, keep_kv: bool) -> None:
         self.runner = runner
         self.context_length = context_length
+        self.keep_kv = keep_kv  # finished rows' caches are cut out and handed back
         self.seqs: list[Sequence] = []  # the rows, in order
         self.cache: kv.LayerCaches | None = None  # the batch cache, while 2+ rows decode
         # A lone sequence's next step, started before its current token was delivered:
@@ -61,20 +68,27 @@ class DecodeBatch:
             seq.cache = None
         self.seqs.extend(ready)
 
-    def release(self, seq: Sequence) -> None:
-        """`seq` finished: forget its started step; a solo cache is freed now (batch rows
-        leave in `drop_finished`, where the batch cache is cut once for all of them)."""
+    def release(self, seq: Sequence) -> kv.LayerCaches | None:
+        """`seq` finished: forget its started step and hand back its own cache, if it has
+        one (prefilling, or decoding alone). Batch rows leave in `drop_finished`, where the
+        batch cache is cut once for all of them."""
         if self.ahead is not None and self.ahead[0] is seq:
-            self.ahead = None  # its cache entry goes with the cache
-        if not (self.cache is not None and seq in self.seqs):
-            seq.cache = None
+            # Its started step already fed the last token, so the cache holds it: kept.
+            self.ahead = None
+        cache, seq.cache = seq.cache, None
+        return cache
 
-    def drop_finished(self) -> None:
+    def drop_finished(self) -> list[tuple[Sequence, kv.LayerCaches]]:
+        """Finished rows leave; with `keep_kv`, returns the caches of those that `want_kv`,
+        cut out of the batch cache."""
         keep = [i for i, s in enumerate(self.seqs) if not s.is_finished]
         if len(keep) == len(self.seqs):
-            return
+            return []
         survivors = [self.seqs[i] for i in keep]
-        if self.cache is not None:
+        left = []
+        if self.cache is not None and self.keep_kv:
+            left = [(s, kv.extract(self.cache, i)) for i, s in enumerate(self.seqs)
+                    if s.is_finished and wants_kv(s)]
             if len(keep) >= 2:
                 kv.keep_rows(self.cache, mx.array(keep))
             elif len(keep) == 1:
@@ -84,6 +98,7 @@ class DecodeBatch:
             else:
                 self.cache = None
         self.seqs = survivors
+        return left
 
     # -- one decode step ----------------------------------------------------------------
     def step(self, more_coming: bool) -> list[int]:

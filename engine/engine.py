@@ -118,6 +118,14 @@ class Engine:
                 f"prompt is {len(tokens)} tokens but the context holds {self.context_length} "
                 "(with room for at least one new token): shorten the conversation"
             )
+        need = self._core.kv_need(len(tokens), params.max_tokens)
+        if need > self._core.kv_budget:
+            mib = 1 << 20
+            raise RequestRejected(
+                f"this request could need {need / mib:.0f} MiB of KV cache ({len(tokens)} "
+                f"prompt + {params.max_tokens} new tokens) but the KV budget is "
+                f"{self._core.kv_budget / mib:.0f} MiB: lower max_tokens or shorten the prompt"
+            )
         request_id = request_id or f"req-{next(self._ids)}"
         if request_id in self._streams:
             raise RequestRejected(f"request id {request_id!r} is already in use")

@@ -9,11 +9,14 @@ import time
 from collections.abc import Callable
 
 import mlx.nn as nn
+from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
+from . import kv_memory
 from .config import EngineConfig
-from .decode_batch import DecodeBatch
+from .decode_batch import DecodeBatch, wants_kv
 from .model_runner import ModelRunner
+from .prefix_cache import PrefixCache, alias, supports
 from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
 from .stats import RequestStats, StatsCollector, TickRecord
@@ -36,8 +39,15 @@ class EngineCore:
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
         self.scheduler = Scheduler(config)
-        self.batch = DecodeBatch(self.runner, context_length)
         self.stats = StatsCollector(config.stats_window_s, config.telemetry_size)
+        # KV memory: what running requests have set aside plus what cached prefixes keep
+        # stays within the budget (cached prefixes are evicted first).
+        self.kv_per_token = kv_memory.bytes_per_token(model)
+        self.kv_budget = config.kv_budget_bytes or kv_memory.default_budget(model)
+        self.kv_reserved = 0
+        self.prefix = (PrefixCache() if config.prefix_cache
+                       and supports(kv.new_cache(model)) else None)
+        self.batch = DecodeBatch(self.runner, context_length, keep_kv=self.prefix is not None)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)
@@ -52,14 +62,20 @@ class EngineCore:
         seq = self.by_id.get(request_id)
         if seq is not None and not seq.is_finished:
             self._finish(seq, reason)
-            self.batch.drop_finished()
+            self._drop_finished_rows()
 
     def abort_all(self, reason: str, error: str | None = None) -> list[TokenEvent]:
         for seq in list(self.by_id.values()):
             seq.error = seq.error or error
             self._finish(seq, reason)
-        self.batch.drop_finished()
+        self._drop_finished_rows()
         return self._take_events()
+
+    def kv_need(self, num_prompt_tokens: int, max_tokens: int) -> int:
+        """KV bytes a request sets aside while it runs: its longest possible sequence, plus
+        one allocation step (mlx-lm's caches grow 256 positions at a time)."""
+        tokens = min(self.context_length, num_prompt_tokens + max_tokens)
+        return self.kv_per_token * (tokens + KVCache.step)
 
     @property
     def num_active(self) -> int:
@@ -73,23 +89,46 @@ class EngineCore:
         t0 = time.perf_counter()
         plan = self._schedule(t0)
         prefill_s = self._run_prefill(plan.prefill)
-        self.batch.join(self.scheduler.take_ready())
+        self.batch.join(self._prefilled(self.scheduler.take_ready()))
         rows, batched = len(self.batch), self.batch.is_batched
         t1 = time.perf_counter()
         tokens, forward_s = self._run_decode() if rows else ([], 0.0)
         self._postprocess(tokens)
         decode_s = time.perf_counter() - t1
-        self.batch.drop_finished()
+        self._drop_finished_rows()
         self._record_tick(plan, t0, rows, batched, len(tokens), prefill_s, forward_s, decode_s)
         return self._take_events()
 
     def _schedule(self, now: float) -> TickPlan:
-        """Admit waiting requests while there is room, then split the tick's budget."""
-        for seq in self.scheduler.admit(self.num_active):
+        """Admit waiting requests while there is room (each starts from the longest cached
+        prefix of its prompt), then split the tick's budget."""
+        for seq in self.scheduler.admit(self.num_active, self._reserve_kv):
             seq.t_admit = now
-            seq.cache = kv.new_cache(self.model)
+            cache, n = self.prefix.restore(seq.prompt_tokens) if self.prefix else (None, 0)
+            seq.cache = cache if cache is not None else kv.new_cache(self.model)
+            seq.num_cached = seq.cached_tokens = n
             self._on_admit(seq)
+        if self.prefix is not None:
+            self.prefix.evict_to(self.kv_budget - self.kv_reserved)
         return self.scheduler.plan(len(self.batch), self.batch.has_interactive)
+
+    def _reserve_kv(self, seq: Sequence) -> bool:
+        need = self.kv_need(seq.num_prompt_tokens, seq.params.max_tokens)
+        if self.kv_reserved + need > self.kv_budget:
+            return False
+        seq.kv_reserved = need
+        self.kv_reserved += need
+        return True
+
+    def _prefilled(self, ready: list[Sequence]) -> list[Sequence]:
+        """Prompts now fully in cache are kept as prefixes at once, so requests sharing
+        them (a system prompt, a template) reuse them while these still decode."""
+        if self.prefix is not None:
+            for seq in ready:
+                if not seq.is_finished and seq.num_cached > seq.cached_tokens:
+                    self.prefix.insert(seq.prompt_tokens, alias(seq.cache), compact=False)
+            self.prefix.evict_to(self.kv_budget - self.kv_reserved)
+        return ready
 
     def _run_prefill(self, chunks: list[tuple[Sequence, int]]) -> float:
         t = time.perf_counter()
@@ -166,7 +205,11 @@ class EngineCore:
         seq.finish_reason = reason
         seq.t_finish = time.perf_counter()
         delta += seq.text.finish()
-        self.batch.release(seq)
+        cache = self.batch.release(seq)
+        if cache is not None:
+            self._keep_kv(seq, cache)
+        if was_active:
+            self.kv_reserved -= seq.kv_reserved
         del self.by_id[seq.request_id]
         stats = RequestStats.of(seq)
         self.stats.record_finish(stats)
@@ -174,6 +217,17 @@ class EngineCore:
         self._events.append(
             TokenEvent(seq.request_id, token, delta, reason, error=seq.error, stats=stats)
         )
+
+    def _keep_kv(self, seq: Sequence, cache: kv.LayerCaches) -> None:
+        """A finished request's KV (prompt and every token fed after it) becomes a prefix
+        for later requests."""
+        if self.prefix is not None and wants_kv(seq):
+            self.prefix.insert(seq.prompt_tokens + seq.output_tokens, cache)
+            self.prefix.evict_to(self.kv_budget - self.kv_reserved)
+
+    def _drop_finished_rows(self) -> None:
+        for seq, cache in self.batch.drop_finished():
+            self._keep_kv(seq, cache)
 
     def _record_tick(self, plan: TickPlan, t0: float, rows: int, batched: bool, tokens_out: int,
                      prefill_s: float, forward_s: float, decode_s: float) -> None:

@@ -15,6 +15,7 @@ from .stats import EngineStats, RequestRow, RequestStats
 def engine_stats(core: EngineCore) -> EngineStats:
     now = time.perf_counter()
     st, budget = core.stats, core.scheduler.budget
+    prefix = core.prefix.stats() if core.prefix is not None else None
     with st.lock:
         tps, mean_batch = st.window_rates(now)
         last = st.ticks[-1] if st.ticks else None
@@ -38,6 +39,19 @@ def engine_stats(core: EngineCore) -> EngineStats:
             memory_bytes=mx.get_active_memory(),
             peak_memory_bytes=mx.get_peak_memory(),
             uptime_s=now - st.t_start,
+            kv_bytes_per_token=core.kv_per_token,
+            kv_budget_bytes=core.kv_budget,
+            kv_reserved_bytes=core.kv_reserved,
+            **({} if prefix is None else {
+                "prefix_entries": prefix.entries,
+                "prefix_cached_tokens": prefix.cached_tokens,
+                "prefix_cached_bytes": prefix.cached_bytes,
+                "prefix_lookups": prefix.lookups,
+                "prefix_hits": prefix.hits,
+                "prefix_hit_tokens": prefix.hit_tokens,
+                "prefix_lookup_tokens": prefix.lookup_tokens,
+                "prefix_evictions": prefix.evictions,
+            }),
         )
 
 

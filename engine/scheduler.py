@@ -9,6 +9,7 @@ stays near its target and a long prompt never freezes an interactive decoder.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .config import EngineConfig
@@ -117,12 +118,19 @@ class Scheduler:
         elif seq.status is Status.PREFILLING:
             self.prefilling.remove(seq)
 
-    def admit(self, num_active: int) -> list[Sequence]:
-        """Move waiting sequences into prefill while there is room; highest class first."""
+    def admit(self, num_active: int,
+              reserve: Callable[[Sequence], bool] = lambda seq: True) -> list[Sequence]:
+        """Move waiting sequences into prefill while there is room, highest class first.
+        `reserve(seq)` sets its KV memory aside, or says False when it does not fit now:
+        then it waits, and so does everyone behind it (no one overtakes it, so it cannot
+        starve)."""
         admitted = []
         for priority in Priority:
             queue = self.waiting[priority]
             while queue and num_active + len(admitted) < self.config.max_concurrent:
+                if not reserve(queue[0]):
+                    self.prefilling.extend(admitted)
+                    return admitted
                 seq = queue.popleft()
                 seq.status = Status.PREFILLING
                 admitted.append(seq)

@@ -46,6 +46,8 @@ class Sequence:
     status: Status = Status.WAITING
     output_tokens: list[int] = field(default_factory=list)
     num_cached: int = 0  # prompt tokens already in the KV cache
+    cached_tokens: int = 0  # of those, how many came from the prefix cache
+    kv_reserved: int = 0  # KV bytes set aside for it while admitted
     cache: list[Any] | None = None  # per-layer cache while prefilling or decoding solo
     finish_reason: str | None = None
     error: str | None = None

@@ -26,6 +26,7 @@ class RequestStats:
     finish_reason: str
     seed: int
     error: str | None = None
+    cached_tokens: int = 0  # prompt tokens reused from the prefix cache (not computed)
 
     @classmethod
     def of(cls, seq: Sequence) -> RequestStats:
@@ -40,6 +41,7 @@ class RequestStats:
             priority=seq.priority.name.lower(),
             queue_s=admit - seq.t_submit,
             prompt_tokens=seq.num_prompt_tokens,
+            cached_tokens=seq.cached_tokens,
             ttft_s=first - seq.t_submit if first is not None else None,
             generated_tokens=n,
             decode_s=decode_s,
@@ -102,6 +104,28 @@ class EngineStats:
     memory_bytes: int
     peak_memory_bytes: int
     uptime_s: float
+    # KV memory (engine/kv_memory.py) and conversation memory (engine/prefix_cache.py)
+    kv_bytes_per_token: int = 0
+    kv_budget_bytes: int = 0
+    kv_reserved_bytes: int = 0  # set aside by running requests
+    prefix_entries: int = 0
+    prefix_cached_tokens: int = 0
+    prefix_cached_bytes: int = 0
+    prefix_lookups: int = 0
+    prefix_hits: int = 0  # lookups that reused at least one token
+    prefix_hit_tokens: int = 0  # prompt tokens served from the cache
+    prefix_lookup_tokens: int = 0  # prompt tokens of every lookup
+    prefix_evictions: int = 0
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Share of admitted prompt tokens that came from the cache."""
+        looked = self.prefix_lookup_tokens
+        return self.prefix_hit_tokens / looked if looked else 0.0
+
+    @property
+    def kv_used_bytes(self) -> int:
+        return self.kv_reserved_bytes + self.prefix_cached_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

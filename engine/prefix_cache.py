@@ -1,0 +1,195 @@
+"""Conversation memory: the KV of finished (and prefilled) token sequences, kept for reuse.
+
+Entries are keyed by the token ids whose KV they hold. A new prompt restores the longest
+common prefix with any entry and prefills only the rest, which covers a chat's next turn,
+Regenerate, edit-and-resend (up to the edit) and prompts that share a system prompt or
+template. Least recently used entries go first when the KV budget needs room.
+
+Safety: MLX updates an array object in place on slice assignment, so a restored cache must
+never share array objects with an entry (a write at the restored length would change the
+entry). `restore` hands out fresh slices; writes then copy the buffer on first use.
+Only mlx-lm's plain `KVCache` layers are kept (trimmable, one buffer per layer); models
+with other cache types (sliding windows, state-space layers) run without prefix reuse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+import numpy as np
+from mlx_lm.models.cache import KVCache
+
+from .cache import LayerCaches
+
+
+def supports(cache: LayerCaches) -> bool:
+    """Whether caches of this shape can be kept and restored here."""
+    return bool(cache) and all(type(layer) is KVCache for layer in cache)
+
+
+def cache_len(cache: LayerCaches) -> int:
+    return cache[0].offset
+
+
+def cache_bytes(cache: LayerCaches) -> int:
+    return sum(layer.nbytes for layer in cache)
+
+
+@dataclass(eq=False, slots=True)
+class CachedPrefix:
+    tokens: np.ndarray  # int32 token ids whose KV `cache` holds, in order
+    cache: LayerCaches  # offset == len(tokens); never written after insertion
+    nbytes: int  # buffer bytes it keeps alive
+    last_used: int  # LRU clock
+    source: str = "memory"  # memory | disk: where it came from (stats only)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixCacheStats:
+    entries: int
+    cached_tokens: int  # tokens held by all entries
+    cached_bytes: int
+    lookups: int  # requests admitted with a lookup
+    hits: int  # of those, how many reused at least one token
+    hit_tokens: int  # prompt tokens served from the cache
+    lookup_tokens: int  # prompt tokens of all lookups (hit_tokens / this = token hit rate)
+    evictions: int
+
+    @property
+    def token_hit_rate(self) -> float:
+        return self.hit_tokens / self.lookup_tokens if self.lookup_tokens else 0.0
+
+
+class PrefixCache:
+    """Engine-thread only. `nbytes` is what the entries keep alive (for the KV budget)."""
+
+    def __init__(self) -> None:
+        self.entries: list[CachedPrefix] = []
+        self.nbytes = 0  # kept up to date so other threads can read it without a lock
+        self.num_tokens = 0
+        self._clock = 0
+        self.lookups = self.hits = self.hit_tokens = self.lookup_tokens = self.evictions = 0
+
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock
+
+    # -- reuse --------------------------------------------------------------------------
+    def longest(self, prompt: list[int]) -> tuple[CachedPrefix | None, int]:
+        """The entry sharing the longest prefix with `prompt`, and how many tokens of it
+        may be reused: at most all but the prompt's last token, which must be fed to get
+        the first logits."""
+        limit = len(prompt) - 1
+        if limit <= 0 or not self.entries:
+            return None, 0
+        want = np.asarray(prompt[:limit], dtype=np.int32)
+        best, best_n = None, 0
+        for entry in self.entries:
+            m = min(entry.num_tokens, limit)
+            if m < best_n or m == 0:
+                continue
+            diff = np.flatnonzero(entry.tokens[:m] != want[:m])
+            n = int(diff[0]) if diff.size else m
+            newer = best is not None and entry.last_used > best.last_used
+            if n > best_n or (n == best_n and newer):
+                best, best_n = entry, n
+        return (best, best_n) if best_n else (None, 0)
+
+    def restore(self, prompt: list[int], count: bool = True) -> tuple[LayerCaches | None, int]:
+        """A fresh cache holding the longest cached prefix of `prompt` (None if no entry
+        shares one) and its length. `count`: record the lookup in the hit-rate figures."""
+        entry, n = self.longest(prompt)
+        if count:
+            self.lookups += 1
+            self.lookup_tokens += len(prompt)
+            if entry is not None:
+                self.hits += 1
+                self.hit_tokens += n
+        if entry is None:
+            return None, 0
+        entry.last_used = self._tick()
+        return [_slice(layer, n) for layer in entry.cache], n
+
+    # -- keeping ------------------------------------------------------------------------
+    def insert(self, tokens: list[int], cache: LayerCaches, *, compact: bool = True,
+               source: str = "memory") -> bool:
+        """Keep `cache` (which holds the KV of `tokens[:len(cache)]`); the caller gives up
+        its cache objects. `compact`: copy it into buffers of exactly its length, evaluated
+        now (a finished cache's buffer is rounded up, and a row cut out of a batch would
+        otherwise keep the whole batch buffer alive). False if nothing new was kept (empty,
+        unsupported, or an entry already holds these tokens)."""
+        if not supports(cache):
+            return False
+        n = cache_len(cache)
+        if n == 0 or n > len(tokens):
+            return False
+        new = np.asarray(tokens[:n], dtype=np.int32)
+        for entry in self.entries:
+            if entry.num_tokens >= n and np.array_equal(entry.tokens[:n], new):
+                entry.last_used = self._tick()  # already held (a prefix of an entry)
+                return False
+        # Entries that are prefixes of the new one are subsumed by it.
+        for entry in [e for e in self.entries
+                      if e.num_tokens < n and np.array_equal(new[: e.num_tokens], e.tokens)]:
+            self._remove(entry)
+        if compact:
+            cache = [_slice(layer, n, contiguous=True) for layer in cache]
+            mx.eval([(layer.keys, layer.values) for layer in cache])
+        entry = CachedPrefix(new, cache, cache_bytes(cache), self._tick(), source)
+        self.entries.append(entry)
+        self.nbytes += entry.nbytes
+        self.num_tokens += entry.num_tokens
+        return True
+
+    def find(self, tokens: list[int]) -> CachedPrefix | None:
+        """The longest entry whose tokens are a prefix of `tokens` (to save a chat's KV)."""
+        want = np.asarray(tokens, dtype=np.int32)
+        held = [e for e in self.entries
+                if e.num_tokens <= len(want) and np.array_equal(want[: e.num_tokens], e.tokens)]
+        return max(held, key=lambda e: e.num_tokens, default=None)
+
+    def evict_to(self, max_bytes: int) -> int:
+        """Drop least recently used entries until at most `max_bytes` are kept; how many."""
+        dropped = 0
+        while self.entries and self.nbytes > max_bytes:
+            self._remove(min(self.entries, key=lambda e: e.last_used))
+            dropped += 1
+        self.evictions += dropped
+        return dropped
+
+    def _remove(self, entry: CachedPrefix) -> None:
+        self.entries.remove(entry)
+        self.nbytes -= entry.nbytes
+        self.num_tokens -= entry.num_tokens
+
+    def stats(self) -> PrefixCacheStats:
+        return PrefixCacheStats(len(self.entries), self.num_tokens, self.nbytes, self.lookups,
+                                self.hits, self.hit_tokens, self.lookup_tokens, self.evictions)
+
+
+def alias(cache: LayerCaches) -> LayerCaches:
+    """New cache objects over the same arrays, frozen at the current length: an entry for a
+    sequence that goes on decoding. Safe because its owner only ever writes at positions
+    past that length (MLX's in-place slice writes then leave the entry's part as it was)."""
+    out = []
+    for layer in cache:
+        frozen = KVCache()
+        frozen.keys, frozen.values, frozen.offset = layer.keys, layer.values, layer.offset
+        out.append(frozen)
+    return out
+
+
+def _slice(layer: KVCache, n: int, contiguous: bool = False) -> KVCache:
+    """The first `n` positions of `layer` as a new cache with its own array objects
+    (views of the same buffer, or a copy of exactly that size)."""
+    out = KVCache()
+    out.keys, out.values = layer.keys[..., :n, :], layer.values[..., :n, :]
+    if contiguous:
+        out.keys, out.values = mx.contiguous(out.keys), mx.contiguous(out.values)
+    out.offset = n
+    return out
