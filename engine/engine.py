@@ -12,7 +12,7 @@ from typing import Any
 
 import mlx.nn as nn
 
-from . import readouts
+from . import chat_prompt, readouts
 from .config import EngineConfig
 from .detokenize import TextStream
 from .engine_core import EngineCore
@@ -24,8 +24,6 @@ from .stats import EngineStats, RequestRow, RequestStats, TickRecord
 from .stream import RequestStream
 from .token_event import TokenEvent
 from .worker import EngineThread, Inbox, apply
-
-_ROLES = {"system", "user", "assistant", "tool"}
 
 
 class Engine:
@@ -206,30 +204,9 @@ class Engine:
         if (messages is None) == (prompt_tokens is None):
             raise RequestRejected("give exactly one of messages or prompt_tokens")
         if prompt_tokens is not None:
-            tokens = list(prompt_tokens)
-            vocab = self._vocab_size()
-            if not tokens:
-                raise RequestRejected("empty prompt: prompt_tokens has no tokens")
-            bad = [t for t in tokens if isinstance(t, bool) or not isinstance(t, int)
-                   or not 0 <= t < vocab]
-            if bad:
-                raise RequestRejected(f"prompt_tokens holds invalid token ids: {bad[:5]}")
-            return tokens
-        if isinstance(messages, str | bytes) or not isinstance(messages, Seq):
-            raise RequestRejected("messages must be a list of {'role', 'content'} mappings")
-        for i, m in enumerate(messages):
-            if not isinstance(m, Mapping) or m.get("role") not in _ROLES \
-                    or not isinstance(m.get("content"), str):
-                raise RequestRejected(
-                    f"messages[{i}] must be a mapping with role in {sorted(_ROLES)} "
-                    "and string content"
-                )
-        if not any(m["content"].strip() for m in messages if m["role"] != "system"):
-            raise RequestRejected("empty prompt: no message has any content")
-        text = self.tokenizer.apply_chat_template(
-            [dict(m) for m in messages], add_generation_prompt=True, tokenize=False
-        )
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+            return chat_prompt.token_ids(prompt_tokens, self._vocab_size())
+        return chat_prompt.chat_tokens(self.tokenizer, messages, self._vocab_size(),
+                                       self._core.eos_token_ids)
 
     def _vocab_size(self) -> int:
         args = getattr(self.model, "args", None)

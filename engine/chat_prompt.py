@@ -1,0 +1,116 @@
+"""A request's prompt token ids: given directly, or built from chat messages with the
+model's chat template.
+
+An assistant message may carry the ids that were generated for it (`token_ids`, which a
+client gets from `RequestStream.tokens`). They are spliced into the prompt as they are
+instead of re-tokenizing the reply's text: the same text can tokenize differently from
+how it was generated, and the first differing id would end the prefix cache's reuse, so
+with them a chat's next turn reuses everything but the new user message. Ids that no
+longer decode to the message's content (the reply was edited, or cut at a stop string)
+are ignored and the text is tokenized as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from collections.abc import Sequence as Seq
+from typing import Any
+
+from .errors import RequestRejected
+
+ROLES = {"system", "user", "assistant", "tool"}
+
+
+def token_ids(tokens: Seq[int], vocab_size: int) -> list[int]:
+    """Validated prompt token ids."""
+    tokens = list(tokens)
+    if not tokens:
+        raise RequestRejected("empty prompt: prompt_tokens has no tokens")
+    bad = _invalid_ids(tokens, vocab_size)
+    if bad:
+        raise RequestRejected(f"prompt_tokens holds invalid token ids: {bad[:5]}")
+    return tokens
+
+
+def chat_tokens(tokenizer: Any, messages: Seq[Mapping[str, Any]], vocab_size: int,
+                end_ids: Collection[int]) -> list[int]:
+    """The templated prompt of `messages`, ready for the model's first decode step."""
+    if isinstance(messages, str | bytes) or not isinstance(messages, Seq):
+        raise RequestRejected("messages must be a list of {'role', 'content'} mappings")
+    spliced: dict[int, list[int]] = {}
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or m.get("role") not in ROLES \
+                or not isinstance(m.get("content"), str):
+            raise RequestRejected(
+                f"messages[{i}] must be a mapping with role in {sorted(ROLES)} "
+                "and string content"
+            )
+        ids = m.get("token_ids")
+        if ids is None:
+            continue
+        if m["role"] != "assistant" or isinstance(ids, str | bytes) or not isinstance(ids, Seq) \
+                or _invalid_ids(ids, vocab_size):
+            raise RequestRejected(
+                f"messages[{i}].token_ids must be a list of token ids of an assistant reply")
+        ids = _strip_end(list(ids), end_ids)
+        if m["content"] and _detokenize(tokenizer, ids) == m["content"]:
+            spliced[i] = ids
+    if not any(m["content"].strip() for m in messages if m["role"] != "system"):
+        raise RequestRejected("empty prompt: no message has any content")
+    plain = [{"role": m["role"], "content": m["content"]} for m in messages]
+    return _splice(tokenizer, plain, spliced)
+
+
+def _splice(tokenizer: Any, messages: list[dict[str, str]],
+            spliced: dict[int, list[int]]) -> list[int]:
+    """Tokenize the templated prompt, with the given ids in place of those messages'
+    contents. The template is rendered once with a marker in place of each such content to
+    find where it goes; if the markers don't come out once each, or the text with the
+    contents put back differs from the real rendering (a template that rewrites content),
+    the whole text is tokenized instead."""
+    def render(msgs: list[dict[str, str]]) -> str:
+        return tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+
+    def encode(part: str) -> list[int]:
+        return list(tokenizer.encode(part, add_special_tokens=False)) if part else []
+
+    text = render(messages)
+    if not spliced:
+        return encode(text)
+    marks = {i: f"\x00batchchat-reply-{i}\x00" for i in spliced}
+    parts = [render([m | {"content": marks[i]} if i in marks else m
+                     for i, m in enumerate(messages)])]
+    for i in spliced:  # cut the rendering at each marker, in order
+        head, sep, tail = parts[-1].partition(marks[i])
+        if not sep or marks[i] in tail:
+            return encode(text)
+        parts[-1:] = [head, tail]
+    rebuilt = parts[0] + "".join(messages[i]["content"] + part
+                                 for i, part in zip(spliced, parts[1:], strict=True))
+    if rebuilt != text:
+        return encode(text)
+    tokens: list[int] = []
+    for part, ids in zip(parts, [*spliced.values(), []], strict=True):
+        tokens += encode(part) + ids
+    return tokens
+
+
+def _detokenize(tokenizer: Any, ids: list[int]) -> str:
+    """The text the engine streamed for these ids (the same detokenizer, so the same text)."""
+    detok = tokenizer.detokenizer  # a fresh one each time
+    for t in ids:
+        detok.add_token(t)
+    detok.finalize()
+    return detok.text
+
+
+def _strip_end(ids: list[int], end_ids: Collection[int]) -> list[int]:
+    """A reply's ids without the end-of-turn token it stopped on (never part of its text)."""
+    while ids and ids[-1] in end_ids:
+        ids.pop()
+    return ids
+
+
+def _invalid_ids(tokens: Seq[Any], vocab_size: int) -> list[Any]:
+    return [t for t in tokens if isinstance(t, bool) or not isinstance(t, int)
+            or not 0 <= t < vocab_size]
