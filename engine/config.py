@@ -25,6 +25,10 @@ class EngineConfig:
     # KV bytes for running requests and cached prefixes together; None = a quarter of the
     # device's memory, less the weights (engine/kv_memory.py)
     kv_budget_bytes: int | None = None
+    # Where chats' KV is saved across restarts (`Engine.save_prefix`), and the most its files
+    # may take (least recently used deleted first); None = not saved (engine/prefix_store.py)
+    kv_disk_dir: str | None = None
+    kv_disk_bytes: int = 4 << 30
 
     def __post_init__(self) -> None:
         def positive(name: str) -> None:
@@ -32,6 +36,7 @@ class EngineConfig:
                 raise ValueError(f"EngineConfig.{name} must be > 0, got {getattr(self, name)!r}")
 
         for name in (
+            "kv_disk_bytes",
             "max_concurrent",
             "prefill_burst",
             "min_prefill_tokens",

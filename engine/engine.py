@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import random
 import threading
@@ -152,6 +153,25 @@ class Engine:
         """Drop a request on the next tick (queued or running); unknown ids are ignored."""
         if request_id in self._streams:
             self._inbox.put(("cancel", request_id))
+
+    async def save_prefix(self, messages: Seq[Mapping[str, Any]] | None = None, *,
+                          prompt_tokens: Seq[int] | None = None) -> int:
+        """Save the KV cached for a conversation (its messages, assistant replies with their
+        `token_ids`, or its token ids) to `EngineConfig.kv_disk_dir`, so that it is reused
+        after a restart; returns how many tokens it holds (0 if nothing is cached for it,
+        or no directory is set)."""
+        if self._closed:
+            return 0
+        try:
+            tokens = self._prompt_tokens(messages, prompt_tokens)
+        except RequestRejected:
+            return 0
+        done: concurrent.futures.Future[int] = concurrent.futures.Future()
+        if not self.running:  # not started: this thread is the engine's
+            apply(self._core, [("save", (tokens, done))])
+            return done.result()
+        self._inbox.put(("save", (tokens, done)))
+        return await asyncio.wrap_future(done)
 
     def set_max_concurrent(self, n: int) -> None:
         """Change how many requests run at once; running ones are never evicted, a lower

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import mlx.nn as nn
 from mlx_lm.models.cache import KVCache
@@ -17,6 +18,7 @@ from .config import EngineConfig
 from .decode_batch import DecodeBatch, wants_kv
 from .model_runner import ModelRunner
 from .prefix_cache import PrefixCache, alias, supports
+from .prefix_store import PrefixStore, fingerprint
 from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
 from .stats import RequestStats, StatsCollector, TickRecord
@@ -48,6 +50,11 @@ class EngineCore:
         self.prefix = (PrefixCache() if config.prefix_cache
                        and supports(kv.new_cache(model)) else None)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=self.prefix is not None)
+        self.store = None
+        if self.prefix is not None and config.kv_disk_dir:
+            # The CPU kernels change the last bits of SiLU and softmax, hence of the KV.
+            model_id = fingerprint(model, f"cpu_kernels={self.runner.fast_cpu_kernels}")
+            self.store = PrefixStore(Path(config.kv_disk_dir), model_id, config.kv_disk_bytes)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)
@@ -85,7 +92,20 @@ class EngineCore:
         return bool(self.by_id)
 
     # -- the tick -----------------------------------------------------------------------
+    def save_prefix(self, tokens: list[int]) -> int:
+        """Save the longest cached prefix of `tokens` to disk (a chat's KV, to outlive a
+        restart); how many tokens it holds (0: nothing cached, or no disk store)."""
+        if self.prefix is None or self.store is None:
+            return 0
+        entry, n = self.prefix.longest(list(tokens) + [-1])  # + [-1]: all of them may match
+        if entry is None:
+            return 0
+        self.store.save(entry.tokens[:n], entry.cache)
+        return n
+
     def step(self) -> list[TokenEvent]:
+        if not self.by_id:  # nothing to run; hand out what cancels may have ended
+            return self._take_events()
         t0 = time.perf_counter()
         plan = self._schedule(t0)
         prefill_s = self._run_prefill(plan.prefill)
@@ -104,13 +124,27 @@ class EngineCore:
         prefix of its prompt), then split the tick's budget."""
         for seq in self.scheduler.admit(self.num_active, self._reserve_kv):
             seq.t_admit = now
-            cache, n = self.prefix.restore(seq.prompt_tokens) if self.prefix else (None, 0)
+            cache, n = self._restore(seq.prompt_tokens)
             seq.cache = cache if cache is not None else kv.new_cache(self.model)
             seq.num_cached = seq.cached_tokens = n
             self._on_admit(seq)
         if self.prefix is not None:
             self.prefix.evict_to(self.kv_budget - self.kv_reserved)
         return self.scheduler.plan(len(self.batch), self.batch.has_interactive)
+
+    def _restore(self, prompt: list[int]) -> tuple[kv.LayerCaches | None, int]:
+        """The longest cached prefix of `prompt`, from memory or, when a saved file holds
+        more of it, from disk (the file then becomes a memory entry too)."""
+        if self.prefix is None:
+            return None, 0
+        if self.store is not None:
+            saved, n = self.store.longest(prompt)
+            if saved is not None and n > self.prefix.longest(prompt)[1]:
+                cache = self.store.load(saved)
+                if cache is not None:
+                    self.prefix.insert(saved.tokens.tolist(), cache, compact=False,
+                                       source="disk")
+        return self.prefix.restore(prompt)
 
     def _reserve_kv(self, seq: Sequence) -> bool:
         need = self.kv_need(seq.num_prompt_tokens, seq.params.max_tokens)

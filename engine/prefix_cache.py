@@ -138,20 +138,12 @@ class PrefixCache:
                       if e.num_tokens < n and np.array_equal(new[: e.num_tokens], e.tokens)]:
             self._remove(entry)
         if compact:
-            cache = [_slice(layer, n, contiguous=True) for layer in cache]
-            mx.eval([(layer.keys, layer.values) for layer in cache])
+            cache = compacted(cache, n)
         entry = CachedPrefix(new, cache, cache_bytes(cache), self._tick(), source)
         self.entries.append(entry)
         self.nbytes += entry.nbytes
         self.num_tokens += entry.num_tokens
         return True
-
-    def find(self, tokens: list[int]) -> CachedPrefix | None:
-        """The longest entry whose tokens are a prefix of `tokens` (to save a chat's KV)."""
-        want = np.asarray(tokens, dtype=np.int32)
-        held = [e for e in self.entries
-                if e.num_tokens <= len(want) and np.array_equal(want[: e.num_tokens], e.tokens)]
-        return max(held, key=lambda e: e.num_tokens, default=None)
 
     def evict_to(self, max_bytes: int) -> int:
         """Drop least recently used entries until at most `max_bytes` are kept; how many."""
@@ -170,6 +162,13 @@ class PrefixCache:
     def stats(self) -> PrefixCacheStats:
         return PrefixCacheStats(len(self.entries), self.num_tokens, self.nbytes, self.lookups,
                                 self.hits, self.hit_tokens, self.lookup_tokens, self.evictions)
+
+
+def compacted(cache: LayerCaches, n: int) -> LayerCaches:
+    """The first `n` positions in new buffers of exactly that size, evaluated now."""
+    out = [_slice(layer, n, contiguous=True) for layer in cache]
+    mx.eval([(layer.keys, layer.values) for layer in out])
+    return out
 
 
 def alias(cache: LayerCaches) -> LayerCaches:

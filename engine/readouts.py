@@ -52,6 +52,12 @@ def engine_stats(core: EngineCore) -> EngineStats:
                 "prefix_lookup_tokens": prefix.lookup_tokens,
                 "prefix_evictions": prefix.evictions,
             }),
+            **({} if core.store is None else {
+                "prefix_disk_files": len(core.store.saved),
+                "prefix_disk_bytes": core.store.nbytes,
+                "prefix_disk_saves": core.store.saves,
+                "prefix_disk_loads": core.store.loads,
+            }),
         )
 
 

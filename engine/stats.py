@@ -116,6 +116,10 @@ class EngineStats:
     prefix_hit_tokens: int = 0  # prompt tokens served from the cache
     prefix_lookup_tokens: int = 0  # prompt tokens of every lookup
     prefix_evictions: int = 0
+    prefix_disk_files: int = 0  # this model's saved prefixes (EngineConfig.kv_disk_dir)
+    prefix_disk_bytes: int = 0
+    prefix_disk_saves: int = 0
+    prefix_disk_loads: int = 0
 
     @property
     def prefix_hit_rate(self) -> float:

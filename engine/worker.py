@@ -14,7 +14,8 @@ from .token_event import TokenEvent
 
 log = logging.getLogger(__name__)
 
-Command = tuple[str, Any]  # ("add", Sequence) | ("cancel", request_id)
+# ("add", Sequence) | ("cancel", request_id) | ("save", (token ids, Future of the count))
+Command = tuple[str, Any]
 
 
 class Inbox:
@@ -57,6 +58,12 @@ def apply(core: EngineCore, commands: list[Command]) -> None:
             core.add(arg)
         elif kind == "cancel":
             core.cancel(arg)
+        elif kind == "save":
+            tokens, done = arg
+            try:
+                done.set_result(core.save_prefix(tokens))
+            except Exception as exc:  # noqa: BLE001 - the caller hears of it, serving goes on
+                done.set_exception(exc)
 
 
 class EngineThread(threading.Thread):

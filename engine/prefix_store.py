@@ -1,0 +1,209 @@
+"""Conversation memory across restarts: cached prefixes saved as mlx-lm prompt-cache files.
+
+One `.safetensors` file per saved prefix, written with mlx-lm's `save_prompt_cache`; its
+metadata holds the model's fingerprint and the token ids. At start the directory is
+indexed from the files' headers (no KV is read); a prompt whose longest saved prefix is
+longer than what memory holds loads that file. The directory is kept under `max_bytes`
+by deleting the least recently used files. Anything wrong with a file (missing, corrupt,
+another model, an unexpected shape) means it is ignored with a log line, and the prompt
+is computed as usual. Engine-thread only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+from mlx.utils import tree_flatten, tree_unflatten
+from mlx_lm.models.cache import load_prompt_cache, save_prompt_cache
+
+from .cache import LayerCaches
+from .prefix_cache import cache_len, compacted, supports
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".safetensors"
+PARTIAL = ".partial" + SUFFIX  # mlx names every file it saves *.safetensors
+FORMAT = "batchchat-kv-1"
+
+
+def fingerprint(model: nn.Module, extra: str = "") -> str:
+    """Identifies the weights the KV was computed with: every parameter's name, shape and
+    dtype, and a sample of the values of the first, middle and last ones."""
+    params = tree_flatten(model.parameters())
+    h = hashlib.sha256(extra.encode())
+    for name, value in params:
+        h.update(f"{name}:{value.shape}:{value.dtype};".encode())
+    for _, value in (params[0], params[len(params) // 2], params[-1]):
+        sample = value.reshape(-1)[:4096]
+        h.update(np.array(sample.astype(mx.float32)).tobytes())
+    return h.hexdigest()[:32]
+
+
+@dataclass(eq=False, slots=True)
+class SavedPrefix:
+    path: Path
+    tokens: np.ndarray
+    nbytes: int
+    last_used: float
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens)
+
+
+class PrefixStore:
+    def __init__(self, directory: Path, model_id: str, max_bytes: int) -> None:
+        self.directory = directory
+        self.model_id = model_id
+        self.max_bytes = max_bytes
+        self.saved: list[SavedPrefix] = []  # this model's files
+        self.loads = self.saves = 0
+        directory.mkdir(parents=True, exist_ok=True)
+        for leftover in directory.glob(f"*{PARTIAL}"):  # a save cut off by a crash
+            leftover.unlink(missing_ok=True)
+        for path in self._files():
+            entry = self._index(path)
+            if entry is not None:
+                self.saved.append(entry)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(e.nbytes for e in self.saved)
+
+    def _index(self, path: Path) -> SavedPrefix | None:
+        try:
+            meta = _read_metadata(path)
+            if meta.get("format") != FORMAT:
+                raise ValueError("not a BatchChat KV file")
+            if meta.get("model") != self.model_id:
+                return None  # another model's: kept for it, unless space runs out
+            tokens = np.asarray(json.loads(meta["tokens"]), dtype=np.int32)
+            if tokens.ndim != 1 or not tokens.size:
+                raise ValueError("no tokens")
+            stat = path.stat()
+            return SavedPrefix(path, tokens, stat.st_size, stat.st_mtime)
+        except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+            log.warning("ignoring KV cache file %s: %s", path, exc)
+            return None
+
+    # -- saving -------------------------------------------------------------------------
+    def save(self, tokens: np.ndarray, cache: LayerCaches) -> bool:
+        """Write `cache` (the KV of `tokens`) unless a file already holds these tokens or
+        more; then delete least recently used files beyond the size limit."""
+        if not supports(cache) or cache_len(cache) < len(tokens):
+            return False
+        for entry in self.saved:
+            if entry.num_tokens >= len(tokens) and np.array_equal(entry.tokens[: len(tokens)],
+                                                                  tokens):
+                self._touch(entry)
+                return False
+        name = hashlib.sha256(self.model_id.encode() + tokens.tobytes()).hexdigest()[:24]
+        path = self.directory / f"{name}{SUFFIX}"
+        tmp = self.directory / f"{name}{PARTIAL}"
+        meta = {"format": FORMAT, "model": self.model_id,
+                "tokens": json.dumps(tokens.tolist())}
+        try:
+            save_prompt_cache(str(tmp), compacted(cache, len(tokens)), meta)
+            os.replace(tmp, path)  # a crash never leaves a half-written file under the name
+        except OSError as exc:
+            log.warning("could not save KV cache to %s: %s", path, exc)
+            tmp.unlink(missing_ok=True)
+            return False
+        # Files holding a prefix of these tokens are covered by the new one.
+        for entry in [e for e in self.saved if e.num_tokens < len(tokens)
+                      and np.array_equal(tokens[: e.num_tokens], e.tokens)]:
+            self._delete(entry)
+        self.saved.append(SavedPrefix(path, tokens, path.stat().st_size, time.time()))
+        self.saves += 1
+        self._trim()
+        return True
+
+    def _trim(self) -> None:
+        files = []
+        for path in self._files():
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            files.append((stat.st_mtime, stat.st_size, path))
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):  # oldest first, any model's
+            if total <= self.max_bytes:
+                break
+            mine = next((e for e in self.saved if e.path == path), None)
+            if mine is not None:
+                self._delete(mine)
+            else:
+                path.unlink(missing_ok=True)
+            total -= size
+
+    def _files(self) -> list[Path]:
+        return sorted(p for p in self.directory.glob(f"*{SUFFIX}")
+                      if not p.name.endswith(PARTIAL))
+
+    # -- loading ------------------------------------------------------------------------
+    def longest(self, prompt: list[int]) -> tuple[SavedPrefix | None, int]:
+        """The saved prefix sharing the most tokens with `prompt` (all but its last)."""
+        limit = len(prompt) - 1
+        want = np.asarray(prompt[:limit], dtype=np.int32)
+        best, best_n = None, 0
+        for entry in self.saved:
+            m = min(entry.num_tokens, limit)
+            if m <= best_n:
+                continue
+            diff = np.flatnonzero(entry.tokens[:m] != want[:m])
+            n = int(diff[0]) if diff.size else m
+            if n > best_n:
+                best, best_n = entry, n
+        return best, best_n
+
+    def load(self, entry: SavedPrefix) -> LayerCaches | None:
+        """The file's cache, or None (logged, and the file forgotten) if it can't be used."""
+        try:
+            cache, meta = load_prompt_cache(str(entry.path), return_metadata=True)
+            if meta.get("model") != self.model_id or not supports(cache) \
+                    or cache_len(cache) != entry.num_tokens:
+                raise ValueError("its contents don't match its header")
+            mx.eval([(layer.keys, layer.values) for layer in cache])
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is skipped, not fatal
+            log.warning("ignoring KV cache file %s: %s", entry.path, exc)
+            self._delete(entry)
+            return None
+        self.loads += 1
+        self._touch(entry)
+        return cache
+
+    def _touch(self, entry: SavedPrefix) -> None:
+        entry.last_used = time.time()
+        try:
+            os.utime(entry.path)
+        except OSError:
+            pass
+
+    def _delete(self, entry: SavedPrefix) -> None:
+        self.saved.remove(entry)
+        entry.path.unlink(missing_ok=True)
+
+
+def _read_metadata(path: Path) -> dict[str, str]:
+    """The metadata mlx-lm's save_prompt_cache wrote, from the safetensors header alone."""
+    with path.open("rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        if not 0 < size < 64 << 20:
+            raise ValueError("bad safetensors header")
+        header = json.loads(f.read(size))
+    flat = header.get("__metadata__") or {}
+    meta, *_ = tree_unflatten(list(flat.items()))
+    if not isinstance(meta, dict):
+        raise ValueError("no metadata")
+    return meta
