@@ -50,7 +50,7 @@ def run_cli(args: argparse.Namespace) -> int:
 def run_window(args: argparse.Namespace) -> int:
     from app import test_hooks
     from app.context import AppContext
-    from app.history_sync import HistorySync
+    from app.history.sync import HistorySync
     from app.loop import install_excepthook, make_app, make_loop
     from ui.main_window import MainWindow
     from ui.style import load_stylesheet

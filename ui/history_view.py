@@ -1,5 +1,5 @@
 """The history view (Ctrl+H): past sessions and simulation runs, search, open, delete,
-export and import. A non-modal dialog; the work itself is in app.history_files."""
+export and import. A non-modal dialog; the work itself is in app.history.files."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import history_files as files
-from app.history_files import HistoryEntry
-from app.history_sync import HistorySync
+from app.history import files
+from app.history.files import HistoryEntry
+from app.history.sync import HistorySync
 from app.storage import StorageError
 
 from .signals import emit

@@ -3,7 +3,7 @@ import io
 import json
 from pathlib import Path
 
-from app.export import (
+from app.history.export import (
     export_all,
     request_stats_to_csv,
     session_to_json,

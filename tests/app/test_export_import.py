@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from app.export import export_all, export_all_json, session_to_json
-from app.import_json import import_document
+from app.history.export import export_all, export_all_json, session_to_json
+from app.history.import_json import import_document
 from app.storage import (
     Message,
     RequestStats,

@@ -133,7 +133,7 @@ class HistoryApp:
         self.history: Any = None
 
     def start(self, **sync_options: float) -> Any:
-        from app.history_sync import HistorySync
+        from app.history.sync import HistorySync
         from ui.main_window import MainWindow
 
         bridge = EngineBridge(loader=lambda source: self.make_engine())

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from app import export
+from app.history import export
 from app.simulator.run import SimRow
 from app.storage import LoadedSimRun, SimResult, SimRun, StorageError
 

@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import history_convert as convert
-from .conversation import ChatMessage, Conversation
-from .engine_bridge import EngineBridge, Generation
-from .events import Event
-from .paths import db_path
-from .storage import LoadedSession, SafeStore, StorageError
+from app.conversation import ChatMessage, Conversation
+from app.engine_bridge import EngineBridge, Generation
+from app.events import Event
+from app.paths import db_path
+from app.storage import LoadedSession, SafeStore, StorageError
+
+from . import convert
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Export history: a session as Markdown or JSON, stats and simulation runs as CSV or
-JSON, everything as one JSON document (read back by app.import_json).
+JSON, everything as one JSON document (read back by app.history.import_json).
 
 The formatters take records, not a Store, so an unsaved in-memory session exports too.
 """

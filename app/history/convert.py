@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conversation import ChatMessage, Conversation
-from .engine_bridge import EngineBridge, Generation, ReplyStats
-from .storage import LoadedSession, Message, RequestStats, Session
+from app.conversation import ChatMessage, Conversation
+from app.engine_bridge import EngineBridge, Generation, ReplyStats
+from app.storage import LoadedSession, Message, RequestStats, Session
 
 INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, kill)
 

@@ -1,4 +1,4 @@
-"""Import an export document (app.export) into a store, adding what is new.
+"""Import an export document (app.history.export) into a store, adding what is new.
 
 Rules: ids are kept. A row whose id is already in the database is never
 overwritten: it is skipped, and so is a skipped session's or run's whole content
@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
 from app.storage import (
     Message,
     RequestStats,
@@ -22,6 +21,8 @@ from app.storage import (
     Store,
 )
 from app.storage.records import Record
+
+from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
 
 
 @dataclass(slots=True)
