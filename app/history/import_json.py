@@ -67,24 +67,16 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
     snapshots = [StatsSnapshot.from_dict(s) for s in doc.get("stats_snapshots", [])]
 
     report = ImportReport()
-    with store.atomic() as db:
-        existing = {t: {row[0] for row in db.execute(f"SELECT id FROM {t}")}
-                    for t in ("sessions", "messages", "sim_runs", "sim_results",
-                              "request_stats", "stats_snapshots")}
+    with store.adding_new() as rows:
 
         def add(records: list[Record]) -> None:
-            if not records:
-                return
-            table = records[0].TABLE
-            new = [r for r in records if r.id not in existing[table]]
-            if new:
-                db[table].insert_all([r.to_row() for r in new])
-                existing[table].update(r.id for r in new)
-            report.count(table, True, len(new))
-            report.count(table, False, len(records) - len(new))
+            if records:
+                added = rows.add(records)
+                report.count(records[0].TABLE, True, added)
+                report.count(records[0].TABLE, False, len(records) - added)
 
         for parent, children in [*sessions, *runs]:
-            if parent.id in existing[parent.TABLE]:
+            if rows.exists(parent):
                 report.count(parent.TABLE, False)
                 report.count(Message.TABLE if parent.TABLE == "sessions" else SimResult.TABLE,
                              False, len(children))
