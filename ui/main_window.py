@@ -22,12 +22,12 @@ from app.conversation import Conversation
 from app.engine_bridge import BridgeState
 
 from .chat.chat_tab import ChatTab
-from .history_controller import HistoryController
+from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
 from .signals import emit
 from .simulator import SimulatorDock
-from .stats_panel import StatsDock
+from .stats.panel import StatsDock
 
 BUSY_MARK = "● "
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..signals import pin_singletons
-from ..stats_charts import nice_ceiling
+from ..stats.charts import nice_ceiling
 
 pin_singletons()  # pyqtgraph loses references to None and True (see ui/signals.py)
 

@@ -29,7 +29,7 @@ from app.history.files import HistoryEntry
 from app.history.sync import HistorySync
 from app.storage import StorageError
 
-from .signals import emit
+from ..signals import emit
 
 # (menu text, file filter, default suffix, action name, format)
 EXPORTS = (

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
 
 from app.stats_model import Sample
 
-from .signals import pin_singletons
+from ..signals import pin_singletons
 
 pin_singletons()  # pyqtgraph loses references to None and True (see ui/signals.py)
 

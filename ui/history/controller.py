@@ -12,11 +12,11 @@ from PySide6.QtWidgets import QLabel, QMessageBox
 from app.history.sync import HistorySync
 from app.storage import StorageError
 
-from .history_view import HistoryDialog
+from .view import HistoryDialog
 
 if TYPE_CHECKING:
-    from .chat.chat_tab import ChatTab
-    from .main_window import MainWindow
+    from ..chat.chat_tab import ChatTab
+    from ..main_window import MainWindow
 
 RETRY_MS = 3000
 
