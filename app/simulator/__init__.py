@@ -1,4 +1,4 @@
-"""The load simulator's Qt-free core: settings, prompt templates, and a run."""
+"""The load simulator's Qt-free core: settings, prompt templates, a run, and its export."""
 
 from .config import SimConfig, SimConfigError
 from .run import SimRow, SimulationRun

@@ -24,11 +24,11 @@ from PySide6.QtWidgets import (
 from app.context import AppContext
 from app.engine_bridge import BridgeState
 from app.simulator.config import SimConfigError
+from app.simulator.export_run import format_for, run_for_export, write_run
 from app.simulator.run import SimRow, SimulationRun
 
 from ..signals import emit
 from .config_form import ConfigForm
-from .export_run import format_for, run_for_export, write_run
 from .results_table import ResultsModel, make_results_view
 from .summary_view import SummaryView
 
