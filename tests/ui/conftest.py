@@ -22,10 +22,10 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.context import AppContext  # noqa: E402
 from app.engine_bridge import EngineBridge  # noqa: E402
-from app.loop import make_loop  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from engine import Engine, EngineConfig  # noqa: E402
 from tests.tiny_model import TinyModel, make_tiny_model  # noqa: E402
+from ui.event_loop import make_loop  # noqa: E402
 
 # Greedy, no end token: every reply runs to max_tokens, so tests know when it ends.
 FAST = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
