@@ -26,9 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()  # before MLX loads: re-executes with OpenBLAS preloaded on Linux CPU
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = prepare(argv)
     if args.cli or not _can_show_window():
         if not args.cli:
             print("No display found: starting the terminal chat (--cli).", file=sys.stderr)
@@ -36,6 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     from ui.startup import run_window  # Qt and the widgets load only for the window
 
     return run_window(args)
+
+
+def prepare(argv: list[str] | None = None) -> argparse.Namespace:
+    """What every start does first: the arguments, and logging."""
+    ensure_fast_blas()  # before MLX loads: re-executes with OpenBLAS preloaded on Linux CPU
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return args
 
 
 def run_cli(args: argparse.Namespace) -> int:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
 
-from app import test_hooks
 from app.context import AppContext
+from app.engine_bridge import EngineBridge, Loader
 from app.history.sync import HistorySync
 
 from .event_loop import install_excepthook, make_app, make_loop
@@ -16,15 +17,19 @@ from .main_window import MainWindow
 from .style import load_stylesheet
 
 
-def run_window(args: argparse.Namespace) -> int:
+def run_window(args: argparse.Namespace, *, loader: Loader | None = None,
+               on_window: Callable[[MainWindow], object] | None = None) -> int:
+    """`loader` (model source -> Engine) replaces Engine.load, and `on_window` gets the window
+    before the loop runs: end-to-end tests run the real app so (tests/ui/tiny_app.py)."""
     app = make_app(sys.argv[:1])
     app.setStyleSheet(load_stylesheet())
     loop = make_loop(app)
-    ctx = AppContext.create(bridge=test_hooks.tiny_bridge())
+    ctx = AppContext.create(bridge=EngineBridge(loader) if loader is not None else None)
     ctx.history = HistorySync.open(args.db)
     ctx.store = ctx.history.store
     window = MainWindow(ctx)
-    test_hooks.install_autosend(window)  # test-only; does nothing unless its variable is set
+    if on_window is not None:
+        on_window(window)
     install_excepthook(lambda: window)
     window.shutdown_finished.connect(app.quit)
     window.show()
