@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .engine_bridge import EngineBridge
 from .history.sync import HistorySync
 from .settings import Settings
+from .storage import SafeStore
 
 
 @dataclass
 class AppContext:
     settings: Settings
     bridge: EngineBridge
-    store: Any = None  # the history store (app.storage.SafeStore) once the app saves chats
+    store: SafeStore | None = None  # the history store, once the app saves chats
     history: HistorySync | None = None  # keeps `store` in step with the tabs (app.history.sync)
 
     @classmethod
