@@ -5,15 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import threading
 import traceback
-from collections import deque
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 import qasync
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 log = logging.getLogger(__name__)
@@ -25,40 +23,6 @@ def make_app(argv: list[str] | None = None) -> QApplication:
     app.setOrganizationName("BatchChat")
     app.setQuitOnLastWindowClosed(False)  # the window quits after the engine shut down
     return app  # type: ignore[return-value]
-
-
-_WAKE = QEvent.Type(QEvent.registerEventType())
-
-
-class _Waker(QObject):
-    """Brings callbacks from other threads to the loop with a posted event."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
-        self._loop = loop
-        self._lock = threading.Lock()
-        self._pending: deque[tuple[Callable[..., Any], tuple[Any, ...], Any]] = deque()
-        self._posted = False
-
-    def post(self, callback: Callable[..., Any], args: tuple[Any, ...], context: Any) -> None:
-        with self._lock:
-            self._pending.append((callback, args, context))
-            if self._posted:
-                return
-            self._posted = True
-        QCoreApplication.postEvent(self, QEvent(_WAKE))
-
-    def event(self, event: QEvent) -> bool:
-        if event.type() != _WAKE:
-            return super().event(event)
-        with self._lock:
-            items = list(self._pending)
-            self._pending.clear()
-            self._posted = False
-        if not self._loop.is_closed():
-            for callback, args, context in items:
-                self._loop.call_soon(callback, *args, context=context)
-        return True
 
 
 class _Handle(asyncio.Handle):
@@ -79,23 +43,8 @@ class _Handle(asyncio.Handle):
 
 
 class QtLoop(qasync.QEventLoop):
-    """qasync's loop, with `call_soon_threadsafe` done by `QCoreApplication.postEvent`.
-
-    qasync emits a Python-side Qt signal per call, and in PySide 6.12 every
-    `SignalInstance.emit()` from Python returns `True` without taking a reference: the
-    engine hands over events once per tick, so `True`'s refcount would run down to zero
-    and the interpreter abort ("bool_dealloc") after a long session. A posted event has no
-    such leak, and bursts from the engine thread coalesce into one wake-up. Callbacks also
-    see this loop as running even when Qt dispatches them outside `run_forever`.
-    """
-
-    def __init__(self, app: QApplication | None = None) -> None:
-        super().__init__(app)
-        self._waker = _Waker(self)
-
-    def call_soon_threadsafe(self, callback: Callable[..., Any], *args: Any,
-                             context: Any = None) -> None:
-        self._waker.post(callback, args, context)
+    """qasync's loop, whose callbacks see it as running even when Qt dispatches them outside
+    `run_forever` (nested dialog loops, pytest-qt's processEvents)."""
 
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any,
                    context: Any = None) -> Any:

@@ -18,7 +18,6 @@ from app.context import AppContext
 from app.conversation import Conversation
 from app.engine_bridge import check_params
 
-from ..signals import emit
 from .input_box import InputBox
 from .message_view import MessageList
 from .settings_panel import CUSTOM, SettingsPanel
@@ -185,7 +184,7 @@ class ChatTab(QWidget):
         self.send_button.style().unpolish(self.send_button)
         self.send_button.style().polish(self.send_button)
         self._update_buttons()
-        emit(self.busy_changed, busy)
+        self.busy_changed.emit(busy)
 
     def _update_buttons(self) -> None:
         self.regenerate_button.setEnabled(self.conversation.can_regenerate)

@@ -27,7 +27,6 @@ from app.simulator.config import SimConfigError
 from app.simulator.export_run import format_for, run_for_export, write_run
 from app.simulator.run import SimRow, SimulationRun
 
-from ..signals import emit
 from .config_form import ConfigForm
 from .results_table import ResultsModel, make_results_view
 from .summary_view import SummaryView
@@ -205,7 +204,7 @@ class SimulatorPanel(QWidget):
             self._timer.stop()
             self._update_buttons()
             self._show_progress()
-            emit(self.run_finished)
+            self.run_finished.emit()
 
     def _on_sent(self, row: SimRow) -> None:
         self.results.add(row)
