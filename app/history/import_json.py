@@ -13,7 +13,7 @@ from typing import Any
 
 from app.storage import (
     Message,
-    RequestStats,
+    RequestStatsRecord,
     Session,
     SimResult,
     SimRun,
@@ -63,7 +63,7 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
     runs = [(SimRun.from_dict(_without(r, "results")),
              [SimResult.from_dict(x) for x in r.get("results", [])])
             for r in doc.get("sim_runs", [])]
-    requests = [RequestStats.from_dict(r) for r in doc.get("request_stats", [])]
+    requests = [RequestStatsRecord.from_dict(r) for r in doc.get("request_stats", [])]
     snapshots = [StatsSnapshot.from_dict(s) for s in doc.get("stats_snapshots", [])]
 
     report = ImportReport()
