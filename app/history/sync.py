@@ -122,7 +122,7 @@ class HistorySync:
         for event, fn in (
             (conv.added, lambda i: self._on_added(t, i)),
             (conv.delta, lambda i, _text: self._on_delta(t, i)),
-            (conv.changed, lambda i: self._on_finished(t, i)),
+            (conv.reply_finished, lambda i: self._on_finished(t, i)),
             (conv.reset, lambda: self._on_reset(t)),
             (conv.meta_changed, lambda: self._later(("meta", conv.session_id),
                                                     self.meta_delay_s,
