@@ -103,9 +103,6 @@ class HistorySync:
         self._loaded[session_id] = loaded
         return convert.conversation(loaded, bridge)
 
-    def is_attached(self, session_id: str) -> bool:
-        return session_id in self._tracked
-
     # -- tabs ---------------------------------------------------------------------------
     def attach(self, conv: Conversation, position: int) -> None:
         """A tab shows `conv` now: save (or reopen) its session and follow its changes."""
