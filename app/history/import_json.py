@@ -8,6 +8,7 @@ Everything happens in one transaction: a bad file adds nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,7 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
     report = ImportReport()
     with store.adding_new() as rows:
 
-        def add(records: list[Record]) -> None:
+        def add(records: Sequence[Record]) -> None:
             if records:
                 added = rows.add(records)
                 report.count(records[0].TABLE, True, added)

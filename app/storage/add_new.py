@@ -29,7 +29,7 @@ class NewRows:
         existing = self._existing(table)
         new = [r for r in records if r.id not in existing]
         if new:
-            self._db[table].insert_all([r.to_row() for r in new])
+            self._db.table(table).insert_all([r.to_row() for r in new])
             existing.update(r.id for r in new)
         return len(new)
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # mlx loads only after prepare() (it may re-execute with Open
     from ui.main_window import MainWindow
 
 AUTOSEND_ENV = "BATCHCHAT_TEST_AUTOSEND"
-GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+GREEDY: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
           "repetition_penalty": 1.0, "seed": None, "stop": []}
 
 
