@@ -8,7 +8,7 @@ object, and PySide6 6.12 gives back references it never took:
   `call_soon_threadsafe` (a signal emitted once per engine tick, from the engine thread),
   pyqtgraph's internal signals;
 * each time C++ calls a Python override of a void virtual (paintEvent, showEvent, hideEvent,
-  QGraphicsItem.paint, qasync's timerEvent, ...) one reference to None is lost.
+  QGraphicsItem.paint, ...) one reference to None is lost.
 
 A fresh process holds about 600 references to True and 5,000 to None; streaming replies and
 redrawing charts (about 150 lost per stats-chart redraw) run one of them down to zero within
