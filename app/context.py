@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .engine_bridge import EngineBridge
-from .history_sync import HistorySync
+from .history.sync import HistorySync
 from .settings import Settings
+from .storage import SafeStore
 
 
 @dataclass
 class AppContext:
     settings: Settings
     bridge: EngineBridge
-    store: Any = None  # the history store (app.storage.SafeStore) once the app saves chats
-    history: HistorySync | None = None  # keeps `store` in step with the tabs (app.history_sync)
+    store: SafeStore | None = None  # the history store, once the app saves chats
+    history: HistorySync | None = None  # keeps `store` in step with the tabs (app.history.sync)
 
     @classmethod
     def create(cls, settings: Settings | None = None,

@@ -40,8 +40,9 @@ FINISH_NOTES = {
 
 class Conversation:
     """Events: `reset()` (message list replaced or truncated), `added(index)`,
-    `delta(index, text)`, `changed(index)`, `busy_changed(bool)`, `notice(text)`,
-    `meta_changed()` (title, system prompt, settings or preset)."""
+    `delta(index, text)`, `reply_finished(index)` (the reply has its stats and finish
+    reason), `busy_changed(bool)`, `notice(text)`, `meta_changed()` (title, system prompt,
+    settings or preset)."""
 
     def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
                  params: dict[str, Any] | None = None, session_id: str | None = None,
@@ -57,7 +58,7 @@ class Conversation:
         self.generation: Generation | None = None
         self.generations: list[Generation] = []  # every reply started here, oldest first
         self.reset, self.added, self.delta = Event(), Event(), Event()
-        self.changed, self.busy_changed, self.notice = Event(), Event(), Event()
+        self.reply_finished, self.busy_changed, self.notice = Event(), Event(), Event()
         self.meta_changed = Event()
 
     @property
@@ -162,7 +163,7 @@ class Conversation:
         msg.finish_reason = gen.finish_reason
         msg.error = gen.error
         self.generation = None
-        self.changed.emit(index)
+        self.reply_finished.emit(index)
         self.busy_changed.emit(False)
         if gen.finish_reason == "error":
             self.notice.emit(f"Engine error: {gen.error or 'unknown'}")

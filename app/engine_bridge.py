@@ -1,5 +1,6 @@
 """The app's one engine client: loads the model off the UI thread, submits, cancels, and
 coalesces token deltas so views update at most once per frame however many requests stream.
+The load simulator goes through it too (`streams`: the engine's own streams, uncoalesced).
 
 Imports no Qt, and the engine (hence mlx) only lazily, so `ui` never pulls in mlx. It runs
 on whatever asyncio loop is current (qasync's, in the app), so a frame is a
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .events import Event
 
 if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
-    from engine import Engine, EngineConfig, EngineStats, RequestStream
+    from engine import Engine, EngineConfig, EngineStats, Priority, RequestStream, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ class EngineBridge:
 
     def __init__(self, loader: Loader | None = None, frame_s: float = 0.016) -> None:
         self.loader = loader or default_loader()
+        self.streams = StreamClient(self)
         self.frame_s = frame_s
         self.state = BridgeState.EMPTY
         self.message = ""
@@ -250,6 +252,28 @@ class EngineBridge:
     def stats(self) -> EngineStats | None:
         return self.engine.stats() if self.engine is not None else None
 
+    # -- concurrency limit (the load simulator sets it for a run) ----------------------------
+    @property
+    def max_concurrent(self) -> int | None:
+        """How many requests the engine runs at once (None: no model)."""
+        return self.engine.max_concurrent if self.engine is not None else None
+
+    @property
+    def max_concurrent_limit(self) -> int | None:
+        """The highest `set_max_concurrent` accepts (None: no model)."""
+        if self.engine is None:
+            return None
+        # Engine.set_max_concurrent's bound: every running sequence needs one token of the
+        # tick's budget, and prefill keeps at least min_prefill_tokens.
+        config = self.engine.config
+        return config.max_token_budget - config.min_prefill_tokens
+
+    def set_max_concurrent(self, n: int) -> None:
+        """Change the limit (ValueError if out of range). Without a model there is nothing
+        to change: the next one starts with its own limit."""
+        if self.engine is not None:
+            self.engine.set_max_concurrent(n)
+
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         return self._loop or asyncio.get_event_loop()
 
@@ -291,6 +315,38 @@ class EngineBridge:
             if gen.is_finished:
                 self._active.pop(gen.request_id, None)
         self.frame.emit()
+
+
+class StreamClient:
+    """Requests to the engine the bridge serves, answered with the engine's own streams (no
+    per-frame coalescing): the load simulator times every token. Shaped as the Engine is for
+    engine.workload (`submit`, `max_concurrent`, `set_max_concurrent`)."""
+
+    def __init__(self, bridge: EngineBridge) -> None:
+        self._bridge = bridge
+
+    def submit(self, messages: Sequence[Mapping[str, str]], *,
+               params: SamplingParams | Mapping[str, Any] | None = None,
+               priority: Priority | str = "interactive",
+               tag: str | None = None) -> RequestStream:
+        """Refusals raise the engine's errors (EngineStopped while no model is serving)."""
+        return self._engine().submit(messages=messages, params=params, priority=priority,
+                                     tag=tag)
+
+    @property
+    def max_concurrent(self) -> int:
+        return self._engine().max_concurrent
+
+    def set_max_concurrent(self, n: int) -> None:
+        self._bridge.set_max_concurrent(n)
+
+    def _engine(self) -> Engine:
+        engine = self._bridge.engine
+        if engine is None:
+            from engine import EngineStopped
+
+            raise EngineStopped(self._bridge._not_ready_reason())
+        return engine
 
 
 async def _in_thread(fn: Loader, arg: str) -> Engine:

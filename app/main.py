@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
 
 from engine.blas import ensure_fast_blas
@@ -27,14 +26,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()  # before MLX loads: re-executes with OpenBLAS preloaded on Linux CPU
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    args = prepare(argv)
     if args.cli or not _can_show_window():
         if not args.cli:
             print("No display found: starting the terminal chat (--cli).", file=sys.stderr)
         return run_cli(args)
+    from ui.startup import run_window  # Qt and the widgets load only for the window
+
     return run_window(args)
+
+
+def prepare(argv: list[str] | None = None) -> argparse.Namespace:
+    """What every start does first: the arguments, and logging."""
+    ensure_fast_blas()  # before MLX loads: re-executes with OpenBLAS preloaded on Linux CPU
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return args
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -44,33 +51,6 @@ def run_cli(args: argparse.Namespace) -> int:
     params = SamplingParams(temperature=args.temperature, top_p=0.95,
                             max_tokens=args.max_tokens)
     asyncio.run(chat(args.model or "bundled", params))
-    return 0
-
-
-def run_window(args: argparse.Namespace) -> int:
-    from app import test_hooks
-    from app.context import AppContext
-    from app.history_sync import HistorySync
-    from app.loop import install_excepthook, make_app, make_loop
-    from ui.main_window import MainWindow
-    from ui.style import load_stylesheet
-
-    app = make_app(sys.argv[:1])
-    app.setStyleSheet(load_stylesheet())
-    loop = make_loop(app)
-    ctx = AppContext.create(bridge=test_hooks.tiny_bridge())
-    ctx.history = HistorySync.open(args.db)
-    ctx.store = ctx.history.store
-    window = MainWindow(ctx)
-    test_hooks.install_autosend(window)  # test-only; does nothing unless its variable is set
-    install_excepthook(lambda: window)
-    window.shutdown_finished.connect(app.quit)
-    window.show()
-    signal.signal(signal.SIGINT, lambda *_: window.close())  # Ctrl+C: the same clean exit
-    with loop:
-        window.load_model(args.model or ctx.settings.model)
-        loop.run_forever()
-    ctx.history.close()  # last try at anything still unsaved (logged if it fails)
     return 0
 
 

@@ -22,12 +22,11 @@ from app.conversation import Conversation
 from app.engine_bridge import BridgeState
 
 from .chat.chat_tab import ChatTab
-from .history_controller import HistoryController
+from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
-from .signals import emit
 from .simulator import SimulatorDock
-from .stats_panel import StatsDock
+from .stats.panel import StatsDock
 
 BUSY_MARK = "● "
 
@@ -269,4 +268,4 @@ class MainWindow(QMainWindow):
             self.ctx.bridge.state_changed.disconnect(self._on_state)
             self._closed = True
             self.close()
-            emit(self.shutdown_finished)
+            self.shutdown_finished.emit()

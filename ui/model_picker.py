@@ -15,8 +15,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .signals import emit
-
 
 class ModelPickerDialog(QDialog):
     """Non-blocking: call `open()`; `chosen(source)` fires on OK."""
@@ -59,7 +57,7 @@ class ModelPickerDialog(QDialog):
         if not source:
             return
         super().accept()
-        emit(self.chosen, source)
+        self.chosen.emit(source)
 
     def _bundled(self) -> None:
         self.source.setText("bundled")

@@ -12,10 +12,13 @@ import json
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import SimConfig, SimConfigError
-from .run import SimRow, SimulationRun
+from .run import LoadTarget, SimRow, SimulationRun
+
+if TYPE_CHECKING:
+    from app.storage import Store
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,7 +69,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     return cfg.validate()
 
 
-async def simulate(engine: Any, cfg: SimConfig, store: Any = None, *,
+async def simulate(engine: LoadTarget, cfg: SimConfig, store: Store | None = None, *,
                    quiet: bool = False) -> SimulationRun:
     """Run one simulation on a started engine; Ctrl+C stops it cleanly (all accounted)."""
     run = SimulationRun(engine, cfg, store)

@@ -1,8 +1,9 @@
 """One simulation run: drives engine.workload against a live engine, keeps every request
 accounted for, and saves the run, each result as it completes, and the summary.
 
-Qt-free: the simulator panel and the CLI both use it. Simulated requests go in at
-background priority, so chat tabs (interactive) are always scheduled first.
+Qt-free: the simulator panel (through the app's EngineBridge) and the CLI (on an Engine)
+both use it. Simulated requests go in at background priority, so chat tabs (interactive)
+are always scheduled first.
 """
 
 from __future__ import annotations
@@ -10,16 +11,36 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.events import Event
 from app.storage.records import SimResult, SimRun, utc_now
 
 from .config import SimConfig
 
+if TYPE_CHECKING:  # the engine (and mlx) loads only when a run starts
+    from app.storage import SafeStore, Store
+    from engine import Priority, RequestStream, SamplingParams
+    from engine.workload import RequestResult
+
 TAG_PREFIX = "sim"  # request tags are "sim-<run>-<n>": never "tab-", so the stats panel
 #                     lists them as "simulation"
+
+
+class LoadTarget(Protocol):
+    """What a run sends requests to: an Engine (the headless CLI) or the app's
+    `EngineBridge.streams` (the simulator panel)."""
+
+    @property
+    def max_concurrent(self) -> int: ...
+
+    def set_max_concurrent(self, n: int) -> None: ...
+
+    def submit(self, messages: Sequence[Mapping[str, str]], *,
+               params: SamplingParams | Mapping[str, Any] | None = None,
+               priority: Priority | str = ..., tag: str | None = None) -> RequestStream: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +64,9 @@ class SimulationRun:
     """Events: `sent(row)` when a request goes out, `completed(row)` when it ends,
     `finished(summary)` once the run is over (normally or stopped)."""
 
-    def __init__(self, engine: Any, config: SimConfig, store: Any = None,
-                 title: str | None = None) -> None:
-        self.engine = engine
+    def __init__(self, target: LoadTarget, config: SimConfig,
+                 store: SafeStore | Store | None = None, title: str | None = None) -> None:
+        self.target = target
         self.config = config.validate()
         self.store = store  # a SafeStore (app) or Store (CLI), or None to keep nothing
         self.seed = (config.seed if config.seed is not None
@@ -55,7 +76,7 @@ class SimulationRun:
         self.sent = Event()
         self.completed = Event()
         self.finished = Event()
-        self.results: list[Any] = []  # engine.workload.RequestResult, appended as each is sent
+        self.results: list[RequestResult] = []  # appended as each request is sent
         self.summary: dict[str, Any] | None = None
         self.stopped = False
         self._stop = asyncio.Event()
@@ -90,13 +111,13 @@ class SimulationRun:
         prompts = cfg.prompt_set()
         previous_limit = None
         if cfg.max_concurrent is not None:
-            previous_limit = self.engine.max_concurrent
-            self.engine.set_max_concurrent(cfg.max_concurrent)
+            previous_limit = self.target.max_concurrent
+            self.target.set_max_concurrent(cfg.max_concurrent)
         self._write("save_sim_run", self.record)
         self._t0 = time.perf_counter()
         try:
             results, wall = await run_workload(
-                self.engine, prompts.expand, cfg.gaps(self.seed), cfg.num_requests,
+                self.target, prompts.expand, cfg.gaps(self.seed), cfg.num_requests,
                 lambda i, rng: SamplingParams.from_dict(cfg.sampling_for(rng)),
                 priority="background", cancel_probability=cfg.cancel_probability,
                 seed=self.seed, tag=f"{TAG_PREFIX}-{self.record.id[:8]}",
@@ -105,7 +126,7 @@ class SimulationRun:
             )
         finally:
             if previous_limit is not None:
-                self.engine.set_max_concurrent(previous_limit)
+                self.target.set_max_concurrent(previous_limit)
         self.summary = summarize_run(results, wall, stopped=self.stopped)
         self.record.summary = self.summary
         self.record.ended_at = utc_now()
@@ -114,11 +135,11 @@ class SimulationRun:
         return self.summary
 
     # -- callbacks from the workload ------------------------------------------------------
-    def _on_send(self, result: Any) -> None:
+    def _on_send(self, result: RequestResult) -> None:
         self.results.append(result)
         self.sent.emit(row_of(result))
 
-    def _on_result(self, result: Any) -> None:
+    def _on_result(self, result: RequestResult) -> None:
         row = row_of(result)
         self._write("add_sim_results", [SimResult(
             sim_run_id=self.record.id, seq=result.index, prompt=result.prompt,
@@ -133,13 +154,13 @@ class SimulationRun:
             getattr(self.store, method)(*args)
 
 
-def decode_rate(result: Any) -> float | None:
+def decode_rate(result: RequestResult) -> float | None:
     """Tokens/s after the first token (1 / TPOT), as the chat tabs report it."""
     tpot = result.tpot_s
     return 1.0 / tpot if tpot else None
 
 
-def row_of(result: Any) -> SimRow:
+def row_of(result: RequestResult) -> SimRow:
     return SimRow(
         index=result.index, prompt=result.prompt, reply=result.text,
         prompt_tokens=result.prompt_tokens, output_tokens=result.output_tokens,
@@ -149,7 +170,8 @@ def row_of(result: Any) -> SimRow:
     )
 
 
-def summarize_run(results: list[Any], wall_s: float, *, stopped: bool) -> dict[str, Any]:
+def summarize_run(results: list[RequestResult], wall_s: float, *,
+                  stopped: bool) -> dict[str, Any]:
     """engine.workload.summarize, plus what a saved run needs to redraw its chart."""
     from engine.workload import summarize
 

@@ -14,7 +14,7 @@ from app.storage.records import (
     LoadedSession,
     LoadedSimRun,
     Message,
-    RequestStats,
+    RequestStatsRecord,
     SearchHit,
     Session,
     SessionSummary,
@@ -28,7 +28,7 @@ from app.storage.safe_store import SafeStore
 from app.storage.store import Store
 
 __all__ = [
-    "LoadedSession", "LoadedSimRun", "Message", "RequestStats", "SafeStore",
+    "LoadedSession", "LoadedSimRun", "Message", "RequestStatsRecord", "SafeStore",
     "SchemaTooNewError", "SearchHit", "Session", "SessionSummary", "SimResult", "SimRun",
     "StatsSnapshot", "StorageError", "Store", "new_id", "utc_now",
 ]

@@ -108,7 +108,7 @@ class Message(Record):
 
 
 @dataclass(slots=True)
-class RequestStats(Record):
+class RequestStatsRecord(Record):
     """The engine's numbers for one finished request (chat or simulation)."""
 
     TABLE: ClassVar[str] = "request_stats"

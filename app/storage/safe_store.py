@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.storage.errors import StorageError
-from app.storage.records import Message, RequestStats, Session, SimResult, SimRun, StatsSnapshot
+from app.storage.records import (
+    Message,
+    RequestStatsRecord,
+    Session,
+    SimResult,
+    SimRun,
+    StatsSnapshot,
+)
 from app.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -86,7 +93,7 @@ class SafeStore:
     def delete_message(self, message_id: str) -> bool:
         return self._submit("delete_message", message_id)
 
-    def record_request_stats(self, stats: RequestStats) -> bool:
+    def record_request_stats(self, stats: RequestStatsRecord) -> bool:
         return self._submit("record_request_stats", copy.copy(stats))
 
     def add_stats_snapshot(self, snapshot: StatsSnapshot) -> bool:

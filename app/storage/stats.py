@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from app.storage.base import StoreBase
-from app.storage.records import RequestStats, StatsSnapshot
+from app.storage.records import RequestStatsRecord, StatsSnapshot
 
 
 class StatsMixin(StoreBase):
-    def record_request_stats(self, stats: RequestStats) -> None:
+    def record_request_stats(self, stats: RequestStatsRecord) -> None:
         # Upsert on its own id, so a retried write cannot duplicate the row.
         self.upsert("request_stats", stats.to_row())
 
@@ -16,7 +16,7 @@ class StatsMixin(StoreBase):
 
     def list_request_stats(
         self, session_id: str | None = None, sim_run_id: str | None = None
-    ) -> list[RequestStats]:
+    ) -> list[RequestStatsRecord]:
         """Oldest first; filter by session or simulation run if given."""
         wheres, args = [], []
         if session_id is not None:
@@ -28,7 +28,7 @@ class StatsMixin(StoreBase):
         with self.reading() as db:
             rows = db["request_stats"].rows_where(
                 " AND ".join(wheres) or None, args, order_by="finished_at, id")
-            return [RequestStats.from_row(r) for r in rows]
+            return [RequestStatsRecord.from_row(r) for r in rows]
 
     def list_stats_snapshots(self, since: str | None = None) -> list[StatsSnapshot]:
         """Oldest first; since is a UTC ISO timestamp (inclusive)."""

@@ -11,6 +11,7 @@ from sqlite_utils import Database
 
 from app.paths import db_path
 from app.storage import db as dbfile
+from app.storage.add_new import AddNewMixin
 from app.storage.errors import StorageError, translate
 from app.storage.messages import MessagesMixin
 from app.storage.migrations import check_not_newer, has_pending, migrate, schema_version
@@ -20,7 +21,8 @@ from app.storage.sim_runs import SimRunsMixin
 from app.storage.stats import StatsMixin
 
 
-class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin):
+class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
+            AddNewMixin):
     """Every write is one transaction and touches only its own rows.
 
     Errors come out as StorageError (str() is a message for the user). Not

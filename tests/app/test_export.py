@@ -3,7 +3,7 @@ import io
 import json
 from pathlib import Path
 
-from app.export import (
+from app.history.export import (
     export_all,
     request_stats_to_csv,
     session_to_json,
@@ -15,7 +15,7 @@ from app.export import (
     stats_to_json,
     write_atomic,
 )
-from app.storage import Message, RequestStats, SimResult, SimRun, StatsSnapshot, Store
+from app.storage import Message, RequestStatsRecord, SimResult, SimRun, StatsSnapshot, Store
 
 from .conftest import add_chat
 
@@ -56,15 +56,15 @@ def test_session_json_parses_back_to_the_same_records(store: Store) -> None:
 
 
 def test_request_stats_csv_and_json() -> None:
-    rows = [RequestStats(request_id="a", prompt_tokens=3, ttft_s=0.25, finish_reason="stop"),
-            RequestStats(request_id="b", session_id="s")]
+    rows = [RequestStatsRecord(request_id="a", prompt_tokens=3, ttft_s=0.25, finish_reason="stop"),
+            RequestStatsRecord(request_id="b", session_id="s")]
     parsed = list(csv.DictReader(io.StringIO(request_stats_to_csv(rows))))
     assert [(r["request_id"], r["prompt_tokens"], r["ttft_s"], r["session_id"]) for r in parsed] \
         == [("a", "3", "0.25", ""), ("b", "", "", "s")]
     snaps = [StatsSnapshot({"active": 1, "tokens_per_s": 9.5}),
              StatsSnapshot({"active": 2, "peak_memory": 1024})]
     doc = json.loads(stats_to_json(rows, snaps))
-    assert [RequestStats.from_dict(r) for r in doc["request_stats"]] == rows
+    assert [RequestStatsRecord.from_dict(r) for r in doc["request_stats"]] == rows
     assert [StatsSnapshot.from_dict(s) for s in doc["stats_snapshots"]] == snaps
 
 
@@ -95,7 +95,7 @@ def test_export_all_contains_everything(store: Store) -> None:
     chat_with_code(store)
     run = SimRun(title="r")
     store.save_sim_run(run)
-    store.record_request_stats(RequestStats(request_id="q"))
+    store.record_request_stats(RequestStatsRecord(request_id="q"))
     store.add_stats_snapshot(StatsSnapshot({"active": 0}))
     doc = json.loads(json.dumps(export_all(store)))
     assert doc["format"] == "batchchat-export"

@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from app.export import export_all, export_all_json, session_to_json
-from app.import_json import import_document
+from app.history.export import export_all, export_all_json, session_to_json
+from app.history.import_json import import_document
 from app.storage import (
     Message,
-    RequestStats,
+    RequestStatsRecord,
     SimResult,
     SimRun,
     StatsSnapshot,
@@ -28,8 +28,9 @@ def fill(store: Store) -> None:
     run = SimRun(title="sim", config={"users": 2}, summary={"tps": 1.5})
     store.save_sim_run(run)
     store.add_sim_results([SimResult(sim_run_id=run.id, seq=i, prompt=f"p{i}") for i in range(2)])
-    store.record_request_stats(RequestStats(request_id="r", session_id=a.id, message_id=partial.id,
-                                            tokens_per_s=float("1e-3")))
+    store.record_request_stats(RequestStatsRecord(request_id="r", session_id=a.id,
+                                                  message_id=partial.id,
+                                                  tokens_per_s=float("1e-3")))
     store.add_stats_snapshot(StatsSnapshot({"active": 1, "nested": {"k": [1, 2]}}))
 
 

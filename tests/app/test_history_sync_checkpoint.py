@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from app.conversation import Conversation
-from app.history_sync import HistorySync
+from app.history.sync import HistorySync
 
 from .history_sync_helpers import FAST, read_back, start_bridge, wait_until
 

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from app.storage import Message, RequestStats, Session, Store
+from app.storage import Message, RequestStatsRecord, Session, Store
 
 from .conftest import add_chat
 
@@ -53,7 +53,7 @@ def test_history_lists_most_recent_first_with_counts(store: Store) -> None:
 
 def test_delete_cascades_to_messages_and_keeps_request_stats(store: Store) -> None:
     gone, kept = add_chat(store, "gone"), add_chat(store, "kept")
-    store.record_request_stats(RequestStats(request_id="r1", session_id=gone.id))
+    store.record_request_stats(RequestStatsRecord(request_id="r1", session_id=gone.id))
     store.delete_session(gone.id)
     assert store.get_session(gone.id) is None
     assert store.db.execute("SELECT count(*) FROM messages WHERE session_id = ?",

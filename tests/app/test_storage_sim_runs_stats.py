@@ -1,4 +1,4 @@
-from app.storage import RequestStats, SimResult, SimRun, StatsSnapshot, Store
+from app.storage import RequestStatsRecord, SimResult, SimRun, StatsSnapshot, Store
 
 
 def test_sim_run_with_results_round_trips_and_deletes_with_cascade(store: Store) -> None:
@@ -14,7 +14,7 @@ def test_sim_run_with_results_round_trips_and_deletes_with_cascade(store: Store)
     loaded = store.load_sim_run(run.id)
     assert loaded.run == run
     assert [r.prompt for r in loaded.results] == ["p0", "p1"]
-    store.record_request_stats(RequestStats(request_id="x", sim_run_id=run.id))
+    store.record_request_stats(RequestStatsRecord(request_id="x", sim_run_id=run.id))
     store.delete_sim_run(run.id)
     assert store.list_sim_runs() == []
     assert store.db["sim_results"].count == 0
@@ -22,8 +22,8 @@ def test_sim_run_with_results_round_trips_and_deletes_with_cascade(store: Store)
 
 
 def test_request_stats_filter_and_snapshots_in_time_order(store: Store) -> None:
-    store.record_request_stats(RequestStats(request_id="a", ttft_s=0.5, finish_reason="stop"))
-    store.record_request_stats(RequestStats(request_id="b", sim_run_id=None))
+    store.record_request_stats(RequestStatsRecord(request_id="a", ttft_s=0.5, finish_reason="stop"))
+    store.record_request_stats(RequestStatsRecord(request_id="b", sim_run_id=None))
     assert [r.request_id for r in store.list_request_stats()] == ["a", "b"]
     late = StatsSnapshot({"active": 2, "tokens_per_s": 88.0}, taken_at="2025-01-02T00:00:00")
     early = StatsSnapshot({"active": 1}, taken_at="2025-01-01T00:00:00")

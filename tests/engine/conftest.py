@@ -1,29 +1,11 @@
+"""Helpers for the engine tests (the `tiny` and `make_engine` fixtures are in tests/conftest.py)."""
+
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import mlx.core as mx
-import pytest
 from mlx_lm.generate import generate_step
 
-from engine import Engine, EngineConfig
-from tests.tiny_model import TinyModel, make_tiny_model
-
-
-@pytest.fixture(scope="session")
-def tiny() -> TinyModel:
-    return make_tiny_model()
-
-
-@pytest.fixture
-def make_engine(tiny: TinyModel) -> Callable[..., Engine]:
-    def build(eos: list[int] | None = None, context_length: int | None = None,
-              **config) -> Engine:
-        return Engine(tiny.model, tiny.tokenizer, eos_token_ids=eos or [],
-                      context_length=context_length or tiny.context_length,
-                      config=EngineConfig(**config))
-
-    return build
+from engine import Engine
 
 
 def reference_tokens(model, prompt: list[int], n: int, **kwargs) -> list[int]:

@@ -22,10 +22,9 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.context import AppContext  # noqa: E402
 from app.engine_bridge import EngineBridge  # noqa: E402
-from app.loop import make_loop  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from engine import Engine, EngineConfig  # noqa: E402
-from tests.tiny_model import TinyModel, make_tiny_model  # noqa: E402
+from engine import Engine  # noqa: E402
+from ui.event_loop import make_loop  # noqa: E402
 
 # Greedy, no end token: every reply runs to max_tokens, so tests know when it ends.
 FAST = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
@@ -40,11 +39,6 @@ def _collect_qt_garbage() -> Iterator[None]:
     gc.collect()
 
 
-@pytest.fixture(scope="session")
-def tiny() -> TinyModel:
-    return make_tiny_model()
-
-
 @pytest.fixture
 def loop(qapp: Any) -> Iterator[qasync.QEventLoop]:
     qapp.setQuitOnLastWindowClosed(False)  # as the app: closing the window must not exit()
@@ -57,17 +51,6 @@ def loop(qapp: Any) -> Iterator[qasync.QEventLoop]:
         loop.run_until_complete(asyncio.wait(pending, timeout=2))
     loop.close()
     asyncio.set_event_loop(None)
-
-
-@pytest.fixture
-def make_engine(tiny: TinyModel) -> Callable[..., Engine]:
-    def build(context_length: int | None = None, **config: Any) -> Engine:
-        config.setdefault("max_concurrent", 16)
-        return Engine(tiny.model, tiny.tokenizer, eos_token_ids=[],
-                      context_length=context_length or tiny.context_length,
-                      config=EngineConfig(**config), description="tiny test model")
-
-    return build
 
 
 @pytest.fixture
@@ -133,7 +116,7 @@ class HistoryApp:
         self.history: Any = None
 
     def start(self, **sync_options: float) -> Any:
-        from app.history_sync import HistorySync
+        from app.history.sync import HistorySync
         from ui.main_window import MainWindow
 
         bridge = EngineBridge(loader=lambda source: self.make_engine())

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QApplication
 
-from app.loop import LagProbe
+from tests.ui.lag_probe import LagProbe
 from ui.main_window import MainWindow
 
 PROMPTS = [
@@ -92,8 +92,8 @@ def main() -> None:
     args = p.parse_args()
 
     from app.context import AppContext
-    from app.loop import make_app, make_loop
     from app.settings import Settings
+    from ui.event_loop import make_app, make_loop
     from ui.style import load_stylesheet
 
     app = make_app(["lag_run"])

@@ -29,8 +29,8 @@ def main() -> None:
     from PySide6.QtCore import Qt
 
     from app.context import AppContext
-    from app.loop import make_app, make_loop
     from app.settings import Settings
+    from ui.event_loop import make_app, make_loop
     from ui.main_window import MainWindow
     from ui.style import load_stylesheet
 

@@ -7,7 +7,7 @@ import json
 
 from PySide6.QtCore import Qt
 
-from app.export import export_all
+from app.history.export import export_all
 from app.storage import SimResult, SimRun
 from tests.ui.conftest import run_until
 from tests.ui.history_checks import stored

@@ -39,10 +39,11 @@ def read_messages(db: Path) -> list[tuple]:
 def test_sigkill_mid_reply_loses_only_the_last_seconds(tmp_path: Path) -> None:
     db = tmp_path / "h.db"
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONUNBUFFERED="1",
-               BATCHCHAT_DATA_DIR=str(tmp_path / "data"), BATCHCHAT_TEST_TINY_MODEL="1",
+               BATCHCHAT_DATA_DIR=str(tmp_path / "data"),
                BATCHCHAT_TEST_AUTOSEND=json.dumps([["first question", 20],
                                                    ["second question", 15000]]))
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--db", str(db)], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.ui.tiny_app", "--db", str(db)],
+                            cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), line.strip()))

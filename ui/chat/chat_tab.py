@@ -18,7 +18,6 @@ from app.context import AppContext
 from app.conversation import Conversation
 from app.engine_bridge import check_params
 
-from ..signals import emit
 from .input_box import InputBox
 from .message_view import MessageList
 from .settings_panel import CUSTOM, SettingsPanel
@@ -43,7 +42,7 @@ class ChatTab(QWidget):
         conv.reset.connect(lambda: self.messages.set_messages(conv.messages))
         conv.added.connect(lambda i: self.messages.add(i, conv.messages[i]))
         conv.delta.connect(lambda i, _text: self.messages.refresh(i))
-        conv.changed.connect(self.messages.refresh)
+        conv.reply_finished.connect(self.messages.refresh)
         conv.busy_changed.connect(self._on_busy)
         conv.notice.connect(self.show_notice)
         conv.added.connect(lambda _i: self._update_buttons())
@@ -185,7 +184,7 @@ class ChatTab(QWidget):
         self.send_button.style().unpolish(self.send_button)
         self.send_button.style().polish(self.send_button)
         self._update_buttons()
-        emit(self.busy_changed, busy)
+        self.busy_changed.emit(busy)
 
     def _update_buttons(self) -> None:
         self.regenerate_button.setEnabled(self.conversation.can_regenerate)

@@ -6,8 +6,6 @@ from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
-from ..signals import emit
-
 
 class InputBox(QPlainTextEdit):
     submitted = Signal(str)
@@ -27,11 +25,11 @@ class InputBox(QPlainTextEdit):
                 and not mods & Qt.KeyboardModifier.ShiftModifier:
             text = self.toPlainText()
             if text.strip():
-                emit(self.submitted, text)
+                self.submitted.emit(text)
             event.accept()
             return
         if key == Qt.Key.Key_Escape:
-            emit(self.escape_pressed)
+            self.escape_pressed.emit()
             event.accept()
             return
         super().keyPressEvent(event)

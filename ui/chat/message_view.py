@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
 
 from app.conversation import FINISH_NOTES, ChatMessage
 
-from ..signals import emit
 from .markdown_view import MarkdownView
 
 
@@ -58,7 +57,7 @@ class MessageWidget(QFrame):
             self.edit_button = QPushButton("Edit")
             self.edit_button.setObjectName("flatButton")
             self.edit_button.setToolTip("Edit this message and resend from here")
-            self.edit_button.clicked.connect(lambda: emit(self.edit_requested, self.index))
+            self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.index))
             header.addWidget(self.edit_button)
         else:
             copy = QPushButton("Copy")

@@ -21,7 +21,6 @@ from PySide6.QtWidgets import (
 
 from app.settings import Settings, normalize_params
 
-from ..signals import emit
 from ..widgets import double_box, int_box
 
 CUSTOM = "(custom)"
@@ -170,4 +169,4 @@ class SettingsPanel(QWidget):
         if self._loading:
             return
         self._fill_presets()
-        emit(self.changed)
+        self.changed.emit()

@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
 from app.simulator.config import SimConfig
 from app.simulator.templates import default_prompt_set
 
-from ..signals import emit
 from ..widgets import double_box, int_box
 
 ARRIVAL_CHOICES = (("Uniform gaps", "uniform"), ("Poisson", "poisson"), ("Bursts", "burst"))
@@ -207,7 +206,7 @@ class ConfigForm(QWidget):
     def _edited(self) -> None:
         self._show_relevant()
         if not self.signalsBlocked():
-            emit(self.changed)
+            self.changed.emit()
 
     def _show_relevant(self) -> None:
         arrival = self.arrival.currentData()

@@ -24,11 +24,10 @@ from PySide6.QtWidgets import (
 from app.context import AppContext
 from app.engine_bridge import BridgeState
 from app.simulator.config import SimConfigError
+from app.simulator.export_run import format_for, run_for_export, write_run
 from app.simulator.run import SimRow, SimulationRun
 
-from ..signals import emit
 from .config_form import ConfigForm
-from .export_run import format_for, run_for_export, write_run
 from .results_table import ResultsModel, make_results_view
 from .summary_view import SummaryView
 
@@ -121,12 +120,11 @@ class SimulatorPanel(QWidget):
         return out
 
     def _on_state(self, state: BridgeState, _message: str) -> None:
-        engine = self.ctx.bridge.engine
-        if state == BridgeState.READY and engine is not None and not self.is_running:
-            config = getattr(engine, "config", None)  # the most set_max_concurrent accepts
-            highest = (config.max_token_budget - config.min_prefill_tokens
-                       if config is not None else 4096)
-            self.form.set_engine_limits(engine.max_concurrent, highest)
+        bridge = self.ctx.bridge
+        current, highest = bridge.max_concurrent, bridge.max_concurrent_limit
+        if state == BridgeState.READY and current is not None and highest is not None \
+                and not self.is_running:
+            self.form.set_engine_limits(current, highest)
         elif state != BridgeState.READY and self.is_running and self.run is not None:
             self.run.stop()  # the engine is going away: end the run, everything counted
         self._update_buttons()
@@ -155,12 +153,11 @@ class SimulatorPanel(QWidget):
         except SimConfigError as exc:
             self.error.setText(str(exc))
             return False
-        engine = self.ctx.bridge.engine
-        if not self.ctx.bridge.is_ready or engine is None:
+        if not self.ctx.bridge.is_ready:
             self.error.setText("Load a model first.")
             return False
         self.error.clear()
-        run = SimulationRun(engine, cfg, self.ctx.store)
+        run = SimulationRun(self.ctx.bridge.streams, cfg, self.ctx.store)
         run.sent.connect(self._on_sent)
         run.completed.connect(self._on_completed)
         run.finished.connect(lambda summary: self.summary.show_summary(summary,
@@ -207,7 +204,7 @@ class SimulatorPanel(QWidget):
             self._timer.stop()
             self._update_buttons()
             self._show_progress()
-            emit(self.run_finished)
+            self.run_finished.emit()
 
     def _on_sent(self, row: SimRow) -> None:
         self.results.add(row)

@@ -10,7 +10,6 @@ from PySide6.QtWidgets import QHeaderView, QTableView, QWidget
 
 from app.simulator.run import SimRow
 
-from ..signals import emit
 from ..widgets import readonly_table
 
 COLUMNS = ("#", "Prompt", "Reply", "Tokens", "Finish", "Queue", "TTFT", "tok/s")
@@ -71,7 +70,7 @@ class ResultsModel(QAbstractTableModel):
             return
         self.rows[r] = row
         self._cells[r] = cells(row)
-        emit(self.dataChanged, self.index(r, 0), self.index(r, len(COLUMNS) - 1))
+        self.dataChanged.emit(self.index(r, 0), self.index(r, len(COLUMNS) - 1))
 
     # -- Qt model -----------------------------------------------------------------------
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008, N802 - Qt API

@@ -19,10 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..signals import pin_singletons
-from ..stats_charts import nice_ceiling
-
-pin_singletons()  # pyqtgraph loses references to None and True (see ui/signals.py)
+from ..stats.charts import nice_ceiling
 
 LATENCIES = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
 PERCENTILES = (("median", "p50"), ("p90", "p90"), ("p99", "p99"))

@@ -1,5 +1,5 @@
 """The history view (Ctrl+H): past sessions and simulation runs, search, open, delete,
-export and import. A non-modal dialog; the work itself is in app.history_files."""
+export and import. A non-modal dialog; the work itself is in app.history.files."""
 
 from __future__ import annotations
 
@@ -24,12 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import history_files as files
-from app.history_files import HistoryEntry
-from app.history_sync import HistorySync
+from app.history import files
+from app.history.files import HistoryEntry
+from app.history.sync import HistorySync
 from app.storage import StorageError
-
-from .signals import emit
 
 # (menu text, file filter, default suffix, action name, format)
 EXPORTS = (
@@ -157,7 +155,7 @@ class HistoryDialog(QDialog):
     def open_selected(self) -> None:
         entry = self.selected()
         if entry is not None and entry.kind == "session":
-            emit(self.open_requested, entry.id)
+            self.open_requested.emit(entry.id)
 
     def delete_selected(self) -> QMessageBox | None:
         """Ask first (a non-modal box); `delete_requested` fires on Yes."""
@@ -172,7 +170,7 @@ class HistoryDialog(QDialog):
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         yes = box.button(QMessageBox.StandardButton.Yes)
-        yes.clicked.connect(lambda: emit(self.delete_requested, entry.kind, entry.id))
+        yes.clicked.connect(lambda: self.delete_requested.emit(entry.kind, entry.id))
         box.finished.connect(lambda _r: setattr(self, "confirm_box", None))
         self.confirm_box = box
         box.open()  # never exec(): qasync runs this loop

@@ -12,10 +12,6 @@ from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
 
 from app.stats_model import Sample
 
-from .signals import pin_singletons
-
-pin_singletons()  # pyqtgraph loses references to None and True (see ui/signals.py)
-
 # key, title, colour
 SERIES = (
     ("tokens_per_s", "Tokens/s (engine window)", "#1a73e8"),

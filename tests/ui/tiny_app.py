@@ -1,9 +1,10 @@
-"""TEST-ONLY switches for end-to-end tests that run the real app process
-(tests/ui/test_history_sigkill.py). Never set them for real use.
+"""The real app on the tiny test model, for end-to-end tests (test_history_sigkill.py):
 
-BATCHCHAT_TEST_TINY_MODEL=1
-    Serve the tiny random-weight model from tests/tiny_model.py (source checkout only)
-    instead of loading a real one; it has no end token, so replies run to max_tokens.
+    python -m tests.ui.tiny_app --db PATH
+
+app.main's start-up and ui.startup's window, with the tiny random-weight model instead of a
+real one (it has no end token, so replies run to max_tokens). Options as `python -m app`.
+
 BATCHCHAT_TEST_AUTOSEND='[["prompt", max_tokens], ...]'
     Once the model is ready, send these in the current tab, each after the previous reply
     ended, greedy, and print progress lines to stdout:
@@ -14,36 +15,30 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from .engine_bridge import BridgeState, EngineBridge
+from app.engine_bridge import BridgeState
+from app.main import prepare
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # mlx loads only after prepare() (it may re-execute with OpenBLAS)
     from engine import Engine
     from ui.main_window import MainWindow
 
-TINY_ENV = "BATCHCHAT_TEST_TINY_MODEL"
 AUTOSEND_ENV = "BATCHCHAT_TEST_AUTOSEND"
-GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+GREEDY: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
           "repetition_penalty": 1.0, "seed": None, "stop": []}
 
 
-def tiny_bridge() -> EngineBridge | None:
-    """A bridge whose loader builds the tiny test model, if TINY_ENV is set."""
-    if not os.environ.get(TINY_ENV):
-        return None
+def load_tiny_engine(_source: str) -> Engine:
+    from engine import Engine, EngineConfig
+    from tests.tiny_model import make_tiny_model
 
-    def load(_source: str) -> Engine:
-        from engine import Engine, EngineConfig
-        from tests.tiny_model import make_tiny_model
-
-        tiny = make_tiny_model(context_length=16384)
-        return Engine(tiny.model, tiny.tokenizer, eos_token_ids=[],
-                      context_length=tiny.context_length,
-                      config=EngineConfig(max_concurrent=4), description="tiny test model")
-
-    return EngineBridge(loader=load)
+    tiny = make_tiny_model(context_length=16384)
+    return Engine(tiny.model, tiny.tokenizer, eos_token_ids=[],
+                  context_length=tiny.context_length,
+                  config=EngineConfig(max_concurrent=4), description="tiny test model")
 
 
 def install_autosend(window: MainWindow) -> None:
@@ -85,3 +80,14 @@ def install_autosend(window: MainWindow) -> None:
 
     bridge.state_changed.connect(on_state)
     bridge.frame.connect(on_frame)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = prepare(argv)
+    from ui.startup import run_window
+
+    return run_window(args, loader=load_tiny_engine, on_window=install_autosend)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

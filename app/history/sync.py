@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import history_convert as convert
-from .conversation import ChatMessage, Conversation
-from .engine_bridge import EngineBridge, Generation
-from .events import Event
-from .paths import db_path
-from .storage import LoadedSession, SafeStore, StorageError
+from app.conversation import ChatMessage, Conversation
+from app.engine_bridge import EngineBridge, Generation
+from app.events import Event
+from app.paths import db_path
+from app.storage import LoadedSession, SafeStore, StorageError
+
+from . import convert
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +103,6 @@ class HistorySync:
         self._loaded[session_id] = loaded
         return convert.conversation(loaded, bridge)
 
-    def is_attached(self, session_id: str) -> bool:
-        return session_id in self._tracked
-
     # -- tabs ---------------------------------------------------------------------------
     def attach(self, conv: Conversation, position: int) -> None:
         """A tab shows `conv` now: save (or reopen) its session and follow its changes."""
@@ -121,7 +119,7 @@ class HistorySync:
         for event, fn in (
             (conv.added, lambda i: self._on_added(t, i)),
             (conv.delta, lambda i, _text: self._on_delta(t, i)),
-            (conv.changed, lambda i: self._on_finished(t, i)),
+            (conv.reply_finished, lambda i: self._on_finished(t, i)),
             (conv.reset, lambda: self._on_reset(t)),
             (conv.meta_changed, lambda: self._later(("meta", conv.session_id),
                                                     self.meta_delay_s,

@@ -85,8 +85,8 @@ class StatsPanel(QWidget):
 
     def __init__(self, history_s: float, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        from .stats_charts import StatsCharts  # pyqtgraph loads with the first panel
-        from .stats_table import RequestTableModel, make_table_view
+        from .charts import StatsCharts  # pyqtgraph loads with the first panel
+        from .table import RequestTableModel, make_table_view
 
         self.values: dict[str, QLabel] = {}
         numbers = QWidget()

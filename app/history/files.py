@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from app.storage import SafeStore, SessionSummary, SimRun, Store
+
 from . import export
 from .import_json import ImportReport, import_document
-from .storage import SafeStore, SessionSummary, SimRun, Store
 
 Kind = Literal["session", "sim_run"]
 PathLike = str | os.PathLike[str]

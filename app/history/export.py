@@ -1,5 +1,5 @@
 """Export history: a session as Markdown or JSON, stats and simulation runs as CSV or
-JSON, everything as one JSON document (read back by app.import_json).
+JSON, everything as one JSON document (read back by app.history.import_json).
 
 The formatters take records, not a Store, so an unsaved in-memory session exports too.
 """
@@ -19,7 +19,7 @@ from app.storage import (
     LoadedSession,
     LoadedSimRun,
     Message,
-    RequestStats,
+    RequestStatsRecord,
     Session,
     SimResult,
     SimRun,
@@ -109,7 +109,8 @@ def session_to_json(loaded: LoadedSession) -> str:
                    "session": session_to_dict(loaded)})
 
 
-def stats_to_json(requests: Iterable[RequestStats], snapshots: Iterable[StatsSnapshot]) -> str:
+def stats_to_json(requests: Iterable[RequestStatsRecord],
+                  snapshots: Iterable[StatsSnapshot]) -> str:
     return _dumps({"format": STATS_FORMAT, "format_version": FORMAT_VERSION,
                    "request_stats": [r.to_dict() for r in requests],
                    "stats_snapshots": [s.to_dict() for s in snapshots]})
@@ -142,8 +143,8 @@ def _dumps(doc: dict[str, Any]) -> str:
 
 # --- CSV ----------------------------------------------------------------------------
 
-def request_stats_to_csv(rows: Iterable[RequestStats]) -> str:
-    return _csv(list(RequestStats.__dataclass_fields__), [r.to_dict() for r in rows])
+def request_stats_to_csv(rows: Iterable[RequestStatsRecord]) -> str:
+    return _csv(list(RequestStatsRecord.__dataclass_fields__), [r.to_dict() for r in rows])
 
 
 def stats_snapshots_to_csv(rows: Iterable[StatsSnapshot]) -> str:

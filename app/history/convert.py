@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conversation import ChatMessage, Conversation
-from .engine_bridge import EngineBridge, Generation, ReplyStats
-from .storage import LoadedSession, Message, RequestStats, Session
+from app.conversation import ChatMessage, Conversation
+from app.engine_bridge import EngineBridge, Generation, ReplyStats
+from app.storage import LoadedSession, Message, RequestStatsRecord, Session
 
 INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, kill)
 
@@ -50,15 +50,15 @@ def message_record(conv: Conversation, index: int, *, created_at: str | None = N
 
 
 def request_stats_record(conv: Conversation, msg: ChatMessage,
-                         gen: Generation) -> RequestStats | None:
+                         gen: Generation) -> RequestStatsRecord | None:
     raw = gen.stream.stats
     if raw is None:
         return None
-    return RequestStats(request_id=gen.request_id, session_id=conv.session_id,
-                        message_id=msg.id, prompt_tokens=raw.prompt_tokens,
-                        generated_tokens=raw.generated_tokens, ttft_s=raw.ttft_s,
-                        tokens_per_s=raw.tokens_per_s, queue_s=raw.queue_s,
-                        decode_s=raw.decode_s, finish_reason=raw.finish_reason)
+    return RequestStatsRecord(request_id=gen.request_id, session_id=conv.session_id,
+                              message_id=msg.id, prompt_tokens=raw.prompt_tokens,
+                              generated_tokens=raw.generated_tokens, ttft_s=raw.ttft_s,
+                              tokens_per_s=raw.tokens_per_s, queue_s=raw.queue_s,
+                              decode_s=raw.decode_s, finish_reason=raw.finish_reason)
 
 
 def chat_message(record: Message) -> ChatMessage:

@@ -1,18 +1,19 @@
-"""Export one simulation run with app/export.py's formatters (the history view's formats):
+"""Export one simulation run in the history view's formats (app/history/export.py):
 JSON = the run with its settings, summary and every result; CSV = one line per result."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
-from app import export
-from app.simulator.run import SimRow
-from app.storage import LoadedSimRun, SimResult, SimRun, StorageError
+from app.history import export
+from app.storage import LoadedSimRun, SafeStore, SimResult, SimRun, StorageError
+
+from .run import SimRow
 
 
-def run_for_export(store: Any, record: SimRun, rows: Sequence[SimRow]) -> LoadedSimRun:
+def run_for_export(store: SafeStore | None, record: SimRun,
+                   rows: Sequence[SimRow]) -> LoadedSimRun:
     """The run as saved (exactly what the history exports); from the table when there is
     no store, or the database does not have all of it yet."""
     if store is not None and not store.pending_count:

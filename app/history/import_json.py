@@ -1,4 +1,4 @@
-"""Import an export document (app.export) into a store, adding what is new.
+"""Import an export document (app.history.export) into a store, adding what is new.
 
 Rules: ids are kept. A row whose id is already in the database is never
 overwritten: it is skipped, and so is a skipped session's or run's whole content
@@ -8,13 +8,13 @@ Everything happens in one transaction: a bad file adds nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
 from app.storage import (
     Message,
-    RequestStats,
+    RequestStatsRecord,
     Session,
     SimResult,
     SimRun,
@@ -22,6 +22,8 @@ from app.storage import (
     Store,
 )
 from app.storage.records import Record
+
+from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
 
 
 @dataclass(slots=True)
@@ -62,28 +64,20 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
     runs = [(SimRun.from_dict(_without(r, "results")),
              [SimResult.from_dict(x) for x in r.get("results", [])])
             for r in doc.get("sim_runs", [])]
-    requests = [RequestStats.from_dict(r) for r in doc.get("request_stats", [])]
+    requests = [RequestStatsRecord.from_dict(r) for r in doc.get("request_stats", [])]
     snapshots = [StatsSnapshot.from_dict(s) for s in doc.get("stats_snapshots", [])]
 
     report = ImportReport()
-    with store.atomic() as db:
-        existing = {t: {row[0] for row in db.execute(f"SELECT id FROM {t}")}
-                    for t in ("sessions", "messages", "sim_runs", "sim_results",
-                              "request_stats", "stats_snapshots")}
+    with store.adding_new() as rows:
 
-        def add(records: list[Record]) -> None:
-            if not records:
-                return
-            table = records[0].TABLE
-            new = [r for r in records if r.id not in existing[table]]
-            if new:
-                db[table].insert_all([r.to_row() for r in new])
-                existing[table].update(r.id for r in new)
-            report.count(table, True, len(new))
-            report.count(table, False, len(records) - len(new))
+        def add(records: Sequence[Record]) -> None:
+            if records:
+                added = rows.add(records)
+                report.count(records[0].TABLE, True, added)
+                report.count(records[0].TABLE, False, len(records) - added)
 
         for parent, children in [*sessions, *runs]:
-            if parent.id in existing[parent.TABLE]:
+            if rows.exists(parent):
                 report.count(parent.TABLE, False)
                 report.count(Message.TABLE if parent.TABLE == "sessions" else SimResult.TABLE,
                              False, len(children))

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QTableView, QWidget
 
 from app.stats_model import TableRow
 
-from .widgets import readonly_table
+from ..widgets import readonly_table
 
 COLUMNS = ("Source", "State", "Prompt", "Generated", "TTFT", "tok/s", "Finish")
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter

@@ -1,4 +1,4 @@
-"""Ties the main window's tabs to app.history_sync: restores tabs, reports saving trouble
+"""Ties the main window's tabs to app.history.sync: restores tabs, reports saving trouble
 in the status bar, retries unsaved changes on a timer, and opens the history view."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel, QMessageBox
 
-from app.history_sync import HistorySync
+from app.history.sync import HistorySync
 from app.storage import StorageError
 
-from .history_view import HistoryDialog
+from .view import HistoryDialog
 
 if TYPE_CHECKING:
-    from .chat.chat_tab import ChatTab
-    from .main_window import MainWindow
+    from ..chat.chat_tab import ChatTab
+    from ..main_window import MainWindow
 
 RETRY_MS = 3000
 

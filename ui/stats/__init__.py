@@ -1,0 +1,2 @@
+"""The live engine stats dock: numbers (panel), pyqtgraph charts (charts), request table
+(table)."""
