@@ -261,12 +261,7 @@ class EngineBridge:
     @property
     def max_concurrent_limit(self) -> int | None:
         """The highest `set_max_concurrent` accepts (None: no model)."""
-        if self.engine is None:
-            return None
-        # Engine.set_max_concurrent's bound: every running sequence needs one token of the
-        # tick's budget, and prefill keeps at least min_prefill_tokens.
-        config = self.engine.config
-        return config.max_token_budget - config.min_prefill_tokens
+        return self.engine.max_concurrent_limit if self.engine is not None else None
 
     def set_max_concurrent(self, n: int) -> None:
         """Change the limit (ValueError if out of range). Without a model there is nothing

@@ -178,10 +178,9 @@ class Engine:
         limit only stops new admissions until enough finish."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"max_concurrent must be a whole number >= 1, got {n!r}")
-        room = self.config.max_token_budget - self.config.min_prefill_tokens
-        if n > room:
-            raise ValueError(f"max_concurrent can be at most {room} with a token budget of "
-                             f"{self.config.max_token_budget}")
+        if n > self.max_concurrent_limit:
+            raise ValueError(f"max_concurrent can be at most {self.max_concurrent_limit} with "
+                             f"a token budget of {self.config.max_token_budget}")
         # One int shared with the engine thread (the scheduler reads it when admitting); a
         # queued request is admitted on the next tick, and the engine ticks while any waits.
         self.config.max_concurrent = n
@@ -189,6 +188,12 @@ class Engine:
     @property
     def max_concurrent(self) -> int:
         return self.config.max_concurrent
+
+    @property
+    def max_concurrent_limit(self) -> int:
+        """The most `set_max_concurrent` accepts: every running sequence needs one token of
+        a tick's budget, and prefill keeps at least `min_prefill_tokens`."""
+        return self.config.max_token_budget - self.config.min_prefill_tokens
 
     def step(self) -> list[TokenEvent]:
         """Run one tick in the calling thread (deterministic tests; not while started)."""

@@ -8,4 +8,5 @@ export QT_QPA_PLATFORM=offscreen
 blas="$(.venv/bin/python -c "from engine.blas import openblas_path; print(openblas_path() or '')")"
 if [ -n "$blas" ]; then export LD_PRELOAD="$blas${LD_PRELOAD:+:$LD_PRELOAD}"; fi
 .venv/bin/ruff check .
+.venv/bin/lint-imports  # layer rules: [tool.importlinter] in pyproject.toml
 exec .venv/bin/python -m pytest -q "$@"
