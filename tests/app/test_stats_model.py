@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
-from app.stats_model import (
+from app.stats.model import (
     StatsModel,
     itl_gaps,
     latency,

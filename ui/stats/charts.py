@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
 
-from app.stats_model import Sample
+from app.stats.model import Sample
 
 # key, title, colour
 SERIES = (

@@ -1,6 +1,6 @@
 """The live engine stats panel: a dock with numbers, charts and a per-request table.
 
-A StatsModel (app/stats_model.py) polls the engine every 0.5 s whether or not the dock is
+A StatsModel (app/stats/model.py) polls the engine every 0.5 s whether or not the dock is
 shown (so the charts have history and snapshots reach the history store); the widgets are
 built on first show (pyqtgraph loads then) and repainted only while the dock is visible.
 """
@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.context import AppContext
-from app.stats_model import INTERVAL_S, Latency, StatsModel
+from app.stats.model import INTERVAL_S, Latency, StatsModel
 
 TTFT_TIP = ("Time to first token: submit -> first token, over the requests the engine "
             "finished most recently (up to 1024).")

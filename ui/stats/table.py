@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QTableView, QWidget
 
-from app.stats_model import TableRow
+from app.stats.model import TableRow
 
 from ..widgets import readonly_table
 

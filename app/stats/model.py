@@ -30,7 +30,7 @@ from engine.workload import percentile
 if TYPE_CHECKING:
     from engine import Engine, EngineStats, TickRecord
 
-    from .context import AppContext
+    from ..context import AppContext
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ class StatsModel:
             return
         self._last_snapshot = now
         try:
-            from .storage.records import StatsSnapshot
+            from ..storage.records import StatsSnapshot
 
             store.add_stats_snapshot(StatsSnapshot(data=stats.to_dict()))
             self.snapshots += 1
