@@ -26,6 +26,9 @@ class ChatMessage:
     error: str | None = None
     request_id: str | None = None
     params: dict[str, Any] | None = None  # the sampling settings a reply was made with
+    # A reply's generated token ids: handed back with the next prompt so the engine reuses
+    # its cached KV exactly (engine/chat_prompt.py); None for user text and old replies.
+    token_ids: list[int] | None = None
     id: str = field(default_factory=lambda: str(uuid.uuid4()))  # its history row
 
 
@@ -123,11 +126,14 @@ class Conversation:
             gen.detach()
             gen.cancel()
 
-    def prompt_messages(self) -> list[dict[str, str]]:
-        out = [{"role": "system", "content": self.system_prompt}] \
+    def prompt_messages(self) -> list[dict[str, Any]]:
+        """The chat as the engine takes it: replies carry their token ids."""
+        out: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}] \
             if self.system_prompt.strip() else []
-        out += [{"role": m.role, "content": m.content} for m in self.messages
-                if m.content or m.role == "user"]
+        for m in self.messages:
+            if m.content or m.role == "user":
+                out.append({"role": m.role, "content": m.content}
+                           | ({"token_ids": m.token_ids} if m.token_ids else {}))
         return out
 
     # -- internals ----------------------------------------------------------------------
@@ -162,6 +168,7 @@ class Conversation:
         msg.stats = gen.stats
         msg.finish_reason = gen.finish_reason
         msg.error = gen.error
+        msg.token_ids = gen.tokens or None
         self.generation = None
         self.reply_finished.emit(index)
         self.busy_changed.emit(False)

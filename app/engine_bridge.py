@@ -55,11 +55,14 @@ class ReplyStats:
     e2e_s: float
     finish_reason: str
     error: str | None = None
+    cached_tokens: int = 0  # prompt tokens the engine reused from its prefix cache
 
     def summary(self) -> str:
         parts = [f"{self.generated_tokens} tokens"]
         if self.ttft_s is not None:
             parts.append(f"first token {self.ttft_s:.2f} s")
+        if self.cached_tokens:
+            parts.append(f"{self.cached_tokens} of {self.prompt_tokens} prompt tokens cached")
         parts.append(f"{self.tokens_per_s:.1f} tok/s")
         parts.append(self.finish_reason)
         return " · ".join(parts)
@@ -121,7 +124,12 @@ class Generation:
         if s is None:
             return None
         return ReplyStats(s.generated_tokens, s.prompt_tokens, s.ttft_s, s.tokens_per_s,
-                          s.e2e_s, s.finish_reason, s.error)
+                          s.e2e_s, s.finish_reason, s.error, s.cached_tokens)
+
+    @property
+    def tokens(self) -> list[int]:
+        """The generated token ids so far."""
+        return list(self.stream.tokens)
 
     def cancel(self) -> None:
         self.stream.cancel()
@@ -221,7 +229,7 @@ class EngineBridge:
         self.state_changed.emit(state, message)
 
     # -- requests -----------------------------------------------------------------------
-    def submit(self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any],
+    def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
                tag: str | None = None) -> Generation:
         """Start a reply; raise SubmitError (with the engine's reason) if it is refused."""
         if self.engine is None or self.state != BridgeState.READY:
@@ -320,7 +328,7 @@ class StreamClient:
     def __init__(self, bridge: EngineBridge) -> None:
         self._bridge = bridge
 
-    def submit(self, messages: Sequence[Mapping[str, str]], *,
+    def submit(self, messages: Sequence[Mapping[str, Any]], *,
                params: SamplingParams | Mapping[str, Any] | None = None,
                priority: Priority | str = "interactive",
                tag: str | None = None) -> RequestStream:

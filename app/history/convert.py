@@ -29,7 +29,8 @@ def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any
     if msg.stats is not None:
         s = msg.stats
         out.update(prompt_tokens=s.prompt_tokens, generated_tokens=s.generated_tokens,
-                   ttft_s=s.ttft_s, tokens_per_s=s.tokens_per_s, e2e_s=s.e2e_s)
+                   ttft_s=s.ttft_s, tokens_per_s=s.tokens_per_s, e2e_s=s.e2e_s,
+                   cached_tokens=s.cached_tokens)
     raw = gen.stream.stats if gen is not None else None
     if raw is not None:
         out.update(queue_s=raw.queue_s, decode_s=raw.decode_s)
@@ -78,7 +79,8 @@ def chat_message(record: Message) -> ChatMessage:
             prompt_tokens=int(stats.get("prompt_tokens") or 0),
             ttft_s=stats.get("ttft_s"), tokens_per_s=float(stats.get("tokens_per_s") or 0.0),
             e2e_s=float(stats.get("e2e_s") or 0.0),
-            finish_reason=str(stats.get("finish_reason") or ""), error=stats.get("error"))
+            finish_reason=str(stats.get("finish_reason") or ""), error=stats.get("error"),
+            cached_tokens=int(stats.get("cached_tokens") or 0))
     return msg
 
 

@@ -100,7 +100,8 @@ class Message(Record):
     content: str = ""
     is_complete: bool = True
     params: dict[str, Any] | None = None
-    # prompt_tokens, generated_tokens, ttft_s, tokens_per_s, finish_reason, queue_s, decode_s
+    # prompt_tokens, cached_tokens, generated_tokens, ttft_s, tokens_per_s, finish_reason,
+    # queue_s, decode_s
     stats: dict[str, Any] | None = None
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
