@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .events import Event
+from .paths import kv_cache_dir
 
 if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
     from engine import Engine, EngineConfig, EngineStats, Priority, RequestStream, SamplingParams
@@ -72,7 +73,8 @@ def default_loader(config: EngineConfig | None = None) -> Loader:
     def load(source: str) -> Engine:
         from engine import Engine, EngineConfig
 
-        return Engine.load(source, config or EngineConfig(max_concurrent=16))
+        return Engine.load(source, config or EngineConfig(
+            max_concurrent=16, kv_disk_dir=str(kv_cache_dir())))
 
     return load
 
@@ -256,6 +258,13 @@ class EngineBridge:
     @property
     def active(self) -> list[Generation]:
         return list(self._active.values())
+
+    async def save_kv(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Save the KV the engine holds for this conversation to disk (it outlives a
+        restart); how many tokens it holds (0: no model, nothing cached, or no disk store)."""
+        if self.engine is None or self.state != BridgeState.READY:
+            return 0
+        return await self.engine.save_prefix(list(messages))
 
     def stats(self) -> EngineStats | None:
         return self.engine.stats() if self.engine is not None else None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 APP_DIR_NAME = "batchchat"
 DB_FILE_NAME = "history.db"
+KV_DIR_NAME = "kv-cache"
 
 
 def data_dir(env: Mapping[str, str] | None = None, platform: str | None = None) -> Path:
@@ -37,3 +38,8 @@ def db_path(
     if env.get("BATCHCHAT_DB"):
         return Path(env["BATCHCHAT_DB"]).expanduser()
     return data_dir(env) / DB_FILE_NAME
+
+
+def kv_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where chats' KV is kept across restarts (engine/prefix_store.py)."""
+    return data_dir(env) / KV_DIR_NAME

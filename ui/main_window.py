@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 from app.context import AppContext
 from app.conversation import Conversation
 from app.engine_bridge import BridgeState
+from app.kv_saver import KVSaver
 
 from .chat.chat_tab import ChatTab
 from .history.controller import HistoryController
@@ -45,6 +46,7 @@ class MainWindow(QMainWindow):
         self._closing = False
         self._closed = False
         self._tasks: set[asyncio.Task[object]] = set()
+        self.kv_saver = KVSaver(ctx.bridge)  # open chats' KV to disk when idle and at quit
 
         central = QWidget()
         col = QVBoxLayout(central)
@@ -151,6 +153,7 @@ class MainWindow(QMainWindow):
         tab = ChatTab(self.ctx, conversation=conversation)
         index = self.tabs.addTab(tab, tab.conversation.title)
         tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
+        self.kv_saver.watch(tab.conversation)
         self.tabs.setCurrentIndex(index)
         tab.input.setFocus()
         if self.history is not None:
@@ -164,6 +167,7 @@ class MainWindow(QMainWindow):
             return
         if self.history is not None:
             self.history.tab_closing(tab)
+        self.kv_saver.forget(tab.conversation)
         tab.close_tab()
         self.tabs.removeTab(index)
         tab.deleteLater()
@@ -262,6 +266,8 @@ class MainWindow(QMainWindow):
         self.stats_dock.stop()
         try:
             await self.sim_dock.shutdown(timeout=3.0)  # first: its requests end as "cancelled"
+            # The open chats' KV goes to disk, so their next turn after a restart reuses it.
+            await self.kv_saver.save_all(t.conversation for t in self.chat_tabs())
             await self.ctx.bridge.shutdown(timeout=3.0)
         finally:
             self.shutdown_s = time.perf_counter() - started
