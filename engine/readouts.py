@@ -66,5 +66,5 @@ def request_rows(core: EngineCore) -> list[RequestRow]:
     for seq in core.by_id.copy().values():  # copy(): one atomic call under the GIL
         s = RequestStats.of(seq)
         rows.append(RequestRow(seq.request_id, seq.tag, seq.status.value, s.prompt_tokens,
-                               s.generated_tokens, s.ttft_s, s.tokens_per_s))
+                               s.generated_tokens, s.ttft_s, s.tokens_per_s, s.cached_tokens))
     return rows

@@ -81,6 +81,7 @@ class RequestRow:
     generated_tokens: int
     ttft_s: float | None
     tokens_per_s: float
+    cached_tokens: int = 0  # prompt tokens reused from the prefix cache
 
 
 @dataclass(frozen=True, slots=True)
