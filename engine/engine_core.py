@@ -47,6 +47,9 @@ class EngineCore:
         self.kv_per_token = kv_memory.bytes_per_token(model)
         self.kv_budget = config.kv_budget_bytes or kv_memory.default_budget(model)
         self.kv_reserved = 0
+        # Copying a history into a batched prefill and back (2 x its KV) should cost at most
+        # half the weight read of the pass it saves.
+        self.max_batched_history = kv_memory.weights_bytes(model) // (4 * self.kv_per_token)
         self.prefix = (PrefixCache() if config.prefix_cache
                        and supports(kv.new_cache(model)) else None)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=self.prefix is not None)
@@ -166,7 +169,7 @@ class EngineCore:
 
     def _run_prefill(self, chunks: list[tuple[Sequence, int]]) -> float:
         t = time.perf_counter()
-        for group in group_prefill(chunks):
+        for group in group_prefill(chunks, max_history=self.max_batched_history):
             pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in group]
             try:
                 if len(group) == 1:

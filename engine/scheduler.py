@@ -160,17 +160,21 @@ class Scheduler:
 
 
 def group_prefill(chunks: list[tuple[Sequence, int]], max_waste: float = 0.25,
-                  ) -> list[list[tuple[Sequence, int]]]:
+                  max_history: int = 0) -> list[list[tuple[Sequence, int]]]:
     """Split a tick's prefill chunks into forward passes.
 
-    Prompts starting from scratch share a pass when right-padding them to the longest wastes
-    at most `max_waste` of the pass; a chunk of a prompt already under way gets its own pass,
-    since batching it would copy its whole history in and out of a padded cache.
+    Chunks share a pass when right-padding them to the longest wastes at most `max_waste`
+    of the pass. A chunk whose prompt already has KV (a restored prefix, or an earlier
+    chunk) joins only if that history is at most `max_history` tokens: batching copies the
+    history into a padded cache and back out, which must cost less than the pass it saves
+    (every pass reads all the weights). Turns of several chats that arrive together so
+    share one pass.
     """
-    fresh = sorted((c for c in chunks if c[0].num_cached == 0), key=lambda c: -c[1])
-    groups: list[list[tuple[Sequence, int]]] = [[c] for c in chunks if c[0].num_cached > 0]
+    shared = sorted((c for c in chunks if c[0].num_cached <= max_history), key=lambda c: -c[1])
+    groups: list[list[tuple[Sequence, int]]] = [[c] for c in chunks
+                                                 if c[0].num_cached > max_history]
     current: list[tuple[Sequence, int]] = []
-    for seq, n in fresh:
+    for seq, n in shared:
         if current:
             width, total = current[0][1], sum(m for _, m in current) + n
             if width * (len(current) + 1) * (1 - max_waste) > total:

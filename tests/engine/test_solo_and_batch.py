@@ -112,3 +112,44 @@ def test_group_prefill_shares_passes_only_when_padding_is_cheap():
     sizes = sorted([[n for _, n in g] for g in groups])
     # 100, 95, 90 share a pass; 10 would waste most of one; a prompt under way goes alone.
     assert sizes == [[10], [64], [100, 95, 90]]
+
+
+def test_group_prefill_lets_short_histories_share_a_pass():
+    from engine.scheduler import group_prefill
+    from engine.sequence import Sequence
+
+    def seq(cached: int) -> Sequence:
+        s = Sequence.__new__(Sequence)
+        s.num_cached = cached
+        return s
+
+    turns = [(seq(300), 20), (seq(280), 22), (seq(0), 21), (seq(5000), 19)]
+    groups = group_prefill(turns, max_history=1000)
+    sizes = sorted([sorted(n for _, n in g) for g in groups])
+    # Three chats' next turns (restored histories of ~300 tokens) share one pass; copying
+    # a 5,000-token history in and out would cost more than the pass it saves.
+    assert sizes == [[19], [20, 21, 22]]
+
+
+def test_turns_that_arrive_together_share_a_prefill_pass_and_stay_exact(tiny, make_engine,
+                                                                       monkeypatch):
+    engine = make_engine(max_concurrent=4)
+    runner = engine._core.runner
+    passes: list[int] = []
+    real_one, real_many = runner.prefill, runner.prefill_many
+    monkeypatch.setattr(runner, "prefill", lambda c, t: passes.append(1) or real_one(c, t))
+    monkeypatch.setattr(runner, "prefill_many",
+                        lambda cs, ts: passes.append(len(cs)) or real_many(cs, ts))
+    chats = [prompts(4, seed=60 + i)[3] for i in range(3)]
+    first = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=N))
+             for p in chats]
+    run_to_end(engine)
+    turns = [p + s.tokens + [9, 8, 7, 6] for p, s in zip(chats, first, strict=True)]
+    passes.clear()
+    second = [engine.submit(prompt_tokens=t, params=SamplingParams(max_tokens=N))
+              for t in turns]
+    run_to_end(engine)
+    assert passes == [3]  # one forward pass for the three turns' new tokens
+    for turn, stream in zip(turns, second, strict=True):
+        assert stream.stats.cached_tokens == len(turn) - 5
+        assert stream.tokens == reference_tokens(tiny.model, turn, N)
