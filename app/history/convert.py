@@ -44,10 +44,17 @@ def message_record(conv: Conversation, index: int, *, created_at: str | None = N
     msg = conv.messages[index]
     record = Message(session_id=conv.session_id, seq=index, role=msg.role,  # type: ignore[arg-type]
                      content=msg.content, is_complete=not msg.streaming, params=msg.params,
-                     stats=stats_dict(msg, gen), id=msg.id)
+                     stats=stats_dict(msg, gen), token_ids=token_ids(msg), id=msg.id)
     if created_at is not None:
         record.created_at = created_at
     return record
+
+
+def token_ids(msg: ChatMessage) -> list[int] | None:
+    """A finished reply's ids, copied: the saved record is queued and may outlive `msg`."""
+    if msg.role != "assistant" or msg.streaming or not msg.token_ids:
+        return None
+    return list(msg.token_ids)
 
 
 def request_stats_record(conv: Conversation, msg: ChatMessage,
@@ -57,6 +64,7 @@ def request_stats_record(conv: Conversation, msg: ChatMessage,
         return None
     return RequestStatsRecord(request_id=gen.request_id, session_id=conv.session_id,
                               message_id=msg.id, prompt_tokens=raw.prompt_tokens,
+                              cached_tokens=raw.cached_tokens,
                               generated_tokens=raw.generated_tokens, ttft_s=raw.ttft_s,
                               tokens_per_s=raw.tokens_per_s, queue_s=raw.queue_s,
                               decode_s=raw.decode_s, finish_reason=raw.finish_reason)
@@ -71,6 +79,7 @@ def chat_message(record: Message) -> ChatMessage:
         msg.finish_reason = INTERRUPTED
         return msg
     stats = record.stats or {}
+    msg.token_ids = list(record.token_ids) if record.token_ids else None
     msg.finish_reason = stats.get("finish_reason")
     msg.error = stats.get("error")
     if stats.get("generated_tokens") is not None:

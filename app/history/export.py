@@ -64,7 +64,9 @@ def _stats_line(message: Message) -> str:
     stats = message.stats or {}
     bits = []
     if stats.get("prompt_tokens") is not None:
-        bits.append(f"{stats['prompt_tokens']} prompt tokens")
+        cached = stats.get("cached_tokens")
+        bits.append(f"{stats['prompt_tokens']} prompt tokens"
+                    + (f" ({cached} from cache)" if cached else ""))
     if stats.get("generated_tokens") is not None:
         bits.append(f"{stats['generated_tokens']} generated tokens")
     if stats.get("tokens_per_s") is not None:

@@ -19,10 +19,12 @@ class MessagesMixin(StoreBase):
         """Store the text streamed so far (call every ~2 s).
 
         Only touches a reply that is still incomplete, so a late checkpoint can never
-        overwrite a finished message. Raises KeyError if the reply was never saved."""
+        overwrite a finished message; token ids belong to the finished text, so any the
+        row held are dropped with the old content. Raises KeyError if the reply was never
+        saved."""
         with self.atomic() as db:
             cursor = db.execute(
-                "UPDATE messages SET content = ?, updated_at = ? "
+                "UPDATE messages SET content = ?, token_ids = NULL, updated_at = ? "
                 "WHERE id = ? AND is_complete = 0",
                 [content, utc_now(), message_id],
             )

@@ -114,6 +114,19 @@ SEARCH_COLUMNS: dict[str, list[str]] = {
 }
 
 
+@_migration
+def m003_message_token_ids(db: Database) -> None:
+    # A reply's generated token ids (JSON list), so a restored chat hands the engine the
+    # same ids and its saved KV still matches; NULL for user messages and older replies.
+    db["messages"].add_column("token_ids", str)
+
+
+@_migration
+def m004_request_stats_cached_tokens(db: Database) -> None:
+    # Prompt tokens the engine reused from its prefix cache; rows from before count 0.
+    db["request_stats"].add_column("cached_tokens", int, not_null_default=0)
+
+
 def check_not_newer(db: Database, path: Path) -> None:
     """Refuse a database that has migrations this code does not know (read-only check)."""
     unknown = [m.name for m in migrations.applied(db) if m.name not in _NAMES]

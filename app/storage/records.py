@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import reprlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -62,7 +63,21 @@ class Record:
         unknown = set(data) - names
         if unknown:
             raise ValueError(f"unknown {cls.TABLE} fields: {', '.join(sorted(unknown))}")
+        cls.check_dict(data)
         return cls(**data)
+
+    @classmethod
+    def check_dict(cls, data: dict[str, Any]) -> None:
+        """Refuse values SQLite would store but the app could not use (ValueError)."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bad_field(table: str, data: dict[str, Any], name: str, expected: str) -> ValueError:
+    return ValueError(f"{table} record {data.get('id', '?')}: field {name} must be {expected} "
+                      f"(got {reprlib.repr(data[name])})")
 
 
 @dataclass(slots=True)
@@ -91,7 +106,7 @@ class Message(Record):
     """One turn; is_complete is False while a reply streams or after it was cut off."""
 
     TABLE: ClassVar[str] = "messages"
-    JSON_FIELDS: ClassVar[tuple[str, ...]] = ("params", "stats")
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ("params", "stats", "token_ids")
     BOOL_FIELDS: ClassVar[tuple[str, ...]] = ("is_complete",)
 
     session_id: str
@@ -103,9 +118,18 @@ class Message(Record):
     # prompt_tokens, cached_tokens, generated_tokens, ttft_s, tokens_per_s, finish_reason,
     # queue_s, decode_s
     stats: dict[str, Any] | None = None
+    # A finished reply's generated token ids (app.conversation.ChatMessage.token_ids); they
+    # belong to this exact content, so whatever rewrites the content drops them.
+    token_ids: list[int] | None = None
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
     updated_at: str = field(default_factory=utc_now)
+
+    @classmethod
+    def check_dict(cls, data: dict[str, Any]) -> None:
+        ids = data.get("token_ids")
+        if ids is not None and not (isinstance(ids, list) and all(_is_int(i) for i in ids)):
+            raise _bad_field(cls.TABLE, data, "token_ids", "a list of integers or null")
 
 
 @dataclass(slots=True)
@@ -119,6 +143,7 @@ class RequestStatsRecord(Record):
     message_id: str | None = None
     sim_run_id: str | None = None
     prompt_tokens: int | None = None
+    cached_tokens: int = 0  # of prompt_tokens, reused from the engine's prefix cache
     generated_tokens: int | None = None
     ttft_s: float | None = None
     tokens_per_s: float | None = None
@@ -127,6 +152,11 @@ class RequestStatsRecord(Record):
     finish_reason: str | None = None
     finished_at: str = field(default_factory=utc_now)
     id: str = field(default_factory=new_id)
+
+    @classmethod
+    def check_dict(cls, data: dict[str, Any]) -> None:
+        if "cached_tokens" in data and not _is_int(data["cached_tokens"]):
+            raise _bad_field(cls.TABLE, data, "cached_tokens", "an integer")
 
 
 @dataclass(slots=True)

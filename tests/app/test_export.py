@@ -27,7 +27,7 @@ def chat_with_code(store: Store):
     store.save_message(Message(session_id=session.id, seq=1, role="assistant", content=CODE_REPLY,
                                stats={"prompt_tokens": 12, "generated_tokens": 20,
                                       "tokens_per_s": 45.25, "ttft_s": 0.2,
-                                      "finish_reason": "stop"}))
+                                      "finish_reason": "stop"}, token_ids=[7, 8, 9]))
     store.save_message(Message(session_id=session.id, seq=2, role="assistant",
                                content="cut off:\n```js\nlet x", is_complete=False))
     return store.load_session(session.id)
@@ -42,8 +42,17 @@ def test_markdown_has_title_prompt_roles_code_and_stats(store: Store) -> None:
     assert "*12 prompt tokens · 20 generated tokens · 45.2 tok/s · first token 0.20 s · " \
            "finish: stop*" in md
     assert "incomplete (interrupted)" in md
+    assert "from cache" not in md  # these replies reused nothing
     assert md.count("```") % 2 == 0  # the cut-off block was closed
     assert '"temperature"' not in md and "temperature 0.7" in md
+
+
+def test_markdown_says_how_many_prompt_tokens_came_from_cache(store: Store) -> None:
+    session = add_chat(store, "memory", ("q",))
+    store.save_message(Message(session_id=session.id, seq=1, role="assistant", content="a",
+                               stats={"prompt_tokens": 106, "cached_tokens": 85}))
+    assert "*106 prompt tokens (85 from cache)*" in session_to_markdown(
+        store.load_session(session.id))
 
 
 def test_session_json_parses_back_to_the_same_records(store: Store) -> None:
@@ -53,14 +62,17 @@ def test_session_json_parses_back_to_the_same_records(store: Store) -> None:
     messages = doc["session"].pop("messages")
     assert doc["session"] == loaded.session.to_dict()
     assert [Message.from_dict(m) for m in messages] == loaded.messages
+    assert [m["token_ids"] for m in messages] == [None, [7, 8, 9], None]
 
 
 def test_request_stats_csv_and_json() -> None:
-    rows = [RequestStatsRecord(request_id="a", prompt_tokens=3, ttft_s=0.25, finish_reason="stop"),
+    rows = [RequestStatsRecord(request_id="a", prompt_tokens=3, ttft_s=0.25, finish_reason="stop",
+                               cached_tokens=2),
             RequestStatsRecord(request_id="b", session_id="s")]
     parsed = list(csv.DictReader(io.StringIO(request_stats_to_csv(rows))))
-    assert [(r["request_id"], r["prompt_tokens"], r["ttft_s"], r["session_id"]) for r in parsed] \
-        == [("a", "3", "0.25", ""), ("b", "", "", "s")]
+    assert [(r["request_id"], r["prompt_tokens"], r["cached_tokens"], r["ttft_s"],
+             r["session_id"]) for r in parsed] == [("a", "3", "2", "0.25", ""),
+                                                   ("b", "", "0", "", "s")]
     snaps = [StatsSnapshot({"active": 1, "tokens_per_s": 9.5}),
              StatsSnapshot({"active": 2, "peak_memory": 1024})]
     doc = json.loads(stats_to_json(rows, snaps))

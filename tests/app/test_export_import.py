@@ -22,6 +22,9 @@ def fill(store: Store) -> None:
     a = add_chat(store, "alpha", ("q1", "a1 ```x```"))
     b = add_chat(store, "beta ünïcode", ("q2",))
     store.close_session(b.id)
+    reply = store.load_session(a.id).messages[1]
+    reply.token_ids = [3, 1, 4, 1, 5]
+    store.save_message(reply)
     partial = Message(session_id=a.id, seq=2, role="assistant", is_complete=False)
     store.save_message(partial)
     store.checkpoint_message(partial.id, "half")
@@ -29,7 +32,7 @@ def fill(store: Store) -> None:
     store.save_sim_run(run)
     store.add_sim_results([SimResult(sim_run_id=run.id, seq=i, prompt=f"p{i}") for i in range(2)])
     store.record_request_stats(RequestStatsRecord(request_id="r", session_id=a.id,
-                                                  message_id=partial.id,
+                                                  message_id=partial.id, cached_tokens=7,
                                                   tokens_per_s=float("1e-3")))
     store.add_stats_snapshot(StatsSnapshot({"active": 1, "nested": {"k": [1, 2]}}))
 
@@ -50,6 +53,54 @@ def test_round_trip_into_an_empty_database_is_identical(store: Store, other: Sto
                             "request_stats": 1, "stats_snapshots": 1}
     assert report.skipped == {}
     assert [h.id for h in other.search("half")]  # the search index was filled too
+
+
+def test_round_trip_keeps_token_ids_and_cached_tokens(store: Store, other: Store) -> None:
+    fill(store)
+    import_document(other, json.loads(export_all_json(store)))
+    alpha = next(s for s in other.list_sessions() if s.title == "alpha")
+    assert [m.token_ids for m in other.load_session(alpha.id).messages] == [
+        None, [3, 1, 4, 1, 5], None]
+    assert [r.cached_tokens for r in other.list_request_stats()] == [7]
+
+
+def test_an_export_from_before_conversation_memory_imports(store: Store, other: Store) -> None:
+    fill(store)
+    doc = export_all(store)
+    for session in doc["sessions"]:  # what the previous version wrote: neither field
+        for message in session["messages"]:
+            del message["token_ids"]
+    for row in doc["request_stats"]:
+        del row["cached_tokens"]
+    report = import_document(other, doc)
+    assert report.added["messages"] == 4 and report.added["request_stats"] == 1
+    assert all(m.token_ids is None for s in other.list_sessions()
+               for m in other.load_session(s.id).messages)
+    assert [r.cached_tokens for r in other.list_request_stats()] == [0]
+
+
+@pytest.mark.parametrize("bad", ["[1, 2]", [1, "2"], [1.5], [True], {"0": 1}, 7])
+def test_malformed_token_ids_are_refused_naming_the_record(store: Store, other: Store,
+                                                            bad: object) -> None:
+    fill(store)
+    doc = export_all(store)
+    message = doc["sessions"][0]["messages"][1]
+    message["token_ids"] = bad
+    with pytest.raises(ValueError) as info:
+        import_document(other, doc)
+    assert f"messages record {message['id']}: field token_ids must be a list of integers" \
+        in str(info.value)
+    assert other.list_sessions() == []
+
+
+def test_malformed_cached_tokens_are_refused(store: Store, other: Store) -> None:
+    fill(store)
+    doc = export_all(store)
+    doc["request_stats"][0]["cached_tokens"] = None
+    with pytest.raises(ValueError, match="request_stats record .*: field cached_tokens must "
+                                         "be an integer"):
+        import_document(other, doc)
+    assert other.list_request_stats() == []
 
 
 def test_import_into_non_empty_database_never_overwrites(store: Store, other: Store) -> None:

@@ -41,6 +41,25 @@ def test_late_checkpoint_never_overwrites_a_finished_message(store: Store) -> No
     assert (saved.content, saved.is_complete) == ("Once upon a time. The end.", True)
 
 
+def test_token_ids_round_trip_and_never_outlive_the_text_they_belong_to(
+        store: Store, db_file: Path) -> None:
+    reply = start_reply(store)
+    reply.content, reply.is_complete, reply.token_ids = "Once", True, [17, 4, 99]
+    store.save_message(reply)
+    other = Store.open(db_file)  # a second connection reads what the file holds
+    try:
+        assert other.load_session(reply.session_id).messages[1].token_ids == [17, 4, 99]
+    finally:
+        other.close()
+    # A reply saved incomplete again (as a new stream of the same row would be) and then
+    # checkpointed has new text: the ids of the old text must not stay with it.
+    reply.is_complete = False
+    store.save_message(reply)
+    store.checkpoint_message(reply.id, "Other text")
+    [_, saved] = store.load_session(reply.session_id).messages
+    assert (saved.content, saved.token_ids) == ("Other text", None)
+
+
 def test_checkpoint_of_unsaved_reply_raises(store: Store) -> None:
     with pytest.raises(KeyError):
         store.checkpoint_message("never-saved", "text")

@@ -3,9 +3,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Database
 
 from app.storage import SafeStore, SchemaTooNewError, Session, Store
-from app.storage.migrations import MIGRATION_SET, schema_version
+from app.storage.migrations import MIGRATION_SET, migrations, schema_version
 
 from .conftest import add_chat
 
@@ -71,3 +72,35 @@ def test_safe_store_on_newer_schema_runs_from_memory(db_file: Path) -> None:
     assert safe.save_session(Session(title="kept")) is False
     assert safe.pending_count == 1
     assert hashlib.sha256(db_file.read_bytes()).hexdigest() == digest
+
+
+def test_a_database_from_before_conversation_memory_is_migrated(db_file: Path) -> None:
+    # The file as the previous version left it: schema up to m002, rows written then.
+    db_file.parent.mkdir(parents=True)
+    old = Database(db_file)
+    migrations.apply(old, stop_before="m003_message_token_ids")
+    assert [m.name for m in migrations.applied(old)] == ["m001_tables", "m002_search"]
+    old["sessions"].insert({"id": "s", "title": "old chat", "system_prompt": "",
+                            "params": "{}", "position": 0, "is_open": 1,
+                            "created_at": "2025-01-01", "updated_at": "2025-01-01"})
+    old["messages"].insert({"id": "m", "session_id": "s", "seq": 0, "role": "assistant",
+                            "content": "an old reply", "is_complete": 1,
+                            "created_at": "2025-01-01", "updated_at": "2025-01-01"})
+    old["request_stats"].insert({"id": "r", "request_id": "req", "message_id": "m",
+                                 "prompt_tokens": 9, "finished_at": "2025-01-01"})
+    old.close()
+
+    store = Store.open(db_file)
+    try:
+        assert [name for _, name in applied(db_file)][-2:] == [
+            "m003_message_token_ids", "m004_request_stats_cached_tokens"]
+        [message] = store.list_messages("s")
+        assert (message.content, message.token_ids) == ("an old reply", None)
+        [stats] = store.list_request_stats()
+        assert (stats.prompt_tokens, stats.cached_tokens) == (9, 0)
+        message.token_ids = [5, 6, 7]  # the new columns take new values
+        store.save_message(message)
+        assert store.list_messages("s")[0].token_ids == [5, 6, 7]
+        assert [h.id for h in store.search("old reply")] == ["s"]  # search index intact
+    finally:
+        store.close()

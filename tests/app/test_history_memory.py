@@ -1,0 +1,93 @@
+"""Conversation memory in the history, on a real SQLite file and the tiny model: each reply's
+token ids and each request's cached tokens are saved, and a chat restored from the file hands
+the engine the same ids (so its KV is still reused)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.conversation import Conversation
+from app.history.sync import HistorySync
+from app.storage import Store
+
+from .history_sync_helpers import FAST, read_back, start_bridge, wait_until
+
+
+@pytest.fixture
+async def bridge():
+    b = await start_bridge()
+    yield b
+    await b.shutdown(timeout=2.0)
+
+
+async def chat(conv: Conversation, *texts: str) -> None:
+    for text in texts:
+        assert conv.send(text)
+        await wait_until(lambda: not conv.is_busy)
+
+
+async def test_replies_token_ids_and_cached_tokens_are_saved(bridge, tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    sync = HistorySync.open(db)
+    conv = Conversation(bridge, system_prompt="Be brief.", params=FAST)
+    sync.attach(conv, 0)
+    await chat(conv, "hello", "and again")
+    _, rows = read_back(db, conv.session_id)
+    gens = conv.generations
+    assert [r.token_ids for r in rows] == [None, gens[0].stream.tokens,
+                                           None, gens[1].stream.tokens]
+    assert len(rows[1].token_ids) == FAST["max_tokens"]
+    store = Store.open(db, read_only=True)
+    try:
+        saved = store.list_request_stats(session_id=conv.session_id)
+    finally:
+        store.close()
+    engine_cached = [g.stream.stats.cached_tokens for g in gens]
+    assert [s.cached_tokens for s in saved] == engine_cached
+    assert engine_cached[1] > 0  # the second turn reused the first one's KV
+    assert rows[3].stats["cached_tokens"] == engine_cached[1]
+    sync.close()
+
+
+async def test_a_restored_chat_sends_the_same_ids_and_reuses_the_kv(bridge,
+                                                                     tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    sync = HistorySync.open(db)
+    conv = Conversation(bridge, system_prompt="Be brief.", params=FAST)
+    sync.attach(conv, 0)
+    await chat(conv, "hello", "and again")
+    before = conv.prompt_messages()
+    last = conv.generations[-1].stream.stats
+    sync.detach(conv)
+    assert sync.close()
+
+    again = HistorySync.open(db)  # as after a restart (the engine here still holds the KV)
+    restored = again.load_conversation(conv.session_id, bridge)
+    again.attach(restored, 0)
+    assert restored.prompt_messages() == before
+    assert [m.token_ids for m in restored.messages] == [m.token_ids for m in conv.messages]
+    await chat(restored, "third")
+    cached = restored.generations[-1].stream.stats.cached_tokens
+    # Everything up to the last reply came from cache: its prompt and the ids it generated
+    # (all but the last, which had not been through the model yet).
+    assert cached >= last.prompt_tokens + last.generated_tokens - 1
+    again.close()
+
+
+async def test_regenerate_and_edit_leave_no_stale_ids(bridge, tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    sync = HistorySync.open(db)
+    conv = Conversation(bridge, params=FAST | {"temperature": 1.0})
+    sync.attach(conv, 0)
+    await chat(conv, "one", "two")
+    assert conv.regenerate()
+    await wait_until(lambda: not conv.is_busy)
+    assert conv.edit_and_resend(0, "one, edited")
+    await wait_until(lambda: not conv.is_busy)
+    _, rows = read_back(db, conv.session_id)
+    assert [(r.id, r.content, r.token_ids) for r in rows] == [
+        (m.id, m.content, m.token_ids) for m in conv.messages]
+    assert rows[1].token_ids == conv.generations[-1].stream.tokens
+    sync.close()
