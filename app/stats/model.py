@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from engine.workload import percentile
 
+from .memory import MemoryFigures, memory_figures
+
 if TYPE_CHECKING:
     from engine import Engine, EngineStats, TickRecord
 
@@ -73,6 +75,14 @@ class TableRow:
     ttft_s: float | None
     tokens_per_s: float
     finish_reason: str | None = None
+    cached_tokens: int | None = None  # prompt tokens from the prefix cache; None: not known
+
+
+def snapshot_data(stats: EngineStats) -> dict[str, Any]:
+    """What a history snapshot keeps: every field, and the derived figures the panel shows
+    (properties, which `to_dict` leaves out)."""
+    return stats.to_dict() | {"prefix_hit_rate": stats.prefix_hit_rate,
+                              "kv_used_bytes": stats.kv_used_bytes}
 
 
 def latency(values: Sequence[float]) -> Latency:
@@ -140,6 +150,7 @@ class StatsModel:
         self.ttft = Latency()
         self.itl = Latency()
         self.rows: list[TableRow] = []
+        self.memory: MemoryFigures | None = None
         self.snapshots = 0
         self._engine: Engine | None = None
         self._ticks: list[TickRecord] = []
@@ -182,14 +193,17 @@ class StatsModel:
         """Latency percentiles and the request table (live rows, then the newest finished)."""
         engine = self._engine
         if engine is None:
-            self.ttft, self.itl, self.rows = Latency(), Latency(), []
+            self.ttft, self.itl, self.rows, self.memory = Latency(), Latency(), [], None
             return
         finished = engine.finished_requests()
         live = engine.request_rows()
         self.ttft = latency([s.ttft_s for s in finished if s.ttft_s is not None])
         self.itl = weighted_latency(itl_gaps(self._ticks))
+        self.memory = memory_figures(self.stats) if self.stats is not None else None
+        # A live row's cached count needs RequestRow.cached_tokens (not every engine has it).
         rows = [TableRow(r.request_id, source_name(r.tag, titles), r.state, r.prompt_tokens,
-                         r.generated_tokens, r.ttft_s, r.tokens_per_s) for r in live]
+                         r.generated_tokens, r.ttft_s, r.tokens_per_s,
+                         cached_tokens=getattr(r, "cached_tokens", None)) for r in live]
         seen = {r.request_id for r in live}
         for s in reversed(finished):
             if len(rows) >= len(live) + FINISHED_ROWS:
@@ -197,7 +211,7 @@ class StatsModel:
             if s.request_id not in seen:
                 rows.append(TableRow(s.request_id, source_name(s.tag, titles), "finished",
                                      s.prompt_tokens, s.generated_tokens, s.ttft_s,
-                                     s.tokens_per_s, s.finish_reason))
+                                     s.tokens_per_s, s.finish_reason, s.cached_tokens))
         self.rows = rows
 
     def _reset(self, engine: Engine | None) -> None:
@@ -206,7 +220,7 @@ class StatsModel:
         self.stats = None
         self._ticks = []
         self._last_index = -1
-        self.ttft, self.itl, self.rows = Latency(), Latency(), []
+        self.ttft, self.itl, self.rows, self.memory = Latency(), Latency(), [], None
 
     def _maybe_snapshot(self, now: float, stats: EngineStats) -> None:
         store: Any = getattr(self.ctx, "store", None)
@@ -218,7 +232,7 @@ class StatsModel:
         try:
             from ..storage.records import StatsSnapshot
 
-            store.add_stats_snapshot(StatsSnapshot(data=stats.to_dict()))
+            store.add_stats_snapshot(StatsSnapshot(data=snapshot_data(stats)))
             self.snapshots += 1
         except Exception:  # noqa: BLE001 - a failed snapshot must never stop the panel
             log.exception("could not save a stats snapshot")

@@ -29,9 +29,9 @@ def stats(**kw: object) -> EngineStats:
     return EngineStats(**base)  # type: ignore[arg-type]
 
 
-def finished(rid: str, tag: str | None, n: int, ttft: float) -> RequestStats:
+def finished(rid: str, tag: str | None, n: int, ttft: float, cached: int = 0) -> RequestStats:
     return RequestStats(rid, tag, "interactive", 0.0, 5, ttft, n, 1.0, n - 1.0, 1.0 + ttft,
-                        "length", 0)
+                        "length", 0, cached_tokens=cached)
 
 
 class FakeEngine:
@@ -128,6 +128,42 @@ def test_table_rows_live_first_then_newest_finished_without_duplicates() -> None
                    ("d", "closed tab", "finished", 4), ("a", "Chat one", "finished", 12)]
     assert model.ttft.count == 3 and math.isclose(model.ttft.p50, 0.2)
     assert source_name("sim-3", {}) == "simulation"
+
+
+def test_cached_tokens_in_the_table_and_memory_lines_after_read_details() -> None:
+    engine = FakeEngine()
+    model, _ = make(engine)
+    # A live row has cached tokens only where the engine's RequestRow has the field
+    # ("e" stands for one that has it).
+    engine.live = [RequestRow("b", "tab-2", "generating", 5, 3, 0.1, 9.0),
+                   SimpleNamespace(request_id="e", tag=None, state="prefilling",
+                                   prompt_tokens=40, generated_tokens=0, ttft_s=None,
+                                   tokens_per_s=0.0, cached_tokens=32)]
+    engine.done = [finished("a", "tab-1", 12, 0.2, cached=85)]
+    engine.s = stats(kv_budget_bytes=2**30, kv_reserved_bytes=2**20, prefix_lookups=2,
+                     prefix_hits=1, prefix_hit_tokens=85, prefix_lookup_tokens=170)
+    assert model.memory is None
+    model.poll()
+    model.read_details({})
+    assert [(r.request_id, r.cached_tokens) for r in model.rows] == [
+        ("b", getattr(engine.live[0], "cached_tokens", None)), ("e", 32), ("a", 85)]
+    assert model.memory is not None
+    assert (model.memory.hit_rate, model.memory.kv) == ("50% · 1 of 2 hit", "1.0 MiB of 1.0 GiB")
+    model.ctx.bridge.engine = None
+    model.poll()
+    model.read_details({})
+    assert model.memory is None and model.rows == []
+
+
+def test_snapshots_carry_the_derived_memory_figures() -> None:
+    engine, store = FakeEngine(), Store()
+    engine.s = stats(kv_reserved_bytes=10, prefix_cached_bytes=30, prefix_hit_tokens=1,
+                     prefix_lookup_tokens=4, prefix_disk_files=2)
+    model, _ = make(engine, store)
+    model.poll()
+    data = store.snapshots[0].data  # type: ignore[attr-defined]
+    assert (data["kv_used_bytes"], data["prefix_hit_rate"]) == (40, 0.25)
+    assert data["prefix_disk_files"] == 2 and data["kv_reserved_bytes"] == 10
 
 
 def test_snapshots_every_ten_seconds_only_with_a_store_and_reset_on_new_engine() -> None:
