@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from PySide6.QtGui import QKeySequence
 
+from app.stats.memory import memory_figures
 from tests.ui.conftest import run_until, spin
 from tests.ui.lag_run import stream_tabs
+from ui.stats.table import COLUMNS
 
 
 def test_panel_numbers_equal_the_engine_after_a_known_workload(window, loop, qtbot):
@@ -55,12 +57,43 @@ def test_panel_numbers_equal_the_engine_after_a_known_workload(window, loop, qtb
         assert (row.source, row.state) == (tab.conversation.title, "finished")
         assert row.generated_tokens == len(gen.stream.tokens) == gen.stream.stats.generated_tokens
         assert row.finish_reason == gen.finish_reason
-        assert table.data(table.index(table.rows.index(row), 3)) == str(len(gen.stream.tokens))
+        at = table.rows.index(row)
+        assert table.data(table.index(at, COLUMNS.index("Generated"))) == str(
+            len(gen.stream.tokens))
+        assert table.data(table.index(at, COLUMNS.index("Cached"))) == str(
+            gen.stream.stats.cached_tokens)
     assert shown[gens[5].request_id].finish_reason == "cancelled"
     assert all(shown[g.request_id].finish_reason == "length" for g in gens[:5])
 
     counts = dock.panel.charts.point_counts()
     assert counts["tokens_per_s"] >= 2 and counts["step_ms"] == counts["budget"] >= 2
+
+
+def test_panel_shows_conversation_memory_as_the_engine_counts_it(window, loop):
+    dock = window.stats_dock
+    dock.show()
+    tab = window.current_tab()
+    for text in ("first turn", "second turn", "third turn"):
+        assert tab.conversation.send(text)
+        run_until(loop, lambda: not tab.conversation.is_busy)
+    spin(loop, 0.05)
+    dock.refresh(poll=True)
+    s = window.ctx.bridge.engine.stats()
+    values = {k: label.text() for k, label in dock.panel.values.items()}
+    expected = dict(memory_figures(s).texts())
+    assert {k: values[k] for k in expected} == expected
+    # Later turns reuse the earlier ones' KV, and the panel says so.
+    assert s.prefix_hits == 2 and s.prefix_lookups == 3
+    assert values["hit_rate"] == f"{100 * s.prefix_hit_rate:.0f}% · 2 of 3 hit"
+    assert s.prefix_cached_bytes > 0 and s.kv_budget_bytes > 0
+    assert not values["kv"].startswith("0 B") and values["disk"] == "none"
+    table = dock.panel.table_model
+    cached = {r.request_id: table.data(table.index(i, COLUMNS.index("Cached")))
+              for i, r in enumerate(table.rows)}
+    gens = tab.conversation.generations
+    assert [cached[g.request_id] for g in gens] == [str(g.stream.stats.cached_tokens)
+                                                    for g in gens]
+    assert int(cached[gens[-1].request_id]) > int(cached[gens[1].request_id]) > 0
 
 
 def test_panel_keeps_up_with_sixteen_streams(window, loop, capsys):

@@ -32,6 +32,10 @@ ITL_TIP = ("Inter-token latency: every sequence in a decode tick gets one token 
            "the tick, its previous one at the end of the tick before; so each decode tick in "
            "the engine's telemetry (last 1024 ticks) counts the time since the previous tick "
            "ended, once per sequence it decoded.")
+HIT_TIP = ("Share of admitted prompt tokens that came from the prefix cache (not computed), "
+           "then how many requests reused at least one token, of all admitted.")
+KV_TIP = ("KV memory set aside by running requests plus held by cached prefixes, of the "
+          "engine's KV budget (cached prefixes are evicted when running requests need room).")
 
 # (key, label, tooltip) per group; values are filled in by StatsPanel._show_numbers
 GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
@@ -63,7 +67,21 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ("ttft", "TTFT", TTFT_TIP),
         ("itl", "ITL", ITL_TIP),
     )),
+    ("Conversation memory", (
+        ("hit_rate", "cache hits", HIT_TIP),
+        ("cached", "cached", "prompt prefixes the engine keeps for reuse: tokens, their KV "
+                             "memory, entries"),
+        ("evictions", "evictions", "cached prefixes dropped (least recently used) to make "
+                                   "room for running requests"),
+        ("kv", "KV in use", KV_TIP),
+        ("kv_split", "running / cached", "KV set aside by running requests / held by "
+                                         "cached prefixes"),
+        ("disk", "on disk", "conversations' KV saved across restarts (files, size, saves "
+                            "and loads since start)"),
+    )),
 )
+# Groups sharing a column, top to bottom (the others have a column each).
+STACKED = ("Latency (p50 / p90 / p99)", "Conversation memory")
 
 
 def _ms(seconds: float) -> str:
@@ -92,6 +110,7 @@ class StatsPanel(QWidget):
         numbers = QWidget()
         row = QHBoxLayout(numbers)
         row.setContentsMargins(0, 0, 0, 0)
+        stack = QVBoxLayout()
         for title, fields in GROUPS:
             box = QGroupBox(title)
             grid = QGridLayout(box)
@@ -108,8 +127,12 @@ class StatsPanel(QWidget):
                 grid.addWidget(name, i, 0)
                 grid.addWidget(value, i, 1)
                 self.values[key] = value
-            row.addWidget(box, 1 if title.startswith("Latency") else 0,
-                          Qt.AlignmentFlag.AlignTop)
+            if title in STACKED:
+                stack.addWidget(box)
+            else:
+                row.addWidget(box, 0, Qt.AlignmentFlag.AlignTop)
+        stack.addStretch(1)
+        row.addLayout(stack, 1)  # the stacked column takes the width that is left
         self.charts = StatsCharts(history_s)
         self.table_model = RequestTableModel(self)
         self.table = make_table_view(self.table_model)
@@ -142,6 +165,7 @@ class StatsPanel(QWidget):
                 ("budget", str(s.budget)), ("ticks", str(s.ticks)),
                 ("memory", _mib(s.memory_bytes)), ("peak_memory", _mib(s.peak_memory_bytes)),
                 ("ttft", _pct(model.ttft)), ("itl", _pct(model.itl)),
+                *(model.memory.texts() if model.memory is not None else ()),
             ):
                 _set(self.values[key], text)
         self.charts.update_from(model.samples, now)

@@ -12,7 +12,9 @@ from app.stats.model import TableRow
 
 from ..widgets import readonly_table
 
-COLUMNS = ("Source", "State", "Prompt", "Generated", "TTFT", "tok/s", "Finish")
+COLUMNS = ("Source", "State", "Prompt", "Cached", "Generated", "TTFT", "tok/s", "Finish")
+NUMBERS = range(2, 7)  # right-aligned columns
+CACHED_TIP = "prompt tokens reused from the engine's prefix cache (not computed)"
 _RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 
 
@@ -24,10 +26,12 @@ def cell(row: TableRow, column: int) -> str:
     if column == 2:
         return str(row.prompt_tokens)
     if column == 3:
-        return str(row.generated_tokens)
+        return "" if row.cached_tokens is None else str(row.cached_tokens)
     if column == 4:
-        return "" if row.ttft_s is None else f"{row.ttft_s:.2f} s"
+        return str(row.generated_tokens)
     if column == 5:
+        return "" if row.ttft_s is None else f"{row.ttft_s:.2f} s"
+    if column == 6:
         return f"{row.tokens_per_s:.1f}" if row.tokens_per_s else ""
     return row.finish_reason or ""
 
@@ -41,6 +45,7 @@ class RequestTableModel(QStandardItemModel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(0, len(COLUMNS), parent)
         self.setHorizontalHeaderLabels(list(COLUMNS))
+        self.horizontalHeaderItem(COLUMNS.index("Cached")).setToolTip(CACHED_TIP)
         self.rows: list[TableRow] = []
 
     def set_rows(self, rows: Sequence[TableRow]) -> None:
@@ -49,7 +54,7 @@ class RequestTableModel(QStandardItemModel):
             self.removeRows(new, old - new)
         for _ in range(old, new):
             items = [QStandardItem() for _ in COLUMNS]
-            for column in range(2, 6):
+            for column in NUMBERS:
                 items[column].setTextAlignment(_RIGHT)
             self.appendRow(items)
         for r, row in enumerate(rows):
@@ -65,6 +70,6 @@ class RequestTableModel(QStandardItemModel):
 
 
 def make_table_view(model: RequestTableModel) -> QTableView:
-    view = readonly_table(model, "requestTable", (120, 80, 56, 70, 64, 56))
+    view = readonly_table(model, "requestTable", (120, 80, 56, 56, 70, 64, 56))
     view.horizontalHeader().setStretchLastSection(True)
     return view
