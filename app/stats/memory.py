@@ -29,48 +29,46 @@ def format_bytes(n: int) -> str:
 class MemoryFigures:
     """One text per line of the panel's Memory group, and the numbers behind them."""
 
-    hit_rate: str  # "81% · 12 of 15 hit": token share, then requests that reused any
-    cached: str  # "4210 tok · 272 MiB · 6 entries"
-    evictions: str
-    kv: str  # "312 MiB of 5.9 GiB": running requests' set-aside + cached prefixes
-    kv_split: str  # "40 MiB / 272 MiB" (running / cached)
-    disk: str  # "3 files · 41 MiB · 5 saved, 2 loaded", or "none"
+    hit_rate: str  # "81% of tokens": share of admitted prompt tokens served from cache
+    hits: str  # "12 of 15": requests that reused any token, of those admitted
+    kv: str  # "312 MiB of 5.9 GiB": running requests' set-aside + cached prefixes, of budget
+    running: str  # "40 MiB": the running requests' part
+    cached: str  # "272 MiB · 4210 tok": the cached prefixes' part
+    entries: str  # "6 (2 evicted)": cached prefixes, and how many were evicted so far
+    disk: str  # "3 files · 41 MiB", or "none"
+    disk_detail: str  # "5 saved, 2 loaded ..." (a tooltip: the line stays short)
     kv_used_bytes: int
     kv_fraction: float  # of the budget; 0 when the engine reports no budget
 
     def texts(self) -> tuple[tuple[str, str], ...]:
-        """(panel key, text) for every line."""
-        return (("hit_rate", self.hit_rate), ("cached", self.cached),
-                ("evictions", self.evictions), ("kv", self.kv), ("kv_split", self.kv_split),
-                ("disk", self.disk))
+        """(panel key, text) for every line, in the panel's order."""
+        return (("hit_rate", self.hit_rate), ("hits", self.hits), ("kv", self.kv),
+                ("running", self.running), ("cached", self.cached),
+                ("entries", self.entries), ("disk", self.disk))
 
 
 def memory_figures(s: EngineStats) -> MemoryFigures:
     used = s.kv_used_bytes
     budget = s.kv_budget_bytes
+    # No lookups yet: nothing admitted, or the model runs without prefix reuse.
+    looked = s.prefix_lookups > 0
     return MemoryFigures(
-        hit_rate=_hit_rate(s),
-        cached=(f"{s.prefix_cached_tokens} tok · {format_bytes(s.prefix_cached_bytes)} · "
-                f"{s.prefix_entries} {'entry' if s.prefix_entries == 1 else 'entries'}"),
-        evictions=str(s.prefix_evictions),
+        hit_rate=f"{100 * s.prefix_hit_rate:.0f}% of tokens" if looked else NONE,
+        hits=f"{s.prefix_hits} of {s.prefix_lookups}" if looked else NONE,
         kv=f"{format_bytes(used)} of {format_bytes(budget)}" if budget else NONE,
-        kv_split=(f"{format_bytes(s.kv_reserved_bytes)} / "
-                  f"{format_bytes(s.prefix_cached_bytes)}"),
+        running=format_bytes(s.kv_reserved_bytes),
+        cached=f"{format_bytes(s.prefix_cached_bytes)} · {s.prefix_cached_tokens} tok",
+        entries=f"{s.prefix_entries} ({s.prefix_evictions} evicted)",
         disk=_disk(s),
+        disk_detail=(f"{s.prefix_disk_saves} saved, {s.prefix_disk_loads} loaded since the "
+                     "engine started"),
         kv_used_bytes=used,
         kv_fraction=used / budget if budget else 0.0,
     )
-
-
-def _hit_rate(s: EngineStats) -> str:
-    if not s.prefix_lookups:
-        return NONE  # nothing admitted yet, or the model runs without prefix reuse
-    return f"{100 * s.prefix_hit_rate:.0f}% · {s.prefix_hits} of {s.prefix_lookups} hit"
 
 
 def _disk(s: EngineStats) -> str:
     if not (s.prefix_disk_files or s.prefix_disk_saves or s.prefix_disk_loads):
         return "none"
     files = f"{s.prefix_disk_files} file{'' if s.prefix_disk_files == 1 else 's'}"
-    return (f"{files} · {format_bytes(s.prefix_disk_bytes)} · "
-            f"{s.prefix_disk_saves} saved, {s.prefix_disk_loads} loaded")
+    return f"{files} · {format_bytes(s.prefix_disk_bytes)}"

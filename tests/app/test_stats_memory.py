@@ -20,33 +20,34 @@ def test_kv_in_use_is_running_plus_cached_of_the_budget() -> None:
     m = memory_figures(stats(kv_budget_bytes=int(5.9 * GiB), kv_reserved_bytes=40 * MiB,
                              prefix_cached_bytes=272 * MiB, prefix_cached_tokens=6034,
                              prefix_entries=6, prefix_evictions=2))
-    assert m.kv == "312 MiB of 5.9 GiB"
-    assert m.kv_split == "40 MiB / 272 MiB"
+    assert (m.kv, m.running, m.cached) == ("312 MiB of 5.9 GiB", "40 MiB", "272 MiB · 6034 tok")
     assert m.kv_used_bytes == 312 * MiB
     assert abs(m.kv_fraction - 312 / (5.9 * 1024)) < 1e-6
-    assert m.cached == "6034 tok · 272 MiB · 6 entries"
-    assert m.evictions == "2"
+    assert m.entries == "6 (2 evicted)"
 
 
 def test_hit_rate_is_the_token_share_then_requests_that_hit() -> None:
     m = memory_figures(stats(prefix_lookups=15, prefix_hits=12, prefix_hit_tokens=810,
                              prefix_lookup_tokens=1000))
-    assert m.hit_rate == "81% · 12 of 15 hit"
-    assert memory_figures(stats(prefix_lookups=1, prefix_lookup_tokens=9)).hit_rate == \
-        "0% · 0 of 1 hit"
+    assert (m.hit_rate, m.hits) == ("81% of tokens", "12 of 15")
+    m = memory_figures(stats(prefix_lookups=1, prefix_lookup_tokens=9))
+    assert (m.hit_rate, m.hits) == ("0% of tokens", "0 of 1")
 
 
 def test_an_idle_or_cacheless_engine_shows_dashes_not_zeros() -> None:
-    m = memory_figures(stats(prefix_entries=1, prefix_cached_tokens=5))
-    assert (m.hit_rate, m.kv, m.kv_fraction, m.disk) == ("–", "–", 0.0, "none")
-    assert m.cached == "5 tok · 0 B · 1 entry"
-    assert dict(m.texts()).keys() == {"hit_rate", "cached", "evictions", "kv", "kv_split",
-                                      "disk"}
+    m = memory_figures(stats())
+    assert (m.hit_rate, m.hits, m.kv, m.kv_fraction, m.disk) == ("–", "–", "–", 0.0, "none")
+    assert (m.running, m.cached, m.entries) == ("0 B", "0 B · 0 tok", "0 (0 evicted)")
+    assert [k for k, _ in m.texts()] == ["hit_rate", "hits", "kv", "running", "cached",
+                                         "entries", "disk"]
 
 
-def test_disk_store_files_size_saves_and_loads() -> None:
+def test_disk_store_files_and_size_with_saves_and_loads_as_detail() -> None:
     m = memory_figures(stats(prefix_disk_files=3, prefix_disk_bytes=41 * MiB,
                              prefix_disk_saves=5, prefix_disk_loads=2))
-    assert m.disk == "3 files · 41 MiB · 5 saved, 2 loaded"
-    # Saved this session but since evicted from disk: still says what happened.
-    assert memory_figures(stats(prefix_disk_saves=1)).disk == "0 files · 0 B · 1 saved, 0 loaded"
+    assert m.disk == "3 files · 41 MiB"
+    assert m.disk_detail.startswith("5 saved, 2 loaded")
+    # Saved this session but since deleted from disk: still not "none".
+    assert memory_figures(stats(prefix_disk_saves=1)).disk == "0 files · 0 B"
+    assert memory_figures(stats(prefix_disk_files=1, prefix_disk_bytes=512)).disk == \
+        "1 file · 512 B"

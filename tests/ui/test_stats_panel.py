@@ -84,9 +84,11 @@ def test_panel_shows_conversation_memory_as_the_engine_counts_it(window, loop):
     assert {k: values[k] for k in expected} == expected
     # Later turns reuse the earlier ones' KV, and the panel says so.
     assert s.prefix_hits == 2 and s.prefix_lookups == 3
-    assert values["hit_rate"] == f"{100 * s.prefix_hit_rate:.0f}% · 2 of 3 hit"
+    assert (values["hit_rate"], values["hits"]) == (f"{100 * s.prefix_hit_rate:.0f}% of tokens",
+                                                   "2 of 3")
     assert s.prefix_cached_bytes > 0 and s.kv_budget_bytes > 0
     assert not values["kv"].startswith("0 B") and values["disk"] == "none"
+    assert "0 saved, 0 loaded" in dock.panel.values["disk"].toolTip()
     table = dock.panel.table_model
     cached = {r.request_id: table.data(table.index(i, COLUMNS.index("Cached")))
               for i, r in enumerate(table.rows)}

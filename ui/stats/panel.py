@@ -32,8 +32,8 @@ ITL_TIP = ("Inter-token latency: every sequence in a decode tick gets one token 
            "the tick, its previous one at the end of the tick before; so each decode tick in "
            "the engine's telemetry (last 1024 ticks) counts the time since the previous tick "
            "ended, once per sequence it decoded.")
-HIT_TIP = ("Share of admitted prompt tokens that came from the prefix cache (not computed), "
-           "then how many requests reused at least one token, of all admitted.")
+HIT_TIP = "Share of admitted prompt tokens that came from the prefix cache (not computed)."
+DISK_TIP = "Conversations' KV saved across restarts: files and their size."
 KV_TIP = ("KV memory set aside by running requests plus held by cached prefixes, of the "
           "engine's KV budget (cached prefixes are evicted when running requests need room).")
 
@@ -68,16 +68,16 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ("itl", "ITL", ITL_TIP),
     )),
     ("Conversation memory", (
-        ("hit_rate", "cache hits", HIT_TIP),
-        ("cached", "cached", "prompt prefixes the engine keeps for reuse: tokens, their KV "
-                             "memory, entries"),
-        ("evictions", "evictions", "cached prefixes dropped (least recently used) to make "
-                                   "room for running requests"),
+        ("hit_rate", "hit rate", HIT_TIP),
+        ("hits", "requests hit", "requests that reused at least one cached token, of all "
+                                 "admitted"),
         ("kv", "KV in use", KV_TIP),
-        ("kv_split", "running / cached", "KV set aside by running requests / held by "
-                                         "cached prefixes"),
-        ("disk", "on disk", "conversations' KV saved across restarts (files, size, saves "
-                            "and loads since start)"),
+        ("running", "running", "KV set aside by running requests (their longest possible "
+                               "sequence)"),
+        ("cached", "cached", "KV held by cached prefixes, and their tokens"),
+        ("entries", "entries", "cached prefixes, and how many were evicted (least recently "
+                               "used) to make room for running requests"),
+        ("disk", "on disk", DISK_TIP),
     )),
 )
 # Groups sharing a column, top to bottom (the others have a column each).
@@ -168,6 +168,10 @@ class StatsPanel(QWidget):
                 *(model.memory.texts() if model.memory is not None else ()),
             ):
                 _set(self.values[key], text)
+            if model.memory is not None:
+                tip = f"{DISK_TIP} {model.memory.disk_detail}."
+                if self.values["disk"].toolTip() != tip:
+                    self.values["disk"].setToolTip(tip)
         self.charts.update_from(model.samples, now)
         self.table_model.set_rows(model.rows)
 
