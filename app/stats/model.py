@@ -41,6 +41,9 @@ HISTORY_S = 300.0  # chart history
 SNAPSHOT_EVERY_S = 10.0  # stats snapshots to the history store
 FINISHED_ROWS = 200  # finished requests shown in the table (newest first)
 SIMULATION = "simulation"
+# An idle engine records no ticks, so the first tick after a pause (new requests only: while
+# anything decodes the engine never waits this long between ticks) must not count the pause.
+IDLE_GAP_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +118,17 @@ def weighted_latency(pairs: Sequence[tuple[float, int]]) -> Latency:
 
 
 def itl_gaps(ticks: Sequence[TickRecord]) -> list[tuple[float, int]]:
-    """(gap since the previous tick ended, decode rows) for each decode tick."""
+    """(gap since the previous tick ended, decode rows) for each decode tick; its own time
+    for a tick whose predecessor is gone or that started after the engine sat idle."""
     out = []
     for i, rec in enumerate(ticks):
         if rec.decode_rows <= 0:
             continue
         prev = ticks[i - 1] if i else None
-        gap = rec.t - prev.t if prev is not None and prev.index == rec.index - 1 else rec.step_s
+        gap = rec.step_s
+        if prev is not None and prev.index == rec.index - 1 \
+                and rec.t - rec.step_s - prev.t < IDLE_GAP_S:
+            gap = rec.t - prev.t
         out.append((gap, rec.decode_rows))
     return out
 

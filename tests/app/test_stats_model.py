@@ -93,6 +93,10 @@ def test_itl_is_the_gap_between_tick_ends_once_per_decoded_sequence() -> None:
     gaps = itl_gaps(ticks)
     # tick 8 follows tick 7 (a prefill tick); tick 11's predecessor is gone: its own step_s
     assert [(round(g, 3), n) for g, n in gaps] == [(0.05, 3), (0.03, 3), (0.01, 2)]
+    # The engine sat idle 5 s before tick 13 (a new request's first tokens): not a gap
+    # between tokens, so it counts its own time.
+    after_idle = [tick(12, 1.0, 1), tick(13, 6.02, 1, step=0.02), tick(14, 6.05, 1)]
+    assert [round(g, 3) for g, _ in itl_gaps(after_idle)] == [0.01, 0.02, 0.03]
 
 
 def test_history_is_bounded_and_per_tick_values_average_new_ticks() -> None:
@@ -148,7 +152,8 @@ def test_cached_tokens_in_the_table_and_memory_lines_after_read_details() -> Non
     assert [(r.request_id, r.cached_tokens) for r in model.rows] == [
         ("b", getattr(engine.live[0], "cached_tokens", None)), ("e", 32), ("a", 85)]
     assert model.memory is not None
-    assert (model.memory.hit_rate, model.memory.kv) == ("50% · 1 of 2 hit", "1.0 MiB of 1.0 GiB")
+    assert (model.memory.hit_rate, model.memory.hits, model.memory.kv) == (
+        "50% of tokens", "1 of 2", "1.0 MiB of 1.0 GiB")
     model.ctx.bridge.engine = None
     model.poll()
     model.read_details({})
