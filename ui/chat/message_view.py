@@ -72,6 +72,9 @@ class MessageWidget(QFrame):
         self.stats.setObjectName("statsLabel")
         self.stats.setVisible(message.role == "assistant")
         self.stats.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # Wraps: unwrapped, a long line ("85 of 110 prompt tokens cached") sets the whole
+        # chat's minimum width, and a narrow tab (stats dock open) cuts every message off.
+        self.stats.setWordWrap(True)
         layout.addWidget(self.stats)
         self._dirty = True
         self.refresh()
