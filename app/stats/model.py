@@ -78,7 +78,7 @@ class TableRow:
     ttft_s: float | None
     tokens_per_s: float
     finish_reason: str | None = None
-    cached_tokens: int | None = None  # prompt tokens from the prefix cache; None: not known
+    cached_tokens: int = 0  # prompt tokens reused from the prefix cache (set at admission)
 
 
 def snapshot_data(stats: EngineStats) -> dict[str, Any]:
@@ -207,10 +207,9 @@ class StatsModel:
         self.ttft = latency([s.ttft_s for s in finished if s.ttft_s is not None])
         self.itl = weighted_latency(itl_gaps(self._ticks))
         self.memory = memory_figures(self.stats) if self.stats is not None else None
-        # A live row's cached count needs RequestRow.cached_tokens (not every engine has it).
         rows = [TableRow(r.request_id, source_name(r.tag, titles), r.state, r.prompt_tokens,
                          r.generated_tokens, r.ttft_s, r.tokens_per_s,
-                         cached_tokens=getattr(r, "cached_tokens", None)) for r in live]
+                         cached_tokens=r.cached_tokens) for r in live]
         seen = {r.request_id for r in live}
         for s in reversed(finished):
             if len(rows) >= len(live) + FINISHED_ROWS:

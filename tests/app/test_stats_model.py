@@ -137,12 +137,8 @@ def test_table_rows_live_first_then_newest_finished_without_duplicates() -> None
 def test_cached_tokens_in_the_table_and_memory_lines_after_read_details() -> None:
     engine = FakeEngine()
     model, _ = make(engine)
-    # A live row has cached tokens only where the engine's RequestRow has the field
-    # ("e" stands for one that has it).
     engine.live = [RequestRow("b", "tab-2", "generating", 5, 3, 0.1, 9.0),
-                   SimpleNamespace(request_id="e", tag=None, state="prefilling",
-                                   prompt_tokens=40, generated_tokens=0, ttft_s=None,
-                                   tokens_per_s=0.0, cached_tokens=32)]
+                   RequestRow("e", None, "prefilling", 40, 0, None, 0.0, cached_tokens=32)]
     engine.done = [finished("a", "tab-1", 12, 0.2, cached=85)]
     engine.s = stats(kv_budget_bytes=2**30, kv_reserved_bytes=2**20, prefix_lookups=2,
                      prefix_hits=1, prefix_hit_tokens=85, prefix_lookup_tokens=170)
@@ -150,7 +146,7 @@ def test_cached_tokens_in_the_table_and_memory_lines_after_read_details() -> Non
     model.poll()
     model.read_details({})
     assert [(r.request_id, r.cached_tokens) for r in model.rows] == [
-        ("b", getattr(engine.live[0], "cached_tokens", None)), ("e", 32), ("a", 85)]
+        ("b", 0), ("e", 32), ("a", 85)]
     assert model.memory is not None
     assert (model.memory.hit_rate, model.memory.hits, model.memory.kv) == (
         "50% of tokens", "1 of 2", "1.0 MiB of 1.0 GiB")

@@ -97,6 +97,33 @@ def test_panel_shows_conversation_memory_as_the_engine_counts_it(window, loop):
                                                     for g in gens]
     assert int(cached[gens[-1].request_id]) > int(cached[gens[1].request_id]) > 0
 
+    # A live request shows its cached tokens as soon as it is admitted.
+    third = int(cached[gens[-1].request_id])
+    tab.panel.fields["max_tokens"].setValue(400)
+    assert tab.conversation.send("fourth turn")
+    live = tab.conversation.generation
+    run_until(loop, lambda: len(live.stream.tokens) >= 2)
+    dock.refresh(poll=True)
+    [row] = [r for r in table.rows if r.request_id == live.request_id]
+    [engine_row] = [r for r in window.ctx.bridge.engine.request_rows()
+                    if r.request_id == live.request_id]
+    assert row.state == "generating" and engine_row.cached_tokens > third
+    assert table.data(table.index(table.rows.index(row), COLUMNS.index("Cached"))) == str(
+        engine_row.cached_tokens)
+    tab.conversation.stop()
+    run_until(loop, lambda: not tab.conversation.is_busy)
+
+
+def test_a_queued_request_has_no_cached_count_yet(qtbot):
+    from app.stats.model import TableRow
+    from ui.stats.table import RequestTableModel
+
+    model = RequestTableModel()
+    model.set_rows([TableRow("q", "Chat", "queued", 40, 0, None, 0.0),
+                    TableRow("g", "Chat", "generating", 40, 3, 0.1, 9.0, cached_tokens=32)])
+    column = COLUMNS.index("Cached")
+    assert [model.item(r, column).text() for r in range(2)] == ["", "32"]
+
 
 def test_panel_keeps_up_with_sixteen_streams(window, loop, capsys):
     window.stats_dock.show()

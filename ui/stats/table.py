@@ -25,8 +25,8 @@ def cell(row: TableRow, column: int) -> str:
         return row.state
     if column == 2:
         return str(row.prompt_tokens)
-    if column == 3:
-        return "" if row.cached_tokens is None else str(row.cached_tokens)
+    if column == 3:  # the cache is looked up at admission: nothing to say while queued
+        return "" if row.state == "queued" else str(row.cached_tokens)
     if column == 4:
         return str(row.generated_tokens)
     if column == 5:
