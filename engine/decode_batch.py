@@ -121,6 +121,10 @@ class DecodeBatch:
                     [s.num_output_tokens for s in seqs],
                     logits,
                 )
+                # Computed before the run-ahead step is started: on MLX's CPU backend a
+                # token whose graph goes out together with the next step's arrives only
+                # when both are done (a sequence's first token took two forward passes).
+                mx.eval(picked)
             self.ahead = None
             if not more_coming and self._may_run_ahead(seqs):
                 seq = seqs[0]

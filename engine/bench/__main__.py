@@ -10,7 +10,7 @@ from typing import Any
 
 from ..blas import ensure_fast_blas
 
-ALL = ("physical", "solo", "offline", "online", "hol")
+ALL = ("physical", "solo", "offline", "online", "hol", "chat", "chats")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -29,6 +29,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--online-rate", type=float, default=0.5)
     p.add_argument("--burstiness", type=float, default=1.0)
     p.add_argument("--long-prompt", type=int, default=2000)
+    mt = p.add_argument_group("multi-turn chats (scenarios chat and chats)")
+    mt.add_argument("--chat-turns", type=int, default=10, help="turns of the one-chat scenario")
+    mt.add_argument("--chats", type=int, default=8, help="chats of the many-chats scenario")
+    mt.add_argument("--chats-turns", type=int, default=4, help="turns of each of those chats")
+    mt.add_argument("--turn-tokens", type=int, default=64, help="max tokens of each reply")
+    mt.add_argument("--think-s", type=float, default=1.0,
+                    help="pause between a reply and the next question (many chats)")
+    mt.add_argument("--no-mlx-lm-server", dest="mlx_lm_server", action="store_false",
+                    help="skip mlx_lm.server (started on the same weights in a subprocess)")
+    mt.add_argument("--http-url", action="append", default=[], metavar="URL",
+                    help="also run the chats against this OpenAI-compatible server "
+                         "(repeatable; e.g. `batchchat serve`, llama-server)")
+    mt.add_argument("--http-model", default="default", help="model name sent to --http-url")
+    mt.add_argument("--http-api-key", default=None)
     p.add_argument("--out", type=Path, default=Path("bench-out"))
     return p.parse_args(argv)
 
@@ -77,6 +91,8 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
                 "batch_generator": scenarios.head_of_line_batch_generator(
                     engine, prompts, long_prompt, args.new_tokens * 4),
             }
+        if scen & {"chat", "chats"}:
+            results["multiturn"] = await multiturn_peers(args, loaded, engine, scen)
         if "physical" in results and "solo" in results and results.get("offline"):
             p = results["physical"]
             results["fractions"] = {
@@ -87,6 +103,38 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
     finally:
         await engine.shutdown()
     return results
+
+
+async def multiturn_peers(args: argparse.Namespace, loaded: Any, engine: Any,
+                          scen: set[str]) -> dict[str, Any]:
+    """The chat scenarios against the engine, mlx-lm's cached path (one chat), mlx_lm.server
+    and any --http-url, one after the other so that each has the machine to itself."""
+    from .chat_clients import EngineChat, MlxLmCachedChat, OpenAIChat
+    from .mlx_lm_server import mlx_lm_server
+    from .multiturn import many_chats, one_chat
+
+    out: dict[str, Any] = {"chat": [], "chats": []}
+
+    async def run_all(client: Any, in_process_only: bool = False) -> None:
+        if "chat" in scen:
+            out["chat"].append(await one_chat(client, args.chat_turns, args.turn_tokens))
+        if "chats" in scen and not in_process_only:
+            out["chats"].append(await many_chats(client, args.chats, args.chats_turns,
+                                                 args.turn_tokens, args.think_s))
+
+    await run_all(EngineChat(engine))
+    # mlx-lm's cached path serves one request at a time: the one-chat scenario only.
+    await run_all(MlxLmCachedChat(engine.model, engine.tokenizer), in_process_only=True)
+    targets = [(url, args.http_model, args.http_api_key, url) for url in args.http_url]
+    for url, model, key, name in targets:
+        async with OpenAIChat(url, model, key, name=name) as client:
+            await run_all(client)
+    if args.mlx_lm_server:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with mlx_lm_server(loaded, log=args.out / "mlx_lm_server.log") as url:
+            async with OpenAIChat(url, "default_model", name="mlx_lm.server") as client:
+                await run_all(client)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,10 +66,51 @@ def print_table(results: dict[str, Any]) -> None:
                 print(f"{name:<15}{r['itl_during_median_s'] * 1e3:>8.0f}ms"
                       f"{r['itl_during_p99_s'] * 1e3:>7.0f}ms{r['p99_over_median']:>10.2f}x"
                       f"{r['long_ttft_s']:>9.1f}s")
+    if "multiturn" in results:
+        print_multiturn(results["multiturn"])
     if "fractions" in results:
         f = results["fractions"]
         print(f"\n== achieved: solo step at {f['solo_of_floor'] * 100:.0f}% of the memory floor"
               f" speed; largest batch at {f['batch_of_ceiling'] * 100:.0f}% of the GEMM ceiling")
+
+
+def print_multiturn(mt: dict[str, Any]) -> None:
+    chat = mt.get("chat") or []
+    if chat:
+        print(f"\n== one chat, {len(chat[0]['turns'])} turns: TTFT per turn (ms); "
+              "prompt tokens / from cache at the last turn")
+        print(f"{'turn':<16}" + "".join(f"{i + 1:>7}" for i in range(len(chat[0]["ttft_s"])))
+              + "   last/first  hit rate  prompt/cached")
+        for c in chat:
+            last = c["turns"][-1]
+            hit = f"{c['hit_rate'] * 100:.0f}%" if c["hit_rate"] is not None else "-"
+            print(f"{c['client'][:16]:<16}" + "".join(f"{t * 1e3:>7.0f}" for t in c["ttft_s"])
+                  + f"   {c['last_over_first']:>9.2f}x {hit:>9}"
+                  + f"  {last['prompt_tokens'] or '-'}/{last['cached_tokens'] or '-'}")
+        base = chat[0]
+        for c in chat[1:]:
+            ratios = [a / b for a, b in zip(base["ttft_s"], c["ttft_s"], strict=False)]
+            print(f"  TTFT {base['client']} / {c['client']} (below 1 = {base['client']} "
+                  f"faster): worst turn {max(ratios):.2f}x, "
+                  f"median {sorted(ratios)[len(ratios) // 2]:.2f}x")
+    many = mt.get("chats") or []
+    if many:
+        m0 = many[0]
+        print(f"\n== {m0['chats']} chats x {m0['turns_per_chat']} turns, {m0['think_s']} s "
+              "think time")
+        print(f"{'client':<16}{'tok/s':>8}{'wall s':>8}  TTFT median by turn (ms)"
+              f"{'':>6}last-turn p50  hit rate")
+        for m in many:
+            hit = f"{m['hit_rate'] * 100:.0f}%" if m["hit_rate"] is not None else "-"
+            turns = " ".join(f"{t * 1e3:>6.0f}" for t in m["ttft_median_by_turn"])
+            print(f"{m['client'][:16]:<16}{m['output_tps']:>8.1f}{m['wall_s']:>8.1f}  "
+                  f"{turns:<30}{m['last_turn_ttft_median']:>9.2f} s {hit:>9}")
+        for m in many[1:]:
+            print(f"  {m0['client']} / {m['client']}: throughput "
+                  f"{m0['output_tps'] / m['output_tps']:.2f}x (above 1 = {m0['client']} "
+                  f"faster), last-turn TTFT median "
+                  f"{m0['last_turn_ttft_median'] / m['last_turn_ttft_median']:.2f}x "
+                  f"(below 1 = {m0['client']} faster)")
 
 
 def write_json(results: dict[str, Any], out: Path) -> Path:
@@ -113,6 +154,17 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
                    title=f"{label} latency CDF")
             ax.grid(alpha=0.3)
         paths.append(out / "latency_cdf.png")
+        fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
+        plt.close(fig)
+    if results.get("multiturn", {}).get("chat"):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for c in results["multiturn"]["chat"]:
+            ax.plot(range(1, len(c["ttft_s"]) + 1), c["ttft_s"], "o-", label=c["client"])
+        ax.set(xlabel="turn", ylabel="time to first token (s)",
+               title="One chat: TTFT per turn")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        paths.append(out / "multiturn_ttft.png")
         fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
         plt.close(fig)
     return paths

@@ -1,4 +1,4 @@
-"""python -m engine.loader fetch | info [source] [--quantized|--float32]"""
+"""python -m engine.loader fetch | info [source] | export DEST [--model SOURCE] | bench"""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     q = info.add_mutually_exclusive_group()
     q.add_argument("--quantized", dest="quantized", action="store_true", default=None)
     q.add_argument("--float32", dest="quantized", action="store_false")
+    export = sub.add_parser("export", help="write the loaded model as an mlx-lm directory "
+                            "(the weights the engine runs, e.g. for mlx_lm.server)")
+    export.add_argument("dest")
+    export.add_argument("--model", default="bundled")
     bench = sub.add_parser("bench", help="fp32 matmul GFLOP/s and decode tok/s (docs/loader.md)")
     qb = bench.add_mutually_exclusive_group()
     qb.add_argument("--quantized", dest="quantized", action="store_true", default=None)
@@ -42,6 +46,14 @@ def main(argv: list[str] | None = None) -> int:
 
         from engine.blas import blas_summary
         from engine.loader import load_model
+
+        if args.cmd == "export":
+            from pathlib import Path
+
+            from engine.loader.export_dir import save_mlx_dir
+
+            print(save_mlx_dir(load_model(args.model), Path(args.dest).expanduser()))
+            return 0
 
         t0 = time.perf_counter()
         lm = load_model(args.source, quantized=args.quantized)

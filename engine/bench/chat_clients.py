@@ -1,0 +1,155 @@
+"""Chat clients the multi-turn scenarios drive: the engine, mlx-lm's cached path, any
+OpenAI-compatible server. Each answers one turn and says what it measured.
+
+TTFT is the client's: from sending the turn to its first token (vLLM's definition), so
+tokenizing and queueing are inside it on every side.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..engine import Engine
+from ..sampling_params import SamplingParams
+
+
+@dataclass(slots=True)
+class Reply:
+    text: str
+    token_ids: list[int] | None  # what a BatchChat client hands back next turn; None over HTTP
+    ttft_s: float
+    e2e_s: float
+    tokens: int
+    prompt_tokens: int | None = None  # None where the peer does not say
+    cached_tokens: int | None = None
+
+
+class ChatClient(Protocol):
+    name: str
+
+    async def reply(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply: ...
+
+
+class EngineChat:
+    """The engine, as the app's chat tabs use it: replies carry their generated ids."""
+
+    name = "engine"
+
+    def __init__(self, engine: Engine, priority: str = "interactive") -> None:
+        self.engine = engine
+        self.priority = priority
+
+    async def reply(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
+        t0 = time.perf_counter()
+        stream = self.engine.submit(messages=messages, priority=self.priority,
+                                    params=SamplingParams(max_tokens=max_tokens))
+        first = None
+        async for event in stream:
+            if event.token is not None and first is None:
+                first = time.perf_counter()
+        end = time.perf_counter()
+        if stream.finish_reason in ("error", "shutdown", "cancelled"):
+            raise RuntimeError(f"engine request ended {stream.finish_reason}: {stream.error}")
+        st = stream.stats
+        return Reply(stream.text, list(stream.tokens), (first or end) - t0, end - t0,
+                     len(stream.tokens), st.prompt_tokens if st else None,
+                     st.cached_tokens if st else None)
+
+
+class MlxLmCachedChat:
+    """mlx-lm's own cached path for one conversation, as `mlx_lm.server` serves a single
+    request: the templated text's ids, the nearest entry of an `LRUPromptCache` trimmed to
+    the common prefix, `stream_generate` on the rest, the cache stored back under the
+    prompt plus the generated ids. Runs on the caller's thread (one chat at a time)."""
+
+    name = "mlx_lm"
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        from mlx_lm.models.cache import LRUPromptCache
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.cache = LRUPromptCache()
+
+    async def reply(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
+        from mlx_lm import stream_generate
+        from mlx_lm.models.cache import make_prompt_cache
+
+        t0 = time.perf_counter()
+        plain = [{"role": m["role"], "content": m["content"]} for m in messages]
+        prompt = list(self.tokenizer.apply_chat_template(plain, add_generation_prompt=True))
+        cache, rest = self.cache.fetch_nearest_cache("model", prompt)
+        cached = len(prompt) - len(rest)
+        if cache is None:
+            cache, rest, cached = make_prompt_cache(self.model), prompt, 0
+        key, first, text, n = prompt[:], None, [], 0
+        for r in stream_generate(self.model, self.tokenizer, rest, max_tokens=max_tokens,
+                                 prompt_cache=cache):
+            if first is None:
+                first = time.perf_counter()
+            key.append(r.token)
+            text.append(r.text)
+            n += 1
+            if r.finish_reason is not None:
+                break
+        end = time.perf_counter()
+        self.cache.insert_cache("model", key, cache)
+        return Reply("".join(text), None, (first or end) - t0, end - t0, n, len(prompt), cached)
+
+
+class OpenAIChat:
+    """Any OpenAI-compatible server (`/v1/chat/completions`, streamed, greedy), through
+    aiohttp: mlx_lm.server, llama.cpp's server, BatchChat's own."""
+
+    def __init__(self, url: str, model: str = "default", api_key: str | None = None,
+                 name: str = "http", session: Any = None) -> None:
+        self.url = url.rstrip("/")
+        self.model = model
+        self.api_key = api_key
+        self.name = name
+        self._session = session
+
+    async def __aenter__(self) -> OpenAIChat:
+        import aiohttp
+
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=300))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._session.close()
+
+    async def reply(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
+        body = {"model": self.model, "stream": True, "temperature": 0.0,
+                "max_tokens": max_tokens, "stream_options": {"include_usage": True},
+                "messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        t0 = time.perf_counter()
+        first, parts, chunks, usage = None, [], 0, None
+        async with self._session.post(f"{self.url}/v1/chat/completions", json=body,
+                                      headers=headers) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"{self.url}: HTTP {resp.status}: {await resp.text()}")
+            async for raw in resp.content:
+                line = raw.decode().strip()
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                usage = chunk.get("usage") or usage
+                for choice in chunk.get("choices", []):
+                    delta = (choice.get("delta") or {}).get("content")
+                    if delta:
+                        first = first or time.perf_counter()
+                        parts.append(delta)
+                        chunks += 1
+        end = time.perf_counter()
+        details = (usage or {}).get("prompt_tokens_details") or {}
+        return Reply("".join(parts), None, (first or end) - t0, end - t0,
+                     (usage or {}).get("completion_tokens", chunks),
+                     (usage or {}).get("prompt_tokens"), details.get("cached_tokens"))
