@@ -14,3 +14,11 @@ def lone_surrogate(text: str) -> str | None:
         return (f"holds a lone surrogate (U+{ord(text[exc.start]):04X} at character "
                 f"{exc.start}), which is not valid Unicode text")
     return None
+
+
+def repair_text(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD; a split pair ("\\ud83d\\ude00")
+    is joined into its character."""
+    if lone_surrogate(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")

@@ -80,6 +80,23 @@ class HistorySync:
             return ""
         return f"History: {n} unsaved change{'s' if n != 1 else ''}, retrying"
 
+    @property
+    def set_aside_count(self) -> int:
+        """Writes that could never succeed, kept in `store.set_aside_path` instead."""
+        return len(self.store.rejected)
+
+    def set_aside_text(self) -> str:
+        """What to tell the user about the writes set aside ("" if none)."""
+        n = len(self.store.rejected)
+        if n == 0:
+            return ""
+        _write, err = self.store.rejected[-1]
+        where = self.store.set_aside_path
+        kept = f"It is kept in {where}." if where else "It is kept in memory only."
+        return (f"{n} change{'s' if n != 1 else ''} to the history could not be saved and "
+                f"{'were' if n != 1 else 'was'} set aside; everything else is saved as "
+                f"usual. Latest reason: {err} {kept}")
+
     def retry(self) -> bool:
         """Write what is queued (call on a timer); True when nothing is left."""
         done = self.store.retry_pending()

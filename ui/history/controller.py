@@ -39,6 +39,8 @@ class HistoryController(QObject):
         window.tabs.tabBar().tabMoved.connect(lambda *_: self.save_order())
         history.status_changed.connect(self.update_status)
         self._error_shown: str | None = None
+        self._set_aside_shown = 0
+        self.set_aside_box: QMessageBox | None = None
         self.action = QAction("&History…", window)
         self.action.setShortcut(QKeySequence("Ctrl+H"))
         self.action.triggered.connect(lambda _=False: self.show_history())
@@ -124,6 +126,23 @@ class HistoryController(QObject):
         if message and message != self._error_shown:
             self.window.statusBar().showMessage(message, 15000)
         self._error_shown = message
+        if self.history.set_aside_count > self._set_aside_shown:
+            self._set_aside_shown = self.history.set_aside_count
+            self._report_set_aside()
+
+    def _report_set_aside(self) -> None:
+        """One box for writes set aside: opened at the first, its text updated after."""
+        text = self.history.set_aside_text()
+        if self.set_aside_box is not None:
+            self.set_aside_box.setText(text)
+            return
+        box = QMessageBox(QMessageBox.Icon.Warning, "BatchChat: history", text,
+                          QMessageBox.StandardButton.Ok, self.window)
+        box.setWindowModality(Qt.WindowModality.NonModal)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.finished.connect(lambda _r: setattr(self, "set_aside_box", None))
+        self.set_aside_box = box
+        box.show()
 
     def show_notice(self) -> QMessageBox | None:
         """Tell the user once what happened at startup (file set aside, read-only, ...)."""
