@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, Self
 
+from app.storage.record_check import check_fields
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -63,6 +65,7 @@ class Record:
         unknown = set(data) - names
         if unknown:
             raise ValueError(f"unknown {cls.TABLE} fields: {', '.join(sorted(unknown))}")
+        check_fields(cls, data)
         cls.check_dict(data)
         return cls(**data)
 
