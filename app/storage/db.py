@@ -13,10 +13,14 @@ from sqlite_utils import Database
 SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
-def connect(path: Path, *, read_only: bool = False, busy_timeout_s: float = 0.5) -> Database:
-    """A Database bound to the calling thread (sqlite3's check_same_thread stays on)."""
+def connect(path: Path, *, read_only: bool = False, busy_timeout_s: float = 0.5,
+            immutable: bool = False) -> Database:
+    """A Database bound to the calling thread (sqlite3's check_same_thread stays on).
+
+    `immutable` (read-only only): no locks and no -shm file, for a WAL file in a directory
+    where SQLite cannot create one; it sees nothing of a -wal file."""
     if read_only:
-        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        uri = f"file:{quote(str(path.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
         conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s)
     else:
         conn = sqlite3.connect(str(path), timeout=busy_timeout_s)

@@ -29,6 +29,7 @@ from app.storage.records import (
     SimRun,
     StatsSnapshot,
 )
+from app.storage.salvage import copy_rows
 from app.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,29 @@ class SafeStore:
         if not self._pending and store is not None and not rejected:
             self.last_error = None
         return not self._pending
+
+    def move_to(self, path: str | os.PathLike[str]) -> bool:
+        """Keep the history in another file from now on: a new database at `path` gets
+        every row the current one can read, then the queued writes. True when nothing is
+        left unsaved; raises StorageError (and changes nothing) if `path` cannot be used."""
+        target = Path(path)
+        new = Store.open(target)
+        if new.read_only:
+            new.close()
+            raise StorageError(f"{target} is read-only; choose a file in a folder you can "
+                               "write to.", kind="read_only", path=target)
+        try:
+            if self.store is not None and self.store.path.resolve() != target.resolve():
+                copy_rows(self.store.db.conn, new.db)
+        except BaseException:
+            new.close()
+            raise
+        if self.store is not None:
+            self.store.close()
+        self.store, self.last_error, self.notice = new, None, None
+        self._opener = lambda: Store.open(target)
+        self._set_aside_path = set_aside.set_aside_path(target)
+        return self.retry_pending()
 
     def close(self) -> bool:
         """Try once more to write what is queued, then close; False if writes remain."""

@@ -54,10 +54,21 @@ def copy_readable_rows(damaged: Path, fresh: Database) -> SalvageReport:
         report.unreadable_tables = list(TABLES)
         return report
     try:
+        return copy_rows(src, fresh)
+    finally:
+        src.close()
+
+
+def copy_rows(src: sqlite3.Connection, fresh: Database) -> SalvageReport:
+    """Copy every row `src` can read into `fresh` (also used to save a read-only history
+    to another file)."""
+    report = SalvageReport()
+    factory = src.row_factory
+    try:
         for table in TABLES:
             _copy_table(src, fresh, table, report)
     finally:
-        src.close()
+        src.row_factory = factory
     return report
 
 

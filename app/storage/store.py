@@ -49,7 +49,7 @@ class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
         StorageError when it cannot be opened at all."""
         target = db_path(path)
         if read_only:
-            return cls._open_checked(target, read_only=True, busy_timeout_s=busy_timeout_s)
+            return cls._open_read_only(target, busy_timeout_s)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             return cls._open_checked(target, read_only=False, busy_timeout_s=busy_timeout_s)
@@ -57,15 +57,30 @@ class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
             if err.kind != "read_only" or not target.exists():
                 raise
             # Still show the history: reading works where writing does not.
-            store = cls._open_checked(target, read_only=True, busy_timeout_s=busy_timeout_s)
-            store.notice = err.message
+            store = cls._open_read_only(target, busy_timeout_s)
+            store.notice = (f"{err.message} Past chats are shown; new chats and changes are "
+                            "kept in memory only until they can be saved (or saved to "
+                            "another file).")
             return store
         except OSError as exc:
             raise translate(exc, target) from exc
 
     @classmethod
-    def _open_checked(cls, path: Path, *, read_only: bool, busy_timeout_s: float) -> Store:
-        db = cls._connect(path, read_only, busy_timeout_s)
+    def _open_read_only(cls, path: Path, busy_timeout_s: float) -> Store:
+        try:
+            return cls._open_checked(path, read_only=True, busy_timeout_s=busy_timeout_s)
+        except StorageError as err:
+            if err.kind != "read_only":
+                raise
+            # A WAL file in a directory where SQLite cannot create its -shm file: read it
+            # as immutable (it is: nothing here can write it).
+            return cls._open_checked(path, read_only=True, busy_timeout_s=busy_timeout_s,
+                                     immutable=True)
+
+    @classmethod
+    def _open_checked(cls, path: Path, *, read_only: bool, busy_timeout_s: float,
+                      immutable: bool = False) -> Store:
+        db = cls._connect(path, read_only, busy_timeout_s, immutable)
         try:
             dbfile.probe(db)
             # Read-only: nothing could be set aside or repaired; show what can be read.
@@ -80,7 +95,7 @@ class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
         if damage:
             db.close()
             moved = cls._set_aside(path)
-            db = cls._connect(path, read_only, busy_timeout_s)
+            db = cls._connect(path, read_only, busy_timeout_s, immutable)
         try:
             check_not_newer(db, path)  # before anything below can write
             if read_only:
@@ -108,9 +123,11 @@ class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
                 f"that could still be read. {report.summary()}")
 
     @staticmethod
-    def _connect(path: Path, read_only: bool, busy_timeout_s: float) -> Database:
+    def _connect(path: Path, read_only: bool, busy_timeout_s: float,
+                 immutable: bool = False) -> Database:
         try:
-            return dbfile.connect(path, read_only=read_only, busy_timeout_s=busy_timeout_s)
+            return dbfile.connect(path, read_only=read_only, busy_timeout_s=busy_timeout_s,
+                                  immutable=immutable)
         except sqlite3.Error as exc:
             raise translate(exc, path) from exc
 
