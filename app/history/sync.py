@@ -97,6 +97,35 @@ class HistorySync:
                 f"{'were' if n != 1 else 'was'} set aside; everything else is saved as "
                 f"usual. Latest reason: {err} {kept}")
 
+    @property
+    def in_memory_only(self) -> bool:
+        """The history file cannot be written now (read-only, or not open at all): new
+        chats and changes live in memory until saved elsewhere or the file is writable."""
+        store = self.store.store
+        return store is None or store.read_only
+
+    def unsaved_text(self) -> str:
+        """Why changes are unsaved, for the banner and the quit question ("" if none)."""
+        n, err = self.store.pending_count, self.store.last_error
+        if n == 0 and not self.in_memory_only:
+            return ""
+        store = self.store.store
+        if store is not None and store.read_only:
+            head = f"The history file {store.path} is read-only: past chats are shown"
+        else:
+            head = f"The history cannot be saved ({err})" if err else "The history is not open"
+        changes = f"{n} unsaved change{'s' if n != 1 else ''}"
+        return (f"{head}; new chats and changes are kept in memory only ({changes}). "
+                "Save them to another file to keep them.")
+
+    def move_to(self, path: str | os.PathLike[str]) -> bool:
+        """Keep the history in the file at `path` from now on, with everything readable
+        and unsaved; True when nothing is left unsaved. Raises StorageError."""
+        try:
+            return self.store.move_to(path)
+        finally:
+            self.status_changed.emit()
+
     def retry(self) -> bool:
         """Write what is queued (call on a timer); True when nothing is left."""
         done = self.store.retry_pending()
