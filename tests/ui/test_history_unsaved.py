@@ -113,3 +113,13 @@ def test_quit_anyway_and_cancel(history_app, loop, qtbot, locked):
         assert [m.content for m in s.list_messages(tab.conversation.session_id)][0] == "saved"
     finally:
         s.close()
+
+
+def test_a_second_ctrl_c_while_asked_quits(history_app, loop, qtbot, locked):
+    from ui.startup import _interrupt
+
+    window, _tab, _other = locked
+    _interrupt(window)  # the first Ctrl+C closes the window, which asks
+    assert window.history.quit_box is not None and not window._closing
+    _interrupt(window)
+    run_until(loop, lambda: window._closed, timeout=10)

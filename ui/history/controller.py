@@ -236,6 +236,13 @@ class HistoryController(QObject):
         self.quit_box = box
         box.open()  # never exec(): we run inside qasync's loop
 
+    def quit_anyway(self) -> None:
+        """Close without saving what cannot be saved (the user said so)."""
+        self._quit_anyway = True
+        if self.quit_box is not None:
+            self.quit_box.close()
+        QTimer.singleShot(0, self.window.close)
+
     def _quit_answer(self, button: QPushButton) -> None:
         choice = next((k for k, b in self.quit_buttons.items() if b is button), "cancel")
         if choice == "anyway":
