@@ -137,10 +137,16 @@ class HistorySync:
         """The tabs that were open, in order, with their chats (empty if unreadable)."""
         try:
             sessions = self.store.reader.list_sessions(open_only=True)
-            return [self.load_conversation(s.id, bridge) for s in sessions]
-        except (StorageError, KeyError) as exc:
+        except StorageError as exc:
             log.warning("could not restore the open chats: %s", exc)
             return []
+        convs = []
+        for s in sessions:  # one chat that cannot be read costs only that tab
+            try:
+                convs.append(self.load_conversation(s.id, bridge))
+            except (StorageError, KeyError, TypeError, ValueError) as exc:
+                log.warning("could not restore chat %s (%s): %s", s.id, s.title, exc)
+        return convs
 
     def load_conversation(self, session_id: str, bridge: EngineBridge) -> Conversation:
         """A saved session as a Conversation to show in a tab (then `attach` it).

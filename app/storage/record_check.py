@@ -29,6 +29,18 @@ def check_fields(cls: type, data: dict[str, Any]) -> None:
                              f"(got {reprlib.repr(data[f.name])})")
 
 
+def field_problem(cls: type, name: str, value: Any) -> str | None:
+    """What is wrong with `value` for field `name` of `cls` (None if it fits)."""
+    return _problem(typing.get_type_hints(cls)[name], value)
+
+
+def field_default(cls: type, name: str) -> Any:
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
+
+
 def _record(cls: type, data: dict[str, Any]) -> str:
     return f"{cls.TABLE} record {data.get('id', '?')}"  # type: ignore[attr-defined]
 
