@@ -58,9 +58,10 @@ class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
                 raise
             # Still show the history: reading works where writing does not.
             store = cls._open_read_only(target, busy_timeout_s)
-            store.notice = (f"{err.message} Past chats are shown; new chats and changes are "
-                            "kept in memory only until they can be saved (or saved to "
-                            "another file).")
+            store.notice = " ".join(filter(None, [
+                f"{err.message} Past chats are shown; new chats and changes are kept in "
+                "memory only until they can be saved (or saved to another file).",
+                store.notice]))
             return store
         except OSError as exc:
             raise translate(exc, target) from exc
@@ -73,9 +74,17 @@ class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
             if err.kind != "read_only":
                 raise
             # A WAL file in a directory where SQLite cannot create its -shm file: read it
-            # as immutable (it is: nothing here can write it).
-            return cls._open_checked(path, read_only=True, busy_timeout_s=busy_timeout_s,
-                                     immutable=True)
+            # as immutable (it is: nothing here can write it). That reads nothing of a
+            # -wal file, so say so if one holds changes (they stay on disk, untouched).
+            store = cls._open_checked(path, read_only=True, busy_timeout_s=busy_timeout_s,
+                                      immutable=True)
+            wal = path.with_name(path.name + "-wal")
+            with contextlib.suppress(OSError):
+                if wal.stat().st_size > 0:
+                    store.notice = (f"Changes kept in {wal} could not be read, so the latest "
+                                    "ones may be missing from the history shown (the file is "
+                                    "left as it is).")
+            return store
 
     @classmethod
     def _open_checked(cls, path: Path, *, read_only: bool, busy_timeout_s: float,
