@@ -75,3 +75,35 @@ def test_move_to_a_folder_that_cannot_be_written_changes_nothing(db_file: Path,
     assert safe.pending_count == 1 and safe.store is not None
     assert [s.title for s in safe.reader.list_sessions()] == ["before"]
     safe.close()
+
+
+def test_a_wal_that_cannot_be_read_there_is_named(tmp_path: Path) -> None:
+    """A crash left changes in the -wal file, and its -shm is gone: opened immutable, the
+    history shows what the main file holds and the notice names the -wal file."""
+    import shutil
+    import sqlite3
+
+    source = tmp_path / "source"
+    source.mkdir()
+    store = Store.open(source / "h.db")
+    add_chat(store, "merged")
+    store.close()
+    writer = sqlite3.connect(source / "h.db")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    with writer:
+        writer.execute("UPDATE sessions SET title = 'only in the wal'")
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for name in ("h.db", "h.db-wal"):  # a copy as a crash leaves it, without the -shm
+        shutil.copy(source / name, folder / name)
+    writer.close()
+    assert (folder / "h.db-wal").stat().st_size > 0
+    _make_read_only(folder)
+    try:
+        safe = SafeStore.open(folder / "h.db")
+        assert [s.title for s in safe.reader.list_sessions()] == ["merged"]
+        assert safe.notice is not None and str(folder / "h.db-wal") in safe.notice
+        safe.close()
+    finally:
+        _undo_read_only(folder)
+        folder.chmod(0o755)
