@@ -64,3 +64,20 @@ def test_an_unreadable_model_directory(tmp_path: Path) -> None:
 ])
 def test_a_bad_setting(tmp_path: Path, args: list[str], named: str) -> None:
     assert_one_clear_line(run_cli(tmp_path, "--model", "/nowhere.gguf", *args), named)
+
+
+def test_a_line_that_is_not_utf8_is_refused_and_the_chat_goes_on(tmp_path: Path) -> None:
+    """Invalid UTF-8 typed into the terminal chat (stdin decodes it to lone surrogates) is
+    refused naming the character; the next line gets a reply. On the bundled model."""
+    from engine.loader import bundled_model_path
+
+    env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data"), "LC_ALL": "C.UTF-8"}
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "--cli", "--model", str(bundled_model_path()),
+         "--max-tokens", "3", "--temperature", "0"],
+        input=b"hi \xff there\nhello\n", capture_output=True, cwd=ROOT, env=env, timeout=300)
+    out = result.stdout.decode("utf-8", "replace")
+    assert result.returncode == 0, result.stderr.decode("utf-8", "replace")
+    assert "[refused: messages[0].content holds a lone surrogate (U+DCFF at character 3)" \
+        in out
+    assert "bot> " in out and "3 tokens" in out  # the next line was answered
