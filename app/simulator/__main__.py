@@ -64,8 +64,13 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         max_concurrent=args.concurrency, seed=args.seed,
     )
     if args.templates is not None:
-        lines = args.templates.read_text("utf-8").splitlines()
+        try:
+            lines = args.templates.read_text("utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            raise SimConfigError(f"--templates {args.templates}: not UTF-8 text ({exc})") from None
         cfg.templates = [line for line in lines if line.strip()]
+    if args.json is not None and not args.json.parent.is_dir():
+        raise SimConfigError(f"--json {args.json}: the folder {args.json.parent} does not exist")
     return cfg.validate()
 
 
@@ -133,16 +138,27 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
     from engine import Engine, EngineConfig
     from engine.loader import ModelLoadError
 
+    try:
+        config = EngineConfig(max_concurrent=cfg.max_concurrent or 16)
+    except ValueError as exc:  # e.g. a concurrency beyond what the token budget allows
+        print(f"error: --concurrency: {exc}", file=sys.stderr)
+        return 2
     store = None
     if args.save:
-        from app.storage import Store
+        from app.storage import StorageError, Store
 
-        store = Store.open(args.db)
+        try:
+            store = Store.open(args.db)
+        except StorageError as exc:
+            print(f"error: --save: {exc}", file=sys.stderr)
+            return 1
     print(f"Loading {args.model} …", file=sys.stderr)
     try:
-        engine = Engine.load(args.model, EngineConfig(max_concurrent=cfg.max_concurrent or 16))
+        engine = Engine.load(args.model, config)
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if store is not None:
+            store.close()
         return 1
     await engine.start()
     print(f"{engine.description}; {cfg.describe()}", file=sys.stderr)
@@ -155,9 +171,13 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
     assert run.summary is not None
     print(format_summary(run.summary))
     if args.json is not None:
-        args.json.write_text(json.dumps(
-            {"config": run.record.config, "summary": run.summary,
-             "results": [r.to_dict() for r in run.results]}, indent=2))
+        try:
+            args.json.write_text(json.dumps(
+                {"config": run.record.config, "summary": run.summary,
+                 "results": [r.to_dict() for r in run.results]}, indent=2))
+        except OSError as exc:
+            print(f"error: --json: could not write {args.json}: {exc}", file=sys.stderr)
+            return 1
     if store is not None:
         print(f"saved as simulation run {run.record.id}", file=sys.stderr)
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -54,6 +55,21 @@ class SimConfig:
             if not ok:
                 raise SimConfigError(message)
 
+        for name in ("uniform_low_s", "uniform_high_s", "rate", "burst_every_s",
+                     "temperature", "top_p", "temperature_max", "top_p_min",
+                     "cancel_probability"):  # NaN passes no check below; infinity hangs
+            value = getattr(self, name)
+            need(isinstance(value, int | float) and not isinstance(value, bool)
+                 and math.isfinite(value), f"{name} must be a finite number, got {value!r}.")
+        for name in ("burst_size", "num_requests", "max_tokens_min", "max_tokens_max",
+                     "max_concurrent", "seed"):
+            value = getattr(self, name)
+            need(value is None and name in ("num_requests", "max_concurrent", "seed")
+                 or isinstance(value, int) and not isinstance(value, bool),
+                 f"{name} must be a whole number, got {value!r}.")
+        need(isinstance(self.templates, list) and isinstance(self.topics, list)
+             and all(isinstance(t, str) for t in [*self.templates, *self.topics]),
+             "Templates and topics must be lists of text.")
         templates = [t for t in self.templates if t.strip()]
         need(bool(templates), "Add at least one prompt template.")
         need(self.arrival in ARRIVALS, f"Arrival must be one of {', '.join(ARRIVALS)}.")
@@ -130,5 +146,7 @@ class SimConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise SimConfigError(f"Unknown simulator setting(s): {', '.join(unknown)}")
-        return cls(**{k: (list(v) if k in ("templates", "topics") else v)
+        # (a string is not turned into a list of its letters: validate() refuses it)
+        return cls(**{k: (list(v) if k in ("templates", "topics")
+                          and isinstance(v, list | tuple) else v)
                       for k, v in data.items()})
