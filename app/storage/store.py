@@ -58,9 +58,11 @@ class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
                 raise
             # Still show the history: reading works where writing does not.
             store = cls._open_read_only(target, busy_timeout_s)
+            # Not err.message: its "will be retried" is for a write that failed mid-session.
             store.notice = " ".join(filter(None, [
-                f"{err.message} Past chats are shown; new chats and changes are kept in "
-                "memory only until they can be saved (or saved to another file).",
+                f"The history file {target} cannot be written (read-only). Past chats are "
+                "shown; new chats and changes are kept in memory only: use \"Save to "
+                "another file\u2026\" above the tabs to keep them.",
                 store.notice]))
             return store
         except OSError as exc:
