@@ -56,6 +56,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def check_address(config: ServerConfig) -> None:
+    """ValueError for an address beyond loopback without an API key."""
+    if not is_loopback(config.host) and not config.api_key:
+        raise ValueError(f"refusing to listen on {config.host} without an API key: anyone on "
+                         "the network could use the model (set an API key, or use 127.0.0.1)")
+
+
 class ApiServer:
     def __init__(self, engine: Callable[[], Engine | None], model_id: Callable[[], str | None],
                  config: ServerConfig | None = None) -> None:
@@ -85,10 +92,7 @@ class ApiServer:
         """Bind and serve on the running loop; the base URL. Refuses a non-loopback address
         without an API key (ValueError), and an address in use (OSError)."""
         cfg = self.config
-        if not is_loopback(cfg.host) and not cfg.api_key:
-            raise ValueError(f"refusing to listen on {cfg.host} without an API key: anyone on "
-                             "the network could use the model (set an API key, or use "
-                             "127.0.0.1)")
+        check_address(cfg)
         app = web.Application(client_max_size=cfg.max_body_bytes,
                               middlewares=[self._errors, self._cors, self._gate])
         app.add_routes([
