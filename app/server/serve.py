@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -55,10 +56,17 @@ def main(argv: list[str]) -> int:
                           max_body_bytes=int(args.max_body_mb * (1 << 20)),
                           cors_origin=args.cors_origin, access_log=args.access_log)
     try:
-        return asyncio.run(serve(args, config))
+        code = asyncio.run(serve(args, config))
     except (ValueError, OSError) as exc:  # a refused address, a port in use, a bad model
         print(f"batchchat serve: {exc}", file=sys.stderr)
         return 2
+    # Everything is shut down. MLX, used from the engine thread, can abort in its static
+    # destructors at interpreter exit (ml-explore/mlx#3126: "terminate called without an
+    # active exception", exit status 134 about one run in five here), so leave without them.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
