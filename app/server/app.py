@@ -13,6 +13,7 @@ import ipaddress
 import json
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from .metrics import ServerMetrics
 from .responses import Reply, sse
 
 if TYPE_CHECKING:
-    from engine import Engine, RequestStream
+    from engine import Engine, RequestStats, RequestStream
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,12 @@ def check_address(config: ServerConfig) -> None:
 
 class ApiServer:
     def __init__(self, engine: Callable[[], Engine | None], model_id: Callable[[], str | None],
-                 config: ServerConfig | None = None) -> None:
+                 config: ServerConfig | None = None,
+                 on_finished: Callable[[RequestStats], None] | None = None) -> None:
+        """`on_finished` gets each API request's engine stats when it ends (the app saves
+        them to the history)."""
         self.config = config or ServerConfig()
+        self._on_finished = on_finished
         self._engine = engine
         self._model_id = model_id
         self.metrics = ServerMetrics()
@@ -122,7 +127,7 @@ class ApiServer:
         """New requests get 503 at once; in-flight ones may finish for `grace_s`, then are
         cancelled (their streams end with finish reason "cancelled" and [DONE]); then the
         socket closes."""
-        if self._runner is None:
+        if self._runner is None or self.closing:
             return
         self.closing = True
         if grace_s > 0:
@@ -131,8 +136,8 @@ class ApiServer:
             stream.cancel()
         if not await self._until_idle(5.0):  # the engine ends them on its next tick
             log.warning("%d API streams still open at shutdown", len(self._streams))
-        runner, self._runner = self._runner, None
-        await runner.cleanup()
+        await self._runner.cleanup()
+        self._runner = None  # `running` until the port is released
 
     async def _until_idle(self, timeout: float) -> bool:
         """Wait until no request is in flight; False if some still are after `timeout`."""
@@ -238,6 +243,8 @@ class ApiServer:
         finally:
             stream.cancel()  # no-op once finished; the disconnect path otherwise
             self._streams.discard(stream)
+            if stream.stats is not None and self._on_finished is not None:
+                self._on_finished(stream.stats)
             if not self._streams:
                 self._idle.set()
 
@@ -262,8 +269,9 @@ class ApiServer:
         else:
             what = {"prompt_tokens": parsed.prompt}
         try:
+            # "api-…" ids tell API requests apart in the history's request stats
             return engine.submit(**what, params=parsed.params, priority=self.config.priority,
-                                 tag=self.config.tag)
+                                 tag=self.config.tag, request_id=f"api-{uuid.uuid4().hex[:16]}")
         except QueueFullError as exc:
             raise ApiError(429, str(exc), code="queue_full",
                            headers=self._retry_after()) from None

@@ -128,6 +128,7 @@ async def test_503_while_shutting_down_and_inflight_streams_end(serve):
     await stream.close()  # the in-flight client leaves: stop() need not wait out the grace
     await asyncio.wait_for(stopping, 10)
     assert not s.server.running
+    await wait_for(lambda: bool(s.engine.finished_requests()))  # on the engine's next tick
     assert s.engine.finished_requests()[-1].finish_reason == "cancelled"
 
 

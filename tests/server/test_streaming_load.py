@@ -11,7 +11,7 @@ from engine.chat_prompt import chat_tokens
 from tests.engine.conftest import reference_tokens
 from tests.server.conftest import MODEL, wait_for
 
-N = 16
+N = 64  # long enough that all 16 are in flight together however the requests trickle in
 
 
 async def test_sixteen_streaming_clients_share_the_batch(tiny, serve):
