@@ -79,7 +79,7 @@ class ApiServer:
         self._runner: web.AppRunner | None = None
         self._streams: set[RequestStream] = set()
         self._idle = asyncio.Event()
-        self._token_text: dict[tuple[int, int], str] = {}  # (id(tokenizer), token) -> text
+        self._token_text: tuple[Any, dict[int, str]] = (None, {})  # (tokenizer, id -> text)
         self.port: int | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -328,13 +328,16 @@ class ApiServer:
         return last
 
     def _text_of(self, engine: Engine) -> Callable[[int], str]:
-        tokenizer, cache = engine.tokenizer, self._token_text
+        """A token's own text (for logprobs), cached per token while the model stays."""
+        tokenizer = engine.tokenizer
+        if self._token_text[0] is not tokenizer:  # another model: start afresh
+            self._token_text = (tokenizer, {})
+        cache = self._token_text[1]
 
         def text(token: int) -> str:
-            key = (id(tokenizer), token)
-            if key not in cache:
-                cache[key] = tokenizer.decode([token])
-            return cache[key]
+            if token not in cache:
+                cache[token] = tokenizer.decode([token])
+            return cache[token]
 
         return text
 

@@ -68,7 +68,8 @@ def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: in
     from engine import SamplingParams
 
     for name, neutral in NEUTRAL.items():
-        if body.get(name, neutral) not in (neutral, None):
+        value = body.get(name)
+        if value is not None and value != neutral and value not in ([], {}):
             raise invalid(name, f"'{name}' is not supported by this server")
     n = _opt_int(body, "n", 1)
     if n not in (None, 1):

@@ -28,6 +28,7 @@ async def test_online_and_multi_turn_against_two_servers(serve, capsys):
         first, second = multi["by_turn"]
         assert second["prompt_tokens_mean"] > first["prompt_tokens_mean"]
         assert second["cached_tokens_mean"] >= first["prompt_tokens_mean"]  # turn 1 reused
+        assert first["cached_tokens_mean"] < first["prompt_tokens_mean"] / 2  # fresh chats
         engine_cached = [f.cached_tokens for f in s.engine.finished_requests()[-4:]]
         assert sum(engine_cached) == sum(q["cached_tokens"] for q in multi["per_request"])
     print_table(results)

@@ -106,3 +106,24 @@ async def test_sampling_parameters_reach_the_engine(serve):
     assert await direct.result() == a.choices[0].message.content
     assert "q" not in a.choices[0].message.content
     assert s.engine.finished_requests()[0].seed == 1234
+
+
+async def test_neutral_and_unknown_fields_are_accepted(serve):
+    s = await serve()
+    r = await s.client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=3, presence_penalty=0, frequency_penalty=0,
+        n=1, user="someone", extra_body={"tools": [], "some_vendor_field": {"x": 1}})
+    assert r.usage.completion_tokens == 3
+
+
+async def test_content_parts_and_developer_role(tiny, serve):
+    s = await serve()
+    parts = [{"role": "developer", "content": "Be brief."},
+             {"role": "user", "content": [{"type": "text", "text": "Hi "},
+                                          {"type": "text", "text": "there"}]}]
+    a = await s.client.chat.completions.create(model=MODEL, messages=parts, max_tokens=N,
+                                               temperature=0)
+    b = await s.client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=N,
+                                               temperature=0)
+    assert a.choices[0].message.content == b.choices[0].message.content
+    assert a.usage.prompt_tokens == b.usage.prompt_tokens
