@@ -8,7 +8,7 @@ import asyncio
 import socket
 
 import pytest
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, AuthenticationError
 from PySide6.QtGui import QKeySequence
 
 from tests.ui.conftest import run_until
@@ -90,3 +90,24 @@ def test_closing_the_window_stops_the_server(window, loop):
     run_until(loop, lambda: window._closed, timeout=10)
     assert not window.api_server.server.running
     loop.run_until_complete(asyncio.sleep(0))
+
+
+def test_settings_dialog_saves_port_and_key_and_restarts_a_running_server(window, loop):
+    controls = window.api_server
+    settings = window.ctx.settings
+    settings.server_port = free_port()
+    controls.toggle()
+    run_until(loop, lambda: controls.server.running)
+    new_port = free_port()
+    dialog = controls.edit_settings()
+    assert dialog.port.value() == settings.server_port and dialog.key.text() == ""
+    dialog.port.setValue(new_port)
+    dialog.key.setText("  fresh-key ")
+    dialog.accept()
+    assert (settings.server_port, settings.server_api_key) == (new_port, "fresh-key")
+    run_until(loop, lambda: controls.server.url == f"http://127.0.0.1:{new_port}/v1")
+    client = AsyncOpenAI(base_url=controls.server.url, api_key="wrong", max_retries=0)
+    with pytest.raises(AuthenticationError):  # the new key is enforced
+        loop.run_until_complete(client.models.list())
+    loop.run_until_complete(client.close())
+    assert controls.button.text() == f"API: http://127.0.0.1:{new_port}/v1"
