@@ -78,6 +78,7 @@ class ApiServer:
         self.closing = False
         self._runner: web.AppRunner | None = None
         self._streams: set[RequestStream] = set()
+        self._reporting: set[asyncio.Future[None]] = set()  # stats of abandoned requests
         self._idle = asyncio.Event()
         self._token_text: tuple[Any, dict[int, str]] = (None, {})  # (tokenizer, id -> text)
         self.port: int | None = None
@@ -243,10 +244,21 @@ class ApiServer:
         finally:
             stream.cancel()  # no-op once finished; the disconnect path otherwise
             self._streams.discard(stream)
-            if stream.stats is not None and self._on_finished is not None:
-                self._on_finished(stream.stats)
+            if self._on_finished is not None:
+                if stream.stats is not None:
+                    self._on_finished(stream.stats)
+                else:  # the client left: the engine ends it on its next tick
+                    task = asyncio.ensure_future(self._report_when_done(stream))
+                    self._reporting.add(task)
+                    task.add_done_callback(self._reporting.discard)
             if not self._streams:
                 self._idle.set()
+
+    async def _report_when_done(self, stream: RequestStream) -> None:
+        async for _ in stream:  # the events left, up to the final one (engine-bounded)
+            pass
+        if stream.stats is not None and self._on_finished is not None:
+            self._on_finished(stream.stats)
 
     def _serving(self, model: str) -> tuple[Engine, str]:
         engine, served = self._engine(), self._model_id()

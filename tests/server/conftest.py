@@ -26,13 +26,16 @@ class Served:
 
 @pytest.fixture
 async def serve(make_engine) -> AsyncIterator[Callable[..., Any]]:
-    """`await serve(engine={...EngineConfig}, **ServerConfig)`: engine started, server up."""
+    """`await serve(engine={...EngineConfig}, on_finished=None, **ServerConfig)`: engine
+    started, server up."""
     running: list[Served] = []
 
-    async def start(engine: dict[str, Any] | None = None, **config: Any) -> Served:
+    async def start(engine: dict[str, Any] | None = None, on_finished: Any = None,
+                    **config: Any) -> Served:
         eng = make_engine(**(engine or {}))
         await eng.start()
-        server = ApiServer(lambda: eng, lambda: MODEL, ServerConfig(port=0, **config))
+        server = ApiServer(lambda: eng, lambda: MODEL, ServerConfig(port=0, **config),
+                           on_finished=on_finished)
         url = await server.start()
         client = AsyncOpenAI(base_url=url + "/v1", api_key=config.get("api_key") or "unused",
                              max_retries=0, timeout=60)

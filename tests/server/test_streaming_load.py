@@ -32,7 +32,8 @@ async def test_sixteen_streaming_clients_share_the_batch(tiny, serve):
 
 
 async def test_client_disconnect_cancels_the_request(serve):
-    s = await serve(engine={"context_length": 100_000})
+    reported = []
+    s = await serve(engine={"context_length": 100_000}, on_finished=reported.append)
     stream = await s.client.completions.create(model=MODEL, prompt=[1, 2, 3], stream=True,
                                                max_tokens=50_000, temperature=0)
     got = 0
@@ -45,6 +46,9 @@ async def test_client_disconnect_cancels_the_request(serve):
     (done,) = s.engine.finished_requests()
     assert done.finish_reason == "cancelled" and done.generated_tokens < 50_000
     assert s.server._streams == set()
+    await wait_for(lambda: bool(reported))  # the stats of a request its client left
+    assert [r.finish_reason for r in reported] == ["cancelled"]
+    assert reported[0].request_id == done.request_id
 
 
 def reference_logprobs(model, prompt, tokens):
