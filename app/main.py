@@ -1,4 +1,5 @@
-"""Entry point: `python -m app` (or `batchchat`): the window, or `--cli` for the terminal."""
+"""Entry point: `python -m app` (or `batchchat`): the window, or `--cli` for the terminal;
+`batchchat serve …` runs the OpenAI-compatible API server alone (`batchchat serve --help`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        return run_server(argv[1:])
     args = prepare(argv)
     if args.cli or not _can_show_window():
         if not args.cli:
@@ -42,6 +46,14 @@ def prepare(argv: list[str] | None = None) -> argparse.Namespace:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return args
+
+
+def run_server(argv: list[str]) -> int:
+    ensure_fast_blas()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from app.server.serve import main as serve
+
+    return serve(argv)
 
 
 def run_cli(args: argparse.Namespace) -> int:

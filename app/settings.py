@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 SETTINGS_FILE_NAME = "settings.json"
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+DEFAULT_SERVER_PORT = 8000
 
 # Keys match engine.SamplingParams (repetition_context_size is left at the engine default).
 DEFAULT_PARAMS: dict[str, Any] = {
@@ -71,6 +72,9 @@ class Settings:
         self.system_prompt = DEFAULT_SYSTEM_PROMPT
         self.default_preset = "Balanced"
         self.user_presets: dict[str, dict[str, Any]] = {}
+        # The in-app API server (always on 127.0.0.1); an empty key = none asked for
+        self.server_port = DEFAULT_SERVER_PORT
+        self.server_api_key = ""
         self.presets_changed = Event()
 
     @classmethod
@@ -99,6 +103,11 @@ class Settings:
                 repair_text(str(name)): normalize_params(p) for name, p in presets.items()
                 if isinstance(p, dict) and name not in BUILTIN_PRESETS
             }
+        port = data.get("server_port")
+        if isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536:
+            settings.server_port = port
+        if isinstance(data.get("server_api_key"), str):
+            settings.server_api_key = data["server_api_key"]
         name = data.get("default_preset")
         if isinstance(name, str) and name in settings.preset_names():
             settings.default_preset = name
@@ -109,7 +118,8 @@ class Settings:
         if self.path is None:
             return
         data = {"model": self.model, "system_prompt": self.system_prompt,
-                "default_preset": self.default_preset, "presets": self.user_presets}
+                "default_preset": self.default_preset, "presets": self.user_presets,
+                "server_port": self.server_port, "server_api_key": self.server_api_key}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")

@@ -14,7 +14,7 @@ import mlx.core as mx
 
 from . import cache as kv
 from .model_runner import ModelRunner
-from .sampling import sample_rows
+from .sampling import TokenLogprobs, row_logprobs, sample_rows
 from .sequence import Priority, Sequence, Status
 
 
@@ -34,6 +34,8 @@ class DecodeBatch:
         # A lone sequence's next step, started before its current token was delivered:
         # (the sequence, its next token, unevaluated).
         self.ahead: tuple[Sequence, mx.array] | None = None
+        # The last step's log-probabilities, one per row (None: no row asked for them)
+        self.logprobs: list[TokenLogprobs | None] | None = None
 
     def __len__(self) -> int:
         return len(self.seqs)
@@ -107,20 +109,20 @@ class DecodeBatch:
         Raises what the model raises; the rows are then the caller's to fail."""
         seqs = self.seqs
         cache = self.cache if self.cache is not None else seqs[0].cache
+        self.logprobs = None
         try:
             if self.ahead is not None and self.ahead[0] is seqs[0] and len(seqs) == 1:
                 picked = self.ahead[1]  # started last tick
             else:
                 self.roll_back_ahead()
                 logits = self.runner.decode(cache, [s.next_input for s in seqs])
-                picked = sample_rows(
-                    [s.sampler for s in seqs],
-                    [s.prompt_tokens + s.output_tokens for s in seqs]
-                    if any(s.sampler.params.repetition_penalty != 1.0 for s in seqs)
-                    else [[] for _ in seqs],
-                    [s.num_output_tokens for s in seqs],
-                    logits,
-                )
+                samplers = [s.sampler for s in seqs]
+                histories = ([s.prompt_tokens + s.output_tokens for s in seqs]
+                             if any(s.sampler.params.repetition_penalty != 1.0 for s in seqs)
+                             else [[] for _ in seqs])
+                picked = sample_rows(samplers, histories, [s.num_output_tokens for s in seqs],
+                                     logits)
+                self.logprobs = row_logprobs(samplers, histories, logits, picked)
                 # Computed before the run-ahead step is started: on MLX's CPU backend a
                 # token whose graph goes out together with the next step's arrives only
                 # when both are done (a sequence's first token took two forward passes).
@@ -144,6 +146,7 @@ class DecodeBatch:
             return False
         seq = seqs[0]
         return (seq.sampler.params.repetition_penalty == 1.0
+                and seq.params.logprobs is None  # those are read from this step's logits
                 and seq.num_output_tokens + 2 <= seq.params.max_tokens
                 and seq.num_tokens + 2 <= self.context_length
                 and all(layer.is_trimmable() for layer in seq.cache))

@@ -20,6 +20,7 @@ from .decode_batch import DecodeBatch, wants_kv
 from .model_runner import ModelRunner
 from .prefix_cache import PrefixCache, alias, supports
 from .prefix_store import PrefixStore, fingerprint
+from .sampling import TokenLogprobs
 from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
 from .stats import RequestStats, StatsCollector, TickRecord
@@ -212,10 +213,12 @@ class EngineCore:
         if not tokens:  # nothing decoded, or the step failed (its rows are finished)
             return
         now = time.perf_counter()
-        for seq, token in zip(self.batch.seqs, tokens, strict=True):
-            self._accept(seq, token, now)
+        logprobs = self.batch.logprobs or [None] * len(tokens)
+        for seq, token, lp in zip(self.batch.seqs, tokens, logprobs, strict=True):
+            self._accept(seq, token, now, lp)
 
-    def _accept(self, seq: Sequence, token: int, now: float) -> None:
+    def _accept(self, seq: Sequence, token: int, now: float,
+                lp: TokenLogprobs | None = None) -> None:
         seq.output_tokens.append(token)
         if seq.t_first_token is None:
             seq.t_first_token = now
@@ -231,16 +234,16 @@ class EngineCore:
             elif seq.num_tokens >= self.context_length:
                 reason = "context"
         if reason is None:
-            self._events.append(TokenEvent(seq.request_id, token, delta))
+            self._events.append(TokenEvent(seq.request_id, token, delta, **_logprobs(lp)))
         else:
-            self._finish(seq, reason, token=token, delta=delta)
+            self._finish(seq, reason, token=token, delta=delta, lp=lp)
 
     def _fail(self, seq: Sequence, exc: BaseException) -> None:
         seq.error = f"{type(exc).__name__}: {exc}"
         self._finish(seq, "error")
 
     def _finish(self, seq: Sequence, reason: str, token: int | None = None,
-                delta: str = "") -> None:
+                delta: str = "", lp: TokenLogprobs | None = None) -> None:
         if seq.is_finished:
             return
         if seq.status in (Status.WAITING, Status.PREFILLING):
@@ -260,7 +263,8 @@ class EngineCore:
         self.stats.record_finish(stats)
         self._on_finish(seq, was_active)
         self._events.append(
-            TokenEvent(seq.request_id, token, delta, reason, error=seq.error, stats=stats)
+            TokenEvent(seq.request_id, token, delta, reason, error=seq.error, stats=stats,
+                       **_logprobs(lp))
         )
 
     def _keep_kv(self, seq: Sequence, cache: kv.LayerCaches) -> None:
@@ -290,3 +294,7 @@ class EngineCore:
     def _take_events(self) -> list[TokenEvent]:
         events, self._events = self._events, []
         return events
+
+
+def _logprobs(lp: TokenLogprobs | None) -> dict[str, object]:
+    return {} if lp is None else {"logprob": lp.logprob, "top_logprobs": lp.top}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
+from dataclasses import dataclass
 
 import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
@@ -37,12 +38,17 @@ class RowSampler:
         # Plain greedy rows share one argmax over the whole batch.
         self.is_plain_greedy = params.is_greedy and not self._processors
 
-    def sample(self, history: list[int], logits: mx.array, step: int) -> mx.array:
-        """Sample from one row of logits (shape (1, V)); `step` = tokens generated so far."""
+    def process(self, history: list[int], logits: mx.array) -> mx.array:
+        """The logits the sampler draws from: after the repetition penalty, if any."""
         if self._processors:
             context = mx.array(history[-self.params.repetition_context_size :])
             for processor in self._processors:
                 logits = processor(context, logits)
+        return logits
+
+    def sample(self, history: list[int], logits: mx.array, step: int) -> mx.array:
+        """Sample from one row of logits (shape (1, V)); `step` = tokens generated so far."""
+        logits = self.process(history, logits)
         if self.params.is_greedy:
             return mx.argmax(logits, axis=-1)
         # A per-step seed makes a seeded request reproduce itself in any batch.
@@ -68,3 +74,38 @@ def sample_rows(
         else:
             picked.append(sampler.sample(histories[i], logits[i : i + 1], steps[i]).reshape(1))
     return mx.concatenate(picked)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprobs:
+    logprob: float  # the chosen token's
+    top: tuple[tuple[int, float], ...]  # (token id, log-probability), most likely first
+
+
+def row_logprobs(
+    samplers: Seq[RowSampler],
+    histories: Seq[list[int]],
+    logits: mx.array,
+    picked: mx.array,
+) -> list[TokenLogprobs | None] | None:
+    """For the rows whose request asked (`SamplingParams.logprobs`), the chosen token's
+    log-probability and the top alternatives, from the log-softmax of the logits the sampler
+    draws from (after any repetition penalty, before temperature: OpenAI's and vLLM's
+    convention). None when no row asked, so a batch without such requests pays nothing."""
+    rows = [i for i, s in enumerate(samplers) if s.params.logprobs is not None]
+    if not rows:
+        return None
+    wanted = []
+    for i in rows:
+        row = samplers[i].process(histories[i], logits[i : i + 1]).astype(mx.float32)[0]
+        lp = row - mx.logsumexp(row, axis=-1)
+        chosen = lp[picked[i]]
+        k = min(samplers[i].params.logprobs, lp.shape[-1])
+        top = mx.argpartition(-lp, kth=k - 1)[:k] if k else mx.zeros((0,), dtype=mx.int32)
+        wanted.append((chosen, top, lp[top]))
+    mx.eval(wanted)
+    out: list[TokenLogprobs | None] = [None] * len(samplers)
+    for i, (chosen, top, values) in zip(rows, wanted, strict=True):
+        pairs = sorted(zip(top.tolist(), values.tolist(), strict=True), key=lambda p: -p[1])
+        out[i] = TokenLogprobs(chosen.item(), tuple(pairs))
+    return out

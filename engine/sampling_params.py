@@ -14,6 +14,8 @@ from .text_check import lone_surrogate
 MAX_STOP_STRINGS = 16
 MAX_STOP_LENGTH = 256
 
+MAX_TOP_LOGPROBS = 20  # OpenAI's own limit on top_logprobs
+
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
@@ -26,6 +28,9 @@ class SamplingParams:
     seed: int | None = None  # None = fresh randomness per request
     max_tokens: int = 256
     stop: tuple[str, ...] = field(default_factory=tuple)
+    # Log-probabilities per generated token: None = none (free), 0 = the chosen token's,
+    # n = also the n most likely alternatives (at most MAX_TOP_LOGPROBS)
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         def number(name: str) -> float:
@@ -56,6 +61,10 @@ class SamplingParams:
         integer("max_tokens", 1)
         if self.seed is not None:
             integer("seed", 0)
+        if self.logprobs is not None:
+            integer("logprobs", 0)
+            if self.logprobs > MAX_TOP_LOGPROBS:
+                raise ValueError(f"logprobs must be <= {MAX_TOP_LOGPROBS}, got {self.logprobs}")
         stop = self.stop
         if isinstance(stop, str):
             stop = (stop,)

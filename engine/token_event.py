@@ -15,3 +15,7 @@ class TokenEvent:
     finish_reason: str | None = None  # stop | length | context | cancelled | error | shutdown
     error: str | None = None
     stats: RequestStats | None = None  # set on the final event
+    # With SamplingParams.logprobs: the token's log-probability and the most likely
+    # alternatives as (token id, log-probability), best first
+    logprob: float | None = None
+    top_logprobs: tuple[tuple[int, float], ...] | None = None

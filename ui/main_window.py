@@ -21,11 +21,13 @@ from app.context import AppContext
 from app.conversation import Conversation
 from app.engine_bridge import BridgeState
 from app.kv_saver import KVSaver
+from app.server.in_app import AppServer
 
 from .chat.chat_tab import ChatTab
 from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
+from .server_controls import ServerControls
 from .simulator import SimulatorDock
 from .stats.panel import StatsDock
 
@@ -83,6 +85,7 @@ class MainWindow(QMainWindow):
         self._make_actions()
         self._make_stats_dock()
         self._make_simulator_dock()
+        self.api_server = ServerControls(self, AppServer(ctx))
         ctx.bridge.state_changed.connect(self._on_state)
         self._on_state(ctx.bridge.state, ctx.bridge.message)
         self.history = HistoryController(self, ctx.history) if ctx.history else None
@@ -268,6 +271,7 @@ class MainWindow(QMainWindow):
         self.stats_dock.stop()
         try:
             await self.sim_dock.shutdown(timeout=3.0)  # first: its requests end as "cancelled"
+            await self.api_server.shutdown()  # so do the API's; the port is released
             # The open chats' KV goes to disk, so their next turn after a restart reuses it.
             await self.kv_saver.save_all(t.conversation for t in self.chat_tabs())
             await self.ctx.bridge.shutdown(timeout=3.0)

@@ -41,6 +41,7 @@ HISTORY_S = 300.0  # chart history
 SNAPSHOT_EVERY_S = 10.0  # stats snapshots to the history store
 FINISHED_ROWS = 200  # finished requests shown in the table (newest first)
 SIMULATION = "simulation"
+API = "api"  # requests through the OpenAI-compatible server (app/server)
 # An idle engine records no ticks, so the first tick after a pause (new requests only: while
 # anything decodes the engine never waits this long between ticks) must not count the pause.
 IDLE_GAP_S = 0.25
@@ -134,9 +135,12 @@ def itl_gaps(ticks: Sequence[TickRecord]) -> list[tuple[float, int]]:
 
 
 def source_name(tag: str | None, titles: Mapping[str, str]) -> str:
-    """A request's source for the table: its tab's title, else "closed tab" or "simulation"."""
+    """A request's source for the table: its tab's title, else "closed tab", "api" or
+    "simulation"."""
     if tag is not None and tag in titles:
         return titles[tag]
+    if tag == API:
+        return API
     if tag is not None and tag.startswith("tab-"):
         return "closed tab"
     return SIMULATION

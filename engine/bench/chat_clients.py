@@ -7,7 +7,6 @@ tokenizing and queueing are inside it on every side.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -123,33 +122,13 @@ class OpenAIChat:
         await self._session.close()
 
     async def reply(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
-        body = {"model": self.model, "stream": True, "temperature": 0.0,
-                "max_tokens": max_tokens, "stream_options": {"include_usage": True},
-                "messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        t0 = time.perf_counter()
-        first, parts, chunks, usage = None, [], 0, None
-        async with self._session.post(f"{self.url}/v1/chat/completions", json=body,
-                                      headers=headers) as resp:
-            if resp.status != 200:
-                raise RuntimeError(f"{self.url}: HTTP {resp.status}: {await resp.text()}")
-            async for raw in resp.content:
-                line = raw.decode().strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                chunk = json.loads(data)
-                usage = chunk.get("usage") or usage
-                for choice in chunk.get("choices", []):
-                    delta = (choice.get("delta") or {}).get("content")
-                    if delta:
-                        first = first or time.perf_counter()
-                        parts.append(delta)
-                        chunks += 1
-        end = time.perf_counter()
-        details = (usage or {}).get("prompt_tokens_details") or {}
-        return Reply("".join(parts), None, (first or end) - t0, end - t0,
-                     (usage or {}).get("completion_tokens", chunks),
-                     (usage or {}).get("prompt_tokens"), details.get("cached_tokens"))
+        from .http_client import HttpResult, Target, chat
+
+        plain = [{"role": m["role"], "content": m["content"]} for m in messages]
+        target = Target(self.name, f"{self.url}/v1", self.model, self.api_key)
+        r = await chat(self._session, target, HttpResult(index=0, prompt=plain[-1]["content"]),
+                       plain, max_tokens, time.perf_counter())
+        if r.error:
+            raise RuntimeError(f"{self.url}: {r.error}")
+        return Reply(r.text, None, r.ttft_s or r.e2e_s or 0.0, r.e2e_s or 0.0,
+                     r.output_tokens, r.prompt_tokens or None, r.cached_tokens)

@@ -1,0 +1,374 @@
+"""The HTTP server: routes, middleware (errors, shutdown, auth, CORS), start and stop.
+
+It serves whatever engine `engine()` returns at request time (the app's, which can change
+model; None answers 503), on the running asyncio loop, so API requests join the same
+continuous batch as the chat tabs and the simulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from . import schemas
+from .errors import ApiError, error_body
+from .metrics import ServerMetrics
+from .responses import Reply, sse
+
+if TYPE_CHECKING:
+    from engine import Engine, RequestStats, RequestStream
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+OPEN_PATHS = ("/health",)  # answered without a key (liveness probes)
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000  # 0 = any free port (see ApiServer.port once started)
+    api_key: str | None = None  # required as "Authorization: Bearer KEY" when set
+    max_body_bytes: int = 4 << 20  # larger bodies get 413
+    cors_origin: str | None = None  # no CORS headers unless set ("*" or one origin)
+    retry_after_s: int = 1  # the Retry-After of a 429
+    priority: str = "interactive"  # the engine priority class of API requests
+    tag: str = "api"  # the engine tag: the stats panel's source column
+    default_max_tokens: int | None = None  # chat without max_tokens: None = to the context end
+    access_log: bool = False
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_address(config: ServerConfig) -> None:
+    """ValueError for an address beyond loopback without an API key."""
+    if not is_loopback(config.host) and not config.api_key:
+        raise ValueError(f"refusing to listen on {config.host} without an API key: anyone on "
+                         "the network could use the model (set an API key, or use 127.0.0.1)")
+
+
+class ApiServer:
+    def __init__(self, engine: Callable[[], Engine | None], model_id: Callable[[], str | None],
+                 config: ServerConfig | None = None,
+                 on_finished: Callable[[RequestStats], None] | None = None) -> None:
+        """`on_finished` gets each API request's engine stats when it ends (the app saves
+        them to the history)."""
+        self.config = config or ServerConfig()
+        self._on_finished = on_finished
+        self._engine = engine
+        self._model_id = model_id
+        self.metrics = ServerMetrics()
+        self.closing = False
+        self._runner: web.AppRunner | None = None
+        self._streams: set[RequestStream] = set()
+        self._reporting: set[asyncio.Future[None]] = set()  # stats of abandoned requests
+        self._idle = asyncio.Event()
+        self._token_text: tuple[Any, dict[int, str]] = (None, {})  # (tokenizer, id -> text)
+        self.port: int | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
+
+    @property
+    def url(self) -> str:
+        host = self.config.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> str:
+        """Bind and serve on the running loop; the base URL. Refuses a non-loopback address
+        without an API key (ValueError), and an address in use (OSError)."""
+        cfg = self.config
+        check_address(cfg)
+        app = web.Application(client_max_size=cfg.max_body_bytes,
+                              middlewares=[self._errors, self._cors, self._gate])
+        app.add_routes([
+            web.get("/health", self._health),
+            web.get("/metrics", self._metrics),
+            web.get("/v1/models", self._models),
+            web.post("/v1/chat/completions", self._chat),
+            web.post("/v1/completions", self._completions),
+        ])
+        # handler_cancellation: a client that disconnects cancels its handler, which
+        # cancels its engine request (the engine drops it on its next tick)
+        runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=2.0,
+                               access_log=log if cfg.access_log else None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+        self.closing = False
+        return self.url
+
+    async def stop(self, grace_s: float = 0.0) -> None:
+        """New requests get 503 at once; in-flight ones may finish for `grace_s`, then are
+        cancelled (their streams end with finish reason "cancelled" and [DONE]); then the
+        socket closes."""
+        if self._runner is None or self.closing:
+            return
+        self.closing = True
+        if grace_s > 0:
+            await self._until_idle(grace_s)
+        for stream in list(self._streams):
+            stream.cancel()
+        if not await self._until_idle(5.0):  # the engine ends them on its next tick
+            log.warning("%d API streams still open at shutdown", len(self._streams))
+        await self._runner.cleanup()
+        self._runner = None  # `running` until the port is released
+
+    async def _until_idle(self, timeout: float) -> bool:
+        """Wait until no request is in flight; False if some still are after `timeout`."""
+        if not self._streams:
+            return True
+        self._idle.clear()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # -- middleware ---------------------------------------------------------------------
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every error in OpenAI's shape, and a count per endpoint and status."""
+        try:
+            response = await handler(request)
+        except ApiError as exc:
+            response = exc.response()
+        except web.HTTPException as exc:  # aiohttp's own: unknown route, wrong method
+            if exc.status < 400:
+                raise
+            code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status)
+            response = web.json_response(error_body(exc.reason, exc.status, code=code),
+                                         status=exc.status, headers=_allow(exc))
+        resource = getattr(request.match_info.route, "resource", None)
+        endpoint = resource.canonical if resource is not None else "other"
+        self.metrics.count_response(endpoint, response.status)
+        return response
+
+    @web.middleware
+    async def _cors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        origin = self.config.cors_origin
+        if origin is None:
+            return await handler(request)
+        headers = {"Access-Control-Allow-Origin": origin,
+                   "Access-Control-Allow-Headers": "Authorization, Content-Type",
+                   "Access-Control-Allow-Methods": "GET, POST, OPTIONS"}
+        if request.method == "OPTIONS":  # a preflight
+            return web.Response(status=204, headers=headers)
+        response = await handler(request)
+        if not response.prepared:
+            response.headers.update(headers)
+        return response
+
+    @web.middleware
+    async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.closing:
+            raise ApiError(503, "the server is shutting down", code="shutting_down")
+        key = self.config.api_key
+        if key and request.path not in OPEN_PATHS:
+            given = request.headers.get("Authorization", "")
+            scheme, _, token = given.partition(" ")
+            # compare_digest: the time taken does not tell how much of a guess was right
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                    token.strip().encode(), key.encode()):
+                raise ApiError(401, "missing or wrong API key: send 'Authorization: Bearer "
+                                    "KEY'", code="invalid_api_key")
+        return await handler(request)
+
+    # -- simple endpoints ---------------------------------------------------------------
+    async def _health(self, request: web.Request) -> web.Response:
+        if self._engine() is None:
+            raise ApiError(503, "no model is loaded", code="model_not_ready")
+        return web.json_response({"status": "ok"})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        engine = self._engine()
+        return web.Response(text=self.metrics.render(engine.stats() if engine else None),
+                            content_type="text/plain", charset="utf-8",
+                            headers={"X-Content-Type-Version": "0.0.4"})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        model = self._model_id()
+        data = [] if model is None else [
+            {"id": model, "object": "model", "created": 0, "owned_by": "batchchat"}]
+        return web.json_response({"object": "list", "data": data})
+
+    # -- completions --------------------------------------------------------------------
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "chat")
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "completion")
+
+    async def _complete(self, request: web.Request, kind: str) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        body = schemas.check_body(await _read_json(request, self.config.max_body_bytes))
+        engine, model = self._serving(schemas.model_name(body))
+        if kind == "chat":
+            parsed = schemas.parse_chat(body, self.config.default_max_tokens
+                                        or engine.context_length)
+        else:
+            parsed = schemas.parse_completion(body, 16)  # OpenAI's default for completions
+        stream = self._submit(engine, parsed)
+        reply = Reply(kind, model, self._text_of(engine), parsed.logprobs)
+        self._streams.add(stream)
+        try:
+            if parsed.stream:
+                return await self._stream(request, stream, reply, parsed.include_usage, t0)
+            return await self._whole(stream, reply, t0)
+        finally:
+            stream.cancel()  # no-op once finished; the disconnect path otherwise
+            self._streams.discard(stream)
+            if self._on_finished is not None:
+                if stream.stats is not None:
+                    self._on_finished(stream.stats)
+                else:  # the client left: the engine ends it on its next tick
+                    task = asyncio.ensure_future(self._report_when_done(stream))
+                    self._reporting.add(task)
+                    task.add_done_callback(self._reporting.discard)
+            if not self._streams:
+                self._idle.set()
+
+    async def _report_when_done(self, stream: RequestStream) -> None:
+        async for _ in stream:  # the events left, up to the final one (engine-bounded)
+            pass
+        if stream.stats is not None and self._on_finished is not None:
+            self._on_finished(stream.stats)
+
+    def _serving(self, model: str) -> tuple[Engine, str]:
+        engine, served = self._engine(), self._model_id()
+        if engine is None or served is None:
+            raise ApiError(503, "no model is loaded yet; try again shortly",
+                           code="model_not_ready", headers=self._retry_after())
+        if model != served:
+            raise ApiError(404, f"the model '{model}' does not exist; this server serves "
+                                f"'{served}'", param="model", code="model_not_found")
+        return engine, served
+
+    def _submit(self, engine: Engine, parsed: schemas.ParsedRequest) -> RequestStream:
+        from engine import EngineStopped, QueueFullError, RequestRejected
+
+        what: dict[str, Any]
+        if parsed.messages is not None:
+            what = {"messages": parsed.messages}
+        elif isinstance(parsed.prompt, str):
+            what = {"prompt_tokens": engine.tokenizer.encode(parsed.prompt)}
+        else:
+            what = {"prompt_tokens": parsed.prompt}
+        try:
+            # "api-…" ids tell API requests apart in the history's request stats
+            return engine.submit(**what, params=parsed.params, priority=self.config.priority,
+                                 tag=self.config.tag, request_id=f"api-{uuid.uuid4().hex[:16]}")
+        except QueueFullError as exc:
+            raise ApiError(429, str(exc), code="queue_full",
+                           headers=self._retry_after()) from None
+        except RequestRejected as exc:
+            param = "messages" if parsed.kind == "chat" else "prompt"
+            raise ApiError(400, str(exc), param=param, code="invalid_request") from None
+        except EngineStopped as exc:
+            raise ApiError(503, str(exc), code="shutting_down") from None
+
+    async def _whole(self, stream: RequestStream, reply: Reply, t0: float) -> web.Response:
+        last = t0
+        async for event in stream:
+            last = self._observe(event, t0, last)
+            reply.add(event)
+        if stream.finish_reason == "error":
+            raise ApiError(500, f"generation failed: {stream.error}", code="engine_error")
+        return web.json_response(reply.full(stream.finish_reason or "stop", stream.stats))
+
+    async def _stream(self, request: web.Request, stream: RequestStream, reply: Reply,
+                      include_usage: bool, t0: float) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
+        if self.config.cors_origin is not None:
+            response.headers["Access-Control-Allow-Origin"] = self.config.cors_origin
+        await response.prepare(request)
+        first = reply.first_chunk()
+        if first is not None:
+            await response.write(sse(first))
+        last = t0
+        async for event in stream:
+            last = self._observe(event, t0, last)
+            logprobs = reply.add(event)
+            if event.finish_reason == "error":
+                await response.write(sse(error_body(f"generation failed: {event.error}", 500,
+                                                    code="engine_error")))
+                break
+            if event.text or logprobs is not None or event.finish_reason is not None:
+                await response.write(sse(reply.chunk(event.text, logprobs,
+                                                     event.finish_reason)))
+        if include_usage:
+            await response.write(sse(reply.usage_chunk(stream.stats)))
+        await response.write(sse("[DONE]"))
+        await response.write_eof()
+        return response
+
+    def _observe(self, event: Any, t0: float, last: float) -> float:
+        now = time.perf_counter()
+        if event.token is not None:
+            (self.metrics.ttft if last == t0 else self.metrics.itl).observe(now - last)
+            last = now
+        if event.finish_reason is not None:
+            self.metrics.e2e.observe(now - t0)
+            self.metrics.count_finish(event.finish_reason)
+        return last
+
+    def _text_of(self, engine: Engine) -> Callable[[int], str]:
+        """A token's own text (for logprobs), cached per token while the model stays."""
+        tokenizer = engine.tokenizer
+        if self._token_text[0] is not tokenizer:  # another model: start afresh
+            self._token_text = (tokenizer, {})
+        cache = self._token_text[1]
+
+        def text(token: int) -> str:
+            if token not in cache:
+                cache[token] = tokenizer.decode([token])
+            return cache[token]
+
+        return text
+
+    def _retry_after(self) -> dict[str, str]:
+        return {"Retry-After": str(self.config.retry_after_s)}
+
+
+async def _read_json(request: web.Request, limit: int) -> Any:
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ApiError(413, f"the request body is larger than {limit} bytes",
+                       code="request_too_large") from None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
+
+
+def _allow(exc: web.HTTPException) -> dict[str, str]:
+    allow = exc.headers.get("Allow")
+    return {"Allow": allow} if allow else {}

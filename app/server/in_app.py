@@ -1,0 +1,105 @@
+"""The window's Server toggle, Qt-free: an ApiServer on the engine the bridge serves (so API
+requests batch with the chat tabs and the simulator and show in the stats panel), on the
+app's own loop, always on 127.0.0.1, with the port and key from the settings. Finished API
+requests are saved to the history's request stats."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..events import Event
+from .app import ApiServer, ServerConfig
+from .serve import model_id
+
+if TYPE_CHECKING:
+    from engine import Engine, RequestStats
+
+    from ..context import AppContext
+
+log = logging.getLogger(__name__)
+
+
+class AppServer:
+    """`changed()` fires after every start, failed start and stop."""
+
+    def __init__(self, ctx: AppContext) -> None:
+        self.ctx = ctx
+        self.changed = Event()
+        self.error = ""  # why the last start failed
+        self._server: ApiServer | None = None
+        self._busy = False  # starting or stopping
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None and self._server.running
+
+    @property
+    def url(self) -> str | None:
+        """The base URL clients use (…/v1), while running."""
+        return f"{self._server.url}/v1" if self._server is not None and self.running else None
+
+    @property
+    def server(self) -> ApiServer | None:
+        return self._server
+
+    def model_id(self) -> str | None:
+        engine = self._engine()
+        return None if engine is None else model_id(engine, self.ctx.bridge.source or "model")
+
+    async def start(self) -> bool:
+        """Listen on 127.0.0.1 at the settings' port; False (and `error`) if it cannot."""
+        if self.running:
+            return True
+        s = self.ctx.settings
+        server = ApiServer(self._engine, self.model_id,
+                           ServerConfig(host="127.0.0.1", port=s.server_port,
+                                        api_key=s.server_api_key or None),
+                           on_finished=self._record)
+        try:
+            await server.start()
+        except (OSError, ValueError) as exc:  # most likely: the port is taken
+            self.error = f"Could not start the API server on port {s.server_port}: {exc}"
+            log.warning("%s", self.error)
+            self.changed.emit()
+            return False
+        self._server, self.error = server, ""
+        self.changed.emit()
+        return True
+
+    async def stop(self) -> None:
+        """In-flight API streams end (finish reason "cancelled"); the port is released."""
+        server = self._server
+        if server is not None:
+            await server.stop()
+            self._server = None
+            self.changed.emit()
+
+    async def toggle(self) -> bool:
+        """Start or stop; a toggle while one is under way is ignored (True: serving)."""
+        if self._busy:
+            return self.running
+        self._busy = True
+        try:
+            if self.running:
+                await self.stop()
+                return False
+            return await self.start()
+        finally:
+            self._busy = False
+
+    def _engine(self) -> Engine | None:
+        bridge = self.ctx.bridge
+        return bridge.engine if bridge.is_ready else None
+
+    def _record(self, stats: RequestStats) -> None:
+        store = self.ctx.store
+        if store is None:
+            return
+        from ..storage.records import RequestStatsRecord
+
+        store.record_request_stats(RequestStatsRecord(
+            request_id=stats.request_id, prompt_tokens=stats.prompt_tokens,
+            cached_tokens=stats.cached_tokens, generated_tokens=stats.generated_tokens,
+            ttft_s=stats.ttft_s, tokens_per_s=stats.tokens_per_s, queue_s=stats.queue_s,
+            decode_s=stats.decode_s, finish_reason=stats.finish_reason))

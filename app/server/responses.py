@@ -1,0 +1,134 @@
+"""OpenAI response bodies and SSE chunks, built from the engine's token events."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine import RequestStats, TokenEvent
+
+TokenText = Callable[[int], str]  # a token id's own text
+
+# The engine's finish reasons in OpenAI's words; cancelled / shutdown / error pass through
+FINISH = {"stop": "stop", "length": "length", "context": "length"}
+
+
+def finish_reason(reason: str) -> str:
+    return FINISH.get(reason, reason)
+
+
+def sse(data: dict[str, Any] | str) -> bytes:
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return f"data: {text}\n\n".encode()
+
+
+def usage(stats: RequestStats | None) -> dict[str, Any]:
+    prompt = stats.prompt_tokens if stats else 0
+    done = stats.generated_tokens if stats else 0
+    cached = stats.cached_tokens if stats else 0
+    return {"prompt_tokens": prompt, "completion_tokens": done,
+            "total_tokens": prompt + done,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+@dataclass
+class Reply:
+    """One request's response under construction: ids, and the logprobs so far."""
+
+    kind: str  # "chat" | "completion"
+    model: str
+    token_text: TokenText
+    top: int | None  # logprobs alternatives asked for, None = no logprobs
+    id: str = ""
+    created: int = field(default_factory=lambda: int(time.time()))
+    text_parts: list[str] = field(default_factory=list)
+    entries: list[tuple[str, float, list[tuple[str, float]]]] = field(default_factory=list)
+    token_chars: int = 0  # text offset of the next token (legacy completions logprobs)
+
+    def __post_init__(self) -> None:
+        prefix = "chatcmpl" if self.kind == "chat" else "cmpl"
+        self.id = self.id or f"{prefix}-{uuid.uuid4().hex}"
+
+    @property
+    def object(self) -> str:
+        return "chat.completion" if self.kind == "chat" else "text_completion"
+
+    def add(self, event: TokenEvent) -> dict[str, Any] | None:
+        """Take one event; its logprobs in the response's shape (None without)."""
+        self.text_parts.append(event.text)
+        if self.top is None or event.token is None or event.logprob is None:
+            return None
+        entry = (self.token_text(event.token), event.logprob,
+                 [(self.token_text(t), lp) for t, lp in event.top_logprobs or ()])
+        self.entries.append(entry)
+        out = self._logprobs([entry], self.token_chars)
+        self.token_chars += len(entry[0])
+        return out
+
+    # -- whole responses ------------------------------------------------------------------
+    def full(self, reason: str, stats: RequestStats | None) -> dict[str, Any]:
+        text = "".join(self.text_parts)
+        logprobs = self._logprobs(self.entries, 0) if self.top is not None else None
+        if self.kind == "chat":
+            choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                      "logprobs": logprobs, "finish_reason": finish_reason(reason)}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": logprobs,
+                      "finish_reason": finish_reason(reason)}
+        return self._envelope(self.object, [choice]) | {"usage": usage(stats)}
+
+    # -- stream chunks --------------------------------------------------------------------
+    def first_chunk(self) -> dict[str, Any] | None:
+        """Chat streams open with the assistant role, as OpenAI's do."""
+        if self.kind != "chat":
+            return None
+        return self._chunk({"role": "assistant", "content": ""}, None, None)
+
+    def chunk(self, text: str, logprobs: dict[str, Any] | None,
+              reason: str | None) -> dict[str, Any]:
+        delta = {"content": text} if text else {}
+        return self._chunk(delta, logprobs, None if reason is None else finish_reason(reason))
+
+    def usage_chunk(self, stats: RequestStats | None) -> dict[str, Any]:
+        return self._envelope(self._chunk_object, []) | {"usage": usage(stats)}
+
+    # -- internals ------------------------------------------------------------------------
+    @property
+    def _chunk_object(self) -> str:
+        return "chat.completion.chunk" if self.kind == "chat" else "text_completion"
+
+    def _chunk(self, delta: dict[str, Any], logprobs: dict[str, Any] | None,
+               reason: str | None) -> dict[str, Any]:
+        if self.kind == "chat":
+            choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": reason}
+        else:
+            choice = {"index": 0, "text": delta.get("content", ""), "logprobs": logprobs,
+                      "finish_reason": reason}
+        return self._envelope(self._chunk_object, [choice])
+
+    def _envelope(self, obj: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
+                "choices": choices}
+
+    def _logprobs(self, entries: list[tuple[str, float, list[tuple[str, float]]]],
+                  offset: int) -> dict[str, Any]:
+        if self.kind == "chat":
+            return {"content": [
+                {"token": tok, "logprob": lp, "bytes": list(tok.encode()),
+                 "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())}
+                                  for t, v in top]}
+                for tok, lp, top in entries]}
+        # the legacy completions shape
+        offsets, at = [], offset
+        for tok, _, _ in entries:
+            offsets.append(at)
+            at += len(tok)
+        return {"tokens": [tok for tok, _, _ in entries],
+                "token_logprobs": [lp for _, lp, _ in entries],
+                "top_logprobs": [dict(top) for _, _, top in entries] if self.top else None,
+                "text_offset": offsets}

@@ -1,0 +1,201 @@
+"""OpenAI request bodies -> what the engine takes (messages or prompt tokens, SamplingParams),
+refusing a bad field with a 400 that names it. Unknown fields are ignored (as vLLM does), so
+clients that send extras keep working; known ones this server cannot honour are refused."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import ApiError, invalid
+
+if TYPE_CHECKING:
+    from engine import SamplingParams
+
+MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
+MAX_STOP = 16
+ROLES = ("system", "developer", "user", "assistant")
+# Accepted only at their neutral value: anything else would be silently ignored otherwise.
+NEUTRAL = {"presence_penalty": 0, "frequency_penalty": 0, "best_of": 1, "echo": False,
+           "suffix": None, "tools": None, "tool_choice": None, "functions": None,
+           "logit_bias": None}
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRequest:
+    kind: str  # "chat" | "completion"
+    model: str
+    params: SamplingParams
+    stream: bool
+    include_usage: bool
+    messages: list[dict[str, Any]] | None = None  # chat
+    prompt: str | list[int] | None = None  # completion: text or token ids
+    logprobs: int | None = None  # alternatives per token, None = no logprobs
+
+
+def parse_chat(body: Mapping[str, Any], default_max_tokens: int) -> ParsedRequest:
+    messages = _messages(body.get("messages"))
+    top = _opt_int(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+    wants = _opt_bool(body, "logprobs")
+    if top is not None and not wants:
+        raise invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true")
+    logprobs = (top or 0) if wants else None
+    max_tokens = _opt_int(body, "max_completion_tokens", 1)
+    if max_tokens is None:
+        max_tokens = _opt_int(body, "max_tokens", 1)
+    return _parsed("chat", body, messages=messages, logprobs=logprobs,
+                   max_tokens=max_tokens or default_max_tokens)
+
+
+def parse_completion(body: Mapping[str, Any], default_max_tokens: int) -> ParsedRequest:
+    return _parsed("completion", body, prompt=_prompt(body.get("prompt")),
+                   logprobs=_opt_int(body, "logprobs", 0, MAX_TOP_LOGPROBS),
+                   max_tokens=_opt_int(body, "max_tokens", 1) or default_max_tokens)
+
+
+def model_name(body: Mapping[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("model", "'model' is required: a model id from GET /v1/models")
+    return model
+
+
+# -- the shared fields ----------------------------------------------------------------------
+def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: int | None,
+            **what: Any) -> ParsedRequest:
+    from engine import SamplingParams
+
+    for name, neutral in NEUTRAL.items():
+        value = body.get(name)
+        if value is not None and value != neutral and value not in ([], {}):
+            raise invalid(name, f"'{name}' is not supported by this server")
+    n = _opt_int(body, "n", 1)
+    if n not in (None, 1):
+        raise invalid("n", "'n' must be 1: one choice per request")
+    temperature = _opt_number(body, "temperature", 0.0)
+    top_p = _opt_number(body, "top_p", 0.0)
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise invalid("top_p", "'top_p' must be in (0, 1]")
+    top_k = _opt_int(body, "top_k", -1)
+    min_p = _opt_number(body, "min_p", 0.0)
+    if min_p is not None and min_p >= 1.0:
+        raise invalid("min_p", "'min_p' must be in [0, 1)")
+    penalty = _opt_number(body, "repetition_penalty", 0.0)
+    if penalty == 0.0:
+        raise invalid("repetition_penalty", "'repetition_penalty' must be > 0")
+    seed = _opt_int(body, "seed", 0)
+    stream = bool(_opt_bool(body, "stream"))
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, Mapping):
+        raise invalid("stream_options", "'stream_options' must be an object")
+    include_usage = bool(_opt_bool(options or {}, "include_usage", "stream_options."))
+    try:
+        params = SamplingParams(
+            temperature=1.0 if temperature is None else temperature,  # OpenAI's default
+            top_p=1.0 if top_p is None else top_p,
+            top_k=max(0, top_k or 0),  # -1 (vLLM's "off") = 0
+            min_p=min_p or 0.0,
+            repetition_penalty=1.0 if penalty is None else penalty,
+            seed=seed, max_tokens=max_tokens, stop=_stop(body.get("stop")),
+            logprobs=logprobs,
+        )
+    except ValueError as exc:  # a rule of the engine's own (each message starts with the name)
+        field = str(exc).split(" ", 1)[0]
+        raise invalid(field, f"'{field}' {str(exc).split(' ', 1)[-1]}") from None
+    return ParsedRequest(kind, model_name(body), params, stream, include_usage,
+                         logprobs=logprobs, **what)
+
+
+def _messages(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not value:
+        raise invalid("messages", "'messages' must be a non-empty list of messages")
+    out = []
+    for i, m in enumerate(value):
+        where = f"messages[{i}]"
+        if not isinstance(m, Mapping):
+            raise invalid(where, f"'{where}' must be an object with 'role' and 'content'")
+        role = m.get("role")
+        if role not in ROLES:
+            raise invalid(f"{where}.role", f"'{where}.role' must be one of {', '.join(ROLES)}")
+        out.append({"role": "system" if role == "developer" else role,
+                    "content": _content(m.get("content"), f"{where}.content")})
+    return out
+
+
+def _content(value: Any, where: str) -> str:
+    """A string, or a list of text parts (images and audio are refused)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for j, part in enumerate(value):
+            if not (isinstance(part, Mapping) and part.get("type") == "text"
+                    and isinstance(part.get("text"), str)):
+                raise invalid(f"{where}[{j}]",
+                              f"'{where}[{j}]' must be a text part: this model reads text only")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise invalid(where, f"'{where}' must be a string or a list of text parts")
+
+
+def _prompt(value: Any) -> str | list[int]:
+    """One prompt: a string or a list of token ids (or either wrapped in a one-item list)."""
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str | list):
+        value = value[0]
+    if isinstance(value, str):
+        return value
+    if (isinstance(value, list) and value
+            and all(isinstance(t, int) and not isinstance(t, bool) for t in value)):
+        return list(value)
+    raise invalid("prompt", "'prompt' must be one string or one list of token ids")
+
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if (not isinstance(stops, list) or len(stops) > MAX_STOP
+            or not all(isinstance(s, str) and s for s in stops)):
+        raise invalid("stop", f"'stop' must be a non-empty string or a list of at most "
+                              f"{MAX_STOP} of them")
+    return tuple(stops)
+
+
+def _opt_number(body: Mapping[str, Any], name: str, minimum: float) -> float | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise invalid(name, f"'{name}' must be a number")
+    if value < minimum:
+        raise invalid(name, f"'{name}' must be >= {minimum:g}")
+    return float(value)
+
+
+def _opt_int(body: Mapping[str, Any], name: str, minimum: int,
+             maximum: int | None = None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(name, f"'{name}' must be an integer")
+    if value < minimum:
+        raise invalid(name, f"'{name}' must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise invalid(name, f"'{name}' must be <= {maximum}")
+    return value
+
+
+def _opt_bool(body: Mapping[str, Any], name: str, prefix: str = "") -> bool | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise invalid(prefix + name, f"'{prefix}{name}' must be true or false")
+    return value
+
+
+def check_body(body: Any) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    return body

@@ -1,0 +1,98 @@
+"""`batchchat serve`: the API server alone, no window. Prints the URL when ready; SIGINT or
+SIGTERM ends in-flight streams (finish reason "cancelled", then [DONE]) and exits 0."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from .app import ApiServer, ServerConfig, check_address
+
+if TYPE_CHECKING:
+    from engine import Engine
+
+KEY_ENV = "BATCHCHAT_API_KEY"  # a key here stays out of `ps` listings
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="batchchat serve",
+                                description="An OpenAI-compatible API on the engine.")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; any other needs a key)")
+    p.add_argument("--port", type=int, default=8000, help="default 8000; 0 = any free port")
+    p.add_argument("--model", default=None,
+                   help='"bundled", a .gguf file, an mlx-lm model directory or a repo id '
+                        "(default: the app's last model, else bundled)")
+    p.add_argument("--served-model-name", default=None,
+                   help="the model id clients send (default: the model's name)")
+    p.add_argument("--api-key", default=os.environ.get(KEY_ENV),
+                   help=f"require 'Authorization: Bearer KEY' (default: ${KEY_ENV})")
+    p.add_argument("--max-concurrent", type=int, default=16,
+                   help="requests the engine runs at once (default 16)")
+    p.add_argument("--max-queue", type=int, default=256,
+                   help="waiting requests beyond which the server answers 429 (default 256)")
+    p.add_argument("--max-body-mb", type=float, default=4.0,
+                   help="largest request body in MiB (default 4; larger ones get 413)")
+    p.add_argument("--cors-origin", default=None,
+                   help='allow browser pages from this origin ("*" for any); default none')
+    p.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    return p.parse_args(argv)
+
+
+def model_id(engine: Engine, source: str) -> str:
+    """The id clients send: the model's own name (the loader's description starts with it)."""
+    words = (engine.description or "").split()
+    return words[0] if words else source
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key or None,
+                          max_body_bytes=int(args.max_body_mb * (1 << 20)),
+                          cors_origin=args.cors_origin, access_log=args.access_log)
+    try:
+        code = asyncio.run(serve(args, config))
+    except (ValueError, OSError) as exc:  # a refused address, a port in use, a bad model
+        print(f"batchchat serve: {exc}", file=sys.stderr)
+        return 2
+    # Everything is shut down. MLX, used from the engine thread, can abort in its static
+    # destructors at interpreter exit (ml-explore/mlx#3126: "terminate called without an
+    # active exception", exit status 134 about one run in five here), so leave without them.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
+    from app.settings import Settings
+    from engine import Engine, EngineConfig
+
+    source = args.model or Settings.load().model
+    check_address(config)  # refuse before spending time on loading a model
+    print(f"Loading {source} …", file=sys.stderr, flush=True)
+    engine = await asyncio.to_thread(
+        Engine.load, source, EngineConfig(max_concurrent=args.max_concurrent,
+                                          max_queue=args.max_queue))
+    await engine.start()
+    name = args.served_model_name or model_id(engine, source)
+    server = ApiServer(lambda: engine, lambda: name, config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        url = await server.start()
+        print(f"BatchChat API ready at {url}/v1 (model '{name}'); Ctrl+C stops", flush=True)
+        await stop.wait()
+        print("Stopping: ending in-flight requests …", file=sys.stderr, flush=True)
+    finally:
+        await server.stop()
+        await engine.shutdown(timeout=5.0)
+    return 0
+

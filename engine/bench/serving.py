@@ -1,0 +1,183 @@
+"""`python -m engine.bench.serving`: the online-serving and multi-turn scenarios over HTTP,
+against BatchChat's server (`batchchat serve`) and any other OpenAI-compatible server (e.g.
+`mlx_lm.server` on the same weights), with one client and vLLM's metric definitions.
+
+    python -m engine.bench.serving \\
+        --target batchchat=http://127.0.0.1:8000/v1 \\
+        --target mlx_lm=http://127.0.0.1:8080/v1@/path/to/model --out bench-serving
+
+A target is NAME=URL, or NAME=URL@MODEL when the server wants a model id other than the one
+its GET /v1/models lists first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ..workload import gamma_gaps, summarize
+from .http_client import HttpResult, Target, chat
+from .scenarios import prompt_texts
+
+FOLLOW_UPS = ["Go on.", "Now tell it from another character's view.", "Shorten it to three "
+              "sentences.", "Give it a title and explain it.", "What happens next?"]
+
+
+async def online(session: aiohttp.ClientSession, target: Target, texts: Sequence[str],
+                 gaps: Iterator[float], num_requests: int, max_tokens: int) -> dict[str, Any]:
+    """Requests sent at the given gaps (Poisson for vLLM's default), each a one-turn chat."""
+    t0 = time.perf_counter()
+    tasks = []
+    results = []
+    for i in range(num_requests):
+        if i:
+            await asyncio.sleep(next(gaps))
+        result = HttpResult(index=i, prompt=texts[i % len(texts)])
+        results.append(result)
+        tasks.append(asyncio.create_task(chat(
+            session, target, result, [{"role": "user", "content": result.prompt}],
+            max_tokens, t0)))
+    await asyncio.gather(*tasks)
+    wall = time.perf_counter() - t0
+    return summarize(results, wall) | {"per_request": [r.to_dict() for r in results]}
+
+
+async def multi_turn(session: aiohttp.ClientSession, target: Target, texts: Sequence[str],
+                     conversations: int, turns: int, max_tokens: int) -> dict[str, Any]:
+    """`conversations` chats at once, each `turns` turns long; every turn resends the whole
+    conversation (as a chat client does), so a server that keeps KV reuses the earlier
+    turns: TTFT by turn and the cached prompt tokens it reports show it."""
+    t0 = time.perf_counter()
+    results: list[HttpResult] = []
+
+    async def conversation(c: int) -> None:
+        messages = [{"role": "user", "content": texts[c % len(texts)]}]
+        for turn in range(turns):
+            result = HttpResult(index=len(results), prompt=messages[-1]["content"], turn=turn)
+            results.append(result)
+            await chat(session, target, result, messages, max_tokens, t0)
+            messages += [{"role": "assistant", "content": result.text},
+                         {"role": "user", "content": FOLLOW_UPS[turn % len(FOLLOW_UPS)]}]
+
+    await asyncio.gather(*(conversation(c) for c in range(conversations)))
+    wall = time.perf_counter() - t0
+    by_turn = []
+    for turn in range(turns):
+        rows = [r for r in results if r.turn == turn]
+        cached = [r.cached_tokens for r in rows if r.cached_tokens is not None]
+        by_turn.append(summarize(rows, wall) | {
+            "turn": turn, "prompt_tokens_mean": sum(r.prompt_tokens for r in rows) / len(rows),
+            "cached_tokens_mean": sum(cached) / len(cached) if cached else None})
+    return summarize(results, wall) | {"by_turn": by_turn,
+                                       "per_request": [r.to_dict() for r in results]}
+
+
+async def run(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, Any]:
+    texts = prompt_texts(16)
+    # The conversations start from prompts the online scenario never sent, so their first
+    # turn is cold on a server that caches prefixes.
+    chats = prompt_texts(16 + args.conversations)[16:]
+    out: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M:%S"),
+                           "args": {k: str(v) for k, v in vars(args).items()}, "targets": {}}
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=args.timeout)
+    # one connection per request in flight, as vLLM's client
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        for target in targets:  # one after another: they may share the machine
+            target = await _resolve_model(session, target)
+            res: dict[str, Any] = {"model": target.model, "url": target.url}
+            scen = set(args.scenarios.split(","))
+            if "online" in scen:
+                res["online"] = await online(
+                    session, target, texts, gamma_gaps(args.rate, args.burstiness, args.seed),
+                    args.requests, args.new_tokens)
+            if "multiturn" in scen:
+                res["multiturn"] = await multi_turn(session, target, chats,
+                                                    args.conversations, args.turns,
+                                                    args.new_tokens)
+            out["targets"][target.name] = res
+    return out
+
+
+async def _resolve_model(session: aiohttp.ClientSession, target: Target) -> Target:
+    if target.model:
+        return target
+    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+    async with session.get(f"{target.url}/models", headers=headers) as r:
+        r.raise_for_status()
+        models = (await r.json())["data"]
+    return Target(target.name, target.url, models[0]["id"], target.api_key)
+
+
+def parse_target(spec: str, api_key: str | None) -> Target:
+    name, sep, rest = spec.partition("=")
+    if not sep or not rest:
+        raise argparse.ArgumentTypeError(f"--target wants NAME=URL[@MODEL], got {spec!r}")
+    url, _, model = rest.partition("@")
+    return Target(name, url.rstrip("/"), model, api_key)
+
+
+def print_table(results: dict[str, Any]) -> None:
+    def ms(d: dict[str, float], key: str) -> str:
+        return f"{d[key] * 1e3:8.0f}"
+
+    for scenario in ("online", "multiturn"):
+        rows = [(n, t[scenario]) for n, t in results["targets"].items() if scenario in t]
+        if not rows:
+            continue
+        print(f"\n== {scenario} over HTTP (ms; vLLM's definitions)")
+        print(f"{'target':<16}{'done':>6}{'out tok/s':>10}{'TTFT med':>9}{'TTFT p99':>9}"
+              f"{'TPOT med':>9}{'ITL med':>9}{'ITL p99':>9}{'E2E med':>9}")
+        for name, r in rows:
+            print(f"{name:<16}{r['completed']:>6}{r['output_throughput']:>10.1f}"
+                  f"{ms(r['ttft_s'], 'median')} {ms(r['ttft_s'], 'p99')}"
+                  f"{ms(r['tpot_s'], 'median')} {ms(r['itl_s'], 'median')}"
+                  f"{ms(r['itl_s'], 'p99')} {ms(r['e2e_s'], 'median')}")
+        for name, r in rows:
+            for t in r.get("by_turn", ()):
+                cached = t["cached_tokens_mean"]
+                print(f"  {name} turn {t['turn'] + 1}: prompt {t['prompt_tokens_mean']:.0f} "
+                      f"tokens, cached {'n/a' if cached is None else f'{cached:.0f}'}, "
+                      f"TTFT median {t['ttft_s']['median'] * 1e3:.0f} ms")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m engine.bench.serving", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", action="append", required=True, metavar="NAME=URL[@MODEL]")
+    p.add_argument("--api-key", default=None, help="sent to every target")
+    p.add_argument("--scenarios", default="online,multiturn")
+    p.add_argument("--requests", type=int, default=32, help="online: requests sent")
+    p.add_argument("--rate", type=float, default=0.5, help="online: requests per second")
+    p.add_argument("--burstiness", type=float, default=1.0, help="online: 1 = Poisson")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--conversations", type=int, default=4, help="multi-turn: chats at once")
+    p.add_argument("--turns", type=int, default=4, help="multi-turn: turns per chat")
+    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds without a byte")
+    p.add_argument("--out", type=Path, default=None, help="write serving.json here")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    targets = [parse_target(t, args.api_key) for t in args.target]
+    results = asyncio.run(run(targets, args))
+    print_table(results)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / "serving.json"
+        path.write_text(json.dumps(results, indent=1))
+        print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""The HTTP serving bench (`python -m engine.bench.serving`) against two real servers in one
+run: every request completes, token counts come from the servers' usage, the multi-turn
+scenario sees the earlier turns cached."""
+
+from engine.bench.serving import parse_args, parse_target, print_table, run
+
+N = 8
+
+
+async def test_online_and_multi_turn_against_two_servers(serve, capsys):
+    long = {"context_length": 4096}  # the byte-level tiny tokenizer makes long prompts
+    ours, other = await serve(engine=long), await serve(engine=long)
+    args = parse_args(["--target", f"ours={ours.url}/v1", "--target", f"other={other.url}/v1",
+                       "--requests", "6", "--rate", "50", "--new-tokens", str(N),
+                       "--conversations", "2", "--turns", "2"])
+    targets = [parse_target(t, None) for t in args.target]
+    results = await run(targets, args)
+    assert set(results["targets"]) == {"ours", "other"}
+    for name, s in (("ours", ours), ("other", other)):
+        r = results["targets"][name]
+        assert r["model"] == "tiny"
+        online = r["online"]
+        assert online["completed"] == 6 and online["total_output_tokens"] == 6 * N
+        assert online["ttft_s"]["n"] == 6 and online["tpot_s"]["n"] == 6
+        assert 0 < online["itl_s"]["n"] <= 6 * (N - 1)  # one gap per text chunk after the first
+        multi = r["multiturn"]
+        assert multi["completed"] == 4
+        first, second = multi["by_turn"]
+        assert second["prompt_tokens_mean"] > first["prompt_tokens_mean"]
+        assert second["cached_tokens_mean"] >= first["prompt_tokens_mean"]  # turn 1 reused
+        assert first["cached_tokens_mean"] < first["prompt_tokens_mean"] / 2  # fresh chats
+        engine_cached = [f.cached_tokens for f in s.engine.finished_requests()[-4:]]
+        assert sum(engine_cached) == sum(q["cached_tokens"] for q in multi["per_request"])
+    print_table(results)
+    out = capsys.readouterr().out
+    assert "== online over HTTP" in out and "ours turn 2" in out

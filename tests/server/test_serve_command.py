@@ -1,0 +1,81 @@
+"""`batchchat serve` as a real process: prints its URL, serves, and on SIGTERM ends the
+in-flight stream and exits 0."""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+import mlx.core as mx
+import pytest
+from mlx.utils import tree_flatten
+from openai import AsyncOpenAI
+
+from app.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory, tiny) -> Path:
+    """The tiny model saved as an mlx-lm directory (a long context, for an endless stream)."""
+    d = tmp_path_factory.mktemp("tinymodel")
+    a = tiny.model.args
+    config = {"model_type": "llama", "hidden_size": a.hidden_size,
+              "num_hidden_layers": a.num_hidden_layers, "intermediate_size": a.intermediate_size,
+              "num_attention_heads": a.num_attention_heads,
+              "num_key_value_heads": a.num_key_value_heads, "rms_norm_eps": a.rms_norm_eps,
+              "vocab_size": a.vocab_size, "rope_theta": a.rope_theta,
+              "tie_word_embeddings": False, "max_position_embeddings": 100_000}
+    (d / "config.json").write_text(json.dumps(config))
+    mx.save_safetensors(str(d / "model.safetensors"), dict(tree_flatten(tiny.model.parameters())))
+    tiny.tokenizer._tokenizer.save_pretrained(str(d))
+    return d
+
+
+async def read_until(proc, marker: str, lines: int = 200) -> str:
+    for _ in range(lines):
+        line = (await asyncio.wait_for(proc.stdout.readline(), 120)).decode()
+        if marker in line:
+            return line
+        if not line:
+            break
+    raise AssertionError(f"{marker!r} never printed")
+
+
+async def test_serve_prints_url_serves_and_stops_cleanly_on_sigterm(tiny_dir):
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app", "serve", "--model", str(tiny_dir), "--port", "0",
+        "--served-model-name", "tiny", cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+        env=os.environ | {"BATCHCHAT_API_KEY": ""})
+    try:
+        line = await read_until(proc, "ready at")
+        url = line.split("ready at ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        async with aiohttp.ClientSession() as http, http.get(url[:-3] + "/health") as r:
+            assert r.status == 200
+        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
+        stream = await client.chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "go on"}], stream=True,
+            max_tokens=50_000)
+        got = [await anext(aiter(stream)) for _ in range(3)]
+        proc.send_signal(signal.SIGTERM)
+        rest = [c async for c in stream]  # the stream ends instead of hanging
+        assert len(got) + len(rest) < 50_000
+        assert rest[-1].choices[0].finish_reason == "cancelled"
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        await client.close()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+def test_serve_refuses_a_public_address_without_a_key(capsys, monkeypatch):
+    monkeypatch.delenv("BATCHCHAT_API_KEY", raising=False)
+    monkeypatch.setenv("BATCHCHAT_NO_BLAS_PRELOAD", "1")  # no re-exec of the test process
+    assert main(["serve", "--host", "0.0.0.0", "--model", "unused"]) == 2
+    assert "without an API key" in capsys.readouterr().err
