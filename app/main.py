@@ -40,6 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     return run_window(args)
 
 
+def entry() -> None:
+    """The console script and `python -m app`: main(), then leave without MLX's static
+    destructors (app/process_exit.py)."""
+    from app.process_exit import exit_now
+
+    try:
+        code = main()
+    except SystemExit as exc:  # argparse's --help and usage errors
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        if not isinstance(exc.code, int | None):
+            print(exc.code, file=sys.stderr)
+    exit_now(code)
+
+
 def prepare(argv: list[str] | None = None) -> argparse.Namespace:
     """What every start does first: the arguments, and logging."""
     ensure_fast_blas()  # before MLX loads: re-executes with OpenBLAS preloaded on Linux CPU

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import signal
 import sys
@@ -60,13 +59,7 @@ def main(argv: list[str]) -> int:
     except (ValueError, OSError) as exc:  # a refused address, a port in use, a bad model
         print(f"batchchat serve: {exc}", file=sys.stderr)
         return 2
-    # Everything is shut down. MLX, used from the engine thread, can abort in its static
-    # destructors at interpreter exit (ml-explore/mlx#3126: "terminate called without an
-    # active exception", exit status 134 about one run in five here), so leave without them.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    return code
 
 
 async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
