@@ -134,7 +134,8 @@ class RemoteStream:
             if self._limiter is not None:
                 await self._limiter.acquire()
                 admitted = True
-            self._t_admit = time.perf_counter()
+            # queue_s: the wait for a slot under the client's own limit (none: 0)
+            self._t_admit = time.perf_counter() if admitted else self._t_submit
             finish = await self._request()
             self._finish(finish)
         except asyncio.CancelledError:
