@@ -52,3 +52,42 @@ async def test_greedy_text_equals_the_local_engines(mlx_server, engine, chat):
     assert s.generated_tokens - (s.finish_reason == "stop") == ls.generated_tokens
     assert s.ttft_s is not None and 0 < s.ttft_s <= s.e2e_s and s.queue_s == 0.0
     assert remote.tokens == [] and all(e.token == -1 for e in events[:-1])
+
+
+async def test_a_conversation_continues_on_a_server_through_the_bridges_generation(
+        mlx_server, engine):
+    """A chat begun on the local engine (its reply carries token ids) goes on remotely: the
+    ids stay home, the bridge's per-frame Generation takes the remote stream as it is."""
+    from app.conversation import ChatMessage, Conversation
+    from app.engine_bridge import EngineBridge, Generation, ReplyStats
+
+    params = {"temperature": 0.0, "max_tokens": 8}
+    first = engine.submit(CHATS[0], params=params)
+    await first.result()
+    conv = Conversation(EngineBridge(), system_prompt="Be brief.", params=params, messages=[
+        ChatMessage("user", CHATS[0][0]["content"]),
+        ChatMessage("assistant", first.text, token_ids=list(first.tokens)),
+        ChatMessage("user", "and then"),
+    ])
+    messages = conv.prompt_messages()
+    assert messages[2]["token_ids"]  # what a local engine would be handed
+    # The server tokenizes the text, so the engine's answer to the same text is the reference
+    # (ids of a random model's reply need not survive decode and re-encode).
+    local = engine.submit([{"role": m["role"], "content": m["content"]} for m in messages],
+                          params=params)
+    client = RemoteClient(Connection(mlx_server.url, model=MODEL))
+    bridge = EngineBridge()
+    try:
+        gen = Generation(client.submit(messages, params=params), "tab-1")
+        deltas, finished = [], []
+        gen.delta.connect(deltas.append)
+        gen.finished.connect(finished.append)
+        await bridge._pump(gen)  # what the bridge runs for every reply
+        bridge._flush()
+    finally:
+        await client.close()
+    assert finished == [gen] and "".join(deltas) == gen.text == await local.result()
+    assert gen.finish_reason == "length" and gen.error is None and gen.tokens == []
+    stats = gen.stats
+    assert isinstance(stats, ReplyStats) and stats.generated_tokens == 8
+    assert stats.prompt_tokens == len(local.prompt_tokens) and stats.ttft_s is not None
