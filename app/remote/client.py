@@ -25,8 +25,9 @@ class RemoteClient:
     """Submits chat requests to one server on the running asyncio loop (qasync's in the
     app). The aiohttp session opens with the first request; `close()` ends everything."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.connection = conn
+        self._loop = loop  # for submits from outside a coroutine (a Qt slot); else running
         self._session: aiohttp.ClientSession | None = None
         self._live: set[RemoteStream] = set()
 
@@ -47,7 +48,7 @@ class RemoteClient:
                               messages, sampling, priority=priority_name(priority), tag=tag,
                               limiter=limiter)
         self._live.add(stream)
-        stream.start()
+        stream.start(self._loop)
         assert stream._task is not None
         stream._task.add_done_callback(lambda _: self._live.discard(stream))
         return stream

@@ -55,8 +55,16 @@ def describe_status(conn: Connection, status: int, body: str,
 def describe_exception(conn: Connection, exc: BaseException) -> str:
     who = conn.name
     # Order matters: the TLS and timeout classes subclass the generic ones below them.
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
-        return f"{who}: TLS error connecting to {conn.base_url}: {exc}"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        cert = exc.certificate_error
+        why = getattr(cert, "verify_message", None) or str(cert)
+        return (f"{who}: TLS error connecting to {conn.base_url}: its certificate was not "
+                f"accepted ({why})")
+    if isinstance(exc, aiohttp.ClientSSLError):
+        reason = getattr(exc.os_error, "reason", None)
+        why = reason.replace("_", " ").lower() if reason else str(exc.os_error)
+        return (f"{who}: TLS error connecting to {conn.base_url}: {why} (is it an https "
+                "server?)")
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return (f"{who}: no connection to {conn.base_url} within "
                 f"{conn.connect_timeout_s:g} s (connect timeout)")

@@ -111,9 +111,10 @@ class RemoteStream:
         return self.text
 
     # -- driving the request ---------------------------------------------------------------
-    def start(self) -> RemoteStream:
-        """Begin on the running loop (the client calls this right after building it)."""
-        self._task = asyncio.get_running_loop().create_task(self._run())
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> RemoteStream:
+        """Begin on `loop` or the running one (the client calls this right after building
+        it)."""
+        self._task = (loop or asyncio.get_running_loop()).create_task(self._run())
         self._task.add_done_callback(self._task_done)
         return self
 
@@ -160,6 +161,10 @@ class RemoteStream:
             if resp.status != 200:
                 raise RemoteError(describe_status(conn, resp.status, await resp.text(),
                                                   resp.headers))
+            if resp.content_type != "text/event-stream":
+                raise RemoteError(f"{conn.name}: answered with {resp.content_type or 'no type'}"
+                                  ", not an event stream (is this an OpenAI-compatible "
+                                  "chat completions endpoint?)")
             finish: str | None = None
             done = False
             async for payload in sse_payloads(resp):
@@ -180,7 +185,7 @@ class RemoteStream:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
-        choices = chunk.get("choices")
+        choices = chunk.get("choices", [] if isinstance(usage, dict) else None)
         if not isinstance(choices, list):
             raise MalformedStream(f"malformed chunk (no choices list): {str(chunk)[:80]!r}")
         finish = None

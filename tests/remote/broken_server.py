@@ -61,6 +61,16 @@ class BrokenServer:
                                      headers={"Retry-After": "7"})
         if model == "boom":
             return web.Response(text="Internal Server Error: out of memory", status=500)
+        if model == "json":  # ignores stream=True
+            return web.json_response({"choices": [{"message": {"content": "hi"}}]})
+        if model == "usage-only":  # a usage chunk without the choices key still parses
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(chunk("hi"))
+            await resp.write(chunk(None, "stop"))
+            await resp.write(b'data: {"usage": {"prompt_tokens": 2, "completion_tokens": 1}}'
+                             b"\n\ndata: [DONE]\n\n")
+            return resp
         if model == "idle":  # never answers at all
             await asyncio.sleep(3600)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

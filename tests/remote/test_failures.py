@@ -5,7 +5,10 @@ aiohttp server on loopback)."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
+import ssl
+import subprocess
 from collections.abc import AsyncIterator
 
 import pytest
@@ -94,6 +97,46 @@ async def test_a_silent_server_hits_the_read_timeout(server, model):
     assert stream.finish_reason == "error"
     assert stream.error == "testsrv: the server sent nothing for 0.3 s (read timeout)"
     assert stream.text == ("" if model == "idle" else PARTIAL_TEXT)
+
+
+async def test_json_instead_of_a_stream_and_a_choiceless_usage_chunk(server):
+    stream, _ = await reply(server.url, "json")
+    assert stream.finish_reason == "error" and stream.error.startswith(
+        "testsrv: answered with application/json, not an event stream")
+    stream, _ = await reply(server.url, "usage-only")
+    assert stream.finish_reason == "stop" and stream.text == "hi"
+    assert (stream.stats.prompt_tokens, stream.stats.generated_tokens) == (2, 1)
+
+
+async def test_https_to_a_plain_http_server_is_a_tls_error(server):
+    url = server.url.replace("http://", "https://")
+    stream, _ = await reply(url, "ok")
+    assert stream.finish_reason == "error"
+    assert stream.error == (f"testsrv: TLS error connecting to {url}: wrong version number "
+                            "(is it an https server?)")
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+async def test_an_untrusted_certificate_is_a_tls_error(server, tmp_path):
+    from aiohttp import web
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(tmp_path / "k.pem"), "-out", str(tmp_path / "c.pem"),
+                    "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
+    runner = web.AppRunner(server.app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
+    await site.start()
+    url = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore
+    try:
+        stream, _ = await reply(url, "ok")
+    finally:
+        await runner.cleanup()
+    assert stream.finish_reason == "error" and not server.requests
+    assert stream.error == (f"testsrv: TLS error connecting to {url}: its certificate was "
+                            "not accepted (self-signed certificate)")
 
 
 async def test_a_refused_connection():
