@@ -66,6 +66,10 @@ class Connection:
         return aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s,
                                      sock_read=self.read_timeout_s)
 
+    async def list_models(self, session: aiohttp.ClientSession | None = None) -> list[str]:
+        """GET /v1/models: the ids the server offers (RemoteError with the reason if not)."""
+        return await list_models(self, session)
+
     def with_model(self, model: str) -> Connection:
         return replace(self, model=model)
 

@@ -194,5 +194,6 @@ async def test_cancel_before_the_request_ran(server):
 
 async def test_list_models_and_its_failures(server):
     assert await list_models(Connection(server.url)) == ["ok", "drop"]
+    assert await Connection(server.url).list_models() == ["ok", "drop"]
     with pytest.raises(RemoteError, match=r"cannot reach http://127\.0\.0\.1:\d+"):
         await list_models(Connection(f"http://127.0.0.1:{free_port()}"))
