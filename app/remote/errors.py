@@ -45,7 +45,8 @@ def describe_status(conn: Connection, status: int, body: str,
                 f"{conn.api_root}{tail}")
     if status == 429:
         retry = headers.get("Retry-After")
-        wait = f"; retry after {retry} s" if retry else ""
+        wait = "" if not retry else (f"; retry after {retry} s" if retry.isdigit()
+                                     else f"; retry after {retry}")  # an HTTP date
         return f"{who}: too many requests (429){wait}{tail}"
     if status >= 500:
         return f"{who}: server error ({status}){tail}"

@@ -66,6 +66,7 @@ class RemoteStream:
         self._t_admit: float | None = None
         self._t_first: float | None = None
         self._task: asyncio.Task[None] | None = None
+        self._server_finish: str | None = None  # the finish_reason the server sent
 
     # -- the RequestStream surface -------------------------------------------------------
     @property
@@ -145,10 +146,13 @@ class RemoteStream:
                 raise  # someone else cancelled the task (loop shutting down): pass it on
         except RemoteError as exc:
             self._finish("error", str(exc))
-        except MalformedStream as exc:
-            self._finish("error", f"{conn.name}: {exc}")
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            self._finish("error", describe_exception(conn, exc))
+        except (MalformedStream, aiohttp.ClientError, TimeoutError) as exc:
+            if self._server_finish is not None:  # the reply was complete; only the trailer
+                self._finish(self._server_finish)  # (usage, [DONE]) went wrong
+            elif isinstance(exc, MalformedStream):
+                self._finish("error", f"{conn.name}: {exc}")
+            else:
+                self._finish("error", describe_exception(conn, exc))
         finally:
             if admitted and self._limiter is not None:
                 self._limiter.release()
@@ -165,18 +169,17 @@ class RemoteStream:
                 raise RemoteError(f"{conn.name}: answered with {resp.content_type or 'no type'}"
                                   ", not an event stream (is this an OpenAI-compatible "
                                   "chat completions endpoint?)")
-            finish: str | None = None
             done = False
             async for payload in sse_payloads(resp):
                 if payload is DONE:
                     done = True
                     break
                 assert isinstance(payload, dict)
-                finish = self._on_chunk(payload) or finish
-            if finish is None and not done:
+                self._server_finish = self._on_chunk(payload) or self._server_finish
+            if self._server_finish is None and not done:
                 raise RemoteError(f"{conn.name}: the server dropped the connection mid-reply "
                                   "(the stream ended without a finish reason)")
-            return finish or "stop"
+            return self._server_finish or "stop"
 
     def _on_chunk(self, chunk: dict[str, Any]) -> str | None:
         if "error" in chunk:  # vLLM and others report mid-stream failures as a data event
@@ -190,7 +193,9 @@ class RemoteStream:
             raise MalformedStream(f"malformed chunk (no choices list): {str(chunk)[:80]!r}")
         finish = None
         for choice in choices[:1]:  # n = 1
-            delta = choice.get("delta") or {}
+            delta = (choice.get("delta") or {}) if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                raise MalformedStream(f"malformed chunk (bad choice): {str(chunk)[:80]!r}")
             text = delta.get("content")
             if text:
                 self._on_text(str(text))

@@ -83,6 +83,15 @@ class BrokenServer:
         if model == "malformed":
             await resp.write(b'data: {"choices": [{"delta": {"content": "x"\n\n')
             return resp
+        if model == "midfail":  # vLLM's way to report a failure after the stream began
+            await resp.write(b'data: {"error": {"message": "engine died", "code": 500}}\n\n')
+            return resp
+        if model == "no-trailer":  # finishes, then hangs before usage and [DONE]
+            await resp.write(chunk(None, "length"))
+            await asyncio.sleep(3600)
+        if model == "bad-choice":
+            await resp.write(b'data: {"choices": ["x"]}\n\n')
+            return resp
         if model == "stall":  # starts, then goes silent
             await asyncio.sleep(3600)
         if model == "endless":  # streams until the client goes away

@@ -91,6 +91,21 @@ async def test_malformed_sse_keeps_the_partial_reply(server):
     assert stream.error.startswith("testsrv: malformed SSE data (not JSON)")
 
 
+async def test_a_failure_reported_mid_stream(server):
+    stream, _ = await reply(server.url, "midfail")
+    assert stream.finish_reason == "error" and stream.text == PARTIAL_TEXT
+    assert stream.error == "testsrv: the server failed mid-reply: engine died"
+    stream, _ = await reply(server.url, "bad-choice")
+    assert stream.finish_reason == "error" and stream.text == PARTIAL_TEXT
+    assert stream.error.startswith("testsrv: malformed chunk (bad choice)")
+
+
+async def test_a_finished_reply_whose_trailer_never_comes_is_still_finished(server):
+    stream, _ = await asyncio.wait_for(reply(server.url, "no-trailer", read_timeout_s=0.3), 20)
+    assert stream.finish_reason == "length" and stream.error is None
+    assert stream.text == PARTIAL_TEXT and stream.stats.generated_tokens == len(PARTIAL)
+
+
 @pytest.mark.parametrize("model", ["idle", "stall"])
 async def test_a_silent_server_hits_the_read_timeout(server, model):
     stream, _ = await asyncio.wait_for(reply(server.url, model, read_timeout_s=0.3), 20)
