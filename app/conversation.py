@@ -10,6 +10,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.text_check import lone_surrogate, repair_text
+
 from .engine_bridge import EngineBridge, Generation, ReplyStats, SubmitError
 from .events import Event
 
@@ -79,7 +81,7 @@ class Conversation:
     # -- actions ------------------------------------------------------------------------
     def send(self, text: str) -> bool:
         """Add a user message and start the reply. False (with a notice) if refused."""
-        if self.is_busy or not text.strip():
+        if self.is_busy or not text.strip() or not self._valid_text(text):
             return False
         self.messages.append(ChatMessage("user", text))
         self.added.emit(len(self.messages) - 1)
@@ -95,21 +97,24 @@ class Conversation:
 
     def edit_and_resend(self, index: int, text: str) -> bool:
         """Replace user message `index`, drop everything after it, and reply again."""
-        if self.is_busy or not text.strip() or self.messages[index].role != "user":
+        if self.is_busy or not text.strip() or self.messages[index].role != "user" \
+                or not self._valid_text(text):
             return False
         self._truncate(index)
         self.messages.append(ChatMessage("user", text))
         self.added.emit(index)
         return self._start()
 
+    # Titles and settings are never refused: text that is not valid Unicode (it could never
+    # be saved) is repaired instead, each bad character becoming U+FFFD.
     def rename(self, title: str) -> None:
-        self.title = title
+        self.title = repair_text(title)
         self.meta_changed.emit()
 
     def update_settings(self, system_prompt: str, params: dict[str, Any] | None = None,
                         preset: str | None = None) -> None:
         """New system prompt, and sampling settings when given (None: keep them)."""
-        self.system_prompt = system_prompt
+        self.system_prompt = repair_text(system_prompt)
         if params is not None:
             self.params = params
         self.preset = preset
@@ -137,6 +142,14 @@ class Conversation:
         return out
 
     # -- internals ----------------------------------------------------------------------
+    def _valid_text(self, text: str) -> bool:
+        """False, with a notice naming the character, for text the model and the history
+        cannot take (a lone surrogate); the user fixes it, nothing is sent or saved."""
+        bad = lone_surrogate(text)
+        if bad is not None:
+            self.notice.emit(f"Not sent: the message {bad}. Remove or retype that character.")
+        return bad is None
+
     def _truncate(self, n: int) -> None:
         del self.messages[n:]
         self.reset.emit()

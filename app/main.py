@@ -45,12 +45,23 @@ def prepare(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_cli(args: argparse.Namespace) -> int:
+    """The terminal chat; a bad setting or a model that cannot be loaded is one line on
+    stderr and a non-zero exit (like the window's banner), not a traceback."""
     from app.cli_chat import chat
     from engine import SamplingParams
+    from engine.loader import ModelLoadError
 
-    params = SamplingParams(temperature=args.temperature, top_p=0.95,
-                            max_tokens=args.max_tokens)
-    asyncio.run(chat(args.model or "bundled", params))
+    try:
+        params = SamplingParams(temperature=args.temperature, top_p=0.95,
+                                max_tokens=args.max_tokens)
+    except ValueError as exc:
+        print(f"batchchat: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(chat(args.model or "bundled", params))
+    except ModelLoadError as exc:
+        print(f"batchchat: error: cannot load the model: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

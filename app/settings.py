@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from engine.text_check import repair_text
 
 from .events import Event
 from .paths import data_dir
@@ -34,9 +37,26 @@ BUILTIN_PRESETS: dict[str, dict[str, Any]] = {
 def normalize_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """Known keys only, defaults filled in, stop as a list (JSON-friendly)."""
     out = dict(DEFAULT_PARAMS)
-    out.update({k: v for k, v in params.items() if k in DEFAULT_PARAMS})
-    out["stop"] = [s for s in out.get("stop") or [] if isinstance(s, str) and s]
+    # a value of the wrong kind (from a hand-edited settings.json) keeps the default: the
+    # settings panel's spin boxes cannot show it
+    out.update({k: v for k, v in params.items() if k in DEFAULT_PARAMS and _fits(k, v)})
+    # repaired: a stop string that is not valid Unicode (a JSON "\ud800") could never be
+    # saved with the chat
+    out["stop"] = [repair_text(s) for s in out.get("stop") or [] if isinstance(s, str) and s]
     return out
+
+
+def _fits(name: str, value: Any) -> bool:
+    default = DEFAULT_PARAMS[name]
+    if name == "stop":
+        return isinstance(value, list)
+    if isinstance(value, bool):
+        return False
+    if name == "seed":
+        return value is None or isinstance(value, int) and value >= 0
+    if isinstance(default, float):
+        return isinstance(value, int | float) and math.isfinite(value)
+    return isinstance(value, int)
 
 
 class Settings:
@@ -70,12 +90,13 @@ class Settings:
             return settings
         if not isinstance(data, dict):
             return settings
-        settings.model = str(data.get("model") or settings.model)
-        settings.system_prompt = str(data.get("system_prompt", settings.system_prompt))
+        settings.model = repair_text(str(data.get("model") or settings.model))
+        settings.system_prompt = repair_text(str(data.get("system_prompt",
+                                                          settings.system_prompt)))
         presets = data.get("presets")
         if isinstance(presets, dict):
             settings.user_presets = {
-                str(name): normalize_params(p) for name, p in presets.items()
+                repair_text(str(name)): normalize_params(p) for name, p in presets.items()
                 if isinstance(p, dict) and name not in BUILTIN_PRESETS
             }
         name = data.get("default_preset")

@@ -17,6 +17,7 @@ from collections.abc import Sequence as Seq
 from typing import Any
 
 from .errors import RequestRejected
+from .text_check import lone_surrogate
 
 ROLES = {"system", "user", "assistant", "tool"}
 
@@ -45,6 +46,9 @@ def chat_tokens(tokenizer: Any, messages: Seq[Mapping[str, Any]], vocab_size: in
                 f"messages[{i}] must be a mapping with role in {sorted(ROLES)} "
                 "and string content"
             )
+        bad = lone_surrogate(m["content"])
+        if bad is not None:  # the tokenizer would fail with a bare TypeError
+            raise RequestRejected(f"messages[{i}].content {bad}")
         ids = m.get("token_ids")
         if ids is None:
             continue
@@ -58,7 +62,12 @@ def chat_tokens(tokenizer: Any, messages: Seq[Mapping[str, Any]], vocab_size: in
     if not any(m["content"].strip() for m in messages if m["role"] != "system"):
         raise RequestRejected("empty prompt: no message has any content")
     plain = [{"role": m["role"], "content": m["content"]} for m in messages]
-    return _splice(tokenizer, plain, spliced)
+    try:
+        return _splice(tokenizer, plain, spliced)
+    except Exception as exc:  # a template that refuses a role or an order, say
+        raise RequestRejected(
+            f"the model's chat template or tokenizer refused these messages: "
+            f"{type(exc).__name__}: {exc}") from exc
 
 
 def _splice(tokenizer: Any, messages: list[dict[str, str]],

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 
 
 @dataclass(slots=True)
@@ -31,6 +32,25 @@ class EngineConfig:
     kv_disk_bytes: int = 4 << 30
 
     def __post_init__(self) -> None:
+        # Kinds first: a string or NaN would slip through every comparison below (NaN
+        # compares false) or fail with a bare TypeError.
+        for f in fields(self):
+            value, kind = getattr(self, f.name), str(f.type).split(" |")[0]
+            if value is None and "None" in str(f.type):
+                continue
+            if kind == "str":
+                ok = isinstance(value, str)
+            elif kind == "bool":
+                ok = isinstance(value, bool)
+            else:
+                ok = not isinstance(value, bool) and (
+                    isinstance(value, int) if kind == "int" else
+                    isinstance(value, int | float) and math.isfinite(value))
+            if not ok:
+                wanted = {"str": "text", "bool": "True or False",
+                          "int": "a whole number"}.get(kind, "a finite number")
+                raise ValueError(f"EngineConfig.{f.name} must be {wanted}, got {value!r}")
+
         def positive(name: str) -> None:
             if getattr(self, name) <= 0:
                 raise ValueError(f"EngineConfig.{name} must be > 0, got {getattr(self, name)!r}")

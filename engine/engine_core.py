@@ -5,6 +5,7 @@ Only one thread may touch it (the engine thread, or the caller in `Engine.step` 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,8 @@ from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
 from .stats import RequestStats, StatsCollector, TickRecord
 from .token_event import TokenEvent
+
+log = logging.getLogger(__name__)
 
 
 class EngineCore:
@@ -57,7 +60,12 @@ class EngineCore:
         if self.prefix is not None and config.kv_disk_dir:
             # The CPU kernels change the last bits of SiLU and softmax, hence of the KV.
             model_id = fingerprint(model, f"cpu_kernels={self.runner.fast_cpu_kernels}")
-            self.store = PrefixStore(Path(config.kv_disk_dir), model_id, config.kv_disk_bytes)
+            try:
+                self.store = PrefixStore(Path(config.kv_disk_dir), model_id,
+                                         config.kv_disk_bytes)
+            except OSError as exc:  # an optional speed-up: the engine runs without it
+                log.warning("KV cache across restarts is off: cannot use %s: %s",
+                            config.kv_disk_dir, exc)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)

@@ -7,6 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .text_check import lone_surrogate
+
+# Bounds on stop strings (OpenAI's API allows 4): each one is searched for in every new
+# piece of text, so thousands of them slow every token of the whole batch.
+MAX_STOP_STRINGS = 16
+MAX_STOP_LENGTH = 256
+
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
@@ -52,10 +59,21 @@ class SamplingParams:
         stop = self.stop
         if isinstance(stop, str):
             stop = (stop,)
+        if not isinstance(stop, list | tuple):
+            raise ValueError(f"stop must be a string or a list of strings, got {stop!r}")
         stop = tuple(stop)
-        for s in stop:
+        if len(stop) > MAX_STOP_STRINGS:
+            raise ValueError(f"stop holds {len(stop)} strings; at most {MAX_STOP_STRINGS} "
+                             "are allowed")
+        for i, s in enumerate(stop):
             if not isinstance(s, str) or not s:
                 raise ValueError(f"stop strings must be non-empty strings, got {s!r}")
+            if len(s) > MAX_STOP_LENGTH:
+                raise ValueError(f"stop[{i}] is {len(s)} characters long; at most "
+                                 f"{MAX_STOP_LENGTH} are allowed")
+            bad = lone_surrogate(s)
+            if bad is not None:
+                raise ValueError(f"stop[{i}] {bad}")
         object.__setattr__(self, "stop", stop)
 
     @property
@@ -76,3 +94,4 @@ class SamplingParams:
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)} | {"stop": list(self.stop)}
+

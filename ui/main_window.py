@@ -252,6 +252,8 @@ class MainWindow(QMainWindow):
             event.accept()
             return
         event.ignore()  # close for real once the engine has stopped
+        if not self._closing and self.history is not None and not self.history.may_quit():
+            return  # unsaved history: the user is asked first
         if not self._closing:
             self._closing = True
             self.statusBar().showMessage("Stopping the engine …")

@@ -33,9 +33,17 @@ def run_window(args: argparse.Namespace, *, loader: Loader | None = None,
     install_excepthook(lambda: window)
     window.shutdown_finished.connect(app.quit)
     window.show()
-    signal.signal(signal.SIGINT, lambda *_: window.close())  # Ctrl+C: the same clean exit
+    signal.signal(signal.SIGINT, lambda *_: _interrupt(window))  # Ctrl+C: the same clean exit
     with loop:
         window.load_model(args.model or ctx.settings.model)
         loop.run_forever()
     ctx.history.close()  # last try at anything still unsaved (logged if it fails)
     return 0
+
+
+def _interrupt(window: MainWindow) -> None:
+    """Ctrl+C closes the window; a second one while it asks about unsaved history quits."""
+    if window.history is not None and window.history.quit_box is not None:
+        window.history.quit_anyway()
+    else:
+        window.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from app.conversation import ChatMessage, Conversation
@@ -80,16 +81,18 @@ def chat_message(record: Message) -> ChatMessage:
         return msg
     stats = record.stats or {}
     msg.token_ids = list(record.token_ids) if record.token_ids else None
-    msg.finish_reason = stats.get("finish_reason")
-    msg.error = stats.get("error")
-    if stats.get("generated_tokens") is not None:
+    msg.finish_reason = _text(stats.get("finish_reason"))
+    msg.error = _text(stats.get("error"))
+    generated = _number(stats, "generated_tokens", int)
+    if generated is not None:  # numbers of the wrong kind (an edited import) are left out
         msg.stats = ReplyStats(
-            generated_tokens=int(stats["generated_tokens"]),
-            prompt_tokens=int(stats.get("prompt_tokens") or 0),
-            ttft_s=stats.get("ttft_s"), tokens_per_s=float(stats.get("tokens_per_s") or 0.0),
-            e2e_s=float(stats.get("e2e_s") or 0.0),
-            finish_reason=str(stats.get("finish_reason") or ""), error=stats.get("error"),
-            cached_tokens=int(stats.get("cached_tokens") or 0))
+            generated_tokens=generated,
+            prompt_tokens=_number(stats, "prompt_tokens", int) or 0,
+            ttft_s=_number(stats, "ttft_s", float),
+            tokens_per_s=_number(stats, "tokens_per_s", float) or 0.0,
+            e2e_s=_number(stats, "e2e_s", float) or 0.0,
+            finish_reason=str(stats.get("finish_reason") or ""), error=msg.error,
+            cached_tokens=_number(stats, "cached_tokens", int) or 0)
     return msg
 
 
@@ -98,3 +101,16 @@ def conversation(loaded: LoadedSession, bridge: EngineBridge) -> Conversation:
     return Conversation(bridge, title=s.title, system_prompt=s.system_prompt,
                         params=dict(s.params), session_id=s.id, preset=s.preset,
                         messages=[chat_message(m) for m in loaded.messages])
+
+
+def _number(stats: dict[str, Any], key: str, kind: type[int] | type[float]) -> Any:
+    value = stats.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if kind is int:
+        return value if isinstance(value, int) else None
+    return float(value) if math.isfinite(value) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from app.storage import (
     Message,
@@ -24,6 +24,8 @@ from app.storage import (
 from app.storage.records import Record
 
 from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
+
+R = TypeVar("R", bound=Record)
 
 
 @dataclass(slots=True)
@@ -56,16 +58,21 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
         raise ValueError(f"This export has format version {version}; this BatchChat reads "
                          f"up to {FORMAT_VERSION}. Update BatchChat to import it.")
     if fmt == SESSION_FORMAT:
+        if not isinstance(doc.get("session"), dict):
+            raise ValueError("This single-chat export has no session object.")
         doc = {"sessions": [doc["session"]]}
-    # Parse everything before writing, so a malformed file is refused whole.
-    sessions = [(Session.from_dict(_without(s, "messages")),
-                 [Message.from_dict(m) for m in s.get("messages", [])])
-                for s in doc.get("sessions", [])]
-    runs = [(SimRun.from_dict(_without(r, "results")),
-             [SimResult.from_dict(x) for x in r.get("results", [])])
-            for r in doc.get("sim_runs", [])]
-    requests = [RequestStatsRecord.from_dict(r) for r in doc.get("request_stats", [])]
-    snapshots = [StatsSnapshot.from_dict(s) for s in doc.get("stats_snapshots", [])]
+    # Parse everything before writing, so a malformed file is refused whole; an error
+    # names where the record is in the file, the record and the field.
+    sessions = [(_parse(Session, _without(s, "messages"), where),
+                 _children(Message, s, "messages", "session_id", where))
+                for where, s in _items(doc, "sessions", "")]
+    runs = [(_parse(SimRun, _without(r, "results"), where),
+             _children(SimResult, r, "results", "sim_run_id", where))
+            for where, r in _items(doc, "sim_runs", "")]
+    requests = [_parse(RequestStatsRecord, r, where)
+                for where, r in _items(doc, "request_stats", "")]
+    snapshots = [_parse(StatsSnapshot, r, where)
+                 for where, r in _items(doc, "stats_snapshots", "")]
 
     report = ImportReport()
     with store.adding_new() as rows:
@@ -87,6 +94,40 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
         add(requests)
         add(snapshots)
     return report
+
+
+def _items(doc: dict[str, Any], key: str, prefix: str) -> list[tuple[str, dict[str, Any]]]:
+    """The records under `key` with where each one is ("sessions[2]"); a missing key is
+    none, anything but a list of objects is refused."""
+    where = f"{prefix}{key}"
+    items = doc.get(key, [])
+    if not isinstance(items, list):
+        raise ValueError(f"{where} must be a list (got {type(items).__name__})")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}[{i}] must be an object (got {type(item).__name__})")
+    return [(f"{where}[{i}]", item) for i, item in enumerate(items)]
+
+
+def _parse(cls: type[R], data: dict[str, Any], where: str) -> R:
+    try:
+        return cls.from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _children(cls: type[R], parent: dict[str, Any], key: str, link: str,
+                         where: str) -> list[R]:
+    """A session's messages or a run's results; each must belong to its parent."""
+    out = []
+    for child_where, data in _items(parent, key, f"{where}."):
+        child = _parse(cls, data, child_where)
+        if getattr(child, link) != parent.get("id"):
+            raise ValueError(f"{child_where}: {cls.TABLE} record {child.id}: field {link} "
+                             f"is {getattr(child, link)!r}, not the id of the record it is "
+                             f"in ({parent.get('id')!r})")
+        out.append(child)
+    return out
 
 
 def _without(d: dict[str, Any], key: str) -> dict[str, Any]:

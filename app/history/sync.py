@@ -80,6 +80,52 @@ class HistorySync:
             return ""
         return f"History: {n} unsaved change{'s' if n != 1 else ''}, retrying"
 
+    @property
+    def set_aside_count(self) -> int:
+        """Writes that could never succeed, kept in `store.set_aside_path` instead."""
+        return len(self.store.rejected)
+
+    def set_aside_text(self) -> str:
+        """What to tell the user about the writes set aside ("" if none)."""
+        n = len(self.store.rejected)
+        if n == 0:
+            return ""
+        _write, err = self.store.rejected[-1]
+        where = self.store.set_aside_path
+        kept = f"It is kept in {where}." if where else "It is kept in memory only."
+        return (f"{n} change{'s' if n != 1 else ''} to the history could not be saved and "
+                f"{'were' if n != 1 else 'was'} set aside; everything else is saved as "
+                f"usual. Latest reason: {err} {kept}")
+
+    @property
+    def in_memory_only(self) -> bool:
+        """The history file cannot be written now (read-only, or not open at all): new
+        chats and changes live in memory until saved elsewhere or the file is writable."""
+        store = self.store.store
+        return store is None or store.read_only
+
+    def unsaved_text(self) -> str:
+        """Why changes are unsaved, for the banner and the quit question ("" if none)."""
+        n, err = self.store.pending_count, self.store.last_error
+        if n == 0 and not self.in_memory_only:
+            return ""
+        store = self.store.store
+        if store is not None and store.read_only:
+            head = f"The history file {store.path} is read-only: past chats are shown"
+        else:
+            head = f"The history cannot be saved ({err})" if err else "The history is not open"
+        changes = f"{n} unsaved change{'s' if n != 1 else ''}"
+        return (f"{head}; new chats and changes are kept in memory only ({changes}). "
+                "Save them to another file to keep them.")
+
+    def move_to(self, path: str | os.PathLike[str]) -> bool:
+        """Keep the history in the file at `path` from now on, with everything readable
+        and unsaved; True when nothing is left unsaved. Raises StorageError."""
+        try:
+            return self.store.move_to(path)
+        finally:
+            self.status_changed.emit()
+
     def retry(self) -> bool:
         """Write what is queued (call on a timer); True when nothing is left."""
         done = self.store.retry_pending()
@@ -91,10 +137,16 @@ class HistorySync:
         """The tabs that were open, in order, with their chats (empty if unreadable)."""
         try:
             sessions = self.store.reader.list_sessions(open_only=True)
-            return [self.load_conversation(s.id, bridge) for s in sessions]
-        except (StorageError, KeyError) as exc:
+        except StorageError as exc:
             log.warning("could not restore the open chats: %s", exc)
             return []
+        convs = []
+        for s in sessions:  # one chat that cannot be read costs only that tab
+            try:
+                convs.append(self.load_conversation(s.id, bridge))
+            except (StorageError, KeyError, TypeError, ValueError) as exc:
+                log.warning("could not restore chat %s (%s): %s", s.id, s.title, exc)
+        return convs
 
     def load_conversation(self, session_id: str, bridge: EngineBridge) -> Conversation:
         """A saved session as a Conversation to show in a tab (then `attach` it).

@@ -83,8 +83,13 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         slo_tpot_s=args.slo_tpot, slo_e2e_s=args.slo_e2e,
     )
     if args.templates is not None:
-        lines = args.templates.read_text("utf-8").splitlines()
+        try:
+            lines = args.templates.read_text("utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            raise SimConfigError(f"--templates {args.templates}: not UTF-8 text ({exc})") from None
         cfg.templates = [line for line in lines if line.strip()]
+    if args.json is not None and not args.json.parent.is_dir():
+        raise SimConfigError(f"--json {args.json}: the folder {args.json.parent} does not exist")
     return cfg.validate()
 
 
@@ -153,11 +158,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
+    if args.target is None:
+        from engine import EngineConfig
+
+        try:
+            EngineConfig(max_concurrent=cfg.max_concurrent or 16)
+        except ValueError as exc:  # e.g. a concurrency beyond what the token budget allows
+            print(f"error: --concurrency: {exc}", file=sys.stderr)
+            return 2
     store = None
     if args.save:
-        from app.storage import Store
+        from app.storage import StorageError, Store
 
-        store = Store.open(args.db)
+        try:
+            store = Store.open(args.db)
+        except StorageError as exc:
+            print(f"error: --save: {exc}", file=sys.stderr)
+            return 1
     try:
         if args.target is not None:
             run = await _run_remote(args, cfg, store)
@@ -171,9 +188,13 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
     assert run.summary is not None
     print(format_summary(run.summary))
     if args.json is not None:
-        args.json.write_text(json.dumps(
-            {"config": run.record.config, "summary": run.summary,
-             "results": [r.to_dict() for r in run.results]}, indent=2))
+        try:
+            args.json.write_text(json.dumps(
+                {"config": run.record.config, "summary": run.summary,
+                 "results": [r.to_dict() for r in run.results]}, indent=2))
+        except OSError as exc:
+            print(f"error: --json: could not write {args.json}: {exc}", file=sys.stderr)
+            return 1
     if store is not None:
         print(f"saved as simulation run {run.record.id}", file=sys.stderr)
     failed = [r for r in run.results if r.finish_reason == "error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -59,6 +60,21 @@ class SimConfig:
             if not ok:
                 raise SimConfigError(message)
 
+        for name in ("uniform_low_s", "uniform_high_s", "rate", "burst_every_s",
+                     "temperature", "top_p", "temperature_max", "top_p_min",
+                     "cancel_probability"):  # NaN passes no check below; infinity hangs
+            value = getattr(self, name)
+            need(isinstance(value, int | float) and not isinstance(value, bool)
+                 and math.isfinite(value), f"{name} must be a finite number, got {value!r}.")
+        for name in ("burst_size", "num_requests", "max_tokens_min", "max_tokens_max",
+                     "max_concurrent", "seed"):
+            value = getattr(self, name)
+            need(value is None and name in ("num_requests", "max_concurrent", "seed")
+                 or isinstance(value, int) and not isinstance(value, bool),
+                 f"{name} must be a whole number, got {value!r}.")
+        need(isinstance(self.templates, list) and isinstance(self.topics, list)
+             and all(isinstance(t, str) for t in [*self.templates, *self.topics]),
+             "Templates and topics must be lists of text.")
         templates = [t for t in self.templates if t.strip()]
         need(bool(templates), "Add at least one prompt template.")
         need(self.arrival in ARRIVALS, f"Arrival must be one of {', '.join(ARRIVALS)}.")
@@ -87,7 +103,9 @@ class SimConfig:
         for name, label in (("slo_ttft_s", "TTFT"), ("slo_tpot_s", "TPOT"),
                             ("slo_e2e_s", "E2E")):
             value = getattr(self, name)
-            need(value is None or value > 0, f"The {label} limit must be above 0 s.")
+            need(value is None or isinstance(value, int | float) and not isinstance(value, bool)
+                 and math.isfinite(value) and value > 0,
+                 f"The {label} limit must be a finite number above 0 s, got {value!r}.")
         return self
 
     def slo(self) -> Slo:
@@ -142,5 +160,7 @@ class SimConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise SimConfigError(f"Unknown simulator setting(s): {', '.join(unknown)}")
-        return cls(**{k: (list(v) if k in ("templates", "topics") else v)
+        # (a string is not turned into a list of its letters: validate() refuses it)
+        return cls(**{k: (list(v) if k in ("templates", "topics")
+                          and isinstance(v, list | tuple) else v)
                       for k, v in data.items()})

@@ -33,7 +33,7 @@ class StoreBase:
         try:
             with self.db.atomic():
                 yield self.db
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, UnicodeError, OverflowError) as exc:  # (data SQLite refused)
             raise translate(exc, self.path) from exc
 
     def upsert(self, table: str, row: dict[str, Any]) -> None:

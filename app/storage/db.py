@@ -13,10 +13,14 @@ from sqlite_utils import Database
 SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
-def connect(path: Path, *, read_only: bool = False, busy_timeout_s: float = 0.5) -> Database:
-    """A Database bound to the calling thread (sqlite3's check_same_thread stays on)."""
+def connect(path: Path, *, read_only: bool = False, busy_timeout_s: float = 0.5,
+            immutable: bool = False) -> Database:
+    """A Database bound to the calling thread (sqlite3's check_same_thread stays on).
+
+    `immutable` (read-only only): no locks and no -shm file, for a WAL file in a directory
+    where SQLite cannot create one; it sees nothing of a -wal file."""
     if read_only:
-        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        uri = f"file:{quote(str(path.resolve()))}?mode=ro" + ("&immutable=1" if immutable else "")
         conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s)
     else:
         conn = sqlite3.connect(str(path), timeout=busy_timeout_s)
@@ -31,11 +35,17 @@ def connect(path: Path, *, read_only: bool = False, busy_timeout_s: float = 0.5)
 
 
 def probe(db: Database) -> None:
-    """Read the header and schema; raises sqlite3.DatabaseError for a file that is not a db.
-
-    Deliberately not a full integrity_check: that reads every page at each start.
-    """
+    """Read the header and schema; raises sqlite3.DatabaseError for a file that is not a db
+    (quick_check below looks at every page)."""
     db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def quick_check(db: Database) -> list[str]:
+    """What `PRAGMA quick_check` finds wrong (empty when the file is sound). It reads every
+    page, so a damaged table is found at start, not when a chat fails to load; raises
+    sqlite3.DatabaseError where the damage stops the check itself."""
+    rows = [str(r[0]) for r in db.execute("PRAGMA quick_check(20)").fetchall()]
+    return [] if rows == ["ok"] else rows
 
 
 def use_wal(db: Database) -> None:

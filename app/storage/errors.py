@@ -50,7 +50,7 @@ def translate(exc: BaseException, path: Path) -> StorageError:
         "disk_full": f"The disk holding the history database at {path} is full; {_KEPT}",
         "corrupt": f"{where} is damaged ({exc}); restart BatchChat to set it aside; {_KEPT}",
         "io": f"{where} could not be written ({exc}); {_KEPT}",
-        "invalid": f"BatchChat tried to store invalid data in {path}: {exc}",
+        "invalid": f"BatchChat tried to store invalid data in {path}: {_describe(exc)}",
     }
     return StorageError(messages[kind], kind=kind, path=path)
 
@@ -62,8 +62,9 @@ def _kind_of(exc: BaseException) -> ErrorKind:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             return "read_only"
         return "io"
-    if isinstance(exc, sqlite3.IntegrityError):
-        return "invalid"
+    if isinstance(exc, sqlite3.IntegrityError | sqlite3.ProgrammingError
+                  | sqlite3.InterfaceError | sqlite3.DataError | UnicodeError | OverflowError):
+        return "invalid"  # this write's own data: retrying can never help
     code = getattr(exc, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     if primary in (_SQLITE_BUSY, _SQLITE_LOCKED):
@@ -79,3 +80,10 @@ def _kind_of(exc: BaseException) -> ErrorKind:
     if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
         return "io"
     return "invalid"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeEncodeError):
+        return (f"text that is not valid Unicode (U+{ord(exc.object[exc.start]):04X} at "
+                f"character {exc.start} is a lone surrogate)")
+    return str(exc)

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import reprlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, Self
+
+from app.storage.record_check import check_fields, field_default, field_problem
+
+log = logging.getLogger(__name__)
 
 Role = Literal["system", "user", "assistant"]
 
@@ -48,10 +53,26 @@ class Record:
         values = dict(row)
         for name in cls.JSON_FIELDS:
             if values.get(name) is not None:
-                values[name] = json.loads(values[name])
+                values[name] = cls._json_field(values, name)
         for name in cls.BOOL_FIELDS:
             values[name] = bool(values[name])
         return cls(**values)
+
+    @classmethod
+    def _json_field(cls, values: dict[str, Any], name: str) -> Any:
+        """A JSON column's value; one that is not valid JSON, or not of its field's kind
+        (written by another program, or damaged), is left out (logged) so the rest of the
+        chat still loads."""
+        try:
+            value = json.loads(values[name])
+            problem = field_problem(cls, name, value)
+        except (TypeError, ValueError) as exc:
+            problem = f"is not valid JSON ({exc})"
+        if problem is None:
+            return value
+        log.warning("%s record %s: field %s %s; left out", cls.TABLE, values.get("id"), name,
+                    problem)
+        return field_default(cls, name)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form used by export (the inverse of from_dict)."""
@@ -63,6 +84,7 @@ class Record:
         unknown = set(data) - names
         if unknown:
             raise ValueError(f"unknown {cls.TABLE} fields: {', '.join(sorted(unknown))}")
+        check_fields(cls, data)
         cls.check_dict(data)
         return cls(**data)
 

@@ -2,8 +2,10 @@
 
 The app calls the write methods here (never Store's directly) and retry_pending()
 on a timer. Nothing is dropped: a transient failure (locked, read-only, disk full,
-damaged, I/O) stops the queue until a retry succeeds; a write the database rejects
-as invalid (a bug) is moved to `rejected` and logged, never retried blindly.
+damaged, I/O) stops the queue until a retry succeeds; a write that can never succeed
+(invalid data: text that is not valid Unicode, a value SQLite cannot hold) is set aside
+into `rejected` and the file `<db>.set-aside.jsonl` next to the database, logged, and the
+queue goes on without it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import os
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from app.storage.errors import StorageError
+from app.storage import set_aside
+from app.storage.errors import StorageError, translate
 from app.storage.records import (
     Message,
     RequestStatsRecord,
@@ -25,6 +29,7 @@ from app.storage.records import (
     SimRun,
     StatsSnapshot,
 )
+from app.storage.salvage import copy_rows
 from app.storage.store import Store
 
 log = logging.getLogger(__name__)
@@ -43,6 +48,7 @@ class SafeStore:
         self.last_error: StorageError | None = None
         self.notice: str | None = None
         self.rejected: list[tuple[PendingWrite, StorageError]] = []
+        self._set_aside_path: Path | None = None
         self._pending: deque[PendingWrite] = deque()
         self._reopen()
 
@@ -128,10 +134,36 @@ class SafeStore:
                 self._reject(write, StorageError(f"No saved message {err} to checkpoint.",
                                                  kind="invalid", path=store.path))
                 rejected = True
+            except Exception as exc:  # any other failure belongs to this write alone
+                self._reject(write, translate(exc, store.path))
+                rejected = True
             self._pending.popleft()
         if not self._pending and store is not None and not rejected:
             self.last_error = None
         return not self._pending
+
+    def move_to(self, path: str | os.PathLike[str]) -> bool:
+        """Keep the history in another file from now on: a new database at `path` gets
+        every row the current one can read, then the queued writes. True when nothing is
+        left unsaved; raises StorageError (and changes nothing) if `path` cannot be used."""
+        target = Path(path)
+        new = Store.open(target)
+        if new.read_only:
+            new.close()
+            raise StorageError(f"{target} is read-only; choose a file in a folder you can "
+                               "write to.", kind="read_only", path=target)
+        try:
+            if self.store is not None and self.store.path.resolve() != target.resolve():
+                copy_rows(self.store.db.conn, new.db)
+        except BaseException:
+            new.close()
+            raise
+        if self.store is not None:
+            self.store.close()
+        self.store, self.last_error, self.notice = new, None, None
+        self._opener = lambda: Store.open(target)
+        self._set_aside_path = set_aside.set_aside_path(target)
+        return self.retry_pending()
 
     def close(self) -> bool:
         """Try once more to write what is queued, then close; False if writes remain."""
@@ -154,10 +186,17 @@ class SafeStore:
             return False
         return self.retry_pending()
 
+    @property
+    def set_aside_path(self) -> Path | None:
+        """The file that keeps writes set aside (None before the database was opened)."""
+        return self._set_aside_path
+
     def _reject(self, write: PendingWrite, err: StorageError) -> None:
-        log.error("history write %s rejected: %s", write.method, err)
+        log.error("history write %s set aside: %s", write.method, err)
         self.last_error = err
         self.rejected.append((write, err))
+        if self._set_aside_path is not None:
+            set_aside.keep(self._set_aside_path, write.method, write.args, str(err))
 
     def _needs_reopen(self) -> bool:
         # Not for "corrupt": reopening would start an empty file under queued writes
@@ -174,6 +213,7 @@ class SafeStore:
         except StorageError as err:
             self.last_error = err
             return
+        self._set_aside_path = set_aside.set_aside_path(self.store.path)
         if self.store.notice:
             self.notice = self.store.notice
 

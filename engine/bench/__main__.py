@@ -34,6 +34,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     mt.add_argument("--chats", type=int, default=8, help="chats of the many-chats scenario")
     mt.add_argument("--chats-turns", type=int, default=4, help="turns of each of those chats")
     mt.add_argument("--turn-tokens", type=int, default=64, help="max tokens of each reply")
+    mt.add_argument("--chat-repeats", type=int, default=3,
+                    help="one-chat scenario: chats per client (other topics), medians per turn")
     mt.add_argument("--think-s", type=float, default=1.0,
                     help="pause between a reply and the next question (many chats)")
     mt.add_argument("--no-mlx-lm-server", dest="mlx_lm_server", action="store_false",
@@ -115,25 +117,29 @@ async def multiturn_peers(args: argparse.Namespace, loaded: Any, engine: Any,
 
     out: dict[str, Any] = {"chat": [], "chats": []}
 
-    async def run_all(client: Any, in_process_only: bool = False) -> None:
+    async def run_all(clients: list[Any], many: bool = True) -> None:
         if "chat" in scen:
-            out["chat"].append(await one_chat(client, args.chat_turns, args.turn_tokens))
-        if "chats" in scen and not in_process_only:
-            out["chats"].append(await many_chats(client, args.chats, args.chats_turns,
-                                                 args.turn_tokens, args.think_s))
+            out["chat"] += await one_chat(clients, args.chat_turns, args.turn_tokens,
+                                          args.chat_repeats)
+        if "chats" in scen and many:
+            for client in clients:
+                out["chats"].append(await many_chats(client, args.chats, args.chats_turns,
+                                                     args.turn_tokens, args.think_s))
 
-    await run_all(EngineChat(engine))
     # mlx-lm's cached path serves one request at a time: the one-chat scenario only.
-    await run_all(MlxLmCachedChat(engine.model, engine.tokenizer), in_process_only=True)
-    targets = [(url, args.http_model, args.http_api_key, url) for url in args.http_url]
-    for url, model, key, name in targets:
-        async with OpenAIChat(url, model, key, name=name) as client:
-            await run_all(client)
+    await run_all([EngineChat(engine), MlxLmCachedChat(engine.model, engine.tokenizer)],
+                  many=False)
+    if "chats" in scen:
+        out["chats"].append(await many_chats(EngineChat(engine), args.chats, args.chats_turns,
+                                             args.turn_tokens, args.think_s))
+    for url in args.http_url:
+        async with OpenAIChat(url, args.http_model, args.http_api_key, name=url) as client:
+            await run_all([client])
     if args.mlx_lm_server:
         args.out.mkdir(parents=True, exist_ok=True)
         with mlx_lm_server(loaded, log=args.out / "mlx_lm_server.log") as url:
             async with OpenAIChat(url, "default_model", name="mlx_lm.server") as client:
-                await run_all(client)
+                await run_all([client])
     return out
 
 

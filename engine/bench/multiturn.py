@@ -69,13 +69,25 @@ def _hit_rate(rows: list[TurnResult]) -> float | None:
     return sum(r.cached_tokens for r in known) / sum(r.prompt_tokens for r in known)
 
 
-async def one_chat(client: ChatClient, turns: int = 10, max_tokens: int = 64) -> dict:
-    # Its own opening, so no later scenario's chat starts where this one left off.
-    rows = await run_chat(client, 0, turns, max_tokens, opening="Tell me, in parts, about")
-    return {"client": client.name, "turns": [asdict(r) for r in rows],
-            "ttft_s": [r.ttft_s for r in rows],
-            "last_over_first": rows[-1].ttft_s / rows[0].ttft_s,
-            "hit_rate": _hit_rate(rows)}
+async def one_chat(clients: list[ChatClient], turns: int = 10, max_tokens: int = 64,
+                   repeats: int = 1) -> list[dict]:
+    """`repeats` chats per client, each on another topic, the clients alternated chat by
+    chat (a noisy moment hits all of them); TTFT per turn is the median over the chats."""
+    rows: dict[str, list[list[TurnResult]]] = {c.name: [] for c in clients}
+    for rep in range(repeats):
+        for client in clients:
+            # Its own opening, so no later scenario's chat starts where this one left off.
+            rows[client.name].append(await run_chat(client, rep, turns, max_tokens,
+                                                    opening="Tell me, in parts, about"))
+    out = []
+    for name, chats in rows.items():
+        ttft = [statistics.median(chat[t].ttft_s for chat in chats) for t in range(turns)]
+        flat = [r for chat in chats for r in chat]
+        out.append({"client": name, "repeats": repeats, "ttft_s": ttft,
+                    "last_over_first": ttft[-1] / ttft[0], "hit_rate": _hit_rate(flat),
+                    "turns": [asdict(r) for r in chats[0]],
+                    "all_turns": [asdict(r) for r in flat]})
+    return out
 
 
 async def many_chats(client: ChatClient, chats: int = 8, turns: int = 4,

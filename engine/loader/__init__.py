@@ -48,6 +48,14 @@ def load_model(source: str = "bundled", *, quantized: bool | None = None) -> Loa
     quantized: None = float32 on CPU (fast with OpenBLAS; MLX's CPU quantized kernels are
     slow), quantized weights kept on Metal/CUDA; False/True force either.
     """
+    try:
+        return _load(source, quantized)
+    except OSError as e:  # an unreadable file or directory (permissions, I/O)
+        where = e.filename or source
+        raise ModelLoadError(f"{source}: cannot read {where}: {e.strerror or e}") from e
+
+
+def _load(source: str, quantized: bool | None) -> LoadedModel:
     if source == "bundled":
         path = bundled_model_path(fetch=True)
     else:

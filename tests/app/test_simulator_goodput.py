@@ -34,8 +34,9 @@ def test_good_requests_per_second_meet_every_limit():
 def test_limits_must_be_positive():
     with pytest.raises(ValueError, match="TTFT limit"):
         Slo(ttft_s=0)
-    with pytest.raises(SimConfigError, match="TPOT limit"):
-        SimConfig(slo_tpot_s=-1).validate()
+    for bad in (-1, 0, float("nan"), float("inf"), "0.5", True):
+        with pytest.raises(SimConfigError, match="TPOT limit"):
+            SimConfig(slo_tpot_s=bad).validate()
     cfg = SimConfig(slo_ttft_s=0.5, slo_e2e_s=4)
     assert cfg.slo() == Slo(0.5, None, 4)
     assert SimConfig.from_dict(cfg.to_dict()) == cfg

@@ -37,7 +37,7 @@ def test_a_model_with_gguf_rope_frequencies_is_refused(tmp_path):
 def test_chat_scenarios_run_against_the_engine_mlx_lm_and_its_server(tmp_path, capsys):
     args = parse_args(["--scenarios", "chat,chats", "--chat-turns", "3", "--chats", "3",
                        "--chats-turns", "2", "--turn-tokens", "6", "--think-s", "0.05",
-                       "--out", str(tmp_path)])
+                       "--chat-repeats", "2", "--out", str(tmp_path)])
     results = asyncio.run(run(args, loaded=make_tiny_model(context_length=4096)))
     print_table(results)
     data = json.loads(write_json(results, tmp_path).read_text())["multiturn"]
@@ -45,6 +45,7 @@ def test_chat_scenarios_run_against_the_engine_mlx_lm_and_its_server(tmp_path, c
     assert set(chat) == {"engine", "mlx_lm", "mlx_lm.server"}
     for c in chat.values():
         assert len(c["turns"]) == 3 and all(t["tokens"] > 0 for t in c["turns"])
+        assert c["repeats"] == 2 and len(c["all_turns"]) == 6 and len(c["ttft_s"]) == 3
     # Greedy on the same weights: the real server's first reply is the engine's.
     assert chat["mlx_lm.server"]["turns"][0]["text"] == chat["engine"]["turns"][0]["text"]
     assert chat["mlx_lm"]["turns"][0]["text"] == chat["engine"]["turns"][0]["text"]

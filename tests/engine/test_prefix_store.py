@@ -117,3 +117,16 @@ async def test_the_directory_stays_within_its_size_least_recently_used_first(tin
     restarted = engine_on(tiny, tmp_path)
     hits = [finish(restarted, chat + [9]).stats.cached_tokens > 0 for chat in chats]
     assert hits == [False, False, True, True], kept
+
+
+async def test_a_kv_folder_that_cannot_be_made_leaves_the_engine_working(tiny, tmp_path,
+                                                                          caplog):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with caplog.at_level(logging.WARNING):
+        engine = engine_on(tiny, blocker / "kv")  # cannot be created under a file
+    assert "KV cache across restarts is off" in caplog.text and str(blocker) in caplog.text
+    prompt = prompts(1, seed=5)[0]
+    assert finish(engine, prompt).tokens == reference_tokens(tiny.model, prompt, N)
+    assert await engine.save_prefix(prompt_tokens=prompt) == 0
+    await engine.shutdown()

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QLabel, QMessageBox
+from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QPushButton
 
 from app.history.sync import HistorySync
 from app.storage import StorageError
 
+from .banner import HistoryBanner
 from .view import HistoryDialog
 
 if TYPE_CHECKING:
@@ -39,6 +40,15 @@ class HistoryController(QObject):
         window.tabs.tabBar().tabMoved.connect(lambda *_: self.save_order())
         history.status_changed.connect(self.update_status)
         self._error_shown: str | None = None
+        self._set_aside_shown = 0
+        self.set_aside_box: QMessageBox | None = None
+        self.banner = HistoryBanner()
+        self.banner.save_elsewhere.connect(lambda: self.save_elsewhere())
+        layout = window.centralWidget().layout()
+        layout.insertWidget(1, self.banner)  # under the model's banner, above the tabs
+        self.quit_box: QMessageBox | None = None
+        self.quit_buttons: dict[str, QPushButton] = {}
+        self._quit_anyway = False
         self.action = QAction("&History…", window)
         self.action.setShortcut(QKeySequence("Ctrl+H"))
         self.action.triggered.connect(lambda _=False: self.show_history())
@@ -124,6 +134,25 @@ class HistoryController(QObject):
         if message and message != self._error_shown:
             self.window.statusBar().showMessage(message, 15000)
         self._error_shown = message
+        self.banner.show_text(self.history.unsaved_text() if self.history.in_memory_only
+                              else "")
+        if self.history.set_aside_count > self._set_aside_shown:
+            self._set_aside_shown = self.history.set_aside_count
+            self._report_set_aside()
+
+    def _report_set_aside(self) -> None:
+        """One box for writes set aside: opened at the first, its text updated after."""
+        text = self.history.set_aside_text()
+        if self.set_aside_box is not None:
+            self.set_aside_box.setText(text)
+            return
+        box = QMessageBox(QMessageBox.Icon.Warning, "BatchChat: history", text,
+                          QMessageBox.StandardButton.Ok, self.window)
+        box.setWindowModality(Qt.WindowModality.NonModal)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.finished.connect(lambda _r: setattr(self, "set_aside_box", None))
+        self.set_aside_box = box
+        box.show()
 
     def show_notice(self) -> QMessageBox | None:
         """Tell the user once what happened at startup (file set aside, read-only, ...)."""
@@ -142,6 +171,93 @@ class HistoryController(QObject):
         self.notice_box = box
         box.show()
         return box
+
+    # -- saving elsewhere, and quitting with unsaved changes ------------------------------
+    def save_elsewhere(self) -> bool:
+        """Ask for a file and keep the history there from now on (past chats and unsaved
+        changes); False if cancelled or it failed (the reason is shown)."""
+        path = self.ask_save_path()
+        if not path:
+            return False
+        try:
+            self.history.move_to(path)
+        except StorageError as exc:
+            self._tell(f"Could not save the history to {path}: {exc}")
+            self.update_status()
+            return False
+        self.update_status()
+        if self.history.pending_count:
+            self._tell(f"History moved to {path}, but {self.history.pending_count} changes "
+                       f"are still unsaved: {self.history.last_error}")
+            return False
+        self._tell(f"History is now saved in {path}.")
+        return True
+
+    def ask_save_path(self) -> str:
+        path, _ = QFileDialog.getSaveFileName(self.window, "Save the history to another file",
+                                              "history.db", "SQLite database (*.db)")
+        return path
+
+    def may_quit(self) -> bool:
+        """True if the window may close now: everything is saved (after one more try) or
+        the user chose to quit anyway; else asks (retry, save elsewhere, quit anyway)."""
+        if self._quit_anyway:
+            return True
+        self.history.flush()
+        if self.history.pending_count:
+            self.history.retry()
+        self.update_status()
+        if not self.history.pending_count:
+            return True
+        self._ask_before_quitting()
+        return False
+
+    def _ask_before_quitting(self) -> None:
+        n = self.history.pending_count
+        text = (f"{n} change{'s' if n != 1 else ''} to the history could not be saved: "
+                f"{self.history.last_error}\n\nIf you quit now, "
+                f"{'they are' if n != 1 else 'it is'} lost.")
+        if self.quit_box is not None:
+            self.quit_box.setText(text)
+            return
+        box = QMessageBox(QMessageBox.Icon.Warning, "BatchChat: unsaved history", text,
+                          QMessageBox.StandardButton.NoButton, self.window)
+        self.quit_buttons = {
+            "retry": box.addButton("Retry", QMessageBox.ButtonRole.AcceptRole),
+            "elsewhere": box.addButton("Save to another file…",
+                                       QMessageBox.ButtonRole.ActionRole),
+            "anyway": box.addButton("Quit anyway", QMessageBox.ButtonRole.DestructiveRole),
+            "cancel": box.addButton("Cancel", QMessageBox.ButtonRole.RejectRole),
+        }
+        box.setWindowModality(Qt.WindowModality.WindowModal)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.buttonClicked.connect(self._quit_answer)
+        box.finished.connect(lambda _r: self._quit_box_closed(box))
+        self.quit_box = box
+        box.open()  # never exec(): we run inside qasync's loop
+
+    def quit_anyway(self) -> None:
+        """Close without saving what cannot be saved (the user said so)."""
+        self._quit_anyway = True
+        if self.quit_box is not None:
+            self.quit_box.close()
+        QTimer.singleShot(0, self.window.close)
+
+    def _quit_answer(self, button: QPushButton) -> None:
+        choice = next((k for k, b in self.quit_buttons.items() if b is button), "cancel")
+        if choice == "anyway":
+            self._quit_anyway = True
+        elif choice == "elsewhere":
+            self.save_elsewhere()
+        elif choice == "retry":
+            self.history.retry()
+            self.update_status()
+        if choice != "cancel":  # once this box has closed; asks again if still unsaved
+            QTimer.singleShot(0, self.window.close)
+
+    def _quit_box_closed(self, box: QMessageBox) -> None:
+        if self.quit_box is box:
+            self.quit_box, self.quit_buttons = None, {}
 
     def _tell(self, text: str) -> None:
         if self.dialog is not None and self.dialog.isVisible():
