@@ -1,7 +1,9 @@
 """Headless load simulation: `python -m app.simulator --requests 20 --arrival poisson --rate 2`.
 
 The same SimulationRun the app's simulator panel uses; prints each request as it ends and
-a summary, optionally saves the run to the history database and writes JSON.
+a summary, optionally saves the run to the history database and writes JSON. Against the
+local engine by default, or any OpenAI-compatible server with `--target URL` (goodput under
+`--slo-ttft/--slo-tpot/--slo-e2e` limits, as `vllm bench serve --goodput`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import SimConfig, SimConfigError
+from .goodput import Slo
 from .run import LoadTarget, SimRow, SimulationRun
 
 if TYPE_CHECKING:
@@ -24,7 +27,21 @@ if TYPE_CHECKING:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m app.simulator", description=__doc__,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default="bundled", help="bundled, a .gguf, an mlx-lm dir or repo")
+    p.add_argument("--model", default=None,
+                   help="local: bundled (default), a .gguf, an mlx-lm dir or repo; with "
+                        "--target: the server's model name (default: the only one it lists)")
+    p.add_argument("--target", default=None,
+                   help="an OpenAI-compatible server's URL (http://host:port[/v1]) instead "
+                        "of the local engine")
+    p.add_argument("--api-key", default=None, help="--target: sent as a Bearer token")
+    p.add_argument("--connect-timeout", type=float, default=10.0,
+                   help="--target: seconds to wait for a connection")
+    p.add_argument("--read-timeout", type=float, default=120.0,
+                   help="--target: longest silence (s) before a request fails")
+    p.add_argument("--slo-ttft", type=float, default=None, help="goodput: TTFT limit (s)")
+    p.add_argument("--slo-tpot", type=float, default=None, help="goodput: TPOT limit (s)")
+    p.add_argument("--slo-e2e", type=float, default=None,
+                   help="goodput: end-to-end latency limit (s)")
     p.add_argument("--requests", type=int, default=20, help="0 = no limit (needs --duration)")
     p.add_argument("--duration", type=float, default=None, help="stop sending after N seconds")
     p.add_argument("--arrival", choices=("uniform", "poisson", "burst"), default="uniform")
@@ -38,7 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--cancel", type=float, default=0.0, help="probability of a mid-stream cancel")
-    p.add_argument("--concurrency", type=int, default=16, help="engine concurrency limit")
+    p.add_argument("--concurrency", type=int, default=16,
+                   help="engine concurrency limit (--target: requests in flight at once)")
     p.add_argument("--templates", type=Path, default=None,
                    help="a file of prompt templates, one per line ({topic}, {n} allowed)")
     p.add_argument("--seed", type=int, default=None)
@@ -61,7 +79,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         num_requests=args.requests or None, duration_s=args.duration,
         max_tokens_min=tokens[0], max_tokens_max=tokens[1], sampling=args.sampling,
         temperature=args.temperature, top_p=args.top_p, cancel_probability=args.cancel,
-        max_concurrent=args.concurrency, seed=args.seed,
+        max_concurrent=args.concurrency, seed=args.seed, slo_ttft_s=args.slo_ttft,
+        slo_tpot_s=args.slo_tpot, slo_e2e_s=args.slo_e2e,
     )
     if args.templates is not None:
         try:
@@ -75,9 +94,9 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
 
 
 async def simulate(engine: LoadTarget, cfg: SimConfig, store: Store | None = None, *,
-                   quiet: bool = False) -> SimulationRun:
+                   quiet: bool = False, title: str | None = None) -> SimulationRun:
     """Run one simulation on a started engine; Ctrl+C stops it cleanly (all accounted)."""
-    run = SimulationRun(engine, cfg, store)
+    run = SimulationRun(engine, cfg, store, title)
     if not quiet:
         run.completed.connect(lambda row: print(format_row(row), flush=True))
     loop = asyncio.get_running_loop()
@@ -98,7 +117,7 @@ async def simulate(engine: LoadTarget, cfg: SimConfig, store: Store | None = Non
 def format_row(row: SimRow) -> str:
     ttft = f"{row.ttft_s:.2f}s" if row.ttft_s is not None else "-"
     rate = f"{row.tokens_per_s:.1f}" if row.tokens_per_s else "-"
-    preview = row.reply.replace("\n", " ")[:40]
+    preview = row.error[:120] if row.error else row.reply.replace("\n", " ")[:40]
     return (f"#{row.index + 1:<4} {row.finish_reason:<9} {row.output_tokens:>4} tok  "
             f"ttft {ttft:>7}  {rate:>6} tok/s  {preview}")
 
@@ -118,6 +137,10 @@ def format_summary(summary: dict[str, Any]) -> str:
         d = summary[key]
         lines.append(f"{name:<6} " + " ".join(f"{d[k] * 1000:>7.0f}ms"
                                              for k in ("median", "p90", "p99", "mean")))
+    if summary.get("goodput") is not None:
+        slo = Slo(**summary["slo"])
+        lines.append(f"goodput {summary['goodput']:.2f} req/s: {summary['slo_met']} of "
+                     f"{summary['completed']} completed requests met {slo.describe()}")
     return "\n".join(lines)
 
 
@@ -135,14 +158,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
-    from engine import Engine, EngineConfig
-    from engine.loader import ModelLoadError
+    if args.target is None:
+        from engine import EngineConfig
 
-    try:
-        config = EngineConfig(max_concurrent=cfg.max_concurrent or 16)
-    except ValueError as exc:  # e.g. a concurrency beyond what the token budget allows
-        print(f"error: --concurrency: {exc}", file=sys.stderr)
-        return 2
+        try:
+            EngineConfig(max_concurrent=cfg.max_concurrent or 16)
+        except ValueError as exc:  # e.g. a concurrency beyond what the token budget allows
+            print(f"error: --concurrency: {exc}", file=sys.stderr)
+            return 2
     store = None
     if args.save:
         from app.storage import StorageError, Store
@@ -152,22 +175,16 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
         except StorageError as exc:
             print(f"error: --save: {exc}", file=sys.stderr)
             return 1
-    print(f"Loading {args.model} …", file=sys.stderr)
     try:
-        engine = Engine.load(args.model, config)
-    except ModelLoadError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if store is not None:
-            store.close()
-        return 1
-    await engine.start()
-    print(f"{engine.description}; {cfg.describe()}", file=sys.stderr)
-    try:
-        run = await simulate(engine, cfg, store, quiet=args.quiet)
+        if args.target is not None:
+            run = await _run_remote(args, cfg, store)
+        else:
+            run = await _run_local(args, cfg, store)
     finally:
-        await engine.shutdown()
         if store is not None:
             store.close()
+    if run is None:
+        return 1
     assert run.summary is not None
     print(format_summary(run.summary))
     if args.json is not None:
@@ -180,7 +197,69 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
             return 1
     if store is not None:
         print(f"saved as simulation run {run.record.id}", file=sys.stderr)
+    failed = [r for r in run.results if r.finish_reason == "error"]
+    if failed and len(failed) == len(run.results):  # nothing got through: say why, exit 1
+        print(f"error: every request failed, e.g. {failed[0].error}", file=sys.stderr)
+        return 1
     return 0
+
+
+async def _run_local(args: argparse.Namespace, cfg: SimConfig,
+                     store: Store | None) -> SimulationRun | None:
+    from engine import Engine, EngineConfig
+    from engine.loader import ModelLoadError
+
+    model = args.model or "bundled"
+    print(f"Loading {model} …", file=sys.stderr)
+    try:
+        engine = Engine.load(model, EngineConfig(max_concurrent=cfg.max_concurrent or 16))
+    except ModelLoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    await engine.start()
+    print(f"{engine.description}; {cfg.describe()}", file=sys.stderr)
+    try:
+        return await simulate(engine, cfg, store, quiet=args.quiet)
+    finally:
+        await engine.shutdown()
+
+
+async def _run_remote(args: argparse.Namespace, cfg: SimConfig,
+                      store: Store | None) -> SimulationRun | None:
+    from app.remote import (
+        Connection,
+        ConnectionConfigError,
+        RemoteClient,
+        RemoteError,
+        RemoteTarget,
+    )
+
+    try:
+        conn = Connection(args.target, model=args.model or "", api_key=args.api_key,
+                          connect_timeout_s=args.connect_timeout,
+                          read_timeout_s=args.read_timeout)
+    except ConnectionConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    client = RemoteClient(conn)
+    try:
+        if not conn.model:  # the server's only model, else the user must pick one
+            try:
+                models = await client.models()
+            except RemoteError as exc:
+                print(f"error: {exc} (give --model)", file=sys.stderr)
+                return None
+            if len(models) != 1:
+                print(f"error: {conn.name} serves {len(models)} models; pick one with --model:"
+                      f" {', '.join(models)}", file=sys.stderr)
+                return None
+            client.connection = conn = conn.with_model(models[0])
+        target = RemoteTarget(client, cfg.max_concurrent or 16)
+        print(f"{conn.describe()} at {conn.base_url}; {cfg.describe()}", file=sys.stderr)
+        return await simulate(target, cfg, store, quiet=args.quiet,
+                              title=f"Simulation against {conn.describe()}: {cfg.describe()}")
+    finally:
+        await client.close()
 
 
 if __name__ == "__main__":

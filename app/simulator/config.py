@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .goodput import Slo
 from .templates import PromptSet, default_prompt_set
 
 ARRIVALS = ("uniform", "poisson", "burst")
@@ -48,6 +49,10 @@ class SimConfig:
     cancel_probability: float = 0.0
     max_concurrent: int | None = None  # engine limit during the run (None: leave as is)
     seed: int | None = None  # None: a fresh run every time
+    # Service-level limits for goodput (app/simulator/goodput.py); None = not limited.
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    slo_e2e_s: float | None = None
 
     def validate(self) -> SimConfig:
         """Raise SimConfigError naming the first bad setting; return self when all is well."""
@@ -95,7 +100,16 @@ class SimConfig:
         need(0 <= self.cancel_probability <= 1, "Cancel probability must be in [0, 1].")
         need(self.max_concurrent is None or self.max_concurrent >= 1,
              "The concurrency limit must be at least 1.")
+        for name, label in (("slo_ttft_s", "TTFT"), ("slo_tpot_s", "TPOT"),
+                            ("slo_e2e_s", "E2E")):
+            value = getattr(self, name)
+            need(value is None or isinstance(value, int | float) and not isinstance(value, bool)
+                 and math.isfinite(value) and value > 0,
+                 f"The {label} limit must be a finite number above 0 s, got {value!r}.")
         return self
+
+    def slo(self) -> Slo:
+        return Slo(self.slo_ttft_s, self.slo_tpot_s, self.slo_e2e_s)
 
     # -- what the run draws from ----------------------------------------------------------
     def prompt_set(self) -> PromptSet:

@@ -19,6 +19,7 @@ from app.events import Event
 from app.storage.records import SimResult, SimRun, utc_now
 
 from .config import SimConfig
+from .goodput import Slo, goodput
 
 if TYPE_CHECKING:  # the engine (and mlx) loads only when a run starts
     from app.storage import SafeStore, Store
@@ -82,6 +83,7 @@ class SimulationRun:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[dict[str, Any]] | None = None
         self._t0 = 0.0
+        self._streams: dict[str, Any] = {}  # request id -> its stream, until it is reported
 
     # -- control --------------------------------------------------------------------------
     def start(self) -> asyncio.Task[dict[str, Any]]:
@@ -117,7 +119,8 @@ class SimulationRun:
         self._t0 = time.perf_counter()
         try:
             results, wall = await run_workload(
-                self.target, prompts.expand, cfg.gaps(self.seed), cfg.num_requests,
+                _Recorder(self.target, self._streams), prompts.expand, cfg.gaps(self.seed),
+                cfg.num_requests,
                 lambda i, rng: SamplingParams.from_dict(cfg.sampling_for(rng)),
                 priority="background", cancel_probability=cfg.cancel_probability,
                 seed=self.seed, tag=f"{TAG_PREFIX}-{self.record.id[:8]}",
@@ -127,7 +130,10 @@ class SimulationRun:
         finally:
             if previous_limit is not None:
                 self.target.set_max_concurrent(previous_limit)
-        self.summary = summarize_run(results, wall, stopped=self.stopped)
+        self.summary = summarize_run(results, wall, stopped=self.stopped, slo=cfg.slo())
+        description = getattr(self.target, "description", None)
+        if description:
+            self.summary["target"] = description
         self.record.summary = self.summary
         self.record.ended_at = utc_now()
         self._write("save_sim_run", self.record)
@@ -140,6 +146,9 @@ class SimulationRun:
         self.sent.emit(row_of(result))
 
     def _on_result(self, result: RequestResult) -> None:
+        stream = self._streams.pop(result.request_id or "", None)
+        if stream is not None:
+            take_server_counts(result, stream)
         row = row_of(result)
         self._write("add_sim_results", [SimResult(
             sim_run_id=self.record.id, seq=result.index, prompt=result.prompt,
@@ -152,6 +161,30 @@ class SimulationRun:
     def _write(self, method: str, *args: Any) -> None:
         if self.store is not None:
             getattr(self.store, method)(*args)
+
+
+class _Recorder:
+    """The target as engine.workload sees it; remembers each stream by request id."""
+
+    def __init__(self, target: LoadTarget, streams: dict[str, Any]) -> None:
+        self._target = target
+        self._streams = streams
+
+    def submit(self, messages: Sequence[Mapping[str, str]], **kw: Any) -> Any:
+        stream = self._target.submit(messages, **kw)
+        self._streams[stream.request_id] = stream
+        return stream
+
+
+def take_server_counts(result: RequestResult, stream: Any) -> None:
+    """A remote server streams text chunks, not tokens: where it reported its own counts
+    (the OpenAI `usage` chunk, on app.remote's streams) they replace the chunk count, so
+    TPOT divides by real tokens as `vllm bench serve` does. Engine streams are exact already."""
+    usage = getattr(stream, "usage", None)
+    stats = stream.stats
+    if usage and stats is not None:
+        result.output_tokens = stats.generated_tokens
+        result.prompt_tokens = stats.prompt_tokens
 
 
 def decode_rate(result: RequestResult) -> float | None:
@@ -171,11 +204,12 @@ def row_of(result: RequestResult) -> SimRow:
 
 
 def summarize_run(results: list[RequestResult], wall_s: float, *,
-                  stopped: bool) -> dict[str, Any]:
-    """engine.workload.summarize, plus what a saved run needs to redraw its chart."""
+                  stopped: bool, slo: Slo | None = None) -> dict[str, Any]:
+    """engine.workload.summarize, goodput under the run's limits, and what a saved run needs
+    to redraw its chart."""
     from engine.workload import summarize
 
-    summary = summarize(results, wall_s)
+    summary = summarize(results, wall_s) | goodput(results, wall_s, slo or Slo())
     summary["stopped"] = stopped
     summary["unaccounted"] = sum(r.finish_reason is None for r in results)
     summary["ttft_by_request"] = [r.ttft_s for r in results]

@@ -1,0 +1,253 @@
+"""`RemoteStream`: one streamed chat completion from an OpenAI-compatible server, shaped as
+the engine's `RequestStream` so conversations, the engine bridge and the simulator take it
+as it is. Timing is measured here, on the client.
+
+Differences a consumer may notice: the server sends text, not token ids, so each event that
+carries text has `token == -1` (one per streamed chunk) and `tokens` stays empty (a reply's
+ids are never handed back to a local engine as if they were its own); `prompt_tokens` is
+empty until the end, and the final `stats` take token counts from the server's `usage` chunk
+when it sends one (else the count of text chunks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+
+from .body import chat_body
+from .errors import RemoteError, describe_exception, describe_status, server_message
+from .sse import DONE, MalformedStream, sse_payloads
+
+if TYPE_CHECKING:
+    from engine.sampling_params import SamplingParams
+    from engine.stats import RequestStats
+    from engine.token_event import TokenEvent
+
+    from .connection import Connection
+    from .limiter import Limiter
+
+PLACEHOLDER_TOKEN = -1  # stands for "a chunk of text arrived"; never a real id
+
+
+class RemoteStream:
+    """Events of one remote request, in order. Leaving `async for` early (or `cancel()`)
+    closes the HTTP stream; the final event always comes (finish_reason "cancelled")."""
+
+    def __init__(self, request_id: str, conn: Connection, session: aiohttp.ClientSession,
+                 messages: Sequence[Mapping[str, Any]], params: SamplingParams, *,
+                 priority: str = "interactive", tag: str | None = None,
+                 limiter: Limiter | None = None) -> None:
+        self.request_id = request_id
+        self.connection = conn
+        self.prompt_tokens: list[int] = []  # ids are the server's business
+        self.tokens: list[int] = []  # stays empty: see the module docstring
+        self.finish_reason: str | None = None
+        self.error: str | None = None
+        self.stats: RequestStats | None = None
+        self.chunks = 0  # text chunks received
+        self.usage: dict[str, Any] = {}  # the server's usage chunk, if it sent one
+        self._params = params
+        self._priority = priority
+        self._tag = tag
+        self._limiter = limiter
+        self._body = chat_body(conn.model, messages, params)
+        self._session = session
+        self._parts: list[str] = []
+        self._pending: deque[TokenEvent] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._cancel_asked = False
+        self._t_submit = time.perf_counter()
+        self._t_admit: float | None = None
+        self._t_first: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._server_finish: str | None = None  # the finish_reason the server sent
+
+    # -- the RequestStream surface -------------------------------------------------------
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+    def cancel(self) -> None:
+        """Close the HTTP stream; the request ends with finish_reason "cancelled"."""
+        if self.finished or self._cancel_asked:
+            return
+        self._cancel_asked = True
+        if self._task is not None:
+            self._task.cancel()
+
+    async def aclose(self) -> None:
+        self.cancel()
+
+    def __aiter__(self) -> AsyncIterator[TokenEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[TokenEvent]:
+        try:
+            while True:
+                while self._pending:
+                    event = self._pending.popleft()
+                    yield event
+                    if event.finish_reason is not None:
+                        return
+                self._waiter = asyncio.get_running_loop().create_future()
+                await self._waiter
+                self._waiter = None
+        finally:
+            self.cancel()  # no-op once finished
+
+    async def result(self) -> str:
+        """Wait for the end; return the whole text (partial on error or cancel)."""
+        async for _ in self:
+            pass
+        return self.text
+
+    # -- driving the request ---------------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> RemoteStream:
+        """Begin on `loop` or the running one (the client calls this right after building
+        it)."""
+        self._task = (loop or asyncio.get_running_loop()).create_task(self._run())
+        self._task.add_done_callback(self._task_done)
+        return self
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        # Whatever ended the task (even a cancel before it ever ran), the stream ends.
+        if self.finished:
+            return
+        if task.cancelled():
+            self._finish("cancelled")
+        else:
+            exc = task.exception()
+            self._finish("error", f"{self.connection.name}: {type(exc).__name__}: {exc}")
+
+    async def _run(self) -> None:
+        conn = self.connection
+        admitted = False
+        try:
+            if self._limiter is not None:
+                await self._limiter.acquire()
+                admitted = True
+            # queue_s: the wait for a slot under the client's own limit (none: 0)
+            self._t_admit = time.perf_counter() if admitted else self._t_submit
+            finish = await self._request()
+            self._finish(finish)
+        except asyncio.CancelledError:
+            self._finish("cancelled")
+            if not self._cancel_asked:
+                raise  # someone else cancelled the task (loop shutting down): pass it on
+        except RemoteError as exc:
+            self._finish("error", str(exc))
+        except (MalformedStream, aiohttp.ClientError, TimeoutError) as exc:
+            if self._server_finish is not None:  # the reply was complete; only the trailer
+                self._finish(self._server_finish)  # (usage, [DONE]) went wrong
+            elif isinstance(exc, MalformedStream):
+                self._finish("error", f"{conn.name}: {exc}")
+            else:
+                self._finish("error", describe_exception(conn, exc))
+        finally:
+            if admitted and self._limiter is not None:
+                self._limiter.release()
+
+    async def _request(self) -> str:
+        """POST and read the stream; the finish reason, or raise."""
+        conn = self.connection
+        async with self._session.post(conn.url("chat/completions"), json=self._body,
+                                      headers=conn.headers(), timeout=conn.timeout()) as resp:
+            if resp.status != 200:
+                raise RemoteError(describe_status(conn, resp.status, await resp.text(),
+                                                  resp.headers))
+            if resp.content_type != "text/event-stream":
+                raise RemoteError(f"{conn.name}: answered with {resp.content_type or 'no type'}"
+                                  ", not an event stream (is this an OpenAI-compatible "
+                                  "chat completions endpoint?)")
+            done = False
+            async for payload in sse_payloads(resp):
+                if payload is DONE:
+                    done = True
+                    break
+                assert isinstance(payload, dict)
+                self._server_finish = self._on_chunk(payload) or self._server_finish
+            if self._server_finish is None and not done:
+                raise RemoteError(f"{conn.name}: the server dropped the connection mid-reply "
+                                  "(the stream ended without a finish reason)")
+            return self._server_finish or "stop"
+
+    def _on_chunk(self, chunk: dict[str, Any]) -> str | None:
+        if "error" in chunk:  # vLLM and others report mid-stream failures as a data event
+            raise RemoteError(f"{self.connection.name}: the server failed mid-reply: "
+                              f"{server_message(json.dumps(chunk))}")
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+        choices = chunk.get("choices", [] if isinstance(usage, dict) else None)
+        if not isinstance(choices, list):
+            raise MalformedStream(f"malformed chunk (no choices list): {str(chunk)[:80]!r}")
+        finish = None
+        for choice in choices[:1]:  # n = 1
+            delta = (choice.get("delta") or {}) if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                raise MalformedStream(f"malformed chunk (bad choice): {str(chunk)[:80]!r}")
+            text = delta.get("content")
+            if text:
+                self._on_text(str(text))
+            finish = choice.get("finish_reason") or None
+        return finish
+
+    def _on_text(self, text: str) -> None:
+        from engine.token_event import TokenEvent
+
+        if self._t_first is None:
+            self._t_first = time.perf_counter()
+        self.chunks += 1
+        self._parts.append(text)
+        self._push(TokenEvent(self.request_id, PLACEHOLDER_TOKEN, text))
+
+    def _finish(self, reason: str, error: str | None = None) -> None:
+        from engine.token_event import TokenEvent
+
+        if self.finished:
+            return
+        self.finish_reason, self.error = reason, error
+        self.stats = self._make_stats()
+        self._push(TokenEvent(self.request_id, None, "", reason, error, self.stats))
+
+    def _push(self, event: TokenEvent) -> None:
+        self._pending.append(event)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _make_stats(self) -> RequestStats:
+        from engine.stats import RequestStats
+
+        end = time.perf_counter()
+        usage = self.usage
+        generated = _int(usage.get("completion_tokens"), self.chunks)
+        prompt = _int(usage.get("prompt_tokens"), 0)
+        details = usage.get("prompt_tokens_details")
+        cached = _int(details.get("cached_tokens"), 0) if isinstance(details, dict) else 0
+        first = self._t_first
+        decode_s = end - first if first is not None else 0.0
+        admit = self._t_admit if self._t_admit is not None else end
+        return RequestStats(
+            request_id=self.request_id, tag=self._tag, priority=self._priority,
+            queue_s=admit - self._t_submit, prompt_tokens=prompt,
+            ttft_s=first - self._t_submit if first is not None else None,
+            generated_tokens=generated, decode_s=decode_s,
+            tokens_per_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
+            e2e_s=end - self._t_submit, finish_reason=self.finish_reason or "unknown",
+            seed=self._params.seed if self._params.seed is not None else -1,
+            error=self.error, cached_tokens=cached,
+        )
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
