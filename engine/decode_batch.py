@@ -123,10 +123,6 @@ class DecodeBatch:
                 picked = sample_rows(samplers, histories, [s.num_output_tokens for s in seqs],
                                      logits)
                 self.logprobs = row_logprobs(samplers, histories, logits, picked)
-                # Computed before the run-ahead step is started: on MLX's CPU backend a
-                # token whose graph goes out together with the next step's arrives only
-                # when both are done (a sequence's first token took two forward passes).
-                mx.eval(picked)
             self.ahead = None
             if not more_coming and self._may_run_ahead(seqs):
                 seq = seqs[0]
