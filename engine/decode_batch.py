@@ -123,6 +123,10 @@ class DecodeBatch:
                 picked = sample_rows(samplers, histories, [s.num_output_tokens for s in seqs],
                                      logits)
                 self.logprobs = row_logprobs(samplers, histories, logits, picked)
+                # Computed before the run-ahead step starts: on MLX's CPU backend a token
+                # whose graph goes out with the next step's arrives only when both are done
+                # (a newly solo sequence's token took two forward passes; docs/performance.md).
+                mx.eval(picked)
             self.ahead = None
             if not more_coming and self._may_run_ahead(seqs):
                 seq = seqs[0]
