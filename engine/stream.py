@@ -10,15 +10,15 @@ from .stats import RequestStats
 from .token_event import TokenEvent
 
 
-class RequestStream:
-    """Events of one request, in order. Leaving `async for` early (or `aclose()`) cancels it.
+class EventStream:
+    """Events of one request, in order, for `async for`; leaving the loop early (or
+    `aclose()`) calls `cancel()`. Subclasses say where events come from and how a request
+    is cancelled: the engine's `RequestStream` here, a remote server's in app/remote.
 
-    Events are pushed on the event loop's thread (or the caller's, in `Engine.step` mode),
-    so no locking is needed here.
+    Events are queued on the event loop's thread, so no locking is needed here.
     """
 
-    def __init__(self, request_id: str, prompt_tokens: list[int],
-                 cancel: Callable[[str], None]) -> None:
+    def __init__(self, request_id: str, prompt_tokens: list[int]) -> None:
         self.request_id = request_id
         self.prompt_tokens = prompt_tokens
         self.tokens: list[int] = []
@@ -28,7 +28,6 @@ class RequestStream:
         self._parts: list[str] = []
         self._pending: deque[TokenEvent] = deque()
         self._waiter: asyncio.Future[None] | None = None
-        self._cancel = cancel
 
     @property
     def text(self) -> str:
@@ -38,25 +37,14 @@ class RequestStream:
     def finished(self) -> bool:
         return self.finish_reason is not None
 
-    def _push(self, event: TokenEvent) -> None:
-        if self.finished:
-            return
-        if event.token is not None:
-            self.tokens.append(event.token)
-        if event.text:
-            self._parts.append(event.text)
-        if event.finish_reason is not None:
-            self.finish_reason = event.finish_reason
-            self.error = event.error
-            self.stats = event.stats
+    def cancel(self) -> None:
+        raise NotImplementedError
+
+    def _queue(self, event: TokenEvent) -> None:
+        """Hand `event` to the iterator (waking it if it waits)."""
         self._pending.append(event)
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
-
-    def cancel(self) -> None:
-        """Ask the engine to drop this request on its next tick."""
-        if not self.finished:
-            self._cancel(self.request_id)
 
     async def aclose(self) -> None:
         self.cancel()
@@ -79,7 +67,35 @@ class RequestStream:
             self.cancel()  # no-op once finished
 
     async def result(self) -> str:
-        """Wait for the end; return the whole text."""
+        """Wait for the end; return the whole text (partial on error or cancel)."""
         async for _ in self:
             pass
         return self.text
+
+
+class RequestStream(EventStream):
+    """What `Engine.submit` returns. Events are pushed on the event loop's thread (or the
+    caller's, in `Engine.step` mode)."""
+
+    def __init__(self, request_id: str, prompt_tokens: list[int],
+                 cancel: Callable[[str], None]) -> None:
+        super().__init__(request_id, prompt_tokens)
+        self._cancel = cancel
+
+    def _push(self, event: TokenEvent) -> None:
+        if self.finished:
+            return
+        if event.token is not None:
+            self.tokens.append(event.token)
+        if event.text:
+            self._parts.append(event.text)
+        if event.finish_reason is not None:
+            self.finish_reason = event.finish_reason
+            self.error = event.error
+            self.stats = event.stats
+        self._queue(event)
+
+    def cancel(self) -> None:
+        """Ask the engine to drop this request on its next tick."""
+        if not self.finished:
+            self._cancel(self.request_id)

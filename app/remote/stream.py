@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+
+from engine.stream import EventStream
 
 from .body import chat_body
 from .errors import RemoteError, describe_exception, describe_status, server_message
@@ -27,7 +28,6 @@ from .sse import DONE, MalformedStream, sse_payloads
 if TYPE_CHECKING:
     from engine.sampling_params import SamplingParams
     from engine.stats import RequestStats
-    from engine.token_event import TokenEvent
 
     from .connection import Connection
     from .limiter import Limiter
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 PLACEHOLDER_TOKEN = -1  # stands for "a chunk of text arrived"; never a real id
 
 
-class RemoteStream:
+class RemoteStream(EventStream):
     """Events of one remote request, in order. Leaving `async for` early (or `cancel()`)
     closes the HTTP stream; the final event always comes (finish_reason "cancelled")."""
 
@@ -43,13 +43,9 @@ class RemoteStream:
                  messages: Sequence[Mapping[str, Any]], params: SamplingParams, *,
                  priority: str = "interactive", tag: str | None = None,
                  limiter: Limiter | None = None) -> None:
-        self.request_id = request_id
+        # prompt_tokens and tokens stay empty: ids are the server's (module docstring)
+        super().__init__(request_id, [])
         self.connection = conn
-        self.prompt_tokens: list[int] = []  # ids are the server's business
-        self.tokens: list[int] = []  # stays empty: see the module docstring
-        self.finish_reason: str | None = None
-        self.error: str | None = None
-        self.stats: RequestStats | None = None
         self.chunks = 0  # text chunks received
         self.usage: dict[str, Any] = {}  # the server's usage chunk, if it sent one
         self._params = params
@@ -58,24 +54,12 @@ class RemoteStream:
         self._limiter = limiter
         self._body = chat_body(conn.model, messages, params)
         self._session = session
-        self._parts: list[str] = []
-        self._pending: deque[TokenEvent] = deque()
-        self._waiter: asyncio.Future[None] | None = None
         self._cancel_asked = False
         self._t_submit = time.perf_counter()
         self._t_admit: float | None = None
         self._t_first: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._server_finish: str | None = None  # the finish_reason the server sent
-
-    # -- the RequestStream surface -------------------------------------------------------
-    @property
-    def text(self) -> str:
-        return "".join(self._parts)
-
-    @property
-    def finished(self) -> bool:
-        return self.finish_reason is not None
 
     def cancel(self) -> None:
         """Close the HTTP stream; the request ends with finish_reason "cancelled"."""
@@ -84,32 +68,6 @@ class RemoteStream:
         self._cancel_asked = True
         if self._task is not None:
             self._task.cancel()
-
-    async def aclose(self) -> None:
-        self.cancel()
-
-    def __aiter__(self) -> AsyncIterator[TokenEvent]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[TokenEvent]:
-        try:
-            while True:
-                while self._pending:
-                    event = self._pending.popleft()
-                    yield event
-                    if event.finish_reason is not None:
-                        return
-                self._waiter = asyncio.get_running_loop().create_future()
-                await self._waiter
-                self._waiter = None
-        finally:
-            self.cancel()  # no-op once finished
-
-    async def result(self) -> str:
-        """Wait for the end; return the whole text (partial on error or cancel)."""
-        async for _ in self:
-            pass
-        return self.text
 
     # -- driving the request ---------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop | None = None) -> RemoteStream:
@@ -209,7 +167,7 @@ class RemoteStream:
             self._t_first = time.perf_counter()
         self.chunks += 1
         self._parts.append(text)
-        self._push(TokenEvent(self.request_id, PLACEHOLDER_TOKEN, text))
+        self._queue(TokenEvent(self.request_id, PLACEHOLDER_TOKEN, text))
 
     def _finish(self, reason: str, error: str | None = None) -> None:
         from engine.token_event import TokenEvent
@@ -218,12 +176,7 @@ class RemoteStream:
             return
         self.finish_reason, self.error = reason, error
         self.stats = self._make_stats()
-        self._push(TokenEvent(self.request_id, None, "", reason, error, self.stats))
-
-    def _push(self, event: TokenEvent) -> None:
-        self._pending.append(event)
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        self._queue(TokenEvent(self.request_id, None, "", reason, error, self.stats))
 
     def _make_stats(self) -> RequestStats:
         from engine.stats import RequestStats
