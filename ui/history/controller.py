@@ -146,13 +146,7 @@ class HistoryController(QObject):
         if self.set_aside_box is not None:
             self.set_aside_box.setText(text)
             return
-        box = QMessageBox(QMessageBox.Icon.Warning, "BatchChat: history", text,
-                          QMessageBox.StandardButton.Ok, self.window)
-        box.setWindowModality(Qt.WindowModality.NonModal)
-        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        box.finished.connect(lambda _r: setattr(self, "set_aside_box", None))
-        self.set_aside_box = box
-        box.show()
+        self.set_aside_box = self._open_box(text, "set_aside_box")
 
     def show_notice(self) -> QMessageBox | None:
         """Tell the user once what happened at startup (file set aside, read-only, ...)."""
@@ -163,12 +157,16 @@ class HistoryController(QObject):
         self.update_status()
         if not text:
             return None
+        self.notice_box = self._open_box(text, "notice_box")
+        return self.notice_box
+
+    def _open_box(self, text: str, attr: str) -> QMessageBox:
+        """A non-modal warning that clears `self.<attr>` when it closes."""
         box = QMessageBox(QMessageBox.Icon.Warning, "BatchChat: history", text,
                           QMessageBox.StandardButton.Ok, self.window)
         box.setWindowModality(Qt.WindowModality.NonModal)
         box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        box.finished.connect(lambda _r: setattr(self, "notice_box", None))
-        self.notice_box = box
+        box.finished.connect(lambda _r: setattr(self, attr, None))
         box.show()
         return box
 
