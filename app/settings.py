@@ -72,6 +72,9 @@ class Settings:
         self.default_preset = "Balanced"
         self.user_presets: dict[str, dict[str, Any]] = {}
         self.presets_changed = Event()
+        # The chat tabs' settings panel: one global toggle, hidden until asked for.
+        self.show_settings_panel = False
+        self.settings_panel_changed = Event()
 
     @classmethod
     def default_path(cls) -> Path:
@@ -99,6 +102,8 @@ class Settings:
                 repair_text(str(name)): normalize_params(p) for name, p in presets.items()
                 if isinstance(p, dict) and name not in BUILTIN_PRESETS
             }
+        if isinstance(data.get("show_settings_panel"), bool):
+            settings.show_settings_panel = data["show_settings_panel"]
         name = data.get("default_preset")
         if isinstance(name, str) and name in settings.preset_names():
             settings.default_preset = name
@@ -110,6 +115,7 @@ class Settings:
             return
         data = {"model": self.model, "system_prompt": self.system_prompt,
                 "default_preset": self.default_preset, "presets": self.user_presets}
+        data["show_settings_panel"] = self.show_settings_panel
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
@@ -117,6 +123,13 @@ class Settings:
             os.replace(tmp, self.path)
         except OSError as exc:
             log.warning("could not save settings to %s: %s", self.path, exc)
+
+    def set_settings_panel(self, shown: bool) -> None:
+        """Show or hide every tab's settings panel; remembered across restarts."""
+        if shown != self.show_settings_panel:
+            self.show_settings_panel = shown
+            self.save()
+            self.settings_panel_changed.emit(shown)
 
     # -- presets ------------------------------------------------------------------------
     def preset_names(self) -> list[str]:
