@@ -60,7 +60,7 @@ class MessageWidget(QFrame):
             self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.index))
             header.addWidget(self.edit_button)
         else:
-            copy = QPushButton("Copy")
+            self.copy_button = copy = QPushButton("Copy")
             copy.setObjectName("flatButton")
             copy.clicked.connect(
                 lambda: QGuiApplication.clipboard().setText(self.message.content))
