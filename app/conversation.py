@@ -14,6 +14,7 @@ from engine.text_check import lone_surrogate, repair_text
 
 from .engine_bridge import EngineBridge, Generation, ReplyStats, SubmitError
 from .events import Event
+from .titles import title_from_message
 
 _ids = itertools.count(1)
 
@@ -55,7 +56,7 @@ class Conversation:
         self.id = next(_ids)
         self.session_id = session_id or str(uuid.uuid4())  # its row in the history store
         self.bridge = bridge
-        self.title = title or f"Chat {self.id}"
+        self.title = title or self.default_title
         self.system_prompt = system_prompt
         self.params: dict[str, Any] = dict(params or {})
         self.preset = preset
@@ -65,6 +66,11 @@ class Conversation:
         self.reset, self.added, self.delta = Event(), Event(), Event()
         self.reply_finished, self.busy_changed, self.notice = Event(), Event(), Event()
         self.meta_changed = Event()
+
+    @property
+    def default_title(self) -> str:
+        """The title a chat has until it is named (by its first message or the user)."""
+        return f"Chat {self.id}"
 
     @property
     def tag(self) -> str:
@@ -83,6 +89,9 @@ class Conversation:
         """Add a user message and start the reply. False (with a notice) if refused."""
         if self.is_busy or not text.strip() or not self._valid_text(text):
             return False
+        if not self.messages and self.title == self.default_title:
+            # named after its first message until the user renames it
+            self.rename(title_from_message(text) or self.title)
         self.messages.append(ChatMessage("user", text))
         self.added.emit(len(self.messages) - 1)
         return self._start()

@@ -28,8 +28,10 @@ from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
 from .simulator import SimulatorDock
 from .stats.panel import StatsDock
+from .tab_bar import ChatTabBar
 
 BUSY_MARK = "● "
+CLOSED_TABS_KEPT = 20
 
 
 class MainWindow(QMainWindow):
@@ -56,6 +58,7 @@ class MainWindow(QMainWindow):
         self.banner.choose_model.connect(self.choose_model)
         col.addWidget(self.banner)
         self.tabs = QTabWidget()
+        self.tabs.setTabBar(ChatTabBar())  # fixed-width tabs: close buttons never jump
         self.tabs.setTabsClosable(True)
         self.tabs.setMovable(True)
         self.tabs.setDocumentMode(True)
@@ -81,6 +84,8 @@ class MainWindow(QMainWindow):
         self._stats_timer.start()
 
         self._make_actions()
+        self._closed_tabs: list[Conversation] = []  # most recently closed last
+        self._make_tab_actions()
         self._make_stats_dock()
         self._make_simulator_dock()
         ctx.bridge.state_changed.connect(self._on_state)
@@ -153,6 +158,8 @@ class MainWindow(QMainWindow):
         tab = ChatTab(self.ctx, conversation=conversation)
         index = self.tabs.addTab(tab, tab.conversation.title)
         tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
+        tab.title_listener = lambda t=tab: self._mark_busy(t, t.conversation.is_busy)
+        tab.conversation.meta_changed.connect(tab.title_listener)  # auto titles, renames
         self.kv_saver.watch(tab.conversation)
         self.tabs.setCurrentIndex(index)
         tab.input.setFocus()
@@ -168,13 +175,84 @@ class MainWindow(QMainWindow):
         if self.history is not None:
             self.history.tab_closing(tab)
         self.kv_saver.forget(tab.conversation)
+        tab.conversation.meta_changed.disconnect(tab.title_listener)
         tab.close_tab()
+        self._remember_closed(tab.conversation)
         self.tabs.removeTab(index)
         tab.deleteLater()
         if self.history is not None:
             self.history.save_order()
         if self.tabs.count() == 0 and not self._closing:
             self.new_tab()
+
+    # -- tab navigation and reopening ---------------------------------------------------
+    def _make_tab_actions(self) -> None:
+        """Reopen closed tab (Ctrl+Shift+T), next/previous (Ctrl+Tab), Ctrl+1…9."""
+        menu = next(a.menu() for a in self.menuBar().actions() if a.text() == "&Chat")
+        quit_action = next((a for a in menu.actions() if a.text() == "&Quit"), None)
+        self.reopen_action = QAction("Re&open closed tab", self)
+        self.reopen_action.setShortcut(QKeySequence("Ctrl+Shift+T"))
+        self.reopen_action.triggered.connect(lambda _=False: self.reopen_closed_tab())
+        self.reopen_action.setEnabled(False)
+        menu.insertAction(quit_action, self.reopen_action)  # Quit stays last
+        self.addAction(self.reopen_action)
+        moves = [("Ctrl+Tab", lambda: self._step_tab(1)),
+                 ("Ctrl+Shift+Backtab", lambda: self._step_tab(-1)),
+                 ("Ctrl+PgDown", lambda: self._step_tab(1)),
+                 ("Ctrl+PgUp", lambda: self._step_tab(-1))]
+        # Ctrl+1…8 pick that tab, Ctrl+9 the last one (as browsers do)
+        moves += [(f"Ctrl+{n}", lambda n=n: self._go_to_tab(n - 1 if n < 9 else -1))
+                  for n in range(1, 10)]
+        for keys, slot in moves:
+            action = QAction(self)
+            action.setShortcut(QKeySequence(keys))
+            action.triggered.connect(lambda _=False, s=slot: s())
+            self.addAction(action)
+
+    def _step_tab(self, step: int) -> None:
+        count = self.tabs.count()
+        if count:
+            self.tabs.setCurrentIndex((self.tabs.currentIndex() + step) % count)
+            self._focus_input()
+
+    def _go_to_tab(self, index: int) -> None:
+        count = self.tabs.count()
+        if count and index < count:
+            self.tabs.setCurrentIndex(index % count)
+            self._focus_input()
+
+    def _focus_input(self) -> None:
+        tab = self.current_tab()
+        if tab is not None:
+            tab.input.setFocus()
+
+    def _remember_closed(self, conv: Conversation) -> None:
+        if not conv.messages:
+            return  # an empty chat is not worth reopening (nor kept in the history)
+        for msg in conv.messages:  # a reply cut off by closing reads as stopped
+            if msg.streaming:
+                msg.streaming, msg.finish_reason = False, msg.finish_reason or "cancelled"
+        self._closed_tabs.append(conv)
+        del self._closed_tabs[:-CLOSED_TABS_KEPT]
+        self.reopen_action.setEnabled(True)
+
+    def reopen_closed_tab(self) -> ChatTab | None:
+        """Bring back the most recently closed chat: from the history when there is one (as
+        saved at closing), else the conversation itself."""
+        while self._closed_tabs:
+            conv = self._closed_tabs.pop()
+            self.reopen_action.setEnabled(bool(self._closed_tabs))
+            if self.history is not None:
+                tab = self.history.open_session(conv.session_id)
+                if tab is not None:
+                    return tab
+                continue  # deleted from the history meanwhile: try the one before
+            # a fresh Conversation: the closed tab's widgets still listen to the old one
+            copy = Conversation(conv.bridge, title=conv.title, system_prompt=conv.system_prompt,
+                                params=conv.params, session_id=conv.session_id,
+                                messages=conv.messages, preset=conv.preset)
+            return self.new_tab(conversation=copy)
+        return None
 
     def close_current_tab(self) -> None:
         if self.tabs.count():

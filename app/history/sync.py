@@ -232,6 +232,8 @@ class HistorySync:
 
     # -- conversation events ------------------------------------------------------------
     def _on_added(self, t: _Tracked, index: int) -> None:
+        if index == 0:
+            self._save_session(t)  # the first message names the chat: its title at once
         if not t.conv.messages[index].streaming:  # a reply is saved at its first token
             self._save_message(t, index)
 

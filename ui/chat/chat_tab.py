@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
@@ -37,6 +39,7 @@ class ChatTab(QWidget):
             ctx.bridge, title=title, system_prompt=ctx.settings.system_prompt,
             params=ctx.settings.new_tab_params())
         self.editing_index: int | None = None
+        self.title_listener: Callable[[], object] | None = None  # the window detaches it
         self._build()
         if conversation is None:
             preset = self.panel.preset.currentText()
