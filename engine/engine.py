@@ -21,7 +21,7 @@ from .errors import EngineStopped, QueueFullError, RequestRejected
 from .sampling import RowSampler
 from .sampling_params import SamplingParams
 from .sequence import Priority, Sequence
-from .stats import EngineStats, RequestRow, RequestStats, TickRecord
+from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
 from .stream import RequestStream
 from .token_event import TokenEvent
 from .worker import EngineThread, Inbox, apply
@@ -222,6 +222,10 @@ class Engine:
 
     def request_rows(self) -> list[RequestRow]:
         return readouts.request_rows(self._core)
+
+    def request_progress(self) -> dict[str, RequestProgress]:
+        """Requests with no token yet: queue position or prompt tokens read so far."""
+        return readouts.request_progress(self._core)
 
     # -- internals ----------------------------------------------------------------------
     def _prompt_tokens(self, messages: Seq[Mapping[str, Any]] | None,

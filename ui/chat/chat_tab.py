@@ -48,6 +48,7 @@ class ChatTab(QWidget):
         conv.added.connect(lambda i: self.messages.add(i, conv.messages[i]))
         conv.delta.connect(lambda i, _text: self.messages.refresh(i))
         conv.reply_finished.connect(self.messages.refresh)
+        conv.waiting.connect(self.messages.refresh)
         conv.busy_changed.connect(self._on_busy)
         conv.notice.connect(self.show_notice)
         conv.added.connect(lambda _i: self._update_buttons())

@@ -88,7 +88,10 @@ class MessageWidget(QFrame):
     def _render(self) -> None:
         self._dirty = False
         msg = self.message
-        self.body.set_markdown(msg.content if msg.content or not msg.streaming else "…")
+        if msg.content or not msg.streaming:
+            self.body.set_markdown(msg.content)
+        else:  # never a silent wait: where the request stands until its first token
+            self.body.set_markdown(f"*{msg.wait_note}*" if msg.wait_note else "…")
         self.stats.setText(stats_text(msg))
         failed = msg.finish_reason in ("error", "context")
         self.stats.setProperty("failed", "true" if failed else "false")
