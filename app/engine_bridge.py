@@ -101,6 +101,9 @@ class Generation:
         self.delta = Event()
         self.finished = Event()
         self.waiting = Event()  # (RequestProgress | None) while it has no token yet
+        # (generation) once it has ended, as `finished`, but kept by detach(): for what
+        # outlives the view (the history records a reply cancelled by closing its tab)
+        self.done = Event()
         self.progress: Any = None  # the engine's RequestProgress, until the first token
         self.shown = ""  # text already handed to `delta` listeners
         self.ended = False  # the stream ended (its finish may not be flushed yet)
@@ -154,6 +157,7 @@ class Generation:
         if self.ended and not self.is_finished:
             self.is_finished = True
             self.finished.emit(self)
+            self.done.emit(self)
 
 
 class EngineBridge:
