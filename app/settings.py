@@ -74,6 +74,11 @@ class Settings:
         self.presets_changed = Event()
         # The chat tabs' settings panel: one global toggle, hidden until asked for.
         self.show_settings_panel = False
+        self.theme = "system"  # "system" (follow the OS), "light" or "dark"
+        # what the window remembers: Qt's saveGeometry/saveState (base64), unsent drafts
+        self.window_geometry = ""
+        self.window_state = ""
+        self.drafts: dict[str, str] = {}  # chat session id -> text in its input box
         self.settings_panel_changed = Event()
 
     @classmethod
@@ -102,6 +107,15 @@ class Settings:
                 repair_text(str(name)): normalize_params(p) for name, p in presets.items()
                 if isinstance(p, dict) and name not in BUILTIN_PRESETS
             }
+        for key in ("window_geometry", "window_state"):
+            if isinstance(data.get(key), str):
+                setattr(settings, key, data[key])
+        drafts = data.get("drafts")
+        if isinstance(drafts, dict):
+            settings.drafts = {str(k): repair_text(v) for k, v in drafts.items()
+                               if isinstance(v, str)}
+        if data.get("theme") in ("system", "light", "dark"):
+            settings.theme = data["theme"]
         if isinstance(data.get("show_settings_panel"), bool):
             settings.show_settings_panel = data["show_settings_panel"]
         name = data.get("default_preset")
@@ -116,6 +130,9 @@ class Settings:
         data = {"model": self.model, "system_prompt": self.system_prompt,
                 "default_preset": self.default_preset, "presets": self.user_presets}
         data["show_settings_panel"] = self.show_settings_panel
+        data["theme"] = self.theme
+        data.update(window_geometry=self.window_geometry, window_state=self.window_state,
+                    drafts=self.drafts)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QInputDialog,
     QLabel,
     QMainWindow,
@@ -23,12 +24,14 @@ from app.engine_bridge import BridgeState
 from app.kv_saver import KVSaver
 
 from .chat.chat_tab import ChatTab
+from .help_menu import about_box, shortcuts_box
 from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
 from .simulator import SimulatorDock
 from .stats.panel import StatsDock
 from .tab_bar import ChatTabBar
+from .theme import Theme
 
 BUSY_MARK = "● "
 CLOSED_TABS_KEPT = 20
@@ -95,6 +98,7 @@ class MainWindow(QMainWindow):
             self.new_tab()
         if self.history is not None:
             self.history.show_notice()
+        self._make_look_and_help()
 
     def _make_actions(self) -> None:
         menu = self.menuBar().addMenu("&Chat")
@@ -136,6 +140,73 @@ class MainWindow(QMainWindow):
         view = next(a.menu() for a in self.menuBar().actions() if a.text() == "&View")
         view.addAction(toggle)
         self.addAction(toggle)
+
+    # -- look, help, and what the window remembers ---------------------------------------
+    def _make_look_and_help(self) -> None:
+        """View → Theme, the Help menu, Quit last in Chat, and the window's remembered
+        size, dock layout and drafts."""
+        self.theme = Theme(QApplication.instance(), self.ctx.settings.theme, self)
+        self.theme.listeners.append(self._look_changed)
+        view = next(a.menu() for a in self.menuBar().actions() if a.text() == "&View")
+        themes = view.addMenu("&Theme")
+        group = QActionGroup(self)
+        self.theme_actions: dict[str, QAction] = {}
+        for choice, label in (("system", "Follow the &system"), ("light", "&Light"),
+                              ("dark", "&Dark")):
+            action = themes.addAction(label)
+            action.setCheckable(True)
+            action.setChecked(choice == self.theme.choice)
+            action.triggered.connect(lambda _=False, c=choice: self.set_theme(c))
+            group.addAction(action)
+            self.theme_actions[choice] = action
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction("&Keyboard shortcuts", lambda: shortcuts_box(self))
+        help_menu.addAction("&About BatchChat", lambda: about_box(self, self.ctx.bridge))
+        self.keep_quit_last()
+        self._restore_layout()
+
+    def keep_quit_last(self) -> None:
+        """Quit goes at the end of the Chat menu, whatever was added after it."""
+        menu = next(a.menu() for a in self.menuBar().actions() if a.text() == "&Chat")
+        quit_action = next((a for a in menu.actions() if a.text() == "&Quit"), None)
+        if quit_action is not None and menu.actions()[-1] is not quit_action:
+            menu.removeAction(quit_action)
+            menu.addSeparator()
+            menu.addAction(quit_action)
+
+    def set_theme(self, choice: str) -> None:
+        self.theme.set_choice(choice)
+        self.theme_actions[self.theme.choice].setChecked(True)
+        self.ctx.settings.theme = self.theme.choice
+        self.ctx.settings.save()
+
+    def _look_changed(self, _dark: bool) -> None:
+        for tab in self.chat_tabs():
+            for widget in tab.messages.widgets:
+                widget.body.rerender()
+
+    def _restore_layout(self) -> None:
+        s = self.ctx.settings
+        if s.window_geometry:
+            self.restoreGeometry(QByteArray.fromBase64(s.window_geometry.encode("ascii")))
+        if s.window_state:
+            self.restoreState(QByteArray.fromBase64(s.window_state.encode("ascii")))
+        for tab in self.chat_tabs():
+            self._restore_draft(tab)
+
+    def _restore_draft(self, tab: ChatTab) -> None:
+        draft = self.ctx.settings.drafts.get(tab.conversation.session_id)
+        if draft and not tab.input.toPlainText():
+            tab.input.setPlainText(draft)
+
+    def remember_layout(self) -> None:
+        """Window size, dock layout and unsent drafts, for the next start."""
+        s = self.ctx.settings
+        s.window_geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
+        s.window_state = bytes(self.saveState().toBase64().data()).decode("ascii")
+        s.drafts = {t.conversation.session_id: t.input.toPlainText()
+                    for t in self.chat_tabs() if t.input.toPlainText().strip()}
+        s.save()
 
     def _sim_run_finished(self) -> None:
         dialog = self.history.dialog if self.history is not None else None
@@ -332,6 +403,8 @@ class MainWindow(QMainWindow):
         event.ignore()  # close for real once the engine has stopped
         if not self._closing and self.history is not None and not self.history.may_quit():
             return  # unsaved history: the user is asked first
+        if not self._closing:
+            self.remember_layout()
         if not self._closing:
             self._closing = True
             self.statusBar().showMessage("Stopping the engine …")

@@ -83,7 +83,8 @@ def _format(style_name: str, ttype: _TokenType) -> QTextCharFormat | None:
     return fmt
 
 
-def highlight(doc: QTextDocument, style_name: str = "default") -> list[CodeBlock]:
+def highlight(doc: QTextDocument, style_name: str = "default",
+              link_colour: QColor = LINK_COLOUR) -> list[CodeBlock]:
     """Colour every fenced block and put a "Copy code" link above it; returns the blocks
     (the link's href is copy-code:<index>)."""
     found = []
@@ -102,11 +103,12 @@ def highlight(doc: QTextDocument, style_name: str = "default") -> list[CodeBlock
                 cursor.setPosition(pos + len(value), QTextCursor.MoveMode.KeepAnchor)
                 cursor.mergeCharFormat(fmt)
             pos += len(value)
-        _insert_copy_link(cursor, code, index)
+        _insert_copy_link(cursor, code, index, link_colour)
     return found
 
 
-def _insert_copy_link(cursor: QTextCursor, code: CodeBlock, index: int) -> None:
+def _insert_copy_link(cursor: QTextCursor, code: CodeBlock, index: int,
+                      colour: QColor) -> None:
     cursor.setPosition(code.start)
     cursor.insertBlock()
     cursor.movePosition(QTextCursor.MoveOperation.PreviousBlock)
@@ -117,6 +119,6 @@ def _insert_copy_link(cursor: QTextCursor, code: CodeBlock, index: int) -> None:
     link = QTextCharFormat()
     link.setAnchor(True)
     link.setAnchorHref(f"{COPY_SCHEME}:{index}")
-    link.setForeground(LINK_COLOUR)
+    link.setForeground(colour)
     label = f"{code.language} · Copy code" if code.language else "Copy code"
     cursor.insertText(label, link)

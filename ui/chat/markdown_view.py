@@ -18,9 +18,12 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
 
+from ..theme import is_dark
 from .code_blocks import COPY_SCHEME, CodeBlock, highlight
 
 CODE_BACKGROUND = QColor("#f1f3f6")
+CODE_BACKGROUND_DARK = QColor("#2a2e34")
+LINK_LIGHT, LINK_DARK = QColor("#1a73e8"), QColor("#8ab4f8")
 
 
 class MarkdownView(QTextBrowser):
@@ -48,9 +51,16 @@ class MarkdownView(QTextBrowser):
         self.source_text = text
         self.num_renders += 1
         self.setMarkdown(text)
-        style_code_blocks(self.document())
+        dark = is_dark()
+        style_code_blocks(self.document(), CODE_BACKGROUND_DARK if dark else CODE_BACKGROUND)
         style_tables(self.document())
-        self.code_blocks = highlight(self.document())
+        self.code_blocks = highlight(self.document(), "github-dark" if dark else "default",
+                                     LINK_DARK if dark else LINK_LIGHT)
+
+    def rerender(self) -> None:
+        """Render the same text again (the look changed)."""
+        text, self.source_text = self.source_text, ""
+        self.set_markdown(text)
 
     def copy_code(self, index: int) -> str:
         """Put code block `index` on the clipboard; returns its text."""
@@ -76,14 +86,14 @@ class MarkdownView(QTextBrowser):
         event.ignore()
 
 
-def style_code_blocks(doc: QTextDocument) -> None:
+def style_code_blocks(doc: QTextDocument, background: QColor = CODE_BACKGROUND) -> None:
     """Give fenced/indented code a background and let long code lines wrap."""
     cursor = QTextCursor(doc)
     block = doc.begin()
     while block.isValid():
         fmt = block.blockFormat()
         if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
-            fmt.setBackground(CODE_BACKGROUND)
+            fmt.setBackground(background)
             fmt.setNonBreakableLines(False)
             cursor.setPosition(block.position())
             cursor.setBlockFormat(fmt)
