@@ -77,7 +77,7 @@ class StatsCharts(QWidget):
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
         # 2 x 2 when the dock is wide, one column when it is narrow
-        col.addWidget(ReflowGrid(list(self.plots.values()), column_width=230, max_columns=2))
+        col.addWidget(ReflowGrid(list(self.plots.values()), column_width=260, max_columns=2))
         self.curves["budget"] = self._budget_curve(self.plots["step_ms"].getPlotItem())
 
     def _budget_curve(self, item: pg.PlotItem) -> pg.PlotCurveItem:

@@ -136,7 +136,7 @@ class StatsPanel(QWidget):
                 boxes.append(box)
         stack.addStretch(1)
         # Reflows to fewer columns in a narrow dock (the chat keeps its width).
-        numbers = ReflowGrid([*boxes, stacked], column_width=190, max_columns=4)
+        numbers = ReflowGrid([*boxes, stacked], column_width=260, max_columns=4)
         self.charts = StatsCharts(history_s)
         self.table_model = RequestTableModel(self)
         self.table = make_table_view(self.table_model)
