@@ -14,6 +14,8 @@ from engine.text_check import lone_surrogate, repair_text
 
 from .engine_bridge import EngineBridge, Generation, ReplyStats, SubmitError
 from .events import Event
+from .titles import title_from_message
+from .waiting import wait_note
 
 _ids = itertools.count(1)
 
@@ -31,6 +33,7 @@ class ChatMessage:
     # A reply's generated token ids: handed back with the next prompt so the engine reuses
     # its cached KV exactly (engine/chat_prompt.py); None for user text and old replies.
     token_ids: list[int] | None = None
+    wait_note: str = ""  # before the first token: "queued — 2 ahead", "reading prompt 40 %"
     id: str = field(default_factory=lambda: str(uuid.uuid4()))  # its history row
 
 
@@ -55,7 +58,7 @@ class Conversation:
         self.id = next(_ids)
         self.session_id = session_id or str(uuid.uuid4())  # its row in the history store
         self.bridge = bridge
-        self.title = title or f"Chat {self.id}"
+        self.title = title or self.default_title
         self.system_prompt = system_prompt
         self.params: dict[str, Any] = dict(params or {})
         self.preset = preset
@@ -65,6 +68,12 @@ class Conversation:
         self.reset, self.added, self.delta = Event(), Event(), Event()
         self.reply_finished, self.busy_changed, self.notice = Event(), Event(), Event()
         self.meta_changed = Event()
+        self.waiting = Event()  # (index): a reply's wait_note changed
+
+    @property
+    def default_title(self) -> str:
+        """The title a chat has until it is named (by its first message or the user)."""
+        return f"Chat {self.id}"
 
     @property
     def tag(self) -> str:
@@ -83,6 +92,9 @@ class Conversation:
         """Add a user message and start the reply. False (with a notice) if refused."""
         if self.is_busy or not text.strip() or not self._valid_text(text):
             return False
+        if not self.messages and self.title == self.default_title:
+            # named after its first message until the user renames it
+            self.rename(title_from_message(text) or self.title)
         self.messages.append(ChatMessage("user", text))
         self.added.emit(len(self.messages) - 1)
         return self._start()
@@ -167,17 +179,26 @@ class Conversation:
         index = len(self.messages) - 1
         gen.delta.connect(lambda text: self._on_delta(index, text))
         gen.finished.connect(lambda g: self._on_finished(index, g))
+        gen.waiting.connect(lambda progress: self._on_waiting(index, progress))
         self.added.emit(index)
         self.busy_changed.emit(True)
         return True
 
+    def _on_waiting(self, index: int, progress: Any) -> None:
+        note = wait_note(progress)
+        if note != self.messages[index].wait_note:
+            self.messages[index].wait_note = note
+            self.waiting.emit(index)
+
     def _on_delta(self, index: int, text: str) -> None:
+        self.messages[index].wait_note = ""
         self.messages[index].content += text
         self.delta.emit(index, text)
 
     def _on_finished(self, index: int, gen: Generation) -> None:
         msg = self.messages[index]
         msg.streaming = False
+        msg.wait_note = ""
         msg.stats = gen.stats
         msg.finish_reason = gen.finish_reason
         msg.error = gen.error

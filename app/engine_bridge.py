@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
 log = logging.getLogger(__name__)
 
 Loader = Callable[[str], "Engine"]
+WAIT_POLL_S = 0.1  # how often a reply with no token yet is told where it stands
 
 
 class BridgeState(StrEnum):
@@ -99,6 +100,11 @@ class Generation:
         self.tag = tag
         self.delta = Event()
         self.finished = Event()
+        self.waiting = Event()  # (RequestProgress | None) while it has no token yet
+        # (generation) once it has ended, as `finished`, but kept by detach(): for what
+        # outlives the view (the history records a reply cancelled by closing its tab)
+        self.done = Event()
+        self.progress: Any = None  # the engine's RequestProgress, until the first token
         self.shown = ""  # text already handed to `delta` listeners
         self.ended = False  # the stream ended (its finish may not be flushed yet)
         self.is_finished = False  # `finished` was emitted
@@ -140,6 +146,7 @@ class Generation:
         """Forget every listener (the view is going away)."""
         self.delta.disconnect()
         self.finished.disconnect()
+        self.waiting.disconnect()
 
     def _flush(self) -> None:
         if self._pending:
@@ -150,6 +157,7 @@ class Generation:
         if self.ended and not self.is_finished:
             self.is_finished = True
             self.finished.emit(self)
+            self.done.emit(self)
 
 
 class EngineBridge:
@@ -173,6 +181,7 @@ class EngineBridge:
         self._dirty: dict[str, Generation] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._flush_handle: asyncio.TimerHandle | None = None
+        self._wait_handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the engine serves
 
     # -- model lifecycle ----------------------------------------------------------------
@@ -225,6 +234,9 @@ class EngineBridge:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=1.0)
         self._flush()
+        if self._wait_handle is not None:
+            self._wait_handle.cancel()
+            self._wait_handle = None
 
     def _set_state(self, state: BridgeState, message: str = "") -> None:
         self.state, self.message = state, message
@@ -253,6 +265,7 @@ class EngineBridge:
         task = self._event_loop().create_task(self._pump(gen))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        self._watch_waiting()
         return gen
 
     @property
@@ -307,6 +320,27 @@ class EngineBridge:
         finally:
             gen.ended = True
             self._mark(gen)
+
+    # -- waiting feedback ---------------------------------------------------------------
+    def _watch_waiting(self) -> None:
+        if self._wait_handle is None:
+            self._wait_handle = self._event_loop().call_later(WAIT_POLL_S, self._poll_waiting)
+
+    def _poll_waiting(self) -> None:
+        """While a reply has no text yet, tell it where it stands (queue position, prompt
+        read so far): one cheap engine read-out for all of them, a few times a second."""
+        self._wait_handle = None
+        waiting = [g for g in self._active.values()
+                   if not g.shown and not g._pending and not g.ended]
+        if not waiting or self.engine is None:
+            return
+        progress = self.engine.request_progress()
+        for gen in waiting:
+            now = progress.get(gen.request_id)
+            if now != gen.progress:
+                gen.progress = now
+                gen.waiting.emit(now)
+        self._watch_waiting()
 
     # -- per-frame coalescing -----------------------------------------------------------
     def _mark(self, gen: Generation) -> None:

@@ -76,6 +76,14 @@ class Settings:
         self.server_port = DEFAULT_SERVER_PORT
         self.server_api_key = ""
         self.presets_changed = Event()
+        # The chat tabs' settings panel: one global toggle, hidden until asked for.
+        self.show_settings_panel = False
+        self.theme = "system"  # "system" (follow the OS), "light" or "dark"
+        # what the window remembers: Qt's saveGeometry/saveState (base64), unsent drafts
+        self.window_geometry = ""
+        self.window_state = ""
+        self.drafts: dict[str, str] = {}  # chat session id -> text in its input box
+        self.settings_panel_changed = Event()
 
     @classmethod
     def default_path(cls) -> Path:
@@ -108,6 +116,17 @@ class Settings:
             settings.server_port = port
         if isinstance(data.get("server_api_key"), str):
             settings.server_api_key = data["server_api_key"]
+        for key in ("window_geometry", "window_state"):
+            if isinstance(data.get(key), str):
+                setattr(settings, key, data[key])
+        drafts = data.get("drafts")
+        if isinstance(drafts, dict):
+            settings.drafts = {str(k): repair_text(v) for k, v in drafts.items()
+                               if isinstance(v, str)}
+        if data.get("theme") in ("system", "light", "dark"):
+            settings.theme = data["theme"]
+        if isinstance(data.get("show_settings_panel"), bool):
+            settings.show_settings_panel = data["show_settings_panel"]
         name = data.get("default_preset")
         if isinstance(name, str) and name in settings.preset_names():
             settings.default_preset = name
@@ -120,6 +139,10 @@ class Settings:
         data = {"model": self.model, "system_prompt": self.system_prompt,
                 "default_preset": self.default_preset, "presets": self.user_presets,
                 "server_port": self.server_port, "server_api_key": self.server_api_key}
+        data["show_settings_panel"] = self.show_settings_panel
+        data["theme"] = self.theme
+        data.update(window_geometry=self.window_geometry, window_state=self.window_state,
+                    drafts=self.drafts)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
@@ -127,6 +150,13 @@ class Settings:
             os.replace(tmp, self.path)
         except OSError as exc:
             log.warning("could not save settings to %s: %s", self.path, exc)
+
+    def set_settings_panel(self, shown: bool) -> None:
+        """Show or hide every tab's settings panel; remembered across restarts."""
+        if shown != self.show_settings_panel:
+            self.show_settings_panel = shown
+            self.save()
+            self.settings_panel_changed.emit(shown)
 
     # -- presets ------------------------------------------------------------------------
     def preset_names(self) -> list[str]:

@@ -21,6 +21,7 @@ _EXPORTS = {
     "Priority": ".sequence",
     "EngineStats": ".stats",
     "RequestRow": ".stats",
+    "RequestProgress": ".stats",
     "RequestStats": ".stats",
     "TickRecord": ".stats",
     "RequestStream": ".stream",

@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import random
+import secrets
 import threading
 from collections.abc import Mapping
 from collections.abc import Sequence as Seq
@@ -21,7 +22,7 @@ from .errors import EngineStopped, QueueFullError, RequestRejected
 from .sampling import RowSampler
 from .sampling_params import SamplingParams
 from .sequence import Priority, Sequence
-from .stats import EngineStats, RequestRow, RequestStats, TickRecord
+from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
 from .stream import RequestStream
 from .token_event import TokenEvent
 from .worker import EngineThread, Inbox, apply
@@ -52,6 +53,8 @@ class Engine:
         self._inbox = Inbox()
         self._streams: dict[str, RequestStream] = {}
         self._ids = itertools.count(1)
+        # Ids stay unique across launches and reloads (exported stats, the history).
+        self._launch = secrets.token_hex(3)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: EngineThread | None = None
         self._closed = False
@@ -125,7 +128,7 @@ class Engine:
                 f"prompt + {params.max_tokens} new tokens) but the KV budget is "
                 f"{self._core.kv_budget / mib:.0f} MiB: lower max_tokens or shorten the prompt"
             )
-        request_id = request_id or f"req-{next(self._ids)}"
+        request_id = request_id or f"req-{self._launch}-{next(self._ids)}"
         if request_id in self._streams:
             raise RequestRejected(f"request id {request_id!r} is already in use")
         seed = params.seed if params.seed is not None else random.SystemRandom().getrandbits(32)
@@ -222,6 +225,10 @@ class Engine:
 
     def request_rows(self) -> list[RequestRow]:
         return readouts.request_rows(self._core)
+
+    def request_progress(self) -> dict[str, RequestProgress]:
+        """Requests with no token yet: queue position or prompt tokens read so far."""
+        return readouts.request_progress(self._core)
 
     # -- internals ----------------------------------------------------------------------
     def _prompt_tokens(self, messages: Seq[Mapping[str, Any]] | None,

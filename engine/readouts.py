@@ -9,7 +9,8 @@ import time
 import mlx.core as mx
 
 from .engine_core import EngineCore
-from .stats import EngineStats, RequestRow, RequestStats
+from .sequence import Status
+from .stats import EngineStats, RequestProgress, RequestRow, RequestStats
 
 
 def engine_stats(core: EngineCore) -> EngineStats:
@@ -63,8 +64,44 @@ def engine_stats(core: EngineCore) -> EngineStats:
 
 def request_rows(core: EngineCore) -> list[RequestRow]:
     rows = []
+    positions = queue_positions(core)
     for seq in core.by_id.copy().values():  # copy(): one atomic call under the GIL
         s = RequestStats.of(seq)
         rows.append(RequestRow(seq.request_id, seq.tag, seq.status.value, s.prompt_tokens,
-                               s.generated_tokens, s.ttft_s, s.tokens_per_s, s.cached_tokens))
+                               s.generated_tokens, s.ttft_s, s.tokens_per_s, s.cached_tokens,
+                               positions.get(seq.request_id),
+                               min(seq.num_cached, seq.num_prompt_tokens)))
     return rows
+
+
+def queue_positions(core: EngineCore) -> dict[str, int]:
+    """Waiting request id -> how many waiting requests will be admitted before it (higher
+    classes first, then arrival order: Scheduler.admit's order)."""
+    out: dict[str, int] = {}
+    ahead = 0
+    waiting = core.scheduler.waiting
+    for priority in sorted(waiting):
+        queue = tuple(waiting[priority])  # one atomic copy under the GIL
+        for i, seq in enumerate(queue):
+            out[seq.request_id] = ahead + i
+        ahead += len(queue)
+    return out
+
+
+def request_progress(core: EngineCore) -> dict[str, RequestProgress]:
+    """Every request that has no token yet (queued or reading its prompt): cheap enough to
+    call each frame, since it looks only at the waiting queues and the prefilling set."""
+    out: dict[str, RequestProgress] = {}
+    seqs = {seq.request_id: seq for q in core.scheduler.waiting.values() for seq in tuple(q)}
+    positions = queue_positions(core)
+    for seq in tuple(core.scheduler.prefilling):
+        seqs[seq.request_id] = seq
+    for rid, seq in seqs.items():
+        if seq.output_tokens:
+            continue
+        queued = seq.status is Status.WAITING
+        out[rid] = RequestProgress(rid, "queued" if queued else "prefilling",
+                                   positions.get(rid) if queued else None,
+                                   seq.num_prompt_tokens,
+                                   0 if queued else min(seq.num_cached, seq.num_prompt_tokens))
+    return out

@@ -82,6 +82,24 @@ class RequestRow:
     ttft_s: float | None
     tokens_per_s: float
     cached_tokens: int = 0  # prompt tokens reused from the prefix cache
+    queue_position: int | None = None  # queued: requests admitted before it (0: next)
+    prompt_done: int = 0  # prompt tokens in the KV cache so far (cached or computed)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestProgress:
+    """Where a request that has no token yet stands: queued (how many go first) or reading
+    its prompt (how many prompt tokens are in the KV cache)."""
+
+    request_id: str
+    state: str  # "queued" | "prefilling"
+    queue_position: int | None  # queued: requests of its class or higher admitted first
+    prompt_tokens: int
+    prompt_done: int
+
+    @property
+    def prefill_fraction(self) -> float:
+        return min(1.0, self.prompt_done / self.prompt_tokens) if self.prompt_tokens else 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QInputDialog,
     QLabel,
     QMainWindow,
@@ -24,14 +25,18 @@ from app.kv_saver import KVSaver
 from app.server.in_app import AppServer
 
 from .chat.chat_tab import ChatTab
+from .help_menu import about_box, shortcuts_box
 from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
 from .server_controls import ServerControls
 from .simulator import SimulatorDock
 from .stats.panel import StatsDock
+from .tab_bar import ChatTabBar
+from .theme import Theme
 
 BUSY_MARK = "● "
+CLOSED_TABS_KEPT = 20
 
 
 class MainWindow(QMainWindow):
@@ -58,6 +63,7 @@ class MainWindow(QMainWindow):
         self.banner.choose_model.connect(self.choose_model)
         col.addWidget(self.banner)
         self.tabs = QTabWidget()
+        self.tabs.setTabBar(ChatTabBar())  # fixed-width tabs: close buttons never jump
         self.tabs.setTabsClosable(True)
         self.tabs.setMovable(True)
         self.tabs.setDocumentMode(True)
@@ -83,6 +89,8 @@ class MainWindow(QMainWindow):
         self._stats_timer.start()
 
         self._make_actions()
+        self._closed_tabs: list[Conversation] = []  # most recently closed last
+        self._make_tab_actions()
         self._make_stats_dock()
         self._make_simulator_dock()
         self.api_server = ServerControls(self, AppServer(ctx))
@@ -93,6 +101,7 @@ class MainWindow(QMainWindow):
             self.new_tab()
         if self.history is not None:
             self.history.show_notice()
+        self._make_look_and_help()
 
     def _make_actions(self) -> None:
         menu = self.menuBar().addMenu("&Chat")
@@ -135,6 +144,73 @@ class MainWindow(QMainWindow):
         view.addAction(toggle)
         self.addAction(toggle)
 
+    # -- look, help, and what the window remembers ---------------------------------------
+    def _make_look_and_help(self) -> None:
+        """View → Theme, the Help menu, Quit last in Chat, and the window's remembered
+        size, dock layout and drafts."""
+        self.theme = Theme(QApplication.instance(), self.ctx.settings.theme, self)
+        self.theme.listeners.append(self._look_changed)
+        view = next(a.menu() for a in self.menuBar().actions() if a.text() == "&View")
+        themes = view.addMenu("&Theme")
+        group = QActionGroup(self)
+        self.theme_actions: dict[str, QAction] = {}
+        for choice, label in (("system", "Follow the &system"), ("light", "&Light"),
+                              ("dark", "&Dark")):
+            action = themes.addAction(label)
+            action.setCheckable(True)
+            action.setChecked(choice == self.theme.choice)
+            action.triggered.connect(lambda _=False, c=choice: self.set_theme(c))
+            group.addAction(action)
+            self.theme_actions[choice] = action
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction("&Keyboard shortcuts", lambda: shortcuts_box(self))
+        help_menu.addAction("&About BatchChat", lambda: about_box(self, self.ctx.bridge))
+        self.keep_quit_last()
+        self._restore_layout()
+
+    def keep_quit_last(self) -> None:
+        """Quit goes at the end of the Chat menu, whatever was added after it."""
+        menu = next(a.menu() for a in self.menuBar().actions() if a.text() == "&Chat")
+        quit_action = next((a for a in menu.actions() if a.text() == "&Quit"), None)
+        if quit_action is not None and menu.actions()[-1] is not quit_action:
+            menu.removeAction(quit_action)
+            menu.addSeparator()
+            menu.addAction(quit_action)
+
+    def set_theme(self, choice: str) -> None:
+        self.theme.set_choice(choice)
+        self.theme_actions[self.theme.choice].setChecked(True)
+        self.ctx.settings.theme = self.theme.choice
+        self.ctx.settings.save()
+
+    def _look_changed(self, _dark: bool) -> None:
+        for tab in self.chat_tabs():
+            for widget in tab.messages.widgets:
+                widget.body.rerender()
+
+    def _restore_layout(self) -> None:
+        s = self.ctx.settings
+        if s.window_geometry:
+            self.restoreGeometry(QByteArray.fromBase64(s.window_geometry.encode("ascii")))
+        if s.window_state:
+            self.restoreState(QByteArray.fromBase64(s.window_state.encode("ascii")))
+        for tab in self.chat_tabs():
+            self._restore_draft(tab)
+
+    def _restore_draft(self, tab: ChatTab) -> None:
+        draft = self.ctx.settings.drafts.get(tab.conversation.session_id)
+        if draft and not tab.input.toPlainText():
+            tab.input.setPlainText(draft)
+
+    def remember_layout(self) -> None:
+        """Window size, dock layout and unsent drafts, for the next start."""
+        s = self.ctx.settings
+        s.window_geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
+        s.window_state = bytes(self.saveState().toBase64().data()).decode("ascii")
+        s.drafts = {t.conversation.session_id: t.input.toPlainText()
+                    for t in self.chat_tabs() if t.input.toPlainText().strip()}
+        s.save()
+
     def _sim_run_finished(self) -> None:
         dialog = self.history.dialog if self.history is not None else None
         if dialog is not None and dialog.isVisible():
@@ -156,6 +232,8 @@ class MainWindow(QMainWindow):
         tab = ChatTab(self.ctx, conversation=conversation)
         index = self.tabs.addTab(tab, tab.conversation.title)
         tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
+        tab.title_listener = lambda t=tab: self._mark_busy(t, t.conversation.is_busy)
+        tab.conversation.meta_changed.connect(tab.title_listener)  # auto titles, renames
         self.kv_saver.watch(tab.conversation)
         self.tabs.setCurrentIndex(index)
         tab.input.setFocus()
@@ -171,13 +249,84 @@ class MainWindow(QMainWindow):
         if self.history is not None:
             self.history.tab_closing(tab)
         self.kv_saver.forget(tab.conversation)
+        tab.conversation.meta_changed.disconnect(tab.title_listener)
         tab.close_tab()
+        self._remember_closed(tab.conversation)
         self.tabs.removeTab(index)
         tab.deleteLater()
         if self.history is not None:
             self.history.save_order()
         if self.tabs.count() == 0 and not self._closing:
             self.new_tab()
+
+    # -- tab navigation and reopening ---------------------------------------------------
+    def _make_tab_actions(self) -> None:
+        """Reopen closed tab (Ctrl+Shift+T), next/previous (Ctrl+Tab), Ctrl+1…9."""
+        menu = next(a.menu() for a in self.menuBar().actions() if a.text() == "&Chat")
+        quit_action = next((a for a in menu.actions() if a.text() == "&Quit"), None)
+        self.reopen_action = QAction("Re&open closed tab", self)
+        self.reopen_action.setShortcut(QKeySequence("Ctrl+Shift+T"))
+        self.reopen_action.triggered.connect(lambda _=False: self.reopen_closed_tab())
+        self.reopen_action.setEnabled(False)
+        menu.insertAction(quit_action, self.reopen_action)  # Quit stays last
+        self.addAction(self.reopen_action)
+        moves = [("Ctrl+Tab", lambda: self._step_tab(1)),
+                 ("Ctrl+Shift+Backtab", lambda: self._step_tab(-1)),
+                 ("Ctrl+PgDown", lambda: self._step_tab(1)),
+                 ("Ctrl+PgUp", lambda: self._step_tab(-1))]
+        # Ctrl+1…8 pick that tab, Ctrl+9 the last one (as browsers do)
+        moves += [(f"Ctrl+{n}", lambda n=n: self._go_to_tab(n - 1 if n < 9 else -1))
+                  for n in range(1, 10)]
+        for keys, slot in moves:
+            action = QAction(self)
+            action.setShortcut(QKeySequence(keys))
+            action.triggered.connect(lambda _=False, s=slot: s())
+            self.addAction(action)
+
+    def _step_tab(self, step: int) -> None:
+        count = self.tabs.count()
+        if count:
+            self.tabs.setCurrentIndex((self.tabs.currentIndex() + step) % count)
+            self._focus_input()
+
+    def _go_to_tab(self, index: int) -> None:
+        count = self.tabs.count()
+        if count and index < count:
+            self.tabs.setCurrentIndex(index % count)
+            self._focus_input()
+
+    def _focus_input(self) -> None:
+        tab = self.current_tab()
+        if tab is not None:
+            tab.input.setFocus()
+
+    def _remember_closed(self, conv: Conversation) -> None:
+        if not conv.messages:
+            return  # an empty chat is not worth reopening (nor kept in the history)
+        for msg in conv.messages:  # a reply cut off by closing reads as stopped
+            if msg.streaming:
+                msg.streaming, msg.finish_reason = False, msg.finish_reason or "cancelled"
+        self._closed_tabs.append(conv)
+        del self._closed_tabs[:-CLOSED_TABS_KEPT]
+        self.reopen_action.setEnabled(True)
+
+    def reopen_closed_tab(self) -> ChatTab | None:
+        """Bring back the most recently closed chat: from the history when there is one (as
+        saved at closing), else the conversation itself."""
+        while self._closed_tabs:
+            conv = self._closed_tabs.pop()
+            self.reopen_action.setEnabled(bool(self._closed_tabs))
+            if self.history is not None:
+                tab = self.history.open_session(conv.session_id)
+                if tab is not None:
+                    return tab
+                continue  # deleted from the history meanwhile: try the one before
+            # a fresh Conversation: the closed tab's widgets still listen to the old one
+            copy = Conversation(conv.bridge, title=conv.title, system_prompt=conv.system_prompt,
+                                params=conv.params, session_id=conv.session_id,
+                                messages=conv.messages, preset=conv.preset)
+            return self.new_tab(conversation=copy)
+        return None
 
     def close_current_tab(self) -> None:
         if self.tabs.count():
@@ -257,6 +406,8 @@ class MainWindow(QMainWindow):
         event.ignore()  # close for real once the engine has stopped
         if not self._closing and self.history is not None and not self.history.may_quit():
             return  # unsaved history: the user is asked first
+        if not self._closing:
+            self.remember_layout()
         if not self._closing:
             self._closing = True
             self.statusBar().showMessage("Stopping the engine …")

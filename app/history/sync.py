@@ -197,6 +197,9 @@ class HistorySync:
             if msg.streaming:  # closing cancels it: keep what was shown, as stopped
                 msg.streaming, msg.finish_reason = False, msg.finish_reason or "cancelled"
                 self._save_message(t, i)
+                gen = _generation(conv, msg)
+                if gen is not None and not gen.is_finished:  # its stats come when it ends
+                    gen.done.connect(lambda g, t=t, i=i: self._closed_reply_ended(t, i, g))
         self._write(self.store.close_session, conv.session_id)
 
     def set_tab_order(self, convs: list[Conversation]) -> None:
@@ -232,6 +235,8 @@ class HistorySync:
 
     # -- conversation events ------------------------------------------------------------
     def _on_added(self, t: _Tracked, index: int) -> None:
+        if index == 0:
+            self._save_session(t)  # the first message names the chat: its title at once
         if not t.conv.messages[index].streaming:  # a reply is saved at its first token
             self._save_message(t, index)
 
@@ -259,6 +264,18 @@ class HistorySync:
         gen = _generation(t.conv, msg)
         self._save_message(t, index, gen)
         record = convert.request_stats_record(t.conv, msg, gen) if gen is not None else None
+        if record is not None:
+            self._write(self.store.record_request_stats, record)
+
+    def _closed_reply_ended(self, t: _Tracked, index: int, gen: Generation) -> None:
+        """A reply cancelled by closing its tab has ended: its stats are saved like any
+        other's (the text stays what the tab showed)."""
+        msg = t.conv.messages[index] if index < len(t.conv.messages) else None
+        if msg is None or msg.request_id != gen.request_id:
+            return
+        msg.stats, msg.finish_reason, msg.error = gen.stats, gen.finish_reason, gen.error
+        self._save_message(t, index, gen)
+        record = convert.request_stats_record(t.conv, msg, gen)
         if record is not None:
             self._write(self.store.record_request_stats, record)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
@@ -22,6 +24,8 @@ from .input_box import InputBox
 from .message_view import MessageList
 from .settings_panel import CUSTOM, SettingsPanel
 
+CHAT_MIN_WIDTH = 480  # messages and input stay usable whatever is docked beside them
+
 
 class ChatTab(QWidget):
     busy_changed = Signal(bool)
@@ -35,6 +39,7 @@ class ChatTab(QWidget):
             ctx.bridge, title=title, system_prompt=ctx.settings.system_prompt,
             params=ctx.settings.new_tab_params())
         self.editing_index: int | None = None
+        self.title_listener: Callable[[], object] | None = None  # the window detaches it
         self._build()
         if conversation is None:
             preset = self.panel.preset.currentText()
@@ -43,6 +48,7 @@ class ChatTab(QWidget):
         conv.added.connect(lambda i: self.messages.add(i, conv.messages[i]))
         conv.delta.connect(lambda i, _text: self.messages.refresh(i))
         conv.reply_finished.connect(self.messages.refresh)
+        conv.waiting.connect(self.messages.refresh)
         conv.busy_changed.connect(self._on_busy)
         conv.notice.connect(self.show_notice)
         conv.added.connect(lambda _i: self._update_buttons())
@@ -55,6 +61,8 @@ class ChatTab(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal, self)
         split.setChildrenCollapsible(False)
         left = QWidget()
+        left.setObjectName("chatColumn")
+        left.setMinimumWidth(CHAT_MIN_WIDTH)  # docks and the settings panel give way first
         col = QVBoxLayout(left)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
@@ -101,12 +109,16 @@ class ChatTab(QWidget):
         conv = self.conversation
         self.panel = SettingsPanel(self.ctx.settings, conv.system_prompt, conv.params)
         self.panel.changed.connect(self._settings_edited)
-        self.panel.setMinimumWidth(250)
+        self.panel.setMinimumWidth(200)
         split.addWidget(self.panel)
         split.setStretchFactor(0, 1)
         split.setSizes([700, 280])
-        self.settings_button.setChecked(True)
-        self.settings_button.toggled.connect(self.panel.setVisible)
+        shown = self.ctx.settings.show_settings_panel
+        self.settings_button.setChecked(shown)
+        self.panel.setVisible(shown)
+        self.settings_button.setToolTip("Show or hide the sampling settings (all tabs)")
+        self.settings_button.toggled.connect(self.ctx.settings.set_settings_panel)
+        self.ctx.settings.settings_panel_changed.connect(self._show_panel)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(split)
@@ -170,8 +182,14 @@ class ChatTab(QWidget):
         """Cancel a running reply and let go of shared objects."""
         self.conversation.close()
         self.panel.detach()
+        self.ctx.settings.settings_panel_changed.disconnect(self._show_panel)
 
     # -- reactions ----------------------------------------------------------------------
+    def _show_panel(self, shown: bool) -> None:
+        self.panel.setVisible(shown)
+        if self.settings_button.isChecked() != shown:
+            self.settings_button.setChecked(shown)  # re-emits; set_settings_panel ignores it
+
     def _send_or_stop(self) -> None:
         if self.conversation.is_busy:
             self.stop()

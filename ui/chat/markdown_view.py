@@ -4,20 +4,41 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QSizeF, Qt
-from PySide6.QtGui import QColor, QTextCursor, QTextDocument, QTextFormat, QWheelEvent
+from PySide6.QtCore import QSizeF, Qt, QUrl, Signal
+from PySide6.QtGui import (
+    QColor,
+    QDesktopServices,
+    QGuiApplication,
+    QTextCursor,
+    QTextDocument,
+    QTextFormat,
+    QTextFrameFormat,
+    QTextTable,
+    QWheelEvent,
+)
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QWidget
 
+from ..theme import is_dark
+from .code_blocks import COPY_SCHEME, CodeBlock, highlight
+
 CODE_BACKGROUND = QColor("#f1f3f6")
+CODE_BACKGROUND_DARK = QColor("#2a2e34")
+LINK_LIGHT, LINK_DARK = QColor("#1a73e8"), QColor("#8ab4f8")
 
 
 class MarkdownView(QTextBrowser):
+    """`copied(what)` fires after a code block was copied (its language or "code")."""
+
+    copied = Signal(str)
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setOpenExternalLinks(True)
+        self.setOpenLinks(False)  # copy-code links are ours; web links open in a browser
+        self.anchorClicked.connect(self._link_clicked)
+        self.code_blocks: list[CodeBlock] = []
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.document().setDocumentMargin(2)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
@@ -30,7 +51,31 @@ class MarkdownView(QTextBrowser):
         self.source_text = text
         self.num_renders += 1
         self.setMarkdown(text)
-        style_code_blocks(self.document())
+        dark = is_dark()
+        style_code_blocks(self.document(), CODE_BACKGROUND_DARK if dark else CODE_BACKGROUND)
+        style_tables(self.document())
+        self.code_blocks = highlight(self.document(), "github-dark" if dark else "default",
+                                     LINK_DARK if dark else LINK_LIGHT)
+
+    def rerender(self) -> None:
+        """Render the same text again (the look changed)."""
+        text, self.source_text = self.source_text, ""
+        self.set_markdown(text)
+
+    def copy_code(self, index: int) -> str:
+        """Put code block `index` on the clipboard; returns its text."""
+        code = self.code_blocks[index]
+        QGuiApplication.clipboard().setText(code.text)
+        self.copied.emit(code.language or "code")
+        return code.text
+
+    def _link_clicked(self, url: QUrl) -> None:
+        if url.scheme() == COPY_SCHEME:
+            index = int(url.path()) if url.path().isdigit() else -1
+            if 0 <= index < len(self.code_blocks):
+                self.copy_code(index)
+        else:
+            QDesktopServices.openUrl(url)
 
     def _fit(self, size: QSizeF) -> None:
         height = math.ceil(size.height()) + 2 * self.frameWidth()
@@ -41,15 +86,32 @@ class MarkdownView(QTextBrowser):
         event.ignore()
 
 
-def style_code_blocks(doc: QTextDocument) -> None:
+def style_code_blocks(doc: QTextDocument, background: QColor = CODE_BACKGROUND) -> None:
     """Give fenced/indented code a background and let long code lines wrap."""
     cursor = QTextCursor(doc)
     block = doc.begin()
     while block.isValid():
         fmt = block.blockFormat()
         if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
-            fmt.setBackground(CODE_BACKGROUND)
+            fmt.setBackground(background)
             fmt.setNonBreakableLines(False)
             cursor.setPosition(block.position())
             cursor.setBlockFormat(fmt)
         block = block.next()
+
+
+TABLE_BORDER = QColor("#d0d4d9")
+
+
+def style_tables(doc: QTextDocument) -> None:
+    """Markdown tables with thin borders and some room in the cells."""
+    for frame in doc.rootFrame().childFrames():
+        if isinstance(frame, QTextTable):
+            fmt = frame.format()
+            fmt.setBorder(1)
+            fmt.setBorderBrush(TABLE_BORDER)
+            fmt.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+            fmt.setBorderCollapse(True)
+            fmt.setCellPadding(4)
+            fmt.setCellSpacing(0)
+            frame.setFormat(fmt)

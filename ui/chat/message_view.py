@@ -3,12 +3,13 @@ newest text while the user is at the bottom."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QPushButton,
     QScrollArea,
     QVBoxLayout,
@@ -18,6 +19,16 @@ from PySide6.QtWidgets import (
 from app.conversation import FINISH_NOTES, ChatMessage
 
 from .markdown_view import MarkdownView
+
+COPY_LABEL = "Copy"
+CONFIRM_MS = 1500
+
+
+def strip_copy_links(text: str, body: MarkdownView) -> str:
+    """The rendered text without the "Copy code" lines the view adds above code blocks."""
+    labels = {f"{c.language} · Copy code" if c.language else "Copy code"
+              for c in body.code_blocks}
+    return "\n".join(line for line in text.split("\n") if line not in labels)
 
 
 def stats_text(msg: ChatMessage) -> str:
@@ -44,6 +55,7 @@ class MessageWidget(QFrame):
         super().__init__(parent)
         self.index = index
         self.message = message
+        self._confirm_timer: QTimer | None = None
         self.setObjectName("userMessage" if message.role == "user" else "assistantMessage")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 8)
@@ -60,13 +72,19 @@ class MessageWidget(QFrame):
             self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.index))
             header.addWidget(self.edit_button)
         else:
-            copy = QPushButton("Copy")
+            self.copy_button = copy = QPushButton(COPY_LABEL)
             copy.setObjectName("flatButton")
-            copy.clicked.connect(
-                lambda: QGuiApplication.clipboard().setText(self.message.content))
+            copy.setToolTip("Copy this reply as plain text or as Markdown")
+            menu = QMenu(copy)
+            self.copy_plain_action = menu.addAction("Copy as plain text",
+                                                    lambda: self.copy_reply(markdown=False))
+            self.copy_markdown_action = menu.addAction("Copy as Markdown",
+                                                       lambda: self.copy_reply(markdown=True))
+            copy.setMenu(menu)
             header.addWidget(copy)
         layout.addLayout(header)
         self.body = MarkdownView(self)
+        self.body.copied.connect(lambda what: self._confirm(f"{what} copied ✓"))
         layout.addWidget(self.body)
         self.stats = QLabel()
         self.stats.setObjectName("statsLabel")
@@ -79,6 +97,27 @@ class MessageWidget(QFrame):
         self._dirty = True
         self.refresh()
 
+    def copy_reply(self, markdown: bool) -> str:
+        """The whole reply to the clipboard: its Markdown source, or the text as shown."""
+        self._render()
+        text = self.message.content if markdown else self.body.toPlainText()
+        text = strip_copy_links(text, self.body) if not markdown else text
+        QGuiApplication.clipboard().setText(text)
+        self._confirm("Markdown copied ✓" if markdown else "Text copied ✓")
+        return text
+
+    def _confirm(self, text: str) -> None:
+        """A brief confirmation in place of the Copy button's label."""
+        button = getattr(self, "copy_button", None)
+        if button is None:
+            return
+        button.setText(text)
+        if self._confirm_timer is None:  # owned by the widget: it dies with it
+            self._confirm_timer = QTimer(self)
+            self._confirm_timer.setSingleShot(True)
+            self._confirm_timer.timeout.connect(lambda: button.setText(COPY_LABEL))
+        self._confirm_timer.start(CONFIRM_MS)  # a second copy restarts the wait
+
     def refresh(self) -> None:
         """Show the message's current state (deferred while hidden)."""
         self._dirty = True
@@ -88,7 +127,10 @@ class MessageWidget(QFrame):
     def _render(self) -> None:
         self._dirty = False
         msg = self.message
-        self.body.set_markdown(msg.content if msg.content or not msg.streaming else "…")
+        if msg.content or not msg.streaming:
+            self.body.set_markdown(msg.content)
+        else:  # never a silent wait: where the request stands until its first token
+            self.body.set_markdown(f"*{msg.wait_note}*" if msg.wait_note else "…")
         self.stats.setText(stats_text(msg))
         failed = msg.finish_reason in ("error", "context")
         self.stats.setProperty("failed", "true" if failed else "false")

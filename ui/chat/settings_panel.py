@@ -57,6 +57,7 @@ class SettingsPanel(QWidget):
         layout.addLayout(row)
 
         form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow: label above
         self.fields: dict[str, QDoubleSpinBox | QSpinBox] = {
             "temperature": double_box(0.0, 5.0, 0.05),
             "top_p": double_box(0.01, 1.0, 0.01),

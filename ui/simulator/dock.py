@@ -11,7 +11,10 @@ from PySide6.QtWidgets import QDockWidget, QWidget
 
 from app.context import AppContext
 
+from ..reflow import scrolled
+
 log = logging.getLogger(__name__)
+DOCK_MIN_WIDTH = 200  # as the stats dock: chat, settings panel and dock fit in 900 px
 
 
 class SimulatorDock(QDockWidget):
@@ -33,7 +36,7 @@ class SimulatorDock(QDockWidget):
 
             self.panel = SimulatorPanel(self.ctx)
             self.panel.run_finished.connect(self.run_finished)
-            self.setWidget(self.panel)
+            self.setWidget(scrolled(self.panel, DOCK_MIN_WIDTH))
 
     async def shutdown(self, timeout: float = 3.0) -> None:
         """Stop a running simulation and wait for it; never raises (closing goes on)."""

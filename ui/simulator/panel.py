@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -34,6 +35,7 @@ from .summary_view import SummaryView
 log = logging.getLogger(__name__)
 
 PROGRESS_MS = 250
+WIDE_LAYOUT = 640  # form beside the results from this width on, above them below it
 FAILED = ("error", "shutdown")  # as engine.workload.summarize counts them
 JSON_FILTER = "JSON, the whole run (*.json)"
 CSV_FILTER = "CSV, one line per request (*.csv)"
@@ -68,6 +70,7 @@ class SimulatorPanel(QWidget):
         self.error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.progress = QLabel("Not started.")
         self.progress.setObjectName("simProgress")
+        self.progress.setWordWrap(True)
         self.results = ResultsModel(self)
         self.table = make_results_view(self.results)
         self.summary = SummaryView()
@@ -81,7 +84,7 @@ class SimulatorPanel(QWidget):
         scroll.setWidget(self.form)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        scroll.setMinimumWidth(260)
+        scroll.setMinimumWidth(180)
         right = QSplitter(Qt.Orientation.Vertical)
         right.setChildrenCollapsible(False)
         right.addWidget(self.table)
@@ -93,6 +96,7 @@ class SimulatorPanel(QWidget):
         split.addWidget(right)
         split.setStretchFactor(1, 1)
         split.setSizes([300, 600])
+        self.split = split
         col = QVBoxLayout(self)
         col.setContentsMargins(4, 4, 4, 4)
         col.addLayout(controls)
@@ -104,6 +108,14 @@ class SimulatorPanel(QWidget):
         self._timer.timeout.connect(self._show_progress)
         ctx.bridge.state_changed.connect(self._on_state)
         self._on_state(ctx.bridge.state, ctx.bridge.message)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # Narrow dock: the form above the results rather than beside them.
+        wide = event.size().width() >= WIDE_LAYOUT
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if self.split.orientation() != orientation:
+            self.split.setOrientation(orientation)
 
     # -- state --------------------------------------------------------------------------
     @property

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..reflow import ReflowGrid
 from ..stats.charts import nice_ceiling
 
 LATENCIES = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
@@ -56,7 +57,9 @@ class SummaryView(QWidget):
         top.addWidget(self.heading, 1)
         top.addWidget(self.export_button)
 
-        numbers = QVBoxLayout()
+        numbers_box = QWidget()
+        numbers = QVBoxLayout(numbers_box)
+        numbers.setContentsMargins(0, 0, 0, 0)
         numbers.addWidget(self._group("Requests", [(k, t, "") for k, t in COUNTS]))
         numbers.addWidget(self._group("Throughput", [
             ("request_throughput", "requests/s", "completed requests over the run's wall time"),
@@ -67,14 +70,12 @@ class SummaryView(QWidget):
         numbers.addWidget(self._latency_group())
         numbers.addStretch(1)
         self.chart = self._chart()
-        row = QHBoxLayout()
-        row.setContentsMargins(0, 0, 0, 0)
-        row.addLayout(numbers)
-        row.addWidget(self.chart, 1)
+        # side by side when there is room, the chart below the numbers in a narrow dock
+        row = ReflowGrid([numbers_box, self.chart], column_width=250, max_columns=2)
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
         col.addLayout(top)
-        col.addLayout(row, 1)
+        col.addWidget(row, 1)
 
     def _group(self, title: str, fields: list[tuple[str, str, str]]) -> QGroupBox:
         box = QGroupBox(title)

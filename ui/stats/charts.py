@@ -8,9 +8,11 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from app.stats.model import Sample
+
+from ..reflow import ReflowGrid
 
 # key, title, colour
 SERIES = (
@@ -65,17 +67,17 @@ class StatsCharts(QWidget):
         self.history_s = history_s
         self.span_s = 0.0  # the x axis shows the last span_s seconds
         self._tops: dict[str, float] = {}
-        grid = QGridLayout(self)
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setSpacing(4)
         self.plots: dict[str, pg.PlotWidget] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}
-        for i, (key, title, colour) in enumerate(SERIES):
+        for key, title, colour in SERIES:
             plot = _plot(title, history_s)
             self.plots[key] = plot
             self.curves[key] = plot.getPlotItem().plot(
                 pen=pg.mkPen(colour, width=1.5), connect="finite")
-            grid.addWidget(plot, i // 2, i % 2)
+        col = QVBoxLayout(self)
+        col.setContentsMargins(0, 0, 0, 0)
+        # 2 x 2 when the dock is wide, one column when it is narrow
+        col.addWidget(ReflowGrid(list(self.plots.values()), column_width=260, max_columns=2))
         self.curves["budget"] = self._budget_curve(self.plots["step_ms"].getPlotItem())
 
     def _budget_curve(self, item: pg.PlotItem) -> pg.PlotCurveItem:

@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QDockWidget,
     QGridLayout,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QSplitter,
     QVBoxLayout,
@@ -25,6 +24,8 @@ from PySide6.QtWidgets import (
 
 from app.context import AppContext
 from app.stats.model import INTERVAL_S, Latency, StatsModel
+
+from ..reflow import ReflowGrid, scrolled
 
 TTFT_TIP = ("Time to first token: submit -> first token, over the requests the engine "
             "finished most recently (up to 1024).")
@@ -80,6 +81,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ("disk", "on disk", DISK_TIP),
     )),
 )
+DOCK_MIN_WIDTH = 200  # narrow enough for chat (480) + settings panel + dock in 900 px
 # Groups sharing a column, top to bottom (the others have a column each).
 STACKED = ("Latency (p50 / p90 / p99)", "Conversation memory")
 
@@ -107,10 +109,11 @@ class StatsPanel(QWidget):
         from .table import RequestTableModel, make_table_view
 
         self.values: dict[str, QLabel] = {}
-        numbers = QWidget()
-        row = QHBoxLayout(numbers)
-        row.setContentsMargins(0, 0, 0, 0)
+        boxes: list[QWidget] = []
         stack = QVBoxLayout()
+        stacked = QWidget()
+        stack.setContentsMargins(0, 0, 0, 0)
+        stacked.setLayout(stack)
         for title, fields in GROUPS:
             box = QGroupBox(title)
             grid = QGridLayout(box)
@@ -130,9 +133,10 @@ class StatsPanel(QWidget):
             if title in STACKED:
                 stack.addWidget(box)
             else:
-                row.addWidget(box, 0, Qt.AlignmentFlag.AlignTop)
+                boxes.append(box)
         stack.addStretch(1)
-        row.addLayout(stack, 1)  # the stacked column takes the width that is left
+        # Reflows to fewer columns in a narrow dock (the chat keeps its width).
+        numbers = ReflowGrid([*boxes, stacked], column_width=260, max_columns=4)
         self.charts = StatsCharts(history_s)
         self.table_model = RequestTableModel(self)
         self.table = make_table_view(self.table_model)
@@ -142,6 +146,7 @@ class StatsPanel(QWidget):
         split.addWidget(self.charts)
         split.addWidget(self.table)
         split.setSizes([300, 200])
+        self.table.setMinimumHeight(120)
         col = QVBoxLayout(self)
         col.setContentsMargins(4, 4, 4, 4)
         col.addWidget(numbers)
@@ -207,7 +212,7 @@ class StatsDock(QDockWidget):
         super().showEvent(event)
         if self.panel is None:
             self.panel = StatsPanel(self.model.history_s)
-            self.setWidget(self.panel)
+            self.setWidget(scrolled(self.panel, DOCK_MIN_WIDTH))
         self.refresh()
 
     def _tick(self) -> None:

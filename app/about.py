@@ -1,0 +1,31 @@
+"""What the About box says: version, model, compute device, where data lives."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+
+from .engine_bridge import EngineBridge
+from .paths import data_dir
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("batchchat")
+    except importlib.metadata.PackageNotFoundError:
+        return "development copy"
+
+
+def mlx_device() -> str:
+    """MLX's default device, once the engine (hence mlx) is loaded; never loads it."""
+    mx = sys.modules.get("mlx.core")
+    if mx is None:
+        return "not loaded yet"
+    return str(mx.default_device())
+
+
+def about_facts(bridge: EngineBridge) -> list[tuple[str, str]]:
+    return [("Version", version()),
+            ("Model", bridge.description or bridge.source or "none loaded"),
+            ("MLX device", mlx_device()),
+            ("Data directory", str(data_dir()))]

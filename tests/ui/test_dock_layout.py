@@ -1,0 +1,80 @@
+"""Docks never crush the chat: with the stats or simulator dock open (and the settings
+panel shown or not) the chat keeps its minimum width at 1200x780 and 900x600, the window
+is not forced wider, and the docks take what is left with narrower layouts."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from tests.ui.conftest import spin
+from ui.chat.chat_tab import CHAT_MIN_WIDTH
+from ui.reflow import ReflowGrid
+
+SIZES = ((1200, 780), (900, 600))
+
+
+def _settle(loop) -> None:
+    for _ in range(5):
+        QApplication.processEvents()
+        spin(loop, 0.02)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("dock_name", ["stats_dock", "sim_dock"])
+@pytest.mark.parametrize("panel_shown", [False, True], ids=["no-settings", "settings"])
+def test_chat_keeps_its_width_with_a_dock_open(window, loop, size, dock_name, panel_shown):
+    window.ctx.settings.set_settings_panel(panel_shown)
+    window.resize(*size)
+    dock = getattr(window, dock_name)
+    dock.show()
+    _settle(loop)
+    tab = window.current_tab()
+    assert window.width() == size[0]  # the dock did not push the window wider
+    assert tab.panel.isVisible() == panel_shown
+    assert tab.messages.width() >= CHAT_MIN_WIDTH
+    assert tab.input.width() >= CHAT_MIN_WIDTH - 160  # the buttons beside it take the rest
+    assert dock.isVisible() and dock.width() >= 200
+    # the dock really is beside the chat, not over it
+    chat_right = tab.messages.mapTo(window, tab.messages.rect().topRight()).x()
+    assert chat_right < dock.geometry().left()
+    # nothing in the dock sticks out past the window's right edge
+    assert dock.geometry().right() <= window.width()
+
+
+def test_stats_dock_reflows_to_one_column_when_narrow(window, loop):
+    window.resize(900, 600)
+    window.stats_dock.show()
+    _settle(loop)
+    charts = window.stats_dock.panel.charts
+    chart_grid = charts.findChild(ReflowGrid)
+    plots = list(charts.plots.values())
+    window.resizeDocks([window.stats_dock], [220], Qt.Orientation.Horizontal)
+    _settle(loop)
+    assert chart_grid.columns == 1
+    xs = {p.mapTo(window, p.rect().topLeft()).x() for p in plots}
+    assert len(xs) == 1  # one column: every chart starts at the same x
+    window.resize(1600, 780)
+    window.resizeDocks([window.stats_dock], [900], Qt.Orientation.Horizontal)
+    _settle(loop)
+    assert chart_grid.columns == 2
+    xs = {p.mapTo(window, p.rect().topLeft()).x() for p in plots}
+    assert len(xs) == 2
+
+
+def test_simulator_stacks_its_form_above_the_results_when_narrow(window, loop):
+    window.resize(900, 600)
+    window.sim_dock.show()
+    _settle(loop)
+    panel = window.sim_dock.panel
+    window.resizeDocks([window.sim_dock], [300], Qt.Orientation.Horizontal)
+    _settle(loop)
+    assert panel.split.orientation() == Qt.Orientation.Vertical
+    assert panel.table.mapTo(panel, panel.table.rect().topLeft()).y() > \
+        panel.form.mapTo(panel, panel.form.rect().topLeft()).y()
+    window.resize(1600, 780)
+    window.resizeDocks([window.sim_dock], [900], Qt.Orientation.Horizontal)
+    _settle(loop)
+    assert panel.split.orientation() == Qt.Orientation.Horizontal
+
