@@ -1,0 +1,332 @@
+// CPU kernels for y = x @ dequant(W).T on MLX's affine-quantized layout:
+// w[n, k] = scale[n, k / gs] * q[n, k] + bias[n, k / gs], q packed little-end first
+// into uint32 words along k (8 values a word at 4 bits, 4 at 8 bits).
+//
+// Each weight is dequantized once per output row and reused for up to 8 rows of x,
+// so small batches cost about one weight pass. Rows of W are split over a few
+// persistent threads (the MLX stream thread takes the first share).
+
+#include "kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define BC_X86 1
+#endif
+
+namespace bc_native {
+namespace {
+
+inline float f16_to_f32(uint16_t h) {
+  // Portable IEEE half -> float (subnormals, inf and NaN included).
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: value = man * 2^-24
+      float f = (float)man * 5.9604644775390625e-8f;
+      std::memcpy(&bits, &f, 4);
+      bits |= sign;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+inline float load_scale(const void* p, size_t i, ScaleType t) {
+  switch (t) {
+    case ScaleType::f32:
+      return static_cast<const float*>(p)[i];
+    case ScaleType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    default:
+      return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+  }
+}
+
+// ---------------------------------------------------------------- scalar ----
+
+template <int BITS>
+void rows_scalar(const QmvArgs& a, int n0, int n1) {
+  constexpr int per_word = 32 / BITS;
+  constexpr uint32_t mask = (1u << BITS) - 1;
+  const int K = a.K, gs = a.group_size, groups = K / gs, words = K / per_word;
+  std::vector<float> wrow(K);
+  for (int n = n0; n < n1; ++n) {
+    const uint32_t* wp = a.w + (size_t)n * words;
+    for (int g = 0; g < groups; ++g) {
+      float s = load_scale(a.scales, (size_t)n * groups + g, a.stype);
+      float b = load_scale(a.biases, (size_t)n * groups + g, a.stype);
+      for (int k = g * gs; k < (g + 1) * gs; ++k) {
+        uint32_t q = (wp[k / per_word] >> ((k % per_word) * BITS)) & mask;
+        wrow[k] = s * (float)q + b;
+      }
+    }
+    for (int m = 0; m < a.M; ++m) {
+      const float* xr = a.x + (size_t)m * K;
+      float acc = 0.f;
+      for (int k = 0; k < K; ++k) acc += wrow[k] * xr[k];
+      a.y[(size_t)m * a.N + n] = acc;
+    }
+  }
+}
+
+// ------------------------------------------------------------------ AVX2 ----
+#ifdef BC_X86
+
+#define BC_AVX2 __attribute__((target("avx2,fma")))
+
+BC_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Eight quantized values as floats: the j-th 8-wide chunk of a group starting at word p.
+template <int BITS>
+BC_AVX2 inline __m256 unpack8(const uint32_t* p, int j) {
+  if constexpr (BITS == 4) {
+    // One word holds the 8 values: broadcast it and shift each lane by 4 * lane.
+    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32((int)p[j]), shifts);
+    return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0xf)));
+  } else {
+    // Two words hold 8 bytes, already in element order.
+    __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 2 * j));
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+  }
+}
+
+// y[m0 .. m0 + R) x [n0, n1). With R <= 4 two accumulators a row hide the FMA latency.
+template <int BITS, int GS, int R>
+BC_AVX2 void tile_avx2(const QmvArgs& a, int n0, int n1, int m0) {
+  constexpr int per_word = 32 / BITS;
+  constexpr int NA = R <= 4 ? 2 : 1;
+  constexpr int chunks = GS / 8;
+  constexpr int gwords = GS / per_word;
+  const int K = a.K, groups = K / GS, words = K / per_word;
+  const float* x = a.x + (size_t)m0 * K;
+  for (int n = n0; n < n1; ++n) {
+    const uint32_t* wp = a.w + (size_t)n * words;
+    __m256 acc[R][NA];
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < NA; ++i) acc[r][i] = _mm256_setzero_ps();
+    for (int g = 0; g < groups; ++g) {
+      __m256 s = _mm256_set1_ps(load_scale(a.scales, (size_t)n * groups + g, a.stype));
+      __m256 b = _mm256_set1_ps(load_scale(a.biases, (size_t)n * groups + g, a.stype));
+      const uint32_t* gp = wp + (size_t)g * gwords;
+      const float* xg = x + (size_t)g * GS;
+      for (int j = 0; j < chunks; ++j) {
+        __m256 w = _mm256_fmadd_ps(unpack8<BITS>(gp, j), s, b);
+        for (int r = 0; r < R; ++r) {
+          __m256 xv = _mm256_loadu_ps(xg + (size_t)r * K + 8 * j);
+          acc[r][j % NA] = _mm256_fmadd_ps(w, xv, acc[r][j % NA]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      __m256 t = acc[r][0];
+      if constexpr (NA == 2) t = _mm256_add_ps(t, acc[r][1]);
+      a.y[(size_t)(m0 + r) * a.N + n] = hsum(t);
+    }
+  }
+}
+
+// Rows of W in blocks small enough that one block stays in L1 across all M tiles.
+template <int BITS, int GS>
+BC_AVX2 void rows_avx2(const QmvArgs& a, int n0, int n1) {
+  constexpr int block = 16;
+  for (int nb = n0; nb < n1; nb += block) {
+    int ne = std::min(n1, nb + block);
+    int m = 0;
+    for (; m + 8 <= a.M; m += 8) tile_avx2<BITS, GS, 8>(a, nb, ne, m);
+    if (a.M - m >= 4) { tile_avx2<BITS, GS, 4>(a, nb, ne, m); m += 4; }
+    if (a.M - m >= 2) { tile_avx2<BITS, GS, 2>(a, nb, ne, m); m += 2; }
+    if (a.M - m >= 1) tile_avx2<BITS, GS, 1>(a, nb, ne, m);
+  }
+}
+
+bool detect_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+bool detect_avx2() { return false; }
+#endif
+
+using RowsFn = void (*)(const QmvArgs&, int, int);
+
+RowsFn pick(const QmvArgs& a, bool force_scalar) {
+#ifdef BC_X86
+  if (!force_scalar && cpu_has_avx2_fma()) {
+    if (a.bits == 4 && a.group_size == 32) return rows_avx2<4, 32>;
+    if (a.bits == 4 && a.group_size == 64) return rows_avx2<4, 64>;
+    if (a.bits == 8 && a.group_size == 32) return rows_avx2<8, 32>;
+    if (a.bits == 8 && a.group_size == 64) return rows_avx2<8, 64>;
+  }
+#endif
+  return a.bits == 4 ? rows_scalar<4> : rows_scalar<8>;
+}
+
+// ------------------------------------------------------------ thread pool ----
+// Workers spin briefly before sleeping: a decode step issues ~200 small calls back
+// to back, and a condition-variable wake-up costs as much as a small matvec.
+
+class Pool {
+ public:
+  explicit Pool(int helpers) {
+    for (int i = 0; i < helpers; ++i) threads_.emplace_back([this, i] { loop(i + 1); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+      gen_.fetch_add(1);
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  int size() const { return (int)threads_.size() + 1; }
+
+  // Runs fn(part) for part in [0, size()); part 0 on the calling thread.
+  void run(const std::function<void(int)>& fn) {
+    std::lock_guard<std::mutex> call(call_mu_);  // one job at a time
+    job_ = &fn;
+    pending_.store((int)threads_.size());
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      gen_.fetch_add(1);
+    }
+    cv_.notify_all();
+    fn(0);
+    while (pending_.load(std::memory_order_acquire) > 0) spin_pause();
+    job_ = nullptr;
+  }
+
+ private:
+  static void spin_pause() {
+#ifdef BC_X86
+    _mm_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+
+  void loop(int part) {
+    uint64_t seen = 0;
+    for (;;) {
+      int spins = 0;
+      while (gen_.load(std::memory_order_acquire) == seen && spins < 20000) {
+        spin_pause();
+        ++spins;
+      }
+      if (gen_.load(std::memory_order_acquire) == seen) {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return gen_.load() != seen; });
+      }
+      seen = gen_.load(std::memory_order_acquire);
+      if (stop_) return;
+      (*job_)(part);
+      pending_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex mu_, call_mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> gen_{0};
+  std::atomic<int> pending_{0};
+  const std::function<void(int)>* job_ = nullptr;
+  bool stop_ = false;
+};
+
+int default_threads() {
+  if (const char* e = std::getenv("BATCHCHAT_QMV_THREADS")) {
+    int n = std::atoi(e);
+    if (n > 0) return std::min(n, 64);
+  }
+  int hw = (int)std::thread::hardware_concurrency();
+  return std::clamp(hw, 1, 8);
+}
+
+std::mutex pool_mu;
+std::unique_ptr<Pool> pool;
+int wanted_threads = 0;
+
+Pool* get_pool() {
+  std::lock_guard<std::mutex> lk(pool_mu);
+  if (wanted_threads == 0) wanted_threads = default_threads();
+  if (wanted_threads <= 1) return nullptr;
+  if (!pool || pool->size() != wanted_threads) {
+    pool.reset();
+    pool = std::make_unique<Pool>(wanted_threads - 1);
+  }
+  return pool.get();
+}
+
+// Below this many multiply-adds a second thread costs more than it saves.
+constexpr long kParallelMin = 1L << 17;
+
+}  // namespace
+
+bool cpu_has_avx2_fma() {
+  static const bool ok = detect_avx2();
+  return ok;
+}
+
+int qmv_threads() {
+  std::lock_guard<std::mutex> lk(pool_mu);
+  if (wanted_threads == 0) wanted_threads = default_threads();
+  return wanted_threads;
+}
+
+void set_qmv_threads(int n) {
+  std::lock_guard<std::mutex> lk(pool_mu);
+  wanted_threads = std::max(1, n);
+}
+
+void qmv_run(const QmvArgs& a, bool force_scalar) {
+  RowsFn fn = pick(a, force_scalar);
+  long work = (long)a.M * a.N * a.K;
+  Pool* p = work >= kParallelMin ? get_pool() : nullptr;
+  if (!p || a.N < 32) {
+    fn(a, 0, a.N);
+    return;
+  }
+  // Split N into per-thread shares, multiples of 8 rows.
+  const int parts = p->size();
+  std::function<void(int)> job = [&](int part) {
+    long lo = ((long)a.N * part / parts) & ~7L;
+    long hi = part + 1 == parts ? a.N : ((long)a.N * (part + 1) / parts) & ~7L;
+    if (hi > lo) fn(a, (int)lo, (int)hi);
+  };
+  p->run(job);
+}
+
+}  // namespace bc_native
