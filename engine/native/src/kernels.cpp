@@ -195,13 +195,40 @@ RowsFn pick(const QmvArgs& a, bool force_scalar) {
 }
 
 // ------------------------------------------------------------ thread pool ----
-// Workers spin briefly before sleeping: a decode step issues ~200 small calls back
-// to back, and a condition-variable wake-up costs as much as a small matvec.
+// A decode step issues ~200 small calls back to back and a condition-variable wake-up
+// costs as much as a small matvec, so workers spin briefly before sleeping. The 2-core
+// dev machine is often oversubscribed, so nobody waits for a particular thread: the rows
+// are cut into chunks that any participant (the caller included) takes from a counter; a
+// worker that is not scheduled in time simply gets none. A job owns everything it uses,
+// so a late worker can still look at a finished job safely.
+
+struct Job {
+  QmvArgs args;
+  RowsFn fn;
+  int rows_per_chunk, chunks;
+  std::atomic<int> next{0}, done{0};
+
+  void work() {
+    for (int c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      int lo = c * rows_per_chunk, hi = std::min(args.N, lo + rows_per_chunk);
+      fn(args, lo, hi);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  }
+};
+
+inline void spin_pause() {
+#ifdef BC_X86
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 class Pool {
  public:
   explicit Pool(int helpers) {
-    for (int i = 0; i < helpers; ++i) threads_.emplace_back([this, i] { loop(i + 1); });
+    for (int i = 0; i < helpers; ++i) threads_.emplace_back([this] { loop(); });
   }
   ~Pool() {
     {
@@ -214,46 +241,36 @@ class Pool {
   }
   int size() const { return (int)threads_.size() + 1; }
 
-  // Runs fn(part) for part in [0, size()); part 0 on the calling thread.
-  void run(const std::function<void(int)>& fn) {
+  void run(const std::shared_ptr<Job>& job) {
     std::lock_guard<std::mutex> call(call_mu_);  // one job at a time
-    job_ = &fn;
-    pending_.store((int)threads_.size());
     {
       std::lock_guard<std::mutex> lk(mu_);
-      gen_.fetch_add(1);
+      current_ = job;
+      gen_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();
-    fn(0);
-    while (pending_.load(std::memory_order_acquire) > 0) spin_pause();
-    job_ = nullptr;
+    job->work();
+    for (int i = 0; job->done.load(std::memory_order_acquire) < job->chunks; ++i) {
+      if (i < 2000) spin_pause();
+      else std::this_thread::yield();  // a preempted worker holds a chunk: let it run
+    }
   }
 
  private:
-  static void spin_pause() {
-#ifdef BC_X86
-    _mm_pause();
-#else
-    std::this_thread::yield();
-#endif
-  }
-
-  void loop(int part) {
+  void loop() {
     uint64_t seen = 0;
     for (;;) {
-      int spins = 0;
-      while (gen_.load(std::memory_order_acquire) == seen && spins < 20000) {
+      for (int i = 0; i < 4000 && gen_.load(std::memory_order_acquire) == seen; ++i)
         spin_pause();
-        ++spins;
-      }
-      if (gen_.load(std::memory_order_acquire) == seen) {
+      std::shared_ptr<Job> job;
+      {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] { return gen_.load() != seen; });
+        seen = gen_.load();
+        if (stop_) return;
+        job = current_;
       }
-      seen = gen_.load(std::memory_order_acquire);
-      if (stop_) return;
-      (*job_)(part);
-      pending_.fetch_sub(1, std::memory_order_release);
+      if (job) job->work();
     }
   }
 
@@ -261,8 +278,7 @@ class Pool {
   std::mutex mu_, call_mu_;
   std::condition_variable cv_;
   std::atomic<uint64_t> gen_{0};
-  std::atomic<int> pending_{0};
-  const std::function<void(int)>* job_ = nullptr;
+  std::shared_ptr<Job> current_;
   bool stop_ = false;
 };
 
@@ -314,18 +330,18 @@ void set_qmv_threads(int n) {
 void qmv_run(const QmvArgs& a, bool force_scalar) {
   RowsFn fn = pick(a, force_scalar);
   long work = (long)a.M * a.N * a.K;
-  Pool* p = work >= kParallelMin ? get_pool() : nullptr;
-  if (!p || a.N < 32) {
+  Pool* p = work >= kParallelMin && a.N >= 32 ? get_pool() : nullptr;
+  if (!p) {
     fn(a, 0, a.N);
     return;
   }
-  // Split N into per-thread shares, multiples of 8 rows.
-  const int parts = p->size();
-  std::function<void(int)> job = [&](int part) {
-    long lo = ((long)a.N * part / parts) & ~7L;
-    long hi = part + 1 == parts ? a.N : ((long)a.N * (part + 1) / parts) & ~7L;
-    if (hi > lo) fn(a, (int)lo, (int)hi);
-  };
+  // About 4 chunks a thread, whole multiples of 8 rows.
+  auto job = std::make_shared<Job>();
+  job->args = a;
+  job->fn = fn;
+  int per = (a.N + 4 * p->size() - 1) / (4 * p->size());
+  job->rows_per_chunk = std::max(8, (per + 7) & ~7);
+  job->chunks = (a.N + job->rows_per_chunk - 1) / job->rows_per_chunk;
   p->run(job);
 }
 
