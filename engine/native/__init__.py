@@ -123,3 +123,17 @@ def quantized_matvec(x: mx.array, w: mx.array, scales: mx.array, biases: mx.arra
     scalar = force_scalar or not simd()
     return _ext.quantized_matvec(x, w, scales, biases, group_size, bits,
                                  force_scalar=scalar, stream=stream)
+
+
+def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
+                   bits: int = 4, *, force_scalar: bool = False, stream: Any = None) -> mx.array:
+    """scales * q + biases as float32 (N, K): ``mx.dequantize``, many times faster on the CPU.
+
+    Raises RuntimeError when the extension is not loaded (check `available()` first).
+    """
+    _load()
+    if _ext is None:
+        raise RuntimeError(f"engine.native is unavailable: {_reason}")
+    scalar = force_scalar or not simd()
+    return _ext.dequantize_f32(w, scales, biases, group_size, bits, force_scalar=scalar,
+                               stream=stream)

@@ -46,3 +46,20 @@ def build(quiet: bool = False, jobs: int | None = None) -> Path:
             out = (res.stdout or "") + (res.stderr or "") if quiet else ""
             raise RuntimeError(f"{' '.join(cmd)} failed (exit {res.returncode})\n{out[-4000:]}")
     return LIB_DIR
+
+
+def ensure_built() -> str | None:
+    """Builds the extension if it does not load and the tools exist (tests, CI).
+
+    Returns None when the kernels are usable afterwards, else the reason they are not.
+    """
+    from . import reset, unavailable_reason
+
+    reset()
+    if unavailable_reason() is None:
+        return None
+    if missing_tools():
+        return f"not built, and cannot build: missing {', '.join(missing_tools())}"
+    build(quiet=True)  # a failing build raises: in CI that must fail, not skip
+    reset()
+    return unavailable_reason()

@@ -25,18 +25,9 @@ U = 2.0**-24
 @pytest.fixture(scope="module", autouse=True)
 def built() -> None:
     """Builds the extension when it is missing and the tools exist, so CI exercises it."""
-    native.reset()
-    if native.unavailable_reason() is None:
-        return
-    if native_build.missing_tools():
-        pytest.skip(f"engine.native not built and cannot build: {native_build.missing_tools()}")
-    try:
-        native_build.build(quiet=True)
-    except RuntimeError as exc:
-        pytest.fail(f"building engine.native failed: {exc}")
-    native.reset()
-    if native.unavailable_reason() is not None:
-        pytest.skip(f"engine.native unavailable: {native.unavailable_reason()}")
+    reason = native_build.ensure_built()
+    if reason is not None:
+        pytest.skip(f"engine.native unavailable: {reason}")
 
 
 def _case(m: int, n: int, k: int, bits: int, gs: int, seed: int, wdtype=mx.float32):
@@ -144,3 +135,19 @@ def test_disabled_warns_once(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
         monkeypatch.delenv(native.DISABLE_ENV)
         native.reset()
     assert native.available()
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("gs", [32, 64])
+@pytest.mark.parametrize("wdtype", [mx.float32, mx.float16, mx.bfloat16])
+@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "scalar"])
+def test_dequantize_f32_equals_mlx_dequantize(bits: int, gs: int, wdtype, scalar: bool) -> None:
+    """Each side rounds s*q + b once (FMA) or twice: apart by at most 2u(|s|q + |b|)."""
+    _, q, s, b = _case(1, 1030, 576, bits, gs, seed=bits + gs, wdtype=wdtype)
+    w = native.dequantize_f32(q, s, b, gs, bits, force_scalar=scalar)
+    ref = mx.dequantize(q, s.astype(mx.float32), b.astype(mx.float32), group_size=gs, bits=bits)
+    assert w.dtype == mx.float32 and w.shape == ref.shape
+    s32, b32 = s.astype(mx.float32), b.astype(mx.float32)
+    qv = mx.dequantize(q, mx.ones_like(s32), mx.zeros_like(b32), group_size=gs, bits=bits)
+    mag = mx.repeat(mx.abs(s32), gs, axis=-1) * qv + mx.repeat(mx.abs(b32), gs, axis=-1)
+    assert np.all(np.abs(np.array(w) - np.array(ref)) <= 2 * U * np.array(mag))

@@ -14,6 +14,9 @@ NB_MODULE(_qmv, m) {
         "biases"_a, "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false,
         "stream"_a = nb::none(),
         "x @ dequantize(w, scales, biases).T on the CPU; x has any number of rows.");
+  m.def("dequantize_f32", &bc_native::dequantize_f32, "w"_a, "scales"_a, "biases"_a,
+        "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false,
+        "stream"_a = nb::none(), "scales * q + biases as a float32 (N, K) array, on the CPU.");
   m.def("cpu_has_avx2_fma", &bc_native::cpu_has_avx2_fma);
   m.def("threads", &bc_native::qmv_threads);
   m.def("set_threads", &bc_native::set_qmv_threads, "n"_a);

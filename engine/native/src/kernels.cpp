@@ -96,10 +96,26 @@ void rows_scalar(const QmvArgs& a, int n0, int n1) {
   }
 }
 
+template <int BITS>
+void deq_rows_scalar(const QmvArgs& a, int n0, int n1) {
+  constexpr int per_word = 32 / BITS;
+  constexpr uint32_t mask = (1u << BITS) - 1;
+  const int K = a.K, gs = a.group_size, groups = K / gs, words = K / per_word;
+  for (int n = n0; n < n1; ++n) {
+    const uint32_t* wp = a.w + (size_t)n * words;
+    for (int k = 0; k < K; ++k) {
+      float s = load_scale(a.scales, (size_t)n * groups + k / gs, a.stype);
+      float b = load_scale(a.biases, (size_t)n * groups + k / gs, a.stype);
+      uint32_t q = (wp[k / per_word] >> ((k % per_word) * BITS)) & mask;
+      a.y[(size_t)n * K + k] = s * (float)q + b;
+    }
+  }
+}
+
 // ------------------------------------------------------------------ AVX2 ----
 #ifdef BC_X86
 
-#define BC_AVX2 __attribute__((target("avx2,fma")))
+#define BC_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 BC_AVX2 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -123,9 +139,40 @@ BC_AVX2 inline __m256 unpack8(const uint32_t* p, int j) {
   }
 }
 
+// Row n's scales and biases as floats (F16C converts 8 halves an instruction; the portable
+// half conversion per group cost as much as the group's 32 multiply-adds).
+BC_AVX2 void row_scales(const QmvArgs& a, int n, int groups, float* sf, float* bf) {
+  const size_t off = (size_t)n * groups;
+  if (a.stype == ScaleType::f32) {
+    std::memcpy(sf, static_cast<const float*>(a.scales) + off, groups * sizeof(float));
+    std::memcpy(bf, static_cast<const float*>(a.biases) + off, groups * sizeof(float));
+    return;
+  }
+  const uint16_t* sp = static_cast<const uint16_t*>(a.scales) + off;
+  const uint16_t* bp = static_cast<const uint16_t*>(a.biases) + off;
+  int g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    __m128i sh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sp + g));
+    __m128i bh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bp + g));
+    if (a.stype == ScaleType::f16) {
+      _mm256_storeu_ps(sf + g, _mm256_cvtph_ps(sh));
+      _mm256_storeu_ps(bf + g, _mm256_cvtph_ps(bh));
+    } else {  // bfloat16: the top half of a float
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sf + g),
+                          _mm256_slli_epi32(_mm256_cvtepu16_epi32(sh), 16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bf + g),
+                          _mm256_slli_epi32(_mm256_cvtepu16_epi32(bh), 16));
+    }
+  }
+  for (; g < groups; ++g) {
+    sf[g] = load_scale(a.scales, off + g, a.stype);
+    bf[g] = load_scale(a.biases, off + g, a.stype);
+  }
+}
+
 // y[m0 .. m0 + R) x [n0, n1). With R <= 4 two accumulators a row hide the FMA latency.
 template <int BITS, int GS, int R>
-BC_AVX2 void tile_avx2(const QmvArgs& a, int n0, int n1, int m0) {
+BC_AVX2 void tile_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, float* bf) {
   constexpr int per_word = 32 / BITS;
   constexpr int NA = R <= 4 ? 2 : 1;
   constexpr int chunks = GS / 8;
@@ -134,12 +181,13 @@ BC_AVX2 void tile_avx2(const QmvArgs& a, int n0, int n1, int m0) {
   const float* x = a.x + (size_t)m0 * K;
   for (int n = n0; n < n1; ++n) {
     const uint32_t* wp = a.w + (size_t)n * words;
+    row_scales(a, n, groups, sf, bf);
     __m256 acc[R][NA];
     for (int r = 0; r < R; ++r)
       for (int i = 0; i < NA; ++i) acc[r][i] = _mm256_setzero_ps();
     for (int g = 0; g < groups; ++g) {
-      __m256 s = _mm256_set1_ps(load_scale(a.scales, (size_t)n * groups + g, a.stype));
-      __m256 b = _mm256_set1_ps(load_scale(a.biases, (size_t)n * groups + g, a.stype));
+      __m256 s = _mm256_set1_ps(sf[g]);
+      __m256 b = _mm256_set1_ps(bf[g]);
       const uint32_t* gp = wp + (size_t)g * gwords;
       const float* xg = x + (size_t)g * GS;
       for (int j = 0; j < chunks; ++j) {
@@ -162,25 +210,64 @@ BC_AVX2 void tile_avx2(const QmvArgs& a, int n0, int n1, int m0) {
 template <int BITS, int GS>
 BC_AVX2 void rows_avx2(const QmvArgs& a, int n0, int n1) {
   constexpr int block = 16;
+  thread_local std::vector<float> buf;
+  const int groups = a.K / GS;
+  if ((int)buf.size() < 2 * groups + 16) buf.resize(2 * groups + 16);
+  float *sf = buf.data(), *bf = buf.data() + groups + 8;
   for (int nb = n0; nb < n1; nb += block) {
     int ne = std::min(n1, nb + block);
     int m = 0;
-    for (; m + 8 <= a.M; m += 8) tile_avx2<BITS, GS, 8>(a, nb, ne, m);
-    if (a.M - m >= 4) { tile_avx2<BITS, GS, 4>(a, nb, ne, m); m += 4; }
-    if (a.M - m >= 2) { tile_avx2<BITS, GS, 2>(a, nb, ne, m); m += 2; }
-    if (a.M - m >= 1) tile_avx2<BITS, GS, 1>(a, nb, ne, m);
+    for (; m + 8 <= a.M; m += 8) tile_avx2<BITS, GS, 8>(a, nb, ne, m, sf, bf);
+    if (a.M - m >= 4) { tile_avx2<BITS, GS, 4>(a, nb, ne, m, sf, bf); m += 4; }
+    if (a.M - m >= 2) { tile_avx2<BITS, GS, 2>(a, nb, ne, m, sf, bf); m += 2; }
+    if (a.M - m >= 1) tile_avx2<BITS, GS, 1>(a, nb, ne, m, sf, bf);
+  }
+}
+
+// Dequantize rows [n0, n1) of W into y (N, K) float32.
+template <int BITS, int GS>
+BC_AVX2 void deq_rows_avx2(const QmvArgs& a, int n0, int n1) {
+  constexpr int per_word = 32 / BITS;
+  constexpr int gwords = GS / per_word;
+  thread_local std::vector<float> buf;
+  const int K = a.K, groups = K / GS, words = K / per_word;
+  if ((int)buf.size() < 2 * groups + 16) buf.resize(2 * groups + 16);
+  float *sf = buf.data(), *bf = buf.data() + groups + 8;
+  for (int n = n0; n < n1; ++n) {
+    row_scales(a, n, groups, sf, bf);
+    const uint32_t* wp = a.w + (size_t)n * words;
+    float* out = a.y + (size_t)n * K;
+    for (int g = 0; g < groups; ++g) {
+      __m256 sv = _mm256_set1_ps(sf[g]), bv = _mm256_set1_ps(bf[g]);
+      for (int j = 0; j < GS / 8; ++j)
+        _mm256_storeu_ps(out + g * GS + 8 * j,
+                         _mm256_fmadd_ps(unpack8<BITS>(wp + (size_t)g * gwords, j), sv, bv));
+    }
   }
 }
 
 bool detect_avx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
 }
 #else
 bool detect_avx2() { return false; }
 #endif
 
 using RowsFn = void (*)(const QmvArgs&, int, int);
+
+RowsFn pick_deq(const QmvArgs& a, bool force_scalar) {
+#ifdef BC_X86
+  if (!force_scalar && cpu_has_avx2_fma()) {
+    if (a.bits == 4 && a.group_size == 32) return deq_rows_avx2<4, 32>;
+    if (a.bits == 4 && a.group_size == 64) return deq_rows_avx2<4, 64>;
+    if (a.bits == 8 && a.group_size == 32) return deq_rows_avx2<8, 32>;
+    if (a.bits == 8 && a.group_size == 64) return deq_rows_avx2<8, 64>;
+  }
+#endif
+  return a.bits == 4 ? deq_rows_scalar<4> : deq_rows_scalar<8>;
+}
 
 RowsFn pick(const QmvArgs& a, bool force_scalar) {
 #ifdef BC_X86
@@ -327,9 +414,7 @@ void set_qmv_threads(int n) {
   wanted_threads = std::max(1, n);
 }
 
-void qmv_run(const QmvArgs& a, bool force_scalar) {
-  RowsFn fn = pick(a, force_scalar);
-  long work = (long)a.M * a.N * a.K;
+static void run_rows(const QmvArgs& a, RowsFn fn, long work) {
   Pool* p = work >= kParallelMin && a.N >= 32 ? get_pool() : nullptr;
   if (!p) {
     fn(a, 0, a.N);
@@ -344,5 +429,14 @@ void qmv_run(const QmvArgs& a, bool force_scalar) {
   job->chunks = (a.N + job->rows_per_chunk - 1) / job->rows_per_chunk;
   p->run(job);
 }
+
+void qmv_run(const QmvArgs& a, bool force_scalar) {
+  run_rows(a, pick(a, force_scalar), (long)a.M * a.N * a.K);
+}
+
+void dequantize_run(const QmvArgs& a, bool force_scalar) {
+  run_rows(a, pick_deq(a, force_scalar), (long)a.N * a.K);
+}
+
 
 }  // namespace bc_native

@@ -21,7 +21,10 @@ struct QmvArgs {
 // y = x @ (scales * q + biases).T. force_scalar skips the AVX2 path (tests, old CPUs).
 void qmv_run(const QmvArgs& a, bool force_scalar);
 
-// True when this CPU can run the AVX2/FMA path.
+// y (N, K) = scales * q + biases in float32 (x and M unused).
+void dequantize_run(const QmvArgs& a, bool force_scalar);
+
+// True when this CPU can run the AVX2/FMA/F16C path.
 bool cpu_has_avx2_fma();
 
 // Threads used for one call (the calling thread included).

@@ -16,24 +16,42 @@ void check(bool ok, const std::string& msg) {
   if (!ok) throw std::invalid_argument("quantized_matvec: " + msg);
 }
 
-}  // namespace
-
-mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::array& scales,
-                           const mx::array& biases, int group_size, int bits,
-                           bool force_scalar, mx::StreamOrDevice s) {
+void check_weights(const mx::array& w, const mx::array& scales, const mx::array& biases,
+                   int group_size, int bits) {
   check(bits == 4 || bits == 8, "bits must be 4 or 8");
   check(group_size == 32 || group_size == 64, "group_size must be 32 or 64");
   check(w.dtype() == mx::uint32 && w.ndim() == 2, "w must be a 2-D uint32 array");
   const int N = w.shape(0);
   const int K = w.shape(1) * 32 / bits;
-  check(x.ndim() >= 1 && x.shape(-1) == K,
-        "x's last dimension must be " + std::to_string(K));
   check(scales.shape() == mx::Shape({N, K / group_size}) && biases.shape() == scales.shape(),
         "scales and biases must have shape (N, K / group_size)");
   check(scales.dtype() == biases.dtype() &&
             (scales.dtype() == mx::float32 || scales.dtype() == mx::float16 ||
              scales.dtype() == mx::bfloat16),
         "scales and biases must share a float dtype");
+}
+
+}  // namespace
+
+mx::array dequantize_f32(const mx::array& w, const mx::array& scales, const mx::array& biases,
+                         int group_size, int bits, bool force_scalar, mx::StreamOrDevice s) {
+  check_weights(w, scales, biases, group_size, bits);
+  auto stream = mx::to_stream(s);
+  check(stream.device == mx::Device::cpu, "runs on the CPU only");
+  return mx::array({w.shape(0), w.shape(1) * 32 / bits}, mx::float32,
+                   std::make_shared<QuantizedMatvec>(stream, group_size, bits, force_scalar,
+                                                     true),
+                   {w, scales, biases});
+}
+
+mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::array& scales,
+                           const mx::array& biases, int group_size, int bits,
+                           bool force_scalar, mx::StreamOrDevice s) {
+  check_weights(w, scales, biases, group_size, bits);
+  const int K = w.shape(1) * 32 / bits;
+  const int N = w.shape(0);
+  check(x.ndim() >= 1 && x.shape(-1) == K,
+        "x's last dimension must be " + std::to_string(K));
   check(mx::issubdtype(x.dtype(), mx::floating), "x must be floating point");
   auto stream = mx::to_stream(s);
   check(stream.device == mx::Device::cpu, "runs on the CPU only");
@@ -70,33 +88,38 @@ void QuantizedMatvec::eval_cpu(const std::vector<mx::array>& inputs, mx::array& 
     });
     return c;
   };
-  mx::array x = dense(inputs[0]);
-  mx::array w = dense(inputs[1]);
-  mx::array sc = dense(inputs[2]);
-  mx::array bi = dense(inputs[3]);
+  const int first = dequant_only_ ? 0 : 1;  // index of w
+  mx::array x = dequant_only_ ? inputs[0] : dense(inputs[0]);
+  mx::array w = dense(inputs[first]);
+  mx::array sc = dense(inputs[first + 1]);
+  mx::array bi = dense(inputs[first + 2]);
   out.set_data(mx::allocator::malloc(out.nbytes()));
 
-  encoder.set_input_array(x);
+  if (!dequant_only_) encoder.set_input_array(x);
   encoder.set_input_array(w);
   encoder.set_input_array(sc);
   encoder.set_input_array(bi);
   encoder.set_output_array(out);
 
   QmvArgs a;
-  a.x = x.data<float>();
+  a.x = dequant_only_ ? nullptr : x.data<float>();
   a.w = w.data<uint32_t>();
   a.scales = sc.data<void>();
   a.biases = bi.data<void>();
   a.y = out.data<float>();
   a.N = w.shape(0);
   a.K = w.shape(1) * 32 / bits_;
-  a.M = a.K ? (int)(x.size() / a.K) : 0;
+  a.M = dequant_only_ || !a.K ? 0 : (int)(x.size() / a.K);
   a.group_size = group_size_;
   a.bits = bits_;
   a.stype = sc.dtype() == mx::float32   ? ScaleType::f32
             : sc.dtype() == mx::float16 ? ScaleType::f16
                                         : ScaleType::bf16;
-  encoder.dispatch([a, scalar = force_scalar_]() { qmv_run(a, scalar); });
+  if (dequant_only_) {
+    encoder.dispatch([a, scalar = force_scalar_]() { dequantize_run(a, scalar); });
+  } else {
+    encoder.dispatch([a, scalar = force_scalar_]() { qmv_run(a, scalar); });
+  }
 }
 
 void QuantizedMatvec::eval_gpu(const std::vector<mx::array>&, mx::array&) {
@@ -105,10 +128,12 @@ void QuantizedMatvec::eval_gpu(const std::vector<mx::array>&, mx::array&) {
 
 bool QuantizedMatvec::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const QuantizedMatvec&>(other);
-  return group_size_ == o.group_size_ && bits_ == o.bits_ && force_scalar_ == o.force_scalar_;
+  return group_size_ == o.group_size_ && bits_ == o.bits_ &&
+         force_scalar_ == o.force_scalar_ && dequant_only_ == o.dequant_only_;
 }
 
 std::vector<mx::Shape> QuantizedMatvec::output_shapes(const std::vector<mx::array>& inputs) {
+  if (dequant_only_) return {{inputs[0].shape(0), inputs[0].shape(1) * 32 / bits_}};
   auto shape = inputs[0].shape();
   shape.back() = inputs[1].shape(0);
   return {shape};
