@@ -18,7 +18,10 @@ import mlx.nn as nn
 from . import available, dequantize_f32, quantized_matvec
 
 ENABLE_ENV = "BATCHCHAT_NATIVE_QMV"  # "1" (default max rows) or a number: max rows
-DEFAULT_MAX_ROWS = 32
+DEFAULT_MAX_ROWS = 32  # crossover with float32 BLAS is 32..48 rows (docs/kernels.md)
+# The lm_head (49152 x 576, 8-bit) stays on the kernel longer: dequantizing it costs more
+# than the float32 matmul gains until ~128 rows.
+LM_HEAD_MIN_ROWS = 128
 
 
 def _supported(mod: nn.Module) -> bool:
@@ -74,7 +77,9 @@ def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS) -> int:
             new_cls = type(mod)  # already installed: just update the limit
         if new_cls is not None and _supported(mod):
             mod.__class__ = new_cls
-            object.__setattr__(mod, "_native_max_rows", max_rows)
+            rows = max(max_rows, LM_HEAD_MIN_ROWS) if new_cls is NativeQuantizedEmbedding \
+                else max_rows
+            object.__setattr__(mod, "_native_max_rows", rows)
             count += 1
     return count
 

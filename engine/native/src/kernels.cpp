@@ -170,7 +170,8 @@ BC_AVX2 void row_scales(const QmvArgs& a, int n, int groups, float* sf, float* b
   }
 }
 
-// y[m0 .. m0 + R) x [n0, n1). With R <= 4 two accumulators a row hide the FMA latency.
+// 8-bit: y[m0 .. m0 + R) x [n0, n1), each weight dequantized once (one FMA) and used for
+// R rows. (The same scheme for 4-bit was 20-35 % slower than tile4_avx2.) With R <= 4 two accumulators a row hide the FMA latency.
 template <int BITS, int GS, int R>
 BC_AVX2 void tile_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, float* bf) {
   constexpr int per_word = 32 / BITS;
@@ -203,6 +204,77 @@ BC_AVX2 void tile_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, floa
       if constexpr (NA == 2) t = _mm256_add_ps(t, acc[r][1]);
       a.y[(size_t)(m0 + r) * a.N + n] = hsum(t);
     }
+  }
+}
+
+// 4-bit: 16 bytes hold a 32-block; their low nibbles are the even elements, the high
+// nibbles the odd ones, so x is pre-permuted (a.xp) and each nibble vector is widened
+// straight to floats. Sums stay per group: y = sum_g s_g * sum(q x) + b_g * sum(x), which
+// saves the per-weight dequantizing FMA.
+template <int GS, int R>
+BC_AVX2 void tile4_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, float* bf) {
+  constexpr int NT = R <= 2 ? 2 : 1;  // independent totals per row
+  const int K = a.K, groups = K / GS, words = K / 8;
+  const __m128i low = _mm_set1_epi8(0x0f);
+  const float* xp = a.xp + (size_t)m0 * K;
+  const float* xs = a.xs + (size_t)m0 * groups;
+  for (int n = n0; n < n1; ++n) {
+    const uint32_t* wp = a.w + (size_t)n * words;
+    row_scales(a, n, groups, sf, bf);
+    __m256 tot[R][NT];
+    float bsum[R];
+    for (int r = 0; r < R; ++r) {
+      bsum[r] = 0.f;
+      for (int i = 0; i < NT; ++i) tot[r][i] = _mm256_setzero_ps();
+    }
+    for (int g = 0; g < groups; ++g) {
+      __m256 acc[R][2];
+      for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+      for (int blk = 0; blk < GS / 32; ++blk) {
+        const int k0 = g * GS + blk * 32;
+        __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wp + k0 / 8));
+        __m128i lo = _mm_and_si128(v, low);
+        __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), low);
+        __m256 q0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+        __m256 q1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+        __m256 q2 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+        __m256 q3 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+        for (int r = 0; r < R; ++r) {
+          const float* x = xp + (size_t)r * K + k0;
+          acc[r][0] = _mm256_fmadd_ps(q0, _mm256_loadu_ps(x), acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x + 8), acc[r][1]);
+          acc[r][0] = _mm256_fmadd_ps(q2, _mm256_loadu_ps(x + 16), acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(q3, _mm256_loadu_ps(x + 24), acc[r][1]);
+        }
+      }
+      __m256 s = _mm256_set1_ps(sf[g]);
+      for (int r = 0; r < R; ++r) {
+        tot[r][g % NT] = _mm256_fmadd_ps(s, _mm256_add_ps(acc[r][0], acc[r][1]), tot[r][g % NT]);
+        bsum[r] += bf[g] * xs[(size_t)r * groups + g];
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      __m256 t = tot[r][0];
+      if constexpr (NT == 2) t = _mm256_add_ps(t, tot[r][1]);
+      a.y[(size_t)(m0 + r) * a.N + n] = hsum(t) + bsum[r];
+    }
+  }
+}
+
+template <int GS>
+BC_AVX2 void rows4_avx2(const QmvArgs& a, int n0, int n1) {
+  constexpr int block = 16;
+  thread_local std::vector<float> buf;
+  const int groups = a.K / GS;
+  if ((int)buf.size() < 2 * groups + 16) buf.resize(2 * groups + 16);
+  float *sf = buf.data(), *bf = buf.data() + groups + 8;
+  for (int nb = n0; nb < n1; nb += block) {
+    int ne = std::min(n1, nb + block);
+    int m = 0;
+    for (; m + 8 <= a.M; m += 8) tile4_avx2<GS, 8>(a, nb, ne, m, sf, bf);
+    if (a.M - m >= 4) { tile4_avx2<GS, 4>(a, nb, ne, m, sf, bf); m += 4; }
+    if (a.M - m >= 2) { tile4_avx2<GS, 2>(a, nb, ne, m, sf, bf); m += 2; }
+    if (a.M - m >= 1) tile4_avx2<GS, 1>(a, nb, ne, m, sf, bf);
   }
 }
 
@@ -272,8 +344,8 @@ RowsFn pick_deq(const QmvArgs& a, bool force_scalar) {
 RowsFn pick(const QmvArgs& a, bool force_scalar) {
 #ifdef BC_X86
   if (!force_scalar && cpu_has_avx2_fma()) {
-    if (a.bits == 4 && a.group_size == 32) return rows_avx2<4, 32>;
-    if (a.bits == 4 && a.group_size == 64) return rows_avx2<4, 64>;
+    if (a.bits == 4 && a.xp && a.group_size == 32) return rows4_avx2<32>;
+    if (a.bits == 4 && a.xp && a.group_size == 64) return rows4_avx2<64>;
     if (a.bits == 8 && a.group_size == 32) return rows_avx2<8, 32>;
     if (a.bits == 8 && a.group_size == 64) return rows_avx2<8, 64>;
   }
@@ -430,7 +502,27 @@ static void run_rows(const QmvArgs& a, RowsFn fn, long work) {
   p->run(job);
 }
 
-void qmv_run(const QmvArgs& a, bool force_scalar) {
+void qmv_run(const QmvArgs& args, bool force_scalar) {
+  QmvArgs a = args;
+  std::vector<float> xp, xs;
+  if (a.bits == 4 && !force_scalar && cpu_has_avx2_fma()) {
+    // Even/odd split of every 32-block of x, and x's sum per group (see tile4_avx2).
+    const int groups = a.K / a.group_size;
+    xp.resize((size_t)a.M * a.K);
+    xs.assign((size_t)a.M * groups, 0.f);
+    for (int m = 0; m < a.M; ++m) {
+      const float* x = a.x + (size_t)m * a.K;
+      float* p = xp.data() + (size_t)m * a.K;
+      for (int k0 = 0; k0 < a.K; k0 += 32)
+        for (int i = 0; i < 16; ++i) {
+          p[k0 + i] = x[k0 + 2 * i];
+          p[k0 + 16 + i] = x[k0 + 2 * i + 1];
+        }
+      for (int k = 0; k < a.K; ++k) xs[(size_t)m * groups + k / a.group_size] += x[k];
+    }
+    a.xp = xp.data();
+    a.xs = xs.data();
+  }
   run_rows(a, pick(a, force_scalar), (long)a.M * a.N * a.K);
 }
 

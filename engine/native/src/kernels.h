@@ -16,6 +16,10 @@ struct QmvArgs {
   float* y;               // (M, N) row-major
   int M, N, K, group_size, bits;
   ScaleType stype;
+  // Set by qmv_run for the 4-bit AVX2 kernel: x with each 32-block's even elements first,
+  // then its odd ones (the order the nibbles unpack in), and x summed per group (M, K / gs).
+  const float* xp = nullptr;
+  const float* xs = nullptr;
 };
 
 // y = x @ (scales * q + biases).T. force_scalar skips the AVX2 path (tests, old CPUs).
