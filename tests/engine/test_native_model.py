@@ -92,3 +92,31 @@ def test_bundled_greedy_equals_mlx_quantized_path() -> None:
     finally:
         patch.uninstall(lm.model)
     assert native.available()
+
+
+@pytest.mark.bundled
+def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """BATCHCHAT_NATIVE_QMV: the loader keeps weights quantized, ModelRunner installs the
+    kernel, and a batch of 4 (padded batched decode) gives MLX's quantized greedy tokens."""
+    from mlx_lm import stream_generate
+
+    from engine import Engine, EngineConfig, SamplingParams
+    from engine.loader import load_model
+    from tests.engine.conftest import run_to_end
+
+    monkeypatch.setenv(patch.ENABLE_ENV, "1")
+    lm = load_model("bundled")
+    engine = Engine(lm.model, lm.tokenizer, eos_token_ids=lm.eos_token_ids,
+                    context_length=lm.context_length, config=EngineConfig(max_concurrent=8))
+    assert type(lm.model.model.layers[0].mlp.gate_proj) is patch.NativeQuantizedLinear
+    questions = ["What is the capital of France?", "Write a haiku about the sea.",
+                 "List three prime numbers.", "Explain what a CPU cache is in one sentence."]
+    streams = [engine.submit(messages=[{"role": "user", "content": q}],
+                             params=SamplingParams(max_tokens=24)) for q in questions]
+    run_to_end(engine)
+    patch.uninstall(lm.model)  # the reference: MLX's own quantized path
+    for s in streams:
+        ref = [r.token for r in stream_generate(lm.model, lm.tokenizer, s.prompt_tokens,
+                                                max_tokens=24)]
+        assert s.tokens == ref[:len(s.tokens)], s.text
