@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractContextManager, nullcontext
 
 import mlx.core as mx
@@ -20,6 +21,17 @@ class ModelRunner:
         self.fast_cpu_kernels = fast_cpu_kernels and cpu_kernels.install(model)
         if mx.default_device() == mx.cpu:
             cpu_memory.keep_freed_memory()  # big CPU buffers are reused, not re-faulted
+            self._install_native_qmv(model)
+
+    @staticmethod
+    def _install_native_qmv(model: nn.Module) -> None:
+        """engine.native (issue #19, opt-in with BATCHCHAT_NATIVE_QMV): a quantized model's
+        small-batch linears on the native CPU kernel (engine/native/patch.py)."""
+        if os.environ.get("BATCHCHAT_NATIVE_QMV", "").strip() in ("", "0"):
+            return
+        from .native import patch
+
+        patch.install(model, patch.max_rows_from_env())
 
     def _kernels(self) -> AbstractContextManager[None]:
         return cpu_kernels.active() if self.fast_cpu_kernels else nullcontext()

@@ -34,7 +34,16 @@ def device_name() -> str:
 def resolve_quantized(quantized: bool | None) -> bool:
     """None = auto: float32 on CPU (MLX's CPU quantized kernels are ~10x slower than
     fp32 GEMM with OpenBLAS), quantized on Metal/CUDA."""
+    if quantized is None and on_cpu() and _native_qmv_requested():
+        return True  # engine.native (issue #19): kept quantized for the native CPU kernel
     return (not on_cpu()) if quantized is None else quantized
+
+
+def _native_qmv_requested() -> bool:
+    """BATCHCHAT_NATIVE_QMV set (engine/native/patch.py; opt-in, issue #19)."""
+    import os
+
+    return os.environ.get("BATCHCHAT_NATIVE_QMV", "").strip() not in ("", "0")
 
 
 def end_token_ids(eos_ids: Iterable[int | None], vocab: dict[str, int],

@@ -1,0 +1,139 @@
+"""Native CPU kernels for MLX (issue #19): quantized matrix-vector products.
+
+`quantized_matvec(x, w, scales, biases, group_size, bits)` computes
+``x @ mx.dequantize(w, scales, biases, group_size, bits).T`` (what ``mx.quantized_matmul``
+with ``transpose=True`` computes) for MLX's affine layout, 4/8 bits, group 32/64, directly
+on the packed weights: AVX2/FMA when the CPU has it (checked at run time), portable code
+otherwise, split over a few reused threads.
+
+`available()` says whether the engine may use it: the extension is built and loads, and
+MLX's default device is the CPU (on Metal/CUDA MLX's own kernels are used). When it is not,
+one warning says why, once per process. Build: ``python -m engine.native build``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+import mlx.core as mx
+
+from .build import LIB_DIR
+
+log = logging.getLogger(__name__)
+
+DISABLE_ENV = "BATCHCHAT_NO_NATIVE"  # set to 1 to never use the extension
+SCALAR_ENV = "BATCHCHAT_QMV_SCALAR"  # set to 1 to force the portable (non-AVX2) kernel
+
+_ext: ModuleType | None = None
+_reason: str | None = None  # why the extension is unavailable, None when it is usable
+_checked = False
+_warned = False
+
+
+def _load() -> None:
+    global _ext, _reason, _checked
+    if _checked:
+        return
+    _checked = True
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        _reason = f"disabled by {DISABLE_ENV}"
+        return
+    if not any(p.name.startswith("_qmv.") for p in LIB_DIR.glob("_qmv.*")):
+        _reason = "not built (run: python -m engine.native build)"
+        return
+    if str(LIB_DIR) not in sys.path:
+        sys.path.insert(0, str(LIB_DIR))
+    try:
+        _ext = importlib.import_module("_qmv")
+    except ImportError as exc:  # stale build, other mlx or nanobind version
+        _reason = f"failed to load ({exc}); rebuild with: python -m engine.native build"
+
+
+def reset() -> None:
+    """Forget the load state (after a build, or in tests) so the next call loads again."""
+    global _ext, _reason, _checked, _warned
+    _ext, _reason, _checked, _warned = None, None, False, False
+    sys.modules.pop("_qmv", None)
+
+
+def _device_reason() -> str | None:
+    if mx.default_device() != mx.cpu:
+        return f"default device is {mx.default_device()} (MLX's own kernels are used there)"
+    return None
+
+
+def available() -> bool:
+    """True when the kernels may be used now; else logs one warning (once) with the reason."""
+    global _warned
+    _load()
+    reason = _reason or _device_reason()
+    if reason is None:
+        return True
+    if not _warned:
+        _warned = True
+        log.warning("native CPU kernels not used: %s; using MLX's own ops", reason)
+    return False
+
+
+def unavailable_reason() -> str | None:
+    """Why available() is False, or None."""
+    _load()
+    return _reason or _device_reason()
+
+
+def simd() -> bool:
+    """True when the AVX2/FMA kernel runs (False: portable fallback, slower but exact)."""
+    _load()
+    if _ext is None:
+        return False
+    return bool(_ext.cpu_has_avx2_fma()) and os.environ.get(SCALAR_ENV, "") in ("", "0")
+
+
+def info() -> str:
+    """One line for logs and `python -m engine.native info`."""
+    _load()
+    if _ext is None:
+        return f"engine.native: unavailable: {_reason}"
+    kernel = "avx2+fma" if simd() else "portable"
+    return f"engine.native: loaded from {LIB_DIR}, kernel {kernel}, {_ext.threads()} threads"
+
+
+def set_threads(n: int) -> None:
+    """Threads for one kernel call, the caller's included (default: CPU count, at most 8)."""
+    _load()
+    if _ext is not None:
+        _ext.set_threads(n)
+
+
+def quantized_matvec(x: mx.array, w: mx.array, scales: mx.array, biases: mx.array,
+                     group_size: int = 64, bits: int = 4, *, force_scalar: bool = False,
+                     stream: Any = None) -> mx.array:
+    """x @ dequantize(w, scales, biases).T for x of shape (..., K); runs on the CPU stream.
+
+    Raises RuntimeError when the extension is not loaded (check `available()` first).
+    """
+    _load()
+    if _ext is None:
+        raise RuntimeError(f"engine.native is unavailable: {_reason}")
+    scalar = force_scalar or not simd()
+    return _ext.quantized_matvec(x, w, scales, biases, group_size, bits,
+                                 force_scalar=scalar, stream=stream)
+
+
+def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
+                   bits: int = 4, *, force_scalar: bool = False, stream: Any = None) -> mx.array:
+    """scales * q + biases as float32 (N, K): ``mx.dequantize``, many times faster on the CPU.
+
+    Raises RuntimeError when the extension is not loaded (check `available()` first).
+    """
+    _load()
+    if _ext is None:
+        raise RuntimeError(f"engine.native is unavailable: {_reason}")
+    scalar = force_scalar or not simd()
+    return _ext.dequantize_f32(w, scales, biases, group_size, bits, force_scalar=scalar,
+                               stream=stream)

@@ -1,0 +1,91 @@
+"""Route a quantized model's small-batch linears through quantized_matvec (opt-in).
+
+`install(model, max_rows)` re-classes every ``nn.QuantizedLinear`` (and the tied
+``nn.QuantizedEmbedding.as_linear`` used as lm_head) whose layout the kernel handles, so a
+call with at most `max_rows` rows of input on the CPU runs the native kernel; larger inputs
+(prefill) dequantize the weight on the fly (native, not MLX's slow CPU dequantize) and use
+float32 matmul (BLAS), which beats a matrix-vector kernel there and keeps no float32 copy.
+Parameters, names and saved weights are unchanged; `uninstall(model)` restores the original classes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from . import available, dequantize_f32, quantized_matvec
+
+ENABLE_ENV = "BATCHCHAT_NATIVE_QMV"  # "1" (default max rows) or a number: max rows
+DEFAULT_MAX_ROWS = 32  # crossover with float32 BLAS is 32..48 rows (docs/kernels.md)
+# The lm_head (49152 x 576, 8-bit) stays on the kernel longer: dequantizing it costs more
+# than the float32 matmul gains until ~128 rows.
+LM_HEAD_MIN_ROWS = 128
+
+
+def _supported(mod: nn.Module) -> bool:
+    return (getattr(mod, "mode", "affine") == "affine" and mod.bits in (4, 8)
+            and mod.group_size in (32, 64) and getattr(mod, "biases", None) is not None)
+
+
+def _matmul(mod: nn.Module, x: mx.array) -> mx.array:
+    """x @ W.T for the module's quantized W, the fastest way for this many rows."""
+    rows = x.size // x.shape[-1] if x.ndim else 0
+    if rows <= mod._native_max_rows and x.dtype == mx.float32:
+        return quantized_matvec(x, mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits)
+    if x.dtype == mx.float32:
+        w = dequantize_f32(mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits)
+        return x @ w.T
+    return mx.quantized_matmul(x, mod.weight, mod.scales, mod.biases, transpose=True,
+                               group_size=mod.group_size, bits=mod.bits)
+
+
+class NativeQuantizedLinear(nn.QuantizedLinear):
+    def __call__(self, x: mx.array) -> mx.array:
+        y = _matmul(self, x)
+        if "bias" in self:
+            y = y + self["bias"]
+        return y
+
+
+class NativeQuantizedEmbedding(nn.QuantizedEmbedding):
+    def as_linear(self, x: mx.array) -> mx.array:
+        return _matmul(self, x)
+
+
+_SWAPS = {nn.QuantizedLinear: NativeQuantizedLinear,
+          nn.QuantizedEmbedding: NativeQuantizedEmbedding}
+
+
+def max_rows_from_env() -> int:
+    """0 when the switch is off, else the row limit it asks for."""
+    value = os.environ.get(ENABLE_ENV, "").strip()
+    if value in ("", "0"):
+        return 0
+    return int(value) if value.isdigit() and value != "1" else DEFAULT_MAX_ROWS
+
+
+def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS) -> int:
+    """Swap the supported quantized modules; returns how many (0 when the kernel is unusable)."""
+    if not available():
+        return 0
+    count = 0
+    for _, mod in model.named_modules():
+        new_cls = _SWAPS.get(type(mod))
+        if new_cls is None and type(mod) in _SWAPS.values():
+            new_cls = type(mod)  # already installed: just update the limit
+        if new_cls is not None and _supported(mod):
+            mod.__class__ = new_cls
+            rows = max(max_rows, LM_HEAD_MIN_ROWS) if new_cls is NativeQuantizedEmbedding \
+                else max_rows
+            object.__setattr__(mod, "_native_max_rows", rows)
+            count += 1
+    return count
+
+
+def uninstall(model: nn.Module) -> None:
+    back = {v: k for k, v in _SWAPS.items()}
+    for _, mod in model.named_modules():
+        if type(mod) in back:
+            mod.__class__ = back[type(mod)]

@@ -1,0 +1,38 @@
+// Quantized matrix-vector kernels on MLX's affine layout, free of MLX headers so they
+// compile fast and can be tested on their own.
+#pragma once
+
+#include <cstdint>
+
+namespace bc_native {
+
+enum class ScaleType : int { f32 = 0, f16 = 1, bf16 = 2 };
+
+struct QmvArgs {
+  const float* x;         // (M, K) row-major
+  const uint32_t* w;      // (N, K * bits / 32) packed, element j of a word at bits j*bits
+  const void* scales;     // (N, K / group_size), ScaleType
+  const void* biases;     // same shape and type as scales
+  float* y;               // (M, N) row-major
+  int M, N, K, group_size, bits;
+  ScaleType stype;
+  // Set by qmv_run for the 4-bit AVX2 kernel: x with each 32-block's even elements first,
+  // then its odd ones (the order the nibbles unpack in), and x summed per group (M, K / gs).
+  const float* xp = nullptr;
+  const float* xs = nullptr;
+};
+
+// y = x @ (scales * q + biases).T. force_scalar skips the AVX2 path (tests, old CPUs).
+void qmv_run(const QmvArgs& a, bool force_scalar);
+
+// y (N, K) = scales * q + biases in float32 (x and M unused).
+void dequantize_run(const QmvArgs& a, bool force_scalar);
+
+// True when this CPU can run the AVX2/FMA/F16C path.
+bool cpu_has_avx2_fma();
+
+// Threads used for one call (the calling thread included).
+int qmv_threads();
+void set_qmv_threads(int n);
+
+}  // namespace bc_native

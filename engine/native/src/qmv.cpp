@@ -1,0 +1,142 @@
+#include "qmv.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels.h"
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/utils.h"
+
+namespace bc_native {
+
+namespace {
+
+void check(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument("quantized_matvec: " + msg);
+}
+
+void check_weights(const mx::array& w, const mx::array& scales, const mx::array& biases,
+                   int group_size, int bits) {
+  check(bits == 4 || bits == 8, "bits must be 4 or 8");
+  check(group_size == 32 || group_size == 64, "group_size must be 32 or 64");
+  check(w.dtype() == mx::uint32 && w.ndim() == 2, "w must be a 2-D uint32 array");
+  const int N = w.shape(0);
+  const int K = w.shape(1) * 32 / bits;
+  check(scales.shape() == mx::Shape({N, K / group_size}) && biases.shape() == scales.shape(),
+        "scales and biases must have shape (N, K / group_size)");
+  check(scales.dtype() == biases.dtype() &&
+            (scales.dtype() == mx::float32 || scales.dtype() == mx::float16 ||
+             scales.dtype() == mx::bfloat16),
+        "scales and biases must share a float dtype");
+}
+
+}  // namespace
+
+mx::array dequantize_f32(const mx::array& w, const mx::array& scales, const mx::array& biases,
+                         int group_size, int bits, bool force_scalar, mx::StreamOrDevice s) {
+  check_weights(w, scales, biases, group_size, bits);
+  auto stream = mx::to_stream(s);
+  check(stream.device == mx::Device::cpu, "runs on the CPU only");
+  return mx::array({w.shape(0), w.shape(1) * 32 / bits}, mx::float32,
+                   std::make_shared<QuantizedMatvec>(stream, group_size, bits, force_scalar,
+                                                     true),
+                   {w, scales, biases});
+}
+
+mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::array& scales,
+                           const mx::array& biases, int group_size, int bits,
+                           bool force_scalar, mx::StreamOrDevice s) {
+  check_weights(w, scales, biases, group_size, bits);
+  const int K = w.shape(1) * 32 / bits;
+  const int N = w.shape(0);
+  check(x.ndim() >= 1 && x.shape(-1) == K,
+        "x's last dimension must be " + std::to_string(K));
+  check(mx::issubdtype(x.dtype(), mx::floating), "x must be floating point");
+  auto stream = mx::to_stream(s);
+  check(stream.device == mx::Device::cpu, "runs on the CPU only");
+
+  auto xf = mx::astype(x, mx::float32, stream);
+  auto shape = x.shape();
+  shape.back() = N;
+  auto y = mx::array(shape, mx::float32,
+                     std::make_shared<QuantizedMatvec>(stream, group_size, bits, force_scalar),
+                     {xf, w, scales, biases});
+  return x.dtype() == mx::float32 ? y : mx::astype(y, x.dtype(), stream);
+}
+
+void QuantizedMatvec::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  // The kernel reads plain row-major buffers; copy anything strided (rare: slices).
+  // MLX does not export its copy kernels, hence this plain element loop.
+  auto dense = [&](const mx::array& a) {
+    if (a.flags().row_contiguous) return a;
+    mx::array c(a.shape(), a.dtype(), nullptr, {});
+    c.set_data(mx::allocator::malloc(c.nbytes()));
+    encoder.add_temporary(c);
+    encoder.dispatch([src = a.data<char>(), dst = c.data<char>(), shape = a.shape(),
+                      strides = a.strides(), size = a.size(), isz = a.itemsize()]() {
+      for (size_t i = 0; i < size; ++i) {
+        size_t rem = i;
+        int64_t off = 0;
+        for (int d = (int)shape.size() - 1; d >= 0; --d) {
+          off += (int64_t)(rem % shape[d]) * strides[d];
+          rem /= shape[d];
+        }
+        std::memcpy(dst + i * isz, src + off * (int64_t)isz, isz);
+      }
+    });
+    return c;
+  };
+  const int first = dequant_only_ ? 0 : 1;  // index of w
+  mx::array x = dequant_only_ ? inputs[0] : dense(inputs[0]);
+  mx::array w = dense(inputs[first]);
+  mx::array sc = dense(inputs[first + 1]);
+  mx::array bi = dense(inputs[first + 2]);
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+
+  if (!dequant_only_) encoder.set_input_array(x);
+  encoder.set_input_array(w);
+  encoder.set_input_array(sc);
+  encoder.set_input_array(bi);
+  encoder.set_output_array(out);
+
+  QmvArgs a;
+  a.x = dequant_only_ ? nullptr : x.data<float>();
+  a.w = w.data<uint32_t>();
+  a.scales = sc.data<void>();
+  a.biases = bi.data<void>();
+  a.y = out.data<float>();
+  a.N = w.shape(0);
+  a.K = w.shape(1) * 32 / bits_;
+  a.M = dequant_only_ || !a.K ? 0 : (int)(x.size() / a.K);
+  a.group_size = group_size_;
+  a.bits = bits_;
+  a.stype = sc.dtype() == mx::float32   ? ScaleType::f32
+            : sc.dtype() == mx::float16 ? ScaleType::f16
+                                        : ScaleType::bf16;
+  if (dequant_only_) {
+    encoder.dispatch([a, scalar = force_scalar_]() { dequantize_run(a, scalar); });
+  } else {
+    encoder.dispatch([a, scalar = force_scalar_]() { qmv_run(a, scalar); });
+  }
+}
+
+void QuantizedMatvec::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+  throw std::runtime_error("quantized_matvec has no GPU implementation (use mx.quantized_matmul)");
+}
+
+bool QuantizedMatvec::is_equivalent(const mx::Primitive& other) const {
+  auto& o = static_cast<const QuantizedMatvec&>(other);
+  return group_size_ == o.group_size_ && bits_ == o.bits_ &&
+         force_scalar_ == o.force_scalar_ && dequant_only_ == o.dequant_only_;
+}
+
+std::vector<mx::Shape> QuantizedMatvec::output_shapes(const std::vector<mx::array>& inputs) {
+  if (dequant_only_) return {{inputs[0].shape(0), inputs[0].shape(1) * 32 / bits_}};
+  auto shape = inputs[0].shape();
+  shape.back() = inputs[1].shape(0);
+  return {shape};
+}
+
+}  // namespace bc_native

@@ -1,0 +1,50 @@
+// MLX custom primitive: quantized matrix times a few rows of float32, CPU only.
+#pragma once
+
+#include "mlx/ops.h"
+#include "mlx/primitives.h"
+
+namespace bc_native {
+
+namespace mx = mlx::core;
+
+// y = x @ (scales * q + biases).T for w, scales, biases from mx.quantize(W, group_size,
+// bits) (affine mode). x: (..., K), any float dtype (computed in float32); y: (..., N).
+mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::array& scales,
+                           const mx::array& biases, int group_size, int bits,
+                           bool force_scalar = false, mx::StreamOrDevice s = {});
+
+// dequantize(w, scales, biases) as float32 (N, K): MLX's CPU dequantize is slow enough
+// (~1.5 ms for 576x576) that dequantize + BLAS matmul lost to everything for prefill.
+mx::array dequantize_f32(const mx::array& w, const mx::array& scales, const mx::array& biases,
+                         int group_size, int bits, bool force_scalar = false,
+                         mx::StreamOrDevice s = {});
+
+class QuantizedMatvec : public mx::UnaryPrimitive {
+ public:
+  // dequant_only: inputs are (w, scales, biases) and the output is the float32 weight.
+  QuantizedMatvec(mx::Stream stream, int group_size, int bits, bool force_scalar,
+                  bool dequant_only = false)
+      : mx::UnaryPrimitive(stream),
+        group_size_(group_size),
+        bits_(bits),
+        force_scalar_(force_scalar),
+        dequant_only_(dequant_only) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
+
+  const char* name() const override {
+    return dequant_only_ ? "NativeDequantize" : "QuantizedMatvec";
+  }
+  bool is_equivalent(const mx::Primitive& other) const override;
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override;
+
+ private:
+  int group_size_;
+  int bits_;
+  bool force_scalar_;
+  bool dequant_only_;
+};
+
+}  // namespace bc_native

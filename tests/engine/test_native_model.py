@@ -1,0 +1,122 @@
+"""engine.native.patch: a quantized model with its linears on quantized_matvec (issue #19).
+
+Greedy tokens must equal MLX's own quantized path (mx.quantized_matmul) on the same weights.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+
+from engine import native
+from engine.native import build as native_build
+from engine.native import patch
+from tests.engine.conftest import reference_tokens
+from tests.tiny_model import make_tiny_model
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built() -> None:
+    reason = native_build.ensure_built()
+    if reason is not None:
+        pytest.skip(f"engine.native unavailable: {reason}")
+
+
+@pytest.fixture()
+def tiny_q():
+    tiny = make_tiny_model(seed=3, hidden=128)
+    nn.quantize(tiny.model, group_size=32, bits=4)
+    mx.eval(tiny.model.parameters())
+    yield tiny.model
+    patch.uninstall(tiny.model)
+
+
+def test_install_swaps_every_quantized_linear_and_uninstall_restores(tiny_q) -> None:
+    n_quant = sum(isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))
+                  for _, m in tiny_q.named_modules())
+    assert patch.install(tiny_q, max_rows=8) == n_quant
+    assert all(type(m) is not nn.QuantizedLinear for _, m in tiny_q.named_modules())
+    patch.uninstall(tiny_q)
+    assert all(type(m) not in (patch.NativeQuantizedLinear, patch.NativeQuantizedEmbedding)
+               for _, m in tiny_q.named_modules())
+
+
+@pytest.mark.parametrize("shape", [(3, 1), (1, 5), (2, 40)], ids=["decode3", "rows5", "prefill"])
+def test_logits_match_mlx_quantized_path(tiny_q, shape) -> None:
+    """Up to 8 rows go through the kernel, the 80-row pass through dequantize + matmul."""
+    tokens = mx.array(np.random.default_rng(0).integers(0, 250, size=shape))
+    ref = tiny_q(tokens)
+    patch.install(tiny_q, max_rows=8)
+    out = tiny_q(tokens)
+    assert out.shape == ref.shape
+    assert np.allclose(np.array(out), np.array(ref), rtol=1e-4, atol=1e-4)
+
+
+def test_greedy_tokens_match_mlx_quantized_path(tiny_q) -> None:
+    prompts = [[5, 17, 99, 3], [200, 1, 1, 42, 7, 8, 9, 10, 11, 12, 13]]
+    ref = [reference_tokens(tiny_q, p, 24) for p in prompts]
+    patch.install(tiny_q)
+    assert [reference_tokens(tiny_q, p, 24) for p in prompts] == ref
+
+
+def test_switch_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(patch.ENABLE_ENV, raising=False)
+    assert patch.max_rows_from_env() == 0
+    monkeypatch.setenv(patch.ENABLE_ENV, "1")
+    assert patch.max_rows_from_env() == patch.DEFAULT_MAX_ROWS
+    monkeypatch.setenv(patch.ENABLE_ENV, "12")
+    assert patch.max_rows_from_env() == 12
+
+
+@pytest.mark.bundled
+def test_bundled_greedy_equals_mlx_quantized_path() -> None:
+    from mlx_lm import stream_generate
+
+    from engine.loader import load_model
+
+    lm = load_model("bundled", quantized=True)
+    questions = ["What is the capital of France?", "Write a haiku about the sea.",
+                 "List three prime numbers.", "Explain what a CPU cache is in one sentence."]
+    prompts = [lm.tokenizer.apply_chat_template([{"role": "user", "content": q}],
+                                                add_generation_prompt=True) for q in questions]
+
+    def greedy(p: list[int]) -> list[int]:
+        return [r.token for r in stream_generate(lm.model, lm.tokenizer, p, max_tokens=24)]
+
+    ref = [greedy(p) for p in prompts]
+    assert patch.install(lm.model) == 211  # 30 layers x 7 linears + the tied lm_head
+    try:
+        assert [greedy(p) for p in prompts] == ref
+    finally:
+        patch.uninstall(lm.model)
+    assert native.available()
+
+
+@pytest.mark.bundled
+def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """BATCHCHAT_NATIVE_QMV: the loader keeps weights quantized, ModelRunner installs the
+    kernel, and a batch of 4 (padded batched decode) gives MLX's quantized greedy tokens."""
+    from mlx_lm import stream_generate
+
+    from engine import Engine, EngineConfig, SamplingParams
+    from engine.loader import load_model
+    from tests.engine.conftest import run_to_end
+
+    monkeypatch.setenv(patch.ENABLE_ENV, "1")
+    lm = load_model("bundled")
+    engine = Engine(lm.model, lm.tokenizer, eos_token_ids=lm.eos_token_ids,
+                    context_length=lm.context_length, config=EngineConfig(max_concurrent=8))
+    assert type(lm.model.model.layers[0].mlp.gate_proj) is patch.NativeQuantizedLinear
+    questions = ["What is the capital of France?", "Write a haiku about the sea.",
+                 "List three prime numbers.", "Explain what a CPU cache is in one sentence."]
+    streams = [engine.submit(messages=[{"role": "user", "content": q}],
+                             params=SamplingParams(max_tokens=24)) for q in questions]
+    run_to_end(engine)
+    patch.uninstall(lm.model)  # the reference: MLX's own quantized path
+    for s in streams:
+        ref = [r.token for r in stream_generate(lm.model, lm.tokenizer, s.prompt_tokens,
+                                                max_tokens=24)]
+        assert s.tokens == ref[:len(s.tokens)], s.text

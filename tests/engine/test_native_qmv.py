@@ -1,0 +1,153 @@
+"""engine.native.quantized_matvec against MLX's own quantized matmul (issue #19).
+
+Error bound, per output element: the kernel and MLX both compute a float32 dot product of
+length K over dequantized weights, each in its own order (AVX2 lanes vs sequential). Each
+result is within (K + 2)·u·A of the exact value, u = 2**-24 and A = Σ_k |x_k|(|s|·q_k + |b|)
+(the usual γ_K bound for a sum in any order, plus one rounding for s·q + b; using |s|q + |b|
+instead of |w| also covers implementations that sum s·Σqx + b·Σx separately). So they differ by
+at most 2(K + 2)·u·A. Observed errors are ~100x smaller; a wrongly unpacked value would exceed it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from engine import native
+from engine.native import build as native_build
+
+U = 2.0**-24
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built() -> None:
+    """Builds the extension when it is missing and the tools exist, so CI exercises it."""
+    reason = native_build.ensure_built()
+    if reason is not None:
+        pytest.skip(f"engine.native unavailable: {reason}")
+
+
+def _case(m: int, n: int, k: int, bits: int, gs: int, seed: int, wdtype=mx.float32):
+    mx.random.seed(seed)
+    w = (mx.random.normal((n, k)) * 0.05).astype(wdtype)
+    x = mx.random.normal((m, k))
+    q, s, b = mx.quantize(w, group_size=gs, bits=bits)
+    return x, q, s, b
+
+
+def _reference_and_bound(x, q, s, b, gs, bits):
+    s32, b32 = s.astype(mx.float32), b.astype(mx.float32)
+    ref = mx.quantized_matmul(x, q, s32, b32, transpose=True, group_size=gs, bits=bits)
+    qv = mx.dequantize(q, mx.ones_like(s32), mx.zeros_like(b32), group_size=gs, bits=bits)
+    rep = lambda a: mx.repeat(mx.abs(a), gs, axis=-1)  # noqa: E731
+    a = mx.abs(x) @ (rep(s32) * qv + rep(b32)).T
+    k = x.shape[-1]
+    return np.array(ref), 2 * (k + 2) * U * np.array(a)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("gs", [32, 64])
+@pytest.mark.parametrize("m", [1, 3, 8, 32])
+@pytest.mark.parametrize("n", [197, 1031])
+@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "scalar"])
+def test_matches_mlx_quantized_matmul(bits: int, gs: int, m: int, n: int, scalar: bool) -> None:
+    x, q, s, b = _case(m, n, 576, bits, gs, seed=bits * 1000 + gs * 10 + m)
+    y = native.quantized_matvec(x, q, s, b, gs, bits, force_scalar=scalar)
+    ref, bound = _reference_and_bound(x, q, s, b, gs, bits)
+    assert y.shape == (m, n) and y.dtype == mx.float32
+    err = np.abs(np.array(y) - ref)
+    assert np.all(err <= bound), f"max err {err.max()} vs bound {bound[err > bound].min()}"
+
+
+@pytest.mark.parametrize("wdtype", [mx.float16, mx.bfloat16])
+@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "scalar"])
+def test_half_precision_scales(wdtype, scalar: bool) -> None:
+    x, q, s, b = _case(5, 130, 1536, 4, 32, seed=7, wdtype=wdtype)
+    assert s.dtype == wdtype
+    y = native.quantized_matvec(x, q, s, b, 32, 4, force_scalar=scalar)
+    ref, bound = _reference_and_bound(x, q, s, b, 32, 4)
+    assert np.all(np.abs(np.array(y) - ref) <= bound)
+
+
+def test_simd_and_scalar_agree_and_threads_do_not_change_results() -> None:
+    x, q, s, b = _case(4, 4099, 576, 8, 64, seed=3)
+    ys = np.array(native.quantized_matvec(x, q, s, b, 64, 8, force_scalar=True))
+    native.set_threads(1)
+    try:
+        one = np.array(native.quantized_matvec(x, q, s, b, 64, 8))
+    finally:
+        native.set_threads(2)
+    two = np.array(native.quantized_matvec(x, q, s, b, 64, 8))
+    assert np.array_equal(one, two)  # each output is computed by one thread, same order
+    _, bound = _reference_and_bound(x, q, s, b, 64, 8)
+    assert np.all(np.abs(one - ys) <= bound)
+
+
+def test_leading_dims_strided_input_and_dtype() -> None:
+    x, q, s, b = _case(6, 64, 128, 4, 64, seed=5)
+    ref, bound = _reference_and_bound(x, q, s, b, 64, 4)
+    x3 = x.reshape(2, 3, 128)
+    y3 = native.quantized_matvec(x3, q, s, b, 64, 4)
+    assert y3.shape == (2, 3, 64)
+    assert np.all(np.abs(np.array(y3).reshape(6, 64) - ref) <= bound)
+    xt = mx.array(np.ascontiguousarray(np.array(x).T)).T  # same values, column-major view
+    assert np.all(np.abs(np.array(native.quantized_matvec(xt, q, s, b, 64, 4)) - ref) <= bound)
+    y16 = native.quantized_matvec(x.astype(mx.float16), q, s, b, 64, 4)
+    assert y16.dtype == mx.float16
+
+
+def test_inside_a_larger_graph() -> None:
+    x, q, s, b = _case(2, 96, 256, 4, 32, seed=11)
+    y = native.quantized_matvec(mx.tanh(x) * 2, q, s, b, 32, 4) + 1
+    ref = mx.quantized_matmul(mx.tanh(x) * 2, q, s, b, transpose=True, group_size=32, bits=4) + 1
+    assert np.allclose(np.array(y), np.array(ref), atol=1e-4)
+
+
+@pytest.mark.parametrize("bad", ["bits", "group", "k", "scales"])
+def test_rejects_bad_arguments(bad: str) -> None:
+    x, q, s, b = _case(1, 64, 128, 4, 32, seed=1)
+    args = dict(x=x, w=q, scales=s, biases=b, group_size=32, bits=4)
+    if bad == "bits":
+        args["bits"] = 3
+    elif bad == "group":
+        args["group_size"] = 128
+    elif bad == "k":
+        args["x"] = mx.zeros((1, 96))
+    else:
+        args["scales"] = s[:, :1]
+    with pytest.raises(ValueError):
+        native.quantized_matvec(**args)
+
+
+def test_disabled_warns_once(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
+    monkeypatch.setenv(native.DISABLE_ENV, "1")
+    native.reset()
+    try:
+        with caplog.at_level(logging.WARNING, logger="engine.native"):
+            assert not native.available()
+            assert not native.available()
+        warnings = [r for r in caplog.records if "native CPU kernels not used" in r.message]
+        assert len(warnings) == 1 and native.DISABLE_ENV in warnings[0].getMessage()
+    finally:
+        monkeypatch.delenv(native.DISABLE_ENV)
+        native.reset()
+    assert native.available()
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("gs", [32, 64])
+@pytest.mark.parametrize("wdtype", [mx.float32, mx.float16, mx.bfloat16])
+@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "scalar"])
+def test_dequantize_f32_equals_mlx_dequantize(bits: int, gs: int, wdtype, scalar: bool) -> None:
+    """Each side rounds s*q + b once (FMA) or twice: apart by at most 2u(|s|q + |b|)."""
+    _, q, s, b = _case(1, 1030, 576, bits, gs, seed=bits + gs, wdtype=wdtype)
+    w = native.dequantize_f32(q, s, b, gs, bits, force_scalar=scalar)
+    ref = mx.dequantize(q, s.astype(mx.float32), b.astype(mx.float32), group_size=gs, bits=bits)
+    assert w.dtype == mx.float32 and w.shape == ref.shape
+    s32, b32 = s.astype(mx.float32), b.astype(mx.float32)
+    qv = mx.dequantize(q, mx.ones_like(s32), mx.zeros_like(b32), group_size=gs, bits=bits)
+    mag = mx.repeat(mx.abs(s32), gs, axis=-1) * qv + mx.repeat(mx.abs(b32), gs, axis=-1)
+    assert np.all(np.abs(np.array(w) - np.array(ref)) <= 2 * U * np.array(mag))
