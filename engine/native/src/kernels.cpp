@@ -261,25 +261,25 @@ BC_AVX2 void tile4_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, flo
   }
 }
 
+// The M-tile kernels as types, so one blocking loop serves both layouts.
 template <int GS>
-BC_AVX2 void rows4_avx2(const QmvArgs& a, int n0, int n1) {
-  constexpr int block = 16;
-  thread_local std::vector<float> buf;
-  const int groups = a.K / GS;
-  if ((int)buf.size() < 2 * groups + 16) buf.resize(2 * groups + 16);
-  float *sf = buf.data(), *bf = buf.data() + groups + 8;
-  for (int nb = n0; nb < n1; nb += block) {
-    int ne = std::min(n1, nb + block);
-    int m = 0;
-    for (; m + 8 <= a.M; m += 8) tile4_avx2<GS, 8>(a, nb, ne, m, sf, bf);
-    if (a.M - m >= 4) { tile4_avx2<GS, 4>(a, nb, ne, m, sf, bf); m += 4; }
-    if (a.M - m >= 2) { tile4_avx2<GS, 2>(a, nb, ne, m, sf, bf); m += 2; }
-    if (a.M - m >= 1) tile4_avx2<GS, 1>(a, nb, ne, m, sf, bf);
+struct Tile4 {
+  template <int R>
+  BC_AVX2 static void run(const QmvArgs& a, int n0, int n1, int m0, float* sf, float* bf) {
+    tile4_avx2<GS, R>(a, n0, n1, m0, sf, bf);
   }
-}
+};
+
+template <int BITS, int GS>
+struct TileQ {
+  template <int R>
+  BC_AVX2 static void run(const QmvArgs& a, int n0, int n1, int m0, float* sf, float* bf) {
+    tile_avx2<BITS, GS, R>(a, n0, n1, m0, sf, bf);
+  }
+};
 
 // Rows of W in blocks small enough that one block stays in L1 across all M tiles.
-template <int BITS, int GS>
+template <int GS, class Tile>
 BC_AVX2 void rows_avx2(const QmvArgs& a, int n0, int n1) {
   constexpr int block = 16;
   thread_local std::vector<float> buf;
@@ -289,10 +289,10 @@ BC_AVX2 void rows_avx2(const QmvArgs& a, int n0, int n1) {
   for (int nb = n0; nb < n1; nb += block) {
     int ne = std::min(n1, nb + block);
     int m = 0;
-    for (; m + 8 <= a.M; m += 8) tile_avx2<BITS, GS, 8>(a, nb, ne, m, sf, bf);
-    if (a.M - m >= 4) { tile_avx2<BITS, GS, 4>(a, nb, ne, m, sf, bf); m += 4; }
-    if (a.M - m >= 2) { tile_avx2<BITS, GS, 2>(a, nb, ne, m, sf, bf); m += 2; }
-    if (a.M - m >= 1) tile_avx2<BITS, GS, 1>(a, nb, ne, m, sf, bf);
+    for (; m + 8 <= a.M; m += 8) Tile::template run<8>(a, nb, ne, m, sf, bf);
+    if (a.M - m >= 4) { Tile::template run<4>(a, nb, ne, m, sf, bf); m += 4; }
+    if (a.M - m >= 2) { Tile::template run<2>(a, nb, ne, m, sf, bf); m += 2; }
+    if (a.M - m >= 1) Tile::template run<1>(a, nb, ne, m, sf, bf);
   }
 }
 
@@ -344,10 +344,10 @@ RowsFn pick_deq(const QmvArgs& a, bool force_scalar) {
 RowsFn pick(const QmvArgs& a, bool force_scalar) {
 #ifdef BC_X86
   if (!force_scalar && cpu_has_avx2_fma()) {
-    if (a.bits == 4 && a.xp && a.group_size == 32) return rows4_avx2<32>;
-    if (a.bits == 4 && a.xp && a.group_size == 64) return rows4_avx2<64>;
-    if (a.bits == 8 && a.group_size == 32) return rows_avx2<8, 32>;
-    if (a.bits == 8 && a.group_size == 64) return rows_avx2<8, 64>;
+    if (a.bits == 4 && a.xp && a.group_size == 32) return rows_avx2<32, Tile4<32>>;
+    if (a.bits == 4 && a.xp && a.group_size == 64) return rows_avx2<64, Tile4<64>>;
+    if (a.bits == 8 && a.group_size == 32) return rows_avx2<32, TileQ<8, 32>>;
+    if (a.bits == 8 && a.group_size == 64) return rows_avx2<64, TileQ<8, 64>>;
   }
 #endif
   return a.bits == 4 ? rows_scalar<4> : rows_scalar<8>;
