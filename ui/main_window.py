@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pyqtgraph as pg
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
@@ -24,6 +25,7 @@ from app.engine_bridge import BridgeState
 from app.kv_saver import KVSaver
 from app.server.in_app import AppServer
 
+from .chart_look import style_plot
 from .chat.chat_tab import ChatTab
 from .help_menu import about_box, shortcuts_box
 from .history.controller import HistoryController
@@ -183,10 +185,12 @@ class MainWindow(QMainWindow):
         self.ctx.settings.theme = self.theme.choice
         self.ctx.settings.save()
 
-    def _look_changed(self, _dark: bool) -> None:
+    def _look_changed(self, dark: bool) -> None:
         for tab in self.chat_tabs():
             for widget in tab.messages.widgets:
                 widget.body.rerender()
+        for plot in self.findChildren(pg.PlotWidget):  # the stats and simulator charts
+            style_plot(plot, dark)
 
     def _restore_layout(self) -> None:
         s = self.ctx.settings

@@ -85,3 +85,21 @@ def test_size_docks_and_drafts_come_back_after_a_restart(history_app, loop, qtbo
     assert tab.input.toPlainText() == "half-typed draft"
     other = next(t for t in window.chat_tabs() if t is not tab)
     assert other.input.toPlainText() == ""
+
+
+def test_charts_follow_the_theme(window, loop):
+    import pyqtgraph as pg
+
+    window.stats_dock.show()
+    plots = window.findChildren(pg.PlotWidget)
+    assert plots  # the stats dock's charts
+    try:
+        window.theme_actions["light"].trigger()
+        assert all(p.backgroundBrush().color().lightness() > 128 for p in plots)
+        window.theme_actions["dark"].trigger()
+        assert all(p.backgroundBrush().color().lightness() < 128 for p in plots)
+        axis = plots[0].getPlotItem().getAxis("left")
+        assert axis.textPen().color().lightness() > 128  # light text on the dark chart
+        assert plots[0].getPlotItem().titleLabel.text  # titles kept their text
+    finally:
+        window.theme.set_choice("light")

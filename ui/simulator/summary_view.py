@@ -19,8 +19,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..chart_look import style_plot
 from ..reflow import ReflowGrid
 from ..stats.charts import nice_ceiling
+from ..theme import is_dark
 
 LATENCIES = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
 PERCENTILES = (("median", "p50"), ("p90", "p90"), ("p99", "p99"))
@@ -133,6 +135,7 @@ class SummaryView(QWidget):
         legend = item.addLegend(offset=(8, 4), labelTextColor="#3c4043", labelTextSize="8pt")
         item.addItem(self.e2e_bars)
         item.addItem(self.ttft_bars)
+        style_plot(widget, is_dark())
         legend.addItem(self.e2e_bars, "E2E")
         legend.addItem(self.ttft_bars, "TTFT")
         item.setXRange(0.5, 10.5, padding=0)  # whole-number ticks before the first run

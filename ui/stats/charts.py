@@ -12,7 +12,9 @@ from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from app.stats.model import Sample
 
+from ..chart_look import style_plot
 from ..reflow import ReflowGrid
+from ..theme import is_dark
 
 # key, title, colour
 SERIES = (
@@ -40,6 +42,7 @@ def _plot(title: str, history_s: float) -> pg.PlotWidget:
         item.getAxis(name).setTextPen("#5f6368")
         item.getAxis(name).setPen("#c0c4c8")
     item.getAxis("bottom").setLabel("seconds ago", color="#5f6368")
+    style_plot(widget, is_dark())
     _cache(item.titleLabel, item.getAxis("left"), item.getAxis("bottom"))
     return widget
 
