@@ -79,6 +79,7 @@ class Settings:
         # The chat tabs' settings panel: one global toggle, hidden until asked for.
         self.show_settings_panel = False
         self.theme = "system"  # "system" (follow the OS), "light" or "dark"
+        self.last_folder = ""  # where the last file dialog ended (export, import, save as)
         # what the window remembers: Qt's saveGeometry/saveState (base64), unsent drafts
         self.window_geometry = ""
         self.window_state = ""
@@ -125,6 +126,8 @@ class Settings:
                                if isinstance(v, str)}
         if data.get("theme") in ("system", "light", "dark"):
             settings.theme = data["theme"]
+        if isinstance(data.get("last_folder"), str):
+            settings.last_folder = repair_text(data["last_folder"])
         if isinstance(data.get("show_settings_panel"), bool):
             settings.show_settings_panel = data["show_settings_panel"]
         name = data.get("default_preset")
@@ -141,6 +144,7 @@ class Settings:
                 "server_port": self.server_port, "server_api_key": self.server_api_key}
         data["show_settings_panel"] = self.show_settings_panel
         data["theme"] = self.theme
+        data["last_folder"] = self.last_folder
         data.update(window_geometry=self.window_geometry, window_state=self.window_state,
                     drafts=self.drafts)
         try:

@@ -25,6 +25,7 @@ from app.engine_bridge import BridgeState
 from app.kv_saver import KVSaver
 from app.server.in_app import AppServer
 
+from . import file_dialogs
 from .chart_look import style_plot
 from .chat.chat_tab import ChatTab
 from .help_menu import about_box, shortcuts_box
@@ -150,6 +151,7 @@ class MainWindow(QMainWindow):
     def _make_look_and_help(self) -> None:
         """View → Theme, the Help menu, Quit last in Chat, and the window's remembered
         size, dock layout and drafts."""
+        file_dialogs.use(self.ctx.settings)  # dialogs open where the last one ended
         self.theme = Theme(QApplication.instance(), self.ctx.settings.theme, self)
         self.theme.listeners.append(self._look_changed)
         view = next(a.menu() for a in self.menuBar().actions() if a.text() == "&View")

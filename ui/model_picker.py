@@ -15,6 +15,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from . import file_dialogs
+
 
 class ModelPickerDialog(QDialog):
     """Non-blocking: call `open()`; `chosen(source)` fires on OK."""
@@ -63,13 +65,16 @@ class ModelPickerDialog(QDialog):
         self.source.setText("bundled")
 
     def _browse_dir(self) -> None:
-        dialog = QFileDialog(self, "Model directory")
+        dialog = QFileDialog(self, "Model directory", file_dialogs.start_path())
         dialog.setFileMode(QFileDialog.FileMode.Directory)
         dialog.fileSelected.connect(self.source.setText)
+        dialog.fileSelected.connect(file_dialogs.remember)
         dialog.open()
 
     def _browse_file(self) -> None:
-        dialog = QFileDialog(self, "GGUF file", "", "GGUF models (*.gguf);;All files (*)")
+        dialog = QFileDialog(self, "GGUF file", file_dialogs.start_path(),
+                             "GGUF models (*.gguf);;All files (*)")
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
         dialog.fileSelected.connect(self.source.setText)
+        dialog.fileSelected.connect(file_dialogs.remember)
         dialog.open()

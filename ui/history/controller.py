@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QPushButton
 from app.history.sync import HistorySync
 from app.storage import StorageError
 
+from .. import file_dialogs
 from .banner import HistoryBanner
 from .view import HistoryDialog
 
@@ -193,7 +194,9 @@ class HistoryController(QObject):
 
     def ask_save_path(self) -> str:
         path, _ = QFileDialog.getSaveFileName(self.window, "Save the history to another file",
-                                              "history.db", "SQLite database (*.db)")
+                                              file_dialogs.start_path("history.db"),
+                                              "SQLite database (*.db)")
+        file_dialogs.remember(path)
         return path
 
     def may_quit(self) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -28,6 +27,8 @@ from app.history import files
 from app.history.files import HistoryEntry
 from app.history.sync import HistorySync
 from app.storage import StorageError
+
+from .. import file_dialogs
 
 # (menu text, file filter, default suffix, action name, format)
 EXPORTS = (
@@ -220,13 +221,15 @@ class HistoryDialog(QDialog):
         return True
 
     def _ask_save_path(self, name: str, file_filter: str) -> str:
-        path, _ = QFileDialog.getSaveFileName(self, "Export", str(Path.home() / name),
+        path, _ = QFileDialog.getSaveFileName(self, "Export", file_dialogs.start_path(name),
                                               file_filter)
+        file_dialogs.remember(path)
         return path
 
     def _ask_open_path(self) -> str:
         path, _ = QFileDialog.getOpenFileName(self, "Import a BatchChat export",
-                                              str(Path.home()), "JSON (*.json)")
+                                              file_dialogs.start_path(), "JSON (*.json)")
+        file_dialogs.remember(path)
         return path
 
 

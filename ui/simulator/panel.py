@@ -28,6 +28,7 @@ from app.simulator.config import SimConfigError
 from app.simulator.export_run import format_for, run_for_export, write_run
 from app.simulator.run import SimRow, SimulationRun
 
+from .. import file_dialogs
 from .config_form import ConfigForm
 from .results_table import ResultsModel, make_results_view
 from .summary_view import SummaryView
@@ -264,8 +265,9 @@ class SimulatorPanel(QWidget):
 
     def _ask_save_path(self, name: str) -> str:
         path, chosen = QFileDialog.getSaveFileName(self, "Export simulation run",
-                                                   str(Path.home() / f"{name}.json"),
+                                                   file_dialogs.start_path(f"{name}.json"),
                                                    f"{JSON_FILTER};;{CSV_FILTER}")
+        file_dialogs.remember(path)
         if path and chosen == CSV_FILTER and not path.lower().endswith(".csv"):
             path = str(Path(path).with_suffix(".csv"))  # the filter picks the format
         return path
