@@ -96,8 +96,3 @@ class EngineThread(threading.Thread):
             if events:
                 self.deliver(events)
         self.deliver(core.abort_all("shutdown"))
-        # A run-ahead step nobody took may still be computing; an interpreter that exits
-        # under it aborts ("terminate called without an active exception").
-        import mlx.core as mx
-
-        mx.synchronize()

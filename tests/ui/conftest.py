@@ -100,6 +100,16 @@ def run_until(loop: qasync.QEventLoop, predicate: Callable[[], bool],
     loop.run_until_complete(wait())
 
 
+def start_long_reply(tab: Any, loop: qasync.QEventLoop, text: str) -> Any:
+    """Send `text` with room for a long reply and wait until it has streamed a little;
+    the reply's generation (to close the tab under it, say)."""
+    tab.panel.fields["max_tokens"].setValue(5000)
+    tab.send_text(text)
+    gen = tab.conversation.generation
+    run_until(loop, lambda: len(tab.conversation.messages[-1].content) > 3)
+    return gen
+
+
 def spin(loop: qasync.QEventLoop, seconds: float) -> None:
     loop.run_until_complete(asyncio.sleep(seconds))
 

@@ -3,17 +3,14 @@ stats row, like any other reply."""
 
 from __future__ import annotations
 
-from tests.ui.conftest import run_until
+from tests.ui.conftest import run_until, start_long_reply
 from tests.ui.history_checks import stored
 
 
 def test_stats_of_a_reply_cancelled_by_closing_its_tab_are_saved(history_app, loop, qtbot):
     window = history_app.start()
     tab = window.current_tab()
-    tab.panel.fields["max_tokens"].setValue(5000)
-    tab.send_text("a long answer please")
-    gen = tab.conversation.generation
-    run_until(loop, lambda: len(tab.conversation.messages[-1].content) > 3)
+    gen = start_long_reply(tab, loop, "a long answer please")
     session = tab.conversation.session_id
     reply_id = tab.conversation.messages[-1].id
     window.new_tab()

@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QTabBar
 
 from app.titles import title_from_message
-from tests.ui.conftest import run_until
+from tests.ui.conftest import run_until, start_long_reply
 from ui.main_window import BUSY_MARK
 
 CTRL = Qt.KeyboardModifier.ControlModifier
@@ -92,10 +92,7 @@ def test_ctrl_number_and_ctrl_tab_switch_tabs(window, loop, qtbot):
 def test_reopen_a_closed_generating_tab_without_history(window, loop, qtbot):
     _activate(window, loop)
     tab = window.current_tab()
-    tab.panel.fields["max_tokens"].setValue(5000)
-    tab.send_text("a reply that will be cut off")
-    gen = tab.conversation.generation
-    run_until(loop, lambda: len(tab.conversation.messages[-1].content) > 3)
+    gen = start_long_reply(tab, loop, "a reply that will be cut off")
     window.new_tab()
     session = tab.conversation.session_id
     window.close_tab(window.tabs.indexOf(tab))
@@ -121,10 +118,7 @@ def test_reopen_restores_the_chat_from_the_history(history_app, loop, qtbot):
     window = history_app.start()
     _activate(window, loop)
     tab = window.current_tab()
-    tab.panel.fields["max_tokens"].setValue(5000)
-    tab.send_text("remember this chat")
-    gen = tab.conversation.generation
-    run_until(loop, lambda: len(tab.conversation.messages[-1].content) > 3)
+    gen = start_long_reply(tab, loop, "remember this chat")
     session = tab.conversation.session_id
     title = tab.conversation.title
     window.new_tab()
