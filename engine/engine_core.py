@@ -313,7 +313,8 @@ class EngineCore:
         t_end = time.perf_counter()
         step_s = t_end - t0
         self.scheduler.budget.observe(rows, decode_s, plan.num_prefill_tokens, prefill_s, step_s,
-                                      plan.interactive, budgeted=plan.decode_rows > 0)
+                                      plan.interactive,
+                                      budgeted=plan.decode_rows > 0 and not plan.beyond_allowance)
         self.stats.record_tick(TickRecord(
             index=self.stats.num_ticks, t=t_end, decode_rows=rows,
             prefill_tokens=plan.num_prefill_tokens, prefill_seqs=len(plan.prefill),
