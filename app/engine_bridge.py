@@ -402,6 +402,11 @@ class StreamClient:
     def __init__(self, bridge: EngineBridge) -> None:
         self._bridge = bridge
 
+    @property
+    def description(self) -> str:
+        """What a simulator summary names as its target (compared with servers' runs)."""
+        return f"local engine ({self._bridge.description or 'no model'})"
+
     def submit(self, messages: Sequence[Mapping[str, Any]], *,
                params: SamplingParams | Mapping[str, Any] | None = None,
                priority: Priority | str = "interactive",

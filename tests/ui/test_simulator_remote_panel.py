@@ -80,3 +80,37 @@ def test_run_against_a_connection_and_an_unreachable_one(window, loop, qtbot, se
     click(qtbot, panel.start_button)
     summary = wait_finished(loop, panel)
     assert summary["completed"] == 2 and summary["target"] == "lab (tiny)"
+
+
+def test_compare_runs_against_two_targets(history_app, loop, qtbot, own_server):
+    window = history_app.start()
+    panel = open_panel(window, qtbot)
+    panel.target._fill()
+    configure(panel, requests=3, burst=3, tokens=(4, 4))
+    click(qtbot, panel.start_button)  # the local engine
+    wait_finished(loop, panel)
+    panel.target.choose(OWN)
+    click(qtbot, panel.start_button)  # the same workload over HTTP
+    wait_finished(loop, panel)
+
+    dialog = window.history.show_history()
+    runs = [i for i in range(dialog.list.topLevelItemCount())
+            if dialog.list.topLevelItem(i).text(1) == "simulation"]
+    assert len(runs) == 2
+    dialog.list.topLevelItem(runs[0]).setSelected(True)
+    assert not dialog.compare_button.isEnabled()  # one run: nothing to compare
+    assert dialog.compare_selected() is None
+    dialog.list.topLevelItem(runs[1]).setSelected(True)
+    assert dialog.compare_button.isEnabled()
+    compare = dialog.compare_selected()
+    table = compare.table
+    assert table.columnCount() == 2
+    names = [table.verticalHeaderItem(i).text() for i in range(table.rowCount())]
+    targets = {table.item(names.index("target"), j).text() for j in range(2)}
+    assert any(t.startswith("local engine (") for t in targets)
+    assert any(t.startswith("BatchChat server (tiny)") for t in targets)
+    assert {table.item(names.index("completed"), j).text() for j in range(2)} == {"3"}
+    for e2e, ttft in compare.curves:  # three completed requests each, sorted
+        ys = list(e2e.getData()[1])
+        assert len(ys) == 3 and ys == sorted(ys) and len(ttft.getData()[1]) == 3
+    compare.close()
