@@ -37,7 +37,8 @@ class RemoteBackends:
         if client is None or client.connection != conn:
             if client is not None:
                 self._old.append(client)  # its streams finish on their own
-            client = self._clients[name] = RemoteClient(conn, loop)
+            # bound to the app's loop: tabs submit from Qt slots, outside a coroutine
+            client = self._clients[name] = RemoteClient(conn, loop or _app_loop())
         return client
 
     async def close(self) -> None:
@@ -46,3 +47,10 @@ class RemoteBackends:
         self._old.clear()
         for client in clients:
             await client.close()
+
+
+def _app_loop() -> asyncio.AbstractEventLoop:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.get_event_loop()  # the loop set for this thread (qasync's)
