@@ -16,6 +16,7 @@ stock function. The model architecture itself is untouched.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -130,12 +131,33 @@ def _swiglu_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     return dispatch
 
 
+NATIVE_ATTENTION_ENV = "BATCHCHAT_NATIVE_ATTENTION"  # 0: never the native attention kernel
+# Query positions up to which the native kernel (engine/native, one pass over the cache
+# per key head) beats the composed ops; longer prompts go through BLAS matmuls.
+NATIVE_ATTENTION_MAX_QUERIES = 64
+
+
+def _native_attention_ok(queries: mx.array, keys: mx.array) -> bool:
+    if (queries.shape[2] > NATIVE_ATTENTION_MAX_QUERIES or keys.dtype != mx.float32
+            or os.environ.get(NATIVE_ATTENTION_ENV, "") == "0"):
+        return False
+    from . import native  # lazily: it loads the extension (or warns once that it cannot)
+
+    return native.available()
+
+
 def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     def dispatch(queries: mx.array, keys: mx.array, values: mx.array, cache: Any,
                  scale: float, mask: Any, sinks: mx.array | None = None) -> mx.array:
         scores = queries.size // queries.shape[-1] * keys.shape[2]
-        if (sinks is None and not hasattr(cache, "bits") and queries.ndim == 4
-                and queries.shape[1] % keys.shape[1] == 0 and _fast(queries, scores)):
+        usable = (sinks is None and not hasattr(cache, "bits") and queries.ndim == 4
+                  and queries.shape[1] % keys.shape[1] == 0
+                  and getattr(_state, "on", False) and queries.dtype == mx.float32)
+        if usable and _native_attention_ok(queries, keys):
+            from .native import cache_attention
+
+            return cache_attention(queries, keys, values, scale, mask)
+        if usable and _fast(queries, scores):
             return attention(queries, keys, values, scale, mask)
         return stock(queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks)
     dispatch.stock = stock  # type: ignore[attr-defined]

@@ -104,7 +104,7 @@ if __name__ == "__main__":
     p.add_argument("--turns", type=int, default=4)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--think-s", type=float, default=1.0)
-    p.add_argument("--whole", type=int, default=EngineConfig.whole_prompt_tokens,
+    p.add_argument("--whole", type=int, default=EngineConfig().whole_prompt_tokens,
                    help="EngineConfig.whole_prompt_tokens (0: short prompts stay within "
                         "the allowance)")
     p.add_argument("--ticks", action="store_true", help="print every tick")

@@ -1,4 +1,5 @@
-"""Native CPU kernels for MLX (issue #19): quantized matrix-vector products.
+"""Native CPU kernels for MLX (issue #19): quantized matrix-vector products, and attention
+of a few queries over a KV cache (`cache_attention`).
 
 `quantized_matvec(x, w, scales, biases, group_size, bits)` computes
 ``x @ mx.dequantize(w, scales, biases, group_size, bits).T`` (what ``mx.quantized_matmul``
@@ -137,3 +138,29 @@ def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: 
     scalar = force_scalar or not simd()
     return _ext.dequantize_f32(w, scales, biases, group_size, bits, force_scalar=scalar,
                                stream=stream)
+
+
+def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: float,
+                    mask: mx.array | str | None = None, *, force_scalar: bool = False,
+                    stream: Any = None) -> mx.array:
+    """``mx.fast.scaled_dot_product_attention`` for float32 queries (B, Hq, L, D) over
+    keys/values (B, Hkv, T, D), in one CPU op: grouped heads share a pass over K and V,
+    strided cache views are read in place. `mask`: None, "causal", or an array (bool:
+    true = attend; else added to the scores) broadcastable to (B, Hq, L, T).
+
+    Raises RuntimeError when the extension is not loaded (check `available()` first).
+    """
+    _load()
+    if _ext is None:
+        raise RuntimeError(f"engine.native is unavailable: {_reason}")
+    if mask is None:
+        kind, arr = 0, queries
+    elif isinstance(mask, str):
+        if mask != "causal":
+            raise ValueError(f"unknown mask {mask!r}")
+        kind, arr = 1, queries
+    else:
+        kind, arr = (2 if mask.dtype == mx.bool_ else 3), mask
+    scalar = force_scalar or not simd()
+    return _ext.cache_attention(queries, keys, values, arr, scale, kind,
+                                force_scalar=scalar, stream=stream)

@@ -120,6 +120,8 @@ def _count_fast_calls(monkeypatch) -> list[str]:
 
 def test_engine_tokens_with_the_kernels_equal_mlx_lm_generate(tiny, make_engine, monkeypatch):
     monkeypatch.setattr(cpu_kernels, "_MIN_SIZE", 0)  # the tiny model's tensors take them too
+    # the composed attention, not the native one (tests/engine/test_native_attention.py)
+    monkeypatch.setenv(cpu_kernels.NATIVE_ATTENTION_ENV, "0")
     calls = _count_fast_calls(monkeypatch)
     engine = make_engine(max_concurrent=6, prefill_burst=8)
     ps = prompts(8, seed=5)

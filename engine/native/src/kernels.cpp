@@ -362,15 +362,13 @@ RowsFn pick(const QmvArgs& a, bool force_scalar) {
 // so a late worker can still look at a finished job safely.
 
 struct Job {
-  QmvArgs args;
-  RowsFn fn;
-  int rows_per_chunk, chunks;
+  std::function<void(int)> chunk;  // does chunk c of `chunks`
+  int chunks;
   std::atomic<int> next{0}, done{0};
 
   void work() {
     for (int c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
-      int lo = c * rows_per_chunk, hi = std::min(args.N, lo + rows_per_chunk);
-      fn(args, lo, hi);
+      chunk(c);
       done.fetch_add(1, std::memory_order_release);
     }
   }
@@ -486,20 +484,31 @@ void set_qmv_threads(int n) {
   wanted_threads = std::max(1, n);
 }
 
-static void run_rows(const QmvArgs& a, RowsFn fn, long work) {
-  Pool* p = work >= kParallelMin && a.N >= 32 ? get_pool() : nullptr;
+void parallel_chunks(int chunks, long work, const std::function<void(int)>& fn) {
+  Pool* p = work >= kParallelMin && chunks > 1 ? get_pool() : nullptr;
   if (!p) {
+    for (int c = 0; c < chunks; ++c) fn(c);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->chunk = fn;
+  job->chunks = chunks;
+  p->run(job);
+}
+
+static void run_rows(const QmvArgs& a, RowsFn fn, long work) {
+  if (work < kParallelMin || a.N < 32 || !get_pool()) {
     fn(a, 0, a.N);
     return;
   }
   // About 4 chunks a thread, whole multiples of 8 rows.
-  auto job = std::make_shared<Job>();
-  job->args = a;
-  job->fn = fn;
-  int per = (a.N + 4 * p->size() - 1) / (4 * p->size());
-  job->rows_per_chunk = std::max(8, (per + 7) & ~7);
-  job->chunks = (a.N + job->rows_per_chunk - 1) / job->rows_per_chunk;
-  p->run(job);
+  const int threads = qmv_threads();
+  int per = (a.N + 4 * threads - 1) / (4 * threads);
+  const int rows = std::max(8, (per + 7) & ~7);
+  parallel_chunks((a.N + rows - 1) / rows, work, [a, fn, rows](int c) {
+    const int lo = c * rows;
+    fn(a, lo, std::min(a.N, lo + rows));
+  });
 }
 
 void qmv_run(const QmvArgs& args, bool force_scalar) {

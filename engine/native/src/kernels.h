@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace bc_native {
 
@@ -30,6 +31,10 @@ void dequantize_run(const QmvArgs& a, bool force_scalar);
 
 // True when this CPU can run the AVX2/FMA/F16C path.
 bool cpu_has_avx2_fma();
+
+// Run fn(0) .. fn(chunks - 1) on the shared threads (the caller takes part); serially when
+// `work` (multiply-adds) is too small to pay for waking a thread.
+void parallel_chunks(int chunks, long work, const std::function<void(int)>& fn);
 
 // Threads used for one call (the calling thread included).
 int qmv_threads();

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "dense.h"
 #include "kernels.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/utils.h"
@@ -67,27 +68,8 @@ mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::arr
 
 void QuantizedMatvec::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
   auto& encoder = mx::cpu::get_command_encoder(stream());
-  // The kernel reads plain row-major buffers; copy anything strided (rare: slices).
-  // MLX does not export its copy kernels, hence this plain element loop.
-  auto dense = [&](const mx::array& a) {
-    if (a.flags().row_contiguous) return a;
-    mx::array c(a.shape(), a.dtype(), nullptr, {});
-    c.set_data(mx::allocator::malloc(c.nbytes()));
-    encoder.add_temporary(c);
-    encoder.dispatch([src = a.data<char>(), dst = c.data<char>(), shape = a.shape(),
-                      strides = a.strides(), size = a.size(), isz = a.itemsize()]() {
-      for (size_t i = 0; i < size; ++i) {
-        size_t rem = i;
-        int64_t off = 0;
-        for (int d = (int)shape.size() - 1; d >= 0; --d) {
-          off += (int64_t)(rem % shape[d]) * strides[d];
-          rem /= shape[d];
-        }
-        std::memcpy(dst + i * isz, src + off * (int64_t)isz, isz);
-      }
-    });
-    return c;
-  };
+  // The kernel reads plain row-major buffers; anything strided (rare: slices) is copied.
+  auto dense = [&](const mx::array& a) { return bc_native::dense(encoder, a); };
   const int first = dequant_only_ ? 0 : 1;  // index of w
   mx::array x = dequant_only_ ? inputs[0] : dense(inputs[0]);
   mx::array w = dense(inputs[first]);

@@ -1,0 +1,259 @@
+// Attention of a few query positions over a KV cache, one task per (batch row, KV head):
+// the rep = Hq / Hkv query heads sharing a KV head and all L positions are that task's
+// rows, so each key and value vector is read once for all of them (grouped-query heads in
+// one pass). Two passes: scores for every (row, key) into a scratch buffer, then the
+// softmax-weighted sum of values. No score matrix for the whole batch, no copy of a
+// strided cache view, one MLX op instead of ~8 (scale, two matmuls, mask, softmax parts).
+
+#include "attention.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define BC_X86 1
+#define BC_AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+namespace bc_native {
+namespace {
+
+// Is key t visible to row r (query position l), and what is added to its score?
+inline bool visible(const AttnArgs& a, int b, int h, int l, int t, float* add) {
+  *add = 0.f;
+  switch (a.mask_kind) {
+    case MaskKind::causal:
+      return t <= a.T - a.L + l;
+    case MaskKind::boolean: {
+      const auto* m = static_cast<const uint8_t*>(a.mask);
+      return m[b * a.ms[0] + h * a.ms[1] + l * a.ms[2] + t * a.ms[3]] != 0;
+    }
+    case MaskKind::additive: {
+      const auto* m = static_cast<const float*>(a.mask);
+      *add = m[b * a.ms[0] + h * a.ms[1] + l * a.ms[2] + t * a.ms[3]];
+      return *add != -INFINITY;
+    }
+    default:
+      return true;
+  }
+}
+
+// Scores (R rows x T keys, -inf where masked) of one task; row r = query head
+// g * rep + r / L at position r % L.
+void scores_scalar(const AttnArgs& a, int b, int g, float* s) {
+  const int rep = a.Hq / a.Hkv, R = rep * a.L;
+  for (int t = 0; t < a.T; ++t) {
+    const float* kt = a.k + b * a.ks[0] + g * a.ks[1] + t * a.ks[2];
+    for (int r = 0; r < R; ++r) {
+      const int h = g * rep + r / a.L, l = r % a.L;
+      float add;
+      if (!visible(a, b, h, l, t, &add)) {
+        s[(size_t)r * a.T + t] = -INFINITY;
+        continue;
+      }
+      const float* qr = a.q + b * a.qs[0] + h * a.qs[1] + l * a.qs[2];
+      float dot = 0.f;
+      for (int d = 0; d < a.D; ++d) dot += qr[d] * kt[d];
+      s[(size_t)r * a.T + t] = dot * a.scale + add;
+    }
+  }
+}
+
+// Turns a row of scores into unnormalized weights; returns their sum (0: all masked).
+float softmax_row_scalar(float* s, int T) {
+  float mx = -INFINITY;
+  for (int t = 0; t < T; ++t) mx = std::max(mx, s[t]);
+  if (mx == -INFINITY) {
+    std::fill(s, s + T, 0.f);
+    return 0.f;
+  }
+  float sum = 0.f;
+  for (int t = 0; t < T; ++t) sum += (s[t] = std::exp(s[t] - mx));
+  return sum;
+}
+
+void values_scalar(const AttnArgs& a, int b, int g, const float* p, const float* sums) {
+  const int rep = a.Hq / a.Hkv, R = rep * a.L;
+  for (int r = 0; r < R; ++r) {
+    const int h = g * rep + r / a.L, l = r % a.L;
+    float* o = a.out + (((size_t)b * a.Hq + h) * a.L + l) * a.D;
+    std::fill(o, o + a.D, 0.f);
+    if (sums[r] == 0.f) continue;
+    for (int t = 0; t < a.T; ++t) {
+      const float w = p[(size_t)r * a.T + t];
+      if (w == 0.f) continue;
+      const float* vt = a.v + b * a.vs[0] + g * a.vs[1] + t * a.vs[2];
+      for (int d = 0; d < a.D; ++d) o[d] += w * vt[d];
+    }
+    const float inv = 1.f / sums[r];
+    for (int d = 0; d < a.D; ++d) o[d] *= inv;
+  }
+}
+
+#ifdef BC_X86
+BC_AVX2 inline float hsum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+// exp for 8 floats: the Cephes polynomial of engine/cpu_kernels.py (within 1 ulp of MLX's
+// exp); n = -127 gives 0 (underflow), n = 128 gives inf.
+BC_AVX2 inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.f)), _mm256_set1_ps(88.5f));
+  const __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(1.4426950408889634f));
+  const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(t, n);
+  __m256 p = _mm256_set1_ps(1.535336188319500e-4f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339887440266574e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618437357674640e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550332471162809e-2f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264791363012e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472028550421e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// The 8 horizontal sums of v[0..7] as one vector.
+BC_AVX2 inline __m256 hsum8(const __m256* v) {
+  const __m256 s0123 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 s4567 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20),
+                       _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
+BC_AVX2 void scores_avx2(const AttnArgs& a, int b, int g, float* s) {
+  const int rep = a.Hq / a.Hkv, R = rep * a.L, D = a.D;
+  const bool plain = a.mask_kind == MaskKind::none;
+  const __m256 scale8 = _mm256_set1_ps(a.scale);
+  // Blocks of 8 keys: 8 dot products a row share one reduction (a horizontal sum per
+  // score cost as much as its multiply-adds); the mask is applied afterwards.
+  const int T8 = a.T & ~7;
+  for (int t0 = 0; t0 < T8; t0 += 8) {
+    const float* kt[8];
+    for (int j = 0; j < 8; ++j) kt[j] = a.k + b * a.ks[0] + g * a.ks[1] + (t0 + j) * a.ks[2];
+    for (int r = 0; r < R; ++r) {
+      const int h = g * rep + r / a.L, l = r % a.L;
+      const float* qr = a.q + b * a.qs[0] + h * a.qs[1] + l * a.qs[2];
+      __m256 acc[8];
+      const __m256 q0 = _mm256_loadu_ps(qr);
+      for (int j = 0; j < 8; ++j) acc[j] = _mm256_mul_ps(q0, _mm256_loadu_ps(kt[j]));
+      for (int d = 8; d < D; d += 8) {
+        const __m256 qd = _mm256_loadu_ps(qr + d);
+        for (int j = 0; j < 8; ++j)
+          acc[j] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kt[j] + d), acc[j]);
+      }
+      float* out = s + (size_t)r * a.T + t0;
+      _mm256_storeu_ps(out, _mm256_mul_ps(hsum8(acc), scale8));
+      if (!plain)
+        for (int j = 0; j < 8; ++j) {
+          float add;
+          out[j] = visible(a, b, h, l, t0 + j, &add) ? out[j] + add : -INFINITY;
+        }
+    }
+  }
+  for (int t = T8; t < a.T; ++t) {
+    const float* kt = a.k + b * a.ks[0] + g * a.ks[1] + t * a.ks[2];
+    for (int r = 0; r < R; ++r) {
+      const int h = g * rep + r / a.L, l = r % a.L;
+      float add = 0.f;
+      if (!plain && !visible(a, b, h, l, t, &add)) {
+        s[(size_t)r * a.T + t] = -INFINITY;
+        continue;
+      }
+      const float* qr = a.q + b * a.qs[0] + h * a.qs[1] + l * a.qs[2];
+      __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qr), _mm256_loadu_ps(kt));
+      for (int d = 8; d < D; d += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), _mm256_loadu_ps(kt + d), acc);
+      s[(size_t)r * a.T + t] = hsum(acc) * a.scale + add;
+    }
+  }
+}
+
+BC_AVX2 float softmax_row_avx2(float* s, int T) {
+  float mx = -INFINITY;
+  for (int t = 0; t < T; ++t) mx = std::max(mx, s[t]);
+  if (mx == -INFINITY) {
+    std::fill(s, s + T, 0.f);
+    return 0.f;
+  }
+  const __m256 m8 = _mm256_set1_ps(mx);
+  __m256 acc = _mm256_setzero_ps();
+  int t = 0;
+  for (; t + 8 <= T; t += 8) {
+    // exp(-inf - mx) clamps to exp(-88) ~ 6e-39, not 0: masked keys are zeroed below.
+    const __m256 x = _mm256_loadu_ps(s + t);
+    __m256 e = exp8(_mm256_sub_ps(x, m8));
+    e = _mm256_and_ps(e, _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ));
+    _mm256_storeu_ps(s + t, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = hsum(acc);
+  for (; t < T; ++t) sum += (s[t] = s[t] == -INFINITY ? 0.f : std::exp(s[t] - mx));
+  return sum;
+}
+
+BC_AVX2 void values_avx2(const AttnArgs& a, int b, int g, const float* p, const float* sums,
+                         float* acc) {
+  const int rep = a.Hq / a.Hkv, R = rep * a.L, D = a.D;
+  std::fill(acc, acc + (size_t)R * D, 0.f);
+  for (int t = 0; t < a.T; ++t) {
+    const float* vt = a.v + b * a.vs[0] + g * a.vs[1] + t * a.vs[2];
+    for (int r = 0; r < R; ++r) {
+      const float w = p[(size_t)r * a.T + t];
+      if (w == 0.f) continue;
+      const __m256 w8 = _mm256_set1_ps(w);
+      float* o = acc + (size_t)r * D;
+      for (int d = 0; d < D; d += 8)
+        _mm256_storeu_ps(o + d, _mm256_fmadd_ps(w8, _mm256_loadu_ps(vt + d),
+                                                _mm256_loadu_ps(o + d)));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const int h = g * rep + r / a.L, l = r % a.L;
+    float* o = a.out + (((size_t)b * a.Hq + h) * a.L + l) * D;
+    const float inv = sums[r] == 0.f ? 0.f : 1.f / sums[r];
+    for (int d = 0; d < D; ++d) o[d] = acc[(size_t)r * D + d] * inv;
+  }
+}
+#endif
+
+void task(const AttnArgs& a, int b, int g, bool simd) {
+  const int R = a.Hq / a.Hkv * a.L;
+  thread_local std::vector<float> scratch;
+  scratch.resize((size_t)R * a.T + R + (size_t)R * a.D);
+  float* s = scratch.data();
+  float* sums = s + (size_t)R * a.T;
+  float* acc = sums + R;
+#ifdef BC_X86
+  if (simd) {
+    scores_avx2(a, b, g, s);
+    for (int r = 0; r < R; ++r) sums[r] = softmax_row_avx2(s + (size_t)r * a.T, a.T);
+    values_avx2(a, b, g, s, sums, acc);
+    return;
+  }
+#endif
+  (void)acc;
+  scores_scalar(a, b, g, s);
+  for (int r = 0; r < R; ++r) sums[r] = softmax_row_scalar(s + (size_t)r * a.T, a.T);
+  values_scalar(a, b, g, s, sums);
+}
+
+}  // namespace
+
+void attention_run(const AttnArgs& a, bool force_scalar) {
+  const bool simd = !force_scalar && cpu_has_avx2_fma() && a.D % 8 == 0;
+  const long work = 2L * a.B * a.Hq * a.L * a.T * a.D;
+  parallel_chunks(a.B * a.Hkv, work, [a, simd](int c) { task(a, c / a.Hkv, c % a.Hkv, simd); });
+}
+
+}  // namespace bc_native

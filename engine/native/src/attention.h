@@ -1,0 +1,33 @@
+// Attention for a few query positions over a KV cache (decode, a chat's next turn), free of
+// MLX headers. Grouped query heads share one pass over their key/value head.
+#pragma once
+
+#include <cstdint>
+
+namespace bc_native {
+
+enum class MaskKind : int { none = 0, causal = 1, boolean = 2, additive = 3 };
+
+struct AttnArgs {
+  // q (B, Hq, L, D), k and v (B, Hkv, T, D): strides in elements for batch, head and
+  // position; the last dimension is contiguous. Views of a larger cache buffer are fine.
+  const float* q;
+  const float* k;
+  const float* v;
+  int64_t qs[3], ks[3], vs[3];
+  // mask (B, Hq, L, T) with strides for each (0 where broadcast): uint8 (true = attend)
+  // for boolean, float32 added to the scores for additive; unused for none and causal
+  // (causal: query i sees keys up to T - L + i).
+  const void* mask = nullptr;
+  int64_t ms[4] = {0, 0, 0, 0};
+  MaskKind mask_kind = MaskKind::none;
+  float* out;  // (B, Hq, L, D) row-major
+  int B, Hq, Hkv, L, T, D;
+  float scale;
+};
+
+// out = softmax(scale * q @ k.T + mask) @ v, in float32. A row with every key masked out
+// gives zeros.
+void attention_run(const AttnArgs& a, bool force_scalar);
+
+}  // namespace bc_native

@@ -1,0 +1,99 @@
+#include "attention_op.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "attention.h"
+#include "dense.h"
+#include "mlx/backend/cpu/encoder.h"
+
+namespace bc_native {
+
+namespace {
+
+void check(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument("cache_attention: " + msg);
+}
+
+}  // namespace
+
+mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
+                          const mx::array& mask, float scale, int mask_kind, bool force_scalar,
+                          mx::StreamOrDevice s) {
+  check(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-D");
+  check(q.dtype() == mx::float32 && k.dtype() == mx::float32 && v.dtype() == mx::float32,
+        "q, k and v must be float32");
+  const int B = q.shape(0), Hq = q.shape(1), L = q.shape(2), D = q.shape(3);
+  const int Hkv = k.shape(1), T = k.shape(2);
+  check(k.shape() == v.shape() && k.shape(0) == B && k.shape(3) == D,
+        "k and v must have shape (B, Hkv, T, D) matching q");
+  check(Hkv > 0 && Hq % Hkv == 0, "query heads must be a multiple of key/value heads");
+  check(mask_kind >= 0 && mask_kind <= 3, "mask_kind must be 0..3");
+  check(mask_kind != 1 || L <= T, "a causal mask needs at most as many queries as keys");
+  auto stream = mx::to_stream(s);
+  check(stream.device == mx::Device::cpu, "runs on the CPU only");
+  std::vector<mx::array> inputs = {q, k, v};
+  if (mask_kind >= 2) {
+    auto m = mx::broadcast_to(mask, {B, Hq, L, T}, stream);
+    if (mask_kind == 2) m = mx::astype(m, mx::bool_, stream);
+    else if (m.dtype() != mx::float32) m = mx::astype(m, mx::float32, stream);
+    inputs.push_back(m);
+  }
+  return mx::array({B, Hq, L, D}, mx::float32,
+                   std::make_shared<CacheAttention>(stream, scale, mask_kind, force_scalar),
+                   std::move(inputs));
+}
+
+void CacheAttention::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  // The kernel takes any strides except in the last dimension (a cache view is fine).
+  auto usable = [&](const mx::array& a) {
+    return a.shape(-1) == 1 || a.strides().back() == 1 ? a : dense(encoder, a);
+  };
+  const mx::array q = usable(inputs[0]), k = usable(inputs[1]), v = usable(inputs[2]);
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  encoder.set_input_array(q);
+  encoder.set_input_array(k);
+  encoder.set_input_array(v);
+  AttnArgs a;
+  a.q = q.data<float>();
+  a.k = k.data<float>();
+  a.v = v.data<float>();
+  for (int i = 0; i < 3; ++i) {
+    a.qs[i] = q.strides()[i];
+    a.ks[i] = k.strides()[i];
+    a.vs[i] = v.strides()[i];
+  }
+  a.mask_kind = static_cast<MaskKind>(mask_kind_);
+  if (mask_kind_ >= 2) {
+    const mx::array& m = inputs[3];
+    encoder.set_input_array(m);
+    a.mask = m.data<void>();
+    for (int i = 0; i < 4; ++i) a.ms[i] = m.strides()[i];
+  }
+  encoder.set_output_array(out);
+  a.out = out.data<float>();
+  a.B = q.shape(0);
+  a.Hq = q.shape(1);
+  a.L = q.shape(2);
+  a.D = q.shape(3);
+  a.Hkv = k.shape(1);
+  a.T = k.shape(2);
+  a.scale = scale_;
+  encoder.dispatch([a, scalar = force_scalar_]() { attention_run(a, scalar); });
+}
+
+void CacheAttention::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+  throw std::runtime_error("cache_attention has no GPU implementation (use mx.fast)");
+}
+
+bool CacheAttention::is_equivalent(const mx::Primitive& other) const {
+  auto& o = static_cast<const CacheAttention&>(other);
+  return scale_ == o.scale_ && mask_kind_ == o.mask_kind_ && force_scalar_ == o.force_scalar_;
+}
+
+std::vector<mx::Shape> CacheAttention::output_shapes(const std::vector<mx::array>& inputs) {
+  return {inputs[0].shape()};
+}
+
+}  // namespace bc_native

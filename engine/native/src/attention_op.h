@@ -1,0 +1,40 @@
+// MLX custom primitive: attention of a few query positions over a KV cache, CPU only.
+#pragma once
+
+#include "mlx/ops.h"
+#include "mlx/primitives.h"
+
+namespace bc_native {
+
+namespace mx = mlx::core;
+
+// softmax(scale * q @ k.T + mask) @ v for q (B, Hq, L, D), k and v (B, Hkv, T, D) float32,
+// Hq a multiple of Hkv. mask_kind 0: none; 1: causal (query i sees keys up to T - L + i);
+// 2: `mask` bool, true = attend; 3: `mask` float32 added to the scores. `mask` must be
+// broadcastable to (B, Hq, L, T) (ignored for kinds 0 and 1).
+mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
+                          const mx::array& mask, float scale, int mask_kind,
+                          bool force_scalar = false, mx::StreamOrDevice s = {});
+
+class CacheAttention : public mx::UnaryPrimitive {
+ public:
+  CacheAttention(mx::Stream stream, float scale, int mask_kind, bool force_scalar)
+      : mx::UnaryPrimitive(stream),
+        scale_(scale),
+        mask_kind_(mask_kind),
+        force_scalar_(force_scalar) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
+
+  const char* name() const override { return "CacheAttention"; }
+  bool is_equivalent(const mx::Primitive& other) const override;
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override;
+
+ private:
+  float scale_;
+  int mask_kind_;
+  bool force_scalar_;
+};
+
+}  // namespace bc_native
