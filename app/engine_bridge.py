@@ -10,12 +10,14 @@ on whatever asyncio loop is current (qasync's, in the app), so a frame is a
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .events import Event
@@ -26,7 +28,10 @@ if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
 
 log = logging.getLogger(__name__)
 
-Loader = Callable[[str], "Engine"]
+# model source -> Engine, on a loading thread; one that takes a `progress=` keyword gets
+# Engine.load's progress callback (stage, fraction)
+Loader = Callable[..., "Engine"]
+ProgressFn = Callable[[str, float], None]
 WAIT_POLL_S = 0.1  # how often a reply with no token yet is told where it stands
 
 
@@ -71,13 +76,21 @@ class ReplyStats:
 
 
 def default_loader(config: EngineConfig | None = None) -> Loader:
-    def load(source: str) -> Engine:
+    def load(source: str, progress: ProgressFn | None = None) -> Engine:
         from engine import Engine, EngineConfig
 
         return Engine.load(source, config or EngineConfig(
-            max_concurrent=16, kv_disk_dir=str(kv_cache_dir())))
+            max_concurrent=16, kv_disk_dir=str(kv_cache_dir())), progress=progress)
 
     return load
+
+
+def _takes_progress(loader: Loader) -> bool:
+    try:
+        params = inspect.signature(loader).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "progress" or p.kind == p.VAR_KEYWORD for p in params)
 
 
 def check_params(params: Mapping[str, Any]) -> str | None:
@@ -161,7 +174,10 @@ class Generation:
 
 
 class EngineBridge:
-    """Owns the Engine. Events: `state_changed(state, message)`, `frame()` after each flush."""
+    """Owns the Engine. Events: `state_changed(state, message)`, `frame()` after each flush,
+    `load_progress(stage, fraction)` while a model loads, `load_failed(message)` when a load
+    failed (the state is then READY again if the previous model kept serving, else FAILED).
+    """
 
     def __init__(self, loader: Loader | None = None, frame_s: float = 0.016) -> None:
         self.loader = loader or default_loader()
@@ -175,6 +191,10 @@ class EngineBridge:
         self.engine: Engine | None = None
         self.state_changed = Event()
         self.frame = Event()
+        self.load_progress = Event()
+        self.load_failed = Event()
+        self.progress: tuple[str, float] | None = None  # the load under way: stage, fraction
+        self.load_error = ""  # why the last load failed ("" when it did not)
         self.num_flushes = 0
         self.load_started: float | None = None
         self._active: dict[str, Generation] = {}
@@ -190,24 +210,62 @@ class EngineBridge:
         return self.state == BridgeState.READY
 
     async def load(self, source: str) -> bool:
-        """Load `source` in a background thread; True when it is ready to serve."""
+        """Load `source` in a background thread; True when it is ready to serve.
+
+        The model serving now keeps serving while the new one loads (state LOADING still
+        takes requests), and after a failed load: it is replaced only by a model that
+        loaded. (Both are in memory for that while.)"""
         if self.state in (BridgeState.LOADING, BridgeState.STOPPED):
             return False
-        await self._stop_engine()
+        previous = self.engine
         self.attempted = source
         self.load_started = time.perf_counter()
+        self.load_error = ""
+        self.progress = None
         self._set_state(BridgeState.LOADING, f"Loading {source} …")
+        loader = self.loader
+        if _takes_progress(loader):
+            loader = partial(loader, progress=self._progress_from_thread(source))
         try:
-            engine = await _in_thread(self.loader, source)
+            engine = await _in_thread(loader, source)
         except Exception as exc:  # noqa: BLE001 - any loader failure is shown to the user
             log.warning("loading %s failed: %s", source, exc)
-            self._set_state(BridgeState.FAILED, f"Could not load the model: {exc}")
+            self.progress = None
+            if self.state == BridgeState.STOPPED:
+                return False
+            self.load_error = f"Could not load {source}: {exc}"
+            if previous is not None and self.engine is previous:
+                self._set_state(BridgeState.READY, self.description)  # it still serves
+            else:
+                self._set_state(BridgeState.FAILED, f"Could not load the model: {exc}")
+            self.load_failed.emit(self.load_error)
             return False
+        self.progress = None
         if self.state == BridgeState.STOPPED:  # the window closed while we loaded
             await engine.shutdown(timeout=1.0)
             return False
         await self.use_engine(engine, source)
         return True
+
+    def _progress_from_thread(self, source: str) -> ProgressFn:
+        """A progress callback for the loading thread: hands (stage, fraction) to this loop,
+        at most once per percent or stage (a loader may report thousands of steps)."""
+        loop = asyncio.get_running_loop()
+        sent: list[Any] = [None, -1.0]
+
+        def report(stage: str, fraction: float) -> None:
+            if stage == sent[0] and fraction < 1.0 and fraction - sent[1] < 0.01:
+                return
+            sent[:] = [stage, fraction]
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._on_progress, source, stage, fraction)
+
+        return report
+
+    def _on_progress(self, source: str, stage: str, fraction: float) -> None:
+        if self.state == BridgeState.LOADING and self.attempted == source:
+            self.progress = (stage, fraction)
+            self.load_progress.emit(stage, fraction)
 
     async def use_engine(self, engine: Engine, source: str = "engine") -> None:
         """Serve with a ready Engine (tests, or after `load`)."""
@@ -246,7 +304,8 @@ class EngineBridge:
     def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
                tag: str | None = None) -> Generation:
         """Start a reply; raise SubmitError (with the engine's reason) if it is refused."""
-        if self.engine is None or self.state != BridgeState.READY:
+        # while another model loads, the one loaded still serves
+        if self.engine is None or self.state not in (BridgeState.READY, BridgeState.LOADING):
             raise SubmitError(self._not_ready_reason(), "not_ready")
         from engine import EngineStopped, QueueFullError, RequestRejected
 
@@ -395,7 +454,7 @@ class StreamClient:
         return engine
 
 
-async def _in_thread(fn: Loader, arg: str) -> Engine:
+async def _in_thread(fn: Callable[[str], Engine], arg: str) -> Engine:
     """Run a blocking call in a daemon thread (so a slow load never blocks exiting)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Engine] = loop.create_future()

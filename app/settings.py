@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 SETTINGS_FILE_NAME = "settings.json"
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 DEFAULT_SERVER_PORT = 8000
+RECENT_MODELS_KEPT = 8
 
 # Keys match engine.SamplingParams (repetition_context_size is left at the engine default).
 DEFAULT_PARAMS: dict[str, Any] = {
@@ -84,6 +85,10 @@ class Settings:
         self.window_geometry = ""
         self.window_state = ""
         self.drafts: dict[str, str] = {}  # chat session id -> text in its input box
+        # unsent text of tabs that had no messages yet (not in the history): reopened as
+        # new tabs at the next start
+        self.new_tab_drafts: list[str] = []
+        self.recent_models: list[str] = []  # models that loaded, most recent first
         self.settings_panel_changed = Event()
 
     @classmethod
@@ -124,6 +129,14 @@ class Settings:
         if isinstance(drafts, dict):
             settings.drafts = {str(k): repair_text(v) for k, v in drafts.items()
                                if isinstance(v, str)}
+        new_drafts = data.get("new_tab_drafts")
+        if isinstance(new_drafts, list):
+            settings.new_tab_drafts = [repair_text(d) for d in new_drafts
+                                       if isinstance(d, str) and d.strip()]
+        recent = data.get("recent_models")
+        if isinstance(recent, list):
+            settings.recent_models = [repair_text(m) for m in recent
+                                      if isinstance(m, str) and m.strip()][:RECENT_MODELS_KEPT]
         if data.get("theme") in ("system", "light", "dark"):
             settings.theme = data["theme"]
         if isinstance(data.get("last_folder"), str):
@@ -146,7 +159,8 @@ class Settings:
         data["theme"] = self.theme
         data["last_folder"] = self.last_folder
         data.update(window_geometry=self.window_geometry, window_state=self.window_state,
-                    drafts=self.drafts)
+                    drafts=self.drafts, new_tab_drafts=self.new_tab_drafts,
+                    recent_models=self.recent_models)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
@@ -154,6 +168,14 @@ class Settings:
             os.replace(tmp, self.path)
         except OSError as exc:
             log.warning("could not save settings to %s: %s", self.path, exc)
+
+    def remember_model(self, source: str) -> None:
+        """`source` loaded: it is the model to start with and first among the recent ones."""
+        recent = [source] + [m for m in self.recent_models if m != source]
+        if source != self.model or recent != self.recent_models:
+            self.model = source
+            self.recent_models = recent[:RECENT_MODELS_KEPT]
+            self.save()
 
     def set_settings_panel(self, shown: bool) -> None:
         """Show or hide every tab's settings panel; remembered across restarts."""
