@@ -85,9 +85,6 @@ class Settings:
         self.window_geometry = ""
         self.window_state = ""
         self.drafts: dict[str, str] = {}  # chat session id -> text in its input box
-        # unsent text of tabs that had no messages yet (not in the history): reopened as
-        # new tabs at the next start
-        self.new_tab_drafts: list[str] = []
         self.recent_models: list[str] = []  # models that loaded, most recent first
         self.settings_panel_changed = Event()
 
@@ -129,10 +126,6 @@ class Settings:
         if isinstance(drafts, dict):
             settings.drafts = {str(k): repair_text(v) for k, v in drafts.items()
                                if isinstance(v, str)}
-        new_drafts = data.get("new_tab_drafts")
-        if isinstance(new_drafts, list):
-            settings.new_tab_drafts = [repair_text(d) for d in new_drafts
-                                       if isinstance(d, str) and d.strip()]
         recent = data.get("recent_models")
         if isinstance(recent, list):
             settings.recent_models = [repair_text(m) for m in recent
@@ -159,8 +152,7 @@ class Settings:
         data["theme"] = self.theme
         data["last_folder"] = self.last_folder
         data.update(window_geometry=self.window_geometry, window_state=self.window_state,
-                    drafts=self.drafts, new_tab_drafts=self.new_tab_drafts,
-                    recent_models=self.recent_models)
+                    drafts=self.drafts, recent_models=self.recent_models)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")

@@ -1,6 +1,7 @@
-"""Unsent drafts across a restart: a tab with messages gets its draft back by session id
-(the history reopens the tab); a new tab with no message yet is not in the history, so its
-draft is kept apart (`Settings.new_tab_drafts`) and reopens as a new tab."""
+"""Unsent drafts across a restart. Each tab's draft is kept by its chat's session id and goes
+back into that tab when the history reopens it. A draft whose tab does not come back (a
+new tab with no message when there is no history, an unreadable chat) is not lost: it goes
+into the window's empty tab, or a new tab."""
 
 from __future__ import annotations
 
@@ -14,19 +15,18 @@ from .chat.chat_tab import ChatTab
 def remember(settings: Settings, tabs: Sequence[ChatTab]) -> None:
     """Put the tabs' unsent text into `settings` (the caller saves)."""
     settings.drafts = {t.conversation.session_id: t.input.toPlainText()
-                       for t in tabs if t.conversation.messages and t.input.toPlainText().strip()}
-    settings.new_tab_drafts = [t.input.toPlainText() for t in tabs
-                               if not t.conversation.messages and t.input.toPlainText().strip()]
+                       for t in tabs if t.input.toPlainText().strip()}
 
 
 def restore(settings: Settings, tabs: Sequence[ChatTab], new_tab: Callable[[], ChatTab]) -> None:
-    """Drafts back into the tabs reopened from the history; each new-tab draft into an empty
-    tab without text (the one a fresh window opens), else into a new tab."""
+    """Drafts back into their tabs; the others into an empty tab without text, else a new
+    tab each."""
+    left = dict(settings.drafts)
     for tab in tabs:
-        draft = settings.drafts.get(tab.conversation.session_id)
+        draft = left.pop(tab.conversation.session_id, None)
         if draft and not tab.input.toPlainText():
             tab.input.setPlainText(draft)
     free = [t for t in tabs if not t.conversation.messages and not t.input.toPlainText()]
-    for draft in settings.new_tab_drafts:
+    for draft in left.values():
         tab = free.pop(0) if free else new_tab()
         tab.input.setPlainText(draft)
