@@ -199,7 +199,6 @@ class EngineBridge:
         self.load_started: float | None = None
         self._active: dict[str, Generation] = {}
         self._dirty: dict[str, Generation] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self._flush_handle: asyncio.TimerHandle | None = None
         self._wait_handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the engine serves
@@ -289,8 +288,10 @@ class EngineBridge:
                 await engine.shutdown(timeout=timeout)
             except TimeoutError:
                 log.warning("engine did not stop within %.1f s", timeout)
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=1.0)
+        # the engine's last events (finish reason "shutdown") come by loop callbacks
+        deadline = time.monotonic() + 1.0
+        while any(not g.ended for g in self._active.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
         self._flush()
         if self._wait_handle is not None:
             self._wait_handle.cancel()
@@ -320,10 +321,9 @@ class EngineBridge:
             raise SubmitError(str(exc), "not_ready") from None
         gen = Generation(stream, tag)
         self._active[gen.request_id] = gen
-        # Views may call this from a Qt slot outside a running coroutine: use the engine's loop.
-        task = self._event_loop().create_task(self._pump(gen))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # A call per event batch the engine delivers, not a task woken per stream per tick
+        # (16 streams were 16 loop callbacks per tick, each a Qt timer event on the UI thread)
+        stream.listen(lambda event, gen=gen: self._on_event(gen, event))
         self._watch_waiting()
         return gen
 
@@ -371,14 +371,24 @@ class EngineBridge:
         return "No model is loaded yet."
 
     async def _pump(self, gen: Generation) -> None:
-        try:
-            async for event in gen.stream:
-                if event.text:
-                    gen._pending.append(event.text)
-                self._mark(gen)
-        finally:
+        """Follow a Generation made elsewhere (a remote stream, tests) until it ends, its
+        events going the way `submit`'s do."""
+        ended = asyncio.get_running_loop().create_future()
+
+        def on_event(event: Any) -> None:
+            self._on_event(gen, event)
+            if event.finish_reason is not None and not ended.done():
+                ended.set_result(None)
+
+        gen.stream.listen(on_event)
+        await ended
+
+    def _on_event(self, gen: Generation, event: Any) -> None:
+        if event.text:
+            gen._pending.append(event.text)
+        if event.finish_reason is not None:
             gen.ended = True
-            self._mark(gen)
+        self._mark(gen)
 
     # -- waiting feedback ---------------------------------------------------------------
     def _watch_waiting(self) -> None:
