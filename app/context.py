@@ -17,6 +17,10 @@ class AppContext:
     store: SafeStore | None = None  # the history store, once the app saves chats
     history: HistorySync | None = None  # keeps `store` in step with the tabs (app.history.sync)
 
+    def __post_init__(self) -> None:
+        # tabs on a remote backend find its connection in the settings, as saved now
+        self.bridge.remotes.find = self.settings.connection
+
     @classmethod
     def create(cls, settings: Settings | None = None,
                bridge: EngineBridge | None = None) -> AppContext:

@@ -34,6 +34,10 @@ class ChatMessage:
     # its cached KV exactly (engine/chat_prompt.py); None for user text and old replies.
     token_ids: list[int] | None = None
     wait_note: str = ""  # before the first token: "queued — 2 ahead", "reading prompt 40 %"
+    # Who answered: the backend (None: the local engine, else a connection's name) and its
+    # description ("SmolLM2 …" or "lab (qwen)"), saved with the reply's stats
+    backend: str | None = None
+    answered_by: str = ""
     id: str = field(default_factory=lambda: str(uuid.uuid4()))  # its history row
 
 
@@ -54,7 +58,8 @@ class Conversation:
 
     def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
                  params: dict[str, Any] | None = None, session_id: str | None = None,
-                 messages: list[ChatMessage] | None = None, preset: str | None = None) -> None:
+                 messages: list[ChatMessage] | None = None, preset: str | None = None,
+                 backend: str | None = None) -> None:
         self.id = next(_ids)
         self.session_id = session_id or str(uuid.uuid4())  # its row in the history store
         self.bridge = bridge
@@ -62,6 +67,7 @@ class Conversation:
         self.system_prompt = system_prompt
         self.params: dict[str, Any] = dict(params or {})
         self.preset = preset
+        self.backend = backend  # None: the local engine; else a saved connection's name
         self.messages: list[ChatMessage] = list(messages or [])
         self.generation: Generation | None = None
         self.generations: list[Generation] = []  # every reply started here, oldest first
@@ -132,6 +138,12 @@ class Conversation:
         self.preset = preset
         self.meta_changed.emit()
 
+    def set_backend(self, backend: str | None) -> None:
+        """Where the next reply comes from (a running reply finishes where it started)."""
+        if backend != self.backend:
+            self.backend = backend
+            self.meta_changed.emit()
+
     def stop(self) -> None:
         if self.generation is not None:
             self.generation.cancel()
@@ -168,14 +180,16 @@ class Conversation:
 
     def _start(self) -> bool:
         try:
-            gen = self.bridge.submit(self.prompt_messages(), self.params, tag=self.tag)
+            gen = self.bridge.submit(self.prompt_messages(), self.params, tag=self.tag,
+                                     backend=self.backend)
         except SubmitError as exc:
             self.notice.emit(_submit_note(exc))
             return False
         self.generation = gen
         self.generations.append(gen)
         self.messages.append(ChatMessage("assistant", "", streaming=True,
-                                         request_id=gen.request_id, params=dict(self.params)))
+                                         request_id=gen.request_id, params=dict(self.params),
+                                         backend=gen.backend, answered_by=gen.answered_by))
         index = len(self.messages) - 1
         gen.delta.connect(lambda text: self._on_delta(index, text))
         gen.finished.connect(lambda g: self._on_finished(index, g))
@@ -206,7 +220,10 @@ class Conversation:
         self.generation = None
         self.reply_finished.emit(index)
         self.busy_changed.emit(False)
-        if gen.finish_reason == "error":
+        if gen.finish_reason == "error" and gen.backend is not None:
+            kept = " The partial reply is kept above." if msg.content else ""
+            self.notice.emit(f"Server error: {gen.error or 'unknown'}.{kept}")
+        elif gen.finish_reason == "error":
             self.notice.emit(f"Engine error: {gen.error or 'unknown'}")
         elif gen.finish_reason == "context":
             self.notice.emit("Context full: the reply was cut. Start a new chat or edit an "

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .events import Event
 from .paths import kv_cache_dir
+from .remote.backends import RemoteBackends, UnknownBackend
 
 if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
     from engine import Engine, EngineConfig, EngineStats, Priority, RequestStream, SamplingParams
@@ -108,9 +109,12 @@ class Generation:
     """One reply being generated. `delta(text)` fires at most once per frame with the text
     that arrived since the last one; `finished(generation)` fires once, after the last delta."""
 
-    def __init__(self, stream: RequestStream, tag: str | None) -> None:
+    def __init__(self, stream: RequestStream, tag: str | None,
+                 backend: str | None = None, answered_by: str = "") -> None:
         self.stream = stream
         self.tag = tag
+        self.backend = backend  # None: the local engine, else a connection's name
+        self.answered_by = answered_by  # "model" or "connection (model)", for the history
         self.delta = Event()
         self.finished = Event()
         self.waiting = Event()  # (RequestProgress | None) while it has no token yet
@@ -202,6 +206,8 @@ class EngineBridge:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._wait_handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the engine serves
+        # chats on OpenAI-compatible servers (app/remote); AppContext points it at settings
+        self.remotes = RemoteBackends()
 
     # -- model lifecycle ----------------------------------------------------------------
     @property
@@ -279,6 +285,7 @@ class EngineBridge:
     async def shutdown(self, timeout: float = 3.0) -> None:
         """End every request (finish reason "shutdown") and stop the engine thread."""
         self._set_state(BridgeState.STOPPED, "Shutting down …")
+        await self.remotes.close()  # remote replies end "cancelled", their sessions close
         await self._stop_engine(timeout)
 
     async def _stop_engine(self, timeout: float = 3.0) -> None:
@@ -303,8 +310,11 @@ class EngineBridge:
 
     # -- requests -----------------------------------------------------------------------
     def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
-               tag: str | None = None) -> Generation:
-        """Start a reply; raise SubmitError (with the engine's reason) if it is refused."""
+               tag: str | None = None, backend: str | None = None) -> Generation:
+        """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
+        `backend` names a saved connection (a RemoteStream), None the local engine."""
+        if backend is not None:
+            return self._submit_remote(messages, params, tag, backend)
         # while another model loads, the one loaded still serves
         if self.engine is None or self.state not in (BridgeState.READY, BridgeState.LOADING):
             raise SubmitError(self._not_ready_reason(), "not_ready")
@@ -319,13 +329,34 @@ class EngineBridge:
             raise SubmitError(str(exc), "rejected") from None
         except EngineStopped as exc:
             raise SubmitError(str(exc), "not_ready") from None
-        gen = Generation(stream, tag)
+        gen = Generation(stream, tag, answered_by=self.description)
+        self._follow(gen)
+        self._watch_waiting()
+        return gen
+
+    def _submit_remote(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
+                       tag: str | None, backend: str) -> Generation:
+        if self.state == BridgeState.STOPPED:
+            raise SubmitError("The app is shutting down.", "not_ready")
+        try:
+            client = self.remotes.client(backend, self._event_loop())
+            # Remote messages carry no token ids: those are the local engine's own.
+            plain = [{k: v for k, v in m.items() if k != "token_ids"} for m in messages]
+            stream = client.submit(plain, params=dict(params), tag=tag)
+        except UnknownBackend as exc:
+            raise SubmitError(str(exc), "not_ready") from None
+        except ValueError as exc:  # no model chosen, or settings the client refuses
+            raise SubmitError(str(exc), "rejected") from None
+        gen = Generation(stream, tag, backend=backend, answered_by=client.description)
+        self._follow(gen)
+        return gen
+
+    def _follow(self, gen: Generation) -> None:
+        """Pump its events into per-frame deltas (local and remote streams alike)."""
         self._active[gen.request_id] = gen
         # A call per event batch the engine delivers, not a task woken per stream per tick
         # (16 streams were 16 loop callbacks per tick, each a Qt timer event on the UI thread)
-        stream.listen(lambda event, gen=gen: self._on_event(gen, event))
-        self._watch_waiting()
-        return gen
+        gen.stream.listen(lambda event, gen=gen: self._on_event(gen, event))
 
     @property
     def active(self) -> list[Generation]:
@@ -400,7 +431,7 @@ class EngineBridge:
         read so far): one cheap engine read-out for all of them, a few times a second."""
         self._wait_handle = None
         waiting = [g for g in self._active.values()
-                   if not g.shown and not g._pending and not g.ended]
+                   if not g.shown and not g._pending and not g.ended and g.backend is None]
         if not waiting or self.engine is None:
             return
         progress = self.engine.request_progress()
@@ -439,6 +470,11 @@ class StreamClient:
 
     def __init__(self, bridge: EngineBridge) -> None:
         self._bridge = bridge
+
+    @property
+    def description(self) -> str:
+        """What a simulator summary names as its target (compared with servers' runs)."""
+        return f"local engine ({self._bridge.description or 'no model'})"
 
     def submit(self, messages: Sequence[Mapping[str, Any]], *,
                params: SamplingParams | Mapping[str, Any] | None = None,

@@ -14,6 +14,8 @@ from engine.text_check import repair_text
 
 from .events import Event
 from .paths import data_dir
+from .remote.connection import REDACTED, Connection, ConnectionConfigError
+from .remote.keys import KEYS_FILE_NAME, KeyFile
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,10 @@ class Settings:
         self.drafts: dict[str, str] = {}  # chat session id -> text in its input box
         self.recent_models: list[str] = []  # models that loaded, most recent first
         self.settings_panel_changed = Event()
+        # OpenAI-compatible servers a tab or the simulator can use (app/remote); their API
+        # keys live in a separate 0600 file (app/remote/keys.py), never in settings.json
+        self.connections: list[Connection] = []
+        self.connections_changed = Event()
 
     @classmethod
     def default_path(cls) -> Path:
@@ -139,7 +145,29 @@ class Settings:
         name = data.get("default_preset")
         if isinstance(name, str) and name in settings.preset_names():
             settings.default_preset = name
+        settings.connections = settings._read_connections(data.get("connections"))
         return settings
+
+    def _key_file(self) -> KeyFile:
+        return KeyFile(self.path.parent / KEYS_FILE_NAME if self.path is not None else None)
+
+    def _read_connections(self, raw: Any) -> list[Connection]:
+        if not isinstance(raw, list):
+            return []
+        keys = self._key_file().read() if raw else {}
+        out: list[Connection] = []
+        for item in raw:
+            try:
+                conn = Connection.from_dict(item)  # the "***" marker reads back as no key
+            except (ConnectionConfigError, TypeError, AttributeError) as exc:
+                log.warning("ignoring a saved connection: %s", exc)
+                continue
+            if isinstance(item, dict) and item.get("api_key") == REDACTED:
+                conn = Connection.from_dict(conn.to_dict(redact_key=False)
+                                            | {"api_key": keys.get(conn.name)})
+            if all(c.name != conn.name for c in out):
+                out.append(conn)
+        return out
 
     def save(self) -> None:
         """Write atomically; a failure is logged (settings are never worth a crash)."""
@@ -153,6 +181,7 @@ class Settings:
         data["last_folder"] = self.last_folder
         data.update(window_geometry=self.window_geometry, window_state=self.window_state,
                     drafts=self.drafts, recent_models=self.recent_models)
+        data["connections"] = [c.to_dict(redact_key=True) for c in self.connections]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
@@ -175,6 +204,20 @@ class Settings:
             self.show_settings_panel = shown
             self.save()
             self.settings_panel_changed.emit(shown)
+
+    # -- connections --------------------------------------------------------------------
+    def connection(self, name: str) -> Connection | None:
+        return next((c for c in self.connections if c.name == name), None)
+
+    def set_connections(self, connections: list[Connection]) -> None:
+        """Replace the saved connections (names must be unique); keys go to the key file."""
+        names = [c.name for c in connections]
+        if len(set(names)) != len(names):
+            raise ValueError("two connections have the same name")
+        self.connections = list(connections)
+        self._key_file().write({c.name: c.api_key for c in connections if c.api_key})
+        self.save()
+        self.connections_changed.emit()
 
     # -- presets ------------------------------------------------------------------------
     def preset_names(self) -> list[str]:

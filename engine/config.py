@@ -13,6 +13,10 @@ class EngineConfig:
     max_context: int | None = None  # tokens per sequence; None = the model's own
     prefill_burst: int = 512  # most prompt tokens one prompt gets in a tick
     min_prefill_tokens: int = 16  # prefill always progresses, however busy decode is
+    # A prompt with at most this many tokens left (a chat's next turn) is finished in one
+    # tick even beyond the allowance, up to this many prefill tokens a tick: splitting it
+    # costs it a tick and everyone another forward pass. 0 = always within the allowance.
+    whole_prompt_tokens: int = 64
     max_token_budget: int = 2048  # cap on tokens (decode rows + prefill) in one tick
     target_step_s: float = 0.2  # tick time the adaptive budget aims at...
     decode_slack: float = 2.0  # ...but never below this multiple of a decode-only tick
@@ -71,6 +75,9 @@ class EngineConfig:
         if self.kv_budget_bytes is not None and self.kv_budget_bytes <= 0:
             raise ValueError(
                 f"EngineConfig.kv_budget_bytes must be > 0, got {self.kv_budget_bytes}")
+        if self.whole_prompt_tokens < 0:
+            raise ValueError("EngineConfig.whole_prompt_tokens must be >= 0, "
+                             f"got {self.whole_prompt_tokens}")
         if self.max_queue < 0:
             raise ValueError(f"EngineConfig.max_queue must be >= 0, got {self.max_queue}")
         if self.max_context is not None and self.max_context < 2:

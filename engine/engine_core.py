@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import KVCache
 
@@ -20,7 +21,7 @@ from .decode_batch import DecodeBatch, wants_kv
 from .model_runner import ModelRunner
 from .prefix_cache import PrefixCache, alias, supports
 from .prefix_store import PrefixStore, fingerprint
-from .sampling import TokenLogprobs
+from .sampling import TokenLogprobs, row_logprobs, sample_rows
 from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
 from .stats import RequestStats, StatsCollector, TickRecord
@@ -71,6 +72,10 @@ class EngineCore:
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)
         self._events: list[TokenEvent] = []
+        # Set by the engine thread: hands over events before the tick's decode pass, so a
+        # first token sampled in prefill does not wait for the other rows' step.
+        self.deliver_early: Callable[[list[TokenEvent]], None] | None = None
+        self._first_tokens_out = 0  # first tokens sampled in this tick's prefill
 
     # -- requests in and out ------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
@@ -119,16 +124,20 @@ class EngineCore:
         if not self.by_id:  # nothing to run; hand out what cancels may have ended
             return self._take_events()
         t0 = time.perf_counter()
+        self._first_tokens_out = 0
         plan = self._schedule(t0)
         prefill_s = self._run_prefill(plan.prefill)
         self.batch.join(self._prefilled(self.scheduler.take_ready()))
         rows, batched = len(self.batch), self.batch.is_batched
+        if rows and self._events and self.deliver_early is not None:
+            self.deliver_early(self._take_events())
         t1 = time.perf_counter()
         tokens, forward_s = self._run_decode() if rows else ([], 0.0)
         self._postprocess(tokens)
         decode_s = time.perf_counter() - t1
         self._drop_finished_rows()
-        self._record_tick(plan, t0, rows, batched, len(tokens), prefill_s, forward_s, decode_s)
+        self._record_tick(plan, t0, rows, batched, len(tokens) + self._first_tokens_out,
+                          prefill_s, forward_s, decode_s)
         return self._take_events()
 
     def _schedule(self, now: float) -> TickPlan:
@@ -177,23 +186,44 @@ class EngineCore:
         return ready
 
     def _run_prefill(self, chunks: list[tuple[Sequence, int]]) -> float:
+        """Run the tick's prefill chunks. A chunk that ends its prompt includes the prompt's
+        last token, and the first output token is sampled from that pass's logits (vLLM
+        and llama.cpp do the same): a chat's next turn costs one forward pass, not a
+        prefill pass and then a decode pass."""
         t = time.perf_counter()
         for group in group_prefill(chunks, max_history=self.max_batched_history):
             pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in group]
+            last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in group]
             try:
                 if len(group) == 1:
-                    self.runner.prefill(group[0][0].cache, pieces[0])
+                    logits = self.runner.prefill(group[0][0].cache, pieces[0], logits=last[0])
                 else:
-                    caches = self.runner.prefill_many([seq.cache for seq, _ in group], pieces)
+                    caches, logits = self.runner.prefill_many(
+                        [seq.cache for seq, _ in group], pieces, logits=last)
                     for (seq, _), cache in zip(group, caches, strict=True):
                         seq.cache = cache
+                for seq, n in group:
+                    seq.num_cached += n
+                if logits is not None:
+                    self._first_tokens([seq for (seq, _), done in zip(group, last, strict=True)
+                                        if done], logits)
             except Exception as exc:  # noqa: BLE001 - these requests fail, the engine goes on
                 for seq, _ in group:
                     self._fail(seq, exc)
-                continue
-            for seq, n in group:
-                seq.num_cached += n
         return time.perf_counter() - t
+
+    def _first_tokens(self, seqs: list[Sequence], logits: mx.array) -> None:
+        """Sample each prompt's first token from its last prompt position's logits."""
+        samplers = [seq.sampler for seq in seqs]
+        histories = ([list(seq.prompt_tokens) for seq in seqs]
+                     if any(s.params.repetition_penalty != 1.0 for s in samplers)
+                     else [[] for _ in seqs])
+        picked = sample_rows(samplers, histories, [0] * len(seqs), logits)
+        lps = row_logprobs(samplers, histories, logits, picked) or [None] * len(seqs)
+        now = time.perf_counter()
+        self._first_tokens_out += len(seqs)
+        for seq, token, lp in zip(seqs, picked.tolist(), lps, strict=True):
+            self._accept(seq, token, now, lp)
 
     def _run_decode(self) -> tuple[list[int], float]:
         """One token per decoding row; (tokens, seconds of forward pass + sampling)."""
@@ -283,7 +313,8 @@ class EngineCore:
         t_end = time.perf_counter()
         step_s = t_end - t0
         self.scheduler.budget.observe(rows, decode_s, plan.num_prefill_tokens, prefill_s, step_s,
-                                      plan.interactive, budgeted=plan.decode_rows > 0)
+                                      plan.interactive,
+                                      budgeted=plan.decode_rows > 0 and not plan.beyond_allowance)
         self.stats.record_tick(TickRecord(
             index=self.stats.num_ticks, t=t_end, decode_rows=rows,
             prefill_tokens=plan.num_prefill_tokens, prefill_seqs=len(plan.prefill),

@@ -1,8 +1,13 @@
-"""The model's calls: prefill chunks (one sequence, or several in one pass) and a decode step."""
+"""The model's calls: prefill chunks (one sequence, or several in one pass) and a decode step.
+
+A chunk that ends a prompt also returns the logits of its last token, so a prompt's first
+token costs no extra forward pass; only that position goes through the output head.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import mlx.core as mx
@@ -11,6 +16,8 @@ import mlx.nn as nn
 from . import cache as kv
 from . import cpu_kernels, cpu_memory
 from .cache import LayerCaches
+
+Head = Callable[[mx.array], mx.array]
 
 
 class ModelRunner:
@@ -22,6 +29,7 @@ class ModelRunner:
         if mx.default_device() == mx.cpu:
             cpu_memory.keep_freed_memory()  # big CPU buffers are reused, not re-faulted
             self._install_native_qmv(model)
+        self.head = output_head(model)
 
     @staticmethod
     def _install_native_qmv(model: nn.Module) -> None:
@@ -36,14 +44,20 @@ class ModelRunner:
     def _kernels(self) -> AbstractContextManager[None]:
         return cpu_kernels.active() if self.fast_cpu_kernels else nullcontext()
 
-    def prefill(self, cache: LayerCaches, tokens: list[int]) -> None:
-        """Run prompt tokens into `cache`; their logits are never needed, so never computed."""
-        with self._kernels():
-            self.model(mx.array(tokens)[None], cache=cache)
-        mx.eval([layer.state for layer in cache])
+    def prefill(self, cache: LayerCaches, tokens: list[int],
+                logits: bool = False) -> mx.array | None:
+        """Run prompt tokens into `cache`. With `logits`, also return the last token's
+        logits (shape (1, vocab), evaluated); otherwise none are computed."""
+        out = self._forward(mx.array(tokens)[None], cache, [len(tokens) - 1] if logits else None)
+        mx.eval([layer.state for layer in cache] + ([] if out is None else [out]))
+        return out
 
-    def prefill_many(self, caches: list[LayerCaches], chunks: list[list[int]]) -> list[LayerCaches]:
-        """Run several sequences' chunks in one forward pass; return their updated caches.
+    def prefill_many(self, caches: list[LayerCaches], chunks: list[list[int]],
+                     logits: list[bool] | None = None,
+                     ) -> tuple[list[LayerCaches], mx.array | None]:
+        """Run several sequences' chunks in one forward pass; return their updated caches
+        and, for the rows flagged in `logits`, their last token's logits (one row each, in
+        order; evaluated).
 
         A pass costs a read of all the weights however few tokens it has, so a burst of
         prompts shares one. Chunks are right-padded to the longest and the cache is
@@ -55,14 +69,30 @@ class ModelRunner:
         right = [width - len(c) for c in chunks]
         for layer in batch:
             layer.prepare(right_padding=right)
-        with self._kernels():
-            self.model(mx.array([c + [0] * r for c, r in zip(chunks, right, strict=True)]),
-                       cache=batch)
+        rows_wanted = [i for i, want in enumerate(logits or []) if want]
+        out = self._forward(
+            mx.array([c + [0] * r for c, r in zip(chunks, right, strict=True)]), batch,
+            [len(chunks[i]) - 1 for i in rows_wanted] if rows_wanted else None, rows_wanted)
         for layer in batch:
             layer.finalize()
         rows = [kv.extract(batch, i) for i in range(len(chunks))]
-        mx.eval([layer.state for row in rows for layer in row])
-        return rows
+        mx.eval([layer.state for row in rows for layer in row] + ([] if out is None else [out]))
+        return rows, out
+
+    def _forward(self, inputs: mx.array, cache: LayerCaches, positions: list[int] | None,
+                 rows: list[int] | None = None) -> mx.array | None:
+        """The model over `inputs` (B, L); with `positions`, the logits of token
+        `positions[j]` of row `rows[j]` (default: row j), shape (len(positions), vocab)."""
+        rows = list(range(len(positions))) if positions is not None and rows is None else rows
+        with self._kernels():
+            if positions is None:  # logits built lazily and never evaluated: not computed
+                self.model(inputs, cache=cache)
+                return None
+            if self.head is None:  # a model whose head is unknown: all positions' logits
+                full = self.model(inputs, cache=cache)
+                return full[mx.array(rows), mx.array(positions)]
+            hidden = self.model.model(inputs, cache=cache)
+            return self.head(hidden[mx.array(rows), mx.array(positions)][:, None])[:, 0]
 
     def decode(self, cache: LayerCaches, tokens: list[int] | mx.array) -> mx.array:
         """One step for every row of `cache`: logits of shape (rows, vocab), not yet evaluated.
@@ -72,3 +102,28 @@ class ModelRunner:
         inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens)
         with self._kernels():
             return self.model(inputs[:, None], cache=cache)[:, -1, :]
+
+
+def output_head(model: nn.Module) -> Head | None:
+    """The model's output head as a function of the inner model's hidden states, when the
+    model is mlx-lm's usual `self.model(...)` then `lm_head` (or tied embeddings) and a
+    check on a few tokens agrees; None otherwise (then every position's logits are made
+    and the wanted ones picked). Lets a prompt's last chunk skip the head for all its other
+    positions (a 512-token chunk's full logits cost as much as a tenth of the pass)."""
+    inner = getattr(model, "model", None)
+    if not isinstance(inner, nn.Module):
+        return None
+    if "lm_head" in model:
+        head: Head = model.lm_head
+    elif isinstance(getattr(inner, "embed_tokens", None), nn.Module):
+        head = inner.embed_tokens.as_linear
+    else:
+        return None
+    probe = mx.array([[1, 2, 3]])
+    try:
+        want = model(probe)[:, -1]
+        got = head(inner(probe)[:, -1:])[:, 0]
+        same = want.shape == got.shape and mx.allclose(want, got, rtol=1e-3, atol=1e-3).item()
+    except Exception:  # noqa: BLE001 - any other shape of model: the generic path
+        return None
+    return head if same else None

@@ -22,6 +22,7 @@ class TickPlan:
     decode_rows: int  # sequences decoding when the tick was planned
     interactive: bool  # an interactive sequence is among them (its ITL is protected)
     prefill: list[tuple[Sequence, int]]  # (sequence, prompt tokens to run now)
+    beyond_allowance: bool = False  # short prompts were finished past the allowance
 
     @property
     def num_prefill_tokens(self) -> int:
@@ -138,18 +139,24 @@ class Scheduler:
         return admitted
 
     def plan(self, decode_rows: int, interactive: bool = True) -> TickPlan:
-        """`interactive`: an interactive sequence is among the decoders (protect its ITL)."""
+        """`interactive`: an interactive sequence is among the decoders (protect its ITL).
+        Prompts go in priority, then arrival order; one whose rest is short
+        (`whole_prompt_tokens`) is finished now even past the allowance, within that
+        many tokens a tick."""
+        cfg = self.config
         budget = self.budget.budget(decode_rows, interactive)
         left = budget - decode_rows
-        chunks = []
+        cap = max(left, min(cfg.whole_prompt_tokens, cfg.max_token_budget - decode_rows))
+        chunks, used, beyond = [], 0, False
         for seq in sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit)):
-            if left <= 0:
-                break
-            n = min(seq.num_prefill_left, self.config.prefill_burst, left)
+            want = seq.num_prefill_left
+            n = min(want, cfg.prefill_burst, max(0, left - used))
+            if n < want <= min(cfg.whole_prompt_tokens, cfg.prefill_burst) and used + want <= cap:
+                n, beyond = want, True
             if n > 0:
                 chunks.append((seq, n))
-                left -= n
-        return TickPlan(budget, decode_rows, interactive, chunks)
+                used += n
+        return TickPlan(budget, decode_rows, interactive, chunks, beyond)
 
     def take_ready(self) -> list[Sequence]:
         """Prefilled sequences, in arrival order, ready for their first decode step."""

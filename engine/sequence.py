@@ -70,8 +70,9 @@ class Sequence:
 
     @property
     def num_prefill_left(self) -> int:
-        """Prompt tokens still to run before decoding; the last one is the first decode input."""
-        return len(self.prompt_tokens) - 1 - self.num_cached
+        """Prompt tokens still to run; the pass that runs the last one samples the first
+        output token, which is then the first decode input."""
+        return len(self.prompt_tokens) - self.num_cached
 
     @property
     def is_finished(self) -> bool:

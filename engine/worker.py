@@ -74,6 +74,7 @@ class EngineThread(threading.Thread):
         self.core = core
         self.inbox = inbox
         self.deliver = deliver
+        core.deliver_early = deliver
 
     def run(self) -> None:
         core, inbox = self.core, self.inbox

@@ -20,6 +20,7 @@ SHORTCUTS = (
     ("Ctrl+R", "regenerate the last reply"),
     ("Ctrl+H", "history"),
     ("Ctrl+O", "load a model"),
+    ("Ctrl+Shift+K", "connections to OpenAI-compatible servers"),
     ("Ctrl+Shift+S", "engine stats"),
     ("Ctrl+Shift+L", "load simulator"),
     ("Ctrl+Q", "quit"),

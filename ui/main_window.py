@@ -28,6 +28,7 @@ from app.server.in_app import AppServer
 from . import drafts, file_dialogs
 from .chart_look import style_plot
 from .chat.chat_tab import ChatTab
+from .connections_dialog import open_connections
 from .help_menu import about_box, shortcuts_box
 from .history.controller import HistoryController
 from .load_banner import LoadBanner
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
             ("&Close tab", "Ctrl+W", self.close_current_tab),
             ("&Rename tab…", "F2", self.rename_tab),
             ("&Load model…", "Ctrl+O", self.choose_model),
+            ("Co&nnections…", "Ctrl+Shift+K", lambda: open_connections(self.ctx.settings, self)),
             ("&Quit", "Ctrl+Q", self.close),
         ):
             action = QAction(text, self)

@@ -37,6 +37,10 @@ def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any
         out.update(queue_s=raw.queue_s, decode_s=raw.decode_s)
     if msg.error:
         out["error"] = msg.error
+    if msg.answered_by:
+        out["answered_by"] = msg.answered_by  # "model" or "connection (model)"; never a key
+    if msg.backend is not None:
+        out["backend"] = msg.backend  # the connection's name (absent: the local engine)
     return out
 
 
@@ -83,6 +87,8 @@ def chat_message(record: Message) -> ChatMessage:
     msg.token_ids = list(record.token_ids) if record.token_ids else None
     msg.finish_reason = _text(stats.get("finish_reason"))
     msg.error = _text(stats.get("error"))
+    msg.backend = _text(stats.get("backend"))
+    msg.answered_by = _text(stats.get("answered_by")) or ""
     generated = _number(stats, "generated_tokens", int)
     if generated is not None:  # numbers of the wrong kind (an edited import) are left out
         msg.stats = ReplyStats(
@@ -98,9 +104,16 @@ def chat_message(record: Message) -> ChatMessage:
 
 def conversation(loaded: LoadedSession, bridge: EngineBridge) -> Conversation:
     s = loaded.session
+    messages = [chat_message(m) for m in loaded.messages]
     return Conversation(bridge, title=s.title, system_prompt=s.system_prompt,
                         params=dict(s.params), session_id=s.id, preset=s.preset,
-                        messages=[chat_message(m) for m in loaded.messages])
+                        messages=messages, backend=last_backend(messages))
+
+
+def last_backend(messages: list[ChatMessage]) -> str | None:
+    """A restored chat goes on where its last reply came from (None: the local engine)."""
+    replies = [m for m in messages if m.role == "assistant" and m.finish_reason is not None]
+    return replies[-1].backend if replies else None
 
 
 def _number(stats: dict[str, Any], key: str, kind: type[int] | type[float]) -> Any:

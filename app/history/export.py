@@ -75,6 +75,8 @@ def _stats_line(message: Message) -> str:
         bits.append(f"first token {stats['ttft_s']:.2f} s")
     if stats.get("finish_reason"):
         bits.append(f"finish: {stats['finish_reason']}")
+    if stats.get("answered_by"):
+        bits.append(f"answered by {stats['answered_by']}")
     if not message.is_complete:
         bits.append("incomplete (interrupted)")
     return "*" + " · ".join(bits) + "*" if bits else ""

@@ -30,6 +30,7 @@ class RemoteClient:
         self._loop = loop  # for submits from outside a coroutine (a Qt slot); else running
         self._session: aiohttp.ClientSession | None = None
         self._live: set[RemoteStream] = set()
+        self._done_chunks = 0  # text chunks of finished streams (the stats' client view)
 
     @property
     def description(self) -> str:
@@ -50,8 +51,23 @@ class RemoteClient:
         self._live.add(stream)
         stream.start(self._loop)
         assert stream._task is not None
-        stream._task.add_done_callback(lambda _: self._live.discard(stream))
+        stream._task.add_done_callback(lambda _: self._stream_done(stream))
         return stream
+
+    def _stream_done(self, stream: RemoteStream) -> None:
+        if stream in self._live:
+            self._live.discard(stream)
+            self._done_chunks += stream.chunks
+
+    @property
+    def in_flight(self) -> int:
+        """Requests of this client still streaming."""
+        return len(self._live)
+
+    @property
+    def chunks_received(self) -> int:
+        """Text chunks received so far, all requests (about one token each)."""
+        return self._done_chunks + sum(s.chunks for s in self._live)
 
     async def models(self) -> list[str]:
         return await list_models(self.connection, self._open_session())
@@ -70,8 +86,10 @@ class RemoteClient:
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            # limit=0: no hidden pool queue; RemoteTarget's limiter is the only limit.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            # limit=0: no hidden pool queue; RemoteTarget's limiter is the only limit. The
+            # loop is named: a chat tab submits from a Qt slot, outside a running coroutine.
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, loop=self._loop))
         return self._session
 
 

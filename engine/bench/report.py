@@ -63,6 +63,10 @@ def print_table(results: dict[str, Any]) -> None:
         for name in ("engine", "batch_generator"):
             if name in h:
                 r = h[name]
+                if r["itl_during_median_s"] is None:
+                    print(f"{name:<15}{'(no token gap while it prefilled)':>36}"
+                          f"{r['long_ttft_s']:>9.1f}s")
+                    continue
                 print(f"{name:<15}{r['itl_during_median_s'] * 1e3:>8.0f}ms"
                       f"{r['itl_during_p99_s'] * 1e3:>7.0f}ms{r['p99_over_median']:>10.2f}x"
                       f"{r['long_ttft_s']:>9.1f}s")

@@ -12,7 +12,7 @@ from tests.tiny_model import make_tiny_model
 def test_bench_smoke(tmp_path, capsys):
     args = parse_args(["--scenarios", "solo,offline,online,hol", "--concurrency", "1,2",
                        "--new-tokens", "6", "--repeats", "1", "--online-requests", "4",
-                       "--online-rate", "50", "--long-prompt", "60", "--peer-kernels",
+                       "--online-rate", "50", "--long-prompt", "200", "--peer-kernels",
                        "--out", str(tmp_path)])
     results = asyncio.run(run(args, loaded=make_tiny_model(context_length=4096)))
     print_table(results)
@@ -24,7 +24,7 @@ def test_bench_smoke(tmp_path, capsys):
                for r in data["offline"])
     assert all(r["batch_generator_kernels_output_tps"] > 0 for r in data["offline"])
     assert data["online"]["requests"] == 4 and data["online"]["completed"] == 4
-    assert data["head_of_line"]["engine"]["long_prompt_tokens"] == 60
+    assert data["head_of_line"]["engine"]["long_prompt_tokens"] == 200
     assert data["solo"]["engine_decode_tps"] > 0 and data["solo"]["mlx_lm_decode_tps"] > 0
     out = capsys.readouterr().out
     assert "offline throughput" in out and "head-of-line" in out

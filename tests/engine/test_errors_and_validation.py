@@ -38,10 +38,10 @@ def test_error_in_one_prefill_fails_only_that_request(tiny, make_engine):
     bad = engine.submit(prompt_tokens=[7] * 10, params=SamplingParams(max_tokens=8))
     real = engine._core.runner.prefill
 
-    def picky(cache, tokens):
-        if tokens == [7] * 9:
+    def picky(cache, tokens, **kw):
+        if tokens == [7] * 10:
             raise ValueError("bad chunk")
-        return real(cache, tokens)
+        return real(cache, tokens, **kw)
 
     engine._core.runner.prefill = picky
     run_to_end(engine)

@@ -34,18 +34,19 @@ def test_late_arrival_joins_next_tick_and_running_cache_is_promoted(tiny, make_e
     s1 = engine.submit(prompt_tokens=first, params=SamplingParams(max_tokens=N))
     for _ in range(5):
         engine.step()
-    assert len(s1.tokens) == 5 and not engine.telemetry()[-1].batched  # solo fast path
+    # solo fast path; the first tick gave two tokens (prefill's and a decode step's)
+    assert len(s1.tokens) == 6 and not engine.telemetry()[-1].batched
     s2 = engine.submit(prompt_tokens=second, params=SamplingParams(max_tokens=N))
     engine.step()  # the very next tick: prefill the newcomer and decode both, batched
     tick = engine.telemetry()[-1]
     assert tick.decode_rows == 2 and tick.batched
-    assert len(s1.tokens) == 6 and len(s2.tokens) == 1
+    assert len(s1.tokens) == 7 and len(s2.tokens) == 2
     run_to_end(engine)
     assert s1.tokens == reference_tokens(tiny.model, first, N)
     assert s2.tokens == reference_tokens(tiny.model, second, N)
     # Promotion moved the first cache into the batch: its prompt was never run again.
     prefilled = sum(t.prefill_tokens for t in engine.telemetry())
-    assert prefilled == (len(first) - 1) + (len(second) - 1)
+    assert prefilled == len(first) + len(second)
 
 
 def test_batch_shrinks_back_to_solo_path(tiny, make_engine):
@@ -82,9 +83,9 @@ def test_a_burst_of_prompts_is_prefilled_in_shared_passes_and_stays_exact(tiny, 
     passes: list[list[int]] = []
     shared = ModelRunner.prefill_many
 
-    def spy(self, caches, chunks):
+    def spy(self, caches, chunks, **kw):
         passes.append([len(c) for c in chunks])
-        return shared(self, caches, chunks)
+        return shared(self, caches, chunks, **kw)
 
     monkeypatch.setattr(ModelRunner, "prefill_many", spy)
     engine = make_engine(max_concurrent=8)
@@ -137,9 +138,10 @@ def test_turns_that_arrive_together_share_a_prefill_pass_and_stay_exact(tiny, ma
     runner = engine._core.runner
     passes: list[int] = []
     real_one, real_many = runner.prefill, runner.prefill_many
-    monkeypatch.setattr(runner, "prefill", lambda c, t: passes.append(1) or real_one(c, t))
+    monkeypatch.setattr(runner, "prefill",
+                        lambda c, t, **kw: passes.append(1) or real_one(c, t, **kw))
     monkeypatch.setattr(runner, "prefill_many",
-                        lambda cs, ts: passes.append(len(cs)) or real_many(cs, ts))
+                        lambda cs, ts, **kw: passes.append(len(cs)) or real_many(cs, ts, **kw))
     chats = [prompts(4, seed=60 + i)[3] for i in range(3)]
     first = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=N))
              for p in chats]

@@ -38,8 +38,9 @@ def test_tick_telemetry_records_the_tick(make_engine):
     engine.submit(prompt_tokens=list(range(30)), params=SamplingParams(max_tokens=3))
     engine.step()
     tick = engine.telemetry()[-1]
-    assert tick.prefill_tokens == 29 and tick.prefill_seqs == 1 and tick.decode_rows == 1
-    assert tick.tokens_out == 1 and 0 < tick.forward_s <= tick.step_s
+    assert tick.prefill_tokens == 30 and tick.prefill_seqs == 1 and tick.decode_rows == 1
+    # the prefill pass's first token, then a decode step's
+    assert tick.tokens_out == 2 and 0 < tick.forward_s <= tick.step_s
     assert tick.budget >= tick.prefill_tokens + tick.decode_rows
 
 
@@ -49,5 +50,5 @@ def test_request_rows_show_live_states(make_engine):
     engine.submit(prompt_tokens=[4, 5], params=SamplingParams(max_tokens=9), tag="sim")
     engine.step()
     rows = {r.tag: r for r in engine.request_rows()}
-    assert rows["tab-1"].state == "generating" and rows["tab-1"].generated_tokens == 1
+    assert rows["tab-1"].state == "generating" and rows["tab-1"].generated_tokens == 2
     assert rows["sim"].state == "queued" and rows["sim"].generated_tokens == 0

@@ -116,7 +116,7 @@ def test_a_prompt_gets_more_per_tick_when_only_background_work_decodes(make_engi
         return chunk
 
     assert first_chunk("interactive") <= 64  # chat streams are protected: small slices
-    assert first_chunk("background") == 399  # nobody interactive: the whole prompt at once
+    assert first_chunk("background") == 400  # nobody interactive: the whole prompt at once
 
 
 def test_a_burst_first_tick_at_full_room_leaves_the_allowance_alone():
@@ -149,6 +149,6 @@ def test_engine_tells_the_budget_which_ticks_were_planned_under_the_allowance(
     engine.submit(prompt_tokens=list(range(1, 21)), params=SamplingParams(max_tokens=6))
     run_to_end(engine)
     # Tick 1: nobody decodes at plan time, the short prompt finishes and decodes at once.
-    assert seen[0] == (1, 7 + 8, False)  # a prompt's last token is its first decode input
+    assert seen[0] == (1, 8 + 8, False)  # the short prompt whole, 8 of the long one
     # Tick 2: the long prompt's next chunk is planned with a decoder present.
     assert seen[1][1] > 0 and seen[1][2] is True

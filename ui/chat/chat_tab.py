@@ -20,6 +20,8 @@ from app.context import AppContext
 from app.conversation import Conversation
 from app.engine_bridge import check_params
 
+from ..connections_dialog import open_connections
+from .backend_picker import BackendPicker
 from .input_box import InputBox
 from .message_view import MessageList
 from .settings_panel import CUSTOM, SettingsPanel
@@ -66,6 +68,7 @@ class ChatTab(QWidget):
         col = QVBoxLayout(left)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)
+        col.addWidget(self._backend_row())
         self.messages = MessageList()
         self.messages.edit_requested.connect(self.start_edit)
         col.addWidget(self.messages, 1)
@@ -128,6 +131,29 @@ class ChatTab(QWidget):
             shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             shortcut.activated.connect(slot)
 
+    def _backend_row(self) -> QWidget:
+        """A slim row above the messages: which backend answers this tab."""
+        row = QWidget()
+        row.setObjectName("backendRow")
+        layout = QHBoxLayout(row)
+        layout.setContentsMargins(12, 4, 12, 2)
+        label = QLabel("Backend")
+        self.backend_picker = BackendPicker(self.ctx.settings, self.conversation.backend)
+        self.backend_picker.chosen.connect(self.set_backend)
+        self.backend_picker.manage_requested.connect(
+            lambda: open_connections(self.ctx.settings, self.window()))
+        label.setBuddy(self.backend_picker)
+        layout.addWidget(label)
+        layout.addWidget(self.backend_picker)
+        layout.addStretch(1)
+        return row
+
+    def set_backend(self, name: str | None) -> None:
+        """The local engine (None) or a saved connection answers the next reply."""
+        self.conversation.set_backend(name)
+        if self.backend_picker.backend != name:
+            self.backend_picker.set_backend(name)
+
     # -- actions ------------------------------------------------------------------------
     def send_text(self, text: str) -> bool:
         if self.conversation.is_busy:
@@ -182,6 +208,7 @@ class ChatTab(QWidget):
         """Cancel a running reply and let go of shared objects."""
         self.conversation.close()
         self.panel.detach()
+        self.backend_picker.detach()
         self.ctx.settings.settings_panel_changed.disconnect(self._show_panel)
 
     # -- reactions ----------------------------------------------------------------------

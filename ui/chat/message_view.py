@@ -40,9 +40,13 @@ def stats_text(msg: ChatMessage) -> str:
             return FINISH_NOTES["interrupted"]
         return msg.finish_reason or ""
     text = msg.stats.summary()
+    if msg.backend is not None and msg.answered_by:  # measured on this side of the network
+        text += f" · from {msg.answered_by}"
     note = FINISH_NOTES.get(msg.finish_reason or "")
     if msg.finish_reason == "error":
         note = f"error: {msg.error or 'unknown'}"
+        if msg.content:
+            note = f"partial reply, {note}"
     return f"{text}  —  {note}" if note else text
 
 

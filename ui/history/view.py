@@ -8,6 +8,7 @@ from datetime import datetime
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QDialog,
     QFileDialog,
     QHBoxLayout,
@@ -29,6 +30,7 @@ from app.history.sync import HistorySync
 from app.storage import StorageError
 
 from .. import file_dialogs
+from .compare_view import CompareRunsDialog
 
 # (menu text, file filter, default suffix, action name, format)
 EXPORTS = (
@@ -72,6 +74,8 @@ class HistoryDialog(QDialog):
         for column, width in enumerate((250, 90, 50, 130)):
             self.list.setColumnWidth(column, width)
         self.list.itemDoubleClicked.connect(lambda *_: self.open_selected())
+        # several runs can be selected (Ctrl/Shift+click) and compared side by side
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.list.itemSelectionChanged.connect(self._update_buttons)
         self.message = QLabel()
         self.message.setObjectName("historyMessage")
@@ -95,10 +99,14 @@ class HistoryDialog(QDialog):
         self.export_button.setMenu(menu)
         self.import_button = QPushButton("Import JSON…")
         self.import_button.clicked.connect(lambda: self.import_json())
+        self.compare_button = QPushButton("Compare runs")
+        self.compare_button.setToolTip("Select two or more simulation runs (Ctrl+click) to "
+                                       "see their summaries side by side")
+        self.compare_button.clicked.connect(lambda: self.compare_selected())
 
         row = QHBoxLayout()
         for w in (self.open_button, self.delete_button, self.export_button,
-                  self.import_button):
+                  self.import_button, self.compare_button):
             row.addWidget(w)
         row.addStretch(1)
         col = QVBoxLayout(self)
@@ -144,7 +152,27 @@ class HistoryDialog(QDialog):
     def show_message(self, text: str) -> None:
         self.message.setText(text)
 
+    def selected_runs(self) -> list[HistoryEntry]:
+        entries = [item.data(0, ROLE) for item in self.list.selectedItems()]
+        return [e for e in entries if e.kind == "sim_run"]
+
+    def compare_selected(self) -> CompareRunsDialog | None:
+        """The selected runs side by side (None, with a message, unless 2 or more)."""
+        chosen = self.selected_runs()
+        if len(chosen) < 2:
+            self.show_message("Select two or more simulation runs to compare them.")
+            return None
+        try:
+            runs = [self.history.store.reader.load_sim_run(e.id) for e in chosen]
+        except StorageError as exc:
+            self.show_message(f"The runs cannot be read: {exc}")
+            return None
+        dialog = CompareRunsDialog(runs, self)
+        dialog.show()
+        return dialog
+
     def _update_buttons(self) -> None:
+        self.compare_button.setEnabled(len(self.selected_runs()) >= 2)
         entry = self.selected()
         self.open_button.setEnabled(entry is not None and entry.kind == "session")
         self.delete_button.setEnabled(entry is not None)

@@ -82,6 +82,13 @@ class ConfigForm(QWidget):
         self.cancel = double_box(0.0, 1.0, 0.05)
         self.concurrency = int_box(1, 4096)
         self.seed = int_box(-1, 2**31 - 1, "random")
+        # goodput limits (app/simulator/goodput.py); 0 shows "none" and means no limit
+        self.slo_ttft = double_box(0.0, 3600.0, 0.1, " s", decimals=2, special="none")
+        self.slo_tpot = double_box(0.0, 60.0, 0.01, " s", decimals=3, special="none")
+        self.slo_e2e = double_box(0.0, 3600.0, 1.0, " s", decimals=1, special="none")
+        self.slo_ttft.setObjectName("simSloTtft")
+        self.slo_tpot.setObjectName("simSloTpot")
+        self.slo_e2e.setObjectName("simSloE2e")
 
         gap_row, _ = _pair(self.low, self.high)
         burst_row, _ = _pair(self.burst_size, self.burst_every, "every")
@@ -104,6 +111,9 @@ class ConfigForm(QWidget):
         form.addRow("Cancel prob.", self.cancel)
         form.addRow("Concurrency", self.concurrency)
         form.addRow("Seed", self.seed)
+        form.addRow("TTFT limit", self.slo_ttft)
+        form.addRow("TPOT limit", self.slo_tpot)
+        form.addRow("E2E limit", self.slo_e2e)
         self._rows = {"uniform": gap_row, "poisson": self.rate, "burst": burst_row}
         for widget, tip in (
             (self.arrival, "How requests arrive: uniform random gaps, a Poisson process, "
@@ -120,6 +130,11 @@ class ConfigForm(QWidget):
             (self.cancel, "Chance that a request is cancelled part-way through its reply."),
             (self.concurrency, "The engine's concurrency limit during the run (restored "
                                "afterwards). Chat tabs are always admitted first."),
+            (self.slo_ttft, "Goodput: a request counts only if its first text came within "
+                            "this long (none: no limit)."),
+            (self.slo_tpot, "Goodput: (E2E − TTFT) / (tokens − 1) at most this (none: no "
+                            "limit)."),
+            (self.slo_e2e, "Goodput: the whole reply within this long (none: no limit)."),
             (self.seed, "Repeats a run's prompts, gaps, max tokens and sampling settings "
                         "(random: new every run). Token sampling itself stays random."),
         ):
@@ -141,7 +156,8 @@ class ConfigForm(QWidget):
         for box in (self.low, self.high, self.rate, self.burst_size, self.burst_every,
                     self.requests, self.duration, self.tokens_min, self.tokens_max,
                     self.temperature, self.temperature_max, self.top_p, self.top_p_min,
-                    self.cancel, self.concurrency, self.seed):
+                    self.cancel, self.concurrency, self.seed, self.slo_ttft, self.slo_tpot,
+                    self.slo_e2e):
             box.valueChanged.connect(lambda _v: self._edited())
 
     # -- reading and writing ------------------------------------------------------------
@@ -164,6 +180,8 @@ class ConfigForm(QWidget):
             cancel_probability=self.cancel.value(),
             max_concurrent=self.concurrency.value(),
             seed=None if self.seed.value() < 0 else self.seed.value(),
+            slo_ttft_s=self.slo_ttft.value() or None, slo_tpot_s=self.slo_tpot.value() or None,
+            slo_e2e_s=self.slo_e2e.value() or None,
         )
 
     def set_config(self, cfg: SimConfig) -> None:
@@ -190,6 +208,9 @@ class ConfigForm(QWidget):
             if cfg.max_concurrent is not None:
                 self.concurrency.setValue(cfg.max_concurrent)
             self.seed.setValue(-1 if cfg.seed is None else cfg.seed)
+            self.slo_ttft.setValue(cfg.slo_ttft_s or 0.0)
+            self.slo_tpot.setValue(cfg.slo_tpot_s or 0.0)
+            self.slo_e2e.setValue(cfg.slo_e2e_s or 0.0)
         finally:
             self.blockSignals(False)
         self._edited()

@@ -24,14 +24,17 @@ from PySide6.QtWidgets import (
 
 from app.context import AppContext
 from app.engine_bridge import BridgeState
-from app.simulator.config import SimConfigError
+from app.remote import Connection, RemoteError
+from app.simulator.config import SimConfig, SimConfigError
 from app.simulator.export_run import format_for, run_for_export, write_run
 from app.simulator.run import SimRow, SimulationRun
+from app.simulator.targets import open_target
 
 from .. import file_dialogs
 from .config_form import ConfigForm
 from .results_table import ResultsModel, make_results_view
 from .summary_view import SummaryView
+from .target_picker import TargetPicker
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,8 @@ class SimulatorPanel(QWidget):
 
         self.form = ConfigForm()
         self.form.changed.connect(self._check_form)
+        self.target = TargetPicker(ctx.settings)
+        self.target.currentIndexChanged.connect(lambda _i: self._update_buttons())
         self.start_button = QPushButton("Start")
         self.start_button.setObjectName("simStart")
         self.start_button.clicked.connect(lambda: self.start())
@@ -78,6 +83,8 @@ class SimulatorPanel(QWidget):
         self.summary.export_button.clicked.connect(lambda: self.export())
 
         controls = QHBoxLayout()
+        controls.addWidget(QLabel("Target"))
+        controls.addWidget(self.target)
         controls.addWidget(self.start_button)
         controls.addWidget(self.stop_button)
         controls.addWidget(self.error, 1)
@@ -138,15 +145,19 @@ class SimulatorPanel(QWidget):
         if state == BridgeState.READY and current is not None and highest is not None \
                 and not self.is_running:
             self.form.set_engine_limits(current, highest)
-        elif state != BridgeState.READY and self.is_running and self.run is not None:
+        elif state != BridgeState.READY and self.is_running and self.run is not None \
+                and self.run.target is bridge.streams:  # a server target runs on
             self.run.stop()  # the engine is going away: end the run, everything counted
         self._update_buttons()
 
     def _update_buttons(self) -> None:
         running = self.is_running
-        self.start_button.setEnabled(self.ctx.bridge.is_ready and not running)
+        # a server target needs no local model
+        ready = self.ctx.bridge.is_ready or not self.target.is_local
+        self.start_button.setEnabled(ready and not running)
         self.stop_button.setEnabled(running and self.run is not None and not self.run.stopped)
         self.form.setEnabled(not running)
+        self.target.setEnabled(not running)
 
     def _check_form(self) -> None:
         try:
@@ -166,11 +177,27 @@ class SimulatorPanel(QWidget):
         except SimConfigError as exc:
             self.error.setText(str(exc))
             return False
+        if not self.target.is_local:
+            conn = self.target.connection()
+            if conn is None:
+                self.error.setText("That connection no longer exists; pick another target.")
+                return False
+            self.error.clear()
+            self.summary.clear(f"Connecting to {conn.name} …")
+            self.results.clear()
+            self._running = True
+            self.task = asyncio.ensure_future(self._drive_remote(conn, cfg))
+            self._update_buttons()
+            return True
         if not self.ctx.bridge.is_ready:
             self.error.setText("Load a model first.")
             return False
         self.error.clear()
-        run = SimulationRun(self.ctx.bridge.streams, cfg, self.ctx.store)
+        self._begin(SimulationRun(self.ctx.bridge.streams, cfg, self.ctx.store))
+        self.task = asyncio.ensure_future(self._drive(self.run))
+        return True
+
+    def _begin(self, run: SimulationRun) -> None:
         run.sent.connect(self._on_sent)
         run.completed.connect(self._on_completed)
         run.finished.connect(lambda summary: self.summary.show_summary(summary,
@@ -180,11 +207,28 @@ class SimulatorPanel(QWidget):
         self.summary.clear(f"Running: {run.record.title} …")
         # A slot may run outside a coroutine (tests, nested loops): schedule on the app loop.
         self._running = True
-        self.task = asyncio.ensure_future(self._drive(run))
         self._timer.start()
         self._update_buttons()
         self._show_progress()
-        return True
+
+    async def _drive_remote(self, conn: Connection, cfg: SimConfig) -> None:
+        """Resolve the server's model, run against it over HTTP, close its session."""
+        try:
+            target = await open_target(conn, cfg.max_concurrent or 16)
+        except RemoteError as exc:
+            self.error.setText(f"The simulation did not start: {exc}")
+            self.summary.clear("The run did not start.")
+            self._running = False
+            self._update_buttons()
+            self.run_finished.emit()
+            return
+        try:
+            title = f"Simulation against {target.description}: {cfg.describe()}"
+            self._begin(SimulationRun(target, cfg, self.ctx.store, title))
+            assert self.run is not None
+            await self._drive(self.run)
+        finally:
+            await target.client.close()
 
     def stop(self) -> None:
         """Send nothing more and cancel what is running; the run then finishes as usual."""
@@ -196,6 +240,7 @@ class SimulatorPanel(QWidget):
     async def shutdown(self, timeout: float = 3.0) -> None:
         """The window is closing: stop a run and wait for it (before the engine stops)."""
         self.ctx.bridge.state_changed.disconnect(self._on_state)
+        self.target.detach()
         task = self.task
         if self.is_running and task is not None and self.run is not None:
             self.run.stop()

@@ -30,6 +30,7 @@ COUNTS = (("requests", "requests"), ("completed", "completed"), ("cancelled", "c
           ("failed", "failed"))
 E2E_COLOUR = "#aecbfa"
 TTFT_COLOUR = "#1a73e8"
+LIMIT_COLOUR = "#d93025"  # the E2E limit: red, apart from both bars
 
 
 def _duration(seconds: float) -> str:
@@ -68,6 +69,9 @@ class SummaryView(QWidget):
             ("output_throughput", "output tokens/s", "every generated token over wall time"),
             ("total_output_tokens", "output tokens", ""),
             ("duration_s", "duration", "first send to last request's end"),
+            ("goodput", "goodput (req/s)", "completed requests per second that met every "
+                                           "limit (TTFT, TPOT, E2E), as vllm bench serve's "
+                                           "--goodput; – without limits"),
         ]))
         numbers.addWidget(self._latency_group())
         numbers.addStretch(1)
@@ -135,6 +139,18 @@ class SummaryView(QWidget):
         legend = item.addLegend(offset=(8, 4), labelTextColor="#3c4043", labelTextSize="8pt")
         item.addItem(self.e2e_bars)
         item.addItem(self.ttft_bars)
+        # the run's TTFT and E2E limits as dashed lines (hidden without limits)
+        self.limit_lines: dict[str, pg.InfiniteLine] = {}
+        for key, colour, label in (("ttft_s", TTFT_COLOUR, "TTFT limit"),
+                                   ("e2e_s", LIMIT_COLOUR, "E2E limit")):
+            line = pg.InfiniteLine(angle=0, movable=False, label=label,
+                                   pen=pg.mkPen(colour, width=1.5,
+                                                style=Qt.PenStyle.DashLine),
+                                   labelOpts={"position": 0.9, "color": colour,
+                                              "anchors": [(1, 1), (1, 1)]})
+            line.setVisible(False)
+            item.addItem(line, ignoreBounds=True)
+            self.limit_lines[key] = line
         style_plot(widget, is_dark())
         legend.addItem(self.e2e_bars, "E2E")
         legend.addItem(self.ttft_bars, "TTFT")
@@ -161,14 +177,20 @@ class SummaryView(QWidget):
         self.values["output_throughput"].setText(f"{summary['output_throughput']:.1f}")
         self.values["total_output_tokens"].setText(str(summary["total_output_tokens"]))
         self.values["duration_s"].setText(f"{summary['duration_s']:.1f} s")
+        goodput = summary.get("goodput")
+        self.values["goodput"].setText(
+            "–" if goodput is None else
+            f"{goodput:.2f} ({summary.get('slo_met')} of {summary['completed']} met)")
         for metric, _ in LATENCIES:
             dist = summary[metric]
             for key, head in PERCENTILES:
                 self.values[f"{metric}_{head}"].setText(_duration(dist[key]) if dist["n"] else "–")
-        self._plot(summary.get("ttft_by_request") or [], summary.get("e2e_by_request") or [])
+        self._plot(summary.get("ttft_by_request") or [], summary.get("e2e_by_request") or [],
+                   summary.get("slo") or {})
         self.export_button.setEnabled(True)
 
-    def _plot(self, ttft: Sequence[float | None], e2e: Sequence[float | None]) -> None:
+    def _plot(self, ttft: Sequence[float | None], e2e: Sequence[float | None],
+              slo: Mapping[str, float | None] | None = None) -> None:
         n = max(len(ttft), len(e2e))
         x = np.arange(1, n + 1, dtype=float)
         e2e_h, ttft_h = _heights(e2e), _heights(ttft)
@@ -176,9 +198,19 @@ class SummaryView(QWidget):
         self.ttft_bars.setOpts(x=x[:len(ttft_h)], height=ttft_h)
         item = self.chart.getPlotItem()
         item.setXRange(0.5, max(10, n) + 0.5, padding=0)
-        top = max([*e2e_h, *ttft_h, 0.0])
+        limits = {k: v for k, v in (slo or {}).items() if k in self.limit_lines and v}
+        for key, line in self.limit_lines.items():
+            line.setVisible(key in limits)
+            if key in limits:
+                line.setPos(float(limits[key]))
+        top = max([*e2e_h, *ttft_h, *limits.values(), 0.0])
         item.setYRange(0, nice_ceiling(top * 1.05) if top > 1 else _small_ceiling(top),
                        padding=0)
+
+    def limits_drawn(self) -> dict[str, float]:
+        """The limit lines on the chart now: {"ttft_s": 2.5, ...} (tests)."""
+        return {k: float(line.value()) for k, line in self.limit_lines.items()
+                if line.isVisible()}
 
     def bar_heights(self) -> tuple[list[float], list[float]]:
         """(TTFT, E2E) heights on the chart (tests)."""

@@ -26,6 +26,7 @@ from app.context import AppContext
 from app.stats.model import INTERVAL_S, Latency, StatsModel
 
 from ..reflow import ReflowGrid, scrolled
+from .server_box import ServerStatsBox
 
 TTFT_TIP = ("Time to first token: submit -> first token, over the requests the engine "
             "finished most recently (up to 1024).")
@@ -196,6 +197,8 @@ class StatsDock(QDockWidget):
         self.setObjectName("statsDock")
         self.setAllowedAreas(Qt.DockWidgetArea.AllDockWidgetAreas)
         self.titles = titles
+        self.ctx = ctx
+        self.server_box: ServerStatsBox | None = None
         self.model = StatsModel(ctx)
         self.panel: StatsPanel | None = None
         self.refreshes = 0
@@ -207,11 +210,16 @@ class StatsDock(QDockWidget):
 
     def stop(self) -> None:
         self._timer.stop()
+        if self.server_box is not None:
+            self.server_box.detach()
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
         if self.panel is None:
             self.panel = StatsPanel(self.model.history_s)
+            # a connection's server load, above the engine's numbers (app/remote/metrics.py)
+            self.server_box = ServerStatsBox(self.ctx)
+            self.panel.layout().insertWidget(0, self.server_box)
             self.setWidget(scrolled(self.panel, DOCK_MIN_WIDTH))
         self.refresh()
 
