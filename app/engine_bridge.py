@@ -206,6 +206,7 @@ class EngineBridge:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._wait_handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the engine serves
+        self._ends_wanted: asyncio.Future[None] | None = None  # see _local_ends
         # chats on OpenAI-compatible servers (app/remote); AppContext points it at settings
         self.remotes = RemoteBackends()
 
@@ -295,14 +296,27 @@ class EngineBridge:
                 await engine.shutdown(timeout=timeout)
             except TimeoutError:
                 log.warning("engine did not stop within %.1f s", timeout)
-        # the engine's last events (finish reason "shutdown") come by loop callbacks
-        deadline = time.monotonic() + 1.0
-        while any(not g.ended for g in self._active.values()) and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
+            await self._local_ends(timeout=1.0)
         self._flush()
         if self._wait_handle is not None:
             self._wait_handle.cancel()
             self._wait_handle = None
+
+    async def _local_ends(self, timeout: float) -> None:
+        """Wait until every local reply has its final event (finish reason "shutdown"): the
+        stopped engine's last events come by loop callbacks. Remote replies go on streaming
+        across a model switch, so they are not waited for."""
+        waiting = [g for g in self._active.values() if g.backend is None and not g.ended]
+        if not waiting:
+            return
+        self._ends_wanted = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(self._ends_wanted, timeout)
+        except TimeoutError:
+            log.warning("%d replies got no final event from the stopped engine",
+                        sum(not g.ended for g in waiting))
+        finally:
+            self._ends_wanted = None
 
     def _set_state(self, state: BridgeState, message: str = "") -> None:
         self.state, self.message = state, message
@@ -419,6 +433,10 @@ class EngineBridge:
             gen._pending.append(event.text)
         if event.finish_reason is not None:
             gen.ended = True
+            wanted = self._ends_wanted
+            if wanted is not None and not wanted.done() and all(
+                    g.ended for g in self._active.values() if g.backend is None):
+                wanted.set_result(None)
         self._mark(gen)
 
     # -- waiting feedback ---------------------------------------------------------------
