@@ -168,7 +168,9 @@ class ModelPickerDialog(QDialog):
         dialog = QFileDialog(self, "Model directory", file_dialogs.start_path())
         dialog.setFileMode(QFileDialog.FileMode.Directory)
         dialog.fileSelected.connect(self.source.setText)
-        dialog.fileSelected.connect(file_dialogs.remember)
+        # the next browse opens beside this model, among its siblings, not inside it
+        dialog.fileSelected.connect(lambda path: file_dialogs.remember(
+            str(Path(path).parent) if path else ""))
         dialog.open()
         return dialog
 
@@ -189,6 +191,8 @@ class ModelPickerDialog(QDialog):
         if loading:
             self.stage.setText(message)
             self.bar.setRange(0, 0)
+            if self.bridge is not None and self.bridge.progress is not None:
+                self._on_progress(*self.bridge.progress)  # opened while a load runs
         elif state == BridgeState.READY and self._waiting_for is not None \
                 and self.bridge is not None and self.bridge.source == self._waiting_for:
             self.accept_loaded()
@@ -198,7 +202,8 @@ class ModelPickerDialog(QDialog):
         super().accept()
 
     def _on_progress(self, stage: str, fraction: float) -> None:
-        self.stage.setText(f"Loading {self._waiting_for or ''} — {stage}")
+        loading = self._waiting_for or (self.bridge.attempted if self.bridge else None) or ""
+        self.stage.setText(f"Loading {loading} — {stage}")
         self.bar.setRange(0, BAR_STEPS)
         self.bar.setValue(round(fraction * BAR_STEPS))
 

@@ -183,7 +183,28 @@ def test_the_picker_browses_for_a_gguf_file_or_a_directory(window, loop, tmp_pat
     assert dialog.source.text() == str(gguf)
     assert window.ctx.settings.last_folder == str(tmp_path)  # dialogs open here next time
     file_dialog.close()
+    model_dir = tmp_path / "models" / "my-mlx-model"
+    model_dir.mkdir(parents=True)
     dir_dialog = dialog._browse_dir()
     assert dir_dialog.fileMode() == dir_dialog.FileMode.Directory
+    assert dir_dialog.directory().absolutePath() == str(tmp_path)  # where the last one ended
+    dir_dialog.fileSelected.emit(str(model_dir))
+    assert dialog.source.text() == str(model_dir)
+    assert window.ctx.settings.last_folder == str(model_dir.parent)
     dir_dialog.close()
+    dialog.close()
+
+
+def test_a_picker_opened_during_a_load_shows_where_it_stands(make_window, make_engine, loop):
+    loader = SteppedLoader(make_engine)
+    window = make_window(EngineBridge(loader=loader))
+    task = window.load_model("started-elsewhere")  # the startup load, say
+    run_until(loop, lambda: window.ctx.bridge.progress == ("converting layers", 0.42))
+    dialog = window.choose_model()
+    assert dialog.progress_box.isVisibleTo(dialog) and dialog.bar.value() == 420
+    assert dialog.stage.text() == "Loading started-elsewhere — converting layers"
+    assert not dialog.load_button.isEnabled()
+    loader.go.set()
+    assert loop.run_until_complete(task) is True
+    assert not dialog.progress_box.isVisibleTo(dialog) and dialog.load_button.isEnabled()
     dialog.close()
