@@ -73,9 +73,8 @@ def main() -> None:
     per = 1000 * dock.refresh_s / max(1, dock.refreshes)
     print(f"{args.tabs} tabs, panel {'hidden' if args.hidden else 'open'}: {r.tokens} tokens "
           f"in {r.wall_s:.1f} s ({r.tokens / r.wall_s:.1f} tok/s), {dock.refreshes} panel "
-          f"refreshes ({per:.1f} ms each), {r.frames} UI flushes; event-loop lag over "
-          f"{r.samples} samples of a 10 ms timer: p50 {r.p50_ms:.1f} ms, "
-          f"p99 {r.p99_ms:.1f} ms, max {r.max_ms:.1f} ms; UI thread CPU {r.ui_cpu_s:.2f} s "
+          f"refreshes ({per:.1f} ms each), {r.frames} UI flushes; event-loop lag of a 10 ms "
+          f"timer: {r.summary()}; UI thread CPU {r.ui_cpu_s:.2f} s "
           f"({100 * r.ui_cpu_s / r.wall_s:.0f} % of the run)")
 
 

@@ -146,11 +146,15 @@ class MessageWidget(QFrame):
             self.body.set_markdown(msg.content)
         else:  # never a silent wait: where the request stands until its first token
             self.body.set_markdown(f"*{msg.wait_note}*" if msg.wait_note else "…")
-        self.stats.setText(stats_text(msg))
-        failed = msg.finish_reason in ("error", "context")
-        self.stats.setProperty("failed", "true" if failed else "false")
-        self.stats.style().unpolish(self.stats)
-        self.stats.style().polish(self.stats)
+        text = stats_text(msg)
+        if text != self.stats.text():
+            self.stats.setText(text)
+        # re-styled only when the look changes: a polish is a style-sheet match (~0.3 ms)
+        failed = "true" if msg.finish_reason in ("error", "context") else "false"
+        if self.stats.property("failed") != failed:
+            self.stats.setProperty("failed", failed)
+            self.stats.style().unpolish(self.stats)
+            self.stats.style().polish(self.stats)
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)

@@ -15,10 +15,15 @@ COST_FACTOR = 4.0
 
 
 class RenderThrottle(QObject):
+    """Calls `render` now or later; `renders` counts the calls, `last_cost_s` the last's
+    time."""
+
     def __init__(self, render: Callable[[], None], parent: QObject | None = None,
-                 min_interval_s: float = MIN_INTERVAL_S, cost_factor: float = COST_FACTOR) -> None:
+                 min_interval_s: float = MIN_INTERVAL_S, cost_factor: float = COST_FACTOR,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         super().__init__(parent)
         self._render = render
+        self._clock = clock
         self.min_interval_s = min_interval_s
         self.cost_factor = cost_factor
         self.last_cost_s = 0.0
@@ -41,7 +46,7 @@ class RenderThrottle(QObject):
         (requests in between are one render)."""
         if self._timer.isActive():
             return
-        wait = self._last_end + self.interval_s - time.perf_counter()
+        wait = self._last_end + self.interval_s - self._clock()
         if wait <= 0:
             self.render_now()
         else:
@@ -50,8 +55,8 @@ class RenderThrottle(QObject):
     def render_now(self) -> None:
         """Render at once (a finished reply, a tab coming into view)."""
         self._timer.stop()
-        started = time.perf_counter()
+        started = self._clock()
         self._render()
-        self._last_end = time.perf_counter()
+        self._last_end = self._clock()
         self.last_cost_s = self._last_end - started
         self.renders += 1
