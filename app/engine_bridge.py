@@ -10,12 +10,14 @@ on whatever asyncio loop is current (qasync's, in the app), so a frame is a
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .events import Event
@@ -27,7 +29,10 @@ if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
 
 log = logging.getLogger(__name__)
 
-Loader = Callable[[str], "Engine"]
+# model source -> Engine, on a loading thread; one that takes a `progress=` keyword gets
+# Engine.load's progress callback (stage, fraction)
+Loader = Callable[..., "Engine"]
+ProgressFn = Callable[[str, float], None]
 WAIT_POLL_S = 0.1  # how often a reply with no token yet is told where it stands
 
 
@@ -72,13 +77,21 @@ class ReplyStats:
 
 
 def default_loader(config: EngineConfig | None = None) -> Loader:
-    def load(source: str) -> Engine:
+    def load(source: str, progress: ProgressFn | None = None) -> Engine:
         from engine import Engine, EngineConfig
 
         return Engine.load(source, config or EngineConfig(
-            max_concurrent=16, kv_disk_dir=str(kv_cache_dir())))
+            max_concurrent=16, kv_disk_dir=str(kv_cache_dir())), progress=progress)
 
     return load
+
+
+def _takes_progress(loader: Loader) -> bool:
+    try:
+        params = inspect.signature(loader).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "progress" or p.kind == p.VAR_KEYWORD for p in params)
 
 
 def check_params(params: Mapping[str, Any]) -> str | None:
@@ -165,7 +178,10 @@ class Generation:
 
 
 class EngineBridge:
-    """Owns the Engine. Events: `state_changed(state, message)`, `frame()` after each flush."""
+    """Owns the Engine. Events: `state_changed(state, message)`, `frame()` after each flush,
+    `load_progress(stage, fraction)` while a model loads, `load_failed(message)` when a load
+    failed (the state is then READY again if the previous model kept serving, else FAILED).
+    """
 
     def __init__(self, loader: Loader | None = None, frame_s: float = 0.016) -> None:
         self.loader = loader or default_loader()
@@ -179,14 +195,18 @@ class EngineBridge:
         self.engine: Engine | None = None
         self.state_changed = Event()
         self.frame = Event()
+        self.load_progress = Event()
+        self.load_failed = Event()
+        self.progress: tuple[str, float] | None = None  # the load under way: stage, fraction
+        self.load_error = ""  # why the last load failed ("" when it did not)
         self.num_flushes = 0
         self.load_started: float | None = None
         self._active: dict[str, Generation] = {}
         self._dirty: dict[str, Generation] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         self._flush_handle: asyncio.TimerHandle | None = None
         self._wait_handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the engine serves
+        self._ends_wanted: asyncio.Future[None] | None = None  # see _local_ends
         # chats on OpenAI-compatible servers (app/remote); AppContext points it at settings
         self.remotes = RemoteBackends()
 
@@ -196,24 +216,62 @@ class EngineBridge:
         return self.state == BridgeState.READY
 
     async def load(self, source: str) -> bool:
-        """Load `source` in a background thread; True when it is ready to serve."""
+        """Load `source` in a background thread; True when it is ready to serve.
+
+        The model serving now keeps serving while the new one loads (state LOADING still
+        takes requests), and after a failed load: it is replaced only by a model that
+        loaded. (Both are in memory for that while.)"""
         if self.state in (BridgeState.LOADING, BridgeState.STOPPED):
             return False
-        await self._stop_engine()
+        previous = self.engine
         self.attempted = source
         self.load_started = time.perf_counter()
+        self.load_error = ""
+        self.progress = None
         self._set_state(BridgeState.LOADING, f"Loading {source} …")
+        loader = self.loader
+        if _takes_progress(loader):
+            loader = partial(loader, progress=self._progress_from_thread(source))
         try:
-            engine = await _in_thread(self.loader, source)
+            engine = await _in_thread(loader, source)
         except Exception as exc:  # noqa: BLE001 - any loader failure is shown to the user
             log.warning("loading %s failed: %s", source, exc)
-            self._set_state(BridgeState.FAILED, f"Could not load the model: {exc}")
+            self.progress = None
+            if self.state == BridgeState.STOPPED:
+                return False
+            self.load_error = f"Could not load {source}: {exc}"
+            if previous is not None and self.engine is previous:
+                self._set_state(BridgeState.READY, self.description)  # it still serves
+            else:
+                self._set_state(BridgeState.FAILED, f"Could not load the model: {exc}")
+            self.load_failed.emit(self.load_error)
             return False
+        self.progress = None
         if self.state == BridgeState.STOPPED:  # the window closed while we loaded
             await engine.shutdown(timeout=1.0)
             return False
         await self.use_engine(engine, source)
         return True
+
+    def _progress_from_thread(self, source: str) -> ProgressFn:
+        """A progress callback for the loading thread: hands (stage, fraction) to this loop,
+        at most once per percent or stage (a loader may report thousands of steps)."""
+        loop = asyncio.get_running_loop()
+        sent: list[Any] = [None, -1.0]
+
+        def report(stage: str, fraction: float) -> None:
+            if stage == sent[0] and fraction < 1.0 and fraction - sent[1] < 0.01:
+                return
+            sent[:] = [stage, fraction]
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._on_progress, source, stage, fraction)
+
+        return report
+
+    def _on_progress(self, source: str, stage: str, fraction: float) -> None:
+        if self.state == BridgeState.LOADING and self.attempted == source:
+            self.progress = (stage, fraction)
+            self.load_progress.emit(stage, fraction)
 
     async def use_engine(self, engine: Engine, source: str = "engine") -> None:
         """Serve with a ready Engine (tests, or after `load`)."""
@@ -238,12 +296,27 @@ class EngineBridge:
                 await engine.shutdown(timeout=timeout)
             except TimeoutError:
                 log.warning("engine did not stop within %.1f s", timeout)
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=1.0)
+            await self._local_ends(timeout=1.0)
         self._flush()
         if self._wait_handle is not None:
             self._wait_handle.cancel()
             self._wait_handle = None
+
+    async def _local_ends(self, timeout: float) -> None:
+        """Wait until every local reply has its final event (finish reason "shutdown"): the
+        stopped engine's last events come by loop callbacks. Remote replies go on streaming
+        across a model switch, so they are not waited for."""
+        waiting = [g for g in self._active.values() if g.backend is None and not g.ended]
+        if not waiting:
+            return
+        self._ends_wanted = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(self._ends_wanted, timeout)
+        except TimeoutError:
+            log.warning("%d replies got no final event from the stopped engine",
+                        sum(not g.ended for g in waiting))
+        finally:
+            self._ends_wanted = None
 
     def _set_state(self, state: BridgeState, message: str = "") -> None:
         self.state, self.message = state, message
@@ -256,7 +329,8 @@ class EngineBridge:
         `backend` names a saved connection (a RemoteStream), None the local engine."""
         if backend is not None:
             return self._submit_remote(messages, params, tag, backend)
-        if self.engine is None or self.state != BridgeState.READY:
+        # while another model loads, the one loaded still serves
+        if self.engine is None or self.state not in (BridgeState.READY, BridgeState.LOADING):
             raise SubmitError(self._not_ready_reason(), "not_ready")
         from engine import EngineStopped, QueueFullError, RequestRejected
 
@@ -294,10 +368,9 @@ class EngineBridge:
     def _follow(self, gen: Generation) -> None:
         """Pump its events into per-frame deltas (local and remote streams alike)."""
         self._active[gen.request_id] = gen
-        # Views may call this from a Qt slot outside a running coroutine: use the engine's loop.
-        task = self._event_loop().create_task(self._pump(gen))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # A call per event batch the engine delivers, not a task woken per stream per tick
+        # (16 streams were 16 loop callbacks per tick, each a Qt timer event on the UI thread)
+        gen.stream.listen(lambda event, gen=gen: self._on_event(gen, event))
 
     @property
     def active(self) -> list[Generation]:
@@ -343,14 +416,28 @@ class EngineBridge:
         return "No model is loaded yet."
 
     async def _pump(self, gen: Generation) -> None:
-        try:
-            async for event in gen.stream:
-                if event.text:
-                    gen._pending.append(event.text)
-                self._mark(gen)
-        finally:
+        """Follow a Generation made elsewhere (a remote stream, tests) until it ends, its
+        events going the way `submit`'s do."""
+        ended = asyncio.get_running_loop().create_future()
+
+        def on_event(event: Any) -> None:
+            self._on_event(gen, event)
+            if event.finish_reason is not None and not ended.done():
+                ended.set_result(None)
+
+        gen.stream.listen(on_event)
+        await ended
+
+    def _on_event(self, gen: Generation, event: Any) -> None:
+        if event.text:
+            gen._pending.append(event.text)
+        if event.finish_reason is not None:
             gen.ended = True
-            self._mark(gen)
+            wanted = self._ends_wanted
+            if wanted is not None and not wanted.done() and all(
+                    g.ended for g in self._active.values() if g.backend is None):
+                wanted.set_result(None)
+        self._mark(gen)
 
     # -- waiting feedback ---------------------------------------------------------------
     def _watch_waiting(self) -> None:
@@ -431,7 +518,7 @@ class StreamClient:
         return engine
 
 
-async def _in_thread(fn: Loader, arg: str) -> Engine:
+async def _in_thread(fn: Callable[[str], Engine], arg: str) -> Engine:
     """Run a blocking call in a daemon thread (so a slow load never blocks exiting)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Engine] = loop.create_future()

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 SETTINGS_FILE_NAME = "settings.json"
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 DEFAULT_SERVER_PORT = 8000
+RECENT_MODELS_KEPT = 8
 
 # Keys match engine.SamplingParams (repetition_context_size is left at the engine default).
 DEFAULT_PARAMS: dict[str, Any] = {
@@ -86,6 +87,7 @@ class Settings:
         self.window_geometry = ""
         self.window_state = ""
         self.drafts: dict[str, str] = {}  # chat session id -> text in its input box
+        self.recent_models: list[str] = []  # models that loaded, most recent first
         self.settings_panel_changed = Event()
         # OpenAI-compatible servers a tab or the simulator can use (app/remote); their API
         # keys live in a separate 0600 file (app/remote/keys.py), never in settings.json
@@ -130,6 +132,10 @@ class Settings:
         if isinstance(drafts, dict):
             settings.drafts = {str(k): repair_text(v) for k, v in drafts.items()
                                if isinstance(v, str)}
+        recent = data.get("recent_models")
+        if isinstance(recent, list):
+            settings.recent_models = [repair_text(m) for m in recent
+                                      if isinstance(m, str) and m.strip()][:RECENT_MODELS_KEPT]
         if data.get("theme") in ("system", "light", "dark"):
             settings.theme = data["theme"]
         if isinstance(data.get("last_folder"), str):
@@ -174,7 +180,7 @@ class Settings:
         data["theme"] = self.theme
         data["last_folder"] = self.last_folder
         data.update(window_geometry=self.window_geometry, window_state=self.window_state,
-                    drafts=self.drafts)
+                    drafts=self.drafts, recent_models=self.recent_models)
         data["connections"] = [c.to_dict(redact_key=True) for c in self.connections]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -183,6 +189,14 @@ class Settings:
             os.replace(tmp, self.path)
         except OSError as exc:
             log.warning("could not save settings to %s: %s", self.path, exc)
+
+    def remember_model(self, source: str) -> None:
+        """`source` loaded: it is the model to start with and first among the recent ones."""
+        recent = [source] + [m for m in self.recent_models if m != source]
+        if source != self.model or recent != self.recent_models:
+            self.model = source
+            self.recent_models = recent[:RECENT_MODELS_KEPT]
+            self.save()
 
     def set_settings_panel(self, shown: bool) -> None:
         """Show or hide every tab's settings panel; remembered across restarts."""

@@ -8,7 +8,7 @@ import itertools
 import random
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Sequence as Seq
 from typing import Any
 
@@ -61,14 +61,24 @@ class Engine:
 
     @classmethod
     def load(cls, source: str = "bundled", config: EngineConfig | None = None,
+             progress: Callable[[str, float], None] | None = None,
              **load_options: Any) -> Engine:
-        """Load a model ("bundled", a .gguf file, an mlx-lm directory or a repo id)."""
-        from .loader import load_model
+        """Load a model ("bundled", a .gguf file, an mlx-lm directory or a repo id).
 
-        loaded = load_model(source, **load_options)
-        return cls(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
-                   context_length=loaded.context_length, config=config,
-                   description=loaded.description)
+        `progress(stage, fraction)` is called on this thread as the load goes: a stage label
+        ("reading file", "converting layers", "tokenizer", "starting the engine") and the
+        fraction of the whole load done, ending at 1.0 (engine/loader/progress.py)."""
+        from .loader import load_model
+        from .loader.progress import ProgressReporter
+
+        report = ProgressReporter(progress)
+        loaded = load_model(source, progress=report, **load_options)
+        report("starting the engine", 0.0)
+        engine = cls(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
+                     context_length=loaded.context_length, config=config,
+                     description=loaded.description)
+        report.finish()
+        return engine
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:

@@ -28,6 +28,7 @@ class EventStream:
         self._parts: list[str] = []
         self._pending: deque[TokenEvent] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        self._listener: Callable[[TokenEvent], None] | None = None
 
     @property
     def text(self) -> str:
@@ -40,8 +41,20 @@ class EventStream:
     def cancel(self) -> None:
         raise NotImplementedError
 
+    def listen(self, fn: Callable[[TokenEvent], None]) -> None:
+        """Take the events by a call each, on the event loop's thread, instead of `async
+        for`: no task wakes per event (a UI with many streams coalesces them anyway; a
+        task per stream costs one loop callback per stream per engine tick). Events already
+        queued are handed over at once. Iterate or listen, not both."""
+        self._listener = fn
+        while self._pending:
+            fn(self._pending.popleft())
+
     def _queue(self, event: TokenEvent) -> None:
-        """Hand `event` to the iterator (waking it if it waits)."""
+        """Hand `event` to the listener, or to the iterator (waking it if it waits)."""
+        if self._listener is not None:
+            self._listener(event)
+            return
         self._pending.append(event)
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)

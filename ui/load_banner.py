@@ -1,4 +1,5 @@
-"""The strip above the tabs while a model loads (busy bar, elapsed time) or failed to."""
+"""The strip above the tabs while a model loads (progress bar, stage, elapsed time) or after
+a load failed (the reason; whether the previous model still serves)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import time
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
-from app.engine_bridge import BridgeState
+from app.engine_bridge import BridgeState, EngineBridge
+
+BAR_STEPS = 1000
 
 
 class LoadBanner(QFrame):
@@ -22,39 +25,90 @@ class LoadBanner(QFrame):
         self.label.setWordWrap(True)
         row.addWidget(self.label, 1)
         self.bar = QProgressBar()
-        self.bar.setRange(0, 0)  # busy: the loader reports no fraction
-        self.bar.setFixedWidth(160)
-        self.bar.setTextVisible(False)
+        self.bar.setRange(0, 0)  # busy until the loader reports a fraction
+        self.bar.setFixedWidth(180)
+        self.bar.setTextVisible(True)
+        self.bar.setFormat("%p %")
         row.addWidget(self.bar)
         self.button = QPushButton("Choose model…")
         self.button.clicked.connect(self.choose_model)
         row.addWidget(self.button)
+        self.dismiss = QPushButton("Dismiss")
+        self.dismiss.setToolTip("Hide this message (the model in use keeps serving)")
+        self.dismiss.clicked.connect(self.hide)
+        row.addWidget(self.dismiss)
         self._message = ""
+        self._stage = ""
         self._started = 0.0
+        self._bridge: EngineBridge | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(250)
         self._timer.timeout.connect(self._tick)
+
+    def watch(self, bridge: EngineBridge) -> None:
+        """Follow `bridge`'s load progress and failures (until it stops)."""
+        self._bridge = bridge
+        bridge.load_progress.connect(self.show_progress)
+        bridge.load_failed.connect(self.show_load_error)
+
+    def _unwatch(self) -> None:
+        if self._bridge is not None:
+            self._bridge.load_progress.disconnect(self.show_progress)
+            self._bridge.load_failed.disconnect(self.show_load_error)
+            self._bridge = None
 
     def show_state(self, state: BridgeState, message: str) -> None:
         self._message = message
         loading = state == BridgeState.LOADING
         failed = state == BridgeState.FAILED
-        self.setProperty("failed", "true" if failed else "false")
-        self.style().unpolish(self)
-        self.style().polish(self)
+        self._set_failed(failed)
         self.bar.setVisible(loading)
+        self.dismiss.hide()
         self.button.setVisible(failed or state == BridgeState.EMPTY)
         self.setVisible(loading or failed or state == BridgeState.EMPTY)
         if loading:
+            self._stage = ""
+            self.bar.setRange(0, 0)
             self._started = time.perf_counter()
             self._timer.start()
         else:
             self._timer.stop()
+        if state == BridgeState.STOPPED:
+            self._unwatch()
         self._tick()
+
+    def show_progress(self, stage: str, fraction: float) -> None:
+        """The loader's report: a determinate bar from now on."""
+        self._stage = stage
+        self.bar.setRange(0, BAR_STEPS)
+        self.bar.setValue(round(fraction * BAR_STEPS))
+        self._tick()
+
+    def show_load_error(self, message: str) -> None:
+        """A load failed. With a model still serving, say so and offer to dismiss."""
+        bridge = self._bridge
+        kept = bridge is not None and bridge.state == BridgeState.READY
+        if kept:
+            self._message = f"{message}\nStill using {bridge.description}; your chats are " \
+                            "as they were."
+            self._set_failed(True)
+            self.bar.hide()
+            self.button.show()
+            self.dismiss.show()
+            self.show()
+            self._tick()
+
+    def _set_failed(self, failed: bool) -> None:
+        self.setProperty("failed", "true" if failed else "false")
+        self.style().unpolish(self)
+        self.style().polish(self)
 
     def _tick(self) -> None:
         if self._timer.isActive():
             elapsed = time.perf_counter() - self._started
-            self.label.setText(f"{self._message}  ({elapsed:.0f} s)")
+            stage = f" — {self._stage}" if self._stage else ""
+            serving = self._bridge is not None and self._bridge.engine is not None
+            note = "; chats keep using the current model meanwhile" if serving else ""
+            self.label.setText(f"{self._message}{stage}  ({elapsed:.0f} s){note}")
         else:
             self.label.setText(self._message or "No model loaded.")

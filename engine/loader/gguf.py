@@ -20,6 +20,7 @@ from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, TokenizerWrapper
 from .common import device_name, end_token_ids, resolve_quantized, weights_description
 from .errors import ModelLoadError
 from .gguf_tokenizer import build_gguf_tokenizer
+from .progress import ProgressReporter
 
 GGUF_MAGIC = b"GGUF"
 GROUP_SIZE = 32  # GGUF Q4_0/Q4_1/Q8_0 blocks hold 32 weights
@@ -205,6 +206,19 @@ def _convert_weights(tensors: dict[str, mx.array], keep_quantized: bool,
     return weights, bits_by_module
 
 
+def _materialize(weights: dict[str, mx.array], report: ProgressReporter) -> None:
+    """Evaluate the (lazily dequantized) weights one transformer layer at a time, reporting
+    each: the load's longest step, so the progress bar moves through it. Same arrays and
+    the same total work as one mx.eval at the end."""
+    groups: dict[str, list[mx.array]] = {}
+    for name, value in weights.items():
+        m = re.match(r"^model\.layers\.(\d+)\.", name)
+        groups.setdefault(m.group(1) if m else "", []).append(value)
+    for i, arrays in enumerate(groups.values()):
+        mx.eval(arrays)
+        report("converting layers", (i + 1) / len(groups))
+
+
 def _apply_rope_freqs(model: llama.Model, freqs: mx.array, args: llama.ModelArgs) -> None:
     dims = args.head_dim
     base = args.rope_theta ** (mx.arange(0, dims, 2, dtype=mx.float32) / dims)
@@ -223,16 +237,21 @@ def _display_name(path: Path, meta: dict[str, Any]) -> tuple[str, str]:
     return stem, ftype
 
 
-def load_gguf(path: Path, quantized: bool | None = None) -> dict[str, Any]:
+def load_gguf(path: Path, quantized: bool | None = None,
+              report: ProgressReporter | None = None) -> dict[str, Any]:
     """Fields of a LoadedModel for a GGUF file (the caller builds the dataclass)."""
+    report = report or ProgressReporter(None)
     source = str(path)
+    report("reading file", 0.0)
     tensors, meta = read_gguf(path)
+    report("converting layers", 0.0)
     args = _model_args(meta, tensors, source)
     if "token_embd.weight" not in tensors:
         raise ModelLoadError(f"{source}: GGUF holds no model weights ({len(tensors)} tensors, "
                              "no token_embd.weight); is it a vocab-only file?")
     keep_quantized = resolve_quantized(quantized)
     weights, bits_by_module = _convert_weights(tensors, keep_quantized, source)
+    _materialize(weights, report)
 
     model = llama.Model(args)
     if bits_by_module:
@@ -254,6 +273,7 @@ def load_gguf(path: Path, quantized: bool | None = None) -> dict[str, Any]:
         _apply_rope_freqs(model, tensors["rope_freqs.weight"], args)
     mx.eval(model.parameters())
 
+    report("tokenizer", 0.0)
     hf_tok = build_gguf_tokenizer(meta, source)
     vocab = hf_tok.get_vocab()
     eos_ids = [_scalar(meta.get(k)) for k in ("tokenizer.ggml.eos_token_id",

@@ -18,6 +18,7 @@ from .common import (
     weights_description,
 )
 from .errors import ModelLoadError
+from .progress import ProgressReporter
 
 DEFAULT_CONTEXT = 4096  # when a config names none
 
@@ -36,7 +37,9 @@ def _context_length(config: dict[str, Any], tokenizer: Any) -> int:
     return limit if isinstance(limit, int) and 0 < limit < 10**7 else DEFAULT_CONTEXT
 
 
-def _load(source: str, quantized: bool | None, is_dir: bool) -> dict[str, Any]:
+def _load(source: str, quantized: bool | None, is_dir: bool,
+          report: ProgressReporter) -> dict[str, Any]:
+    report("reading file", 0.0)  # mlx-lm reads weights and tokenizer in one call
     try:
         model, tokenizer, config = mlx_lm_load(source, return_config=True)
     except ModelLoadError:
@@ -46,11 +49,13 @@ def _load(source: str, quantized: bool | None, is_dir: bool) -> dict[str, Any]:
                 "Hugging Face repo (needs the hub to be reachable, or the repo in the local "
                 "HF cache)")
         raise ModelLoadError(f"{source}: cannot load {what}: {type(e).__name__}: {e}") from e
+    report("converting layers", 0.0)
     keep_quantized = resolve_quantized(quantized)
     if not keep_quantized:
         if _is_quantized(model):
             model = dequantize_model(model)
         cast_floats_to_float32(model)  # fp16/bf16 matmuls are slow on CPU
+    report("tokenizer", 0.0)
     hf_tok = tokenizer._tokenizer
     eos = end_token_ids([*tokenizer.eos_token_ids, hf_tok.eos_token_id], hf_tok.get_vocab(),
                         hf_tok.all_special_tokens)
@@ -66,7 +71,8 @@ def _load(source: str, quantized: bool | None, is_dir: bool) -> dict[str, Any]:
     }
 
 
-def load_mlx_dir(path: Path, quantized: bool | None = None) -> dict[str, Any]:
+def load_mlx_dir(path: Path, quantized: bool | None = None,
+                 report: ProgressReporter | None = None) -> dict[str, Any]:
     if not (path / "config.json").is_file():
         raise ModelLoadError(
             f"{path}: directory has no config.json, so it is not an mlx-lm model directory "
@@ -75,9 +81,10 @@ def load_mlx_dir(path: Path, quantized: bool | None = None) -> dict[str, Any]:
         json.loads((path / "config.json").read_text())
     except (OSError, ValueError) as e:
         raise ModelLoadError(f"{path / 'config.json'}: unreadable config: {e}") from e
-    return _load(str(path), quantized, is_dir=True)
+    return _load(str(path), quantized, True, report or ProgressReporter(None))
 
 
-def load_hf_repo(repo_id: str, quantized: bool | None = None) -> dict[str, Any]:
+def load_hf_repo(repo_id: str, quantized: bool | None = None,
+                 report: ProgressReporter | None = None) -> dict[str, Any]:
     """Hub download through mlx-lm (uses the local HF cache when offline)."""
-    return _load(repo_id, quantized, is_dir=False)
+    return _load(repo_id, quantized, False, report or ProgressReporter(None))

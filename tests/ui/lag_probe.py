@@ -36,12 +36,17 @@ class LagProbe(QObject):
             self.samples_ms.append(max(0.0, (now - self._last) * 1000 - self.interval_ms))
         self._last = now
 
-    def percentile(self, q: float) -> float:
-        if not self.samples_ms:
-            return 0.0
-        ordered = sorted(self.samples_ms)
-        return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]
+    def percentile(self, q: float, since: int = 0) -> float:
+        """The q-th percentile of the samples from index `since` on."""
+        return percentile(self.samples_ms[since:], q)
 
     def summary(self) -> str:
         return (f"{len(self.samples_ms)} samples, lag p50 {self.percentile(50):.1f} ms, "
                 f"p99 {self.percentile(99):.1f} ms, max {max(self.samples_ms, default=0):.1f} ms")
+
+
+def percentile(samples: list[float], q: float) -> float:
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))]

@@ -17,7 +17,7 @@ from app.settings import Settings
 from tests.remote.broken_server import API_KEY as BROKEN_KEY
 from tests.remote.broken_server import PARTIAL, BrokenServer
 
-from .conftest import run_until, spin
+from .conftest import run_until, spin, start_long_reply
 
 KEY = "sk-own-server"
 
@@ -185,3 +185,34 @@ def test_connections_persist_with_the_key_out_of_settings(tmp_path, loop):
     assert again.connection("open").api_key is None
     assert "sk-secret" not in json.dumps([c.to_dict() for c in again.connections])
     spin(loop, 0)
+
+
+def test_a_model_switch_ends_local_replies_and_leaves_remote_ones_streaming(
+        window, loop, settings, broken):
+    """The bridge follows local and remote streams alike (by listener, no task each); a
+    model switch stops only the local engine: its replies end "shutdown", a remote reply
+    streams on and its text keeps coming."""
+    remote = remote_tab(window, settings, Connection(broken.url, model="endless",
+                                                     api_key=BROKEN_KEY, name="broken"))
+    assert remote.send_text("go on")
+    local = window.new_tab()
+    local_gen = start_long_reply(local, loop, "a long local one")
+    run_until(loop, lambda: len(remote.conversation.messages[-1].content) > 3)
+    remote_gen = remote.conversation.generation
+
+    assert loop.run_until_complete(window.load_model("another-tiny")) is True
+    assert local_gen.finish_reason == "shutdown" and local_gen.is_finished
+    assert not local.conversation.is_busy
+    assert local.conversation.messages[-1].finish_reason == "shutdown"
+    assert remote.conversation.is_busy and not remote_gen.ended
+    seen = len(remote_gen.text)
+    run_until(loop, lambda: len(remote.conversation.messages[-1].content) > seen + 3)
+    remote.stop()
+    run_until(loop, lambda: not remote.conversation.is_busy)
+    assert remote.conversation.messages[-1].finish_reason == "cancelled"
+    assert remote.conversation.messages[-1].content == remote_gen.text
+    # the new model serves local chats
+    fresh = window.new_tab()
+    assert fresh.send_text("again")
+    run_until(loop, lambda: not fresh.conversation.is_busy)
+    assert fresh.conversation.messages[-1].finish_reason == "length"

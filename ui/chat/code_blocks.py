@@ -6,7 +6,7 @@ language; consecutive such blocks are one code block here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from pygments.lexer import Lexer
 from pygments.lexers import TextLexer, get_lexer_by_name
@@ -67,6 +67,13 @@ def _lexer(language: str) -> Lexer:
         return TextLexer()
 
 
+@lru_cache(maxsize=512)
+def _tokens(language: str, text: str) -> tuple[tuple[_TokenType, str], ...]:
+    """Lexed once per block text: while a reply streams, its finished blocks are rendered
+    again every frame with the same text."""
+    return tuple(_lexer(language).get_tokens(text))
+
+
 @cache
 def _format(style_name: str, ttype: _TokenType) -> QTextCharFormat | None:
     style: StyleMeta = get_style_by_name(style_name)
@@ -96,7 +103,7 @@ def highlight(doc: QTextDocument, style_name: str = "default",
     for index in range(len(found) - 1, -1, -1):
         code = found[index]
         pos = code.start
-        for ttype, value in _lexer(code.language).get_tokens(code.text):
+        for ttype, value in _tokens(code.language, code.text):
             fmt = _format(style_name, ttype)
             if fmt is not None and value.strip():
                 cursor.setPosition(pos)

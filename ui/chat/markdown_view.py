@@ -41,7 +41,9 @@ class MarkdownView(QTextBrowser):
         self.code_blocks: list[CodeBlock] = []
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.document().setDocumentMargin(2)
+        self.document().setUndoRedoEnabled(False)  # read-only: an undo stack is pure cost
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self._fitting = True
         self.source_text = ""
         self.num_renders = 0
 
@@ -50,12 +52,23 @@ class MarkdownView(QTextBrowser):
             return
         self.source_text = text
         self.num_renders += 1
-        self.setMarkdown(text)
-        dark = is_dark()
-        style_code_blocks(self.document(), CODE_BACKGROUND_DARK if dark else CODE_BACKGROUND)
-        style_tables(self.document())
-        self.code_blocks = highlight(self.document(), "github-dark" if dark else "default",
-                                     LINK_DARK if dark else LINK_LIGHT)
+        doc = self.document()
+        # One layout and one height change per render, not one per formatting step (the
+        # height change relays out the whole message list: it was most of a render's time).
+        self._fitting = False
+        try:
+            self.setMarkdown(text)
+            edit = QTextCursor(doc)
+            edit.beginEditBlock()
+            dark = is_dark()
+            style_code_blocks(doc, CODE_BACKGROUND_DARK if dark else CODE_BACKGROUND)
+            style_tables(doc)
+            self.code_blocks = highlight(doc, "github-dark" if dark else "default",
+                                         LINK_DARK if dark else LINK_LIGHT)
+            edit.endEditBlock()
+        finally:
+            self._fitting = True
+        self._fit(doc.documentLayout().documentSize())
 
     def rerender(self) -> None:
         """Render the same text again (the look changed)."""
@@ -78,6 +91,8 @@ class MarkdownView(QTextBrowser):
             QDesktopServices.openUrl(url)
 
     def _fit(self, size: QSizeF) -> None:
+        if not self._fitting:
+            return
         height = math.ceil(size.height()) + 2 * self.frameWidth()
         if height != self.height():
             self.setFixedHeight(height)

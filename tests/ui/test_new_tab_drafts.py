@@ -1,0 +1,55 @@
+"""Issue #18 item 7: unsent drafts come back after a restart, the draft of a brand-new tab
+(no message yet) included, also when its tab does not come back (no history to reopen
+it): then it lands in the new window's empty tab, never lost, never twice."""
+
+from __future__ import annotations
+
+from app.context import AppContext
+from app.engine_bridge import EngineBridge
+from tests.ui.conftest import run_until, spin
+from ui.main_window import MainWindow
+
+
+def _close(window: MainWindow, loop) -> None:
+    window.close()
+    run_until(loop, lambda: window._closed, timeout=10)
+    window.deleteLater()
+
+
+def test_a_new_tabs_draft_comes_back_without_a_history(ctx, loop, qtbot):
+    window = MainWindow(ctx)  # no history: no tab is reopened at the next start
+    window.show()
+    qtbot.keyClicks(window.current_tab().input, "draft of a brand-new tab")
+    window.new_tab()  # an empty tab without text: nothing to keep
+    _close(window, loop)  # remembers the layout and drafts, stops the engine
+
+    again = MainWindow(AppContext(ctx.settings, EngineBridge()))  # the next start
+    again.show()
+    try:
+        assert [t.input.toPlainText() for t in again.chat_tabs()] == [
+            "draft of a brand-new tab"]  # in the window's own empty tab, not an extra one
+    finally:
+        _close(again, loop)
+
+
+def test_drafts_of_empty_and_used_tabs_come_back_once_with_the_history(history_app, loop,
+                                                                        qtbot):
+    window = history_app.start()
+    first = window.current_tab()
+    first.send_text("a sent message")
+    spin(loop, 0.3)
+    qtbot.keyClicks(first.input, "draft with history")
+    fresh = window.new_tab()
+    qtbot.keyClicks(fresh.input, "draft of a brand-new tab")
+    window.new_tab()
+    window.tabs.setCurrentIndex(0)
+    history_app.stop()
+
+    for _restart in range(2):  # a second restart brings the same back, not duplicates
+        window = history_app.start()
+        texts = [(bool(t.conversation.messages), t.input.toPlainText())
+                 for t in window.chat_tabs()]
+        assert texts == [(True, "draft with history"), (False, "draft of a brand-new tab"),
+                         (False, "")]
+        assert window.current_tab() is window.chat_tabs()[0]  # the front tab stays in front
+        history_app.stop()
