@@ -3,8 +3,10 @@
 `install(model, max_rows)` re-classes every ``nn.QuantizedLinear`` (and the tied
 ``nn.QuantizedEmbedding.as_linear`` used as lm_head) whose layout the kernel handles, so a
 call with at most `max_rows` rows of input on the CPU runs the native kernel; larger inputs
-(prefill) dequantize the weight on the fly (native, not MLX's slow CPU dequantize) and use
-float32 matmul (BLAS), which beats a matrix-vector kernel there and keeps no float32 copy.
+(prefill, big batches) use a float32 matmul (BLAS), which beats a matrix-vector kernel
+there: on a float32 copy kept at install (`keep_float32`, what the engine does unless
+BATCHCHAT_NATIVE_QMV_F32=0), else on the weight dequantized per call (native, not MLX's slow
+CPU dequantize), which keeps no copy.
 Parameters, names and saved weights are unchanged; `uninstall(model)` restores the original classes.
 """
 
@@ -18,6 +20,7 @@ import mlx.nn as nn
 from . import available, dequantize_f32, quantized_matvec
 
 ENABLE_ENV = "BATCHCHAT_NATIVE_QMV"  # "1" (default max rows) or a number: max rows
+KEEP_F32_ENV = "BATCHCHAT_NATIVE_QMV_F32"  # "0": large batches dequantize per call instead
 DEFAULT_MAX_ROWS = 32  # crossover with float32 BLAS is 32..48 rows (docs/kernels.md)
 # The lm_head (49152 x 576, 8-bit) stays on the kernel longer: dequantizing it costs more
 # than the float32 matmul gains until ~128 rows.
@@ -34,6 +37,9 @@ def _matmul(mod: nn.Module, x: mx.array) -> mx.array:
     rows = x.size // x.shape[-1] if x.ndim else 0
     if rows <= mod._native_max_rows and x.dtype == mx.float32:
         return quantized_matvec(x, mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits)
+    f32 = getattr(mod, "_native_f32", None)
+    if f32 is not None and x.dtype == mx.float32:
+        return x @ f32.T
     if x.dtype == mx.float32:
         w = dequantize_f32(mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits)
         return x @ w.T
@@ -66,8 +72,20 @@ def max_rows_from_env() -> int:
     return int(value) if value.isdigit() and value != "1" else DEFAULT_MAX_ROWS
 
 
-def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS) -> int:
-    """Swap the supported quantized modules; returns how many (0 when the kernel is unusable)."""
+def keep_float32_from_env() -> bool:
+    """Whether large batches get float32 copies of the weights (default yes)."""
+    return os.environ.get(KEEP_F32_ENV, "").strip() != "0"
+
+
+def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS,
+            keep_float32: bool = False) -> int:
+    """Swap the supported quantized modules; returns how many (0 when the kernel is unusable).
+
+    keep_float32: also keep each weight dequantized to float32 (not a parameter: never saved)
+    for calls above the row limit, which then cost a plain float32 matmul like today's CPU
+    path instead of a dequantization per call; memory: the float32 model on top of the
+    quantized one (bundled model: +540 MB to ~100 MB).
+    """
     if not available():
         return 0
     count = 0
@@ -80,6 +98,11 @@ def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS) -> int:
             rows = max(max_rows, LM_HEAD_MIN_ROWS) if new_cls is NativeQuantizedEmbedding \
                 else max_rows
             object.__setattr__(mod, "_native_max_rows", rows)
+            f32 = (dequantize_f32(mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits)
+                   if keep_float32 else None)
+            if f32 is not None:
+                mx.eval(f32)
+            object.__setattr__(mod, "_native_f32", f32)
             count += 1
     return count
 
@@ -89,3 +112,4 @@ def uninstall(model: nn.Module) -> None:
     for _, mod in model.named_modules():
         if type(mod) in back:
             mod.__class__ = back[type(mod)]
+            object.__setattr__(mod, "_native_f32", None)

@@ -54,6 +54,21 @@ def test_logits_match_mlx_quantized_path(tiny_q, shape) -> None:
     assert np.allclose(np.array(out), np.array(ref), rtol=1e-4, atol=1e-4)
 
 
+def test_float32_copies_serve_large_batches_without_dequantizing(tiny_q, monkeypatch) -> None:
+    tokens = mx.array(np.random.default_rng(1).integers(0, 250, size=(2, 40)))
+    ref = tiny_q(tokens)
+    patch.install(tiny_q, max_rows=8, keep_float32=True)
+    assert "_native_f32" not in dict(tiny_q.parameters())  # not a parameter: never saved
+    monkeypatch.setattr(patch, "dequantize_f32",
+                        lambda *a, **k: pytest.fail("dequantized per call despite the copy"))
+    out = tiny_q(tokens)
+    assert np.allclose(np.array(out), np.array(ref), rtol=1e-4, atol=1e-4)
+    small = tiny_q(tokens[:1, :4])  # 4 rows: still the kernel
+    assert np.allclose(np.array(small), np.array(ref[:1, :4]), rtol=1e-4, atol=1e-4)
+    patch.uninstall(tiny_q)
+    assert all(getattr(m, "_native_f32", None) is None for _, m in tiny_q.named_modules())
+
+
 def test_greedy_tokens_match_mlx_quantized_path(tiny_q) -> None:
     prompts = [[5, 17, 99, 3], [200, 1, 1, 42, 7, 8, 9, 10, 11, 12, 13]]
     ref = [reference_tokens(tiny_q, p, 24) for p in prompts]
