@@ -33,9 +33,9 @@ class ModelRunner:
 
     @staticmethod
     def _install_native_qmv(model: nn.Module) -> None:
-        """engine.native (issue #19, opt-in with BATCHCHAT_NATIVE_QMV): a quantized model's
-        small-batch linears on the native CPU kernel (engine/native/patch.py)."""
-        if os.environ.get("BATCHCHAT_NATIVE_QMV", "").strip() in ("", "0"):
+        """engine.native (issue #19): a quantized model's small-batch linears on the native
+        CPU kernel (engine/native/patch.py); BATCHCHAT_NATIVE_QMV=0 turns it off."""
+        if os.environ.get("BATCHCHAT_NATIVE_QMV", "").strip() == "0":
             return
         from .native import patch
 

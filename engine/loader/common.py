@@ -32,18 +32,30 @@ def device_name() -> str:
 
 
 def resolve_quantized(quantized: bool | None) -> bool:
-    """None = auto: float32 on CPU (MLX's CPU quantized kernels are ~10x slower than
-    fp32 GEMM with OpenBLAS), quantized on Metal/CUDA."""
-    if quantized is None and on_cpu() and _native_qmv_requested():
-        return True  # engine.native (issue #19): kept quantized for the native CPU kernel
+    """None = auto: quantized on Metal/CUDA; on the CPU quantized when the engine's native
+    matvec kernel is there (engine/native, issue #19: 2-3x the float32 path's decode speed),
+    else float32 (MLX's own CPU quantized kernels are ~10x slower than fp32 GEMM with
+    OpenBLAS)."""
+    if quantized is None and on_cpu():
+        return native_qmv_usable()
     return (not on_cpu()) if quantized is None else quantized
 
 
-def _native_qmv_requested() -> bool:
-    """BATCHCHAT_NATIVE_QMV set (engine/native/patch.py; opt-in, issue #19)."""
+def widen_floats(quantized: bool | None) -> bool:
+    """fp16/bf16 weights become float32 on the CPU (its half-precision matmuls are slow)
+    unless quantized=True asks to keep the file's weights as they are."""
+    return on_cpu() and quantized is not True
+
+
+def native_qmv_usable() -> bool:
+    """The native matvec kernel is built and loads, and BATCHCHAT_NATIVE_QMV is not 0."""
     import os
 
-    return os.environ.get("BATCHCHAT_NATIVE_QMV", "").strip() not in ("", "0")
+    if os.environ.get("BATCHCHAT_NATIVE_QMV", "").strip() == "0":
+        return False
+    from .. import native
+
+    return native.available()
 
 
 def end_token_ids(eos_ids: Iterable[int | None], vocab: dict[str, int],

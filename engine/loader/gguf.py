@@ -17,7 +17,13 @@ import mlx.nn as nn
 from mlx_lm.models import llama
 from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, TokenizerWrapper
 
-from .common import device_name, end_token_ids, resolve_quantized, weights_description
+from .common import (
+    device_name,
+    end_token_ids,
+    resolve_quantized,
+    weights_description,
+    widen_floats,
+)
 from .errors import ModelLoadError
 from .gguf_tokenizer import build_gguf_tokenizer
 from .progress import ProgressReporter
@@ -168,7 +174,7 @@ def _quant_bits(weight: mx.array, scales: mx.array, name: str, source: str) -> i
     return bits
 
 
-def _convert_weights(tensors: dict[str, mx.array], keep_quantized: bool,
+def _convert_weights(tensors: dict[str, mx.array], keep_quantized: bool, widen: bool,
                      source: str) -> tuple[dict[str, mx.array], dict[str, int]]:
     """Renamed weights and, for kept-quantized modules, their bit widths."""
     renamed = {}
@@ -199,7 +205,8 @@ def _convert_weights(tensors: dict[str, mx.array], keep_quantized: bool,
                 weights[name] = mx.dequantize(value, scales.astype(mx.float32),
                                               biases.astype(mx.float32),
                                               group_size=GROUP_SIZE, bits=bits)
-        elif not keep_quantized and value.dtype in (mx.float16, mx.bfloat16):
+        elif widen and value.dtype in (mx.float16, mx.bfloat16) \
+                and not name.endswith((".scales", ".biases")):
             weights[name] = value.astype(mx.float32)
         else:
             weights[name] = value
@@ -250,7 +257,8 @@ def load_gguf(path: Path, quantized: bool | None = None,
         raise ModelLoadError(f"{source}: GGUF holds no model weights ({len(tensors)} tensors, "
                              "no token_embd.weight); is it a vocab-only file?")
     keep_quantized = resolve_quantized(quantized)
-    weights, bits_by_module = _convert_weights(tensors, keep_quantized, source)
+    weights, bits_by_module = _convert_weights(tensors, keep_quantized, widen_floats(quantized),
+                                               source)
     _materialize(weights, report)
 
     model = llama.Model(args)

@@ -16,6 +16,7 @@ from .common import (
     end_token_ids,
     resolve_quantized,
     weights_description,
+    widen_floats,
 )
 from .errors import ModelLoadError
 from .progress import ProgressReporter
@@ -51,9 +52,9 @@ def _load(source: str, quantized: bool | None, is_dir: bool,
         raise ModelLoadError(f"{source}: cannot load {what}: {type(e).__name__}: {e}") from e
     report("converting layers", 0.0)
     keep_quantized = resolve_quantized(quantized)
-    if not keep_quantized:
-        if _is_quantized(model):
-            model = dequantize_model(model)
+    if not keep_quantized and _is_quantized(model):
+        model = dequantize_model(model)
+    if widen_floats(quantized):
         cast_floats_to_float32(model)  # fp16/bf16 matmuls are slow on CPU
     report("tokenizer", 0.0)
     hf_tok = tokenizer._tokenizer

@@ -1,12 +1,13 @@
-"""Route a quantized model's small-batch linears through quantized_matvec (opt-in).
+"""Route a quantized model's small-batch linears through quantized_matvec (the engine's
+CPU default since issue #19; BATCHCHAT_NATIVE_QMV=0 turns it off).
 
 `install(model, max_rows)` re-classes every ``nn.QuantizedLinear`` (and the tied
 ``nn.QuantizedEmbedding.as_linear`` used as lm_head) whose layout the kernel handles, so a
 call with at most `max_rows` rows of input on the CPU runs the native kernel; larger inputs
 (prefill, big batches) use a float32 matmul (BLAS), which beats a matrix-vector kernel
-there: on a float32 copy kept at install (`keep_float32`, what the engine does unless
-BATCHCHAT_NATIVE_QMV_F32=0), else on the weight dequantized per call (native, not MLX's slow
-CPU dequantize), which keeps no copy.
+there: on the weight dequantized per call (native, not MLX's slow CPU dequantize), which
+keeps no copy, or on a float32 copy kept at install (`keep_float32`,
+BATCHCHAT_NATIVE_QMV_F32=1).
 Parameters, names and saved weights are unchanged; `uninstall(model)` restores the original classes.
 """
 
@@ -19,8 +20,8 @@ import mlx.nn as nn
 
 from . import available, dequantize_f32, quantized_matvec
 
-ENABLE_ENV = "BATCHCHAT_NATIVE_QMV"  # "1" (default max rows) or a number: max rows
-KEEP_F32_ENV = "BATCHCHAT_NATIVE_QMV_F32"  # "0": large batches dequantize per call instead
+ENABLE_ENV = "BATCHCHAT_NATIVE_QMV"  # "0": off; unset or "1": default max rows; a number
+KEEP_F32_ENV = "BATCHCHAT_NATIVE_QMV_F32"  # "1": float32 copies for large batches
 DEFAULT_MAX_ROWS = 32  # crossover with float32 BLAS is 32..48 rows (docs/kernels.md)
 # The lm_head (49152 x 576, 8-bit) stays on the kernel longer: dequantizing it costs more
 # than the float32 matmul gains until ~128 rows.
@@ -65,16 +66,17 @@ _SWAPS = {nn.QuantizedLinear: NativeQuantizedLinear,
 
 
 def max_rows_from_env() -> int:
-    """0 when the switch is off, else the row limit it asks for."""
+    """0 when the switch is off ("0"), else the row limit it asks for (default when unset)."""
     value = os.environ.get(ENABLE_ENV, "").strip()
-    if value in ("", "0"):
+    if value == "0":
         return 0
     return int(value) if value.isdigit() and value != "1" else DEFAULT_MAX_ROWS
 
 
 def keep_float32_from_env() -> bool:
-    """Whether large batches get float32 copies of the weights (default yes)."""
-    return os.environ.get(KEEP_F32_ENV, "").strip() != "0"
+    """Whether large batches get float32 copies of the weights (default no: measured no
+    faster in the engine, docs/kernels.md, for 5x the memory)."""
+    return os.environ.get(KEEP_F32_ENV, "").strip() not in ("", "0")
 
 
 def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS,

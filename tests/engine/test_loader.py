@@ -236,7 +236,9 @@ def test_mlx_dir_round_trip(tiny_gguf: Path, tmp_path: Path) -> None:
         lm.tokenizer.apply_chat_template(msgs, add_generation_prompt=True)
 
 
-def test_mlx_dir_quantized_is_dequantized_on_cpu(tiny_gguf: Path, tmp_path: Path) -> None:
+def test_mlx_dir_quantized_is_dequantized_on_cpu_without_the_native_kernel(
+        tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATCHCHAT_NATIVE_QMV", "0")  # the float32 fallback path
     lm = load_model(str(tiny_gguf))
     nn.quantize(lm.model, group_size=32, bits=4)
     d = tmp_path / "q"
@@ -381,7 +383,10 @@ def bundled() -> LoadedModel:
 
 @pytest.mark.bundled
 def test_bundled_metadata(bundled: LoadedModel) -> None:
-    assert bundled.description == "SmolLM2-135M-Instruct Q4_1 GGUF, float32 on cpu"
+    from engine.loader.common import native_qmv_usable
+
+    weights = "4/8-bit quantized" if native_qmv_usable() else "float32"  # see test_native_model
+    assert bundled.description == f"SmolLM2-135M-Instruct Q4_1 GGUF, {weights} on cpu"
     assert bundled.context_length == 8192
     assert bundled.eos_token_ids == frozenset({0, 2})
     assert bundled.model.args.num_hidden_layers == 30

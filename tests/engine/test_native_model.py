@@ -78,11 +78,23 @@ def test_greedy_tokens_match_mlx_quantized_path(tiny_q) -> None:
 
 def test_switch_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(patch.ENABLE_ENV, raising=False)
+    assert patch.max_rows_from_env() == patch.DEFAULT_MAX_ROWS  # on by default
+    monkeypatch.setenv(patch.ENABLE_ENV, "0")
     assert patch.max_rows_from_env() == 0
     monkeypatch.setenv(patch.ENABLE_ENV, "1")
     assert patch.max_rows_from_env() == patch.DEFAULT_MAX_ROWS
     monkeypatch.setenv(patch.ENABLE_ENV, "12")
     assert patch.max_rows_from_env() == 12
+
+
+def test_cpu_default_keeps_weights_quantized_unless_switched_off(monkeypatch) -> None:
+    from engine.loader.common import resolve_quantized
+
+    monkeypatch.delenv(patch.ENABLE_ENV, raising=False)
+    assert resolve_quantized(None) is True  # the kernel is built (fixture): quantized
+    monkeypatch.setenv(patch.ENABLE_ENV, "0")
+    assert resolve_quantized(None) is False  # today's float32 + OpenBLAS path
+    assert resolve_quantized(True) is True and resolve_quantized(False) is False
 
 
 @pytest.mark.bundled
@@ -112,7 +124,7 @@ def test_bundled_greedy_equals_mlx_quantized_path() -> None:
 @pytest.mark.bundled
 def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """BATCHCHAT_NATIVE_QMV: the loader keeps weights quantized, ModelRunner installs the
+    """By default on the CPU the loader keeps weights quantized, ModelRunner installs the
     kernel, and a batch of 4 (padded batched decode) gives MLX's quantized greedy tokens."""
     from mlx_lm import stream_generate
 
@@ -120,7 +132,7 @@ def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path(
     from engine.loader import load_model
     from tests.engine.conftest import run_to_end
 
-    monkeypatch.setenv(patch.ENABLE_ENV, "1")
+    monkeypatch.delenv(patch.ENABLE_ENV, raising=False)
     lm = load_model("bundled")
     engine = Engine(lm.model, lm.tokenizer, eos_token_ids=lm.eos_token_ids,
                     context_length=lm.context_length, config=EngineConfig(max_concurrent=8))
