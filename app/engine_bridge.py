@@ -239,7 +239,10 @@ class EngineBridge:
             self.progress = None
             if self.state == BridgeState.STOPPED:
                 return False
-            self.load_error = f"Could not load {source}: {exc}"
+            # the loader's errors usually start with the path already: say it once
+            reason = str(exc)
+            self.load_error = (f"Could not load {reason}" if reason.startswith(source)
+                               else f"Could not load {source}: {reason}")
             if previous is not None and self.engine is previous:
                 self._set_state(BridgeState.READY, self.description)  # it still serves
             else:

@@ -31,6 +31,13 @@ from . import file_dialogs
 BAR_STEPS = 1000
 
 
+def short_name(source: str) -> str:
+    """A model's name for a status line: its file or folder name, or the repo id."""
+    if source == "bundled":
+        return "the bundled model"
+    return Path(source).name if source.startswith(("/", "~", ".")) else source
+
+
 def recent_label(source: str) -> str:
     """How a recent model reads in the list: its file or folder name, then where it is."""
     if source == "bundled":
@@ -203,7 +210,7 @@ class ModelPickerDialog(QDialog):
 
     def _on_progress(self, stage: str, fraction: float) -> None:
         loading = self._waiting_for or (self.bridge.attempted if self.bridge else None) or ""
-        self.stage.setText(f"Loading {loading} — {stage}")
+        self.stage.setText(f"Loading {short_name(loading)} — {stage}")  # the path is above
         self.bar.setRange(0, BAR_STEPS)
         self.bar.setValue(round(fraction * BAR_STEPS))
 

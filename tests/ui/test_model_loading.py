@@ -109,6 +109,7 @@ def test_a_failed_load_keeps_the_previous_model_and_its_chats(window, loop, qtbo
     assert bridge.state == BridgeState.READY and bridge.engine is engine and engine.running
     assert dialog.isVisible() and dialog.error.isVisibleTo(dialog)
     assert "no such file" in dialog.error.text() and "keeps serving" in dialog.error.text()
+    assert dialog.error.text().count("/nope/broken.gguf") == 1  # the path, said once
     banner = window.banner
     assert banner.isVisibleTo(window) and banner.property("failed") == "true"
     assert "no such file" in banner.label.text() and "Still using" in banner.label.text()
