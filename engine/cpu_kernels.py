@@ -131,15 +131,14 @@ def _swiglu_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     return dispatch
 
 
-NATIVE_ATTENTION_ENV = "BATCHCHAT_NATIVE_ATTENTION"  # 0: never the native attention kernel
-# Query positions up to which the native kernel (engine/native, one pass over the cache
-# per key head) beats the composed ops; longer prompts go through BLAS matmuls.
-NATIVE_ATTENTION_MAX_QUERIES = 64
+# 0: never the native attention kernel. It takes passes of any length: decode steps and
+# short chunks (one pass over the cache per key head), long prompt chunks (tiled, online
+# softmax; 5-16x faster than the composed BLAS path at 512 queries, docs/kernels.md).
+NATIVE_ATTENTION_ENV = "BATCHCHAT_NATIVE_ATTENTION"
 
 
 def _native_attention_ok(queries: mx.array, keys: mx.array) -> bool:
-    if (queries.shape[2] > NATIVE_ATTENTION_MAX_QUERIES or keys.dtype != mx.float32
-            or os.environ.get(NATIVE_ATTENTION_ENV, "") == "0"):
+    if keys.dtype != mx.float32 or os.environ.get(NATIVE_ATTENTION_ENV, "") == "0":
         return False
     from . import native  # lazily: it loads the extension (or warns once that it cannot)
 

@@ -56,15 +56,21 @@ def _bound(q, k, v, scale):
     (4, 8, 2, 1, 50, 64),    # batched decode
     (2, 4, 4, 5, 5, 32),     # as many queries as keys
     (1, 6, 2, 3, 17, 12),    # head size not a multiple of 8: the portable loop
-], ids=["solo", "next-turn", "batch", "square", "odd-dim"])
+    (1, 9, 3, 100, 100, 64),  # a whole prompt: tiled, two query blocks, tiles skipped
+    (1, 9, 3, 130, 900, 64),  # a prompt chunk over a history: T not a multiple of a tile
+    (2, 4, 2, 70, 90, 32),    # batched prompt chunks, D = 32 (the tiled kernel's tail)
+], ids=["solo", "next-turn", "batch", "square", "odd-dim", "prompt", "chunk", "prompt-batch"])
 @pytest.mark.parametrize("mask", [None, "causal", "bool", "additive"])
-@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "scalar"])
-def test_matches_mlx_attention(shape, mask, scalar) -> None:
+@pytest.mark.parametrize("kernel", ["simd", "simd-two-pass", "scalar"])
+def test_matches_mlx_attention(shape, mask, kernel) -> None:
+    """simd: the default choice (tiled from 16 query positions, else two passes over a row
+    of scores); simd-two-pass: never tiled; scalar: the portable loop."""
     b, hq, hkv, length, total, dim = shape
     q, k, v, m = _case(b, hq, hkv, length, total, dim, mask, seed=sum(shape))
     scale = dim**-0.5
     ref = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=m)
-    out = native.cache_attention(q, k, v, scale, m, force_scalar=scalar)
+    out = native.cache_attention(q, k, v, scale, m, force_scalar=kernel == "scalar",
+                                 tiled_from=0 if kernel == "simd-two-pass" else -1)
     assert out.shape == ref.shape and out.dtype == mx.float32
     err = np.abs(np.array(out) - np.array(ref)).max()
     assert err <= _bound(q, k, v, scale), err
@@ -90,8 +96,9 @@ def test_bad_arguments_are_refused() -> None:
 
 def test_the_engine_routes_small_passes_to_it_and_stays_exact(tiny, make_engine,
                                                               monkeypatch) -> None:
-    """Decode steps and short chunks run the kernel; greedy tokens equal mlx-lm's own
-    generation (solo, a batch with left padding, and a next turn over a restored prefix)."""
+    """Decode steps and prompt chunks of any length run the kernel; greedy tokens equal
+    mlx-lm's own generation (solo, a batch with left padding, a next turn over a restored
+    prefix, a prompt long enough for chunks the tiled kernel takes)."""
     calls: list[int] = []
     real = native.cache_attention
     monkeypatch.setattr(native, "cache_attention",
@@ -108,7 +115,12 @@ def test_the_engine_routes_small_passes_to_it_and_stays_exact(tiny, make_engine,
     assert nxt.stats.cached_tokens > 0
     assert nxt.tokens == reference_tokens(tiny.model, turn, 12)
     assert 1 in calls and any(n > 1 for n in calls)  # decode steps and prompt chunks
-    assert max(calls) <= cpu_kernels.NATIVE_ATTENTION_MAX_QUERIES
+    long_prompt = [(i * 37) % 256 for i in range(300)]
+    calls.clear()
+    solo = engine.submit(prompt_tokens=long_prompt, params=SamplingParams(max_tokens=12))
+    run_to_end(engine)
+    assert solo.tokens == reference_tokens(tiny.model, long_prompt, 12)
+    assert max(calls) > 64  # chunks past the old two-pass limit go to the kernel too
 
 
 def test_the_switch_turns_it_off(tiny, make_engine, monkeypatch) -> None:

@@ -6,6 +6,7 @@
 // strided cache view, one MLX op instead of ~8 (scale, two matmuls, mask, softmax parts).
 
 #include "attention.h"
+#include "attention_tiled.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -250,7 +251,8 @@ void task(const AttnArgs& a, int b, int g, bool simd) {
 
 }  // namespace
 
-void attention_run(const AttnArgs& a, bool force_scalar) {
+void attention_run(const AttnArgs& a, bool force_scalar, int tiled_from) {
+  if (!force_scalar && tiled_from > 0 && a.L >= tiled_from && attention_tiled_run(a)) return;
   const bool simd = !force_scalar && cpu_has_avx2_fma() && a.D % 8 == 0;
   const long work = 2L * a.B * a.Hq * a.L * a.T * a.D;
   parallel_chunks(a.B * a.Hkv, work, [a, simd](int c) { task(a, c / a.Hkv, c % a.Hkv, simd); });

@@ -6,6 +6,9 @@
 
 namespace bc_native {
 
+// Query positions from which the tiled kernel runs (measured: engine.native.bench_attention).
+constexpr int kTiledFrom = 16;
+
 enum class MaskKind : int { none = 0, causal = 1, boolean = 2, additive = 3 };
 
 struct AttnArgs {
@@ -27,7 +30,8 @@ struct AttnArgs {
 };
 
 // out = softmax(scale * q @ k.T + mask) @ v, in float32. A row with every key masked out
-// gives zeros.
-void attention_run(const AttnArgs& a, bool force_scalar);
+// gives zeros. From `tiled_from` query positions on (0: never) the tiled kernel of
+// attention_tiled.cpp runs instead of the two-pass one (scores of a whole row at once).
+void attention_run(const AttnArgs& a, bool force_scalar, int tiled_from = kTiledFrom);
 
 }  // namespace bc_native

@@ -19,7 +19,7 @@ void check(bool ok, const std::string& msg) {
 
 mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
                           const mx::array& mask, float scale, int mask_kind, bool force_scalar,
-                          mx::StreamOrDevice s) {
+                          int tiled_from, mx::StreamOrDevice s) {
   check(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-D");
   check(q.dtype() == mx::float32 && k.dtype() == mx::float32 && v.dtype() == mx::float32,
         "q, k and v must be float32");
@@ -40,7 +40,8 @@ mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::arra
     inputs.push_back(m);
   }
   return mx::array({B, Hq, L, D}, mx::float32,
-                   std::make_shared<CacheAttention>(stream, scale, mask_kind, force_scalar),
+                   std::make_shared<CacheAttention>(stream, scale, mask_kind, force_scalar,
+                                                    tiled_from < 0 ? kTiledFrom : tiled_from),
                    std::move(inputs));
 }
 
@@ -80,7 +81,9 @@ void CacheAttention::eval_cpu(const std::vector<mx::array>& inputs, mx::array& o
   a.Hkv = k.shape(1);
   a.T = k.shape(2);
   a.scale = scale_;
-  encoder.dispatch([a, scalar = force_scalar_]() { attention_run(a, scalar); });
+  encoder.dispatch([a, scalar = force_scalar_, tiled = tiled_from_]() {
+    attention_run(a, scalar, tiled);
+  });
 }
 
 void CacheAttention::eval_gpu(const std::vector<mx::array>&, mx::array&) {
@@ -89,7 +92,8 @@ void CacheAttention::eval_gpu(const std::vector<mx::array>&, mx::array&) {
 
 bool CacheAttention::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const CacheAttention&>(other);
-  return scale_ == o.scale_ && mask_kind_ == o.mask_kind_ && force_scalar_ == o.force_scalar_;
+  return scale_ == o.scale_ && mask_kind_ == o.mask_kind_ && force_scalar_ == o.force_scalar_ &&
+         tiled_from_ == o.tiled_from_;
 }
 
 std::vector<mx::Shape> CacheAttention::output_shapes(const std::vector<mx::array>& inputs) {

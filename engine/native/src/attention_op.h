@@ -11,18 +11,22 @@ namespace mx = mlx::core;
 // softmax(scale * q @ k.T + mask) @ v for q (B, Hq, L, D), k and v (B, Hkv, T, D) float32,
 // Hq a multiple of Hkv. mask_kind 0: none; 1: causal (query i sees keys up to T - L + i);
 // 2: `mask` bool, true = attend; 3: `mask` float32 added to the scores. `mask` must be
-// broadcastable to (B, Hq, L, T) (ignored for kinds 0 and 1).
+// broadcastable to (B, Hq, L, T) (ignored for kinds 0 and 1). tiled_from: query positions
+// from which the tiled kernel runs (-1: kTiledFrom, 0: never; tests and benchmarks).
 mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
                           const mx::array& mask, float scale, int mask_kind,
-                          bool force_scalar = false, mx::StreamOrDevice s = {});
+                          bool force_scalar = false, int tiled_from = -1,
+                          mx::StreamOrDevice s = {});
 
 class CacheAttention : public mx::UnaryPrimitive {
  public:
-  CacheAttention(mx::Stream stream, float scale, int mask_kind, bool force_scalar)
+  CacheAttention(mx::Stream stream, float scale, int mask_kind, bool force_scalar,
+                 int tiled_from)
       : mx::UnaryPrimitive(stream),
         scale_(scale),
         mask_kind_(mask_kind),
-        force_scalar_(force_scalar) {}
+        force_scalar_(force_scalar),
+        tiled_from_(tiled_from) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
   void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
@@ -35,6 +39,7 @@ class CacheAttention : public mx::UnaryPrimitive {
   float scale_;
   int mask_kind_;
   bool force_scalar_;
+  int tiled_from_;  // query positions from which the tiled kernel runs; 0 never, -1 default
 };
 
 }  // namespace bc_native

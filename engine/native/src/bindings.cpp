@@ -20,8 +20,9 @@ NB_MODULE(_qmv, m) {
         "stream"_a = nb::none(), "scales * q + biases as a float32 (N, K) array, on the CPU.");
   m.def("cache_attention", &bc_native::cache_attention, "q"_a, "k"_a, "v"_a, "mask"_a,
         "scale"_a, "mask_kind"_a, nb::kw_only(), "force_scalar"_a = false,
-        "stream"_a = nb::none(),
-        "softmax(scale * q @ k.T + mask) @ v for a few queries over a KV cache, on the CPU.");
+        "tiled_from"_a = -1, "stream"_a = nb::none(),
+        "softmax(scale * q @ k.T + mask) @ v over a KV cache, on the CPU (tiled for long "
+        "queries from tiled_from positions; -1 default, 0 never).");
   m.def("cpu_has_avx2_fma", &bc_native::cpu_has_avx2_fma);
   m.def("threads", &bc_native::qmv_threads);
   m.def("set_threads", &bc_native::set_qmv_threads, "n"_a);

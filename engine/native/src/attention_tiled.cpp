@@ -1,0 +1,249 @@
+// Attention for many query positions (prefill of a long prompt), tiled: one task per
+// (batch row, KV head, block of query positions). A task walks the keys in tiles, computes
+// the tile's scores for all its rows with a register-blocked product, folds them into a
+// running softmax (online softmax: running max and sum, the output rescaled when the max
+// grows) and adds the tile's weighted values. Memory is a few tiles per thread whatever
+// the length: the score matrix is never materialized, and under a causal mask the tiles
+// past a block's last position are never touched (half the work of a square prompt).
+
+#include "attention_tiled.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define BC_X86 1
+#define BC_AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+namespace bc_native {
+
+#ifdef BC_X86
+namespace {
+
+constexpr int kBq = 64;  // query positions a task (x the grouped heads: its rows)
+constexpr int kBk = 64;  // keys a tile
+
+inline bool visible_at(const AttnArgs& a, int b, int h, int l, int t, float* add) {
+  *add = 0.f;
+  switch (a.mask_kind) {
+    case MaskKind::causal:
+      return t <= a.T - a.L + l;
+    case MaskKind::boolean: {
+      const auto* m = static_cast<const uint8_t*>(a.mask);
+      return m[b * a.ms[0] + h * a.ms[1] + l * a.ms[2] + t * a.ms[3]] != 0;
+    }
+    case MaskKind::additive: {
+      const auto* m = static_cast<const float*>(a.mask);
+      *add = m[b * a.ms[0] + h * a.ms[1] + l * a.ms[2] + t * a.ms[3]];
+      return *add != -INFINITY;
+    }
+    default:
+      return true;
+  }
+}
+
+// exp for 8 floats, the Cephes polynomial of attention.cpp (within 1 ulp of MLX's exp).
+BC_AVX2 inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-88.f)), _mm256_set1_ps(88.5f));
+  const __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(1.4426950408889634f));
+  const __m256 n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(t, n);
+  __m256 p = _mm256_set1_ps(1.535336188319500e-4f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339887440266574e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618437357674640e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550332471162809e-2f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264791363012e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472028550421e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+BC_AVX2 inline float hmax(__m256 v) {
+  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_max_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+BC_AVX2 inline float hsum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+// s[r][0..kBk) = q[r] . kt[:, j] for NR rows; kt is the key tile transposed (D x kBk), so
+// each step over d is a broadcast of q[r][d] times two 8-key vectors.
+template <int NR>
+BC_AVX2 inline void qk_rows(const float* q, const float* kt, float* s, int D) {
+  for (int j = 0; j < kBk; j += 16) {
+    __m256 acc[NR][2];
+    for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int d = 0; d < D; ++d) {
+      const __m256 k0 = _mm256_loadu_ps(kt + d * kBk + j);
+      const __m256 k1 = _mm256_loadu_ps(kt + d * kBk + j + 8);
+      for (int r = 0; r < NR; ++r) {
+        const __m256 qd = _mm256_broadcast_ss(q + r * D + d);
+        acc[r][0] = _mm256_fmadd_ps(qd, k0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(qd, k1, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < NR; ++r) {
+      _mm256_storeu_ps(s + r * kBk + j, acc[r][0]);
+      _mm256_storeu_ps(s + r * kBk + j + 8, acc[r][1]);
+    }
+  }
+}
+
+// o[r] = o[r] * corr[r] + sum_j p[r][j] v[j] for NR rows, NV 8-float vectors of d at a time.
+template <int NR, int NV>
+BC_AVX2 inline void pv_rows(const float* p, const float* const* vrow, int nk, const float* corr,
+                            float* o, int D, int d0) {
+  __m256 acc[NR][NV];
+  for (int r = 0; r < NR; ++r) {
+    const __m256 c = _mm256_set1_ps(corr[r]);
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_mul_ps(_mm256_loadu_ps(o + r * D + d0 + 8 * v), c);
+  }
+  for (int j = 0; j < nk; ++j) {
+    const float* vj = vrow[j] + d0;
+    for (int r = 0; r < NR; ++r) {
+      const __m256 w = _mm256_broadcast_ss(p + r * kBk + j);
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 8 * v), acc[r][v]);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(o + r * D + d0 + 8 * v, acc[r][v]);
+}
+
+template <int NR>
+BC_AVX2 inline void pv_block(const float* p, const float* const* vrow, int nk, const float* corr,
+                             float* o, int D) {
+  int d0 = 0;
+  for (; d0 + 32 <= D; d0 += 32) pv_rows<NR, 4>(p, vrow, nk, corr, o, D, d0);
+  for (; d0 < D; d0 += 8) pv_rows<NR, 1>(p, vrow, nk, corr, o, D, d0);
+}
+
+struct Scratch {
+  std::vector<float> q, kt, s, o, m, l, corr;
+  std::vector<const float*> vrow;
+};
+
+BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl) {
+  const int rep = a.Hq / a.Hkv, D = a.D, R = rep * nl;
+  thread_local Scratch sc;
+  sc.q.resize((size_t)R * D);
+  sc.kt.resize((size_t)D * kBk);
+  sc.s.resize((size_t)R * kBk);
+  sc.o.assign((size_t)R * D, 0.f);
+  sc.m.assign(R, -INFINITY);
+  sc.l.assign(R, 0.f);
+  sc.corr.resize(R);
+  sc.vrow.resize(kBk);
+  float *q = sc.q.data(), *kt = sc.kt.data(), *s = sc.s.data(), *o = sc.o.data();
+  // Row r = head g * rep + r / nl at position l0 + r % nl; the scale is folded into q.
+  const __m256 scale8 = _mm256_set1_ps(a.scale);
+  for (int r = 0; r < R; ++r) {
+    const int h = g * rep + r / nl, l = l0 + r % nl;
+    const float* src = a.q + b * a.qs[0] + h * a.qs[1] + l * a.qs[2];
+    for (int d = 0; d < D; d += 8)
+      _mm256_storeu_ps(q + (size_t)r * D + d, _mm256_mul_ps(_mm256_loadu_ps(src + d), scale8));
+  }
+  const bool causal = a.mask_kind == MaskKind::causal;
+  const int first_limit = a.T - a.L + l0;  // causal: the last key the first position sees
+  const int t_end = causal ? std::min(a.T, first_limit + nl) : a.T;
+  const float* kbase = a.k + b * a.ks[0] + g * a.ks[1];
+  const float* vbase = a.v + b * a.vs[0] + g * a.vs[1];
+  for (int t0 = 0; t0 < t_end; t0 += kBk) {
+    const int nk = std::min(kBk, t_end - t0);
+    for (int j = 0; j < kBk; ++j) {
+      const float* kj = kbase + (int64_t)(t0 + std::min(j, nk - 1)) * a.ks[2];
+      for (int d = 0; d < D; ++d) kt[d * kBk + j] = kj[d];
+      sc.vrow[j] = vbase + (int64_t)(t0 + std::min(j, nk - 1)) * a.vs[2];
+    }
+    int r = 0;
+    for (; r + 4 <= R; r += 4) qk_rows<4>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
+    for (; r < R; ++r) qk_rows<1>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
+    // Mask: keys past nk (padding of the last tile), then the mask itself where it can bite.
+    const bool partial = causal ? t0 + nk - 1 > first_limit : a.mask_kind != MaskKind::none;
+    for (r = 0; r < R; ++r) {
+      float* sr = s + (size_t)r * kBk;
+      for (int j = nk; j < kBk; ++j) sr[j] = -INFINITY;
+      if (!partial) continue;
+      const int h = g * rep + r / nl, l = l0 + r % nl;
+      for (int j = 0; j < nk; ++j) {
+        float add;
+        sr[j] = visible_at(a, b, h, l, t0 + j, &add) ? sr[j] + add : -INFINITY;
+      }
+    }
+    // Online softmax: fold the tile into each row's running max m and sum l.
+    for (r = 0; r < R; ++r) {
+      float* sr = s + (size_t)r * kBk;
+      __m256 mx8 = _mm256_loadu_ps(sr);
+      for (int j = 8; j < kBk; j += 8) mx8 = _mm256_max_ps(mx8, _mm256_loadu_ps(sr + j));
+      const float m_new = std::max(sc.m[r], hmax(mx8));
+      if (m_new == -INFINITY) {  // nothing visible yet: weights 0, nothing to rescale
+        std::fill(sr, sr + kBk, 0.f);
+        sc.corr[r] = 1.f;
+        continue;
+      }
+      const float corr = sc.m[r] == -INFINITY ? 0.f : std::exp(sc.m[r] - m_new);
+      const __m256 m8 = _mm256_set1_ps(m_new), ninf = _mm256_set1_ps(-INFINITY);
+      __m256 sum8 = _mm256_setzero_ps();
+      for (int j = 0; j < kBk; j += 8) {
+        const __m256 x = _mm256_loadu_ps(sr + j);
+        // exp(-inf) clamps to ~6e-39 rather than 0: masked keys are zeroed explicitly.
+        const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(x, m8)),
+                                       _mm256_cmp_ps(x, ninf, _CMP_NEQ_OQ));
+        _mm256_storeu_ps(sr + j, e);
+        sum8 = _mm256_add_ps(sum8, e);
+      }
+      sc.l[r] = sc.l[r] * corr + hsum(sum8);
+      sc.m[r] = m_new;
+      sc.corr[r] = corr;
+    }
+    const float* const* vrow = sc.vrow.data();
+    for (r = 0; r + 3 <= R; r += 3)
+      pv_block<3>(s + (size_t)r * kBk, vrow, nk, sc.corr.data() + r, o + (size_t)r * D, D);
+    for (; r < R; ++r)
+      pv_block<1>(s + (size_t)r * kBk, vrow, nk, sc.corr.data() + r, o + (size_t)r * D, D);
+  }
+  for (int r = 0; r < R; ++r) {
+    const int h = g * rep + r / nl, l = l0 + r % nl;
+    float* dst = a.out + (((size_t)b * a.Hq + h) * a.L + l) * D;
+    const __m256 inv = _mm256_set1_ps(sc.l[r] == 0.f ? 0.f : 1.f / sc.l[r]);
+    for (int d = 0; d < D; d += 8)
+      _mm256_storeu_ps(dst + d, _mm256_mul_ps(_mm256_loadu_ps(o + (size_t)r * D + d), inv));
+  }
+}
+
+}  // namespace
+
+bool attention_tiled_run(const AttnArgs& a) {
+  if (!cpu_has_avx2_fma() || a.D % 8 != 0) return false;
+  const int blocks = (a.L + kBq - 1) / kBq;
+  const long work = 2L * a.B * a.Hq * a.L * a.T * a.D;
+  // Later blocks see more keys under a causal mask: hand them out first, so the last
+  // tasks taken are the short ones and the threads finish together.
+  parallel_chunks(a.B * a.Hkv * blocks, work, [a, blocks](int c) {
+    const int qb = blocks - 1 - c % blocks, bg = c / blocks;
+    const int l0 = qb * kBq;
+    tiled_task(a, bg / a.Hkv, bg % a.Hkv, l0, std::min(kBq, a.L - l0));
+  });
+  return true;
+}
+
+#else
+
+bool attention_tiled_run(const AttnArgs&) { return false; }
+
+#endif
+
+}  // namespace bc_native
