@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import sys
 import time
 
 from ..blas import ensure_fast_blas
@@ -45,3 +47,5 @@ if __name__ == "__main__":
     p.add_argument("--model", default="bundled")
     p.add_argument("--tokens", type=int, default=8000)
     asyncio.run(main(p.parse_args()))
+    sys.stdout.flush()
+    os._exit(0)  # MLX's static destructors can abort after worker-thread use (mlx#3126)

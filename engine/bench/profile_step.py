@@ -15,7 +15,7 @@ import mlx.core as mx
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import BatchKVCache
 
-from .. import cpu_kernels, cpu_memory
+from .. import cpu_kernels
 from ..blas import ensure_fast_blas
 
 
@@ -53,7 +53,7 @@ def profile(model, rows: int, context: int) -> dict[str, float]:
 
     layer, c0 = inner.layers[0], cache[0]
     attn = layer.self_attn
-    h = mx.random.normal((rows, 1, inner.embed_tokens.weight.shape[1]))
+    h = mx.random.normal((rows, 1, model.args.hidden_size))
     hidden = inner(x, cache=cache)
     for c in cache:
         c.trim(1)
@@ -92,7 +92,7 @@ def profile_prefill(model, rows: int, tokens: int) -> dict[str, float]:
 
     layer = inner.layers[0]
     attn, mlp = layer.self_attn, layer.mlp
-    dim = inner.embed_tokens.weight.shape[1]
+    dim = model.args.hidden_size
     head_dim = dim // attn.n_heads
     h = mx.random.normal((rows, tokens, dim))
     q = mx.random.normal((rows, attn.n_heads, tokens, head_dim))
@@ -132,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
 
     model = load_model(args.model).model
     scope = nullcontext()
-    if args.kernels:
-        cpu_memory.keep_freed_memory()
-        if cpu_kernels.install(model):
+    if args.kernels:  # everything the engine installs: CPU kernels, native linears, malloc
+        from ..model_runner import ModelRunner
+
+        if ModelRunner(model).fast_cpu_kernels:
             scope = cpu_kernels.active()
     with scope:
         if args.prefill:
