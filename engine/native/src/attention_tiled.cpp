@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "kernels.h"
@@ -18,6 +19,7 @@
 #include <immintrin.h>
 #define BC_X86 1
 #define BC_AVX2 __attribute__((target("avx2,fma")))
+#define BC_AVX512 __attribute__((target("avx512f,avx2,fma")))
 #endif
 
 namespace bc_native {
@@ -131,12 +133,82 @@ BC_AVX2 inline void pv_block(const float* p, const float* const* vrow, int nk, c
   for (; d0 < D; d0 += 8) pv_rows<NR, 1>(p, vrow, nk, corr, o, D, d0);
 }
 
+// The same two products on 16-float vectors (AVX-512): a 64-key tile is 4 vectors, six rows
+// a block (24 accumulators of 32 registers); twice the multiply-adds an instruction.
+template <int NR>
+BC_AVX512 inline void qk_rows512(const float* q, const float* kt, float* s, int D) {
+  __m512 acc[NR][4];
+  for (int r = 0; r < NR; ++r)
+    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int d = 0; d < D; ++d) {
+    __m512 k[4];
+    for (int v = 0; v < 4; ++v) k[v] = _mm512_loadu_ps(kt + d * kBk + 16 * v);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 qd = _mm512_set1_ps(q[r * D + d]);
+      for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_fmadd_ps(qd, k[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(s + r * kBk + 16 * v, acc[r][v]);
+}
+
+BC_AVX512 void qk_tile512(const float* q, const float* kt, float* s, int R, int D) {
+  int r = 0;
+  for (; r + 6 <= R; r += 6) qk_rows512<6>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
+  for (; r < R; ++r) qk_rows512<1>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
+}
+
+template <int NR, int NV>
+BC_AVX512 inline void pv_rows512(const float* p, const float* const* vrow, int nk,
+                                 const float* corr, float* o, int D, int d0) {
+  __m512 acc[NR][NV];
+  for (int r = 0; r < NR; ++r) {
+    const __m512 c = _mm512_set1_ps(corr[r]);
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = _mm512_mul_ps(_mm512_loadu_ps(o + r * D + d0 + 16 * v), c);
+  }
+  for (int j = 0; j < nk; ++j) {
+    __m512 vj[NV];
+    for (int v = 0; v < NV; ++v) vj[v] = _mm512_loadu_ps(vrow[j] + d0 + 16 * v);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 w = _mm512_set1_ps(p[r * kBk + j]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(w, vj[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(o + r * D + d0 + 16 * v, acc[r][v]);
+}
+
+template <int NR>
+BC_AVX512 inline void pv_block512(const float* p, const float* const* vrow, int nk,
+                                  const float* corr, float* o, int D) {
+  int d0 = 0;
+  for (; d0 + 64 <= D; d0 += 64) pv_rows512<NR, 4>(p, vrow, nk, corr, o, D, d0);
+  for (; d0 < D; d0 += 16) pv_rows512<NR, 1>(p, vrow, nk, corr, o, D, d0);
+}
+
+BC_AVX512 void pv_tile512(const float* p, const float* const* vrow, int nk, const float* corr,
+                          float* o, int R, int D) {
+  int r = 0;
+  for (; r + 6 <= R; r += 6)
+    pv_block512<6>(p + (size_t)r * kBk, vrow, nk, corr + r, o + (size_t)r * D, D);
+  for (; r < R; ++r) pv_block512<1>(p + (size_t)r * kBk, vrow, nk, corr + r, o + (size_t)r * D, D);
+}
+
+bool cpu_has_avx512() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return ok;
+}
+
 struct Scratch {
   std::vector<float> q, kt, s, o, m, l, corr;
   std::vector<const float*> vrow;
 };
 
-BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl) {
+BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl, bool wide) {
   const int rep = a.Hq / a.Hkv, D = a.D, R = rep * nl;
   thread_local Scratch sc;
   sc.q.resize((size_t)R * D);
@@ -169,8 +241,12 @@ BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl) {
       sc.vrow[j] = vbase + (int64_t)(t0 + std::min(j, nk - 1)) * a.vs[2];
     }
     int r = 0;
-    for (; r + 4 <= R; r += 4) qk_rows<4>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
-    for (; r < R; ++r) qk_rows<1>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
+    if (wide) {
+      qk_tile512(q, kt, s, R, D);
+    } else {
+      for (; r + 4 <= R; r += 4) qk_rows<4>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
+      for (; r < R; ++r) qk_rows<1>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
+    }
     // Mask: keys past nk (padding of the last tile), then the mask itself where it can bite.
     const bool partial = causal ? t0 + nk - 1 > first_limit : a.mask_kind != MaskKind::none;
     for (r = 0; r < R; ++r) {
@@ -210,6 +286,10 @@ BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl) {
       sc.corr[r] = corr;
     }
     const float* const* vrow = sc.vrow.data();
+    if (wide) {
+      pv_tile512(s, vrow, nk, sc.corr.data(), o, R, D);
+      continue;
+    }
     for (r = 0; r + 3 <= R; r += 3)
       pv_block<3>(s + (size_t)r * kBk, vrow, nk, sc.corr.data() + r, o + (size_t)r * D, D);
     for (; r < R; ++r)
@@ -226,23 +306,27 @@ BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl) {
 
 }  // namespace
 
-bool attention_tiled_run(const AttnArgs& a) {
+bool attention_tiled_run(const AttnArgs& a, bool allow_avx512) {
   if (!cpu_has_avx2_fma() || a.D % 8 != 0) return false;
+  // BATCHCHAT_NATIVE_AVX512=0 keeps the AVX2 products (tests of that path on new CPUs).
+  const char* env = std::getenv("BATCHCHAT_NATIVE_AVX512");
+  const bool wide = allow_avx512 && !(env && env[0] == '0') && a.D % 16 == 0 &&
+                    cpu_has_avx512();
   const int blocks = (a.L + kBq - 1) / kBq;
   const long work = 2L * a.B * a.Hq * a.L * a.T * a.D;
   // Later blocks see more keys under a causal mask: hand them out first, so the last
   // tasks taken are the short ones and the threads finish together.
-  parallel_chunks(a.B * a.Hkv * blocks, work, [a, blocks](int c) {
+  parallel_chunks(a.B * a.Hkv * blocks, work, [a, blocks, wide](int c) {
     const int qb = blocks - 1 - c % blocks, bg = c / blocks;
     const int l0 = qb * kBq;
-    tiled_task(a, bg / a.Hkv, bg % a.Hkv, l0, std::min(kBq, a.L - l0));
+    tiled_task(a, bg / a.Hkv, bg % a.Hkv, l0, std::min(kBq, a.L - l0), wide);
   });
   return true;
 }
 
 #else
 
-bool attention_tiled_run(const AttnArgs&) { return false; }
+bool attention_tiled_run(const AttnArgs&, bool) { return false; }
 
 #endif
 
