@@ -33,6 +33,7 @@ from .help_menu import about_box, shortcuts_box
 from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
+from .reflow import widen_when_shown
 from .server_controls import ServerControls
 from .simulator import SimulatorDock
 from .stats.panel import StatsDock
@@ -129,6 +130,7 @@ class MainWindow(QMainWindow):
         self.stats_dock = StatsDock(self.ctx, self._tab_titles, self)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.stats_dock)
         self.stats_dock.hide()
+        widen_when_shown(self, self.stats_dock)
         toggle = self.stats_dock.toggleViewAction()
         toggle.setText("Engine &stats")
         toggle.setShortcut(QKeySequence("Ctrl+Shift+S"))
@@ -142,6 +144,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.sim_dock)
         self.tabifyDockWidget(self.stats_dock, self.sim_dock)  # both want the full height
         self.sim_dock.hide()
+        widen_when_shown(self, self.sim_dock)
         self.sim_dock.run_finished.connect(self._sim_run_finished)
         toggle = self.sim_dock.toggleViewAction()
         toggle.setText("&Load simulator")

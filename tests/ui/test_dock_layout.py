@@ -41,6 +41,17 @@ def test_chat_keeps_its_width_with_a_dock_open(window, loop, size, dock_name, pa
     assert chat_right < dock.geometry().left()
     # nothing in the dock sticks out past the window's right edge
     assert dock.geometry().right() <= window.width()
+    # and at its narrowest it still shows what it is for without a sideways scroll: every
+    # number of the stats; the simulator's target, Start and Stop (its results may scroll)
+    if dock_name == "stats_dock":
+        dock.refresh(poll=True)  # real numbers, as wide as they get here
+        _settle(loop)
+        assert _inside(dock, dock.panel.values.values())
+        assert dock.widget().horizontalScrollBar().maximum() == 0
+    else:
+        margins = dock.panel.layout().contentsMargins()
+        needs = dock.panel.controls.minimumSize().width() + margins.left() + margins.right()
+        assert needs <= dock.widget().viewport().width()
 
 
 def test_stats_dock_reflows_to_one_column_when_narrow(window, loop):
@@ -78,3 +89,37 @@ def test_simulator_stacks_its_form_above_the_results_when_narrow(window, loop):
     _settle(loop)
     assert panel.split.orientation() == Qt.Orientation.Horizontal
 
+
+
+def _inside(dock, labels) -> bool:
+    """Every label lies within the dock's visible (scrolled) area."""
+    view = dock.widget().viewport()
+    return all(0 <= label.mapTo(view, label.rect().topRight()).x() < view.width()
+               for label in labels)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("dock_name", ["stats_dock", "sim_dock"])
+def test_a_dock_first_shown_after_a_restart_gets_room(history_app, loop, size, dock_name):
+    """A restored layout holds a never-shown dock at its bare minimum width; shown, it
+    takes the room the window has (numbers and form fields in view, no sideways scroll)
+    and the chat keeps its minimum."""
+    window = history_app.start()
+    window.resize(*size)
+    _settle(loop)
+    history_app.stop()  # saves the layout: this dock never shown
+    window = history_app.start()
+    window.resize(*size)
+    dock = getattr(window, dock_name)
+    dock.show()
+    _settle(loop)
+    assert dock.width() > 300
+    assert window.current_tab().messages.width() >= CHAT_MIN_WIDTH
+    assert dock.widget().horizontalScrollBar().maximum() == 0
+    if dock_name == "stats_dock":
+        assert _inside(dock, dock.panel.values.values())
+    dock.hide()
+    window.resizeDocks([dock], [320], Qt.Orientation.Horizontal)
+    dock.show()  # a width the user chose is kept
+    _settle(loop)
+    assert abs(dock.width() - 320) < 10

@@ -12,6 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -82,12 +83,17 @@ class SimulatorPanel(QWidget):
         self.summary = SummaryView()
         self.summary.export_button.clicked.connect(lambda: self.export())
 
-        controls = QHBoxLayout()
-        controls.addWidget(QLabel("Target"))
-        controls.addWidget(self.target)
-        controls.addWidget(self.start_button)
-        controls.addWidget(self.stop_button)
-        controls.addWidget(self.error, 1)
+        target_row = QHBoxLayout()
+        target_row.addWidget(QLabel("Target"))
+        target_row.addWidget(self.target, 1)
+        button_row = QHBoxLayout()
+        button_row.addWidget(self.start_button)
+        button_row.addWidget(self.stop_button)
+        button_row.addWidget(self.error, 1)
+        # the target beside the buttons when wide, above them when narrow (resizeEvent)
+        self.controls = QBoxLayout(QBoxLayout.Direction.TopToBottom)
+        self.controls.addLayout(target_row)
+        self.controls.addLayout(button_row, 1)
         scroll = QScrollArea()
         scroll.setWidget(self.form)
         scroll.setWidgetResizable(True)
@@ -107,7 +113,7 @@ class SimulatorPanel(QWidget):
         self.split = split
         col = QVBoxLayout(self)
         col.setContentsMargins(4, 4, 4, 4)
-        col.addLayout(controls)
+        col.addLayout(self.controls)
         col.addWidget(self.progress)
         col.addWidget(split, 1)
 
@@ -119,11 +125,16 @@ class SimulatorPanel(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
-        # Narrow dock: the form above the results rather than beside them.
+        # Narrow dock: the form above the results rather than beside them, and the target
+        # above Start / Stop, so every control stays in view without a sideways scroll.
         wide = event.size().width() >= WIDE_LAYOUT
         orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
         if self.split.orientation() != orientation:
             self.split.setOrientation(orientation)
+        direction = QBoxLayout.Direction.LeftToRight if wide else \
+            QBoxLayout.Direction.TopToBottom
+        if self.controls.direction() != direction:
+            self.controls.setDirection(direction)
 
     # -- state --------------------------------------------------------------------------
     @property

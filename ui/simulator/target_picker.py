@@ -20,6 +20,9 @@ class TargetPicker(QComboBox):
                         "BatchChat's own API server (Server → API server, over HTTP), or "
                         "any connection (Chat → Connections…)")
         self.settings = settings
+        # as narrow as a dock needs (the list, when open, shows the whole names)
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.setMinimumContentsLength(10)
         self._fill()
         settings.connections_changed.connect(self._fill)
 

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from app.context import AppContext
 from app.stats.model import INTERVAL_S, Latency, StatsModel
 
-from ..reflow import ReflowGrid, scrolled
+from ..reflow import ReflowGrid, narrow_label, scrolled
 from .server_box import ServerStatsBox
 
 TTFT_TIP = ("Time to first token: submit -> first token, over the requests the engine "
@@ -121,7 +121,7 @@ class StatsPanel(QWidget):
             grid.setContentsMargins(6, 4, 6, 4)
             grid.setVerticalSpacing(1)
             for i, (key, label, tip) in enumerate(fields):
-                name, value = QLabel(label), QLabel("–")
+                name, value = narrow_label(label), narrow_label("–")
                 value.setObjectName(f"stat_{key}")
                 value.setAlignment(Qt.AlignmentFlag.AlignRight)
                 value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -13,6 +13,8 @@ from app.context import AppContext
 from app.remote.backends import UnknownBackend
 from app.remote.metrics import LoadProbe, ServerLoad
 
+from ..reflow import narrow_label
+
 POLL_MS = 1000
 FIELDS = (("running", "running requests"), ("waiting", "waiting requests"),
           ("prompt_rate", "prompt tokens/s"), ("gen_rate", "generated tokens/s"),
@@ -29,6 +31,10 @@ class ServerStatsBox(QGroupBox):
         self._busy = False
         self.picker = QComboBox()
         self.picker.setObjectName("serverStatsPicker")
+        # as narrow as the dock (the list, when open, shows the whole names)
+        self.picker.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.picker.setMinimumContentsLength(12)
         self.picker.currentIndexChanged.connect(lambda _i: self._restart())
         grid = QGridLayout(self)
         grid.setContentsMargins(6, 4, 6, 4)
@@ -36,10 +42,10 @@ class ServerStatsBox(QGroupBox):
         grid.addWidget(self.picker, 0, 0, 1, 2)
         self.values: dict[str, QLabel] = {}
         for i, (key, label) in enumerate(FIELDS, start=1):
-            value = QLabel("–")
+            value = narrow_label("–")
             value.setObjectName(f"server_{key}")
             value.setAlignment(Qt.AlignmentFlag.AlignRight)
-            grid.addWidget(QLabel(label), i, 0)
+            grid.addWidget(narrow_label(label), i, 0)
             grid.addWidget(value, i, 1)
             self.values[key] = value
         self._fill()
