@@ -1,15 +1,22 @@
 """Unsent drafts across a restart. Each tab's draft is kept by its chat's session id and goes
 back into that tab when the history reopens it. A draft whose tab does not come back (a
 new tab with no message when there is no history, an unreadable chat) is not lost: it goes
-into the window's empty tab, or a new tab."""
+into the window's empty tab, or a new tab.
+
+Drafts are written to the settings a moment after typing stops (DraftSaver), not only at a
+clean quit: an app that is killed or crashes loses at most the last second of typing."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from PySide6.QtCore import QObject, QTimer
+
 from app.settings import Settings
 
 from .chat.chat_tab import ChatTab
+
+SAVE_DELAY_MS = 1000  # after the last keystroke (or a closed tab)
 
 
 def remember(settings: Settings, tabs: Sequence[ChatTab]) -> None:
@@ -30,3 +37,34 @@ def restore(settings: Settings, tabs: Sequence[ChatTab], new_tab: Callable[[], C
     for draft in left.values():
         tab = free.pop(0) if free else new_tab()
         tab.input.setPlainText(draft)
+
+
+class DraftSaver(QObject):
+    """Keeps `settings.drafts` on disk while the app runs: `watch` each tab, call `changed`
+    when a tab goes away; the drafts are saved SAVE_DELAY_MS after the last change (the
+    settings file is written only when they differ). `stop` before the tabs are torn down."""
+
+    def __init__(self, settings: Settings, tabs: Callable[[], Sequence[ChatTab]],
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self.tabs = tabs
+        self.timer = QTimer(self)
+        self.timer.setSingleShot(True)
+        self.timer.setInterval(SAVE_DELAY_MS)
+        self.timer.timeout.connect(self.save_now)
+
+    def watch(self, tab: ChatTab) -> None:
+        tab.input.textChanged.connect(self.changed)
+
+    def changed(self) -> None:
+        self.timer.start()  # restarts: one write when the typing pauses
+
+    def save_now(self) -> None:
+        before = dict(self.settings.drafts)
+        remember(self.settings, self.tabs())
+        if self.settings.drafts != before:
+            self.settings.save()
+
+    def stop(self) -> None:
+        self.timer.stop()

@@ -59,6 +59,8 @@ class MainWindow(QMainWindow):
         self._closed = False
         self._tasks: set[asyncio.Task[object]] = set()
         self.kv_saver = KVSaver(ctx.bridge)  # open chats' KV to disk when idle and at quit
+        # unsent drafts to disk as they are typed, so a killed app keeps them too
+        self.draft_saver = drafts.DraftSaver(ctx.settings, self.chat_tabs, self)
 
         central = QWidget()
         col = QVBoxLayout(central)
@@ -213,6 +215,7 @@ class MainWindow(QMainWindow):
     def remember_layout(self) -> None:
         """Window size, dock layout and unsent drafts, for the next start."""
         s = self.ctx.settings
+        self.draft_saver.stop()  # saved here, once more, from the tabs as they are
         s.window_geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
         s.window_state = bytes(self.saveState().toBase64().data()).decode("ascii")
         drafts.remember(s, self.chat_tabs())
@@ -242,6 +245,7 @@ class MainWindow(QMainWindow):
         tab.title_listener = lambda t=tab: self._mark_busy(t, t.conversation.is_busy)
         tab.conversation.meta_changed.connect(tab.title_listener)  # auto titles, renames
         self.kv_saver.watch(tab.conversation)
+        self.draft_saver.watch(tab)
         self.tabs.setCurrentIndex(index)
         tab.input.setFocus()
         if self.history is not None:
@@ -263,6 +267,8 @@ class MainWindow(QMainWindow):
         tab.deleteLater()
         if self.history is not None:
             self.history.save_order()
+        if tab.input.toPlainText().strip():
+            self.draft_saver.changed()  # its draft leaves the saved ones
         if self.tabs.count() == 0 and not self._closing:
             self.new_tab()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from app.context import AppContext
 from app.engine_bridge import EngineBridge
+from app.settings import Settings
 from tests.ui.conftest import run_until, spin
 from ui.main_window import MainWindow
 
@@ -53,3 +54,26 @@ def test_drafts_of_empty_and_used_tabs_come_back_once_with_the_history(history_a
                          (False, "")]
         assert window.current_tab() is window.chat_tabs()[0]  # the front tab stays in front
         history_app.stop()
+
+
+def test_drafts_reach_the_disk_while_typing_so_a_killed_app_keeps_them(ctx, loop, qtbot):
+    """No clean quit: the next start reads whatever settings.json held when the app died."""
+    window = MainWindow(ctx)
+    window.show()
+    kept = window.new_tab()
+    qtbot.keyClicks(kept.input, "typed just before the app was killed")
+    gone = window.new_tab()
+    qtbot.keyClicks(gone.input, "a draft in a tab then closed")
+    path = ctx.settings.path
+    run_until(loop, lambda: len(Settings.load(path).drafts) == 2, timeout=5)  # ~1 s later
+    window.close_tab(window.tabs.indexOf(gone))  # its draft leaves the file too
+    run_until(loop, lambda: len(Settings.load(path).drafts) == 1, timeout=5)
+
+    again = MainWindow(AppContext(Settings.load(path), EngineBridge()))  # after a SIGKILL
+    again.show()
+    try:
+        assert [t.input.toPlainText() for t in again.chat_tabs()] == [
+            "typed just before the app was killed"]
+    finally:
+        _close(again, loop)
+        _close(window, loop)
