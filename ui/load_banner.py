@@ -10,6 +10,8 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushBu
 
 from app.engine_bridge import BridgeState, EngineBridge
 
+from .model_picker import short_name
+
 BAR_STEPS = 1000
 
 
@@ -106,9 +108,15 @@ class LoadBanner(QFrame):
     def _tick(self) -> None:
         if self._timer.isActive():
             elapsed = time.perf_counter() - self._started
+            source = self._bridge.attempted if self._bridge is not None else None
+            # the model's short name: a long path would wrap the banner at 900 px (the
+            # tooltip and the status bar have the whole source)
+            what = f"Loading {short_name(source)}" if source else self._message
             stage = f" — {self._stage}" if self._stage else ""
             serving = self._bridge is not None and self._bridge.engine is not None
-            note = "; chats keep using the current model meanwhile" if serving else ""
-            self.label.setText(f"{self._message}{stage}  ({elapsed:.0f} s){note}")
+            note = " · chats keep using the current model meanwhile" if serving else ""
+            self.label.setText(f"{what}{stage} · {elapsed:.0f} s{note}")
+            self.label.setToolTip(source or "")
         else:
             self.label.setText(self._message or "No model loaded.")
+            self.label.setToolTip("")

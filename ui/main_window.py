@@ -39,6 +39,7 @@ from .simulator import SimulatorDock
 from .stats.panel import StatsDock
 from .tab_bar import ChatTabBar
 from .theme import Theme
+from .widgets import ElidedLabel
 
 BUSY_MARK = "● "
 CLOSED_TABS_KEPT = 20
@@ -86,7 +87,7 @@ class MainWindow(QMainWindow):
         col.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
-        self.model_label = QLabel()
+        self.model_label = ElidedLabel()  # a long model name: … in its middle, not cut off
         self.stats_label = QLabel()
         self.stats_label.setObjectName("engineStats")
         self.statusBar().addWidget(self.model_label, 1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSize, Qt, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QDialog,
@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QProgressBar,
     QPushButton,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
@@ -46,6 +48,14 @@ def recent_label(source: str) -> str:
     if source.startswith(("/", "~", ".")) or path.exists():
         return f"{path.name} — {path.parent}"
     return source  # a Hugging Face repo id
+
+
+class _ListWide(QStyledItemDelegate):
+    """Rows as wide as the list, not as their text: the view then elides a long one."""
+
+    def sizeHint(self, option: QStyleOptionViewItem,  # noqa: N802 - Qt override
+                 index: QModelIndex | QPersistentModelIndex) -> QSize:
+        return QSize(0, super().sizeHint(option, index).height())
 
 
 class ModelPickerDialog(QDialog):
@@ -84,6 +94,10 @@ class ModelPickerDialog(QDialog):
             placeholder.setFlags(Qt.ItemFlag.NoItemFlags)
             self.recent.addItem(placeholder)
         self.recent.setMaximumHeight(150)
+        # a long path: … in its middle (name and folder ends in view), no sideways scroll
+        self.recent.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.recent.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.recent.setItemDelegate(_ListWide(self.recent))
         self.recent.currentItemChanged.connect(self._recent_selected)
         self.recent.itemActivated.connect(lambda item: self._recent_activated(item))
         layout.addWidget(self.recent)

@@ -1,16 +1,21 @@
-"""Small widget builders shared by the settings panel, the simulator form and the tables."""
+"""Small widget builders shared by the settings panel, the simulator form and the tables,
+and a one-line label that elides (the status bar's model)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QAbstractItemModel
+from PySide6.QtCore import QAbstractItemModel, QSize, Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDoubleSpinBox,
     QHeaderView,
+    QLabel,
+    QSizePolicy,
     QSpinBox,
     QTableView,
+    QWidget,
 )
 
 
@@ -50,3 +55,43 @@ def readonly_table(model: QAbstractItemModel, name: str, widths: Sequence[int]) 
     for column, width in enumerate(widths):
         view.setColumnWidth(column, width)
     return view
+
+
+class ElidedLabel(QLabel):
+    """One line that shortens its middle with … when it gets less room than its text (a
+    status bar at 900 px and a long model name): never cut off mid-word at the edge. The
+    whole text is `full_text()`, and the tooltip while it is shortened."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setText(text)
+
+    def full_text(self) -> str:
+        return self._full
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt override
+        self._full = text
+        self._fit()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return QSize(self.fontMetrics().horizontalAdvance(self._full) + 4,
+                     super().sizeHint().height())
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return QSize(self.fontMetrics().horizontalAdvance("M…M"),
+                     super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        room = self.contentsRect().width()
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideMiddle, room)
+        if shown != super().text():
+            super().setText(shown)
+        tip = self._full if shown != self._full else ""
+        if tip != self.toolTip():
+            self.setToolTip(tip)

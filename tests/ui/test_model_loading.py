@@ -209,3 +209,50 @@ def test_a_picker_opened_during_a_load_shows_where_it_stands(make_window, make_e
     assert loop.run_until_complete(task) is True
     assert not dialog.progress_box.isVisibleTo(dialog) and dialog.load_button.isEnabled()
     dialog.close()
+
+
+LONG_SOURCE = "/tmp/models/acme-research/Llama-3.1-8B-Instruct-random-weights-for-load-tests"
+
+
+def test_at_900_px_the_banner_names_the_model_and_the_status_bar_elides_it(
+        make_window, make_engine, loop):
+    """Seen under Xvfb: a long path wrapped the banner over two lines, and the status bar
+    cut the model's name off mid-word at the window's edge."""
+    loader = SteppedLoader(make_engine)
+    window = make_window(EngineBridge(loader=loader))
+    window.resize(900, 600)
+    task = window.load_model(LONG_SOURCE)
+    run_until(loop, lambda: window.banner.bar.value() == 420)
+    text = window.banner.label.text()
+    assert text.startswith("Loading Llama-3.1-8B-Instruct-random-weights-for-load-tests — "
+                           "converting layers · ")
+    assert "/tmp/models" not in text and window.banner.label.toolTip() == LONG_SOURCE
+    loader.go.set()
+    assert loop.run_until_complete(task) is True
+    window._on_state(BridgeState.READY, "Llama-3.1-8B-Instruct-random-weights-for-load-tests "
+                     "(mlx-lm), float32 on cpu")
+    window._show_engine_stats()  # "0 generating · 0 queued · …" beside it
+    spin(loop, 0.05)
+    label, stats = window.model_label, window.stats_label
+    shown = label.text()
+    assert "…" in shown and shown.startswith("Model: Llama") and shown.endswith("on cpu")
+    assert label.fontMetrics().horizontalAdvance(shown) <= label.width()
+    assert label.toolTip() == label.full_text()
+    assert stats.width() >= stats.sizeHint().width()  # the engine's numbers stay whole
+    window.resize(1600, 780)  # room again: the whole name
+    spin(loop, 0.05)
+    assert label.text() == label.full_text() and not label.toolTip()
+
+
+def test_a_long_recent_model_is_elided_in_the_picker_not_scrolled(window, settings, loop):
+    deep = ("/home/someone/.cache/huggingface/hub/models--acme-research--Llama-3.1-8B/"
+            "snapshots/0123456789abcdef0123456789abcdef/Llama-3.1-8B-Instruct-4bit")
+    settings.recent_models = [deep, "bundled"]
+    dialog = window.choose_model()
+    spin(loop, 0.05)
+    view = dialog.recent
+    item = view.item(0)
+    assert item.toolTip() == deep
+    assert view.horizontalScrollBar().maximum() == 0
+    assert view.visualItemRect(item).right() <= view.viewport().width()
+    dialog.close()
