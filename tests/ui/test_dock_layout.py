@@ -41,6 +41,11 @@ def test_chat_keeps_its_width_with_a_dock_open(window, loop, size, dock_name, pa
     assert chat_right < dock.geometry().left()
     # nothing in the dock sticks out past the window's right edge
     assert dock.geometry().right() <= window.width()
+    if panel_shown:  # the settings panel squeezed beside it: its buttons still whole
+        panel = tab.panel
+        for button in (panel.save_preset_button, panel.delete_preset_button):
+            assert button.width() >= button.sizeHint().width()
+            assert button.mapTo(panel, button.rect().topRight()).x() < panel.width()
     # and at its narrowest it still shows what it is for without a sideways scroll: every
     # number of the stats; the simulator's target, Start and Stop (its results may scroll)
     if dock_name == "stats_dock":

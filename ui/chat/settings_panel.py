@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
+    QBoxLayout,
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
@@ -24,6 +26,8 @@ from app.settings import Settings, normalize_params
 from ..widgets import double_box, int_box
 
 CUSTOM = "(custom)"
+# from this width the Save as… / Delete buttons fit beside the preset (else under it)
+PRESET_ROW_WIDE = 300
 
 
 class SettingsPanel(QWidget):
@@ -46,15 +50,19 @@ class SettingsPanel(QWidget):
         layout.addWidget(self.system)
 
         layout.addWidget(QLabel("Preset"))
-        row = QHBoxLayout()
         self.preset = QComboBox()
         self.preset.setMinimumContentsLength(8)
         self.save_preset_button = QPushButton("Save as…")
         self.delete_preset_button = QPushButton("Delete")
-        row.addWidget(self.preset, 1)
-        row.addWidget(self.save_preset_button)
-        row.addWidget(self.delete_preset_button)
-        layout.addLayout(row)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.save_preset_button)
+        buttons.addWidget(self.delete_preset_button)
+        buttons.addStretch(1)
+        # the buttons beside the preset when there is room, under it when narrow (resizeEvent)
+        self.preset_row = QBoxLayout(QBoxLayout.Direction.TopToBottom)
+        self.preset_row.addWidget(self.preset, 1)
+        self.preset_row.addLayout(buttons)
+        layout.addLayout(self.preset_row)
 
         form = QFormLayout()
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow: label above
@@ -96,6 +104,14 @@ class SettingsPanel(QWidget):
         self.set_params(params)
         self._loading = False
         self._fill_presets()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        wide = event.size().width() >= PRESET_ROW_WIDE
+        direction = QBoxLayout.Direction.LeftToRight if wide else \
+            QBoxLayout.Direction.TopToBottom
+        if self.preset_row.direction() != direction:
+            self.preset_row.setDirection(direction)
 
     def detach(self) -> None:
         """Stop listening to the shared settings (the tab is closing)."""
