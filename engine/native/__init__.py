@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
 import sys
 from types import ModuleType
@@ -113,17 +114,18 @@ def set_threads(n: int) -> None:
 
 def quantized_matvec(x: mx.array, w: mx.array, scales: mx.array, biases: mx.array,
                      group_size: int = 64, bits: int = 4, *, force_scalar: bool = False,
-                     stream: Any = None) -> mx.array:
+                     int8_x: bool = False, stream: Any = None) -> mx.array:
     """x @ dequantize(w, scales, biases).T for x of shape (..., K); runs on the CPU stream.
+
+    int8_x: x is rounded to int8 per block of 32 (step max|x| / 127) and the products are
+    integer dot products (llama.cpp's Q4_1 x Q8_1 scheme): faster, not exact; the error of
+    each output is at most sum |scale * q| * step / 2 over its blocks (docs/kernels.md).
 
     Raises RuntimeError when the extension is not loaded (check `available()` first).
     """
-    _load()
-    if _ext is None:
-        raise RuntimeError(f"engine.native is unavailable: {_reason}")
     scalar = force_scalar or not simd()
-    return _ext.quantized_matvec(x, w, scales, biases, group_size, bits,
-                                 force_scalar=scalar, stream=stream)
+    return _ext_or_raise().quantized_matvec(x, w, scales, biases, group_size, bits,
+                                 force_scalar=scalar, int8_x=int8_x, stream=stream)
 
 
 def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
@@ -132,11 +134,8 @@ def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: 
 
     Raises RuntimeError when the extension is not loaded (check `available()` first).
     """
-    _load()
-    if _ext is None:
-        raise RuntimeError(f"engine.native is unavailable: {_reason}")
     scalar = force_scalar or not simd()
-    return _ext.dequantize_f32(w, scales, biases, group_size, bits, force_scalar=scalar,
+    return _ext_or_raise().dequantize_f32(w, scales, biases, group_size, bits, force_scalar=scalar,
                                stream=stream)
 
 
@@ -154,9 +153,7 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
 
     Raises RuntimeError when the extension is not loaded (check `available()` first).
     """
-    _load()
-    if _ext is None:
-        raise RuntimeError(f"engine.native is unavailable: {_reason}")
+    ext = _ext_or_raise()
     if mask is None:
         kind, arr = 0, queries
     elif isinstance(mask, str):
@@ -166,5 +163,47 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
     else:
         kind, arr = (2 if mask.dtype == mx.bool_ else 3), mask
     scalar = force_scalar or not simd()
-    return _ext.cache_attention(queries, keys, values, arr, scale, kind,
+    return ext.cache_attention(queries, keys, values, arr, scale, kind,
                                 force_scalar=scalar, tiled_from=tiled_from, stream=stream)
+
+
+def _ext_or_raise() -> ModuleType:
+    _load()
+    if _ext is None:
+        raise RuntimeError(f"engine.native is unavailable: {_reason}")
+    return _ext
+
+
+def rope_inv_freq(dims: int, base: float | None, freqs: mx.array | None = None) -> mx.array:
+    """The dims / 2 inverse frequencies mx.fast.rope uses: base ** (-i / (dims / 2)) computed
+    as MLX computes them, or 1 / freqs."""
+    if freqs is not None:
+        return mx.reciprocal(freqs.astype(mx.float32))
+    half = dims // 2
+    return mx.exp(mx.arange(0, -half, -1, dtype=mx.float32) * (math.log(base) / half))
+
+
+def rope(x: mx.array, dims: int, *, traditional: bool, scale: float, offset: int | mx.array,
+         inv_freq: mx.array, stream: Any = None) -> mx.array:
+    """``mx.fast.rope`` for float32 x (B, *, T, D) in one CPU op; `inv_freq` from
+    `rope_inv_freq` (computed once per module). Raises RuntimeError when not loaded."""
+    off = offset if isinstance(offset, mx.array) else mx.array(offset, dtype=mx.int32)
+    return _ext_or_raise().rope(x, dims, traditional, scale, off, inv_freq, stream=stream)
+
+
+def rms_norm(x: mx.array, weight: mx.array | None, eps: float, *, force_scalar: bool = False,
+             stream: Any = None) -> mx.array:
+    """``mx.fast.rms_norm`` for float32 x in one CPU op."""
+    w = weight if weight is not None else _NO_WEIGHT
+    scalar = force_scalar or not simd()
+    return _ext_or_raise().rms_norm(x, w, eps, force_scalar=scalar, stream=stream)
+
+
+def silu_mul(gate: mx.array, up: mx.array, *, force_scalar: bool = False,
+             stream: Any = None) -> mx.array:
+    """silu(gate) * up (mlx-lm's swiglu) for float32 arrays of one shape, in one CPU op."""
+    scalar = force_scalar or not simd()
+    return _ext_or_raise().silu_mul(gate, up, force_scalar=scalar, stream=stream)
+
+
+_NO_WEIGHT = mx.zeros((0,), dtype=mx.float32)

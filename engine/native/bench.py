@@ -43,6 +43,7 @@ def _candidates(x, q, s, b, wf, bits: int) -> dict:
 
     return {
         "native": lambda: native.quantized_matvec(x, q, s, b, GROUP, bits),
+        "native_i8": lambda: native.quantized_matvec(x, q, s, b, GROUP, bits, int8_x=True),
         "mlx_q": lambda: mx.quantized_matmul(x, q, s, b, transpose=True, group_size=GROUP,
                                              bits=bits),
         "f32": lambda: x @ wf.T,
@@ -85,12 +86,13 @@ def run(reps: int, rows: list[int]) -> list[dict]:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| shape (N x K, bits) | M | native us | MLX q us | f32+BLAS us | deq+f32 us "
-             "| MLX q / native | f32 / native | deq+f32 / native |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| shape (N x K, bits) | M | native us | native int8-x us | MLX q us | f32+BLAS us "
+             "| deq+f32 us | MLX q / native | f32 / native | deq+f32 / native |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(
             f"| {r['name']} {r['n']}x{r['k']} {r['bits']}b | {r['m']} | {r['native']*1e6:.1f} "
+            f"| {r['native_i8']*1e6:.1f} "
             f"| {r['mlx_q']*1e6:.1f} | {r['f32']*1e6:.1f} | {r['deq_f32']*1e6:.1f} "
             f"| {r['mlx_q']/r['native']:.2f} | {r['f32']/r['native']:.2f} "
             f"| {r['deq_f32']/r['native']:.2f} |")
@@ -99,13 +101,14 @@ def table(results: list[dict]) -> str:
 
 def projection(results: list[dict]) -> str:
     """Sum of all linears of one decode step (30 layers + lm_head) per M and candidate."""
-    out = ["| M | native ms | MLX q ms | f32+BLAS ms | deq+f32 ms | best |",
-           "|---|---|---|---|---|---|"]
+    out = ["| M | native ms | native int8-x ms | MLX q ms | f32+BLAS ms | deq+f32 ms | best |",
+           "|---|---|---|---|---|---|---|"]
     for m in sorted({r["m"] for r in results}):
         tot = {c: sum(r[c] * r["count"] for r in results if r["m"] == m)
-               for c in ("native", "mlx_q", "f32", "deq_f32")}
+               for c in ("native", "native_i8", "mlx_q", "f32", "deq_f32")}
         best = min(tot, key=tot.get)
-        out.append(f"| {m} | {tot['native']*1e3:.2f} | {tot['mlx_q']*1e3:.2f} "
+        out.append(f"| {m} | {tot['native']*1e3:.2f} | {tot['native_i8']*1e3:.2f} "
+                   f"| {tot['mlx_q']*1e3:.2f} "
                    f"| {tot['f32']*1e3:.2f} | {tot['deq_f32']*1e3:.2f} | {best} |")
     return "\n".join(out)
 

@@ -22,6 +22,7 @@ from . import available, dequantize_f32, quantized_matvec
 
 ENABLE_ENV = "BATCHCHAT_NATIVE_QMV"  # "0": off; unset or "1": default max rows; a number
 KEEP_F32_ENV = "BATCHCHAT_NATIVE_QMV_F32"  # "1": float32 copies for large batches
+INT8_ENV = "BATCHCHAT_NATIVE_INT8"  # "1": activations rounded to int8 (faster, inexact)
 DEFAULT_MAX_ROWS = 32  # crossover with float32 BLAS is 32..48 rows (docs/kernels.md)
 # The lm_head (49152 x 576, 8-bit) stays on the kernel longer: dequantizing it costs more
 # than the float32 matmul gains until ~128 rows.
@@ -37,7 +38,8 @@ def _matmul(mod: nn.Module, x: mx.array) -> mx.array:
     """x @ W.T for the module's quantized W, the fastest way for this many rows."""
     rows = x.size // x.shape[-1] if x.ndim else 0
     if rows <= mod._native_max_rows and x.dtype == mx.float32:
-        return quantized_matvec(x, mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits)
+        return quantized_matvec(x, mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits,
+                                int8_x=mod._native_int8)
     f32 = getattr(mod, "_native_f32", None)
     if f32 is not None and x.dtype == mx.float32:
         return x @ f32.T
@@ -79,14 +81,21 @@ def keep_float32_from_env() -> bool:
     return os.environ.get(KEEP_F32_ENV, "").strip() not in ("", "0")
 
 
+def int8_from_env() -> bool:
+    """Whether the kernel rounds activations to int8 (llama.cpp's scheme; docs/kernels.md)."""
+    return os.environ.get(INT8_ENV, "").strip() not in ("", "0")
+
+
 def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS,
-            keep_float32: bool = False) -> int:
+            keep_float32: bool = False, int8: bool = False) -> int:
     """Swap the supported quantized modules; returns how many (0 when the kernel is unusable).
 
     keep_float32: also keep each weight dequantized to float32 (not a parameter: never saved)
     for calls above the row limit, which then cost a plain float32 matmul like today's CPU
     path instead of a dequantization per call; memory: the float32 model on top of the
     quantized one (bundled model: +540 MB to ~100 MB).
+    int8: the kernel rounds each 32-block of the input to int8 and uses integer dot
+    products (faster; each output within sum |w| * step / 2 of the exact one).
     """
     if not available():
         return 0
@@ -100,6 +109,7 @@ def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS,
             rows = max(max_rows, LM_HEAD_MIN_ROWS) if new_cls is NativeQuantizedEmbedding \
                 else max_rows
             object.__setattr__(mod, "_native_max_rows", rows)
+            object.__setattr__(mod, "_native_int8", int8)
             f32 = (dequantize_f32(mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits)
                    if keep_float32 else None)
             if f32 is not None:

@@ -85,6 +85,8 @@ def test_attention_matches_mlx_sdpa_for_every_mask_kind(n_heads, n_kv):
 
 
 def test_dispatch_is_scoped_to_the_active_thread(tiny, monkeypatch):
+    # the compiled kernels, not the native op (tests/engine/test_native_rowwise.py)
+    monkeypatch.setenv(cpu_kernels.NATIVE_ROWWISE_ENV, "0")
     module = sys.modules[type(tiny.model).__module__]
     assert cpu_kernels.install(tiny.model) and cpu_kernels.install(tiny.model)  # idempotent
     calls = []
@@ -120,8 +122,10 @@ def _count_fast_calls(monkeypatch) -> list[str]:
 
 def test_engine_tokens_with_the_kernels_equal_mlx_lm_generate(tiny, make_engine, monkeypatch):
     monkeypatch.setattr(cpu_kernels, "_MIN_SIZE", 0)  # the tiny model's tensors take them too
-    # the composed attention, not the native one (tests/engine/test_native_attention.py)
+    # the composed attention and compiled SiLU, not the native ops
+    # (tests/engine/test_native_attention.py, test_native_rowwise.py)
     monkeypatch.setenv(cpu_kernels.NATIVE_ATTENTION_ENV, "0")
+    monkeypatch.setenv(cpu_kernels.NATIVE_ROWWISE_ENV, "0")
     calls = _count_fast_calls(monkeypatch)
     engine = make_engine(max_concurrent=6, prefill_burst=8)
     ps = prompts(8, seed=5)

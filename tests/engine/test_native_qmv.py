@@ -151,3 +151,46 @@ def test_dequantize_f32_equals_mlx_dequantize(bits: int, gs: int, wdtype, scalar
     qv = mx.dequantize(q, mx.ones_like(s32), mx.zeros_like(b32), group_size=gs, bits=bits)
     mag = mx.repeat(mx.abs(s32), gs, axis=-1) * qv + mx.repeat(mx.abs(b32), gs, axis=-1)
     assert np.all(np.abs(np.array(w) - np.array(ref)) <= 2 * U * np.array(mag))
+
+
+def _int8_bound(x, q, s, b, gs, bits):
+    """Bound for int8_x: x is rounded per 32-block to a multiple of step = max|x| / 127, so
+    each rounded value is within step / 2 of x and the result differs from the exact one by
+    at most Σ_k |w_k|·step_k / 2, plus the float32 rounding bound of both sides (taken with
+    |x| + step / 2, the largest a rounded value can be)."""
+    ref, _ = _reference_and_bound(x, q, s, b, gs, bits)
+    xn = np.array(x).reshape(x.shape[0], -1, 32)
+    step = np.repeat(np.abs(xn).max(-1) / 127.0, 32, axis=-1)
+    w = np.array(mx.dequantize(q, s.astype(mx.float32), b.astype(mx.float32), group_size=gs,
+                               bits=bits))
+    _, rounding = _reference_and_bound(mx.abs(x) + mx.array(step / 2), q, s, b, gs, bits)
+    return ref, 0.5 * step @ np.abs(w).T + 2 * rounding
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("gs", [32, 64])
+@pytest.mark.parametrize("m", [1, 3, 8, 33])
+@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "scalar"])
+def test_int8_activations_within_their_rounding_bound(bits: int, gs: int, m: int,
+                                                      scalar: bool) -> None:
+    x, q, s, b = _case(m, 197, 576, bits, gs, seed=bits * 100 + gs + m, wdtype=mx.float16)
+    y = np.array(native.quantized_matvec(x, q, s, b, gs, bits, int8_x=True,
+                                         force_scalar=scalar))
+    ref, bound = _int8_bound(x, q, s, b, gs, bits)
+    err = np.abs(y - ref)
+    assert np.all(err <= bound), f"max err {err.max()} vs bound {bound[err > bound].min()}"
+    # It is rounding, not an unpacking mistake: typical errors are far below the worst case
+    # and far above float32 rounding (so the int8 path really ran).
+    assert 1e-4 < float(np.median(err / bound)) < 0.2
+
+
+def test_int8_simd_equals_scalar_up_to_float_order() -> None:
+    """Both sides sum the same exact integer dot products per block; only the float order of
+    scaling and summing the blocks differs."""
+    x, q, s, b = _case(5, 1031, 1536, 4, 32, seed=21)
+    simd = np.array(native.quantized_matvec(x, q, s, b, 32, 4, int8_x=True))
+    scalar = np.array(native.quantized_matvec(x, q, s, b, 32, 4, int8_x=True,
+                                              force_scalar=True))
+    assert np.allclose(simd, scalar, rtol=1e-5, atol=1e-5)
+    zeros = np.array(native.quantized_matvec(mx.zeros((2, 1536)), q, s, b, 32, 4, int8_x=True))
+    assert np.array_equal(zeros, np.zeros_like(zeros))  # an all-zero block has step 0

@@ -5,6 +5,7 @@
 #include "attention_op.h"
 #include "kernels.h"
 #include "qmv.h"
+#include "rowwise_op.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -13,8 +14,9 @@ NB_MODULE(_qmv, m) {
   m.doc() = "BatchChat CPU kernels for MLX affine-quantized weights";
   m.def("quantized_matvec", &bc_native::quantized_matvec, "x"_a, "w"_a, "scales"_a,
         "biases"_a, "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false,
-        "stream"_a = nb::none(),
-        "x @ dequantize(w, scales, biases).T on the CPU; x has any number of rows.");
+        "int8_x"_a = false, "stream"_a = nb::none(),
+        "x @ dequantize(w, scales, biases).T on the CPU; x has any number of rows "
+        "(int8_x: x rounded to int8 per 32-block, integer dot products).");
   m.def("dequantize_f32", &bc_native::dequantize_f32, "w"_a, "scales"_a, "biases"_a,
         "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false,
         "stream"_a = nb::none(), "scales * q + biases as a float32 (N, K) array, on the CPU.");
@@ -23,6 +25,15 @@ NB_MODULE(_qmv, m) {
         "tiled_from"_a = -1, "stream"_a = nb::none(),
         "softmax(scale * q @ k.T + mask) @ v over a KV cache, on the CPU (tiled for long "
         "queries from tiled_from positions; -1 default, 0 never).");
+  m.def("rope", &bc_native::rope, "x"_a, "dims"_a, "traditional"_a, "scale"_a, "offset"_a,
+        "inv_freq"_a, nb::kw_only(), "stream"_a = nb::none(),
+        "mx.fast.rope's forward rotation for float32 x, on the CPU.");
+  m.def("rms_norm", &bc_native::rms_norm, "x"_a, "weight"_a, "eps"_a, nb::kw_only(),
+        "force_scalar"_a = false, "stream"_a = nb::none(),
+        "mx.fast.rms_norm for float32 x, on the CPU (weight: a 0-size array for none).");
+  m.def("silu_mul", &bc_native::silu_mul, "gate"_a, "up"_a, nb::kw_only(),
+        "force_scalar"_a = false, "stream"_a = nb::none(),
+        "silu(gate) * up for float32 arrays, on the CPU.");
   m.def("cpu_has_avx2_fma", &bc_native::cpu_has_avx2_fma);
   m.def("threads", &bc_native::qmv_threads);
   m.def("set_threads", &bc_native::set_qmv_threads, "n"_a);

@@ -9,6 +9,7 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -19,10 +20,7 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define BC_X86 1
-#endif
+#include "simd.h"
 
 namespace bc_native {
 namespace {
@@ -112,17 +110,39 @@ void deq_rows_scalar(const QmvArgs& a, int n0, int n1) {
   }
 }
 
+// int8 activations, portable: the same integer sums per 32-block as the AVX2 kernel.
+template <int BITS>
+void rows_i8_scalar(const QmvArgs& a, int n0, int n1) {
+  constexpr int per_word = 32 / BITS;
+  constexpr uint32_t mask = (1u << BITS) - 1;
+  const int K = a.K, gs = a.group_size, groups = K / gs, words = K / per_word;
+  const int blocks = K / 32;
+  for (int n = n0; n < n1; ++n) {
+    const uint32_t* wp = a.w + (size_t)n * words;
+    for (int m = 0; m < a.M; ++m) {
+      const int8_t* xq = a.xq + (size_t)m * K;
+      float acc = 0.f;
+      for (int b = 0; b < blocks; ++b) {
+        const int g = b * 32 / gs;
+        int32_t dot = 0;
+        for (int i = 0; i < 32; ++i) {
+          // 4-bit: x is in even/odd order within the block (see quantize_x_int8)
+          const int k = b * 32 + (BITS == 4 ? (i < 16 ? 2 * i : 2 * (i - 16) + 1) : i);
+          const int32_t q = (int32_t)((wp[k / per_word] >> ((k % per_word) * BITS)) & mask);
+          dot += q * xq[b * 32 + i];
+        }
+        acc += load_scale(a.scales, (size_t)n * groups + g, a.stype) *
+               a.xd[(size_t)m * blocks + b] * (float)dot;
+      }
+      for (int g = 0; g < groups; ++g)
+        acc += load_scale(a.biases, (size_t)n * groups + g, a.stype) * a.xs[(size_t)m * groups + g];
+      a.y[(size_t)m * a.N + n] = acc;
+    }
+  }
+}
+
 // ------------------------------------------------------------------ AVX2 ----
 #ifdef BC_X86
-
-#define BC_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-BC_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Eight quantized values as floats: the j-th 8-wide chunk of a group starting at word p.
 template <int BITS>
@@ -261,6 +281,73 @@ BC_AVX2 void tile4_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, flo
   }
 }
 
+// int8 activations: per 32-block, sum(q * qx) is an exact integer dot product
+// (maddubs: unsigned weight bytes x signed x bytes, pairs summed into int16, then pairs
+// into int32), scaled once by the block's x step and the group's scale. 4-bit: the
+// nibble vector [low 16 | high 16] meets x in the same even/odd order. 8-bit: a byte q
+// up to 255 times 127 would overflow maddubs' int16 pairs, so q = 16 hi + lo is split.
+template <int BITS, int GS, int R>
+BC_AVX2 void tile_i8_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, float* bf) {
+  constexpr int NA = R <= 2 ? 2 : 1;
+  constexpr int per_word = 32 / BITS;
+  const int K = a.K, groups = K / GS, words = K / per_word, blocks = K / 32;
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m256i low8 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i sixteen = _mm256_set1_epi16(16);
+  const int8_t* xq = a.xq + (size_t)m0 * K;
+  const float* xd = a.xd + (size_t)m0 * blocks;
+  const float* xs = a.xs + (size_t)m0 * groups;
+  for (int n = n0; n < n1; ++n) {
+    const uint32_t* wp = a.w + (size_t)n * words;
+    row_scales(a, n, groups, sf, bf);
+    __m256 acc[R][NA];
+    float bsum[R];
+    for (int r = 0; r < R; ++r) {
+      bsum[r] = 0.f;
+      for (int i = 0; i < NA; ++i) acc[r][i] = _mm256_setzero_ps();
+    }
+    for (int g = 0; g < groups; ++g) {
+      for (int blk = 0; blk < GS / 32; ++blk) {
+        const int b = g * (GS / 32) + blk, k0 = b * 32;
+        __m256i wq, whi;
+        if constexpr (BITS == 4) {
+          __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wp + k0 / 8));
+          wq = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4),
+                                _mm_and_si128(v, low4));
+        } else {
+          __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + k0 / 4));
+          wq = _mm256_and_si256(v, low8);
+          whi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low8);
+        }
+        for (int r = 0; r < R; ++r) {
+          __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (size_t)r * K + k0));
+          __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones);
+          if constexpr (BITS == 8)
+            p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(whi, xv), sixteen));
+          acc[r][b % NA] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                           _mm256_set1_ps(sf[g] * xd[(size_t)r * blocks + b]),
+                                           acc[r][b % NA]);
+        }
+      }
+      for (int r = 0; r < R; ++r) bsum[r] += bf[g] * xs[(size_t)r * groups + g];
+    }
+    for (int r = 0; r < R; ++r) {
+      __m256 t = acc[r][0];
+      if constexpr (NA == 2) t = _mm256_add_ps(t, acc[r][1]);
+      a.y[(size_t)(m0 + r) * a.N + n] = hsum(t) + bsum[r];
+    }
+  }
+}
+
+template <int BITS, int GS>
+struct TileI8 {
+  template <int R>
+  BC_AVX2 static void run(const QmvArgs& a, int n0, int n1, int m0, float* sf, float* bf) {
+    tile_i8_avx2<BITS, GS, R>(a, n0, n1, m0, sf, bf);
+  }
+};
+
 // The M-tile kernels as types, so one blocking loop serves both layouts.
 template <int GS>
 struct Tile4 {
@@ -339,6 +426,18 @@ RowsFn pick_deq(const QmvArgs& a, bool force_scalar) {
   }
 #endif
   return a.bits == 4 ? deq_rows_scalar<4> : deq_rows_scalar<8>;
+}
+
+RowsFn pick_i8(const QmvArgs& a, bool force_scalar) {
+#ifdef BC_X86
+  if (!force_scalar && cpu_has_avx2_fma()) {
+    if (a.bits == 4 && a.group_size == 32) return rows_avx2<32, TileI8<4, 32>>;
+    if (a.bits == 4 && a.group_size == 64) return rows_avx2<64, TileI8<4, 64>>;
+    if (a.bits == 8 && a.group_size == 32) return rows_avx2<32, TileI8<8, 32>>;
+    if (a.bits == 8 && a.group_size == 64) return rows_avx2<64, TileI8<8, 64>>;
+  }
+#endif
+  return a.bits == 4 ? rows_i8_scalar<4> : rows_i8_scalar<8>;
 }
 
 RowsFn pick(const QmvArgs& a, bool force_scalar) {
@@ -511,7 +610,55 @@ static void run_rows(const QmvArgs& a, RowsFn fn, long work) {
   });
 }
 
-void qmv_run(const QmvArgs& args, bool force_scalar) {
+void quantize_x_int8(const float* x, int M, int K, int bits, int8_t* q, float* d) {
+  const int blocks = K / 32;
+  for (int m = 0; m < M; ++m) {
+    for (int b = 0; b < blocks; ++b) {
+      const float* xb = x + (size_t)m * K + b * 32;
+      float amax = 0.f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      const float step = amax / 127.f;
+      const float inv = amax > 0.f ? 127.f / amax : 0.f;
+      d[(size_t)m * blocks + b] = step;
+      int8_t* qb = q + (size_t)m * K + b * 32;
+      for (int i = 0; i < 32; ++i) {
+        // 4-bit weights unpack as the block's even elements, then its odd ones
+        const int src = bits == 4 ? (i < 16 ? 2 * i : 2 * (i - 16) + 1) : i;
+        qb[i] = (int8_t)std::lrintf(xb[src] * inv);
+      }
+    }
+  }
+}
+
+namespace {
+void qmv_run_i8(const QmvArgs& args, bool force_scalar) {
+  QmvArgs a = args;
+  const int groups = a.K / a.group_size;
+  std::vector<int8_t> xq((size_t)a.M * a.K);
+  std::vector<float> xd((size_t)a.M * (a.K / 32)), xs((size_t)a.M * groups, 0.f);
+  quantize_x_int8(a.x, a.M, a.K, a.bits, xq.data(), xd.data());
+  // The bias term uses the rounded x too: the error is then sum w * (x' - x), where with
+  // the exact sum it would be sum (w - bias) * (x' - x), and |w - bias| > |w| (bias is
+  // about the group's minimum).
+  const int blocks = a.K / 32;
+  for (int m = 0; m < a.M; ++m)
+    for (int b = 0; b < blocks; ++b) {
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) sum += xq[(size_t)m * a.K + b * 32 + i];
+      xs[(size_t)m * groups + b * 32 / a.group_size] += xd[(size_t)m * blocks + b] * (float)sum;
+    }
+  a.xq = xq.data();
+  a.xd = xd.data();
+  a.xs = xs.data();
+  run_rows(a, pick_i8(a, force_scalar), (long)a.M * a.N * a.K);
+}
+}  // namespace
+
+void qmv_run(const QmvArgs& args, bool force_scalar, bool int8_x) {
+  if (int8_x && args.K % 32 == 0) {
+    qmv_run_i8(args, force_scalar);
+    return;
+  }
   QmvArgs a = args;
   std::vector<float> xp, xs;
   if (a.bits == 4 && !force_scalar && cpu_has_avx2_fma()) {

@@ -21,10 +21,20 @@ struct QmvArgs {
   // then its odd ones (the order the nibbles unpack in), and x summed per group (M, K / gs).
   const float* xp = nullptr;
   const float* xs = nullptr;
+  // int8 activations (qmv_run with int8_x): x quantized per 32-block in the same order as
+  // xp, (M, K) int8, with one float step per block (M, K / 32); xs is set as well.
+  const int8_t* xq = nullptr;
+  const float* xd = nullptr;
 };
 
 // y = x @ (scales * q + biases).T. force_scalar skips the AVX2 path (tests, old CPUs).
-void qmv_run(const QmvArgs& a, bool force_scalar);
+// int8_x: x is rounded to int8 per 32-block (step max|x| / 127) and the products are
+// integer dot products, as llama.cpp's Q4_1 x Q8_1; not exact (see docs/kernels.md).
+void qmv_run(const QmvArgs& a, bool force_scalar, bool int8_x = false);
+
+// x quantized as qmv_run's int8_x path does it: q (M, K) in the kernel's order for `bits`
+// (4: each 32-block's even elements, then its odd ones; 8: as given), d (M, K / 32).
+void quantize_x_int8(const float* x, int M, int K, int bits, int8_t* q, float* d);
 
 // y (N, K) = scales * q + biases in float32 (x and M unused).
 void dequantize_run(const QmvArgs& a, bool force_scalar);

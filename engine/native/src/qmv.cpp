@@ -47,7 +47,7 @@ mx::array dequantize_f32(const mx::array& w, const mx::array& scales, const mx::
 
 mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::array& scales,
                            const mx::array& biases, int group_size, int bits,
-                           bool force_scalar, mx::StreamOrDevice s) {
+                           bool force_scalar, bool int8_x, mx::StreamOrDevice s) {
   check_weights(w, scales, biases, group_size, bits);
   const int K = w.shape(1) * 32 / bits;
   const int N = w.shape(0);
@@ -61,7 +61,8 @@ mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::arr
   auto shape = x.shape();
   shape.back() = N;
   auto y = mx::array(shape, mx::float32,
-                     std::make_shared<QuantizedMatvec>(stream, group_size, bits, force_scalar),
+                     std::make_shared<QuantizedMatvec>(stream, group_size, bits, force_scalar,
+                                                       false, int8_x),
                      {xf, w, scales, biases});
   return x.dtype() == mx::float32 ? y : mx::astype(y, x.dtype(), stream);
 }
@@ -100,7 +101,7 @@ void QuantizedMatvec::eval_cpu(const std::vector<mx::array>& inputs, mx::array& 
   if (dequant_only_) {
     encoder.dispatch([a, scalar = force_scalar_]() { dequantize_run(a, scalar); });
   } else {
-    encoder.dispatch([a, scalar = force_scalar_]() { qmv_run(a, scalar); });
+    encoder.dispatch([a, scalar = force_scalar_, i8 = int8_x_]() { qmv_run(a, scalar, i8); });
   }
 }
 
@@ -111,7 +112,8 @@ void QuantizedMatvec::eval_gpu(const std::vector<mx::array>&, mx::array&) {
 bool QuantizedMatvec::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const QuantizedMatvec&>(other);
   return group_size_ == o.group_size_ && bits_ == o.bits_ &&
-         force_scalar_ == o.force_scalar_ && dequant_only_ == o.dequant_only_;
+         force_scalar_ == o.force_scalar_ && dequant_only_ == o.dequant_only_ &&
+         int8_x_ == o.int8_x_;
 }
 
 std::vector<mx::Shape> QuantizedMatvec::output_shapes(const std::vector<mx::array>& inputs) {

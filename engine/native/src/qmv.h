@@ -12,7 +12,8 @@ namespace mx = mlx::core;
 // bits) (affine mode). x: (..., K), any float dtype (computed in float32); y: (..., N).
 mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::array& scales,
                            const mx::array& biases, int group_size, int bits,
-                           bool force_scalar = false, mx::StreamOrDevice s = {});
+                           bool force_scalar = false, bool int8_x = false,
+                           mx::StreamOrDevice s = {});
 
 // dequantize(w, scales, biases) as float32 (N, K): MLX's CPU dequantize is slow enough
 // (~1.5 ms for 576x576) that dequantize + BLAS matmul lost to everything for prefill.
@@ -23,13 +24,15 @@ mx::array dequantize_f32(const mx::array& w, const mx::array& scales, const mx::
 class QuantizedMatvec : public mx::UnaryPrimitive {
  public:
   // dequant_only: inputs are (w, scales, biases) and the output is the float32 weight.
+  // int8_x: x rounded to int8 per 32-block, integer dot products (kernels.h).
   QuantizedMatvec(mx::Stream stream, int group_size, int bits, bool force_scalar,
-                  bool dequant_only = false)
+                  bool dequant_only = false, bool int8_x = false)
       : mx::UnaryPrimitive(stream),
         group_size_(group_size),
         bits_(bits),
         force_scalar_(force_scalar),
-        dequant_only_(dequant_only) {}
+        dequant_only_(dequant_only),
+        int8_x_(int8_x) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
   void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
@@ -45,6 +48,7 @@ class QuantizedMatvec : public mx::UnaryPrimitive {
   int bits_;
   bool force_scalar_;
   bool dequant_only_;
+  bool int8_x_;
 };
 
 }  // namespace bc_native
