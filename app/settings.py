@@ -87,6 +87,7 @@ class Settings:
         self.window_geometry = ""
         self.window_state = ""
         self.drafts: dict[str, str] = {}  # chat session id -> text in its input box
+        self.front_chat = ""  # session id of the chat tab in front
         self.recent_models: list[str] = []  # models that loaded, most recent first
         self.settings_panel_changed = Event()
         # OpenAI-compatible servers a tab or the simulator can use (app/remote); their API
@@ -125,7 +126,7 @@ class Settings:
             settings.server_port = port
         if isinstance(data.get("server_api_key"), str):
             settings.server_api_key = data["server_api_key"]
-        for key in ("window_geometry", "window_state"):
+        for key in ("window_geometry", "window_state", "front_chat"):
             if isinstance(data.get(key), str):
                 setattr(settings, key, data[key])
         drafts = data.get("drafts")
@@ -180,7 +181,8 @@ class Settings:
         data["theme"] = self.theme
         data["last_folder"] = self.last_folder
         data.update(window_geometry=self.window_geometry, window_state=self.window_state,
-                    drafts=self.drafts, recent_models=self.recent_models)
+                    front_chat=self.front_chat, drafts=self.drafts,
+                    recent_models=self.recent_models)
         data["connections"] = [c.to_dict(redact_key=True) for c in self.connections]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

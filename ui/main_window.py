@@ -209,14 +209,29 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(QByteArray.fromBase64(s.window_geometry.encode("ascii")))
         if s.window_state:
             self.restoreState(QByteArray.fromBase64(s.window_state.encode("ascii")))
-        current = self.tabs.currentIndex()
-        drafts.restore(s, self.chat_tabs(), self.new_tab)
-        self.tabs.setCurrentIndex(current)  # the tab in front stays in front
+        current = self.current_tab()
+        placed = drafts.restore(s, self.chat_tabs(), self.new_tab)
+        # the tab in front at the last quit comes back in front (a restored draft's tab
+        # included), else the history's first tab stays there
+        front = drafts.front_tab(s, self.chat_tabs(), placed) or current
+        if front is not None:
+            self.tabs.setCurrentWidget(front)
+            s.front_chat = front.conversation.session_id  # its id now (a draft's tab: new)
+        self.tabs.currentChanged.connect(self._front_changed)
+
+    def _front_changed(self, _index: int) -> None:
+        tab = self.current_tab()
+        if isinstance(tab, ChatTab) and not self._closing:
+            self.ctx.settings.front_chat = tab.conversation.session_id
+            self.draft_saver.changed()
 
     def remember_layout(self) -> None:
         """Window size, dock layout and unsent drafts, for the next start."""
         s = self.ctx.settings
         self.draft_saver.stop()  # saved here, once more, from the tabs as they are
+        tab = self.current_tab()
+        if isinstance(tab, ChatTab):
+            s.front_chat = tab.conversation.session_id
         s.window_geometry = bytes(self.saveGeometry().toBase64().data()).decode("ascii")
         s.window_state = bytes(self.saveState().toBase64().data()).decode("ascii")
         drafts.remember(s, self.chat_tabs())

@@ -1,6 +1,7 @@
 """Issue #18 item 7: unsent drafts come back after a restart, the draft of a brand-new tab
 (no message yet) included, also when its tab does not come back (no history to reopen
-it): then it lands in the new window's empty tab, never lost, never twice."""
+it): then it lands in the new window's empty tab, never lost, never twice. The tab that was
+in front comes back in front, and all this holds when the app was killed, not quit."""
 
 from __future__ import annotations
 
@@ -77,3 +78,22 @@ def test_drafts_reach_the_disk_while_typing_so_a_killed_app_keeps_them(ctx, loop
     finally:
         _close(again, loop)
         _close(window, loop)
+
+
+def test_the_tab_in_front_comes_back_in_front_with_its_draft(history_app, loop, qtbot):
+    """Seen under Xvfb: typing in a new tab, quit, start again: the first tab was in front
+    and the draft sat unseen in the last one."""
+    window = history_app.start()
+    first = window.current_tab()
+    first.send_text("a sent message")
+    spin(loop, 0.3)
+    fresh = window.new_tab()  # in front
+    qtbot.keyClicks(fresh.input, "the draft I was typing")
+    history_app.stop()
+
+    window = history_app.start()
+    assert window.current_tab().input.toPlainText() == "the draft I was typing"
+    window.tabs.setCurrentIndex(0)  # another tab to the front: that one next time
+    history_app.stop()
+    window = history_app.start()
+    assert window.current_tab().conversation.messages
