@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import socket
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
 
 import qasync
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSocketNotifier, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,41 @@ def make_loop(app: QApplication) -> QtLoop:
     asyncio.set_event_loop(loop)
     loop.set_exception_handler(_loop_exception_handler)
     return loop
+
+
+_wakeup: tuple[socket.socket, socket.socket, QSocketNotifier] | None = None
+
+
+def call_on_signals(signums: Iterable[int], handler: Callable[[int], object]) -> None:
+    """Call `handler(signum)` from the Qt loop when one of `signums` (SIGINT, SIGTERM, ...)
+    arrives.
+
+    Python runs a signal handler only between bytecodes of the main thread, which may sit in
+    Qt's C++ loop until some timer fires: a wake-up socket (`signal.set_wakeup_fd`) watched
+    by a QSocketNotifier gets it back at once. `handler` then runs from a zero timer, not
+    in the middle of whatever Python code the signal interrupted. A signal the process was
+    started with ignored (SIGHUP under `nohup`) stays ignored."""
+    global _wakeup
+    if _wakeup is None:
+        read, write = socket.socketpair()
+        read.setblocking(False)
+        write.setblocking(False)
+        notifier = QSocketNotifier(read.fileno(), QSocketNotifier.Type.Read)
+        notifier.activated.connect(lambda *_: _drain(read))
+        signal.set_wakeup_fd(write.fileno(), warn_on_full_buffer=False)
+        _wakeup = (read, write, notifier)
+    for signum in signums:
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            continue
+        signal.signal(signum, lambda n, _frame: QTimer.singleShot(0, lambda: handler(n)))
+
+
+def _drain(sock: socket.socket) -> None:
+    try:
+        while sock.recv(512):
+            pass
+    except OSError:  # BlockingIOError: drained
+        pass
 
 
 def install_excepthook(parent: Callable[[], QWidget | None]) -> None:

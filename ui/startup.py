@@ -12,7 +12,7 @@ from app.context import AppContext
 from app.engine_bridge import EngineBridge, Loader
 from app.history.sync import HistorySync
 
-from .event_loop import install_excepthook, make_app, make_loop
+from .event_loop import call_on_signals, install_excepthook, make_app, make_loop
 from .main_window import MainWindow
 from .style import load_stylesheet
 
@@ -33,17 +33,41 @@ def run_window(args: argparse.Namespace, *, loader: Loader | None = None,
     install_excepthook(lambda: window)
     window.shutdown_finished.connect(app.quit)
     window.show()
-    signal.signal(signal.SIGINT, lambda *_: _interrupt(window))  # Ctrl+C: the same clean exit
+    # Ctrl+C, and the session's SIGTERM/SIGHUP at logout or `kill`: the same clean quit
+    call_on_signals(QUIT_SIGNALS, lambda signum: _on_signal(window, signum))
     with loop:
         window.load_model(args.model or ctx.settings.model)
         loop.run_forever()
-    ctx.history.close()  # last try at anything still unsaved (logged if it fails)
+    # last try at anything still unsaved (logged if it fails); after SIGTERM/SIGHUP, what
+    # still cannot be saved is set aside, since no one could be asked
+    ctx.history.close(set_aside=window.history is not None and window.history.unattended)
     return 0
+
+
+QUIT_SIGNALS = [signal.SIGINT, signal.SIGTERM] + (
+    [signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])  # SIGHUP: POSIX only
+
+
+def _on_signal(window: MainWindow, signum: int) -> None:
+    if signum == signal.SIGINT:
+        _interrupt(window)
+    else:
+        _terminate(window)
 
 
 def _interrupt(window: MainWindow) -> None:
     """Ctrl+C closes the window; a second one while it asks about unsaved history quits."""
     if window.history is not None and window.history.quit_box is not None:
         window.history.quit_anyway()
+    else:
+        window.close()
+
+
+def _terminate(window: MainWindow) -> None:
+    """SIGTERM, SIGHUP: close the window as Quit does (layout and drafts saved, replies
+    end "shutdown", the open chats' KV saved, the engine stopped, exit 0), but with no one
+    to answer a question: unsaved history is set aside instead of asked about."""
+    if window.history is not None:
+        window.history.quit_unattended()
     else:
         window.close()

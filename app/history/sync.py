@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from app.conversation import ChatMessage, Conversation
 from app.engine_bridge import EngineBridge, Generation
 from app.events import Event
-from app.paths import db_path
+from app.paths import DB_FILE_NAME, data_dir, db_path
 from app.storage import LoadedSession, SafeStore, StorageError
+from app.storage.set_aside import SUFFIX as SET_ASIDE_SUFFIX
 
 from . import convert
 
@@ -224,14 +225,24 @@ class HistorySync:
             fn()
         self._cancel_timer()
 
-    def close(self) -> bool:
-        """Flush, try the queue once more and close; False if some changes stay unsaved."""
+    def close(self, *, set_aside: bool = False) -> bool:
+        """Flush, try the queue once more and close; False if some changes stay unsaved.
+
+        `set_aside`: no one can be asked about what stays unsaved (the app was told to quit
+        by SIGTERM or SIGHUP), so it goes to the set-aside file instead of being dropped:
+        `<db>.set-aside.jsonl` next to the database, else in the data directory."""
         self.flush()
         done = self.store.close()
-        if not done:
-            log.error("%d history changes could not be saved: %s", self.store.pending_count,
-                      self.store.last_error)
-        return done
+        if done:
+            return True
+        n, err = self.store.pending_count, self.store.last_error
+        if set_aside:
+            fallback = data_dir() / (DB_FILE_NAME + SET_ASIDE_SUFFIX)
+            reason = f"not saved when the app was told to quit: {err}"
+            if self.store.set_aside_pending(reason, fallback) is not None:
+                return False
+        log.error("%d history changes could not be saved: %s", n, err)
+        return False
 
     # -- conversation events ------------------------------------------------------------
     def _on_added(self, t: _Tracked, index: int) -> None:

@@ -5,7 +5,8 @@ on a timer. Nothing is dropped: a transient failure (locked, read-only, disk ful
 damaged, I/O) stops the queue until a retry succeeds; a write that can never succeed
 (invalid data: text that is not valid Unicode, a value SQLite cannot hold) is set aside
 into `rejected` and the file `<db>.set-aside.jsonl` next to the database, logged, and the
-queue goes on without it.
+queue goes on without it. A quit with no one to ask (SIGTERM) moves what is still queued
+into that file too (`set_aside_pending`).
 """
 
 from __future__ import annotations
@@ -172,6 +173,23 @@ class SafeStore:
             self.store.close()
             self.store = None
         return done
+
+    def set_aside_pending(self, reason: str, fallback: Path | None = None) -> Path | None:
+        """Move every queued write, in order, into the set-aside file (next to the database,
+        else `fallback`): for a quit with no one to ask what to do with them. The file they
+        went to; None if nothing was queued or no file could be written (they stay queued,
+        and it is logged)."""
+        if not self._pending:
+            return None
+        writes = [(w.method, w.args) for w in self._pending]
+        candidates = [p for p in (self._set_aside_path, fallback) if p is not None]
+        for path in dict.fromkeys(candidates):
+            if set_aside.keep_all(path, writes, reason):
+                log.warning("%d unsaved history changes set aside in %s", len(writes), path)
+                self._pending.clear()
+                return path
+        log.error("%d unsaved history changes could not be set aside either", len(writes))
+        return None
 
     def _submit(self, method: str, *args: Any) -> bool:
         if method == "checkpoint_message":

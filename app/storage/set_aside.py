@@ -26,14 +26,22 @@ def set_aside_path(db_path: Path) -> Path:
 
 def keep(path: Path, method: str, args: tuple[Any, ...], reason: str) -> bool:
     """Append one write to the file; False (logged) if the file cannot be written."""
-    entry = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "write": method,
-             "reason": reason, "args": [_plain(a) for a in args]}
-    line = json.dumps(entry, ensure_ascii=True, default=repr)
+    return keep_all(path, [(method, args)], reason)
+
+
+def keep_all(path: Path, writes: list[tuple[str, tuple[Any, ...]]], reason: str) -> bool:
+    """Append writes (method, args), in order, with one reason; False (logged) if the file
+    cannot be written."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    lines = "".join(
+        json.dumps({"time": now, "write": method, "reason": reason,
+                    "args": [_plain(a) for a in args]}, ensure_ascii=True, default=repr) + "\n"
+        for method, args in writes)
     try:
         with path.open("a", encoding="ascii") as f:
-            f.write(line + "\n")
+            f.write(lines)
     except OSError as exc:
-        log.error("could not keep a set-aside history write in %s: %s", path, exc)
+        log.error("could not keep set-aside history writes in %s: %s", path, exc)
         return False
     return True
 

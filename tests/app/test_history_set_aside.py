@@ -4,7 +4,10 @@ into a recovery file next to the database, once, and never blocks the writes aft
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from app.conversation import Conversation
 from app.history.sync import HistorySync
@@ -92,3 +95,51 @@ def test_history_sync_words_what_was_set_aside(db_file: Path) -> None:
     assert "1 change to the history could not be saved and was set aside" in text
     assert str(set_aside_path(db_file)) in text and "U+D800" in text
     assert sync.close()
+
+
+TEXTS = ["one", "two", "three"]
+
+
+@pytest.fixture
+def queued(db_file: Path) -> Iterator[HistorySync]:
+    """A history with three messages queued behind another program's write lock."""
+    sync = HistorySync(SafeStore.open(db_file, busy_timeout_s=0.05))
+    session = Session(title="chat")
+    assert sync.store.save_session(session)
+    other = hold_write_lock(db_file)
+    try:
+        for seq, text in enumerate(TEXTS):
+            sync.store.save_message(Message(session_id=session.id, seq=seq, role="user",
+                                            content=text))
+        assert sync.pending_count == 3
+        yield sync
+    finally:
+        other.rollback()
+        other.close()
+
+
+def test_quit_with_no_one_to_ask_sets_the_queue_aside_in_order(queued: HistorySync,
+                                                               db_file: Path) -> None:
+    assert not queued.close(set_aside=True)  # not in the database, but not lost either
+    assert queued.pending_count == 0
+    entries = read(set_aside_path(db_file))
+    assert [e["args"][0]["content"] for e in entries] == TEXTS
+    assert all(e["write"] == "save_message" and "told to quit" in e["reason"]
+               and "locked" in e["reason"] for e in entries)
+
+
+def test_quit_with_no_one_to_ask_falls_back_to_the_data_directory(
+        queued: HistorySync, db_file: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("BATCHCHAT_DATA_DIR", str(elsewhere))
+    set_aside_path(db_file).mkdir()  # the usual file cannot be written
+    assert not queued.close(set_aside=True)
+    entries = read(elsewhere / "history.db.set-aside.jsonl")
+    assert [e["args"][0]["content"] for e in entries] == TEXTS
+
+
+def test_a_plain_close_leaves_the_queue_alone(queued: HistorySync, db_file: Path) -> None:
+    assert not queued.close()  # Quit anyway: the user chose to drop them
+    assert queued.pending_count == 3 and not set_aside_path(db_file).exists()

@@ -3,73 +3,42 @@ is intact, and the cut-off reply holds its text up to the last checkpoint (about
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import sqlite3
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from app.storage import Store
+from tests.ui.app_process import AppProcess, read_messages
 
-ROOT = Path(__file__).resolve().parents[2]
 LAG_LIMIT_S = 2.0  # the bound: at most the last couple of seconds are lost
-
-
-def read_messages(db: Path) -> list[tuple]:
-    if not db.exists():
-        return []
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
-        try:
-            return conn.execute("SELECT seq, role, content, is_complete, stats FROM messages "
-                                "ORDER BY seq").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return []  # not created or migrated yet
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="uses SIGKILL and the offscreen platform")
 def test_sigkill_mid_reply_loses_only_the_last_seconds(tmp_path: Path) -> None:
     db = tmp_path / "h.db"
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONUNBUFFERED="1",
-               BATCHCHAT_DATA_DIR=str(tmp_path / "data"),
-               BATCHCHAT_TEST_AUTOSEND=json.dumps([["first question", 20],
-                                                   ["second question", 15000]]))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.ui.tiny_app", "--db", str(db)],
-                            cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[tuple[float, str]] = []
-    reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), line.strip()))
-                                              for line in proc.stdout], daemon=True)
-    reader.start()
+    app = AppProcess(db, tmp_path / "data", [["first question", 20], ["second question", 15000]])
     seen: list[str] = []  # distinct checkpoints of the streaming reply
     finished_row = None
+
+    def next_checkpoint() -> bool:
+        nonlocal finished_row
+        rows = read_messages(db)
+        if len(rows) == 4 and rows[3][3] == 0 and rows[3][2] and rows[3][2] not in seen:
+            finished_row = rows[1]
+            seen.append(rows[3][2])
+        return len(seen) >= 3
+
     try:
-        deadline = time.monotonic() + 30
-        while len(seen) < 3:
-            assert proc.poll() is None, "the app exited:\n" + "\n".join(x for _, x in lines)
-            assert time.monotonic() < deadline, "no checkpoints within 30 s:\n" + "\n".join(
-                x for _, x in lines[-30:])
-            rows = read_messages(db)
-            if len(rows) == 4 and rows[3][3] == 0 and rows[3][2] and rows[3][2] not in seen:
-                finished_row = rows[1]
-                seen.append(rows[3][2])
-            time.sleep(0.05)
+        app.wait_until(next_checkpoint, "three checkpoints")
         killed_at = time.monotonic()
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
+        app.proc.send_signal(signal.SIGKILL)
+        app.proc.wait(timeout=10)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    reader.join(timeout=5)
+        app.finish()
+    lines = app.lines
 
     store = Store.open(db)  # opens (and recovers the WAL) after the kill
     try:

@@ -123,3 +123,24 @@ def test_a_second_ctrl_c_while_asked_quits(history_app, loop, qtbot, locked):
     assert window.history.quit_box is not None and not window._closing
     _interrupt(window)
     run_until(loop, lambda: window._closed, timeout=10)
+
+
+def test_sigterm_quits_without_asking(history_app, loop, qtbot, locked):
+    from ui.startup import _terminate
+
+    window, _tab, _other = locked
+    _terminate(window)  # SIGTERM/SIGHUP: nobody can answer a question
+    run_until(loop, lambda: window._closing)
+    assert window.history.quit_box is None and window.history.unattended
+    run_until(loop, lambda: window._closed, timeout=10)
+
+
+def test_sigterm_while_asked_closes_the_question_and_quits(history_app, loop, qtbot,
+                                                           locked):
+    from ui.startup import _terminate
+
+    window, _tab, _other = locked
+    ask_to_quit(window, qtbot)  # the user closed the window and was asked ...
+    _terminate(window)  # ... then the session ended
+    run_until(loop, lambda: window._closed, timeout=10)
+    assert window.history.quit_box is None and window.history.unattended

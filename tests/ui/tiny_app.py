@@ -9,6 +9,9 @@ BATCHCHAT_TEST_AUTOSEND='[["prompt", max_tokens], ...]'
     Once the model is ready, send these in the current tab, each after the previous reply
     ended, greedy, and print progress lines to stdout:
     "autosend finished <i>" and "autosend streamed <chars>" (about every 0.1 s).
+
+BATCHCHAT_TEST_WINDOW_SIZE='WIDTHxHEIGHT'
+    Resize the window to this before it shows (saved in settings.json only at a clean quit).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ if TYPE_CHECKING:  # mlx loads only after prepare() (it may re-execute with Open
     from ui.main_window import MainWindow
 
 AUTOSEND_ENV = "BATCHCHAT_TEST_AUTOSEND"
+WINDOW_SIZE_ENV = "BATCHCHAT_TEST_WINDOW_SIZE"
 GREEDY: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
           "repetition_penalty": 1.0, "seed": None, "stop": []}
 
@@ -82,11 +86,19 @@ def install_autosend(window: MainWindow) -> None:
     bridge.frame.connect(on_frame)
 
 
+def install_test_hooks(window: MainWindow) -> None:
+    install_autosend(window)
+    size = os.environ.get(WINDOW_SIZE_ENV)
+    if size:
+        width, height = (int(n) for n in size.split("x"))
+        window.resize(width, height)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = prepare(argv)
     from ui.startup import run_window
 
-    return run_window(args, loader=load_tiny_engine, on_window=install_autosend)
+    return run_window(args, loader=load_tiny_engine, on_window=install_test_hooks)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ class HistoryController(QObject):
         self.quit_box: QMessageBox | None = None
         self.quit_buttons: dict[str, QPushButton] = {}
         self._quit_anyway = False
+        self.unattended = False  # told to quit by SIGTERM/SIGHUP: nobody to ask
         self.action = QAction("&History…", window)
         self.action.setShortcut(QKeySequence("Ctrl+H"))
         self.action.triggered.connect(lambda _=False: self.show_history())
@@ -243,6 +244,13 @@ class HistoryController(QObject):
         if self.quit_box is not None:
             self.quit_box.close()
         QTimer.singleShot(0, self.window.close)
+
+    def quit_unattended(self) -> None:
+        """Close with no one to answer (SIGTERM, SIGHUP): never asks (an open question is
+        closed), and what still cannot be saved once the replies have ended is set aside
+        at the very end (`HistorySync.close(set_aside=True)`, ui/startup.py), not dropped."""
+        self.unattended = True
+        self.quit_anyway()
 
     def _quit_answer(self, button: QPushButton) -> None:
         choice = next((k for k, b in self.quit_buttons.items() if b is button), "cancel")
