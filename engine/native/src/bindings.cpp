@@ -37,4 +37,5 @@ NB_MODULE(_qmv, m) {
   m.def("cpu_has_avx2_fma", &bc_native::cpu_has_avx2_fma);
   m.def("threads", &bc_native::qmv_threads);
   m.def("set_threads", &bc_native::set_qmv_threads, "n"_a);
+  m.def("set_wait", &bc_native::set_qmv_wait, "spins"_a, "yields"_a);
 }

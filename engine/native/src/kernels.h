@@ -49,5 +49,8 @@ void parallel_chunks(int chunks, long work, const std::function<void(int)>& fn);
 // Threads used for one call (the calling thread included).
 int qmv_threads();
 void set_qmv_threads(int n);
+// How an idle helper waits for the next job: `spins` pause loops, then `yields` yields of
+// its core, then it sleeps until woken.
+void set_qmv_wait(int spins, int yields);
 
 }  // namespace bc_native
