@@ -33,6 +33,8 @@ from typing import Any
 import mlx.core as mx
 import mlx.nn as nn
 
+from . import native  # the extension itself loads lazily, at the first engine pass
+
 _MAGIC = 12582912.0  # 1.5 * 2**23: (t + _MAGIC) - _MAGIC rounds t to the nearest integer
 _MASKED = float(mx.finfo(mx.float32).min)  # finite: a fully masked padding row stays NaN-free
 _MIN_SIZE = 4096  # below this a stock op is as fast; the compiled calls' overhead dominates
@@ -116,11 +118,31 @@ def attention(queries: mx.array, keys: mx.array, values: mx.array, scale: float,
     return (probs @ values).reshape(b, n_heads, length, dim)
 
 
+# 0: SiLU x up, RoPE and RMSNorm keep MLX's ops even with the native extension loaded.
+NATIVE_ROWWISE_ENV = "BATCHCHAT_NATIVE_ROWWISE"
+# 0: never the native attention kernel. It takes passes of any length: decode steps and
+# short chunks (one pass over the cache per key head), long prompt chunks (tiled, online
+# softmax; 5-16x faster than the composed BLAS path at 512 queries, docs/kernels.md).
+NATIVE_ATTENTION_ENV = "BATCHCHAT_NATIVE_ATTENTION"
+
+
+class _Pass:
+    """What the ops of one forward pass may use, read once when the pass starts (a decode
+    step makes ~800 op calls; reading the environment in each cost ~2 ms a step)."""
+
+    __slots__ = ("attention", "rowwise")
+
+    def __init__(self) -> None:
+        loaded = native.available()  # loads the extension, or warns once that it cannot
+        self.rowwise = loaded and os.environ.get(NATIVE_ROWWISE_ENV, "") != "0"
+        self.attention = loaded and os.environ.get(NATIVE_ATTENTION_ENV, "") != "0"
+
+
 @contextmanager
 def active() -> Iterator[None]:
     """Forward passes built on this thread inside the block use the fast kernels."""
-    previous = getattr(_state, "on", False)
-    _state.on = True
+    previous = getattr(_state, "on", None)
+    _state.on = _Pass()
     try:
         yield
     finally:
@@ -128,60 +150,35 @@ def active() -> Iterator[None]:
 
 
 def _fast(x: mx.array, size: int) -> bool:
-    return getattr(_state, "on", False) and x.dtype == mx.float32 and size >= _MIN_SIZE
-
-
-# 0: SiLU x up, RoPE and RMSNorm keep MLX's ops even with the native extension loaded.
-NATIVE_ROWWISE_ENV = "BATCHCHAT_NATIVE_ROWWISE"
+    return getattr(_state, "on", None) is not None and x.dtype == mx.float32 \
+        and size >= _MIN_SIZE
 
 
 def _native_rowwise(x: mx.array) -> bool:
     """An engine pass on float32, with the extension's row-wise ops allowed and loaded."""
-    if (not getattr(_state, "on", False) or x.dtype != mx.float32
-            or os.environ.get(NATIVE_ROWWISE_ENV, "") == "0"):
-        return False
-    from . import native
-
-    return native.available()
+    on = getattr(_state, "on", None)
+    return on is not None and on.rowwise and x.dtype == mx.float32
 
 
 def _swiglu_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     def dispatch(gate: mx.array, up: mx.array) -> mx.array:
         if _native_rowwise(gate) and up.dtype == mx.float32 and up.shape == gate.shape:
-            from .native import silu_mul
-
-            return silu_mul(gate, up)
+            return native.silu_mul(gate, up)
         return swiglu(gate, up) if _fast(gate, gate.size) else stock(gate, up)
     dispatch.stock = stock  # type: ignore[attr-defined]
     return dispatch
 
 
-# 0: never the native attention kernel. It takes passes of any length: decode steps and
-# short chunks (one pass over the cache per key head), long prompt chunks (tiled, online
-# softmax; 5-16x faster than the composed BLAS path at 512 queries, docs/kernels.md).
-NATIVE_ATTENTION_ENV = "BATCHCHAT_NATIVE_ATTENTION"
-
-
-def _native_attention_ok(queries: mx.array, keys: mx.array) -> bool:
-    if keys.dtype != mx.float32 or os.environ.get(NATIVE_ATTENTION_ENV, "") == "0":
-        return False
-    from . import native  # lazily: it loads the extension (or warns once that it cannot)
-
-    return native.available()
-
-
 def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     def dispatch(queries: mx.array, keys: mx.array, values: mx.array, cache: Any,
                  scale: float, mask: Any, sinks: mx.array | None = None) -> mx.array:
-        scores = queries.size // queries.shape[-1] * keys.shape[2]
-        usable = (sinks is None and not hasattr(cache, "bits") and queries.ndim == 4
-                  and queries.shape[1] % keys.shape[1] == 0
-                  and getattr(_state, "on", False) and queries.dtype == mx.float32)
-        if usable and _native_attention_ok(queries, keys):
-            from .native import cache_attention
-
-            return cache_attention(queries, keys, values, scale, mask)
-        if usable and _fast(queries, scores):
+        on = getattr(_state, "on", None)
+        usable = (on is not None and sinks is None and not hasattr(cache, "bits")
+                  and queries.ndim == 4 and queries.shape[1] % keys.shape[1] == 0
+                  and queries.dtype == mx.float32)
+        if usable and on.attention and keys.dtype == mx.float32:
+            return native.cache_attention(queries, keys, values, scale, mask)
+        if usable and _fast(queries, queries.size // queries.shape[-1] * keys.shape[2]):
             return attention(queries, keys, values, scale, mask)
         return stock(queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks)
     dispatch.stock = stock  # type: ignore[attr-defined]
@@ -194,8 +191,6 @@ class _RoPE(nn.RoPE):
     def __call__(self, x: mx.array, offset: int | mx.array = 0) -> mx.array:
         if not _native_rowwise(x):
             return super().__call__(x, offset)
-        from . import native
-
         inv = self.__dict__.get("_inv_freq")
         if inv is None:  # once per module; not a parameter (never saved)
             inv = native.rope_inv_freq(self.dims, self.base)
@@ -207,11 +202,10 @@ class _RoPE(nn.RoPE):
 
 class _RMSNorm(nn.RMSNorm):
     def __call__(self, x: mx.array) -> mx.array:
-        if not _native_rowwise(x) or self["weight"].dtype != mx.float32:
+        weight = self["weight"]
+        if not _native_rowwise(x) or weight.dtype != mx.float32:
             return super().__call__(x)
-        from .native import rms_norm
-
-        return rms_norm(x, self["weight"], self.eps)
+        return native.rms_norm(x, weight, self.eps)
 
 
 _ROWWISE = {nn.RoPE: _RoPE, nn.RMSNorm: _RMSNorm}

@@ -35,10 +35,11 @@ _ext: ModuleType | None = None
 _reason: str | None = None  # why the extension is unavailable, None when it is usable
 _checked = False
 _warned = False
+_simd = False  # set at load: the AVX2 kernels run (read once: a decode step makes ~800 calls)
 
 
 def _load() -> None:
-    global _ext, _reason, _checked
+    global _ext, _reason, _checked, _simd
     if _checked:
         return
     _checked = True
@@ -54,12 +55,14 @@ def _load() -> None:
         _ext = importlib.import_module("_qmv")
     except ImportError as exc:  # stale build, other mlx or nanobind version
         _reason = f"failed to load ({exc}); rebuild with: python -m engine.native build"
+        return
+    _simd = bool(_ext.cpu_has_avx2_fma()) and os.environ.get(SCALAR_ENV, "") in ("", "0")
 
 
 def reset() -> None:
     """Forget the load state (after a build, or in tests) so the next call loads again."""
-    global _ext, _reason, _checked, _warned
-    _ext, _reason, _checked, _warned = None, None, False, False
+    global _ext, _reason, _checked, _warned, _simd
+    _ext, _reason, _checked, _warned, _simd = None, None, False, False, False
     sys.modules.pop("_qmv", None)
 
 
@@ -91,9 +94,7 @@ def unavailable_reason() -> str | None:
 def simd() -> bool:
     """True when the AVX2/FMA kernel runs (False: portable fallback, slower but exact)."""
     _load()
-    if _ext is None:
-        return False
-    return bool(_ext.cpu_has_avx2_fma()) and os.environ.get(SCALAR_ENV, "") in ("", "0")
+    return _simd
 
 
 def info() -> str:
@@ -165,6 +166,12 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
     scalar = force_scalar or not simd()
     return ext.cache_attention(queries, keys, values, arr, scale, kind,
                                 force_scalar=scalar, tiled_from=tiled_from, stream=stream)
+
+
+def extension() -> ModuleType:
+    """The loaded extension module itself, for callers on a hot path (the patched linears);
+    raises RuntimeError when it is not loaded."""
+    return _ext_or_raise()
 
 
 def _ext_or_raise() -> ModuleType:

@@ -18,7 +18,7 @@ import os
 import mlx.core as mx
 import mlx.nn as nn
 
-from . import available, dequantize_f32, quantized_matvec
+from . import available, dequantize_f32, extension, simd
 
 ENABLE_ENV = "BATCHCHAT_NATIVE_QMV"  # "0": off; unset or "1": default max rows; a number
 KEEP_F32_ENV = "BATCHCHAT_NATIVE_QMV_F32"  # "1": float32 copies for large batches
@@ -36,10 +36,11 @@ def _supported(mod: nn.Module) -> bool:
 
 def _matmul(mod: nn.Module, x: mx.array) -> mx.array:
     """x @ W.T for the module's quantized W, the fastest way for this many rows."""
-    rows = x.size // x.shape[-1] if x.ndim else 0
-    if rows <= mod._native_max_rows and x.dtype == mx.float32:
-        return quantized_matvec(x, mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits,
-                                int8_x=mod._native_int8)
+    if x.dtype == mx.float32 and x.ndim and x.size <= mod._native_max_rows * x.shape[-1]:
+        # the extension's own function: this runs ~200 times a decode step
+        return mod._native_qmv(x, mod.weight, mod.scales, mod.biases, mod.group_size,
+                               mod.bits, force_scalar=mod._native_scalar,
+                               int8_x=mod._native_int8)
     f32 = getattr(mod, "_native_f32", None)
     if f32 is not None and x.dtype == mx.float32:
         return x @ f32.T
@@ -112,6 +113,8 @@ def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS,
                 else max_rows
             object.__setattr__(mod, "_native_max_rows", rows)
             object.__setattr__(mod, "_native_int8", int8)
+            object.__setattr__(mod, "_native_qmv", extension().quantized_matvec)
+            object.__setattr__(mod, "_native_scalar", not simd())
             f32 = (dequantize_f32(mod.weight, mod.scales, mod.biases, mod.group_size, mod.bits)
                    if keep_float32 else None)
             if f32 is not None:

@@ -291,56 +291,77 @@ BC_AVX2 void tile4_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, flo
 // into int32), scaled once by the block's x step and the group's scale. 4-bit: the
 // nibble vector [low 16 | high 16] meets x in the same even/odd order. 8-bit: a byte q
 // up to 255 times 127 would overflow maddubs' int16 pairs, so q = 16 hi + lo is split.
+// The integer sum of one 32-block: weights (32 unsigned bytes, in x's order) times x.
+template <int BITS>
+BC_AVX2 inline __m256i block_dot(const uint32_t* wp, int k0, const int8_t* xq) {
+  const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + k0));
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (BITS == 4) {
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wp + k0 / 8));
+    const __m256i wq = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4),
+                                        _mm_and_si128(v, low4));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones);
+  } else {
+    const __m256i low8 = _mm256_set1_epi8(0x0f);
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + k0 / 4));
+    const __m256i lo = _mm256_and_si256(v, low8);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low8);
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, xv), ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xv),
+                                              _mm256_set1_epi16(16)));
+  }
+}
+
+// int8 activations: per 32-block, sum(q * qx) is an exact integer dot product
+// (maddubs: unsigned weight bytes x signed x bytes, pairs summed into int16, then pairs
+// into int32), scaled once by the block's x step and the group's scale. 4-bit: the
+// nibble vector [low 16 | high 16] meets x in the same even/odd order. 8-bit: a byte q
+// up to 255 times 127 would overflow maddubs' int16 pairs, so q = 16 hi + lo is split.
+// Blocks go in pairs into two named accumulators: an accumulator array indexed by a
+// run-time block number was kept in memory, not registers (3x slower at one row).
 template <int BITS, int GS, int R>
 BC_AVX2 void tile_i8_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, float* bf) {
-  constexpr int NA = R <= 2 ? 2 : 1;
   constexpr int per_word = 32 / BITS;
+  constexpr int bpg = GS / 32;  // blocks a group
   const int K = a.K, groups = K / GS, words = K / per_word, blocks = K / 32;
-  const __m128i low4 = _mm_set1_epi8(0x0f);
-  const __m256i low8 = _mm256_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i sixteen = _mm256_set1_epi16(16);
   const int8_t* xq = a.xq + (size_t)m0 * K;
   const float* xd = a.xd + (size_t)m0 * blocks;
   const float* xs = a.xs + (size_t)m0 * groups;
   for (int n = n0; n < n1; ++n) {
     const uint32_t* wp = a.w + (size_t)n * words;
     row_scales(a, n, groups, sf, bf);
-    __m256 acc[R][NA];
-    float bsum[R];
-    for (int r = 0; r < R; ++r) {
-      bsum[r] = 0.f;
-      for (int i = 0; i < NA; ++i) acc[r][i] = _mm256_setzero_ps();
-    }
-    for (int g = 0; g < groups; ++g) {
-      for (int blk = 0; blk < GS / 32; ++blk) {
-        const int b = g * (GS / 32) + blk, k0 = b * 32;
-        __m256i wq, whi;
-        if constexpr (BITS == 4) {
-          __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wp + k0 / 8));
-          wq = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4),
-                                _mm_and_si128(v, low4));
-        } else {
-          __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + k0 / 4));
-          wq = _mm256_and_si256(v, low8);
-          whi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low8);
-        }
-        for (int r = 0; r < R; ++r) {
-          __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + (size_t)r * K + k0));
-          __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones);
-          if constexpr (BITS == 8)
-            p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(whi, xv), sixteen));
-          acc[r][b % NA] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
-                                           _mm256_set1_ps(sf[g] * xd[(size_t)r * blocks + b]),
-                                           acc[r][b % NA]);
-        }
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    int b = 0;
+    for (; b + 2 <= blocks; b += 2) {
+      const float s0 = sf[b / bpg], s1 = sf[(b + 1) / bpg];
+      for (int r = 0; r < R; ++r) {
+        const int8_t* x = xq + (size_t)r * K;
+        const float* d = xd + (size_t)r * blocks;
+        acc0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<BITS>(wp, b * 32, x)),
+                                  _mm256_set1_ps(s0 * d[b]), acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_dot<BITS>(wp, b * 32 + 32, x)),
+                                  _mm256_set1_ps(s1 * d[b + 1]), acc1[r]);
       }
-      for (int r = 0; r < R; ++r) bsum[r] += bf[g] * xs[(size_t)r * groups + g];
+    }
+    if (b < blocks) {
+      for (int r = 0; r < R; ++r)
+        acc0[r] = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(block_dot<BITS>(wp, b * 32, xq + (size_t)r * K)),
+            _mm256_set1_ps(sf[b / bpg] * xd[(size_t)r * blocks + b]), acc0[r]);
     }
     for (int r = 0; r < R; ++r) {
-      __m256 t = acc[r][0];
-      if constexpr (NA == 2) t = _mm256_add_ps(t, acc[r][1]);
-      a.y[(size_t)(m0 + r) * a.N + n] = hsum(t) + bsum[r];
+      // The bias term sum_g bias_g * sum(x'_g), 8 groups at a time (a scalar loop was a
+      // chain of dependent multiply-adds as long as the row's block work).
+      const float* xr = xs + (size_t)r * groups;
+      __m256 t = _mm256_add_ps(acc0[r], acc1[r]);
+      int g = 0;
+      for (; g + 8 <= groups; g += 8)
+        t = _mm256_fmadd_ps(_mm256_loadu_ps(bf + g), _mm256_loadu_ps(xr + g), t);
+      float bsum = 0.f;
+      for (; g < groups; ++g) bsum += bf[g] * xr[g];
+      a.y[(size_t)(m0 + r) * a.N + n] = hsum(t) + bsum;
     }
   }
 }
