@@ -129,6 +129,17 @@ def quantized_matvec(x: mx.array, w: mx.array, scales: mx.array, biases: mx.arra
                                  force_scalar=scalar, int8_x=int8_x, stream=stream)
 
 
+def quantized_matvec_many(x: mx.array, weights: list[tuple[mx.array, mx.array, mx.array]],
+                          group_size: int = 64, bits: int = 4, *, force_scalar: bool = False,
+                          int8_x: bool = False, stream: Any = None) -> list[mx.array]:
+    """`quantized_matvec` of x with several (w, scales, biases) in one op (a layer's q/k/v or
+    gate/up projections): x is prepared once and all their rows are one job for the threads."""
+    scalar = force_scalar or not simd()
+    flat = [a for triple in weights for a in triple]
+    return _ext_or_raise().quantized_matvec_many(x, flat, group_size, bits, force_scalar=scalar,
+                                                 int8_x=int8_x, stream=stream)
+
+
 def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
                    bits: int = 4, *, force_scalar: bool = False, stream: Any = None) -> mx.array:
     """scales * q + biases as float32 (N, K): ``mx.dequantize``, many times faster on the CPU.

@@ -43,6 +43,35 @@ def test_install_swaps_every_quantized_linear_and_uninstall_restores(tiny_q) -> 
                for _, m in tiny_q.named_modules())
 
 
+def test_sibling_projections_share_one_op_with_the_same_results(tiny_q, monkeypatch) -> None:
+    patch.install(tiny_q, max_rows=8)
+    attn = tiny_q.model.layers[0].self_attn
+    mlp = tiny_q.model.layers[0].mlp
+    assert attn.q_proj._native_group == (attn.q_proj, attn.k_proj, attn.v_proj)
+    assert mlp.gate_proj._native_group == (mlp.gate_proj, mlp.up_proj)
+    x = mx.random.normal((2, 1, 128))
+    apart = [native.quantized_matvec(x, m.weight, m.scales, m.biases, 32, 4)
+             for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
+    calls: list[int] = []
+    many = patch.extension().quantized_matvec_many
+    ext = type("Ext", (), {"quantized_matvec_many": staticmethod(
+        lambda *a, **k: calls.append(1) or many(*a, **k))})
+    monkeypatch.setattr(patch, "extension", lambda: ext)
+    together = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)]
+    assert calls == [1]  # one op for the three
+    for a, b in zip(apart, together, strict=True):
+        assert np.array_equal(np.array(a), np.array(b))
+    # a follower given another input computes its own (the leader's result is not reused)
+    y = mx.random.normal((2, 1, 128))
+    attn.q_proj(x)
+    want = native.quantized_matvec(y, attn.k_proj.weight, attn.k_proj.scales,
+                                   attn.k_proj.biases, 32, 4)
+    assert np.array_equal(np.array(attn.k_proj(y)), np.array(want))
+    assert np.array_equal(np.array(attn.v_proj(x)), np.array(apart[2]))
+    patch.uninstall(tiny_q)
+    assert attn.q_proj.__dict__.get("_native_group") is None
+
+
 @pytest.mark.parametrize("shape", [(3, 1), (1, 5), (2, 40)], ids=["decode3", "rows5", "prefill"])
 def test_logits_match_mlx_quantized_path(tiny_q, shape) -> None:
     """Up to 8 rows go through the kernel, the 80-row pass through dequantize + matmul."""

@@ -1,6 +1,7 @@
 // Python module engine.native._qmv (nanobind, MLX's type domain so mx.array passes through).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
 
 #include "attention_op.h"
 #include "kernels.h"
@@ -17,6 +18,11 @@ NB_MODULE(_qmv, m) {
         "int8_x"_a = false, "stream"_a = nb::none(),
         "x @ dequantize(w, scales, biases).T on the CPU; x has any number of rows "
         "(int8_x: x rounded to int8 per 32-block, integer dot products).");
+  m.def("quantized_matvec_many", &bc_native::quantized_matvec_many, "x"_a, "weights"_a,
+        "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false, "int8_x"_a = false,
+        "stream"_a = nb::none(),
+        "quantized_matvec for several (w, scales, biases) sharing x, in one op: a list of "
+        "outputs.");
   m.def("dequantize_f32", &bc_native::dequantize_f32, "w"_a, "scales"_a, "biases"_a,
         "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false,
         "stream"_a = nb::none(), "scales * q + biases as a float32 (N, K) array, on the CPU.");

@@ -636,20 +636,28 @@ void parallel_chunks(int chunks, long work, const std::function<void(int)>& fn) 
   p->run(job);
 }
 
-static void run_rows(const QmvArgs& a, RowsFn fn, long work) {
-  if (work < kParallelMin || a.N < 32 || !get_pool()) {
-    fn(a, 0, a.N);
+// Rows of one or more matrices sharing x, cut into chunks that the threads take: about 4
+// chunks a thread, whole multiples of 8 rows.
+static void run_parts(const std::vector<QmvArgs>& parts, RowsFn fn, long work) {
+  int total = 0;
+  for (const auto& p : parts) total += p.N;
+  if (work < kParallelMin || total < 32 || !get_pool()) {
+    for (const auto& p : parts) fn(p, 0, p.N);
     return;
   }
-  // About 4 chunks a thread, whole multiples of 8 rows.
   const int threads = qmv_threads();
-  int per = (a.N + 4 * threads - 1) / (4 * threads);
+  const int per = (total + 4 * threads - 1) / (4 * threads);
   const int rows = std::max(8, (per + 7) & ~7);
-  parallel_chunks((a.N + rows - 1) / rows, work, [a, fn, rows](int c) {
-    const int lo = c * rows;
-    fn(a, lo, std::min(a.N, lo + rows));
+  std::vector<std::pair<int, int>> chunks;  // (part, first row)
+  for (int i = 0; i < (int)parts.size(); ++i)
+    for (int lo = 0; lo < parts[i].N; lo += rows) chunks.emplace_back(i, lo);
+  parallel_chunks((int)chunks.size(), work, [&](int c) {
+    const auto [i, lo] = chunks[c];
+    fn(parts[i], lo, std::min(parts[i].N, lo + rows));
   });
 }
+
+static void run_rows(const QmvArgs& a, RowsFn fn, long work) { run_parts({a}, fn, work); }
 
 void quantize_x_int8(const float* x, int M, int K, int bits, int8_t* q, float* d) {
   const int blocks = K / 32;
@@ -671,60 +679,59 @@ void quantize_x_int8(const float* x, int M, int K, int bits, int8_t* q, float* d
   }
 }
 
-namespace {
-void qmv_run_i8(const QmvArgs& args, bool force_scalar) {
-  QmvArgs a = args;
+void qmv_run_many(const std::vector<QmvArgs>& args, bool force_scalar, bool int8_x) {
+  if (args.empty()) return;
+  std::vector<QmvArgs> parts = args;
+  const QmvArgs& a = parts[0];
   const int groups = a.K / a.group_size;
-  // Scratch reused across calls (a decode step makes ~200): no allocation per call.
+  long work = 0;
+  for (const auto& p : parts) work += (long)p.M * p.N * p.K;
+  // Scratch reused across calls (a decode step makes ~100): no allocation per call.
   thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xd, xs;
-  xq.resize((size_t)a.M * a.K);
-  xd.resize((size_t)a.M * (a.K / 32));
-  xs.assign((size_t)a.M * groups, 0.f);
-  quantize_x_int8(a.x, a.M, a.K, a.bits, xq.data(), xd.data());
-  // The bias term uses the rounded x too: the error is then sum w * (x' - x), where with
-  // the exact sum it would be sum (w - bias) * (x' - x), and |w - bias| > |w| (bias is
-  // about the group's minimum).
-  const int blocks = a.K / 32;
-  for (int m = 0; m < a.M; ++m)
-    for (int b = 0; b < blocks; ++b) {
-      int32_t sum = 0;
-      for (int i = 0; i < 32; ++i) sum += xq[(size_t)m * a.K + b * 32 + i];
-      xs[(size_t)m * groups + b * 32 / a.group_size] += xd[(size_t)m * blocks + b] * (float)sum;
-    }
-  a.xq = xq.data();
-  a.xd = xd.data();
-  a.xs = xs.data();
-  run_rows(a, pick_i8(a, force_scalar), (long)a.M * a.N * a.K);
-}
-}  // namespace
-
-void qmv_run(const QmvArgs& args, bool force_scalar, bool int8_x) {
-  if (int8_x && args.K % 32 == 0) {
-    qmv_run_i8(args, force_scalar);
-    return;
-  }
-  QmvArgs a = args;
-  thread_local std::vector<float> xp, xs;  // reused across calls, as above
-  if (a.bits == 4 && !force_scalar && cpu_has_avx2_fma()) {
-    // Even/odd split of every 32-block of x, and x's sum per group (see tile4_avx2).
-    const int groups = a.K / a.group_size;
-    xp.resize((size_t)a.M * a.K);
+  thread_local std::vector<float> xd, xp, xs;
+  RowsFn fn;
+  if (int8_x && a.K % 32 == 0) {
+    const int blocks = a.K / 32;
+    xq.resize((size_t)a.M * a.K);
+    xd.resize((size_t)a.M * blocks);
     xs.assign((size_t)a.M * groups, 0.f);
-    for (int m = 0; m < a.M; ++m) {
-      const float* x = a.x + (size_t)m * a.K;
-      float* p = xp.data() + (size_t)m * a.K;
-      for (int k0 = 0; k0 < a.K; k0 += 32)
-        for (int i = 0; i < 16; ++i) {
-          p[k0 + i] = x[k0 + 2 * i];
-          p[k0 + 16 + i] = x[k0 + 2 * i + 1];
-        }
-      for (int k = 0; k < a.K; ++k) xs[(size_t)m * groups + k / a.group_size] += x[k];
+    quantize_x_int8(a.x, a.M, a.K, a.bits, xq.data(), xd.data());
+    // The bias term uses the rounded x too: the error is then sum w * (x' - x), where with
+    // the exact sum it would be sum (w - bias) * (x' - x), and |w - bias| > |w| (bias is
+    // about the group's minimum).
+    for (int m = 0; m < a.M; ++m)
+      for (int b = 0; b < blocks; ++b) {
+        int32_t sum = 0;
+        for (int i = 0; i < 32; ++i) sum += xq[(size_t)m * a.K + b * 32 + i];
+        xs[(size_t)m * groups + b * 32 / a.group_size] +=
+            xd[(size_t)m * blocks + b] * (float)sum;
+      }
+    for (auto& p : parts) p.xq = xq.data(), p.xd = xd.data(), p.xs = xs.data();
+    fn = pick_i8(a, force_scalar);
+  } else {
+    if (a.bits == 4 && !force_scalar && cpu_has_avx2_fma()) {
+      // Even/odd split of every 32-block of x, and x's sum per group (see tile4_avx2).
+      xp.resize((size_t)a.M * a.K);
+      xs.assign((size_t)a.M * groups, 0.f);
+      for (int m = 0; m < a.M; ++m) {
+        const float* x = a.x + (size_t)m * a.K;
+        float* p = xp.data() + (size_t)m * a.K;
+        for (int k0 = 0; k0 < a.K; k0 += 32)
+          for (int i = 0; i < 16; ++i) {
+            p[k0 + i] = x[k0 + 2 * i];
+            p[k0 + 16 + i] = x[k0 + 2 * i + 1];
+          }
+        for (int k = 0; k < a.K; ++k) xs[(size_t)m * groups + k / a.group_size] += x[k];
+      }
+      for (auto& p : parts) p.xp = xp.data(), p.xs = xs.data();
     }
-    a.xp = xp.data();
-    a.xs = xs.data();
+    fn = pick(parts[0], force_scalar);
   }
-  run_rows(a, pick(a, force_scalar), (long)a.M * a.N * a.K);
+  run_parts(parts, fn, work);
+}
+
+void qmv_run(const QmvArgs& a, bool force_scalar, bool int8_x) {
+  qmv_run_many({a}, force_scalar, int8_x);
 }
 
 void dequantize_run(const QmvArgs& a, bool force_scalar) {

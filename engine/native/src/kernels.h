@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace bc_native {
 
@@ -31,6 +32,10 @@ struct QmvArgs {
 // int8_x: x is rounded to int8 per 32-block (step max|x| / 127) and the products are
 // integer dot products, as llama.cpp's Q4_1 x Q8_1; not exact (see docs/kernels.md).
 void qmv_run(const QmvArgs& a, bool force_scalar, bool int8_x = false);
+
+// qmv_run for several weights that share x (the same M, K, layout): x is prepared once and
+// all their rows are one job for the threads.
+void qmv_run_many(const std::vector<QmvArgs>& parts, bool force_scalar, bool int8_x = false);
 
 // x quantized as qmv_run's int8_x path does it: q (M, K) in the kernel's order for `bits`
 // (4: each 32-block's even elements, then its odd ones; 8: as given), d (M, K / 32).

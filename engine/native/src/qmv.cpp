@@ -45,67 +45,91 @@ mx::array dequantize_f32(const mx::array& w, const mx::array& scales, const mx::
                    {w, scales, biases});
 }
 
+std::vector<mx::array> quantized_matvec_many(const mx::array& x,
+                                             const std::vector<mx::array>& weights,
+                                             int group_size, int bits, bool force_scalar,
+                                             bool int8_x, mx::StreamOrDevice s) {
+  check(!weights.empty() && weights.size() % 3 == 0,
+        "weights must be (w, scales, biases) for each matrix");
+  check(x.ndim() >= 1 && mx::issubdtype(x.dtype(), mx::floating), "x must be floating point");
+  auto stream = mx::to_stream(s);
+  check(stream.device == mx::Device::cpu, "runs on the CPU only");
+  std::vector<mx::Shape> shapes;
+  std::vector<mx::Dtype> dtypes;
+  for (size_t i = 0; i < weights.size(); i += 3) {
+    const auto &w = weights[i], &sc = weights[i + 1], &bi = weights[i + 2];
+    check_weights(w, sc, bi, group_size, bits);
+    check(x.shape(-1) == w.shape(1) * 32 / bits,
+          "x's last dimension must be " + std::to_string(w.shape(1) * 32 / bits));
+    check(sc.dtype() == weights[1].dtype(), "all scales must share a dtype");
+    auto shape = x.shape();
+    shape.back() = w.shape(0);
+    shapes.push_back(std::move(shape));
+    dtypes.push_back(mx::float32);
+  }
+  std::vector<mx::array> inputs = {mx::astype(x, mx::float32, stream)};
+  inputs.insert(inputs.end(), weights.begin(), weights.end());
+  auto outs = mx::array::make_arrays(
+      std::move(shapes), dtypes,
+      std::make_shared<QuantizedMatvec>(stream, group_size, bits, force_scalar, false, int8_x),
+      std::move(inputs));
+  if (x.dtype() != mx::float32)
+    for (auto& o : outs) o = mx::astype(o, x.dtype(), stream);
+  return outs;
+}
+
 mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::array& scales,
                            const mx::array& biases, int group_size, int bits,
                            bool force_scalar, bool int8_x, mx::StreamOrDevice s) {
-  check_weights(w, scales, biases, group_size, bits);
-  const int K = w.shape(1) * 32 / bits;
-  const int N = w.shape(0);
-  check(x.ndim() >= 1 && x.shape(-1) == K,
-        "x's last dimension must be " + std::to_string(K));
-  check(mx::issubdtype(x.dtype(), mx::floating), "x must be floating point");
-  auto stream = mx::to_stream(s);
-  check(stream.device == mx::Device::cpu, "runs on the CPU only");
-
-  auto xf = mx::astype(x, mx::float32, stream);
-  auto shape = x.shape();
-  shape.back() = N;
-  auto y = mx::array(shape, mx::float32,
-                     std::make_shared<QuantizedMatvec>(stream, group_size, bits, force_scalar,
-                                                       false, int8_x),
-                     {xf, w, scales, biases});
-  return x.dtype() == mx::float32 ? y : mx::astype(y, x.dtype(), stream);
+  return quantized_matvec_many(x, {w, scales, biases}, group_size, bits, force_scalar, int8_x,
+                               s)[0];
 }
 
-void QuantizedMatvec::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
+void QuantizedMatvec::eval_cpu(const std::vector<mx::array>& inputs,
+                               std::vector<mx::array>& outputs) {
   auto& encoder = mx::cpu::get_command_encoder(stream());
   // The kernel reads plain row-major buffers; anything strided (rare: slices) is copied.
   auto dense = [&](const mx::array& a) { return bc_native::dense(encoder, a); };
-  const int first = dequant_only_ ? 0 : 1;  // index of w
+  const int first = dequant_only_ ? 0 : 1;  // index of the first w
   mx::array x = dequant_only_ ? inputs[0] : dense(inputs[0]);
-  mx::array w = dense(inputs[first]);
-  mx::array sc = dense(inputs[first + 1]);
-  mx::array bi = dense(inputs[first + 2]);
-  out.set_data(mx::allocator::malloc(out.nbytes()));
-
   if (!dequant_only_) encoder.set_input_array(x);
-  encoder.set_input_array(w);
-  encoder.set_input_array(sc);
-  encoder.set_input_array(bi);
-  encoder.set_output_array(out);
-
-  QmvArgs a;
-  a.x = dequant_only_ ? nullptr : x.data<float>();
-  a.w = w.data<uint32_t>();
-  a.scales = sc.data<void>();
-  a.biases = bi.data<void>();
-  a.y = out.data<float>();
-  a.N = w.shape(0);
-  a.K = w.shape(1) * 32 / bits_;
-  a.M = dequant_only_ || !a.K ? 0 : (int)(x.size() / a.K);
-  a.group_size = group_size_;
-  a.bits = bits_;
-  a.stype = sc.dtype() == mx::float32   ? ScaleType::f32
-            : sc.dtype() == mx::float16 ? ScaleType::f16
-                                        : ScaleType::bf16;
+  std::vector<QmvArgs> parts;
+  for (size_t i = first, o = 0; i + 2 < inputs.size(); i += 3, ++o) {
+    mx::array w = dense(inputs[i]);
+    mx::array sc = dense(inputs[i + 1]);
+    mx::array bi = dense(inputs[i + 2]);
+    mx::array& out = outputs[o];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    encoder.set_input_array(w);
+    encoder.set_input_array(sc);
+    encoder.set_input_array(bi);
+    encoder.set_output_array(out);
+    QmvArgs a;
+    a.x = dequant_only_ ? nullptr : x.data<float>();
+    a.w = w.data<uint32_t>();
+    a.scales = sc.data<void>();
+    a.biases = bi.data<void>();
+    a.y = out.data<float>();
+    a.N = w.shape(0);
+    a.K = w.shape(1) * 32 / bits_;
+    a.M = dequant_only_ || !a.K ? 0 : (int)(x.size() / a.K);
+    a.group_size = group_size_;
+    a.bits = bits_;
+    a.stype = sc.dtype() == mx::float32   ? ScaleType::f32
+              : sc.dtype() == mx::float16 ? ScaleType::f16
+                                          : ScaleType::bf16;
+    parts.push_back(a);
+  }
   if (dequant_only_) {
-    encoder.dispatch([a, scalar = force_scalar_]() { dequantize_run(a, scalar); });
+    encoder.dispatch([a = parts[0], scalar = force_scalar_]() { dequantize_run(a, scalar); });
   } else {
-    encoder.dispatch([a, scalar = force_scalar_, i8 = int8_x_]() { qmv_run(a, scalar, i8); });
+    encoder.dispatch([parts = std::move(parts), scalar = force_scalar_, i8 = int8_x_]() {
+      qmv_run_many(parts, scalar, i8);
+    });
   }
 }
 
-void QuantizedMatvec::eval_gpu(const std::vector<mx::array>&, mx::array&) {
+void QuantizedMatvec::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
   throw std::runtime_error("quantized_matvec has no GPU implementation (use mx.quantized_matmul)");
 }
 
@@ -118,9 +142,13 @@ bool QuantizedMatvec::is_equivalent(const mx::Primitive& other) const {
 
 std::vector<mx::Shape> QuantizedMatvec::output_shapes(const std::vector<mx::array>& inputs) {
   if (dequant_only_) return {{inputs[0].shape(0), inputs[0].shape(1) * 32 / bits_}};
-  auto shape = inputs[0].shape();
-  shape.back() = inputs[1].shape(0);
-  return {shape};
+  std::vector<mx::Shape> shapes;
+  for (size_t i = 1; i + 2 < inputs.size(); i += 3) {
+    auto shape = inputs[0].shape();
+    shape.back() = inputs[i].shape(0);
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
 }
 
 }  // namespace bc_native

@@ -15,27 +15,37 @@ mx::array quantized_matvec(const mx::array& x, const mx::array& w, const mx::arr
                            bool force_scalar = false, bool int8_x = false,
                            mx::StreamOrDevice s = {});
 
+// The same for several weights that share x (a layer's q/k/v or gate/up projections) in
+// one op: x is prepared once and the rows of all of them are one job for the threads.
+// weights: (w, scales, biases) per matrix, all with x's K, the same layout and scale dtype.
+std::vector<mx::array> quantized_matvec_many(const mx::array& x,
+                                             const std::vector<mx::array>& weights,
+                                             int group_size, int bits, bool force_scalar = false,
+                                             bool int8_x = false, mx::StreamOrDevice s = {});
+
 // dequantize(w, scales, biases) as float32 (N, K): MLX's CPU dequantize is slow enough
 // (~1.5 ms for 576x576) that dequantize + BLAS matmul lost to everything for prefill.
 mx::array dequantize_f32(const mx::array& w, const mx::array& scales, const mx::array& biases,
                          int group_size, int bits, bool force_scalar = false,
                          mx::StreamOrDevice s = {});
 
-class QuantizedMatvec : public mx::UnaryPrimitive {
+// One output per weight matrix (inputs: x, then w, scales, biases per matrix), or with
+// dequant_only one float32 weight (inputs: w, scales, biases).
+class QuantizedMatvec : public mx::Primitive {
  public:
   // dequant_only: inputs are (w, scales, biases) and the output is the float32 weight.
   // int8_x: x rounded to int8 per 32-block, integer dot products (kernels.h).
   QuantizedMatvec(mx::Stream stream, int group_size, int bits, bool force_scalar,
                   bool dequant_only = false, bool int8_x = false)
-      : mx::UnaryPrimitive(stream),
+      : mx::Primitive(stream),
         group_size_(group_size),
         bits_(bits),
         force_scalar_(force_scalar),
         dequant_only_(dequant_only),
         int8_x_(int8_x) {}
 
-  void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
-  void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
 
   const char* name() const override {
     return dequant_only_ ? "NativeDequantize" : "QuantizedMatvec";
