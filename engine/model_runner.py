@@ -39,8 +39,8 @@ class ModelRunner:
             return
         from .native import patch
 
-        patch.install(model, patch.max_rows_from_env(), patch.keep_float32_from_env(),
-                      patch.int8_from_env())
+        int8 = patch.int8_from_env()
+        patch.install(model, patch.max_rows_from_env(int8), patch.keep_float32_from_env(), int8)
 
     def _kernels(self) -> AbstractContextManager[None]:
         return cpu_kernels.active() if self.fast_cpu_kernels else nullcontext()

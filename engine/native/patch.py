@@ -24,6 +24,7 @@ ENABLE_ENV = "BATCHCHAT_NATIVE_QMV"  # "0": off; unset or "1": default max rows;
 KEEP_F32_ENV = "BATCHCHAT_NATIVE_QMV_F32"  # "1": float32 copies for large batches
 INT8_ENV = "BATCHCHAT_NATIVE_INT8"  # "0": exact float32 activations (default: int8)
 DEFAULT_MAX_ROWS = 32  # crossover with float32 BLAS is 32..48 rows (docs/kernels.md)
+INT8_MAX_ROWS = 64  # with int8 activations the kernel still beat it at 64 (321 vs 370 ms)
 # The lm_head (49152 x 576, 8-bit) stays on the kernel longer: dequantizing it costs more
 # than the float32 matmul gains until ~128 rows.
 LM_HEAD_MIN_ROWS = 128
@@ -88,12 +89,15 @@ _SWAPS = {nn.QuantizedLinear: NativeQuantizedLinear,
           nn.QuantizedEmbedding: NativeQuantizedEmbedding}
 
 
-def max_rows_from_env() -> int:
-    """0 when the switch is off ("0"), else the row limit it asks for (default when unset)."""
+def max_rows_from_env(int8: bool = False) -> int:
+    """0 when the switch is off ("0"), else the row limit it asks for (when unset: the
+    default for float32 or int8 activations)."""
     value = os.environ.get(ENABLE_ENV, "").strip()
     if value == "0":
         return 0
-    return int(value) if value.isdigit() and value != "1" else DEFAULT_MAX_ROWS
+    if value.isdigit() and value != "1":
+        return int(value)
+    return INT8_MAX_ROWS if int8 else DEFAULT_MAX_ROWS
 
 
 def keep_float32_from_env() -> bool:

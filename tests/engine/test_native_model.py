@@ -112,8 +112,9 @@ def test_switch_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert patch.max_rows_from_env() == 0
     monkeypatch.setenv(patch.ENABLE_ENV, "1")
     assert patch.max_rows_from_env() == patch.DEFAULT_MAX_ROWS
+    assert patch.max_rows_from_env(int8=True) == patch.INT8_MAX_ROWS
     monkeypatch.setenv(patch.ENABLE_ENV, "12")
-    assert patch.max_rows_from_env() == 12
+    assert patch.max_rows_from_env() == 12 and patch.max_rows_from_env(int8=True) == 12
 
 
 def test_cpu_default_keeps_weights_quantized_unless_switched_off(monkeypatch) -> None:
@@ -221,7 +222,9 @@ def test_bundled_int8_default_differs_only_at_near_ties(monkeypatch: pytest.Monk
         prompt = lm.tokenizer.apply_chat_template([{"role": "user", "content": q}],
                                                   add_generation_prompt=True)
         exact, rounded = make_prompt_cache(lm.model), make_prompt_cache(lm.model)
+        int8(False)  # prompts under 64 tokens go through the kernel too
         token = int(mx.argmax(runner.prefill(exact, prompt, logits=True)[0]))
+        int8(True)
         runner.prefill(rounded, prompt)
         for _ in range(48):
             int8(False)
