@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import mlx.core as mx
+import pytest
 from mlx_lm.generate import generate_step
 
-from engine import Engine
+from engine import Engine, SamplingParams
 
 
 def reference_tokens(model, prompt: list[int], n: int, **kwargs) -> list[int]:
@@ -32,3 +33,29 @@ def prompts(n: int, seed: int = 1) -> list[list[int]]:
     rng = random.Random(seed)
     lengths = [1, 3, 17, 40, 8, 25, 2, 33, 12, 5, 29, 19, 7, 38, 11, 4]
     return [[rng.randrange(0, 256) for _ in range(lengths[i % len(lengths)])] for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def native_built() -> None:
+    """Builds engine.native when it is missing and the tools exist (so CI exercises it);
+    skips the module's tests otherwise. Use: pytestmark = pytest.mark.usefixtures(...)."""
+    from engine.native import build as native_build
+
+    reason = native_build.ensure_built()
+    if reason is not None:
+        pytest.skip(f"engine.native unavailable: {reason}")
+
+
+STAGGERED_LENGTHS = [24, 9, 17, 30, 3, 12, 20, 6]
+
+
+def run_staggered(engine: Engine, ps: list[list[int]]) -> list:
+    """Submit the prompts two at a time with a tick between (solo, batched, joining and
+    prefilling passes all happen), each for STAGGERED_LENGTHS tokens; run to the end."""
+    streams = []
+    for i, (p, n) in enumerate(zip(ps, STAGGERED_LENGTHS, strict=True)):
+        streams.append(engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n)))
+        if i % 2:
+            engine.step()
+    run_to_end(engine)
+    return streams

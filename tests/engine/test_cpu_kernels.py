@@ -9,7 +9,13 @@ from mlx_lm.models.activations import swiglu as stock_swiglu
 from mlx_lm.models.cache import BatchKVCache
 
 from engine import SamplingParams, cpu_kernels
-from tests.engine.conftest import prompts, reference_tokens, run_to_end
+from tests.engine.conftest import (
+    STAGGERED_LENGTHS,
+    prompts,
+    reference_tokens,
+    run_staggered,
+    run_to_end,
+)
 
 pytestmark = pytest.mark.skipif(mx.default_device() != mx.cpu,
                                 reason="the kernels are installed on the CPU backend only")
@@ -129,16 +135,10 @@ def test_engine_tokens_with_the_kernels_equal_mlx_lm_generate(tiny, make_engine,
     calls = _count_fast_calls(monkeypatch)
     engine = make_engine(max_concurrent=6, prefill_burst=8)
     ps = prompts(8, seed=5)
-    lengths = [24, 9, 17, 30, 3, 12, 20, 6]
-    streams = []
-    for i, (p, n) in enumerate(zip(ps, lengths, strict=True)):
-        streams.append(engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n)))
-        if i % 2:
-            engine.step()
-    run_to_end(engine)
+    streams = run_staggered(engine, ps)
     assert {"swiglu", "attention"} <= set(calls)
     seen = len(calls)
-    for p, n, s in zip(ps, lengths, streams, strict=True):  # the reference runs stock
+    for p, n, s in zip(ps, STAGGERED_LENGTHS, streams, strict=True):  # the reference runs stock
         assert s.tokens == reference_tokens(tiny.model, p, n), s.request_id
     assert len(calls) == seen
 

@@ -15,17 +15,12 @@ import numpy as np
 import pytest
 
 from engine import SamplingParams, cpu_kernels, native
-from engine.native import build as native_build
 from tests.engine.conftest import prompts, reference_tokens, run_to_end
 
 U = 2.0**-24
 
 
-@pytest.fixture(scope="module", autouse=True)
-def built() -> None:
-    reason = native_build.ensure_built()
-    if reason is not None:
-        pytest.skip(f"engine.native unavailable: {reason}")
+pytestmark = pytest.mark.usefixtures("native_built")
 
 
 def _case(b, hq, hkv, length, total, dim, mask, seed):

@@ -11,17 +11,11 @@ import numpy as np
 import pytest
 
 from engine import native
-from engine.native import build as native_build
 from engine.native import patch
 from tests.engine.conftest import reference_tokens
 from tests.tiny_model import make_tiny_model
 
-
-@pytest.fixture(scope="module", autouse=True)
-def built() -> None:
-    reason = native_build.ensure_built()
-    if reason is not None:
-        pytest.skip(f"engine.native unavailable: {reason}")
+pytestmark = pytest.mark.usefixtures("native_built")
 
 
 @pytest.fixture()

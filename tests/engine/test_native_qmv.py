@@ -17,17 +17,11 @@ import numpy as np
 import pytest
 
 from engine import native
-from engine.native import build as native_build
 
 U = 2.0**-24
 
 
-@pytest.fixture(scope="module", autouse=True)
-def built() -> None:
-    """Builds the extension when it is missing and the tools exist, so CI exercises it."""
-    reason = native_build.ensure_built()
-    if reason is not None:
-        pytest.skip(f"engine.native unavailable: {reason}")
+pytestmark = pytest.mark.usefixtures("native_built")
 
 
 def _case(m: int, n: int, k: int, bits: int, gs: int, seed: int, wdtype=mx.float32):

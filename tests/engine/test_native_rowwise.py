@@ -18,18 +18,13 @@ import numpy as np
 import pytest
 from mlx_lm.models.activations import swiglu as stock_swiglu
 
-from engine import SamplingParams, cpu_kernels, native
-from engine.native import build as native_build
-from tests.engine.conftest import prompts, reference_tokens, run_to_end
+from engine import cpu_kernels, native
+from tests.engine.conftest import STAGGERED_LENGTHS, prompts, reference_tokens, run_staggered
 
 U = 2.0**-24
 
 
-@pytest.fixture(scope="module", autouse=True)
-def built() -> None:
-    reason = native_build.ensure_built()
-    if reason is not None:
-        pytest.skip(f"engine.native unavailable: {reason}")
+pytestmark = pytest.mark.usefixtures("native_built")
 
 
 def _rope_bound(x: mx.array, dims: int, traditional: bool) -> np.ndarray:
@@ -146,15 +141,9 @@ def test_engine_tokens_with_native_rowwise_equal_mlx_lm_generate(tiny, make_engi
     calls = _count_native(monkeypatch)
     engine = make_engine(max_concurrent=6, prefill_burst=8)
     ps = prompts(8, seed=9)
-    lengths = [24, 9, 17, 30, 3, 12, 20, 6]
-    streams = []
-    for i, (p, n) in enumerate(zip(ps, lengths, strict=True)):
-        streams.append(engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n)))
-        if i % 2:
-            engine.step()
-    run_to_end(engine)
+    streams = run_staggered(engine, ps)
     assert {"rope", "rms_norm", "silu_mul"} <= set(calls)  # solo, batched and prefill passes
     seen = len(calls)
-    for p, n, s in zip(ps, lengths, streams, strict=True):  # the reference runs MLX's ops
+    for p, n, s in zip(ps, STAGGERED_LENGTHS, streams, strict=True):  # reference: MLX's ops
         assert s.tokens == reference_tokens(tiny.model, p, n), s.request_id
     assert len(calls) == seen
