@@ -320,22 +320,48 @@ BC_AVX2 inline __m256i block_dot(const uint32_t* wp, int k0, const int8_t* xq) {
 // up to 255 times 127 would overflow maddubs' int16 pairs, so q = 16 hi + lo is split.
 // Blocks go in pairs into two named accumulators: an accumulator array indexed by a
 // run-time block number was kept in memory, not registers (3x slower at one row).
+// A row's scale or bias i as a float, and 8 of them from i on: read in place (a row's
+// copy into a float buffer, as the float kernels make, cost as much as a one-row product's
+// blocks at K = 576).
+BC_AVX2 inline float scale_at(ScaleType t, const void* p, size_t i) {
+  if (t == ScaleType::f32) return static_cast<const float*>(p)[i];
+  const uint16_t h = static_cast<const uint16_t*>(p)[i];
+  return t == ScaleType::f16 ? _cvtsh_ss(h) : bf16_to_f32(h);
+}
+
+BC_AVX2 inline __m256 scales8_at(ScaleType t, const void* p, size_t i) {
+  if (t == ScaleType::f32) return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+  const __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+  if (t == ScaleType::f16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// int8 activations: per 32-block, sum(q * qx) is an exact integer dot product
+// (maddubs: unsigned weight bytes x signed x bytes, pairs summed into int16, then pairs
+// into int32), scaled once by the block's x step and the group's scale. 4-bit: the
+// nibble vector [low 16 | high 16] meets x in the same even/odd order. 8-bit: a byte q
+// up to 255 times 127 would overflow maddubs' int16 pairs, so q = 16 hi + lo is split.
+// Blocks go in pairs into two named accumulators: an accumulator array indexed by a
+// run-time block number was kept in memory, not registers (3x slower at one row).
 template <int BITS, int GS, int R>
-BC_AVX2 void tile_i8_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, float* bf) {
+BC_AVX2 void tile_i8_avx2(const QmvArgs& a, int n0, int n1, int m0, float*, float*) {
   constexpr int per_word = 32 / BITS;
   constexpr int bpg = GS / 32;  // blocks a group
   const int K = a.K, groups = K / GS, words = K / per_word, blocks = K / 32;
   const int8_t* xq = a.xq + (size_t)m0 * K;
   const float* xd = a.xd + (size_t)m0 * blocks;
   const float* xs = a.xs + (size_t)m0 * groups;
+  const ScaleType st = a.stype;
   for (int n = n0; n < n1; ++n) {
     const uint32_t* wp = a.w + (size_t)n * words;
-    row_scales(a, n, groups, sf, bf);
+    const size_t off = (size_t)n * groups;  // this row's scales and biases
     __m256 acc0[R], acc1[R];
     for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
     int b = 0;
     for (; b + 2 <= blocks; b += 2) {
-      const float s0 = sf[b / bpg], s1 = sf[(b + 1) / bpg];
+      const float s0 = scale_at(st, a.scales, off + b / bpg);
+      const float s1 = scale_at(st, a.scales, off + (b + 1) / bpg);
       for (int r = 0; r < R; ++r) {
         const int8_t* x = xq + (size_t)r * K;
         const float* d = xd + (size_t)r * blocks;
@@ -346,10 +372,11 @@ BC_AVX2 void tile_i8_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, f
       }
     }
     if (b < blocks) {
+      const float s0 = scale_at(st, a.scales, off + b / bpg);
       for (int r = 0; r < R; ++r)
         acc0[r] = _mm256_fmadd_ps(
             _mm256_cvtepi32_ps(block_dot<BITS>(wp, b * 32, xq + (size_t)r * K)),
-            _mm256_set1_ps(sf[b / bpg] * xd[(size_t)r * blocks + b]), acc0[r]);
+            _mm256_set1_ps(s0 * xd[(size_t)r * blocks + b]), acc0[r]);
     }
     for (int r = 0; r < R; ++r) {
       // The bias term sum_g bias_g * sum(x'_g), 8 groups at a time (a scalar loop was a
@@ -358,9 +385,9 @@ BC_AVX2 void tile_i8_avx2(const QmvArgs& a, int n0, int n1, int m0, float* sf, f
       __m256 t = _mm256_add_ps(acc0[r], acc1[r]);
       int g = 0;
       for (; g + 8 <= groups; g += 8)
-        t = _mm256_fmadd_ps(_mm256_loadu_ps(bf + g), _mm256_loadu_ps(xr + g), t);
+        t = _mm256_fmadd_ps(scales8_at(st, a.biases, off + g), _mm256_loadu_ps(xr + g), t);
       float bsum = 0.f;
-      for (; g < groups; ++g) bsum += bf[g] * xr[g];
+      for (; g < groups; ++g) bsum += scale_at(st, a.biases, off + g) * xr[g];
       a.y[(size_t)(m0 + r) * a.N + n] = hsum(t) + bsum;
     }
   }
