@@ -165,9 +165,11 @@ def _int8_bound(x, q, s, b, gs, bits):
 @pytest.mark.parametrize("gs", [32, 64])
 @pytest.mark.parametrize("m", [1, 3, 8, 33])
 @pytest.mark.parametrize("scalar", [False, True], ids=["simd", "scalar"])
+@pytest.mark.parametrize("wdtype", [mx.float16, mx.bfloat16, mx.float32])
 def test_int8_activations_within_their_rounding_bound(bits: int, gs: int, m: int,
-                                                      scalar: bool) -> None:
-    x, q, s, b = _case(m, 197, 576, bits, gs, seed=bits * 100 + gs + m, wdtype=mx.float16)
+                                                      scalar: bool, wdtype) -> None:
+    x, q, s, b = _case(m, 197, 576, bits, gs, seed=bits * 100 + gs + m, wdtype=wdtype)
+    assert s.dtype == wdtype  # each scale type read in place
     y = np.array(native.quantized_matvec(x, q, s, b, gs, bits, int8_x=True,
                                          force_scalar=scalar))
     ref, bound = _int8_bound(x, q, s, b, gs, bits)
