@@ -80,7 +80,10 @@ async def multi_turn(session: aiohttp.ClientSession, target: Target, texts: Sequ
 
 
 async def run(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, Any]:
-    texts = prompt_texts(16)
+    # --fresh: a tag at the front of every prompt that no earlier run sent, so a server's
+    # prompt cache cannot serve it (without it, a repeated run measures cached prompts)
+    tag = f"[run {time.time_ns()}] " if args.fresh else ""
+    texts = [tag + t for t in prompt_texts(16)]
     # The conversations start from prompts the online scenario never sent, so their first
     # turn is cold on a server that caches prefixes.
     chats = prompt_texts(16 + args.conversations)[16:]
@@ -158,6 +161,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=0.5, help="online: requests per second")
     p.add_argument("--burstiness", type=float, default=1.0, help="online: 1 = Poisson")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fresh", action="store_true",
+                   help="online: prompts no earlier run sent (no prompt-cache hits)")
     p.add_argument("--conversations", type=int, default=4, help="multi-turn: chats at once")
     p.add_argument("--turns", type=int, default=4, help="multi-turn: turns per chat")
     p.add_argument("--new-tokens", type=int, default=128)
