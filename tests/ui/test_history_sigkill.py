@@ -23,16 +23,29 @@ def test_sigkill_mid_reply_loses_only_the_last_seconds(tmp_path: Path) -> None:
     seen: list[str] = []  # distinct checkpoints of the streaming reply
     finished_row = None
 
-    def next_checkpoint() -> bool:
+    def streaming_since() -> float | None:
+        """When the app first showed the second reply's text (monotonic), or None."""
+        texts = [x for _, x in app.lines]
+        if "autosend finished 1" not in texts:
+            return None
+        start = texts.index("autosend finished 1")
+        shown = [t for t, x in app.lines[start:] if x.startswith("autosend streamed ")]
+        return shown[0] if shown else None
+
+    def ready_to_kill() -> bool:
+        """Two checkpoints of the streaming reply seen, and it has streamed for longer than
+        the lag limit (killing right at the third checkpoint, ~2 s in, raced that limit)."""
         nonlocal finished_row
         rows = read_messages(db)
         if len(rows) == 4 and rows[3][3] == 0 and rows[3][2] and rows[3][2] not in seen:
             finished_row = rows[1]
             seen.append(rows[3][2])
-        return len(seen) >= 3
+        since = streaming_since()
+        return (len(seen) >= 2 and since is not None
+                and time.monotonic() - since > LAG_LIMIT_S + 0.5)
 
     try:
-        app.wait_until(next_checkpoint, "three checkpoints")
+        app.wait_until(ready_to_kill, "two checkpoints and the lag limit of streaming")
         killed_at = time.monotonic()
         app.proc.send_signal(signal.SIGKILL)
         app.proc.wait(timeout=10)
