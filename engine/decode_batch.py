@@ -130,8 +130,11 @@ class DecodeBatch:
             self.ahead = None
             if not more_coming and self._may_run_ahead(seqs):
                 seq = seqs[0]
-                nxt = sample_rows([seq.sampler], [[]], [seq.num_output_tokens + 1],
-                                  self.runner.decode(cache, picked))
+                # a repetition penalty reads the history, whose last token is still `picked`
+                history = (seq.prompt_tokens + seq.output_tokens
+                           if seq.sampler.params.repetition_penalty != 1.0 else [])
+                nxt = sample_rows([seq.sampler], [history], [seq.num_output_tokens + 1],
+                                  self.runner.decode(cache, picked), pending=picked)
                 mx.async_eval(nxt)
                 self.ahead = (seq, nxt)
             return picked.tolist()
@@ -141,12 +144,11 @@ class DecodeBatch:
 
     def _may_run_ahead(self, seqs: list[Sequence]) -> bool:
         """Start the next step now only when it is sure to be this lone sequence's plain
-        decode: a sampler that needs no token history, and room for one more token."""
+        decode, with room for one more token."""
         if len(seqs) != 1:
             return False
         seq = seqs[0]
-        return (seq.sampler.params.repetition_penalty == 1.0
-                and seq.params.logprobs is None  # those are read from this step's logits
+        return (seq.params.logprobs is None  # those are read from this step's logits
                 and seq.num_output_tokens + 2 <= seq.params.max_tokens
                 and seq.num_tokens + 2 <= self.context_length
                 and all(layer.is_trimmable() for layer in seq.cache))

@@ -38,17 +38,26 @@ class RowSampler:
         # Plain greedy rows share one argmax over the whole batch.
         self.is_plain_greedy = params.is_greedy and not self._processors
 
-    def process(self, history: list[int], logits: mx.array) -> mx.array:
-        """The logits the sampler draws from: after the repetition penalty, if any."""
+    def process(self, history: list[int], logits: mx.array,
+                pending: mx.array | None = None) -> mx.array:
+        """The logits the sampler draws from: after the repetition penalty, if any.
+        `pending`: the history's last token, not yet read back (a step started ahead)."""
         if self._processors:
-            context = mx.array(history[-self.params.repetition_context_size :])
+            size = self.params.repetition_context_size
+            if pending is None:
+                context = mx.array(history[-size:])
+            else:
+                known = history[-(size - 1):] if size > 1 else []
+                context = mx.concatenate([mx.array(known, dtype=pending.dtype),
+                                          pending.reshape(-1)])
             for processor in self._processors:
                 logits = processor(context, logits)
         return logits
 
-    def sample(self, history: list[int], logits: mx.array, step: int) -> mx.array:
+    def sample(self, history: list[int], logits: mx.array, step: int,
+               pending: mx.array | None = None) -> mx.array:
         """Sample from one row of logits (shape (1, V)); `step` = tokens generated so far."""
-        logits = self.process(history, logits)
+        logits = self.process(history, logits, pending)
         if self.params.is_greedy:
             return mx.argmax(logits, axis=-1)
         # A per-step seed makes a seeded request reproduce itself in any batch.
@@ -61,9 +70,11 @@ def sample_rows(
     histories: Seq[list[int]],
     steps: Seq[int],
     logits: mx.array,
+    pending: mx.array | None = None,
 ) -> mx.array:
     """One token per row of `logits` (shape (B, V)), each row with its own sampler; not yet
-    evaluated, so the run-ahead step can be built on it."""
+    evaluated, so the run-ahead step can be built on it. `pending` (B,): each row's last
+    token when it is not in `histories` yet (the run-ahead step's)."""
     if all(s.is_plain_greedy for s in samplers):
         return mx.argmax(logits, axis=-1)
     greedy = mx.argmax(logits, axis=-1) if any(s.is_plain_greedy for s in samplers) else None
@@ -72,7 +83,9 @@ def sample_rows(
         if sampler.is_plain_greedy:
             picked.append(greedy[i : i + 1])
         else:
-            picked.append(sampler.sample(histories[i], logits[i : i + 1], steps[i]).reshape(1))
+            last = None if pending is None else pending[i : i + 1]
+            picked.append(sampler.sample(histories[i], logits[i : i + 1], steps[i],
+                                         last).reshape(1))
     return mx.concatenate(picked)
 
 

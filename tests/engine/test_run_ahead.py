@@ -75,3 +75,35 @@ def test_seeded_sampling_is_the_same_with_and_without_running_ahead(tiny, make_e
     s2 = plain.submit(prompt_tokens=prompt, params=params)
     run_to_end(plain)
     assert s1.tokens == s2.tokens and len(s1.tokens) == N
+
+
+def test_a_repetition_penalty_runs_ahead_with_the_same_tokens(tiny, make_engine, monkeypatch):
+    """The penalty reads the history, whose last token the started step has not read back
+    yet: it is taken from the graph. Tokens equal a run that never starts a step early."""
+    prompt = prompts(1, seed=25)[0]
+    for params in (SamplingParams(max_tokens=N, repetition_penalty=1.3),  # greedy
+                   SamplingParams(max_tokens=N, temperature=0.8, top_p=0.9, min_p=0.05,
+                                  repetition_penalty=1.2, repetition_context_size=4, seed=3)):
+        ahead = make_engine()
+        s1 = ahead.submit(prompt_tokens=prompt, params=params)
+        saw_ahead = 0
+        while ahead.has_work():
+            ahead.step()
+            saw_ahead += ahead._core.batch.ahead is not None
+        assert saw_ahead >= N - 3
+        with monkeypatch.context() as m:
+            m.setattr(DecodeBatch, "_may_run_ahead", lambda self, seqs: False)
+            plain = make_engine()
+            s2 = plain.submit(prompt_tokens=prompt, params=params)
+            run_to_end(plain)
+        assert s1.tokens == s2.tokens and len(s1.tokens) == N
+    # and the greedy one is what mlx-lm's own generator gives with that penalty
+    from mlx_lm.sample_utils import make_logits_processors
+
+    greedy = SamplingParams(max_tokens=N, repetition_penalty=1.3)
+    engine = make_engine()
+    s = engine.submit(prompt_tokens=prompt, params=greedy)
+    run_to_end(engine)
+    want = reference_tokens(tiny.model, prompt, N, logits_processors=make_logits_processors(
+        repetition_penalty=1.3, repetition_context_size=greedy.repetition_context_size))
+    assert s.tokens == want
