@@ -34,6 +34,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from . import native  # the extension itself loads lazily, at the first engine pass
+from .determinism import invariant_from_env
 
 _MAGIC = 12582912.0  # 1.5 * 2**23: (t + _MAGIC) - _MAGIC rounds t to the nearest integer
 _MASKED = float(mx.finfo(mx.float32).min)  # finite: a fully masked padding row stays NaN-free
@@ -130,12 +131,15 @@ class _Pass:
     """What the ops of one forward pass may use, read once when the pass starts (a decode
     step makes ~800 op calls; reading the environment in each cost ~2 ms a step)."""
 
-    __slots__ = ("attention", "rowwise")
+    __slots__ = ("attention", "rowwise", "tiled_from")
 
     def __init__(self) -> None:
         loaded = native.available()  # loads the extension, or warns once that it cannot
         self.rowwise = loaded and os.environ.get(NATIVE_ROWWISE_ENV, "") != "0"
         self.attention = loaded and os.environ.get(NATIVE_ATTENTION_ENV, "") != "0"
+        # 1: the tiled kernel for every pass (one arithmetic, engine/determinism.py);
+        # 16: the two-pass kernel below that, which was faster there but not invariant.
+        self.tiled_from = 1 if invariant_from_env() else 16
 
 
 @contextmanager
@@ -177,7 +181,8 @@ def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
                   and queries.ndim == 4 and queries.shape[1] % keys.shape[1] == 0
                   and queries.dtype == mx.float32)
         if usable and on.attention and keys.dtype == mx.float32:
-            return native.cache_attention(queries, keys, values, scale, mask)
+            return native.cache_attention(queries, keys, values, scale, mask,
+                                          tiled_from=on.tiled_from)
         if usable and _fast(queries, queries.size // queries.shape[-1] * keys.shape[2]):
             return attention(queries, keys, values, scale, mask)
         return stock(queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks)

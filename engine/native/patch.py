@@ -18,6 +18,7 @@ import os
 import mlx.core as mx
 import mlx.nn as nn
 
+from ..determinism import invariant_from_env
 from . import available, dequantize_f32, extension, simd
 
 ENABLE_ENV = "BATCHCHAT_NATIVE_QMV"  # "0": off; unset or "1": default max rows; a number
@@ -28,6 +29,9 @@ INT8_MAX_ROWS = 64  # with int8 activations the kernel still beat it at 64 (321 
 # The lm_head (49152 x 576, 8-bit) stays on the kernel longer: dequantizing it costs more
 # than the float32 matmul gains until ~128 rows.
 LM_HEAD_MIN_ROWS = 128
+# Batch invariance (engine/determinism.py): every row count on the kernel, so a row's
+# output never depends on how many rows share the call.
+ALL_ROWS = 1 << 40
 
 
 def _supported(mod: nn.Module) -> bool:
@@ -90,13 +94,16 @@ _SWAPS = {nn.QuantizedLinear: NativeQuantizedLinear,
 
 
 def max_rows_from_env(int8: bool = False) -> int:
-    """0 when the switch is off ("0"), else the row limit it asks for (when unset: the
-    default for float32 or int8 activations)."""
+    """0 when the switch is off ("0"), else the row limit it asks for (when unset: every
+    row count for batch invariance, or with BATCHCHAT_INVARIANT=0 the fastest limit for
+    float32 or int8 activations)."""
     value = os.environ.get(ENABLE_ENV, "").strip()
     if value == "0":
         return 0
     if value.isdigit() and value != "1":
         return int(value)
+    if invariant_from_env():
+        return ALL_ROWS
     return INT8_MAX_ROWS if int8 else DEFAULT_MAX_ROWS
 
 

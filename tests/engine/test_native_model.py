@@ -101,10 +101,13 @@ def test_greedy_tokens_match_mlx_quantized_path(tiny_q) -> None:
 
 def test_switch_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(patch.ENABLE_ENV, raising=False)
-    assert patch.max_rows_from_env() == patch.DEFAULT_MAX_ROWS  # on by default
+    monkeypatch.delenv("BATCHCHAT_INVARIANT", raising=False)
+    # on by default, for every row count (batch invariance, engine/determinism.py)
+    assert patch.max_rows_from_env() == patch.max_rows_from_env(int8=True) == patch.ALL_ROWS
     monkeypatch.setenv(patch.ENABLE_ENV, "0")
     assert patch.max_rows_from_env() == 0
     monkeypatch.setenv(patch.ENABLE_ENV, "1")
+    monkeypatch.setenv("BATCHCHAT_INVARIANT", "0")  # the size-dependent choice of before
     assert patch.max_rows_from_env() == patch.DEFAULT_MAX_ROWS
     assert patch.max_rows_from_env(int8=True) == patch.INT8_MAX_ROWS
     monkeypatch.setenv(patch.ENABLE_ENV, "12")

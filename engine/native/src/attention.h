@@ -6,8 +6,12 @@
 
 namespace bc_native {
 
-// Query positions from which the tiled kernel runs (measured: engine.native.bench_attention).
-constexpr int kTiledFrom = 16;
+// Query positions from which the tiled kernel runs. 1: every pass, so a position's output
+// is the same arithmetic whether it is computed alone, in a chunk or in a batch (issue #25;
+// docs/determinism.md). 16 was the fastest split (engine.native.bench_attention) and is
+// what BATCHCHAT_INVARIANT=0 asks for.
+constexpr int kTiledFrom = 1;
+constexpr int kTiledFromVariant = 16;
 
 enum class MaskKind : int { none = 0, causal = 1, boolean = 2, additive = 3 };
 

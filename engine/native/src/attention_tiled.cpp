@@ -169,13 +169,59 @@ bool cpu_has_avx512() {
   return ok;
 }
 
+// Keys t0 .. t0 + nk - 1 as a D x kBk tile (the last key repeated past nk): 8 x 8 blocks
+// transposed in registers (a scalar copy cost more than a decode row's products).
+BC_AVX2 inline void transpose8(const float* const* src, int d0, float* dst) {
+  __m256 r[8], t[8];
+  for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src[j] + d0);
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (int j = 0; j < 8; j += 4) {
+    r[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+    r[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
+    r[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+    r[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+  }
+  // r[i] holds dims i (low half) and i + 4 (high half) of keys 0-3; r[i + 4] of keys 4-7
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + (size_t)i * kBk, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (size_t)(i + 4) * kBk, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+BC_AVX2 inline void transpose_tile(const float* kbase, int64_t stride, int t0, int nk, int D,
+                                   float* kt) {
+  const float* src[kBk];
+  for (int j = 0; j < kBk; ++j) src[j] = kbase + (int64_t)(t0 + std::min(j, nk - 1)) * stride;
+  for (int j0 = 0; j0 < kBk; j0 += 8)
+    for (int d0 = 0; d0 < D; d0 += 8) transpose8(src + j0, d0, kt + (size_t)d0 * kBk + j0);
+}
+
 struct Scratch {
   std::vector<float> q, kt, s, o, m, l, corr;
   std::vector<const float*> vrow;
 };
 
-BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl, bool wide) {
-  const int rep = a.Hq / a.Hkv, D = a.D, R = rep * nl;
+// The first key row (h, l) sees: keys before it (left padding of a batch) take no part,
+// and the tiles start there, so a row's tiles hold the same keys in the same lanes whatever
+// the padding, the batch, the chunk or the number of query positions (batch invariance).
+inline int first_visible(const AttnArgs& a, int b, int h, int l) {
+  if (a.mask_kind == MaskKind::none || a.mask_kind == MaskKind::causal) return 0;
+  float add;
+  int t = 0;
+  while (t < a.T && !visible_at(a, b, h, l, t, &add)) ++t;
+  return t;
+}
+
+// Rows (hs[i], ls[i]) of one (batch row, KV head), all with their first visible key at
+// `origin`: keys in tiles of kBk from there, each folded into a running softmax. Every
+// row's result is a fixed sequence of operations on its own visible keys: masked keys
+// and the unused end of a tile add exact zeros, a tile of none changes nothing.
+BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int* ls, int R,
+                       int origin, bool wide) {
+  const int D = a.D;
   thread_local Scratch sc;
   sc.q.resize((size_t)R * D);
   sc.kt.resize((size_t)D * kBk);
@@ -186,26 +232,26 @@ BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl, bool wi
   sc.corr.resize(R);
   sc.vrow.resize(kBk);
   float *q = sc.q.data(), *kt = sc.kt.data(), *s = sc.s.data(), *o = sc.o.data();
-  // Row r = head g * rep + r / nl at position l0 + r % nl; the scale is folded into q.
+  // The scale is folded into q.
   const __m256 scale8 = _mm256_set1_ps(a.scale);
+  int lmin = ls[0], lmax = ls[0];
   for (int r = 0; r < R; ++r) {
-    const int h = g * rep + r / nl, l = l0 + r % nl;
-    const float* src = a.q + b * a.qs[0] + h * a.qs[1] + l * a.qs[2];
+    lmin = std::min(lmin, ls[r]);
+    lmax = std::max(lmax, ls[r]);
+    const float* src = a.q + b * a.qs[0] + hs[r] * a.qs[1] + ls[r] * a.qs[2];
     for (int d = 0; d < D; d += 8)
       _mm256_storeu_ps(q + (size_t)r * D + d, _mm256_mul_ps(_mm256_loadu_ps(src + d), scale8));
   }
   const bool causal = a.mask_kind == MaskKind::causal;
-  const int first_limit = a.T - a.L + l0;  // causal: the last key the first position sees
-  const int t_end = causal ? std::min(a.T, first_limit + nl) : a.T;
+  const int first_limit = a.T - a.L + lmin;  // causal: the last key the first position sees
+  const int t_end = causal ? std::min(a.T, a.T - a.L + lmax + 1) : a.T;
   const float* kbase = a.k + b * a.ks[0] + g * a.ks[1];
   const float* vbase = a.v + b * a.vs[0] + g * a.vs[1];
-  for (int t0 = 0; t0 < t_end; t0 += kBk) {
+  for (int t0 = origin; t0 < t_end; t0 += kBk) {
     const int nk = std::min(kBk, t_end - t0);
-    for (int j = 0; j < kBk; ++j) {
-      const float* kj = kbase + (int64_t)(t0 + std::min(j, nk - 1)) * a.ks[2];
-      for (int d = 0; d < D; ++d) kt[d * kBk + j] = kj[d];
+    transpose_tile(kbase, a.ks[2], t0, nk, D, kt);
+    for (int j = 0; j < kBk; ++j)
       sc.vrow[j] = vbase + (int64_t)(t0 + std::min(j, nk - 1)) * a.vs[2];
-    }
     int r = 0;
     if (wide) {
       qk_tile512(q, kt, s, R, D);
@@ -219,10 +265,9 @@ BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl, bool wi
       float* sr = s + (size_t)r * kBk;
       for (int j = nk; j < kBk; ++j) sr[j] = -INFINITY;
       if (!partial) continue;
-      const int h = g * rep + r / nl, l = l0 + r % nl;
       for (int j = 0; j < nk; ++j) {
         float add;
-        sr[j] = visible_at(a, b, h, l, t0 + j, &add) ? sr[j] + add : -INFINITY;
+        sr[j] = visible_at(a, b, hs[r], ls[r], t0 + j, &add) ? sr[j] + add : -INFINITY;
       }
     }
     // Online softmax: fold the tile into each row's running max m and sum l.
@@ -262,11 +307,46 @@ BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl, bool wi
       pv_block<1>(s + (size_t)r * kBk, vrow, nk, sc.corr.data() + r, o + (size_t)r * D, D);
   }
   for (int r = 0; r < R; ++r) {
-    const int h = g * rep + r / nl, l = l0 + r % nl;
-    float* dst = a.out + (((size_t)b * a.Hq + h) * a.L + l) * D;
+    float* dst = a.out + (((size_t)b * a.Hq + hs[r]) * a.L + ls[r]) * D;
     const __m256 inv = _mm256_set1_ps(sc.l[r] == 0.f ? 0.f : 1.f / sc.l[r]);
     for (int d = 0; d < D; d += 8)
       _mm256_storeu_ps(dst + d, _mm256_mul_ps(_mm256_loadu_ps(o + (size_t)r * D + d), inv));
+  }
+}
+
+// Query positions [l0, l0 + nl) of every head sharing KV head g: grouped by the first key
+// they see (one group unless a mask gives rows of one batch row different starts).
+BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl, bool wide) {
+  const int rep = a.Hq / a.Hkv, R = rep * nl;
+  thread_local std::vector<int> hs, ls, lo, order, gh, gl;
+  hs.resize(R);
+  ls.resize(R);
+  lo.resize(R);
+  bool same = true;
+  for (int r = 0; r < R; ++r) {
+    hs[r] = g * rep + r / nl;
+    ls[r] = l0 + r % nl;
+    lo[r] = first_visible(a, b, hs[r], ls[r]);
+    same = same && lo[r] == lo[0];
+  }
+  if (same) {
+    tile_rows(a, b, g, hs.data(), ls.data(), R, lo[0], wide);
+    return;
+  }
+  order.resize(R);
+  for (int r = 0; r < R; ++r) order[r] = r;
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return lo[x] < lo[y]; });
+  for (int i = 0; i < R;) {
+    int j = i;
+    gh.clear();
+    gl.clear();
+    for (; j < R && lo[order[j]] == lo[order[i]]; ++j) {
+      gh.push_back(hs[order[j]]);
+      gl.push_back(ls[order[j]]);
+    }
+    const std::vector<int> h2 = gh, l2 = gl;  // tile_rows may reuse the thread's scratch
+    tile_rows(a, b, g, h2.data(), l2.data(), j - i, lo[order[i]], wide);
+    i = j;
   }
 }
 

@@ -1,0 +1,24 @@
+"""The same request gives the same answer (issue #25, docs/determinism.md).
+
+On the CPU backend with the native kernels, every position's logits are computed by one
+arithmetic whatever shares its forward pass: the quantized linears take every row count
+on the same kernel (no switch to dequantize + BLAS for big passes), and attention runs the
+tiled kernel for any number of query positions, its key tiles starting at each row's first
+visible key (so left padding, chunking and the cache's length change nothing). A greedy or
+seeded request then answers the same alone, in any batch, chunked any way, and from the
+prefix cache.
+
+BATCHCHAT_INVARIANT=0 restores the previous choice of kernels by pass size (kept for
+measuring what invariance costs; the answers then depend on what else runs).
+"""
+
+from __future__ import annotations
+
+import os
+
+INVARIANT_ENV = "BATCHCHAT_INVARIANT"
+
+
+def invariant_from_env() -> bool:
+    """Whether the engine computes batch- and chunk-invariant logits (the default)."""
+    return os.environ.get(INVARIANT_ENV, "").strip() != "0"
