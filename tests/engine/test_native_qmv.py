@@ -190,3 +190,33 @@ def test_int8_simd_equals_scalar_up_to_float_order() -> None:
     assert np.allclose(simd, scalar, rtol=1e-5, atol=1e-5)
     zeros = np.array(native.quantized_matvec(mx.zeros((2, 1536)), q, s, b, 32, 4, int8_x=True))
     assert np.array_equal(zeros, np.zeros_like(zeros))  # an all-zero block has step 0
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(line.split(":")[1].split()) for line in f
+                         if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+@pytest.mark.parametrize(("bits", "gs", "k", "wdtype"), [
+    (4, 32, 576, mx.float16), (4, 32, 96, mx.float32), (4, 64, 128, mx.bfloat16),
+    (8, 32, 160, mx.float16), (8, 64, 192, mx.float32)])
+def test_int8_rows_are_batch_invariant_and_avx512_equals_avx2(
+        bits: int, gs: int, k: int, wdtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #25: a row's output is bitwise the same alone or among 1..100 rows (every tile
+    size and an odd number of 32-blocks: k = 96, 160), and the AVX-512 VNNI kernel gives
+    the AVX2 kernel's bits."""
+    x, q, s, b = _case(100, 72, k, bits, gs, seed=k + bits, wdtype=wdtype)
+    run = lambda rows: np.array(native.quantized_matvec(  # noqa: E731
+        rows, q, s, b, gs, bits, int8_x=True))
+    full = run(x)
+    for m in (1, 2, 3, 5, 8, 13, 64, 99):
+        part = run(x[100 - m:])
+        assert np.array_equal(part, full[100 - m:]), f"rows {100 - m}.. alone differ ({m})"
+    if not {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= _cpu_flags():
+        pytest.skip("no AVX-512 VNNI on this CPU: only the AVX2 kernel runs here")
+    monkeypatch.setenv("BATCHCHAT_NATIVE_AVX512", "0")
+    assert np.array_equal(run(x), full)

@@ -26,6 +26,8 @@ struct QmvArgs {
   // xp, (M, K) int8, with one float step per block (M, K / 32); xs is set as well.
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
+  // For the AVX-512 VNNI kernel: x and its steps packed tile by tile (kernels.cpp).
+  const uint8_t* xt = nullptr;
 };
 
 // y = x @ (scales * q + biases).T. force_scalar skips the AVX2 path (tests, old CPUs).
