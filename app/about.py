@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
+from engine.determinism import describe as same_answer
+
 from .engine_bridge import EngineBridge
 from .paths import data_dir
 
@@ -28,4 +30,5 @@ def about_facts(bridge: EngineBridge) -> list[tuple[str, str]]:
     return [("Version", version()),
             ("Model", bridge.description or bridge.source or "none loaded"),
             ("MLX device", mlx_device()),
+            ("Same answer", same_answer()),
             ("Data directory", str(data_dir()))]

@@ -22,3 +22,22 @@ INVARIANT_ENV = "BATCHCHAT_INVARIANT"
 def invariant_from_env() -> bool:
     """Whether the engine computes batch- and chunk-invariant logits (the default)."""
     return os.environ.get(INVARIANT_ENV, "").strip() != "0"
+
+
+def describe() -> str:
+    """One line for the About box: whether this process's engine gives the same answer in
+    any batch (docs/determinism.md). Never imports MLX itself."""
+    import sys
+
+    mx = sys.modules.get("mlx.core")
+    if mx is None:
+        return "not known until a model is loaded (docs/determinism.md)"
+    if mx.default_device() != mx.cpu:
+        return ("not across batches on this GPU backend; the CPU backend guarantees it "
+                "(docs/determinism.md)")
+    from . import native
+
+    if not invariant_from_env() or not native.available():
+        return "off (BATCHCHAT_INVARIANT=0 or no native kernels; docs/determinism.md)"
+    return ("on: a quantized model's greedy and seeded replies are bitwise the same in any "
+            "batch, chunking or cache hit (docs/determinism.md)")

@@ -58,6 +58,7 @@ def test_help_menu_and_quit_last(history_app, loop):
     text = box.text()
     assert "0.1.0" in text or "development copy" in text
     assert "tiny test model" in text and "Data directory" in text and "MLX device" in text
+    assert "Same answer" in text and "docs/determinism.md" in text  # issue #25
     box.close()
     keys = next(a for a in menus["&Help"].actions() if a.text() == "&Keyboard shortcuts")
     keys.trigger()
