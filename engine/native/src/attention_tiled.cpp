@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "kernels.h"
@@ -207,8 +208,21 @@ struct Scratch {
 // The first key row (h, l) sees: keys before it (left padding of a batch) take no part,
 // and the tiles start there, so a row's tiles hold the same keys in the same lanes whatever
 // the padding, the batch, the chunk or the number of query positions (batch invariance).
-inline int first_visible(const AttnArgs& a, int b, int h, int l) {
+// With a boolean mask whose visible keys are one run [lo, hi] (padding, then causal: what
+// a batch's mask is), *hi is set and the tiles mask by position instead of reading the mask
+// key by key (that lookup cost more than a decode row's products); else *hi = -1.
+inline int first_visible(const AttnArgs& a, int b, int h, int l, int* hi) {
+  *hi = -1;
   if (a.mask_kind == MaskKind::none || a.mask_kind == MaskKind::causal) return 0;
+  if (a.mask_kind == MaskKind::boolean && a.ms[3] == 1) {
+    const auto* m = static_cast<const uint8_t*>(a.mask) + b * a.ms[0] + h * a.ms[1] +
+                    l * a.ms[2];
+    int lo = 0, last = a.T - 1;
+    while (lo < a.T && !m[lo]) ++lo;
+    while (last >= lo && !m[last]) --last;
+    if (lo <= last && !std::memchr(m + lo, 0, (size_t)(last - lo + 1))) *hi = last;
+    return lo;
+  }
   float add;
   int t = 0;
   while (t < a.T && !visible_at(a, b, h, l, t, &add)) ++t;
@@ -220,7 +234,7 @@ inline int first_visible(const AttnArgs& a, int b, int h, int l) {
 // row's result is a fixed sequence of operations on its own visible keys: masked keys
 // and the unused end of a tile add exact zeros, a tile of none changes nothing.
 BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int* ls, int R,
-                       int origin, bool wide) {
+                       int origin, const int* his, bool wide) {
   const int D = a.D;
   thread_local Scratch sc;
   sc.q.resize((size_t)R * D);
@@ -243,8 +257,16 @@ BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int
       _mm256_storeu_ps(q + (size_t)r * D + d, _mm256_mul_ps(_mm256_loadu_ps(src + d), scale8));
   }
   const bool causal = a.mask_kind == MaskKind::causal;
-  const int first_limit = a.T - a.L + lmin;  // causal: the last key the first position sees
-  const int t_end = causal ? std::min(a.T, a.T - a.L + lmax + 1) : a.T;
+  int first_limit = a.T - a.L + lmin;  // the last key every row sees (causal or his)
+  int t_end = causal ? std::min(a.T, a.T - a.L + lmax + 1) : a.T;
+  if (his) {
+    first_limit = t_end = his[0];
+    for (int r = 0; r < R; ++r) {
+      first_limit = std::min(first_limit, his[r]);
+      t_end = std::max(t_end, his[r]);
+    }
+    ++t_end;
+  }
   const float* kbase = a.k + b * a.ks[0] + g * a.ks[1];
   const float* vbase = a.v + b * a.vs[0] + g * a.vs[1];
   for (int t0 = origin; t0 < t_end; t0 += kBk) {
@@ -260,11 +282,16 @@ BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int
       for (; r < R; ++r) qk_rows<1>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
     }
     // Mask: keys past nk (padding of the last tile), then the mask itself where it can bite.
-    const bool partial = causal ? t0 + nk - 1 > first_limit : a.mask_kind != MaskKind::none;
+    const bool partial = causal || his ? t0 + nk - 1 > first_limit
+                                       : a.mask_kind != MaskKind::none;
     for (r = 0; r < R; ++r) {
       float* sr = s + (size_t)r * kBk;
       for (int j = nk; j < kBk; ++j) sr[j] = -INFINITY;
       if (!partial) continue;
+      if (his) {  // one run of visible keys: everything after the row's last is masked
+        for (int j = std::max(0, his[r] + 1 - t0); j < nk; ++j) sr[j] = -INFINITY;
+        continue;
+      }
       for (int j = 0; j < nk; ++j) {
         float add;
         sr[j] = visible_at(a, b, hs[r], ls[r], t0 + j, &add) ? sr[j] + add : -INFINITY;
@@ -318,19 +345,21 @@ BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int
 // they see (one group unless a mask gives rows of one batch row different starts).
 BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl, bool wide) {
   const int rep = a.Hq / a.Hkv, R = rep * nl;
-  thread_local std::vector<int> hs, ls, lo, order, gh, gl;
+  thread_local std::vector<int> hs, ls, lo, hi, order, gh, gl, ghi;
   hs.resize(R);
   ls.resize(R);
   lo.resize(R);
-  bool same = true;
+  hi.resize(R);
+  bool same = true, runs = true;
   for (int r = 0; r < R; ++r) {
     hs[r] = g * rep + r / nl;
     ls[r] = l0 + r % nl;
-    lo[r] = first_visible(a, b, hs[r], ls[r]);
+    lo[r] = first_visible(a, b, hs[r], ls[r], &hi[r]);
     same = same && lo[r] == lo[0];
+    runs = runs && hi[r] >= 0;
   }
   if (same) {
-    tile_rows(a, b, g, hs.data(), ls.data(), R, lo[0], wide);
+    tile_rows(a, b, g, hs.data(), ls.data(), R, lo[0], runs ? hi.data() : nullptr, wide);
     return;
   }
   order.resize(R);
@@ -340,12 +369,17 @@ BC_AVX2 void tiled_task(const AttnArgs& a, int b, int g, int l0, int nl, bool wi
     int j = i;
     gh.clear();
     gl.clear();
+    ghi.clear();
+    bool group_runs = true;
     for (; j < R && lo[order[j]] == lo[order[i]]; ++j) {
       gh.push_back(hs[order[j]]);
       gl.push_back(ls[order[j]]);
+      ghi.push_back(hi[order[j]]);
+      group_runs = group_runs && hi[order[j]] >= 0;
     }
-    const std::vector<int> h2 = gh, l2 = gl;  // tile_rows may reuse the thread's scratch
-    tile_rows(a, b, g, h2.data(), l2.data(), j - i, lo[order[i]], wide);
+    const std::vector<int> h2 = gh, l2 = gl, hi2 = ghi;  // tile_rows may reuse the scratch
+    tile_rows(a, b, g, h2.data(), l2.data(), j - i, lo[order[i]],
+              group_runs ? hi2.data() : nullptr, wide);
     i = j;
   }
 }
