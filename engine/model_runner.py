@@ -16,6 +16,7 @@ import mlx.nn as nn
 from . import cache as kv
 from . import cpu_kernels, cpu_memory
 from .cache import LayerCaches
+from .determinism import invariant_from_env
 
 Head = Callable[[mx.array], mx.array]
 
@@ -40,7 +41,8 @@ class ModelRunner:
         from .native import patch
 
         int8 = patch.int8_from_env()
-        patch.install(model, patch.max_rows_from_env(int8), patch.keep_float32_from_env(), int8)
+        patch.install(model, patch.max_rows_from_env(int8), patch.keep_float32_from_env(), int8,
+                      packed=invariant_from_env())
 
     def _kernels(self) -> AbstractContextManager[None]:
         return cpu_kernels.active() if self.fast_cpu_kernels else nullcontext()

@@ -140,6 +140,25 @@ def quantized_matvec_many(x: mx.array, weights: list[tuple[mx.array, mx.array, m
                                                  int8_x=int8_x, stream=stream)
 
 
+def pack_quantized(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
+                   bits: int = 4) -> list[mx.array]:
+    """A quantized weight (mx.quantize's affine w, scales, biases) in the layout of
+    `packed_matvec_many`: [weights, scales, biases], a copy (evaluates its inputs)."""
+    return list(_ext_or_raise().pack_quantized(w, scales, biases, group_size, bits))
+
+
+def packed_matvec_many(x: mx.array, packed: list[list[mx.array]], ns: list[int],
+                       group_size: int = 64, bits: int = 4, *, force_scalar: bool = False,
+                       stream: Any = None) -> list[mx.array]:
+    """x @ W.T for each packed weight (N = ns[i] outputs), x rounded to int8 per 32-block
+    once for all of them. The arithmetic of an output row depends only on its own x row
+    and is the same on the AVX-512, AVX2 and portable paths (issue #25, src/packed.h)."""
+    scalar = force_scalar or not simd()
+    flat = [a for triple in packed for a in triple]
+    return _ext_or_raise().packed_matvec_many(x, flat, ns, group_size, bits,
+                                              force_scalar=scalar, stream=stream)
+
+
 def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
                    bits: int = 4, *, force_scalar: bool = False, stream: Any = None) -> mx.array:
     """scales * q + biases as float32 (N, K): ``mx.dequantize``, many times faster on the CPU.

@@ -44,8 +44,27 @@ def _supported(mod: nn.Module) -> bool:
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 
 
+def _packed(mod: nn.Module, x: mx.array) -> mx.array:
+    """The packed int8 kernel: every row count, one arithmetic (batch invariance)."""
+    state = mod.__dict__
+    ready = state.get("_native_ready")
+    if ready is not None:
+        state["_native_ready"] = None
+        if ready[0] is x:  # computed with its leader for this very input
+            return ready[1]
+    group = state.get("_native_group") or (mod,)
+    outs = extension().packed_matvec_many(
+        x, [a for m in group for a in m._native_packed], [m._native_n for m in group],
+        mod.group_size, mod.bits, force_scalar=mod._native_scalar)
+    for member, out in zip(group[1:], outs[1:], strict=True):
+        member.__dict__["_native_ready"] = (x, out)
+    return outs[0]
+
+
 def _matmul(mod: nn.Module, x: mx.array) -> mx.array:
     """x @ W.T for the module's quantized W, the fastest way for this many rows."""
+    if x.dtype == mx.float32 and x.ndim and mod.__dict__.get("_native_packed") is not None:
+        return _packed(mod, x)
     if x.dtype == mx.float32 and x.ndim and x.size <= mod._native_max_rows * x.shape[-1]:
         state = mod.__dict__
         ready = state.get("_native_ready")
@@ -121,7 +140,7 @@ def int8_from_env() -> bool:
 
 
 def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS,
-            keep_float32: bool = False, int8: bool = False) -> int:
+            keep_float32: bool = False, int8: bool = False, packed: bool = False) -> int:
     """Swap the supported quantized modules; returns how many (0 when the kernel is unusable).
 
     keep_float32: also keep each weight dequantized to float32 (not a parameter: never saved)
@@ -130,6 +149,10 @@ def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS,
     quantized one (bundled model: +540 MB to ~100 MB).
     int8: the kernel rounds each 32-block of the input to int8 and uses integer dot
     products (faster; each output within sum |w| * step / 2 of the exact one).
+    packed (with int8): a packed copy of each weight (src/packed.h) takes every call, any
+    row count: one arithmetic for a row alone or in any batch (engine/determinism.py), and
+    faster than the other kernels and BLAS at every size measured (docs/determinism.md).
+    Memory: one more copy of the quantized weights.
     """
     if not available():
         return 0
@@ -151,6 +174,12 @@ def install(model: nn.Module, max_rows: int = DEFAULT_MAX_ROWS,
             if f32 is not None:
                 mx.eval(f32)
             object.__setattr__(mod, "_native_f32", f32)
+            pk = None
+            if packed and int8 and mod.weight.shape[1] * 32 // mod.bits % 32 == 0:
+                pk = extension().pack_quantized(mod.weight, mod.scales, mod.biases,
+                                                mod.group_size, mod.bits)
+            object.__setattr__(mod, "_native_packed", pk)
+            object.__setattr__(mod, "_native_n", mod.weight.shape[0])
             count += 1
     _group_siblings(model)
     return count
@@ -167,7 +196,9 @@ def _group_siblings(model: nn.Module) -> None:
             same = all(m.group_size == first.group_size and m.bits == first.bits
                        and m.weight.shape[1] == first.weight.shape[1]
                        and m.scales.dtype == first.scales.dtype
-                       and m._native_max_rows == first._native_max_rows for m in members)
+                       and m._native_max_rows == first._native_max_rows
+                       and (m._native_packed is None) == (first._native_packed is None)
+                       for m in members)
             for m in members:
                 object.__setattr__(m, "_native_group", None)
                 object.__setattr__(m, "_native_ready", None)
@@ -180,5 +211,5 @@ def uninstall(model: nn.Module) -> None:
     for _, mod in model.named_modules():
         if type(mod) in back:
             mod.__class__ = back[type(mod)]
-            for name in ("_native_f32", "_native_group", "_native_ready"):
+            for name in ("_native_f32", "_native_group", "_native_ready", "_native_packed"):
                 object.__setattr__(mod, name, None)

@@ -5,6 +5,8 @@
 
 #include "attention_op.h"
 #include "kernels.h"
+#include "packed.h"
+#include "packed_op.h"
 #include "qmv.h"
 #include "rowwise_op.h"
 
@@ -23,6 +25,17 @@ NB_MODULE(_qmv, m) {
         "stream"_a = nb::none(),
         "quantized_matvec for several (w, scales, biases) sharing x, in one op: a list of "
         "outputs.");
+  m.def("pack_quantized", &bc_native::pack_quantized, "w"_a, "scales"_a, "biases"_a,
+        "group_size"_a, "bits"_a,
+        "(w, scales, biases) in the packed layout of packed_matvec_many: [weights, scales, "
+        "biases] (a copy; evaluates its inputs).");
+  m.def("packed_matvec_many", &bc_native::packed_matvec_many, "x"_a, "packed"_a, "ns"_a,
+        "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false,
+        "stream"_a = nb::none(),
+        "x @ W.T for each packed weight, x rounded to int8 per 32-block: the same arithmetic "
+        "for any number of rows, on every CPU path.");
+  m.def("packed_kernel", &bc_native::packed_kernel_name, "force_scalar"_a = false,
+        "Which packed kernel runs here: avx512-vnni, avx2 or portable.");
   m.def("dequantize_f32", &bc_native::dequantize_f32, "w"_a, "scales"_a, "biases"_a,
         "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false,
         "stream"_a = nb::none(), "scales * q + biases as a float32 (N, K) array, on the CPU.");

@@ -908,6 +908,23 @@ void prepare_i8_rows(const QmvArgs& a, int m0, int m1, bool simd, int8_t* xq, fl
 
 }  // namespace
 
+void quantize_rows_int8(const float* x, int M, int K, int group_size, bool force_scalar,
+                        int8_t* q, float* d, float* xs) {
+  QmvArgs a{};
+  a.x = x;
+  a.M = M;
+  a.K = K;
+  a.group_size = group_size;
+  a.bits = 8;  // x in its own order
+  const bool simd = !force_scalar && cpu_has_avx2_fma();
+  const int per = 16, chunks = (M + per - 1) / per;
+  parallel_chunks(chunks, (long)M * K * 8, [&](int c) {
+    prepare_i8_rows(a, c * per, std::min(M, (c + 1) * per), simd, q, d, xs, nullptr);
+  });
+}
+
+bool avx512_vnni_enabled() { return use_avx512_vnni(); }
+
 void qmv_run_many(const std::vector<QmvArgs>& args, bool force_scalar, bool int8_x) {
   if (args.empty()) return;
   std::vector<QmvArgs> parts = args;

@@ -43,6 +43,15 @@ void qmv_run_many(const std::vector<QmvArgs>& parts, bool force_scalar, bool int
 // (4: each 32-block's even elements, then its odd ones; 8: as given), d (M, K / 32).
 void quantize_x_int8(const float* x, int M, int K, int bits, int8_t* q, float* d);
 
+// x (M, K) rounded as quantize_x_int8 does for 8-bit (x's own order), plus xs (M, K / gs):
+// each group's sum of x' (the rounded x, step-weighted), for the bias term. Rows in parallel.
+void quantize_rows_int8(const float* x, int M, int K, int group_size, bool force_scalar,
+                        int8_t* q, float* d, float* xs);
+
+// Whether the AVX-512 VNNI kernels run here (the CPU has them and BATCHCHAT_NATIVE_AVX512
+// is not "0").
+bool avx512_vnni_enabled();
+
 // y (N, K) = scales * q + biases in float32 (x and M unused).
 void dequantize_run(const QmvArgs& a, bool force_scalar);
 

@@ -1,0 +1,335 @@
+// The packed int8 kernels of packed.h: AVX-512 VNNI (16 output rows a vector, vpdpbusd),
+// AVX2 (the same 16 lanes as two vectors, maddubs + madd) and a portable loop, all with the
+// arithmetic packed.h states, so their outputs are bitwise equal. A tile is one panel (16
+// outputs) by up to 8 rows of x: the panel's weights are unpacked once for all of them,
+// and every row keeps its own integer and float accumulators.
+
+#include "packed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "simd.h"
+
+namespace bc_native {
+
+namespace {
+
+inline float scale_value(const void* p, size_t i, ScaleType t) {
+  if (t == ScaleType::f32) return static_cast<const float*>(p)[i];
+  const uint16_t h = static_cast<const uint16_t*>(p)[i];
+  uint32_t bits;
+  if (t == ScaleType::bf16) {
+    bits = (uint32_t)h << 16;
+  } else {  // IEEE half
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (exp == 0 && man == 0) {
+      bits = sign;
+    } else if (exp == 0) {
+      float f = (float)man * 5.9604644775390625e-8f;
+      std::memcpy(&bits, &f, 4);
+      bits |= sign;
+    } else if (exp == 31) {
+      bits = sign | 0x7f800000u | (man << 13);
+    } else {
+      bits = sign | ((exp + 112) << 23) | (man << 13);
+    }
+  }
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+// x prepared once per call: int8 rows, block steps, group sums.
+struct Prep {
+  const int8_t* q;
+  const float* d;
+  const float* xs;
+  int M, K, blocks, groups;
+};
+
+inline int block_bytes(int bits) { return kPanel * 32 * bits / 8; }
+
+// ---------------------------------------------------------------- portable ----
+void panel_portable(const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
+  const int bpg = p.group_size / 32, BB = block_bytes(p.bits);
+  const uint8_t* wb = p.w + (size_t)pn * x.blocks * BB;
+  const float* sb = p.s + (size_t)pn * x.groups * kPanel;
+  const float* bb = p.b + (size_t)pn * x.groups * kPanel;
+  for (int n = 0; n < kPanel && pn * kPanel + n < p.N; ++n)
+    for (int m = m0; m < m0 + rows; ++m) {
+      const int8_t* xq = x.q + (size_t)m * x.K;
+      float acc = 0.f;
+      for (int b = 0; b < x.blocks; ++b) {
+        const uint8_t* blk = wb + (size_t)b * BB;
+        int32_t sum = 0;
+        for (int k = 0; k < 32; ++k) {
+          int q;
+          if (p.bits == 4) {
+            const int j = k / 8, i = k % 4, high = (k % 8) >= 4;
+            const uint8_t byte = blk[j * 64 + 4 * n + i];
+            q = high ? byte >> 4 : byte & 0x0f;
+          } else {
+            q = blk[(k / 4) * 64 + 4 * n + k % 4];
+          }
+          sum += q * xq[b * 32 + k];
+        }
+        const float f = sb[(size_t)(b / bpg) * kPanel + n] * x.d[(size_t)m * x.blocks + b];
+        acc = std::fma((float)sum, f, acc);
+      }
+      for (int g = 0; g < x.groups; ++g)
+        acc = std::fma(bb[(size_t)g * kPanel + n], x.xs[(size_t)m * x.groups + g], acc);
+      p.y[(size_t)m * p.N + pn * kPanel + n] = acc;
+    }
+}
+
+#ifdef BC_X86
+#define BC_AVX512VNNI \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+inline int32_t x4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// ------------------------------------------------------------- AVX-512 VNNI ----
+template <int BITS, int R>
+BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0) {
+  const int bpg = p.group_size / 32, BB = block_bytes(BITS);
+  const uint8_t* wb = p.w + (size_t)pn * x.blocks * BB;
+  const float* sb = p.s + (size_t)pn * x.groups * kPanel;
+  const float* bb = p.b + (size_t)pn * x.groups * kPanel;
+  const int8_t* xq[R];
+  for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int b = 0; b < x.blocks; ++b) {
+    const uint8_t* blk = wb + (size_t)b * BB;
+    __m512i ia[R];
+    for (int r = 0; r < R; ++r) ia[r] = _mm512_setzero_si512();
+    if constexpr (BITS == 4) {
+      for (int j = 0; j < 4; ++j) {
+        const __m512i v = _mm512_loadu_si512(blk + 64 * j);
+        const __m512i lo = _mm512_and_si512(v, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        for (int r = 0; r < R; ++r) {
+          ia[r] = _mm512_dpbusd_epi32(ia[r], lo, _mm512_set1_epi32(x4(xq[r] + b * 32 + 8 * j)));
+          ia[r] = _mm512_dpbusd_epi32(ia[r], hi,
+                                      _mm512_set1_epi32(x4(xq[r] + b * 32 + 8 * j + 4)));
+        }
+      }
+    } else {
+      for (int j = 0; j < 8; ++j) {
+        const __m512i w = _mm512_loadu_si512(blk + 64 * j);
+        for (int r = 0; r < R; ++r)
+          ia[r] = _mm512_dpbusd_epi32(ia[r], w, _mm512_set1_epi32(x4(xq[r] + b * 32 + 4 * j)));
+      }
+    }
+    const __m512 sv = _mm512_loadu_ps(sb + (size_t)(b / bpg) * kPanel);
+    for (int r = 0; r < R; ++r) {
+      const __m512 f = _mm512_mul_ps(sv, _mm512_set1_ps(x.d[(size_t)(m0 + r) * x.blocks + b]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), f, acc[r]);
+    }
+  }
+  for (int g = 0; g < x.groups; ++g) {
+    const __m512 bv = _mm512_loadu_ps(bb + (size_t)g * kPanel);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(bv, _mm512_set1_ps(x.xs[(size_t)(m0 + r) * x.groups + g]), acc[r]);
+  }
+  const int n0 = pn * kPanel, count = std::min(kPanel, p.N - n0);
+  const __mmask16 keep = (__mmask16)((1u << count) - 1);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(p.y + (size_t)(m0 + r) * p.N + n0, keep, acc[r]);
+}
+
+// -------------------------------------------------------------------- AVX2 ----
+// The integer sum of 4 products per lane, as vpdpbusd gives it: maddubs (pairs into int16,
+// no saturation: 4-bit q * 127 * 2 and 8-bit halves stay far below 32767) then madd.
+template <int BITS>
+BC_AVX2 inline __m256i dot4(__m256i w, __m256i xb) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (BITS == 4) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, xb), ones);
+  } else {  // q = 16 hi + lo: a byte q up to 255 times 127 would saturate maddubs' pairs
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i lo = _mm256_and_si256(w, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, xb), ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xb),
+                                              _mm256_set1_epi16(16)));
+  }
+}
+
+template <int BITS, int R>
+BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
+  const int bpg = p.group_size / 32, BB = block_bytes(BITS);
+  const uint8_t* wb = p.w + (size_t)pn * x.blocks * BB;
+  const float* sb = p.s + (size_t)pn * x.groups * kPanel;
+  const float* bb = p.b + (size_t)pn * x.groups * kPanel;
+  const int8_t* xq[R];
+  for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int b = 0; b < x.blocks; ++b) {
+    const uint8_t* blk = wb + (size_t)b * BB;
+    __m256i ia[R][2];
+    for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm256_setzero_si256();
+    constexpr int steps = BITS == 4 ? 4 : 8;
+    for (int j = 0; j < steps; ++j) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * j + 32 * h));
+        if constexpr (BITS == 4) {
+          const __m256i lo = _mm256_and_si256(v, low4);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          for (int r = 0; r < R; ++r) {
+            const __m256i xl = _mm256_set1_epi32(x4(xq[r] + b * 32 + 8 * j));
+            const __m256i xh = _mm256_set1_epi32(x4(xq[r] + b * 32 + 8 * j + 4));
+            ia[r][h] = _mm256_add_epi32(ia[r][h], _mm256_add_epi32(dot4<4>(lo, xl), dot4<4>(hi, xh)));
+          }
+        } else {
+          for (int r = 0; r < R; ++r)
+            ia[r][h] = _mm256_add_epi32(
+                ia[r][h], dot4<8>(v, _mm256_set1_epi32(x4(xq[r] + b * 32 + 4 * j))));
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256 sv = _mm256_loadu_ps(sb + (size_t)(b / bpg) * kPanel + 8 * h);
+      for (int r = 0; r < R; ++r) {
+        const __m256 f = _mm256_mul_ps(sv, _mm256_set1_ps(x.d[(size_t)(m0 + r) * x.blocks + b]));
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), f, acc[r][h]);
+      }
+    }
+  }
+  for (int g = 0; g < x.groups; ++g)
+    for (int h = 0; h < 2; ++h) {
+      const __m256 bv = _mm256_loadu_ps(bb + (size_t)g * kPanel + 8 * h);
+      for (int r = 0; r < R; ++r)
+        acc[r][h] = _mm256_fmadd_ps(
+            bv, _mm256_set1_ps(x.xs[(size_t)(m0 + r) * x.groups + g]), acc[r][h]);
+    }
+  const int n0 = pn * kPanel, count = std::min(kPanel, p.N - n0);
+  for (int r = 0; r < R; ++r) {
+    float* y = p.y + (size_t)(m0 + r) * p.N + n0;
+    if (count == kPanel) {
+      _mm256_storeu_ps(y, acc[r][0]);
+      _mm256_storeu_ps(y + 8, acc[r][1]);
+    } else {
+      alignas(32) float tmp[kPanel];
+      _mm256_store_ps(tmp, acc[r][0]);
+      _mm256_store_ps(tmp + 8, acc[r][1]);
+      std::memcpy(y, tmp, sizeof(float) * count);
+    }
+  }
+}
+#endif
+
+enum class Path { portable, avx2, avx512 };
+
+// One panel for rows [m0, m0 + rows): tiles of 8, 4, 2, 1 rows (AVX2: 2, 1).
+void panel_rows(Path path, const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
+#ifdef BC_X86
+  if (path == Path::avx512) {
+    const bool four = p.bits == 4;
+    for (int m = m0, end = m0 + rows; m < end;) {
+      const int left = end - m;
+      if (left >= 8) { four ? panel_512<4, 8>(p, x, pn, m) : panel_512<8, 8>(p, x, pn, m); m += 8; }
+      else if (left >= 4) { four ? panel_512<4, 4>(p, x, pn, m) : panel_512<8, 4>(p, x, pn, m); m += 4; }
+      else if (left >= 2) { four ? panel_512<4, 2>(p, x, pn, m) : panel_512<8, 2>(p, x, pn, m); m += 2; }
+      else { four ? panel_512<4, 1>(p, x, pn, m) : panel_512<8, 1>(p, x, pn, m); m += 1; }
+    }
+    return;
+  }
+  if (path == Path::avx2) {
+    const bool four = p.bits == 4;
+    for (int m = m0, end = m0 + rows; m < end;) {
+      if (end - m >= 2) { four ? panel_avx2<4, 2>(p, x, pn, m) : panel_avx2<8, 2>(p, x, pn, m); m += 2; }
+      else { four ? panel_avx2<4, 1>(p, x, pn, m) : panel_avx2<8, 1>(p, x, pn, m); m += 1; }
+    }
+    return;
+  }
+#endif
+  (void)path;
+  panel_portable(p, x, pn, m0, rows);
+}
+
+Path pick(bool force_scalar) {
+  if (force_scalar || !cpu_has_avx2_fma()) return Path::portable;
+  return avx512_vnni_enabled() ? Path::avx512 : Path::avx2;
+}
+
+}  // namespace
+
+const char* packed_kernel_name(bool force_scalar) {
+  switch (pick(force_scalar)) {
+    case Path::avx512: return "avx512-vnni";
+    case Path::avx2: return "avx2";
+    default: return "portable";
+  }
+}
+
+void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp) {
+  const int N = a.N, K = a.K, bits = a.bits, groups = K / a.group_size, blocks = K / 32;
+  const int per_word = 32 / bits, words = K / per_word, BB = block_bytes(bits);
+  const uint32_t mask = (1u << bits) - 1;
+  std::memset(wp, 0, packed_weight_bytes(N, K, bits));
+  std::fill(sp, sp + packed_scale_count(N, K, a.group_size), 0.f);
+  std::fill(bp, bp + packed_scale_count(N, K, a.group_size), 0.f);
+  for (int n = 0; n < N; ++n) {
+    const int pn = n / kPanel, ln = n % kPanel;
+    const uint32_t* row = a.w + (size_t)n * words;
+    for (int k = 0; k < K; ++k) {
+      const uint8_t q = (uint8_t)((row[k / per_word] >> ((k % per_word) * bits)) & mask);
+      const int b = k / 32, kk = k % 32;
+      uint8_t* blk = wp + ((size_t)pn * blocks + b) * BB;
+      if (bits == 4) {
+        const int j = kk / 8, i = kk % 4, high = (kk % 8) >= 4;
+        blk[j * 64 + 4 * ln + i] |= high ? (uint8_t)(q << 4) : q;
+      } else {
+        blk[(kk / 4) * 64 + 4 * ln + kk % 4] = q;
+      }
+    }
+    for (int g = 0; g < groups; ++g) {
+      const size_t at = ((size_t)pn * groups + g) * kPanel + ln;
+      sp[at] = scale_value(a.scales, (size_t)n * groups + g, a.stype);
+      bp[at] = scale_value(a.biases, (size_t)n * groups + g, a.stype);
+    }
+  }
+}
+
+void packed_run_many(const float* x, int M, const std::vector<PackedArgs>& parts,
+                     bool force_scalar) {
+  if (parts.empty() || M == 0) return;
+  const int K = parts[0].K, gs = parts[0].group_size;
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> d, xs;
+  q.resize((size_t)M * K);
+  d.resize((size_t)M * (K / 32));
+  xs.resize((size_t)M * (K / gs));
+  quantize_rows_int8(x, M, K, gs, force_scalar, q.data(), d.data(), xs.data());
+  const Prep prep{q.data(), d.data(), xs.data(), M, K, K / 32, K / gs};
+  const Path path = pick(force_scalar);
+  // Chunks of panels for the threads; each chunk does all rows (a panel's weights stay
+  // in L1 across the row tiles). A row's outputs never depend on the split.
+  std::vector<std::pair<int, int>> chunks;  // (part, first panel)
+  int total = 0;
+  for (const auto& p : parts) total += panels(p.N);
+  const int threads = qmv_threads();
+  const int per = std::max(1, (total + 4 * threads - 1) / (4 * threads));
+  for (int i = 0; i < (int)parts.size(); ++i)
+    for (int pn = 0; pn < panels(parts[i].N); pn += per) chunks.emplace_back(i, pn);
+  long work = 0;
+  for (const auto& p : parts) work += (long)M * p.N * K;
+  parallel_chunks((int)chunks.size(), work, [&](int c) {
+    const auto [i, first] = chunks[c];
+    const PackedArgs& p = parts[i];
+    for (int pn = first; pn < std::min(panels(p.N), first + per); ++pn)
+      panel_rows(path, p, prep, pn, 0, M);
+  });
+}
+
+}  // namespace bc_native

@@ -1,0 +1,138 @@
+#include "packed_op.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "dense.h"
+#include "kernels.h"
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/transforms.h"
+#include "packed.h"
+
+namespace bc_native {
+
+namespace {
+
+void check(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument("packed_matvec: " + msg);
+}
+
+}  // namespace
+
+std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scales,
+                                      const mx::array& biases, int group_size, int bits) {
+  check(bits == 4 || bits == 8, "bits must be 4 or 8");
+  check(group_size == 32 || group_size == 64, "group_size must be 32 or 64");
+  check(w.dtype() == mx::uint32 && w.ndim() == 2, "w must be a 2-D uint32 array");
+  const int N = w.shape(0), K = w.shape(1) * 32 / bits;
+  check(scales.shape() == mx::Shape({N, K / group_size}) && biases.shape() == scales.shape(),
+        "scales and biases must have shape (N, K / group_size)");
+  check(scales.dtype() == biases.dtype() &&
+            (scales.dtype() == mx::float32 || scales.dtype() == mx::float16 ||
+             scales.dtype() == mx::bfloat16),
+        "scales and biases must share a float dtype");
+  auto cpu = mx::Device::cpu;
+  mx::array wc = mx::contiguous(w, false, cpu), sc = mx::contiguous(scales, false, cpu),
+            bc = mx::contiguous(biases, false, cpu);
+  mx::eval({wc, sc, bc});
+  QmvArgs a{};
+  a.w = wc.data<uint32_t>();
+  a.scales = sc.data<void>();
+  a.biases = bc.data<void>();
+  a.N = N;
+  a.K = K;
+  a.group_size = group_size;
+  a.bits = bits;
+  a.stype = sc.dtype() == mx::float32   ? ScaleType::f32
+            : sc.dtype() == mx::float16 ? ScaleType::f16
+                                        : ScaleType::bf16;
+  std::vector<uint8_t> wp(packed_weight_bytes(N, K, bits));
+  std::vector<float> sp(packed_scale_count(N, K, group_size)), bp(sp.size());
+  pack_weights(a, wp.data(), sp.data(), bp.data());
+  const int P = panels(N), G = K / group_size;
+  return {mx::array(wp.begin(), {P * kPanel, K * bits / 8}, mx::uint8),
+          mx::array(sp.begin(), {P, G, kPanel}, mx::float32),
+          mx::array(bp.begin(), {P, G, kPanel}, mx::float32)};
+}
+
+std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<mx::array>& packed,
+                                          const std::vector<int>& ns, int group_size, int bits,
+                                          bool force_scalar, mx::StreamOrDevice s) {
+  check(!packed.empty() && packed.size() == 3 * ns.size(),
+        "packed must be (weights, scales, biases) for each N in ns");
+  check(x.ndim() >= 1 && mx::issubdtype(x.dtype(), mx::floating), "x must be floating point");
+  check(bits == 4 || bits == 8, "bits must be 4 or 8");
+  check(group_size == 32 || group_size == 64, "group_size must be 32 or 64");
+  const int K = x.shape(-1);
+  check(K % group_size == 0, "x's last dimension must be a multiple of group_size");
+  auto stream = mx::to_stream(s);
+  check(stream.device == mx::Device::cpu, "runs on the CPU only");
+  std::vector<mx::Shape> shapes;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    const auto &w = packed[3 * i], &sc = packed[3 * i + 1], &bi = packed[3 * i + 2];
+    check(w.dtype() == mx::uint8 && w.ndim() == 2 && w.shape(0) == panels(ns[i]) * kPanel &&
+              w.shape(1) == K * bits / 8,
+          "packed weights do not match x's K, N or bits (pack them with pack_quantized)");
+    check(sc.dtype() == mx::float32 && bi.dtype() == mx::float32 &&
+              sc.shape() == mx::Shape({panels(ns[i]), K / group_size, kPanel}) &&
+              bi.shape() == sc.shape(),
+          "packed scales and biases do not match");
+    auto shape = x.shape();
+    shape.back() = ns[i];
+    shapes.push_back(std::move(shape));
+  }
+  std::vector<mx::array> inputs = {mx::astype(x, mx::float32, stream)};
+  inputs.insert(inputs.end(), packed.begin(), packed.end());
+  auto outs = mx::array::make_arrays(
+      std::move(shapes), std::vector<mx::Dtype>(ns.size(), mx::float32),
+      std::make_shared<PackedMatvec>(stream, ns, group_size, bits, force_scalar),
+      std::move(inputs));
+  if (x.dtype() != mx::float32)
+    for (auto& o : outs) o = mx::astype(o, x.dtype(), stream);
+  return outs;
+}
+
+void PackedMatvec::eval_cpu(const std::vector<mx::array>& inputs,
+                            std::vector<mx::array>& outputs) {
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  mx::array x = dense(encoder, inputs[0]);
+  encoder.set_input_array(x);
+  const int K = x.shape(-1), M = K ? (int)(x.size() / K) : 0;
+  std::vector<PackedArgs> parts;
+  for (size_t i = 0; i < ns_.size(); ++i) {
+    const mx::array &w = inputs[1 + 3 * i], &sc = inputs[2 + 3 * i], &bi = inputs[3 + 3 * i];
+    mx::array& out = outputs[i];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    encoder.set_input_array(w);
+    encoder.set_input_array(sc);
+    encoder.set_input_array(bi);
+    encoder.set_output_array(out);
+    parts.push_back({w.data<uint8_t>(), sc.data<float>(), bi.data<float>(), out.data<float>(),
+                     ns_[i], K, group_size_, bits_});
+  }
+  encoder.dispatch([x = x.data<float>(), M, parts = std::move(parts), scalar = force_scalar_]() {
+    packed_run_many(x, M, parts, scalar);
+  });
+}
+
+void PackedMatvec::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("packed_matvec has no GPU implementation");
+}
+
+bool PackedMatvec::is_equivalent(const mx::Primitive& other) const {
+  auto& o = static_cast<const PackedMatvec&>(other);
+  return ns_ == o.ns_ && group_size_ == o.group_size_ && bits_ == o.bits_ &&
+         force_scalar_ == o.force_scalar_;
+}
+
+std::vector<mx::Shape> PackedMatvec::output_shapes(const std::vector<mx::array>& inputs) {
+  std::vector<mx::Shape> shapes;
+  for (int n : ns_) {
+    auto shape = inputs[0].shape();
+    shape.back() = n;
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
+}
+
+}  // namespace bc_native

@@ -1,0 +1,75 @@
+"""engine.native's packed int8 kernel (src/packed.h), the engine's quantized linears for
+every row count since issue #25: within the int8 rounding bound of MLX's exact product,
+and bitwise the same for a row alone or in any batch, on the AVX-512 VNNI, AVX2 and
+portable paths alike."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from engine import native
+from tests.engine.test_native_qmv import _case, _cpu_flags, _int8_bound
+
+pytestmark = pytest.mark.usefixtures("native_built")
+
+VNNI = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}
+
+
+def _run(x, packed, n, gs, bits, scalar=False):
+    return np.array(native.packed_matvec_many(x, [packed], [n], gs, bits,
+                                              force_scalar=scalar)[0])
+
+
+@pytest.mark.parametrize(("bits", "gs", "k", "n", "wdtype"), [
+    (4, 32, 576, 197, mx.float16), (4, 64, 128, 40, mx.bfloat16), (8, 32, 160, 33, mx.float32),
+    (8, 64, 192, 16, mx.float16), (4, 32, 96, 5, mx.float32)])
+@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "portable"])
+def test_within_the_int8_rounding_bound(bits, gs, k, n, wdtype, scalar) -> None:
+    x, q, s, b = _case(9, n, k, bits, gs, seed=k + n + bits, wdtype=wdtype)
+    y = _run(x, native.pack_quantized(q, s, b, gs, bits), n, gs, bits, scalar)
+    ref, bound = _int8_bound(x, q, s, b, gs, bits)
+    err = np.abs(y - ref)
+    assert y.shape == (9, n) and np.all(err <= bound), f"max err {err.max()}"
+    assert 1e-4 < float(np.median(err / bound)) < 0.2  # int8 rounding, not float32's
+
+
+@pytest.mark.parametrize(("bits", "gs", "k", "n"), [(4, 32, 576, 200), (8, 32, 160, 37),
+                                                     (4, 64, 192, 21), (8, 64, 128, 16)])
+def test_rows_alone_equal_their_rows_in_any_batch_on_every_path(
+        bits, gs, k, n, monkeypatch: pytest.MonkeyPatch) -> None:
+    x, q, s, b = _case(100, n, k, bits, gs, seed=n + k)
+    packed = native.pack_quantized(q, s, b, gs, bits)
+    full = _run(x, packed, n, gs, bits)
+    for m in (1, 2, 3, 5, 8, 13, 64, 99):
+        assert np.array_equal(_run(x[100 - m:], packed, n, gs, bits), full[100 - m:]), m
+    assert np.array_equal(_run(x, packed, n, gs, bits, scalar=True), full)  # portable
+    monkeypatch.setenv("BATCHCHAT_NATIVE_AVX512", "0")
+    assert native.extension().packed_kernel() in ("avx2", "portable")
+    assert np.array_equal(_run(x, packed, n, gs, bits), full)  # AVX2
+    if not VNNI <= _cpu_flags():
+        pytest.skip("no AVX-512 VNNI here: the AVX-512 path was not compared")
+    monkeypatch.setenv("BATCHCHAT_NATIVE_AVX512", "1")
+    assert native.extension().packed_kernel() == "avx512-vnni"
+
+
+def test_siblings_in_one_op_equal_each_alone_and_zero_input_gives_zero() -> None:
+    x, q, s, b = _case(7, 64, 256, 4, 32, seed=5)
+    _, q2, s2, b2 = _case(7, 24, 256, 4, 32, seed=6)
+    p1, p2 = native.pack_quantized(q, s, b, 32, 4), native.pack_quantized(q2, s2, b2, 32, 4)
+    one, two = native.packed_matvec_many(x, [p1, p2], [64, 24], 32, 4)
+    assert np.array_equal(np.array(one), _run(x, p1, 64, 32, 4))
+    assert np.array_equal(np.array(two), _run(x, p2, 24, 32, 4))
+    zeros = _run(mx.zeros((2, 256)), p1, 64, 32, 4)
+    assert np.array_equal(zeros, np.zeros_like(zeros))
+
+
+@pytest.mark.parametrize("bad", ["bits", "k", "n"])
+def test_rejects_mismatched_arguments(bad: str) -> None:
+    x, q, s, b = _case(2, 32, 128, 4, 32, seed=1)
+    packed = native.pack_quantized(q, s, b, 32, 4)
+    args = {"x": x, "n": 32, "bits": 4}
+    args |= {"bits": {"bits": 8}, "k": {"x": mx.zeros((2, 96))}, "n": {"n": 64}}[bad]
+    with pytest.raises(ValueError, match="packed"):
+        native.packed_matvec_many(args["x"], [packed], [args["n"]], 32, args["bits"])
