@@ -2,6 +2,11 @@
 BATCHCHAT_INVARIANT=0 (the size-dependent kernel choice of before), alternated in one run.
 
     python -m engine.bench.invariance [--rounds 2] [--long-tokens 8000] [--model bundled]
+                                      [--before-dir CHECKOUT]
+
+With --before-dir, "before" is another checkout (e.g. the commit before issue #25, built
+with `python -m engine.native build` there) run with the same interpreter, instead of this
+tree with BATCHCHAT_INVARIANT=0.
 
 Each round runs, in separate processes, once per mode (order swapped every round):
 `python -m engine.bench --scenarios solo,offline --concurrency 16,32` (solo decode tok/s,
@@ -23,10 +28,15 @@ import tempfile
 from pathlib import Path
 
 MODES = {"invariant": "1", "before": "0"}
+_before_dir: str | None = None
 
 
 def _env(mode: str) -> dict[str, str]:
     return {**os.environ, "BATCHCHAT_INVARIANT": MODES[mode]}
+
+
+def _cwd(mode: str) -> str | None:
+    return _before_dir if mode == "before" else None
 
 
 def _engine_bench(mode: str, model: str, new_tokens: int) -> dict[str, float]:
@@ -35,7 +45,7 @@ def _engine_bench(mode: str, model: str, new_tokens: int) -> dict[str, float]:
                         "--scenarios", "solo,offline", "--concurrency", "16,32",
                         "--repeats", "1", "--new-tokens", str(new_tokens),
                         "--offline-priority", "background", "--out", out],
-                       env=_env(mode), check=True, capture_output=True)
+                       env=_env(mode), cwd=_cwd(mode), check=True, capture_output=True)
         data = json.loads((Path(out) / "bench.json").read_text())
     figures = {"solo decode tok/s": data["solo"]["engine_decode_tps"]}
     for row in data["offline"]:
@@ -46,7 +56,8 @@ def _engine_bench(mode: str, model: str, new_tokens: int) -> dict[str, float]:
 def _long_prompt(mode: str, model: str, tokens: int) -> dict[str, float]:
     done = subprocess.run([sys.executable, "-m", "engine.bench.long_prompt", "--model", model,
                            "--tokens", str(tokens)],
-                          env=_env(mode), check=True, capture_output=True, text=True)
+                          env=_env(mode), cwd=_cwd(mode), check=True, capture_output=True,
+                          text=True)
     seconds = re.search(r"first token after ([0-9.]+) s", done.stdout)
     if seconds is None:
         raise RuntimeError(f"no time in long_prompt's output: {done.stdout!r}")
@@ -59,7 +70,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--long-tokens", type=int, default=8000, help="0: skip the long prompt")
+    p.add_argument("--before-dir", default=None, help="another checkout as 'before'")
     args = p.parse_args(argv)
+    global _before_dir
+    _before_dir = args.before_dir
     seen: dict[str, dict[str, list[float]]] = {m: {} for m in MODES}
     for r in range(args.rounds):
         order = list(MODES) if r % 2 == 0 else list(reversed(MODES))
@@ -72,7 +86,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"round {r + 1} {mode}: " + ", ".join(f"{k} {v:.2f}" for k, v in
                                                        figures.items()), flush=True)
     print(f"\n{'figure':40s} {'invariant':>10s} {'before':>10s} {'ratio':>7s}  (medians of "
-          f"{args.rounds} runs each; BATCHCHAT_INVARIANT=1 / =0)")
+          f"{args.rounds} runs each; before: "
+          f"{args.before_dir or 'BATCHCHAT_INVARIANT=0'})")
     for name, values in seen["invariant"].items():
         a, b = statistics.median(values), statistics.median(seen["before"][name])
         print(f"{name:40s} {a:10.2f} {b:10.2f} {a / b:6.3f}x")

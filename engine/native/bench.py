@@ -36,12 +36,14 @@ def _time_batch(fn, inner: int) -> float:
     return (time.perf_counter() - t0) / inner
 
 
-def _candidates(x, q, s, b, wf, bits: int) -> dict:
+def _candidates(x, q, s, b, wf, bits: int, packed: list) -> dict:
     import mlx.core as mx
 
     from engine import native
 
     return {
+        # the engine's kernel for every row count since issue #25 (src/packed.h)
+        "packed": lambda: native.packed_matvec_many(x, [packed], [q.shape[0]], GROUP, bits)[0],
         "native": lambda: native.quantized_matvec(x, q, s, b, GROUP, bits),
         "native_i8": lambda: native.quantized_matvec(x, q, s, b, GROUP, bits, int8_x=True),
         "mlx_q": lambda: mx.quantized_matmul(x, q, s, b, transpose=True, group_size=GROUP,
@@ -67,10 +69,11 @@ def run(reps: int, rows: list[int]) -> list[dict]:
         wf = mx.dequantize(q, s.astype(mx.float32), b.astype(mx.float32), group_size=GROUP,
                            bits=bits)
         mx.eval(q, s, b, wf)
+        packed = native.pack_quantized(q, s, b, GROUP, bits)
         for m in rows:
             x = mx.random.normal((m, k))
             mx.eval(x)
-            cands = _candidates(x, q, s, b, wf, bits)
+            cands = _candidates(x, q, s, b, wf, bits, packed)
             # ~2 ms a sample for the fastest candidate; warm up each first
             t1 = min(_time_batch(f, 3) for f in cands.values())
             inner = max(1, min(200, int(2e-3 / max(t1, 1e-7))))
@@ -86,28 +89,32 @@ def run(reps: int, rows: list[int]) -> list[dict]:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| shape (N x K, bits) | M | native us | native int8-x us | MLX q us | f32+BLAS us "
-             "| deq+f32 us | MLX q / native | f32 / native | deq+f32 / native |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| shape (N x K, bits) | M | packed us | native us | native int8-x us | MLX q us "
+             "| f32+BLAS us | deq+f32 us | MLX q / native | f32 / native | deq+f32 / native "
+             "| deq+f32 / packed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(
-            f"| {r['name']} {r['n']}x{r['k']} {r['bits']}b | {r['m']} | {r['native']*1e6:.1f} "
+            f"| {r['name']} {r['n']}x{r['k']} {r['bits']}b | {r['m']} | {r['packed']*1e6:.1f} "
+            f"| {r['native']*1e6:.1f} "
             f"| {r['native_i8']*1e6:.1f} "
             f"| {r['mlx_q']*1e6:.1f} | {r['f32']*1e6:.1f} | {r['deq_f32']*1e6:.1f} "
             f"| {r['mlx_q']/r['native']:.2f} | {r['f32']/r['native']:.2f} "
-            f"| {r['deq_f32']/r['native']:.2f} |")
+            f"| {r['deq_f32']/r['native']:.2f} | {r['deq_f32']/r['packed']:.2f} |")
     return "\n".join(lines)
 
 
 def projection(results: list[dict]) -> str:
     """Sum of all linears of one decode step (30 layers + lm_head) per M and candidate."""
-    out = ["| M | native ms | native int8-x ms | MLX q ms | f32+BLAS ms | deq+f32 ms | best |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| M | packed ms | native ms | native int8-x ms | MLX q ms | f32+BLAS ms "
+           "| deq+f32 ms | best |",
+           "|---|---|---|---|---|---|---|---|"]
     for m in sorted({r["m"] for r in results}):
         tot = {c: sum(r[c] * r["count"] for r in results if r["m"] == m)
-               for c in ("native", "native_i8", "mlx_q", "f32", "deq_f32")}
+               for c in ("packed", "native", "native_i8", "mlx_q", "f32", "deq_f32")}
         best = min(tot, key=tot.get)
-        out.append(f"| {m} | {tot['native']*1e3:.2f} | {tot['native_i8']*1e3:.2f} "
+        out.append(f"| {m} | {tot['packed']*1e3:.2f} | {tot['native']*1e3:.2f} "
+                   f"| {tot['native_i8']*1e3:.2f} "
                    f"| {tot['mlx_q']*1e3:.2f} "
                    f"| {tot['f32']*1e3:.2f} | {tot['deq_f32']*1e3:.2f} | {best} |")
     return "\n".join(out)
