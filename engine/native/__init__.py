@@ -243,4 +243,14 @@ def silu_mul(gate: mx.array, up: mx.array, *, force_scalar: bool = False,
     return _ext_or_raise().silu_mul(gate, up, force_scalar=scalar, stream=stream)
 
 
+def sample_tokens(logits: mx.array, u: mx.array, params: mx.array, *,
+                  stream: Any = None) -> mx.array:
+    """One token per row of float32 `logits` (B, V), in one CPU op: the tokens mlx-lm's
+    `make_sampler(temp, top_p, min_p, top_k)` keeps (top-p, then min-p, then top-k, on the
+    untempered distribution), then the one where their cumulative probability at the row's
+    temperature, in token-id order, first exceeds u (B,) times their total. `params` (B, 4):
+    temperature (> 0), top_p (0 or 1: off), min_p, top_k (0: off). Returns (B,) uint32."""
+    return _ext_or_raise().sample_tokens(logits, u, params, stream=stream)
+
+
 _NO_WEIGHT = mx.zeros((0,), dtype=mx.float32)

@@ -9,6 +9,7 @@
 #include "packed_op.h"
 #include "qmv.h"
 #include "rowwise_op.h"
+#include "sample_op.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -53,6 +54,10 @@ NB_MODULE(_qmv, m) {
   m.def("silu_mul", &bc_native::silu_mul, "gate"_a, "up"_a, nb::kw_only(),
         "force_scalar"_a = false, "stream"_a = nb::none(),
         "silu(gate) * up for float32 arrays, on the CPU.");
+  m.def("sample_tokens", &bc_native::sample_tokens, "logits"_a, "u"_a, "params"_a,
+        nb::kw_only(), "stream"_a = nb::none(),
+        "One token per row: mlx-lm's top-p, min-p and top-k filters, then the token where "
+        "the cumulative probability at the row's temperature first exceeds u.");
   m.def("cpu_has_avx2_fma", &bc_native::cpu_has_avx2_fma);
   m.def("threads", &bc_native::qmv_threads);
   m.def("set_threads", &bc_native::set_qmv_threads, "n"_a);

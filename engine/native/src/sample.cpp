@@ -1,0 +1,112 @@
+#include "sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels.h"
+
+namespace bc_native {
+
+namespace {
+
+// The kept tokens of one row (the first entries of idx, in id order); returns how many.
+int kept_tokens(const float* l, int V, float top_p, float min_p, int top_k,
+                std::vector<int>& idx) {
+  const float m = *std::max_element(l, l + V);
+  // min-p cuts at a value; top-p and top-k cut the descending order, so only the tokens
+  // above the min-p line ever need ordering
+  const float floor_ = min_p > 0.f ? m + std::log(min_p) : -INFINITY;
+  idx.clear();
+  for (int i = 0; i < V; ++i)
+    if (l[i] >= floor_ && l[i] > -INFINITY) idx.push_back(i);
+  const int n = (int)idx.size();
+  if (n == 0) return 0;
+  auto desc = [l](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+  const bool nucleus = top_p > 0.f && top_p < 1.f;
+  int keep = n;
+  if (nucleus) {
+    double total = 0.0;  // the mass of the whole distribution, as mlx-lm's top-p sees it
+    for (int i = 0; i < V; ++i) total += std::exp((double)l[i] - m);
+    const double limit = (double)top_p * total;
+    // mlx-lm keeps a token while the mass of the tokens above it is below top_p * total:
+    // keep = the smallest r whose top r tokens reach the limit. Found by selection (split
+    // the range at its middle rank, go to the half holding the cut), not a sort.
+    int lo = 0, hi = n;
+    double base = 0.0;  // mass of the tokens ranked above [lo, hi)
+    while (hi - lo > 32) {
+      const int mid = lo + (hi - lo) / 2;
+      std::nth_element(idx.begin() + lo, idx.begin() + mid, idx.begin() + hi, desc);
+      double upper = 0.0;
+      for (int r = lo; r < mid; ++r) upper += std::exp((double)l[idx[r]] - m);
+      if (base + upper >= limit) {
+        hi = mid;
+      } else {
+        base += upper;
+        lo = mid;
+      }
+    }
+    std::sort(idx.begin() + lo, idx.begin() + hi, desc);
+    keep = hi;
+    for (int r = lo; r < hi; ++r) {
+      if (base >= limit) {
+        keep = r;
+        break;
+      }
+      base += std::exp((double)l[idx[r]] - m);
+    }
+    // ... and every token at the smallest kept value (mlx-lm's threshold is a value)
+    const float smallest = l[idx[keep - 1]];
+    for (int r = keep; r < n; ++r)
+      if (l[idx[r]] >= smallest) std::swap(idx[r], idx[keep++]);
+  }
+  if (top_k > 0 && top_k < keep) {
+    std::nth_element(idx.begin(), idx.begin() + top_k - 1, idx.begin() + keep, desc);
+    keep = top_k;
+  }
+  // The draw walks the kept tokens in id order (any fixed order gives the same
+  // distribution; this one needs no sort of a large kept set).
+  std::sort(idx.begin(), idx.begin() + keep);
+  return keep;
+}
+
+void sample_row(const SampleArgs& a, int b, std::vector<int>& idx, std::vector<double>& w) {
+  const float* l = a.logits + (size_t)b * a.V;
+  const float* p = a.params + (size_t)b * 4;
+  const float temp = p[0], top_p = p[1], min_p = p[2];
+  const int top_k = (int)p[3];
+  const int keep = kept_tokens(l, a.V, top_p, min_p, top_k, idx);
+  if (keep == 0) {
+    a.out[b] = 0;
+    return;
+  }
+  float m = -INFINITY;
+  for (int r = 0; r < keep; ++r) m = std::max(m, l[idx[r]]);
+  w.resize(keep);
+  double total = 0.0;
+  for (int r = 0; r < keep; ++r) total += (w[r] = std::exp(((double)l[idx[r]] - m) / temp));
+  const double target = (double)a.u[b] * total;
+  double run = 0.0;
+  int pick = idx[keep - 1];  // u * total rounding past the sum: the last kept token
+  for (int r = 0; r < keep; ++r) {
+    run += w[r];
+    if (run > target) {
+      pick = idx[r];
+      break;
+    }
+  }
+  a.out[b] = pick;
+}
+
+}  // namespace
+
+void sample_run(const SampleArgs& a) {
+  parallel_chunks(a.B, (long)a.B * a.V * 8, [&a](int b) {
+    thread_local std::vector<int> idx;
+    thread_local std::vector<double> w;
+    sample_row(a, b, idx, w);
+  });
+}
+
+}  // namespace bc_native

@@ -1,0 +1,24 @@
+// Sampling one token per row from logits on the CPU, free of MLX headers: mlx-lm's filters
+// (top-p, then min-p, then top-k, on the untempered distribution) and a draw at a
+// temperature, without sorting the vocabulary (MLX's CPU sort of 49,152 logits made top-p
+// cost ~7 ms a row).
+#pragma once
+
+#include <cstdint>
+
+namespace bc_native {
+
+struct SampleArgs {
+  const float* logits;  // (B, V) row-major
+  const float* u;       // (B,) uniform draws in [0, 1)
+  const float* params;  // (B, 4): temperature (> 0), top_p (0 or 1: off), min_p, top_k (0: off)
+  int32_t* out;         // (B,)
+  int B, V;
+};
+
+// For each row: the tokens mlx-lm's make_sampler(temp, top_p, min_p, top_k) keeps, and the
+// one where their cumulative probability at the temperature (in token-id order) first
+// exceeds u times their total. Rows whose logits are all -inf give token 0.
+void sample_run(const SampleArgs& a);
+
+}  // namespace bc_native

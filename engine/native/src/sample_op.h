@@ -1,0 +1,28 @@
+// MLX custom primitive: one sampled token per row of logits (sample.h), CPU only.
+#pragma once
+
+#include "mlx/ops.h"
+#include "mlx/primitives.h"
+
+namespace bc_native {
+
+namespace mx = mlx::core;
+
+// logits (B, V) float32, u (B,) uniform in [0, 1), params (B, 4) float32 = temperature,
+// top_p, min_p, top_k per row; returns (B,) uint32 token ids.
+mx::array sample_tokens(const mx::array& logits, const mx::array& u, const mx::array& params,
+                        mx::StreamOrDevice s = {});
+
+class SampleTokens : public mx::UnaryPrimitive {
+ public:
+  explicit SampleTokens(mx::Stream stream) : mx::UnaryPrimitive(stream) {}
+  void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
+  const char* name() const override { return "NativeSampleTokens"; }
+  bool is_equivalent(const mx::Primitive&) const override { return true; }
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override {
+    return {{inputs[0].shape(0)}};
+  }
+};
+
+}  // namespace bc_native

@@ -1,0 +1,120 @@
+"""engine.native.sample_tokens (issue #26): one token per row with mlx-lm's filters (top-p,
+then min-p, then top-k) and a draw at the row's temperature, without sorting the vocabulary.
+
+Exact check of the distribution, no statistics: a token is drawn where the cumulative
+probability of the kept tokens first exceeds u, so over a grid of N evenly spaced u each
+token's share of the grid is its probability to within 1/N. That share must match mlx-lm's
+own sampler's distribution (its filters applied to the log-probabilities, then softmax at the
+temperature) token by token."""
+
+from __future__ import annotations
+
+import math
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
+
+from engine import native
+
+pytestmark = pytest.mark.usefixtures("native_built")
+
+GRID = 20000
+
+
+def _mlx_lm_probs(logits: np.ndarray, temp: float, top_p: float, min_p: float,
+                  top_k: int) -> np.ndarray:
+    """The distribution mlx-lm's make_sampler draws from, in float64."""
+    x = mx.array(logits[None])
+    x = x - mx.logsumexp(x, axis=-1, keepdims=True)
+    if 0 < top_p < 1:
+        x = apply_top_p(x, top_p)
+    if min_p:
+        x = apply_min_p(x, min_p)
+    if top_k:
+        x = apply_top_k(x, top_k)
+    kept = np.array(x[0]).astype(np.float64)
+    w = np.where(np.isfinite(kept), np.exp((kept - kept[np.isfinite(kept)].max()) / temp), 0)
+    return w / w.sum()
+
+
+def _grid_shares(logits: np.ndarray, temp: float, top_p: float, min_p: float,
+                 top_k: int) -> np.ndarray:
+    u = (np.arange(GRID) + 0.5) / GRID
+    rows = mx.array(np.broadcast_to(logits, (GRID, logits.size)).astype(np.float32))
+    params = mx.array(np.tile([temp, top_p, min_p, float(top_k)], (GRID, 1)).astype(np.float32))
+    tokens = np.array(native.sample_tokens(rows, mx.array(u.astype(np.float32)), params))
+    return np.bincount(tokens, minlength=logits.size) / GRID
+
+
+def _logits(kind: str, v: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "spread":
+        return rng.normal(0, 3, v)
+    if kind == "peaked":
+        out = rng.normal(0, 1, v)
+        out[rng.integers(v)] += 12
+        return out
+    out = np.round(rng.normal(0, 2, v))  # many exact ties, also at the cut
+    return out
+
+
+@pytest.mark.parametrize("kind", ["spread", "peaked", "ties"])
+@pytest.mark.parametrize(("temp", "top_p", "min_p", "top_k"), [
+    (0.7, 0.95, 0.05, 0),  # the chat tabs' defaults
+    (1.0, 0.0, 0.0, 0), (1.5, 0.5, 0.0, 0), (0.8, 0.0, 0.1, 0), (1.0, 0.0, 0.0, 20),
+    (0.7, 0.9, 0.02, 40)])
+def test_distribution_equals_mlx_lm_sampler(kind, temp, top_p, min_p, top_k) -> None:
+    logits = _logits(kind, 600, seed=hash((kind, temp, top_k)) & 0xFFFF)
+    want = _mlx_lm_probs(logits, temp, top_p, min_p, top_k)
+    got = _grid_shares(logits, temp, top_p, min_p, top_k)
+    assert set(np.flatnonzero(got)) <= set(np.flatnonzero(want))  # only kept tokens drawn
+    assert np.all(np.abs(got - want) <= 1.0 / GRID + 1e-6), np.abs(got - want).max()
+
+
+def test_full_vocabulary_rows_each_with_their_own_params() -> None:
+    rng = np.random.default_rng(7)
+    v = 49152
+    logits = rng.normal(0, 2, (3, v)).astype(np.float32)
+    logits[1, 123] += 30  # one token holds all the mass after the filters
+    params = np.array([[0.7, 0.95, 0.05, 0], [1.0, 0.95, 0.05, 0], [1.0, 0.0, 0.0, 1]],
+                      dtype=np.float32)
+    u = np.array([0.5, 0.999, 0.3], dtype=np.float32)
+    tokens = np.array(native.sample_tokens(mx.array(logits), mx.array(u), mx.array(params)))
+    assert tokens[1] == 123
+    assert tokens[2] == int(np.argmax(logits[2]))  # top-k 1 is greedy
+    kept = _mlx_lm_probs(logits[0].astype(np.float64), 0.7, 0.95, 0.05, 0)
+    assert kept[tokens[0]] > 0
+
+
+def test_a_row_with_nothing_to_draw_gives_token_zero_and_bad_shapes_raise() -> None:
+    logits = mx.array(np.full((1, 10), -math.inf, dtype=np.float32))
+    params = mx.array([[1.0, 0.0, 0.0, 0.0]])
+    assert np.array(native.sample_tokens(logits, mx.array([0.5]), params)).tolist() == [0]
+    with pytest.raises(ValueError, match="params"):
+        native.sample_tokens(mx.zeros((2, 10)), mx.array([0.5, 0.5]), params)
+
+
+def test_engine_rows_drawn_in_one_native_op_and_each_row_as_if_alone(monkeypatch) -> None:
+    from engine import sampling
+    from engine.sampling_params import SamplingParams
+
+    calls: list[int] = []
+    real = native.sample_tokens
+    monkeypatch.setattr(native, "sample_tokens",
+                        lambda logits, *a, **k: calls.append(logits.shape[0]) or real(
+                            logits, *a, **k))
+    rng = np.random.default_rng(3)
+    logits = mx.array(rng.normal(0, 2, (4, 300)).astype(np.float32))
+    samplers = [sampling.RowSampler(SamplingParams(temperature=0.7, top_p=0.95, min_p=0.05), 11),
+                sampling.RowSampler(SamplingParams(temperature=0.0), 12),
+                sampling.RowSampler(SamplingParams(temperature=1.2, top_k=5), 13),
+                sampling.RowSampler(SamplingParams(temperature=0.7, top_p=0.95, min_p=0.05), 14)]
+    together = np.array(sampling.sample_rows(samplers, [[1, 2]] * 4, [3, 0, 5, 3], logits))
+    assert calls == [3]  # the three sampled rows in one op, the greedy row by argmax
+    assert together[1] == int(np.argmax(np.array(logits[1])))
+    for i in (0, 2, 3):  # a row alone draws the same token (its key: seed and step)
+        alone = sampling.sample_rows([samplers[i]], [[1, 2]], [[3, 0, 5, 3][i]],
+                                     logits[i : i + 1])
+        assert int(np.array(alone)[0]) == together[i]
