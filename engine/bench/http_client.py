@@ -29,11 +29,23 @@ class Target:
     api_key: str | None = None
 
 
+# The sampling a request asks for. TABS: the chat tabs' defaults (app/settings.py), what
+# users run; llama.cpp's server reads the penalty as repeat_penalty, BatchChat and vLLM as
+# repetition_penalty (each ignores the other's name).
+GREEDY: dict[str, Any] = {"temperature": 0.0}
+TABS: dict[str, Any] = {"temperature": 0.7, "top_p": 0.95, "min_p": 0.05,
+                        "repetition_penalty": 1.1, "repeat_penalty": 1.1}
+SAMPLING = {"greedy": GREEDY, "tabs": TABS}
+
+
 async def chat(session: aiohttp.ClientSession, target: Target, result: HttpResult,
-               messages: list[dict[str, str]], max_tokens: int, t0: float) -> HttpResult:
-    """Stream one chat completion into `result` (also returned); `t0` = the run's start."""
+               messages: list[dict[str, str]], max_tokens: int, t0: float,
+               sampling: dict[str, Any] | None = None) -> HttpResult:
+    """Stream one chat completion into `result` (also returned); `t0` = the run's start;
+    `sampling`: the request's sampling fields (default GREEDY)."""
     body = {"model": target.model, "messages": messages, "max_tokens": max_tokens,
-            "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True}}
+            **(GREEDY if sampling is None else sampling),
+            "stream": True, "stream_options": {"include_usage": True}}
     headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
     sent = time.perf_counter()
     result.send_t = sent - t0

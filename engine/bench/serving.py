@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from ..workload import gamma_gaps, summarize
-from .http_client import HttpResult, Target, chat
+from .http_client import SAMPLING, HttpResult, Target, chat
 from .scenarios import prompt_texts
 
 FOLLOW_UPS = ["Go on.", "Now tell it from another character's view.", "Shorten it to three "
@@ -31,7 +31,8 @@ FOLLOW_UPS = ["Go on.", "Now tell it from another character's view.", "Shorten i
 
 
 async def online(session: aiohttp.ClientSession, target: Target, texts: Sequence[str],
-                 gaps: Iterator[float], num_requests: int, max_tokens: int) -> dict[str, Any]:
+                 gaps: Iterator[float], num_requests: int, max_tokens: int,
+                 sampling: dict[str, Any] | None = None) -> dict[str, Any]:
     """Requests sent at the given gaps (Poisson for vLLM's default), each a one-turn chat."""
     t0 = time.perf_counter()
     tasks = []
@@ -43,14 +44,15 @@ async def online(session: aiohttp.ClientSession, target: Target, texts: Sequence
         results.append(result)
         tasks.append(asyncio.create_task(chat(
             session, target, result, [{"role": "user", "content": result.prompt}],
-            max_tokens, t0)))
+            max_tokens, t0, sampling)))
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - t0
     return summarize(results, wall) | {"per_request": [r.to_dict() for r in results]}
 
 
 async def multi_turn(session: aiohttp.ClientSession, target: Target, texts: Sequence[str],
-                     conversations: int, turns: int, max_tokens: int) -> dict[str, Any]:
+                     conversations: int, turns: int, max_tokens: int,
+                     sampling: dict[str, Any] | None = None) -> dict[str, Any]:
     """`conversations` chats at once, each `turns` turns long; every turn resends the whole
     conversation (as a chat client does), so a server that keeps KV reuses the earlier
     turns: TTFT by turn and the cached prompt tokens it reports show it."""
@@ -62,7 +64,7 @@ async def multi_turn(session: aiohttp.ClientSession, target: Target, texts: Sequ
         for turn in range(turns):
             result = HttpResult(index=len(results), prompt=messages[-1]["content"], turn=turn)
             results.append(result)
-            await chat(session, target, result, messages, max_tokens, t0)
+            await chat(session, target, result, messages, max_tokens, t0, sampling)
             messages += [{"role": "assistant", "content": result.text},
                          {"role": "user", "content": FOLLOW_UPS[turn % len(FOLLOW_UPS)]}]
 
@@ -100,11 +102,11 @@ async def run(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, 
             if "online" in scen:
                 res["online"] = await online(
                     session, target, texts, gamma_gaps(args.rate, args.burstiness, args.seed),
-                    args.requests, args.new_tokens)
+                    args.requests, args.new_tokens, SAMPLING[args.sampling])
             if "multiturn" in scen:
                 res["multiturn"] = await multi_turn(session, target, chats,
                                                     args.conversations, args.turns,
-                                                    args.new_tokens)
+                                                    args.new_tokens, SAMPLING[args.sampling])
             out["targets"][target.name] = res
     return out
 
@@ -166,6 +168,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--conversations", type=int, default=4, help="multi-turn: chats at once")
     p.add_argument("--turns", type=int, default=4, help="multi-turn: turns per chat")
     p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--sampling", choices=sorted(SAMPLING), default="tabs",
+                   help="tabs: the chat tabs' defaults (temperature 0.7, top-p 0.95, min-p "
+                        "0.05, repetition penalty 1.1), what users run; greedy: temperature 0")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds without a byte")
     p.add_argument("--out", type=Path, default=None, help="write serving.json here")
     return p.parse_args(argv)

@@ -66,3 +66,32 @@ def test_unseeded_requests_record_the_seed_that_reproduces_them(tiny, make_engin
         temperature=1.0, max_tokens=N, seed=first.stats.seed))
     run_to_end(engine)
     assert again.tokens == first.tokens
+
+
+def test_batched_repetition_penalty_equals_mlx_lm_processor_per_row() -> None:
+    """engine.sampling.penalize_rows (issue #26: one gather/scale/scatter for the batch)
+    gives bitwise the logits each row's own mlx-lm processor gives, with and without a
+    pending (run-ahead) token, for rows with other penalties, windows, short or no history."""
+    import mlx.core as mx
+    import numpy as np
+
+    from engine.sampling import RowSampler, penalize_rows
+
+    rng = np.random.default_rng(5)
+    logits = mx.array(rng.normal(0, 3, (5, 300)).astype(np.float32))
+    samplers = [RowSampler(SamplingParams(temperature=0.7, repetition_penalty=1.1), 1),
+                RowSampler(SamplingParams(temperature=0.7), 2),  # no penalty
+                RowSampler(SamplingParams(temperature=0.7, repetition_penalty=1.3,
+                                          repetition_context_size=5), 3),
+                RowSampler(SamplingParams(temperature=0.7, repetition_penalty=1.1), 4),
+                RowSampler(SamplingParams(temperature=0.7, repetition_penalty=0.9), 5)]
+    histories = [[int(t) for t in rng.integers(0, 300, n)] for n in (40, 12, 9, 0, 3)]
+    histories[0][:5] = [7, 7, 7, 8, 7]  # repeats
+    pending = mx.array([11, 12, 13, 14, 7], dtype=mx.uint32)
+    for last in (None, pending):
+        got = np.array(penalize_rows(samplers, histories, logits, last))
+        for i, s in enumerate(samplers):
+            want = np.array(s.process(histories[i], logits[i : i + 1],
+                                      None if last is None else last[i : i + 1]))
+            assert np.array_equal(got[i], want[0]), (i, last is None)
+    assert not np.array_equal(got[0], np.array(logits[0]))  # the penalty really applied
