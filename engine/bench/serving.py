@@ -92,8 +92,10 @@ async def run(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, 
     out: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M:%S"),
                            "args": {k: str(v) for k, v in vars(args).items()}, "targets": {}}
     timeout = aiohttp.ClientTimeout(total=None, sock_read=args.timeout)
-    # one connection per request in flight, as vLLM's client
-    connector = aiohttp.TCPConnector(limit=0)
+    # one connection per request in flight, as vLLM's client; a new one for each request
+    # (llama.cpp's server closed reused keep-alive connections mid multi-turn chat:
+    # "Can not write request body")
+    connector = aiohttp.TCPConnector(limit=0, force_close=True)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         for target in targets:  # one after another: they may share the machine
             target = await _resolve_model(session, target)
