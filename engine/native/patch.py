@@ -44,15 +44,21 @@ def _supported(mod: nn.Module) -> bool:
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 
 
+def _handed(mod: nn.Module, x: mx.array) -> mx.array | None:
+    """The output a sibling's leader computed for this very input, if any (taken once)."""
+    ready = mod.__dict__.get("_native_ready")
+    if ready is None:
+        return None
+    mod.__dict__["_native_ready"] = None
+    return ready[1] if ready[0] is x else None
+
+
 def _packed(mod: nn.Module, x: mx.array) -> mx.array:
     """The packed int8 kernel: every row count, one arithmetic (batch invariance)."""
-    state = mod.__dict__
-    ready = state.get("_native_ready")
-    if ready is not None:
-        state["_native_ready"] = None
-        if ready[0] is x:  # computed with its leader for this very input
-            return ready[1]
-    group = state.get("_native_group") or (mod,)
+    handed = _handed(mod, x)
+    if handed is not None:
+        return handed
+    group = mod.__dict__.get("_native_group") or (mod,)
     outs = extension().packed_matvec_many(
         x, [a for m in group for a in m._native_packed], [m._native_n for m in group],
         mod.group_size, mod.bits, force_scalar=mod._native_scalar)
@@ -66,13 +72,10 @@ def _matmul(mod: nn.Module, x: mx.array) -> mx.array:
     if x.dtype == mx.float32 and x.ndim and mod.__dict__.get("_native_packed") is not None:
         return _packed(mod, x)
     if x.dtype == mx.float32 and x.ndim and x.size <= mod._native_max_rows * x.shape[-1]:
-        state = mod.__dict__
-        ready = state.get("_native_ready")
-        if ready is not None:
-            state["_native_ready"] = None
-            if ready[0] is x:  # computed with its leader for this very input
-                return ready[1]
-        group = state.get("_native_group")
+        handed = _handed(mod, x)
+        if handed is not None:
+            return handed
+        group = mod.__dict__.get("_native_group")
         if group is not None:
             outs = extension().quantized_matvec_many(
                 x, [a for m in group for a in (m.weight, m.scales, m.biases)],

@@ -61,11 +61,11 @@ class Run:
     """A submitted request whose token events are collected as they come."""
 
     def __init__(self, engine: Engine, prompt: list[int] | list[dict[str, str]],
-                 params: SamplingParams) -> None:
+                 params: SamplingParams, priority: str = "interactive") -> None:
         """`prompt`: token ids, or chat messages (then the model's chat template applies)."""
-        self.stream = (engine.submit(prompt_tokens=prompt, params=params)
+        self.stream = (engine.submit(prompt_tokens=prompt, params=params, priority=priority)
                        if isinstance(prompt[0], int) else
-                       engine.submit(messages=prompt, params=params))
+                       engine.submit(messages=prompt, params=params, priority=priority))
         self.events: list[Any] = []
         self.stream.listen(lambda e: self.events.append(e) if e.token is not None else None)
 
@@ -284,6 +284,27 @@ def test_queued_behind_others_with_a_tight_tick_budget(qtiny, references, kind) 
         watch.step(rng.randint(2, 5))
     watch.finish()
     assert watch.sizes[0] == 0 and max(watch.sizes) >= 3, watch.sizes
+    assert target.answer == refs[kind]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("priority", ["background", "interactive"])
+def test_either_priority_class_among_the_other(qtiny, references, kind, priority) -> None:
+    """The target at one priority class among requests of the other (the scheduler orders
+    their prefill differently; the answer stays)."""
+    prompt, refs = references
+    rng = random.Random(6)
+    other = "interactive" if priority == "background" else "background"
+    engine = engine_on(qtiny, max_concurrent=8, prefill_burst=16)
+    others = [Run(engine, other_prompt(rng), other_params(rng), other) for _ in range(5)]
+    target = Run(engine, prompt, KINDS[kind](), priority)
+    watch = Watch(engine, target)
+    for _ in range(6):
+        others += [Run(engine, other_prompt(rng), other_params(rng), other)
+                   for _ in range(rng.randint(0, 2))]
+        watch.step(rng.randint(1, 4))
+    watch.finish()
+    assert max(watch.sizes) >= 3, watch.sizes
     assert target.answer == refs[kind]
 
 

@@ -70,7 +70,9 @@ inline float bf16_to_f32(uint16_t h) {
   return out;
 }
 
-inline float load_scale(const void* p, size_t i, ScaleType t) {
+}  // namespace
+
+float load_scale(const void* p, size_t i, ScaleType t) {
   switch (t) {
     case ScaleType::f32:
       return static_cast<const float*>(p)[i];
@@ -80,6 +82,8 @@ inline float load_scale(const void* p, size_t i, ScaleType t) {
       return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
   }
 }
+
+namespace {
 
 // ---------------------------------------------------------------- scalar ----
 

@@ -30,6 +30,9 @@ struct QmvArgs {
   const uint8_t* xt = nullptr;
 };
 
+// Scale or bias i of an array of type t as a float (IEEE half and bfloat16 converted).
+float load_scale(const void* p, size_t i, ScaleType t);
+
 // y = x @ (scales * q + biases).T. force_scalar skips the AVX2 path (tests, old CPUs).
 // int8_x: x is rounded to int8 per 32-block (step max|x| / 127) and the products are
 // integer dot products, as llama.cpp's Q4_1 x Q8_1; not exact (see docs/kernels.md).

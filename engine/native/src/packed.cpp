@@ -17,31 +17,6 @@ namespace bc_native {
 
 namespace {
 
-inline float scale_value(const void* p, size_t i, ScaleType t) {
-  if (t == ScaleType::f32) return static_cast<const float*>(p)[i];
-  const uint16_t h = static_cast<const uint16_t*>(p)[i];
-  uint32_t bits;
-  if (t == ScaleType::bf16) {
-    bits = (uint32_t)h << 16;
-  } else {  // IEEE half
-    const uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    if (exp == 0 && man == 0) {
-      bits = sign;
-    } else if (exp == 0) {
-      float f = (float)man * 5.9604644775390625e-8f;
-      std::memcpy(&bits, &f, 4);
-      bits |= sign;
-    } else if (exp == 31) {
-      bits = sign | 0x7f800000u | (man << 13);
-    } else {
-      bits = sign | ((exp + 112) << 23) | (man << 13);
-    }
-  }
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
-}
-
 // x prepared once per call: int8 rows, block steps, group sums.
 struct Prep {
   const int8_t* q;
@@ -52,12 +27,21 @@ struct Prep {
 
 inline int block_bytes(int bits) { return kPanel * 32 * bits / 8; }
 
+struct PanelData {
+  const uint8_t* w;  // the panel's weights, block after block
+  const float* s;    // its scales, 16 a group
+  const float* b;    // its biases
+};
+
+inline PanelData panel_at(const PackedArgs& p, const Prep& x, int pn, int block_bytes) {
+  return {p.w + (size_t)pn * x.blocks * block_bytes, p.s + (size_t)pn * x.groups * kPanel,
+          p.b + (size_t)pn * x.groups * kPanel};
+}
+
 // ---------------------------------------------------------------- portable ----
 void panel_portable(const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
   const int bpg = p.group_size / 32, BB = block_bytes(p.bits);
-  const uint8_t* wb = p.w + (size_t)pn * x.blocks * BB;
-  const float* sb = p.s + (size_t)pn * x.groups * kPanel;
-  const float* bb = p.b + (size_t)pn * x.groups * kPanel;
+  const auto [wb, sb, bb] = panel_at(p, x, pn, BB);
   for (int n = 0; n < kPanel && pn * kPanel + n < p.N; ++n)
     for (int m = m0; m < m0 + rows; ++m) {
       const int8_t* xq = x.q + (size_t)m * x.K;
@@ -99,9 +83,7 @@ inline int32_t x4(const int8_t* p) {
 template <int BITS, int R>
 BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0) {
   const int bpg = p.group_size / 32, BB = block_bytes(BITS);
-  const uint8_t* wb = p.w + (size_t)pn * x.blocks * BB;
-  const float* sb = p.s + (size_t)pn * x.groups * kPanel;
-  const float* bb = p.b + (size_t)pn * x.groups * kPanel;
+  const auto [wb, sb, bb] = panel_at(p, x, pn, BB);
   const int8_t* xq[R];
   for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -166,9 +148,7 @@ BC_AVX2 inline __m256i dot4(__m256i w, __m256i xb) {
 template <int BITS, int R>
 BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
   const int bpg = p.group_size / 32, BB = block_bytes(BITS);
-  const uint8_t* wb = p.w + (size_t)pn * x.blocks * BB;
-  const float* sb = p.s + (size_t)pn * x.groups * kPanel;
-  const float* bb = p.b + (size_t)pn * x.groups * kPanel;
+  const auto [wb, sb, bb] = panel_at(p, x, pn, BB);
   const int8_t* xq[R];
   for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -295,8 +275,8 @@ void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp) {
     }
     for (int g = 0; g < groups; ++g) {
       const size_t at = ((size_t)pn * groups + g) * kPanel + ln;
-      sp[at] = scale_value(a.scales, (size_t)n * groups + g, a.stype);
-      bp[at] = scale_value(a.biases, (size_t)n * groups + g, a.stype);
+      sp[at] = load_scale(a.scales, (size_t)n * groups + g, a.stype);
+      bp[at] = load_scale(a.biases, (size_t)n * groups + g, a.stype);
     }
   }
 }

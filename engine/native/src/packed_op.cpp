@@ -8,6 +8,7 @@
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/transforms.h"
 #include "packed.h"
+#include "qmv.h"
 
 namespace bc_native {
 
@@ -21,16 +22,8 @@ void check(bool ok, const std::string& msg) {
 
 std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scales,
                                       const mx::array& biases, int group_size, int bits) {
-  check(bits == 4 || bits == 8, "bits must be 4 or 8");
-  check(group_size == 32 || group_size == 64, "group_size must be 32 or 64");
-  check(w.dtype() == mx::uint32 && w.ndim() == 2, "w must be a 2-D uint32 array");
+  check_weights(w, scales, biases, group_size, bits, "pack_quantized");
   const int N = w.shape(0), K = w.shape(1) * 32 / bits;
-  check(scales.shape() == mx::Shape({N, K / group_size}) && biases.shape() == scales.shape(),
-        "scales and biases must have shape (N, K / group_size)");
-  check(scales.dtype() == biases.dtype() &&
-            (scales.dtype() == mx::float32 || scales.dtype() == mx::float16 ||
-             scales.dtype() == mx::bfloat16),
-        "scales and biases must share a float dtype");
   auto cpu = mx::Device::cpu;
   mx::array wc = mx::contiguous(w, false, cpu), sc = mx::contiguous(scales, false, cpu),
             bc = mx::contiguous(biases, false, cpu);

@@ -17,8 +17,13 @@ void check(bool ok, const std::string& msg) {
   if (!ok) throw std::invalid_argument("quantized_matvec: " + msg);
 }
 
+}  // namespace
+
 void check_weights(const mx::array& w, const mx::array& scales, const mx::array& biases,
-                   int group_size, int bits) {
+                   int group_size, int bits, const std::string& who) {
+  auto check = [&](bool ok, const std::string& msg) {
+    if (!ok) throw std::invalid_argument(who + ": " + msg);
+  };
   check(bits == 4 || bits == 8, "bits must be 4 or 8");
   check(group_size == 32 || group_size == 64, "group_size must be 32 or 64");
   check(w.dtype() == mx::uint32 && w.ndim() == 2, "w must be a 2-D uint32 array");
@@ -32,11 +37,9 @@ void check_weights(const mx::array& w, const mx::array& scales, const mx::array&
         "scales and biases must share a float dtype");
 }
 
-}  // namespace
-
 mx::array dequantize_f32(const mx::array& w, const mx::array& scales, const mx::array& biases,
                          int group_size, int bits, bool force_scalar, mx::StreamOrDevice s) {
-  check_weights(w, scales, biases, group_size, bits);
+  check_weights(w, scales, biases, group_size, bits, "quantized_matvec");
   auto stream = mx::to_stream(s);
   check(stream.device == mx::Device::cpu, "runs on the CPU only");
   return mx::array({w.shape(0), w.shape(1) * 32 / bits}, mx::float32,
@@ -58,7 +61,7 @@ std::vector<mx::array> quantized_matvec_many(const mx::array& x,
   std::vector<mx::Dtype> dtypes;
   for (size_t i = 0; i < weights.size(); i += 3) {
     const auto &w = weights[i], &sc = weights[i + 1], &bi = weights[i + 2];
-    check_weights(w, sc, bi, group_size, bits);
+    check_weights(w, sc, bi, group_size, bits, "quantized_matvec");
     check(x.shape(-1) == w.shape(1) * 32 / bits,
           "x's last dimension must be " + std::to_string(w.shape(1) * 32 / bits));
     check(sc.dtype() == weights[1].dtype(), "all scales must share a dtype");
