@@ -252,6 +252,9 @@ class EngineCore:
         seq.output_tokens.append(token)
         if seq.t_first_token is None:
             seq.t_first_token = now
+        else:  # the gap since its last token: a stall shows here (stats.gap_figures)
+            self.stats.record_gap(now, now - seq.t_last_token)
+        seq.t_last_token = now
         reason = None
         if token in self.eos_token_ids:
             reason, delta = "stop", ""

@@ -19,6 +19,9 @@ def engine_stats(core: EngineCore) -> EngineStats:
     prefix = core.prefix.stats() if core.prefix is not None else None
     with st.lock:
         tps, mean_batch = st.window_rates(now)
+        itl_p99, itl_max = st.gap_figures(now)
+        stall = max((now - s.t_last_token for s in list(core.batch.seqs)
+                     if s.t_last_token is not None), default=0.0)
         last = st.ticks[-1] if st.ticks else None
         return EngineStats(
             active=core.num_active,
@@ -43,6 +46,9 @@ def engine_stats(core: EngineCore) -> EngineStats:
             kv_bytes_per_token=core.kv_per_token,
             kv_budget_bytes=core.kv_budget,
             kv_reserved_bytes=core.kv_reserved,
+            itl_p99_s=itl_p99,
+            itl_max_s=itl_max,
+            stall_s=stall,
             **({} if prefix is None else {
                 "prefix_entries": prefix.entries,
                 "prefix_cached_tokens": prefix.cached_tokens,

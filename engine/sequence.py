@@ -54,6 +54,7 @@ class Sequence:
     t_submit: float = field(default_factory=time.perf_counter)
     t_admit: float | None = None
     t_first_token: float | None = None
+    t_last_token: float | None = None  # for the gaps between tokens (stats: stalls)
     t_finish: float | None = None
 
     @property

@@ -139,6 +139,10 @@ class EngineStats:
     prefix_disk_bytes: int = 0
     prefix_disk_saves: int = 0
     prefix_disk_loads: int = 0
+    # Gaps between a stream's tokens, over the recent window (stalls: issue #26)
+    itl_p99_s: float = 0.0
+    itl_max_s: float = 0.0  # the largest gap of the window
+    stall_s: float = 0.0  # the longest a running stream has now waited for its next token
 
     @property
     def prefix_hit_rate(self) -> float:
@@ -170,6 +174,7 @@ class StatsCollector:
         self.t_start = time.perf_counter()
         self.lock = threading.Lock()  # readers on other threads take it too
         self._window: deque[tuple[float, int, int]] = deque()  # (time, tokens, decode rows)
+        self._gaps: deque[tuple[float, float]] = deque()  # (time, gap since the last token)
 
     def record_tick(self, rec: TickRecord) -> None:
         with self.lock:
@@ -191,9 +196,24 @@ class StatsCollector:
             else:
                 self.completed += 1
 
+    def record_gap(self, now: float, gap: float) -> None:
+        """The time a stream waited for this token since its previous one."""
+        with self.lock:
+            self._gaps.append((now, gap))
+
     def _trim(self, now: float) -> None:
         while self._window and self._window[0][0] < now - self.window_s:
             self._window.popleft()
+        while self._gaps and self._gaps[0][0] < now - self.window_s:
+            self._gaps.popleft()
+
+    def gap_figures(self, now: float) -> tuple[float, float]:
+        """(p99, max) of the gaps between tokens over the recent window; hold lock."""
+        self._trim(now)
+        gaps = sorted(g for _, g in self._gaps)
+        if not gaps:
+            return 0.0, 0.0
+        return gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))], gaps[-1]
 
     def window_rates(self, now: float) -> tuple[float, float]:
         """(tokens/s, mean decode rows per decoding tick) over the recent window; hold lock."""

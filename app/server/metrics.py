@@ -101,6 +101,12 @@ def _engine_lines(s: EngineStats) -> list[str]:
         ("batch_size", "gauge", "rows in the current decode batch", s.batch_size),
         ("generation_tokens_per_second", "gauge", "generated tokens per second, recent window",
          s.tokens_per_s),
+        ("inter_token_gap_p99_seconds", "gauge", "99th percentile of the gaps between a "
+         "stream's tokens, all streams, recent window", s.itl_p99_s),
+        ("inter_token_gap_max_seconds", "gauge", "the largest gap between a stream's tokens, "
+         "recent window (a stall)", s.itl_max_s),
+        ("stream_stall_seconds", "gauge", "the longest a running stream has waited for its "
+         "next token, now", s.stall_s),
     ]
     out = []
     for name, kind, doc, value in figures:

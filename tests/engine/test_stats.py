@@ -52,3 +52,22 @@ def test_request_rows_show_live_states(make_engine):
     rows = {r.tag: r for r in engine.request_rows()}
     assert rows["tab-1"].state == "generating" and rows["tab-1"].generated_tokens == 2
     assert rows["sim"].state == "queued" and rows["sim"].generated_tokens == 0
+
+
+def test_gaps_between_tokens_show_a_stall(make_engine):
+    """Issue #26: the largest gap between a stream's tokens (and its p99) over the window,
+    and how long a running stream has waited now. A pause of the engine is a stall."""
+    import time
+
+    engine = make_engine(max_concurrent=2)
+    stream = engine.submit(prompt_tokens=list(range(20)), params=SamplingParams(max_tokens=12))
+    for _ in range(4):
+        engine.step()
+    quick = engine.stats()
+    assert 0 < quick.itl_p99_s <= quick.itl_max_s < 0.2
+    time.sleep(0.25)  # nothing runs: the stream stalls
+    assert engine.stats().stall_s >= 0.25
+    run_to_end(engine)
+    st = engine.stats()
+    assert st.itl_max_s >= 0.25 > st.itl_p99_s or st.itl_p99_s == st.itl_max_s
+    assert len(stream.tokens) == 12 and st.stall_s == 0.0  # nothing running now

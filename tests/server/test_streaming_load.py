@@ -119,3 +119,7 @@ async def test_metrics_in_prometheus_text(serve):
                  "prompt_tokens_total"):
         assert "batchchat_" + name in lines
     assert 0.0 < float(lines["batchchat_kv_cache_usage_perc"]) <= 1.0
+    # stalls (issue #26): the 3 gaps between the 4 tokens, none running now
+    assert 0.0 < float(lines["batchchat_inter_token_gap_p99_seconds"]) \
+        <= float(lines["batchchat_inter_token_gap_max_seconds"])
+    assert float(lines["batchchat_stream_stall_seconds"]) == 0.0

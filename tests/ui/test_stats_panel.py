@@ -48,6 +48,7 @@ def test_panel_numbers_equal_the_engine_after_a_known_workload(window, loop, qtb
     assert values["prompt"] == str(s.total_prompt_tokens)
     assert values["budget"] == str(s.budget)
     assert values["ttft"] != "–" and values["itl"] != "–"
+    assert values["gaps"] == f"{s.itl_p99_s * 1000:.0f} / {s.itl_max_s * 1000:.0f} ms"  # #26
 
     table = dock.panel.table_model
     shown = {r.request_id: r for r in table.rows}

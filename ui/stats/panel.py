@@ -39,6 +39,10 @@ DISK_TIP = "Conversations' KV saved across restarts: files and their size."
 KV_TIP = ("KV memory set aside by running requests plus held by cached prefixes, of the "
           "engine's KV budget (cached prefixes are evicted when running requests need room).")
 
+GAPS_TIP = ("The gaps between a stream's tokens as its tokens come out, all streams, over the "
+            "engine's recent window: the 99th percentile and the largest. A large gap is a "
+            "stall, e.g. while another chat's prompt is read.")
+
 # (key, label, tooltip) per group; values are filled in by StatsPanel._show_numbers
 GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ("Requests", (
@@ -68,6 +72,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ("Latency (p50 / p90 / p99)", (
         ("ttft", "TTFT", TTFT_TIP),
         ("itl", "ITL", ITL_TIP),
+        ("gaps", "gaps p99 / max", GAPS_TIP),
     )),
     ("Conversation memory", (
         ("hit_rate", "hit rate", HIT_TIP),
@@ -171,6 +176,8 @@ class StatsPanel(QWidget):
                 ("budget", str(s.budget)), ("ticks", str(s.ticks)),
                 ("memory", _mib(s.memory_bytes)), ("peak_memory", _mib(s.peak_memory_bytes)),
                 ("ttft", _pct(model.ttft)), ("itl", _pct(model.itl)),
+                ("gaps", f"{s.itl_p99_s * 1000:.0f} / {s.itl_max_s * 1000:.0f} ms"
+                 if s.itl_max_s else "–"),
                 *(model.memory.texts() if model.memory is not None else ()),
             ):
                 _set(self.values[key], text)
