@@ -72,6 +72,7 @@ class EngineCore:
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)
         self._events: list[TokenEvent] = []
+        self._gaps: list[float] = []  # gaps between tokens this tick (stats: stalls)
         # Set by the engine thread: hands over events before the tick's decode pass, so a
         # first token sampled in prefill does not wait for the other rows' step.
         self.deliver_early: Callable[[list[TokenEvent]], None] | None = None
@@ -252,8 +253,8 @@ class EngineCore:
         seq.output_tokens.append(token)
         if seq.t_first_token is None:
             seq.t_first_token = now
-        else:  # the gap since its last token: a stall shows here (stats.gap_figures)
-            self.stats.record_gap(now, now - seq.t_last_token)
+        else:  # the gap since its last token: a stall shows here (recorded with the tick)
+            self._gaps.append(now - seq.t_last_token)
         seq.t_last_token = now
         reason = None
         if token in self.eos_token_ids:
@@ -323,7 +324,8 @@ class EngineCore:
             prefill_tokens=plan.num_prefill_tokens, prefill_seqs=len(plan.prefill),
             step_s=step_s, forward_s=prefill_s + forward_s, budget=plan.budget,
             tokens_out=tokens_out, batched=batched,
-        ))
+        ), self._gaps)
+        self._gaps = []
 
     def _take_events(self) -> list[TokenEvent]:
         events, self._events = self._events, []

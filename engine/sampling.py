@@ -72,6 +72,11 @@ class RowSampler:
                 logits = processor(context, logits)
         return logits
 
+    @property
+    def penalty_window(self) -> int:
+        """Tokens of the history the repetition penalty reads (0: no penalty)."""
+        return self.params.repetition_context_size if self._processors else 0
+
     def step_uniform(self, step: int) -> float:
         """This request's uniform draw in [0, 1) at `step`: a function of its seed and the
         step only, so the same in any batch (SplitMix64's mix; 24 bits, exact in float32).
@@ -103,7 +108,7 @@ def penalize_rows(samplers: Seq[RowSampler], histories: Seq[list[int]], logits: 
     sign-aware scaling, a scatter), the values mlx-lm's per-row processor gives: per-row
     processors cost ~4 ops a row a step. A row without a penalty or a history is scaled by
     1 at its first token (the same value written back). `pending` as in sample_rows."""
-    sizes = [s.params.repetition_context_size if s._processors else 0 for s in samplers]
+    sizes = [s.penalty_window for s in samplers]
     if not any(sizes):
         return logits
     width = max(sizes)

@@ -176,8 +176,10 @@ class StatsCollector:
         self._window: deque[tuple[float, int, int]] = deque()  # (time, tokens, decode rows)
         self._gaps: deque[tuple[float, float]] = deque()  # (time, gap since the last token)
 
-    def record_tick(self, rec: TickRecord) -> None:
+    def record_tick(self, rec: TickRecord, gaps: list[float] | None = None) -> None:
+        """A finished tick, and the gaps between tokens its streams waited (seconds)."""
         with self.lock:
+            self._gaps.extend((rec.t, g) for g in gaps or ())
             self.num_ticks += 1
             self.ticks.append(rec)
             self.total_generated += rec.tokens_out
@@ -195,11 +197,6 @@ class StatsCollector:
                 self.failed += 1
             else:
                 self.completed += 1
-
-    def record_gap(self, now: float, gap: float) -> None:
-        """The time a stream waited for this token since its previous one."""
-        with self.lock:
-            self._gaps.append((now, gap))
 
     def _trim(self, now: float) -> None:
         while self._window and self._window[0][0] < now - self.window_s:

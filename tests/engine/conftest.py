@@ -17,6 +17,26 @@ def reference_tokens(model, prompt: list[int], n: int, **kwargs) -> list[int]:
     return out
 
 
+def quantized_tiny(seed: int, hidden: int = 64):
+    """A tiny random-weight model quantized to 4 bits (group 32): the native kernels take it."""
+    import mlx.nn as nn
+
+    from tests.tiny_model import make_tiny_model
+
+    tiny = make_tiny_model(seed=seed, hidden=hidden)
+    nn.quantize(tiny.model, group_size=32, bits=4)
+    mx.eval(tiny.model.parameters())
+    return tiny
+
+
+def engine_on(tiny, **config) -> Engine:
+    """An Engine (not started: drive it with step()) on a tiny model, without EOS tokens."""
+    from engine import EngineConfig
+
+    return Engine(tiny.model, tiny.tokenizer, eos_token_ids=[],
+                  context_length=tiny.context_length, config=EngineConfig(**config))
+
+
 def run_to_end(engine: Engine, max_ticks: int = 10_000) -> int:
     ticks = 0
     while engine.has_work():

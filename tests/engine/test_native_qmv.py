@@ -207,8 +207,9 @@ def _cpu_flags() -> set[str]:
 def test_int8_rows_are_batch_invariant_and_avx512_equals_avx2(
         bits: int, gs: int, k: int, wdtype, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue #25: a row's output is bitwise the same alone or among 1..100 rows (every tile
-    size and an odd number of 32-blocks: k = 96, 160), and the AVX-512 VNNI kernel gives
-    the AVX2 kernel's bits."""
+    size and an odd number of 32-blocks: k = 96, 160), and BATCHCHAT_NATIVE_AVX512=0 does
+    not change it (this kernel runs AVX2 either way; the engine's default, the packed
+    kernel, has an AVX-512 path: test_native_packed.py compares the two)."""
     x, q, s, b = _case(100, 72, k, bits, gs, seed=k + bits, wdtype=wdtype)
     run = lambda rows: np.array(native.quantized_matvec(  # noqa: E731
         rows, q, s, b, gs, bits, int8_x=True))

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
 import pytest
 
@@ -28,7 +27,7 @@ from engine import Engine, EngineConfig, SamplingParams
 from engine import cache as kv
 from engine.decode_batch import DecodeBatch
 from engine.model_runner import ModelRunner
-from tests.engine.conftest import run_to_end
+from tests.engine.conftest import engine_on, quantized_tiny, run_to_end
 
 pytestmark = pytest.mark.usefixtures("native_built")
 
@@ -38,17 +37,7 @@ K = 3  # top log-probabilities asked for
 
 @pytest.fixture(scope="module")
 def qtiny():
-    from tests.tiny_model import make_tiny_model
-
-    tiny = make_tiny_model(seed=11, hidden=64)
-    nn.quantize(tiny.model, group_size=32, bits=4)
-    mx.eval(tiny.model.parameters())
-    return tiny
-
-
-def engine_on(model: Any, **config: Any) -> Engine:
-    return Engine(model.model, model.tokenizer, eos_token_ids=[],
-                  context_length=model.context_length, config=EngineConfig(**config))
+    return quantized_tiny(seed=11)
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import mlx.core as mx
-import mlx.nn as nn
 import pytest
 from openai import AsyncOpenAI
 
 from app.server import ApiServer, ServerConfig
-from engine import Engine, EngineConfig, SamplingParams
-from tests.engine.conftest import run_to_end
+from engine import Engine, SamplingParams
+from tests.engine.conftest import engine_on, quantized_tiny, run_to_end
 from tests.server.conftest import wait_for
 
 MODEL = "tiny-q4"
@@ -37,20 +35,11 @@ SEEDED: dict[str, Any] = {"temperature": 0.8, "top_p": 0.9, "seed": 4242}
 @pytest.fixture(scope="module")
 def qtiny():
     from engine.native import build as native_build
-    from tests.tiny_model import make_tiny_model
 
     reason = native_build.ensure_built()
     if reason is not None:
         pytest.skip(f"engine.native unavailable: {reason}")
-    tiny = make_tiny_model(seed=17, hidden=64)
-    nn.quantize(tiny.model, group_size=32, bits=4)
-    mx.eval(tiny.model.parameters())
-    return tiny
-
-
-def engine_on(tiny: Any, **config: Any) -> Engine:
-    return Engine(tiny.model, tiny.tokenizer, eos_token_ids=[],
-                  context_length=tiny.context_length, config=EngineConfig(**config))
+    return quantized_tiny(seed=17)
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,6 @@ inline int tile_rows(int M, int m0) {
   return left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
 }
 
-// The first row of the tile that holds row m.
-inline int tile_start(int M, int m) {
-  int m0 = 0;
-  while (m0 + tile_rows(M, m0) <= m) m0 += tile_rows(M, m0);
-  return m0;
-}
-
 inline float f16_to_f32(uint16_t h) {
   // Portable IEEE half -> float (subnormals, inf and NaN included).
   uint32_t sign = (uint32_t)(h & 0x8000) << 16;
@@ -364,8 +357,7 @@ BC_AVX2 inline __m256 scales8_at(ScaleType t, const void* p, size_t i) {
 // run-time block number was kept in memory, not registers (3x slower at one row).
 // The end of one int8 output: even- and odd-block accumulators added, then the bias term
 // sum_g bias_g * sum(x'_g), 8 groups at a time (a scalar loop was a chain of dependent
-// multiply-adds as long as the row's block work). Shared by the AVX2 and AVX-512 kernels,
-// whose outputs are bitwise equal (the same operations on the same lanes).
+// multiply-adds as long as the row's block work).
 BC_AVX2 inline float i8_finish(__m256 acc0, __m256 acc1, ScaleType st, const void* biases,
                                size_t off, const float* xr, int groups) {
   __m256 t = _mm256_add_ps(acc0, acc1);
@@ -427,83 +419,7 @@ struct TileI8 {
   }
 };
 
-// The int8 kernel on AVX-512 VNNI: a block pair (b, b + 1) per 512-bit vector, its low
-// half the AVX2 kernel's acc0 (even blocks) and its high half acc1 (odd blocks); vpdpbusd
-// gives the same exact 4-product lane sums as maddubs + madd, and the per-block factor
-// s_g * d_b is the same float product, so the outputs equal the AVX2 kernel's bit for bit
-// (tests/engine/test_native_qmv.py) at ~2.5x its speed for prefill-sized passes.
-// a.xt: x packed for it, tile by tile (tile_rows): per block pair, per row of the tile, 64
-// bytes of x and its steps as 16 floats [d_b x8 | d_b+1 x8] (zeros past the last block),
-// so a row's operands are one stream and the loop keeps its accumulators in registers.
-#define BC_AVX512VNNI \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma,f16c")))
-
-template <int BITS>
-BC_AVX512VNNI inline __m512i pair_weights(const uint32_t* wp, int b, bool one) {
-  if constexpr (BITS == 4) {
-    // 16 bytes a block, low nibbles then high nibbles as 32 bytes: [lo_b hi_b lo_b1 hi_b1]
-    const __m256i v = one ? _mm256_zextsi128_si256(
-                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(wp + b * 4)))
-                          : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + b * 4));
-    const __m512i z = _mm512_shuffle_i64x2(_mm512_zextsi256_si512(v),
-                                           _mm512_zextsi256_si512(v), 0x50);
-    constexpr long long F = 0x0004000400040004LL;  // each 16-bit element shifted by 4
-    const __m512i shifts = _mm512_set_epi64(F, F, 0, 0, F, F, 0, 0);
-    const __m512i w = _mm512_and_si512(_mm512_srlv_epi16(z, shifts), _mm512_set1_epi8(0x0f));
-    return one ? _mm512_maskz_mov_epi64(0x0f, w) : w;
-  } else {
-    return one ? _mm512_maskz_loadu_epi64(0x0f, wp + b * 8)
-               : _mm512_loadu_si512(wp + b * 8);
-  }
-}
-
-template <int BITS, int GS, int R>
-BC_AVX512VNNI void tile_i8_512(const QmvArgs& a, int n0, int n1, int m0, float*, float*) {
-  constexpr int per_word = 32 / BITS;
-  constexpr int bpg = GS / 32;
-  const int K = a.K, groups = K / GS, words = K / per_word, blocks = K / 32;
-  const int pairs = (blocks + 1) / 2, full = blocks / 2;
-  const uint8_t* xt = a.xt + (size_t)m0 * pairs * 128;  // this tile's rows, packed
-  const float* xs = a.xs + (size_t)m0 * groups;
-  const ScaleType st = a.stype;
-  const __m512i lanes = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  for (int n = n0; n < n1; ++n) {
-    const uint32_t* wp = a.w + (size_t)n * words;
-    const size_t off = (size_t)n * groups;
-    __m512 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-    for (int p = 0; p < pairs; ++p) {
-      const int b = 2 * p;
-      const bool one = p == full;  // the last block alone (an odd number of blocks)
-      const float s0 = scale_at(st, a.scales, off + b / bpg);
-      const float s1 = one ? 0.f : scale_at(st, a.scales, off + (b + 1) / bpg);
-      const __m512 sv = _mm512_permutexvar_ps(
-          lanes, _mm512_zextps128_ps512(_mm_setr_ps(s0, s1, 0.f, 0.f)));
-      const __m512i w = pair_weights<BITS>(wp, b, one);
-      const uint8_t* t = xt + (size_t)p * R * 128;
-      for (int r = 0; r < R; ++r) {
-        const __m512i xv = _mm512_loadu_si512(t + r * 128);
-        const __m512 f = _mm512_mul_ps(sv, _mm512_loadu_ps(t + r * 128 + 64));
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), f, acc[r]);
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      a.y[(size_t)(m0 + r) * a.N + n] =
-          i8_finish(_mm512_castps512_ps256(acc[r]), _mm512_extractf32x8_ps(acc[r], 1), st,
-                    a.biases, off, xs + (size_t)r * groups, groups);
-  }
-}
-
-template <int BITS, int GS>
-struct TileI8x512 {
-  template <int R>
-  BC_AVX512VNNI static void run(const QmvArgs& a, int n0, int n1, int m0, float* sf,
-                                float* bf) {
-    tile_i8_512<BITS, GS, R>(a, n0, n1, m0, sf, bf);
-  }
-};
-
+// The CPU features of the packed kernel's AVX-512 path (src/packed.cpp).
 bool detect_avx512_vnni() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -595,7 +511,7 @@ RowsFn pick_deq(const QmvArgs& a, bool force_scalar) {
   return a.bits == 4 ? deq_rows_scalar<4> : deq_rows_scalar<8>;
 }
 
-// AVX-512 VNNI for the int8 kernel unless BATCHCHAT_NATIVE_AVX512=0 (tests compare the two).
+// AVX-512 VNNI for the packed kernel unless BATCHCHAT_NATIVE_AVX512=0 (tests compare).
 bool use_avx512_vnni() {
   static const bool has = detect_avx512_vnni();
   const char* env = std::getenv("BATCHCHAT_NATIVE_AVX512");
@@ -604,12 +520,6 @@ bool use_avx512_vnni() {
 
 RowsFn pick_i8(const QmvArgs& a, bool force_scalar) {
 #ifdef BC_X86
-  if (!force_scalar && a.xt && cpu_has_avx2_fma()) {
-    if (a.bits == 4 && a.group_size == 32) return rows_avx2<32, TileI8x512<4, 32>>;
-    if (a.bits == 4 && a.group_size == 64) return rows_avx2<64, TileI8x512<4, 64>>;
-    if (a.bits == 8 && a.group_size == 32) return rows_avx2<32, TileI8x512<8, 32>>;
-    if (a.bits == 8 && a.group_size == 64) return rows_avx2<64, TileI8x512<8, 64>>;
-  }
   if (!force_scalar && cpu_has_avx2_fma()) {
     if (a.bits == 4 && a.group_size == 32) return rows_avx2<32, TileI8<4, 32>>;
     if (a.bits == 4 && a.group_size == 64) return rows_avx2<64, TileI8<4, 64>>;
@@ -872,11 +782,10 @@ BC_AVX2 void quantize_rows_avx2(const float* x, int m0, int m1, int K, int bits,
 #endif
 
 // What the int8 kernels read besides x's bytes, for rows [m0, m1): the rounded x summed
-// per group times its step (xs, for the bias term) and, for the AVX-512 kernel, the steps
-// packed tile by tile with x (xt).
+// per group times its step (xs, for the bias term).
 void prepare_i8_rows(const QmvArgs& a, int m0, int m1, bool simd, int8_t* xq, float* xd,
-                     float* xs, uint8_t* xt) {
-  const int K = a.K, blocks = K / 32, groups = K / a.group_size, pairs = (blocks + 1) / 2;
+                     float* xs) {
+  const int K = a.K, blocks = K / 32, groups = K / a.group_size;
 #ifdef BC_X86
   if (simd) quantize_rows_avx2(a.x, m0, m1, K, a.bits, xq, xd);
   else
@@ -895,18 +804,6 @@ void prepare_i8_rows(const QmvArgs& a, int m0, int m1, bool simd, int8_t* xq, fl
       for (int i = 0; i < 32; ++i) sum += qb[i];
       xsm[b * 32 / a.group_size] += xd[(size_t)m * blocks + b] * (float)sum;
     }
-    if (!xt) continue;
-    const int m0 = tile_start(a.M, m), R = tile_rows(a.M, m0);
-    for (int p = 0; p < pairs; ++p) {
-      uint8_t* dst = xt + ((size_t)m0 * pairs + (size_t)p * R + (m - m0)) * 128;
-      float* e = reinterpret_cast<float*>(dst + 64);
-      for (int h = 0; h < 2; ++h) {
-        const int b = 2 * p + h;
-        if (b < blocks) std::memcpy(dst + 32 * h, xq + (size_t)m * K + b * 32, 32);
-        else std::memset(dst + 32 * h, 0, 32);
-        std::fill(e + 8 * h, e + 8 * h + 8, b < blocks ? xd[(size_t)m * blocks + b] : 0.f);
-      }
-    }
   }
 }
 
@@ -923,7 +820,7 @@ void quantize_rows_int8(const float* x, int M, int K, int group_size, bool force
   const bool simd = !force_scalar && cpu_has_avx2_fma();
   const int per = 16, chunks = (M + per - 1) / per;
   parallel_chunks(chunks, (long)M * K * 8, [&](int c) {
-    prepare_i8_rows(a, c * per, std::min(M, (c + 1) * per), simd, q, d, xs, nullptr);
+    prepare_i8_rows(a, c * per, std::min(M, (c + 1) * per), simd, q, d, xs);
   });
 }
 
@@ -939,25 +836,21 @@ void qmv_run_many(const std::vector<QmvArgs>& args, bool force_scalar, bool int8
   // Scratch reused across calls (a decode step makes ~100): no allocation per call.
   thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> xd, xp, xs;
-  thread_local std::vector<uint8_t> xt;
   RowsFn fn;
   if (int8_x && a.K % 32 == 0) {
-    const int blocks = a.K / 32, pairs = (blocks + 1) / 2;
+    const int blocks = a.K / 32;
     const bool simd = !force_scalar && cpu_has_avx2_fma();
-    const bool wide = simd && use_avx512_vnni();
     xq.resize((size_t)a.M * a.K);
     xd.resize((size_t)a.M * blocks);
     xs.resize((size_t)a.M * groups);
-    xt.resize(wide ? (size_t)a.M * pairs * 128 : 0);
     // Rows are prepared independently (so in any split): in parallel for a prompt chunk.
     const int per = 16, chunks = (a.M + per - 1) / per;
     int8_t* q = xq.data();
     float *d = xd.data(), *sm = xs.data();
-    uint8_t* e = wide ? xt.data() : nullptr;
     parallel_chunks(chunks, (long)a.M * a.K * 8, [&](int c) {
-      prepare_i8_rows(a, c * per, std::min(a.M, (c + 1) * per), simd, q, d, sm, e);
+      prepare_i8_rows(a, c * per, std::min(a.M, (c + 1) * per), simd, q, d, sm);
     });
-    for (auto& p : parts) p.xq = q, p.xd = d, p.xs = sm, p.xt = e;
+    for (auto& p : parts) p.xq = q, p.xd = d, p.xs = sm;
     fn = pick_i8(parts[0], force_scalar);
   } else {
     if (a.bits == 4 && !force_scalar && cpu_has_avx2_fma()) {

@@ -26,8 +26,6 @@ struct QmvArgs {
   // xp, (M, K) int8, with one float step per block (M, K / 32); xs is set as well.
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
-  // For the AVX-512 VNNI kernel: x and its steps packed tile by tile (kernels.cpp).
-  const uint8_t* xt = nullptr;
 };
 
 // Scale or bias i of an array of type t as a float (IEEE half and bfloat16 converted).
