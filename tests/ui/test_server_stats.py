@@ -43,8 +43,13 @@ def test_own_server_metrics_while_a_tab_streams(window, loop, settings, own_serv
     tab.panel.fields["max_tokens"].setValue(5000)
     tab.send_text("keep going")
     run_until(loop, lambda: len(tab.conversation.messages[-1].content) > 3)
-    spin(loop, 0.3)
-    load = read(loop, box)
+    # Read while the reply streams: the tiny model fills its 512-token context in ~0.4 s,
+    # so a fixed wait before one read raced the reply's end.
+    for _ in range(40):
+        load = read(loop, box)
+        if load.running == 1 and load.generation_tokens_per_s or not tab.conversation.is_busy:
+            break
+        spin(loop, 0.02)
     assert load.source == "metrics" and load.running == 1  # the server counts the tab
     assert load.generation_tokens_per_s is not None and load.generation_tokens_per_s > 0
     assert box.values["running"].text() == "1"
