@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..blas import ensure_fast_blas
+from .request_sampling import SAMPLING, request_sampling
 
 ALL = ("physical", "solo", "offline", "online", "hol", "chat", "chats")
 
@@ -21,6 +22,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", default="1,4,8,16,32")
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--sampling", choices=sorted(SAMPLING), default="tabs",
+                   help="every side's requests: tabs = the chat tabs' defaults (temperature 0.7, "
+                        "top-p 0.95, min-p 0.05, repetition penalty 1.1), what users run; "
+                        "greedy = temperature 0")
     p.add_argument("--offline-priority", default="background,interactive",
                    help="priority classes of the offline requests; the first is the headline")
     p.add_argument("--peer-kernels", action="store_true",
@@ -57,12 +62,14 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
 
         loaded = load_model(args.model)
     scen = set(args.scenarios.split(","))
+    sampling = request_sampling(args.sampling)
     conc = [int(c) for c in args.concurrency.split(",")]
     engine = scenarios.make_engine(loaded, max(conc + [8]) + 1)
     await engine.start()
     results: dict[str, Any] = {"model": getattr(loaded, "description", args.model),
                                "args": {k: str(v) for k, v in vars(args).items()},
-                               "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+                               "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+                               "device": device_description()}
     try:
         texts = scenarios.prompt_texts(max(conc + [16]))
         prompts = [scenarios.chat_tokens(engine, t) for t in texts]
@@ -75,26 +82,26 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
                 sum(v.size for _, v in params), sum(v.nbytes for _, v in params))
         if "solo" in scen:
             results["solo"] = await scenarios.solo(engine, prompts[0], args.new_tokens,
-                                                   args.repeats)
+                                                   args.repeats, sampling)
         if "offline" in scen:
             results["offline"] = await scenarios.offline(
                 engine, prompts, args.new_tokens, conc, args.repeats,
-                tuple(args.offline_priority.split(",")), args.peer_kernels)
+                tuple(args.offline_priority.split(",")), args.peer_kernels, sampling)
         if "online" in scen:
             results["online"] = await scenarios.online(
                 engine, texts, args.online_rate, args.online_requests, args.new_tokens,
-                args.burstiness)
+                args.burstiness, sampling=sampling)
         if "hol" in scen:
             long_text = " ".join(texts) * 10
             long_prompt = scenarios.chat_tokens(engine, long_text)[: args.long_prompt]
             results["head_of_line"] = {
                 "engine": await scenarios.head_of_line(engine, prompts, long_prompt,
-                                                       args.new_tokens * 4),
+                                                       args.new_tokens * 4, sampling),
                 "batch_generator": scenarios.head_of_line_batch_generator(
-                    engine, prompts, long_prompt, args.new_tokens * 4),
+                    engine, prompts, long_prompt, args.new_tokens * 4, sampling),
             }
         if scen & {"chat", "chats"}:
-            results["multiturn"] = await multiturn_peers(args, loaded, engine, scen)
+            results["multiturn"] = await multiturn_peers(args, loaded, engine, scen, sampling)
         if "physical" in results and "solo" in results and results.get("offline"):
             p = results["physical"]
             results["fractions"] = {
@@ -107,8 +114,16 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
     return results
 
 
+def device_description() -> str:
+    """MLX's default device and the name of what backs it (CPU model or GPU)."""
+    import mlx.core as mx
+
+    info = mx.device_info() if hasattr(mx, "device_info") else {}
+    return f"{mx.default_device()}: {info.get('device_name', '?')}"
+
+
 async def multiturn_peers(args: argparse.Namespace, loaded: Any, engine: Any,
-                          scen: set[str]) -> dict[str, Any]:
+                          scen: set[str], sampling: Any) -> dict[str, Any]:
     """The chat scenarios against the engine, mlx-lm's cached path (one chat), mlx_lm.server
     and any --http-url, one after the other so that each has the machine to itself."""
     from .chat_clients import EngineChat, MlxLmCachedChat, OpenAIChat
@@ -127,18 +142,20 @@ async def multiturn_peers(args: argparse.Namespace, loaded: Any, engine: Any,
                                                      args.turn_tokens, args.think_s))
 
     # mlx-lm's cached path serves one request at a time: the one-chat scenario only.
-    await run_all([EngineChat(engine), MlxLmCachedChat(engine.model, engine.tokenizer)],
-                  many=False)
+    await run_all([EngineChat(engine, sampling=sampling),
+                   MlxLmCachedChat(engine.model, engine.tokenizer, sampling)], many=False)
     if "chats" in scen:
-        out["chats"].append(await many_chats(EngineChat(engine), args.chats, args.chats_turns,
-                                             args.turn_tokens, args.think_s))
+        out["chats"].append(await many_chats(EngineChat(engine, sampling=sampling), args.chats,
+                                             args.chats_turns, args.turn_tokens, args.think_s))
     for url in args.http_url:
-        async with OpenAIChat(url, args.http_model, args.http_api_key, name=url) as client:
+        async with OpenAIChat(url, args.http_model, args.http_api_key, name=url,
+                              sampling=sampling) as client:
             await run_all([client])
     if args.mlx_lm_server:
         args.out.mkdir(parents=True, exist_ok=True)
         with mlx_lm_server(loaded, log=args.out / "mlx_lm_server.log") as url:
-            async with OpenAIChat(url, "default_model", name="mlx_lm.server") as client:
+            async with OpenAIChat(url, "default_model", name="mlx_lm.server",
+                                  sampling=sampling) as client:
                 await run_all([client])
     return out
 

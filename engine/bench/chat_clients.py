@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..engine import Engine
-from ..sampling_params import SamplingParams
+from .request_sampling import GREEDY_REQUESTS, RequestSampling
 
 
 @dataclass(slots=True)
@@ -37,14 +37,16 @@ class EngineChat:
 
     name = "engine"
 
-    def __init__(self, engine: Engine, priority: str = "interactive") -> None:
+    def __init__(self, engine: Engine, priority: str = "interactive",
+                 sampling: RequestSampling = GREEDY_REQUESTS) -> None:
         self.engine = engine
         self.priority = priority
+        self.sampling = sampling
 
     async def reply(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
         t0 = time.perf_counter()
         stream = self.engine.submit(messages=messages, priority=self.priority,
-                                    params=SamplingParams(max_tokens=max_tokens))
+                                    params=self.sampling.params(max_tokens))
         first = None
         async for event in stream:
             if event.token is not None and first is None:
@@ -66,11 +68,13 @@ class MlxLmCachedChat:
 
     name = "mlx_lm"
 
-    def __init__(self, model: Any, tokenizer: Any) -> None:
+    def __init__(self, model: Any, tokenizer: Any,
+                 sampling: RequestSampling = GREEDY_REQUESTS) -> None:
         from mlx_lm.models.cache import LRUPromptCache
 
         self.model = model
         self.tokenizer = tokenizer
+        self.sampling = sampling
         self.cache = LRUPromptCache()
 
     async def reply(self, messages: list[dict[str, Any]], max_tokens: int) -> Reply:
@@ -86,7 +90,7 @@ class MlxLmCachedChat:
             cache, rest, cached = make_prompt_cache(self.model), prompt, 0
         key, first, text, n = prompt[:], None, [], 0
         for r in stream_generate(self.model, self.tokenizer, rest, max_tokens=max_tokens,
-                                 prompt_cache=cache):
+                                 prompt_cache=cache, **self.sampling.mlx_lm_kwargs()):
             if first is None:
                 first = time.perf_counter()
             key.append(r.token)
@@ -100,11 +104,13 @@ class MlxLmCachedChat:
 
 
 class OpenAIChat:
-    """Any OpenAI-compatible server (`/v1/chat/completions`, streamed, greedy), through
-    aiohttp: mlx_lm.server, llama.cpp's server, BatchChat's own."""
+    """Any OpenAI-compatible server (`/v1/chat/completions`, streamed), through aiohttp:
+    mlx_lm.server, llama.cpp's server, BatchChat's own."""
 
     def __init__(self, url: str, model: str = "default", api_key: str | None = None,
-                 name: str = "http", session: Any = None) -> None:
+                 name: str = "http", session: Any = None,
+                 sampling: RequestSampling = GREEDY_REQUESTS) -> None:
+        self.sampling = sampling
         self.url = url.rstrip("/")
         self.model = model
         self.api_key = api_key
@@ -127,7 +133,7 @@ class OpenAIChat:
         plain = [{"role": m["role"], "content": m["content"]} for m in messages]
         target = Target(self.name, f"{self.url}/v1", self.model, self.api_key)
         r = await chat(self._session, target, HttpResult(index=0, prompt=plain[-1]["content"]),
-                       plain, max_tokens, time.perf_counter())
+                       plain, max_tokens, time.perf_counter(), self.sampling.fields)
         if r.error:
             raise RuntimeError(f"{self.url}: {r.error}")
         return Reply(r.text, None, r.ttft_s or r.e2e_s or 0.0, r.e2e_s or 0.0,

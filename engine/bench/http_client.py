@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 
 from ..workload import RequestResult
+from .request_sampling import GREEDY
 
 
 @dataclass(slots=True)
@@ -29,13 +30,6 @@ class Target:
     api_key: str | None = None
 
 
-# The sampling a request asks for. TABS: the chat tabs' defaults (app/settings.py), what
-# users run; llama.cpp's server reads the penalty as repeat_penalty, BatchChat and vLLM as
-# repetition_penalty (each ignores the other's name).
-GREEDY: dict[str, Any] = {"temperature": 0.0}
-TABS: dict[str, Any] = {"temperature": 0.7, "top_p": 0.95, "min_p": 0.05,
-                        "repetition_penalty": 1.1, "repeat_penalty": 1.1}
-SAMPLING = {"greedy": GREEDY, "tabs": TABS}
 
 
 async def chat(session: aiohttp.ClientSession, target: Target, result: HttpResult,

@@ -2,8 +2,8 @@
 4 turns with a think time between a reply and the next question.
 
 The same scripted user messages go to every client; each client keeps its own replies
-(greedy), so every side follows its own natural conversation. Figures per turn: TTFT,
-prompt and cached tokens; per run: output tokens/s over the wall time, last-turn TTFT.
+(sampled as the run asks), so every side follows its own natural conversation. Figures per
+turn: TTFT, prompt and cached tokens; per run: output tokens/s over the wall time, last-turn TTFT.
 """
 
 from __future__ import annotations

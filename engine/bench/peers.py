@@ -9,20 +9,26 @@ import mlx.core as mx
 from mlx_lm import stream_generate
 from mlx_lm.generate import BatchGenerator
 
+from .request_sampling import GREEDY_REQUESTS, RequestSampling
 
-def mlx_lm_solo(model: Any, tokenizer: Any, prompt: list[int], new_tokens: int) -> dict:
+
+def mlx_lm_solo(model: Any, tokenizer: Any, prompt: list[int], new_tokens: int,
+                sampling: RequestSampling = GREEDY_REQUESTS) -> dict:
     """stream_generate's own prompt and decode rates (it excludes the first token's wait)."""
-    responses = list(stream_generate(model, tokenizer, prompt, max_tokens=new_tokens))
+    responses = list(stream_generate(model, tokenizer, prompt, max_tokens=new_tokens,
+                                     **sampling.mlx_lm_kwargs()))
     last = responses[-1]
     return {"prompt_tps": last.prompt_tps, "decode_tps": last.generation_tps,
             "tokens": last.generation_tokens}
 
 
 def batch_generator_run(model: Any, prompts: list[list[int]], new_tokens: int,
-                        stop_tokens: list[list[int]] | None = None) -> dict:
-    """All prompts inserted at once into BatchGenerator with its defaults; run to the end."""
+                        stop_tokens: list[list[int]] | None = None,
+                        sampling: RequestSampling = GREEDY_REQUESTS) -> dict:
+    """All prompts inserted at once into BatchGenerator with its defaults and `sampling`'s
+    chain; run to the end."""
     gen = BatchGenerator(model, max_tokens=new_tokens, stop_tokens=stop_tokens,
-                         completion_batch_size=max(32, len(prompts)))
+                         completion_batch_size=max(32, len(prompts)), **sampling.mlx_lm_kwargs())
     t0 = time.perf_counter()
     gen.insert(prompts)
     tokens = 0

@@ -8,6 +8,8 @@ from typing import Any
 
 
 def print_table(results: dict[str, Any]) -> None:
+    print(f"model {results.get('model', '?')} on {results.get('device', '?')}, sampling "
+          f"{results.get('args', {}).get('sampling', 'greedy')}")
     if "physical" in results:
         p = results["physical"]
         print("\n== physical reference")

@@ -10,9 +10,9 @@ from typing import Any
 from .. import cpu_kernels
 from ..config import EngineConfig
 from ..engine import Engine
-from ..sampling_params import SamplingParams
 from ..workload import gamma_gaps, percentile, run_workload, summarize
 from . import peers
+from .request_sampling import GREEDY_REQUESTS, RequestSampling
 
 TOPICS = ["a lighthouse keeper", "a lost robot", "the first city on Mars", "a jazz pianist",
           "an old oak tree", "a chess prodigy", "a deep-sea diver", "a time traveller",
@@ -35,10 +35,11 @@ def chat_tokens(engine: Engine, text: str) -> list[int]:
 
 
 async def _engine_batch(engine: Engine, prompts: list[list[int]], new_tokens: int,
-                        priority: str = "background") -> dict:
+                        priority: str = "background",
+                        sampling: RequestSampling = GREEDY_REQUESTS) -> dict:
     t0 = time.perf_counter()
     ticks_before = engine.stats().ticks
-    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=new_tokens),
+    streams = [engine.submit(prompt_tokens=p, params=sampling.params(new_tokens),
                              priority=priority) for p in prompts]
     await asyncio.gather(*(s.result() for s in streams))
     wall = time.perf_counter() - t0
@@ -60,16 +61,18 @@ async def _engine_batch(engine: Engine, prompts: list[list[int]], new_tokens: in
     }
 
 
-async def solo(engine: Engine, prompt: list[int], new_tokens: int, repeats: int) -> dict:
+async def solo(engine: Engine, prompt: list[int], new_tokens: int, repeats: int,
+               sampling: RequestSampling = GREEDY_REQUESTS) -> dict:
     ours, theirs = [], []
     for _ in range(repeats):
-        s = engine.submit(prompt_tokens=prompt, params=SamplingParams(max_tokens=new_tokens))
+        s = engine.submit(prompt_tokens=prompt, params=sampling.params(new_tokens))
         await s.result()
         st = s.stats
         ours.append({"prompt_tps": st.prompt_tokens / (st.ttft_s - st.queue_s),
                      "decode_tps": st.tokens_per_s, "tokens": st.generated_tokens})
         # The peer runs on this (loop) thread while the engine thread sleeps.
-        theirs.append(peers.mlx_lm_solo(engine.model, engine.tokenizer, prompt, new_tokens))
+        theirs.append(peers.mlx_lm_solo(engine.model, engine.tokenizer, prompt, new_tokens,
+                                        sampling))
 
     def med(rows: list[dict], key: str) -> float:
         return statistics.median(r[key] for r in rows)
@@ -85,7 +88,8 @@ async def solo(engine: Engine, prompt: list[int], new_tokens: int, repeats: int)
 async def offline(engine: Engine, prompts: list[list[int]], new_tokens: int,
                   concurrency: list[int], repeats: int,
                   priorities: tuple[str, ...] = ("background",),
-                  peer_kernels: bool = False) -> list[dict]:
+                  peer_kernels: bool = False,
+                  sampling: RequestSampling = GREEDY_REQUESTS) -> list[dict]:
     """Batch jobs: all prompts at once. The first priority class gives the headline
     numbers; each class also gets its own `engine_<class>_output_tps` and ratio.
 
@@ -99,12 +103,13 @@ async def offline(engine: Engine, prompts: list[list[int]], new_tokens: int,
         theirs, theirs_fast = [], []
         for _ in range(repeats):  # alternate, so a noisy moment hits both sides
             for p in priorities:
-                ours[p].append(await _engine_batch(engine, batch, new_tokens, p))
-            theirs.append(peers.batch_generator_run(engine.model, batch, new_tokens, stop))
+                ours[p].append(await _engine_batch(engine, batch, new_tokens, p, sampling))
+            theirs.append(peers.batch_generator_run(engine.model, batch, new_tokens, stop,
+                                                    sampling))
             if peer_kernels:
                 with cpu_kernels.active():
-                    theirs_fast.append(
-                        peers.batch_generator_run(engine.model, batch, new_tokens, stop))
+                    theirs_fast.append(peers.batch_generator_run(engine.model, batch,
+                                                                 new_tokens, stop, sampling))
         row: dict[str, Any] = {"concurrency": c, "priority": priorities[0]}
         for name, runs in (("engine", ours[priorities[0]]), ("batch_generator", theirs)):
             for key in ("output_tps", "decode_tps", "step_s_median"):
@@ -125,18 +130,19 @@ async def offline(engine: Engine, prompts: list[list[int]], new_tokens: int,
 
 
 async def online(engine: Engine, texts: list[str], rate: float, num_requests: int,
-                 new_tokens: int, burstiness: float = 1.0, seed: int = 0) -> dict:
+                 new_tokens: int, burstiness: float = 1.0, seed: int = 0,
+                 sampling: RequestSampling = GREEDY_REQUESTS) -> dict:
     results, wall = await run_workload(
         engine, texts, gamma_gaps(rate, burstiness, seed), num_requests,
-        SamplingParams(max_tokens=new_tokens), priority="interactive", seed=seed)
+        sampling.params(new_tokens), priority="interactive", seed=seed)
     return {"rate": rate, "burstiness": burstiness, **summarize(results, wall),
             "per_request": [r.to_dict() | {"itl_s": None} for r in results]}
 
 
 async def head_of_line(engine: Engine, prompts: list[list[int]], long_prompt: list[int],
-                       new_tokens: int) -> dict:
+                       new_tokens: int, sampling: RequestSampling = GREEDY_REQUESTS) -> dict:
     """8 streams decode; a long prompt arrives; what happens to their inter-token gaps?"""
-    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=new_tokens))
+    streams = [engine.submit(prompt_tokens=p, params=sampling.params(new_tokens))
                for p in prompts[:8]]
     arrivals: dict[int, list[float]] = {i: [] for i in range(8)}
 
@@ -150,7 +156,7 @@ async def head_of_line(engine: Engine, prompts: list[list[int]], long_prompt: li
         await asyncio.sleep(0.01)
     before_gaps = _gaps(arrivals, 0.0, float("inf"))
     t_long = time.perf_counter()
-    long = engine.submit(prompt_tokens=long_prompt, params=SamplingParams(max_tokens=4))
+    long = engine.submit(prompt_tokens=long_prompt, params=sampling.params(4))
     first = None
     async for event in long:
         if event.token is not None and first is None:
@@ -182,10 +188,11 @@ def _gaps(arrivals: dict[int, list[float]], start: float, end: float) -> list[fl
 
 
 def head_of_line_batch_generator(engine: Engine, prompts: list[list[int]],
-                                 long_prompt: list[int], new_tokens: int) -> dict:
+                                 long_prompt: list[int], new_tokens: int,
+                                 sampling: RequestSampling = GREEDY_REQUESTS) -> dict:
     from mlx_lm.generate import BatchGenerator
 
-    gen = BatchGenerator(engine.model, max_tokens=new_tokens)
+    gen = BatchGenerator(engine.model, max_tokens=new_tokens, **sampling.mlx_lm_kwargs())
     gen.insert(prompts[:8])
     for _ in range(8):  # prefill the eight and let them decode a few steps
         gen.next_generated()

@@ -23,7 +23,8 @@ from typing import Any
 import aiohttp
 
 from ..workload import gamma_gaps, summarize
-from .http_client import SAMPLING, HttpResult, Target, chat
+from .http_client import HttpResult, Target, chat
+from .request_sampling import SAMPLING
 from .scenarios import prompt_texts
 
 FOLLOW_UPS = ["Go on.", "Now tell it from another character's view.", "Shorten it to three "
