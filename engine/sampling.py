@@ -4,8 +4,9 @@ On the CPU backend, with the native extension, the rows that draw at a temperatu
 drawn in one native op (engine.native.sample_tokens): the same tokens kept as mlx-lm's
 top-p / min-p / top-k filters keep, without MLX's CPU sort of the whole vocabulary (top-p
 cost ~7 ms a row, so 16 chats at the app's default sampling ran at half the greedy speed).
+On a GPU they are drawn in one graph of MLX ops (engine.device_sampler, the same contract).
 Each row's draw is a uniform number made from its seed and step, so a seeded request still
-reproduces itself in any batch. BATCHCHAT_NATIVE_SAMPLER=0: mlx-lm's sampler.
+reproduces itself in any batch. BATCHCHAT_NATIVE_SAMPLER=0: mlx-lm's sampler a row at a time.
 """
 
 from __future__ import annotations
@@ -18,16 +19,21 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
-from . import native
+from . import device_sampler, native
 from .sampling_params import SamplingParams
 
 SAMPLER_ENV = "BATCHCHAT_NATIVE_SAMPLER"
 _MASK64 = (1 << 64) - 1
 
 
-def _native_sampler() -> bool:
-    return (mx.default_device() == mx.cpu and os.environ.get(SAMPLER_ENV, "") != "0"
-            and native.available())
+def _batch_sampler() -> Callable[[mx.array, mx.array, mx.array], mx.array] | None:
+    """What draws all sampled rows at once here: the native op on the CPU, the MLX graph on a
+    GPU; None: mlx-lm's sampler a row at a time (asked for, or no native build on the CPU)."""
+    if os.environ.get(SAMPLER_ENV, "") == "0":
+        return None
+    if mx.default_device() != mx.cpu:
+        return device_sampler.sample_tokens
+    return native.sample_tokens if native.available() else None
 
 
 class RowSampler:
@@ -146,22 +152,24 @@ def sample_rows(
         return mx.argmax(logits, axis=-1)
     greedy = mx.argmax(logits, axis=-1) if any(s.is_plain_greedy for s in samplers) else None
     drawn = [i for i, s in enumerate(samplers) if not s.params.is_greedy]
-    native_rows: dict[int, mx.array] = {}
-    if drawn and _native_sampler():
+    batched: dict[int, mx.array] = {}
+    if drawn and (draw := _batch_sampler()) is not None:
         rows = logits[mx.array(drawn)] if len(drawn) < len(samplers) else logits
         rows = penalize_rows([samplers[i] for i in drawn], [histories[i] for i in drawn],
                              rows.astype(mx.float32),
                              None if pending is None else pending[mx.array(drawn)])
         u = mx.array([samplers[i].step_uniform(steps[i]) for i in drawn], dtype=mx.float32)
         params = mx.array([samplers[i].native_params() for i in drawn], dtype=mx.float32)
-        tokens = native.sample_tokens(rows, u, params)
-        native_rows = {i: tokens[j : j + 1] for j, i in enumerate(drawn)}
+        tokens = draw(rows, u, params)
+        if len(drawn) == len(samplers):  # every row sampled: no per-row slices to join
+            return tokens
+        batched = {i: tokens[j : j + 1] for j, i in enumerate(drawn)}
     picked = []
     for i, sampler in enumerate(samplers):
         if sampler.is_plain_greedy:
             picked.append(greedy[i : i + 1])
-        elif i in native_rows:
-            picked.append(native_rows[i])
+        elif i in batched:
+            picked.append(batched[i])
         else:
             last = None if pending is None else pending[i : i + 1]
             picked.append(sampler.sample(histories[i], logits[i : i + 1], steps[i],

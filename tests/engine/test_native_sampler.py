@@ -1,5 +1,7 @@
 """engine.native.sample_tokens (issue #26): one token per row with mlx-lm's filters (top-p,
-then min-p, then top-k) and a draw at the row's temperature, without sorting the vocabulary.
+then min-p, then top-k) and a draw at the row's temperature, without sorting the vocabulary;
+and engine.device_sampler.sample_tokens, the same contract as one graph of MLX ops for GPUs
+(run here on the CPU: the ops are the same on every device).
 
 Exact check of the distribution, no statistics: a token is drawn where the cumulative
 probability of the kept tokens first exceeds u, so over a grid of N evenly spaced u each
@@ -16,11 +18,12 @@ import numpy as np
 import pytest
 from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
 
-from engine import native
+from engine import device_sampler, native
 
 pytestmark = pytest.mark.usefixtures("native_built")
 
 GRID = 20000
+IMPLS = {"native": native.sample_tokens, "device": device_sampler.sample_tokens}
 
 
 def _mlx_lm_probs(logits: np.ndarray, temp: float, top_p: float, min_p: float,
@@ -40,11 +43,11 @@ def _mlx_lm_probs(logits: np.ndarray, temp: float, top_p: float, min_p: float,
 
 
 def _grid_shares(logits: np.ndarray, temp: float, top_p: float, min_p: float,
-                 top_k: int) -> np.ndarray:
+                 top_k: int, impl: str = "native") -> np.ndarray:
     u = (np.arange(GRID) + 0.5) / GRID
     rows = mx.array(np.broadcast_to(logits, (GRID, logits.size)).astype(np.float32))
     params = mx.array(np.tile([temp, top_p, min_p, float(top_k)], (GRID, 1)).astype(np.float32))
-    tokens = np.array(native.sample_tokens(rows, mx.array(u.astype(np.float32)), params))
+    tokens = np.array(IMPLS[impl](rows, mx.array(u.astype(np.float32)), params))
     return np.bincount(tokens, minlength=logits.size) / GRID
 
 
@@ -60,20 +63,22 @@ def _logits(kind: str, v: int, seed: int) -> np.ndarray:
     return out
 
 
+@pytest.mark.parametrize("impl", sorted(IMPLS))
 @pytest.mark.parametrize("kind", ["spread", "peaked", "ties"])
 @pytest.mark.parametrize(("temp", "top_p", "min_p", "top_k"), [
     (0.7, 0.95, 0.05, 0),  # the chat tabs' defaults
     (1.0, 0.0, 0.0, 0), (1.5, 0.5, 0.0, 0), (0.8, 0.0, 0.1, 0), (1.0, 0.0, 0.0, 20),
     (0.7, 0.9, 0.02, 40)])
-def test_distribution_equals_mlx_lm_sampler(kind, temp, top_p, min_p, top_k) -> None:
+def test_distribution_equals_mlx_lm_sampler(impl, kind, temp, top_p, min_p, top_k) -> None:
     logits = _logits(kind, 600, seed=hash((kind, temp, top_k)) & 0xFFFF)
     want = _mlx_lm_probs(logits, temp, top_p, min_p, top_k)
-    got = _grid_shares(logits, temp, top_p, min_p, top_k)
+    got = _grid_shares(logits, temp, top_p, min_p, top_k, impl)
     assert set(np.flatnonzero(got)) <= set(np.flatnonzero(want))  # only kept tokens drawn
     assert np.all(np.abs(got - want) <= 1.0 / GRID + 1e-6), np.abs(got - want).max()
 
 
-def test_full_vocabulary_rows_each_with_their_own_params() -> None:
+@pytest.mark.parametrize("impl", sorted(IMPLS))
+def test_full_vocabulary_rows_each_with_their_own_params(impl) -> None:
     rng = np.random.default_rng(7)
     v = 49152
     logits = rng.normal(0, 2, (3, v)).astype(np.float32)
@@ -81,7 +86,7 @@ def test_full_vocabulary_rows_each_with_their_own_params() -> None:
     params = np.array([[0.7, 0.95, 0.05, 0], [1.0, 0.95, 0.05, 0], [1.0, 0.0, 0.0, 1]],
                       dtype=np.float32)
     u = np.array([0.5, 0.999, 0.3], dtype=np.float32)
-    tokens = np.array(native.sample_tokens(mx.array(logits), mx.array(u), mx.array(params)))
+    tokens = np.array(IMPLS[impl](mx.array(logits), mx.array(u), mx.array(params)))
     assert tokens[1] == 123
     assert tokens[2] == int(np.argmax(logits[2]))  # top-k 1 is greedy
     kept = _mlx_lm_probs(logits[0].astype(np.float64), 0.7, 0.95, 0.05, 0)
@@ -91,7 +96,8 @@ def test_full_vocabulary_rows_each_with_their_own_params() -> None:
 def test_a_row_with_nothing_to_draw_gives_token_zero_and_bad_shapes_raise() -> None:
     logits = mx.array(np.full((1, 10), -math.inf, dtype=np.float32))
     params = mx.array([[1.0, 0.0, 0.0, 0.0]])
-    assert np.array(native.sample_tokens(logits, mx.array([0.5]), params)).tolist() == [0]
+    for impl in IMPLS.values():
+        assert np.array(impl(logits, mx.array([0.5]), params)).tolist() == [0]
     with pytest.raises(ValueError, match="params"):
         native.sample_tokens(mx.zeros((2, 10)), mx.array([0.5, 0.5]), params)
 
@@ -116,5 +122,47 @@ def test_engine_rows_drawn_in_one_native_op_and_each_row_as_if_alone(monkeypatch
     assert together[1] == int(np.argmax(np.array(logits[1])))
     for i in (0, 2, 3):  # a row alone draws the same token (its key: seed and step)
         alone = sampling.sample_rows([samplers[i]], [[1, 2]], [[3, 0, 5, 3][i]],
+                                     logits[i : i + 1])
+        assert int(np.array(alone)[0]) == together[i]
+
+
+def test_device_sampler_draws_the_native_samplers_tokens() -> None:
+    """Same contract, same tokens: a request sampled on a GPU draws what the CPU draws from
+    the same logits (up to float rounding at a cut, which these draws do not meet)."""
+    rng = np.random.default_rng(11)
+    b, v = 64, 4096
+    logits = rng.normal(0, 2.5, (b, v)).astype(np.float32)
+    logits[::4] = np.round(logits[::4])  # ties
+    grid = [[0.7, 0.95, 0.05, 0], [1.0, 0.0, 0.0, 0], [1.3, 0.5, 0.0, 0], [0.8, 0.0, 0.1, 0],
+            [1.0, 0.0, 0.0, 7], [0.7, 0.9, 0.02, 40], [0.5, 0.99, 0.0, 0], [2.0, 0.0, 0.3, 3]]
+    params = mx.array(np.array([grid[i % len(grid)] for i in range(b)], dtype=np.float32))
+    for seed in range(3):
+        u = mx.array(np.random.default_rng(seed).random(b).astype(np.float32))
+        want = np.array(native.sample_tokens(mx.array(logits), u, params))
+        got = np.array(device_sampler.sample_tokens(mx.array(logits), u, params))
+        assert got.tolist() == want.tolist()
+
+
+def test_on_a_gpu_the_engine_draws_rows_in_one_graph(monkeypatch) -> None:
+    """sample_rows on a non-CPU default device uses device_sampler for all sampled rows
+    (native.sample_tokens is never called), and each row draws what it draws alone."""
+    from engine import sampling
+    from engine.sampling_params import SamplingParams
+
+    monkeypatch.setattr(sampling.mx, "default_device", lambda: mx.gpu)
+    monkeypatch.setattr(native, "sample_tokens", lambda *a, **k: pytest.fail("native used"))
+    calls: list[int] = []
+    real = device_sampler.sample_tokens
+    monkeypatch.setattr(device_sampler, "sample_tokens",
+                        lambda logits, *a: calls.append(logits.shape[0]) or real(logits, *a))
+    rng = np.random.default_rng(5)
+    logits = mx.array(rng.normal(0, 2, (3, 500)).astype(np.float32))
+    samplers = [sampling.RowSampler(SamplingParams(temperature=0.7, top_p=0.95, min_p=0.05,
+                                                   repetition_penalty=1.1), 21 + i)
+                for i in range(3)]
+    together = np.array(sampling.sample_rows(samplers, [[4, 9, 4]] * 3, [2, 7, 0], logits))
+    assert calls == [3]
+    for i in range(3):
+        alone = sampling.sample_rows([samplers[i]], [[4, 9, 4]], [[2, 7, 0][i]],
                                      logits[i : i + 1])
         assert int(np.array(alone)[0]) == together[i]
