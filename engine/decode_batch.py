@@ -48,6 +48,15 @@ class DecodeBatch:
     def has_interactive(self) -> bool:
         return any(s.priority is Priority.INTERACTIVE for s in self.seqs)
 
+    @property
+    def interactive_streaming_since(self) -> float | None:
+        """When the longest-running interactive row got its first token (None: none
+        decodes): a prompt submitted before it came with all of them (the scheduler's burst
+        rule)."""
+        times = [s.t_first_token for s in self.seqs
+                 if s.priority is Priority.INTERACTIVE and s.t_first_token is not None]
+        return min(times) if times else None
+
     # -- membership ---------------------------------------------------------------------
     def join(self, ready: list[Sequence]) -> None:
         """Prefilled sequences start decoding; a solo cache moves into the batch as is."""

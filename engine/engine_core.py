@@ -152,7 +152,8 @@ class EngineCore:
             self._on_admit(seq)
         if self.prefix is not None:
             self.prefix.evict_to(self.kv_budget - self.kv_reserved)
-        return self.scheduler.plan(len(self.batch), self.batch.has_interactive)
+        return self.scheduler.plan(len(self.batch), self.batch.has_interactive,
+                                   self.batch.interactive_streaming_since)
 
     def _restore(self, prompt: list[int]) -> tuple[kv.LayerCaches | None, int]:
         """The longest cached prefix of `prompt`, from memory or, when a saved file holds

@@ -35,9 +35,10 @@ def test_a_model_with_gguf_rope_frequencies_is_refused(tmp_path):
 
 
 def test_chat_scenarios_run_against_the_engine_mlx_lm_and_its_server(tmp_path, capsys):
-    args = parse_args(["--scenarios", "chat,chats", "--chat-turns", "3", "--chats", "3",
-                       "--chats-turns", "2", "--turn-tokens", "6", "--think-s", "0.05",
-                       "--chat-repeats", "2", "--out", str(tmp_path)])
+    # greedy: the replies must match mlx_lm.server's word for word
+    args = parse_args(["--sampling", "greedy", "--scenarios", "chat,chats", "--chat-turns", "3",
+                       "--chats", "3", "--chats-turns", "2", "--turn-tokens", "6",
+                       "--think-s", "0.05", "--chat-repeats", "2", "--out", str(tmp_path)])
     results = asyncio.run(run(args, loaded=make_tiny_model(context_length=4096)))
     print_table(results)
     data = json.loads(write_json(results, tmp_path).read_text())["multiturn"]

@@ -152,3 +152,58 @@ def test_engine_tells_the_budget_which_ticks_were_planned_under_the_allowance(
     assert seen[0] == (1, 8 + 8, False)  # the short prompt whole, 8 of the long one
     # Tick 2: the long prompt's next chunk is planned with a decoder present.
     assert seen[1][1] > 0 and seen[1][2] is True
+
+
+def _waiting(n: int, t_submit: float, priority: str = "interactive"):
+    from engine.sequence import Priority, Sequence
+
+    return Sequence(request_id=f"r{t_submit}", prompt_tokens=list(range(n)),
+                    params=SamplingParams(), priority=Priority.parse(priority), text=None,
+                    seed=0, sampler=None, t_submit=t_submit)
+
+
+def test_prompts_of_the_decoders_burst_run_at_full_size_later_ones_by_the_allowance():
+    """A prompt submitted before the first token of every interactive decoder came with
+    them (a burst opened at once): it is prefilled at full size, so the streams that started
+    first wait once, not a little in every tick. One submitted later is held to the
+    allowance, as is everything when the burst rule is off (streaming_since None)."""
+    from engine.scheduler import Scheduler
+
+    cfg = EngineConfig(max_concurrent=8, prefill_burst=100, min_prefill_tokens=16,
+                       max_token_budget=400)
+    sched = Scheduler(cfg)
+    allowance = sched.budget.budget(decode_rows=2) - 2  # interactive decoders: 64 tokens
+    mates = [_waiting(150, t_submit=1.0 + i) for i in range(3)]
+    late = _waiting(150, t_submit=20.0)
+    sched.prefilling = [*mates, late]
+    plan = sched.plan(decode_rows=2, interactive=True, streaming_since=10.0)
+    chunks = {seq.request_id: n for seq, n in plan.prefill}
+    assert [chunks[s.request_id] for s in mates] == [100, 100, 100]  # prefill_burst each
+    assert late.request_id not in chunks  # the allowance was spent before it
+    assert plan.beyond_allowance  # such a tick does not teach the allowance
+    held = sched.plan(decode_rows=2, interactive=True, streaming_since=None)
+    assert held.num_prefill_tokens == allowance
+    sched.prefilling = [late]
+    alone = sched.plan(decode_rows=2, interactive=True, streaming_since=10.0)
+    assert alone.num_prefill_tokens == allowance and not alone.beyond_allowance
+
+
+def test_a_burst_is_prefilled_together_before_its_first_streams_decode_on(make_engine):
+    """Eight chats opened at once, more prompt than one tick holds: the first ones stream
+    after the first tick and the rest are prefilled at full size next, not at the
+    interactive allowance (64 tokens a tick here: 5 more ticks for the 280 left)."""
+    import random
+
+    rng = random.Random(5)
+    engine = make_engine(max_concurrent=8, prefill_burst=64, max_token_budget=200,
+                         min_prefill_tokens=16)
+    streams = [engine.submit(prompt_tokens=[rng.randrange(256) for _ in range(60)],
+                             params=SamplingParams(max_tokens=20)) for _ in range(8)]
+    engine.step()
+    assert 0 < sum(bool(s.tokens) for s in streams) < 8
+    ticks = 1
+    while not all(s.tokens for s in streams):
+        engine.step()
+        ticks += 1
+    assert ticks <= 3
+    run_to_end(engine)
