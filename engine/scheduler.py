@@ -160,12 +160,9 @@ class Scheduler:
         chunks, used, beyond = [], 0, False
         for seq in sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit)):
             want = seq.num_prefill_left
-            if streaming_since is not None and seq.t_submit < streaming_since:
-                n = min(want, cfg.prefill_burst, max(0, room - used))
-                if n > max(0, left - used):
-                    beyond = True
-            else:
-                n = min(want, cfg.prefill_burst, max(0, left - used))
+            burst = streaming_since is not None and seq.t_submit < streaming_since
+            n = min(want, cfg.prefill_burst, max(0, (room if burst else left) - used))
+            beyond = beyond or n > max(0, left - used)
             if n < want <= min(cfg.whole_prompt_tokens, cfg.prefill_burst) and used + want <= cap:
                 n, beyond = want, True
             if n > 0:

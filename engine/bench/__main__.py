@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..blas import ensure_fast_blas
-from .request_sampling import SAMPLING, request_sampling
+from .request_sampling import SAMPLING, RequestSampling, request_sampling
 
 ALL = ("physical", "solo", "offline", "online", "hol", "chat", "chats")
 
@@ -69,7 +69,7 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
     results: dict[str, Any] = {"model": getattr(loaded, "description", args.model),
                                "args": {k: str(v) for k, v in vars(args).items()},
                                "when": time.strftime("%Y-%m-%d %H:%M:%S"),
-                               "device": device_description()}
+                               "device": physical.device_description()}
     try:
         texts = scenarios.prompt_texts(max(conc + [16]))
         prompts = [scenarios.chat_tokens(engine, t) for t in texts]
@@ -114,16 +114,8 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
     return results
 
 
-def device_description() -> str:
-    """MLX's default device and the name of what backs it (CPU model or GPU)."""
-    import mlx.core as mx
-
-    info = mx.device_info() if hasattr(mx, "device_info") else {}
-    return f"{mx.default_device()}: {info.get('device_name', '?')}"
-
-
 async def multiturn_peers(args: argparse.Namespace, loaded: Any, engine: Any,
-                          scen: set[str], sampling: Any) -> dict[str, Any]:
+                          scen: set[str], sampling: RequestSampling) -> dict[str, Any]:
     """The chat scenarios against the engine, mlx-lm's cached path (one chat), mlx_lm.server
     and any --http-url, one after the other so that each has the machine to itself."""
     from .chat_clients import EngineChat, MlxLmCachedChat, OpenAIChat

@@ -110,11 +110,11 @@ class OpenAIChat:
     def __init__(self, url: str, model: str = "default", api_key: str | None = None,
                  name: str = "http", session: Any = None,
                  sampling: RequestSampling = GREEDY_REQUESTS) -> None:
-        self.sampling = sampling
         self.url = url.rstrip("/")
         self.model = model
         self.api_key = api_key
         self.name = name
+        self.sampling = sampling
         self._session = session
 
     async def __aenter__(self) -> OpenAIChat:

@@ -4,8 +4,8 @@
 
 For each prompt, greedy: mlx-lm's `stream_generate` (the reference), the engine with the
 request alone, and the engine with all requests at once (against mlx-lm and against the
-request alone). Seeded (the tabs' sampling, one
-seed per request): the engine alone and in the batch. Prints, per prompt, where each answer
+request alone). Seeded (the tabs' sampling, one seed per request): the engine alone and in
+the batch. Prints, per prompt, where each answer
 first leaves its reference (`=` when it never does) and a count of identical answers.
 
 The same-answer tests check this with tiny models on the CPU; this is for a real model on
@@ -52,7 +52,7 @@ async def compare(loaded: Any, requests: int, new_tokens: int) -> dict[str, list
                                                        max_tokens=new_tokens)]
                      for p in prompts]
         # stream_generate yields the eos token it stops on; the engine does not emit it.
-        eos = set(engine._core.eos_token_ids)
+        eos = set(loaded.eos_token_ids)
         reference = [r[:-1] if r and r[-1] in eos else r for r in reference]
         nones: list[int | None] = [None] * requests
         seeds: list[int | None] = list(range(1000, 1000 + requests))
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new-tokens", type=int, default=64)
     args = p.parse_args(argv)
     from ..loader import load_model
-    from .__main__ import device_description
+    from .physical import device_description
 
     loaded = load_model(args.model)
     print(f"model {loaded.description} on {device_description()}, {args.requests} prompts, "

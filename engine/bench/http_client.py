@@ -30,8 +30,6 @@ class Target:
     api_key: str | None = None
 
 
-
-
 async def chat(session: aiohttp.ClientSession, target: Target, result: HttpResult,
                messages: list[dict[str, str]], max_tokens: int, t0: float,
                sampling: dict[str, Any] | None = None) -> HttpResult:

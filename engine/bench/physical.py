@@ -8,6 +8,12 @@ import mlx.core as mx
 import numpy as np
 
 
+def device_description() -> str:
+    """MLX's default device and the name of what backs it (CPU model or GPU)."""
+    info = mx.device_info() if hasattr(mx, "device_info") else {}
+    return f"{mx.default_device()}: {info.get('device_name', '?')}"
+
+
 def _best(fn, repeats: int = 5) -> float:
     times = []
     for _ in range(repeats):
