@@ -1,15 +1,20 @@
-"""KV cache moves: a solo sequence's cache into the batch, and back out.
+"""KV cache moves: a solo sequence's cache into a batch, and back out.
 
-Each cache is mlx-lm's per-layer list; the batch form is its batch class (BatchKVCache for
-llama), whose merge / extend / filter / extract we reuse, so nothing is recomputed.
+Each cache is mlx-lm's per-layer list. The decode batch keeps plain KV caches as rows of
+engine.slot_cache (joining or leaving copies only those rows); other cache kinds, and
+prefill passes over several prompts, use mlx-lm's batch class (BatchKVCache for llama),
+whose merge / extend / filter / extract we reuse, so nothing is recomputed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
+
+from .slot_cache import SlotKVCache, supports
 
 LayerCaches = list[Any]
 
@@ -23,16 +28,45 @@ def merge(caches: list[LayerCaches]) -> LayerCaches:
     return [type(layers[0]).merge(list(layers)) for layers in zip(*caches, strict=True)]
 
 
-def extend(batch: LayerCaches, caches: list[LayerCaches]) -> None:
+def start_batch(caches: list[LayerCaches]) -> LayerCaches:
+    """A decode batch of these solo caches, one row each, in order."""
+    if all(supports(c) for c in caches):
+        return [SlotKVCache(list(layers)) for layers in zip(*caches, strict=True)]
+    return merge(caches)
+
+
+def add_rows(batch: LayerCaches, caches: list[LayerCaches]) -> None:
     """Append solo caches as new rows at the end of `batch`, in place."""
+    if isinstance(batch[0], SlotKVCache):
+        for layer, incoming in zip(batch, zip(*caches, strict=True), strict=True):
+            layer.add(list(incoming))
+        return
     for layer, incoming in zip(batch, merge(caches), strict=True):
         layer.extend(incoming)
 
 
-def keep_rows(batch: LayerCaches, rows: list[int]) -> None:
-    """Drop every row not in `rows`, in place (and trim the shared left padding)."""
+def keep_rows(batch: LayerCaches, rows: list[int]) -> list[int]:
+    """Drop every row not in `rows` (ascending), in place. Returns the rows' new order:
+    position p now holds what was row order[p]."""
+    if isinstance(batch[0], SlotKVCache):
+        orders = [layer.keep(rows) for layer in batch]
+        return orders[0]
+    kept = mx.array(rows)
     for layer in batch:
-        layer.filter(rows)
+        layer.filter(kept)  # also trims the shared left padding
+    return list(rows)
+
+
+def grow_ahead(batch: LayerCaches) -> None:
+    """Before a decode step: at most one layer's buffer grows, ahead of need. Growing copies
+    a layer's rows, and all layers at once would be one long step (~100 ms for 16 rows of
+    256 columns on a CPU), a gap every stream sees."""
+    if not isinstance(batch[0], SlotKVCache):
+        return
+    for layer in batch:
+        if layer.spare_columns() <= len(batch) + 2:  # the last layer grows in time too
+            layer.grow_columns()
+            return
 
 
 def extract(batch: LayerCaches, row: int) -> LayerCaches:

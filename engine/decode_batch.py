@@ -1,9 +1,9 @@
 """The decode batch: which sequences decode (one row each) and where their KV lives.
 
 A lone sequence keeps its own cache and mlx-lm's single-sequence path. When a second one
-joins, both caches merge into one batch cache (mlx-lm's BatchKVCache merge / extend /
-filter / extract) with nothing recomputed, and a batch that shrinks back to one row hands
-that row its own cache again. While a sequence decodes alone, its next step is built and
+joins, both caches become rows of one batch cache (engine.cache: rows copied in and out,
+nothing recomputed), and a batch that shrinks back to one row hands that row its own cache
+again. While a sequence decodes alone, its next step is built and
 started before the current token is delivered (run-ahead, as mlx-lm's generate_step does),
 and rolled back if anything else joins.
 """
@@ -67,12 +67,12 @@ class DecodeBatch:
         for seq in ready:
             seq.status = Status.DECODING
         if self.cache is not None:
-            kv.extend(self.cache, [s.cache for s in ready])
+            kv.add_rows(self.cache, [s.cache for s in ready])
             moved = ready
         elif self.seqs or len(ready) > 1:
             # Promotion: the solo decoder's cache joins the batch as it is, no recompute.
             moved = self.seqs + ready
-            self.cache = kv.merge([s.cache for s in moved])
+            self.cache = kv.start_batch([s.cache for s in moved])
         else:
             moved = []  # one sequence alone: it stays on the solo fast path
         for seq in moved:
@@ -97,11 +97,16 @@ class DecodeBatch:
             return []
         survivors = [self.seqs[i] for i in keep]
         left = []
-        if self.cache is not None and self.keep_kv:
-            left = [(s, kv.extract(self.cache, i)) for i, s in enumerate(self.seqs)
-                    if s.is_finished and wants_kv(s)]
+        if self.cache is not None:
+            if self.keep_kv:
+                left = [(s, kv.extract(self.cache, i)) for i, s in enumerate(self.seqs)
+                        if s.is_finished and wants_kv(s)]
+                # copied out before other rows move into their places (else the move
+                # would copy the whole buffer to keep them readable)
+                mx.eval([layer.state for _, cache in left for layer in cache])
             if len(keep) >= 2:
-                kv.keep_rows(self.cache, mx.array(keep))
+                # rows may be reordered (the last ones fill the gaps)
+                survivors = [self.seqs[i] for i in kv.keep_rows(self.cache, keep)]
             elif len(keep) == 1:
                 # Back to the solo fast path, with the cache as computed so far.
                 survivors[0].cache = kv.extract(self.cache, keep[0])
@@ -124,6 +129,8 @@ class DecodeBatch:
                 picked = self.ahead[1]  # started last tick
             else:
                 self.roll_back_ahead()
+                if self.cache is not None:
+                    kv.grow_ahead(self.cache)
                 logits = self.runner.decode(cache, [s.next_input for s in seqs])
                 samplers = [s.sampler for s in seqs]
                 histories = ([s.prompt_tokens + s.output_tokens for s in seqs]

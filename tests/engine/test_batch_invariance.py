@@ -6,7 +6,8 @@ The reference is the simplest computation: the prompt alone, one token a forward
 one pass over the whole prompt, chunks of several sizes, and the prompt's rows inside
 batches of 2, 8, 33 and 64 rows (ModelRunner.prefill_many with random other prompts of
 random lengths over random cached histories, so the target row sits behind different left
-padding at a random row index, then decode steps in a merged batch), all also with the tiled
+padding at a random row index, then decode steps in the engine's decode batch while other
+rows leave and join), all also with the tiled
 attention kernel's AVX-512 products switched off. Models: tiny random-weight llamas
 quantized as the bundled model is (4 and 8 bits, head sizes 16, 24 and 32) on the native
 CPU kernels, and the bundled SmolLM2 model. BATCHCHAT_INVARIANT=0 (the size-dependent
@@ -234,14 +235,22 @@ def check_inside_batch(s: Subject, size: int, seed: int) -> None:
     got = np.array(out)[taking.index(row)]
     assert np.array_equal(got, ref[h + c1 + c2 - 1]), f"{where}: chunk 2's last position"
 
-    # decode steps with every row in one merged batch (the engine's decode batch)
-    batch = kv.merge(caches)
-    at = h + c1 + c2
+    # decode steps in the engine's decode batch; halfway, some other rows leave (the last
+    # rows move into their places) and a newcomer joins
+    batch = kv.start_batch(caches)
+    at, rows = h + c1 + c2, size
     for step in range(steps):
-        tokens = [rng.randrange(s.vocab) for _ in range(size)]
+        if step == steps // 2 and size > 2:
+            keep = sorted({row} | {i for i in range(rows) if rng.random() < 0.5})
+            row = kv.keep_rows(batch, keep).index(row)
+            newcomer = kv.new_cache(s.model)
+            s.runner.prefill(newcomer, other_rows(s, rng, 1, longest_history)[0] or [1])
+            kv.add_rows(batch, [newcomer])
+            rows = len(keep) + 1
+        tokens = [rng.randrange(s.vocab) for _ in range(rows)]
         tokens[row] = P[at + step]
         got = np.array(s.runner.decode(batch, tokens))[row]
-        assert np.array_equal(got, ref[at + step]), f"{where}: decode step {step}"
+        assert np.array_equal(got, ref[at + step]), f"{where}: decode step {step}, row {row}"
 
 
 @pytest.mark.parametrize("size", [2, 8, 33, 64])

@@ -1,0 +1,172 @@
+"""The decode batch's KV for one layer: a row per sequence, each at its own length.
+
+mlx-lm's BatchKVCache aligns every row to one shared write position (left padding), so a
+sequence joining a running batch re-copies the whole batch (merge, pad, concatenate), and
+one leaving gathers every other row: on the CPU, 13 rows joining cost 120-390 ms and 7
+leaving ~100 ms, a gap every running stream sees. Here a row's keys sit at columns
+[0, length) of a buffer with spare rows and columns: a step writes each row's new key at
+its own length (one scatter, in place), a joining sequence's KV is copied into a free row,
+and a leaving row's place is taken by the last row. Joining or leaving copies those rows
+only. A row's visible keys are the same run as alone (the mask hides the columns past its
+length), so its attention gives the same bits as in any other batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import KVCache
+
+_COLUMN_STEP = 256  # columns are added in steps, as mlx-lm's caches grow
+_ROW_STEP = 8
+
+
+def _round_up(n: int, step: int) -> int:
+    return -(-n // step) * step
+
+
+class SlotKVCache:
+    """One layer's batch cache (mlx-lm's cache interface: offset, update_and_fetch,
+    make_mask). Rows are kept dense: row i is the batch's i-th sequence."""
+
+    def __init__(self, caches: list[KVCache]) -> None:
+        first = next(c for c in caches if c.keys is not None)
+        _, self._heads, _, k_dim = first.keys.shape
+        v_dim = first.values.shape[3]
+        self._dims = (k_dim, v_dim)
+        self._dtype = first.keys.dtype
+        self.lengths: list[int] = []
+        self.keys = self.values = mx.zeros((0, self._heads, 0, k_dim), self._dtype)
+        self._ensure(len(caches), max(c.offset for c in caches) + 1)
+        self.add(caches)
+
+    # -- mlx-lm's cache interface ---------------------------------------------------------
+    @property
+    def offset(self) -> mx.array:
+        """Each row's position (its length): RoPE reads it before the step's keys go in."""
+        return self._offset
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        n, _, steps, _ = keys.shape
+        self._ensure(n, max(self.lengths) + steps + 1)
+        columns = self._offset[:, None, None] + mx.arange(steps)[None, None, :]
+        rows = mx.arange(n)[:, None, None]
+        heads = mx.arange(self._heads)[None, :, None]
+        self.keys[rows, heads, columns] = keys
+        self.values[rows, heads, columns] = values
+        self.lengths = [length + steps for length in self.lengths]
+        self._offset = self._offset + steps
+        width = max(self.lengths)
+        return self.keys[:n, :, :width], self.values[:n, :, :width]
+
+    def make_mask(self, N: int, return_array: bool = False,  # noqa: N803 - mlx-lm's name
+                  window_size: int | None = None, **_: Any) -> mx.array:
+        """Query i of row b (at position length_b + i) sees columns up to length_b + i."""
+        width = max(self.lengths) + N
+        seen = self._offset[:, None] + mx.arange(N)[None, :]  # (rows, N)
+        cols = mx.arange(width)
+        mask = cols[None, None, :] <= seen[:, :, None]
+        if window_size is not None:
+            mask = mask & (cols[None, None, :] > seen[:, :, None] - window_size)
+        return mask[:, None]  # (rows, 1, N, width)
+
+    @property
+    def state(self) -> tuple[mx.array, mx.array, mx.array]:
+        return self.keys, self.values, self._offset
+
+    def size(self) -> int:
+        return max(self.lengths, default=0)
+
+    def empty(self) -> bool:
+        return not self.lengths
+
+    def is_trimmable(self) -> bool:
+        return False
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.values.nbytes
+
+    # -- room ahead ------------------------------------------------------------------------
+    def spare_columns(self) -> int:
+        """Steps left before this layer's buffer must grow."""
+        return self.keys.shape[2] - max(self.lengths, default=0)
+
+    def grow_columns(self) -> None:
+        """One more step of columns now (a copy of the rows in use)."""
+        self._ensure(len(self.lengths), self.keys.shape[2] + 1)
+
+    # -- rows coming and going ------------------------------------------------------------
+    def add(self, caches: list[KVCache]) -> None:
+        """Solo caches become new rows at the end (their KV copied, nothing recomputed)."""
+        n = len(self.lengths)
+        self._ensure(n + len(caches), max(c.offset for c in caches) + 1)
+        for row, cache in enumerate(caches, start=n):
+            length = cache.offset
+            if length:
+                self.keys[row:row + 1, :, :length] = cache.keys[..., :length, :]
+                self.values[row:row + 1, :, :length] = cache.values[..., :length, :]
+            self.lengths.append(length)
+        self._offset = mx.array(self.lengths)
+
+    def extract(self, row: int) -> KVCache:
+        """Row `row` as a solo cache of its own (a copy)."""
+        length = self.lengths[row]
+        cache = KVCache()
+        cache.keys = mx.contiguous(self.keys[row:row + 1, :, :length])
+        cache.values = mx.contiguous(self.values[row:row + 1, :, :length])
+        cache.offset = length
+        return cache
+
+    def keep(self, rows: list[int]) -> list[int]:
+        """Keep only `rows` (ascending); the last kept rows move into the gaps left below
+        them. Returns the new order: position p holds what was row order[p]."""
+        kept = set(rows)
+        order = list(range(len(rows)))
+        gaps = [p for p in order if p not in kept]
+        movers = [r for r in rows if r >= len(rows)]
+        for gap, mover in zip(gaps, movers, strict=True):
+            order[gap] = mover
+        if gaps:
+            self._move(list(zip(gaps, movers, strict=True)))
+        self.lengths = [self.lengths[r] for r in order]
+        self._offset = mx.array(self.lengths)
+        return order
+
+    # -- storage --------------------------------------------------------------------------
+    def _move(self, moves: list[tuple[int, int]]) -> None:
+        # The sources are copied out first (and evaluated), so writing into the buffer
+        # never reads from it: an update whose source aliases its target copies it whole.
+        # x * 1 is an exact copy (signed zeros and NaNs included).
+        sources = []
+        for gap, mover in moves:
+            length = self.lengths[mover]
+            sources.append((gap, length, self.keys[mover:mover + 1, :, :length] * 1,
+                            self.values[mover:mover + 1, :, :length] * 1))
+        mx.eval([s[2:] for s in sources])
+        for gap, length, keys, values in sources:
+            self.keys[gap:gap + 1, :, :length] = keys
+            self.values[gap:gap + 1, :, :length] = values
+
+    def _ensure(self, rows: int, columns: int) -> None:
+        """Room for `rows` rows of `columns` columns; a bigger buffer copies the rows in use."""
+        have_rows, have_cols = self.keys.shape[0], self.keys.shape[2]
+        if rows <= have_rows and columns <= have_cols:
+            return
+        new_rows = max(have_rows, _round_up(rows, _ROW_STEP))
+        new_cols = max(have_cols, _round_up(columns, _COLUMN_STEP))
+        k_dim, v_dim = self._dims
+        keys = mx.zeros((new_rows, self._heads, new_cols, k_dim), self._dtype)
+        values = mx.zeros((new_rows, self._heads, new_cols, v_dim), self._dtype)
+        n, width = len(self.lengths), max(self.lengths, default=0)
+        if n and width:
+            keys[:n, :, :width] = self.keys[:n, :, :width]
+            values[:n, :, :width] = self.values[:n, :, :width]
+        self.keys, self.values = keys, values
+
+
+def supports(caches: list[Any]) -> bool:
+    """Whether a sequence's layer caches can be slot rows: plain KVCache in every layer,
+    holding KV (a rotating window, quantized KV or SSM state keep mlx-lm's batch classes)."""
+    return all(type(c) is KVCache and c.keys is not None for c in caches)

@@ -1,0 +1,145 @@
+"""engine.slot_cache: the decode batch's rows keep exactly their own KV through steps,
+joins, leaves (rows moving into gaps) and growth; masks and positions follow each row's
+length; growth is spread over steps, one layer at a time.
+
+The ground truth is kept in numpy, row by row, as if each sequence had its own cache.
+"""
+
+from __future__ import annotations
+
+import random
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_lm.models.cache import KVCache, RotatingKVCache
+
+from engine import cache as kv
+from engine.slot_cache import SlotKVCache, supports
+
+H, D, LAYERS = 2, 8, 3
+
+
+def solo(rng: np.random.Generator, length: int) -> tuple[list[KVCache], list[np.ndarray]]:
+    """A sequence's caches (one per layer) and the same KV in numpy, (H, length, 2D)."""
+    caches, truth = [], []
+    for _ in range(LAYERS):
+        k = rng.standard_normal((1, H, length, D)).astype(np.float32)
+        v = rng.standard_normal((1, H, length, D)).astype(np.float32)
+        c = KVCache()
+        c.update_and_fetch(mx.array(k), mx.array(v))
+        caches.append(c)
+        truth.append(np.concatenate([k[0], v[0]], axis=-1))
+    return caches, truth
+
+
+def step(batch: kv.LayerCaches, truth: list[list[np.ndarray]], rng: np.random.Generator
+         ) -> None:
+    n = len(truth)
+    for layer_i, layer in enumerate(batch):
+        k = rng.standard_normal((n, H, 1, D)).astype(np.float32)
+        v = rng.standard_normal((n, H, 1, D)).astype(np.float32)
+        keys, values = layer.update_and_fetch(mx.array(k), mx.array(v))
+        mx.eval(keys, values)
+        for r in range(n):
+            truth[r][layer_i] = np.concatenate(
+                [truth[r][layer_i], np.concatenate([k[r], v[r]], axis=-1)], axis=1)
+            length = truth[r][layer_i].shape[1]
+            # what attention reads: the row's own keys, in order, then columns it masks out
+            assert np.array_equal(np.array(keys[r, :, :length]), truth[r][layer_i][..., :D])
+            assert np.array_equal(np.array(values[r, :, :length]), truth[r][layer_i][..., D:])
+
+
+def check_rows(batch: kv.LayerCaches, truth: list[list[np.ndarray]]) -> None:
+    assert [layer.lengths for layer in batch] == [[t[0].shape[1] for t in truth]] * LAYERS
+    for r, row_truth in enumerate(truth):
+        out = kv.extract(batch, r)
+        for layer_i, c in enumerate(out):
+            assert c.offset == row_truth[layer_i].shape[1]
+            got = np.concatenate([np.array(c.keys[0]), np.array(c.values[0])], axis=-1)
+            assert np.array_equal(got, row_truth[layer_i]), f"row {r}, layer {layer_i}"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rows_keep_their_own_kv_through_steps_joins_leaves_and_growth(seed) -> None:
+    rng = np.random.default_rng(seed)
+    pick = random.Random(seed)
+    first = [solo(rng, pick.randint(1, 40)) for _ in range(pick.randint(2, 5))]
+    batch = kv.start_batch([c for c, _ in first])
+    assert isinstance(batch[0], SlotKVCache)
+    truth = [t for _, t in first]
+    for _ in range(8):
+        for _ in range(pick.randint(1, 30)):  # crosses the 256-column steps now and then
+            step(batch, truth, rng)
+        check_rows(batch, truth)
+        keep = sorted(pick.sample(range(len(truth)), pick.randint(1, len(truth))))
+        order = kv.keep_rows(batch, keep)
+        assert sorted(order) == keep
+        truth = [truth[r] for r in order]
+        check_rows(batch, truth)
+        joining = [solo(rng, pick.randint(1, 300)) for _ in range(pick.randint(0, 9))]
+        if joining:
+            kv.add_rows(batch, [c for c, _ in joining])
+            truth += [t for _, t in joining]
+        check_rows(batch, truth)
+
+
+def test_leaving_rows_are_replaced_by_the_last_rows_and_the_rest_stay() -> None:
+    rng = np.random.default_rng(0)
+    batch = kv.start_batch([solo(rng, 5)[0] for _ in range(6)])
+    # rows 1 and 2 leave: rows 4 and 5 take their places, 0 and 3 stay where they are
+    assert kv.keep_rows(batch, [0, 3, 4, 5]) == [0, 4, 5, 3]
+
+
+def test_mask_and_positions_follow_each_rows_length() -> None:
+    rng = np.random.default_rng(1)
+    lengths = [3, 7, 1]
+    batch = kv.start_batch([solo(rng, n)[0] for n in lengths])
+    layer = batch[0]
+    assert layer.offset.tolist() == lengths
+    mask = np.array(layer.make_mask(1))  # before the step's keys go in
+    assert mask.shape == (3, 1, 1, 8)
+    assert mask[:, 0, 0].tolist() == [[c <= n for c in range(8)] for n in lengths]
+    two = np.array(layer.make_mask(2))  # two queries a row (each sees up to itself)
+    assert two.shape == (3, 1, 2, 9)
+    assert two[1, 0, 1].tolist() == [c <= 8 for c in range(9)]
+    assert two[2, 0, 0].tolist() == [c <= 1 for c in range(9)]
+    windowed = np.array(layer.make_mask(1, window_size=2))
+    assert windowed[1, 0, 0].tolist() == [c in (6, 7) for c in range(8)]
+
+
+def test_growth_is_spread_one_layer_a_step() -> None:
+    """Growing a buffer copies it: with grow_ahead before each step no step grows more
+    than one layer, and a step never has to grow one itself."""
+    rng = np.random.default_rng(2)
+    batch = kv.start_batch([solo(rng, 250)[0] for _ in range(4)])
+    assert {layer.keys.shape[2] for layer in batch} == {256}
+    grown_together = []
+    for _ in range(200):  # 250 -> 450 columns: one step of growth
+        kv.grow_ahead(batch)
+        before = [layer.keys.shape[2] for layer in batch]
+        for layer in batch:
+            k = mx.zeros((4, H, 1, D))
+            layer.update_and_fetch(k, k)
+        after = [layer.keys.shape[2] for layer in batch]
+        assert before == after, "a step grew a buffer itself"
+        grown_together.append(before)
+    capacities = [set(c) for c in grown_together]
+    assert all(len(c) <= 2 for c in capacities)
+    assert capacities[-1] == {512}
+    changed = [sum(a != b for a, b in zip(x, y, strict=True))
+               for x, y in zip(grown_together, grown_together[1:], strict=False)]
+    assert max(changed) == 1
+
+
+def test_other_cache_kinds_keep_mlx_lms_batch_class() -> None:
+    rng = np.random.default_rng(3)
+    plain = [solo(rng, 4)[0] for _ in range(2)]
+    assert all(supports(c) for c in plain)
+    rotating = [RotatingKVCache(max_size=8) for _ in range(LAYERS)]
+    for c in rotating:
+        c.update_and_fetch(mx.zeros((1, H, 3, D)), mx.zeros((1, H, 3, D)))
+    assert not supports(rotating)
+    batch = kv.start_batch([rotating, rotating])
+    assert not isinstance(batch[0], SlotKVCache)
+    assert kv.keep_rows(batch, [1]) == [1]
