@@ -28,18 +28,19 @@ def merge(caches: list[LayerCaches]) -> LayerCaches:
     return [type(layers[0]).merge(list(layers)) for layers in zip(*caches, strict=True)]
 
 
-def start_batch(caches: list[LayerCaches]) -> LayerCaches:
-    """A decode batch of these solo caches, one row each, in order."""
+def start_batch(caches: list[LayerCaches], rows: int = 0) -> LayerCaches:
+    """A decode batch of these solo caches, one row each, in order; with room for `rows`
+    rows where the batch kind has room to make."""
     if all(supports(c) for c in caches):
-        return [SlotKVCache(list(layers)) for layers in zip(*caches, strict=True)]
+        return [SlotKVCache(list(layers), rows) for layers in zip(*caches, strict=True)]
     return merge(caches)
 
 
-def add_rows(batch: LayerCaches, caches: list[LayerCaches]) -> None:
-    """Append solo caches as new rows at the end of `batch`, in place."""
+def add_rows(batch: LayerCaches, caches: list[LayerCaches], rows: int = 0) -> None:
+    """Append solo caches as new rows at the end of `batch`, in place (room for `rows`)."""
     if isinstance(batch[0], SlotKVCache):
         for layer, incoming in zip(batch, zip(*caches, strict=True), strict=True):
-            layer.add(list(incoming))
+            layer.add(list(incoming), rows)
         return
     for layer, incoming in zip(batch, merge(caches), strict=True):
         layer.extend(incoming)

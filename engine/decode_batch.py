@@ -58,21 +58,24 @@ class DecodeBatch:
         return min(times) if times else None
 
     # -- membership ---------------------------------------------------------------------
-    def join(self, ready: list[Sequence]) -> None:
-        """Prefilled sequences start decoding; a solo cache moves into the batch as is."""
+    def join(self, ready: list[Sequence], coming: int = 0) -> None:
+        """Prefilled sequences start decoding; a solo cache moves into the batch as is.
+        `coming`: how many more are prefilling (the batch makes room for them now, rather
+        than grow, a copy of every row, when they join)."""
         ready = [s for s in ready if not s.is_finished]
         if not ready:
             return
         self.roll_back_ahead()  # the lone sequence is about to be batched
         for seq in ready:
             seq.status = Status.DECODING
+        rows = len(self.seqs) + len(ready) + coming
         if self.cache is not None:
-            kv.add_rows(self.cache, [s.cache for s in ready])
+            kv.add_rows(self.cache, [s.cache for s in ready], rows)
             moved = ready
         elif self.seqs or len(ready) > 1:
             # Promotion: the solo decoder's cache joins the batch as it is, no recompute.
             moved = self.seqs + ready
-            self.cache = kv.start_batch([s.cache for s in moved])
+            self.cache = kv.start_batch([s.cache for s in moved], rows)
         else:
             moved = []  # one sequence alone: it stays on the solo fast path
         for seq in moved:

@@ -128,7 +128,8 @@ class EngineCore:
         self._first_tokens_out = 0
         plan = self._schedule(t0)
         prefill_s = self._run_prefill(plan.prefill)
-        self.batch.join(self._prefilled(self.scheduler.take_ready()))
+        self.batch.join(self._prefilled(self.scheduler.take_ready()),
+                        coming=len(self.scheduler.prefilling))
         rows, batched = len(self.batch), self.batch.is_batched
         if rows and self._events and self.deliver_early is not None:
             self.deliver_early(self._take_events())

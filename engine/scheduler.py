@@ -119,11 +119,13 @@ class Scheduler:
         self.waiting[seq.priority].append(seq)
 
     def remove(self, seq: Sequence) -> None:
-        """Forget a sequence that is waiting or prefilling (cancelled or failed)."""
-        if seq.status is Status.WAITING:
-            self.waiting[seq.priority].remove(seq)
-        elif seq.status is Status.PREFILLING:
-            self.prefilling.remove(seq)
+        """Forget a sequence that is waiting or prefilling (cancelled or failed). One that
+        was taken as ready but had not joined the decode batch when a tick failed is in
+        neither list."""
+        queue = (self.waiting[seq.priority] if seq.status is Status.WAITING
+                 else self.prefilling if seq.status is Status.PREFILLING else [])
+        if seq in queue:
+            queue.remove(seq)
 
     def admit(self, num_active: int,
               reserve: Callable[[Sequence], bool] = lambda seq: True) -> list[Sequence]:

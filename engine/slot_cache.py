@@ -30,7 +30,7 @@ class SlotKVCache:
     """One layer's batch cache (mlx-lm's cache interface: offset, update_and_fetch,
     make_mask). Rows are kept dense: row i is the batch's i-th sequence."""
 
-    def __init__(self, caches: list[KVCache]) -> None:
+    def __init__(self, caches: list[KVCache], rows: int = 0) -> None:
         first = next(c for c in caches if c.keys is not None)
         _, self._heads, _, k_dim = first.keys.shape
         v_dim = first.values.shape[3]
@@ -38,8 +38,7 @@ class SlotKVCache:
         self._dtype = first.keys.dtype
         self.lengths: list[int] = []
         self.keys = self.values = mx.zeros((0, self._heads, 0, k_dim), self._dtype)
-        self._ensure(len(caches), max(c.offset for c in caches) + 1)
-        self.add(caches)
+        self.add(caches, rows)
 
     # -- mlx-lm's cache interface ---------------------------------------------------------
     @property
@@ -98,10 +97,11 @@ class SlotKVCache:
         self._ensure(len(self.lengths), self.keys.shape[2] + 1)
 
     # -- rows coming and going ------------------------------------------------------------
-    def add(self, caches: list[KVCache]) -> None:
-        """Solo caches become new rows at the end (their KV copied, nothing recomputed)."""
+    def add(self, caches: list[KVCache], rows: int = 0) -> None:
+        """Solo caches become new rows at the end (their KV copied, nothing recomputed);
+        with room for `rows` rows in all."""
         n = len(self.lengths)
-        self._ensure(n + len(caches), max(c.offset for c in caches) + 1)
+        self._ensure(max(rows, n + len(caches)), max(c.offset for c in caches) + 1)
         for row, cache in enumerate(caches, start=n):
             length = cache.offset
             if length:

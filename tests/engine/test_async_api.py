@@ -102,3 +102,38 @@ async def test_loop_stays_responsive_while_the_engine_works(make_engine):
     lags.sort()
     assert lags[len(lags) // 2] < 0.05  # the loop is never held by MLX work
     await engine.shutdown()
+
+
+async def test_a_fault_in_a_tick_ends_its_requests_and_the_worker_goes_on(tiny, make_engine,
+                                                                         monkeypatch):
+    """A tick that raises between prefill and decode (here: moving KV into the batch) ends
+    every request in flight with an error, including those just prefilled, and the
+    worker thread keeps serving (it used to die cleaning up, leaving clients waiting)."""
+    from engine import decode_batch
+
+    async def drain(stream):
+        async for _ in stream:
+            pass
+
+    engine = make_engine(max_concurrent=4)
+    await engine.start()
+    real = decode_batch.DecodeBatch.join
+
+    def broken(self, ready, coming=0):
+        if ready:
+            raise MemoryError("simulated: no room for the batch")
+        return real(self, ready, coming)
+
+    monkeypatch.setattr(decode_batch.DecodeBatch, "join", broken)
+    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=8))
+               for p in prompts(3)]
+    for stream in streams:
+        await asyncio.wait_for(drain(stream), timeout=30)
+        assert stream.finish_reason == "error" and "no room for the batch" in stream.error
+
+    monkeypatch.setattr(decode_batch.DecodeBatch, "join", real)
+    prompt = prompts(1, seed=5)[0]
+    after = engine.submit(prompt_tokens=prompt, params=SamplingParams(max_tokens=8))
+    await asyncio.wait_for(drain(after), timeout=30)
+    assert after.tokens == reference_tokens(tiny.model, prompt, 8)
+    await engine.shutdown()

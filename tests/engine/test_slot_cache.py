@@ -143,3 +143,14 @@ def test_other_cache_kinds_keep_mlx_lms_batch_class() -> None:
     batch = kv.start_batch([rotating, rotating])
     assert not isinstance(batch[0], SlotKVCache)
     assert kv.keep_rows(batch, [1]) == [1]
+
+
+def test_room_is_made_for_the_rows_still_coming() -> None:
+    """A batch told how many more sequences are prefilling makes room for them at once, so
+    their joining copies only their own rows (no growth, which copies every row)."""
+    rng = np.random.default_rng(4)
+    batch = kv.start_batch([solo(rng, 10)[0] for _ in range(2)], rows=20)
+    buffers = [layer.keys.shape for layer in batch]
+    assert buffers[0][0] >= 20
+    kv.add_rows(batch, [solo(rng, 12)[0] for _ in range(18)])
+    assert [layer.keys.shape for layer in batch] == buffers
