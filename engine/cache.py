@@ -14,7 +14,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
 
-from .slot_cache import SlotKVCache, supports
+from .slot_cache import RowIndex, SlotKVCache, supports
 
 LayerCaches = list[Any]
 
@@ -32,7 +32,8 @@ def start_batch(caches: list[LayerCaches], rows: int = 0) -> LayerCaches:
     """A decode batch of these solo caches, one row each, in order; with room for `rows`
     rows where the batch kind has room to make."""
     if all(supports(c) for c in caches):
-        return [SlotKVCache(list(layers), rows) for layers in zip(*caches, strict=True)]
+        index = RowIndex()  # shared: every layer holds the same lengths
+        return [SlotKVCache(list(layers), rows, index) for layers in zip(*caches, strict=True)]
     return merge(caches)
 
 

@@ -253,4 +253,12 @@ def sample_tokens(logits: mx.array, u: mx.array, params: mx.array, *,
     return _ext_or_raise().sample_tokens(logits, u, params, stream=stream)
 
 
+def kv_write(buffer: mx.array, update: mx.array, lengths: mx.array, *,
+             stream: Any = None) -> mx.array:
+    """`buffer` (B, H, T, D) with `update` (n, H, S, D) written at columns lengths[b] ..
+    lengths[b] + S of rows b < n, in one CPU op (in place when nothing else holds the
+    buffer). The caller keeps lengths[b] + S <= T (positions out of range are skipped)."""
+    return _ext_or_raise().kv_write(buffer, update, lengths, stream=stream)
+
+
 _NO_WEIGHT = mx.zeros((0,), dtype=mx.float32)

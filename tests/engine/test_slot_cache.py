@@ -60,13 +60,28 @@ def check_rows(batch: kv.LayerCaches, truth: list[list[np.ndarray]]) -> None:
             assert np.array_equal(got, row_truth[layer_i]), f"row {r}, layer {layer_i}"
 
 
+@pytest.fixture(params=["native", "mlx-scatter"])
+def write_path(request, monkeypatch) -> str:
+    """The step's write: engine.native's op on a CPU with the extension, else mlx's scatter
+    (GPUs); the scatter path is forced by making the extension look unavailable."""
+    from engine import native
+
+    if request.param == "native":
+        if native.unavailable_reason() is not None:
+            pytest.skip(f"engine.native unavailable: {native.unavailable_reason()}")
+    else:
+        monkeypatch.setattr(native, "unavailable_reason", lambda: "off for this test")
+    return request.param
+
+
 @pytest.mark.parametrize("seed", range(6))
-def test_rows_keep_their_own_kv_through_steps_joins_leaves_and_growth(seed) -> None:
+def test_rows_keep_their_own_kv_through_steps_joins_leaves_and_growth(seed, write_path) -> None:
     rng = np.random.default_rng(seed)
     pick = random.Random(seed)
     first = [solo(rng, pick.randint(1, 40)) for _ in range(pick.randint(2, 5))]
     batch = kv.start_batch([c for c, _ in first])
     assert isinstance(batch[0], SlotKVCache)
+    assert batch[0]._native == (write_path == "native")
     truth = [t for _, t in first]
     for _ in range(8):
         for _ in range(pick.randint(1, 30)):  # crosses the 256-column steps now and then
@@ -154,3 +169,23 @@ def test_room_is_made_for_the_rows_still_coming() -> None:
     assert buffers[0][0] >= 20
     kv.add_rows(batch, [solo(rng, 12)[0] for _ in range(18)])
     assert [layer.keys.shape for layer in batch] == buffers
+
+
+def test_native_write_leaves_a_buffer_held_elsewhere_unchanged(write_path) -> None:
+    if write_path != "native":
+        pytest.skip("engine.native's op")
+    from engine import native
+
+    rng = np.random.default_rng(5)
+    start = rng.standard_normal((4, 2, 16, 8)).astype(np.float32)
+    update = rng.standard_normal((3, 2, 2, 8)).astype(np.float32)
+    lengths = [0, 5, 14]
+    want = start.copy()
+    for b, at in enumerate(lengths):
+        want[b, :, at:at + 2] = update[b]
+    held = mx.array(start)
+    out = native.kv_write(held, mx.array(update), mx.array(lengths))
+    assert np.array_equal(np.array(out), want)
+    assert np.array_equal(np.array(held), start)  # still held here: written into a copy
+    alone = native.kv_write(mx.array(start), mx.array(update), mx.array(lengths))
+    assert np.array_equal(np.array(alone), want)

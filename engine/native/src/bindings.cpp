@@ -9,6 +9,7 @@
 #include "packed_op.h"
 #include "qmv.h"
 #include "rowwise_op.h"
+#include "kv_write_op.h"
 #include "sample_op.h"
 
 namespace nb = nanobind;
@@ -58,6 +59,9 @@ NB_MODULE(_qmv, m) {
         nb::kw_only(), "stream"_a = nb::none(),
         "One token per row: mlx-lm's top-p, min-p and top-k filters, then the token where "
         "the cumulative probability at the row's temperature first exceeds u.");
+  m.def("kv_write", &bc_native::kv_write, "buffer"_a, "update"_a, "lengths"_a, nb::kw_only(),
+        "stream"_a = nb::none(),
+        "buffer (B, H, T, D) with update (n, H, S, D) written at each row's own length.");
   m.def("cpu_has_avx2_fma", &bc_native::cpu_has_avx2_fma);
   m.def("threads", &bc_native::qmv_threads);
   m.def("set_threads", &bc_native::set_qmv_threads, "n"_a);
