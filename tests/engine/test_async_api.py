@@ -137,3 +137,37 @@ async def test_a_fault_in_a_tick_ends_its_requests_and_the_worker_goes_on(tiny, 
     await asyncio.wait_for(drain(after), timeout=30)
     assert after.tokens == reference_tokens(tiny.model, prompt, 8)
     await engine.shutdown()
+
+
+async def test_a_finished_reply_reaches_the_client_before_its_kv_is_copied_out(make_engine,
+                                                                            monkeypatch):
+    """Rows that finish leave the batch after the tick's tokens are handed over: copying
+    their KV out for the prefix cache (here held up until the client has its reply) must
+    not delay the last tokens."""
+    from engine import decode_batch
+
+    engine = make_engine(max_concurrent=4)
+    copied_out = threading.Event()
+    real = decode_batch.DecodeBatch.drop_finished
+
+    def held_up(self):
+        if any(seq.is_finished for seq in self.seqs):
+            copied_out.wait(20)
+        return real(self)
+
+    monkeypatch.setattr(decode_batch.DecodeBatch, "drop_finished", held_up)
+    short, long = (engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n))
+                   for p, n in zip(prompts(2), (4, 40), strict=True))
+    await engine.start()
+    try:
+        async def drain(stream):
+            async for _ in stream:
+                pass
+
+        await asyncio.wait_for(drain(short), timeout=10)
+        assert short.finish_reason == "length" and len(short.tokens) == 4
+    finally:
+        copied_out.set()
+    await asyncio.wait_for(drain(long), timeout=30)
+    assert long.finish_reason == "length"
+    await engine.shutdown()
