@@ -13,7 +13,6 @@ import asyncio
 import inspect
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -200,7 +199,6 @@ class EngineBridge:
         self.progress: tuple[str, float] | None = None  # the load under way: stage, fraction
         self.load_error = ""  # why the last load failed ("" when it did not)
         self.num_flushes = 0
-        self.load_started: float | None = None
         self._active: dict[str, Generation] = {}
         self._dirty: dict[str, Generation] = {}
         self._flush_handle: asyncio.TimerHandle | None = None
@@ -225,7 +223,6 @@ class EngineBridge:
             return False
         previous = self.engine
         self.attempted = source
-        self.load_started = time.perf_counter()
         self.load_error = ""
         self.progress = None
         self._set_state(BridgeState.LOADING, f"Loading {source} …")
@@ -417,19 +414,6 @@ class EngineBridge:
         if self.state == BridgeState.STOPPED:
             return "The engine is shut down."
         return "No model is loaded yet."
-
-    async def _pump(self, gen: Generation) -> None:
-        """Follow a Generation made elsewhere (a remote stream, tests) until it ends, its
-        events going the way `submit`'s do."""
-        ended = asyncio.get_running_loop().create_future()
-
-        def on_event(event: Any) -> None:
-            self._on_event(gen, event)
-            if event.finish_reason is not None and not ended.done():
-                ended.set_result(None)
-
-        gen.stream.listen(on_event)
-        await ended
 
     def _on_event(self, gen: Generation, event: Any) -> None:
         if event.text:

@@ -60,10 +60,6 @@ class PrefixCacheStats:
     lookup_tokens: int  # prompt tokens of all lookups (hit_tokens / this = token hit rate)
     evictions: int
 
-    @property
-    def token_hit_rate(self) -> float:
-        return self.hit_tokens / self.lookup_tokens if self.lookup_tokens else 0.0
-
 
 class PrefixCache:
     """Engine-thread only. `nbytes` is what the entries keep alive (for the KV budget)."""

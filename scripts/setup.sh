@@ -31,8 +31,8 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
 .venv/bin/python -m engine.loader fetch
-# The native CPU kernels (opt-in for now: BATCHCHAT_NATIVE_QMV=1). A failed build is not
-# fatal: the engine then uses MLX's own ops and says why once.
+# The native CPU kernels (the CPU default; BATCHCHAT_NATIVE_QMV=0 turns them off). A failed
+# build is not fatal: the engine then uses MLX's own ops and says why once.
 if [ "$(uname -s)" = "Linux" ]; then
   .venv/bin/python -m engine.native build || echo "warning: native CPU kernels not built" >&2
 fi

@@ -3,6 +3,8 @@ local engine on the same weights, with client-side stats and the server's token 
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from app.remote import Connection, RemoteClient, list_models
@@ -56,10 +58,11 @@ async def test_greedy_text_equals_the_local_engines(mlx_server, engine, chat):
 
 async def test_a_conversation_continues_on_a_server_through_the_bridges_generation(
         mlx_server, engine):
-    """A chat begun on the local engine (its reply carries token ids) goes on remotely: the
-    ids stay home, the bridge's per-frame Generation takes the remote stream as it is."""
+    """A chat begun on the local engine (its reply carries token ids) goes on remotely
+    through the bridge, as a tab's does: the ids stay home, the bridge's per-frame
+    Generation takes the remote stream as it is."""
     from app.conversation import ChatMessage, Conversation
-    from app.engine_bridge import EngineBridge, Generation, ReplyStats
+    from app.engine_bridge import EngineBridge, ReplyStats
 
     params = {"temperature": 0.0, "max_tokens": 8}
     first = engine.submit(CHATS[0], params=params)
@@ -75,17 +78,20 @@ async def test_a_conversation_continues_on_a_server_through_the_bridges_generati
     # (ids of a random model's reply need not survive decode and re-encode).
     local = engine.submit([{"role": m["role"], "content": m["content"]} for m in messages],
                           params=params)
-    client = RemoteClient(Connection(mlx_server.url, model=MODEL))
     bridge = EngineBridge()
+    bridge.remotes.find = lambda name: (Connection(mlx_server.url, model=MODEL)
+                                        if name == "mlx" else None)
     try:
-        gen = Generation(client.submit(messages, params=params), "tab-1")
+        # the tab's path: the bridge routes the reply to the saved connection
+        gen = bridge.submit(messages, params, tag="tab-1", backend="mlx")
         deltas, finished = [], []
         gen.delta.connect(deltas.append)
         gen.finished.connect(finished.append)
-        await bridge._pump(gen)  # what the bridge runs for every reply
-        bridge._flush()
+        ended = asyncio.get_running_loop().create_future()
+        gen.finished.connect(lambda g: ended.done() or ended.set_result(None))
+        await asyncio.wait_for(ended, timeout=60)
     finally:
-        await client.close()
+        await bridge.remotes.close()
     assert finished == [gen] and "".join(deltas) == gen.text == await local.result()
     assert gen.finish_reason == "length" and gen.error is None and gen.tokens == []
     stats = gen.stats
