@@ -86,6 +86,29 @@ def window(ctx: AppContext, loop: qasync.QEventLoop, qtbot: Any) -> Iterator[Any
     QApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
+@pytest.fixture
+def make_window(loop: qasync.QEventLoop, settings: Settings,
+                qtbot: Any) -> Iterator[Callable[[EngineBridge], Any]]:
+    """`make_window(bridge)`: a shown main window on that bridge (closed through the loop
+    afterwards, as the app closes)."""
+    from ui.main_window import MainWindow
+
+    made = []
+
+    def build(bridge: EngineBridge) -> MainWindow:
+        w = MainWindow(AppContext(settings, bridge))
+        w.show()
+        made.append(w)
+        return w
+
+    yield build
+    for w in made:
+        if not w._closed:
+            w.close()
+            run_until(loop, lambda w=w: w._closed, timeout=10)
+        w.deleteLater()
+
+
 def run_until(loop: qasync.QEventLoop, predicate: Callable[[], bool],
               timeout: float = 20.0) -> None:
     """Run the qasync loop until `predicate()` holds; fail after `timeout` seconds."""

@@ -4,32 +4,11 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from PySide6.QtWidgets import QLineEdit
 
-from app.context import AppContext
 from app.engine_bridge import BridgeState, EngineBridge
 from tests.ui.conftest import run_until
-from ui.main_window import MainWindow
 from ui.model_picker import ModelPickerDialog
-
-
-@pytest.fixture
-def make_window(loop, settings, qtbot):
-    made = []
-
-    def build(bridge: EngineBridge) -> MainWindow:
-        w = MainWindow(AppContext(settings, bridge))
-        w.show()
-        made.append(w)
-        return w
-
-    yield build
-    for w in made:
-        if not w._closed:
-            w.close()
-            run_until(loop, lambda w=w: w._closed, timeout=10)
-        w.deleteLater()
 
 
 def test_queue_full_shows_in_the_tab_that_caused_it(make_window, make_engine, loop):

@@ -10,29 +10,9 @@ import time
 import pytest
 from PySide6.QtCore import Qt
 
-from app.context import AppContext
 from app.engine_bridge import BridgeState, EngineBridge
 from app.settings import Settings
 from tests.ui.conftest import run_until, spin
-from ui.main_window import MainWindow
-
-
-@pytest.fixture
-def make_window(loop, settings, qtbot):
-    made = []
-
-    def build(bridge: EngineBridge) -> MainWindow:
-        w = MainWindow(AppContext(settings, bridge))
-        w.show()
-        made.append(w)
-        return w
-
-    yield build
-    for w in made:
-        if not w._closed:
-            w.close()
-            run_until(loop, lambda w=w: w._closed, timeout=10)
-        w.deleteLater()
 
 
 class SteppedLoader:

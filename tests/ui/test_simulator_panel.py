@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
 from app.engine_bridge import BridgeState
+from tests.ui.chart_reading import bar_heights
 from tests.ui.conftest import run_until
 
 FINAL = {"stop", "length", "context", "cancelled", "error", "shutdown"}
@@ -94,7 +95,7 @@ def test_a_burst_run_fills_table_and_summary_and_is_saved(history_app, loop, qtb
     assert summary["unaccounted"] == 0 and not summary["stopped"]
     assert values["total_output_tokens"].text() == str(sum(r.output_tokens for r in run.results))
     assert values["ttft_s_p50"].text() != "–"
-    ttft, e2e = panel.summary.bar_heights()
+    ttft, e2e = bar_heights(panel.summary)
     assert len(ttft) == len(e2e) == 6 and all(e > 0 for e in e2e)
     assert "completed 6" in panel.progress.text() and "running 0" in panel.progress.text()
     assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtGui import QKeySequence
 
 from app.stats.memory import memory_figures
+from tests.ui.chart_reading import point_counts
 from tests.ui.conftest import run_until, spin
 from tests.ui.lag_run import stream_tabs
 from ui.stats.table import COLUMNS
@@ -66,7 +67,7 @@ def test_panel_numbers_equal_the_engine_after_a_known_workload(window, loop, qtb
     assert shown[gens[5].request_id].finish_reason == "cancelled"
     assert all(shown[g.request_id].finish_reason == "length" for g in gens[:5])
 
-    counts = dock.panel.charts.point_counts()
+    counts = point_counts(dock.panel.charts)
     assert counts["tokens_per_s"] >= 2 and counts["step_ms"] == counts["budget"] >= 2
 
 

@@ -207,18 +207,6 @@ class SummaryView(QWidget):
         item.setYRange(0, nice_ceiling(top * 1.05) if top > 1 else _small_ceiling(top),
                        padding=0)
 
-    def limits_drawn(self) -> dict[str, float]:
-        """The limit lines on the chart now: {"ttft_s": 2.5, ...} (tests)."""
-        return {k: float(line.value()) for k, line in self.limit_lines.items()
-                if line.isVisible()}
-
-    def bar_heights(self) -> tuple[list[float], list[float]]:
-        """(TTFT, E2E) heights on the chart (tests)."""
-        ttft = self.ttft_bars.opts.get("height")
-        e2e = self.e2e_bars.opts.get("height")
-        return [float(v) for v in (ttft if ttft is not None else [])], \
-            [float(v) for v in (e2e if e2e is not None else [])]
-
 
 def _small_ceiling(value: float) -> float:
     """nice_ceiling stops at 1; sub-second runs get 0.1, 0.2, 0.5 ... steps too."""

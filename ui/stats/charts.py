@@ -164,11 +164,3 @@ class StatsCharts(QWidget):
             self.span_s = span
             for plot in self.plots.values():
                 plot.getPlotItem().setXRange(-span, 0, padding=0)
-
-    def point_counts(self) -> dict[str, int]:
-        """How many points each curve holds (tests)."""
-        counts = {}
-        for key, curve in self.curves.items():
-            data = curve.getData() if hasattr(curve, "getData") else (None, None)
-            counts[key] = 0 if data[0] is None else len(data[0])
-        return counts
