@@ -40,6 +40,11 @@ class DecodeBatch:
     def __len__(self) -> int:
         return len(self.seqs)
 
+    def running(self) -> list[Sequence]:
+        """The rows still decoding: rows that finished this tick stay in `seqs` until
+        `drop_finished`, after their tokens are handed over (read-outs may come between)."""
+        return [s for s in list(self.seqs) if not s.is_finished]
+
     @property
     def is_batched(self) -> bool:
         return self.cache is not None

@@ -104,7 +104,8 @@ class EngineCore:
 
     @property
     def num_active(self) -> int:
-        return len(self.scheduler.prefilling) + len(self.batch)
+        """Requests prefilling or decoding (not rows that finished this tick)."""
+        return len(self.scheduler.prefilling) + len(self.batch.running())
 
     def has_work(self) -> bool:
         return bool(self.by_id)

@@ -20,13 +20,14 @@ def engine_stats(core: EngineCore) -> EngineStats:
     with st.lock:
         tps, mean_batch = st.window_rates(now)
         itl_p99, itl_max = st.gap_figures(now)
-        stall = max((now - s.t_last_token for s in list(core.batch.seqs)
-                     if s.t_last_token is not None), default=0.0)
+        decoding = core.batch.running()
+        stall = max((now - s.t_last_token for s in decoding if s.t_last_token is not None),
+                    default=0.0)
         last = st.ticks[-1] if st.ticks else None
         return EngineStats(
             active=core.num_active,
             prefilling=len(core.scheduler.prefilling),
-            decoding=len(core.batch),
+            decoding=len(decoding),
             queued=core.scheduler.num_waiting,
             completed=st.completed,
             cancelled=st.cancelled,
@@ -35,7 +36,7 @@ def engine_stats(core: EngineCore) -> EngineStats:
             total_prompt_tokens=st.total_prompt,
             tokens_per_s=tps,
             mean_batch_size=mean_batch,
-            batch_size=len(core.batch),
+            batch_size=len(decoding),
             budget=budget.last_budget,
             step_s=last.step_s if last else 0.0,
             step_s_ewma=budget.step_s,
