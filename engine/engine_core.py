@@ -138,21 +138,17 @@ class EngineCore:
         tokens, forward_s = self._run_decode() if rows else ([], 0.0)
         self._postprocess(tokens)
         decode_s = time.perf_counter() - t1
-        record = (plan, t0, rows, batched, len(tokens) + self._first_tokens_out, prefill_s,
-                  forward_s, decode_s)
+        # Recorded before finished rows leave: copying their KV out for the prefix cache
+        # depends on neither the tick's rows nor its prefill, which the budget learns from,
+        # and a client that has its reply then finds it counted.
+        self._record_tick(plan, t0, rows, batched, len(tokens) + self._first_tokens_out,
+                          prefill_s, forward_s, decode_s)
         if (self._events and self.deliver_early is not None
                 and any(seq.is_finished for seq in self.batch.seqs)):
-            # The tick's tokens go out before finished rows' KV is copied out for the
-            # prefix cache (~3 ms a row; a burst ending together waited ~250 ms for it),
-            # and its figures are recorded first, so a client that has its reply sees it
-            # counted. That copy is then no tick's time (it depends on neither its rows nor
-            # its prefill, which the budget learns from).
-            self._record_tick(*record)
+            # the tick's tokens go out before that copy (~3 ms a row; a burst ending
+            # together waited ~250 ms for it)
             self.deliver_early(self._take_events())
-            self._drop_finished_rows()
-        else:
-            self._drop_finished_rows()
-            self._record_tick(*record)
+        self._drop_finished_rows()
         return self._take_events()
 
     def _schedule(self, now: float) -> TickPlan:

@@ -79,7 +79,8 @@ class SlotKVCache:
 
     def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
         n, _, steps, _ = keys.shape
-        self._ensure(n, max(self.lengths) + steps + 1)
+        width = max(self.lengths) + steps  # every row's keys after this step
+        self._ensure(n, width + 1)
         if self._native:
             lengths = self.offset
             self.keys = native.kv_write(self.keys, keys, lengths)
@@ -89,7 +90,6 @@ class SlotKVCache:
             self.keys[index] = keys
             self.values[index] = values
         self.lengths = [length + steps for length in self.lengths]
-        width = max(self.lengths)
         return self.keys[:n, :, :width], self.values[:n, :, :width]
 
     def make_mask(self, N: int, return_array: bool = False,  # noqa: N803 - mlx-lm's name
