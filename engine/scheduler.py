@@ -110,6 +110,15 @@ class Scheduler:
         self.prefilling: list[Sequence] = []
         self.budget = BudgetController(config)
 
+    @staticmethod
+    def is_next_turn(seq: Sequence) -> bool:
+        """`seq` came with more of its prompt in the prefix cache than it has to run (a
+        chat's next turn): a short chunk after a long history, a forward pass of its own,
+        or one that costs as much in copies when batched (engine_core's
+        max_batched_history). A prompt whose history is its own earlier chunk (a burst
+        split by the budget) is not one."""
+        return 0 < seq.num_prefill_left <= seq.cached_tokens
+
     @property
     def num_waiting(self) -> int:
         return sum(len(q) for q in self.waiting.values())
@@ -153,16 +162,28 @@ class Scheduler:
         (`whole_prompt_tokens`) is finished now even past the allowance, within that
         many tokens a tick. `streaming_since`: the first token of the longest-running
         interactive decoder; a prompt submitted before it came in their burst and runs at
-        full size (None: no burst rule)."""
+        full size (None: no burst rule). While interactive rows decode, a prompt that runs
+        in a pass of its own (a chat's next turn, its history in cache) is never a burst's
+        and only one such prompt runs a tick: four turns arriving together cost the streams
+        four short stalls, not one as long as four passes."""
         cfg = self.config
         budget = self.budget.budget(decode_rows, interactive)
         left = budget - decode_rows
         room = cfg.max_token_budget - decode_rows
         cap = max(left, min(cfg.whole_prompt_tokens, room))
         chunks, used, beyond = [], 0, False
+        own_pass_taken = False
         for seq in sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit)):
             want = seq.num_prefill_left
-            burst = streaming_since is not None and seq.t_submit < streaming_since
+            if self.is_next_turn(seq) and interactive and decode_rows:
+                # Each such prompt is a forward pass of its own (~the cost of a decode step
+                # on a CPU): one a tick, so a stream waits one extra pass at a time.
+                if own_pass_taken:
+                    continue
+                own_pass_taken = True
+                burst = False
+            else:
+                burst = streaming_since is not None and seq.t_submit < streaming_since
             n = min(want, cfg.prefill_burst, max(0, (room if burst else left) - used))
             beyond = beyond or n > max(0, left - used)
             if n < want <= min(cfg.whole_prompt_tokens, cfg.prefill_burst) and used + want <= cap:

@@ -207,3 +207,29 @@ def test_a_burst_is_prefilled_together_before_its_first_streams_decode_on(make_e
         ticks += 1
     assert ticks <= 3
     run_to_end(engine)
+
+
+def test_turns_with_their_history_in_cache_run_one_a_tick_while_chats_stream():
+    """A chat's next turn (its history in cache, so its chunk is a forward pass of its
+    own) is not part of a burst, and only one such turn runs a tick while interactive rows
+    decode: four turns arriving together stall the streams four times one pass, not once
+    four passes. With nobody decoding, or only background rows, they all run at once."""
+    from engine.scheduler import Scheduler
+
+    cfg = EngineConfig(max_concurrent=8, prefill_burst=100, min_prefill_tokens=16,
+                       max_token_budget=400)
+    sched = Scheduler(cfg)
+    turns = [_waiting(220, t_submit=1.0 + i) for i in range(4)]
+    for seq in turns:
+        seq.num_cached = seq.cached_tokens = 200  # 20 new tokens after 200 from the cache
+    fresh = _waiting(30, t_submit=2.5)
+    split = _waiting(300, t_submit=2.7)  # a burst's prompt, its first 200 run last tick
+    split.num_cached = 200
+    sched.prefilling = [*turns, fresh, split]
+    plan = sched.plan(decode_rows=3, interactive=True, streaming_since=10.0)
+    chunks = {seq.request_id: n for seq, n in plan.prefill}
+    assert chunks == {turns[0].request_id: 20, fresh.request_id: 30, split.request_id: 100}
+    idle = sched.plan(decode_rows=0, interactive=False)
+    assert {seq.request_id for seq, _ in idle.prefill} == {s.request_id for s in sched.prefilling}
+    background = sched.plan(decode_rows=3, interactive=False, streaming_since=None)
+    assert len([s for s, _ in background.prefill if s in turns]) == 4
