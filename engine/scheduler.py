@@ -112,11 +112,10 @@ class Scheduler:
 
     @staticmethod
     def is_next_turn(seq: Sequence) -> bool:
-        """`seq` came with more of its prompt in the prefix cache than it has to run (a
-        chat's next turn): a short chunk after a long history, a forward pass of its own,
-        or one that costs as much in copies when batched (engine_core's
-        max_batched_history). A prompt whose history is its own earlier chunk (a burst
-        split by the budget) is not one."""
+        """`seq` came with more of its prompt in the prefix cache than it has left to run
+        (a chat's next turn): a short chunk after a long history, which costs about a pass
+        whether it runs alone or batched (its history copied in and out). A prompt whose
+        history is its own earlier chunk (a burst split by the budget) is not one."""
         return 0 < seq.num_prefill_left <= seq.cached_tokens
 
     @property
@@ -172,18 +171,16 @@ class Scheduler:
         room = cfg.max_token_budget - decode_rows
         cap = max(left, min(cfg.whole_prompt_tokens, room))
         chunks, used, beyond = [], 0, False
-        own_pass_taken = False
+        turn_planned = False
         for seq in sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit)):
             want = seq.num_prefill_left
-            if self.is_next_turn(seq) and interactive and decode_rows:
-                # Each such prompt is a forward pass of its own (~the cost of a decode step
-                # on a CPU): one a tick, so a stream waits one extra pass at a time.
-                if own_pass_taken:
-                    continue
-                own_pass_taken = True
-                burst = False
-            else:
-                burst = streaming_since is not None and seq.t_submit < streaming_since
+            # A next turn costs about a pass (~a decode step on a CPU): one a tick while
+            # chats stream, so a stream waits one extra pass at a time.
+            turn = self.is_next_turn(seq) and interactive and decode_rows > 0
+            if turn and turn_planned:
+                continue
+            burst = (not turn and streaming_since is not None
+                     and seq.t_submit < streaming_since)
             n = min(want, cfg.prefill_burst, max(0, (room if burst else left) - used))
             beyond = beyond or n > max(0, left - used)
             if n < want <= min(cfg.whole_prompt_tokens, cfg.prefill_burst) and used + want <= cap:
@@ -191,6 +188,7 @@ class Scheduler:
             if n > 0:
                 chunks.append((seq, n))
                 used += n
+                turn_planned = turn_planned or turn
         return TickPlan(budget, decode_rows, interactive, chunks, beyond)
 
     def take_ready(self) -> list[Sequence]:
