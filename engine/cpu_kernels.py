@@ -35,6 +35,7 @@ import mlx.nn as nn
 
 from . import native  # the extension itself loads lazily, at the first engine pass
 from .determinism import invariant_from_env
+from .ragged_pass import Positions, RaggedLayer
 
 _MAGIC = 12582912.0  # 1.5 * 2**23: (t + _MAGIC) - _MAGIC rounds t to the nearest integer
 _MASKED = float(mx.finfo(mx.float32).min)  # finite: a fully masked padding row stays NaN-free
@@ -177,6 +178,8 @@ def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     def dispatch(queries: mx.array, keys: mx.array, values: mx.array, cache: Any,
                  scale: float, mask: Any, sinks: mx.array | None = None) -> mx.array:
         on = getattr(_state, "on", None)
+        if isinstance(cache, RaggedLayer):  # a tick's rows and chunks in one pass
+            return cache.attend(queries, scale, on.tiled_from)
         usable = (on is not None and sinks is None and not hasattr(cache, "bits")
                   and queries.ndim == 4 and queries.shape[1] % keys.shape[1] == 0
                   and queries.dtype == mx.float32)
@@ -193,7 +196,11 @@ def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
 class _RoPE(nn.RoPE):
     """nn.RoPE whose engine passes run the native op (the rotation mx.fast.rope computes)."""
 
-    def __call__(self, x: mx.array, offset: int | mx.array = 0) -> mx.array:
+    def __call__(self, x: mx.array, offset: int | mx.array | Positions = 0) -> mx.array:
+        if isinstance(offset, Positions):
+            # a ragged pass, (1, H, T, D): seen as (T, H, 1, D), each token is a batch row
+            # of its own at its own position (the same rotation as in a pass of its own)
+            return self(x.swapaxes(0, 2), offset.array).swapaxes(0, 2)
         if not _native_rowwise(x):
             return super().__call__(x, offset)
         inv = self.__dict__.get("_inv_freq")
@@ -214,6 +221,19 @@ class _RMSNorm(nn.RMSNorm):
 
 
 _ROWWISE = {nn.RoPE: _RoPE, nn.RMSNorm: _RMSNorm}
+
+
+def supports_ragged(model: nn.Module) -> bool:
+    """Whether this model's passes can lay a tick's rows and chunks end to end
+    (engine/ragged_pass.py): installed here, every RoPE the native one, the native row-wise
+    and attention kernels on (ModelRunner then checks a pass against separate ones)."""
+    module = sys.modules.get(type(model).__module__)
+    sdpa = getattr(module, "scaled_dot_product_attention", None)
+    ropes = [m for name, m in model.named_modules() if name.rsplit(".", 1)[-1] == "rope"]
+    if not (hasattr(sdpa, "stock") and ropes and all(type(m) is _RoPE for m in ropes)):
+        return False
+    on = _Pass()
+    return on.rowwise and on.attention
 
 
 def install(model: nn.Module) -> bool:

@@ -11,11 +11,13 @@ and rolled back if anything else joins.
 from __future__ import annotations
 
 import mlx.core as mx
+from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
 from .model_runner import ModelRunner
 from .sampling import TokenLogprobs, row_logprobs, sample_rows
 from .sequence import Priority, Sequence, Status
+from .slot_cache import SlotKVCache
 
 
 def wants_kv(seq: Sequence) -> bool:
@@ -130,27 +132,13 @@ class DecodeBatch:
         queued or prefilling, so the next tick may not be this batch's plain decode.
         Raises what the model raises; the rows are then the caller's to fail."""
         seqs = self.seqs
-        cache = self.cache if self.cache is not None else seqs[0].cache
         self.logprobs = None
         try:
             if self.ahead is not None and self.ahead[0] is seqs[0] and len(seqs) == 1:
                 picked = self.ahead[1]  # started last tick
             else:
-                self.roll_back_ahead()
-                if self.cache is not None:
-                    kv.grow_ahead(self.cache)
-                logits = self.runner.decode(cache, [s.next_input for s in seqs])
-                samplers = [s.sampler for s in seqs]
-                histories = ([s.prompt_tokens + s.output_tokens for s in seqs]
-                             if any(s.sampler.params.repetition_penalty != 1.0 for s in seqs)
-                             else [[] for _ in seqs])
-                picked = sample_rows(samplers, histories, [s.num_output_tokens for s in seqs],
-                                     logits)
-                self.logprobs = row_logprobs(samplers, histories, logits, picked)
-                # Computed before the run-ahead step starts: on MLX's CPU backend a token
-                # whose graph goes out with the next step's arrives only when both are done
-                # (a newly solo sequence's token took two forward passes; docs/performance.md).
-                mx.eval(picked)
+                cache, tokens = self.step_inputs()
+                picked = self.sample(self.runner.decode(cache, tokens))
             self.ahead = None
             if not more_coming and self._may_run_ahead(seqs):
                 seq = seqs[0]
@@ -158,13 +146,48 @@ class DecodeBatch:
                 history = (seq.prompt_tokens + seq.output_tokens
                            if seq.sampler.params.repetition_penalty != 1.0 else [])
                 nxt = sample_rows([seq.sampler], [history], [seq.num_output_tokens + 1],
-                                  self.runner.decode(cache, picked), pending=picked)
+                                  self.runner.decode(seq.cache, picked), pending=picked)
                 mx.async_eval(nxt)
                 self.ahead = (seq, nxt)
             return picked.tolist()
         except Exception:
             self.ahead = None
             raise
+
+    def can_share_pass(self) -> bool:
+        """Whether this tick's step may run inside a ragged pass (engine/ragged_pass.py):
+        no step started ahead (that one is used as it is), KV as slot rows or plain
+        caches."""
+        if self.ahead is not None or not self.seqs:
+            return False
+        if self.cache is not None:
+            return isinstance(self.cache[0], SlotKVCache)
+        return all(type(layer) is KVCache for layer in self.seqs[0].cache)
+
+    def step_inputs(self) -> tuple[kv.LayerCaches, list[int]]:
+        """The cache and input tokens of this tick's step (a started step rolled back, the
+        batch's buffer grown ahead of need)."""
+        self.roll_back_ahead()
+        if self.cache is not None:
+            kv.grow_ahead(self.cache)
+            return self.cache, [s.next_input for s in self.seqs]
+        return self.seqs[0].cache, [self.seqs[0].next_input]
+
+    def sample(self, logits: mx.array) -> mx.array:
+        """Each row's token from its logits (evaluated), with the rows' log-probabilities in
+        `logprobs`."""
+        seqs = self.seqs
+        samplers = [s.sampler for s in seqs]
+        histories = ([s.prompt_tokens + s.output_tokens for s in seqs]
+                     if any(s.sampler.params.repetition_penalty != 1.0 for s in seqs)
+                     else [[] for _ in seqs])
+        picked = sample_rows(samplers, histories, [s.num_output_tokens for s in seqs], logits)
+        self.logprobs = row_logprobs(samplers, histories, logits, picked)
+        # Computed before a run-ahead step starts: on MLX's CPU backend a token whose graph
+        # goes out with the next step's arrives only when both are done (a newly solo
+        # sequence's token took two forward passes; docs/performance.md).
+        mx.eval(picked)
+        return picked
 
     def _may_run_ahead(self, seqs: list[Sequence]) -> bool:
         """Start the next step now only when it is sure to be this lone sequence's plain

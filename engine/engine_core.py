@@ -128,16 +128,28 @@ class EngineCore:
         t0 = time.perf_counter()
         self._first_tokens_out = 0
         plan = self._schedule(t0)
-        prefill_s = self._run_prefill(plan.prefill)
-        self.batch.join(self._prefilled(self.scheduler.take_ready()),
-                        coming=len(self.scheduler.prefilling))
         rows, batched = len(self.batch), self.batch.is_batched
-        if rows and self._events and self.deliver_early is not None:
-            self.deliver_early(self._take_events())
-        t1 = time.perf_counter()
-        tokens, forward_s = self._run_decode() if rows else ([], 0.0)
-        self._postprocess(tokens)
-        decode_s = time.perf_counter() - t1
+        ran = self._run_ragged(plan.prefill) if self._shares_pass(plan) else None
+        shared = ran is not None
+        if ran is not None:
+            # one pass: the rows decoded and the chunks prefilled together; the prompts it
+            # finished join the batch once the rows that finished have left (their second
+            # token comes next tick)
+            tokens, forward_s = ran
+            prefill_s = 0.0
+            self._postprocess(tokens)
+            decode_s = time.perf_counter() - t0
+        else:
+            prefill_s = self._run_prefill(plan.prefill)
+            self.batch.join(self._prefilled(self.scheduler.take_ready()),
+                            coming=len(self.scheduler.prefilling))
+            rows, batched = len(self.batch), self.batch.is_batched
+            if rows and self._events and self.deliver_early is not None:
+                self.deliver_early(self._take_events())
+            t1 = time.perf_counter()
+            tokens, forward_s = self._run_decode() if rows else ([], 0.0)
+            self._postprocess(tokens)
+            decode_s = time.perf_counter() - t1
         # Recorded before finished rows leave: copying their KV out for the prefix cache
         # depends on neither the tick's rows nor its prefill, which the budget learns from,
         # and a client that has its reply then finds it counted.
@@ -149,6 +161,9 @@ class EngineCore:
             # together waited ~250 ms for it)
             self.deliver_early(self._take_events())
         self._drop_finished_rows()
+        if shared:
+            self.batch.join(self._prefilled(self.scheduler.take_ready()),
+                            coming=len(self.scheduler.prefilling))
         return self._take_events()
 
     def _schedule(self, now: float) -> TickPlan:
@@ -223,6 +238,51 @@ class EngineCore:
                 for seq, _ in group:
                     self._fail(seq, exc)
         return time.perf_counter() - t
+
+    def _shares_pass(self, plan: TickPlan) -> bool:
+        """Whether this tick runs as one ragged pass: the model allows it, and it has
+        chunks to prefill beside decode rows, or several chunks (no padding, no history
+        copied into a batch), every one with a plain cache."""
+        if not (self.runner.ragged_ok and plan.prefill):
+            return False
+        if len(self.batch) and not self.batch.can_share_pass():
+            return False
+        if not len(self.batch) and len(plan.prefill) < 2:
+            return False
+        return all(type(layer) is KVCache for seq, _ in plan.prefill for layer in seq.cache)
+
+    def _run_ragged(self, chunks: list[tuple[Sequence, int]]
+                    ) -> tuple[list[int], float] | None:
+        """The tick's decode rows and prefill chunks in one forward pass
+        (engine/ragged_pass.py); (the rows' tokens, seconds), or None when the pass failed
+        and left every cache as it was (the tick then runs its passes apart, where an
+        error fails only the requests of its pass). A chunk that ends its prompt gives the
+        prompt's first token, as in `_run_prefill`."""
+        t = time.perf_counter()
+        rows = list(self.batch.seqs)
+        pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in chunks]
+        last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in chunks]
+        cache, inputs = self.batch.step_inputs() if rows else (None, [])
+        try:
+            row_logits, first_logits = self.runner.ragged(
+                cache, inputs, [(seq.cache, piece) for (seq, _), piece
+                                in zip(chunks, pieces, strict=True)], last)
+        except Exception as exc:  # noqa: BLE001 - retried as separate passes
+            log.warning("a shared pass failed (%s: %s); running the tick's passes apart",
+                        type(exc).__name__, exc)
+            return None
+        for seq, n in chunks:
+            seq.num_cached += n
+        if first_logits is not None:
+            self._first_tokens([seq for (seq, _), done in zip(chunks, last, strict=True)
+                                if done], first_logits)
+        try:
+            tokens = self.batch.sample(row_logits).tolist() if rows else []
+        except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
+            for seq in rows:
+                self._fail(seq, exc)
+            tokens = []
+        return tokens, time.perf_counter() - t
 
     def _first_tokens(self, seqs: list[Sequence], logits: mx.array) -> None:
         """Sample each prompt's first token from its last prompt position's logits."""

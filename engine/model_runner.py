@@ -17,6 +17,7 @@ from . import cache as kv
 from . import cpu_kernels, cpu_memory
 from .cache import LayerCaches
 from .determinism import invariant_from_env
+from .ragged_pass import RaggedPass
 
 Head = Callable[[mx.array], mx.array]
 
@@ -31,6 +32,8 @@ class ModelRunner:
             cpu_memory.keep_freed_memory()  # big CPU buffers are reused, not re-faulted
             self._install_native_qmv(model)
         self.head = output_head(model)
+        self._ragged_model = (self.fast_cpu_kernels and self.head is not None
+                              and cpu_kernels.supports_ragged(model) and self._ragged_agrees())
 
     @staticmethod
     def _install_native_qmv(model: nn.Module) -> None:
@@ -43,6 +46,25 @@ class ModelRunner:
         int8 = patch.int8_from_env()
         patch.install(model, patch.max_rows_from_env(int8), patch.keep_float32_from_env(), int8,
                       packed=invariant_from_env())
+
+    def _ragged_agrees(self) -> bool:
+        """Whether two chunks in one ragged pass give the logits of two separate passes, bit
+        for bit, on this model (a model whose passes do not run in float32 on the native
+        kernels, say, keeps its passes apart)."""
+        new = lambda: kv.new_cache(self.model)  # noqa: E731
+        try:
+            _, got = self.ragged(None, [], [(new(), [1, 2, 3]), (new(), [4])], [True, True])
+            want = mx.concatenate([self.prefill(new(), [1, 2, 3], logits=True),
+                                   self.prefill(new(), [4], logits=True)])
+            return got is not None and mx.array_equal(got, want).item()
+        except Exception:  # noqa: BLE001 - any reason at all: the separate passes
+            return False
+
+    @property
+    def ragged_ok(self) -> bool:
+        """Whether a tick's decode rows and prefill chunks may share one pass
+        (engine/ragged_pass.py): it picks the wanted positions' logits through the head."""
+        return self._ragged_model and self.head is not None
 
     def _kernels(self) -> AbstractContextManager[None]:
         return cpu_kernels.active() if self.fast_cpu_kernels else nullcontext()
@@ -96,6 +118,36 @@ class ModelRunner:
                 return full[mx.array(rows), mx.array(positions)]
             hidden = self.model.model(inputs, cache=cache)
             return self.head(hidden[mx.array(rows), mx.array(positions)][:, None])[:, 0]
+
+    def ragged(self, decode: LayerCaches | None, tokens: list[int],
+               chunks: list[tuple[LayerCaches, list[int]]], logits: list[bool],
+               ) -> tuple[mx.array | None, mx.array | None]:
+        """One pass over decode rows (`decode`: the batch cache, or a lone row's cache;
+        `tokens`: one per row) and prefill chunks (each its own cache and tokens). Returns
+        the rows' logits (rows, vocab) and those of the last token of each chunk flagged in
+        `logits` (in order), both evaluated (None where there are none), with every cache
+        written. On an exception every cache is as it was."""
+        assert self.head is not None
+        rows = len(tokens)
+        ragged = RaggedPass(decode if rows else None, rows,
+                            [(cache, len(piece)) for cache, piece in chunks])
+        flat = list(tokens)
+        picks = list(range(rows))
+        for (_, piece), last in zip(chunks, logits, strict=True):
+            flat += piece
+            if last:
+                picks.append(len(flat) - 1)
+        try:
+            with self._kernels():
+                hidden = self.model.model(mx.array(flat)[None], cache=ragged.layers)
+                out = self.head(hidden[0, mx.array(picks)][:, None])[:, 0] if picks else None
+            mx.eval(ragged.cache_states() + ([] if out is None else [out]))
+        except Exception:
+            ragged.undo()
+            raise
+        if out is None:
+            return None, None
+        return (out[:rows] if rows else None), (out[rows:] if len(picks) > rows else None)
 
     def decode(self, cache: LayerCaches, tokens: list[int] | mx.array) -> mx.array:
         """One step for every row of `cache`: logits of shape (rows, vocab), not yet evaluated.

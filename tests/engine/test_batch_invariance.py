@@ -333,3 +333,67 @@ def test_unquantized_float32_model() -> None:
 
     alone, one_pass = alone_vs_one_pass(make_tiny_model(seed=22, hidden=64).model)
     assert np.array_equal(one_pass, alone), first_difference(one_pass, alone)
+
+
+# -- the prompt's rows inside ragged passes (a tick's decode rows and chunks together) ---
+
+
+def check_in_ragged_passes(s: Subject, rows: int, seed: int) -> None:
+    """ModelRunner.ragged (engine/ragged_pass.py): the prompt's chunks run beside `rows`
+    decode rows (the engine's slot batch, or one row alone) and other prompts' chunks over
+    their own histories, then the prompt decodes as one of the rows beside another chunk."""
+    rng = random.Random(seed)
+    longest_history, longest_chunk, steps = s.sizes
+    P, ref, n = s.prompt, s.reference, len(s.prompt)
+
+    def fresh(history_max: int) -> kv.LayerCaches:
+        cache = kv.new_cache(s.model)
+        history = other_rows(s, rng, 1, history_max)[0]
+        if history:
+            s.runner.prefill(cache, history)
+        return cache
+
+    decoders = [fresh(longest_history) or [] for _ in range(rows)]
+    for cache in decoders:
+        if cache[0].offset == 0:
+            s.runner.prefill(cache, [1])
+    batch = kv.start_batch(decoders) if rows > 1 else decoders[0]
+    h = rng.randint(0, n - 2 * longest_chunk - steps - 2)
+    target = kv.new_cache(s.model)
+    if h:
+        s.runner.prefill(target, P[:h])
+    where = f"{s.name}, {rows} decode rows, history {h}"
+    at = h
+    for part in range(2):
+        c = rng.randint(1, longest_chunk)
+        chunks = [(fresh(longest_history), [rng.randrange(s.vocab)
+                                            for _ in range(rng.randint(1, longest_chunk))])
+                  for _ in range(rng.randint(0, 2))]
+        slot = rng.randint(0, len(chunks))
+        chunks.insert(slot, (target, P[at:at + c]))
+        tokens = [rng.randrange(s.vocab) for _ in range(rows)]
+        _, ends = s.runner.ragged(batch, tokens, chunks, [True] * len(chunks))
+        got = np.array(ends)[slot]
+        assert np.array_equal(got, ref[at + c - 1]), f"{where}: chunk {part} ({c} tokens)"
+        at += c
+    if rows > 1:
+        kv.add_rows(batch, [target])
+        row = rows
+    else:  # the prompt decodes alone; the other row is done
+        batch, row = target, 0
+    for step in range(steps):
+        tokens = [rng.randrange(s.vocab) for _ in range(row + 1)]
+        tokens[row] = P[at + step]
+        beside = [(fresh(longest_history), [rng.randrange(s.vocab)
+                                            for _ in range(rng.randint(1, longest_chunk))])]
+        got, _ = s.runner.ragged(batch, tokens, beside, [step % 2 == 0])
+        assert np.array_equal(np.array(got)[row], ref[at + step]), \
+            f"{where}: decode step {step} as row {row} of a ragged pass"
+
+
+@pytest.mark.parametrize("rows", [1, 2, 9])
+def test_rows_and_chunks_in_ragged_passes_equal_token_by_token(subject, rows) -> None:
+    if not subject.runner.ragged_ok:
+        pytest.skip("this model's passes are not ragged here")
+    for seed in range(1 if subject.name == "bundled" else 3):
+        check_in_ragged_passes(subject, rows, seed=100 * rows + seed)

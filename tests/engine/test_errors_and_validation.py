@@ -36,14 +36,21 @@ def test_error_in_one_prefill_fails_only_that_request(tiny, make_engine):
     good_prompt = prompts(1, seed=12)[0]
     good = engine.submit(prompt_tokens=good_prompt, params=SamplingParams(max_tokens=8))
     bad = engine.submit(prompt_tokens=[7] * 10, params=SamplingParams(max_tokens=8))
-    real = engine._core.runner.prefill
+    runner = engine._core.runner
+    real, real_ragged = runner.prefill, runner.ragged
 
     def picky(cache, tokens, **kw):
         if tokens == [7] * 10:
             raise ValueError("bad chunk")
         return real(cache, tokens, **kw)
 
-    engine._core.runner.prefill = picky
+    def picky_ragged(decode, tokens, chunks, logits):
+        if any(piece == [7] * 10 for _, piece in chunks):
+            raise ValueError("bad chunk")  # the whole pass fails: the tick runs apart
+        return real_ragged(decode, tokens, chunks, logits)
+
+    runner.prefill = picky
+    runner.ragged = picky_ragged
     run_to_end(engine)
     assert bad.finish_reason == "error" and "bad chunk" in bad.error
     assert good.tokens == reference_tokens(tiny.model, good_prompt, 8)

@@ -81,20 +81,25 @@ def test_a_burst_of_prompts_is_prefilled_in_shared_passes_and_stays_exact(tiny, 
     from engine.model_runner import ModelRunner
 
     passes: list[list[int]] = []
-    shared = ModelRunner.prefill_many
+    shared, ragged = ModelRunner.prefill_many, ModelRunner.ragged
 
     def spy(self, caches, chunks, **kw):
         passes.append([len(c) for c in chunks])
         return shared(self, caches, chunks, **kw)
 
+    def spy_ragged(self, decode, tokens, chunks, logits):
+        passes.append([len(piece) for _, piece in chunks])
+        return ragged(self, decode, tokens, chunks, logits)
+
     monkeypatch.setattr(ModelRunner, "prefill_many", spy)
+    monkeypatch.setattr(ModelRunner, "ragged", spy_ragged)
     engine = make_engine(max_concurrent=8)
     batch = [p + p[:5] for p in prompts(8, seed=11)]  # 6 .. 45 tokens: padding is needed
     streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=N))
                for p in batch]
     run_to_end(engine)
     assert passes and max(len(p) for p in passes) >= 3  # several prompts per pass
-    assert any(len(set(p)) > 1 for p in passes)  # of different lengths
+    assert any(len(set(p)) > 1 for p in passes)  # of different lengths (padded, or ragged)
     for prompt, stream in zip(batch, streams, strict=True):
         assert stream.tokens == reference_tokens(tiny.model, prompt, N)
 
@@ -137,11 +142,13 @@ def test_turns_that_arrive_together_share_a_prefill_pass_and_stay_exact(tiny, ma
     engine = make_engine(max_concurrent=4)
     runner = engine._core.runner
     passes: list[int] = []
-    real_one, real_many = runner.prefill, runner.prefill_many
+    real_one, real_many, real_ragged = runner.prefill, runner.prefill_many, runner.ragged
     monkeypatch.setattr(runner, "prefill",
                         lambda c, t, **kw: passes.append(1) or real_one(c, t, **kw))
     monkeypatch.setattr(runner, "prefill_many",
                         lambda cs, ts, **kw: passes.append(len(cs)) or real_many(cs, ts, **kw))
+    monkeypatch.setattr(runner, "ragged", lambda d, t, cs, lg: passes.append(len(cs))
+                        or real_ragged(d, t, cs, lg))
     chats = [prompts(4, seed=60 + i)[3] for i in range(3)]
     first = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=N))
              for p in chats]

@@ -1,0 +1,144 @@
+"""One forward pass over a tick's decode rows and prefill chunks together (issue #26 item 2).
+
+Before, a tick that prefilled ran the prompt chunks as a pass of their own, then the decode
+pass: every pass reads all the weights and costs ~5 ms of graph building, and the streams
+waited for both. Here the tick's tokens are laid end to end as one sequence of T tokens
+(decode rows first, one token each, then each chunk): the linears, norms and MLP see T rows
+of one matrix, and only attention, RoPE and the KV writes see the segments. Each segment
+keeps its own KV (the decode batch's slot rows, each chunk its own cache), its own
+positions and its own mask, and its attention is the same native call as in a pass of its
+own, so every row gets the bits it would get alone (the packed linears are the same
+arithmetic at every row count; engine/determinism.py). No padding, no history copied into a
+padded batch: several chats' next turns share a pass at the cost of their tokens.
+
+How it reaches the model without re-implementing it: mlx-lm's attention reads
+`cache.offset` for RoPE, calls `cache.update_and_fetch` and passes `cache` on to the
+module's `scaled_dot_product_attention`. Each layer gets a `RaggedLayer` as its cache; its
+offset is a `Positions` (engine.cpu_kernels' RoPE rotates each token at its own position),
+its update writes each segment's keys into that segment's cache, and the attention
+dispatcher hands the layer's queries back to it (`attend`). Only on the CPU with the native
+kernels, for models whose every cache is a plain KVCache and whose RoPE is nn.RoPE
+(`cpu_kernels.supports_ragged`); elsewhere the separate passes run as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.models.cache import KVCache
+
+from . import native
+from .slot_cache import SlotKVCache
+
+
+@dataclass(frozen=True, slots=True)
+class Positions:
+    """Every token's position in its own sequence (RoPE's offset in a ragged pass)."""
+
+    array: mx.array  # (T,) int32
+
+
+class RaggedPass:
+    """The segments of one pass: `rows` decode rows (the slot batch's rows, or one solo
+    cache), then prefill chunks, each `(its layer caches, its token count)`."""
+
+    def __init__(self, decode: list[Any] | None, rows: int,
+                 chunks: list[tuple[list[KVCache], int]]) -> None:
+        self.rows = rows
+        self.slot = decode is not None and isinstance(decode[0], SlotKVCache)
+        segments: list[tuple[list[Any], int, int]] = []  # (caches, start, length)
+        positions: list[int] = []
+        start = 0
+        if decode is not None:
+            if self.slot:
+                positions += list(decode[0].lengths)
+            else:  # one row decoding alone: a one-token segment of its own cache
+                segments.append((decode, 0, 1))
+                positions.append(decode[0].offset)
+            start = rows
+        for caches, n in chunks:
+            segments.append((caches, start, n))
+            positions += range(caches[0].offset, caches[0].offset + n)
+            start += n
+        self.total = start
+        self._offsets = [[c.offset for c in caches] for caches, _, _ in segments]
+        self._lengths = list(decode[0].lengths) if self.slot else []
+        self.segments = segments
+        self.positions = Positions(mx.array(positions, dtype=mx.int32))
+        # Masks as each pass of its own would have them, made before any layer's KV grows.
+        # (mlx-lm's create_attention_mask passes both keywords)
+        self.decode_mask = (decode[0].make_mask(1, return_array=False, window_size=None)
+                            if self.slot else None)
+        self.masks = [caches[0].make_mask(n, return_array=False, window_size=None)
+                      for caches, _, n in segments]
+        self.layers = [RaggedLayer(self, i, decode[i] if self.slot else None)
+                       for i in range(len(decode or chunks[0][0]))]
+
+    def undo(self) -> None:
+        """Put every cache back as it was before the pass (a pass that failed part-way:
+        the tick is then run as separate passes, which fail only the request at fault)."""
+        for (caches, _, _), offsets in zip(self.segments, self._offsets, strict=True):
+            for layer, offset in zip(caches, offsets, strict=True):
+                layer.offset = offset  # what KVCache.trim does
+        for layer in self.layers:
+            if layer.slot is not None:
+                layer.slot.lengths = list(self._lengths)
+
+    def cache_states(self) -> list[Any]:
+        states = [layer.slot.state for layer in self.layers if layer.slot is not None]
+        return states + [c.state for caches, _, _ in self.segments for c in caches]
+
+
+class RaggedLayer:
+    """One layer's view of a ragged pass, in mlx-lm's cache interface."""
+
+    def __init__(self, ragged: RaggedPass, index: int, slot: SlotKVCache | None) -> None:
+        self.ragged = ragged
+        self.index = index
+        self.slot = slot
+        self._slot_kv: tuple[mx.array, mx.array] | None = None
+        self._kv: list[tuple[mx.array, mx.array]] = []
+
+    @property
+    def offset(self) -> Positions:
+        return self.ragged.positions
+
+    def make_mask(self, *_: Any, **__: Any) -> None:
+        return None  # each segment's own mask is in the pass (RaggedPass.masks)
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        """Write each segment's new keys into its own cache. Returns the inputs: attention
+        reads each segment's keys from here (`attend`)."""
+        p = self.ragged
+        if self.slot is not None:  # (1, H, T, D) -> the rows' (rows, H, 1, D)
+            self._slot_kv = self.slot.update_and_fetch(keys.swapaxes(0, 2)[:p.rows],
+                                                       values.swapaxes(0, 2)[:p.rows])
+        self._kv = [caches[self.index].update_and_fetch(keys[:, :, a:a + n],
+                                                        values[:, :, a:a + n])
+                    for caches, a, n in p.segments]
+        return keys, values
+
+    def attend(self, queries: mx.array, scale: float, tiled_from: int) -> mx.array:
+        """Each segment's attention over its own keys, as a pass of its own would run it;
+        the outputs laid end to end again, (1, Hq, T, D)."""
+        p = self.ragged
+        outs = []
+        if self._slot_kv is not None:
+            k, v = self._slot_kv
+            q = queries.swapaxes(0, 2)[:p.rows]  # (rows, Hq, 1, D)
+            out = native.cache_attention(q, k, v, scale, p.decode_mask, tiled_from=tiled_from)
+            outs.append(out.swapaxes(0, 2))
+        for (_, a, n), (k, v), mask in zip(p.segments, self._kv, p.masks, strict=True):
+            outs.append(native.cache_attention(queries[:, :, a:a + n], k, v, scale, mask,
+                                               tiled_from=tiled_from))
+        self._slot_kv, self._kv = None, []
+        return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)
+
+    # what else mlx-lm may ask of a cache during a pass
+    def is_trimmable(self) -> bool:
+        return False
+
+    def empty(self) -> bool:
+        return False
