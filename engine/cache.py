@@ -28,10 +28,18 @@ def merge(caches: list[LayerCaches]) -> LayerCaches:
     return [type(layers[0]).merge(list(layers)) for layers in zip(*caches, strict=True)]
 
 
-def start_batch(caches: list[LayerCaches], rows: int = 0) -> LayerCaches:
+def start_batch(caches: list[LayerCaches], rows: int = 0,
+                reuse: LayerCaches | None = None) -> LayerCaches:
     """A decode batch of these solo caches, one row each, in order; with room for `rows`
-    rows where the batch kind has room to make."""
+    rows where the batch kind has room to make. `reuse`: an emptied batch cache whose
+    buffers to write into rather than allocate."""
     if all(supports(c) for c in caches):
+        if reuse is not None and isinstance(reuse[0], SlotKVCache) \
+                and reuse[0].fits(caches[0][0]):
+            for layer, incoming in zip(reuse, zip(*caches, strict=True), strict=True):
+                layer.reset()
+                layer.add(list(incoming), rows)
+            return reuse
         index = RowIndex()  # shared: every layer holds the same lengths
         return [SlotKVCache(list(layers), rows, index) for layers in zip(*caches, strict=True)]
     return merge(caches)

@@ -20,6 +20,10 @@ class EngineConfig:
     max_token_budget: int = 2048  # cap on tokens (decode rows + prefill) in one tick
     target_step_s: float = 0.2  # tick time the adaptive budget aims at...
     decode_slack: float = 2.0  # ...but never below this multiple of a decode-only tick
+    # When a tick's rows and chunks share one pass (engine/ragged_pass.py), a prompt's chunks
+    # cost only their tokens: while interactive rows decode a tick then aims at this multiple
+    # of a decode-only tick, and short prompts are split like any other.
+    shared_slack: float = 1.5
     background_slack: float = 8.0  # the same when only background requests decode
     ewma_alpha: float = 0.3  # weight of the newest step time in the moving averages
     admission_window_s: float = 0.002  # an idle engine waits this long to batch a burst
@@ -82,7 +86,7 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.max_queue must be >= 0, got {self.max_queue}")
         if self.max_context is not None and self.max_context < 2:
             raise ValueError(f"EngineConfig.max_context must be >= 2, got {self.max_context}")
-        for name in ("decode_slack", "background_slack"):
+        for name in ("decode_slack", "background_slack", "shared_slack"):
             if getattr(self, name) < 1.0:
                 raise ValueError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 < self.ewma_alpha <= 1.0:

@@ -45,7 +45,7 @@ class EngineCore:
         self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels)
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
-        self.scheduler = Scheduler(config)
+        self.scheduler = Scheduler(config, shared_passes=self.runner.ragged_ok)
         self.stats = StatsCollector(config.stats_window_s, config.telemetry_size)
         # KV memory: what running requests have set aside plus what cached prefixes keep
         # stays within the budget (cached prefixes are evicted first).

@@ -47,12 +47,16 @@ class BudgetController:
     full size.
     """
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, shared_passes: bool = False) -> None:
         self.config = config
+        # A tick's rows and chunks run in one pass (engine/ragged_pass.py): a chunk costs
+        # only its tokens, so interactive ticks aim at `shared_slack` x a decode-only tick
+        # and the allowance starts at the least it can be (it grows when ticks allow).
+        self.shared_passes = shared_passes
         self.decode_s: float | None = None  # EWMA of decode-only ticks
         self.step_s: float = 0.0  # EWMA of all ticks
         # prefill tokens per tick while decoding, per class of the decoders (interactive?)
-        self.allowance = {True: 4.0 * config.min_prefill_tokens,
+        self.allowance = {True: (1.0 if shared_passes else 4.0) * config.min_prefill_tokens,
                           False: float(config.max_token_budget)}
         self.last_budget = config.max_token_budget
 
@@ -66,6 +70,8 @@ class BudgetController:
 
     def target_for(self, interactive: bool) -> float:
         cfg = self.config
+        if interactive and self.shared_passes and self.decode_s is not None:
+            return cfg.shared_slack * self.decode_s
         slack = cfg.decode_slack if interactive else cfg.background_slack
         return max(cfg.target_step_s, slack * (self.decode_s or 0.0))
 
@@ -104,11 +110,11 @@ class BudgetController:
 class Scheduler:
     """Waiting queues per priority class, and the prefilling set."""
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, shared_passes: bool = False) -> None:
         self.config = config
         self.waiting: dict[Priority, deque[Sequence]] = {p: deque() for p in Priority}
         self.prefilling: list[Sequence] = []
-        self.budget = BudgetController(config)
+        self.budget = BudgetController(config, shared_passes)
 
     @staticmethod
     def is_next_turn(seq: Sequence) -> bool:
@@ -169,7 +175,11 @@ class Scheduler:
         budget = self.budget.budget(decode_rows, interactive)
         left = budget - decode_rows
         room = cfg.max_token_budget - decode_rows
-        cap = max(left, min(cfg.whole_prompt_tokens, room))
+        # With shared passes a split prompt costs the streams nothing more than its tokens:
+        # while interactive rows decode, short prompts are split like the others.
+        whole = 0 if self.budget.shared_passes and interactive and decode_rows else \
+            cfg.whole_prompt_tokens
+        cap = max(left, min(whole, room))
         chunks, used, beyond = [], 0, False
         turn_planned = False
         for seq in sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit)):
@@ -183,7 +193,7 @@ class Scheduler:
                      and seq.t_submit < streaming_since)
             n = min(want, cfg.prefill_burst, max(0, (room if burst else left) - used))
             beyond = beyond or n > max(0, left - used)
-            if n < want <= min(cfg.whole_prompt_tokens, cfg.prefill_burst) and used + want <= cap:
+            if n < want <= min(whole, cfg.prefill_burst) and used + want <= cap:
                 n, beyond = want, True
             if n > 0:
                 chunks.append((seq, n))

@@ -129,6 +129,18 @@ class SlotKVCache:
         """One more step of columns now (a copy of the rows in use)."""
         self._ensure(len(self.lengths), self.keys.shape[2] + 1)
 
+    # -- reuse -----------------------------------------------------------------------------
+    def fits(self, cache: KVCache) -> bool:
+        """Whether rows like `cache`'s (heads, head size, dtype) can be written here."""
+        return (cache.keys is not None and cache.keys.shape[1] == self._heads
+                and (cache.keys.shape[3], cache.values.shape[3]) == self._dims
+                and cache.keys.dtype == self._dtype)
+
+    def reset(self) -> None:
+        """No rows; the buffer stays, for the next batch's rows (nothing is cleared: a
+        row's columns past its length are masked)."""
+        self.lengths = []
+
     # -- rows coming and going ------------------------------------------------------------
     def add(self, caches: list[KVCache], rows: int = 0) -> None:
         """Solo caches become new rows at the end (their KV copied, nothing recomputed);

@@ -1,7 +1,8 @@
 """Where the ticks of the many-chats scenario go (8 chats x 4 turns, think time), engine
 only: each tick's rows, prefill tokens and time, split into admission, prefill, joining the
-batch, decode and leaving it; and the TTFT of each turn. For finding what a next turn waits
-for, not a benchmark with peers.
+batch, decode (or the ragged pass that does both) and leaving it; the gaps between tokens;
+and the TTFT of each turn. For finding what a next turn waits for, not a benchmark with
+peers.
 
     python -m engine.bench.profile_chats [--chats 8 --turns 4 --think-s 1]
 """
@@ -47,7 +48,8 @@ async def main(args: argparse.Namespace) -> None:
     phases: dict[str, float] = defaultdict(float)
     ticks: list[dict[str, float]] = []
     for obj, name in ((core, "_schedule"), (core, "_run_prefill"), (core.batch, "join"),
-                      (core, "_run_decode"), (core, "_drop_finished_rows")):
+                      (core, "_run_decode"), (core, "_run_ragged"),
+                      (core, "_drop_finished_rows")):
         _timed(obj, name, phases)
     step = core.step
 
@@ -62,11 +64,20 @@ async def main(args: argparse.Namespace) -> None:
         return events
 
     core.step = profiled_step
+    gaps: list[float] = []
+    record_tick = core.stats.record_tick
+
+    def record(rec: Any, tick_gaps: list[float]) -> None:
+        gaps.extend(tick_gaps)
+        record_tick(rec, tick_gaps)
+
+    core.stats.record_tick = record
     await engine.start()
     try:
         # Warm-up: one short chat, so the first measured tick is not MLX's first.
         await many_chats(EngineChat(engine), 1, 1, 8, 0.0)
         ticks.clear()
+        gaps.clear()
         out = await many_chats(EngineChat(engine), args.chats, args.turns, args.tokens,
                                args.think_s)
     finally:
@@ -74,10 +85,17 @@ async def main(args: argparse.Namespace) -> None:
     print(f"output {out['output_tps']:.1f} tok/s, last-turn TTFT median "
           f"{out['last_turn_ttft_median']:.3f} s, by turn "
           + ", ".join(f"{t * 1000:.0f}" for t in out["ttft_median_by_turn"]) + " ms")
+    g = sorted(gaps)
+    if g:
+        print(f"gaps between tokens: n {len(g)}, median {g[len(g) // 2] * 1e3:.0f} ms, p99 "
+              f"{g[int(0.99 * (len(g) - 1))] * 1e3:.0f} ms, max {g[-1] * 1e3:.0f} ms; over 50 / 80 "
+              f"/ 120 ms: {sum(x > 0.05 for x in g)} / {sum(x > 0.08 for x in g)} / "
+              f"{sum(x > 0.12 for x in g)}")
     kinds: dict[str, list[dict[str, float]]] = defaultdict(list)
     for t in ticks:
         kinds["with prefill" if t["prefill"] else "decode only"].append(t)
-    cols = ["step", "_schedule", "_run_prefill", "join", "_run_decode", "_drop_finished_rows"]
+    cols = ["step", "_schedule", "_run_prefill", "join", "_run_decode", "_run_ragged",
+            "_drop_finished_rows"]
     print(f"{'ticks':>14} {'n':>4} {'rows':>5} {'pf tok':>6} "
           + " ".join(f"{c.strip('_')[:12]:>12}" for c in cols) + "   (medians, ms)")
     for kind, rows in kinds.items():

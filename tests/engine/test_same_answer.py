@@ -206,7 +206,8 @@ def test_promoted_from_solo_into_batches_and_back(qtiny, references, kind) -> No
     batch), leave (back to solo), and join again one a tick up to a batch of 8."""
     prompt, refs = references
     rng = random.Random(1)
-    engine = engine_on(qtiny, max_concurrent=16)
+    # room for the others' prompts in a tick or two, so the batch grows to 6+ rows
+    engine = engine_on(qtiny, max_concurrent=16, min_prefill_tokens=64)
     target = Run(engine, prompt, KINDS[kind]())
     watch = Watch(engine, target)
     watch.step(3)

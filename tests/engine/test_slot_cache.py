@@ -189,3 +189,27 @@ def test_native_write_leaves_a_buffer_held_elsewhere_unchanged(write_path) -> No
     assert np.array_equal(np.array(held), start)  # still held here: written into a copy
     alone = native.kv_write(mx.array(start), mx.array(update), mx.array(lengths))
     assert np.array_equal(np.array(alone), want)
+
+
+def test_an_emptied_batch_is_reused_by_the_next_one(write_path) -> None:
+    """A new batch written into the last one's buffers (no fresh memory to fault in) holds
+    exactly its rows' KV, over whatever the old rows left in the buffer, and steps on."""
+    rng = np.random.default_rng(6)
+    old = kv.start_batch([solo(rng, 30)[0] for _ in range(5)], rows=8)
+    buffers = [id(layer) for layer in old]
+    shapes = [layer.keys.shape for layer in old]
+    kv.keep_rows(old, [])
+    first = [solo(rng, n) for n in (12, 3, 20)]
+    batch = kv.start_batch([c for c, _ in first], rows=4, reuse=old)
+    assert [id(layer) for layer in batch] == buffers
+    assert [layer.keys.shape for layer in batch] == shapes  # no new allocation
+    truth = [t for _, t in first]
+    check_rows(batch, truth)
+    for _ in range(5):
+        step(batch, truth, rng)
+    check_rows(batch, truth)
+    # rows of another shape of KV cannot go into it: a new batch is made
+    other = [[KVCache() for _ in range(LAYERS)]]
+    for c in other[0]:
+        c.update_and_fetch(mx.zeros((1, H + 1, 2, D)), mx.zeros((1, H + 1, 2, D)))
+    assert kv.start_batch(other * 2, reuse=batch) is not batch
