@@ -50,7 +50,8 @@ async def main(args: argparse.Namespace) -> None:
     for obj, name in ((core, "_schedule"), (core, "_run_prefill"), (core.batch, "join"),
                       (core, "_run_decode"), (core, "_run_ragged"),
                       (core, "_drop_finished_rows")):
-        _timed(obj, name, phases)
+        if hasattr(obj, name):
+            _timed(obj, name, phases)
     step = core.step
 
     def profiled_step() -> Any:

@@ -79,3 +79,19 @@ def test_profile_step_runs_decode_and_prefill_with_and_without_kernels():
         assert {"step (model call)", "lm_head", "  SDPA"} <= step.keys()
         assert {"whole pass (no lm_head)", "one layer", "  SiLU x up"} <= prefill.keys()
         assert all(ms > 0 for ms in (*step.values(), *prefill.values()))
+
+
+def test_gaps_counts_every_streams_long_gaps(tmp_path, capsys) -> None:
+    import json
+
+    from engine.bench import gaps
+
+    scenario = {"output_throughput": 100.0, "ttft_s": {"median": 0.2}, "itl_s": {"p99": 0.09},
+                "per_request": [{"itl_s": [0.02, 0.06, 0.3]}, {"itl_s": [0.09, 0.13]},
+                                {"itl_s": None}]}
+    path = tmp_path / "serving.json"
+    path.write_text(json.dumps({"targets": {"a": {"multiturn": scenario, "model": "m"}}}))
+    assert gaps.main([str(path)]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == ("a          multiturn: tok/s 100.0 TTFT med 200 ITL p99 90 max 300; "
+                   "gaps >50 4, >80 3, >120 2, >200 1 (n 5)")
