@@ -148,9 +148,8 @@ class DecodeBatch:
             if not more_coming and self._may_run_ahead(seqs):
                 seq = seqs[0]
                 # a repetition penalty reads the history, whose last token is still `picked`
-                history = (seq.prompt_tokens + seq.output_tokens
-                           if seq.sampler.params.repetition_penalty != 1.0 else [])
-                nxt = sample_rows([seq.sampler], [history], [seq.num_output_tokens + 1],
+                nxt = sample_rows([seq.sampler], [seq.penalty_history()],
+                                  [seq.num_output_tokens + 1],
                                   self.runner.decode(seq.cache, picked), pending=picked)
                 mx.async_eval(nxt)
                 self.ahead = (seq, nxt)
@@ -183,9 +182,7 @@ class DecodeBatch:
         `logprobs`."""
         seqs = self.seqs
         samplers = [s.sampler for s in seqs]
-        histories = ([s.prompt_tokens + s.output_tokens for s in seqs]
-                     if any(s.sampler.params.repetition_penalty != 1.0 for s in seqs)
-                     else [[] for _ in seqs])
+        histories = [s.penalty_history() for s in seqs]
         picked = sample_rows(samplers, histories, [s.num_output_tokens for s in seqs], logits)
         self.logprobs = row_logprobs(samplers, histories, logits, picked)
         # Computed before a run-ahead step starts: on MLX's CPU backend a token whose graph

@@ -287,9 +287,7 @@ class EngineCore:
     def _first_tokens(self, seqs: list[Sequence], logits: mx.array) -> None:
         """Sample each prompt's first token from its last prompt position's logits."""
         samplers = [seq.sampler for seq in seqs]
-        histories = ([list(seq.prompt_tokens) for seq in seqs]
-                     if any(s.params.repetition_penalty != 1.0 for s in samplers)
-                     else [[] for _ in seqs])
+        histories = [seq.penalty_history() for seq in seqs]
         picked = sample_rows(samplers, histories, [0] * len(seqs), logits)
         lps = row_logprobs(samplers, histories, logits, picked) or [None] * len(seqs)
         now = time.perf_counter()

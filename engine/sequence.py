@@ -79,6 +79,17 @@ class Sequence:
     def is_finished(self) -> bool:
         return self.status is Status.FINISHED
 
+    def penalty_history(self) -> list[int]:
+        """The tokens a repetition penalty reads now: the last `repetition_context_size` of
+        prompt and output ([] without a penalty). One rule for the first token sampled in
+        prefill, decode steps and the run-ahead step."""
+        window = self.sampler.penalty_window
+        if not window:
+            return []
+        out = self.output_tokens[-window:]
+        short = window - len(out)
+        return (self.prompt_tokens[-short:] + out) if short > 0 else list(out)
+
     @property
     def next_input(self) -> int:
         return self.output_tokens[-1] if self.output_tokens else self.prompt_tokens[-1]

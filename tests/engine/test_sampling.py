@@ -95,3 +95,23 @@ def test_batched_repetition_penalty_equals_mlx_lm_processor_per_row() -> None:
                                       None if last is None else last[i : i + 1]))
             assert np.array_equal(got[i], want[0]), (i, last is None)
     assert not np.array_equal(got[0], np.array(logits[0]))  # the penalty really applied
+
+
+def test_a_penalty_window_shorter_than_the_history_alone_and_batched(tiny, make_engine):
+    """The penalty reads the last repetition_context_size tokens of prompt and output, in
+    the first token sampled in prefill, in batched steps and in the lone row's run-ahead."""
+    prompt = prompts(4, seed=13)[3]  # 40 tokens, far longer than the window
+    params = SamplingParams(max_tokens=N, repetition_penalty=1.8, repetition_context_size=4)
+    want = reference_tokens(tiny.model, prompt, N, logits_processors=make_logits_processors(
+        repetition_penalty=1.8, repetition_context_size=4))
+    assert want != reference_tokens(tiny.model, prompt, N, logits_processors=(
+        make_logits_processors(repetition_penalty=1.8, repetition_context_size=40)))
+    alone = make_engine()
+    a = alone.submit(prompt_tokens=prompt, params=params)
+    run_to_end(alone)
+    batched = make_engine(max_concurrent=4)
+    b = batched.submit(prompt_tokens=prompt, params=params)
+    for other in prompts(3, seed=14):
+        batched.submit(prompt_tokens=other, params=SamplingParams(max_tokens=N))
+    run_to_end(batched)
+    assert a.tokens == b.tokens == want
