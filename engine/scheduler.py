@@ -55,8 +55,12 @@ class BudgetController:
         self.shared_passes = shared_passes
         self.decode_s: float | None = None  # EWMA of decode-only ticks
         self.step_s: float = 0.0  # EWMA of all ticks
+        # the least prefill a tick while decoding: prefill always progresses
+        self.floor = {True: (min(config.shared_min_prefill_tokens, config.min_prefill_tokens)
+                             if shared_passes else config.min_prefill_tokens),
+                      False: config.min_prefill_tokens}
         # prefill tokens per tick while decoding, per class of the decoders (interactive?)
-        self.allowance = {True: (1.0 if shared_passes else 4.0) * config.min_prefill_tokens,
+        self.allowance = {True: (1.0 if shared_passes else 4.0) * self.floor[True],
                           False: float(config.max_token_budget)}
         self.last_budget = config.max_token_budget
 
@@ -96,13 +100,13 @@ class BudgetController:
             factor = min(2.0, max(0.5, factor)) ** self.config.ewma_alpha
             cfg = self.config
             self.allowance[interactive] = min(float(cfg.max_token_budget),
-                                              max(float(cfg.min_prefill_tokens), allow * factor))
+                                              max(float(self.floor[interactive]), allow * factor))
 
     def budget(self, decode_rows: int, interactive: bool = True) -> int:
         cfg = self.config
         room = cfg.max_token_budget - decode_rows
         allow = room if decode_rows == 0 else round(self.allowance[interactive])
-        allow = max(cfg.min_prefill_tokens, min(allow, room))
+        allow = max(self.floor[interactive], min(allow, room))
         self.last_budget = decode_rows + allow
         return self.last_budget
 

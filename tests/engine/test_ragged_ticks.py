@@ -34,7 +34,8 @@ def counted(make_engine, monkeypatch):
 def test_prompts_arriving_while_rows_decode_share_their_pass(tiny, make_engine,
                                                             monkeypatch) -> None:
     # an allowance of 64 prompt tokens a tick: the three prompts fit in one
-    engine, calls = counting(make_engine, monkeypatch, min_prefill_tokens=64)
+    engine, calls = counting(make_engine, monkeypatch, min_prefill_tokens=64,
+                             shared_min_prefill_tokens=64)
     early = prompts(3, seed=5)
     late = prompts(4, seed=6)[1:]  # 3, 17 and 40 tokens
     first = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=N)) for p in early]

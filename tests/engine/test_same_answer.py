@@ -207,7 +207,8 @@ def test_promoted_from_solo_into_batches_and_back(qtiny, references, kind) -> No
     prompt, refs = references
     rng = random.Random(1)
     # room for the others' prompts in a tick or two, so the batch grows to 6+ rows
-    engine = engine_on(qtiny, max_concurrent=16, min_prefill_tokens=64)
+    engine = engine_on(qtiny, max_concurrent=16, min_prefill_tokens=64,
+                       shared_min_prefill_tokens=64)
     target = Run(engine, prompt, KINDS[kind]())
     watch = Watch(engine, target)
     watch.step(3)
@@ -373,7 +374,9 @@ def test_run_ahead_on_and_off_give_the_same_tokens(qtiny, references, kind,
     params = KINDS[kind](logprobs=None)
 
     def run(newcomer: bool) -> tuple[tuple[int, ...], int]:
-        engine = engine_on(qtiny, max_concurrent=4)
+        # the newcomer's prompt in one tick: the target is back to running ahead soon
+        engine = engine_on(qtiny, max_concurrent=4, min_prefill_tokens=64,
+                           shared_min_prefill_tokens=64)
         target = Run(engine, prompt, params)
         ahead = 0
         for tick in range(10_000):

@@ -240,11 +240,13 @@ def test_turns_with_their_history_in_cache_run_one_a_tick_while_chats_stream():
 
 def test_with_shared_passes_interactive_ticks_aim_at_a_multiple_of_a_decode_tick() -> None:
     """When a tick's rows and chunks share one pass, a chunk costs only its tokens: the
-    interactive allowance starts at its minimum and steers ticks towards shared_slack x a
-    decode-only tick (no 0.2 s floor); background ticks keep their own target."""
-    cfg = EngineConfig(min_prefill_tokens=16, shared_slack=1.5)
+    interactive allowance starts at its minimum (shared_min_prefill_tokens) and steers ticks
+    towards shared_slack x a decode-only tick (no 0.2 s floor); background ticks keep their
+    own target and minimum."""
+    cfg = EngineConfig(min_prefill_tokens=16, shared_min_prefill_tokens=8, shared_slack=1.5)
     shared, apart = BudgetController(cfg, shared_passes=True), BudgetController(cfg)
-    assert shared.allowance[True] == 16 and apart.allowance[True] == 64
+    assert shared.allowance[True] == 8 and apart.allowance[True] == 64
+    assert shared.budget(decode_rows=4, interactive=False) - 4 == cfg.max_token_budget - 4
     for b in (shared, apart):
         b.observe(decode_rows=6, decode_s=0.024, prefill_tokens=0, prefill_s=0.0, step_s=0.024)
     assert shared.target_for(interactive=True) == 1.5 * shared.decode_s
@@ -254,10 +256,13 @@ def test_with_shared_passes_interactive_ticks_aim_at_a_multiple_of_a_decode_tick
     for _ in range(10):
         shared.observe(6, 0.0, round(shared.allowance[True]), 0.0, step_s=0.026)
     grown = shared.allowance[True]
-    assert grown > 16
+    assert grown > 8
     for _ in range(10):
         shared.observe(6, 0.0, round(shared.allowance[True]), 0.0, step_s=0.080)
     assert shared.allowance[True] < grown
+    for _ in range(30):  # never below the floor
+        shared.observe(6, 0.0, round(shared.allowance[True]), 0.0, step_s=0.5)
+    assert shared.allowance[True] == 8 and shared.budget(decode_rows=6) == 6 + 8
 
 
 def test_with_shared_passes_a_short_prompt_is_split_while_chats_stream() -> None:
@@ -265,8 +270,9 @@ def test_with_shared_passes_a_short_prompt_is_split_while_chats_stream() -> None
     costs everyone another pass); with shared passes it is split by the allowance."""
     from engine.scheduler import Scheduler
 
-    cfg = EngineConfig(min_prefill_tokens=16, whole_prompt_tokens=64)
-    for shared, want in ((False, 40), (True, 16)):
+    cfg = EngineConfig(min_prefill_tokens=16, shared_min_prefill_tokens=8,
+                       whole_prompt_tokens=64)
+    for shared, want in ((False, 40), (True, 8)):
         sched = Scheduler(cfg, shared_passes=shared)
         sched.prefilling = [_waiting(40, t_submit=5.0)]
         plan = sched.plan(decode_rows=4, interactive=True, streaming_since=1.0)
