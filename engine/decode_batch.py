@@ -38,9 +38,9 @@ class DecodeBatch:
         self.ahead: tuple[Sequence, mx.array] | None = None
         # The last step's log-probabilities, one per row (None: no row asked for them)
         self.logprobs: list[TokenLogprobs | None] | None = None
-        # The buffers of the last batch cache, kept for the next batch: a new one is fresh
-        # memory, and touching it cost 250-500 ms for 8 rows on a CPU (page faults), a stall
-        # every time a chat's turns start together after the batch emptied.
+        # The buffers of the last batch cache, kept for the next batch while the engine has
+        # work: a new one is fresh memory, and touching it cost 250-500 ms for 8 rows on a
+        # CPU (page faults), a stall for the streams running when chats' turns start.
         self._spare: kv.LayerCaches | None = None
 
     def __len__(self) -> int:
@@ -93,6 +93,15 @@ class DecodeBatch:
         for seq in moved:
             seq.cache = None
         self.seqs.extend(ready)
+
+    def drop_spare(self) -> None:
+        """Let the last batch's buffers go (the engine is idle: nobody streams whom a fresh
+        batch could stall, and a desktop app should not hold that memory)."""
+        self._spare = None
+
+    @property
+    def has_spare(self) -> bool:
+        return self._spare is not None
 
     def release(self, seq: Sequence) -> kv.LayerCaches | None:
         """`seq` finished: forget its started step and hand back its own cache, if it has

@@ -380,6 +380,8 @@ class EngineCore:
     def _drop_finished_rows(self) -> None:
         for seq, cache in self.batch.drop_finished():
             self._keep_kv(seq, cache)
+        if not self.by_id:
+            self.batch.drop_spare()
 
     def _record_tick(self, plan: TickPlan, t0: float, rows: int, batched: bool, tokens_out: int,
                      prefill_s: float, forward_s: float, decode_s: float) -> None:

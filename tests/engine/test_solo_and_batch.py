@@ -162,3 +162,22 @@ def test_turns_that_arrive_together_share_a_prefill_pass_and_stay_exact(tiny, ma
     for turn, stream in zip(turns, second, strict=True):
         assert stream.stats.cached_tokens == len(turn) - 5
         assert stream.tokens == reference_tokens(tiny.model, turn, N)
+
+
+def test_an_emptied_batchs_buffers_are_kept_while_work_runs_and_let_go_when_idle(
+        tiny, make_engine):
+    engine = make_engine(max_concurrent=4)
+    batch = engine._core.batch
+    long = engine.submit(prompt_tokens=prompts(1, seed=70)[0], params=SamplingParams(max_tokens=40))
+    short = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=3))
+             for p in prompts(2, seed=71)]
+    while not all(s.finish_reason for s in short):
+        engine.step()
+    engine.step()
+    # the short ones left; the long one decodes alone again: the batch's buffers are kept
+    assert not batch.is_batched and batch.has_spare and long.finish_reason is None
+    late = engine.submit(prompt_tokens=prompts(3, seed=72)[2], params=SamplingParams(max_tokens=4))
+    run_to_end(engine)
+    assert not batch.has_spare  # idle: let go
+    assert late.tokens == reference_tokens(tiny.model, prompts(3, seed=72)[2], 4)
+    assert long.tokens == reference_tokens(tiny.model, prompts(1, seed=70)[0], 40)
