@@ -18,6 +18,7 @@ from . import cache as kv
 from . import kv_memory
 from .config import EngineConfig
 from .decode_batch import DecodeBatch, wants_kv
+from .kv_policy import KvPolicy
 from .model_runner import ModelRunner
 from .prefix_cache import PrefixCache, alias, supports
 from .prefix_store import PrefixStore, fingerprint
@@ -47,16 +48,14 @@ class EngineCore:
         self.context_length = context_length
         self.scheduler = Scheduler(config, shared_passes=self.runner.ragged_ok)
         self.stats = StatsCollector(config.stats_window_s, config.telemetry_size)
-        # KV memory: what running requests have set aside plus what cached prefixes keep
-        # stays within the budget (cached prefixes are evicted first).
-        self.kv_per_token = kv_memory.bytes_per_token(model)
-        self.kv_budget = config.kv_budget_bytes or kv_memory.default_budget(model)
-        self.kv_reserved = 0
+        per_token = kv_memory.bytes_per_token(model)
         # Copying a history into a batched prefill and back (2 x its KV) should cost at most
         # half the weight read of the pass it saves.
-        self.max_batched_history = kv_memory.weights_bytes(model) // (4 * self.kv_per_token)
+        self.max_batched_history = kv_memory.weights_bytes(model) // (4 * per_token)
         self.prefix = (PrefixCache() if config.prefix_cache
                        and supports(kv.new_cache(model)) else None)
+        self.memory = KvPolicy(config.kv_budget_bytes or kv_memory.default_budget(model),
+                               per_token, context_length, self.prefix)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=self.prefix is not None)
         self.store = None
         if self.prefix is not None and config.kv_disk_dir:
@@ -95,12 +94,6 @@ class EngineCore:
             self._finish(seq, reason)
         self._drop_finished_rows()
         return self._take_events()
-
-    def kv_need(self, num_prompt_tokens: int, max_tokens: int) -> int:
-        """KV bytes a request sets aside while it runs: its longest possible sequence, plus
-        one allocation step (mlx-lm's caches grow 256 positions at a time)."""
-        tokens = min(self.context_length, num_prompt_tokens + max_tokens)
-        return self.kv_per_token * (tokens + KVCache.step)
 
     @property
     def num_active(self) -> int:
@@ -169,14 +162,13 @@ class EngineCore:
     def _schedule(self, now: float) -> TickPlan:
         """Admit waiting requests while there is room (each starts from the longest cached
         prefix of its prompt), then split the tick's budget."""
-        for seq in self.scheduler.admit(self.num_active, self._reserve_kv):
+        for seq in self.scheduler.admit(self.num_active, self.memory.reserve):
             seq.t_admit = now
             cache, n = self._restore(seq.prompt_tokens)
             seq.cache = cache if cache is not None else kv.new_cache(self.model)
             seq.num_cached = seq.cached_tokens = n
             self._on_admit(seq)
-        if self.prefix is not None:
-            self.prefix.evict_to(self.kv_budget - self.kv_reserved)
+        self.memory.evict()
         return self.scheduler.plan(len(self.batch), self.batch.has_interactive,
                                    self.batch.interactive_streaming_since)
 
@@ -194,14 +186,6 @@ class EngineCore:
                                        source="disk")
         return self.prefix.restore(prompt)
 
-    def _reserve_kv(self, seq: Sequence) -> bool:
-        need = self.kv_need(seq.num_prompt_tokens, seq.params.max_tokens)
-        if self.kv_reserved + need > self.kv_budget:
-            return False
-        seq.kv_reserved = need
-        self.kv_reserved += need
-        return True
-
     def _prefilled(self, ready: list[Sequence]) -> list[Sequence]:
         """Prompts now fully in cache are kept as prefixes at once, so requests sharing
         them (a system prompt, a template) reuse them while these still decode."""
@@ -209,7 +193,7 @@ class EngineCore:
             for seq in ready:
                 if not seq.is_finished and seq.num_cached > seq.cached_tokens:
                     self.prefix.insert(seq.prompt_tokens, alias(seq.cache), compact=False)
-            self.prefix.evict_to(self.kv_budget - self.kv_reserved)
+            self.memory.evict()
         return ready
 
     def _run_prefill(self, chunks: list[tuple[Sequence, int]]) -> float:
@@ -360,7 +344,7 @@ class EngineCore:
         if cache is not None:
             self._keep_kv(seq, cache)
         if was_active:
-            self.kv_reserved -= seq.kv_reserved
+            self.memory.release(seq)
         del self.by_id[seq.request_id]
         stats = RequestStats.of(seq)
         self.stats.record_finish(stats)
@@ -375,7 +359,7 @@ class EngineCore:
         for later requests."""
         if self.prefix is not None and wants_kv(seq):
             self.prefix.insert(seq.prompt_tokens + seq.output_tokens, cache)
-            self.prefix.evict_to(self.kv_budget - self.kv_reserved)
+            self.memory.evict()
 
     def _drop_finished_rows(self) -> None:
         for seq, cache in self.batch.drop_finished():
