@@ -20,6 +20,17 @@ from .sequence import Priority, Sequence, Status
 from .slot_cache import SlotKVCache
 
 
+def sample_next(seqs: list[Sequence], logits: mx.array
+                ) -> tuple[mx.array, list[TokenLogprobs | None] | None]:
+    """Each sequence's next token from its row of `logits` (not yet evaluated), and the
+    rows' log-probabilities where asked: the one rule for a prompt's first token (sampled in
+    its last prefill pass) and for decode steps."""
+    samplers = [s.sampler for s in seqs]
+    histories = [s.penalty_history() for s in seqs]
+    picked = sample_rows(samplers, histories, [s.num_output_tokens for s in seqs], logits)
+    return picked, row_logprobs(samplers, histories, logits, picked)
+
+
 def wants_kv(seq: Sequence) -> bool:
     """Whether a finished sequence's KV is worth keeping: not after an error (the cache may
     be half-written) or a shutdown (nothing will use it)."""
@@ -189,11 +200,7 @@ class DecodeBatch:
     def sample(self, logits: mx.array) -> mx.array:
         """Each row's token from its logits (evaluated), with the rows' log-probabilities in
         `logprobs`."""
-        seqs = self.seqs
-        samplers = [s.sampler for s in seqs]
-        histories = [s.penalty_history() for s in seqs]
-        picked = sample_rows(samplers, histories, [s.num_output_tokens for s in seqs], logits)
-        self.logprobs = row_logprobs(samplers, histories, logits, picked)
+        picked, self.logprobs = sample_next(self.seqs, logits)
         # Computed before a run-ahead step starts: on MLX's CPU backend a token whose graph
         # goes out with the next step's arrives only when both are done (a newly solo
         # sequence's token took two forward passes; docs/performance.md).

@@ -17,12 +17,12 @@ from mlx_lm.models.cache import KVCache
 from . import cache as kv
 from . import kv_memory
 from .config import EngineConfig
-from .decode_batch import DecodeBatch, wants_kv
+from .decode_batch import DecodeBatch, sample_next, wants_kv
 from .kv_policy import KvPolicy
 from .model_runner import ModelRunner
 from .prefix_cache import PrefixCache, alias, supports
 from .prefix_store import PrefixStore, fingerprint
-from .sampling import TokenLogprobs, row_logprobs, sample_rows
+from .sampling import TokenLogprobs
 from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
 from .stats import RequestStats, StatsCollector, TickRecord
@@ -270,10 +270,8 @@ class EngineCore:
 
     def _first_tokens(self, seqs: list[Sequence], logits: mx.array) -> None:
         """Sample each prompt's first token from its last prompt position's logits."""
-        samplers = [seq.sampler for seq in seqs]
-        histories = [seq.penalty_history() for seq in seqs]
-        picked = sample_rows(samplers, histories, [0] * len(seqs), logits)
-        lps = row_logprobs(samplers, histories, logits, picked) or [None] * len(seqs)
+        picked, lps = sample_next(seqs, logits)
+        lps = lps or [None] * len(seqs)
         now = time.perf_counter()
         self._first_tokens_out += len(seqs)
         for seq, token, lp in zip(seqs, picked.tolist(), lps, strict=True):
