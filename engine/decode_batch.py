@@ -11,13 +11,12 @@ and rolled back if anything else joins.
 from __future__ import annotations
 
 import mlx.core as mx
-from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
 from .model_runner import ModelRunner
 from .sampling import TokenLogprobs, row_logprobs, sample_rows
 from .sequence import Priority, Sequence, Status
-from .slot_cache import SlotKVCache
+from .slot_cache import SlotKVCache, plain
 
 
 def sample_next(seqs: list[Sequence], logits: mx.array
@@ -186,7 +185,7 @@ class DecodeBatch:
             return False
         if self.cache is not None:
             return isinstance(self.cache[0], SlotKVCache)
-        return all(type(layer) is KVCache for layer in self.seqs[0].cache)
+        return plain(self.seqs[0].cache)
 
     def step_inputs(self) -> tuple[kv.LayerCaches, list[int]]:
         """The cache and input tokens of this tick's step (a started step rolled back, the

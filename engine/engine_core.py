@@ -12,7 +12,6 @@ from pathlib import Path
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
 from . import kv_memory
@@ -25,6 +24,7 @@ from .prefix_store import PrefixStore, fingerprint
 from .sampling import TokenLogprobs
 from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
+from .slot_cache import plain
 from .stats import RequestStats, StatsCollector, TickRecord
 from .token_event import TokenEvent
 
@@ -233,7 +233,7 @@ class EngineCore:
             return False
         if not len(self.batch) and len(plan.prefill) < 2:
             return False
-        return all(type(layer) is KVCache for seq, _ in plan.prefill for layer in seq.cache)
+        return all(plain(seq.cache) for seq, _ in plan.prefill)
 
     def _run_ragged(self, chunks: list[tuple[Sequence, int]]
                     ) -> tuple[list[int], float] | None:

@@ -47,12 +47,12 @@ class RaggedPass:
     def __init__(self, decode: list[Any] | None, rows: int,
                  chunks: list[tuple[list[KVCache], int]]) -> None:
         self.rows = rows
-        self.slot = decode is not None and isinstance(decode[0], SlotKVCache)
+        slot = decode is not None and isinstance(decode[0], SlotKVCache)
         segments: list[tuple[list[Any], int, int]] = []  # (caches, start, length)
         positions: list[int] = []
         start = 0
         if decode is not None:
-            if self.slot:
+            if slot:
                 positions += list(decode[0].lengths)
             else:  # one row decoding alone: a one-token segment of its own cache
                 segments.append((decode, 0, 1))
@@ -62,18 +62,17 @@ class RaggedPass:
             segments.append((caches, start, n))
             positions += range(caches[0].offset, caches[0].offset + n)
             start += n
-        self.total = start
         self._offsets = [[c.offset for c in caches] for caches, _, _ in segments]
-        self._lengths = list(decode[0].lengths) if self.slot else []
+        self._lengths = list(decode[0].lengths) if slot else []
         self.segments = segments
         self.positions = Positions(mx.array(positions, dtype=mx.int32))
         # Masks as each pass of its own would have them, made before any layer's KV grows.
         # (mlx-lm's create_attention_mask passes both keywords)
         self.decode_mask = (decode[0].make_mask(1, return_array=False, window_size=None)
-                            if self.slot else None)
+                            if slot else None)
         self.masks = [caches[0].make_mask(n, return_array=False, window_size=None)
                       for caches, _, n in segments]
-        self.layers = [RaggedLayer(self, i, decode[i] if self.slot else None)
+        self.layers = [RaggedLayer(self, i, decode[i] if slot else None)
                        for i in range(len(decode or chunks[0][0]))]
 
     def undo(self) -> None:
@@ -135,10 +134,3 @@ class RaggedLayer:
                                                tiled_from=tiled_from))
         self._slot_kv, self._kv = None, []
         return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)
-
-    # what else mlx-lm may ask of a cache during a pass
-    def is_trimmable(self) -> bool:
-        return False
-
-    def empty(self) -> bool:
-        return False

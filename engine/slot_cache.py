@@ -209,7 +209,13 @@ class SlotKVCache:
         self.keys, self.values = keys, values
 
 
+def plain(caches: list[Any]) -> bool:
+    """Whether every layer's cache is mlx-lm's plain KVCache (not a rotating window,
+    quantized KV or SSM state)."""
+    return all(type(c) is KVCache for c in caches)
+
+
 def supports(caches: list[Any]) -> bool:
-    """Whether a sequence's layer caches can be slot rows: plain KVCache in every layer,
-    holding KV (a rotating window, quantized KV or SSM state keep mlx-lm's batch classes)."""
-    return all(type(c) is KVCache and c.keys is not None for c in caches)
+    """Whether a sequence's layer caches can be slot rows: plain, and holding KV (the other
+    kinds keep mlx-lm's batch classes)."""
+    return plain(caches) and all(c.keys is not None for c in caches)
