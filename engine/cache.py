@@ -34,8 +34,8 @@ def start_batch(caches: list[LayerCaches], rows: int = 0,
     rows where the batch kind has room to make. `reuse`: an emptied batch cache whose
     buffers to write into rather than allocate."""
     if all(supports(c) for c in caches):
-        if reuse is not None and isinstance(reuse[0], SlotKVCache) \
-                and reuse[0].fits(caches[0][0]):
+        if reuse is not None and isinstance(reuse[0], SlotKVCache) and all(
+                layer.fits(c) for layer, c in zip(reuse, caches[0], strict=True)):
             for layer, incoming in zip(reuse, zip(*caches, strict=True), strict=True):
                 layer.reset()
                 layer.add(list(incoming), rows)
