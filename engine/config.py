@@ -27,6 +27,11 @@ class EngineConfig:
     # ...and interactive prefill's least a tick is this (over HTTP, 8 chats x 4 turns: ITL
     # p99 51-59 ms against 55-90 with 16; docs/performance.md)
     shared_min_prefill_tokens: int = 8
+    # ...but a long prompt is not left to crawl: its chunks are sized so that the decode work
+    # beside them holds its first token back by about this much in all (a tick never longer
+    # than target_step_s for it). At 1.5x alone a 2,000-token prompt beside 8 streams took
+    # 3x its time alone (over HTTP 8.3 s against 2.5 s before shared passes).
+    prefill_delay_s: float = 0.5
     background_slack: float = 8.0  # the same when only background requests decode
     ewma_alpha: float = 0.3  # weight of the newest step time in the moving averages
     admission_window_s: float = 0.002  # an idle engine waits this long to batch a burst
@@ -74,6 +79,7 @@ class EngineConfig:
             "shared_min_prefill_tokens",
             "max_token_budget",
             "target_step_s",
+            "prefill_delay_s",
             "stats_window_s",
             "telemetry_size",
         ):

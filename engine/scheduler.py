@@ -14,6 +14,7 @@ their inter-token gaps at ~300 ms (the ITL p99); prefilled together, a few strea
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class BudgetController:
         # and the allowance starts at the least it can be (it grows when ticks allow).
         self.shared_passes = shared_passes
         self.decode_s: float | None = None  # EWMA of decode-only ticks
+        self.token_s: float | None = None  # EWMA of a prefill token's cost beside decode rows
         self.step_s: float = 0.0  # EWMA of all ticks
         # the least prefill a tick while decoding: prefill always progresses
         self.floor = {True: (min(config.shared_min_prefill_tokens, config.min_prefill_tokens)
@@ -91,6 +93,9 @@ class BudgetController:
         if not prefill_tokens:
             self.decode_s = self._ewma(self.decode_s, step_s)
             return
+        if self.shared_passes and self.decode_s is not None and prefill_tokens >= 8:
+            self.token_s = self._ewma(self.token_s,
+                                      max(0.0, step_s - self.decode_s) / prefill_tokens)
         if not budgeted:
             return
         # Grow only when the allowance was used up: an idle allowance says nothing.
@@ -101,6 +106,18 @@ class BudgetController:
             cfg = self.config
             self.allowance[interactive] = min(float(cfg.max_token_budget),
                                               max(float(self.floor[interactive]), allow * factor))
+
+    def pace(self, tokens: int) -> int:
+        """The chunk that holds a `tokens`-long prompt's first token back by about
+        `prefill_delay_s` in all, beside interactive rows in shared passes: it then takes
+        ~delay / decode tick ticks. Never more than fits a `target_step_s` tick (0: no pace,
+        as when passes are apart, where ticks already aim at target_step_s)."""
+        if not self.shared_passes or self.decode_s is None or self.token_s is None:
+            return 0
+        cfg = self.config
+        want = math.ceil(tokens * self.decode_s / cfg.prefill_delay_s)
+        fits = (cfg.target_step_s - self.decode_s) / max(self.token_s, 1e-9)
+        return max(0, min(want, int(fits)))
 
     def budget(self, decode_rows: int, interactive: bool = True) -> int:
         cfg = self.config
@@ -179,14 +196,24 @@ class Scheduler:
         budget = self.budget.budget(decode_rows, interactive)
         left = budget - decode_rows
         room = cfg.max_token_budget - decode_rows
+        beyond_pace = False  # the tick is sized by a prompt's pace, not the allowance
+        order = sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit))
+        if interactive and decode_rows and order:
+            # the first prompt in line keeps its pace (a long one does not crawl at 1.5x)
+            first = order[0]
+            pace = min(room, first.num_prefill_left,
+                       self.budget.pace(first.num_prompt_tokens - first.cached_tokens))
+            if pace > left:
+                left, budget = pace, decode_rows + pace
+                beyond_pace = True
         # With shared passes a split prompt costs the streams nothing more than its tokens:
         # while interactive rows decode, short prompts are split like the others.
         whole = 0 if self.budget.shared_passes and interactive and decode_rows else \
             cfg.whole_prompt_tokens
         cap = max(left, min(whole, room))
-        chunks, used, beyond = [], 0, False
+        chunks, used, beyond = [], 0, beyond_pace
         turn_planned = False
-        for seq in sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit)):
+        for seq in order:
             want = seq.num_prefill_left
             # A next turn costs about a pass (~a decode step on a CPU): one a tick while
             # chats stream, so a stream waits one extra pass at a time.

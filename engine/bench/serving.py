@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 import aiohttp
 
-from ..workload import gamma_gaps, summarize
+from ..workload import gamma_gaps, percentile, summarize
 from .http_client import HttpResult, Target, chat
 from .request_sampling import SAMPLING
 from .scenarios import prompt_texts
@@ -82,6 +83,44 @@ async def multi_turn(session: aiohttp.ClientSession, target: Target, texts: Sequ
                                        "per_request": [r.to_dict() for r in results]}
 
 
+async def head_of_line(session: aiohttp.ClientSession, target: Target, texts: Sequence[str],
+                       long_text: str, streams: int, stream_tokens: int = 1024,
+                       sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`streams` chats decode; a long prompt arrives (after each stream's 5th token): its
+    time to first token, and the streams' gaps between tokens while it was prefilled."""
+    t0 = time.perf_counter()
+    rows = [HttpResult(index=i, prompt=texts[i % len(texts)]) for i in range(streams)]
+    tasks = [asyncio.create_task(chat(session, target, r, [{"role": "user", "content": r.prompt}],
+                                      stream_tokens, t0, sampling)) for r in rows]
+    while any(r.ttft_s is None or len(r.itl_s) < 4 for r in rows):
+        if all(t.done() for t in tasks):
+            raise RuntimeError(f"{target.name}: the streams ended before the long prompt")
+        await asyncio.sleep(0.01)
+    # never sent before: a prefix cache must not serve it (and a repeated run measures anew)
+    long_text = f"[{target.name} {time.time_ns()}] {long_text}"
+    long = HttpResult(index=streams, prompt=long_text)
+    await chat(session, target, long, [{"role": "user", "content": long_text}], 4, t0, sampling)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if long.ttft_s is None:
+        raise RuntimeError(f"{target.name}: the long prompt failed: {long.error}")
+    start, first = long.send_t, long.send_t + long.ttft_s
+    during = []
+    for r in rows:  # each token's arrival, relative to t0, from its TTFT and gaps
+        t = r.send_t + r.ttft_s
+        for gap in r.itl_s:
+            t += gap
+            if t >= start and t - gap <= first:  # a gap that overlaps the prefill (a stall
+                during.append(gap)  # across all of it, too)
+    during.sort()
+    return {"long_prompt_tokens": long.prompt_tokens, "long_ttft_s": long.ttft_s,
+            "streams": streams, "gaps_during": len(during),
+            "itl_during_median_s": statistics.median(during) if during else None,
+            "itl_during_p99_s": percentile(during, 99) if during else None,
+            "itl_during_max_s": during[-1] if during else None}
+
+
 async def run(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, Any]:
     # --fresh: a tag at the front of every prompt that no earlier run sent, so a server's
     # prompt cache cannot serve it (without it, a repeated run measures cached prompts)
@@ -110,6 +149,11 @@ async def run(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, 
                 res["multiturn"] = await multi_turn(session, target, chats,
                                                     args.conversations, args.turns,
                                                     args.new_tokens, SAMPLING[args.sampling])
+            if "hol" in scen:
+                long_text = (" ".join(prompt_texts(16, 1)) * 4)[: args.long_chars]
+                res["hol"] = await head_of_line(session, target, texts, long_text,
+                                                args.hol_streams,
+                                                sampling=SAMPLING[args.sampling])
             out["targets"][target.name] = res
     return out
 
@@ -122,6 +166,20 @@ async def _resolve_model(session: aiohttp.ClientSession, target: Target) -> Targ
         r.raise_for_status()
         models = (await r.json())["data"]
     return Target(target.name, target.url, models[0]["id"], target.api_key)
+
+
+def _print_hol(results: dict[str, Any]) -> None:
+    rows = [(n, t["hol"]) for n, t in results["targets"].items() if "hol" in t]
+    if not rows:
+        return
+    print("\n== head of line over HTTP: streams decode, a long prompt arrives")
+    print(f"{'target':<16}{'prompt tok':>11}{'its TTFT s':>11}{'gaps':>6}"
+          f"{'ITL med':>9}{'ITL p99':>9}{'ITL max':>9}  (ms, the streams' gaps meanwhile)")
+    for name, h in rows:
+        gaps = "".join(f"{'-':>9}" if h[k] is None else f"{h[k] * 1e3:9.0f}"
+                       for k in ("itl_during_median_s", "itl_during_p99_s", "itl_during_max_s"))
+        print(f"{name:<16}{h['long_prompt_tokens']:>11}{h['long_ttft_s']:>11.2f}"
+              f"{h['gaps_during']:>6}{gaps}")
 
 
 def parse_target(spec: str, api_key: str | None) -> Target:
@@ -154,6 +212,7 @@ def print_table(results: dict[str, Any]) -> None:
                 print(f"  {name} turn {t['turn'] + 1}: prompt {t['prompt_tokens_mean']:.0f} "
                       f"tokens, cached {'n/a' if cached is None else f'{cached:.0f}'}, "
                       f"TTFT median {t['ttft_s']['median'] * 1e3:.0f} ms")
+    _print_hol(results)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -161,7 +220,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", action="append", required=True, metavar="NAME=URL[@MODEL]")
     p.add_argument("--api-key", default=None, help="sent to every target")
-    p.add_argument("--scenarios", default="online,multiturn")
+    p.add_argument("--scenarios", default="online,multiturn", help="of online,multiturn,hol")
     p.add_argument("--requests", type=int, default=32, help="online: requests sent")
     p.add_argument("--rate", type=float, default=0.5, help="online: requests per second")
     p.add_argument("--burstiness", type=float, default=1.0, help="online: 1 = Poisson")
@@ -170,6 +229,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="online: prompts no earlier run sent (no prompt-cache hits)")
     p.add_argument("--conversations", type=int, default=4, help="multi-turn: chats at once")
     p.add_argument("--turns", type=int, default=4, help="multi-turn: turns per chat")
+    p.add_argument("--hol-streams", type=int, default=8, help="hol: streams decoding")
+    p.add_argument("--long-chars", type=int, default=9000,
+                   help="hol: characters of the long prompt (~2,000 tokens for SmolLM2)")
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--sampling", choices=sorted(SAMPLING), default="tabs",
                    help="tabs: the chat tabs' defaults (temperature 0.7, top-p 0.95, min-p "

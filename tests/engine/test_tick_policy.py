@@ -279,3 +279,43 @@ def test_with_shared_passes_a_short_prompt_is_split_while_chats_stream() -> None
         assert plan.num_prefill_tokens == want, shared
         # nobody decoding: the whole prompt either way
         assert sched.plan(decode_rows=0).num_prefill_tokens == 40
+
+
+def test_with_shared_passes_a_long_prompt_keeps_a_pace() -> None:
+    """At shared_slack x a decode tick a long prompt would crawl (a 2,000-token prompt beside
+    8 streams took 3x its time alone); its chunks are instead sized so that the decode work
+    beside them delays its first token by about prefill_delay_s in all, and never so large
+    that a tick outgrows target_step_s. A short prompt (a next turn) keeps the allowance.
+    With passes apart there is no pace (ticks already aim at target_step_s)."""
+    from engine.scheduler import Scheduler
+
+    cfg = EngineConfig(shared_min_prefill_tokens=8, prefill_delay_s=0.5, target_step_s=0.2,
+                       prefill_burst=512)
+    sched, apart = Scheduler(cfg, shared_passes=True), Scheduler(cfg)
+    for s in (sched, apart):
+        s.budget.observe(8, 0.0, 0, 0.0, step_s=1 / 32)  # a decode-only tick: 31 ms
+        s.budget.observe(8, 0.0, 32, 0.0, step_s=2 / 32)  # a prefill token: ~1 ms
+    assert sched.budget.token_s == 1 / 1024 and apart.budget.token_s is None
+    long = _waiting(2000, t_submit=5.0)
+    sched.prefilling = apart.prefilling = [long]
+    plan = sched.plan(decode_rows=8, interactive=True, streaming_since=1.0)
+    # 2000 x 31 ms / 0.5 s = 125 tokens a tick: 16 ticks of ~150 ms, ~0.5 s of decode in all
+    assert plan.num_prefill_tokens == 125 and plan.budget == 8 + 125
+    assert plan.beyond_allowance  # its length teaches the allowance nothing
+    assert apart.plan(decode_rows=8, interactive=True,
+                      streaming_since=1.0).num_prefill_tokens == round(
+        apart.budget.allowance[True])
+    # the pace is fixed by the whole prompt: its last chunk is what is left of it
+    long.num_cached = 1950
+    assert sched.plan(decode_rows=8, interactive=True).num_prefill_tokens == 50
+    # a prompt whose pace would outgrow a target_step_s tick gets what fits: (0.2 - 0.031) / ~1 ms
+    sched.prefilling = [_waiting(8000, t_submit=6.0)]
+    assert sched.plan(decode_rows=8, interactive=True).num_prefill_tokens == 172
+    # a next turn's 40 new tokens: a pace of 3 is below the allowance, which stays
+    sched.prefilling = [_waiting(40, t_submit=7.0)]
+    assert sched.plan(decode_rows=8, interactive=True).num_prefill_tokens == 8
+    # nobody decoding, or only background rows: no pace, as before
+    sched.prefilling = [_waiting(2000, t_submit=8.0)]
+    assert sched.plan(decode_rows=0).num_prefill_tokens == 512
+    plan = sched.plan(decode_rows=8, interactive=False)
+    assert not plan.beyond_allowance and plan.budget == sched.budget.budget(8, interactive=False)

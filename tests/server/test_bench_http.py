@@ -2,6 +2,8 @@
 run: every request completes, token counts come from the servers' usage, the multi-turn
 scenario sees the earlier turns cached."""
 
+import asyncio
+
 from engine.bench.serving import parse_args, parse_target, print_table, run
 
 N = 8
@@ -34,3 +36,25 @@ async def test_online_and_multi_turn_against_two_servers(serve, capsys):
     print_table(results)
     out = capsys.readouterr().out
     assert "== online over HTTP" in out and "ours turn 2" in out
+
+
+async def test_head_of_line_times_the_long_prompt_and_the_gaps_it_caused(serve, capsys):
+    server = await serve(engine={"context_length": 4096})
+    args = parse_args(["--target", f"ours={server.url}/v1", "--scenarios", "hol",
+                       "--hol-streams", "3", "--long-chars", "1500", "--sampling", "greedy"])
+    results = await run([parse_target(t, None) for t in args.target], args)
+    hol = results["targets"]["ours"]["hol"]
+    # the byte-level tiny tokenizer: about a token a character, plus the chat template
+    assert 1500 <= hol["long_prompt_tokens"] < 1700
+    assert hol["long_ttft_s"] > 0 and hol["streams"] == 3
+    assert hol["gaps_during"] == 0 or hol["itl_during_max_s"] >= hol["itl_during_p99_s"] > 0
+    # the streams were cut off (client gone) once the long prompt had its tokens
+    for _ in range(200):
+        done = server.engine.finished_requests()
+        if len(done) == 4:
+            break
+        await asyncio.sleep(0.05)
+    reasons = sorted(r.finish_reason for r in done)
+    assert reasons[-1] == "length" and reasons[:3] == ["cancelled"] * 3, reasons
+    print_table(results)
+    assert "== head of line over HTTP" in capsys.readouterr().out
