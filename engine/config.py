@@ -37,6 +37,9 @@ class EngineConfig:
     admission_window_s: float = 0.002  # an idle engine waits this long to batch a burst
     stats_window_s: float = 10.0  # window of the aggregated tokens/s
     telemetry_size: int = 1024  # per-tick records kept
+    # A decode batch's next step is built while the device computes this one (None: on a
+    # GPU; on the CPU backend both would share the cores, engine/decode_batch.py)
+    batch_run_ahead: bool | None = None
     cpu_kernels: bool = True  # faster SiLU/softmax on the CPU backend (engine/cpu_kernels.py)
     prefix_cache: bool = True  # keep finished requests' KV for reuse (engine/prefix_cache.py)
     # KV bytes for running requests and cached prefixes together; None = a quarter of the

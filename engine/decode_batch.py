@@ -5,7 +5,9 @@ joins, both caches become rows of one batch cache (engine.cache: rows copied in 
 nothing recomputed), and a batch that shrinks back to one row hands that row its own cache
 again. While a sequence decodes alone, its next step is built and
 started before the current token is delivered (run-ahead, as mlx-lm's generate_step does),
-and rolled back if anything else joins.
+and rolled back if anything else joins. On a GPU a batch runs ahead too (as mlx-lm's
+BatchGenerator does): the next step's graph is built while the device computes this one,
+and rolled back when a row leaves or joins.
 """
 
 from __future__ import annotations
@@ -37,15 +39,20 @@ def wants_kv(seq: Sequence) -> bool:
 
 
 class DecodeBatch:
-    def __init__(self, runner: ModelRunner, context_length: int, keep_kv: bool) -> None:
+    def __init__(self, runner: ModelRunner, context_length: int, keep_kv: bool,
+                 batch_run_ahead: bool | None = None) -> None:
         self.runner = runner
         self.context_length = context_length
         self.keep_kv = keep_kv  # finished rows' caches are cut out and handed back
+        # Batches run ahead too (None: on a GPU). On MLX's CPU backend the started step
+        # shares the cores with this one and its token arrives only after both (sample()).
+        self.batch_run_ahead = (mx.default_device() != mx.cpu if batch_run_ahead is None
+                                else batch_run_ahead)
         self.seqs: list[Sequence] = []  # the rows, in order
         self.cache: kv.LayerCaches | None = None  # the batch cache, while 2+ rows decode
-        # A lone sequence's next step, started before its current token was delivered:
-        # (the sequence, its next token, unevaluated).
-        self.ahead: tuple[Sequence, mx.array] | None = None
+        # The next step, started before the current tokens were delivered: (the rows it was
+        # started for, their next tokens, unevaluated).
+        self.ahead: tuple[tuple[Sequence, ...], mx.array] | None = None
         # The last step's log-probabilities, one per row (None: no row asked for them)
         self.logprobs: list[TokenLogprobs | None] | None = None
         # The buffers of the last batch cache, kept for the next batch while the engine has
@@ -117,7 +124,7 @@ class DecodeBatch:
         """`seq` finished: forget its started step and hand back its own cache, if it has
         one (prefilling, or decoding alone). Batch rows leave in `drop_finished`, where the
         batch cache is cut once for all of them."""
-        if self.ahead is not None and self.ahead[0] is seq:
+        if self.ahead is not None and self.cache is None and self.ahead[0][0] is seq:
             # Its started step already fed the last token, so the cache holds it: kept.
             self.ahead = None
         cache, seq.cache = seq.cache, None
@@ -129,6 +136,7 @@ class DecodeBatch:
         keep = [i for i, s in enumerate(self.seqs) if not s.is_finished]
         if len(keep) == len(self.seqs):
             return []
+        self.roll_back_ahead()  # a started batch step fed the leaving rows too
         survivors = [self.seqs[i] for i in keep]
         left = []
         if self.cache is not None:
@@ -158,20 +166,22 @@ class DecodeBatch:
         seqs = self.seqs
         self.logprobs = None
         try:
-            if self.ahead is not None and self.ahead[0] is seqs[0] and len(seqs) == 1:
+            if self.ahead is not None and self._started_for(seqs):
                 picked = self.ahead[1]  # started last tick
             else:
                 cache, tokens = self.step_inputs()
                 picked = self.sample(self.runner.decode(cache, tokens))
             self.ahead = None
             if not more_coming and self._may_run_ahead(seqs):
-                seq = seqs[0]
+                if self.cache is not None:
+                    kv.grow_ahead(self.cache)
+                cache = self.cache if self.cache is not None else seqs[0].cache
                 # a repetition penalty reads the history, whose last token is still `picked`
-                nxt = sample_rows([seq.sampler], [seq.penalty_history()],
-                                  [seq.num_output_tokens + 1],
-                                  self.runner.decode(seq.cache, picked), pending=picked)
+                nxt = sample_rows([s.sampler for s in seqs], [s.penalty_history() for s in seqs],
+                                  [s.num_output_tokens + 1 for s in seqs],
+                                  self.runner.decode(cache, picked), pending=picked)
                 mx.async_eval(nxt)
-                self.ahead = (seq, nxt)
+                self.ahead = (tuple(seqs), nxt)
             return picked.tolist()
         except Exception:
             self.ahead = None
@@ -206,22 +216,31 @@ class DecodeBatch:
         mx.eval(picked)
         return picked
 
+    def _started_for(self, seqs: list[Sequence]) -> bool:
+        started = self.ahead[0] if self.ahead is not None else ()
+        return len(started) == len(seqs) and all(a is b for a, b in zip(started, seqs, strict=True))
+
     def _may_run_ahead(self, seqs: list[Sequence]) -> bool:
-        """Start the next step now only when it is sure to be this lone sequence's plain
-        decode, with room for one more token."""
-        if len(seqs) != 1:
+        """Start the next step now only when it is likely to be these rows' plain decode,
+        with room for one more token each (a row that ends now rolls it back)."""
+        if self.cache is not None:
+            if not (self.batch_run_ahead and isinstance(self.cache[0], SlotKVCache)):
+                return False
+        elif len(seqs) != 1 or not all(layer.is_trimmable() for layer in seqs[0].cache):
             return False
-        seq = seqs[0]
-        return (seq.params.logprobs is None  # those are read from this step's logits
-                and seq.num_output_tokens + 2 <= seq.params.max_tokens
-                and seq.num_tokens + 2 <= self.context_length
-                and all(layer.is_trimmable() for layer in seq.cache))
+        return all(seq.params.logprobs is None  # those are read from this step's logits
+                   and seq.num_output_tokens + 2 <= seq.params.max_tokens
+                   and seq.num_tokens + 2 <= self.context_length for seq in seqs)
 
     def roll_back_ahead(self) -> None:
-        """Undo a started step that will not be used: its cache entry is trimmed away."""
-        if self.ahead is not None:
-            seq, _ = self.ahead
-            self.ahead = None
-            if seq.cache is not None:
-                for layer in seq.cache:
-                    layer.trim(1)
+        """Undo a started step that will not be used: its cache entries are taken back."""
+        if self.ahead is None:
+            return
+        seqs, _ = self.ahead
+        self.ahead = None
+        if self.cache is not None:
+            for layer in self.cache:
+                layer.unwrite()
+        elif seqs[0].cache is not None:
+            for layer in seqs[0].cache:
+                layer.trim(1)

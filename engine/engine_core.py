@@ -56,7 +56,8 @@ class EngineCore:
                        and supports(kv.new_cache(model)) else None)
         self.memory = KvPolicy(config.kv_budget_bytes or kv_memory.default_budget(model),
                                per_token, context_length, self.prefix)
-        self.batch = DecodeBatch(self.runner, context_length, keep_kv=self.prefix is not None)
+        self.batch = DecodeBatch(self.runner, context_length, keep_kv=self.prefix is not None,
+                                 batch_run_ahead=config.batch_run_ahead)
         self.store = None
         if self.prefix is not None and config.kv_disk_dir:
             # The CPU kernels change the last bits of SiLU and softmax, hence of the KV.

@@ -116,6 +116,11 @@ class SlotKVCache:
     def is_trimmable(self) -> bool:
         return False
 
+    def unwrite(self) -> None:
+        """Take back every row's last key (a started step that will not be used): the next
+        step writes its keys there."""
+        self.lengths = [length - 1 for length in self.lengths]
+
     @property
     def nbytes(self) -> int:
         return self.keys.nbytes + self.values.nbytes

@@ -201,14 +201,17 @@ def start_others(engine: Engine, rng: random.Random, count: int,
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_promoted_from_solo_into_batches_and_back(qtiny, references, kind) -> None:
+@pytest.mark.parametrize("batch_run_ahead", [False, True])
+def test_promoted_from_solo_into_batches_and_back(qtiny, references, kind,
+                                                  batch_run_ahead) -> None:
     """The target decodes alone (the solo fast path), others join (its cache moves into the
-    batch), leave (back to solo), and join again one a tick up to a batch of 8."""
+    batch), leave (back to solo), and join again one a tick up to a batch of 8; with the
+    batch's next step started early (as on a GPU) or not."""
     prompt, refs = references
     rng = random.Random(1)
     # room for the others' prompts in a tick or two, so the batch grows to 6+ rows
     engine = engine_on(qtiny, max_concurrent=16, min_prefill_tokens=64,
-                       shared_min_prefill_tokens=64)
+                       shared_min_prefill_tokens=64, batch_run_ahead=batch_run_ahead)
     target = Run(engine, prompt, KINDS[kind]())
     watch = Watch(engine, target)
     watch.step(3)
