@@ -172,6 +172,10 @@ class Generation:
             self.delta.emit(text)
         if self.ended and not self.is_finished:
             self.is_finished = True
+            # A chat keeps every turn's Generation (the history finds replies by it); the
+            # prompt's ids (the whole conversation so far) are of no use once it ended, and
+            # kept they made a chat's memory grow with the square of its turns.
+            self.stream.prompt_tokens = []
             self.finished.emit(self)
             self.done.emit(self)
 

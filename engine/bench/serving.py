@@ -121,6 +121,36 @@ async def head_of_line(session: aiohttp.ClientSession, target: Target, texts: Se
             "itl_during_max_s": during[-1] if during else None}
 
 
+async def one_stream(session: aiohttp.ClientSession, target: Target, texts: Sequence[str],
+                     requests: int, max_tokens: int, sampling: dict[str, Any] | None = None,
+                     ) -> dict[str, Any]:
+    """One request at a time: each one's decode rate, (output tokens - 1) / (E2E - TTFT)."""
+    t0 = time.perf_counter()
+    rows = []
+    for i in range(requests):
+        r = HttpResult(index=i, prompt=texts[i % len(texts)])
+        await chat(session, target, r, [{"role": "user", "content": r.prompt}], max_tokens, t0,
+                   sampling)
+        if r.error or r.ttft_s is None or r.output_tokens < 2:
+            raise RuntimeError(f"{target.name}: a one-stream request failed: {r.error}")
+        rows.append(r)
+    rates = [(r.output_tokens - 1) / (r.e2e_s - r.ttft_s) for r in rows]
+    return {"decode_tps": rates, "decode_tps_median": statistics.median(rates),
+            "output_tokens": [r.output_tokens for r in rows]}
+
+
+def physical_floor(weights: Path) -> dict[str, float]:
+    """The one-stream ceiling of this machine for these weights: a decode step reads every
+    weight once, so no server decodes faster than bandwidth / weight bytes (the bandwidth
+    measured now, as engine.bench does)."""
+    from .physical import memory_bandwidth_gbs
+
+    nbytes = weights.stat().st_size
+    bandwidth = memory_bandwidth_gbs()
+    return {"weight_bytes": nbytes, "bandwidth_gbs": bandwidth,
+            "floor_tps": bandwidth * 1e9 / nbytes}
+
+
 async def run(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, Any]:
     # --fresh: a tag at the front of every prompt that no earlier run sent, so a server's
     # prompt cache cannot serve it (without it, a repeated run measures cached prompts)
@@ -149,12 +179,17 @@ async def run(targets: Sequence[Target], args: argparse.Namespace) -> dict[str, 
                 res["multiturn"] = await multi_turn(session, target, chats,
                                                     args.conversations, args.turns,
                                                     args.new_tokens, SAMPLING[args.sampling])
+            if "solo" in scen:
+                res["solo"] = await one_stream(session, target, texts, args.solo_requests,
+                                               args.solo_tokens, SAMPLING[args.sampling])
             if "hol" in scen:
                 long_text = (" ".join(prompt_texts(16, 1)) * 4)[: args.long_chars]
                 res["hol"] = await head_of_line(session, target, texts, long_text,
                                                 args.hol_streams,
                                                 sampling=SAMPLING[args.sampling])
             out["targets"][target.name] = res
+    if "solo" in set(args.scenarios.split(",")) and args.weights is not None:
+        out["floor"] = physical_floor(args.weights)
     return out
 
 
@@ -166,6 +201,22 @@ async def _resolve_model(session: aiohttp.ClientSession, target: Target) -> Targ
         r.raise_for_status()
         models = (await r.json())["data"]
     return Target(target.name, target.url, models[0]["id"], target.api_key)
+
+
+def _print_solo(results: dict[str, Any]) -> None:
+    rows = [(n, t["solo"]) for n, t in results["targets"].items() if "solo" in t]
+    if not rows:
+        return
+    floor = results.get("floor")
+    print("\n== one stream over HTTP: decode tok/s, one request at a time")
+    if floor:
+        print(f"physical floor: {floor['weight_bytes'] / 1e6:.0f} MB of weights read a token at "
+              f"{floor['bandwidth_gbs']:.1f} GB/s (measured now) = {floor['floor_tps']:.0f} tok/s")
+    for name, r in rows:
+        runs = ", ".join(f"{v:.1f}" for v in r["decode_tps"])
+        share = f"  {r['decode_tps_median'] / floor['floor_tps'] * 100:.0f}% of the floor" \
+            if floor else ""
+        print(f"{name:<16}median {r['decode_tps_median']:7.1f}  ({runs}){share}")
 
 
 def _print_hol(results: dict[str, Any]) -> None:
@@ -212,7 +263,15 @@ def print_table(results: dict[str, Any]) -> None:
                 print(f"  {name} turn {t['turn'] + 1}: prompt {t['prompt_tokens_mean']:.0f} "
                       f"tokens, cached {'n/a' if cached is None else f'{cached:.0f}'}, "
                       f"TTFT median {t['ttft_s']['median'] * 1e3:.0f} ms")
+    _print_solo(results)
     _print_hol(results)
+
+
+def _bundled_weights() -> Path | None:
+    from ..loader.bundled import BUNDLED_FILENAME, model_cache_dir
+
+    path = model_cache_dir() / BUNDLED_FILENAME
+    return path if path.is_file() else None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -220,7 +279,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", action="append", required=True, metavar="NAME=URL[@MODEL]")
     p.add_argument("--api-key", default=None, help="sent to every target")
-    p.add_argument("--scenarios", default="online,multiturn", help="of online,multiturn,hol")
+    p.add_argument("--scenarios", default="online,multiturn", help="of online,multiturn,solo,hol")
     p.add_argument("--requests", type=int, default=32, help="online: requests sent")
     p.add_argument("--rate", type=float, default=0.5, help="online: requests per second")
     p.add_argument("--burstiness", type=float, default=1.0, help="online: 1 = Poisson")
@@ -229,6 +288,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="online: prompts no earlier run sent (no prompt-cache hits)")
     p.add_argument("--conversations", type=int, default=4, help="multi-turn: chats at once")
     p.add_argument("--turns", type=int, default=4, help="multi-turn: turns per chat")
+    p.add_argument("--solo-requests", type=int, default=3, help="solo: requests, one at a time")
+    p.add_argument("--solo-tokens", type=int, default=256, help="solo: max tokens of each")
+    p.add_argument("--weights", type=Path, default=_bundled_weights(),
+                   help="solo: the weights file the targets serve, for the physical floor "
+                        "(default: the bundled GGUF, when downloaded)")
     p.add_argument("--hol-streams", type=int, default=8, help="hol: streams decoding")
     p.add_argument("--long-chars", type=int, default=9000,
                    help="hol: characters of the long prompt (~2,000 tokens for SmolLM2)")

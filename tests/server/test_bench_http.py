@@ -58,3 +58,22 @@ async def test_head_of_line_times_the_long_prompt_and_the_gaps_it_caused(serve, 
     assert reasons[-1] == "length" and reasons[:3] == ["cancelled"] * 3, reasons
     print_table(results)
     assert "== head of line over HTTP" in capsys.readouterr().out
+
+
+async def test_one_stream_against_the_physical_floor(serve, capsys, tmp_path):
+    server = await serve(engine={"context_length": 4096})
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"\0" * (4 << 20))
+    args = parse_args(["--target", f"ours={server.url}/v1", "--scenarios", "solo",
+                       "--solo-requests", "2", "--solo-tokens", str(N), "--sampling", "greedy",
+                       "--weights", str(weights)])
+    results = await run([parse_target(t, None) for t in args.target], args)
+    solo = results["targets"]["ours"]["solo"]
+    assert solo["output_tokens"] == [N, N] and len(solo["decode_tps"]) == 2
+    assert solo["decode_tps_median"] > 0
+    floor = results["floor"]
+    assert floor["weight_bytes"] == 4 << 20 and floor["bandwidth_gbs"] > 0
+    assert floor["floor_tps"] == floor["bandwidth_gbs"] * 1e9 / (4 << 20)
+    print_table(results)
+    out = capsys.readouterr().out
+    assert "== one stream over HTTP" in out and "% of the floor" in out
