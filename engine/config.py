@@ -40,6 +40,9 @@ class EngineConfig:
     # A decode batch's next step is built while the device computes this one (None: on a
     # GPU; on the CPU backend both would share the cores, engine/decode_batch.py)
     batch_run_ahead: bool | None = None
+    # A decode batch's step replayed from one compiled graph (engine/compiled_step.py; the
+    # CPU with the native kernels)
+    compiled_decode: bool = True
     cpu_kernels: bool = True  # faster SiLU/softmax on the CPU backend (engine/cpu_kernels.py)
     prefix_cache: bool = True  # keep finished requests' KV for reuse (engine/prefix_cache.py)
     # KV bytes for running requests and cached prefixes together; None = a quarter of the

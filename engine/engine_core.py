@@ -43,7 +43,8 @@ class EngineCore:
     ) -> None:
         self.config = config
         self.model = model
-        self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels)
+        self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels,
+                                  compiled_decode=config.compiled_decode)
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
         self.scheduler = Scheduler(config, shared_passes=self.runner.ragged_ok)

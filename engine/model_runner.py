@@ -16,6 +16,7 @@ import mlx.nn as nn
 from . import cache as kv
 from . import cpu_kernels, cpu_memory
 from .cache import LayerCaches
+from .compiled_step import CompiledDecode
 from .determinism import invariant_from_env
 from .ragged_pass import RaggedPass
 
@@ -23,7 +24,8 @@ Head = Callable[[mx.array], mx.array]
 
 
 class ModelRunner:
-    def __init__(self, model: nn.Module, fast_cpu_kernels: bool = True) -> None:
+    def __init__(self, model: nn.Module, fast_cpu_kernels: bool = True,
+                 compiled_decode: bool = True) -> None:
         self.model = model
         # On the CPU backend the model's SiLU and softmax go through faster kernels, but
         # only for the passes built here (see engine/cpu_kernels.py).
@@ -34,6 +36,10 @@ class ModelRunner:
         self.head = output_head(model)
         self._ragged_model = (self.fast_cpu_kernels and self.head is not None
                               and cpu_kernels.supports_ragged(model) and self._ragged_agrees())
+        # A batch's decode step from one compiled graph (engine/compiled_step.py): checked
+        # with the native kernels, so only with them
+        self.compiled = (CompiledDecode(model, self._kernels)
+                         if compiled_decode and self.fast_cpu_kernels else None)
 
     @staticmethod
     def _install_native_qmv(model: nn.Module) -> None:
@@ -154,6 +160,8 @@ class ModelRunner:
 
         `tokens` may itself be unevaluated (the run-ahead step feeds the previous sample).
         """
+        if self.compiled is not None and CompiledDecode.usable(cache):
+            return self.compiled.step(cache, tokens)
         inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens)
         with self._kernels():
             return self.model(inputs[:, None], cache=cache)[:, -1, :]

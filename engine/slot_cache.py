@@ -125,6 +125,16 @@ class SlotKVCache:
     def nbytes(self) -> int:
         return self.keys.nbytes + self.values.nbytes
 
+    # -- a compiled step (engine/compiled_step.py) ----------------------------------------
+    def make_room(self, rows: int, steps: int) -> None:
+        """Room for `rows` rows to take `steps` more keys each."""
+        self._ensure(rows, max(self.lengths, default=0) + steps + 1)
+
+    def advance(self, keys: mx.array, values: mx.array, steps: int) -> None:
+        """The buffers a compiled step wrote its `steps` keys per row into."""
+        self.keys, self.values = keys, values
+        self.lengths = [length + steps for length in self.lengths]
+
     # -- room ahead ------------------------------------------------------------------------
     def spare_columns(self) -> int:
         """Steps left before this layer's buffer must grow."""

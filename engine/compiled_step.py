@@ -1,0 +1,121 @@
+"""A decode batch's step as one compiled graph, replayed every tick (issue #26 item 3).
+
+Building a step's graph in Python (~30 layers of mlx-lm modules, the kernels' dispatch) cost
+~2 ms of a 12-30 ms CPU step, every step. Here the step is a pure function of the input
+tokens, each row's length and every layer's whole KV buffer: the keys are written at each
+row's length (the native op, in place) and attention reads the buffer's full width, the
+columns past a row's length masked, so shapes change only when the batch's row count or a
+buffer's size does, and `mx.compile` traces it once per shape and replays it after. The
+rows get the bits of the step built op by op (tests/engine/test_compiled_step.py).
+
+Only for the CPU backend with the native kernels and slot-row caches (the ops it was checked
+with); anything else takes the step built op by op.
+"""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from . import native
+from .slot_cache import SlotKVCache
+
+# Every compiled step still alive. Their graphs hold the native kernels' primitives; left
+# in MLX's compile cache until the process ends, they were destroyed after the kernels'
+# threads and the process aborted at exit ("terminate called without an active exception").
+_LIVE: weakref.WeakSet[CompiledDecode] = weakref.WeakSet()
+
+
+@atexit.register
+def _forget_graphs() -> None:
+    for compiled in list(_LIVE):
+        compiled._step = None
+
+
+class _TracedLayer:
+    """One layer's KV inside the compiled step: mlx-lm's cache interface over the whole
+    buffer and an array of lengths (no Python ints, so the graph holds for every step)."""
+
+    def __init__(self, keys: mx.array, values: mx.array, lengths: mx.array,
+                 width: int) -> None:
+        self.keys, self.values, self.lengths = keys, values, lengths
+        # the columns every layer reads: buffers grow one layer a step (cache.grow_ahead),
+        # and mlx-lm makes one mask for all the layers
+        self.width = width
+
+    @property
+    def offset(self) -> mx.array:
+        return self.lengths
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        self.keys = native.kv_write(self.keys, keys, self.lengths)
+        self.values = native.kv_write(self.values, values, self.lengths)
+        rows, width = keys.shape[0], self.width
+        return self.keys[:rows, :, :width], self.values[:rows, :, :width]
+
+    def make_mask(self, N: int, return_array: bool = False,  # noqa: N803 - mlx-lm's name
+                  window_size: int | None = None, **_: Any) -> mx.array:
+        seen = self.lengths[:, None] + mx.arange(N)[None, :]  # (rows, N)
+        cols = mx.arange(self.width)
+        mask = cols[None, None, :] <= seen[:, :, None]
+        if window_size is not None:
+            mask = mask & (cols[None, None, :] > seen[:, :, None] - window_size)
+        return mask[:, None]
+
+
+class CompiledDecode:
+    """`step(cache, tokens)`: the logits (rows, vocab) of one decode step over slot-row
+    caches, from the compiled graph; the caches' buffers and lengths move on as the step
+    built op by op would move them."""
+
+    def __init__(self, model: nn.Module, kernels: Callable[[], Any]) -> None:
+        self.model = model
+        self._kernels = kernels  # the engine's CPU kernels, active while a graph is traced
+        self._step = mx.compile(self._pure_step)
+        _LIVE.add(self)
+        self.traces = 0  # graphs traced so far (one per shape)
+
+    @staticmethod
+    def usable(cache: list[Any]) -> bool:
+        """Slot rows on the CPU with the native kernels, every layer's buffer the same size
+        (while they grow, one layer a step, each mix would be another trace: those few
+        steps are built op by op)."""
+        return (mx.default_device() == mx.cpu and native.unavailable_reason() is None
+                and bool(cache) and all(isinstance(layer, SlotKVCache) for layer in cache)
+                and len({layer.keys.shape for layer in cache}) == 1)
+
+    def _pure_step(self, tokens: mx.array, lengths: mx.array,
+                   *buffers: mx.array) -> tuple[mx.array, ...]:
+        self.traces += 1  # runs only while tracing
+        n = len(buffers) // 2
+        width = min(b.shape[2] for b in buffers)
+        layers = [_TracedLayer(buffers[i], buffers[n + i], lengths, width) for i in range(n)]
+        logits = self.model(tokens[:, None], cache=layers)[:, -1, :]
+        return (logits, *[t.keys for t in layers], *[t.values for t in layers])
+
+    def step(self, cache: list[SlotKVCache], tokens: list[int] | mx.array) -> mx.array:
+        inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens)
+        rows = inputs.shape[0]
+        for layer in cache:
+            layer.make_room(rows, 1)
+        lengths = cache[0].offset
+        buffers = [layer.keys for layer in cache] + [layer.values for layer in cache]
+        for layer in cache:  # the graph holds the only reference: written in place
+            layer.keys = layer.values = None
+        n = len(cache)
+        try:
+            with self._kernels():
+                out = self._step(inputs, lengths, *buffers)
+        except Exception:
+            for i, layer in enumerate(cache):
+                layer.keys, layer.values = buffers[i], buffers[n + i]
+            raise
+        del buffers
+        for i, layer in enumerate(cache):
+            layer.advance(out[1 + i], out[1 + n + i], 1)
+        return out[0]

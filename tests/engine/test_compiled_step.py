@@ -1,0 +1,124 @@
+"""A decode batch's step replayed from one compiled graph (engine/compiled_step.py): the same
+logits, bit for bit, as the step built op by op, traced once per shape, and the engine's
+tokens unchanged with it on or off."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import pytest
+
+from engine import SamplingParams
+from engine import cache as kv
+from engine.compiled_step import CompiledDecode
+from engine.model_runner import ModelRunner
+from tests.engine.conftest import (
+    STAGGERED_LENGTHS,
+    engine_on,
+    prompts,
+    quantized_tiny,
+    run_staggered,
+)
+
+pytestmark = pytest.mark.usefixtures("native_built")
+
+
+def _batch(runner: ModelRunner, model, ps: list[list[int]]) -> list:
+    solo = []
+    for p in ps:
+        cache = kv.new_cache(model)
+        runner.prefill(cache, p)
+        solo.append(cache)
+    return kv.start_batch(solo, len(ps))
+
+
+def _op_by_op(runner: ModelRunner, model, cache, tokens: list[int]) -> mx.array:
+    with runner._kernels():
+        return model(mx.array(tokens)[:, None], cache=cache)[:, -1, :]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("rows", [1, 3, 9])
+def test_compiled_steps_give_the_bits_of_steps_built_op_by_op(seed, rows) -> None:
+    tiny = quantized_tiny(seed)
+    runner = ModelRunner(tiny.model)
+    assert runner.compiled is not None
+    ps = prompts(rows, seed=seed)
+    compiled, plain = _batch(runner, tiny.model, ps), _batch(runner, tiny.model, ps)
+    assert CompiledDecode.usable(compiled)
+    tokens = [p[-1] for p in ps]
+    for step in range(12):
+        if step == 6:  # buffers grow one layer a step (cache.grow_ahead): widths differ
+            compiled[0].grow_columns()
+            assert compiled[0].keys.shape[2] > compiled[1].keys.shape[2]
+        got = runner.compiled.step(compiled, tokens)
+        want = _op_by_op(runner, tiny.model, plain, tokens)
+        mx.eval(got, want)
+        assert mx.array_equal(got, want).item()
+        assert compiled[0].lengths == plain[0].lengths
+        tokens = mx.argmax(want, axis=-1).tolist()
+    assert runner.compiled.traces == 2  # one graph, replayed; another for the grown layer
+
+
+def test_a_new_shape_is_traced_once_and_a_failed_step_keeps_the_buffers(monkeypatch) -> None:
+    """Steps of one shape replay one graph; fewer rows or a grown buffer are other shapes,
+    traced once each. A step that raises leaves every layer's buffers where they were."""
+    tiny = quantized_tiny(4)
+    runner = ModelRunner(tiny.model)
+    ps = prompts(4, seed=4)
+    cache = _batch(runner, tiny.model, ps)
+    for _ in range(3):
+        mx.eval(runner.compiled.step(cache, [p[-1] for p in ps]))
+    assert runner.compiled.traces == 1
+    kv.keep_rows(cache, [0, 1])
+    for _ in range(3):
+        mx.eval(runner.compiled.step(cache, [1, 2]))
+    assert runner.compiled.traces == 2
+    widths = {cache[0].keys.shape[2]}
+    while len(widths) < 3 or len({layer.keys.shape[2] for layer in cache}) > 1:
+        # every layer's buffer grows, one layer a step, twice
+        mx.eval(runner.decode(cache, [1, 2]))
+        kv.grow_ahead(cache)
+        widths |= {layer.keys.shape[2] for layer in cache}
+    mx.eval(runner.decode(cache, [1, 2]))
+    # steps while the layers grow one by one are built op by op: one more trace per size
+    assert runner.compiled.traces == 2 + 2
+    traces = runner.compiled.traces
+    for _ in range(3):
+        mx.eval(runner.compiled.step(cache, [1, 2]))
+    assert runner.compiled.traces == traces
+    before = [(layer.keys, layer.values, list(layer.lengths)) for layer in cache]
+
+    def broken(*args):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(runner.compiled, "_step", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        runner.compiled.step(cache, [1, 2])
+    assert [(layer.keys, layer.values, layer.lengths) for layer in cache] == [
+        (k, v, n) for k, v, n in before]
+
+
+def test_the_engine_gives_the_same_tokens_with_compiled_steps_or_without() -> None:
+    """Staggered requests (solo, batched, joining, leaving), greedy and seeded, and two
+    long ones whose KV buffers grow while they decode."""
+    tiny = quantized_tiny(5)
+    ps = prompts(len(STAGGERED_LENGTHS), seed=5)
+    answers = {}
+    for on in (True, False):
+        engine = engine_on(tiny, max_concurrent=8, compiled_decode=on)
+        streams = run_staggered(engine, ps)
+        seeded = engine.submit(prompt_tokens=ps[0], params=SamplingParams(
+            max_tokens=12, temperature=0.8, top_p=0.9, seed=3))
+        others = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=12))
+                  for p in ps[1:4]]
+        # long enough for the buffers to grow, one layer a step, while the batch decodes
+        others += [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=300))
+                   for p in ps[4:6]]
+        while engine.has_work():
+            engine.step()
+        answers[on] = [s.tokens for s in streams + [seeded] + others]
+        assert (engine._core.runner.compiled is not None) == on
+        if on:
+            assert engine._core.runner.compiled.traces >= 2
+    assert answers[True] == answers[False]
+    assert [len(t) for t in answers[True][-2:]] == [300, 300]
