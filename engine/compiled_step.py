@@ -1,4 +1,4 @@
-"""A decode batch's step as one compiled graph, replayed every tick (issue #26 item 3).
+"""A decode step as one compiled graph, replayed every tick (issue #26 item 3).
 
 Building a step's graph in Python (~30 layers of mlx-lm modules, the kernels' dispatch) cost
 ~2 ms of a 12-30 ms CPU step, every step. Here the step is a pure function of the input
@@ -8,8 +8,9 @@ columns past a row's length masked, so shapes change only when the batch's row c
 buffer's size does, and `mx.compile` traces it once per shape and replays it after. The
 rows get the bits of the step built op by op (tests/engine/test_compiled_step.py).
 
-Only for the CPU backend with the native kernels and slot-row caches (the ops it was checked
-with); anything else takes the step built op by op.
+Only for the CPU backend with the native kernels, and a batch's slot rows or a lone
+sequence's plain mlx-lm cache (whose buffer is one such row): the ops it was checked with;
+anything else takes the step built op by op.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
+from mlx_lm.models.cache import KVCache
 
 from . import native
 from .slot_cache import SlotKVCache
@@ -69,9 +71,9 @@ class _TracedLayer:
 
 
 class CompiledDecode:
-    """`step(cache, tokens)`: the logits (rows, vocab) of one decode step over slot-row
-    caches, from the compiled graph; the caches' buffers and lengths move on as the step
-    built op by op would move them."""
+    """`step(cache, tokens)`: the logits (rows, vocab) of one decode step over a batch's
+    slot rows or a lone sequence's cache, from the compiled graph; the caches' buffers and
+    lengths move on as the step built op by op would move them."""
 
     def __init__(self, model: nn.Module, kernels: Callable[[], Any]) -> None:
         self.model = model
@@ -79,15 +81,22 @@ class CompiledDecode:
         self._step = mx.compile(self._pure_step)
         _LIVE.add(self)
         self.traces = 0  # graphs traced so far (one per shape)
+        self._length: tuple[int, mx.array] | None = None  # a lone sequence's, as an array
 
     @staticmethod
     def usable(cache: list[Any]) -> bool:
-        """Slot rows on the CPU with the native kernels, every layer's buffer the same size
-        (while they grow, one layer a step, each mix would be another trace: those few
-        steps are built op by op)."""
-        return (mx.default_device() == mx.cpu and native.unavailable_reason() is None
-                and bool(cache) and all(isinstance(layer, SlotKVCache) for layer in cache)
-                and len({layer.keys.shape for layer in cache}) == 1)
+        """On the CPU with the native kernels: a batch's slot rows, or a lone sequence's
+        mlx-lm KVCache with room for the step's key (its buffer is one slot row); every
+        layer's buffer the same size (while they grow, one layer a step, each mix would be
+        another trace: those few steps are built op by op)."""
+        if not (cache and mx.default_device() == mx.cpu and native.unavailable_reason() is None):
+            return False
+        if all(isinstance(layer, SlotKVCache) for layer in cache):
+            return len({layer.keys.shape for layer in cache}) == 1
+        return (all(type(layer) is KVCache and layer.keys is not None for layer in cache)
+                and len({(layer.keys.shape, layer.values.shape, layer.offset)
+                         for layer in cache}) == 1
+                and cache[0].offset < cache[0].keys.shape[2])
 
     def _pure_step(self, tokens: mx.array, lengths: mx.array,
                    *buffers: mx.array) -> tuple[mx.array, ...]:
@@ -98,12 +107,17 @@ class CompiledDecode:
         logits = self.model(tokens[:, None], cache=layers)[:, -1, :]
         return (logits, *[t.keys for t in layers], *[t.values for t in layers])
 
-    def step(self, cache: list[SlotKVCache], tokens: list[int] | mx.array) -> mx.array:
+    def step(self, cache: list[Any], tokens: list[int] | mx.array) -> mx.array:
+        """`cache`: one that is `usable`."""
         inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens)
         rows = inputs.shape[0]
-        for layer in cache:
-            layer.make_room(rows, 1)
-        lengths = cache[0].offset
+        slots = isinstance(cache[0], SlotKVCache)
+        if slots:
+            for layer in cache:
+                layer.make_room(rows, 1)
+            lengths = cache[0].offset
+        else:
+            lengths = self._solo_length(cache[0].offset)
         buffers = [layer.keys for layer in cache] + [layer.values for layer in cache]
         for layer in cache:  # the graph holds the only reference: written in place
             layer.keys = layer.values = None
@@ -117,5 +131,14 @@ class CompiledDecode:
             raise
         del buffers
         for i, layer in enumerate(cache):
-            layer.advance(out[1 + i], out[1 + n + i], 1)
+            if slots:
+                layer.advance(out[1 + i], out[1 + n + i], 1)
+            else:
+                layer.keys, layer.values = out[1 + i], out[1 + n + i]
+                layer.offset += 1
         return out[0]
+
+    def _solo_length(self, offset: int) -> mx.array:
+        if self._length is None or self._length[0] != offset:
+            self._length = (offset, mx.array([offset]))
+        return self._length[1]

@@ -122,3 +122,27 @@ def test_the_engine_gives_the_same_tokens_with_compiled_steps_or_without() -> No
             assert engine._core.runner.compiled.traces >= 2
     assert answers[True] == answers[False]
     assert [len(t) for t in answers[True][-2:]] == [300, 300]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_lone_sequence_s_compiled_steps_give_the_bits_of_mlx_lm_s_cache(seed) -> None:
+    """A lone sequence keeps mlx-lm's KVCache, whose buffer is one slot row: its steps are
+    replayed too, with the bits of the step built op by op, through the buffer's growth
+    (a full buffer is grown by the op-by-op step, then the next size is traced)."""
+    tiny = quantized_tiny(seed)
+    runner = ModelRunner(tiny.model)
+    prompt = prompts(1, seed=seed)[0] * 6  # ~6 .. 240 tokens
+    compiled, plain = kv.new_cache(tiny.model), kv.new_cache(tiny.model)
+    runner.prefill(compiled, prompt)
+    runner.prefill(plain, prompt)
+    token, grown = prompt[-1], 0
+    for _ in range(300):
+        usable = CompiledDecode.usable(compiled)
+        got = runner.decode(compiled, [token])
+        want = _op_by_op(runner, tiny.model, plain, [token])
+        mx.eval(got, want)
+        assert mx.array_equal(got, want).item()
+        assert compiled[0].offset == plain[0].offset
+        grown += not usable
+        token = int(mx.argmax(want, axis=-1).item())
+    assert grown >= 1 and runner.compiled.traces == 2
