@@ -186,6 +186,11 @@ class Conversation:
             self.notice.emit(_submit_note(exc))
             return False
         self.generation = gen
+        # Every turn's Generation stays (the history finds replies by it), but only the
+        # newest keeps its prompt's ids (the whole conversation so far): kept for every
+        # turn, a chat's memory grew with the square of its turns.
+        for earlier in self.generations:
+            earlier.stream.prompt_tokens = []
         self.generations.append(gen)
         self.messages.append(ChatMessage("assistant", "", streaming=True,
                                          request_id=gen.request_id, params=dict(self.params),

@@ -172,10 +172,6 @@ class Generation:
             self.delta.emit(text)
         if self.ended and not self.is_finished:
             self.is_finished = True
-            # A chat keeps every turn's Generation (the history finds replies by it); the
-            # prompt's ids (the whole conversation so far) are of no use once it ended, and
-            # kept they made a chat's memory grow with the square of its turns.
-            self.stream.prompt_tokens = []
             self.finished.emit(self)
             self.done.emit(self)
 
@@ -475,7 +471,7 @@ class EngineBridge:
 class StreamClient:
     """Requests to the engine the bridge serves, answered with the engine's own streams (no
     per-frame coalescing): the load simulator times every token. Shaped as the Engine is for
-    engine.workload (`submit`, `max_concurrent`, `set_max_concurrent`)."""
+    app.simulator.workload (`submit`, `max_concurrent`, `set_max_concurrent`)."""
 
     def __init__(self, bridge: EngineBridge) -> None:
         self._bridge = bridge

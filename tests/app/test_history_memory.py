@@ -95,11 +95,13 @@ async def test_regenerate_and_edit_leave_no_stale_ids(bridge, tmp_path: Path) ->
 
 async def test_a_long_chat_keeps_no_earlier_turns_prompt_ids(bridge) -> None:
     """Each turn's prompt holds the whole conversation so far; kept for every turn, a chat's
-    memory grew with the square of its turns. Once a reply ends only its counts stay."""
+    memory grew with the square of its turns. Only the newest turn keeps its prompt's ids;
+    the earlier ones keep their counts."""
     conv = Conversation(bridge, params=FAST)
     await chat(conv, "one", "two", "three")
     gens = conv.generations
-    assert len(gens) == 3 and all(g.stream.prompt_tokens == [] for g in gens)
+    assert len(gens) == 3 and [g.stream.prompt_tokens == [] for g in gens] == [True, True, False]
+    assert len(gens[2].stream.prompt_tokens) == gens[2].stats.prompt_tokens
     prompts = [g.stats.prompt_tokens for g in gens]
     assert prompts[0] > 0 and prompts[0] < prompts[1] < prompts[2]
     assert all(len(g.tokens) == FAST["max_tokens"] for g in gens)
