@@ -117,7 +117,7 @@ class SimConfig:
                          tuple(t for t in self.topics if t.strip()))
 
     def gaps(self, seed: int | None) -> Iterator[float]:
-        from engine.workload import burst_gaps, gamma_gaps, uniform_gaps
+        from app.simulator.workload import burst_gaps, gamma_gaps, uniform_gaps
 
         if self.arrival == "poisson":
             return gamma_gaps(self.rate, 1.0, seed)

@@ -1,6 +1,6 @@
 """Goodput as `vllm bench serve --goodput` defines it: completed requests per second that met
 every given limit (TTFT, TPOT = (E2E − TTFT) / (tokens − 1), E2E); a request with one token
-has TPOT 0, as there. engine.workload.summarize stays as it is; this rides alongside."""
+has TPOT 0, as there. app.simulator.workload.summarize stays as it is; this rides alongside."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.workload import RequestResult
+    from app.simulator.workload import RequestResult
 
 DONE_EXCLUDES = (None, "cancelled", "error", "shutdown")  # as summarize's "completed"
 

@@ -1,4 +1,4 @@
-"""One simulation run: drives engine.workload against a live engine, keeps every request
+"""One simulation run: drives app.simulator.workload against a live engine, keeps every request
 accounted for, and saves the run, each result as it completes, and the summary.
 
 Qt-free: the simulator panel (through the app's EngineBridge) and the CLI (on an Engine)
@@ -22,9 +22,9 @@ from .config import SimConfig
 from .goodput import Slo, goodput
 
 if TYPE_CHECKING:  # the engine (and mlx) loads only when a run starts
+    from app.simulator.workload import RequestResult
     from app.storage import SafeStore, Store
     from engine import Priority, RequestStream, SamplingParams
-    from engine.workload import RequestResult
 
 TAG_PREFIX = "sim"  # request tags are "sim-<run>-<n>": never "tab-", so the stats panel
 #                     lists them as "simulation"
@@ -106,8 +106,8 @@ class SimulationRun:
         return time.perf_counter() - self._t0 if self._t0 else 0.0
 
     async def run(self) -> dict[str, Any]:
+        from app.simulator.workload import run_workload
         from engine.sampling_params import SamplingParams
-        from engine.workload import run_workload
 
         cfg = self.config
         prompts = cfg.prompt_set()
@@ -164,7 +164,7 @@ class SimulationRun:
 
 
 class _Recorder:
-    """The target as engine.workload sees it; remembers each stream by request id."""
+    """The target as app.simulator.workload sees it; remembers each stream by request id."""
 
     def __init__(self, target: LoadTarget, streams: dict[str, Any]) -> None:
         self._target = target
@@ -205,9 +205,9 @@ def row_of(result: RequestResult) -> SimRow:
 
 def summarize_run(results: list[RequestResult], wall_s: float, *,
                   stopped: bool, slo: Slo | None = None) -> dict[str, Any]:
-    """engine.workload.summarize, goodput under the run's limits, and what a saved run needs
+    """app.simulator.workload.summarize, goodput under the run's limits, and what a saved run needs
     to redraw its chart."""
-    from engine.workload import summarize
+    from app.simulator.workload import summarize
 
     summary = summarize(results, wall_s) | goodput(results, wall_s, slo or Slo())
     summary["stopped"] = stopped

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.workload import percentile
+from app.simulator.workload import percentile
 
 from .memory import MemoryFigures, memory_figures
 

@@ -1,4 +1,6 @@
-"""python -m engine.loader fetch | info [source] | export DEST [--model SOURCE] | bench"""
+"""python -m engine.loader fetch | info [source] | export DEST [--model SOURCE]
+
+(The loader's timings: `python -m bench.loader`, from a checkout.)"""
 
 from __future__ import annotations
 
@@ -23,11 +25,6 @@ def main(argv: list[str] | None = None) -> int:
                             "(the weights the engine runs, e.g. for mlx_lm.server)")
     export.add_argument("dest")
     export.add_argument("--model", default="bundled")
-    bench = sub.add_parser("bench", help="fp32 matmul GFLOP/s and decode tok/s (docs/loader.md)")
-    qb = bench.add_mutually_exclusive_group()
-    qb.add_argument("--quantized", dest="quantized", action="store_true", default=None)
-    qb.add_argument("--float32", dest="quantized", action="store_false")
-    bench.add_argument("--tokens", type=int, default=64)
     args = parser.parse_args(argv)
 
     from engine.loader import ModelLoadError, bundled_model_path
@@ -37,11 +34,6 @@ def main(argv: list[str] | None = None) -> int:
             print(bundled_model_path(fetch=True))
             return 0
         ensure_fast_blas()  # before mlx is imported; re-execs at most once
-        if args.cmd == "bench":
-            from engine.loader.bench import main as bench_main
-
-            bench_main(args.quantized, args.tokens)
-            return 0
         import time
 
         from engine.blas import blas_summary

@@ -4,7 +4,7 @@ import pytest
 
 from app.simulator import SimConfig, SimConfigError
 from app.simulator.goodput import Slo, goodput
-from engine.workload import RequestResult
+from app.simulator.workload import RequestResult
 
 
 def result(ttft: float, e2e: float, tokens: int, finish: str = "length") -> RequestResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+from app.simulator.workload import percentile
 from app.stats.model import (
     StatsModel,
     itl_gaps,
@@ -13,7 +14,6 @@ from app.stats.model import (
     weighted_latency,
 )
 from engine.stats import EngineStats, RequestRow, RequestStats, TickRecord
-from engine.workload import percentile
 
 
 def tick(index: int, t: float, rows: int, step: float = 0.01) -> TickRecord:

@@ -7,8 +7,8 @@ import json
 import mlx.core as mx
 import pytest
 
-from engine.bench.__main__ import parse_args, run
-from engine.bench.report import plot, print_table, write_json
+from bench.__main__ import parse_args, run
+from bench.report import plot, print_table, write_json
 from engine.loader import ModelLoadError, load_model
 from engine.loader.export_dir import save_mlx_dir
 from tests.tiny_model import make_tiny_model

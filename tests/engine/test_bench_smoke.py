@@ -3,9 +3,9 @@
 import asyncio
 import json
 
-from engine.bench.__main__ import parse_args, run
-from engine.bench.report import plot, print_table, write_json
-from engine.workload import burst_gaps, gamma_gaps, summarize, uniform_gaps
+from app.simulator.workload import burst_gaps, gamma_gaps, summarize, uniform_gaps
+from bench.__main__ import parse_args, run
+from bench.report import plot, print_table, write_json
 from tests.tiny_model import make_tiny_model
 
 
@@ -52,7 +52,7 @@ def test_arrival_processes_have_the_requested_rates():
 
 
 def test_summary_uses_vllm_definitions():
-    from engine.workload import RequestResult
+    from app.simulator.workload import RequestResult
 
     r = RequestResult(index=0, prompt="p", output_tokens=5, finish_reason="length",
                       ttft_s=1.0, e2e_s=3.0, itl_s=[0.5, 0.5, 0.5, 0.5])
@@ -62,8 +62,8 @@ def test_summary_uses_vllm_definitions():
 
 
 def test_profile_step_runs_decode_and_prefill_with_and_without_kernels():
+    from bench.profile_step import profile, profile_prefill
     from engine import cpu_kernels
-    from engine.bench.profile_step import profile, profile_prefill
 
     model = make_tiny_model(context_length=512).model
     for fast in (False, True):
@@ -84,7 +84,7 @@ def test_profile_step_runs_decode_and_prefill_with_and_without_kernels():
 def test_gaps_counts_every_streams_long_gaps(tmp_path, capsys) -> None:
     import json
 
-    from engine.bench import gaps
+    from bench import gaps
 
     scenario = {"output_throughput": 100.0, "ttft_s": {"median": 0.2}, "itl_s": {"p99": 0.09},
                 "per_request": [{"itl_s": [0.02, 0.06, 0.3]}, {"itl_s": [0.09, 0.13]},

@@ -1,5 +1,5 @@
 """A real `mlx_lm.server` on loopback, started once for the folder on the tiny random-weight
-model saved as an mlx-lm directory (engine/bench/mlx_lm_server.py)."""
+model saved as an mlx-lm directory (bench/mlx_lm_server.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class MlxServer:
 
 @pytest.fixture(scope="session")
 def mlx_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlxServer]:
-    from engine.bench.mlx_lm_server import mlx_lm_server
+    from bench.mlx_lm_server import mlx_lm_server
     from tests.tiny_model import make_tiny_model
 
     tiny = make_tiny_model(context_length=4096)

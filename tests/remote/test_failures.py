@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from app.remote import Connection, RemoteClient, RemoteError, list_models
-from engine.bench.mlx_lm_server import free_port
+from bench.mlx_lm_server import free_port
 from tests.remote.broken_server import API_KEY, PARTIAL, BrokenServer, start_eof_server
 
 PARTIAL_TEXT = "".join(PARTIAL)

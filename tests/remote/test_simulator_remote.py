@@ -15,7 +15,7 @@ from app.remote import Connection, RemoteClient, RemoteTarget
 from app.simulator import SimConfig, SimulationRun
 from app.simulator.goodput import Slo, goodput
 from app.storage import Store
-from engine.bench.mlx_lm_server import free_port
+from bench.mlx_lm_server import free_port
 from tests.remote.conftest import MODEL
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,10 +1,10 @@
-"""The HTTP serving bench (`python -m engine.bench.serving`) against two real servers in one
+"""The HTTP serving bench (`python -m bench.serving`) against two real servers in one
 run: every request completes, token counts come from the servers' usage, the multi-turn
 scenario sees the earlier turns cached."""
 
 import asyncio
 
-from engine.bench.serving import parse_args, parse_target, print_table, run
+from bench.serving import parse_args, parse_target, print_table, run
 
 N = 8
 

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 PROGRESS_MS = 250
 WIDE_LAYOUT = 640  # form beside the results from this width on, above them below it
-FAILED = ("error", "shutdown")  # as engine.workload.summarize counts them
+FAILED = ("error", "shutdown")  # as app.simulator.workload.summarize counts them
 JSON_FILTER = "JSON, the whole run (*.json)"
 CSV_FILTER = "CSV, one line per request (*.csv)"
 

@@ -7,10 +7,11 @@ import statistics
 import time
 from typing import Any
 
-from .. import cpu_kernels
-from ..config import EngineConfig
-from ..engine import Engine
-from ..workload import gamma_gaps, percentile, run_workload, summarize
+from app.simulator.workload import gamma_gaps, percentile, run_workload, summarize
+from engine import cpu_kernels
+from engine.config import EngineConfig
+from engine.engine import Engine
+
 from . import peers
 from .request_sampling import GREEDY_REQUESTS, RequestSampling
 

@@ -14,7 +14,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..workload import percentile
+from app.simulator.workload import percentile
+
 from .chat_clients import ChatClient, Reply
 
 FOLLOW_UPS = ["Go on.", "What happened next?", "Why did that matter to them?",

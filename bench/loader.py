@@ -1,7 +1,8 @@
 """Micro-benchmarks behind docs/loader.md: fp32 matmul GFLOP/s and decode tok/s.
 
-Run through ``python -m engine.loader bench`` (which preloads OpenBLAS unless
-BATCHCHAT_NO_BLAS_PRELOAD=1), so both variants are measured the same way.
+Run as ``python -m bench.loader [--quantized|--float32] [--tokens N]`` from a checkout (it
+preloads OpenBLAS unless BATCHCHAT_NO_BLAS_PRELOAD=1), so both variants are measured the
+same way.
 """
 
 from __future__ import annotations
@@ -74,3 +75,18 @@ def main(quantized: bool | None, new_tokens: int) -> None:
     print(f"{desc}: decode median {statistics.median(dec):.2f} tok/s "
           f"(runs: {', '.join(f'{x:.2f}' for x in dec)}), prompt median "
           f"{statistics.median(pre):.1f} tok/s, {new_tokens} new tokens")
+
+
+if __name__ == "__main__":
+    import argparse
+
+    from engine.blas import ensure_fast_blas
+
+    parser = argparse.ArgumentParser(prog="python -m bench.loader", description=__doc__)
+    q = parser.add_mutually_exclusive_group()
+    q.add_argument("--quantized", dest="quantized", action="store_true", default=None)
+    q.add_argument("--float32", dest="quantized", action="store_false")
+    parser.add_argument("--tokens", type=int, default=64)
+    args = parser.parse_args()
+    ensure_fast_blas()  # before mlx computes anything; re-execs at most once
+    main(args.quantized, args.tokens)

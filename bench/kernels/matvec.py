@@ -1,6 +1,6 @@
 """Benchmark quantized_matvec against MLX's CPU quantized matmul and float32 + OpenBLAS.
 
-    python -m engine.native.bench [--reps 25] [--rows 1,4,16,32]
+    python -m bench.kernels.matvec [--reps 25] [--rows 1,4,16,32]
 
 Shapes are the bundled model's linears (SmolLM2-135M: 4-bit, group 32, float16 scales; the
 tied lm_head 8-bit). All three candidates run interleaved in one process; each sample times
@@ -122,7 +122,7 @@ def projection(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ensure_fast_blas()
-    parser = argparse.ArgumentParser(prog="python -m engine.native.bench")
+    parser = argparse.ArgumentParser(prog="python -m bench.kernels.matvec")
     parser.add_argument("--reps", type=int, default=25)
     parser.add_argument("--rows", default="1,4,16,32")
     parser.add_argument("--threads", type=int, default=0, help="kernel threads (0: default)")

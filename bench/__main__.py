@@ -1,4 +1,4 @@
-"""`python -m engine.bench`: the engine against mlx-lm, measured in the same process."""
+"""`python -m bench`: the engine against mlx-lm, measured in the same process."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..blas import ensure_fast_blas
+from engine.blas import ensure_fast_blas
+
 from .request_sampling import SAMPLING, RequestSampling, request_sampling
 
 ALL = ("physical", "solo", "offline", "online", "hol", "chat", "chats")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--model", default="bundled")
     p.add_argument("--scenarios", default=",".join(ALL),
                    help=f"comma-separated subset of {','.join(ALL)}")
@@ -58,7 +59,7 @@ async def run(args: argparse.Namespace, loaded: Any | None = None) -> dict[str, 
     from . import physical, scenarios
 
     if loaded is None:
-        from ..loader import load_model
+        from engine.loader import load_model
 
         loaded = load_model(args.model)
     scen = set(args.scenarios.split(","))

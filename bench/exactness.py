@@ -1,6 +1,6 @@
 """Does the engine answer as mlx-lm does on this device, alone and in a batch?
 
-    python -m engine.bench.exactness [--model bundled] [--requests 8] [--new-tokens 64]
+    python -m bench.exactness [--model bundled] [--requests 8] [--new-tokens 64]
 
 For each prompt, greedy: mlx-lm's `stream_generate` (the reference), the engine with the
 request alone, and the engine with all requests at once (against mlx-lm and against the
@@ -18,7 +18,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from ..blas import ensure_fast_blas
+from engine.blas import ensure_fast_blas
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -77,12 +77,13 @@ async def compare(loaded: Any, requests: int, new_tokens: int) -> dict[str, list
 
 def main(argv: list[str] | None = None) -> int:
     ensure_fast_blas()
-    p = argparse.ArgumentParser(prog="python -m engine.bench.exactness", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.exactness", description=__doc__)
     p.add_argument("--model", default="bundled")
     p.add_argument("--requests", type=int, default=8)
     p.add_argument("--new-tokens", type=int, default=64)
     args = p.parse_args(argv)
-    from ..loader import load_model
+    from engine.loader import load_model
+
     from .physical import device_description
 
     loaded = load_model(args.model)

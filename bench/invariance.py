@@ -1,7 +1,7 @@
 """What batch invariance costs (issue #25): the engine with it (the default) and with
 BATCHCHAT_INVARIANT=0 (the size-dependent kernel choice of before), alternated in one run.
 
-    python -m engine.bench.invariance [--rounds 2] [--long-tokens 8000] [--model bundled]
+    python -m bench.invariance [--rounds 2] [--long-tokens 8000] [--model bundled]
                                       [--before-dir CHECKOUT]
 
 With --before-dir, "before" is another checkout (e.g. the commit before issue #25, built
@@ -9,9 +9,9 @@ with `python -m engine.native build` there) run with the same interpreter, inste
 tree with BATCHCHAT_INVARIANT=0.
 
 Each round runs, in separate processes, once per mode (order swapped every round):
-`python -m engine.bench --scenarios solo,offline --concurrency 16,32` (solo decode tok/s,
+`python -m bench --scenarios solo,offline --concurrency 16,32` (solo decode tok/s,
 background output tok/s at 16 and 32 concurrent requests) and
-`python -m engine.bench.long_prompt` (time to the first token of one long prompt). Prints
+`python -m bench.long_prompt` (time to the first token of one long prompt). Prints
 each figure's median per mode and the ratio invariant / before.
 """
 
@@ -41,7 +41,7 @@ def _cwd(mode: str) -> str | None:
 
 def _engine_bench(mode: str, model: str, new_tokens: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([sys.executable, "-m", "engine.bench", "--model", model,
+        subprocess.run([sys.executable, "-m", "bench", "--model", model,
                         "--scenarios", "solo,offline", "--concurrency", "16,32",
                         "--repeats", "1", "--new-tokens", str(new_tokens),
                         "--offline-priority", "background", "--out", out],
@@ -54,7 +54,7 @@ def _engine_bench(mode: str, model: str, new_tokens: int) -> dict[str, float]:
 
 
 def _long_prompt(mode: str, model: str, tokens: int) -> dict[str, float]:
-    done = subprocess.run([sys.executable, "-m", "engine.bench.long_prompt", "--model", model,
+    done = subprocess.run([sys.executable, "-m", "bench.long_prompt", "--model", model,
                            "--tokens", str(tokens)],
                           env=_env(mode), cwd=_cwd(mode), check=True, capture_output=True,
                           text=True)

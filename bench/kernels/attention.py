@@ -1,6 +1,6 @@
 """The native attention kernel on or off, in the bundled model's forward passes.
 
-    python -m engine.native.bench_attention [--history 400,1000] [--rounds 5]
+    python -m bench.kernels.attention [--history 400,1000] [--rounds 5]
 
 A decode step (one token) and a next turn's chunk (18 tokens) over a KV cache of
 `--history` tokens, through the engine's ModelRunner: float32 weights (today's CPU path)
@@ -21,7 +21,7 @@ from engine.blas import ensure_fast_blas
 
 def main(argv: list[str] | None = None) -> None:
     ensure_fast_blas()
-    parser = argparse.ArgumentParser(prog="python -m engine.native.bench_attention")
+    parser = argparse.ArgumentParser(prog="python -m bench.kernels.attention")
     parser.add_argument("--history", default="400,1000")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)

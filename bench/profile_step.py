@@ -1,4 +1,4 @@
-"""`python -m engine.bench.profile_step [--rows 32] [--context 200] [--prefill N] [--kernels]`:
+"""`python -m bench.profile_step [--rows 32] [--context 200] [--prefill N] [--kernels]`:
 where a batched decode step's (or, with `--prefill N`, a prefill pass's of `rows` prompts of
 N tokens) time goes, piece by piece; each piece evaluated on its own, medians of repeated
 runs. `--kernels` profiles the engine's own passes (its CPU kernels and malloc tuning)."""
@@ -15,8 +15,8 @@ import mlx.core as mx
 from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import BatchKVCache
 
-from .. import cpu_kernels
-from ..blas import ensure_fast_blas
+from engine import cpu_kernels
+from engine.blas import ensure_fast_blas
 
 
 def median_ms(fn: Callable[[], None], n: int = 20) -> float:
@@ -119,7 +119,7 @@ def profile_prefill(model, rows: int, tokens: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ensure_fast_blas()
-    p = argparse.ArgumentParser(prog="python -m engine.bench.profile_step", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench.profile_step", description=__doc__)
     p.add_argument("--model", default="bundled")
     p.add_argument("--rows", type=int, default=32)
     p.add_argument("--context", type=int, default=200)
@@ -128,12 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels", action="store_true",
                    help="with the engine's CPU kernels and malloc tuning")
     args = p.parse_args(argv)
-    from ..loader import load_model
+    from engine.loader import load_model
 
     model = load_model(args.model).model
     scope = nullcontext()
     if args.kernels:  # everything the engine installs: CPU kernels, native linears, malloc
-        from ..model_runner import ModelRunner
+        from engine.model_runner import ModelRunner
 
         if ModelRunner(model).fast_cpu_kernels:
             scope = cpu_kernels.active()

@@ -1,8 +1,8 @@
-"""`python -m engine.bench.serving`: the online-serving and multi-turn scenarios over HTTP,
+"""`python -m bench.serving`: the online-serving and multi-turn scenarios over HTTP,
 against BatchChat's server (`batchchat serve`) and any other OpenAI-compatible server (e.g.
 `mlx_lm.server` on the same weights), with one client and vLLM's metric definitions.
 
-    python -m engine.bench.serving \\
+    python -m bench.serving \\
         --target batchchat=http://127.0.0.1:8000/v1 \\
         --target mlx_lm=http://127.0.0.1:8080/v1@/path/to/model --out bench-serving
 
@@ -23,7 +23,8 @@ from typing import Any
 
 import aiohttp
 
-from ..workload import gamma_gaps, percentile, summarize
+from app.simulator.workload import gamma_gaps, percentile, summarize
+
 from .http_client import HttpResult, Target, chat
 from .request_sampling import SAMPLING
 from .scenarios import prompt_texts
@@ -142,7 +143,7 @@ async def one_stream(session: aiohttp.ClientSession, target: Target, texts: Sequ
 def physical_floor(weights: Path) -> dict[str, float]:
     """The one-stream ceiling of this machine for these weights: a decode step reads every
     weight once, so no server decodes faster than bandwidth / weight bytes (the bandwidth
-    measured now, as engine.bench does)."""
+    measured now, as bench does)."""
     from .physical import memory_bandwidth_gbs
 
     nbytes = weights.stat().st_size
@@ -268,14 +269,14 @@ def print_table(results: dict[str, Any]) -> None:
 
 
 def _bundled_weights() -> Path | None:
-    from ..loader.bundled import BUNDLED_FILENAME, model_cache_dir
+    from engine.loader.bundled import BUNDLED_FILENAME, model_cache_dir
 
     path = model_cache_dir() / BUNDLED_FILENAME
     return path if path.is_file() else None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m engine.bench.serving", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m bench.serving", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", action="append", required=True, metavar="NAME=URL[@MODEL]")
     p.add_argument("--api-key", default=None, help="sent to every target")

@@ -1,6 +1,6 @@
 """Time to the first token of one long prompt on an idle engine (issue #19's 8k target).
 
-    python -m engine.bench.long_prompt [--tokens 8000] [--model bundled]
+    python -m bench.long_prompt [--tokens 8000] [--model bundled]
 
 The prompt is synthetic token ids (the content does not change the work). Run it with
 BATCHCHAT_NATIVE_QMV=0 as well to compare with the float32 path.
@@ -14,14 +14,14 @@ import os
 import sys
 import time
 
-from ..blas import ensure_fast_blas
+from engine.blas import ensure_fast_blas
 
 
 async def main(args: argparse.Namespace) -> None:
-    from ..config import EngineConfig
-    from ..engine import Engine
-    from ..loader import load_model
-    from ..sampling_params import SamplingParams
+    from engine.config import EngineConfig
+    from engine.engine import Engine
+    from engine.loader import load_model
+    from engine.sampling_params import SamplingParams
 
     lm = load_model(args.model)
     engine = Engine(lm.model, lm.tokenizer, eos_token_ids=lm.eos_token_ids,

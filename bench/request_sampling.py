@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..sampling_params import SamplingParams
+from engine.sampling_params import SamplingParams
 
 GREEDY: dict[str, Any] = {"temperature": 0.0}
 TABS: dict[str, Any] = {"temperature": 0.7, "top_p": 0.95, "min_p": 0.05,

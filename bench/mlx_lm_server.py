@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..blas import openblas_path
-from ..cpu_memory import MMAP_THRESHOLD, TRIM_THRESHOLD
+from engine.blas import openblas_path
+from engine.cpu_memory import MMAP_THRESHOLD, TRIM_THRESHOLD
 
 
 def free_port() -> int:
@@ -47,7 +47,7 @@ def _wait_ready(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
 def mlx_lm_server(loaded: Any, log: Path | None = None,
                   timeout_s: float = 180.0) -> Iterator[str]:
     """Start it on loopback, yield its base URL, stop it on exit."""
-    from ..loader.export_dir import save_mlx_dir
+    from engine.loader.export_dir import save_mlx_dir
 
     with tempfile.TemporaryDirectory(prefix="batchchat-mlx-lm-") as tmp:
         model_dir = save_mlx_dir(loaded, Path(tmp) / "model")

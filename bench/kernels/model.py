@@ -1,6 +1,6 @@
 """Solo decode tok/s of the bundled model: float32, MLX quantized, quantized on the kernel.
 
-    python -m engine.native.bench_model [--rounds 5] [--tokens 64]
+    python -m bench.kernels.model [--rounds 5] [--tokens 64]
 
 mlx-lm's `stream_generate` (its generation_tps, prompt excluded) on one prompt, the three
 variants interleaved round by round in one process (OpenBLAS preloaded), medians printed.
@@ -17,7 +17,7 @@ from engine.blas import ensure_fast_blas
 
 def main(argv: list[str] | None = None) -> None:
     ensure_fast_blas()
-    parser = argparse.ArgumentParser(prog="python -m engine.native.bench_model")
+    parser = argparse.ArgumentParser(prog="python -m bench.kernels.model")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=64)
     args = parser.parse_args(argv)

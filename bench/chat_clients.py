@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..engine import Engine
+from engine.engine import Engine
+
 from .request_sampling import GREEDY_REQUESTS, RequestSampling
 
 

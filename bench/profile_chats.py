@@ -4,7 +4,7 @@ batch, decode (or the ragged pass that does both) and leaving it; the gaps betwe
 and the TTFT of each turn. For finding what a next turn waits for, not a benchmark with
 peers.
 
-    python -m engine.bench.profile_chats [--chats 8 --turns 4 --think-s 1]
+    python -m bench.profile_chats [--chats 8 --turns 4 --think-s 1]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from ..blas import ensure_fast_blas
+from engine.blas import ensure_fast_blas
 
 
 def _timed(obj: Any, name: str, phases: dict[str, float]) -> None:
@@ -33,9 +33,10 @@ def _timed(obj: Any, name: str, phases: dict[str, float]) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    from ..config import EngineConfig
-    from ..engine import Engine
-    from ..loader import load_model
+    from engine.config import EngineConfig
+    from engine.engine import Engine
+    from engine.loader import load_model
+
     from .chat_clients import EngineChat
     from .multiturn import many_chats
 
@@ -115,7 +116,7 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     ensure_fast_blas()
-    from ..config import EngineConfig
+    from engine.config import EngineConfig
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="bundled")

@@ -1,9 +1,9 @@
-"""The gaps between tokens in `engine.bench.serving --out` files: per target and scenario,
+"""The gaps between tokens in `bench.serving --out` files: per target and scenario,
 the throughput, TTFT median, ITL p99, the longest gap and how many gaps pass 50 / 80 /
 120 / 200 ms (the long ones are what a reader of a stream sees as a stall; a p99 hides how
 many there are and how long).
 
-    python -m engine.bench.gaps bench-serving/serving.json [more.json ...]
+    python -m bench.gaps bench-serving/serving.json [more.json ...]
 """
 
 from __future__ import annotations

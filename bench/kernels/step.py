@@ -1,7 +1,7 @@
 """One decode step of the bundled model through the engine's ModelRunner, with the native
 kernels' switches flipped round by round in one process (issue #19's A/B of each kernel).
 
-    python -m engine.native.bench_step [--rows 1,16] [--context 200] [--rounds 5]
+    python -m bench.kernels.step [--rows 1,16] [--context 200] [--rounds 5]
 
 Variants: `base` (native matvec and attention, MLX's own RoPE/RMSNorm/SiLU), `+rowwise`
 (native RoPE, RMSNorm, SiLU x up), `+int8` (also int8 activations in the matvec). Each
@@ -23,7 +23,7 @@ VARIANTS = {"base": ("0", False), "+rowwise": ("1", False), "+int8": ("1", True)
 
 def main(argv: list[str] | None = None) -> None:
     ensure_fast_blas()
-    parser = argparse.ArgumentParser(prog="python -m engine.native.bench_step")
+    parser = argparse.ArgumentParser(prog="python -m bench.kernels.step")
     parser.add_argument("--rows", default="1,16")
     parser.add_argument("--context", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)

@@ -12,7 +12,8 @@ from typing import Any
 
 import aiohttp
 
-from ..workload import RequestResult
+from app.simulator.workload import RequestResult
+
 from .request_sampling import GREEDY
 
 
