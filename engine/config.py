@@ -30,8 +30,9 @@ class EngineConfig:
     # ...but a long prompt is not left to crawl: its chunks are sized so that the decode work
     # beside them holds its first token back by about this much in all (a tick never longer
     # than target_step_s for it). At 1.5x alone a 2,000-token prompt beside 8 streams took
-    # 3x its time alone (over HTTP 8.3 s against 2.5 s before shared passes).
-    prefill_delay_s: float = 0.5
+    # 3x its time alone (over HTTP 8.3 s against 2.5 s before shared passes); at 0.25 s it
+    # takes 2.4 s, the streams' longest gap 0.23-0.46 s (docs/performance.md).
+    prefill_delay_s: float = 0.25
     background_slack: float = 8.0  # the same when only background requests decode
     ewma_alpha: float = 0.3  # weight of the newest step time in the moving averages
     admission_window_s: float = 0.002  # an idle engine waits this long to batch a burst
