@@ -95,3 +95,17 @@ def test_gaps_counts_every_streams_long_gaps(tmp_path, capsys) -> None:
     out = capsys.readouterr().out.strip()
     assert out == ("a          multiturn: tok/s 100.0 TTFT med 200 ITL p99 90 max 300; "
                    "gaps >50 4, >80 3, >120 2, >200 1 (n 5)")
+
+
+def test_the_benchmarks_load_without_the_app_s_storage() -> None:
+    """bench/ uses the simulator's load generator (app.simulator.workload), but not the
+    history store: a machine with only mlx, mlx-lm and aiohttp (a lent GPU) runs it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, bench.scenarios, bench.serving, bench.exactness; "
+            "print(sorted(m for m in sys.modules if m.startswith(('app.storage', "
+            "'sqlite_utils', 'PySide6'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
+    assert out.stdout.strip() == "[]", out.stdout
