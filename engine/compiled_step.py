@@ -25,7 +25,7 @@ import mlx.nn as nn
 from mlx_lm.models.cache import KVCache
 
 from . import native
-from .slot_cache import SlotKVCache
+from .slot_cache import SlotKVCache, row_mask
 
 # Every compiled step still alive. Their graphs hold the native kernels' primitives; left
 # in MLX's compile cache until the process ends, they were destroyed after the kernels'
@@ -62,12 +62,7 @@ class _TracedLayer:
 
     def make_mask(self, N: int, return_array: bool = False,  # noqa: N803 - mlx-lm's name
                   window_size: int | None = None, **_: Any) -> mx.array:
-        seen = self.lengths[:, None] + mx.arange(N)[None, :]  # (rows, N)
-        cols = mx.arange(self.width)
-        mask = cols[None, None, :] <= seen[:, :, None]
-        if window_size is not None:
-            mask = mask & (cols[None, None, :] > seen[:, :, None] - window_size)
-        return mask[:, None]
+        return row_mask(self.lengths, N, self.width, window_size)
 
 
 class CompiledDecode:
@@ -81,7 +76,6 @@ class CompiledDecode:
         self._step = mx.compile(self._pure_step)
         _LIVE.add(self)
         self.traces = 0  # graphs traced so far (one per shape)
-        self._length: tuple[int, mx.array] | None = None  # a lone sequence's, as an array
 
     @staticmethod
     def usable(cache: list[Any]) -> bool:
@@ -117,7 +111,7 @@ class CompiledDecode:
                 layer.make_room(rows, 1)
             lengths = cache[0].offset
         else:
-            lengths = self._solo_length(cache[0].offset)
+            lengths = mx.array([cache[0].offset])
         buffers = [layer.keys for layer in cache] + [layer.values for layer in cache]
         for layer in cache:  # the graph holds the only reference: written in place
             layer.keys = layer.values = None
@@ -137,8 +131,3 @@ class CompiledDecode:
                 layer.keys, layer.values = out[1 + i], out[1 + n + i]
                 layer.offset += 1
         return out[0]
-
-    def _solo_length(self, offset: int) -> mx.array:
-        if self._length is None or self._length[0] != offset:
-            self._length = (offset, mx.array([offset]))
-        return self._length[1]

@@ -8,7 +8,8 @@ import statistics
 
 import pytest
 
-from app.simulator import PromptSet, SimConfig, SimConfigError, default_prompt_set
+from app.simulator.config import SimConfig, SimConfigError
+from app.simulator.templates import PromptSet, default_prompt_set
 
 N = 20_000
 

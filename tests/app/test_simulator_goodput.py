@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.simulator import SimConfig, SimConfigError
+from app.simulator.config import SimConfig, SimConfigError
 from app.simulator.goodput import Slo, goodput
 from app.simulator.workload import RequestResult
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.simulator import SimConfig, SimulationRun
 from app.simulator.__main__ import config_from_args, format_summary, parse_args, simulate
+from app.simulator.config import SimConfig
+from app.simulator.run import SimulationRun
 from app.storage import Store
 from engine import Engine, EngineConfig
 from tests.tiny_model import make_tiny_model

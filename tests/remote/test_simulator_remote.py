@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from app.remote import Connection, RemoteClient, RemoteTarget
-from app.simulator import SimConfig, SimulationRun
+from app.simulator.config import SimConfig
 from app.simulator.goodput import Slo, goodput
+from app.simulator.run import SimulationRun
 from app.storage import Store
 from bench.mlx_lm_server import free_port
 from tests.remote.conftest import MODEL

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from app.remote import Connection, RemoteClient, RemoteTarget
-from app.simulator import SimConfig, SimulationRun
+from app.simulator.config import SimConfig
+from app.simulator.run import SimulationRun
 from tests.remote.broken_server import API_KEY, BrokenServer
 
 
