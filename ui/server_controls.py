@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -30,16 +30,12 @@ class ServerControls:
         self.window = window
         self.server = server
         self._tasks: set[asyncio.Task[object]] = set()
-        menu = window.menuBar().addMenu("&Server")
-        self.action = QAction("&API server (OpenAI-compatible)", window)
+        # placed in the Server menu, with their text and keys, from ui/menus.py's table
+        self.action = QAction(window)
         self.action.setCheckable(True)
-        self.action.setShortcut(QKeySequence("Ctrl+Shift+A"))
         self.action.triggered.connect(lambda _=False: self.toggle())
-        menu.addAction(self.action)
-        window.addAction(self.action)
-        settings = QAction("Server &settings…", window)
-        settings.triggered.connect(lambda _=False: self.edit_settings())
-        menu.addAction(settings)
+        self.settings_action = QAction(window)
+        self.settings_action.triggered.connect(lambda _=False: self.edit_settings())
         self.button = QToolButton()
         self.button.setObjectName("apiServerButton")
         self.button.setAutoRaise(True)

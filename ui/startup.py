@@ -40,7 +40,7 @@ def run_window(args: argparse.Namespace, *, loader: Loader | None = None,
         loop.run_forever()
     # last try at anything still unsaved (logged if it fails); after SIGTERM/SIGHUP, what
     # still cannot be saved is set aside, since no one could be asked
-    ctx.history.close(set_aside=window.history is not None and window.history.unattended)
+    window.lifecycle.finish()
     return 0
 
 

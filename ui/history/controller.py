@@ -1,33 +1,38 @@
-"""Ties the main window's tabs to app.history.sync: restores tabs, reports saving trouble
-in the status bar, retries unsaved changes on a timer, and opens the history view."""
+"""The history's place in a window: saving trouble in its status bar and banner, unsaved
+changes retried on a timer, the history view, and the question before quitting unsaved.
+
+The chats themselves are the Workspace's (it opens, closes and orders them, and keeps the
+history in step); this knows the window only as a QMainWindow."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QObject, Qt, QTimer
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QLabel, QMessageBox, QPushButton
+from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QPushButton
 
 from app.history.sync import HistorySync
+from app.lifecycle import Lifecycle
 from app.storage import StorageError
+from app.workspace import Workspace
 
 from .. import file_dialogs
 from .banner import HistoryBanner
 from .view import HistoryDialog
 
-if TYPE_CHECKING:
-    from ..chat.chat_tab import ChatTab
-    from ..main_window import MainWindow
-
 RETRY_MS = 3000
 
 
 class HistoryController(QObject):
-    def __init__(self, window: MainWindow, history: HistorySync) -> None:
+    """`banner` goes into the window's layout (the window places it); `label` is in its
+    status bar."""
+
+    def __init__(self, window: QMainWindow, workspace: Workspace,
+                 lifecycle: Lifecycle) -> None:
         super().__init__(window)
+        assert workspace.history is not None
         self.window = window
-        self.history = history
+        self.workspace = workspace
+        self.lifecycle = lifecycle
+        self.history: HistorySync = workspace.history
         self.dialog: HistoryDialog | None = None
         self.notice_box: QMessageBox | None = None
         self.label = QLabel()
@@ -38,49 +43,20 @@ class HistoryController(QObject):
         self.retry_timer.setInterval(RETRY_MS)
         self.retry_timer.timeout.connect(self.retry)
         self.retry_timer.start()
-        window.tabs.tabBar().tabMoved.connect(lambda *_: self.save_order())
-        history.status_changed.connect(self.update_status)
+        self.history.status_changed.connect(self.update_status)
         self._error_shown: str | None = None
         self._set_aside_shown = 0
         self.set_aside_box: QMessageBox | None = None
         self.banner = HistoryBanner()
         self.banner.save_elsewhere.connect(lambda: self.save_elsewhere())
-        layout = window.centralWidget().layout()
-        layout.insertWidget(1, self.banner)  # under the model's banner, above the tabs
         self.quit_box: QMessageBox | None = None
         self.quit_buttons: dict[str, QPushButton] = {}
         self._quit_anyway = False
-        self.unattended = False  # told to quit by SIGTERM/SIGHUP: nobody to ask
-        self.action = QAction("&History…", window)
-        self.action.setShortcut(QKeySequence("Ctrl+H"))
-        self.action.triggered.connect(lambda _=False: self.show_history())
-        menu = next((a.menu() for a in window.menuBar().actions() if a.text() == "&Chat"), None)
-        (menu or window.menuBar().addMenu("&History")).addAction(self.action)
-        window.addAction(self.action)
 
-    # -- tabs ---------------------------------------------------------------------------
-    def restore_tabs(self) -> int:
-        """Open the tabs that were open last time; how many."""
-        convs = self.history.restore(self.window.ctx.bridge)
-        for conv in convs:
-            self.window.new_tab(conversation=conv)
-        if convs:
-            self.window.tabs.setCurrentIndex(0)
-        return len(convs)
-
-    def tab_added(self, tab: ChatTab) -> None:
-        self.history.attach(tab.conversation, self.window.tabs.indexOf(tab))
-        self.save_order()
-
-    def tab_closing(self, tab: ChatTab) -> None:
-        self.history.detach(tab.conversation)
-
-    def save_order(self) -> None:
-        self.history.set_tab_order([t.conversation for t in self.window.chat_tabs()])
-
-    def tab_for(self, session_id: str) -> ChatTab | None:
-        return next((t for t in self.window.chat_tabs()
-                     if t.conversation.session_id == session_id), None)
+    @property
+    def unattended(self) -> bool:
+        """Told to quit by SIGTERM/SIGHUP: nobody to ask (the lifecycle's flag)."""
+        return self.lifecycle.unattended
 
     # -- history view -------------------------------------------------------------------
     def show_history(self) -> HistoryDialog:
@@ -94,26 +70,19 @@ class HistoryController(QObject):
         self.dialog.raise_()
         return self.dialog
 
-    def open_session(self, session_id: str) -> ChatTab | None:
-        """Show a past session in a tab (or switch to the tab showing it)."""
-        tab = self.tab_for(session_id)
-        if tab is None:
-            try:
-                conv = self.history.load_conversation(session_id, self.window.ctx.bridge)
-            except (StorageError, KeyError) as exc:
-                self._tell(f"Could not open that chat: {exc}")
-                return None
-            tab = self.window.new_tab(conversation=conv)
-        self.window.tabs.setCurrentWidget(tab)
+    def open_session(self, session_id: str) -> bool:
+        """Show a past session in front (opening a tab for it if none shows it)."""
+        try:
+            self.workspace.open_session(session_id)
+        except (StorageError, KeyError) as exc:
+            self._tell(f"Could not open that chat: {exc}")
+            return False
         self.window.activateWindow()
-        return tab
+        return True
 
     def delete(self, kind: str, entry_id: str) -> None:
         if kind == "session":
-            tab = self.tab_for(entry_id)
-            if tab is not None:
-                self.window.close_tab(self.window.tabs.indexOf(tab))
-            self.history.delete_session(entry_id)
+            self.workspace.delete_session(entry_id)
         else:
             self.history.delete_sim_run(entry_id)
         self.update_status()
@@ -249,7 +218,7 @@ class HistoryController(QObject):
         """Close with no one to answer (SIGTERM, SIGHUP): never asks (an open question is
         closed), and what still cannot be saved once the replies have ended is set aside
         at the very end (`HistorySync.close(set_aside=True)`, ui/startup.py), not dropped."""
-        self.unattended = True
+        self.lifecycle.unattended = True
         self.quit_anyway()
 
     def _quit_answer(self, button: QPushButton) -> None:

@@ -1,0 +1,226 @@
+"""The open chats, Qt-free: their order, the one in front, closed ones to reopen, drafts.
+
+The window mirrors it (ui/chat_tabs.py): a tab is made when a chat is `opened`, removed
+when it is `closed`, and brought forward on `front_changed`; what the user does to the tabs
+(drag, click, close button) comes back here as `move`, `set_front` and `close`. The history
+(app.history.sync) and the KV saver follow the chats from here, so no view wires them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .conversation import Conversation
+from .engine_bridge import EngineBridge
+from .events import Event
+from .history.sync import HistorySync
+from .kv_saver import KVSaver
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+
+CLOSED_KEPT = 20  # closed chats that Reopen can bring back
+
+
+class Workspace:
+    """Events: `opened(conv, index)`, `closed(conv, index)`, `moved(conv, index)`,
+    `front_changed(conv)`, `reopenable_changed(bool)`, `draft_restored(conv, text)`."""
+
+    def __init__(self, bridge: EngineBridge, settings: Settings,
+                 history: HistorySync | None = None, kv_saver: KVSaver | None = None) -> None:
+        self.bridge = bridge
+        self.settings = settings
+        self.history = history
+        self.kv_saver = kv_saver or KVSaver(bridge)  # open chats' KV to disk when idle
+        self.conversations: list[Conversation] = []
+        self.front: Conversation | None = None
+        self.closed_stack: list[Conversation] = []  # most recently closed last
+        self.drafts: dict[int, str] = {}  # unsent text by Conversation.id
+        self.closing = False  # the app is quitting: the last chat closed is not replaced
+        self.opened = Event()
+        self.closed = Event()
+        self.moved = Event()
+        self.front_changed = Event()
+        self.reopenable_changed = Event()
+        self.draft_restored = Event()
+
+    # -- opening and closing ------------------------------------------------------------
+    def open(self, conversation: Conversation | None = None) -> Conversation:
+        """A new chat, or `conversation` (restored or opened from the history), at the end
+        and in front."""
+        conv = conversation or self._new_conversation()
+        self.conversations.append(conv)
+        index = len(self.conversations) - 1
+        self.kv_saver.watch(conv)
+        self.opened.emit(conv, index)
+        self.set_front(conv)
+        if self.history is not None:
+            self.history.attach(conv, index)
+            self._save_order()
+        return conv
+
+    def _new_conversation(self) -> Conversation:
+        """An empty chat with the settings' defaults for new chats."""
+        s = self.settings
+        return Conversation(self.bridge, system_prompt=s.system_prompt,
+                            params=s.new_tab_params(), preset=s.default_preset)
+
+    def close(self, conv: Conversation) -> None:
+        """Close a chat; a reply it is generating is cancelled. The last one is replaced by
+        a new chat unless the app is quitting."""
+        if conv not in self.conversations:
+            return
+        index = self.conversations.index(conv)
+        if self.history is not None:
+            self.history.detach(conv)  # saves what it shows, before the reply is cancelled
+        self.kv_saver.forget(conv)
+        conv.close()
+        self._remember_closed(conv)
+        self.conversations.remove(conv)
+        self.drafts.pop(conv.id, None)
+        if self.front is conv:
+            self.front = None
+        self.closed.emit(conv, index)
+        if self.history is not None:
+            self._save_order()
+        if not self.conversations and not self.closing:
+            self.open()
+
+    def move(self, conv: Conversation, index: int) -> None:
+        """Put `conv` at `index` (a dragged tab); the history keeps the order."""
+        if conv not in self.conversations or self.conversations.index(conv) == index:
+            return
+        self.conversations.remove(conv)
+        self.conversations.insert(index, conv)
+        self.moved.emit(conv, index)
+        if self.history is not None:
+            self._save_order()
+
+    def set_front(self, conv: Conversation | None) -> None:
+        if conv is self.front or (conv is not None and conv not in self.conversations):
+            return
+        self.front = conv
+        self.front_changed.emit(conv)
+
+    def rename(self, conv: Conversation, title: str) -> None:
+        title = title.strip()
+        if title:
+            conv.rename(title)
+
+    def find(self, session_id: str) -> Conversation | None:
+        return next((c for c in self.conversations if c.session_id == session_id), None)
+
+    def titles(self) -> dict[str, str]:
+        """Each open chat's title by its tag (the stats panel names requests so)."""
+        return {c.tag: c.title for c in self.conversations}
+
+    # -- the history --------------------------------------------------------------------
+    def restore(self) -> int:
+        """Open the chats that were open at the last quit, the first in front; how many."""
+        if self.history is None:
+            return 0
+        convs = self.history.restore(self.bridge)
+        for conv in convs:
+            self.open(conv)
+        if convs:
+            self.set_front(convs[0])
+        return len(convs)
+
+    def open_session(self, session_id: str) -> Conversation:
+        """Bring a saved chat to the front, opening it if no tab shows it.
+        Raises StorageError or KeyError when it cannot be read."""
+        conv = self.find(session_id)
+        if conv is None:
+            if self.history is None:
+                raise KeyError(session_id)
+            conv = self.open(self.history.load_conversation(session_id, self.bridge))
+        self.set_front(conv)
+        return conv
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a saved chat from the history (closing it first if it is open)."""
+        conv = self.find(session_id)
+        if conv is not None:
+            self.close(conv)
+        if self.history is not None:
+            self.history.delete_session(session_id)
+
+    def reopen(self) -> Conversation | None:
+        """Bring back the most recently closed chat: from the history when there is one (as
+        saved at closing), else the conversation itself."""
+        while self.closed_stack:
+            conv = self.closed_stack.pop()
+            self.reopenable_changed.emit(bool(self.closed_stack))
+            if self.history is not None:
+                try:
+                    return self.open_session(conv.session_id)
+                except Exception as exc:  # noqa: BLE001 - deleted meanwhile: the one before
+                    log.info("cannot reopen %s: %s", conv.title, exc)
+                    continue
+            # a fresh Conversation: the closed tab's views still listen to the old one
+            return self.open(Conversation(
+                conv.bridge, title=conv.title, system_prompt=conv.system_prompt,
+                params=conv.params, session_id=conv.session_id, messages=conv.messages,
+                preset=conv.preset))
+        return None
+
+    def _remember_closed(self, conv: Conversation) -> None:
+        if not conv.messages:
+            return  # an empty chat is not worth reopening (nor kept in the history)
+        for msg in conv.messages:  # a reply cut off by closing reads as stopped
+            if msg.streaming:
+                msg.streaming, msg.finish_reason = False, msg.finish_reason or "cancelled"
+        self.closed_stack.append(conv)
+        del self.closed_stack[:-CLOSED_KEPT]
+        self.reopenable_changed.emit(True)
+
+    def _save_order(self) -> None:
+        assert self.history is not None
+        self.history.set_tab_order(self.conversations)
+
+    # -- drafts -------------------------------------------------------------------------
+    def set_draft(self, conv: Conversation, text: str) -> None:
+        if text.strip():
+            self.drafts[conv.id] = text
+        else:
+            self.drafts.pop(conv.id, None)
+
+    def draft(self, conv: Conversation) -> str:
+        return self.drafts.get(conv.id, "")
+
+    def remember(self) -> None:
+        """Unsent drafts (by session id) and the chat in front into the settings (the
+        caller saves them)."""
+        by_id = {c.id: c for c in self.conversations}
+        self.settings.drafts = {by_id[i].session_id: text for i, text in self.drafts.items()
+                                if i in by_id}
+        if self.front is not None:
+            self.settings.front_chat = self.front.session_id
+
+    def restore_drafts(self) -> None:
+        """The drafts saved at the last quit back into their chats; one whose chat did not
+        come back (a new chat, an unreadable one) goes into an empty chat without a draft,
+        else into a new chat. The chat that was in front comes back in front (or the one
+        its draft went into), else the front one stays."""
+        left = dict(self.settings.drafts)
+        placed: dict[str, Conversation] = {}
+        for conv in self.conversations:
+            text = left.pop(conv.session_id, None)
+            if text and not self.draft(conv):
+                self._put_draft(conv, text)
+                placed[conv.session_id] = conv
+        free = [c for c in self.conversations if not c.messages and not self.draft(c)]
+        for session_id, text in left.items():
+            conv = free.pop(0) if free else self.open()
+            self._put_draft(conv, text)
+            placed[session_id] = conv
+        wanted = self.settings.front_chat
+        front = (self.find(wanted) or placed.get(wanted)) if wanted else None
+        front = front or self.front
+        if front is not None:
+            self.set_front(front)
+            self.settings.front_chat = front.session_id  # its id now (a draft's chat: new)
+
+    def _put_draft(self, conv: Conversation, text: str) -> None:
+        self.set_draft(conv, text)
+        self.draft_restored.emit(conv, text)

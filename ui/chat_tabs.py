@@ -1,0 +1,149 @@
+"""The chat tabs: one ChatTab per chat of the Workspace, in its order, its front chat in front.
+
+The workspace decides (open, close, move, front); this widget shows it and hands back what
+the user does to the tabs. A generating chat's tab title carries BUSY_MARK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtWidgets import QInputDialog, QTabWidget, QToolButton, QWidget
+
+from app.context import AppContext
+from app.conversation import Conversation
+from app.workspace import Workspace
+
+from .chat.chat_tab import ChatTab
+from .tab_bar import ChatTabBar
+
+BUSY_MARK = "● "
+
+
+class ChatTabs(QTabWidget):
+    def __init__(self, ctx: AppContext, workspace: Workspace,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.workspace = workspace
+        self.draft_typed: Callable[[], None] = lambda: None  # the draft saver's, when set
+        self._listeners: dict[int, Callable[[], None]] = {}  # Conversation.id -> title mark
+        self._clicked = False  # the front chat changes because the user picked its tab
+        self.setTabBar(ChatTabBar())  # fixed-width tabs: close buttons never jump
+        self.setTabsClosable(True)
+        self.setMovable(True)
+        self.setDocumentMode(True)
+        self.tabCloseRequested.connect(lambda i: self._close(i))
+        self.tabBarDoubleClicked.connect(self.rename)
+        self.currentChanged.connect(self._current_changed)
+        self.tabBar().tabMoved.connect(self._dragged)
+        plus = QToolButton()
+        plus.setText("+")
+        plus.setObjectName("newTabButton")
+        plus.setToolTip("New chat (Ctrl+T)")
+        plus.clicked.connect(lambda _=False: workspace.open())
+        self.setCornerWidget(plus)
+        workspace.opened.connect(self._opened)
+        workspace.closed.connect(self._closed)
+        workspace.moved.connect(self._moved)
+        workspace.front_changed.connect(self._front_changed)
+        workspace.draft_restored.connect(lambda conv, text: self.tab_for(conv).input
+                                         .setPlainText(text))
+
+    def tabs(self) -> list[ChatTab]:
+        return [self.widget(i) for i in range(self.count())]  # type: ignore[misc]
+
+    def tab_for(self, conv: Conversation) -> ChatTab:
+        return next(t for t in self.tabs() if t.conversation is conv)
+
+    # -- the workspace's changes --------------------------------------------------------
+    def _opened(self, conv: Conversation, index: int) -> None:
+        tab = ChatTab(self.ctx, conversation=conv)
+        self.insertTab(index, tab, conv.title)
+        tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
+        listener = self._listeners[conv.id] = lambda t=tab: self._mark_busy(
+            t, t.conversation.is_busy)
+        conv.meta_changed.connect(listener)  # auto titles, renames
+        tab.input.textChanged.connect(lambda t=tab: self._typed(t))
+        if self.currentWidget() is tab:  # the first tab: already in front
+            tab.input.setFocus()
+
+    def _closed(self, conv: Conversation, _index: int) -> None:
+        tab = self.tab_for(conv)
+        conv.meta_changed.disconnect(self._listeners.pop(conv.id))
+        tab.close_tab()
+        self.removeTab(self.indexOf(tab))
+        tab.deleteLater()
+
+    def _moved(self, conv: Conversation, index: int) -> None:
+        tab = self.tab_for(conv)
+        if self.indexOf(tab) != index:  # else the user dragged it there
+            self.tabBar().moveTab(self.indexOf(tab), index)
+
+    def _front_changed(self, conv: Conversation | None) -> None:
+        if conv is None or self._clicked:
+            return
+        tab = self.tab_for(conv)  # chosen by a key or a menu, or just opened
+        self.setCurrentWidget(tab)
+        tab.input.setFocus()
+
+    # -- the user's changes -------------------------------------------------------------
+    def _close(self, index: int) -> None:
+        tab = self.widget(index)
+        if isinstance(tab, ChatTab):
+            self.workspace.close(tab.conversation)
+
+    def _current_changed(self, _index: int) -> None:
+        tab = self.currentWidget()
+        if isinstance(tab, ChatTab):
+            self._clicked = True
+            try:
+                self.workspace.set_front(tab.conversation)
+            finally:
+                self._clicked = False
+
+    def _dragged(self, _from: int, to: int) -> None:
+        tab = self.widget(to)
+        if isinstance(tab, ChatTab):
+            self.workspace.move(tab.conversation, to)
+
+    def _typed(self, tab: ChatTab) -> None:
+        self.workspace.set_draft(tab.conversation, tab.input.toPlainText())
+        self.draft_typed()
+
+    def step(self, step: int) -> None:
+        """The next (1) or previous (-1) tab, wrapping around."""
+        convs = self.workspace.conversations
+        if convs and self.workspace.front in convs:
+            i = convs.index(self.workspace.front)
+            self._show(convs[(i + step) % len(convs)])
+
+    def go_to(self, index: int) -> None:
+        """The tab at `index` (-1: the last one)."""
+        convs = self.workspace.conversations
+        if convs and index < len(convs):
+            self._show(convs[index % len(convs)])
+
+    def _show(self, conv: Conversation) -> None:
+        self.workspace.set_front(conv)
+        self.tab_for(conv).input.setFocus()  # also when it was in front already
+
+    def rename(self, index: int | None = None) -> None:
+        index = self.currentIndex() if index is None or index < 0 else index
+        tab = self.widget(index)
+        if not isinstance(tab, ChatTab):
+            return
+        dialog = QInputDialog(self)
+        dialog.setWindowTitle("Rename tab")
+        dialog.setLabelText("Name:")
+        dialog.setTextValue(tab.conversation.title)
+        dialog.textValueSelected.connect(lambda name: self.workspace.rename(tab.conversation,
+                                                                            name))
+        dialog.open()  # never exec(): qasync runs this loop
+
+    def _mark_busy(self, tab: ChatTab, busy: bool) -> None:
+        index = self.indexOf(tab)
+        if index >= 0:
+            title = tab.conversation.title
+            self.setTabText(index, BUSY_MARK + title if busy else title)
+            self.setTabToolTip(index, f"{title} (generating)" if busy else title)
