@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 
 import pyqtgraph as pg
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent
-from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMenu, QVBoxLayout, QWidget
+from PySide6.QtCore import QByteArray, Qt, Signal
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import QApplication, QMainWindow, QVBoxLayout, QWidget
 
 from app.context import AppContext
 from app.conversation import Conversation
@@ -27,6 +27,7 @@ from .chat.chat_tab import ChatTab
 from .chat_tabs import BUSY_MARK, ChatTabs
 from .connections_dialog import open_connections
 from .drafts import DraftSaver
+from .engine_status import EngineStatus
 from .help_menu import about_box, shortcuts_box
 from .history.controller import HistoryController
 from .load_banner import LoadBanner
@@ -35,8 +36,7 @@ from .reflow import widen_when_shown
 from .server_controls import ServerControls
 from .simulator import SimulatorDock
 from .stats.panel import StatsDock
-from .theme import Theme
-from .widgets import ElidedLabel
+from .theme import Theme, theme_menu
 
 __all__ = ["BUSY_MARK", "MainWindow"]
 
@@ -76,16 +76,7 @@ class MainWindow(QMainWindow):
         col.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
-        self.model_label = ElidedLabel()  # a long model name: … in its middle, not cut off
-        self.stats_label = QLabel()
-        self.stats_label.setObjectName("engineStats")
-        self.statusBar().addWidget(self.model_label, 1)
-        self.statusBar().addPermanentWidget(self.stats_label)
-        self._stats_timer = QTimer(self)
-        self._stats_timer.setInterval(500)
-        self._stats_timer.timeout.connect(self._show_engine_stats)
-        self._stats_timer.start()
-
+        self.engine_status = EngineStatus(self, ctx.bridge, self.banner)
         self._make_docks()
         self.api_server = ServerControls(self, AppServer(ctx))
         self.lifecycle.stop_simulator = lambda: self.sim_dock.shutdown(SIMULATOR_TIMEOUT_S)
@@ -93,12 +84,11 @@ class MainWindow(QMainWindow):
         file_dialogs.use(ctx.settings)  # dialogs open where the last one ended
         self.theme = Theme(QApplication.instance(), ctx.settings.theme, self)
         self.theme.listeners.append(self._look_changed)
+        self.theme_menu, self.theme_actions = theme_menu(self.theme, self, self.set_theme)
         self.actions_by_name = menus.build(self, self._menu_handlers())
         self.reopen_action = self.actions_by_name["reopen_tab"]
         self.reopen_action.setEnabled(False)
         self.workspace.reopenable_changed.connect(self.reopen_action.setEnabled)
-        ctx.bridge.state_changed.connect(self._on_state)
-        self._on_state(ctx.bridge.state, ctx.bridge.message)
 
         if not self.workspace.restore():
             self.workspace.open()
@@ -126,7 +116,7 @@ class MainWindow(QMainWindow):
             "connections": lambda: open_connections(self.ctx.settings, self),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "stats": self.stats_dock.toggleViewAction(),
-            "simulator": self.sim_dock.toggleViewAction(), "theme": self._theme_menu(),
+            "simulator": self.sim_dock.toggleViewAction(), "theme": self.theme_menu,
             "api_server": self.api_server.action,
             "server_settings": self.api_server.settings_action,
             "shortcuts": lambda: shortcuts_box(self),
@@ -140,19 +130,6 @@ class MainWindow(QMainWindow):
         return handlers
 
     # -- look and what the window remembers ----------------------------------------------
-    def _theme_menu(self) -> QMenu:
-        menu = QMenu(self)
-        group = QActionGroup(self)
-        self.theme_actions: dict[str, QAction] = {}
-        for choice, label in menus.THEMES:
-            action = menu.addAction(label)
-            action.setCheckable(True)
-            action.setChecked(choice == self.theme.choice)
-            action.triggered.connect(lambda _=False, c=choice: self.set_theme(c))
-            group.addAction(action)
-            self.theme_actions[choice] = action
-        return menu
-
     def set_theme(self, choice: str) -> None:
         self.theme.set_choice(choice)
         self.theme_actions[self.theme.choice].setChecked(True)
@@ -244,24 +221,6 @@ class MainWindow(QMainWindow):
         dialog.open()
         return dialog
 
-    def _on_state(self, state: BridgeState, message: str) -> None:
-        self.banner.show_state(state, message)
-        if state == BridgeState.READY:
-            self.model_label.setText(f"Model: {message}")
-        elif state == BridgeState.LOADING:
-            self.model_label.setText(message)
-        elif state == BridgeState.FAILED:
-            self.model_label.setText("No model loaded")
-
-    def _show_engine_stats(self) -> None:
-        s = self.ctx.bridge.stats()
-        if s is None:
-            self.stats_label.clear()
-            return
-        self.stats_label.setText(
-            f"{s.active} generating · {s.queued} queued · {s.tokens_per_s:.1f} tok/s · "
-            f"batch {s.batch_size} · {s.completed} done")
-
     # -- closing (the steps are app/lifecycle.py's) --------------------------------------
     @property
     def shutdown_s(self) -> float | None:
@@ -282,14 +241,13 @@ class MainWindow(QMainWindow):
         self._tasks.add(asyncio.ensure_future(self._shutdown()))
 
     async def _shutdown(self) -> None:
-        self._stats_timer.stop()
+        self.engine_status.stop()
         if self.history is not None:
             self.history.stop()
         self.stats_dock.stop()
         try:
             await self.lifecycle.shutdown()
         finally:
-            self.ctx.bridge.state_changed.disconnect(self._on_state)
             self._closed = True
             self.close()
             self.shutdown_finished.emit()

@@ -46,7 +46,6 @@ TABLE = (
     # Ctrl+1…8 pick that tab, Ctrl+9 the last one (as browsers do)
     *(Entry(f"tab_{n}", keys=(f"Ctrl+{n}",)) for n in range(1, 10)),
 )
-THEMES = (("system", "Follow the &system"), ("light", "&Light"), ("dark", "&Dark"))
 
 Handler = Callable[[], object] | QAction | QMenu
 

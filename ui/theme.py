@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QColor, QGuiApplication, QPalette
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QAction, QActionGroup, QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication, QMenu, QWidget
 
 from .style import load_stylesheet
 
@@ -98,3 +98,22 @@ def is_dark() -> bool:
     """Whether the dark look is showing (read by views that pick colours themselves)."""
     app = QGuiApplication.instance()
     return app is not None and app.palette().color(QPalette.ColorRole.Window).lightness() < 128
+
+
+THEME_LABELS = (("system", "Follow the &system"), ("light", "&Light"), ("dark", "&Dark"))
+
+
+def theme_menu(theme: Theme, parent: QWidget, choose: Callable[[str], object]
+               ) -> tuple[QMenu, dict[str, QAction]]:
+    """View → Theme: one checkable entry a choice, `choose(choice)` when picked."""
+    menu = QMenu(parent)
+    group = QActionGroup(parent)
+    actions: dict[str, QAction] = {}
+    for choice, label in THEME_LABELS:
+        action = menu.addAction(label)
+        action.setCheckable(True)
+        action.setChecked(choice == theme.choice)
+        action.triggered.connect(lambda _=False, c=choice: choose(c))
+        group.addAction(action)
+        actions[choice] = action
+    return menu, actions

@@ -145,6 +145,7 @@ class HistoryApp:
                  make_engine: Callable[..., Engine], qtbot: Any, db: Any) -> None:
         self.loop, self.settings, self.make_engine, self.qtbot = loop, settings, make_engine, qtbot
         self.db = db
+        self.engine_options: dict[str, Any] = {}  # make_engine's, for the next start()
         self.window: Any = None
         self.history: Any = None
 
@@ -152,8 +153,9 @@ class HistoryApp:
         from app.history.sync import HistorySync
         from ui.main_window import MainWindow
 
-        bridge = EngineBridge(loader=lambda source: self.make_engine())
-        self.loop.run_until_complete(bridge.use_engine(self.make_engine(), "tiny"))
+        options = dict(self.engine_options)
+        bridge = EngineBridge(loader=lambda source: self.make_engine(**options))
+        self.loop.run_until_complete(bridge.use_engine(self.make_engine(**options), "tiny"))
         self.history = HistorySync.open(self.db, **sync_options)
         ctx = AppContext(self.settings, bridge, store=self.history.store, history=self.history)
         self.window = MainWindow(ctx)

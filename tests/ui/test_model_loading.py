@@ -209,11 +209,12 @@ def test_at_900_px_the_banner_names_the_model_and_the_status_bar_elides_it(
     assert "/tmp/models" not in text and window.banner.label.toolTip() == LONG_SOURCE
     loader.go.set()
     assert loop.run_until_complete(task) is True
-    window._on_state(BridgeState.READY, "Llama-3.1-8B-Instruct-random-weights-for-load-tests "
-                     "(mlx-lm), float32 on cpu")
-    window._show_engine_stats()  # "0 generating · 0 queued · …" beside it
+    window.engine_status.show_state(
+        BridgeState.READY, "Llama-3.1-8B-Instruct-random-weights-for-load-tests "
+        "(mlx-lm), float32 on cpu")
+    window.engine_status.show_stats()  # "0 generating · 0 queued · …" beside it
     spin(loop, 0.05)
-    label, stats = window.model_label, window.stats_label
+    label, stats = window.engine_status.model_label, window.engine_status.stats_label
     shown = label.text()
     assert "…" in shown and shown.startswith("Model: Llama") and shown.endswith("on cpu")
     assert label.fontMetrics().horizontalAdvance(shown) <= label.width()

@@ -1,0 +1,55 @@
+"""The engine's state where the window shows it: the load banner, the model's name and the
+live numbers in the status bar (refreshed twice a second)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QLabel, QMainWindow
+
+from app.engine_bridge import BridgeState, EngineBridge
+
+from .load_banner import LoadBanner
+from .widgets import ElidedLabel
+
+REFRESH_MS = 500
+
+
+class EngineStatus(QObject):
+    def __init__(self, window: QMainWindow, bridge: EngineBridge, banner: LoadBanner) -> None:
+        super().__init__(window)
+        self.bridge = bridge
+        self.banner = banner
+        self.model_label = ElidedLabel()  # a long model name: … in its middle, not cut off
+        self.stats_label = QLabel()
+        self.stats_label.setObjectName("engineStats")
+        window.statusBar().addWidget(self.model_label, 1)
+        window.statusBar().addPermanentWidget(self.stats_label)
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self.show_stats)
+        self.timer.start()
+        bridge.state_changed.connect(self.show_state)
+        self.show_state(bridge.state, bridge.message)
+
+    def show_state(self, state: BridgeState, message: str) -> None:
+        self.banner.show_state(state, message)
+        if state == BridgeState.READY:
+            self.model_label.setText(f"Model: {message}")
+        elif state == BridgeState.LOADING:
+            self.model_label.setText(message)
+        elif state == BridgeState.FAILED:
+            self.model_label.setText("No model loaded")
+
+    def show_stats(self) -> None:
+        s = self.bridge.stats()
+        if s is None:
+            self.stats_label.clear()
+            return
+        self.stats_label.setText(
+            f"{s.active} generating · {s.queued} queued · {s.tokens_per_s:.1f} tok/s · "
+            f"batch {s.batch_size} · {s.completed} done")
+
+    def stop(self) -> None:
+        """The window is closing: no more refreshes, no more state changes shown."""
+        self.timer.stop()
+        self.bridge.state_changed.disconnect(self.show_state)
