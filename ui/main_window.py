@@ -19,9 +19,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.bridge import BridgeState
 from app.context import AppContext
 from app.conversation import Conversation
-from app.engine_bridge import BridgeState
 from app.kv_saver import KVSaver
 from app.server.in_app import AppServer
 

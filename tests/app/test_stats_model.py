@@ -73,7 +73,7 @@ class Store:
 
 def make(engine: FakeEngine | None, store: object = None) -> tuple[StatsModel, Clock]:
     clock = Clock()
-    ctx = SimpleNamespace(bridge=SimpleNamespace(engine=engine), store=store)
+    ctx = SimpleNamespace(bridge=SimpleNamespace(local=engine), history=store)
     return StatsModel(ctx, history_s=10.0, clock=clock), clock  # type: ignore[arg-type]
 
 
@@ -150,7 +150,7 @@ def test_cached_tokens_in_the_table_and_memory_lines_after_read_details() -> Non
     assert model.memory is not None
     assert (model.memory.hit_rate, model.memory.hits, model.memory.kv) == (
         "50% of tokens", "1 of 2", "1.0 MiB of 1.0 GiB")
-    model.ctx.bridge.engine = None
+    model.ctx.bridge.local = None
     model.poll()
     model.read_details({})
     assert model.memory is None and model.rows == []
@@ -177,7 +177,7 @@ def test_snapshots_every_ten_seconds_only_with_a_store_and_reset_on_new_engine()
     assert store.snapshots[0].data["budget"] == 64  # type: ignore[attr-defined]
     bare, _ = make(engine, None)
     assert bare.poll() is not None and bare.snapshots == 0
-    model.ctx.bridge.engine = None
+    model.ctx.bridge.local = None
     assert model.poll() is None and not model.samples and model.stats is None
 
 
