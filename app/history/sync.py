@@ -2,7 +2,7 @@
 
 Every write to the store goes through HistorySync (`_write`): the chats' own, and the
 records other parts hand it (the API server's request stats, the stats panel's snapshots,
-simulation runs and their results).
+simulation runs and their results, history imports).
 
 What is written when (all through SafeStore, so a failed write is kept and retried):
 a session row when a tab opens, and again (after `meta_delay_s`) when its title,
@@ -31,7 +31,8 @@ from app.storage import LoadedSession, SafeStore, StorageError
 from app.storage.records import RequestStatsRecord, SimResult, SimRun, StatsSnapshot
 from app.storage.set_aside import SUFFIX as SET_ASIDE_SUFFIX
 
-from . import convert
+from . import convert, files
+from .import_json import ImportReport
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +237,11 @@ class HistorySync:
 
     def delete_sim_run(self, run_id: str) -> None:
         self._write(self.store.delete_sim_run, run_id)
+
+    def import_file(self, path: str | os.PathLike[str]) -> ImportReport:
+        """Add what a BatchChat export holds that the history lacks: at once, not queued
+        (app.history.files.import_file says why it failed, and nothing is added)."""
+        return files.import_file(self.store, path)
 
     def flush(self) -> None:
         """Write every delayed save and checkpoint now."""
