@@ -9,8 +9,8 @@ and facade: EngineBridge, which composes them.
 from .facade import EngineBridge
 from .generation import Generation, ReplyStats
 from .hosting import BridgeState
-from .local_target import Loader, LocalTarget, check_params
-from .routing import SubmitError
+from .local_target import Loader, LocalTarget
+from .routing import SubmitError, check_params
 
 __all__ = ["BridgeState", "EngineBridge", "Generation", "LocalTarget", "Loader", "ReplyStats",
            "SubmitError", "check_params"]

@@ -125,12 +125,3 @@ def default_loader(config: EngineConfig | None = None) -> Loader:
             max_concurrent=16, kv_disk_dir=str(kv_cache_dir())), progress=progress)
 
     return load
-
-
-def check_params(params: Mapping[str, Any]) -> str | None:
-    """None if the sampling settings are valid, else the reason (for the settings panel)."""
-    try:
-        SamplingParams.from_dict(params)
-    except (TypeError, ValueError) as exc:
-        return str(exc)
-    return None

@@ -1,5 +1,6 @@
 """Routing a request: a tab's reply to the local engine or to a saved remote server, and the
-simulator's requests to the local engine; refusals become SubmitError or the engine's errors."""
+simulator's requests to the local engine; refusals become SubmitError or the engine's errors
+(`check_params` tells the settings panel beforehand)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ class SubmitError(Exception):
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+def check_params(params: Mapping[str, Any]) -> str | None:
+    """None if the sampling settings are valid, else the reason (for the settings panel)."""
+    try:
+        SamplingParams.from_dict(params)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
 
 
 class Router:
