@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
-from engine.determinism import describe as same_answer
+from engine.public import describe_determinism as same_answer
 
-from .engine_bridge import EngineBridge
+from .bridge import EngineBridge
 from .paths import data_dir
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from engine import Engine, EngineConfig, RequestRejected, SamplingParams
+from engine.public import RequestRejected, SamplingParams
+
+from .bridge.local_target import load_target
 
 
 async def chat(source: str, params: SamplingParams, system: str | None = None) -> None:
     print(f"Loading {source} ...", file=sys.stderr)
-    engine = Engine.load(source, EngineConfig())
+    engine = load_target(source)
     print(f"{engine.description}. Type a message; an empty line or Ctrl-D quits.",
           file=sys.stderr)
     await engine.start()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engine_bridge import EngineBridge
+from .bridge import EngineBridge
 from .history.sync import HistorySync
 from .settings import Settings
 from .storage import SafeStore

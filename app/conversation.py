@@ -10,9 +10,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.text_check import lone_surrogate, repair_text
+from engine.public import lone_surrogate, repair_text
 
-from .engine_bridge import EngineBridge, Generation, ReplyStats, SubmitError
+from .bridge import EngineBridge, Generation, ReplyStats, SubmitError
 from .events import Event
 from .titles import title_from_message
 from .waiting import wait_note

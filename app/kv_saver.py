@@ -11,8 +11,8 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
+from .bridge import EngineBridge
 from .conversation import Conversation
-from .engine_bridge import EngineBridge
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from .engine_bridge import EngineBridge
+from .bridge import EngineBridge
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 
-from engine.blas import ensure_fast_blas
+from engine.public import ensure_fast_blas
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,8 +74,7 @@ def run_cli(args: argparse.Namespace) -> int:
     """The terminal chat; a bad setting or a model that cannot be loaded is one line on
     stderr and a non-zero exit (like the window's banner), not a traceback."""
     from app.cli_chat import chat
-    from engine import SamplingParams
-    from engine.loader import ModelLoadError
+    from engine.public import ModelLoadError, SamplingParams
 
     try:
         params = SamplingParams(temperature=args.temperature, top_p=0.95,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.text_check import repair_text
+from engine.public import repair_text
 
 from .events import Event
 from .paths import data_dir

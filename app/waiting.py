@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine import RequestProgress
+    from engine.public import RequestProgress
 
 
 def wait_note(progress: RequestProgress | None) -> str:

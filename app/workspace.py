@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from .bridge import EngineBridge
 from .conversation import Conversation
-from .engine_bridge import EngineBridge
 from .events import Event
 from .history.sync import HistorySync
 from .kv_saver import KVSaver

@@ -1,7 +1,8 @@
 """BatchChat's inference engine: continuous batching on MLX. No Qt here.
 
 Names are imported lazily, so `engine.blas` and `engine.loader` can run before MLX loads
-(the OpenBLAS re-exec then costs no heavy import twice).
+(the OpenBLAS re-exec then costs no heavy import twice). The app uses `engine.public` (the
+mlx-free names) and, in app/bridge/local_target.py alone, `Engine` and `EngineConfig`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QLabel, QMainWindow
 
-from app.engine_bridge import BridgeState, EngineBridge
+from app.bridge import BridgeState, EngineBridge
 
 from .load_banner import LoadBanner
 from .widgets import ElidedLabel

@@ -7,7 +7,7 @@ from html import escape
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app.about import about_facts
-from app.engine_bridge import EngineBridge
+from app.bridge import EngineBridge
 
 SHORTCUTS = (
     ("Ctrl+T / Ctrl+W", "new tab / close tab"),

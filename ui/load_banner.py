@@ -8,7 +8,7 @@ import time
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
-from app.engine_bridge import BridgeState, EngineBridge
+from app.bridge import BridgeState, EngineBridge
 
 from .model_picker import short_name
 
@@ -113,7 +113,7 @@ class LoadBanner(QFrame):
             # tooltip and the status bar have the whole source)
             what = f"Loading {short_name(source)}" if source else self._message
             stage = f" — {self._stage}" if self._stage else ""
-            serving = self._bridge is not None and self._bridge.engine is not None
+            serving = self._bridge is not None and self._bridge.local is not None
             note = " · chats keep using the current model meanwhile" if serving else ""
             self.label.setText(f"{what}{stage} · {elapsed:.0f} s{note}")
             self.label.setToolTip(source or "")

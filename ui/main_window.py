@@ -14,9 +14,9 @@ from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QApplication, QMainWindow, QVBoxLayout, QWidget
 
+from app.bridge import BridgeState
 from app.context import AppContext
 from app.conversation import Conversation
-from app.engine_bridge import BridgeState
 from app.lifecycle import SIMULATOR_TIMEOUT_S, Lifecycle
 from app.server.in_app import AppServer
 from app.workspace import Workspace

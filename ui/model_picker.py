@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.engine_bridge import BridgeState, EngineBridge
+from app.bridge import BridgeState, EngineBridge
 
 from . import file_dialogs
 
@@ -230,7 +230,7 @@ class ModelPickerDialog(QDialog):
 
     def _on_failed(self, message: str) -> None:
         self._waiting_for = None
-        kept = self.bridge is not None and self.bridge.engine is not None
+        kept = self.bridge is not None and self.bridge.local is not None
         note = f"\nThe model in use ({self.bridge.description}) keeps serving." if kept \
             and self.bridge is not None else ""
         self.error.setText(message + note)

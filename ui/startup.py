@@ -8,8 +8,8 @@ import signal
 import sys
 from collections.abc import Callable
 
+from app.bridge import EngineBridge, Loader
 from app.context import AppContext
-from app.engine_bridge import EngineBridge, Loader
 from app.history.sync import HistorySync
 
 from .event_loop import call_on_signals, install_excepthook, make_app, make_loop

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from app.bridge import EngineBridge, Generation, ReplyStats
 from app.conversation import ChatMessage, Conversation
-from app.engine_bridge import EngineBridge, Generation, ReplyStats
 from app.storage import LoadedSession, Message, RequestStatsRecord, Session
 
 INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, kill)

@@ -1,4 +1,8 @@
-"""Keeps the history database in step with the open chats. Qt-free.
+"""The history store's one writer: keeps it in step with the open chats. Qt-free.
+
+Every write to the store goes through HistorySync (`_write`): the chats' own, and the
+records other parts hand it (the API server's request stats, the stats panel's snapshots,
+simulation runs and their results, history imports).
 
 What is written when (all through SafeStore, so a failed write is kept and retried):
 a session row when a tab opens, and again (after `meta_delay_s`) when its title,
@@ -19,14 +23,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.bridge import EngineBridge, Generation
 from app.conversation import ChatMessage, Conversation
-from app.engine_bridge import EngineBridge, Generation
 from app.events import Event
 from app.paths import DB_FILE_NAME, data_dir, db_path
 from app.storage import LoadedSession, SafeStore, StorageError
+from app.storage.records import RequestStatsRecord, SimResult, SimRun, StatsSnapshot
 from app.storage.set_aside import SUFFIX as SET_ASIDE_SUFFIX
 
-from . import convert
+from . import convert, files
+from .import_json import ImportReport
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +221,27 @@ class HistorySync:
         self._loaded.pop(session_id, None)
         self._write(self.store.delete_session, session_id)
 
+    # -- records the rest of the app hands in -------------------------------------------
+    def record_request_stats(self, record: RequestStatsRecord) -> None:
+        """A finished request's stats (the API server's; the tabs' are saved here)."""
+        self._write(self.store.record_request_stats, record)
+
+    def add_stats_snapshot(self, snapshot: StatsSnapshot) -> None:
+        self._write(self.store.add_stats_snapshot, snapshot)
+
+    def save_sim_run(self, run: SimRun) -> None:
+        self._write(self.store.save_sim_run, run)
+
+    def add_sim_results(self, results: list[SimResult]) -> None:
+        self._write(self.store.add_sim_results, results)
+
     def delete_sim_run(self, run_id: str) -> None:
         self._write(self.store.delete_sim_run, run_id)
+
+    def import_file(self, path: str | os.PathLike[str]) -> ImportReport:
+        """Add what a BatchChat export holds that the history lacks: at once, not queued
+        (app.history.files.import_file says why it failed, and nothing is added)."""
+        return files.import_file(self.store, path)
 
     def flush(self) -> None:
         """Write every delayed save and checkpoint now."""

@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.sampling_params import SamplingParams
+    from engine.public import SamplingParams
 
 
 def sampling_of(params: SamplingParams | Mapping[str, Any] | None) -> SamplingParams:
     """Validated settings, exactly as the engine would take them (same errors)."""
-    from engine.sampling_params import SamplingParams  # mlx-free, but engine code: lazily
+    from engine.public import SamplingParams  # mlx-free, but engine code: lazily
 
     if params is None:
         return SamplingParams()

@@ -14,7 +14,7 @@ from .connection import Connection, list_models
 from .stream import RemoteStream
 
 if TYPE_CHECKING:
-    from engine.sampling_params import SamplingParams
+    from engine.public import SamplingParams
 
     from .limiter import Limiter
 

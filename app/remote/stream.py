@@ -19,15 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from engine.stream import EventStream
+from engine.public import EventStream, RequestStats, TokenEvent
 
 from .body import chat_body
 from .errors import RemoteError, describe_exception, describe_status, server_message
 from .sse import DONE, MalformedStream, sse_payloads
 
 if TYPE_CHECKING:
-    from engine.sampling_params import SamplingParams
-    from engine.stats import RequestStats
+    from engine.public import SamplingParams
 
     from .connection import Connection
     from .limiter import Limiter
@@ -161,8 +160,6 @@ class RemoteStream(EventStream):
         return finish
 
     def _on_text(self, text: str) -> None:
-        from engine.token_event import TokenEvent
-
         if self._t_first is None:
             self._t_first = time.perf_counter()
         self.chunks += 1
@@ -170,8 +167,6 @@ class RemoteStream(EventStream):
         self._queue(TokenEvent(self.request_id, PLACEHOLDER_TOKEN, text))
 
     def _finish(self, reason: str, error: str | None = None) -> None:
-        from engine.token_event import TokenEvent
-
         if self.finished:
             return
         self.finish_reason, self.error = reason, error
@@ -179,8 +174,6 @@ class RemoteStream(EventStream):
         self._queue(TokenEvent(self.request_id, None, "", reason, error, self.stats))
 
     def _make_stats(self) -> RequestStats:
-        from engine.stats import RequestStats
-
         end = time.perf_counter()
         usage = self.usage
         generated = _int(usage.get("completion_tokens"), self.chunks)

@@ -10,7 +10,7 @@ from .client import RemoteClient
 from .limiter import Limiter
 
 if TYPE_CHECKING:
-    from engine.sampling_params import SamplingParams
+    from engine.public import SamplingParams
 
     from .stream import RemoteStream
 

@@ -1,8 +1,8 @@
 """The HTTP server: routes, middleware (errors, shutdown, auth, CORS), start and stop.
 
-It serves whatever engine `engine()` returns at request time (the app's, which can change
-model; None answers 503), on the running asyncio loop, so API requests join the same
-continuous batch as the chat tabs and the simulator.
+It serves whatever local model `target()` returns at request time (an app.bridge LocalTarget:
+the app's, which can change model; None answers 503), on the running asyncio loop, so API
+requests join the same continuous batch as the chat tabs and the simulator.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from .metrics import ServerMetrics
 from .responses import Reply, sse
 
 if TYPE_CHECKING:
-    from engine import Engine, RequestStats, RequestStream
+    from engine.public import RequestStats, RequestStream
+
+    from ..bridge import LocalTarget
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +67,15 @@ def check_address(config: ServerConfig) -> None:
 
 
 class ApiServer:
-    def __init__(self, engine: Callable[[], Engine | None], model_id: Callable[[], str | None],
+    def __init__(self, target: Callable[[], LocalTarget | None],
+                 model_id: Callable[[], str | None],
                  config: ServerConfig | None = None,
                  on_finished: Callable[[RequestStats], None] | None = None) -> None:
         """`on_finished` gets each API request's engine stats when it ends (the app saves
         them to the history)."""
         self.config = config or ServerConfig()
         self._on_finished = on_finished
-        self._engine = engine
+        self._target = target
         self._model_id = model_id
         self.metrics = ServerMetrics()
         self.closing = False
@@ -80,7 +83,7 @@ class ApiServer:
         self._streams: set[RequestStream] = set()
         self._reporting: set[asyncio.Future[None]] = set()  # stats of abandoned requests
         self._idle = asyncio.Event()
-        self._token_text: tuple[Any, dict[int, str]] = (None, {})  # (tokenizer, id -> text)
+        self._token_text: tuple[Any, dict[int, str]] = (None, {})  # (target, id -> text)
         self.port: int | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -202,13 +205,13 @@ class ApiServer:
 
     # -- simple endpoints ---------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
-        if self._engine() is None:
+        if self._target() is None:
             raise ApiError(503, "no model is loaded", code="model_not_ready")
         return web.json_response({"status": "ok"})
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        engine = self._engine()
-        return web.Response(text=self.metrics.render(engine.stats() if engine else None),
+        target = self._target()
+        return web.Response(text=self.metrics.render(target.stats() if target else None),
                             content_type="text/plain", charset="utf-8",
                             headers={"X-Content-Type-Version": "0.0.4"})
 
@@ -228,14 +231,14 @@ class ApiServer:
     async def _complete(self, request: web.Request, kind: str) -> web.StreamResponse:
         t0 = time.perf_counter()
         body = schemas.check_body(await _read_json(request, self.config.max_body_bytes))
-        engine, model = self._serving(schemas.model_name(body))
+        target, model = self._serving(schemas.model_name(body))
         if kind == "chat":
             parsed = schemas.parse_chat(body, self.config.default_max_tokens
-                                        or engine.context_length)
+                                        or target.context_length)
         else:
             parsed = schemas.parse_completion(body, 16)  # OpenAI's default for completions
-        stream = self._submit(engine, parsed)
-        reply = Reply(kind, model, self._text_of(engine), parsed.logprobs)
+        stream = self._submit(target, parsed)
+        reply = Reply(kind, model, self._text_of(target), parsed.logprobs)
         self._streams.add(stream)
         try:
             if parsed.stream:
@@ -260,29 +263,29 @@ class ApiServer:
         if stream.stats is not None and self._on_finished is not None:
             self._on_finished(stream.stats)
 
-    def _serving(self, model: str) -> tuple[Engine, str]:
-        engine, served = self._engine(), self._model_id()
-        if engine is None or served is None:
+    def _serving(self, model: str) -> tuple[LocalTarget, str]:
+        target, served = self._target(), self._model_id()
+        if target is None or served is None:
             raise ApiError(503, "no model is loaded yet; try again shortly",
                            code="model_not_ready", headers=self._retry_after())
         if model != served:
             raise ApiError(404, f"the model '{model}' does not exist; this server serves "
                                 f"'{served}'", param="model", code="model_not_found")
-        return engine, served
+        return target, served
 
-    def _submit(self, engine: Engine, parsed: schemas.ParsedRequest) -> RequestStream:
-        from engine import EngineStopped, QueueFullError, RequestRejected
+    def _submit(self, target: LocalTarget, parsed: schemas.ParsedRequest) -> RequestStream:
+        from engine.public import EngineStopped, QueueFullError, RequestRejected
 
         what: dict[str, Any]
         if parsed.messages is not None:
             what = {"messages": parsed.messages}
         elif isinstance(parsed.prompt, str):
-            what = {"prompt_tokens": engine.tokenizer.encode(parsed.prompt)}
+            what = {"prompt_tokens": target.encode(parsed.prompt)}
         else:
             what = {"prompt_tokens": parsed.prompt}
         try:
             # "api-…" ids tell API requests apart in the history's request stats
-            return engine.submit(**what, params=parsed.params, priority=self.config.priority,
+            return target.submit(**what, params=parsed.params, priority=self.config.priority,
                                  tag=self.config.tag, request_id=f"api-{uuid.uuid4().hex[:16]}")
         except QueueFullError as exc:
             raise ApiError(429, str(exc), code="queue_full",
@@ -339,16 +342,15 @@ class ApiServer:
             self.metrics.count_finish(event.finish_reason)
         return last
 
-    def _text_of(self, engine: Engine) -> Callable[[int], str]:
+    def _text_of(self, target: LocalTarget) -> Callable[[int], str]:
         """A token's own text (for logprobs), cached per token while the model stays."""
-        tokenizer = engine.tokenizer
-        if self._token_text[0] is not tokenizer:  # another model: start afresh
-            self._token_text = (tokenizer, {})
+        if self._token_text[0] is not target:  # another model: start afresh
+            self._token_text = (target, {})
         cache = self._token_text[1]
 
         def text(token: int) -> str:
             if token not in cache:
-                cache[token] = tokenizer.decode([token])
+                cache[token] = target.decode([token])
             return cache[token]
 
         return text

@@ -1,7 +1,7 @@
-"""The window's Server toggle, Qt-free: an ApiServer on the engine the bridge serves (so API
+"""The window's Server toggle, Qt-free: an ApiServer on the model the bridge serves (so API
 requests batch with the chat tabs and the simulator and show in the stats panel), on the
 app's own loop, always on 127.0.0.1, with the port and key from the settings. Finished API
-requests are saved to the history's request stats."""
+requests are saved to the history's request stats (through the history's one writer)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from .app import ApiServer, ServerConfig
 from .serve import model_id
 
 if TYPE_CHECKING:
-    from engine import Engine, RequestStats
+    from engine.public import RequestStats
 
+    from ..bridge import LocalTarget
     from ..context import AppContext
 
 log = logging.getLogger(__name__)
@@ -44,15 +45,15 @@ class AppServer:
         return self._server
 
     def model_id(self) -> str | None:
-        engine = self._engine()
-        return None if engine is None else model_id(engine, self.ctx.bridge.source or "model")
+        target = self.ctx.bridge.serving
+        return None if target is None else model_id(target, self.ctx.bridge.source or "model")
 
     async def start(self) -> bool:
         """Listen on 127.0.0.1 at the settings' port; False (and `error`) if it cannot."""
         if self.running:
             return True
         s = self.ctx.settings
-        server = ApiServer(self._engine, self.model_id,
+        server = ApiServer(self._serving, self.model_id,
                            ServerConfig(host="127.0.0.1", port=s.server_port,
                                         api_key=s.server_api_key or None),
                            on_finished=self._record)
@@ -88,17 +89,16 @@ class AppServer:
         finally:
             self._busy = False
 
-    def _engine(self) -> Engine | None:
-        bridge = self.ctx.bridge
-        return bridge.engine if bridge.is_ready else None
+    def _serving(self) -> LocalTarget | None:
+        return self.ctx.bridge.serving
 
     def _record(self, stats: RequestStats) -> None:
-        store = self.ctx.store
-        if store is None:
+        history = self.ctx.history
+        if history is None:
             return
         from ..storage.records import RequestStatsRecord
 
-        store.record_request_stats(RequestStatsRecord(
+        history.record_request_stats(RequestStatsRecord(
             request_id=stats.request_id, prompt_tokens=stats.prompt_tokens,
             cached_tokens=stats.cached_tokens, generated_tokens=stats.generated_tokens,
             ttft_s=stats.ttft_s, tokens_per_s=stats.tokens_per_s, queue_s=stats.queue_s,

@@ -8,7 +8,7 @@ import bisect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine import EngineStats
+    from engine.public import EngineStats
 
 PREFIX = "batchchat_"
 # vLLM's buckets for time to first token and inter-token latency (seconds)

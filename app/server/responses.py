@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine import RequestStats, TokenEvent
+    from engine.public import RequestStats, TokenEvent
 
 TokenText = Callable[[int], str]  # a token id's own text
 

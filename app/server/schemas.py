@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ApiError, invalid
 
 if TYPE_CHECKING:
-    from engine import SamplingParams
+    from engine.public import SamplingParams
 
 MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
 MAX_STOP = 16
@@ -65,7 +65,7 @@ def model_name(body: Mapping[str, Any]) -> str:
 # -- the shared fields ----------------------------------------------------------------------
 def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: int | None,
             **what: Any) -> ParsedRequest:
-    from engine import SamplingParams
+    from engine.public import SamplingParams
 
     for name, neutral in NEUTRAL.items():
         value = body.get(name)

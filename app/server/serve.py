@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .app import ApiServer, ServerConfig, check_address
 
 if TYPE_CHECKING:
-    from engine import Engine
+    from ..bridge import LocalTarget
 
 KEY_ENV = "BATCHCHAT_API_KEY"  # a key here stays out of `ps` listings
 
@@ -43,9 +43,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def model_id(engine: Engine, source: str) -> str:
+def model_id(target: LocalTarget, source: str) -> str:
     """The id clients send: the model's own name (the loader's description starts with it)."""
-    words = (engine.description or "").split()
+    words = (target.description or "").split()
     return words[0] if words else source
 
 
@@ -63,18 +63,17 @@ def main(argv: list[str]) -> int:
 
 
 async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
+    from app.bridge.local_target import load_target
     from app.settings import Settings
-    from engine import Engine, EngineConfig
 
     source = args.model or Settings.load().model
     check_address(config)  # refuse before spending time on loading a model
     print(f"Loading {source} …", file=sys.stderr, flush=True)
-    engine = await asyncio.to_thread(
-        Engine.load, source, EngineConfig(max_concurrent=args.max_concurrent,
-                                          max_queue=args.max_queue))
-    await engine.start()
-    name = args.served_model_name or model_id(engine, source)
-    server = ApiServer(lambda: engine, lambda: name, config)
+    target = await asyncio.to_thread(load_target, source, max_concurrent=args.max_concurrent,
+                                     max_queue=args.max_queue)
+    await target.start()
+    name = args.served_model_name or model_id(target, source)
+    server = ApiServer(lambda: target, lambda: name, config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -86,6 +85,6 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
         print("Stopping: ending in-flight requests …", file=sys.stderr, flush=True)
     finally:
         await server.stop()
-        await engine.shutdown(timeout=5.0)
+        await target.shutdown(timeout=5.0)
     return 0
 

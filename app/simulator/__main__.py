@@ -93,10 +93,10 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     return cfg.validate()
 
 
-async def simulate(engine: LoadTarget, cfg: SimConfig, store: Store | None = None, *,
+async def simulate(target: LoadTarget, cfg: SimConfig, store: Store | None = None, *,
                    quiet: bool = False, title: str | None = None) -> SimulationRun:
-    """Run one simulation on a started engine; Ctrl+C stops it cleanly (all accounted)."""
-    run = SimulationRun(engine, cfg, store, title)
+    """Run one simulation on a started target; Ctrl+C stops it cleanly (all accounted)."""
+    run = SimulationRun(target, cfg, store, title)
     if not quiet:
         run.completed.connect(lambda row: print(format_row(row), flush=True))
     loop = asyncio.get_running_loop()
@@ -145,7 +145,7 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.blas import ensure_fast_blas
+    from engine.public import ensure_fast_blas
 
     ensure_fast_blas()
     args = parse_args(argv)
@@ -159,10 +159,10 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
     if args.target is None:
-        from engine import EngineConfig
+        from app.bridge.local_target import engine_config
 
         try:
-            EngineConfig(max_concurrent=cfg.max_concurrent or 16)
+            engine_config(max_concurrent=cfg.max_concurrent or 16)
         except ValueError as exc:  # e.g. a concurrency beyond what the token budget allows
             print(f"error: --concurrency: {exc}", file=sys.stderr)
             return 2
@@ -206,22 +206,22 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
 
 async def _run_local(args: argparse.Namespace, cfg: SimConfig,
                      store: Store | None) -> SimulationRun | None:
-    from engine import Engine, EngineConfig
-    from engine.loader import ModelLoadError
+    from app.bridge.local_target import load_target
+    from engine.public import ModelLoadError
 
     model = args.model or "bundled"
     print(f"Loading {model} …", file=sys.stderr)
     try:
-        engine = Engine.load(model, EngineConfig(max_concurrent=cfg.max_concurrent or 16))
+        target = load_target(model, max_concurrent=cfg.max_concurrent or 16)
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
-    await engine.start()
-    print(f"{engine.description}; {cfg.describe()}", file=sys.stderr)
+    await target.start()
+    print(f"{target.description}; {cfg.describe()}", file=sys.stderr)
     try:
-        return await simulate(engine, cfg, store, quiet=args.quiet)
+        return await simulate(target, cfg, store, quiet=args.quiet)
     finally:
-        await engine.shutdown()
+        await target.shutdown()
 
 
 async def _run_remote(args: argparse.Namespace, cfg: SimConfig,

@@ -1,7 +1,7 @@
 """One simulation run: drives app.simulator.workload against a live engine, keeps every request
 accounted for, and saves the run, each result as it completes, and the summary.
 
-Qt-free: the simulator panel (through the app's EngineBridge) and the CLI (on an Engine)
+Qt-free: the simulator panel (through the app's EngineBridge) and the CLI (on a LocalTarget)
 both use it. Simulated requests go in at background priority, so chat tabs (interactive)
 are always scheduled first.
 """
@@ -23,16 +23,15 @@ from .goodput import Slo, goodput
 
 if TYPE_CHECKING:  # the engine (and mlx) loads only when a run starts
     from app.simulator.workload import RequestResult
-    from app.storage import SafeStore, Store
-    from engine import Priority, RequestStream, SamplingParams
+    from engine.public import Priority, RequestStream, SamplingParams
 
 TAG_PREFIX = "sim"  # request tags are "sim-<run>-<n>": never "tab-", so the stats panel
 #                     lists them as "simulation"
 
 
 class LoadTarget(Protocol):
-    """What a run sends requests to: an Engine (the headless CLI) or the app's
-    `EngineBridge.streams` (the simulator panel)."""
+    """What a run sends requests to: a LocalTarget (the headless CLI), the app's
+    `EngineBridge.streams` (the simulator panel) or a remote server's RemoteTarget."""
 
     @property
     def max_concurrent(self) -> int: ...
@@ -42,6 +41,15 @@ class LoadTarget(Protocol):
     def submit(self, messages: Sequence[Mapping[str, str]], *,
                params: SamplingParams | Mapping[str, Any] | None = None,
                priority: Priority | str = ..., tag: str | None = None) -> RequestStream: ...
+
+
+class RunRecorder(Protocol):
+    """Where a run is saved: the app's HistorySync (the history store's one writer) or the
+    CLI's own Store."""
+
+    def save_sim_run(self, run: SimRun) -> object: ...
+
+    def add_sim_results(self, results: list[SimResult]) -> object: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +74,10 @@ class SimulationRun:
     `finished(summary)` once the run is over (normally or stopped)."""
 
     def __init__(self, target: LoadTarget, config: SimConfig,
-                 store: SafeStore | Store | None = None, title: str | None = None) -> None:
+                 recorder: RunRecorder | None = None, title: str | None = None) -> None:
         self.target = target
         self.config = config.validate()
-        self.store = store  # a SafeStore (app) or Store (CLI), or None to keep nothing
+        self.recorder = recorder  # None: keep nothing
         self.seed = (config.seed if config.seed is not None
                      else random.SystemRandom().getrandbits(32))
         self.record = SimRun(title=title or f"Simulation: {config.describe()}",
@@ -107,7 +115,7 @@ class SimulationRun:
 
     async def run(self) -> dict[str, Any]:
         from app.simulator.workload import run_workload
-        from engine.sampling_params import SamplingParams
+        from engine.public import SamplingParams
 
         cfg = self.config
         prompts = cfg.prompt_set()
@@ -115,7 +123,7 @@ class SimulationRun:
         if cfg.max_concurrent is not None:
             previous_limit = self.target.max_concurrent
             self.target.set_max_concurrent(cfg.max_concurrent)
-        self._write("save_sim_run", self.record)
+        self._save()
         self._t0 = time.perf_counter()
         try:
             results, wall = await run_workload(
@@ -136,7 +144,7 @@ class SimulationRun:
             self.summary["target"] = description
         self.record.summary = self.summary
         self.record.ended_at = utc_now()
-        self._write("save_sim_run", self.record)
+        self._save()
         self.finished.emit(self.summary)
         return self.summary
 
@@ -150,17 +158,18 @@ class SimulationRun:
         if stream is not None:
             take_server_counts(result, stream)
         row = row_of(result)
-        self._write("add_sim_results", [SimResult(
-            sim_run_id=self.record.id, seq=result.index, prompt=result.prompt,
-            reply=result.text, prompt_tokens=result.prompt_tokens,
-            generated_tokens=result.output_tokens, finish_reason=row.finish_reason,
-            queue_s=result.queue_s, ttft_s=result.ttft_s, tokens_per_s=row.tokens_per_s,
-        )])
+        if self.recorder is not None:
+            self.recorder.add_sim_results([SimResult(
+                sim_run_id=self.record.id, seq=result.index, prompt=result.prompt,
+                reply=result.text, prompt_tokens=result.prompt_tokens,
+                generated_tokens=result.output_tokens, finish_reason=row.finish_reason,
+                queue_s=result.queue_s, ttft_s=result.ttft_s, tokens_per_s=row.tokens_per_s,
+            )])
         self.completed.emit(row)
 
-    def _write(self, method: str, *args: Any) -> None:
-        if self.store is not None:
-            getattr(self.store, method)(*args)
+    def _save(self) -> None:
+        if self.recorder is not None:
+            self.recorder.save_sim_run(self.record)
 
 
 class _Recorder:

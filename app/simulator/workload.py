@@ -15,8 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.errors import EngineError
-from engine.sampling_params import SamplingParams
+from engine.public import EngineError, SamplingParams
 
 
 def gamma_gaps(rate: float, burstiness: float = 1.0, seed: int | None = None) -> Iterator[float]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine import EngineStats
+    from engine.public import EngineStats
 
 NONE = "–"
 

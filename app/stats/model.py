@@ -1,7 +1,8 @@
 """What the stats panel shows, read from the engine's own read-outs (no Qt, no mlx).
 
-Every number comes from `engine.stats()`, `engine.telemetry()`, `engine.request_rows()` or
-`engine.finished_requests()`; nothing here counts tokens or requests itself, so the panel
+Every number comes from the bridge's local model (`bridge.local`, an app.bridge LocalTarget):
+its `stats()`, `telemetry()`, `request_rows()` or `finished_requests()`; snapshots are saved
+through the history's one writer. Nothing here counts tokens or requests itself, so the panel
 cannot drift from the engine. `poll()` runs every 0.5 s (cheap: a few copies under the
 engine's stats lock) and keeps a bounded history for the charts; `read_details()` (the
 latency percentiles and the request table) runs only while the panel is on screen.
@@ -30,8 +31,9 @@ from app.simulator.workload import percentile
 from .memory import MemoryFigures, memory_figures
 
 if TYPE_CHECKING:
-    from engine import Engine, EngineStats, TickRecord
+    from engine.public import EngineStats, TickRecord
 
+    from ..bridge import LocalTarget
     from ..context import AppContext
 
 log = logging.getLogger(__name__)
@@ -163,18 +165,18 @@ class StatsModel:
         self.rows: list[TableRow] = []
         self.memory: MemoryFigures | None = None
         self.snapshots = 0
-        self._engine: Engine | None = None
+        self._engine: LocalTarget | None = None
         self._ticks: list[TickRecord] = []
         self._last_index = -1
         self._last_snapshot: float | None = None
 
     @property
-    def engine(self) -> Engine | None:
+    def engine(self) -> LocalTarget | None:
         return self._engine
 
     def poll(self) -> EngineStats | None:
         """Read the engine's stats and new ticks; add a chart sample; maybe snapshot."""
-        engine = self.ctx.bridge.engine
+        engine = self.ctx.bridge.local
         if engine is not self._engine:
             self._reset(engine)
         if engine is None:
@@ -224,7 +226,7 @@ class StatsModel:
                                      s.tokens_per_s, s.finish_reason, s.cached_tokens))
         self.rows = rows
 
-    def _reset(self, engine: Engine | None) -> None:
+    def _reset(self, engine: LocalTarget | None) -> None:
         self._engine = engine
         self.samples.clear()
         self.stats = None
@@ -233,8 +235,8 @@ class StatsModel:
         self.ttft, self.itl, self.rows, self.memory = Latency(), Latency(), [], None
 
     def _maybe_snapshot(self, now: float, stats: EngineStats) -> None:
-        store: Any = getattr(self.ctx, "store", None)
-        if store is None:
+        history = self.ctx.history
+        if history is None:
             return
         if self._last_snapshot is not None and now - self._last_snapshot < self.snapshot_every_s:
             return
@@ -242,7 +244,7 @@ class StatsModel:
         try:
             from ..storage.records import StatsSnapshot
 
-            store.add_stats_snapshot(StatsSnapshot(data=snapshot_data(stats)))
+            history.add_stats_snapshot(StatsSnapshot(data=snapshot_data(stats)))
             self.snapshots += 1
         except Exception:  # noqa: BLE001 - a failed snapshot must never stop the panel
             log.exception("could not save a stats snapshot")

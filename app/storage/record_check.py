@@ -11,7 +11,7 @@ import types
 import typing
 from typing import Any
 
-from engine.text_check import lone_surrogate
+from engine.public import lone_surrogate
 
 
 def check_fields(cls: type, data: dict[str, Any]) -> None:

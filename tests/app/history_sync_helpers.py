@@ -8,7 +8,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from app.engine_bridge import EngineBridge
+from app.bridge import EngineBridge
 from app.storage import Message, Session, Store
 from engine import Engine, EngineConfig
 from tests.tiny_model import TinyModel, make_tiny_model

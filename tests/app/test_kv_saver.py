@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from app.bridge import EngineBridge
 from app.conversation import Conversation
-from app.engine_bridge import EngineBridge
 from app.kv_saver import KVSaver
 from engine import Engine, EngineConfig
 from tests.engine.conftest import reference_tokens
@@ -84,7 +84,7 @@ async def test_saved_at_quit_and_reused_after_a_restart(tmp_path):
         stats = gen.stream.stats
         earlier = convs[1].generations[-1].stream
         assert stats.cached_tokens == len(earlier.prompt_tokens) + len(earlier.tokens) - 1
-        assert second.engine.stats().prefix_disk_loads == 1
+        assert second.local.engine.stats().prefix_disk_loads == 1
         assert gen.tokens == reference_tokens(tiny().model, gen.stream.prompt_tokens, 12)
     finally:
         await second.shutdown(timeout=2.0)

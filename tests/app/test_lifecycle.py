@@ -3,7 +3,7 @@ order; a step that fails does not keep the engine running or the chats' KV unsav
 
 from __future__ import annotations
 
-from app.engine_bridge import BridgeState
+from app.bridge import BridgeState
 from app.history.sync import HistorySync
 from app.lifecycle import Lifecycle
 from app.settings import Settings
@@ -41,7 +41,7 @@ async def test_steps_run_in_order_and_a_failing_one_does_not_stop_the_rest(tmp_p
     assert life.steps_done == ["simulator", "API server", "chats' KV", "engine"]
     assert ws.kv_saver.num_saved == 2  # both chats' KV reached the disk
     assert len(list((tmp_path / "kv").glob("*.safetensors"))) == 2
-    assert bridge.state == BridgeState.STOPPED and bridge.engine is None
+    assert bridge.state == BridgeState.STOPPED and bridge.local is None
     assert ws.closing and seconds == life.shutdown_s > 0
     ws.close(chats[0])
     ws.close(chats[1])

@@ -62,7 +62,7 @@ class Clock:
         return self.now
 
 
-class Store:
+class History:
     def __init__(self) -> None:
         self.snapshots: list[object] = []
 
@@ -71,9 +71,11 @@ class Store:
         return True
 
 
-def make(engine: FakeEngine | None, store: object = None) -> tuple[StatsModel, Clock]:
+def make(engine: FakeEngine | None, history: object = None) -> tuple[StatsModel, Clock]:
+    """A StatsModel on `engine` (the bridge's local target), saving snapshots to `history`
+    (the history store's one writer)."""
     clock = Clock()
-    ctx = SimpleNamespace(bridge=SimpleNamespace(engine=engine), store=store)
+    ctx = SimpleNamespace(bridge=SimpleNamespace(local=engine), history=history)
     return StatsModel(ctx, history_s=10.0, clock=clock), clock  # type: ignore[arg-type]
 
 
@@ -150,14 +152,14 @@ def test_cached_tokens_in_the_table_and_memory_lines_after_read_details() -> Non
     assert model.memory is not None
     assert (model.memory.hit_rate, model.memory.hits, model.memory.kv) == (
         "50% of tokens", "1 of 2", "1.0 MiB of 1.0 GiB")
-    model.ctx.bridge.engine = None
+    model.ctx.bridge.local = None
     model.poll()
     model.read_details({})
     assert model.memory is None and model.rows == []
 
 
 def test_snapshots_carry_the_derived_memory_figures() -> None:
-    engine, store = FakeEngine(), Store()
+    engine, store = FakeEngine(), History()
     engine.s = stats(kv_reserved_bytes=10, prefix_cached_bytes=30, prefix_hit_tokens=1,
                      prefix_lookup_tokens=4, prefix_disk_files=2)
     model, _ = make(engine, store)
@@ -168,7 +170,7 @@ def test_snapshots_carry_the_derived_memory_figures() -> None:
 
 
 def test_snapshots_every_ten_seconds_only_with_a_store_and_reset_on_new_engine() -> None:
-    engine, store = FakeEngine(), Store()
+    engine, store = FakeEngine(), History()
     model, clock = make(engine, store)
     for _ in range(45):  # 22 s
         model.poll()
@@ -177,7 +179,7 @@ def test_snapshots_every_ten_seconds_only_with_a_store_and_reset_on_new_engine()
     assert store.snapshots[0].data["budget"] == 64  # type: ignore[attr-defined]
     bare, _ = make(engine, None)
     assert bare.poll() is not None and bare.snapshots == 0
-    model.ctx.bridge.engine = None
+    model.ctx.bridge.local = None
     assert model.poll() is None and not model.samples and model.stats is None
 
 
@@ -191,12 +193,13 @@ def test_a_failing_store_never_stops_polling() -> None:
 
 
 def test_snapshots_reach_the_real_history_store(tmp_path) -> None:
+    from app.history.sync import HistorySync
     from app.storage import SafeStore
 
     store = SafeStore.open(tmp_path / "history.db")
     engine = FakeEngine()
     engine.s = stats(completed=4, tokens_per_s=9.5)
-    model, _ = make(engine, store)
+    model, _ = make(engine, HistorySync(store))
     model.poll()
     saved = store.reader.list_stats_snapshots()
     assert [s.data["completed"] for s in saved] == [4]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine_bridge import EngineBridge
+from app.bridge import EngineBridge
 from app.history.sync import HistorySync
 from app.settings import Settings
 from app.storage import Store

@@ -61,8 +61,8 @@ async def test_a_conversation_continues_on_a_server_through_the_bridges_generati
     """A chat begun on the local engine (its reply carries token ids) goes on remotely
     through the bridge, as a tab's does: the ids stay home, the bridge's per-frame
     Generation takes the remote stream as it is."""
+    from app.bridge import EngineBridge, ReplyStats
     from app.conversation import ChatMessage, Conversation
-    from app.engine_bridge import EngineBridge, ReplyStats
 
     params = {"temperature": 0.0, "max_tokens": 8}
     first = engine.submit(CHATS[0], params=params)

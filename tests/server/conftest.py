@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
+from app.bridge import LocalTarget
 from app.server import ApiServer, ServerConfig
 
 MODEL = "tiny"
@@ -34,7 +35,8 @@ async def serve(make_engine) -> AsyncIterator[Callable[..., Any]]:
                     **config: Any) -> Served:
         eng = make_engine(**(engine or {}))
         await eng.start()
-        server = ApiServer(lambda: eng, lambda: MODEL, ServerConfig(port=0, **config),
+        target = LocalTarget(eng)  # the server reaches the engine through app.bridge
+        server = ApiServer(lambda: target, lambda: MODEL, ServerConfig(port=0, **config),
                            on_finished=on_finished)
         url = await server.start()
         client = AsyncOpenAI(base_url=url + "/v1", api_key=config.get("api_key") or "unused",

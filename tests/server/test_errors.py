@@ -8,6 +8,7 @@ import aiohttp
 import openai
 import pytest
 
+from app.bridge import LocalTarget
 from app.server import ApiServer, ServerConfig
 from tests.server.conftest import MODEL, wait_for
 
@@ -157,7 +158,8 @@ async def test_no_cors_unless_asked(serve):
 
 async def test_refuses_a_non_loopback_address_without_a_key(make_engine):
     engine = make_engine()
-    server = ApiServer(lambda: engine, lambda: MODEL, ServerConfig(host="0.0.0.0", port=0))
+    target = LocalTarget(engine)
+    server = ApiServer(lambda: target, lambda: MODEL, ServerConfig(host="0.0.0.0", port=0))
     with pytest.raises(ValueError, match="without an API key"):
         await server.start()
     assert not server.running

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
+from app.bridge import LocalTarget
 from app.server import ApiServer, ServerConfig
 from engine import Engine, SamplingParams
 from tests.engine.conftest import engine_on, quantized_tiny, run_to_end
@@ -80,7 +81,8 @@ async def served(qtiny) -> AsyncIterator[Served]:
     refs = {"greedy": reference(qtiny, GREEDY), "seeded": reference(qtiny, SEEDED)}
     engine = engine_on(qtiny, max_concurrent=16)
     await engine.start()
-    server = ApiServer(lambda: engine, lambda: MODEL, ServerConfig(port=0))
+    target = LocalTarget(engine)
+    server = ApiServer(lambda: target, lambda: MODEL, ServerConfig(port=0))
     url = await server.start()
     client = AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
     yield Served(engine, client, refs)

@@ -20,8 +20,8 @@ import qasync  # noqa: E402
 from PySide6.QtCore import QEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from app.bridge import EngineBridge  # noqa: E402
 from app.context import AppContext  # noqa: E402
-from app.engine_bridge import EngineBridge  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from engine import Engine  # noqa: E402
 from ui.event_loop import make_loop  # noqa: E402

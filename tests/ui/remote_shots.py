@@ -72,7 +72,7 @@ def main() -> None:
     async def run() -> None:
         if not await ctx.bridge.load(args.model):
             raise SystemExit(ctx.bridge.message)
-        server = ApiServer(lambda: ctx.bridge.engine, lambda: "SmolLM2-135M-Instruct",
+        server = ApiServer(lambda: ctx.bridge.local, lambda: "SmolLM2-135M-Instruct",
                            ServerConfig(port=0, api_key=KEY))
         url = await server.start()
         settings.server_port, settings.server_api_key = server.port, KEY

@@ -40,7 +40,7 @@ def main() -> None:
     app = make_app(["stats_run"])
     app.setStyleSheet(load_stylesheet())
     loop = make_loop(app)
-    from app.engine_bridge import EngineBridge
+    from app.bridge import EngineBridge
 
     bridge = EngineBridge(_load_tiny) if args.model == "tiny" else None
     window = MainWindow(AppContext.create(settings=Settings(None), bridge=bridge))

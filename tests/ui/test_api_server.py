@@ -46,7 +46,7 @@ def test_toggle_serves_the_app_engine_and_the_request_shows_up(history_app, loop
     assert reply.usage.completion_tokens == 8
     tab.conversation.stop()
     run_until(loop, lambda: not tab.conversation.is_busy)
-    engine = window.ctx.bridge.engine
+    engine = window.ctx.bridge.local.engine
     assert max(t.decode_rows for t in engine.telemetry()) >= 2  # one batch, chat + API
 
     dock = window.stats_dock

@@ -101,7 +101,7 @@ def test_edit_and_resend_truncates_and_replies(window, loop, qtbot):
     assert [m.role for m in conv.messages] == ["user", "assistant"]
     gen = conv.generations[-1]
     assert conv.messages[1].content == gen.text
-    prompt = conv.bridge.engine.tokenizer.decode(gen.stream.prompt_tokens)
+    prompt = conv.bridge.local.engine.tokenizer.decode(gen.stream.prompt_tokens)
     assert "edited question" in prompt
     assert "first question" not in prompt and "second question" not in prompt
     assert len(tab.messages.widgets) == 2

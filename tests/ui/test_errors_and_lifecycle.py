@@ -6,7 +6,7 @@ import time
 
 from PySide6.QtWidgets import QLineEdit
 
-from app.engine_bridge import BridgeState, EngineBridge
+from app.bridge import BridgeState, EngineBridge
 from tests.ui.conftest import run_until
 from ui.model_picker import ModelPickerDialog
 
@@ -51,7 +51,7 @@ def test_too_long_prompt_is_refused_and_context_overflow_is_reported(make_window
 
 def test_engine_error_ends_the_reply_with_the_error(window, loop, monkeypatch):
     tab = window.current_tab()
-    core = window.ctx.bridge.engine._core
+    core = window.ctx.bridge.local.engine._core
 
     def broken_step():
         raise RuntimeError("simulated kernel failure")
@@ -127,7 +127,7 @@ def test_closing_the_window_mid_generation_shuts_down_cleanly(window, loop):
         tab.panel.fields["max_tokens"].setValue(100_000)
         assert tab.send_text(f"go {i}")
     run_until(loop, lambda: all(t.conversation.messages[1].content for t in tabs))
-    engine = window.ctx.bridge.engine
+    engine = window.ctx.bridge.local.engine
     finished = []
     window.shutdown_finished.connect(lambda: finished.append(True))
     window.close()

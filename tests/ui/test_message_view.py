@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from app.bridge import ReplyStats
 from app.conversation import ChatMessage
-from app.engine_bridge import ReplyStats
 from ui.chat.message_view import MessageWidget
 
 

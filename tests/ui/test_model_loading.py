@@ -10,7 +10,7 @@ import time
 import pytest
 from PySide6.QtCore import Qt
 
-from app.engine_bridge import BridgeState, EngineBridge
+from app.bridge import BridgeState, EngineBridge
 from app.settings import Settings
 from tests.ui.conftest import run_until, spin
 
@@ -76,7 +76,7 @@ def test_the_picker_follows_the_load_and_closes_when_ready(make_window, make_eng
 def test_a_failed_load_keeps_the_previous_model_and_its_chats(window, loop, qtbot):
     bridge = window.ctx.bridge
     bridge.loader = SteppedLoader(lambda: pytest.fail("no engine should be built"))
-    engine = bridge.engine
+    engine = bridge.local.engine
     tab = window.current_tab()
     assert tab.send_text("hello")
     run_until(loop, lambda: not tab.conversation.is_busy)
@@ -86,7 +86,7 @@ def test_a_failed_load_keeps_the_previous_model_and_its_chats(window, loop, qtbo
     dialog.source.setText("/nope/broken.gguf")
     dialog.accept()
     run_until(loop, lambda: bool(bridge.load_error))
-    assert bridge.state == BridgeState.READY and bridge.engine is engine and engine.running
+    assert bridge.state == BridgeState.READY and bridge.local.engine is engine and engine.running
     assert dialog.isVisible() and dialog.error.isVisibleTo(dialog)
     assert "no such file" in dialog.error.text() and "keeps serving" in dialog.error.text()
     assert dialog.error.text().count("/nope/broken.gguf") == 1  # the path, said once

@@ -5,8 +5,8 @@ in front comes back in front, and all this holds when the app was killed, not qu
 
 from __future__ import annotations
 
+from app.bridge import EngineBridge
 from app.context import AppContext
-from app.engine_bridge import EngineBridge
 from app.settings import Settings
 from tests.ui.conftest import run_until, spin
 from ui.main_window import MainWindow

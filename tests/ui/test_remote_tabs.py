@@ -26,7 +26,7 @@ KEY = "sk-own-server"
 def own_server(ctx: Any, loop: Any) -> Any:
     """BatchChat's own server over the app's engine (as Server → API server runs it)."""
     finished: list[Any] = []
-    server = ApiServer(lambda: ctx.bridge.engine, lambda: "tiny",
+    server = ApiServer(lambda: ctx.bridge.local, lambda: "tiny",
                        ServerConfig(port=0, api_key=KEY), on_finished=finished.append)
     url = loop.run_until_complete(server.start())
     server.finished = finished  # type: ignore[attr-defined]

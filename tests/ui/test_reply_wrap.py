@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QApplication
 
+from app.bridge import ReplyStats
 from app.conversation import ChatMessage
-from app.engine_bridge import ReplyStats
 from tests.ui.conftest import spin
 
 PARAGRAPH = ("The engine batches every chat's decode step together and prefills new "

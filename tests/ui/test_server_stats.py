@@ -19,7 +19,7 @@ KEY = "sk-stats"
 
 @pytest.fixture
 def own_server(ctx: Any, loop: Any) -> Any:
-    server = ApiServer(lambda: ctx.bridge.engine, lambda: "tiny",
+    server = ApiServer(lambda: ctx.bridge.local, lambda: "tiny",
                        ServerConfig(port=0, api_key=KEY))
     url = loop.run_until_complete(server.start())
     yield url

@@ -6,7 +6,7 @@ import asyncio
 
 from PySide6.QtGui import QTextFormat
 
-from app.engine_bridge import EngineBridge
+from app.bridge import EngineBridge
 from app.settings import BUILTIN_PRESETS, Settings
 from tests.ui.conftest import FAST, run_until
 from ui.chat.markdown_view import CODE_BACKGROUND, MarkdownView
@@ -25,7 +25,7 @@ def test_settings_panel_drives_the_request(window, loop):
     assert conv.system_prompt == "You are terse."
     assert conv.params == values | {"stop": ["END", "\n\n"]}
     assert tab.send_text("hi")
-    prompt = window.ctx.bridge.engine.tokenizer.decode(conv.generation.stream.prompt_tokens)
+    prompt = window.ctx.bridge.local.engine.tokenizer.decode(conv.generation.stream.prompt_tokens)
     assert prompt.startswith("<|im_start|>system\nYou are terse.")
     run_until(loop, lambda: not conv.is_busy)
     stats = conv.messages[1].stats

@@ -10,7 +10,7 @@ import json
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
-from app.engine_bridge import BridgeState
+from app.bridge import BridgeState
 from tests.ui.chart_reading import bar_heights
 from tests.ui.conftest import run_until
 
@@ -64,7 +64,7 @@ def assert_engine_idle(engine) -> None:
 def test_a_burst_run_fills_table_and_summary_and_is_saved(history_app, loop, qtbot, tmp_path):
     window = history_app.start()
     panel = open_panel(window, qtbot)
-    engine = window.ctx.bridge.engine
+    engine = window.ctx.bridge.local.engine
     assert panel.form.concurrency.value() == engine.max_concurrent  # the engine's limit
     assert panel.form.templates.toPlainText().count("\n") >= 5  # the default set
     configure(panel, requests=6, burst=6)
@@ -128,7 +128,7 @@ def test_a_burst_run_fills_table_and_summary_and_is_saved(history_app, loop, qtb
 
 def test_b_stop_ends_the_run_with_every_request_accounted(window, loop, qtbot):
     panel = open_panel(window, qtbot)
-    engine = window.ctx.bridge.engine
+    engine = window.ctx.bridge.local.engine
 
     # Stop at once: the run ends without sending anything more.
     configure(panel, requests=12, burst=6, every_s=60.0, tokens=(300, 300))
@@ -163,7 +163,7 @@ def test_b_stop_ends_the_run_with_every_request_accounted(window, loop, qtbot):
 
 def test_c_invalid_settings_are_shown_and_refused(window, loop, qtbot):
     panel = open_panel(window, qtbot)
-    engine = window.ctx.bridge.engine
+    engine = window.ctx.bridge.local.engine
     configure(panel, requests=3, tokens=(50, 10))
     assert "Max tokens" in panel.error.text() and panel.error.isVisible()
     qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
@@ -193,7 +193,7 @@ def test_c_invalid_settings_are_shown_and_refused(window, loop, qtbot):
 
 def test_d_chat_is_admitted_before_queued_simulated_requests(window, loop, qtbot):
     panel = open_panel(window, qtbot)
-    engine = window.ctx.bridge.engine
+    engine = window.ctx.bridge.local.engine
     # Concurrency 1: requests run one at a time, so the order they finish in is the order
     # the engine admitted them in.
     configure(panel, requests=6, burst=6, tokens=(200, 200), concurrency=1)
@@ -228,7 +228,7 @@ def test_d_chat_is_admitted_before_queued_simulated_requests(window, loop, qtbot
 def test_closing_the_window_stops_a_running_simulation(history_app, loop, qtbot):
     window = history_app.start()
     panel = open_panel(window, qtbot)
-    engine = window.ctx.bridge.engine
+    engine = window.ctx.bridge.local.engine
     configure(panel, requests=12, burst=6, every_s=60.0, tokens=(300, 300))
     click(qtbot, panel.start_button)
     run_until(loop, lambda: panel.results.rowCount() == 6

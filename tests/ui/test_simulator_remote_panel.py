@@ -21,7 +21,7 @@ KEY = "sk-sim"
 @pytest.fixture
 def own_server(ctx: Any, loop: Any, settings: Any) -> Any:
     finished: list[Any] = []
-    server = ApiServer(lambda: ctx.bridge.engine, lambda: "tiny",
+    server = ApiServer(lambda: ctx.bridge.local, lambda: "tiny",
                        ServerConfig(port=0, api_key=KEY), on_finished=finished.append)
     url = loop.run_until_complete(server.start())
     settings.server_port = server.port

@@ -35,7 +35,7 @@ def test_panel_numbers_equal_the_engine_after_a_known_workload(window, loop, qtb
     spin(loop, 0.05)
 
     dock.refresh(poll=True)
-    engine = window.ctx.bridge.engine
+    engine = window.ctx.bridge.local.engine
     s = engine.stats()
     gens = [t.conversation.generations[-1] for t in tabs]
     values = {k: label.text() for k, label in dock.panel.values.items()}
@@ -80,7 +80,7 @@ def test_panel_shows_conversation_memory_as_the_engine_counts_it(window, loop):
         run_until(loop, lambda: not tab.conversation.is_busy)
     spin(loop, 0.05)
     dock.refresh(poll=True)
-    s = window.ctx.bridge.engine.stats()
+    s = window.ctx.bridge.local.engine.stats()
     values = {k: label.text() for k, label in dock.panel.values.items()}
     expected = dict(memory_figures(s).texts())
     assert {k: values[k] for k in expected} == expected
@@ -107,7 +107,7 @@ def test_panel_shows_conversation_memory_as_the_engine_counts_it(window, loop):
     run_until(loop, lambda: len(live.stream.tokens) >= 2)
     dock.refresh(poll=True)
     [row] = [r for r in table.rows if r.request_id == live.request_id]
-    [engine_row] = [r for r in window.ctx.bridge.engine.request_rows()
+    [engine_row] = [r for r in window.ctx.bridge.local.engine.request_rows()
                     if r.request_id == live.request_id]
     assert row.state == "generating" and engine_row.cached_tokens > third
     assert table.data(table.index(table.rows.index(row), COLUMNS.index("Cached"))) == str(

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from app.engine_bridge import BridgeState
+from app.bridge import BridgeState
 from app.main import prepare
 
 if TYPE_CHECKING:  # mlx loads only after prepare() (it may re-execute with OpenBLAS)

@@ -16,9 +16,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.bridge import check_params
 from app.context import AppContext
 from app.conversation import Conversation
-from app.engine_bridge import check_params
 
 from ..connections_dialog import open_connections
 from .backend_picker import BackendPicker

@@ -240,7 +240,7 @@ class HistoryDialog(QDialog):
         if not path:
             return False
         try:
-            report = files.import_file(self.history.store, path)
+            report = self.history.import_file(path)
         except (StorageError, OSError, ValueError) as exc:
             self.show_message(f"Import failed: {exc}")
             return False

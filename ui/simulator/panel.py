@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.bridge import BridgeState
 from app.context import AppContext
-from app.engine_bridge import BridgeState
 from app.remote import Connection, RemoteError
 from app.simulator.config import SimConfig, SimConfigError
 from app.simulator.export_run import format_for, run_for_export, write_run
@@ -204,7 +204,7 @@ class SimulatorPanel(QWidget):
             self.error.setText("Load a model first.")
             return False
         self.error.clear()
-        self._begin(SimulationRun(self.ctx.bridge.streams, cfg, self.ctx.store))
+        self._begin(SimulationRun(self.ctx.bridge.streams, cfg, self.ctx.history))
         self.task = asyncio.ensure_future(self._drive(self.run))
         return True
 
@@ -235,7 +235,7 @@ class SimulatorPanel(QWidget):
             return
         try:
             title = f"Simulation against {target.description}: {cfg.describe()}"
-            self._begin(SimulationRun(target, cfg, self.ctx.store, title))
+            self._begin(SimulationRun(target, cfg, self.ctx.history, title))
             assert self.run is not None
             await self._drive(self.run)
         finally:

@@ -1,0 +1,166 @@
+"""The one way into the engine: EngineBridge composes the bridge's parts for the app.
+
+Chat tabs submit through it (coalesced per frame), the simulator through `streams` (the
+engine's own streams), the API server and the stats panel read `serving`/`local` (the
+LocalTarget). Imports no Qt, and the engine (hence mlx) only lazily, so `ui` never pulls in
+mlx. It runs on whatever asyncio loop is current (qasync's, in the app).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..remote.backends import RemoteBackends
+from .frames import FramePump
+from .generation import Generation
+from .hosting import BridgeState, ModelHost
+from .local_target import Loader, LocalTarget
+from .routing import Router
+from .streams import StreamClient
+from .wait_poll import WaitPoll
+
+if TYPE_CHECKING:
+    from engine.public import EngineStats
+
+    from .local_target import Engine
+
+
+class EngineBridge:
+    """Events: `state_changed(state, message)`, `frame()` after each flush,
+    `load_progress(stage, fraction)` while a model loads, `load_failed(message)` when a load
+    failed (the state is then READY again if the previous model kept serving, else FAILED).
+    """
+
+    def __init__(self, loader: Loader | None = None, frame_s: float = 0.016) -> None:
+        self.host = ModelHost(loader, self._after_stop)
+        self.frames = FramePump(self.host.event_loop, frame_s)
+        self._waits = WaitPoll(lambda: self.host.target, self.frames, self.host.event_loop)
+        # chats on OpenAI-compatible servers (app/remote); AppContext points it at settings
+        self.remotes = RemoteBackends()
+        self._router = Router(self.host, self.frames, self._waits, self.remotes)
+        self.streams = StreamClient(self.host, self._router)
+        self.state_changed = self.host.state_changed
+        self.load_progress = self.host.load_progress
+        self.load_failed = self.host.load_failed
+        self.frame = self.frames.frame
+
+    # -- the model and its state (app.bridge.hosting) -------------------------------------
+    @property
+    def loader(self) -> Loader:
+        return self.host.loader
+
+    @loader.setter
+    def loader(self, loader: Loader) -> None:
+        self.host.loader = loader
+
+    @property
+    def state(self) -> BridgeState:
+        return self.host.state
+
+    @property
+    def message(self) -> str:
+        return self.host.message
+
+    @property
+    def source(self) -> str | None:
+        """The model serving now."""
+        return self.host.source
+
+    @property
+    def attempted(self) -> str | None:
+        """The last model asked for."""
+        return self.host.attempted
+
+    @property
+    def description(self) -> str:
+        return self.host.description
+
+    @property
+    def progress(self) -> tuple[str, float] | None:
+        """The load under way: stage, fraction."""
+        return self.host.progress
+
+    @property
+    def load_error(self) -> str:
+        """Why the last load failed ("" when it did not)."""
+        return self.host.load_error
+
+    @property
+    def is_ready(self) -> bool:
+        return self.host.state == BridgeState.READY
+
+    @property
+    def local(self) -> LocalTarget | None:
+        """The local model serving now, also while another loads (None: no model)."""
+        return self.host.target
+
+    @property
+    def serving(self) -> LocalTarget | None:
+        """The local model while the bridge is READY (what the API server serves)."""
+        return self.host.target if self.is_ready else None
+
+    async def load(self, source: str) -> bool:
+        """Load `source` in a background thread; True when it is ready to serve."""
+        return await self.host.load(source)
+
+    async def use_engine(self, engine: Engine, source: str = "engine") -> None:
+        """Serve with a ready Engine (tests, or after `load`)."""
+        await self.host.use_engine(engine, source)
+
+    async def shutdown(self, timeout: float = 3.0) -> None:
+        """End every request (finish reason "shutdown") and stop the engine thread."""
+        self.host.set_state(BridgeState.STOPPED, "Shutting down …")
+        await self.remotes.close()  # remote replies end "cancelled", their sessions close
+        await self.host.stop_target(timeout)
+
+    async def _after_stop(self, stopped: bool) -> None:
+        if stopped:
+            await self.frames.local_ends(timeout=1.0)
+        self.frames.flush()
+        self._waits.cancel()
+
+    # -- replies (app.bridge.routing, app.bridge.frames) ----------------------------------
+    def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
+               tag: str | None = None, backend: str | None = None) -> Generation:
+        """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
+        `backend` names a saved connection (a RemoteStream), None the local engine."""
+        return self._router.submit(messages, params, tag, backend)
+
+    @property
+    def active(self) -> list[Generation]:
+        return self.frames.active
+
+    @property
+    def num_flushes(self) -> int:
+        return self.frames.num_flushes
+
+    async def save_kv(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Save the KV the engine holds for this conversation to disk (it outlives a
+        restart); how many tokens it holds (0: no model, nothing cached, or no disk store)."""
+        target = self.host.target
+        if target is None or self.state != BridgeState.READY:
+            return 0
+        return await target.save_prefix(messages)
+
+    def stats(self) -> EngineStats | None:
+        target = self.host.target
+        return target.stats() if target is not None else None
+
+    # -- concurrency limit (the load simulator sets it for a run) ------------------------
+    @property
+    def max_concurrent(self) -> int | None:
+        """How many requests the engine runs at once (None: no model)."""
+        target = self.host.target
+        return target.max_concurrent if target is not None else None
+
+    @property
+    def max_concurrent_limit(self) -> int | None:
+        """The highest `set_max_concurrent` accepts (None: no model)."""
+        target = self.host.target
+        return target.max_concurrent_limit if target is not None else None
+
+    def set_max_concurrent(self, n: int) -> None:
+        """Change the limit (ValueError if out of range). Without a model there is nothing
+        to change: the next one starts with its own limit."""
+        self.streams.set_max_concurrent(n)

@@ -1,0 +1,116 @@
+"""One reply being generated, as a view sees it: per-frame deltas, then its end and stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.public import EventStream
+
+from ..events import Event
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyStats:
+    """What a view shows under a reply (a plain copy of the engine's RequestStats)."""
+
+    generated_tokens: int
+    prompt_tokens: int
+    ttft_s: float | None
+    tokens_per_s: float
+    e2e_s: float
+    finish_reason: str
+    error: str | None = None
+    cached_tokens: int = 0  # prompt tokens the engine reused from its prefix cache
+
+    def summary(self) -> str:
+        parts = [f"{self.generated_tokens} tokens"]
+        if self.ttft_s is not None:
+            parts.append(f"first token {self.ttft_s:.2f} s")
+        if self.cached_tokens:
+            parts.append(f"{self.cached_tokens} of {self.prompt_tokens} prompt tokens cached")
+        parts.append(f"{self.tokens_per_s:.1f} tok/s")
+        parts.append(self.finish_reason)
+        return " · ".join(parts)
+
+
+class Generation:
+    """One reply being generated. `delta(text)` fires at most once per frame with the text
+    that arrived since the last one; `finished(generation)` fires once, after the last delta.
+    (app.bridge.frames collects the text and decides when a frame is flushed.)"""
+
+    def __init__(self, stream: EventStream, tag: str | None,
+                 backend: str | None = None, answered_by: str = "") -> None:
+        self.stream = stream
+        self.tag = tag
+        self.backend = backend  # None: the local engine, else a connection's name
+        self.answered_by = answered_by  # "model" or "connection (model)", for the history
+        self.delta = Event()
+        self.finished = Event()
+        self.waiting = Event()  # (RequestProgress | None) while it has no token yet
+        # (generation) once it has ended, as `finished`, but kept by detach(): for what
+        # outlives the view (the history records a reply cancelled by closing its tab)
+        self.done = Event()
+        self.progress: Any = None  # the engine's RequestProgress, until the first token
+        self.shown = ""  # text already handed to `delta` listeners
+        self.ended = False  # the stream ended (its finish may not be flushed yet)
+        self.is_finished = False  # `finished` was emitted
+        self._pending: list[str] = []
+
+    @property
+    def request_id(self) -> str:
+        return self.stream.request_id
+
+    @property
+    def text(self) -> str:
+        return self.stream.text
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.stream.finish_reason
+
+    @property
+    def error(self) -> str | None:
+        return self.stream.error
+
+    @property
+    def stats(self) -> ReplyStats | None:
+        s = self.stream.stats
+        if s is None:
+            return None
+        return ReplyStats(s.generated_tokens, s.prompt_tokens, s.ttft_s, s.tokens_per_s,
+                          s.e2e_s, s.finish_reason, s.error, s.cached_tokens)
+
+    @property
+    def tokens(self) -> list[int]:
+        """The generated token ids so far."""
+        return list(self.stream.tokens)
+
+    @property
+    def has_text(self) -> bool:
+        """Some text arrived (shown, or waiting for the next frame)."""
+        return bool(self.shown or self._pending)
+
+    def cancel(self) -> None:
+        self.stream.cancel()
+
+    def detach(self) -> None:
+        """Forget every listener (the view is going away)."""
+        self.delta.disconnect()
+        self.finished.disconnect()
+        self.waiting.disconnect()
+
+    def add(self, text: str) -> None:
+        """Text that arrived; handed to `delta` listeners at the next flush."""
+        self._pending.append(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending.clear()
+            self.shown += text
+            self.delta.emit(text)
+        if self.ended and not self.is_finished:
+            self.is_finished = True
+            self.finished.emit(self)
+            self.done.emit(self)

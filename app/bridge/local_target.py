@@ -1,0 +1,127 @@
+"""The local engine as the app uses it: the one app module that imports the engine's internals.
+
+It builds, starts, feeds, reads and stops the Engine; everything else in `app` reaches the
+engine through a LocalTarget (or engine.public's mlx-free names). MLX loads only when a
+model is built, so importing this module (as `ui` does, through app.bridge) loads none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from engine.public import Priority, RequestStream, SamplingParams
+
+if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
+    from engine import Engine, EngineConfig
+    from engine.public import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
+
+# model source -> Engine, on a loading thread; one that takes a `progress=` keyword gets
+# Engine.load's progress callback (stage, fraction)
+Loader = Callable[..., "Engine"]
+ProgressFn = Callable[[str, float], None]
+
+
+class LocalTarget:
+    """One loaded Engine: what the bridge, the API server, the simulator CLI, the terminal
+    chat and the stats panel ask of it. `engine` is the Engine itself (tests read it)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    def description(self) -> str:
+        return self.engine.description
+
+    @property
+    def context_length(self) -> int:
+        return self.engine.context_length
+
+    @property
+    def running(self) -> bool:
+        return self.engine.running
+
+    async def start(self) -> None:
+        await self.engine.start()
+
+    async def shutdown(self, timeout: float = 5.0) -> None:
+        """End every request (finish reason "shutdown") and stop the engine thread."""
+        await self.engine.shutdown(timeout=timeout)
+
+    # -- requests -----------------------------------------------------------------------
+    def submit(self, messages: Sequence[Mapping[str, Any]] | None = None, *,
+               prompt_tokens: Sequence[int] | None = None,
+               params: SamplingParams | Mapping[str, Any] | None = None,
+               priority: Priority | str = "interactive", tag: str | None = None,
+               request_id: str | None = None) -> RequestStream:
+        """Queue a request; refusals raise the engine's errors (engine.public)."""
+        return self.engine.submit(messages=messages, prompt_tokens=prompt_tokens,
+                                  params=params, priority=priority, tag=tag,
+                                  request_id=request_id)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.engine.tokenizer.encode(text))
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self.engine.tokenizer.decode(list(tokens))
+
+    async def save_prefix(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Save the KV held for this conversation to disk; how many tokens it holds."""
+        return await self.engine.save_prefix(list(messages))
+
+    # -- concurrency limit --------------------------------------------------------------
+    @property
+    def max_concurrent(self) -> int:
+        return self.engine.max_concurrent
+
+    @property
+    def max_concurrent_limit(self) -> int:
+        return self.engine.max_concurrent_limit
+
+    def set_max_concurrent(self, n: int) -> None:
+        self.engine.set_max_concurrent(n)
+
+    # -- read-outs (the stats panel, /metrics, the waiting notes) -------------------------
+    def stats(self) -> EngineStats:
+        return self.engine.stats()
+
+    def telemetry(self) -> list[TickRecord]:
+        return self.engine.telemetry()
+
+    def finished_requests(self) -> list[RequestStats]:
+        return self.engine.finished_requests()
+
+    def request_rows(self) -> list[RequestRow]:
+        return self.engine.request_rows()
+
+    def request_progress(self) -> dict[str, RequestProgress]:
+        return self.engine.request_progress()
+
+
+def engine_config(**settings: Any) -> EngineConfig:
+    """An EngineConfig; ValueError for settings the engine refuses (checked before a load)."""
+    from engine import EngineConfig
+
+    return EngineConfig(**settings)
+
+
+def load_target(source: str, progress: ProgressFn | None = None,
+                **settings: Any) -> LocalTarget:
+    """Load `source` (blocking: call it off the event loop) with EngineConfig `settings`;
+    ModelLoadError (engine.public) if it cannot be loaded. Not started yet."""
+    from engine import Engine
+
+    return LocalTarget(Engine.load(source, engine_config(**settings), progress=progress))
+
+
+def default_loader(config: EngineConfig | None = None) -> Loader:
+    """The window's loader: 16 at once, chats' KV kept on disk across restarts."""
+    def load(source: str, progress: ProgressFn | None = None) -> Engine:
+        from engine import Engine, EngineConfig
+
+        from ..paths import kv_cache_dir
+
+        return Engine.load(source, config or EngineConfig(
+            max_concurrent=16, kv_disk_dir=str(kv_cache_dir())), progress=progress)
+
+    return load

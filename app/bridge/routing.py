@@ -1,0 +1,102 @@
+"""Routing a request: a tab's reply to the local engine or to a saved remote server, and the
+simulator's requests to the local engine; refusals become SubmitError or the engine's errors
+(`check_params` tells the settings panel beforehand)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.public import (
+    EngineStopped,
+    Priority,
+    QueueFullError,
+    RequestRejected,
+    RequestStream,
+    SamplingParams,
+)
+
+from ..remote.backends import RemoteBackends, UnknownBackend
+from .frames import FramePump
+from .generation import Generation
+from .hosting import BridgeState, ModelHost
+from .wait_poll import WaitPoll
+
+
+class SubmitError(Exception):
+    """A request the engine would not take; `kind` is rejected | queue_full | not_ready."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def check_params(params: Mapping[str, Any]) -> str | None:
+    """None if the sampling settings are valid, else the reason (for the settings panel)."""
+    try:
+        SamplingParams.from_dict(params)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+class Router:
+    def __init__(self, host: ModelHost, frames: FramePump, waits: WaitPoll,
+                 remotes: RemoteBackends) -> None:
+        self._host = host
+        self._frames = frames
+        self._waits = waits
+        self.remotes = remotes
+
+    def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
+               tag: str | None = None, backend: str | None = None) -> Generation:
+        """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
+        `backend` names a saved connection (a RemoteStream), None the local engine."""
+        if backend is not None:
+            return self._submit_remote(messages, params, tag, backend)
+        host = self._host
+        # while another model loads, the one loaded still serves
+        if host.target is None or host.state not in (BridgeState.READY, BridgeState.LOADING):
+            raise SubmitError(host.not_ready_reason(), "not_ready")
+        try:
+            stream = host.target.submit(list(messages), params=dict(params),
+                                        priority="interactive", tag=tag)
+        except QueueFullError as exc:
+            raise SubmitError(str(exc), "queue_full") from None
+        except RequestRejected as exc:
+            raise SubmitError(str(exc), "rejected") from None
+        except EngineStopped as exc:
+            raise SubmitError(str(exc), "not_ready") from None
+        gen = Generation(stream, tag, answered_by=host.description)
+        self._frames.follow(gen)
+        self._waits.watch()
+        return gen
+
+    def _submit_remote(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
+                       tag: str | None, backend: str) -> Generation:
+        if self._host.state == BridgeState.STOPPED:
+            raise SubmitError("The app is shutting down.", "not_ready")
+        try:
+            client = self.remotes.client(backend, self._host.event_loop())
+            # Remote messages carry no token ids: those are the local engine's own.
+            plain = [{k: v for k, v in m.items() if k != "token_ids"} for m in messages]
+            stream = client.submit(plain, params=dict(params), tag=tag)
+        except UnknownBackend as exc:
+            raise SubmitError(str(exc), "not_ready") from None
+        except ValueError as exc:  # no model chosen, or settings the client refuses
+            raise SubmitError(str(exc), "rejected") from None
+        gen = Generation(stream, tag, backend=backend, answered_by=client.description)
+        self._frames.follow(gen)
+        return gen
+
+    def open_stream(self, messages: Sequence[Mapping[str, Any]], *,
+                    params: SamplingParams | Mapping[str, Any] | None = None,
+                    priority: Priority | str = "interactive",
+                    tag: str | None = None) -> RequestStream:
+        """A request to the local engine answered with its own stream (no per-frame
+        coalescing); refusals raise the engine's errors (EngineStopped while no model
+        is serving)."""
+        target = self._host.target
+        if target is None:
+            raise EngineStopped(self._host.not_ready_reason())
+        return target.submit(messages, params=params, priority=priority, tag=tag)

@@ -1,0 +1,42 @@
+"""The engine's names the app may use, none of which loads MLX.
+
+Records, events, errors, sampling settings and text checks, plus the process set-up that
+must run before MLX loads. `app` imports the engine only through here (an import-linter
+contract in pyproject.toml); app.bridge.local_target alone runs the Engine itself.
+tests/engine/test_public.py checks that importing this module loads no MLX.
+"""
+
+from __future__ import annotations
+
+from .blas import ensure_fast_blas
+from .determinism import describe as describe_determinism
+from .errors import EngineError, EngineStopped, QueueFullError, RequestRejected
+from .loader.errors import ModelLoadError
+from .sampling_params import SamplingParams
+from .sequence import Priority
+from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
+from .stream import EventStream, RequestStream
+from .text_check import lone_surrogate, repair_text
+from .token_event import TokenEvent
+
+__all__ = [
+    "EngineError",
+    "EngineStats",
+    "EngineStopped",
+    "EventStream",
+    "ModelLoadError",
+    "Priority",
+    "QueueFullError",
+    "RequestProgress",
+    "RequestRejected",
+    "RequestRow",
+    "RequestStats",
+    "RequestStream",
+    "SamplingParams",
+    "TickRecord",
+    "TokenEvent",
+    "describe_determinism",
+    "ensure_fast_blas",
+    "lone_surrogate",
+    "repair_text",
+]
