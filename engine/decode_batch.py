@@ -159,6 +159,7 @@ class DecodeBatch:
                 if self.cache is not None:
                     kv.grow_ahead(self.cache)
                 cache = self.cache if self.cache is not None else seqs[0].cache
+                # `picked` is not in the rows' output yet: the penalty and the step count it
                 nxt, _ = sample_next(seqs, self.runner.decode(cache, picked), pending=picked)
                 mx.async_eval(nxt)
                 self.ahead = (tuple(seqs), nxt)

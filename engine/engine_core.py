@@ -297,6 +297,8 @@ class EngineCore:
 
     def _accept(self, seq: Sequence, token: int, now: float,
                 lp: TokenLogprobs | None = None) -> None:
+        """The one place a sequence takes a new token (a prompt's first or a decode row's):
+        its text delta, stop checks and, when one holds, its finish."""
         seq.output_tokens.append(token)
         if seq.t_first_token is None:
             seq.t_first_token = now
@@ -325,6 +327,8 @@ class EngineCore:
 
     def _finish(self, seq: Sequence, reason: str, token: int | None = None,
                 delta: str = "", lp: TokenLogprobs | None = None) -> None:
+        """The one place a sequence ends (a stop, a limit, a cancel, an error, a shutdown):
+        its KV kept or freed, its stats recorded, its final event queued."""
         if seq.is_finished:
             return
         if seq.status in (Status.WAITING, Status.PREFILLING):

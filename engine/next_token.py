@@ -1,12 +1,12 @@
-"""Each sequence's next token from its logits: the one sampling rule for a prompt's first
-token (sampled in its last prefill pass), decode rows and the step started ahead.
+"""Each sequence's next token from its logits: one sampling rule for all of the engine.
 
-The rule: each sequence's own sampler, the repetition penalty over its `penalty_history`
-(the last `repetition_context_size` tokens of prompt and output), and the step number (the
-tokens it has generated) that seeds its draw. A step started ahead samples before its
-input token is read back: that token is `pending`, so it counts in the history and the
-step without being in `output_tokens` yet. The result of a pass, as the engine's step
-post-processes it, is a `PassResult`.
+Used for a prompt's first token (sampled in its last prefill pass), decode rows and the
+step started ahead. The rule: each sequence's own sampler, the repetition penalty over its
+`penalty_history` (the last `repetition_context_size` tokens of prompt and output), and
+the step number (the tokens it has generated) that seeds its draw. A step started ahead
+samples before its input token is read back: that token is `pending`, so it counts in the
+history and the step without being in `output_tokens` yet. A pass's result, as the
+engine's step post-processes it, is a `PassResult`.
 """
 
 from __future__ import annotations
