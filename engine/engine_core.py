@@ -111,12 +111,12 @@ class EngineCore:
     def has_work(self) -> bool:
         return bool(self.by_id)
 
-    # -- the tick -----------------------------------------------------------------------
     def save_prefix(self, tokens: list[int]) -> int:
         """Save the longest cached prefix of `tokens` to disk (a chat's KV, to outlive a
         restart); how many tokens it holds (0: nothing cached, or no disk store)."""
         return self.memory.save(tokens)
 
+    # -- the tick -----------------------------------------------------------------------
     def step(self, hand_over: HandOver | None = None) -> list[TokenEvent]:
         """One tick: schedule -> run -> post-process; returns its events.
 
