@@ -19,15 +19,16 @@ from typing import Any
 from engine.blas import ensure_fast_blas
 
 
-def _timed(obj: Any, name: str, phases: dict[str, float]) -> None:
+def _timed(obj: Any, name: str, phases: dict[str, float], key: str | None = None) -> None:
     real = getattr(obj, name)
+    key = key or name
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         t = time.perf_counter()
         try:
             return real(*args, **kwargs)
         finally:
-            phases[name] += time.perf_counter() - t
+            phases[key] += time.perf_counter() - t
 
     setattr(obj, name, wrapper)
 
@@ -48,16 +49,18 @@ async def main(args: argparse.Namespace) -> None:
     core = engine._core
     phases: dict[str, float] = defaultdict(float)
     ticks: list[dict[str, float]] = []
-    for obj, name in ((core, "_schedule"), (core, "_run_prefill"), (core.batch, "join"),
-                      (core, "_run_decode"), (core, "_run_ragged"),
-                      (core, "_drop_finished_rows")):
+    # the prefill passes run inside a generator (EngineCore._run): the model's calls are timed
+    for obj, name, key in ((core, "_schedule", None), (core.runner, "prefill", "_prefill"),
+                           (core.runner, "prefill_many", "_prefill"),
+                           (core.batch, "join", None), (core, "_run_decode", None),
+                           (core, "_run_shared", None), (core, "_drop_finished_rows", None)):
         if hasattr(obj, name):
-            _timed(obj, name, phases)
+            _timed(obj, name, phases, key)
     step = core.step
 
-    def profiled_step() -> Any:
+    def profiled_step(*args: Any, **kwargs: Any) -> Any:
         phases.clear()
-        events = step()
+        events = step(*args, **kwargs)
         if core.stats.num_ticks and (not ticks or ticks[-1]["index"] != core.stats.num_ticks):
             rec = core.stats.ticks[-1]
             ticks.append({"index": core.stats.num_ticks, "rows": rec.decode_rows,
@@ -96,7 +99,7 @@ async def main(args: argparse.Namespace) -> None:
     kinds: dict[str, list[dict[str, float]]] = defaultdict(list)
     for t in ticks:
         kinds["with prefill" if t["prefill"] else "decode only"].append(t)
-    cols = ["step", "_schedule", "_run_prefill", "join", "_run_decode", "_run_ragged",
+    cols = ["step", "_schedule", "_prefill", "join", "_run_decode", "_run_shared",
             "_drop_finished_rows"]
     print(f"{'ticks':>14} {'n':>4} {'rows':>5} {'pf tok':>6} "
           + " ".join(f"{c.strip('_')[:12]:>12}" for c in cols) + "   (medians, ms)")

@@ -15,27 +15,12 @@ from __future__ import annotations
 import mlx.core as mx
 
 from . import cache as kv
+from .kv_policy import wants_kv
 from .model_runner import ModelRunner
-from .sampling import TokenLogprobs, row_logprobs, sample_rows
+from .next_token import PassResult, sample_next
+from .sampling import TokenLogprobs
 from .sequence import Priority, Sequence, Status
 from .slot_cache import SlotKVCache, plain
-
-
-def sample_next(seqs: list[Sequence], logits: mx.array
-                ) -> tuple[mx.array, list[TokenLogprobs | None] | None]:
-    """Each sequence's next token from its row of `logits` (not yet evaluated), and the
-    rows' log-probabilities where asked: the one rule for a prompt's first token (sampled in
-    its last prefill pass) and for decode steps."""
-    samplers = [s.sampler for s in seqs]
-    histories = [s.penalty_history() for s in seqs]
-    picked = sample_rows(samplers, histories, [s.num_output_tokens for s in seqs], logits)
-    return picked, row_logprobs(samplers, histories, logits, picked)
-
-
-def wants_kv(seq: Sequence) -> bool:
-    """Whether a finished sequence's KV is worth keeping: not after an error (the cache may
-    be half-written) or a shutdown (nothing will use it)."""
-    return seq.finish_reason not in ("error", "shutdown")
 
 
 class DecodeBatch:
@@ -53,8 +38,6 @@ class DecodeBatch:
         # The next step, started before the current tokens were delivered: (the rows it was
         # started for, their next tokens, unevaluated).
         self.ahead: tuple[tuple[Sequence, ...], mx.array] | None = None
-        # The last step's log-probabilities, one per row (None: no row asked for them)
-        self.logprobs: list[TokenLogprobs | None] | None = None
         # The buffers of the last batch cache, kept for the next batch while the engine has
         # work: a new one is fresh memory, and touching it cost 250-500 ms for 8 rows on a
         # CPU (page faults), a stall for the streams running when chats' turns start.
@@ -159,30 +142,28 @@ class DecodeBatch:
         return left
 
     # -- one decode step ----------------------------------------------------------------
-    def step(self, more_coming: bool) -> list[int]:
+    def step(self, more_coming: bool) -> PassResult:
         """One token for every row (forward pass + sampling). `more_coming`: something is
         queued or prefilling, so the next tick may not be this batch's plain decode.
         Raises what the model raises; the rows are then the caller's to fail."""
-        seqs = self.seqs
-        self.logprobs = None
+        seqs = list(self.seqs)
+        logprobs = None
         try:
             if self.ahead is not None and self._started_for(seqs):
                 picked = self.ahead[1]  # started last tick
             else:
                 cache, tokens = self.step_inputs()
-                picked = self.sample(self.runner.decode(cache, tokens))
+                picked, logprobs = self.sample(self.runner.decode(cache, tokens))
             self.ahead = None
             if not more_coming and self._may_run_ahead(seqs):
                 if self.cache is not None:
                     kv.grow_ahead(self.cache)
                 cache = self.cache if self.cache is not None else seqs[0].cache
-                # a repetition penalty reads the history, whose last token is still `picked`
-                nxt = sample_rows([s.sampler for s in seqs], [s.penalty_history() for s in seqs],
-                                  [s.num_output_tokens + 1 for s in seqs],
-                                  self.runner.decode(cache, picked), pending=picked)
+                # `picked` is not in the rows' output yet: the penalty and the step count it
+                nxt, _ = sample_next(seqs, self.runner.decode(cache, picked), pending=picked)
                 mx.async_eval(nxt)
                 self.ahead = (tuple(seqs), nxt)
-            return picked.tolist()
+            return PassResult.sampled(seqs, picked, logprobs)
         except Exception:
             self.ahead = None
             raise
@@ -206,15 +187,16 @@ class DecodeBatch:
             return self.cache, [s.next_input for s in self.seqs]
         return self.seqs[0].cache, [self.seqs[0].next_input]
 
-    def sample(self, logits: mx.array) -> mx.array:
-        """Each row's token from its logits (evaluated), with the rows' log-probabilities in
-        `logprobs`."""
-        picked, self.logprobs = sample_next(self.seqs, logits)
+    def sample(self, logits: mx.array
+               ) -> tuple[mx.array, list[TokenLogprobs | None] | None]:
+        """Each row's token from its logits (evaluated), and the rows' log-probabilities
+        where asked."""
+        picked, logprobs = sample_next(self.seqs, logits)
         # Computed before a run-ahead step starts: on MLX's CPU backend a token whose graph
         # goes out with the next step's arrives only when both are done (a newly solo
         # sequence's token took two forward passes; docs/performance.md).
         mx.eval(picked)
-        return picked
+        return picked, logprobs
 
     def _started_for(self, seqs: list[Sequence]) -> bool:
         started = self.ahead[0] if self.ahead is not None else ()

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -16,11 +16,11 @@ import mlx.nn as nn
 from . import cache as kv
 from . import kv_memory
 from .config import EngineConfig
-from .decode_batch import DecodeBatch, sample_next, wants_kv
-from .kv_policy import KvPolicy
+from .decode_batch import DecodeBatch
+from .kv_policy import KvPolicy, open_store
 from .model_runner import ModelRunner
-from .prefix_cache import PrefixCache, alias, supports
-from .prefix_store import PrefixStore, fingerprint
+from .next_token import PassResult, sample_pass
+from .prefix_cache import PrefixCache, supports
 from .sampling import TokenLogprobs
 from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
@@ -29,6 +29,24 @@ from .stats import RequestStats, StatsCollector, TickRecord
 from .token_event import TokenEvent
 
 log = logging.getLogger(__name__)
+
+# Takes a tick's events before the tick ends (EngineCore.step)
+HandOver = Callable[[list[TokenEvent]], None]
+
+
+@dataclass(slots=True)
+class Tick:
+    """One tick's plan and what its passes measured (for the budget and the telemetry)."""
+
+    plan: TickPlan
+    t0: float  # when it started
+    rows: int = 0  # decode rows in its step
+    batched: bool = False  # they ran as a batch cache
+    shared: bool = False  # the rows and the chunks ran in one pass
+    prefill_s: float = 0.0  # passes apart from the step
+    forward_s: float = 0.0  # the step's pass (a shared one: its first tokens too), sampled
+    decode_s: float = 0.0  # the step, its tokens accepted (a shared pass: since t0)
+    tokens_out: int = 0
 
 
 class EngineCore:
@@ -53,31 +71,19 @@ class EngineCore:
         # Copying a history into a batched prefill and back (2 x its KV) should cost at most
         # half the weight read of the pass it saves.
         self.max_batched_history = kv_memory.weights_bytes(model) // (4 * per_token)
-        self.prefix = (PrefixCache() if config.prefix_cache
-                       and supports(kv.new_cache(model)) else None)
+        prefix = (PrefixCache() if config.prefix_cache
+                  and supports(kv.new_cache(model)) else None)
+        store = (open_store(config.kv_disk_dir, model, self.runner.fast_cpu_kernels,
+                            config.kv_disk_bytes) if prefix is not None else None)
         self.memory = KvPolicy(config.kv_budget_bytes or kv_memory.default_budget(model),
-                               per_token, context_length, self.prefix)
-        self.batch = DecodeBatch(self.runner, context_length, keep_kv=self.prefix is not None,
+                               per_token, context_length, prefix, store)
+        self.batch = DecodeBatch(self.runner, context_length, keep_kv=prefix is not None,
                                  batch_run_ahead=config.batch_run_ahead)
-        self.store = None
-        if self.prefix is not None and config.kv_disk_dir:
-            # The CPU kernels change the last bits of SiLU and softmax, hence of the KV.
-            model_id = fingerprint(model, f"cpu_kernels={self.runner.fast_cpu_kernels}")
-            try:
-                self.store = PrefixStore(Path(config.kv_disk_dir), model_id,
-                                         config.kv_disk_bytes)
-            except OSError as exc:  # an optional speed-up: the engine runs without it
-                log.warning("KV cache across restarts is off: cannot use %s: %s",
-                            config.kv_disk_dir, exc)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)
         self._events: list[TokenEvent] = []
         self._gaps: list[float] = []  # gaps between tokens this tick (stats: stalls)
-        # Set by the engine thread: hands over events before the tick's decode pass, so a
-        # first token sampled in prefill does not wait for the other rows' step.
-        self.deliver_early: Callable[[list[TokenEvent]], None] | None = None
-        self._first_tokens_out = 0  # first tokens sampled in this tick's prefill
 
     # -- requests in and out ------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
@@ -105,104 +111,82 @@ class EngineCore:
     def has_work(self) -> bool:
         return bool(self.by_id)
 
-    # -- the tick -----------------------------------------------------------------------
     def save_prefix(self, tokens: list[int]) -> int:
         """Save the longest cached prefix of `tokens` to disk (a chat's KV, to outlive a
         restart); how many tokens it holds (0: nothing cached, or no disk store)."""
-        if self.prefix is None or self.store is None:
-            return 0
-        entry, n = self.prefix.longest(list(tokens) + [-1])  # + [-1]: all of them may match
-        if entry is None:
-            return 0
-        self.store.save(entry.tokens[:n], entry.cache)
-        return n
+        return self.memory.save(tokens)
 
-    def step(self) -> list[TokenEvent]:
+    # -- the tick -----------------------------------------------------------------------
+    def step(self, hand_over: HandOver | None = None) -> list[TokenEvent]:
+        """One tick: schedule -> run -> post-process; returns its events.
+
+        `hand_over(events)`, if given, takes events before the tick ends, at the two points
+        where waiting would cost a client: a prompt's first token, sampled in prefill, goes
+        before the tick's decode step (it does not wait for the other rows' step), and the
+        tick's tokens go before finished rows' KV is copied out for the prefix cache (~3 ms
+        a row: a burst ending together waited ~250 ms for it). Without it, all are returned.
+        """
         if not self.by_id:  # nothing to run; hand out what cancels may have ended
             return self._take_events()
-        t0 = time.perf_counter()
-        self._first_tokens_out = 0
-        plan = self._schedule(t0)
-        rows, batched = len(self.batch), self.batch.is_batched
-        ran = self._run_ragged(plan.prefill) if self._shares_pass(plan) else None
-        shared = ran is not None
-        if ran is not None:
-            # one pass: the rows decoded and the chunks prefilled together; the prompts it
-            # finished join the batch once the rows that finished have left (their second
-            # token comes next tick)
-            tokens, forward_s = ran
-            prefill_s = 0.0
-            self._postprocess(tokens)
-            decode_s = time.perf_counter() - t0
-        else:
-            prefill_s = self._run_prefill(plan.prefill)
-            self.batch.join(self._prefilled(self.scheduler.take_ready()),
-                            coming=len(self.scheduler.prefilling))
-            rows, batched = len(self.batch), self.batch.is_batched
-            if rows and self._events and self.deliver_early is not None:
-                self.deliver_early(self._take_events())
-            t1 = time.perf_counter()
-            tokens, forward_s = self._run_decode() if rows else ([], 0.0)
-            self._postprocess(tokens)
-            decode_s = time.perf_counter() - t1
-        # Recorded before finished rows leave: copying their KV out for the prefix cache
-        # depends on neither the tick's rows nor its prefill, which the budget learns from,
-        # and a client that has its reply then finds it counted.
-        self._record_tick(plan, t0, rows, batched, len(tokens) + self._first_tokens_out,
-                          prefill_s, forward_s, decode_s)
-        if (self._events and self.deliver_early is not None
-                and any(seq.is_finished for seq in self.batch.seqs)):
-            # the tick's tokens go out before that copy (~3 ms a row; a burst ending
-            # together waited ~250 ms for it)
-            self.deliver_early(self._take_events())
-        self._drop_finished_rows()
-        if shared:
-            self.batch.join(self._prefilled(self.scheduler.take_ready()),
-                            coming=len(self.scheduler.prefilling))
-        return self._take_events()
+        tick = self._schedule()
+        passes = self._run(tick, hand_over)
+        return self._postprocess(tick, passes, hand_over)
 
-    def _schedule(self, now: float) -> TickPlan:
-        """Admit waiting requests while there is room (each starts from the longest cached
+    # -- schedule -----------------------------------------------------------------------
+    def _schedule(self) -> Tick:
+        """Admit waiting requests while their KV fits (each starts from the longest cached
         prefix of its prompt), then split the tick's budget."""
-        for seq in self.scheduler.admit(self.num_active, self.memory.reserve):
+        now = time.perf_counter()
+        admitted = self.scheduler.admit(self.num_active, self.memory.reserve)
+        for seq in admitted:
             seq.t_admit = now
-            cache, n = self._restore(seq.prompt_tokens)
-            seq.cache = cache if cache is not None else kv.new_cache(self.model)
-            seq.num_cached = seq.cached_tokens = n
             self._on_admit(seq)
-        self.memory.evict()
-        return self.scheduler.plan(len(self.batch), self.batch.has_interactive,
-                                   self.batch.interactive_streaming_since)
+        self.memory.start(admitted, lambda: kv.new_cache(self.model))
+        return Tick(self.scheduler.plan(len(self.batch), self.batch.has_interactive,
+                                        self.batch.interactive_streaming_since), now)
 
-    def _restore(self, prompt: list[int]) -> tuple[kv.LayerCaches | None, int]:
-        """The longest cached prefix of `prompt`, from memory or, when a saved file holds
-        more of it, from disk (the file then becomes a memory entry too)."""
-        if self.prefix is None:
-            return None, 0
-        if self.store is not None:
-            saved, n = self.store.longest(prompt)
-            if saved is not None and n > self.prefix.longest(prompt)[1]:
-                cache = self.store.load(saved)
-                if cache is not None:
-                    self.prefix.insert(saved.tokens.tolist(), cache, compact=False,
-                                       source="disk")
-        return self.prefix.restore(prompt)
+    # -- run ----------------------------------------------------------------------------
+    def _run(self, tick: Tick, hand_over: HandOver | None) -> Iterator[PassResult]:
+        """The tick's forward passes, one at a time: each yields what it sampled and goes on
+        once that is post-processed (a prompt's first token is its first decode input). One
+        shared pass for decode rows and prefill chunks where it can; otherwise the prefill
+        passes, then the decode step, which the prompts they finished join (their first
+        tokens handed over before it)."""
+        plan = tick.plan
+        tick.rows, tick.batched = len(self.batch), self.batch.is_batched
+        if self._shares_pass(plan):
+            t = time.perf_counter()
+            ran = self._run_shared(plan.prefill)
+            if ran is not None:  # else every cache is as it was: the passes run apart
+                tick.shared = True
+                rows, row_logits, firsts, first_logits = ran
+                if first_logits is not None:
+                    yield sample_pass(firsts, first_logits)
+                try:
+                    decoded = sample_pass(rows, row_logits) if rows else None
+                except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
+                    decoded = PassResult.failed(rows, exc)
+                tick.forward_s = time.perf_counter() - t
+                if decoded is not None:
+                    yield decoded
+                tick.decode_s = time.perf_counter() - tick.t0
+                return
+        yield from self._run_prefill(plan.prefill, tick)
+        self._join_prefilled()
+        tick.rows, tick.batched = len(self.batch), self.batch.is_batched
+        if hand_over is not None and tick.rows and self._events:
+            hand_over(self._take_events())
+        t = time.perf_counter()
+        if tick.rows:
+            yield self._run_decode(tick)
+        tick.decode_s = time.perf_counter() - t
 
-    def _prefilled(self, ready: list[Sequence]) -> list[Sequence]:
-        """Prompts now fully in cache are kept as prefixes at once, so requests sharing
-        them (a system prompt, a template) reuse them while these still decode."""
-        if self.prefix is not None:
-            for seq in ready:
-                if not seq.is_finished and seq.num_cached > seq.cached_tokens:
-                    self.prefix.insert(seq.prompt_tokens, alias(seq.cache), compact=False)
-            self.memory.evict()
-        return ready
-
-    def _run_prefill(self, chunks: list[tuple[Sequence, int]]) -> float:
-        """Run the tick's prefill chunks. A chunk that ends its prompt includes the prompt's
-        last token, and the first output token is sampled from that pass's logits (vLLM
-        and llama.cpp do the same): a chat's next turn costs one forward pass, not a
-        prefill pass and then a decode pass."""
+    def _run_prefill(self, chunks: list[tuple[Sequence, int]],
+                     tick: Tick) -> Iterator[PassResult]:
+        """The tick's prefill chunks, in passes apart from the decode step. A chunk that
+        ends its prompt includes the prompt's last token, and the first output token is
+        sampled from that pass's logits (vLLM and llama.cpp do the same): a chat's next
+        turn costs one forward pass, not a prefill pass and then a decode pass."""
         t = time.perf_counter()
         for group in group_prefill(chunks, max_history=self.max_batched_history):
             pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in group]
@@ -217,13 +201,13 @@ class EngineCore:
                         seq.cache = cache
                 for seq, n in group:
                     seq.num_cached += n
-                if logits is not None:
-                    self._first_tokens([seq for (seq, _), done in zip(group, last, strict=True)
-                                        if done], logits)
+                firsts = [seq for (seq, _), done in zip(group, last, strict=True) if done]
+                result = sample_pass(firsts, logits) if logits is not None else None
             except Exception as exc:  # noqa: BLE001 - these requests fail, the engine goes on
-                for seq, _ in group:
-                    self._fail(seq, exc)
-        return time.perf_counter() - t
+                result = PassResult.failed([seq for seq, _ in group], exc)
+            if result is not None:
+                yield result
+        tick.prefill_s = time.perf_counter() - t
 
     def _shares_pass(self, plan: TickPlan) -> bool:
         """Whether this tick runs as one ragged pass: the model allows it, and it has
@@ -237,14 +221,15 @@ class EngineCore:
             return False
         return all(plain(seq.cache) for seq, _ in plan.prefill)
 
-    def _run_ragged(self, chunks: list[tuple[Sequence, int]]
-                    ) -> tuple[list[int], float] | None:
+    def _run_shared(self, chunks: list[tuple[Sequence, int]]
+                    ) -> tuple[list[Sequence], mx.array | None, list[Sequence],
+                               mx.array | None] | None:
         """The tick's decode rows and prefill chunks in one forward pass
-        (engine/ragged_pass.py); (the rows' tokens, seconds), or None when the pass failed
-        and left every cache as it was (the tick then runs its passes apart, where an
-        error fails only the requests of its pass). A chunk that ends its prompt gives the
-        prompt's first token, as in `_run_prefill`."""
-        t = time.perf_counter()
+        (engine/ragged_pass.py): (the rows, their logits, the prompts it finished, their
+        last position's logits), or None when the pass failed and left every cache as it
+        was (the tick then runs its passes apart, where an error fails only the requests
+        of its pass). A chunk that ends its prompt gives the prompt's first token, as in
+        `_run_prefill`."""
         rows = list(self.batch.seqs)
         pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in chunks]
         last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in chunks]
@@ -259,50 +244,61 @@ class EngineCore:
             return None
         for seq, n in chunks:
             seq.num_cached += n
-        if first_logits is not None:
-            self._first_tokens([seq for (seq, _), done in zip(chunks, last, strict=True)
-                                if done], first_logits)
-        try:
-            tokens = self.batch.sample(row_logits).tolist() if rows else []
-        except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
-            for seq in rows:
-                self._fail(seq, exc)
-            tokens = []
-        return tokens, time.perf_counter() - t
+        firsts = [seq for (seq, _), done in zip(chunks, last, strict=True) if done]
+        return rows, row_logits, firsts, first_logits
 
-    def _first_tokens(self, seqs: list[Sequence], logits: mx.array) -> None:
-        """Sample each prompt's first token from its last prompt position's logits."""
-        picked, lps = sample_next(seqs, logits)
-        lps = lps or [None] * len(seqs)
-        now = time.perf_counter()
-        self._first_tokens_out += len(seqs)
-        for seq, token, lp in zip(seqs, picked.tolist(), lps, strict=True):
-            self._accept(seq, token, now, lp)
-
-    def _run_decode(self) -> tuple[list[int], float]:
-        """One token per decoding row; (tokens, seconds of forward pass + sampling)."""
+    def _run_decode(self, tick: Tick) -> PassResult:
+        """One token per decoding row (forward pass + sampling)."""
         t = time.perf_counter()
         more_coming = bool(self.scheduler.prefilling or self.scheduler.num_waiting)
         try:
-            tokens = self.batch.step(more_coming)
+            result = self.batch.step(more_coming)
         except Exception as exc:  # noqa: BLE001 - the tick's requests fail, the engine goes on
-            for seq in self.batch.seqs:
-                self._fail(seq, exc)
-            tokens = []
-        return tokens, time.perf_counter() - t
+            result = PassResult.failed(self.batch.seqs, exc)
+        tick.forward_s = time.perf_counter() - t
+        return result
 
-    # -- post-processing ----------------------------------------------------------------
-    def _postprocess(self, tokens: list[int]) -> None:
-        """Each row's new token: text delta, stop checks, finishes (rows leave afterwards)."""
-        if not tokens:  # nothing decoded, or the step failed (its rows are finished)
+    def _join_prefilled(self) -> None:
+        """Prompts now fully in cache start decoding (kept as prefixes first)."""
+        self.batch.join(self.memory.keep_prompts(self.scheduler.take_ready()),
+                        coming=len(self.scheduler.prefilling))
+
+    # -- post-process -------------------------------------------------------------------
+    def _postprocess(self, tick: Tick, passes: Iterator[PassResult],
+                     hand_over: HandOver | None) -> list[TokenEvent]:
+        """Each pass's result as the pass ends: its tokens accepted, or its error failing its
+        sequences. Then the tick is recorded, its tokens handed over, the rows that finished
+        leave (their KV kept as prefixes) and the prompts a shared pass finished join the
+        batch (their second token comes next tick); returns the events not handed over."""
+        for result in passes:
+            self._take(result)
+            tick.tokens_out += len(result.tokens)
+        # Recorded before finished rows leave: copying their KV out for the prefix cache
+        # depends on neither the tick's rows nor its prefill, which the budget learns from,
+        # and a client that has its reply then finds it counted.
+        self._record_tick(tick)
+        if (hand_over is not None and self._events
+                and any(seq.is_finished for seq in self.batch.seqs)):
+            hand_over(self._take_events())  # before that copy
+        self._drop_finished_rows()
+        if tick.shared:
+            self._join_prefilled()
+        return self._take_events()
+
+    def _take(self, result: PassResult) -> None:
+        """A pass's new tokens, one per sequence, or its error."""
+        if result.error is not None:
+            for seq in result.seqs:
+                self._fail(seq, result.error)
             return
         now = time.perf_counter()
-        logprobs = self.batch.logprobs or [None] * len(tokens)
-        for seq, token, lp in zip(self.batch.seqs, tokens, logprobs, strict=True):
+        for seq, token, lp in zip(result.seqs, result.tokens, result.logprobs, strict=True):
             self._accept(seq, token, now, lp)
 
     def _accept(self, seq: Sequence, token: int, now: float,
                 lp: TokenLogprobs | None = None) -> None:
+        """The one place a sequence takes a new token (a prompt's first or a decode row's):
+        its text delta, stop checks and, when one holds, its finish."""
         seq.output_tokens.append(token)
         if seq.t_first_token is None:
             seq.t_first_token = now
@@ -331,6 +327,8 @@ class EngineCore:
 
     def _finish(self, seq: Sequence, reason: str, token: int | None = None,
                 delta: str = "", lp: TokenLogprobs | None = None) -> None:
+        """The one place a sequence ends (a stop, a limit, a cancel, an error, a shutdown):
+        its KV kept or freed, its stats recorded, its final event queued."""
         if seq.is_finished:
             return
         if seq.status in (Status.WAITING, Status.PREFILLING):
@@ -342,7 +340,7 @@ class EngineCore:
         delta += seq.text.finish()
         cache = self.batch.release(seq)
         if cache is not None:
-            self._keep_kv(seq, cache)
+            self.memory.keep_finished(seq, cache)
         if was_active:
             self.memory.release(seq)
         del self.by_id[seq.request_id]
@@ -354,31 +352,23 @@ class EngineCore:
                        **_logprobs(lp))
         )
 
-    def _keep_kv(self, seq: Sequence, cache: kv.LayerCaches) -> None:
-        """A finished request's KV (prompt and every token fed after it) becomes a prefix
-        for later requests."""
-        if self.prefix is not None and wants_kv(seq):
-            self.prefix.insert(seq.prompt_tokens + seq.output_tokens, cache)
-            self.memory.evict()
-
     def _drop_finished_rows(self) -> None:
         for seq, cache in self.batch.drop_finished():
-            self._keep_kv(seq, cache)
+            self.memory.keep_finished(seq, cache)
         if not self.by_id:
             self.batch.drop_spare()
 
-    def _record_tick(self, plan: TickPlan, t0: float, rows: int, batched: bool, tokens_out: int,
-                     prefill_s: float, forward_s: float, decode_s: float) -> None:
+    def _record_tick(self, tick: Tick) -> None:
         t_end = time.perf_counter()
-        step_s = t_end - t0
-        self.scheduler.budget.observe(rows, decode_s, plan.num_prefill_tokens, prefill_s, step_s,
-                                      plan.interactive,
+        step_s, plan = t_end - tick.t0, tick.plan
+        self.scheduler.budget.observe(tick.rows, tick.decode_s, plan.num_prefill_tokens,
+                                      tick.prefill_s, step_s, plan.interactive,
                                       budgeted=plan.decode_rows > 0 and not plan.beyond_allowance)
         self.stats.record_tick(TickRecord(
-            index=self.stats.num_ticks, t=t_end, decode_rows=rows,
+            index=self.stats.num_ticks, t=t_end, decode_rows=tick.rows,
             prefill_tokens=plan.num_prefill_tokens, prefill_seqs=len(plan.prefill),
-            step_s=step_s, forward_s=prefill_s + forward_s, budget=plan.budget,
-            tokens_out=tokens_out, batched=batched,
+            step_s=step_s, forward_s=tick.prefill_s + tick.forward_s, budget=plan.budget,
+            tokens_out=tick.tokens_out, batched=tick.batched,
         ), self._gaps)
         self._gaps = []
 

@@ -1,24 +1,61 @@
-"""The KV memory policy: what running requests set aside plus what cached prefixes keep stays
-within one budget, and cached prefixes are evicted first (issue #27: one object instead of
-the same arithmetic in the admission, the prefilled prompts and the finished requests)."""
+"""The KV memory policy: every reservation, reuse, keep and eviction of KV goes through here.
+
+What running requests set aside plus what cached prefixes keep stays within one budget, and
+cached prefixes are evicted first (least recently used). Admitted requests start from the
+longest cached prefix of their prompt (in memory, or in a file saved before a restart);
+prefilled prompts and finished requests' KV become prefixes for later requests. Issue #27:
+one object instead of the same arithmetic at admission, prefilled prompts and finishes.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import mlx.nn as nn
 from mlx_lm.models.cache import KVCache
 
-from .prefix_cache import PrefixCache
+from .cache import LayerCaches
+from .prefix_cache import PrefixCache, alias
+from .prefix_store import PrefixStore, fingerprint
 from .sequence import Sequence
+
+log = logging.getLogger(__name__)
+
+
+def wants_kv(seq: Sequence) -> bool:
+    """Whether a finished sequence's KV is worth keeping: not after an error (the cache may
+    be half-written) or a shutdown (nothing will use it)."""
+    return seq.finish_reason not in ("error", "shutdown")
+
+
+def open_store(directory: str | None, model: nn.Module, fast_cpu_kernels: bool,
+               max_bytes: int) -> PrefixStore | None:
+    """The files that keep cached prefixes across restarts (None: no directory, or it
+    cannot be used: an optional speed-up, so the engine runs without it)."""
+    if not directory:
+        return None
+    # The CPU kernels change the last bits of SiLU and softmax, hence of the KV.
+    model_id = fingerprint(model, f"cpu_kernels={fast_cpu_kernels}")
+    try:
+        return PrefixStore(Path(directory), model_id, max_bytes)
+    except OSError as exc:
+        log.warning("KV cache across restarts is off: cannot use %s: %s", directory, exc)
+        return None
 
 
 class KvPolicy:
     def __init__(self, budget: int, per_token: int, context_length: int,
-                 prefix: PrefixCache | None) -> None:
+                 prefix: PrefixCache | None, store: PrefixStore | None = None) -> None:
         self.budget = budget  # bytes for running requests and cached prefixes together
         self.per_token = per_token  # KV bytes one token takes in every layer
         self.context_length = context_length
-        self.prefix = prefix
+        self.prefix = prefix  # None: no prefix reuse (off, or a model it cannot keep)
+        self.store = store  # cached prefixes saved across restarts (None: not kept)
         self.reserved = 0  # bytes set aside by admitted requests
 
+    # -- running requests ---------------------------------------------------------------
     def need(self, num_prompt_tokens: int, max_tokens: int) -> int:
         """KV bytes a request sets aside while it runs: its longest possible sequence, plus
         one allocation step (mlx-lm's caches grow 256 positions at a time)."""
@@ -26,7 +63,8 @@ class KvPolicy:
         return self.per_token * (tokens + KVCache.step)
 
     def reserve(self, seq: Sequence) -> bool:
-        """Set `seq`'s need aside, or say False when it does not fit now."""
+        """Set `seq`'s need aside, or say False when it does not fit now (the scheduler's
+        admission test)."""
         need = self.need(seq.num_prompt_tokens, seq.params.max_tokens)
         if self.reserved + need > self.budget:
             return False
@@ -34,11 +72,64 @@ class KvPolicy:
         self.reserved += need
         return True
 
+    def start(self, admitted: list[Sequence], new_cache: Callable[[], LayerCaches]) -> None:
+        """Give each admitted request its cache: the longest cached prefix of its prompt, or
+        a new one. Then cached prefixes give way to the new reservations."""
+        for seq in admitted:
+            cache, n = self._restore(seq.prompt_tokens)
+            seq.cache = cache if cache is not None else new_cache()
+            seq.num_cached = seq.cached_tokens = n
+        self.evict()
+
     def release(self, seq: Sequence) -> None:
         """An admitted request ended: its share is free again."""
         self.reserved -= seq.kv_reserved
+
+    # -- cached prefixes ----------------------------------------------------------------
+    def keep_prompts(self, ready: list[Sequence]) -> list[Sequence]:
+        """Prompts now fully in cache are kept as prefixes at once (`ready`, returned), so
+        requests sharing them (a system prompt, a template) reuse them while these still
+        decode."""
+        if self.prefix is not None:
+            for seq in ready:
+                if not seq.is_finished and seq.num_cached > seq.cached_tokens:
+                    self.prefix.insert(seq.prompt_tokens, alias(seq.cache), compact=False)
+            self.evict()
+        return ready
+
+    def keep_finished(self, seq: Sequence, cache: LayerCaches) -> None:
+        """A finished request's KV (prompt and every token fed after it) becomes a prefix
+        for later requests."""
+        if self.prefix is not None and wants_kv(seq):
+            self.prefix.insert(seq.prompt_tokens + seq.output_tokens, cache)
+            self.evict()
+
+    def save(self, tokens: list[int]) -> int:
+        """Save the longest cached prefix of `tokens` to disk; how many tokens it holds (0:
+        nothing cached, or no disk store)."""
+        if self.prefix is None or self.store is None:
+            return 0
+        entry, n = self.prefix.longest(list(tokens) + [-1])  # + [-1]: all of them may match
+        if entry is None:
+            return 0
+        self.store.save(entry.tokens[:n], entry.cache)
+        return n
 
     def evict(self) -> None:
         """Cached prefixes give way until everything fits (after any change to either)."""
         if self.prefix is not None:
             self.prefix.evict_to(self.budget - self.reserved)
+
+    def _restore(self, prompt: list[int]) -> tuple[LayerCaches | None, int]:
+        """The longest cached prefix of `prompt`, from memory or, when a saved file holds
+        more of it, from disk (the file then becomes a memory entry too)."""
+        if self.prefix is None:
+            return None, 0
+        if self.store is not None:
+            saved, n = self.store.longest(prompt)
+            if saved is not None and n > self.prefix.longest(prompt)[1]:
+                cache = self.store.load(saved)
+                if cache is not None:
+                    self.prefix.insert(saved.tokens.tolist(), cache, compact=False,
+                                       source="disk")
+        return self.prefix.restore(prompt)

@@ -16,7 +16,7 @@ from .stats import EngineStats, RequestProgress, RequestRow, RequestStats
 def engine_stats(core: EngineCore) -> EngineStats:
     now = time.perf_counter()
     st, budget = core.stats, core.scheduler.budget
-    prefix = core.prefix.stats() if core.prefix is not None else None
+    prefix = core.memory.prefix.stats() if core.memory.prefix is not None else None
     with st.lock:
         tps, mean_batch = st.window_rates(now)
         itl_p99, itl_max = st.gap_figures(now)
@@ -60,11 +60,11 @@ def engine_stats(core: EngineCore) -> EngineStats:
                 "prefix_lookup_tokens": prefix.lookup_tokens,
                 "prefix_evictions": prefix.evictions,
             }),
-            **({} if core.store is None else {
-                "prefix_disk_files": len(core.store.saved),
-                "prefix_disk_bytes": core.store.nbytes,
-                "prefix_disk_saves": core.store.saves,
-                "prefix_disk_loads": core.store.loads,
+            **({} if core.memory.store is None else {
+                "prefix_disk_files": len(core.memory.store.saved),
+                "prefix_disk_bytes": core.memory.store.nbytes,
+                "prefix_disk_saves": core.memory.store.saves,
+                "prefix_disk_loads": core.memory.store.loads,
             }),
         )
 

@@ -74,7 +74,6 @@ class EngineThread(threading.Thread):
         self.core = core
         self.inbox = inbox
         self.deliver = deliver
-        core.deliver_early = deliver
 
     def run(self) -> None:
         core, inbox = self.core, self.inbox
@@ -90,7 +89,7 @@ class EngineThread(threading.Thread):
                 break
             apply(core, commands)
             try:
-                events = core.step()
+                events = core.step(hand_over=self.deliver)
             except Exception as exc:  # noqa: BLE001 - a bug in a tick must not kill serving
                 log.exception("engine tick failed")
                 events = core.abort_all("error", error=f"{type(exc).__name__}: {exc}")

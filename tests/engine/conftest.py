@@ -79,3 +79,15 @@ def run_staggered(engine: Engine, ps: list[list[int]]) -> list:
             engine.step()
     run_to_end(engine)
     return streams
+
+
+def count_passes(engine, monkeypatch) -> list[str]:
+    """Log the engine's forward passes ("prefill" or "decode") as they run."""
+    runner, log = engine._core.runner, []
+    one, many, decode = runner.prefill, runner.prefill_many, runner.decode
+    monkeypatch.setattr(runner, "prefill",
+                        lambda c, t, **kw: log.append("prefill") or one(c, t, **kw))
+    monkeypatch.setattr(runner, "prefill_many",
+                        lambda cs, ts, **kw: log.append("prefill") or many(cs, ts, **kw))
+    monkeypatch.setattr(runner, "decode", lambda c, t: log.append("decode") or decode(c, t))
+    return log

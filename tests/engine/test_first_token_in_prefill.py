@@ -2,20 +2,9 @@
 
 from engine import SamplingParams
 from engine.model_runner import output_head
-from tests.engine.conftest import prompts, reference_tokens, run_to_end
+from tests.engine.conftest import count_passes, prompts, reference_tokens, run_to_end
 
 N = 8
-
-
-def _count_passes(engine, monkeypatch) -> list[str]:
-    runner, log = engine._core.runner, []
-    one, many, decode = runner.prefill, runner.prefill_many, runner.decode
-    monkeypatch.setattr(runner, "prefill",
-                        lambda c, t, **kw: log.append("prefill") or one(c, t, **kw))
-    monkeypatch.setattr(runner, "prefill_many",
-                        lambda cs, ts, **kw: log.append("prefill") or many(cs, ts, **kw))
-    monkeypatch.setattr(runner, "decode", lambda c, t: log.append("decode") or decode(c, t))
-    return log
 
 
 def test_a_next_turn_costs_one_forward_pass_and_stays_exact(tiny, make_engine, monkeypatch):
@@ -24,31 +13,12 @@ def test_a_next_turn_costs_one_forward_pass_and_stays_exact(tiny, make_engine, m
     first = engine.submit(prompt_tokens=prompt, params=SamplingParams(max_tokens=N))
     run_to_end(engine)
     turn = prompt + first.tokens + [5, 6, 7]
-    log = _count_passes(engine, monkeypatch)
+    log = count_passes(engine, monkeypatch)
     nxt = engine.submit(prompt_tokens=turn, params=SamplingParams(max_tokens=1))
     run_to_end(engine)
     assert nxt.stats.cached_tokens == len(turn) - 4  # the last reply token and 3 new ones
     assert log == ["prefill"]  # one pass: the new tokens and the first output token
     assert nxt.tokens == reference_tokens(tiny.model, turn, 1)
-
-
-def test_first_token_is_handed_over_before_the_other_rows_decode(tiny, make_engine,
-                                                                 monkeypatch):
-    engine = make_engine(max_concurrent=4)
-    a, b = prompts(2, seed=32)
-    sa = engine.submit(prompt_tokens=a, params=SamplingParams(max_tokens=N))
-    engine.step()
-    log = _count_passes(engine, monkeypatch)
-    engine._core.deliver_early = lambda events: log.append(
-        ("early", [e.request_id for e in events])) or engine._deliver(events)
-    sb = engine.submit(prompt_tokens=b, params=SamplingParams(max_tokens=N))
-    engine.step()
-    assert log == ["prefill", ("early", [sb.request_id]), "decode"]
-    assert len(sb.tokens) == 2  # the prefill's token, then the decode step's
-    engine._core.deliver_early = None
-    run_to_end(engine)
-    assert sa.tokens == reference_tokens(tiny.model, a, N)
-    assert sb.tokens == reference_tokens(tiny.model, b, N)
 
 
 def test_a_model_with_an_unknown_head_gets_the_same_tokens(tiny, make_engine):

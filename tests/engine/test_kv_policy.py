@@ -45,3 +45,32 @@ def test_reserve_until_full_release_frees_and_prefixes_give_way() -> None:
     assert prefix.nbytes == 0
     policy.release(a)
     assert policy.reserved == need and policy.reserve(c)
+
+
+def finished(prompt: int, output: list[int], reason: str) -> Sequence:
+    seq = waiting(prompt, len(output))
+    seq.output_tokens = list(output)
+    seq.finish_reason = reason
+    return seq
+
+
+def test_finished_kv_is_kept_when_worth_it_and_restored_within_the_budget() -> None:
+    per_token = 2 * 2 * 8 * 4
+    prefix = PrefixCache()
+    policy = KvPolicy(budget=per_token * 50, per_token=per_token, context_length=4096,
+                      prefix=prefix)
+    policy.keep_finished(finished(20, [7] * 10, "error"), cached(30))  # may be half-written
+    assert prefix.entries == []
+    done = finished(20, [7] * 10, "length")
+    policy.keep_finished(done, cached(30))
+    assert [e.num_tokens for e in prefix.entries] == [30]
+    other = finished(25, [9] * 5, "stop")
+    policy.keep_finished(other, cached(30))  # two entries do not fit: the older one goes
+    assert [e.tokens.tolist() for e in prefix.entries] == [list(range(25)) + [9] * 5]
+    turn = waiting(0, 5)
+    turn.prompt_tokens = list(range(25)) + [9] * 5 + [1, 2]
+    fresh = waiting(3, 5)
+    fresh.prompt_tokens = [90, 91, 92]  # shares no prefix with the entry
+    policy.start([turn, fresh], new_cache=lambda: [KVCache()])
+    assert (turn.num_cached, turn.cached_tokens, turn.cache[0].offset) == (30, 30, 30)
+    assert (fresh.num_cached, fresh.cache[0].offset) == (0, 0)

@@ -53,7 +53,7 @@ def test_engine_error_ends_the_reply_with_the_error(window, loop, monkeypatch):
     tab = window.current_tab()
     core = window.ctx.bridge.local.engine._core
 
-    def broken_step():
+    def broken_step(hand_over=None):
         raise RuntimeError("simulated kernel failure")
 
     monkeypatch.setattr(core, "step", broken_step)

@@ -1,0 +1,60 @@
+"""Each sequence's next token from its logits: one sampling rule for all of the engine.
+
+Used for a prompt's first token (sampled in its last prefill pass), decode rows and the
+step started ahead. The rule: each sequence's own sampler, the repetition penalty over its
+`penalty_history` (the last `repetition_context_size` tokens of prompt and output), and
+the step number (the tokens it has generated) that seeds its draw. A step started ahead
+samples before its input token is read back: that token is `pending`, so it counts in the
+history and the step without being in `output_tokens` yet. A pass's result, as the
+engine's step post-processes it, is a `PassResult`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+
+from .sampling import TokenLogprobs, row_logprobs, sample_rows
+from .sequence import Sequence
+
+
+def sample_next(seqs: list[Sequence], logits: mx.array, pending: mx.array | None = None
+                ) -> tuple[mx.array, list[TokenLogprobs | None] | None]:
+    """Each sequence's next token from its row of `logits` (not yet evaluated), and the rows'
+    log-probabilities where asked (None: no row asked). `pending` (rows,): each sequence's
+    last token, sampled but not yet appended to its output (a step started ahead, which
+    never starts for a request that asks for log-probabilities)."""
+    samplers = [s.sampler for s in seqs]
+    histories = [s.penalty_history() for s in seqs]
+    steps = [s.num_output_tokens + (pending is not None) for s in seqs]
+    picked = sample_rows(samplers, histories, steps, logits, pending=pending)
+    if pending is not None:
+        return picked, None
+    return picked, row_logprobs(samplers, histories, logits, picked)
+
+
+def sample_pass(seqs: list[Sequence], logits: mx.array) -> PassResult:
+    """`sample_next` for a pass's sequences, read back."""
+    return PassResult.sampled(seqs, *sample_next(seqs, logits))
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """What one forward pass gives its sequences (in order): each one's new token, with its
+    log-probabilities where asked, or the error that fails them all."""
+
+    seqs: list[Sequence]
+    tokens: list[int]
+    logprobs: list[TokenLogprobs | None]
+    error: BaseException | None = None
+
+    @classmethod
+    def sampled(cls, seqs: list[Sequence], picked: mx.array,
+                logprobs: list[TokenLogprobs | None] | None) -> PassResult:
+        """From `sample_next`'s result (the tokens are read back here)."""
+        return cls(list(seqs), picked.tolist(), logprobs or [None] * len(seqs))
+
+    @classmethod
+    def failed(cls, seqs: list[Sequence], error: BaseException) -> PassResult:
+        return cls(list(seqs), [], [], error)
