@@ -70,7 +70,7 @@ class Conversation:
         self.backend = backend  # None: the local engine; else a saved connection's name
         self.messages: list[ChatMessage] = list(messages or [])
         self.generation: Generation | None = None
-        self.generations: list[Generation] = []  # every reply started here, oldest first
+        self.generations: list[Generation] = []  # the newest reply and any still running
         self.reset, self.added, self.delta = Event(), Event(), Event()
         self.reply_finished, self.busy_changed, self.notice = Event(), Event(), Event()
         self.meta_changed = Event()
@@ -186,11 +186,11 @@ class Conversation:
             self.notice.emit(_submit_note(exc))
             return False
         self.generation = gen
-        # Every turn's Generation stays (the history finds replies by it), but only the
-        # newest keeps its prompt's ids (the whole conversation so far): kept for every
-        # turn, a chat's memory grew with the square of its turns.
-        for earlier in self.generations:
-            earlier.stream.prompt_tokens = []
+        # Only replies still running, and the newest, keep their Generation (the history
+        # finds a reply's stats by it until it has ended): each holds its prompt's ids (the
+        # whole chat so far), its text and its tokens, which the messages keep anyway; kept
+        # for every turn, a chat's memory grew with the square of its turns.
+        self.generations = [g for g in self.generations if not g.is_finished]
         self.generations.append(gen)
         self.messages.append(ChatMessage("assistant", "", streaming=True,
                                          request_id=gen.request_id, params=dict(self.params),

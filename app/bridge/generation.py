@@ -52,7 +52,9 @@ class Generation:
         # outlives the view (the history records a reply cancelled by closing its tab)
         self.done = Event()
         self.progress: Any = None  # the engine's RequestProgress, until the first token
-        self.shown = ""  # text already handed to `delta` listeners
+        # how much of the text `delta` listeners have had (a count: the text itself is the
+        # stream's, and the conversation's message keeps what is shown)
+        self.shown_chars = 0
         self.ended = False  # the stream ended (its finish may not be flushed yet)
         self.is_finished = False  # `finished` was emitted
         self._pending: list[str] = []
@@ -89,7 +91,7 @@ class Generation:
     @property
     def has_text(self) -> bool:
         """Some text arrived (shown, or waiting for the next frame)."""
-        return bool(self.shown or self._pending)
+        return bool(self.shown_chars or self._pending)
 
     def cancel(self) -> None:
         self.stream.cancel()
@@ -108,7 +110,7 @@ class Generation:
         if self._pending:
             text = "".join(self._pending)
             self._pending.clear()
-            self.shown += text
+            self.shown_chars += len(text)
             self.delta.emit(text)
         if self.ended and not self.is_finished:
             self.is_finished = True

@@ -33,9 +33,11 @@ async def test_replies_token_ids_and_cached_tokens_are_saved(bridge, tmp_path: P
     sync = HistorySync.open(db)
     conv = Conversation(bridge, system_prompt="Be brief.", params=FAST)
     sync.attach(conv, 0)
-    await chat(conv, "hello", "and again")
+    gens = []
+    for text in ("hello", "and again"):
+        await chat(conv, text)
+        gens.append(conv.generations[-1])
     _, rows = read_back(db, conv.session_id)
-    gens = conv.generations
     assert [r.token_ids for r in rows] == [None, gens[0].stream.tokens,
                                            None, gens[1].stream.tokens]
     assert len(rows[1].token_ids) == FAST["max_tokens"]
@@ -93,15 +95,21 @@ async def test_regenerate_and_edit_leave_no_stale_ids(bridge, tmp_path: Path) ->
     sync.close()
 
 
-async def test_a_long_chat_keeps_no_earlier_turns_prompt_ids(bridge) -> None:
-    """Each turn's prompt holds the whole conversation so far; kept for every turn, a chat's
-    memory grew with the square of its turns. Only the newest turn keeps its prompt's ids;
-    the earlier ones keep their counts."""
+async def test_a_long_chat_keeps_only_its_newest_replys_generation(bridge) -> None:
+    """Each turn's prompt holds the whole conversation so far, and its Generation the
+    prompt's ids, text and tokens; kept for every turn, a chat's memory grew with the
+    square of its turns. Only the newest reply's Generation stays; the messages keep each
+    reply's text, token ids and stats."""
     conv = Conversation(bridge, params=FAST)
-    await chat(conv, "one", "two", "three")
-    gens = conv.generations
-    assert len(gens) == 3 and [g.stream.prompt_tokens == [] for g in gens] == [True, True, False]
+    gens = []
+    for text in ("one", "two", "three"):
+        await chat(conv, text)
+        gens.append(conv.generations[-1])
+    assert conv.generations == [gens[2]]
     assert len(gens[2].stream.prompt_tokens) == gens[2].stats.prompt_tokens
-    prompts = [g.stats.prompt_tokens for g in gens]
+    replies = conv.messages[1::2]
+    assert [m.token_ids for m in replies] == [g.tokens for g in gens]
+    assert [m.content for m in replies] == [g.text for g in gens]
+    prompts = [m.stats.prompt_tokens for m in replies]
     assert prompts[0] > 0 and prompts[0] < prompts[1] < prompts[2]
-    assert all(len(g.tokens) == FAST["max_tokens"] for g in gens)
+    assert all(len(m.token_ids) == FAST["max_tokens"] for m in replies)

@@ -49,7 +49,8 @@ async def test_send_and_finish_write_messages_params_and_stats(bridge, tmp_path:
     stats = other.list_request_stats(session_id=conv.session_id)
     other.close()
     assert [s.message_id for s in stats] == [rows[1].id, rows[3].id]
-    assert [s.request_id for s in stats] == [g.request_id for g in conv.generations]
+    assert [s.request_id for s in stats] == [m.request_id for m in conv.messages[1::2]]
+    assert stats[1].request_id == conv.generations[-1].request_id
     conv.rename("Renamed")
     conv.update_settings("New prompt", FAST | {"max_tokens": 7}, "Fast")
     await wait_until(lambda: read_back(db, conv.session_id)[0].title == "Renamed", 5)

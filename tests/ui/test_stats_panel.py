@@ -75,8 +75,10 @@ def test_panel_shows_conversation_memory_as_the_engine_counts_it(window, loop):
     dock = window.stats_dock
     dock.show()
     tab = window.current_tab()
+    gens = []
     for text in ("first turn", "second turn", "third turn"):
         assert tab.conversation.send(text)
+        gens.append(tab.conversation.generation)
         run_until(loop, lambda: not tab.conversation.is_busy)
     spin(loop, 0.05)
     dock.refresh(poll=True)
@@ -94,7 +96,6 @@ def test_panel_shows_conversation_memory_as_the_engine_counts_it(window, loop):
     table = dock.panel.table_model
     cached = {r.request_id: table.data(table.index(i, COLUMNS.index("Cached")))
               for i, r in enumerate(table.rows)}
-    gens = tab.conversation.generations
     assert [cached[g.request_id] for g in gens] == [str(g.stream.stats.cached_tokens)
                                                     for g in gens]
     assert int(cached[gens[-1].request_id]) > int(cached[gens[1].request_id]) > 0

@@ -82,7 +82,7 @@ def test_eight_tabs_generate_at_once_each_with_its_own_text(window, loop, qtbot)
         assert gen.tag == tab.conversation.tag
         assert gen.finish_reason == "length"
         assert len(gen.stream.tokens) == 24 + i
-        assert reply.content == gen.text == gen.shown
+        assert reply.content == gen.text and gen.shown_chars == len(gen.text)
         window.tabs.setCurrentWidget(tab)  # deferred rendering catches up when shown
         assert tab.messages.widgets[1].body.source_text == gen.text
         assert f"{24 + i} tokens" in tab.messages.widgets[1].stats.text()
