@@ -1,0 +1,1 @@
+"""BatchChat's application layer (Qt-free): chats, the engine bridge, history, server, simulator."""

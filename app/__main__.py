@@ -1,3 +1,5 @@
+"""`python -m app`: the desktop app, or `--cli` / `serve` (app/main.py parses which)."""
+
 from app.main import entry
 
 entry()
