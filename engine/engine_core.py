@@ -43,10 +43,10 @@ class Tick:
     rows: int = 0  # decode rows in its step
     batched: bool = False  # they ran as a batch cache
     shared: bool = False  # the rows and the chunks ran in one pass
-    prefill_s: float = 0.0  # passes apart from the step
-    forward_s: float = 0.0  # the step's pass (a shared one: its first tokens too), sampled
+    prefill_s: float = 0.0  # prefill passes apart from the step, first tokens accepted
+    forward_s: float = 0.0  # the step's pass and sampling (a shared pass: all of it)
     decode_s: float = 0.0  # the step, its tokens accepted (a shared pass: since t0)
-    tokens_out: int = 0
+    tokens_out: int = 0  # tokens accepted: first tokens and the rows' ones
 
 
 class EngineCore:
@@ -175,7 +175,7 @@ class EngineCore:
         self._join_prefilled()
         tick.rows, tick.batched = len(self.batch), self.batch.is_batched
         if hand_over is not None and tick.rows and self._events:
-            hand_over(self._take_events())
+            hand_over(self._take_events())  # first tokens do not wait for the rows' step
         t = time.perf_counter()
         if tick.rows:
             yield self._run_decode(tick)
