@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
+from engine.cpu_options import CpuOptions
 from engine.determinism import describe as same_answer
 
 from .engine_bridge import EngineBridge
@@ -30,5 +31,11 @@ def about_facts(bridge: EngineBridge) -> list[tuple[str, str]]:
     return [("Version", version()),
             ("Model", bridge.description or bridge.source or "none loaded"),
             ("MLX device", mlx_device()),
-            ("Same answer", same_answer()),
+            ("Same answer", same_answer(_cpu_options(bridge))),
             ("Data directory", str(data_dir()))]
+
+
+def _cpu_options(bridge: EngineBridge) -> CpuOptions:
+    """The loaded engine's CPU options (the defaults before one is loaded)."""
+    cpu = getattr(getattr(getattr(bridge, "engine", None), "config", None), "cpu", None)
+    return cpu if isinstance(cpu, CpuOptions) else CpuOptions()

@@ -6,11 +6,14 @@ import asyncio
 import sys
 
 from engine import Engine, EngineConfig, RequestRejected, SamplingParams
+from engine.cpu_options import CpuOptions
 
 
-async def chat(source: str, params: SamplingParams, system: str | None = None) -> None:
+async def chat(source: str, params: SamplingParams, system: str | None = None,
+               cpu: CpuOptions | None = None) -> None:
+    """`cpu`: the engine's CPU switches (None: from the environment)."""
     print(f"Loading {source} ...", file=sys.stderr)
-    engine = Engine.load(source, EngineConfig())
+    engine = Engine.load(source, EngineConfig() if cpu is None else EngineConfig(cpu=cpu))
     print(f"{engine.description}. Type a message; an empty line or Ctrl-D quits.",
           file=sys.stderr)
     await engine.start()
