@@ -7,41 +7,26 @@ third of a prefill pass on the bundled model. Here the same Cephes polynomial ru
 plain multiply-adds in compiled kernels: 3-4x faster, within 1.2e-7 relative error of
 MLX's own `exp` (at most one unit in the last place; 90 % of results are bit-identical).
 
-How: `install(tree, options)` works on the engine's own copy of the model's modules
-(engine/module_tree.py), never on the loaded model or on mlx / mlx-lm's classes and
-modules. Each module of the architecture whose `__call__` calls mlx-lm's module-level
-`swiglu` or `scaled_dot_product_attention` (llama's MLP and Attention, say) is replaced by a
-module of an engine class: a subclass whose `__call__` is the architecture's own code, the
-same bytecode, reading the engine's dispatchers under those names. The dispatchers take the
-fast path only on the thread that is inside `active()` (the engine's forward passes), only
-for float32 and only on the CPU; otherwise they call the stock function.
-
-With the native extension (engine/native) loaded, those passes also run SiLU x up, RoPE and
-RMSNorm as one native op each: MLX's CPU backend composes mx.fast.rope and mx.fast.rms_norm
-from 5-15 small ops (~130 and ~35 us a call at decode, against ~5 us native), which made
-them a quarter of a solo decode step. The copy's `nn.RoPE` and `nn.RMSNorm` modules are
-replaced by the subclasses below, which take the native op inside the engine's passes and
-call the stock one otherwise (other RoPE variants keep MLX's op). `CpuOptions.rowwise`
-(BATCHCHAT_NATIVE_ROWWISE=0) turns this off.
+How: the engine's own layers (engine/cpu_layers.py) call the dispatchers below in place
+of mlx-lm's `swiglu` and `scaled_dot_product_attention`. They take the fast path only on the
+thread that is inside `active()` (the engine's forward passes), only for float32 and only on
+the CPU; otherwise they call the stock function. With the native extension (engine/native)
+loaded, those passes also run SiLU x up and attention as native ops (and, in
+engine/cpu_layers.py, RoPE and RMSNorm), as `CpuOptions` allows.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
-import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import ModuleType
 from typing import Any
 
 import mlx.core as mx
-import mlx.nn as nn
 
 from . import native  # the extension itself loads lazily, at the first engine pass
 from .cpu_options import CpuOptions
-from .module_tree import adopt, replace
-from .ragged_pass import Positions, RaggedLayer
+from .ragged_pass import RaggedLayer
 
 _DEFAULTS = CpuOptions()
 
@@ -128,7 +113,7 @@ def attention(queries: mx.array, keys: mx.array, values: mx.array, scale: float,
     return (probs @ values).reshape(b, n_heads, length, dim)
 
 
-class _Pass:
+class Pass:
     """What the ops of one forward pass may use, decided once when the pass starts (a decode
     step makes ~800 op calls)."""
 
@@ -152,7 +137,7 @@ class _Pass:
 def active(options: CpuOptions = _DEFAULTS) -> Iterator[None]:
     """Forward passes built on this thread inside the block use the fast kernels."""
     previous = getattr(_state, "on", None)
-    _state.on = _Pass(options)
+    _state.on = Pass(options)
     try:
         yield
     finally:
@@ -164,7 +149,7 @@ def _fast(x: mx.array, size: int) -> bool:
         and size >= _MIN_SIZE
 
 
-def _native_rowwise(x: mx.array) -> _Pass | None:
+def native_rowwise(x: mx.array) -> Pass | None:
     """The pass, when it is an engine pass on float32 with the native row-wise ops on."""
     on = getattr(_state, "on", None)
     return on if on is not None and on.rowwise and x.dtype == mx.float32 else None
@@ -172,7 +157,7 @@ def _native_rowwise(x: mx.array) -> _Pass | None:
 
 def _swiglu_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     def dispatch(gate: mx.array, up: mx.array) -> mx.array:
-        on = _native_rowwise(gate)
+        on = native_rowwise(gate)
         if on is not None and up.dtype == mx.float32 and up.shape == gate.shape:
             return native.silu_mul(gate, up, force_scalar=on.scalar)
         return swiglu(gate, up) if _fast(gate, gate.size) else stock(gate, up)
@@ -197,102 +182,6 @@ def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     return dispatch
 
 
-_DISPATCHERS = {"swiglu": _swiglu_dispatch,
-                "scaled_dot_product_attention": _sdpa_dispatch}
-
-
-class _RoPE(nn.RoPE):
-    """nn.RoPE whose engine passes run the native op (the rotation mx.fast.rope computes)."""
-
-    def __call__(self, x: mx.array, offset: int | mx.array | Positions = 0) -> mx.array:
-        if isinstance(offset, Positions):
-            # a ragged pass, (1, H, T, D): seen as (T, H, 1, D), each token is a batch row
-            # of its own at its own position (the same rotation as in a pass of its own)
-            return self(x.swapaxes(0, 2), offset.array).swapaxes(0, 2)
-        if _native_rowwise(x) is None:
-            return super().__call__(x, offset)
-        inv = self.__dict__.get("_inv_freq")
-        if inv is None:  # once per module; not a parameter (never saved)
-            inv = native.rope_inv_freq(self.dims, self.base)
-            mx.eval(inv)
-            object.__setattr__(self, "_inv_freq", inv)
-        return native.rope(x, self.dims, traditional=self.traditional, scale=self.scale,
-                           offset=offset, inv_freq=inv)
-
-
-class _RMSNorm(nn.RMSNorm):
-    def __call__(self, x: mx.array) -> mx.array:
-        weight = self["weight"]
-        on = _native_rowwise(x)
-        if on is None or weight.dtype != mx.float32:
-            return super().__call__(x)
-        return native.rms_norm(x, weight, self.eps, force_scalar=on.scalar)
-
-
-_ROWWISE = {nn.RoPE: _RoPE, nn.RMSNorm: _RMSNorm}
-_ROUTED: dict[tuple[type, str], type] = {}  # (a model module's class, its module) -> the engine's
-
-
-def _routed_class(stock: type, module: ModuleType) -> type | None:
-    """The engine's class for modules of `stock` whose `__call__` (defined in the model's
-    mlx-lm module) calls its swiglu / scaled_dot_product_attention: a subclass running the
-    same code with the dispatchers under those names; None for any other class."""
-    key = (stock, module.__name__)
-    if key in _ROUTED:
-        return _ROUTED[key]
-    call = stock.__dict__.get("__call__")
-    code = getattr(call, "__code__", None)
-    names = [n for n in _DISPATCHERS if code is not None and n in code.co_names
-             and call.__globals__ is vars(module) and callable(vars(module).get(n))]
-    if not names:
-        return None
-    scope = dict(call.__globals__)  # a copy: mlx-lm's own module keeps its functions
-    scope.update({n: _DISPATCHERS[n](scope[n]) for n in names})
-    routed = types.FunctionType(code, scope, call.__name__, call.__defaults__,
-                                call.__closure__)
-    routed.__kwdefaults__ = call.__kwdefaults__
-    routed.__qualname__ = f"{stock.__qualname__}.__call__"
-    cls = type(stock.__name__, (stock,), {
-        "__call__": routed, "__module__": __name__, "routes": frozenset(names),
-        "__doc__": f"{stock.__module__}.{stock.__qualname__} with the engine's {', '.join(names)}"})
-    _ROUTED[key] = cls
-    return cls
-
-
-def install(tree: nn.Module, options: CpuOptions = _DEFAULTS) -> bool:
-    """In `tree`, the engine's own copy of a model's modules (module_tree.clone): route its
-    SiLU and attention through the dispatchers and its nn.RoPE / nn.RMSNorm modules through
-    the native ops' subclasses; True if the model's mlx-lm module has either function.
-
-    Only on the CPU backend (Metal and CUDA have fast vectorized exp). Idempotent.
-    `options` is unused here (each pass reads its own, `active`); kept for one signature
-    with engine.native.layers.install.
-    """
-    del options
-    if mx.default_device() != mx.cpu:
-        return False
-    module = sys.modules.get(type(tree).__module__)
-    if module is None:
-        return False
-
-    def engine_layer(mod: nn.Module) -> nn.Module | None:
-        cls = _ROWWISE.get(type(mod)) or _routed_class(type(mod), module)
-        return adopt(mod, cls) if cls is not None else None
-
-    replace(tree, engine_layer)
-    return any(callable(getattr(module, n, None)) for n in _DISPATCHERS)
-
-
-def supports_ragged(tree: nn.Module, options: CpuOptions) -> bool:
-    """Whether this model's passes can lay a tick's rows and chunks end to end
-    (engine/ragged_pass.py): installed here, attention on the dispatcher, every RoPE the
-    native one, the native row-wise and attention kernels on (ModelRunner then checks a
-    pass against separate ones)."""
-    modules = [m for _, m in tree.named_modules()]
-    ropes = [m for name, m in tree.named_modules() if name.rsplit(".", 1)[-1] == "rope"]
-    routed = any("scaled_dot_product_attention" in getattr(type(m), "routes", ())
-                 for m in modules)
-    if not (routed and ropes and all(type(m) is _RoPE for m in ropes)):
-        return False
-    on = _Pass(options)
-    return on.rowwise and on.attention
+# mlx-lm's module-level functions the engine's layers call through a dispatcher instead
+DISPATCHERS = {"swiglu": _swiglu_dispatch,
+               "scaled_dot_product_attention": _sdpa_dispatch}

@@ -13,7 +13,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from . import cache as kv
-from . import cpu_kernels, cpu_memory, module_tree
+from . import cpu_kernels, cpu_layers, cpu_memory, module_tree
 from .cache import LayerCaches
 from .compiled_step import CompiledDecode
 from .cpu_options import CpuOptions
@@ -28,13 +28,12 @@ class ModelRunner:
                  compiled_decode: bool = True, cpu: CpuOptions | None = None) -> None:
         # The CPU switches: the same value the loader decided from (EngineConfig.cpu)
         self.cpu = cpu if cpu is not None else CpuOptions.from_env()
-        self.source = model  # the loaded model, left as it is (mlx-lm's generators use it)
         # The engine's own modules over the same arrays (engine/module_tree.py), where its
         # kernels go; the loaded model and mlx / mlx-lm's classes stay untouched.
         self.model = model = module_tree.clone(model)
         # On the CPU backend the model's SiLU and softmax go through faster kernels, but
-        # only for the passes built here (see engine/cpu_kernels.py).
-        self.fast_cpu_kernels = fast_cpu_kernels and cpu_kernels.install(model)
+        # only for the passes built here (engine/cpu_layers.py, engine/cpu_kernels.py).
+        self.fast_cpu_kernels = fast_cpu_kernels and cpu_layers.install(model)
         on_cpu = mx.default_device() == mx.cpu
         if on_cpu:
             if self.cpu.malloc_tuning:
@@ -43,7 +42,7 @@ class ModelRunner:
             layers.install(model, self.cpu)
         self.head = output_head(model)
         self._ragged_model = (self.fast_cpu_kernels and self.head is not None
-                              and cpu_kernels.supports_ragged(model, self.cpu)
+                              and cpu_layers.supports_ragged(model, self.cpu)
                               and self._ragged_agrees())
         # A batch's decode step from one compiled graph (engine/compiled_step.py): checked
         # with the native kernels, so only with them

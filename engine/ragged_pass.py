@@ -14,11 +14,11 @@ padded batch: several chats' next turns share a pass at the cost of their tokens
 How it reaches the model without re-implementing it: mlx-lm's attention reads
 `cache.offset` for RoPE, calls `cache.update_and_fetch` and passes `cache` on to the
 module's `scaled_dot_product_attention`. Each layer gets a `RaggedLayer` as its cache; its
-offset is a `Positions` (engine.cpu_kernels' RoPE rotates each token at its own position),
+offset is a `Positions` (engine.cpu_layers' RoPE rotates each token at its own position),
 its update writes each segment's keys into that segment's cache, and the engine's attention
 dispatcher (engine/cpu_kernels.py) hands the layer's queries back to it (`attend`). Only on
 the CPU with the native kernels, for models whose every cache is a plain KVCache and whose
-RoPE is nn.RoPE (`cpu_kernels.supports_ragged`); elsewhere the separate passes run as before.
+RoPE is nn.RoPE (`cpu_layers.supports_ragged`); elsewhere the separate passes run as before.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 from mlx_lm.models.activations import swiglu as stock_swiglu
 from mlx_lm.models.cache import BatchKVCache
 
-from engine import SamplingParams, cpu_kernels, module_tree
+from engine import SamplingParams, cpu_kernels, cpu_layers, module_tree
 from engine.cpu_options import CpuOptions
 from tests.engine.conftest import (
     STAGGERED_LENGTHS,
@@ -96,7 +96,7 @@ def test_dispatch_is_scoped_to_the_active_thread(tiny, monkeypatch):
     options = CpuOptions(rowwise=False)
     module = sys.modules[type(tiny.model).__module__]
     tree = module_tree.clone(tiny.model)
-    assert cpu_kernels.install(tree) and cpu_kernels.install(tree)  # idempotent
+    assert cpu_layers.install(tree) and cpu_layers.install(tree)  # idempotent
     mlp = tree.model.layers[0].mlp
     assert type(mlp).__mro__[1] is module.MLP  # routed once, not twice
     # the engine's own copy: the loaded model and mlx-lm's module are as they were

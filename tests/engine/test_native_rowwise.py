@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from mlx_lm.models.activations import swiglu as stock_swiglu
 
-from engine import cpu_kernels, module_tree, native
+from engine import cpu_kernels, cpu_layers, module_tree, native
 from engine.cpu_options import CpuOptions
 from tests.engine.conftest import STAGGERED_LENGTHS, prompts, reference_tokens, run_staggered
 
@@ -123,7 +123,7 @@ def _count_native(monkeypatch) -> list[str]:
 def test_only_the_engines_passes_use_them(tiny, monkeypatch):
     calls = _count_native(monkeypatch)
     tree = module_tree.clone(tiny.model)  # the engine's own modules
-    cpu_kernels.install(tree)
+    cpu_layers.install(tree)
     x = mx.array([[1, 2, 3]])
     plain = tree(x)  # not inside active(): MLX's own ops, bit for bit
     assert not calls
