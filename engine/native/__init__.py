@@ -195,7 +195,7 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
 
 
 def extension() -> ModuleType:
-    """The loaded extension module itself, for callers on a hot path (the patched linears);
+    """The loaded extension module itself, for callers on a hot path (engine/native/layers.py);
     raises RuntimeError when it is not loaded."""
     return _ext_or_raise()
 
