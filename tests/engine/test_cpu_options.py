@@ -111,3 +111,24 @@ def test_engine_load_gives_the_loader_and_the_runner_one_value(tiny, monkeypatch
     engine = Engine.load("tiny", config)
     assert seen == [config.cpu] and seen[0] is config.cpu
     assert engine._core.runner.cpu is config.cpu
+
+
+@pytest.mark.bundled
+@pytest.mark.usefixtures("native_built")
+def test_bundled_loader_and_runner_follow_one_value() -> None:
+    """BATCHCHAT_NATIVE_QMV=0 as a CpuOptions: the loader makes the weights float32 and the
+    runner puts no native linear in; by default both keep the weights on the kernel."""
+    import mlx.core as mx
+
+    from engine import Engine
+    from engine.native import layers
+
+    if mx.default_device() != mx.cpu:
+        pytest.skip("the CPU backend's switches")
+    for cpu, weights, native_linears in ((CpuOptions(qmv=False), "float32", 0),
+                                         (CpuOptions(), "4/8-bit quantized", 211)):
+        engine = Engine.load("bundled", EngineConfig(cpu=cpu))
+        assert weights in engine.description
+        tree = engine._core.runner.model
+        assert sum(isinstance(m, layers.NativeQuantizedLinear | layers.NativeQuantizedEmbedding)
+                   for _, m in tree.named_modules()) == native_linears
