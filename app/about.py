@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
+from engine.public import CpuOptions
 from engine.public import describe_determinism as same_answer
 
 from .bridge import EngineBridge
@@ -30,5 +31,11 @@ def about_facts(bridge: EngineBridge) -> list[tuple[str, str]]:
     return [("Version", version()),
             ("Model", bridge.description or bridge.source or "none loaded"),
             ("MLX device", mlx_device()),
-            ("Same answer", same_answer()),
+            ("Same answer", same_answer(_cpu_options(bridge))),
             ("Data directory", str(data_dir()))]
+
+
+def _cpu_options(bridge: EngineBridge) -> CpuOptions:
+    """The loaded engine's CPU options (the defaults before one is loaded)."""
+    local = bridge.local
+    return local.cpu if local is not None else CpuOptions()

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from engine.public import RequestRejected, SamplingParams
+from engine.public import CpuOptions, RequestRejected, SamplingParams
 
 from .bridge.local_target import load_target
 
 
-async def chat(source: str, params: SamplingParams, system: str | None = None) -> None:
+async def chat(source: str, params: SamplingParams, system: str | None = None,
+               cpu: CpuOptions | None = None) -> None:
+    """`cpu`: the engine's CPU switches (None: from the environment)."""
     print(f"Loading {source} ...", file=sys.stderr)
-    engine = load_target(source)
+    engine = load_target(source) if cpu is None else load_target(source, cpu=cpu)
     print(f"{engine.description}. Type a message; an empty line or Ctrl-D quits.",
           file=sys.stderr)
     await engine.start()

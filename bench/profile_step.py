@@ -6,7 +6,6 @@ runs. `--kernels` profiles the engine's own passes (its CPU kernels and malloc t
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -30,10 +29,12 @@ def median_ms(fn: Callable[[], None], n: int = 20) -> float:
 
 
 def _module_ops(model) -> tuple[Callable[..., mx.array], Callable[..., mx.array]]:
-    """The model module's attention and SiLU as its layers call them (dispatchers if
-    the kernels are installed)."""
-    module = sys.modules[type(model).__module__]
-    return module.scaled_dot_product_attention, module.swiglu
+    """The attention and SiLU as the model's layers call them: the names their `__call__`
+    reads (the engine's dispatchers in the engine's own modules, engine/cpu_kernels.py)."""
+    layer = model.model.layers[0]
+    attn = type(layer.self_attn).__call__.__globals__
+    mlp = type(layer.mlp).__call__.__globals__
+    return attn["scaled_dot_product_attention"], mlp["swiglu"]
 
 
 def profile(model, rows: int, context: int) -> dict[str, float]:
@@ -135,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.kernels:  # everything the engine installs: CPU kernels, native linears, malloc
         from engine.model_runner import ModelRunner
 
-        if ModelRunner(model).fast_cpu_kernels:
-            scope = cpu_kernels.active()
+        runner = ModelRunner(model)  # its own modules, with the kernels
+        model = runner.model
+        if runner.fast_cpu_kernels:
+            scope = cpu_kernels.active(runner.cpu)
     with scope:
         if args.prefill:
             print(f"prefill pass, {args.rows} prompts x {args.prefill} tokens, "

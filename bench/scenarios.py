@@ -107,9 +107,10 @@ async def offline(engine: Engine, prompts: list[list[int]], new_tokens: int,
                 ours[p].append(await _engine_batch(engine, batch, new_tokens, p, sampling))
             theirs.append(peers.batch_generator_run(engine.model, batch, new_tokens, stop,
                                                     sampling))
-            if peer_kernels:
-                with cpu_kernels.active():
-                    theirs_fast.append(peers.batch_generator_run(engine.model, batch,
+            if peer_kernels:  # on the engine's own modules (engine.model is left as loaded)
+                runner = engine._core.runner
+                with cpu_kernels.active(runner.cpu):
+                    theirs_fast.append(peers.batch_generator_run(runner.model, batch,
                                                                  new_tokens, stop, sampling))
         row: dict[str, Any] = {"concurrency": c, "priority": priorities[0]}
         for name, runs in (("engine", ours[priorities[0]]), ("batch_generator", theirs)):

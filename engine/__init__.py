@@ -13,6 +13,7 @@ from typing import Any
 _EXPORTS = {
     "Engine": ".engine",
     "EngineConfig": ".config",
+    "CpuOptions": ".cpu_options",
     "EngineError": ".errors",
     "EngineStopped": ".errors",
     "QueueFullError": ".errors",

@@ -29,10 +29,11 @@ def merge(caches: list[LayerCaches]) -> LayerCaches:
 
 
 def start_batch(caches: list[LayerCaches], rows: int = 0,
-                reuse: LayerCaches | None = None) -> LayerCaches:
+                reuse: LayerCaches | None = None, allow_native: bool = True) -> LayerCaches:
     """A decode batch of these solo caches, one row each, in order; with room for `rows`
     rows where the batch kind has room to make. `reuse`: an emptied batch cache whose
-    buffers to write into rather than allocate."""
+    buffers to write into rather than allocate. `allow_native`: the slot rows may be
+    written by engine.native's op (the engine's CpuOptions.native)."""
     if all(supports(c) for c in caches):
         if reuse is not None and isinstance(reuse[0], SlotKVCache) and all(
                 layer.fits(c) for layer, c in zip(reuse, caches[0], strict=True)):
@@ -41,7 +42,8 @@ def start_batch(caches: list[LayerCaches], rows: int = 0,
                 layer.add(list(incoming), rows)
             return reuse
         index = RowIndex()  # shared: every layer holds the same lengths
-        return [SlotKVCache(list(layers), rows, index) for layers in zip(*caches, strict=True)]
+        return [SlotKVCache(list(layers), rows, index, allow_native)
+                for layers in zip(*caches, strict=True)]
     return merge(caches)
 
 

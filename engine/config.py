@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+
+from .cpu_options import CpuOptions
 
 
 @dataclass(slots=True)
@@ -45,6 +47,9 @@ class EngineConfig:
     # CPU with the native kernels)
     compiled_decode: bool = True
     cpu_kernels: bool = True  # faster SiLU/softmax on the CPU backend (engine/cpu_kernels.py)
+    # The CPU backend's switches (engine/cpu_options.py): read from the BATCHCHAT_*
+    # variables once, when the config is made; the loader and the runner both use this one.
+    cpu: CpuOptions = field(default_factory=CpuOptions.from_env)
     prefix_cache: bool = True  # keep finished requests' KV for reuse (engine/prefix_cache.py)
     # KV bytes for running requests and cached prefixes together; None = a quarter of the
     # device's memory, less the weights (engine/kv_memory.py)
@@ -60,6 +65,10 @@ class EngineConfig:
         for f in fields(self):
             value, kind = getattr(self, f.name), str(f.type).split(" |")[0]
             if value is None and "None" in str(f.type):
+                continue
+            if kind == "CpuOptions":
+                if not isinstance(value, CpuOptions):
+                    raise ValueError(f"EngineConfig.cpu must be a CpuOptions, got {value!r}")
                 continue
             if kind == "str":
                 ok = isinstance(value, str)

@@ -7,35 +7,28 @@ third of a prefill pass on the bundled model. Here the same Cephes polynomial ru
 plain multiply-adds in compiled kernels: 3-4x faster, within 1.2e-7 relative error of
 MLX's own `exp` (at most one unit in the last place; 90 % of results are bit-identical).
 
-How: `install(model)` replaces the module-level `swiglu` and `scaled_dot_product_attention`
-names of the model's mlx-lm module with dispatchers. They take the fast path only on the
-thread that is inside `active()` (the engine's forward passes), only for float32 and only
-on the CPU; every other caller, mlx-lm's own generators sharing the model included, gets the
-stock function. The model architecture itself is untouched.
-
-With the native extension (engine/native) loaded, those passes also run SiLU x up, RoPE and
-RMSNorm as one native op each: MLX's CPU backend composes mx.fast.rope and mx.fast.rms_norm
-from 5-15 small ops (~130 and ~35 us a call at decode, against ~5 us native), which made
-them a quarter of a solo decode step. `nn.RoPE` and `nn.RMSNorm` modules are re-classed to
-subclasses that take the native op inside the engine's passes and call the stock one
-otherwise (other RoPE variants keep MLX's op). BATCHCHAT_NATIVE_ROWWISE=0 turns this off.
+How: the engine's own layers (engine/cpu_layers.py) call the dispatchers below in place
+of mlx-lm's `swiglu` and `scaled_dot_product_attention`. They take the fast path only on the
+thread that is inside `active()` (the engine's forward passes), only for float32 and only on
+the CPU; otherwise they call the stock function. With the native extension (engine/native)
+loaded, those passes also run SiLU x up and attention as native ops (and, in
+engine/cpu_layers.py, RoPE and RMSNorm), as `CpuOptions` allows.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import mlx.core as mx
-import mlx.nn as nn
 
 from . import native  # the extension itself loads lazily, at the first engine pass
-from .determinism import invariant_from_env
-from .ragged_pass import Positions, RaggedLayer
+from .cpu_options import CpuOptions
+from .ragged_pass import RaggedLayer
+
+_DEFAULTS = CpuOptions()
 
 _MAGIC = 12582912.0  # 1.5 * 2**23: (t + _MAGIC) - _MAGIC rounds t to the nearest integer
 _MASKED = float(mx.finfo(mx.float32).min)  # finite: a fully masked padding row stays NaN-free
@@ -120,34 +113,31 @@ def attention(queries: mx.array, keys: mx.array, values: mx.array, scale: float,
     return (probs @ values).reshape(b, n_heads, length, dim)
 
 
-# 0: SiLU x up, RoPE and RMSNorm keep MLX's ops even with the native extension loaded.
-NATIVE_ROWWISE_ENV = "BATCHCHAT_NATIVE_ROWWISE"
-# 0: never the native attention kernel. It takes passes of any length: decode steps and
-# short chunks (one pass over the cache per key head), long prompt chunks (tiled, online
-# softmax; 5-16x faster than the composed BLAS path at 512 queries, docs/kernels.md).
-NATIVE_ATTENTION_ENV = "BATCHCHAT_NATIVE_ATTENTION"
+class Pass:
+    """What the ops of one forward pass may use, decided once when the pass starts (a decode
+    step makes ~800 op calls)."""
 
+    __slots__ = ("attention", "rowwise", "scalar", "tiled_from")
 
-class _Pass:
-    """What the ops of one forward pass may use, read once when the pass starts (a decode
-    step makes ~800 op calls; reading the environment in each cost ~2 ms a step)."""
-
-    __slots__ = ("attention", "rowwise", "tiled_from")
-
-    def __init__(self) -> None:
-        loaded = native.available()  # loads the extension, or warns once that it cannot
-        self.rowwise = loaded and os.environ.get(NATIVE_ROWWISE_ENV, "") != "0"
-        self.attention = loaded and os.environ.get(NATIVE_ATTENTION_ENV, "") != "0"
+    def __init__(self, options: CpuOptions) -> None:
+        # loads the extension, or warns once that it cannot
+        loaded = options.native and native.available()
+        self.rowwise = loaded and options.rowwise
+        # the native attention kernel takes passes of any length: decode steps and short
+        # chunks (one pass over the cache per key head), long prompt chunks (tiled, online
+        # softmax; 5-16x faster than the composed BLAS path at 512 queries, docs/kernels.md)
+        self.attention = loaded and options.attention
+        self.scalar = options.scalar
         # 1: the tiled kernel for every pass (one arithmetic, engine/determinism.py);
         # 16: the two-pass kernel below that, which was faster there but not invariant.
-        self.tiled_from = 1 if invariant_from_env() else 16
+        self.tiled_from = 1 if options.invariant else 16
 
 
 @contextmanager
-def active() -> Iterator[None]:
+def active(options: CpuOptions = _DEFAULTS) -> Iterator[None]:
     """Forward passes built on this thread inside the block use the fast kernels."""
     previous = getattr(_state, "on", None)
-    _state.on = _Pass()
+    _state.on = Pass(options)
     try:
         yield
     finally:
@@ -159,18 +149,18 @@ def _fast(x: mx.array, size: int) -> bool:
         and size >= _MIN_SIZE
 
 
-def _native_rowwise(x: mx.array) -> bool:
-    """An engine pass on float32, with the extension's row-wise ops allowed and loaded."""
+def native_rowwise(x: mx.array) -> Pass | None:
+    """The pass, when it is an engine pass on float32 with the native row-wise ops on."""
     on = getattr(_state, "on", None)
-    return on is not None and on.rowwise and x.dtype == mx.float32
+    return on if on is not None and on.rowwise and x.dtype == mx.float32 else None
 
 
 def _swiglu_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     def dispatch(gate: mx.array, up: mx.array) -> mx.array:
-        if _native_rowwise(gate) and up.dtype == mx.float32 and up.shape == gate.shape:
-            return native.silu_mul(gate, up)
+        on = native_rowwise(gate)
+        if on is not None and up.dtype == mx.float32 and up.shape == gate.shape:
+            return native.silu_mul(gate, up, force_scalar=on.scalar)
         return swiglu(gate, up) if _fast(gate, gate.size) else stock(gate, up)
-    dispatch.stock = stock  # type: ignore[attr-defined]
     return dispatch
 
 
@@ -179,82 +169,19 @@ def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
                  scale: float, mask: Any, sinks: mx.array | None = None) -> mx.array:
         on = getattr(_state, "on", None)
         if isinstance(cache, RaggedLayer):  # a tick's rows and chunks in one pass
-            return cache.attend(queries, scale, on.tiled_from)
+            return cache.attend(queries, scale, on.tiled_from, on.scalar)
         usable = (on is not None and sinks is None and not hasattr(cache, "bits")
                   and queries.ndim == 4 and queries.shape[1] % keys.shape[1] == 0
                   and queries.dtype == mx.float32)
         if usable and on.attention and keys.dtype == mx.float32:
             return native.cache_attention(queries, keys, values, scale, mask,
-                                          tiled_from=on.tiled_from)
+                                          tiled_from=on.tiled_from, force_scalar=on.scalar)
         if usable and _fast(queries, queries.size // queries.shape[-1] * keys.shape[2]):
             return attention(queries, keys, values, scale, mask)
         return stock(queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks)
-    dispatch.stock = stock  # type: ignore[attr-defined]
     return dispatch
 
 
-class _RoPE(nn.RoPE):
-    """nn.RoPE whose engine passes run the native op (the rotation mx.fast.rope computes)."""
-
-    def __call__(self, x: mx.array, offset: int | mx.array | Positions = 0) -> mx.array:
-        if isinstance(offset, Positions):
-            # a ragged pass, (1, H, T, D): seen as (T, H, 1, D), each token is a batch row
-            # of its own at its own position (the same rotation as in a pass of its own)
-            return self(x.swapaxes(0, 2), offset.array).swapaxes(0, 2)
-        if not _native_rowwise(x):
-            return super().__call__(x, offset)
-        inv = self.__dict__.get("_inv_freq")
-        if inv is None:  # once per module; not a parameter (never saved)
-            inv = native.rope_inv_freq(self.dims, self.base)
-            mx.eval(inv)
-            object.__setattr__(self, "_inv_freq", inv)
-        return native.rope(x, self.dims, traditional=self.traditional, scale=self.scale,
-                           offset=offset, inv_freq=inv)
-
-
-class _RMSNorm(nn.RMSNorm):
-    def __call__(self, x: mx.array) -> mx.array:
-        weight = self["weight"]
-        if not _native_rowwise(x) or weight.dtype != mx.float32:
-            return super().__call__(x)
-        return native.rms_norm(x, weight, self.eps)
-
-
-_ROWWISE = {nn.RoPE: _RoPE, nn.RMSNorm: _RMSNorm}
-
-
-def supports_ragged(model: nn.Module) -> bool:
-    """Whether this model's passes can lay a tick's rows and chunks end to end
-    (engine/ragged_pass.py): installed here, every RoPE the native one, the native row-wise
-    and attention kernels on (ModelRunner then checks a pass against separate ones)."""
-    module = sys.modules.get(type(model).__module__)
-    sdpa = getattr(module, "scaled_dot_product_attention", None)
-    ropes = [m for name, m in model.named_modules() if name.rsplit(".", 1)[-1] == "rope"]
-    if not (hasattr(sdpa, "stock") and ropes and all(type(m) is _RoPE for m in ropes)):
-        return False
-    on = _Pass()
-    return on.rowwise and on.attention
-
-
-def install(model: nn.Module) -> bool:
-    """Route the model's SiLU and attention through the dispatchers, and its nn.RoPE and
-    nn.RMSNorm modules through the native ops' subclasses; True if any was.
-
-    Only on the CPU backend (Metal and CUDA have fast vectorized exp). Idempotent.
-    """
-    if mx.default_device() != mx.cpu:
-        return False
-    for _, mod in model.named_modules():
-        if type(mod) in _ROWWISE:
-            mod.__class__ = _ROWWISE[type(mod)]
-    module = sys.modules.get(type(model).__module__)
-    installed = False
-    for name, make in (("swiglu", _swiglu_dispatch),
-                       ("scaled_dot_product_attention", _sdpa_dispatch)):
-        current = getattr(module, name, None)
-        if current is None:
-            continue
-        if not hasattr(current, "stock"):
-            setattr(module, name, make(current))
-        installed = True
-    return installed
+# mlx-lm's module-level functions the engine's layers call through a dispatcher instead
+DISPATCHERS = {"swiglu": _swiglu_dispatch,
+               "scaled_dot_product_attention": _sdpa_dispatch}

@@ -13,17 +13,16 @@ How: `mallopt` raises the mmap threshold to glibc's maximum (32 MiB) and the tri
 threshold to 256 MiB, so freed blocks are reused. This is process-wide and applies to
 everything in it, mlx-lm's own generators included. The engine calls it on the CPU backend
 only (Metal and CUDA keep their own buffer caches); without glibc (macOS, musl) it does
-nothing. `BATCHCHAT_NO_MALLOC_TUNING=1` opts out.
+nothing. `CpuOptions.malloc_tuning = False` (BATCHCHAT_NO_MALLOC_TUNING=1) opts out: the
+model runner then does not call it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import sys
 
-DISABLE_ENV = "BATCHCHAT_NO_MALLOC_TUNING"
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20  # glibc refuses more than HEAP_MAX_SIZE / 2 = 32 MiB on 64-bit
@@ -41,7 +40,7 @@ def keep_freed_memory() -> bool:
 
 
 def _tune() -> bool:
-    if not sys.platform.startswith("linux") or os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+    if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

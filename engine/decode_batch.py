@@ -86,7 +86,8 @@ class DecodeBatch:
         elif self.seqs or len(ready) > 1:
             # Promotion: the solo decoder's cache joins the batch as it is, no recompute.
             moved = self.seqs + ready
-            self.cache = kv.start_batch([s.cache for s in moved], rows, reuse=self._spare)
+            self.cache = kv.start_batch([s.cache for s in moved], rows, reuse=self._spare,
+                                        allow_native=self.runner.cpu.native)
             self._spare = None
         else:
             moved = []  # one sequence alone: it stays on the solo fast path

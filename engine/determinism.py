@@ -8,25 +8,19 @@ visible key (so left padding, chunking and the cache's length change nothing). A
 seeded request then answers the same alone, in any batch, chunked any way, and from the
 prefix cache.
 
-BATCHCHAT_INVARIANT=0 restores the previous choice of kernels by pass size (kept for
-measuring what invariance costs; the answers then depend on what else runs).
+`CpuOptions.invariant = False` (BATCHCHAT_INVARIANT=0) restores the previous choice of
+kernels by pass size (kept for measuring what invariance costs; the answers then depend on
+what else runs).
 """
 
 from __future__ import annotations
 
-import os
-
-INVARIANT_ENV = "BATCHCHAT_INVARIANT"
+from .cpu_options import CpuOptions
 
 
-def invariant_from_env() -> bool:
-    """Whether the engine computes batch- and chunk-invariant logits (the default)."""
-    return os.environ.get(INVARIANT_ENV, "").strip() != "0"
-
-
-def describe() -> str:
-    """One line for the About box: whether this process's engine gives the same answer in
-    any batch (docs/determinism.md). Never imports MLX itself."""
+def describe(options: CpuOptions) -> str:
+    """One line for the About box: whether an engine with these CPU options gives the same
+    answer in any batch (docs/determinism.md). Never imports MLX itself."""
     import sys
 
     mx = sys.modules.get("mlx.core")
@@ -37,7 +31,7 @@ def describe() -> str:
                 "(docs/determinism.md)")
     from . import native
 
-    if not invariant_from_env() or not native.available():
+    if not (options.invariant and options.native and native.available()):
         return "off (BATCHCHAT_INVARIANT=0 or no native kernels; docs/determinism.md)"
     return ("on: a quantized model's greedy and seeded replies are bitwise the same in any "
             "batch, chunking or cache hit (docs/determinism.md)")

@@ -19,7 +19,7 @@ from .config import EngineConfig
 from .detokenize import TextStream
 from .engine_core import EngineCore
 from .errors import EngineStopped, QueueFullError, RequestRejected
-from .sampling import RowSampler
+from .sampling import RowSampler, batched_draw
 from .sampling_params import SamplingParams
 from .sequence import Priority, Sequence
 from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
@@ -72,7 +72,8 @@ class Engine:
         from .loader.progress import ProgressReporter
 
         report = ProgressReporter(progress)
-        loaded = load_model(source, progress=report, **load_options)
+        config = config or EngineConfig()  # the loader and the runner decide from its .cpu
+        loaded = load_model(source, progress=report, cpu=config.cpu, **load_options)
         report("starting the engine", 0.0)
         engine = cls(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
                      context_length=loaded.context_length, config=config,
@@ -145,7 +146,7 @@ class Engine:
         seq = Sequence(
             request_id=request_id, prompt_tokens=tokens, params=params, priority=priority,
             text=TextStream(self.tokenizer.detokenizer, params.stop), seed=seed,
-            sampler=RowSampler(params, seed), tag=tag,
+            sampler=RowSampler(params, seed, batched_draw(self.config.cpu)), tag=tag,
         )
         with self._lock:
             free = max(0, self.config.max_concurrent - self._active)

@@ -62,7 +62,7 @@ class EngineCore:
         self.config = config
         self.model = model
         self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels,
-                                  compiled_decode=config.compiled_decode)
+                                  compiled_decode=config.compiled_decode, cpu=config.cpu)
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
         self.scheduler = Scheduler(config, shared_passes=self.runner.ragged_ok)

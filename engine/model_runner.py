@@ -6,7 +6,6 @@ token costs no extra forward pass; only that position goes through the output he
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
@@ -14,10 +13,11 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from . import cache as kv
-from . import cpu_kernels, cpu_memory
+from . import cpu_kernels, cpu_layers, cpu_memory, module_tree
 from .cache import LayerCaches
 from .compiled_step import CompiledDecode
-from .determinism import invariant_from_env
+from .cpu_options import CpuOptions
+from .native import layers
 from .ragged_pass import RaggedPass
 
 Head = Callable[[mx.array], mx.array]
@@ -25,33 +25,30 @@ Head = Callable[[mx.array], mx.array]
 
 class ModelRunner:
     def __init__(self, model: nn.Module, fast_cpu_kernels: bool = True,
-                 compiled_decode: bool = True) -> None:
-        self.model = model
+                 compiled_decode: bool = True, cpu: CpuOptions | None = None) -> None:
+        # The CPU switches: the same value the loader decided from (EngineConfig.cpu)
+        self.cpu = cpu if cpu is not None else CpuOptions.from_env()
+        # The engine's own modules over the same arrays (engine/module_tree.py), where its
+        # kernels go; the loaded model and mlx / mlx-lm's classes stay untouched.
+        self.model = model = module_tree.clone(model)
         # On the CPU backend the model's SiLU and softmax go through faster kernels, but
-        # only for the passes built here (see engine/cpu_kernels.py).
-        self.fast_cpu_kernels = fast_cpu_kernels and cpu_kernels.install(model)
-        if mx.default_device() == mx.cpu:
-            cpu_memory.keep_freed_memory()  # big CPU buffers are reused, not re-faulted
-            self._install_native_qmv(model)
+        # only for the passes built here (engine/cpu_layers.py, engine/cpu_kernels.py).
+        self.fast_cpu_kernels = fast_cpu_kernels and cpu_layers.install(model)
+        on_cpu = mx.default_device() == mx.cpu
+        if on_cpu:
+            if self.cpu.malloc_tuning:
+                cpu_memory.keep_freed_memory()  # big CPU buffers are reused, not re-faulted
+            # engine.native (issue #19): a quantized model's linears on the native kernels
+            layers.install(model, self.cpu)
         self.head = output_head(model)
         self._ragged_model = (self.fast_cpu_kernels and self.head is not None
-                              and cpu_kernels.supports_ragged(model) and self._ragged_agrees())
+                              and cpu_layers.supports_ragged(model, self.cpu)
+                              and self._ragged_agrees())
         # A batch's decode step from one compiled graph (engine/compiled_step.py): checked
         # with the native kernels, so only with them
         self.compiled = (CompiledDecode(model, self._kernels)
-                         if compiled_decode and self.fast_cpu_kernels else None)
-
-    @staticmethod
-    def _install_native_qmv(model: nn.Module) -> None:
-        """engine.native (issue #19): a quantized model's small-batch linears on the native
-        CPU kernel (engine/native/patch.py); BATCHCHAT_NATIVE_QMV=0 turns it off."""
-        if os.environ.get("BATCHCHAT_NATIVE_QMV", "").strip() == "0":
-            return
-        from .native import patch
-
-        int8 = patch.int8_from_env()
-        patch.install(model, patch.max_rows_from_env(int8), patch.keep_float32_from_env(), int8,
-                      packed=invariant_from_env())
+                         if compiled_decode and self.fast_cpu_kernels and on_cpu
+                         and self.cpu.native else None)
 
     def _ragged_agrees(self) -> bool:
         """Whether two chunks in one ragged pass give the logits of two separate passes, bit
@@ -73,7 +70,7 @@ class ModelRunner:
         return self._ragged_model and self.head is not None
 
     def _kernels(self) -> AbstractContextManager[None]:
-        return cpu_kernels.active() if self.fast_cpu_kernels else nullcontext()
+        return cpu_kernels.active(self.cpu) if self.fast_cpu_kernels else nullcontext()
 
     def prefill(self, cache: LayerCaches, tokens: list[int],
                 logits: bool = False) -> mx.array | None:

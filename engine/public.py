@@ -9,6 +9,7 @@ tests/engine/test_public.py checks that importing this module loads no MLX.
 from __future__ import annotations
 
 from .blas import ensure_fast_blas
+from .cpu_options import CpuOptions, CpuOptionsError
 from .determinism import describe as describe_determinism
 from .errors import EngineError, EngineStopped, QueueFullError, RequestRejected
 from .loader.errors import ModelLoadError
@@ -20,6 +21,8 @@ from .text_check import lone_surrogate, repair_text
 from .token_event import TokenEvent
 
 __all__ = [
+    "CpuOptions",
+    "CpuOptionsError",
     "EngineError",
     "EngineStats",
     "EngineStopped",

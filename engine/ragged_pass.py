@@ -14,11 +14,11 @@ padded batch: several chats' next turns share a pass at the cost of their tokens
 How it reaches the model without re-implementing it: mlx-lm's attention reads
 `cache.offset` for RoPE, calls `cache.update_and_fetch` and passes `cache` on to the
 module's `scaled_dot_product_attention`. Each layer gets a `RaggedLayer` as its cache; its
-offset is a `Positions` (engine.cpu_kernels' RoPE rotates each token at its own position),
-its update writes each segment's keys into that segment's cache, and the attention
-dispatcher hands the layer's queries back to it (`attend`). Only on the CPU with the native
-kernels, for models whose every cache is a plain KVCache and whose RoPE is nn.RoPE
-(`cpu_kernels.supports_ragged`); elsewhere the separate passes run as before.
+offset is a `Positions` (engine.cpu_layers' RoPE rotates each token at its own position),
+its update writes each segment's keys into that segment's cache, and the engine's attention
+dispatcher (engine/cpu_kernels.py) hands the layer's queries back to it (`attend`). Only on
+the CPU with the native kernels, for models whose every cache is a plain KVCache and whose
+RoPE is nn.RoPE (`cpu_layers.supports_ragged`); elsewhere the separate passes run as before.
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ class RaggedLayer:
                     for caches, a, n in p.segments]
         return keys, values
 
-    def attend(self, queries: mx.array, scale: float, tiled_from: int) -> mx.array:
+    def attend(self, queries: mx.array, scale: float, tiled_from: int,
+               force_scalar: bool = False) -> mx.array:
         """Each segment's attention over its own keys, as a pass of its own would run it;
         the outputs laid end to end again, (1, Hq, T, D)."""
         p = self.ragged
@@ -127,10 +128,11 @@ class RaggedLayer:
         if self._slot_kv is not None:
             k, v = self._slot_kv
             q = queries.swapaxes(0, 2)[:p.rows]  # (rows, Hq, 1, D)
-            out = native.cache_attention(q, k, v, scale, p.decode_mask, tiled_from=tiled_from)
+            out = native.cache_attention(q, k, v, scale, p.decode_mask, tiled_from=tiled_from,
+                                         force_scalar=force_scalar)
             outs.append(out.swapaxes(0, 2))
         for (_, a, n), (k, v), mask in zip(p.segments, self._kv, p.masks, strict=True):
             outs.append(native.cache_attention(queries[:, :, a:a + n], k, v, scale, mask,
-                                               tiled_from=tiled_from))
+                                               tiled_from=tiled_from, force_scalar=force_scalar))
         self._slot_kv, self._kv = None, []
         return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)

@@ -6,12 +6,12 @@ top-p / min-p / top-k filters keep, without MLX's CPU sort of the whole vocabula
 cost ~7 ms a row, so 16 chats at the app's default sampling ran at half the greedy speed).
 On a GPU they are drawn in one graph of MLX ops (engine.device_sampler, the same contract).
 Each row's draw is a uniform number made from its seed and step, so a seeded request still
-reproduces itself in any batch. BATCHCHAT_NATIVE_SAMPLER=0: mlx-lm's sampler a row at a time.
+reproduces itself in any batch. `CpuOptions.sampler = False` (BATCHCHAT_NATIVE_SAMPLER=0,
+given to each RowSampler as `batched`): mlx-lm's sampler a row at a time.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
@@ -20,30 +20,37 @@ import mlx.core as mx
 from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
 from . import device_sampler, native
+from .cpu_options import CpuOptions
 from .sampling_params import SamplingParams
 
-SAMPLER_ENV = "BATCHCHAT_NATIVE_SAMPLER"
 _MASK64 = (1 << 64) - 1
 
 
 def _batch_sampler() -> Callable[[mx.array, mx.array, mx.array], mx.array] | None:
     """What draws all sampled rows at once here: the native op on the CPU, the MLX graph on a
-    GPU; None: mlx-lm's sampler a row at a time (asked for, or no native build on the CPU)."""
-    if os.environ.get(SAMPLER_ENV, "") == "0":
-        return None
+    GPU; None: mlx-lm's sampler a row at a time (no native build on the CPU)."""
     if mx.default_device() != mx.cpu:
         return device_sampler.sample_tokens
     return native.sample_tokens if native.available() else None
 
 
+def batched_draw(options: CpuOptions) -> bool:
+    """Whether sampled rows may be drawn in one op (RowSampler's `batched`): asked for, and
+    on the CPU only with the native extension."""
+    return options.sampler and (options.native or mx.default_device() != mx.cpu)
+
+
 class RowSampler:
     """One request's sampling: mlx-lm's sampler and logits processors, plus its own seed."""
 
-    __slots__ = ("params", "seed", "is_plain_greedy", "_sampler", "_processors")
+    __slots__ = ("params", "seed", "batched", "is_plain_greedy", "_sampler", "_processors")
 
-    def __init__(self, params: SamplingParams, seed: int) -> None:
+    def __init__(self, params: SamplingParams, seed: int, batched: bool = True) -> None:
         self.params = params
         self.seed = seed
+        # drawn with the batch's other sampled rows in one op (False: mlx-lm's sampler, a row
+        # at a time; the engine's CpuOptions.sampler)
+        self.batched = batched
         penalty = params.repetition_penalty if params.repetition_penalty != 1.0 else None
         self._processors: list[Callable[[mx.array, mx.array], mx.array]] = (
             make_logits_processors(
@@ -153,7 +160,8 @@ def sample_rows(
     greedy = mx.argmax(logits, axis=-1) if any(s.is_plain_greedy for s in samplers) else None
     drawn = [i for i, s in enumerate(samplers) if not s.params.is_greedy]
     batched: dict[int, mx.array] = {}
-    if drawn and (draw := _batch_sampler()) is not None:
+    if drawn and all(samplers[i].batched for i in drawn) \
+            and (draw := _batch_sampler()) is not None:
         rows = logits[mx.array(drawn)] if len(drawn) < len(samplers) else logits
         rows = penalize_rows([samplers[i] for i in drawn], [histories[i] for i in drawn],
                              rows.astype(mx.float32),

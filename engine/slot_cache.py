@@ -71,9 +71,11 @@ class SlotKVCache:
     make_mask). Rows are kept dense: row i is the batch's i-th sequence."""
 
     def __init__(self, caches: list[KVCache], rows: int = 0,
-                 index: RowIndex | None = None) -> None:
+                 index: RowIndex | None = None, allow_native: bool = True) -> None:
         self._index = index or RowIndex()
-        self._native = mx.default_device() == mx.cpu and native.unavailable_reason() is None
+        # allow_native: the engine's CpuOptions.native (False: the extension is not loaded)
+        self._native = (allow_native and mx.default_device() == mx.cpu
+                        and native.unavailable_reason() is None)
         first = next(c for c in caches if c.keys is not None)
         _, self._heads, _, k_dim = first.keys.shape
         v_dim = first.values.shape[3]

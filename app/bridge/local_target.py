@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.public import Priority, RequestStream, SamplingParams
+from engine.public import CpuOptions, Priority, RequestStream, SamplingParams
 
 if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
     from engine import Engine, EngineConfig
@@ -32,6 +32,11 @@ class LocalTarget:
     @property
     def description(self) -> str:
         return self.engine.description
+
+    @property
+    def cpu(self) -> CpuOptions:
+        """The engine's CPU switches (engine/cpu_options.py)."""
+        return self.engine.config.cpu
 
     @property
     def context_length(self) -> int:

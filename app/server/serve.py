@@ -69,6 +69,8 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     source = args.model or Settings.load().model
     check_address(config)  # refuse before spending time on loading a model
     print(f"Loading {source} …", file=sys.stderr, flush=True)
+    # the engine's CPU switches are read from BATCHCHAT_* here, once (EngineConfig.cpu); a
+    # bad value is a ValueError: one line and exit 2
     target = await asyncio.to_thread(load_target, source, max_concurrent=args.max_concurrent,
                                      max_queue=args.max_queue)
     await target.start()

@@ -149,9 +149,12 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_fast_blas()
     args = parse_args(argv)
+    from engine.public import CpuOptions, CpuOptionsError
+
     try:
         cfg = config_from_args(args)
-    except (SimConfigError, OSError) as exc:
+        args.cpu = CpuOptions.from_env()  # the engine's CPU switches, read once here
+    except (SimConfigError, CpuOptionsError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return asyncio.run(_main(args, cfg))
@@ -162,7 +165,7 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
         from app.bridge.local_target import engine_config
 
         try:
-            engine_config(max_concurrent=cfg.max_concurrent or 16)
+            engine_config(max_concurrent=cfg.max_concurrent or 16, cpu=args.cpu)
         except ValueError as exc:  # e.g. a concurrency beyond what the token budget allows
             print(f"error: --concurrency: {exc}", file=sys.stderr)
             return 2
@@ -212,7 +215,7 @@ async def _run_local(args: argparse.Namespace, cfg: SimConfig,
     model = args.model or "bundled"
     print(f"Loading {model} …", file=sys.stderr)
     try:
-        target = load_target(model, max_concurrent=cfg.max_concurrent or 16)
+        target = load_target(model, max_concurrent=cfg.max_concurrent or 16, cpu=args.cpu)
     except ModelLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None

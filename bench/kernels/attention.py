@@ -5,13 +5,14 @@
 A decode step (one token) and a next turn's chunk (18 tokens) over a KV cache of
 `--history` tokens, through the engine's ModelRunner: float32 weights (today's CPU path)
 and quantized weights on the native matvec kernel. On and off are interleaved round by
-round in one process (BATCHCHAT_NATIVE_ATTENTION is read at every call); medians printed.
+round in one process (the runner's CpuOptions.attention is read when each pass starts);
+medians printed.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable
@@ -29,15 +30,19 @@ def main(argv: list[str] | None = None) -> None:
     import mlx.core as mx
     from mlx_lm.models.cache import make_prompt_cache
 
-    from engine.cpu_kernels import NATIVE_ATTENTION_ENV
+    from engine.cpu_options import CpuOptions
     from engine.loader import load_model
     from engine.model_runner import ModelRunner
-    from engine.native import patch
 
+    cpu = CpuOptions.from_env()
     f32 = load_model("bundled", quantized=False)
     q = load_model("bundled", quantized=True)
-    runners = {"float32": ModelRunner(f32.model), "quantized+native": ModelRunner(q.model)}
-    patch.install(q.model)
+    # the quantized linears as this benchmark measured them: float32 activations, the
+    # kernel up to 32 rows (issue #19's defaults)
+    runners = {"float32": ModelRunner(f32.model, cpu=cpu),
+               "quantized+native": ModelRunner(q.model, cpu=dataclasses.replace(
+                   cpu, int8=False, qmv_max_rows=32))}
+    bases = {name: runner.cpu for name, runner in runners.items()}
     for history in (int(h) for h in args.history.split(",")):
         caches = {}
         for name, runner in runners.items():
@@ -61,13 +66,15 @@ def main(argv: list[str] | None = None) -> None:
         times: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):
             for switch in ("1", "0"):
-                os.environ[NATIVE_ATTENTION_ENV] = switch
+                for name, runner in runners.items():  # read when each pass starts
+                    runner.cpu = dataclasses.replace(bases[name], attention=switch == "1")
                 for case, (fn, name, reps) in cases.items():
                     for _ in range(reps):
                         t = time.perf_counter()
                         fn(runners[name], caches[name])
                         times.setdefault((case, switch), []).append(time.perf_counter() - t)
-        os.environ.pop(NATIVE_ATTENTION_ENV, None)
+        for name, runner in runners.items():
+            runner.cpu = bases[name]
         print(f"\nhistory {history} tokens | kernel on ms | off ms | off / on (medians)")
         for case in cases:
             on = statistics.median(times[(case, "1")]) * 1e3

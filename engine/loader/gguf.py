@@ -17,6 +17,7 @@ import mlx.nn as nn
 from mlx_lm.models import llama
 from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, TokenizerWrapper
 
+from ..cpu_options import CpuOptions
 from .common import (
     device_name,
     end_token_ids,
@@ -245,7 +246,8 @@ def _display_name(path: Path, meta: dict[str, Any]) -> tuple[str, str]:
 
 
 def load_gguf(path: Path, quantized: bool | None = None,
-              report: ProgressReporter | None = None) -> dict[str, Any]:
+              report: ProgressReporter | None = None,
+              cpu: CpuOptions | None = None) -> dict[str, Any]:
     """Fields of a LoadedModel for a GGUF file (the caller builds the dataclass)."""
     report = report or ProgressReporter(None)
     source = str(path)
@@ -256,7 +258,7 @@ def load_gguf(path: Path, quantized: bool | None = None,
     if "token_embd.weight" not in tensors:
         raise ModelLoadError(f"{source}: GGUF holds no model weights ({len(tensors)} tensors, "
                              "no token_embd.weight); is it a vocab-only file?")
-    keep_quantized = resolve_quantized(quantized)
+    keep_quantized = resolve_quantized(quantized, cpu)
     weights, bits_by_module = _convert_weights(tensors, keep_quantized, widen_floats(quantized),
                                                source)
     _materialize(weights, report)

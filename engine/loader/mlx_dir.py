@@ -10,6 +10,7 @@ import mlx.nn as nn
 from mlx_lm.utils import dequantize_model
 from mlx_lm.utils import load as mlx_lm_load
 
+from ..cpu_options import CpuOptions
 from .common import (
     cast_floats_to_float32,
     device_name,
@@ -39,7 +40,7 @@ def _context_length(config: dict[str, Any], tokenizer: Any) -> int:
 
 
 def _load(source: str, quantized: bool | None, is_dir: bool,
-          report: ProgressReporter) -> dict[str, Any]:
+          report: ProgressReporter, cpu: CpuOptions | None) -> dict[str, Any]:
     report("reading file", 0.0)  # mlx-lm reads weights and tokenizer in one call
     try:
         model, tokenizer, config = mlx_lm_load(source, return_config=True)
@@ -51,7 +52,7 @@ def _load(source: str, quantized: bool | None, is_dir: bool,
                 "HF cache)")
         raise ModelLoadError(f"{source}: cannot load {what}: {type(e).__name__}: {e}") from e
     report("converting layers", 0.0)
-    keep_quantized = resolve_quantized(quantized)
+    keep_quantized = resolve_quantized(quantized, cpu)
     if not keep_quantized and _is_quantized(model):
         model = dequantize_model(model)
     if widen_floats(quantized):
@@ -73,7 +74,8 @@ def _load(source: str, quantized: bool | None, is_dir: bool,
 
 
 def load_mlx_dir(path: Path, quantized: bool | None = None,
-                 report: ProgressReporter | None = None) -> dict[str, Any]:
+                 report: ProgressReporter | None = None,
+                 cpu: CpuOptions | None = None) -> dict[str, Any]:
     if not (path / "config.json").is_file():
         raise ModelLoadError(
             f"{path}: directory has no config.json, so it is not an mlx-lm model directory "
@@ -82,10 +84,11 @@ def load_mlx_dir(path: Path, quantized: bool | None = None,
         json.loads((path / "config.json").read_text())
     except (OSError, ValueError) as e:
         raise ModelLoadError(f"{path / 'config.json'}: unreadable config: {e}") from e
-    return _load(str(path), quantized, True, report or ProgressReporter(None))
+    return _load(str(path), quantized, True, report or ProgressReporter(None), cpu)
 
 
 def load_hf_repo(repo_id: str, quantized: bool | None = None,
-                 report: ProgressReporter | None = None) -> dict[str, Any]:
+                 report: ProgressReporter | None = None,
+                 cpu: CpuOptions | None = None) -> dict[str, Any]:
     """Hub download through mlx-lm (uses the local HF cache when offline)."""
-    return _load(repo_id, quantized, False, report or ProgressReporter(None))
+    return _load(repo_id, quantized, False, report or ProgressReporter(None), cpu)

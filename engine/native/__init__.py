@@ -9,7 +9,9 @@ otherwise, split over a few reused threads.
 
 `available()` says whether the engine may use it: the extension is built and loads, and
 MLX's default device is the CPU (on Metal/CUDA MLX's own kernels are used). When it is not,
-one warning says why, once per process. Build: ``python -m engine.native build``.
+one warning says why, once per process. Whether the engine wants it at all, and the portable
+kernels instead of AVX2 (`force_scalar`), are `CpuOptions` (engine/cpu_options.py), passed by
+the callers: nothing here reads the environment. Build: ``python -m engine.native build``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import importlib
 import logging
 import math
-import os
 import sys
 from types import ModuleType
 from typing import Any
@@ -27,9 +28,6 @@ import mlx.core as mx
 from .build import LIB_DIR
 
 log = logging.getLogger(__name__)
-
-DISABLE_ENV = "BATCHCHAT_NO_NATIVE"  # set to 1 to never use the extension
-SCALAR_ENV = "BATCHCHAT_QMV_SCALAR"  # set to 1 to force the portable (non-AVX2) kernel
 
 _ext: ModuleType | None = None
 _reason: str | None = None  # why the extension is unavailable, None when it is usable
@@ -43,9 +41,6 @@ def _load() -> None:
     if _checked:
         return
     _checked = True
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        _reason = f"disabled by {DISABLE_ENV}"
-        return
     if not any(p.name.startswith("_qmv.") for p in LIB_DIR.glob("_qmv.*")):
         _reason = "not built (run: python -m engine.native build)"
         return
@@ -56,7 +51,7 @@ def _load() -> None:
     except ImportError as exc:  # stale build, other mlx or nanobind version
         _reason = f"failed to load ({exc}); rebuild with: python -m engine.native build"
         return
-    _simd = bool(_ext.cpu_has_avx2_fma()) and os.environ.get(SCALAR_ENV, "") in ("", "0")
+    _simd = bool(_ext.cpu_has_avx2_fma())
 
 
 def reset() -> None:
@@ -92,7 +87,8 @@ def unavailable_reason() -> str | None:
 
 
 def simd() -> bool:
-    """True when the AVX2/FMA kernel runs (False: portable fallback, slower but exact)."""
+    """True when the CPU runs the AVX2/FMA kernels (False: the portable ones, slower but
+    exact; a call's `force_scalar` asks for those anyway)."""
     _load()
     return _simd
 
@@ -199,7 +195,7 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
 
 
 def extension() -> ModuleType:
-    """The loaded extension module itself, for callers on a hot path (the patched linears);
+    """The loaded extension module itself, for callers on a hot path (engine/native/layers.py);
     raises RuntimeError when it is not loaded."""
     return _ext_or_raise()
 

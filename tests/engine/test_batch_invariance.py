@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from engine import cache as kv
-from engine.determinism import INVARIANT_ENV
+from engine.cpu_options import CpuOptions
 from engine.model_runner import ModelRunner
 
 pytestmark = pytest.mark.usefixtures("native_built")
@@ -75,7 +75,7 @@ def chunked(s: Subject, size: int) -> np.ndarray:
 
 def make_subject(name: str, model: Any, vocab: int, length: int,
                  sizes: tuple[int, int, int]) -> Subject:
-    runner = ModelRunner(model)  # installs the native kernels (CPU) with the default switches
+    runner = ModelRunner(model, cpu=CpuOptions())  # the native kernels, default switches
     prompt = [random.Random(length).randrange(vocab) for _ in range(length)]
     return Subject(name, model, runner, vocab, prompt, token_by_token(runner, model, prompt),
                    sizes)
@@ -272,20 +272,15 @@ def test_rows_inside_batches_at_many_random_offsets(subject) -> None:
 
 
 def test_the_size_dependent_kernels_of_before_fail_these_comparisons(subject) -> None:
-    """BATCHCHAT_INVARIANT=0 (read when the kernels are installed and when a pass starts):
-    the linears of big passes go through dequantize + BLAS and short passes' attention
-    through the two-pass kernel, so one pass over the prompt no longer equals token by
-    token. Afterwards the default kernels are installed back and agree again."""
+    """BATCHCHAT_INVARIANT=0 (CpuOptions.invariant): the linears of big passes go through
+    dequantize + BLAS and short passes' attention through the two-pass kernel, so one pass
+    over the prompt no longer equals token by token. A runner builds its own modules, so
+    the subject's own (default) runner still agrees afterwards."""
     model = subject.model
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv(INVARIANT_ENV, "0")
-            runner = ModelRunner(model)
-            old = token_by_token(runner, model, subject.prompt)
-            one_pass = all_logits(runner, kv.new_cache(model), subject.prompt)
-            assert not np.array_equal(one_pass, old)
-    finally:
-        ModelRunner(model)  # the default (invariant) limits again, for the other tests
+    runner = ModelRunner(model, cpu=CpuOptions(invariant=False))
+    old = token_by_token(runner, model, subject.prompt)
+    one_pass = all_logits(runner, kv.new_cache(model), subject.prompt)
+    assert not np.array_equal(one_pass, old)
     again = all_logits(subject.runner, kv.new_cache(model), subject.prompt)
     assert np.array_equal(again, subject.reference)
 
@@ -293,8 +288,9 @@ def test_the_size_dependent_kernels_of_before_fail_these_comparisons(subject) ->
 # -- known exceptions (non-default paths), kept as strict expected failures ----------------
 
 
-def alone_vs_one_pass(model: Any) -> tuple[np.ndarray, np.ndarray]:
-    runner = ModelRunner(model)
+def alone_vs_one_pass(model: Any, cpu: CpuOptions | None = None,
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    runner = ModelRunner(model, cpu=cpu or CpuOptions())
     prompt = [random.Random(7).randrange(256) for _ in range(80)]
     return (token_by_token(runner, model, prompt),
             all_logits(runner, kv.new_cache(model), prompt))
@@ -305,15 +301,13 @@ def alone_vs_one_pass(model: Any) -> tuple[np.ndarray, np.ndarray]:
     "matvec computes rows in blocks of 4 with another summation order than a lone row "
     "(e.g. quantized_matvec(x[:4], ..., int8_x=False)[0] != quantized_matvec(x[:1], ...)[0], "
     "up to ~1e-5), so a prompt's logits depend on how many rows share the pass"))
-def test_float32_activations_on_the_native_kernel(monkeypatch) -> None:
-    from engine.native import patch
+def test_float32_activations_on_the_native_kernel() -> None:
     from tests.tiny_model import make_tiny_model
 
     tiny = make_tiny_model(seed=21, hidden=64)
     nn.quantize(tiny.model, group_size=32, bits=4)
     mx.eval(tiny.model.parameters())
-    monkeypatch.setenv(patch.INT8_ENV, "0")  # read when the runner installs the kernels
-    alone, one_pass = alone_vs_one_pass(tiny.model)
+    alone, one_pass = alone_vs_one_pass(tiny.model, CpuOptions(int8=False))
     assert np.array_equal(one_pass, alone), first_difference(one_pass, alone)
 
 

@@ -63,11 +63,12 @@ def test_summary_uses_vllm_definitions():
 
 def test_profile_step_runs_decode_and_prefill_with_and_without_kernels():
     from bench.profile_step import profile, profile_prefill
-    from engine import cpu_kernels
+    from engine import cpu_kernels, cpu_layers, module_tree
 
-    model = make_tiny_model(context_length=512).model
+    stock = make_tiny_model(context_length=512).model
     for fast in (False, True):
-        scope = cpu_kernels.active() if fast and cpu_kernels.install(model) else None
+        model = module_tree.clone(stock) if fast else stock
+        scope = cpu_kernels.active() if fast and cpu_layers.install(model) else None
         if scope:
             scope.__enter__()
         try:

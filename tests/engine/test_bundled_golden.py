@@ -23,15 +23,13 @@ def bundled() -> Engine:
     mlx-lm's tokens bit for bit. The CPU default rounds each linear's input to int8
     (llama.cpp's scheme), which can flip a near-tie such as the first question's first
     token (The 25.33 vs L 25.24); that mode is tested in test_native_model.py."""
+    from engine.cpu_options import CpuOptions
     from engine.loader import bundled_model_path, load_model
-    from engine.native import patch
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(patch.INT8_ENV, "0")  # read when the engine installs the kernels
-        loaded = load_model(str(bundled_model_path()))
-        return Engine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
-                      context_length=loaded.context_length,
-                      config=EngineConfig(max_concurrent=8))
+    config = EngineConfig(max_concurrent=8, cpu=CpuOptions(int8=False))
+    loaded = load_model(str(bundled_model_path()), cpu=config.cpu)
+    return Engine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
+                  context_length=loaded.context_length, config=config)
 
 
 def mlx_lm_tokens(engine: Engine, prompt_tokens: list[int], n: int) -> list[int]:

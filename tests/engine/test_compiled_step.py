@@ -51,7 +51,7 @@ def test_compiled_steps_give_the_bits_of_steps_built_op_by_op(seed, rows) -> Non
             compiled[0].grow_columns()
             assert compiled[0].keys.shape[2] > compiled[1].keys.shape[2]
         got = runner.compiled.step(compiled, tokens)
-        want = _op_by_op(runner, tiny.model, plain, tokens)
+        want = _op_by_op(runner, runner.model, plain, tokens)  # the engine's own modules
         mx.eval(got, want)
         assert mx.array_equal(got, want).item()
         assert compiled[0].lengths == plain[0].lengths
@@ -139,7 +139,7 @@ def test_a_lone_sequence_s_compiled_steps_give_the_bits_of_mlx_lm_s_cache(seed) 
     for _ in range(300):
         usable = CompiledDecode.usable(compiled)
         got = runner.decode(compiled, [token])
-        want = _op_by_op(runner, tiny.model, plain, [token])
+        want = _op_by_op(runner, runner.model, plain, [token])
         mx.eval(got, want)
         assert mx.array_equal(got, want).item()
         assert compiled[0].offset == plain[0].offset

@@ -8,7 +8,8 @@ import pytest
 from mlx_lm.models.activations import swiglu as stock_swiglu
 from mlx_lm.models.cache import BatchKVCache
 
-from engine import SamplingParams, cpu_kernels
+from engine import SamplingParams, cpu_kernels, cpu_layers, module_tree
+from engine.cpu_options import CpuOptions
 from tests.engine.conftest import (
     STAGGERED_LENGTHS,
     prompts,
@@ -92,28 +93,37 @@ def test_attention_matches_mlx_sdpa_for_every_mask_kind(n_heads, n_kv):
 
 def test_dispatch_is_scoped_to_the_active_thread(tiny, monkeypatch):
     # the compiled kernels, not the native op (tests/engine/test_native_rowwise.py)
-    monkeypatch.setenv(cpu_kernels.NATIVE_ROWWISE_ENV, "0")
+    options = CpuOptions(rowwise=False)
     module = sys.modules[type(tiny.model).__module__]
-    assert cpu_kernels.install(tiny.model) and cpu_kernels.install(tiny.model)  # idempotent
+    tree = module_tree.clone(tiny.model)
+    assert cpu_layers.install(tree) and cpu_layers.install(tree)  # idempotent
+    mlp = tree.model.layers[0].mlp
+    assert type(mlp).__mro__[1] is module.MLP  # routed once, not twice
+    # the engine's own copy: the loaded model and mlx-lm's module are as they were
+    assert type(tiny.model.model.layers[0].mlp) is module.MLP
+    assert module.swiglu is stock_swiglu
+    dispatch = type(mlp).__call__.__globals__["swiglu"]
     calls = []
     fast = cpu_kernels.swiglu
     monkeypatch.setattr(cpu_kernels, "swiglu", lambda g, u: calls.append(1) or fast(g, u))
     gate, up = mx.random.normal((8, 1, 1024)), mx.random.normal((8, 1, 1024))
 
-    # Not active: exactly the stock function, bit for bit (mlx-lm's own generators).
-    assert mx.array_equal(module.swiglu(gate, up), stock_swiglu(gate, up)).item()
+    # Not active: exactly the stock function, bit for bit.
+    assert mx.array_equal(dispatch(gate, up), stock_swiglu(gate, up)).item()
     assert not calls
-    with cpu_kernels.active():
-        module.swiglu(gate, up)
+    with cpu_kernels.active(options):
+        dispatch(gate, up)
         assert len(calls) == 1
-        other = threading.Thread(target=lambda: module.swiglu(gate, up))  # not active there
+        other = threading.Thread(target=lambda: dispatch(gate, up))  # not active there
         other.start()
         other.join()
         assert len(calls) == 1
-        module.swiglu(gate[:1, :, :64], up[:1, :, :64])  # too small to pay off: stock
-        module.swiglu(gate.astype(mx.float16), up.astype(mx.float16))  # float32 only
+        dispatch(gate[:1, :, :64], up[:1, :, :64])  # too small to pay off: stock
+        dispatch(gate.astype(mx.float16), up.astype(mx.float16))  # float32 only
         assert len(calls) == 1
-    module.swiglu(gate, up)
+        module.swiglu(gate, up)  # mlx-lm's own function: never the engine's
+        assert len(calls) == 1
+    dispatch(gate, up)
     assert len(calls) == 1
 
 
@@ -130,10 +140,9 @@ def test_engine_tokens_with_the_kernels_equal_mlx_lm_generate(tiny, make_engine,
     monkeypatch.setattr(cpu_kernels, "_MIN_SIZE", 0)  # the tiny model's tensors take them too
     # the composed attention and compiled SiLU, not the native ops
     # (tests/engine/test_native_attention.py, test_native_rowwise.py)
-    monkeypatch.setenv(cpu_kernels.NATIVE_ATTENTION_ENV, "0")
-    monkeypatch.setenv(cpu_kernels.NATIVE_ROWWISE_ENV, "0")
     calls = _count_fast_calls(monkeypatch)
-    engine = make_engine(max_concurrent=6, prefill_burst=8)
+    engine = make_engine(max_concurrent=6, prefill_burst=8,
+                         cpu=CpuOptions(attention=False, rowwise=False))
     ps = prompts(8, seed=5)
     streams = run_staggered(engine, ps)
     assert {"swiglu", "attention"} <= set(calls)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 _PROBE = """
 import resource, sys
 from engine import cpu_memory
-tuned = cpu_memory.keep_freed_memory()
+tuned = sys.argv[1] == "tune" and cpu_memory.keep_freed_memory()
 import mlx.core as mx
 from engine import cpu_kernels
 x = mx.random.normal((2_097_152,))
@@ -30,12 +30,9 @@ print(tuned, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
 
 
 def _probe(disable: bool) -> tuple[bool, float]:
-    env = dict(os.environ)
-    env.pop(cpu_memory.DISABLE_ENV, None)
-    if disable:
-        env[cpu_memory.DISABLE_ENV] = "1"
-    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True,
-                         text=True, check=True, cwd=os.getcwd()).stdout.split()
+    out = subprocess.run([sys.executable, "-c", _PROBE, "off" if disable else "tune"],
+                         capture_output=True, text=True, check=True,
+                         cwd=os.getcwd()).stdout.split()
     return out[0] == "True", float(out[1])
 
 
@@ -46,6 +43,21 @@ def test_tuning_stops_page_faults_on_freed_buffers_and_can_be_turned_off():
     # 24 MB of fresh pages is ~6,000 faults; reused memory faults (almost) never.
     assert faults_untuned > 1000
     assert faults_tuned < faults_untuned / 20
+
+
+def test_the_runner_tunes_only_when_the_options_ask(tiny, monkeypatch):
+    """CpuOptions.malloc_tuning (BATCHCHAT_NO_MALLOC_TUNING=1: False) decides, on the CPU."""
+    import mlx.core as mx
+
+    from engine.cpu_options import CpuOptions
+    from engine.model_runner import ModelRunner
+
+    calls: list[int] = []
+    monkeypatch.setattr(cpu_memory, "keep_freed_memory", lambda: calls.append(1) or True)
+    ModelRunner(tiny.model, cpu=CpuOptions(malloc_tuning=False))
+    assert calls == []
+    ModelRunner(tiny.model, cpu=CpuOptions())
+    assert calls == ([1] if mx.default_device() == mx.cpu else [])
 
 
 def test_keep_freed_memory_is_idempotent():

@@ -238,8 +238,8 @@ def test_mlx_dir_round_trip(tiny_gguf: Path, tmp_path: Path) -> None:
 
 def test_mlx_dir_quantized_is_dequantized_on_cpu_without_the_native_kernel(
         tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BATCHCHAT_NATIVE_QMV", "0")  # the float32 fallback path
-    lm = load_model(str(tiny_gguf))
+    monkeypatch.setenv("BATCHCHAT_NATIVE_QMV", "0")  # the float32 fallback path (read by
+    lm = load_model(str(tiny_gguf))  # the loader when no CpuOptions is given)
     nn.quantize(lm.model, group_size=32, bits=4)
     d = tmp_path / "q"
     d.mkdir()
@@ -383,9 +383,11 @@ def bundled() -> LoadedModel:
 
 @pytest.mark.bundled
 def test_bundled_metadata(bundled: LoadedModel) -> None:
+    from engine.cpu_options import CpuOptions
     from engine.loader.common import native_qmv_usable
 
-    weights = "4/8-bit quantized" if native_qmv_usable() else "float32"  # see test_native_model
+    usable = native_qmv_usable(CpuOptions.from_env())  # the loader's own choice (no options)
+    weights = "4/8-bit quantized" if usable else "float32"  # see test_native_model
     assert bundled.description == f"SmolLM2-135M-Instruct Q4_1 GGUF, {weights} on cpu"
     assert bundled.context_length == 8192
     assert bundled.eos_token_ids == frozenset({0, 2})

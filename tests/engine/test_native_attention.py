@@ -14,7 +14,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from engine import SamplingParams, cpu_kernels, native
+from engine import SamplingParams, native
 from tests.engine.conftest import prompts, reference_tokens, run_to_end
 
 U = 2.0**-24
@@ -122,7 +122,7 @@ def test_the_engine_routes_small_passes_to_it_and_stays_exact(tiny, make_engine,
 
 
 def test_the_switch_turns_it_off(tiny, make_engine, monkeypatch) -> None:
-    monkeypatch.setenv(cpu_kernels.NATIVE_ATTENTION_ENV, "0")
+    monkeypatch.setenv("BATCHCHAT_NATIVE_ATTENTION", "0")  # read when the config is made
     monkeypatch.setattr(native, "cache_attention",
                         lambda *a, **kw: pytest.fail("kernel used although switched off"))
     engine = make_engine()

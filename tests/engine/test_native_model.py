@@ -1,4 +1,5 @@
-"""engine.native.patch: a quantized model with its linears on quantized_matvec (issue #19).
+"""engine.native.layers: a quantized model's linears on quantized_matvec (issue #19), in the
+engine's own copy of the model's modules.
 
 Greedy tokens must equal MLX's own quantized path (mx.quantized_matmul) on the same weights.
 """
@@ -9,9 +10,11 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 import pytest
+from mlx.utils import tree_flatten
 
-from engine import native
-from engine.native import patch
+from engine import module_tree, native
+from engine.cpu_options import ALL_ROWS, CpuOptions
+from engine.native import layers
 from tests.engine.conftest import reference_tokens
 from tests.tiny_model import make_tiny_model
 
@@ -23,34 +26,46 @@ def tiny_q():
     tiny = make_tiny_model(seed=3, hidden=128)
     nn.quantize(tiny.model, group_size=32, bits=4)
     mx.eval(tiny.model.parameters())
-    yield tiny.model
-    patch.uninstall(tiny.model)
+    return tiny.model
 
 
-def test_install_swaps_every_quantized_linear_and_uninstall_restores(tiny_q) -> None:
+def native_tree(model: nn.Module, **options) -> nn.Module:
+    """The engine's copy of `model` with the native linears (float32 activations, the row
+    limit given: the size-dependent paths of BATCHCHAT_INVARIANT=0 unless asked)."""
+    tree = module_tree.clone(model)
+    layers.install(tree, CpuOptions(**({"int8": False, "invariant": False} | options)))
+    return tree
+
+
+def test_install_replaces_every_quantized_linear_in_the_copy_only(tiny_q) -> None:
     n_quant = sum(isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))
                   for _, m in tiny_q.named_modules())
-    assert patch.install(tiny_q, max_rows=8) == n_quant
-    assert all(type(m) is not nn.QuantizedLinear for _, m in tiny_q.named_modules())
-    patch.uninstall(tiny_q)
-    assert all(type(m) not in (patch.NativeQuantizedLinear, patch.NativeQuantizedEmbedding)
-               for _, m in tiny_q.named_modules())
+    stock_types = [type(m) for _, m in tiny_q.named_modules()]
+    tree = module_tree.clone(tiny_q)
+    assert layers.install(tree, CpuOptions(qmv_max_rows=8)) == n_quant
+    assert all(type(m) is not nn.QuantizedLinear for _, m in tree.named_modules())
+    # the loaded model is untouched, and the copy holds the same arrays under the same names
+    assert [type(m) for _, m in tiny_q.named_modules()] == stock_types
+    ours, theirs = tree_flatten(tree.parameters()), tree_flatten(tiny_q.parameters())
+    assert [n for n, _ in ours] == [n for n, _ in theirs]
+    assert all(a is b for (_, a), (_, b) in zip(ours, theirs, strict=True))
+    assert layers.install(tree, CpuOptions(qmv=False)) == 0  # BATCHCHAT_NATIVE_QMV=0
 
 
 def test_sibling_projections_share_one_op_with_the_same_results(tiny_q, monkeypatch) -> None:
-    patch.install(tiny_q, max_rows=8)
-    attn = tiny_q.model.layers[0].self_attn
-    mlp = tiny_q.model.layers[0].mlp
-    assert attn.q_proj._native_group == (attn.q_proj, attn.k_proj, attn.v_proj)
-    assert mlp.gate_proj._native_group == (mlp.gate_proj, mlp.up_proj)
+    tree = native_tree(tiny_q, qmv_max_rows=8)
+    attn = tree.model.layers[0].self_attn
+    mlp = tree.model.layers[0].mlp
+    assert attn.q_proj._group.members == (attn.q_proj, attn.k_proj, attn.v_proj)
+    assert mlp.gate_proj._group.members == (mlp.gate_proj, mlp.up_proj)
     x = mx.random.normal((2, 1, 128))
     apart = [native.quantized_matvec(x, m.weight, m.scales, m.biases, 32, 4)
              for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
     calls: list[int] = []
-    many = patch.extension().quantized_matvec_many
+    many = layers.extension().quantized_matvec_many
     ext = type("Ext", (), {"quantized_matvec_many": staticmethod(
         lambda *a, **k: calls.append(1) or many(*a, **k))})
-    monkeypatch.setattr(patch, "extension", lambda: ext)
+    monkeypatch.setattr(layers, "extension", lambda: ext)
     together = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)]
     assert calls == [1]  # one op for the three
     for a, b in zip(apart, together, strict=True):
@@ -62,8 +77,6 @@ def test_sibling_projections_share_one_op_with_the_same_results(tiny_q, monkeypa
                                    attn.k_proj.biases, 32, 4)
     assert np.array_equal(np.array(attn.k_proj(y)), np.array(want))
     assert np.array_equal(np.array(attn.v_proj(x)), np.array(apart[2]))
-    patch.uninstall(tiny_q)
-    assert attn.q_proj.__dict__.get("_native_group") is None
 
 
 @pytest.mark.parametrize("shape", [(3, 1), (1, 5), (2, 40)], ids=["decode3", "rows5", "prefill"])
@@ -71,57 +84,52 @@ def test_logits_match_mlx_quantized_path(tiny_q, shape) -> None:
     """Up to 8 rows go through the kernel, the 80-row pass through dequantize + matmul."""
     tokens = mx.array(np.random.default_rng(0).integers(0, 250, size=shape))
     ref = tiny_q(tokens)
-    patch.install(tiny_q, max_rows=8)
-    out = tiny_q(tokens)
+    out = native_tree(tiny_q, qmv_max_rows=8)(tokens)
     assert out.shape == ref.shape
     assert np.allclose(np.array(out), np.array(ref), rtol=1e-4, atol=1e-4)
+    assert mx.array_equal(tiny_q(tokens), ref).item()  # the loaded model: MLX's own path
 
 
 def test_float32_copies_serve_large_batches_without_dequantizing(tiny_q, monkeypatch) -> None:
     tokens = mx.array(np.random.default_rng(1).integers(0, 250, size=(2, 40)))
     ref = tiny_q(tokens)
-    patch.install(tiny_q, max_rows=8, keep_float32=True)
-    assert "_native_f32" not in dict(tiny_q.parameters())  # not a parameter: never saved
-    monkeypatch.setattr(patch, "dequantize_f32",
+    tree = native_tree(tiny_q, qmv_max_rows=8, float32_copies=True)
+    assert "_native_f32" not in dict(tree.parameters())  # not a parameter: never saved
+    monkeypatch.setattr(layers, "dequantize_f32",
                         lambda *a, **k: pytest.fail("dequantized per call despite the copy"))
-    out = tiny_q(tokens)
+    out = tree(tokens)
     assert np.allclose(np.array(out), np.array(ref), rtol=1e-4, atol=1e-4)
-    small = tiny_q(tokens[:1, :4])  # 4 rows: still the kernel
+    small = tree(tokens[:1, :4])  # 4 rows: still the kernel
     assert np.allclose(np.array(small), np.array(ref[:1, :4]), rtol=1e-4, atol=1e-4)
-    patch.uninstall(tiny_q)
     assert all(getattr(m, "_native_f32", None) is None for _, m in tiny_q.named_modules())
 
 
 def test_greedy_tokens_match_mlx_quantized_path(tiny_q) -> None:
     prompts = [[5, 17, 99, 3], [200, 1, 1, 42, 7, 8, 9, 10, 11, 12, 13]]
     ref = [reference_tokens(tiny_q, p, 24) for p in prompts]
-    patch.install(tiny_q)
-    assert [reference_tokens(tiny_q, p, 24) for p in prompts] == ref
+    tree = native_tree(tiny_q, qmv_max_rows=32)
+    assert [reference_tokens(tree, p, 24) for p in prompts] == ref
 
 
-def test_switch_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(patch.ENABLE_ENV, raising=False)
-    monkeypatch.delenv("BATCHCHAT_INVARIANT", raising=False)
+def test_row_limit_follows_the_options() -> None:
     # on by default, for every row count (batch invariance, engine/determinism.py)
-    assert patch.max_rows_from_env() == patch.max_rows_from_env(int8=True) == patch.ALL_ROWS
-    monkeypatch.setenv(patch.ENABLE_ENV, "0")
-    assert patch.max_rows_from_env() == 0
-    monkeypatch.setenv(patch.ENABLE_ENV, "1")
-    monkeypatch.setenv("BATCHCHAT_INVARIANT", "0")  # the size-dependent choice of before
-    assert patch.max_rows_from_env() == patch.DEFAULT_MAX_ROWS
-    assert patch.max_rows_from_env(int8=True) == patch.INT8_MAX_ROWS
-    monkeypatch.setenv(patch.ENABLE_ENV, "12")
-    assert patch.max_rows_from_env() == 12 and patch.max_rows_from_env(int8=True) == 12
+    assert CpuOptions().qmv_rows() == CpuOptions(int8=False).qmv_rows() == ALL_ROWS
+    assert CpuOptions(qmv=False).qmv_rows() == 0 == CpuOptions(native=False).qmv_rows()
+    # BATCHCHAT_INVARIANT=0: the size-dependent choice of before
+    assert CpuOptions(invariant=False, int8=False).qmv_rows() == 32
+    assert CpuOptions(invariant=False).qmv_rows() == 64  # int8 activations
+    assert CpuOptions(qmv_max_rows=12).qmv_rows() == 12
+    assert CpuOptions(qmv_max_rows=12, invariant=False).qmv_rows() == 12
 
 
-def test_cpu_default_keeps_weights_quantized_unless_switched_off(monkeypatch) -> None:
+def test_cpu_default_keeps_weights_quantized_unless_switched_off() -> None:
     from engine.loader.common import resolve_quantized
 
-    monkeypatch.delenv(patch.ENABLE_ENV, raising=False)
-    assert resolve_quantized(None) is True  # the kernel is built (fixture): quantized
-    monkeypatch.setenv(patch.ENABLE_ENV, "0")
-    assert resolve_quantized(None) is False  # today's float32 + OpenBLAS path
-    assert resolve_quantized(True) is True and resolve_quantized(False) is False
+    assert resolve_quantized(None, CpuOptions()) is True  # the kernel is built (fixture)
+    assert resolve_quantized(None, CpuOptions(qmv=False)) is False  # float32 + OpenBLAS
+    assert resolve_quantized(None, CpuOptions(native=False)) is False
+    assert resolve_quantized(True, CpuOptions(qmv=False)) is True
+    assert resolve_quantized(False, CpuOptions()) is False
 
 
 @pytest.mark.bundled
@@ -140,17 +148,19 @@ def test_bundled_greedy_equals_mlx_quantized_path() -> None:
         return [r.token for r in stream_generate(lm.model, lm.tokenizer, p, max_tokens=24)]
 
     ref = [greedy(p) for p in prompts]
-    assert patch.install(lm.model) == 211  # 30 layers x 7 linears + the tied lm_head
-    try:
-        assert [greedy(p) for p in prompts] == ref
-    finally:
-        patch.uninstall(lm.model)
+    tree = module_tree.clone(lm.model)
+    options = CpuOptions(qmv_max_rows=32, int8=False, invariant=False)
+    assert layers.install(tree, options) == 211  # 30 layers x 7 linears + the tied lm_head
+    stock = lm.model
+    lm.model = tree
+    assert [greedy(p) for p in prompts] == ref
+    lm.model = stock
+    assert [greedy(p) for p in prompts] == ref  # the loaded model: still MLX's own path
     assert native.available()
 
 
 @pytest.mark.bundled
-def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path() -> None:
     """By default on the CPU the loader keeps weights quantized, ModelRunner installs the
     kernel, and a batch of 4 (padded batched decode) gives MLX's quantized greedy tokens."""
     from mlx_lm import stream_generate
@@ -159,33 +169,28 @@ def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path(
     from engine.loader import load_model
     from tests.engine.conftest import run_to_end
 
-    monkeypatch.delenv(patch.ENABLE_ENV, raising=False)
-    monkeypatch.setenv(patch.INT8_ENV, "0")  # exact activations (the int8 default: below)
-    lm = load_model("bundled")
+    config = EngineConfig(max_concurrent=8,
+                          cpu=CpuOptions(int8=False))  # exact activations (int8: below)
+    lm = load_model("bundled", cpu=config.cpu)
     engine = Engine(lm.model, lm.tokenizer, eos_token_ids=lm.eos_token_ids,
-                    context_length=lm.context_length, config=EngineConfig(max_concurrent=8))
-    assert type(lm.model.model.layers[0].mlp.gate_proj) is patch.NativeQuantizedLinear
+                    context_length=lm.context_length, config=config)
+    tree = engine._core.runner.model
+    assert type(tree.model.layers[0].mlp.gate_proj) is layers.NativeQuantizedLinear
+    assert type(lm.model.model.layers[0].mlp.gate_proj) is nn.QuantizedLinear  # untouched
     questions = ["What is the capital of France?", "Write a haiku about the sea.",
                  "List three prime numbers.", "Explain what a CPU cache is in one sentence."]
     streams = [engine.submit(messages=[{"role": "user", "content": q}],
                              params=SamplingParams(max_tokens=24)) for q in questions]
     run_to_end(engine)
-    patch.uninstall(lm.model)  # the reference: MLX's own quantized path
+    # the reference: MLX's own quantized path, on the loaded model the engine left as it was
     for s in streams:
         ref = [r.token for r in stream_generate(lm.model, lm.tokenizer, s.prompt_tokens,
                                                 max_tokens=24)]
         assert s.tokens == ref[:len(s.tokens)], s.text
 
 
-def test_int8_is_the_default_and_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(patch.INT8_ENV, raising=False)
-    assert patch.int8_from_env()
-    monkeypatch.setenv(patch.INT8_ENV, "0")
-    assert not patch.int8_from_env()
-
-
 @pytest.mark.bundled
-def test_bundled_int8_default_differs_only_at_near_ties(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bundled_int8_default_differs_only_at_near_ties() -> None:
     """The CPU default (int8 activations) against exact float32 activations, teacher-forced
     on the exact path's greedy tokens so one flip does not derail the rest: 8 chat prompts x
     48 steps through the engine's decode. Measured: 97 % of steps pick the same token; the
@@ -199,10 +204,9 @@ def test_bundled_int8_default_differs_only_at_near_ties(monkeypatch: pytest.Monk
     from engine.loader import load_model
     from engine.model_runner import ModelRunner
 
-    monkeypatch.delenv(patch.INT8_ENV, raising=False)
-    lm = load_model("bundled")
-    runner = ModelRunner(lm.model)
-    linears = [m for _, m in lm.model.named_modules() if hasattr(m, "_native_int8")]
+    lm = load_model("bundled", cpu=CpuOptions())
+    runner = ModelRunner(lm.model, cpu=CpuOptions())
+    linears = [m for _, m in runner.model.named_modules() if hasattr(m, "_native_int8")]
     assert len(linears) == 211 and all(m._native_int8 for m in linears)  # the default
 
     def int8(on: bool) -> None:

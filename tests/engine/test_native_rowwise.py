@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from mlx_lm.models.activations import swiglu as stock_swiglu
 
-from engine import cpu_kernels, native
+from engine import cpu_kernels, cpu_layers, module_tree, native
+from engine.cpu_options import CpuOptions
 from tests.engine.conftest import STAGGERED_LENGTHS, prompts, reference_tokens, run_staggered
 
 U = 2.0**-24
@@ -121,18 +122,22 @@ def _count_native(monkeypatch) -> list[str]:
 
 def test_only_the_engines_passes_use_them(tiny, monkeypatch):
     calls = _count_native(monkeypatch)
-    cpu_kernels.install(tiny.model)
+    tree = module_tree.clone(tiny.model)  # the engine's own modules
+    cpu_layers.install(tree)
     x = mx.array([[1, 2, 3]])
-    plain = tiny.model(x)  # not inside active(): MLX's own ops, bit for bit
+    plain = tree(x)  # not inside active(): MLX's own ops, bit for bit
     assert not calls
+    assert mx.array_equal(plain, tiny.model(x)).item()
     with cpu_kernels.active():
-        fast = tiny.model(x)
+        fast = tree(x)
+        seen = len(calls)
+        tiny.model(x)  # the loaded model itself: never the engine's ops
+        assert len(calls) == seen
     assert {"rope", "rms_norm", "silu_mul"} <= set(calls)
     assert mx.allclose(plain, fast, rtol=1e-4, atol=1e-4).item()
-    monkeypatch.setenv(cpu_kernels.NATIVE_ROWWISE_ENV, "0")
     seen = len(calls)
-    with cpu_kernels.active():
-        tiny.model(x)
+    with cpu_kernels.active(CpuOptions(rowwise=False)):  # BATCHCHAT_NATIVE_ROWWISE=0
+        tree(x)
     assert len(calls) == seen
 
 

@@ -126,6 +126,26 @@ def test_engine_rows_drawn_in_one_native_op_and_each_row_as_if_alone(monkeypatch
         assert int(np.array(alone)[0]) == together[i]
 
 
+def test_the_switch_draws_each_row_with_mlx_lm_s_sampler(make_engine, monkeypatch) -> None:
+    """CpuOptions.sampler = False (BATCHCHAT_NATIVE_SAMPLER=0): the engine's rows are drawn
+    by mlx-lm's sampler a row at a time; a seeded request still reproduces itself."""
+    from engine.cpu_options import CpuOptions
+    from engine.sampling import batched_draw
+    from engine.sampling_params import SamplingParams
+    from tests.engine.conftest import run_to_end
+
+    monkeypatch.setattr(native, "sample_tokens", lambda *a, **k: pytest.fail("native used"))
+    assert not batched_draw(CpuOptions(sampler=False)) and batched_draw(CpuOptions())
+    answers = []
+    for _ in range(2):
+        engine = make_engine(cpu=CpuOptions(sampler=False))
+        params = SamplingParams(max_tokens=6, temperature=0.9, top_p=0.9, seed=5)
+        streams = [engine.submit(prompt_tokens=[3, 4, 5 + i], params=params) for i in range(3)]
+        run_to_end(engine)
+        answers.append([s.tokens for s in streams])
+    assert answers[0] == answers[1] and all(len(t) == 6 for t in answers[0])
+
+
 def test_device_sampler_draws_the_native_samplers_tokens() -> None:
     """Same contract, same tokens: a request sampled on a GPU draws what the CPU draws from
     the same logits (up to float rounding at a cut, which these draws do not meet)."""
