@@ -61,11 +61,16 @@ def settings(tmp_path: Any) -> Settings:
     return s
 
 
+LONG_CONTEXT = 8192
+
+
 @pytest.fixture
 def ctx(loop: qasync.QEventLoop, settings: Settings,
         make_engine: Callable[..., Engine]) -> Iterator[AppContext]:
-    bridge = EngineBridge(loader=lambda source: make_engine())
-    loop.run_until_complete(bridge.use_engine(make_engine(), "tiny"))
+    # Room for a long reply (5,000 tokens): tests close a tab, stop or quit under one, and
+    # on a busy machine a reply could reach the tiny model's 512 tokens before they act.
+    bridge = EngineBridge(loader=lambda source: make_engine(context_length=LONG_CONTEXT))
+    loop.run_until_complete(bridge.use_engine(make_engine(context_length=LONG_CONTEXT), "tiny"))
     yield AppContext(settings, bridge)
     loop.run_until_complete(bridge.shutdown(timeout=2.0))
 
@@ -145,7 +150,8 @@ class HistoryApp:
                  make_engine: Callable[..., Engine], qtbot: Any, db: Any) -> None:
         self.loop, self.settings, self.make_engine, self.qtbot = loop, settings, make_engine, qtbot
         self.db = db
-        self.engine_options: dict[str, Any] = {}  # make_engine's, for the next start()
+        # make_engine's, for the next start()
+        self.engine_options: dict[str, Any] = {"context_length": LONG_CONTEXT}
         self.window: Any = None
         self.history: Any = None
 

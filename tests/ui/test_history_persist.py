@@ -54,7 +54,6 @@ def test_tab_title_settings_order_and_close_are_saved(history_app, loop, qtbot):
 
 
 def test_closing_the_window_mid_reply_saves_it_as_shut_down(history_app, loop, qtbot):
-    history_app.engine_options["context_length"] = 8192  # never done before the close
     window = history_app.start()
     tab = window.current_tab()
     tab.panel.fields["max_tokens"].setValue(5000)

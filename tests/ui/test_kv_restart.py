@@ -17,7 +17,7 @@ def send(qtbot, tab, text: str) -> None:
 def test_a_chat_continues_from_its_saved_kv_after_a_restart(loop, settings, make_engine,
                                                            qtbot, tmp_path):
     kv = tmp_path / "kv"
-    app = HistoryApp(loop, settings, lambda: make_engine(kv_disk_dir=str(kv)), qtbot,
+    app = HistoryApp(loop, settings, lambda **o: make_engine(kv_disk_dir=str(kv), **o), qtbot,
                      tmp_path / "h.db")
     try:
         window = app.start()

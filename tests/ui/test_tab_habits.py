@@ -115,7 +115,6 @@ def test_reopen_a_closed_generating_tab_without_history(window, loop, qtbot):
 
 
 def test_reopen_restores_the_chat_from_the_history(history_app, loop, qtbot):
-    history_app.engine_options["context_length"] = 8192  # never done before the close
     window = history_app.start()
     _activate(window, loop)
     tab = window.current_tab()
