@@ -59,7 +59,9 @@ def chat_tokens(tokenizer: Any, messages: Seq[Mapping[str, Any]], vocab_size: in
         ids = _strip_end(list(ids), end_ids)
         if m["content"] and _detokenize(tokenizer, ids) == m["content"]:
             spliced[i] = ids
-    if not any(m["content"].strip() for m in messages if m["role"] != "system"):
+    # a system message alone is a prompt (the template renders it, then the assistant's
+    # turn); only a chat with no text in any message is empty
+    if not any(m["content"].strip() for m in messages):
         raise RequestRejected("empty prompt: no message has any content")
     plain = [{"role": m["role"], "content": m["content"]} for m in messages]
     try:

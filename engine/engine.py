@@ -131,14 +131,9 @@ class Engine:
                 f"prompt is {len(tokens)} tokens but the context holds {self.context_length} "
                 "(with room for at least one new token): shorten the conversation"
             )
-        need = self._core.memory.need(len(tokens), params.max_tokens)
-        if need > self._core.memory.budget:
-            mib = 1 << 20
-            raise RequestRejected(
-                f"this request could need {need / mib:.0f} MiB of KV cache ({len(tokens)} "
-                f"prompt + {params.max_tokens} new tokens) but the KV budget is "
-                f"{self._core.memory.budget / mib:.0f} MiB: lower max_tokens or shorten the prompt"
-            )
+        refusal = self._core.memory.refusal(len(tokens), params.max_tokens)
+        if refusal is not None:
+            raise RequestRejected(refusal)
         request_id = request_id or f"req-{self._launch}-{next(self._ids)}"
         if request_id in self._streams:
             raise RequestRejected(f"request id {request_id!r} is already in use")

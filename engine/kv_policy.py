@@ -62,6 +62,24 @@ class KvPolicy:
         tokens = min(self.context_length, num_prompt_tokens + max_tokens)
         return self.per_token * (tokens + KVCache.step)
 
+    def refusal(self, num_prompt_tokens: int, max_tokens: int) -> str | None:
+        """Why a request can never fit in the budget, and what would help; None if it can.
+        When even the prompt with one new token does not fit, a lower max_tokens cannot
+        help: only a shorter prompt or a larger budget can."""
+        need = self.need(num_prompt_tokens, max_tokens)
+        if need <= self.budget:
+            return None
+        bigger = ("raise the KV budget (EngineConfig.kv_budget_bytes; "
+                  "`batchchat serve --kv-budget-mb`)")
+        least = self.need(num_prompt_tokens, 1)
+        if least > self.budget:
+            return (f"the prompt ({num_prompt_tokens} tokens) needs {_mib(least)} of KV cache "
+                    f"but the KV budget is {_mib(self.budget)}: shorten the prompt or {bigger}")
+        fits = self.budget // self.per_token - KVCache.step - num_prompt_tokens
+        return (f"this request could need {_mib(need)} of KV cache ({num_prompt_tokens} prompt "
+                f"+ {max_tokens} new tokens) but the KV budget is {_mib(self.budget)}: set "
+                f"max_tokens to at most {fits}, shorten the prompt, or {bigger}")
+
     def reserve(self, seq: Sequence) -> bool:
         """Set `seq`'s need aside, or say False when it does not fit now (the scheduler's
         admission test)."""
@@ -133,3 +151,7 @@ class KvPolicy:
                     self.prefix.insert(saved.tokens.tolist(), cache, compact=False,
                                        source="disk")
         return self.prefix.restore(prompt)
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n < 10 << 20 else f"{n / (1 << 20):.0f} MiB"

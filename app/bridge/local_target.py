@@ -110,6 +110,17 @@ def engine_config(**settings: Any) -> EngineConfig:
     return EngineConfig(**settings)
 
 
+def max_concurrent_limit() -> int:
+    """The most requests an engine with the default token budget runs at once: every
+    running one takes a token of each tick, and prefill keeps `min_prefill_tokens`."""
+    from dataclasses import fields
+
+    from engine import EngineConfig
+
+    default = {f.name: f.default for f in fields(EngineConfig)}
+    return default["max_token_budget"] - default["min_prefill_tokens"]
+
+
 def load_target(source: str, progress: ProgressFn | None = None,
                 **settings: Any) -> LocalTarget:
     """Load `source` (blocking: call it off the event loop) with EngineConfig `settings`;

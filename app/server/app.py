@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from . import schemas
+from .connection import Runner
 from .errors import ApiError, error_body
 from .metrics import ServerMetrics
 from .responses import Reply, sse
@@ -48,6 +49,9 @@ class ServerConfig:
     tag: str = "api"  # the engine tag: the stats panel's source column
     default_max_tokens: int | None = None  # chat without max_tokens: None = to the context end
     access_log: bool = False
+    # a connection must send a whole request head within this long of connecting, or of the
+    # head's first byte; a slower one is closed (a slowloris holds no connection for long)
+    head_timeout_s: float = 10.0
 
 
 def is_loopback(host: str) -> bool:
@@ -113,8 +117,9 @@ class ApiServer:
         ])
         # handler_cancellation: a client that disconnects cancels its handler, which
         # cancels its engine request (the engine drops it on its next tick)
-        runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=2.0,
-                               access_log=log if cfg.access_log else None)
+        # Runner: requests aiohttp cannot parse get JSON errors, slow heads time out
+        runner = Runner(app, head_timeout_s=cfg.head_timeout_s, handler_cancellation=True,
+                        shutdown_timeout=2.0, access_log=log if cfg.access_log else None)
         await runner.setup()
         try:
             site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
@@ -127,19 +132,24 @@ class ApiServer:
         self.closing = False
         return self.url
 
-    async def stop(self, grace_s: float = 0.0) -> None:
+    async def stop(self, grace_s: float = 0.0, linger_s: float = 0.0) -> None:
         """New requests get 503 at once; in-flight ones may finish for `grace_s`, then are
-        cancelled (their streams end with finish reason "cancelled" and [DONE]); then the
-        socket closes."""
+        cancelled (their streams end with finish reason "cancelled" and [DONE]); the port
+        keeps answering 503 until at least `linger_s` after the call (a client that comes
+        just after a SIGTERM is told the server is stopping, not refused); then the socket
+        closes."""
         if self._runner is None or self.closing:
             return
         self.closing = True
+        loop = asyncio.get_running_loop()
+        close_at = loop.time() + linger_s
         if grace_s > 0:
             await self._until_idle(grace_s)
         for stream in list(self._streams):
             stream.cancel()
         if not await self._until_idle(5.0):  # the engine ends them on its next tick
             log.warning("%d API streams still open at shutdown", len(self._streams))
+        await asyncio.sleep(max(0.0, close_at - loop.time()))
         await self._runner.cleanup()
         self._runner = None  # `running` until the port is released
 
@@ -245,6 +255,8 @@ class ApiServer:
                 return await self._stream(request, stream, reply, parsed.include_usage, t0)
             return await self._whole(stream, reply, t0)
         finally:
+            if reply.ended is None:  # the client left, or its socket broke, before the end
+                self.metrics.count_finish("abort")  # vLLM's name for it
             stream.cancel()  # no-op once finished; the disconnect path otherwise
             self._streams.discard(stream)
             if self._on_finished is not None:

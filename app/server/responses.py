@@ -49,6 +49,7 @@ class Reply:
     text_parts: list[str] = field(default_factory=list)
     entries: list[tuple[str, float, list[tuple[str, float]]]] = field(default_factory=list)
     token_chars: int = 0  # text offset of the next token (legacy completions logprobs)
+    ended: str | None = None  # the engine's finish reason, once the last event is taken
 
     def __post_init__(self) -> None:
         prefix = "chatcmpl" if self.kind == "chat" else "cmpl"
@@ -61,6 +62,8 @@ class Reply:
     def add(self, event: TokenEvent) -> dict[str, Any] | None:
         """Take one event; its logprobs in the response's shape (None without)."""
         self.text_parts.append(event.text)
+        if event.finish_reason is not None:
+            self.ended = event.finish_reason
         if self.top is None or event.token is None or event.logprob is None:
             return None
         entry = (self.token_text(event.token), event.logprob,

@@ -1,14 +1,19 @@
 """`batchchat serve`: the API server alone, no window. Prints the URL when ready; SIGINT or
-SIGTERM ends in-flight streams (finish reason "cancelled", then [DONE]) and exits 0."""
+SIGTERM ends in-flight streams (finish reason "cancelled", then [DONE]) and exits 0. A bad
+option or a model that cannot be loaded is one line on stderr and a non-zero exit."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from engine.public import ModelLoadError
 
 from .app import ApiServer, ServerConfig, check_address
 
@@ -16,14 +21,45 @@ if TYPE_CHECKING:
     from ..bridge import LocalTarget
 
 KEY_ENV = "BATCHCHAT_API_KEY"  # a key here stays out of `ps` listings
+# After SIGTERM the port answers 503 for at least this long before it closes: a client that
+# comes just after the signal is told the server is stopping, not refused
+LINGER_S = 1.0
+
+
+def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            where = f"from {low} to {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {where}, got {value}")
+        return value
+
+    return parse
+
+
+def _mib(text: str) -> float:
+    """An argparse type: a positive, finite number of MiB."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return value
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The options; a bad one is argparse's usage error (exit 2), in the option's name."""
     p = argparse.ArgumentParser(prog="batchchat serve",
                                 description="An OpenAI-compatible API on the engine.")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1; any other needs a key)")
-    p.add_argument("--port", type=int, default=8000, help="default 8000; 0 = any free port")
+    p.add_argument("--port", type=_whole(0, 65535), default=8000,
+                   help="default 8000; 0 = any free port")
     p.add_argument("--model", default=None,
                    help='"bundled", a .gguf file, an mlx-lm model directory or a repo id '
                         "(default: the app's last model, else bundled)")
@@ -31,16 +67,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="the model id clients send (default: the model's name)")
     p.add_argument("--api-key", default=os.environ.get(KEY_ENV),
                    help=f"require 'Authorization: Bearer KEY' (default: ${KEY_ENV})")
-    p.add_argument("--max-concurrent", type=int, default=16,
+    p.add_argument("--max-concurrent", type=_whole(1), default=16,
                    help="requests the engine runs at once (default 16)")
-    p.add_argument("--max-queue", type=int, default=256,
+    p.add_argument("--max-queue", type=_whole(0), default=256,
                    help="waiting requests beyond which the server answers 429 (default 256)")
-    p.add_argument("--max-body-mb", type=float, default=4.0,
+    p.add_argument("--max-body-mb", type=_mib, default=4.0,
                    help="largest request body in MiB (default 4; larger ones get 413)")
+    p.add_argument("--kv-budget-mb", type=_mib, default=None,
+                   help="KV cache memory for running requests and cached prefixes, in MiB "
+                        "(default: sized from the machine's memory)")
     p.add_argument("--cors-origin", default=None,
                    help='allow browser pages from this origin ("*" for any); default none')
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    from app.bridge.local_target import max_concurrent_limit
+
+    limit = max_concurrent_limit()  # every running request takes a token of each tick
+    if args.max_concurrent > limit:
+        p.error(f"argument --max-concurrent: must be from 1 to {limit}, "
+                f"got {args.max_concurrent}")
+    return args
 
 
 def model_id(target: LocalTarget, source: str) -> str:
@@ -56,9 +102,15 @@ def main(argv: list[str]) -> int:
                           cors_origin=args.cors_origin, access_log=args.access_log)
     try:
         code = asyncio.run(serve(args, config))
-    except (ValueError, OSError) as exc:  # a refused address, a port in use, a bad model
-        print(f"batchchat serve: {exc}", file=sys.stderr)
+    except ModelLoadError as exc:  # as `batchchat --cli` says it
+        print(f"batchchat serve: error: cannot load the model: {exc}", file=sys.stderr)
+        return 1
+    except (ValueError, OSError) as exc:  # a refused address, a port in use, a bad setting
+        print(f"batchchat serve: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl+C while the model loads (the handlers come after)
+        print("batchchat serve: interrupted", file=sys.stderr)
+        return 130
     return code
 
 
@@ -71,8 +123,9 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     print(f"Loading {source} …", file=sys.stderr, flush=True)
     # the engine's CPU switches are read from BATCHCHAT_* here, once (EngineConfig.cpu); a
     # bad value is a ValueError: one line and exit 2
+    kv = None if args.kv_budget_mb is None else max(1, int(args.kv_budget_mb * (1 << 20)))
     target = await asyncio.to_thread(load_target, source, max_concurrent=args.max_concurrent,
-                                     max_queue=args.max_queue)
+                                     max_queue=args.max_queue, kv_budget_bytes=kv)
     await target.start()
     name = args.served_model_name or model_id(target, source)
     server = ApiServer(lambda: target, lambda: name, config)
@@ -86,7 +139,7 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
         await stop.wait()
         print("Stopping: ending in-flight requests …", file=sys.stderr, flush=True)
     finally:
-        await server.stop()
+        await server.stop(linger_s=LINGER_S)
         await target.shutdown(timeout=5.0)
     return 0
 

@@ -1,0 +1,108 @@
+"""`batchchat serve` as a real process, given a model it cannot load or a bad option: one
+clear line on stderr and a non-zero exit, never a traceback (issue #28)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data"), "BATCHCHAT_API_KEY": ""}
+    return subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:  # it served instead of refusing
+        proc.kill()
+        _, err = proc.communicate()
+    return proc.returncode, err
+
+
+def one_error_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    errors = [ln for ln in err.splitlines() if "error" in ln.lower()]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+def bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (the path given as --model, words its error must hold)."""
+    files = {  # name -> (contents, words)
+        "empty": (b"", "empty"),
+        "random": (os.urandom(4096).replace(b"GGUF", b"XXXX"), "not a GGUF"),
+        # version 0, no tensors, no metadata
+        "zero-header": (b"GGUF" + bytes(20), "only llama-architecture"),
+        # a GGUF v3 header that promises 3 tensors and 5 metadata entries, then ends
+        "truncated": (b"GGUF" + struct.pack("<IQQ", 3, 3, 5) + b"\x05\x00",
+                      "truncated or corrupt"),
+    }
+    out = {}
+    for name, (data, words) in files.items():
+        out[name] = (tmp_path / f"{name}.gguf", words)
+        out[name][0].write_bytes(data)
+    unknown = tmp_path / "unknown-arch"
+    unknown.mkdir()
+    (unknown / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    header = b"{}      "  # a safetensors file with no tensors: the architecture is checked
+    (unknown / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    out["unknown architecture"] = (unknown, "no-such-architecture not supported")
+    out["missing"] = (tmp_path / "nowhere" / "model.gguf", "no such file")
+    return out
+
+
+def test_a_model_that_cannot_be_loaded_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    models = bad_models(tmp_path)
+    procs = {name: start(tmp_path, "--model", str(path)) for name, (path, _) in models.items()}
+    for name, proc in procs.items():  # all at once: each loads MLX first
+        code, err = finish(proc)
+        path, words = models[name]
+        assert code == 1, (name, err)
+        line = one_error_line(err)
+        assert line.startswith("batchchat serve: error: cannot load the model: "), (name, err)
+        assert str(path) in line and words in line, (name, line)
+
+
+@pytest.mark.bundled
+def test_a_cut_copy_of_the_bundled_model_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    from engine.loader import bundled_model_path
+
+    cut = tmp_path / "cut.gguf"
+    with bundled_model_path().open("rb") as f:
+        cut.write_bytes(f.read(1 << 20))
+    code, err = finish(start(tmp_path, "--model", str(cut)))
+    assert code == 1
+    assert "truncated" in one_error_line(err)
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--port", "-1"], "argument --port: must be from 0 to 65535, got -1"),
+    (["--port", "70000"], "argument --port: must be from 0 to 65535, got 70000"),
+    (["--port", "http"], "argument --port: not a whole number: 'http'"),
+    (["--max-concurrent", "100000"], "argument --max-concurrent: must be from 1 to "),
+    (["--max-concurrent", "0"], "argument --max-concurrent: must be at least 1, got 0"),
+    (["--max-queue", "-5"], "argument --max-queue: must be at least 0, got -5"),
+    (["--max-body-mb", "nan"], "argument --max-body-mb: must be a number > 0, got nan"),
+    (["--kv-budget-mb", "0"], "argument --kv-budget-mb: must be a number > 0, got 0"),
+])
+def test_a_bad_option_is_a_usage_error_naming_it(tmp_path: Path, args: list[str],
+                                                 words: str) -> None:
+    """Refused before any model loads (the model given does not exist), in the option's
+    own terms: never an internal name like EngineConfig.max_token_budget."""
+    code, err = finish(start(tmp_path, "--model", "/nowhere.gguf", *args))
+    assert code == 2
+    line = one_error_line(err)
+    assert line.startswith("batchchat serve: error: ") and words in line, err
+    assert "EngineConfig" not in err and "usage: batchchat serve" in err
