@@ -2,7 +2,8 @@
 
 Every write to the store goes through HistorySync (`_write`): the chats' own, and the
 records other parts hand it (the API server's request stats, the stats panel's snapshots,
-simulation runs and their results, history imports).
+simulation runs and their results, history imports, and at open the writes an earlier
+quit set aside, replayed before anything else: `replay_set_aside`).
 
 What is written when (all through SafeStore, so a failed write is kept and retried):
 a session row when a tab opens, and again (after `meta_delay_s`) when its title,
