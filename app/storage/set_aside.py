@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ def keep_all(path: Path, writes: list[tuple[str, tuple[Any, ...]]], reason: str,
     False (logged) if the file cannot be written. The time is when they were set aside:
     a replay never puts one over a row written after it (app/storage/replay.py)."""
     now = datetime.now(UTC).isoformat(timespec="microseconds")
-    where = {} if db is None else {"db": str(db)}
+    where = {} if db is None else {"db": os.path.abspath(db)}  # the same from any cwd
     lines = "".join(
         json.dumps({"time": now, "write": method, "reason": reason, **where,
                     "args": [_plain(a) for a in args]}, ensure_ascii=True, default=repr) + "\n"
