@@ -91,7 +91,8 @@ def describe_bad_http(conn: Connection, exc: HttpProcessingError) -> str:
     """What a reply aiohttp could not parse means (its own text invents a status 400)."""
     if isinstance(exc, LineTooLong) or _TOO_LONG.match(exc.message or ""):
         return too_long_line(exc)
-    said = " ".join(str(exc.message or type(exc).__name__).split())
+    # One line, without the parser's caret under the bad byte.
+    said = " ".join(w for w in str(exc.message or type(exc).__name__).split() if w != "^")
     said = said if len(said) <= 120 else said[:120] + "\u2026"
     return (f"the server at {conn.base_url} did not answer HTTP (its reply could not be "
             f"read: {said})")
