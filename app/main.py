@@ -17,13 +17,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default=None,
                    help='"bundled", a .gguf file, an mlx-lm model directory or a repo id '
                         "(default: the last model loaded, else bundled)")
-    p.add_argument("--cli", action="store_true", help="terminal chat instead of the window")
+    p.add_argument("--cli", action="store_true",
+                   help="terminal chat instead of the window; it keeps no history (nothing "
+                        "is saved, so --db does not go with it)")
     p.add_argument("--db", default=None, metavar="PATH",
-                   help="the history database (default: $BATCHCHAT_DB, else history.db in "
-                        "the data directory)")
+                   help="the window's history database (default: $BATCHCHAT_DB, else "
+                        "history.db in the data directory)")
     p.add_argument("--temperature", type=float, default=0.7, help="--cli only")
     p.add_argument("--max-tokens", type=int, default=512, help="--cli only")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.cli and args.db is not None:
+        # Accepting it would promise a history that is never written.
+        p.error("--db cannot be used with --cli: the terminal chat keeps no history")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     args = prepare(argv)
     if args.cli or not _can_show_window():
         if not args.cli:
-            print("No display found: starting the terminal chat (--cli).", file=sys.stderr)
+            print("No display found: starting the terminal chat (--cli)"
+                  + (", which keeps no history: --db is not used." if args.db else "."),
+                  file=sys.stderr)
         return run_cli(args)
     from ui.startup import run_window  # Qt and the widgets load only for the window
 

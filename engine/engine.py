@@ -168,7 +168,7 @@ class Engine:
         """Save the KV cached for a conversation (its messages, assistant replies with their
         `token_ids`, or its token ids) to `EngineConfig.kv_disk_dir`, so that it is reused
         after a restart; returns how many tokens it holds (0 if nothing is cached for it,
-        or no directory is set)."""
+        no directory is set, or the file could not be written: logged, never raised)."""
         if self._closed:
             return 0
         try:

@@ -124,14 +124,13 @@ class KvPolicy:
 
     def save(self, tokens: list[int]) -> int:
         """Save the longest cached prefix of `tokens` to disk; how many tokens it holds (0:
-        nothing cached, or no disk store)."""
+        nothing cached, no disk store, or it could not be written: logged)."""
         if self.prefix is None or self.store is None:
             return 0
         entry, n = self.prefix.longest(list(tokens) + [-1])  # + [-1]: all of them may match
         if entry is None:
             return 0
-        self.store.save(entry.tokens[:n], entry.cache)
-        return n
+        return n if self.store.save(entry.tokens[:n], entry.cache) else 0
 
     def evict(self) -> None:
         """Cached prefixes give way until everything fits (after any change to either)."""

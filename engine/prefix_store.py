@@ -6,16 +6,20 @@ indexed from the files' headers (no KV is read); a prompt whose longest saved pr
 longer than what memory holds loads that file. The directory is kept under `max_bytes`
 by deleting the least recently used files. Anything wrong with a file (missing, corrupt,
 another model, an unexpected shape) means it is ignored with a log line, and the prompt
-is computed as usual. Engine-thread only.
+is computed as usual; a file that cannot be read at all is renamed `<name>.corrupt` (one
+warning, not one at every start). A folder that cannot be written is said so once, by
+path; its files are still read, and nothing is saved. Engine-thread only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import struct
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +37,7 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".safetensors"
 PARTIAL = ".partial" + SUFFIX  # mlx names every file it saves *.safetensors
+CORRUPT = ".corrupt"  # appended to a file that cannot be read (out of the index's glob)
 FORMAT = "batchchat-kv-1"
 
 
@@ -69,8 +74,14 @@ class PrefixStore:
         self.saved: list[SavedPrefix] = []  # this model's files
         self.loads = self.saves = 0
         directory.mkdir(parents=True, exist_ok=True)
-        for leftover in directory.glob(f"*{PARTIAL}"):  # a save cut off by a crash
-            leftover.unlink(missing_ok=True)
+        self.writable = True  # False once the folder was found read-only (said once)
+        why = _not_writable(directory)
+        if why is not None:
+            self._read_only(why, "saved conversations are read from it, new ones are not "
+                                 "saved")
+        else:
+            for leftover in directory.glob(f"*{PARTIAL}"):  # a save cut off by a crash
+                leftover.unlink(missing_ok=True)
         for path in self._files():
             entry = self._index(path)
             if entry is not None:
@@ -93,20 +104,43 @@ class PrefixStore:
             stat = path.stat()
             return SavedPrefix(path, tokens, stat.st_size, stat.st_mtime)
         except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
-            log.warning("ignoring KV cache file %s: %s", path, exc)
+            self._set_aside(path, exc)
             return None
+
+    def _set_aside(self, path: Path, exc: BaseException) -> None:
+        """A file that cannot be indexed: renamed out of the `*.safetensors` the index reads,
+        so it is warned about once (kept, not deleted: it may not be ours)."""
+        if not self.writable:
+            log.warning("ignoring KV cache file %s: %s (left as it is: the folder is not "
+                        "writable)", path, exc)
+            return
+        aside = path.with_name(path.name + CORRUPT)
+        try:
+            os.replace(path, aside)
+        except OSError as err:
+            log.warning("ignoring KV cache file %s: %s (could not rename it: %s)", path, exc,
+                        err)
+            return
+        log.warning("ignoring KV cache file %s: %s; renamed to %s", path, exc, aside.name)
+
+    def _read_only(self, why: str, what: str) -> None:
+        self.writable = False
+        log.warning("KV cache folder %s is not writable (%s): %s", self.directory, why, what)
 
     # -- saving -------------------------------------------------------------------------
     def save(self, tokens: np.ndarray, cache: LayerCaches) -> bool:
         """Write `cache` (the KV of `tokens`) unless a file already holds these tokens or
-        more; then delete least recently used files beyond the size limit."""
+        more; then delete least recently used files beyond the size limit. True when a file
+        holds them now; False (never raises: logged) if none could be written."""
         if not supports(cache) or cache_len(cache) < len(tokens):
             return False
         for entry in self.saved:
             if entry.num_tokens >= len(tokens) and np.array_equal(entry.tokens[: len(tokens)],
                                                                   tokens):
                 self._touch(entry)
-                return False
+                return True
+        if not self.writable:
+            return False
         name = hashlib.sha256(self.model_id.encode() + tokens.tobytes()).hexdigest()[:24]
         path = self.directory / f"{name}{SUFFIX}"
         tmp = self.directory / f"{name}{PARTIAL}"
@@ -115,9 +149,14 @@ class PrefixStore:
         try:
             save_prompt_cache(str(tmp), compacted(cache, len(tokens)), meta)
             os.replace(tmp, path)  # a crash never leaves a half-written file under the name
-        except OSError as exc:
-            log.warning("could not save KV cache to %s: %s", path, exc)
-            tmp.unlink(missing_ok=True)
+        except Exception as exc:  # noqa: BLE001 - MLX raises RuntimeError; saving is optional
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            why = _not_writable(self.directory)
+            if why is not None:  # MLX's own text names only the temporary file
+                self._read_only(why, "conversations are no longer saved across restarts")
+            else:
+                log.warning("could not save KV cache to %s: %s", path, exc)
             return False
         # Files holding a prefix of these tokens are covered by the new one.
         for entry in [e for e in self.saved if e.num_tokens < len(tokens)
@@ -192,7 +231,18 @@ class PrefixStore:
 
     def _delete(self, entry: SavedPrefix) -> None:
         self.saved.remove(entry)
-        entry.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only folder: forgotten, left on disk
+            entry.path.unlink(missing_ok=True)
+
+
+def _not_writable(directory: Path) -> str | None:
+    """Why no file can be created in `directory` (None: one can). Tried, not asked of
+    os.access, which answers for the real user and ignores read-only mounts."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-"):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
 
 
 def _read_metadata(path: Path) -> dict[str, str]:

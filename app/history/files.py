@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -99,6 +100,16 @@ def import_file(store: SafeStore, path: PathLike) -> ImportReport:
         raise ValueError(f"{path} is not a BatchChat export ({exc}).") from exc
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not a BatchChat export (not JSON: {exc}).") from exc
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise _too_deep(path) from None
     if not isinstance(doc, dict):
         raise ValueError(f"{path} is not a BatchChat export.")
-    return import_document(store.reader, doc)
+    try:
+        return import_document(store.reader, doc)
+    except RecursionError:  # a value nested just shallowly enough to parse, too deep to copy
+        raise _too_deep(path) from None
+
+
+def _too_deep(path: PathLike) -> ValueError:
+    return ValueError(f"{path} is not a BatchChat export: its JSON is too deeply nested "
+                      f"(more than about {sys.getrecursionlimit()} levels).")

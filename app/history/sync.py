@@ -2,7 +2,8 @@
 
 Every write to the store goes through HistorySync (`_write`): the chats' own, and the
 records other parts hand it (the API server's request stats, the stats panel's snapshots,
-simulation runs and their results, history imports).
+simulation runs and their results, history imports, and at open the writes an earlier
+quit set aside, replayed before anything else: `replay_set_aside`).
 
 What is written when (all through SafeStore, so a failed write is kept and retried):
 a session row when a tab opens, and again (after `meta_delay_s`) when its title,
@@ -29,6 +30,7 @@ from app.events import Event
 from app.paths import DB_FILE_NAME, data_dir, db_path
 from app.storage import LoadedSession, SafeStore, StorageError
 from app.storage.records import RequestStatsRecord, SimResult, SimRun, StatsSnapshot
+from app.storage.replay import ReplayReport, replay
 from app.storage.set_aside import SUFFIX as SET_ASIDE_SUFFIX
 
 from . import convert, files
@@ -60,12 +62,38 @@ class HistorySync:
         self._loaded: dict[str, LoadedSession] = {}  # read from the store, not attached yet
         self._due: dict[tuple[str, str], tuple[float, Callable[[], object]]] = {}
         self._handle: asyncio.TimerHandle | None = None
+        self.replay_notice: str | None = None  # what the start's replay restored or kept
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: float) -> HistorySync:
         """On the database at `path` (else $BATCHCHAT_DB, else the data directory); never
-        raises: a file that cannot be used leaves `last_error`/`notice` set."""
-        return cls(SafeStore.open(db_path(path)), **kwargs)
+        raises: a file that cannot be used leaves `last_error`/`notice` set. Writes set
+        aside at an earlier quit are written back first (`replay_set_aside`)."""
+        sync = cls(SafeStore.open(db_path(path)), **kwargs)
+        sync.replay_set_aside()
+        return sync
+
+    def replay_set_aside(self) -> list[ReplayReport]:
+        """Write back what an earlier quit set aside (disk full, database locked): the file
+        next to the database, then the data directory's fallback (its lines for this
+        database only). What it did goes into `notice`; a file stays where it is while the
+        history cannot be written."""
+        own = self.store.set_aside_path
+        fallback = data_dir() / (DB_FILE_NAME + SET_ASIDE_SUFFIX)
+        store = self.store.store
+        reports, texts = [], []
+        for path in dict.fromkeys(p for p in (own, fallback) if p is not None):
+            if not path.is_file():
+                continue
+            if store is None or store.read_only:
+                texts.append(f"Changes set aside when BatchChat last quit are kept in {path}; "
+                             "they will be written back once the history can be saved.")
+                continue
+            report = replay(store, path, only_db=None if path == own else store.path)
+            reports.append(report)
+            texts.append(report.summary())
+        self.replay_notice = " ".join(t for t in texts if t) or None
+        return reports
 
     # -- status -------------------------------------------------------------------------
     @property
@@ -78,7 +106,9 @@ class HistorySync:
 
     @property
     def notice(self) -> str | None:
-        return self.store.notice
+        """What to tell the user once at start: the file set aside or read-only, and what
+        was restored from an earlier quit's set-aside writes."""
+        return " ".join(t for t in (self.store.notice, self.replay_notice) if t) or None
 
     def status_text(self) -> str:
         """One line for the status bar: empty while everything is saved."""

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -55,6 +57,9 @@ def describe_status(conn: Connection, status: int, body: str,
 
 def describe_exception(conn: Connection, exc: BaseException) -> str:
     who = conn.name
+    bad_http = _bad_http(exc)
+    if bad_http is not None:
+        return f"{who}: {describe_bad_http(conn, bad_http)}"
     # Order matters: the TLS and timeout classes subclass the generic ones below them.
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         cert = exc.certificate_error
@@ -80,3 +85,41 @@ def describe_exception(conn: Connection, exc: BaseException) -> str:
                   | aiohttp.ClientOSError):
         return f"{who}: the server dropped the connection mid-reply ({type(exc).__name__})"
     return f"{who}: {type(exc).__name__}: {exc}"
+
+
+def describe_bad_http(conn: Connection, exc: HttpProcessingError) -> str:
+    """What a reply aiohttp could not parse means (its own text invents a status 400)."""
+    if isinstance(exc, LineTooLong) or _TOO_LONG.match(exc.message or ""):
+        return too_long_line(exc)
+    # One line, without the parser's caret under the bad byte.
+    said = " ".join(w for w in str(exc.message or type(exc).__name__).split() if w != "^")
+    said = said if len(said) <= 120 else said[:120] + "\u2026"
+    return (f"the server at {conn.base_url} did not answer HTTP (its reply could not be "
+            f"read: {said})")
+
+
+def too_long_line(exc: HttpProcessingError) -> str:
+    """LineTooLong: a header or event line past aiohttp's limit, which it sends as args[1]
+    (and in its message, all a re-raised copy keeps)."""
+    limit = exc.args[1] if isinstance(exc, LineTooLong) and len(exc.args) > 1 else None
+    if limit is None:
+        found = _TOO_LONG.match(exc.message or "")
+        limit = found.group(1) if found else "the allowed number of"
+    return f"the server sent a line longer than {limit} bytes"
+
+
+_TOO_LONG = re.compile(r"Got more than (\d+) bytes")
+
+
+def _bad_http(exc: BaseException) -> HttpProcessingError | None:
+    """The parse error behind `exc`, if it is one: aiohttp raises a reply it could not parse
+    as ClientResponseError from an HttpProcessingError (with the parser's message), at times
+    itself from the parser's own error (BadStatusLine, LineTooLong, ...). Not a payload
+    error: a body cut short is a dropped connection, described as such."""
+    if isinstance(exc, HttpProcessingError):
+        return exc
+    cause = exc.__cause__
+    if not isinstance(exc, aiohttp.ClientResponseError) \
+            or not isinstance(cause, HttpProcessingError):
+        return None
+    return cause.__cause__ if isinstance(cause.__cause__, HttpProcessingError) else cause

@@ -12,6 +12,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+from aiohttp.http_exceptions import LineTooLong
+
+from .errors import too_long_line
 
 DONE = object()  # the `data: [DONE]` sentinel OpenAI-style servers end with
 
@@ -26,8 +29,10 @@ async def sse_payloads(resp: aiohttp.ClientResponse) -> AsyncIterator[dict[str, 
     while True:
         try:
             raw = await resp.content.readline()
-        except ValueError as exc:  # a line past aiohttp's buffer limit
+        except ValueError as exc:  # a line past aiohttp's buffer limit (older aiohttp)
             raise MalformedStream(f"an event line too long to be SSE ({exc})") from None
+        except LineTooLong as exc:  # the same, aiohttp >= 3.10: its text invents a 400
+            raise MalformedStream(too_long_line(exc)) from None
         if not raw:  # EOF: a last event without its blank line still counts
             if data:
                 yield _decode("\n".join(data))

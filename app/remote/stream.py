@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from engine.public import EventStream, RequestStats, TokenEvent
 
@@ -103,7 +104,7 @@ class RemoteStream(EventStream):
                 raise  # someone else cancelled the task (loop shutting down): pass it on
         except RemoteError as exc:
             self._finish("error", str(exc))
-        except (MalformedStream, aiohttp.ClientError, TimeoutError) as exc:
+        except (MalformedStream, aiohttp.ClientError, HttpProcessingError, TimeoutError) as exc:
             if self._server_finish is not None:  # the reply was complete; only the trailer
                 self._finish(self._server_finish)  # (usage, [DONE]) went wrong
             elif isinstance(exc, MalformedStream):

@@ -184,7 +184,7 @@ class SafeStore:
         writes = [(w.method, w.args) for w in self._pending]
         candidates = [p for p in (self._set_aside_path, fallback) if p is not None]
         for path in dict.fromkeys(candidates):
-            if set_aside.keep_all(path, writes, reason):
+            if set_aside.keep_all(path, writes, reason, self._db_path):
                 log.warning("%d unsaved history changes set aside in %s", len(writes), path)
                 self._pending.clear()
                 return path
@@ -209,12 +209,20 @@ class SafeStore:
         """The file that keeps writes set aside (None before the database was opened)."""
         return self._set_aside_path
 
+    @property
+    def _db_path(self) -> Path | None:
+        """The database the queued writes are for (named in the set-aside file)."""
+        path = self._set_aside_path
+        return None if path is None else path.with_name(
+            path.name.removesuffix(set_aside.SUFFIX))
+
     def _reject(self, write: PendingWrite, err: StorageError) -> None:
         log.error("history write %s set aside: %s", write.method, err)
         self.last_error = err
         self.rejected.append((write, err))
         if self._set_aside_path is not None:
-            set_aside.keep(self._set_aside_path, write.method, write.args, str(err))
+            set_aside.keep(self._set_aside_path, write.method, write.args, str(err),
+                           self._db_path)
 
     def _needs_reopen(self) -> bool:
         # Not for "corrupt": reopening would start an empty file under queued writes

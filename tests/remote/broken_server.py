@@ -12,6 +12,7 @@ from aiohttp import web
 
 API_KEY = "right-key"
 PARTIAL = ["Hello", " there", ","]  # what the misbehaving streams send before failing
+LONG_LINE = 2_000_000  # bytes: past the client's line limit (aiohttp 3.14: 512 KiB)
 
 
 def chunk(text: str | None = None, finish: str | None = None) -> bytes:
@@ -89,6 +90,9 @@ class BrokenServer:
         if model == "no-trailer":  # finishes, then hangs before usage and [DONE]
             await resp.write(chunk(None, "length"))
             await asyncio.sleep(3600)
+        if model == "long-line":  # one event line past the client's line limit
+            await resp.write(b"data: " + b"x" * LONG_LINE + b"\n\n")
+            return resp
         if model == "bad-choice":
             await resp.write(b'data: {"choices": ["x"]}\n\n')
             return resp
@@ -122,6 +126,20 @@ async def start_eof_server() -> tuple[asyncio.Server, str]:
         await reader.readexactly(length)
         writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
                      + b"".join(chunk(t) for t in PARTIAL))
+        await writer.drain()
+        writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return srv, f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+
+
+async def start_not_http_server(answer: bytes = b"SSH-2.0-OpenSSH_9.6\r\n"
+                                ) -> tuple[asyncio.Server, str]:
+    """A server on loopback that answers every connection with bytes that are not HTTP
+    (an SSH server's greeting), then closes."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(answer)
         await writer.drain()
         writer.close()
 

@@ -34,3 +34,22 @@ def test_a_malformed_export_is_named_in_the_view_and_adds_nothing(history_app, l
     s.close()
     chat(window, loop, qtbot, "still chatting")  # the window goes on
     assert len(tab.conversation.messages) == 4
+
+
+def test_a_deeply_nested_file_fails_with_the_imports_own_message(history_app, loop, qtbot,
+                                                                tmp_path, capfd):
+    """100000 nested lists: "Import failed: … too deeply nested", no RecursionError
+    traceback on stderr (issue #28), and the window goes on."""
+    window = history_app.start()
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    view = window.history.show_history()
+    view.ask_open_path = lambda: str(path)
+    capfd.readouterr()
+    view.import_button.click()
+    text = view.message.text()
+    assert text.startswith(f"Import failed: {path} is not a BatchChat export: its JSON is "
+                           "too deeply nested"), text
+    assert "Traceback" not in capfd.readouterr().err
+    tab = chat(window, loop, qtbot, "still chatting")
+    assert len(tab.conversation.messages) == 2

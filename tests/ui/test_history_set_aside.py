@@ -48,3 +48,22 @@ def test_an_unsavable_write_is_reported_once_and_blocks_no_other_tab(history_app
     assert_tab_saved(history_app.db, tab)
     titles = [e["args"][0]["title"] for e in read(set_aside_path(history_app.db))]
     assert titles == ["bad \ud800 one", "bad \udc00 two"]
+
+
+def test_writes_set_aside_at_the_last_quit_are_restored_and_said_at_start(history_app, loop,
+                                                                          qtbot):
+    """Issue #28: the database was locked when the app was told to quit; the next start
+    writes those changes back, its tabs show them, and one box says how many came back."""
+    from tests.app.test_history_replay import locked, quit_with_writes_set_aside
+
+    chats = quit_with_writes_set_aside(history_app.db, locked)
+    window = history_app.start()
+    box = window.history.notice_box
+    assert box is not None and box.isVisible() and not box.isModal()
+    assert "3 messages (in 2 chats) that could not be saved before BatchChat last quit " \
+           "were restored to the history" in box.text()
+    titles = {t.conversation.title: [m.content for m in t.conversation.messages]
+              for t in window.chat_tabs()}
+    assert titles["renamed"] == ["one", chats.two.content, "part of a reply"]
+    assert titles["another chat"] == ["three"]
+    assert not set_aside_path(history_app.db).exists()

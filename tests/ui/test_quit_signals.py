@@ -118,3 +118,17 @@ def test_sigterm_with_the_history_locked_sets_unsaved_changes_aside(tmp_path: Pa
     assert [(r[1], r[3]) for r in rows[:2]] == [("user", 1), ("assistant", 1)]
     if len(rows) == 4:  # the reply's first checkpoints came before the lock
         assert rows[3][3] == 0 and last["content"].startswith(rows[3][2])
+
+    # The next start, with the lock gone, writes them back (issue #28): the reply the quit
+    # ended is in the history, whole, and the start says how many messages came back.
+    from app.history.sync import HistorySync
+
+    restarted = HistorySync.open(db)
+    notice = restarted.notice or ""
+    assert restarted.close()
+    assert "that could not be saved before BatchChat last quit were restored" in notice or \
+        "that could not be saved before BatchChat last quit was restored" in notice, notice
+    rows = read_messages(db)
+    assert rows[-1][1:4] == ("assistant", last["content"], 1)
+    assert json.loads(rows[-1][4])["finish_reason"] == "shutdown"
+    assert not set_aside_path(db).exists()
