@@ -162,8 +162,13 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
     if args.target is None:
-        from app.bridge.local_target import engine_config
+        from app.bridge.local_target import engine_config, max_concurrent_limit
 
+        limit = max_concurrent_limit()  # every running request takes a token of each tick
+        if (cfg.max_concurrent or 16) > limit:
+            print(f"error: --concurrency: must be from 1 to {limit}, got {cfg.max_concurrent}",
+                  file=sys.stderr)
+            return 2
         try:
             engine_config(max_concurrent=cfg.max_concurrent or 16, cpu=args.cpu)
         except ValueError as exc:  # e.g. a concurrency beyond what the token budget allows

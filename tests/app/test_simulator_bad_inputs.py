@@ -39,13 +39,16 @@ def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_bad_inputs_end_in_one_error_line(tmp_path: Path) -> None:
+    from app.bridge.local_target import max_concurrent_limit
+
     latin = tmp_path / "templates.txt"
     latin.write_bytes("caf\xe9 {topic}\n".encode("latin-1"))
     folder = tmp_path / "a-folder.db"
     folder.mkdir()
     cases = [
         (["--templates", str(latin)], f"--templates {latin}: not UTF-8 text"),
-        (["--concurrency", "100000"], "--concurrency: EngineConfig.max_token_budget"),
+        (["--concurrency", "100000"],
+         f"--concurrency: must be from 1 to {max_concurrent_limit()}, got 100000"),
         (["--json", str(tmp_path / "missing" / "out.json")], "the folder"),
         (["--save", "--db", str(folder)], f"--save: The history database at {folder}"),
     ]
