@@ -99,6 +99,9 @@ def import_file(store: SafeStore, path: PathLike) -> ImportReport:
         raise ValueError(f"{path} is not a BatchChat export ({exc}).") from exc
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not a BatchChat export (not JSON: {exc}).") from exc
+    except RecursionError:  # the parser's own limit: JSON nested ~1000 deep
+        raise ValueError(f"{path} is not a BatchChat export (its JSON is nested too "
+                         "deeply).") from None
     if not isinstance(doc, dict):
         raise ValueError(f"{path} is not a BatchChat export.")
     return import_document(store.reader, doc)

@@ -26,6 +26,10 @@ from app.storage.records import Record
 from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
 
 R = TypeVar("R", bound=Record)
+# An export nests about 6 deep (sessions, a message, its stats); a settings object may add a
+# few. Deeper documents are refused before anything recurses through them (the record
+# checks and the storage would hit Python's recursion limit: a RecursionError, not a message).
+MAX_DEPTH = 100
 
 
 @dataclass(slots=True)
@@ -51,6 +55,9 @@ class ImportReport:
 def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
     """Import a full export or a single-session export. Raises ValueError for a file
     that is not one, StorageError if the database cannot be written (nothing added)."""
+    if _deeper_than(doc, MAX_DEPTH):
+        raise ValueError(f"This file is not a BatchChat export: it is nested more than "
+                         f"{MAX_DEPTH} levels deep.")
     fmt, version = doc.get("format"), doc.get("format_version")
     if fmt not in (EXPORT_FORMAT, SESSION_FORMAT):
         raise ValueError("This file is not a BatchChat export.")
@@ -132,3 +139,15 @@ def _children(cls: type[R], parent: dict[str, Any], key: str, link: str,
 
 def _without(d: dict[str, Any], key: str) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k != key}
+
+
+def _deeper_than(doc: Any, limit: int) -> bool:
+    """Whether lists and objects nest more than `limit` deep (iterative: no recursion)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list))
+    return False

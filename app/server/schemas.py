@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
 MAX_STOP = 16
 ROLES = ("system", "developer", "user", "assistant")
-# Accepted only at their neutral value: anything else would be silently ignored otherwise.
-NEUTRAL = {"presence_penalty": 0, "frequency_penalty": 0, "best_of": 1, "echo": False,
-           "suffix": None, "tools": None, "tool_choice": None, "functions": None,
-           "logit_bias": None}
+# Accepted only as null or a neutral value (of the same JSON type: `false` is not 0):
+# anything else would be silently ignored otherwise.
+NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "presence_penalty": (0,), "frequency_penalty": (0,), "best_of": (1,), "echo": (False,),
+    "suffix": (), "tools": ([],), "tool_choice": (), "functions": ([],), "logit_bias": ({},)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +68,9 @@ def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: in
             **what: Any) -> ParsedRequest:
     from engine.public import SamplingParams
 
-    for name, neutral in NEUTRAL.items():
+    for name, accepted in NEUTRAL.items():
         value = body.get(name)
-        if value is not None and value != neutral and value not in ([], {}):
+        if value is not None and not any(_same(value, a) for a in accepted):
             raise invalid(name, f"'{name}' is not supported by this server")
     n = _opt_int(body, "n", 1)
     if n not in (None, 1):
@@ -163,15 +164,28 @@ def _stop(value: Any) -> tuple[str, ...]:
     return tuple(stops)
 
 
+def _same(value: Any, neutral: Any) -> bool:
+    """Equal as JSON values: 0 == 0.0, but false != 0 and 1 != true."""
+    return value == neutral and isinstance(value, bool) == isinstance(neutral, bool)
+
+
 def _opt_number(body: Mapping[str, Any], name: str, minimum: float) -> float | None:
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
         raise invalid(name, f"'{name}' must be a number")
     if value < minimum:
         raise invalid(name, f"'{name}' must be >= {minimum:g}")
     return float(value)
+
+
+def _finite(value: float) -> bool:
+    """A JSON integer like 1e400 written out in full is no float (OverflowError otherwise)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _opt_int(body: Mapping[str, Any], name: str, minimum: int,
