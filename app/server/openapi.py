@@ -132,17 +132,41 @@ def _completion(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
                  "usage": USAGE})
 
 
+def _chunk(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
+    """A stream chunk: one choice, or (the last, with include_usage) none and the usage."""
+    chunk = _obj({"id": STR, "object": {"const": obj}, "created": INT, "model": STR,
+                  "choices": {"type": "array", "maxItems": 1,
+                              "items": _obj({"index": INT, **choice})}})
+    chunk["properties"]["usage"] = USAGE  # the optional one
+    return chunk
+
+
+ERROR = _obj({"error": _obj({"message": STR, "type": STR,
+                             "param": nullable(STR), "code": nullable(STR)})})
 CHAT_COMPLETION = _completion("chat.completion", {
     "message": _obj({"role": {"const": "assistant"}, "content": STR}),
     "logprobs": nullable(CHAT_LOGPROBS), "finish_reason": FINISH})
 COMPLETION = _completion("text_completion", {
     "text": STR, "logprobs": nullable(COMPLETION_LOGPROBS), "finish_reason": FINISH})
-ERROR = _obj({"error": _obj({"message": STR, "type": STR,
-                             "param": nullable(STR), "code": nullable(STR)})})
+CHAT_CHUNK = _chunk("chat.completion.chunk", {
+    "delta": {"type": "object", "additionalProperties": False, "properties": {
+        "role": {"const": "assistant"}, "content": STR}},
+    "logprobs": nullable(CHAT_LOGPROBS), "finish_reason": nullable(FINISH)})
+COMPLETION_CHUNK = _chunk("text_completion", {
+    "text": STR, "logprobs": nullable(COMPLETION_LOGPROBS),
+    "finish_reason": nullable(FINISH)})
 MODELS = _obj({"object": {"const": "list"}, "data": {"type": "array", "items": _obj({
     "id": STR, "object": {"const": "model"}, "created": INT, "owned_by": STR})}})
-SSE = {"text/event-stream": {"schema": {
-    "type": "string", "description": "`data: {chunk}` events, then `data: [DONE]`"}}}
+
+
+def _sse(chunk: dict[str, Any]) -> dict[str, Any]:
+    """`data: {chunk}` events (an engine failure: `data: {error}`), then `data: [DONE]`;
+    the schema is one event's, as OpenAPI 3.1 reads event streams."""
+    return {"text/event-stream": {"schema": {
+        "type": "object", "required": ["data"], "properties": {"data": {"anyOf": [
+            {"const": "[DONE]"},
+            {"type": "string", "contentMediaType": "application/json",
+             "contentSchema": {"anyOf": [chunk, ERROR]}}]}}}}}
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -154,12 +178,12 @@ def _errors(*statuses: int) -> dict[str, Any]:
             for s in statuses}
 
 
-def _completion_op(summary: str, request: dict[str, Any],
-                   reply: dict[str, Any]) -> dict[str, Any]:
+def _completion_op(summary: str, request: dict[str, Any], reply: dict[str, Any],
+                   chunk: dict[str, Any]) -> dict[str, Any]:
     return {"post": {
         "summary": summary, "requestBody": {"required": True, "content": _json(request)},
         "responses": {"200": {"description": "the reply; with `stream: true`, SSE chunks",
-                              "content": _json(reply) | SSE},
+                              "content": _json(reply) | _sse(chunk)},
                       **_errors(400, 401, 404, 413, 429, 500, 503)}}}
 
 
@@ -184,9 +208,10 @@ def document() -> dict[str, Any]:
         "security": [{"bearer": []}, {}],  # a key only when the server was given one
         "paths": {
             "/v1/chat/completions": _completion_op("chat, streamed (SSE) or not",
-                                                   CHAT_REQUEST, CHAT_COMPLETION),
+                                                   CHAT_REQUEST, CHAT_COMPLETION, CHAT_CHUNK),
             "/v1/completions": _completion_op("text completion of one prompt",
-                                              COMPLETION_REQUEST, COMPLETION),
+                                              COMPLETION_REQUEST, COMPLETION,
+                                              COMPLETION_CHUNK),
             "/v1/models": _get("the served model", _json(MODELS), 401, 503),
             "/health": _get("200 while a model is loaded", _json(
                 _obj({"status": {"const": "ok"}})), 503, open_=True),

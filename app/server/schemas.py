@@ -147,10 +147,16 @@ def _prompt(value: Any) -> str | list[int]:
         value = value[0]
     if isinstance(value, str):
         return value
-    if (isinstance(value, list) and value
-            and all(isinstance(t, int) and not isinstance(t, bool) for t in value)):
-        return list(value)
+    if isinstance(value, list) and value and all(map(_integral, value)):
+        return [int(t) for t in value]
     raise invalid("prompt", "'prompt' must be one string or one list of token ids")
+
+
+def _integral(value: Any) -> bool:
+    """An integer as JSON Schema counts them: 3 and 3.0, not true or 3.5."""
+    if isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _stop(value: Any) -> tuple[str, ...]:
@@ -193,8 +199,9 @@ def _opt_int(body: Mapping[str, Any], name: str, minimum: int,
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not _integral(value):  # 16.0 is an integer in JSON Schema (and to vLLM)
         raise invalid(name, f"'{name}' must be an integer")
+    value = int(value)
     if value < minimum:
         raise invalid(name, f"'{name}' must be >= {minimum}")
     if maximum is not None and value > maximum:

@@ -76,6 +76,9 @@ def bounds(schema: dict[str, Any]) -> list[tuple[Any, bool]]:
         out += [(alt["exclusiveMaximum"], False), (alt["exclusiveMaximum"] - step, True)]
     if alt.get("type") in ("integer", "number"):
         out += [("1", False), (True, False), (None, True)]
+    if alt.get("type") == "integer":  # JSON Schema's integers: 2.0 is one, 2.5 is not
+        low = alt.get("minimum", 0)
+        out += [(float(low), True), (low + 0.5, False)]
     if "enum" in alt:  # the fields accepted only at their neutral value
         out += [(v, True) for v in alt["enum"]] + [("x", False), (0.5, False), (True, False)]
     return out
