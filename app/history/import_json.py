@@ -3,7 +3,9 @@
 Rules: ids are kept. A row whose id is already in the database is never
 overwritten: it is skipped, and so is a skipped session's or run's whole content
 (its messages or results), so an existing conversation is never merged into.
-Everything happens in one transaction: a bad file adds nothing.
+Everything happens in one transaction: a bad file adds nothing. A request's stats that
+link to a chat, message or run neither in the file nor in the history keep their numbers
+without the link (as when that chat is deleted).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from app.storage import (
     StatsSnapshot,
     Store,
 )
+from app.storage.add_new import NewRows
 from app.storage.records import Record
 
 from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
@@ -98,9 +101,24 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
                 continue
             add([parent])
             add(children)
-        add(requests)
+        add(_drop_dangling_links(requests, rows))
         add(snapshots)
     return report
+
+
+LINKS = (("session_id", "sessions"), ("message_id", "messages"), ("sim_run_id", "sim_runs"))
+
+
+def _drop_dangling_links(records: list[RequestStatsRecord],
+                         rows: NewRows) -> list[RequestStatsRecord]:
+    """Links to rows that are not there set to None (the database would refuse them: its
+    foreign keys), after the file's chats and runs are added."""
+    for record in records:
+        for name, table in LINKS:
+            target = getattr(record, name)
+            if target is not None and not rows.has(table, target):
+                setattr(record, name, None)
+    return records
 
 
 def _items(doc: dict[str, Any], key: str, prefix: str) -> list[tuple[str, dict[str, Any]]]:

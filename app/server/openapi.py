@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from . import schemas
+from .responses import LOGPROB_FLOOR
 
 OPENAPI_VERSION = "3.1.0"
 MAX_STOP_LENGTH = 256  # = engine.sampling_params.MAX_STOP_LENGTH (refused by SamplingParams)
@@ -108,19 +109,20 @@ def _obj(properties: dict[str, Any]) -> dict[str, Any]:
             "additionalProperties": False}
 
 
-INT, NUM, STR = {"type": "integer"}, {"type": "number"}, {"type": "string"}
+INT, STR = {"type": "integer"}, {"type": "string"}
 BYTES = {"type": "array", "items": INT}
 USAGE = _obj({"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT,
               "prompt_tokens_details": _obj({"cached_tokens": INT})})
+LOGPROB = {"type": "number", "minimum": LOGPROB_FLOOR}  # minus infinity is sent as the floor
 CHAT_LOGPROBS = _obj({"content": {"type": "array", "items": _obj({
-    "token": STR, "logprob": NUM, "bytes": BYTES,
-    "top_logprobs": {"type": "array", "items": _obj({"token": STR, "logprob": NUM,
+    "token": STR, "logprob": LOGPROB, "bytes": BYTES,
+    "top_logprobs": {"type": "array", "items": _obj({"token": STR, "logprob": LOGPROB,
                                                      "bytes": BYTES})}})}})
 COMPLETION_LOGPROBS = _obj({
     "tokens": {"type": "array", "items": STR},
-    "token_logprobs": {"type": "array", "items": NUM},
+    "token_logprobs": {"type": "array", "items": LOGPROB},
     "top_logprobs": nullable({"type": "array", "items": {
-        "type": "object", "additionalProperties": NUM}}),
+        "type": "object", "additionalProperties": LOGPROB}}),
     "text_offset": {"type": "array", "items": INT}})
 FINISH = {"enum": FINISH_REASONS}
 

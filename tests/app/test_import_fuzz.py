@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -138,3 +139,49 @@ def test_deep_nesting(depth: int, opener: str, where: tuple[Any, ...]) -> None:
         parent = parent[key]
     parent[where[-1]] = "NESTED"
     imports_or_refuses(json.dumps(doc).replace('"NESTED"', nested))
+
+
+# Found by test_a_real_export_with_one_value_replaced: a StorageError ("BatchChat tried to
+# store invalid data … FOREIGN KEY constraint failed") for a file, and the import refused.
+@pytest.mark.parametrize("link", ["session_id", "message_id", "sim_run_id"])
+def test_stats_linking_to_rows_not_there_keep_their_numbers(link: str) -> None:
+    doc = json.loads(json.dumps(EXPORT))
+    doc["request_stats"][0][link] = "not-there"
+    with target() as (store, d):
+        path = d / "export.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        assert import_file(store, path).added["request_stats"] == 1
+        [stats] = store.reader.list_request_stats()
+        assert getattr(stats, link) is None and stats.cached_tokens == 7
+
+
+def test_stats_of_a_message_the_history_lacks_import_into_the_chat_it_has() -> None:
+    """The chat is in the history already (skipped) but without the message the stats name:
+    an export made later, imported into an older copy."""
+    doc = json.loads(json.dumps(EXPORT))
+    stats = doc["request_stats"][0]
+    older = json.loads(json.dumps(doc))
+    older["request_stats"] = []
+    for chat in older["sessions"]:
+        chat["messages"] = [m for m in chat["messages"] if m["id"] != stats["message_id"]]
+    with target() as (store, d):
+        for name, version in (("older.json", older), ("later.json", doc)):
+            (d / name).write_text(json.dumps(version), encoding="utf-8")
+            import_file(store, d / name)
+        [saved] = store.reader.list_request_stats()
+        assert saved.message_id is None and saved.session_id == stats["session_id"]
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1])
+def test_an_integer_sqlite_cannot_hold_is_refused_naming_the_field(value: int) -> None:
+    """Was a StorageError from SQLite's OverflowError ("BatchChat tried to store invalid
+    data"), naming neither the record nor the field."""
+    doc = json.loads(json.dumps(EXPORT))
+    doc["sessions"][0]["messages"][1]["seq"] = value
+    with target() as (store, d):
+        path = d / "export.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        with pytest.raises(ValueError, match=r"sessions\[0\]\.messages\[1\]: .*field seq "
+                                             r"must fit in 64 bits") as caught:
+            import_file(store, path)
+        assert type(caught.value) is ValueError and rows(store) == 0
