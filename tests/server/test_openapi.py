@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import schemathesis
 
 from app.server import openapi, schemas
 from app.server.errors import ApiError
@@ -43,6 +44,10 @@ async def test_every_registered_route_is_documented_and_served(serve):
     async with aiohttp.ClientSession() as http, http.get(s.url + "/openapi.json") as r:
         assert r.status == 200 and r.content_type == "application/json"
         assert await r.json() == openapi.document()
+
+
+def test_the_document_is_valid_openapi():
+    schemathesis.openapi.from_dict(openapi.document()).validate()  # its OpenAPI 3.1 schema
 
 
 @pytest.mark.parametrize(("path", "body", "parse"), [
