@@ -2,10 +2,11 @@
 GET /openapi.json: requests the document allows and requests it forbids, for every operation.
 
 Checked on every response: no 5xx, every error in OpenAI's JSON shape, the status, content
-type and body as documented, forbidden data refused (4xx), allowed data served (2xx; the only
-400 allowed is the engine's own refusal of a prompt this model cannot take: too long for the
-context, or token ids beyond its vocabulary). Afterwards the server is healthy and answers a
-normal completion.
+type and body as documented (each SSE event's JSON too), forbidden data refused (4xx),
+allowed data served (2xx; the only 400 allowed is the engine's own refusal of a prompt this
+model cannot take, code invalid_request: too long for the context, no content, token ids
+beyond its vocabulary). Allowed requests are shaped to stay allowed but be served more often
+(`shape`). Afterwards the server is healthy and answers a normal completion.
 
 Bounded for CI: FUZZ_EXAMPLES examples per operation and mode, derandomized (the same cases
 every run). BATCHCHAT_FUZZ_EXAMPLES=N runs N per operation and mode from a fresh random seed
