@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import reprlib
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -15,6 +17,7 @@ MAX_STOP_STRINGS = 16
 MAX_STOP_LENGTH = 256
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's own limit on top_logprobs
+MAX_FLOAT_INT = int(sys.float_info.max)  # the largest int float() takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +40,10 @@ class SamplingParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"{name} must be a number, got {value!r}")
-            if not math.isfinite(value):
-                raise ValueError(f"{name} must be finite, got {value!r}")
+            # an int beyond a float's range (10**400) is not finite either: float() of it
+            # raises OverflowError, which would escape as the wrong type
+            if isinstance(value, int) and abs(value) > MAX_FLOAT_INT or not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {reprlib.repr(value)}")
             return float(value)
 
         def integer(name: str, minimum: int) -> None:

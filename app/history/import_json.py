@@ -3,7 +3,9 @@
 Rules: ids are kept. A row whose id is already in the database is never
 overwritten: it is skipped, and so is a skipped session's or run's whole content
 (its messages or results), so an existing conversation is never merged into.
-Everything happens in one transaction: a bad file adds nothing.
+Everything happens in one transaction: a bad file adds nothing. A request's stats that
+link to a chat, message or run neither in the file nor in the history keep their numbers
+without the link (as when that chat is deleted).
 """
 
 from __future__ import annotations
@@ -21,11 +23,16 @@ from app.storage import (
     StatsSnapshot,
     Store,
 )
+from app.storage.add_new import NewRows
 from app.storage.records import Record
 
 from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
 
 R = TypeVar("R", bound=Record)
+# An export nests about 6 deep (sessions, a message, its stats); a settings object may add a
+# few. Deeper documents are refused before anything recurses through them (the record
+# checks and the storage would hit Python's recursion limit: a RecursionError, not a message).
+MAX_DEPTH = 100
 
 
 @dataclass(slots=True)
@@ -51,6 +58,9 @@ class ImportReport:
 def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
     """Import a full export or a single-session export. Raises ValueError for a file
     that is not one, StorageError if the database cannot be written (nothing added)."""
+    if _deeper_than(doc, MAX_DEPTH):
+        raise ValueError(f"This file is not a BatchChat export: it is nested more than "
+                         f"{MAX_DEPTH} levels deep.")
     fmt, version = doc.get("format"), doc.get("format_version")
     if fmt not in (EXPORT_FORMAT, SESSION_FORMAT):
         raise ValueError("This file is not a BatchChat export.")
@@ -91,9 +101,24 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
                 continue
             add([parent])
             add(children)
-        add(requests)
+        add(_drop_dangling_links(requests, rows))
         add(snapshots)
     return report
+
+
+LINKS = (("session_id", "sessions"), ("message_id", "messages"), ("sim_run_id", "sim_runs"))
+
+
+def _drop_dangling_links(records: list[RequestStatsRecord],
+                         rows: NewRows) -> list[RequestStatsRecord]:
+    """Links to rows that are not there set to None (the database would refuse them: its
+    foreign keys), after the file's chats and runs are added."""
+    for record in records:
+        for name, table in LINKS:
+            target = getattr(record, name)
+            if target is not None and not rows.has(table, target):
+                setattr(record, name, None)
+    return records
 
 
 def _items(doc: dict[str, Any], key: str, prefix: str) -> list[tuple[str, dict[str, Any]]]:
@@ -132,3 +157,15 @@ def _children(cls: type[R], parent: dict[str, Any], key: str, link: str,
 
 def _without(d: dict[str, Any], key: str) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k != key}
+
+
+def _deeper_than(doc: Any, limit: int) -> bool:
+    """Whether lists and objects nest more than `limit` deep (iterative: no recursion)."""
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list))
+    return False

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import schemas
+from . import openapi, schemas
 from .connection import Runner
 from .errors import ApiError, error_body
 from .metrics import ServerMetrics
@@ -114,6 +114,7 @@ class ApiServer:
             web.get("/v1/models", self._models),
             web.post("/v1/chat/completions", self._chat),
             web.post("/v1/completions", self._completions),
+            web.get("/openapi.json", openapi.handler),
         ])
         # handler_cancellation: a client that disconnects cancels its handler, which
         # cancels its engine request (the engine drops it on its next tick)

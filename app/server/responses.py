@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -16,10 +17,18 @@ TokenText = Callable[[int], str]  # a token id's own text
 
 # The engine's finish reasons in OpenAI's words; cancelled / shutdown / error pass through
 FINISH = {"stop": "stop", "length": "length", "context": "length"}
+LOGPROB_FLOOR = -9999.0  # vLLM's stand-in for a logprob of minus infinity
 
 
 def finish_reason(reason: str) -> str:
     return FINISH.get(reason, reason)
+
+
+def json_logprob(value: float) -> float:
+    """A logprob JSON can carry: -inf (a token ruled out, e.g. by an extreme repetition
+    penalty) and NaN are not JSON numbers (json.dumps would write -Infinity / NaN, which
+    strict parsers refuse), so they are sent as LOGPROB_FLOOR, as vLLM does."""
+    return value if math.isfinite(value) else LOGPROB_FLOOR
 
 
 def sse(data: dict[str, Any] | str) -> bytes:
@@ -66,8 +75,8 @@ class Reply:
             self.ended = event.finish_reason
         if self.top is None or event.token is None or event.logprob is None:
             return None
-        entry = (self.token_text(event.token), event.logprob,
-                 [(self.token_text(t), lp) for t, lp in event.top_logprobs or ()])
+        entry = (self.token_text(event.token), json_logprob(event.logprob),
+                 [(self.token_text(t), json_logprob(lp)) for t, lp in event.top_logprobs or ()])
         self.entries.append(entry)
         out = self._logprobs([entry], self.token_chars)
         self.token_chars += len(entry[0])

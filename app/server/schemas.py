@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
 MAX_STOP = 16
 ROLES = ("system", "developer", "user", "assistant")
-# Accepted only at their neutral value: anything else would be silently ignored otherwise.
-NEUTRAL = {"presence_penalty": 0, "frequency_penalty": 0, "best_of": 1, "echo": False,
-           "suffix": None, "tools": None, "tool_choice": None, "functions": None,
-           "logit_bias": None}
+# Accepted only as null or a neutral value (of the same JSON type: `false` is not 0):
+# anything else would be silently ignored otherwise.
+NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "presence_penalty": (0,), "frequency_penalty": (0,), "best_of": (1,), "echo": (False,),
+    "suffix": (), "tools": ([],), "tool_choice": (), "functions": ([],), "logit_bias": ({},)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +68,9 @@ def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: in
             **what: Any) -> ParsedRequest:
     from engine.public import SamplingParams
 
-    for name, neutral in NEUTRAL.items():
+    for name, accepted in NEUTRAL.items():
         value = body.get(name)
-        if value is not None and value != neutral and value not in ([], {}):
+        if value is not None and not any(_same(value, a) for a in accepted):
             raise invalid(name, f"'{name}' is not supported by this server")
     n = _opt_int(body, "n", 1)
     if n not in (None, 1):
@@ -146,10 +147,16 @@ def _prompt(value: Any) -> str | list[int]:
         value = value[0]
     if isinstance(value, str):
         return value
-    if (isinstance(value, list) and value
-            and all(isinstance(t, int) and not isinstance(t, bool) for t in value)):
-        return list(value)
+    if isinstance(value, list) and value and all(map(_integral, value)):
+        return [int(t) for t in value]
     raise invalid("prompt", "'prompt' must be one string or one list of token ids")
+
+
+def _integral(value: Any) -> bool:
+    """An integer as JSON Schema counts them: 3 and 3.0, not true or 3.5."""
+    if isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _stop(value: Any) -> tuple[str, ...]:
@@ -163,15 +170,28 @@ def _stop(value: Any) -> tuple[str, ...]:
     return tuple(stops)
 
 
+def _same(value: Any, neutral: Any) -> bool:
+    """Equal as JSON values: 0 == 0.0, but false != 0 and 1 != true."""
+    return value == neutral and isinstance(value, bool) == isinstance(neutral, bool)
+
+
 def _opt_number(body: Mapping[str, Any], name: str, minimum: float) -> float | None:
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
         raise invalid(name, f"'{name}' must be a number")
     if value < minimum:
         raise invalid(name, f"'{name}' must be >= {minimum:g}")
     return float(value)
+
+
+def _finite(value: float) -> bool:
+    """A JSON integer like 1e400 written out in full is no float (OverflowError otherwise)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _opt_int(body: Mapping[str, Any], name: str, minimum: int,
@@ -179,8 +199,9 @@ def _opt_int(body: Mapping[str, Any], name: str, minimum: int,
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not _integral(value):  # 16.0 is an integer in JSON Schema (and to vLLM)
         raise invalid(name, f"'{name}' must be an integer")
+    value = int(value)
     if value < minimum:
         raise invalid(name, f"'{name}' must be >= {minimum}")
     if maximum is not None and value > maximum:

@@ -21,6 +21,10 @@ class NewRows:
     def exists(self, record: Record) -> bool:
         return record.id in self._existing(record.TABLE)
 
+    def has(self, table: str, record_id: str) -> bool:
+        """Whether `table` holds a row with this id (one added in this transaction too)."""
+        return record_id in self._existing(table)
+
     def add(self, records: Sequence[Record]) -> int:
         """Insert the records (all of one table) whose id is not there yet; how many were."""
         if not records:

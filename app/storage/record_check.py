@@ -13,6 +13,8 @@ from typing import Any
 
 from engine.public import lone_surrogate
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # SQLite's integers (larger: OverflowError)
+
 
 def check_fields(cls: type, data: dict[str, Any]) -> None:
     """Raise ValueError naming the record and the first field that is missing or of the
@@ -66,8 +68,9 @@ def _problem(hint: Any, value: Any) -> str | None:
     if hint is bool:
         return None if isinstance(value, bool) else "must be true or false"
     if hint is int:
-        return None if isinstance(value, int) and not isinstance(value, bool) \
-            else "must be an integer"
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "must be an integer"
+        return None if INT64_MIN <= value <= INT64_MAX else "must fit in 64 bits"
     if hint is float:
         return None if isinstance(value, int | float) and not isinstance(value, bool) \
             else "must be a number"

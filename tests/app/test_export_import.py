@@ -145,7 +145,9 @@ def test_bad_documents_are_refused_and_add_nothing(store: Store, other: Store) -
 def test_import_failing_in_the_database_adds_nothing(store: Store, other: Store) -> None:
     fill(store)
     doc = export_all(store)
-    doc["request_stats"][0]["session_id"] = "missing-session"  # foreign key fails last
+    # the last insert fails (the sessions, messages and runs are in by then)
+    other.db.execute("CREATE TRIGGER refuse BEFORE INSERT ON stats_snapshots "
+                     "BEGIN SELECT RAISE(ABORT, 'refused'); END")
     with pytest.raises(StorageError) as info:
         import_document(other, doc)
     assert info.value.kind == "invalid"

@@ -42,6 +42,9 @@ def assert_error_shape(body, param=None, code=None):
     ("repetition_penalty", 0, "'repetition_penalty' must be > 0"),
     ("messages", [], "'messages' must be"),
     ("presence_penalty", 0.5, "'presence_penalty' is not supported"),
+    ("presence_penalty", False, "'presence_penalty' is not supported"),  # false is not 0
+    ("temperature", 10**400, "'temperature' must be a number"),  # no float: was a 500
+    ("top_p", -(10**400), "'top_p' must be a number"),
 ])
 async def test_400_names_the_field(serve, field, value, says):
     s = await serve()

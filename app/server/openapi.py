@@ -1,0 +1,227 @@
+"""GET /openapi.json: an OpenAPI 3.1 description of every route, request field and response.
+
+The request schemas take their limits from schemas.py (the validator's own constants: roles,
+stop and logprobs limits, the fields accepted only at their neutral value); tests/server/
+test_openapi.py holds the rest to the validator: the same routes as the app registers, the
+same body fields as the parsers read, and each documented bound accepted on one side and
+refused on the other. tests/server/test_fuzz.py sends what this document allows (and what it
+forbids) to a real server with schemathesis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from . import schemas
+from .responses import LOGPROB_FLOOR
+
+OPENAPI_VERSION = "3.1.0"
+MAX_STOP_LENGTH = 256  # = engine.sampling_params.MAX_STOP_LENGTH (refused by SamplingParams)
+FINISH_REASONS = ["stop", "length", "cancelled", "shutdown"]  # responses.finish_reason's
+ERROR_STATUSES = {
+    400: "a bad field or body (`param` names the field), or a prompt the model cannot take",
+    401: "a missing or wrong API key", 404: "an unknown model",
+    413: "a body over the size limit", 429: "the engine's queue is full (with Retry-After)",
+    500: "the engine failed on this request", 503: "shutting down, or no model loaded yet",
+}
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """An optional field: absent and null both mean the default."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _number(**bounds: float) -> dict[str, Any]:
+    return nullable({"type": "number", **bounds})
+
+
+def _integer(**bounds: int) -> dict[str, Any]:
+    return nullable({"type": "integer", **bounds})
+
+
+def _neutral(accepted: tuple[Any, ...]) -> dict[str, Any]:
+    """A field this server cannot honour: only null or its neutral value(s)."""
+    return {"enum": [None, *accepted], "description": "not supported: neutral value only"}
+
+
+STOP_STRING = {"type": "string", "minLength": 1, "maxLength": MAX_STOP_LENGTH}
+TOKEN_IDS = {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0},
+             "description": "token ids, each below the model's vocabulary size"}
+
+# Fields both completion endpoints read (schemas._parsed)
+SHARED: dict[str, dict[str, Any]] = {
+    "model": {"type": "string", "minLength": 1, "description": "an id from GET /v1/models"},
+    "temperature": _number(minimum=0),
+    "top_p": _number(exclusiveMinimum=0, maximum=1),
+    "top_k": _integer(minimum=-1),
+    "min_p": _number(minimum=0, exclusiveMaximum=1),
+    "repetition_penalty": _number(exclusiveMinimum=0),
+    "seed": _integer(minimum=0),
+    "max_tokens": _integer(minimum=1),
+    "stop": nullable({"anyOf": [STOP_STRING, {"type": "array", "items": STOP_STRING,
+                                                "maxItems": schemas.MAX_STOP}]}),
+    "n": _integer(minimum=1, maximum=1),
+    "stream": nullable({"type": "boolean"}),
+    "stream_options": nullable({"type": "object",
+                                "properties": {"include_usage": nullable({"type": "boolean"})}}),
+    **{name: _neutral(accepted) for name, accepted in schemas.NEUTRAL.items()},
+}
+
+TEXT_PART = {"type": "object", "required": ["type", "text"],
+             "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}
+MESSAGE = {"type": "object", "required": ["role", "content"], "properties": {
+    "role": {"enum": list(schemas.ROLES)},
+    "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": TEXT_PART}]}}}
+
+CHAT_REQUEST = {
+    "type": "object", "required": ["model", "messages"],
+    "description": "Unknown fields are ignored.",
+    "properties": SHARED | {
+        "messages": {"type": "array", "minItems": 1, "items": MESSAGE},
+        "max_completion_tokens": _integer(minimum=1),
+        "logprobs": nullable({"type": "boolean"}),
+        "top_logprobs": _integer(minimum=0, maximum=schemas.MAX_TOP_LOGPROBS),
+    },
+    # top_logprobs (other than null) needs logprobs: true
+    "if": {"required": ["top_logprobs"],
+           "properties": {"top_logprobs": {"not": {"type": "null"}}}},
+    "then": {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}},
+}
+
+COMPLETION_REQUEST = {
+    "type": "object", "required": ["model", "prompt"],
+    "description": "Unknown fields are ignored.",
+    "properties": SHARED | {
+        "prompt": {"anyOf": [
+            {"type": "string"}, TOKEN_IDS,
+            {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1},
+            {"type": "array", "items": TOKEN_IDS, "minItems": 1, "maxItems": 1}]},
+        "logprobs": _integer(minimum=0, maximum=schemas.MAX_TOP_LOGPROBS),
+    },
+}
+
+
+def _obj(properties: dict[str, Any]) -> dict[str, Any]:
+    """An object with exactly these (required) fields, as the server sends them."""
+    return {"type": "object", "required": list(properties), "properties": properties,
+            "additionalProperties": False}
+
+
+INT, STR = {"type": "integer"}, {"type": "string"}
+BYTES = {"type": "array", "items": INT}
+USAGE = _obj({"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT,
+              "prompt_tokens_details": _obj({"cached_tokens": INT})})
+LOGPROB = {"type": "number", "minimum": LOGPROB_FLOOR}  # minus infinity is sent as the floor
+CHAT_LOGPROBS = _obj({"content": {"type": "array", "items": _obj({
+    "token": STR, "logprob": LOGPROB, "bytes": BYTES,
+    "top_logprobs": {"type": "array", "items": _obj({"token": STR, "logprob": LOGPROB,
+                                                     "bytes": BYTES})}})}})
+COMPLETION_LOGPROBS = _obj({
+    "tokens": {"type": "array", "items": STR},
+    "token_logprobs": {"type": "array", "items": LOGPROB},
+    "top_logprobs": nullable({"type": "array", "items": {
+        "type": "object", "additionalProperties": LOGPROB}}),
+    "text_offset": {"type": "array", "items": INT}})
+FINISH = {"enum": FINISH_REASONS}
+
+
+def _completion(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
+    return _obj({"id": STR, "object": {"const": obj}, "created": INT, "model": STR,
+                 "choices": {"type": "array", "minItems": 1, "maxItems": 1,
+                             "items": _obj({"index": INT, **choice})},
+                 "usage": USAGE})
+
+
+def _chunk(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
+    """A stream chunk: one choice, or (the last, with include_usage) none and the usage."""
+    chunk = _obj({"id": STR, "object": {"const": obj}, "created": INT, "model": STR,
+                  "choices": {"type": "array", "maxItems": 1,
+                              "items": _obj({"index": INT, **choice})}})
+    chunk["properties"]["usage"] = USAGE  # the optional one
+    return chunk
+
+
+ERROR = _obj({"error": _obj({"message": STR, "type": STR,
+                             "param": nullable(STR), "code": nullable(STR)})})
+CHAT_COMPLETION = _completion("chat.completion", {
+    "message": _obj({"role": {"const": "assistant"}, "content": STR}),
+    "logprobs": nullable(CHAT_LOGPROBS), "finish_reason": FINISH})
+COMPLETION = _completion("text_completion", {
+    "text": STR, "logprobs": nullable(COMPLETION_LOGPROBS), "finish_reason": FINISH})
+CHAT_CHUNK = _chunk("chat.completion.chunk", {
+    "delta": {"type": "object", "additionalProperties": False, "properties": {
+        "role": {"const": "assistant"}, "content": STR}},
+    "logprobs": nullable(CHAT_LOGPROBS), "finish_reason": nullable(FINISH)})
+COMPLETION_CHUNK = _chunk("text_completion", {
+    "text": STR, "logprobs": nullable(COMPLETION_LOGPROBS),
+    "finish_reason": nullable(FINISH)})
+MODELS = _obj({"object": {"const": "list"}, "data": {"type": "array", "items": _obj({
+    "id": STR, "object": {"const": "model"}, "created": INT, "owned_by": STR})}})
+
+
+def _sse(chunk: dict[str, Any]) -> dict[str, Any]:
+    """`data: {chunk}` events (an engine failure: `data: {error}`), then `data: [DONE]`;
+    the schema is one event's, as OpenAPI 3.1 reads event streams."""
+    return {"text/event-stream": {"schema": {
+        "type": "object", "required": ["data"], "properties": {"data": {"anyOf": [
+            {"const": "[DONE]"},
+            {"type": "string", "contentMediaType": "application/json",
+             "contentSchema": {"anyOf": [chunk, ERROR]}}]}}}}}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    return {str(s): {"description": ERROR_STATUSES[s], "content": _json(ERROR)}
+            for s in statuses}
+
+
+def _completion_op(summary: str, request: dict[str, Any], reply: dict[str, Any],
+                   chunk: dict[str, Any]) -> dict[str, Any]:
+    return {"post": {
+        "summary": summary, "requestBody": {"required": True, "content": _json(request)},
+        "responses": {"200": {"description": "the reply; with `stream: true`, SSE chunks",
+                              "content": _json(reply) | _sse(chunk)},
+                      **_errors(400, 401, 404, 413, 429, 500, 503)}}}
+
+
+def _get(summary: str, content: dict[str, Any], *errors: int,
+         open_: bool = False) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary,
+                          "responses": {"200": {"description": "OK", "content": content},
+                                        **_errors(*errors)}}
+    if open_:
+        op["security"] = []  # answered without a key
+    return {"get": op}
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI description of this server (the same for every model)."""
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {"title": "BatchChat OpenAI-compatible API", "version": "1",
+                 "description": "Errors are in OpenAI's shape: "
+                                "{\"error\": {\"message\", \"type\", \"param\", \"code\"}}."},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}, {}],  # a key only when the server was given one
+        "paths": {
+            "/v1/chat/completions": _completion_op("chat, streamed (SSE) or not",
+                                                   CHAT_REQUEST, CHAT_COMPLETION, CHAT_CHUNK),
+            "/v1/completions": _completion_op("text completion of one prompt",
+                                              COMPLETION_REQUEST, COMPLETION,
+                                              COMPLETION_CHUNK),
+            "/v1/models": _get("the served model", _json(MODELS), 401, 503),
+            "/health": _get("200 while a model is loaded", _json(
+                _obj({"status": {"const": "ok"}})), 503, open_=True),
+            "/metrics": _get("Prometheus text", {"text/plain": {"schema": STR}}, 401, 503),
+            "/openapi.json": _get("this document", _json({"type": "object"}), 401, 503),
+        },
+    }
+
+
+async def handler(request: web.Request) -> web.Response:
+    return web.json_response(document())

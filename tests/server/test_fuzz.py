@@ -1,0 +1,161 @@
+"""Property-based fuzzing of a real server on loopback with schemathesis, from its own
+GET /openapi.json: requests the document allows and requests it forbids, for every operation.
+
+Checked on every response: no 5xx, every error in OpenAI's JSON shape, the status, content
+type and body as documented (each SSE event's JSON too), forbidden data refused (4xx),
+allowed data served (2xx; the only 400 allowed is the engine's own refusal of a prompt this
+model cannot take, code invalid_request: too long for the context, no content, token ids
+beyond its vocabulary). Allowed requests are shaped to stay allowed but be served more often
+(`shape`). Afterwards the server is healthy and answers a normal completion.
+
+Bounded for CI: FUZZ_EXAMPLES examples per operation and mode, derandomized (the same cases
+every run). BATCHCHAT_FUZZ_EXAMPLES=N runs N per operation and mode from a fresh random seed
+each run (docs/server.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from app.bridge import LocalTarget
+from app.server import ApiServer, ServerConfig, openapi
+from tests.server.conftest import MODEL
+
+FUZZ_EXAMPLES = 25
+CONTEXT = 1024  # room for most generated conversations (the tokenizer is byte-level)
+MAX_TOKENS = 16  # allowed requests' replies are cut to this many tokens, to stay quick
+VOCAB = 256  # token ids the tiny model's tokenizer has (the bytes)
+ENV = "BATCHCHAT_FUZZ_EXAMPLES"
+ERROR_FIELDS = {"message", "type", "param", "code"}
+
+
+@contextmanager
+def server_thread(make_engine: Callable[..., Any]) -> Iterator[str]:
+    """A real ApiServer on 127.0.0.1 on its own loop in a thread (the fuzzer's HTTP client
+    is synchronous); its base URL."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fuzz-server", daemon=True)
+    thread.start()
+
+    def run(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(60)
+
+    engine = make_engine(context_length=CONTEXT)
+
+    async def start() -> tuple[ApiServer, str]:
+        await engine.start()
+        target = LocalTarget(engine)
+        server = ApiServer(lambda: target, lambda: MODEL,
+                           ServerConfig(port=0, default_max_tokens=8))
+        return server, await server.start()
+
+    server, url = run(start())
+    try:
+        yield url
+    finally:
+        run(server.stop())
+        run(engine.shutdown())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def openai_error_shape(ctx: Any, response: Any, case: Any) -> None:
+    """Every 4xx/5xx is {"error": {"message", "type", "param", "code"}}, a non-empty message."""
+    if response.status_code < 400:
+        return
+    body = json.loads(response.content)
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == ERROR_FIELDS, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"], body
+
+
+def allowed_data_served(ctx: Any, response: Any, case: Any) -> None:
+    """What the document allows is served; the one 400 allowed is the engine's refusal of a
+    prompt this model cannot take (code invalid_request, not a field's invalid_value)."""
+    if case.meta is None or not case.meta.generation.mode.is_positive:
+        return
+    if response.status_code == 400:
+        error = json.loads(response.content)["error"]
+        assert error["code"] == "invalid_request", error
+        return
+    assert 200 <= response.status_code < 300, response.content[:500]
+
+
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
+          response_schema_conformance, negative_data_rejection]
+
+
+def shape(body: dict[str, Any], stream: bool) -> None:
+    """Keep an allowed request allowed but more often served: short replies, token ids in
+    the vocabulary, streamed half the time."""
+    for name in ("max_tokens", "max_completion_tokens"):
+        if isinstance(body.get(name), int | float):
+            body[name] = min(body[name], MAX_TOKENS)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], list):
+        prompt = prompt[0]
+    if isinstance(prompt, list):
+        prompt[:] = [int(t) % VOCAB if isinstance(t, int | float) else t for t in prompt]
+    if stream and body.get("stream") is None:
+        body["stream"] = True
+
+
+def fuzz(operation: Any, mode: GenerationMode, url: str, examples: int,
+         derandomize: bool) -> None:
+    session = requests.Session()
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=derandomize,
+              phases=[Phase.explicit, Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(case=operation.as_strategy(generation_mode=mode), stream=st.booleans())
+    def one(case: Any, stream: bool) -> None:
+        body = case.body
+        model = body.get("model") if isinstance(body, dict) else None
+        if isinstance(model, str) and model:  # a valid id: the served one, so the request
+            body["model"] = MODEL             # reaches the validator (any other is a 404)
+        if mode is GenerationMode.POSITIVE and isinstance(body, dict):
+            shape(body, stream)
+        response = case.call(base_url=url, session=session, timeout=60)
+        case.validate_response(response, checks=CHECKS,
+                               additional_checks=[openai_error_shape, allowed_data_served])
+
+    one()
+
+
+def test_fuzz_every_operation_then_the_server_is_healthy(make_engine):
+    more = os.environ.get(ENV)
+    examples, derandomize = (int(more), False) if more else (FUZZ_EXAMPLES, True)
+    with server_thread(make_engine) as url:
+        schema = schemathesis.openapi.from_url(url + "/openapi.json")
+        operations = [result.ok() for result in schema.get_all_operations()]
+        # all but GET /openapi.json itself (schemathesis leaves the schema's own URL out)
+        assert len(operations) == len(openapi.document()["paths"]) - 1
+        for operation in operations:
+            fuzz(operation, GenerationMode.POSITIVE, url, examples, derandomize)
+            if operation.method.lower() == "post":  # the GETs take nothing to get wrong
+                fuzz(operation, GenerationMode.NEGATIVE, url, examples, derandomize)
+        # healthy afterwards: /health, and a normal completion
+        assert requests.get(url + "/health", timeout=10).json() == {"status": "ok"}
+        r = requests.post(url + "/v1/chat/completions", timeout=60, json={
+            "model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 4
