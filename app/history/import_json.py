@@ -59,8 +59,8 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
     """Import a full export or a single-session export. Raises ValueError for a file
     that is not one, StorageError if the database cannot be written (nothing added)."""
     if _deeper_than(doc, MAX_DEPTH):
-        raise ValueError(f"This file is not a BatchChat export: it is nested more than "
-                         f"{MAX_DEPTH} levels deep.")
+        raise ValueError(f"This file is not a BatchChat export: its JSON is too deeply "
+                         f"nested (more than {MAX_DEPTH} levels).")
     fmt, version = doc.get("format"), doc.get("format_version")
     if fmt not in (EXPORT_FORMAT, SESSION_FORMAT):
         raise ValueError("This file is not a BatchChat export.")
