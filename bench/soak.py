@@ -56,6 +56,9 @@ class Soak:
     entries: int = 0
     used: int = 0
     prefix_bytes: int = 0
+    active_start: int = 0  # MLX's live arrays (weights...), from /metrics
+    active_end: int = 0
+    active_peak: int = 0
     errors: list[str] = field(default_factory=list)
     done: int = 0
 
@@ -151,6 +154,7 @@ async def run(args: argparse.Namespace) -> Soak:
             soak.budget = int(m["batchchat_kv_cache_budget_bytes"])
             soak.per_token = int(m["batchchat_kv_cache_bytes_per_token"])
             soak.rss_start = resident_bytes(proc.pid) or 0
+            soak.active_start = int(m.get("batchchat_memory_active_bytes", 0))
             t0 = time.perf_counter()
             stop = asyncio.Event()
             sampler = asyncio.create_task(sample(proc.pid, soak, t0, args.sample_s, stop))
@@ -182,6 +186,8 @@ async def run(args: argparse.Namespace) -> Soak:
             soak.entries = int(m["batchchat_prefix_cache_entries"])
             soak.used = int(m["batchchat_kv_cache_used_bytes"])
             soak.prefix_bytes = int(m["batchchat_prefix_cache_bytes"])
+            soak.active_end = int(m.get("batchchat_memory_active_bytes", 0))
+            soak.active_peak = int(m.get("batchchat_memory_peak_bytes", 0))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -208,6 +214,9 @@ def report(args: argparse.Namespace, soak: Soak, wall_s: float) -> str:
         f"RSS end:   {end / MIB:.0f} MiB (+{(end - soak.rss_start) / MIB:.0f})",
         f"KV at end: {soak.used / MIB:.0f} MiB in use, cached prefixes "
         f"{soak.prefix_bytes / MIB:.0f} MiB in {soak.entries} entries",
+        f"MLX live arrays: {soak.active_start / MIB:.0f} MiB at start, "
+        f"{soak.active_end / MIB:.0f} at end, {soak.active_peak / MIB:.0f} at most "
+        "(the rest of RSS: the runtime, and freed memory the allocator keeps)",
         f"bound: start + budget + {OVERHEAD // MIB} MiB overhead = {bound / MIB:.0f} MiB: "
         f"peak {'within' if peak <= bound else 'ABOVE'} it",
         "RSS over time (s, MiB): " + ", ".join(

@@ -108,6 +108,9 @@ def _engine_lines(s: EngineStats) -> list[str]:
         ("prefix_cache_hits_total", "counter", "prompt tokens served from the prefix cache",
          s.prefix_hit_tokens),
         ("prefix_cache_entries", "gauge", "cached prefixes", s.prefix_entries),
+        ("memory_active_bytes", "gauge", "memory MLX's live arrays take (weights, KV, "
+         "activations)", s.memory_bytes),
+        ("memory_peak_bytes", "gauge", "the most MLX's live arrays took", s.peak_memory_bytes),
         ("batch_size", "gauge", "rows in the current decode batch", s.batch_size),
         ("generation_tokens_per_second", "gauge", "generated tokens per second, recent window",
          s.tokens_per_s),

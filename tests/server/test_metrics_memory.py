@@ -43,3 +43,5 @@ async def test_metrics_report_the_default_budget_and_the_process_memory(serve, m
     assert rss is not None
     # the server runs in this process: the same figure, give or take what ran in between
     assert abs(m["batchchat_process_resident_memory_bytes"] - rss) < 64 << 20
+    # MLX's live arrays hold at least the weights, and never more than they ever held
+    assert 0 < m["batchchat_memory_active_bytes"] <= m["batchchat_memory_peak_bytes"]
