@@ -82,12 +82,13 @@ def run_cli(args: argparse.Namespace) -> int:
     """The terminal chat; a bad setting or a model that cannot be loaded is one line on
     stderr and a non-zero exit (like the window's banner), not a traceback."""
     from app.cli_chat import chat
-    from engine.public import CpuOptions, ModelLoadError, SamplingParams
+    from engine.public import CpuOptions, ModelLoadError, SamplingParams, kv_budget_from_env
 
     try:
         params = SamplingParams(temperature=args.temperature, top_p=0.95,
                                 max_tokens=args.max_tokens)
         cpu = CpuOptions.from_env()  # the engine's CPU switches (a bad value: exit 2)
+        kv_budget_from_env()  # BATCHCHAT_KV_BUDGET_MB, checked before loading a model
     except ValueError as exc:
         print(f"batchchat: error: {exc}", file=sys.stderr)
         return 2

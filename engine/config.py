@@ -3,9 +3,29 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from .cpu_options import CpuOptions
+
+KV_BUDGET_ENV = "BATCHCHAT_KV_BUDGET_MB"
+
+
+def kv_budget_from_env(environ: Mapping[str, str] | None = None) -> int | None:
+    """BATCHCHAT_KV_BUDGET_MB as bytes (None: unset or empty, the default budget); ValueError
+    naming the variable for anything but a positive number of MiB."""
+    value = (os.environ if environ is None else environ).get(KV_BUDGET_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        mib = float(value)
+    except ValueError:
+        mib = math.nan
+    if not (math.isfinite(mib) and mib > 0 and mib * (1 << 20) >= 1):
+        raise ValueError(f"{KV_BUDGET_ENV}={value!r}: use a positive number of MiB "
+                         "(docs/environment.md)")
+    return int(mib * (1 << 20))
 
 
 @dataclass(slots=True)
@@ -51,9 +71,10 @@ class EngineConfig:
     # variables once, when the config is made; the loader and the runner both use this one.
     cpu: CpuOptions = field(default_factory=CpuOptions.from_env)
     prefix_cache: bool = True  # keep finished requests' KV for reuse (engine/prefix_cache.py)
-    # KV bytes for running requests and cached prefixes together; None = a quarter of the
-    # device's memory, less the weights (engine/kv_memory.py)
-    kv_budget_bytes: int | None = None
+    # KV bytes for running requests and cached prefixes together; None = the default for
+    # this machine and model (engine/kv_memory.py, docs/memory.md). Read from
+    # BATCHCHAT_KV_BUDGET_MB when the config is made, if set.
+    kv_budget_bytes: int | None = field(default_factory=kv_budget_from_env)
     # Where chats' KV is saved across restarts (`Engine.save_prefix`), and the most its files
     # may take (least recently used deleted first); None = not saved (engine/prefix_store.py)
     kv_disk_dir: str | None = None

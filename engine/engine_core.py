@@ -75,8 +75,10 @@ class EngineCore:
                   and supports(kv.new_cache(model)) else None)
         store = (open_store(config.kv_disk_dir, model, self.runner.fast_cpu_kernels,
                             config.kv_disk_bytes) if prefix is not None else None)
-        self.memory = KvPolicy(config.kv_budget_bytes or kv_memory.default_budget(model),
-                               per_token, context_length, prefix, store)
+        budget = kv_memory.choose_budget(config.kv_budget_bytes, model, context_length,
+                                         config.max_concurrent, per_token)
+        self.memory = KvPolicy(budget.nbytes, per_token, context_length, prefix, store,
+                               basis=budget.basis, prefix_budget=budget.prefix_nbytes)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=prefix is not None,
                                  batch_run_ahead=config.batch_run_ahead)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request

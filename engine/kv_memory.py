@@ -1,16 +1,50 @@
-"""How much KV memory a token takes, and the default KV budget for this device."""
+"""How much KV memory a token takes, and the default KV budget for this machine and model.
+
+The default (issue #28; docs/memory.md has the reasoning and worked examples):
+
+    tokens   = max_concurrent * min(context, SLOT_TOKENS) + min(context, SPARE_TOKENS)
+    cap      = available // MEMORY_SHARE
+    budget   = max(MIN_DEFAULT_BUDGET, min(cap, per_token * max(tokens, context + step)))
+    prefixes = min(budget, max(MIN_DEFAULT_BUDGET, per_token * tokens))
+
+Every slot gets a short chat turn's KV plus one long request's worth; running requests may
+use up to one full-context sequence (a request without max_tokens over the API runs to the
+context's end), cached prefixes only `prefixes`; never more than a quarter of the memory
+that is free once the weights are loaded. The old default (a quarter of the device's
+memory, whatever the model) gave a 135M model 5.9 GiB on a 24 GB machine, and the prefix
+cache grew into it. `EngineConfig.kv_budget_bytes` (or BATCHCHAT_KV_BUDGET_MB) overrides
+both figures.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
+from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
 
-MIN_DEFAULT_BUDGET = 256 << 20
+MIN_DEFAULT_BUDGET = 256 << 20  # below this a model's longer prompts could not run at all
+# A running slot's share: a short chat turn (prompt + reply + mlx-lm's 256-token allocation
+# step). A request's set-aside assumes it runs to max_tokens, so most use far less; longer
+# ones use the spare, or wait for room (they are refused only above the whole budget).
+SLOT_TOKENS = 512
+SPARE_TOKENS = 8192  # one long request (or cached prefixes while none runs)
+MEMORY_SHARE = 4  # at most 1/4 of the memory available once the weights are loaded
+
+
+@dataclass(frozen=True, slots=True)
+class KvBudget:
+    """A KV budget, the part cached prefixes may hold, and how they were chosen, in words
+    (the stats panel's tooltip)."""
+
+    nbytes: int  # running requests and cached prefixes together
+    prefix_nbytes: int  # the most cached prefixes keep (<= nbytes)
+    basis: str
 
 
 def bytes_per_token(model: nn.Module) -> int:
@@ -30,18 +64,107 @@ def weights_bytes(model: nn.Module) -> int:
     return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
 
 
-def device_memory_bytes() -> int:
-    """Memory the MLX device may use: Metal's recommended working set, the GPU's memory on
-    CUDA, physical RAM on the CPU backend."""
+def wanted_tokens(context_length: int, max_concurrent: int) -> int:
+    """Tokens of KV the default asks for: a short chat turn a slot, plus one long request."""
+    return (max_concurrent * min(context_length, SLOT_TOKENS)
+            + min(context_length, SPARE_TOKENS))
+
+
+def formula(per_token: int, context_length: int, max_concurrent: int,
+            available: int) -> tuple[int, int]:
+    """The default budget and cached prefixes' part of it, from the model's KV bytes a token
+    and context length, the engine's concurrency and the memory available to the KV (the
+    module docstring's formula)."""
+    tokens = wanted_tokens(context_length, max_concurrent)
+    one_sequence = context_length + KVCache.step  # what a request to the context's end sets aside
+    budget = max(MIN_DEFAULT_BUDGET, min(available // MEMORY_SHARE,
+                                         per_token * max(tokens, one_sequence)))
+    return budget, min(budget, max(MIN_DEFAULT_BUDGET, per_token * tokens))
+
+
+def host_available_bytes() -> int:
+    """RAM the system could give this process now without swapping: psutil if installed, else
+    Linux's MemAvailable, else free pages (os.sysconf), else physical RAM."""
+    try:
+        import psutil  # optional: the most portable answer (macOS, Windows)
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    page = os.sysconf("SC_PAGE_SIZE")
+    for name in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
+        try:
+            pages = os.sysconf(name)
+        except (ValueError, OSError):
+            continue
+        if pages > 0:
+            return page * pages
+    return MIN_DEFAULT_BUDGET * MEMORY_SHARE
+
+
+def available_memory(weights: int) -> tuple[int, str]:
+    """Memory the KV may come from once the weights are loaded, and what it is: available RAM
+    on the CPU backend; on a Mac the smaller of that and Metal's recommended working set less
+    the weights (unified memory); on CUDA the GPU's memory less the weights."""
+    host = host_available_bytes()
+    if mx.default_device() == mx.cpu:
+        return host, "available RAM"
     info = mx.device_info()
-    for key in ("max_recommended_working_set_size", "memory_size", "total_memory"):
+    working_set = info.get("max_recommended_working_set_size")
+    if isinstance(working_set, int) and working_set > 0:
+        return max(0, min(host, working_set - weights)), "available unified memory"
+    for key in ("memory_size", "total_memory"):
         value = info.get(key)
         if isinstance(value, int) and value > 0:
-            return value
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            return max(0, value - weights), "GPU memory less the weights"
+    return host, "available RAM"
 
 
-def default_budget(model: nn.Module) -> int:
-    """A quarter of the device's memory, but never more than what the weights leave."""
-    total = device_memory_bytes()
-    return max(MIN_DEFAULT_BUDGET, min(total // 4, total - weights_bytes(model) - total // 4))
+def default_budget(model: nn.Module, context_length: int, max_concurrent: int,
+                   per_token: int | None = None) -> KvBudget:
+    """The default KV budget for `model` on this machine (`formula`), with its reasoning."""
+    per_token = per_token or bytes_per_token(model)
+    available, where = available_memory(weights_bytes(model))
+    nbytes, prefix = formula(per_token, context_length, max_concurrent, available)
+    if nbytes == available // MEMORY_SHARE:
+        why = f"1/{MEMORY_SHARE} of {_size(available)} {where}"
+    elif nbytes == MIN_DEFAULT_BUDGET:
+        why = f"the least default, {_size(MIN_DEFAULT_BUDGET)}"
+    else:
+        tokens = max(wanted_tokens(context_length, max_concurrent),
+                     context_length + KVCache.step)
+        why = (f"{max_concurrent} slots x {min(context_length, SLOT_TOKENS)} + "
+               f"{min(context_length, SPARE_TOKENS)} tokens"
+               + ("" if nbytes == per_token * wanted_tokens(context_length, max_concurrent)
+                  else f", or one sequence of {tokens}")
+               + f", x {_size(per_token)} a token")
+    if prefix < nbytes:
+        why += f"; cached prefixes at most {_size(prefix)}"
+    return KvBudget(nbytes, prefix, f"default: {why}")
+
+
+def choose_budget(override: int | None, model: nn.Module, context_length: int,
+                  max_concurrent: int, per_token: int | None = None) -> KvBudget:
+    """`override` (EngineConfig.kv_budget_bytes) when set, for both figures; else the
+    default."""
+    if override is not None:
+        return KvBudget(override, override,
+                        "set: EngineConfig.kv_budget_bytes / BATCHCHAT_KV_BUDGET_MB")
+    return default_budget(model, context_length, max_concurrent, per_token)
+
+
+def _size(n: int) -> str:
+    """Binary units for the budget's reasoning ("45 KiB", "1.1 GiB")."""
+    value, unit = float(n), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    return f"{value:.0f} {unit}" if unit == "B" or value >= 10 else f"{value:.1f} {unit}"

@@ -47,8 +47,13 @@ def open_store(directory: str | None, model: nn.Module, fast_cpu_kernels: bool,
 
 class KvPolicy:
     def __init__(self, budget: int, per_token: int, context_length: int,
-                 prefix: PrefixCache | None, store: PrefixStore | None = None) -> None:
+                 prefix: PrefixCache | None, store: PrefixStore | None = None,
+                 basis: str = "", prefix_budget: int | None = None) -> None:
         self.budget = budget  # bytes for running requests and cached prefixes together
+        # ...of which cached prefixes keep at most this (None: all of it): a long request
+        # may need a whole context, a cache that large would hold it for good
+        self.prefix_budget = budget if prefix_budget is None else min(prefix_budget, budget)
+        self.basis = basis  # how the budgets were chosen, in words (engine/kv_memory.py)
         self.per_token = per_token  # KV bytes one token takes in every layer
         self.context_length = context_length
         self.prefix = prefix  # None: no prefix reuse (off, or a model it cannot keep)
@@ -133,9 +138,10 @@ class KvPolicy:
         return n if self.store.save(entry.tokens[:n], entry.cache) else 0
 
     def evict(self) -> None:
-        """Cached prefixes give way until everything fits (after any change to either)."""
+        """Cached prefixes give way until everything fits, and they fit their own part
+        (after any change to either)."""
         if self.prefix is not None:
-            self.prefix.evict_to(self.budget - self.reserved)
+            self.prefix.evict_to(min(self.budget - self.reserved, self.prefix_budget))
 
     def _restore(self, prompt: list[int]) -> tuple[LayerCaches | None, int]:
         """The longest cached prefix of `prompt`, from memory or, when a saved file holds

@@ -148,6 +148,8 @@ class ModelRunner:
         except Exception:
             ragged.undo()
             raise
+        finally:
+            ragged.close()
         if out is None:
             return None, None
         return (out[:rows] if rows else None), (out[rows:] if len(picks) > rows else None)

@@ -9,6 +9,7 @@ tests/engine/test_public.py checks that importing this module loads no MLX.
 from __future__ import annotations
 
 from .blas import ensure_fast_blas
+from .config import kv_budget_from_env
 from .cpu_options import CpuOptions, CpuOptionsError
 from .determinism import describe as describe_determinism
 from .errors import EngineError, EngineStopped, QueueFullError, RequestRejected
@@ -40,6 +41,7 @@ __all__ = [
     "TokenEvent",
     "describe_determinism",
     "ensure_fast_blas",
+    "kv_budget_from_env",
     "lone_surrogate",
     "repair_text",
 ]

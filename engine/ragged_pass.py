@@ -85,6 +85,13 @@ class RaggedPass:
             if layer.slot is not None:
                 layer.slot.lengths = list(self._lengths)
 
+    def close(self) -> None:
+        """Drop the layers (each points back at the pass) and the caches: otherwise the
+        cycle keeps every cache of the pass, the slot batch's buffers included, alive until
+        Python's cyclic GC runs. Measured on the bundled model (issue #28): ~370 MiB of KV
+        buffers held so after 60 requests, most of RSS beyond the KV budget."""
+        self.layers, self.segments = [], []
+
     def cache_states(self) -> list[Any]:
         states = [layer.slot.state for layer in self.layers if layer.slot is not None]
         return states + [c.state for caches, _, _ in self.segments for c in caches]

@@ -46,6 +46,8 @@ def engine_stats(core: EngineCore) -> EngineStats:
             uptime_s=now - st.t_start,
             kv_bytes_per_token=core.memory.per_token,
             kv_budget_bytes=core.memory.budget,
+            kv_budget_basis=core.memory.basis,
+            kv_prefix_budget_bytes=core.memory.prefix_budget,
             kv_reserved_bytes=core.memory.reserved,
             itl_p99_s=itl_p99,
             itl_max_s=itl_max,

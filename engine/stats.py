@@ -126,6 +126,8 @@ class EngineStats:
     # KV memory (engine/kv_memory.py) and conversation memory (engine/prefix_cache.py)
     kv_bytes_per_token: int = 0
     kv_budget_bytes: int = 0
+    kv_budget_basis: str = ""  # how the budget was chosen: "default: ..." or "set: ..."
+    kv_prefix_budget_bytes: int = 0  # the most cached prefixes keep, of kv_budget_bytes
     kv_reserved_bytes: int = 0  # set aside by running requests
     prefix_entries: int = 0
     prefix_cached_tokens: int = 0

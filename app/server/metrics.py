@@ -7,6 +7,8 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING
 
+from ..process_memory import resident_bytes
+
 if TYPE_CHECKING:
     from engine.public import EngineStats
 
@@ -92,12 +94,23 @@ def _engine_lines(s: EngineStats) -> list[str]:
         ("generation_tokens_total", "counter", "tokens generated", s.total_generated_tokens),
         ("kv_cache_usage_perc", "gauge", "KV budget in use, running requests and cached "
          "prefixes (0-1)", kv_use),
-        ("kv_cache_budget_bytes", "gauge", "the engine's KV memory budget", s.kv_budget_bytes),
+        ("kv_cache_budget_bytes", "gauge", "the engine's KV memory budget (docs/memory.md)",
+         s.kv_budget_bytes),
+        ("kv_cache_used_bytes", "gauge", "KV set aside by running requests plus held by "
+         "cached prefixes", s.kv_used_bytes),
+        ("kv_cache_bytes_per_token", "gauge", "KV bytes one token takes (all layers)",
+         s.kv_bytes_per_token),
+        ("prefix_cache_bytes", "gauge", "KV held by cached prefixes", s.prefix_cached_bytes),
+        ("prefix_cache_budget_bytes", "gauge", "the most KV cached prefixes keep, of the "
+         "budget", s.kv_prefix_budget_bytes),
         ("prefix_cache_queries_total", "counter", "prompt tokens looked up in the prefix cache",
          s.prefix_lookup_tokens),
         ("prefix_cache_hits_total", "counter", "prompt tokens served from the prefix cache",
          s.prefix_hit_tokens),
         ("prefix_cache_entries", "gauge", "cached prefixes", s.prefix_entries),
+        ("memory_active_bytes", "gauge", "memory MLX's live arrays take (weights, KV, "
+         "activations)", s.memory_bytes),
+        ("memory_peak_bytes", "gauge", "the most MLX's live arrays took", s.peak_memory_bytes),
         ("batch_size", "gauge", "rows in the current decode batch", s.batch_size),
         ("generation_tokens_per_second", "gauge", "generated tokens per second, recent window",
          s.tokens_per_s),
@@ -108,6 +121,10 @@ def _engine_lines(s: EngineStats) -> list[str]:
         ("stream_stall_seconds", "gauge", "the longest a running stream has waited for its "
          "next token, now", s.stall_s),
     ]
+    rss = resident_bytes()
+    if rss is not None:
+        figures.append(("process_resident_memory_bytes", "gauge", "the server process's "
+                        "resident memory (weights, KV, everything else)", rss))
     out = []
     for name, kind, doc, value in figures:
         out += [f"# HELP {PREFIX}{name} {doc}", f"# TYPE {PREFIX}{name} {kind}",

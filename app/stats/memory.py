@@ -37,6 +37,7 @@ class MemoryFigures:
     entries: str  # "6 (2 evicted)": cached prefixes, and how many were evicted so far
     disk: str  # "3 files · 41 MiB", or "none"
     disk_detail: str  # "5 saved, 2 loaded ..." (a tooltip: the line stays short)
+    kv_detail: str  # how the budget was chosen, "default: 16 slots x 512 + ..." (a tooltip)
     kv_used_bytes: int
     kv_fraction: float  # of the budget; 0 when the engine reports no budget
 
@@ -62,6 +63,8 @@ def memory_figures(s: EngineStats) -> MemoryFigures:
         disk=_disk(s),
         disk_detail=(f"{s.prefix_disk_saves} saved, {s.prefix_disk_loads} loaded since the "
                      "engine started"),
+        kv_detail=f"Budget {format_bytes(budget)}, {s.kv_budget_basis or 'as set'}." if budget
+        else "",
         kv_used_bytes=used,
         kv_fraction=used / budget if budget else 0.0,
     )

@@ -51,3 +51,11 @@ def test_disk_store_files_and_size_with_saves_and_loads_as_detail() -> None:
     assert memory_figures(stats(prefix_disk_saves=1)).disk == "0 files · 0 B"
     assert memory_figures(stats(prefix_disk_files=1, prefix_disk_bytes=512)).disk == \
         "1 file · 512 B"
+
+
+def test_the_kv_tooltip_says_how_the_budget_was_chosen() -> None:
+    basis = "default: 16 slots x 512 + 8192 tokens, x 45 KiB a token"
+    m = memory_figures(stats(kv_budget_bytes=720 * MiB, kv_budget_basis=basis))
+    assert m.kv == "0 B of 720 MiB"
+    assert m.kv_detail == f"Budget 720 MiB, {basis}."
+    assert memory_figures(stats()).kv_detail == ""  # no budget reported: nothing to explain

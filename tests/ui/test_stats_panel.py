@@ -92,6 +92,10 @@ def test_panel_shows_conversation_memory_as_the_engine_counts_it(window, loop):
                                                    "2 of 3")
     assert s.prefix_cached_bytes > 0 and s.kv_budget_bytes > 0
     assert not values["kv"].startswith("0 B") and values["disk"] == "none"
+    # how the budget was chosen (issue #28): the engine's own words, in the KV line's tooltip
+    assert s.kv_budget_basis.startswith(("default: ", "set: "))
+    assert memory_figures(s).kv_detail in dock.panel.values["kv"].toolTip()
+    assert s.kv_budget_basis in dock.panel.values["kv"].toolTip()
     assert "0 saved, 0 loaded" in dock.panel.values["disk"].toolTip()
     table = dock.panel.table_model
     cached = {r.request_id: table.data(table.index(i, COLUMNS.index("Cached")))

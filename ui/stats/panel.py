@@ -182,9 +182,10 @@ class StatsPanel(QWidget):
             ):
                 _set(self.values[key], text)
             if model.memory is not None:
-                tip = f"{DISK_TIP} {model.memory.disk_detail}."
-                if self.values["disk"].toolTip() != tip:
-                    self.values["disk"].setToolTip(tip)
+                for key, tip in (("disk", f"{DISK_TIP} {model.memory.disk_detail}."),
+                                 ("kv", f"{KV_TIP} {model.memory.kv_detail}".strip())):
+                    if self.values[key].toolTip() != tip:
+                        self.values[key].setToolTip(tip)
         self.charts.update_from(model.samples, now)
         self.table_model.set_rows(model.rows)
 

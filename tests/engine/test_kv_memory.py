@@ -1,0 +1,110 @@
+"""engine.kv_memory: the default KV budget follows the machine and the model (issue #28)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import EngineConfig, kv_memory
+from engine.config import KV_BUDGET_ENV, kv_budget_from_env
+from engine.kv_memory import MIN_DEFAULT_BUDGET, formula
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+BUNDLED_PER_TOKEN = 46_080  # SmolLM2-135M: 30 layers x 3 KV heads x 64 x float32 x (K, V)
+
+
+def test_the_bundled_model_gets_a_chat_turn_a_slot_plus_one_long_request() -> None:
+    # 16 slots x 512 + 8,192 tokens (720 MiB); 22 GiB available does not bound it. The old
+    # default was a quarter of the machine: 6 GiB on 24 GB, whatever the model.
+    budget, prefixes = formula(BUNDLED_PER_TOKEN, 8192, 16, available=22 * GiB)
+    assert budget == prefixes == BUNDLED_PER_TOKEN * (16 * 512 + 8192) == 720 * MiB
+    assert budget < 24 * GiB // 4 / 8
+    assert formula(BUNDLED_PER_TOKEN, 8192, 4, 22 * GiB)[0] == BUNDLED_PER_TOKEN * 10240
+
+
+def test_a_7b_model_on_a_16gb_laptop_is_bounded_by_a_quarter_of_what_is_free() -> None:
+    # Mistral-7B: 32 layers x 8 KV heads x 128 x float16 x 2 = 128 KiB a token, 32k context;
+    # 6 GiB free once its 4-bit weights are in: 1.5 GiB, not the 4 GiB a full context takes.
+    assert formula(128 * KiB, 32768, 16, available=6 * GiB) == (6 * GiB // 4, 6 * GiB // 4)
+
+
+def test_a_long_context_gets_room_for_one_whole_sequence_but_prefixes_keep_less() -> None:
+    # Llama-3.2-1B: 32 KiB a token, 128k context. An API request without max_tokens sets
+    # aside the whole context: it must fit, or it is refused; the cache keeps only 512 MiB.
+    budget, prefixes = formula(32 * KiB, 131072, 16, available=64 * GiB)
+    assert budget == 32 * KiB * (131072 + 256)
+    assert prefixes == 32 * KiB * (16 * 512 + 8192) == 512 * MiB
+
+
+def test_short_contexts_ask_only_for_what_a_sequence_can_hold_and_never_below_the_floor() -> None:
+    per_token = 64 * KiB
+    assert formula(per_token, 300, 16, 64 * GiB) == (per_token * 17 * 300,) * 2
+    assert formula(256, 512, 16, 64 * GiB) == (MIN_DEFAULT_BUDGET,) * 2  # a tiny model
+    assert formula(per_token, 8192, 16, available=100 * MiB) == (MIN_DEFAULT_BUDGET,) * 2
+
+
+def test_available_memory_is_positive_and_at_most_physical_ram() -> None:
+    import os
+
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 0 < kv_memory.host_available_bytes() <= physical
+
+
+def test_the_engine_uses_the_formula_and_says_so(make_engine, monkeypatch) -> None:
+    monkeypatch.delenv(KV_BUDGET_ENV, raising=False)
+    monkeypatch.setattr(kv_memory, "available_memory", lambda weights: (64 * GiB, "RAM"))
+    monkeypatch.setattr(kv_memory, "bytes_per_token", lambda model: 64 * KiB)  # a bigger model
+    engine = make_engine(context_length=4096)
+    s = engine.stats()
+    assert s.kv_bytes_per_token == 64 * KiB
+    assert (s.kv_budget_bytes, s.kv_prefix_budget_bytes) == formula(64 * KiB, 4096, 16,
+                                                                    64 * GiB)
+    assert s.kv_budget_bytes == 64 * KiB * (16 * 512 + 4096) > MIN_DEFAULT_BUDGET
+    assert s.kv_budget_basis == "default: 16 slots x 512 + 4096 tokens, x 64 KiB a token"
+
+
+def test_the_memory_bound_shows_in_the_basis(make_engine, monkeypatch) -> None:
+    monkeypatch.delenv(KV_BUDGET_ENV, raising=False)
+    monkeypatch.setattr(kv_memory, "available_memory",
+                        lambda weights: (4 * 300 * MiB, "available RAM"))
+    monkeypatch.setattr(kv_memory, "bytes_per_token", lambda model: 64 * KiB)
+    s = make_engine(context_length=8192).stats()  # would ask for 64 KiB x 16,384 = 1 GiB
+    assert s.kv_budget_bytes == s.kv_prefix_budget_bytes == 300 * MiB
+    assert s.kv_budget_basis == "default: 1/4 of 1.2 GiB available RAM"
+
+
+def test_cached_prefixes_are_held_to_their_part(make_engine, monkeypatch) -> None:
+    """Prefixes beyond the prefix part are evicted even with the budget free."""
+    monkeypatch.delenv(KV_BUDGET_ENV, raising=False)
+    engine = make_engine()
+    policy = engine._core.memory
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12]
+    for i in range(6):
+        engine.submit(prompt_tokens=[i + 1, *prompt], params={"max_tokens": 4})
+    while engine.has_work():
+        engine.step()
+    held = engine.stats().prefix_cached_bytes
+    assert engine.stats().prefix_entries >= 4 and held > 0
+    policy.prefix_budget = held // 2  # as a long context's default would leave it
+    policy.evict()
+    s = engine.stats()
+    assert 0 < s.prefix_cached_bytes <= held // 2 and s.prefix_evictions >= 1
+    assert s.kv_budget_bytes - s.kv_reserved_bytes > held  # the whole budget was free
+
+
+def test_an_override_wins_from_the_config_or_the_environment(make_engine, monkeypatch) -> None:
+    monkeypatch.delenv(KV_BUDGET_ENV, raising=False)
+    s = make_engine(kv_budget_bytes=3 * MiB).stats()
+    assert s.kv_budget_bytes == s.kv_prefix_budget_bytes == 3 * MiB
+    assert s.kv_budget_basis.startswith("set:")
+    monkeypatch.setenv(KV_BUDGET_ENV, "1.5")
+    assert EngineConfig().kv_budget_bytes == int(1.5 * MiB)
+    assert make_engine().stats().kv_budget_bytes == int(1.5 * MiB)
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-5", "nan", "inf", "1e-9"])
+def test_a_bad_budget_variable_is_refused_naming_it(value) -> None:
+    with pytest.raises(ValueError, match=f"{KV_BUDGET_ENV}='{value}'"):
+        kv_budget_from_env({KV_BUDGET_ENV: value})
+    assert kv_budget_from_env({KV_BUDGET_ENV: " "}) is None
+    assert kv_budget_from_env({}) is None
+    assert kv_budget_from_env({KV_BUDGET_ENV: "512"}) == 512 * MiB
