@@ -74,8 +74,8 @@ class KvPolicy:
         need = self.need(num_prompt_tokens, max_tokens)
         if need <= self.budget:
             return None
-        bigger = ("raise the KV budget (EngineConfig.kv_budget_bytes; "
-                  "`batchchat serve --kv-budget-mb`)")
+        bigger = ("raise the KV budget (BATCHCHAT_KV_BUDGET_MB, `batchchat serve "
+                  "--kv-budget-mb`, or EngineConfig.kv_budget_bytes)")
         least = self.need(num_prompt_tokens, 1)
         if least > self.budget:
             return (f"the prompt ({num_prompt_tokens} tokens) needs {_mib(least)} of KV cache "

@@ -171,8 +171,8 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
             return 2
         try:
             engine_config(max_concurrent=cfg.max_concurrent or 16, cpu=args.cpu)
-        except ValueError as exc:  # e.g. a concurrency beyond what the token budget allows
-            print(f"error: --concurrency: {exc}", file=sys.stderr)
+        except ValueError as exc:  # a setting from the environment (BATCHCHAT_*) the engine
+            print(f"error: {exc}", file=sys.stderr)  # refuses; --concurrency is checked above
             return 2
     store = None
     if args.save:

@@ -31,8 +31,8 @@ def test_odd_values_are_refused_naming_the_setting(change, words):
         SimConfig.from_dict(change).validate()
 
 
-def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data")}
+def run(tmp_path: Path, *args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data")} | env_vars
     return subprocess.run([sys.executable, "-m", "app.simulator", "--model", "/nowhere.gguf",
                            *args], capture_output=True, text=True, cwd=ROOT, env=env,
                           stdin=subprocess.DEVNULL, timeout=120)
@@ -58,3 +58,11 @@ def test_cli_bad_inputs_end_in_one_error_line(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr, result.stderr
         errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
         assert len(errors) == 1 and words in errors[0], (args, result.stderr)
+
+
+def test_a_bad_kv_budget_variable_is_named_not_blamed_on_concurrency(tmp_path: Path) -> None:
+    result = run(tmp_path, BATCHCHAT_KV_BUDGET_MB="lots")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert errors == ["error: BATCHCHAT_KV_BUDGET_MB='lots': use a positive number of MiB "
+                      "(docs/environment.md)"], result.stderr
