@@ -123,9 +123,11 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     print(f"Loading {source} …", file=sys.stderr, flush=True)
     # the engine's CPU switches are read from BATCHCHAT_* here, once (EngineConfig.cpu); a
     # bad value is a ValueError: one line and exit 2
-    kv = None if args.kv_budget_mb is None else max(1, int(args.kv_budget_mb * (1 << 20)))
-    target = await asyncio.to_thread(load_target, source, max_concurrent=args.max_concurrent,
-                                     max_queue=args.max_queue, kv_budget_bytes=kv)
+    settings: dict[str, int] = {"max_concurrent": args.max_concurrent,
+                                "max_queue": args.max_queue}
+    if args.kv_budget_mb is not None:  # else BATCHCHAT_KV_BUDGET_MB, else the default
+        settings["kv_budget_bytes"] = max(1, int(args.kv_budget_mb * (1 << 20)))
+    target = await asyncio.to_thread(load_target, source, **settings)
     await target.start()
     name = args.served_model_name or model_id(target, source)
     server = ApiServer(lambda: target, lambda: name, config)
