@@ -27,6 +27,7 @@ from mlx.utils import tree_flatten
 from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
+from .units import format_bytes
 
 MIN_DEFAULT_BUDGET = 256 << 20  # below this a model's longer prompts could not run at all
 # A running slot's share: a short chat turn (prompt + reply + mlx-lm's 256-token allocation
@@ -134,9 +135,9 @@ def default_budget(model: nn.Module, context_length: int, max_concurrent: int,
     available, where = available_memory(weights_bytes(model))
     nbytes, prefix = formula(per_token, context_length, max_concurrent, available)
     if nbytes == available // MEMORY_SHARE:
-        why = f"1/{MEMORY_SHARE} of {_size(available)} {where}"
+        why = f"1/{MEMORY_SHARE} of {format_bytes(available)} {where}"
     elif nbytes == MIN_DEFAULT_BUDGET:
-        why = f"the least default, {_size(MIN_DEFAULT_BUDGET)}"
+        why = f"the least default, {format_bytes(MIN_DEFAULT_BUDGET)}"
     else:
         tokens = max(wanted_tokens(context_length, max_concurrent),
                      context_length + KVCache.step)
@@ -144,9 +145,9 @@ def default_budget(model: nn.Module, context_length: int, max_concurrent: int,
                f"{min(context_length, SPARE_TOKENS)} tokens"
                + ("" if nbytes == per_token * wanted_tokens(context_length, max_concurrent)
                   else f", or one sequence of {tokens}")
-               + f", x {_size(per_token)} a token")
+               + f", x {format_bytes(per_token)} a token")
     if prefix < nbytes:
-        why += f"; cached prefixes at most {_size(prefix)}"
+        why += f"; cached prefixes at most {format_bytes(prefix)}"
     return KvBudget(nbytes, prefix, f"default: {why}")
 
 
@@ -159,12 +160,3 @@ def choose_budget(override: int | None, model: nn.Module, context_length: int,
                         "set: EngineConfig.kv_budget_bytes / BATCHCHAT_KV_BUDGET_MB")
     return default_budget(model, context_length, max_concurrent, per_token)
 
-
-def _size(n: int) -> str:
-    """Binary units for the budget's reasoning ("45 KiB", "1.1 GiB")."""
-    value, unit = float(n), "B"
-    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, next_unit
-    return f"{value:.0f} {unit}" if unit == "B" or value >= 10 else f"{value:.1f} {unit}"

@@ -20,6 +20,7 @@ from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickR
 from .stream import EventStream, RequestStream
 from .text_check import lone_surrogate, repair_text
 from .token_event import TokenEvent
+from .units import format_bytes
 
 __all__ = [
     "CpuOptions",
@@ -41,6 +42,7 @@ __all__ = [
     "TokenEvent",
     "describe_determinism",
     "ensure_fast_blas",
+    "format_bytes",
     "kv_budget_from_env",
     "lone_surrogate",
     "repair_text",

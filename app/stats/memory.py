@@ -7,22 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.public import format_bytes
+
 if TYPE_CHECKING:
     from engine.public import EngineStats
 
 NONE = "–"
-
-
-def format_bytes(n: int) -> str:
-    """Binary units, three significant figures at most: "512 B", "46 KiB", "5.9 GiB"."""
-    value, unit = float(n), "B"
-    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, next_unit
-    if unit == "B" or value >= 10:
-        return f"{value:.0f} {unit}"
-    return f"{value:.1f} {unit}"
 
 
 @dataclass(frozen=True, slots=True)
