@@ -14,8 +14,12 @@ from .storage import SafeStore
 class AppContext:
     settings: Settings
     bridge: EngineBridge
-    store: SafeStore | None = None  # the history store, once the app saves chats
-    history: HistorySync | None = None  # keeps `store` in step with the tabs (app.history.sync)
+    history: HistorySync | None = None  # the saved chats (app.history.sync), once the app saves
+
+    @property
+    def store(self) -> SafeStore | None:
+        """The history store, to read from (HistorySync is its one writer)."""
+        return self.history.store if self.history is not None else None
 
     def __post_init__(self) -> None:
         # tabs on a remote backend find its connection in the settings, as saved now

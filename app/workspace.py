@@ -16,6 +16,7 @@ from .events import Event
 from .history.sync import HistorySync
 from .kv_saver import KVSaver
 from .settings import Settings
+from .storage import StorageError
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,7 @@ class Workspace:
             if self.history is not None:
                 try:
                     return self.open_session(conv.session_id)
-                except Exception as exc:  # noqa: BLE001 - deleted meanwhile: the one before
+                except (StorageError, KeyError) as exc:  # deleted meanwhile: the one before
                     log.info("cannot reopen %s: %s", conv.title, exc)
                     continue
             # a fresh Conversation: the closed tab's views still listen to the old one

@@ -26,7 +26,6 @@ def run_window(args: argparse.Namespace, *, loader: Loader | None = None,
     loop = make_loop(app)
     ctx = AppContext.create(bridge=EngineBridge(loader) if loader is not None else None)
     ctx.history = HistorySync.open(args.db)
-    ctx.store = ctx.history.store
     window = MainWindow(ctx)
     if on_window is not None:
         on_window(window)

@@ -163,7 +163,7 @@ class HistoryApp:
         bridge = EngineBridge(loader=lambda source: self.make_engine(**options))
         self.loop.run_until_complete(bridge.use_engine(self.make_engine(**options), "tiny"))
         self.history = HistorySync.open(self.db, **sync_options)
-        ctx = AppContext(self.settings, bridge, store=self.history.store, history=self.history)
+        ctx = AppContext(self.settings, bridge, history=self.history)
         self.window = MainWindow(ctx)
         self.window.show()
         self.qtbot.waitExposed(self.window)
