@@ -1,44 +1,41 @@
-"""One chat (one tab): its messages, system prompt and sampling settings. Qt-free.
+"""One chat (one tab): its tree of messages, the path shown, its system prompt and settings.
 
-Views subscribe to the events; every change to the message list goes through here.
+Qt-free. Views subscribe to the events; every change to the messages goes through here.
+The messages are a tree (app/message_tree.py): Regenerate and Edit add versions beside the
+old ones, several answers at once are versions made in one batch, Compare asks several
+targets at once, and a branch is a new chat with a copy of the path up to a message.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engine.public import lone_surrogate, repair_text
 
-from .bridge import EngineBridge, Generation, ReplyStats, SubmitError
+from .bridge import EngineBridge, Generation, SubmitError
 from .events import Event
+from .message_tree import ChatMessage, MessageTree, Removed
 from .titles import title_from_message
 from .waiting import wait_note
 
+__all__ = ["ChatMessage", "Conversation", "FINISH_NOTES", "MAX_ANSWERS", "ReplyTarget"]
+
 _ids = itertools.count(1)
+MAX_ANSWERS = 4  # several answers at once: 2 to this many
 
 
-@dataclass
-class ChatMessage:
-    role: str  # "user" | "assistant"
-    content: str
-    streaming: bool = False
-    stats: ReplyStats | None = None
-    finish_reason: str | None = None
-    error: str | None = None
-    request_id: str | None = None
-    params: dict[str, Any] | None = None  # the sampling settings a reply was made with
-    # A reply's generated token ids: handed back with the next prompt so the engine reuses
-    # its cached KV exactly (engine/chat_prompt.py); None for user text and old replies.
-    token_ids: list[int] | None = None
-    wait_note: str = ""  # before the first token: "queued — 2 ahead", "reading prompt 40 %"
-    # Who answered: the backend (None: the local engine, else a connection's name) and its
-    # description ("SmolLM2 …" or "lab (qwen)"), saved with the reply's stats
-    backend: str | None = None
-    answered_by: str = ""
-    id: str = field(default_factory=lambda: str(uuid.uuid4()))  # its history row
+@dataclass(frozen=True)
+class ReplyTarget:
+    """Where one reply comes from: a backend (None: the local engine, else a saved
+    connection's name) and the sampling settings; `label` names it in a compare view."""
+
+    backend: str | None
+    params: dict[str, Any]
+    label: str = ""
 
 
 FINISH_NOTES = {
@@ -51,15 +48,25 @@ FINISH_NOTES = {
 
 
 class Conversation:
-    """Events: `reset()` (message list replaced or truncated), `added(index)`,
+    """Events about the shown path (indices into `messages`): `reset()` (the path was
+    replaced: a version switched, a message deleted or restored), `added(index)`,
     `delta(index, text)`, `reply_finished(index)` (the reply has its stats and finish
-    reason), `busy_changed(bool)`, `notice(text)`, `meta_changed()` (title, system prompt,
+    reason), `waiting(index)` (its wait_note changed).
+
+    Events about any message of the tree, shown or not (the history and compare views
+    follow these): `message_added(msg)`, `message_delta(msg, text)`,
+    `message_finished(msg)`, `message_waiting(msg)`, `removed(list[msg])` (deleted; an
+    undo adds them again with `message_added`), `shown_changed()` (the path's last
+    message changed).
+
+    And `busy_changed(bool)`, `notice(text)`, `meta_changed()` (title, system prompt,
     settings or preset)."""
 
     def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
                  params: dict[str, Any] | None = None, session_id: str | None = None,
                  messages: list[ChatMessage] | None = None, preset: str | None = None,
-                 backend: str | None = None) -> None:
+                 backend: str | None = None, tree: MessageTree | None = None) -> None:
+        """`messages`: one path (each follows the one before); `tree`: a whole tree."""
         self.id = next(_ids)
         self.session_id = session_id or str(uuid.uuid4())  # its row in the history store
         self.bridge = bridge
@@ -68,13 +75,22 @@ class Conversation:
         self.params: dict[str, Any] = dict(params or {})
         self.preset = preset
         self.backend = backend  # None: the local engine; else a saved connection's name
-        self.messages: list[ChatMessage] = list(messages or [])
-        self.generation: Generation | None = None
-        self.generations: list[Generation] = []  # the newest reply and any still running
+        self.tree = tree if tree is not None else MessageTree.chain(messages or [])
+        self.running: dict[str, Generation] = {}  # reply message id -> its Generation
+        self.generations: list[Generation] = []  # the newest replies and any still running
+        self._undo: list[Removed] = []
         self.reset, self.added, self.delta = Event(), Event(), Event()
         self.reply_finished, self.busy_changed, self.notice = Event(), Event(), Event()
         self.meta_changed = Event()
         self.waiting = Event()  # (index): a reply's wait_note changed
+        self.message_added, self.message_delta = Event(), Event()
+        self.message_finished, self.message_waiting = Event(), Event()
+        self.removed, self.shown_changed = Event(), Event()
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        """The path shown, first message to last."""
+        return self.tree.path
 
     @property
     def default_title(self) -> str:
@@ -87,42 +103,130 @@ class Conversation:
 
     @property
     def is_busy(self) -> bool:
-        return self.generation is not None
+        return bool(self.running)
+
+    @property
+    def generation(self) -> Generation | None:
+        """A reply still running (the first started), if any."""
+        return next(iter(self.running.values()), None)
 
     @property
     def can_regenerate(self) -> bool:
         return not self.is_busy and any(m.role == "user" for m in self.messages)
 
-    # -- actions ------------------------------------------------------------------------
-    def send(self, text: str) -> bool:
-        """Add a user message and start the reply. False (with a notice) if refused."""
-        if self.is_busy or not text.strip() or not self._valid_text(text):
+    @property
+    def can_undo_delete(self) -> bool:
+        return bool(self._undo)
+
+    def versions(self, index: int) -> tuple[int, int]:
+        """(which version message `index` is, counting from 1; how many there are)."""
+        return self.tree.version(self.messages[index])
+
+    # -- sending ------------------------------------------------------------------------
+    def send(self, text: str, n: int = 1) -> bool:
+        """Add a user message and start `n` replies (versions, one batch). False (with a
+        notice) if refused."""
+        if not self._can_send(text) or not self._valid_n(n):
             return False
-        if not self.messages and self.title == self.default_title:
+        if not self.tree.nodes and self.title == self.default_title:
             # named after its first message until the user renames it
             self.rename(title_from_message(text) or self.title)
-        self.messages.append(ChatMessage("user", text))
-        self.added.emit(len(self.messages) - 1)
-        return self._start()
+        user = self._add(ChatMessage("user", text), self.tree.leaf)
+        return self._start(user, self._same_targets(n))
 
-    def regenerate(self) -> bool:
-        """Drop the last reply (if any) and generate it again."""
-        if not self.can_regenerate:
+    def regenerate(self, n: int = 1, index: int | None = None) -> bool:
+        """New versions of reply `index` (default: the last reply, or the replies to a last
+        user message): the old ones are kept beside them."""
+        if not self.can_regenerate or not self._valid_n(n):
             return False
-        if self.messages[-1].role == "assistant":
-            self._truncate(len(self.messages) - 1)
-        return self._start()
-
-    def edit_and_resend(self, index: int, text: str) -> bool:
-        """Replace user message `index`, drop everything after it, and reply again."""
-        if self.is_busy or not text.strip() or self.messages[index].role != "user" \
-                or not self._valid_text(text):
+        parent = self._reply_parent(index)
+        if parent is None:
             return False
-        self._truncate(index)
-        self.messages.append(ChatMessage("user", text))
-        self.added.emit(index)
-        return self._start()
+        return self._start(parent, self._same_targets(n))
 
+    def edit_and_resend(self, index: int, text: str, n: int = 1) -> bool:
+        """A new version of user message `index`, and replies to it; the old message and
+        everything after it stay as the other version."""
+        if not self._can_send(text) or self.messages[index].role != "user" \
+                or not self._valid_n(n):
+            return False
+        old = self.messages[index]
+        parent = self.tree.nodes.get(old.parent_id or "")
+        user = self._add(ChatMessage("user", text), parent)
+        return self._start(user, self._same_targets(n))
+
+    def compare(self, text: str, targets: list[ReplyTarget]) -> list[ChatMessage]:
+        """Send `text` once and ask every target at once; their replies are versions (the
+        first shown). The replies started ([] if refused)."""
+        if not targets or not self._can_send(text):
+            return []
+        if not self.tree.nodes and self.title == self.default_title:
+            self.rename(title_from_message(text) or self.title)
+        user = self._add(ChatMessage("user", text), self.tree.leaf)
+        before = set(self.running)
+        self._start(user, targets)
+        return [self.tree.nodes[i] for i in self.running if i not in before]
+
+    # -- the tree -----------------------------------------------------------------------
+    def switch_version(self, index: int, step: int) -> bool:
+        """Show the version `step` places from message `index` (-1: the one before)."""
+        msg = self.messages[index]
+        sibs = self.tree.siblings(msg)
+        pos = sibs.index(msg) + step
+        if step == 0 or not 0 <= pos < len(sibs):
+            return False
+        self.show(sibs[pos].id)
+        return True
+
+    def show(self, message_id: str) -> None:
+        """Show the path through this message (a compare pick, a search hit)."""
+        if self.tree.leaf is not None and message_id == self.tree.leaf.id:
+            return
+        self.tree.show(message_id)
+        self.reset.emit()
+        self.shown_changed.emit()
+
+    def delete(self, index: int) -> bool:
+        """Delete message `index` and everything after it (in every branch below it); the
+        nearest version left is shown. `undo_delete` puts it back."""
+        if self.is_busy or not 0 <= index < len(self.messages):
+            if self.is_busy:
+                self.notice.emit("Stop the reply before deleting messages.")
+            return False
+        removed = self.tree.remove(self.messages[index])
+        self._undo = [*self._undo[-19:], removed]
+        self.removed.emit(list(removed.messages))
+        self.reset.emit()
+        self.shown_changed.emit()
+        return True
+
+    def undo_delete(self) -> bool:
+        """Put back the messages deleted last, and the path shown then."""
+        if not self._undo:
+            return False
+        removed = self._undo.pop()
+        self.tree.restore(removed)
+        for msg in removed.messages:
+            self.message_added.emit(msg)
+        self.reset.emit()
+        self.shown_changed.emit()
+        return True
+
+    def branch(self, index: int) -> Conversation:
+        """A new chat with a copy of the path up to message `index` (same settings, same
+        token ids, so the engine serves its prompt from the cached prefix)."""
+        path = [copy.copy(m) for m in self.messages[:index + 1]]
+        for m in path:
+            m.id, m.streaming, m.wait_note, m.request_id = str(uuid.uuid4()), False, "", None
+            if m.params is not None:
+                m.params = dict(m.params)
+            if m.token_ids is not None:
+                m.token_ids = list(m.token_ids)
+        return Conversation(self.bridge, title=f"{self.title} (branch)",
+                            system_prompt=self.system_prompt, params=dict(self.params),
+                            preset=self.preset, backend=self.backend, messages=path)
+
+    # -- settings -----------------------------------------------------------------------
     # Titles and settings are never refused: text that is not valid Unicode (it could never
     # be saved) is repaired instead, each bad character becoming U+FFFD.
     def rename(self, title: str) -> None:
@@ -145,27 +249,32 @@ class Conversation:
             self.meta_changed.emit()
 
     def stop(self) -> None:
-        if self.generation is not None:
-            self.generation.cancel()
+        for gen in list(self.running.values()):
+            gen.cancel()
 
     def close(self) -> None:
-        """The tab is closing: cancel the reply and stop listening to it."""
-        gen, self.generation = self.generation, None
-        if gen is not None:
+        """The tab is closing: cancel the replies and stop listening to them."""
+        running, self.running = list(self.running.values()), {}
+        for gen in running:
             gen.detach()
             gen.cancel()
 
-    def prompt_messages(self) -> list[dict[str, Any]]:
-        """The chat as the engine takes it: replies carry their token ids."""
+    def prompt_messages(self, upto: ChatMessage | None = None) -> list[dict[str, Any]]:
+        """The chat as the engine takes it, through `upto` (default: the path shown):
+        replies carry their token ids."""
+        path = self.messages if upto is None else [*self.tree.ancestors(upto), upto]
         out: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}] \
             if self.system_prompt.strip() else []
-        for m in self.messages:
+        for m in path:
             if m.content or m.role == "user":
                 out.append({"role": m.role, "content": m.content}
                            | ({"token_ids": m.token_ids} if m.token_ids else {}))
         return out
 
     # -- internals ----------------------------------------------------------------------
+    def _can_send(self, text: str) -> bool:
+        return not self.is_busy and bool(text.strip()) and self._valid_text(text)
+
     def _valid_text(self, text: str) -> bool:
         """False, with a notice naming the character, for text the model and the history
         cannot take (a lone surrogate); the user fixes it, nothing is sent or saved."""
@@ -174,57 +283,130 @@ class Conversation:
             self.notice.emit(f"Not sent: the message {bad}. Remove or retype that character.")
         return bad is None
 
-    def _truncate(self, n: int) -> None:
-        del self.messages[n:]
-        self.reset.emit()
+    def _valid_n(self, n: int) -> bool:
+        if 1 <= n <= MAX_ANSWERS:
+            return True
+        self.notice.emit(f"Ask for 1 to {MAX_ANSWERS} answers at once (not {n}).")
+        return False
 
-    def _start(self) -> bool:
-        try:
-            gen = self.bridge.submit(self.prompt_messages(), self.params, tag=self.tag,
-                                     backend=self.backend)
-        except SubmitError as exc:
-            self.notice.emit(_submit_note(exc))
+    def _same_targets(self, n: int) -> list[ReplyTarget]:
+        """`n` answers with the chat's settings; with a seed s, answer i uses seed s + i
+        (as the API's `n` does), so each one can be made again alone."""
+        seed = self.params.get("seed")
+        return [ReplyTarget(self.backend, dict(self.params) | (
+            {"seed": seed + i} if isinstance(seed, int) and i else {})) for i in range(n)]
+
+    def _reply_parent(self, index: int | None) -> ChatMessage | None:
+        """The message new versions of reply `index` answer."""
+        if index is None:
+            leaf = self.tree.leaf
+            if leaf is None:
+                return None
+            return self.tree.nodes.get(leaf.parent_id or "") if leaf.role == "assistant" \
+                else leaf
+        msg = self.messages[index]
+        if msg.role != "assistant":
+            return msg
+        return self.tree.nodes.get(msg.parent_id or "")
+
+    def _add(self, msg: ChatMessage, parent: ChatMessage | None) -> ChatMessage:
+        """Add `msg` below `parent` and show it."""
+        appended = self.tree.leaf is parent
+        self.tree.add(msg, parent)
+        self.tree.show(msg.id)
+        self.message_added.emit(msg)
+        if appended:
+            self.added.emit(len(self.messages) - 1)
+        else:  # a new version of an earlier message: the path after it changed
+            self.reset.emit()
+        self.shown_changed.emit()
+        return msg
+
+    def _start(self, parent: ChatMessage, targets: list[ReplyTarget]) -> bool:
+        """Start one reply to `parent` per target; the first is shown. Local replies to
+        the same prompt share its prefill (the engine prefills it once)."""
+        prompt = self.prompt_messages(parent)
+        leader: Generation | None = None
+        started: list[ChatMessage] = []
+        for target in targets:
+            try:
+                gen = self.bridge.submit(prompt, target.params, tag=self.tag,
+                                         backend=target.backend,
+                                         share_prompt_with=leader if target.backend is None
+                                         else None)
+            except SubmitError as exc:
+                self.notice.emit(_submit_note(exc))
+                continue
+            if target.backend is None and leader is None:
+                leader = gen
+            started.append(self._follow(gen, parent, target))
+        if not started:
             return False
-        self.generation = gen
+        if self.tree.leaf is not started[0]:
+            self.tree.show(started[0].id)
+            self.reset.emit()
+            self.shown_changed.emit()
+        return True
+
+    def _follow(self, gen: Generation, parent: ChatMessage,
+                target: ReplyTarget) -> ChatMessage:
         # Only replies still running, and the newest, keep their Generation (the history
         # finds a reply's stats by it until it has ended): each holds its prompt's ids (the
         # whole chat so far), its text and its tokens, which the messages keep anyway; kept
         # for every turn, a chat's memory grew with the square of its turns.
         self.generations = [g for g in self.generations if not g.is_finished]
         self.generations.append(gen)
-        self.messages.append(ChatMessage("assistant", "", streaming=True,
-                                         request_id=gen.request_id, params=dict(self.params),
-                                         backend=gen.backend, answered_by=gen.answered_by))
-        index = len(self.messages) - 1
-        gen.delta.connect(lambda text: self._on_delta(index, text))
-        gen.finished.connect(lambda g: self._on_finished(index, g))
-        gen.waiting.connect(lambda progress: self._on_waiting(index, progress))
-        self.added.emit(index)
-        self.busy_changed.emit(True)
-        return True
+        msg = ChatMessage("assistant", "", streaming=True, request_id=gen.request_id,
+                          params=dict(target.params), backend=gen.backend,
+                          answered_by=gen.answered_by)
+        was_busy = self.is_busy
+        self.tree.add(msg, parent)
+        self.running[msg.id] = gen
+        shown_below = self.tree.leaf is parent
+        if shown_below:
+            self.tree.show(msg.id)
+        gen.delta.connect(lambda text: self._on_delta(msg, text))
+        gen.finished.connect(lambda g: self._on_finished(msg, g))
+        gen.waiting.connect(lambda progress: self._on_waiting(msg, progress))
+        self.message_added.emit(msg)
+        if shown_below:
+            self.added.emit(len(self.messages) - 1)
+            self.shown_changed.emit()
+        if not was_busy:
+            self.busy_changed.emit(True)
+        return msg
 
-    def _on_waiting(self, index: int, progress: Any) -> None:
+    def _on_waiting(self, msg: ChatMessage, progress: Any) -> None:
         note = wait_note(progress)
-        if note != self.messages[index].wait_note:
-            self.messages[index].wait_note = note
-            self.waiting.emit(index)
+        if note != msg.wait_note:
+            msg.wait_note = note
+            self.message_waiting.emit(msg)
+            index = self.tree.index(msg)
+            if index is not None:
+                self.waiting.emit(index)
 
-    def _on_delta(self, index: int, text: str) -> None:
-        self.messages[index].wait_note = ""
-        self.messages[index].content += text
-        self.delta.emit(index, text)
+    def _on_delta(self, msg: ChatMessage, text: str) -> None:
+        msg.wait_note = ""
+        msg.content += text
+        self.message_delta.emit(msg, text)
+        index = self.tree.index(msg)
+        if index is not None:
+            self.delta.emit(index, text)
 
-    def _on_finished(self, index: int, gen: Generation) -> None:
-        msg = self.messages[index]
+    def _on_finished(self, msg: ChatMessage, gen: Generation) -> None:
         msg.streaming = False
         msg.wait_note = ""
         msg.stats = gen.stats
         msg.finish_reason = gen.finish_reason
         msg.error = gen.error
         msg.token_ids = gen.tokens or None
-        self.generation = None
-        self.reply_finished.emit(index)
-        self.busy_changed.emit(False)
+        self.running.pop(msg.id, None)
+        self.message_finished.emit(msg)
+        index = self.tree.index(msg)
+        if index is not None:
+            self.reply_finished.emit(index)
+        if not self.running:
+            self.busy_changed.emit(False)
         if gen.finish_reason == "error" and gen.backend is not None:
             kept = " The partial reply is kept above." if msg.content else ""
             self.notice.emit(f"Server error: {gen.error or 'unknown'}.{kept}")

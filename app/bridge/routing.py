@@ -49,7 +49,8 @@ class Router:
         self.remotes = remotes
 
     def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
-               tag: str | None = None, backend: str | None = None) -> Generation:
+               tag: str | None = None, backend: str | None = None,
+               share_prompt_with: Generation | None = None) -> Generation:
         """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
         `backend` names a saved connection (a RemoteStream), None the local engine."""
         if backend is not None:

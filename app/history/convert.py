@@ -7,6 +7,7 @@ from typing import Any
 
 from app.bridge import EngineBridge, Generation, ReplyStats
 from app.conversation import ChatMessage, Conversation
+from app.message_tree import MessageTree
 from app.storage import LoadedSession, Message, RequestStatsRecord, Session
 
 INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, kill)
@@ -14,9 +15,11 @@ INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, 
 
 def session_record(conv: Conversation, *, position: int, is_open: bool,
                    created_at: str | None = None) -> Session:
+    leaf = conv.tree.leaf
     session = Session(title=conv.title, system_prompt=conv.system_prompt,
                       params=dict(conv.params), preset=conv.preset, position=position,
-                      is_open=is_open, id=conv.session_id)
+                      is_open=is_open, id=conv.session_id,
+                      shown_leaf_id=leaf.id if leaf is not None else None)
     if created_at is not None:
         session.created_at = created_at
     return session
@@ -44,12 +47,12 @@ def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any
     return out
 
 
-def message_record(conv: Conversation, index: int, *, created_at: str | None = None,
+def message_record(conv: Conversation, msg: ChatMessage, *, created_at: str | None = None,
                    gen: Generation | None = None) -> Message:
-    msg = conv.messages[index]
-    record = Message(session_id=conv.session_id, seq=index, role=msg.role,  # type: ignore[arg-type]
+    record = Message(session_id=conv.session_id, seq=msg.seq, role=msg.role,  # type: ignore[arg-type]
                      content=msg.content, is_complete=not msg.streaming, params=msg.params,
-                     stats=stats_dict(msg, gen), token_ids=token_ids(msg), id=msg.id)
+                     stats=stats_dict(msg, gen), token_ids=token_ids(msg), id=msg.id,
+                     parent_id=msg.parent_id)
     if created_at is not None:
         record.created_at = created_at
     return record
@@ -77,7 +80,8 @@ def request_stats_record(conv: Conversation, msg: ChatMessage,
 
 def chat_message(record: Message) -> ChatMessage:
     """A saved message as the tab shows it; an incomplete reply is marked interrupted."""
-    msg = ChatMessage(record.role, record.content, params=record.params, id=record.id)
+    msg = ChatMessage(record.role, record.content, params=record.params, id=record.id,
+                      parent_id=record.parent_id, seq=record.seq)
     if record.role != "assistant":
         return msg
     if not record.is_complete:
@@ -105,13 +109,18 @@ def chat_message(record: Message) -> ChatMessage:
 def conversation(loaded: LoadedSession, bridge: EngineBridge) -> Conversation:
     s = loaded.session
     messages = [chat_message(m) for m in loaded.messages]
+    # Rows that name no parents at all were written as one path (an import of an export
+    # from before trees, another program): each follows the one before it.
+    tree = MessageTree.chain(messages) if len(messages) > 1 and all(
+        m.parent_id is None for m in messages) else MessageTree(messages, s.shown_leaf_id)
     return Conversation(bridge, title=s.title, system_prompt=s.system_prompt,
                         params=dict(s.params), session_id=s.id, preset=s.preset,
-                        messages=messages, backend=last_backend(messages))
+                        tree=tree, backend=last_backend(tree.path))
 
 
 def last_backend(messages: list[ChatMessage]) -> str | None:
-    """A restored chat goes on where its last reply came from (None: the local engine)."""
+    """A restored chat goes on where the shown path's last reply came from (None: the
+    local engine)."""
     replies = [m for m in messages if m.role == "assistant" and m.finish_reason is not None]
     return replies[-1].backend if replies else None
 

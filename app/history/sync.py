@@ -11,8 +11,9 @@ system prompt or settings change; its tab position on every add/close/move; a us
 message when it is sent; a reply at its first token (incomplete), its text again at
 most `checkpoint_s` after any new text arrived, and whole (complete, with its settings,
 stats and finish reason) when it ends; one request-stats row per finished request.
-Messages a regenerate or edit-and-resend dropped are deleted, so the stored chat is
-always what the tab shows. Timers run on the current asyncio loop (qasync's in the app).
+Every version is kept (a chat is a tree, app/message_tree.py), with the path the tab
+shows (the session's shown_leaf_id); messages the user deletes are deleted, and saved
+again by an undo. Timers run on the current asyncio loop (qasync's in the app).
 """
 
 from __future__ import annotations
@@ -206,13 +207,18 @@ class HistorySync:
         if loaded is None:
             self._save_session(t)
         for event, fn in (
-            (conv.added, lambda i: self._on_added(t, i)),
-            (conv.delta, lambda i, _text: self._on_delta(t, i)),
-            (conv.reply_finished, lambda i: self._on_finished(t, i)),
-            (conv.reset, lambda: self._on_reset(t)),
+            (conv.message_added, lambda msg: self._on_added(t, msg)),
+            (conv.message_delta, lambda msg, _text: self._on_delta(t, msg)),
+            (conv.message_finished, lambda msg: self._on_finished(t, msg)),
+            (conv.removed, lambda msgs: self._on_removed(t, msgs)),
             (conv.meta_changed, lambda: self._later(("meta", conv.session_id),
                                                     self.meta_delay_s,
                                                     lambda: self._save_session(t))),
+            # the path shown is saved with the session (delayed: switching versions fast
+            # writes once)
+            (conv.shown_changed, lambda: self._later(("meta", conv.session_id),
+                                                     self.meta_delay_s,
+                                                     lambda: self._save_session(t))),
         ):
             event.connect(fn)
             t.listeners.append((event, fn))
@@ -225,18 +231,19 @@ class HistorySync:
             return
         for event, fn in t.listeners:
             event.disconnect(fn)
-        self._drop_due(conv.session_id, {m.id for m in conv.messages})
-        if not conv.messages and not t.saved:
+        nodes = list(conv.tree.nodes.values())
+        self._drop_due(conv.session_id, {m.id for m in nodes})
+        if not nodes and not t.saved:
             self._write(self.store.delete_session, conv.session_id)
             return
         self._save_session(t)
-        for i, msg in enumerate(conv.messages):
+        for msg in nodes:
             if msg.streaming:  # closing cancels it: keep what was shown, as stopped
                 msg.streaming, msg.finish_reason = False, msg.finish_reason or "cancelled"
-                self._save_message(t, i)
+                self._save_message(t, msg)
                 gen = _generation(conv, msg)
                 if gen is not None and not gen.is_finished:  # its stats come when it ends
-                    gen.done.connect(lambda g, t=t, i=i: self._closed_reply_ended(t, i, g))
+                    gen.done.connect(lambda g, t=t, m=msg: self._closed_reply_ended(t, m, g))
         self._write(self.store.close_session, conv.session_id)
 
     def set_tab_order(self, convs: list[Conversation]) -> None:
@@ -300,16 +307,15 @@ class HistorySync:
         return False
 
     # -- conversation events ------------------------------------------------------------
-    def _on_added(self, t: _Tracked, index: int) -> None:
-        if index == 0:
+    def _on_added(self, t: _Tracked, msg: ChatMessage) -> None:
+        if len(t.conv.tree.nodes) == 1:
             self._save_session(t)  # the first message names the chat: its title at once
-        if not t.conv.messages[index].streaming:  # a reply is saved at its first token
-            self._save_message(t, index)
+        if not msg.streaming:  # a reply is saved at its first token
+            self._save_message(t, msg)
 
-    def _on_delta(self, t: _Tracked, index: int) -> None:
-        msg = t.conv.messages[index]
+    def _on_delta(self, t: _Tracked, msg: ChatMessage) -> None:
         if msg.id not in t.saved:
-            self._save_message(t, index)
+            self._save_message(t, msg)
             t.last_checkpoint[msg.id] = time.monotonic()
             return
         key = ("checkpoint", msg.id)
@@ -323,33 +329,31 @@ class HistorySync:
             t.last_checkpoint[msg.id] = time.monotonic()
             self._write(self.store.checkpoint_message, msg.id, msg.content)
 
-    def _on_finished(self, t: _Tracked, index: int) -> None:
-        msg = t.conv.messages[index]
+    def _on_finished(self, t: _Tracked, msg: ChatMessage) -> None:
         self._due.pop(("checkpoint", msg.id), None)
         t.last_checkpoint.pop(msg.id, None)
         gen = _generation(t.conv, msg)
-        self._save_message(t, index, gen)
+        self._save_message(t, msg, gen)
         record = convert.request_stats_record(t.conv, msg, gen) if gen is not None else None
         if record is not None:
             self._write(self.store.record_request_stats, record)
 
-    def _closed_reply_ended(self, t: _Tracked, index: int, gen: Generation) -> None:
+    def _closed_reply_ended(self, t: _Tracked, msg: ChatMessage, gen: Generation) -> None:
         """A reply cancelled by closing its tab has ended: its stats are saved like any
         other's (the text stays what the tab showed)."""
-        msg = t.conv.messages[index] if index < len(t.conv.messages) else None
-        if msg is None or msg.request_id != gen.request_id:
+        if msg.request_id != gen.request_id or msg.id not in t.conv.tree.nodes:
             return
         msg.stats, msg.finish_reason, msg.error = gen.stats, gen.finish_reason, gen.error
-        self._save_message(t, index, gen)
+        self._save_message(t, msg, gen)
         record = convert.request_stats_record(t.conv, msg, gen)
         if record is not None:
             self._write(self.store.record_request_stats, record)
 
-    def _on_reset(self, t: _Tracked) -> None:
-        shown = {m.id for m in t.conv.messages}
-        dropped = [mid for mid in t.saved if mid not in shown]
+    def _on_removed(self, t: _Tracked, messages: list[ChatMessage]) -> None:
+        """Deleted messages leave the store (an undo saves them again)."""
+        dropped = [m.id for m in messages if m.id in t.saved]
         self._drop_due(t.conv.session_id, set(dropped))
-        for mid in dropped:
+        for mid in reversed(dropped):  # replies before the messages they answer
             del t.saved[mid]
             self._write(self.store.delete_message, mid)
 
@@ -361,9 +365,9 @@ class HistorySync:
         t.created_at = record.created_at
         self._write(self.store.save_session, record)
 
-    def _save_message(self, t: _Tracked, index: int, gen: Generation | None = None) -> None:
-        msg = t.conv.messages[index]
-        record = convert.message_record(t.conv, index, created_at=t.saved.get(msg.id), gen=gen)
+    def _save_message(self, t: _Tracked, msg: ChatMessage,
+                      gen: Generation | None = None) -> None:
+        record = convert.message_record(t.conv, msg, created_at=t.saved.get(msg.id), gen=gen)
         t.saved[msg.id] = record.created_at
         self._write(self.store.save_message, record)
 

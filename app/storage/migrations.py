@@ -127,6 +127,24 @@ def m004_request_stats_cached_tokens(db: Database) -> None:
     db["request_stats"].add_column("cached_tokens", int, not_null_default=0)
 
 
+@_migration
+def m005_message_tree(db: Database) -> None:
+    # Issue #29: a chat is a tree. Each message names its parent (NULL: a first message);
+    # seq becomes the order messages were made in (siblings and versions sort by it). Every
+    # chat written before is one path: each message's parent is the one before it by seq.
+    db["messages"].add_column("parent_id", str)
+    db.execute(
+        "UPDATE messages SET parent_id = (SELECT p.id FROM messages p WHERE "
+        "p.session_id = messages.session_id AND p.seq < messages.seq ORDER BY p.seq DESC "
+        "LIMIT 1)"
+    )
+    db["messages"].create_index(["parent_id"])
+    # The path a tab shows ends here (NULL: the newest message's path); pinned chats sort
+    # first in the sidebar.
+    db["sessions"].add_column("shown_leaf_id", str)
+    db["sessions"].add_column("pinned", int, not_null_default=0)
+
+
 def check_not_newer(db: Database, path: Path) -> None:
     """Refuse a database that has migrations this code does not know (read-only check)."""
     unknown = [m.name for m in migrations.applied(db) if m.name not in _NAMES]

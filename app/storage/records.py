@@ -108,7 +108,7 @@ class Session(Record):
 
     TABLE: ClassVar[str] = "sessions"
     JSON_FIELDS: ClassVar[tuple[str, ...]] = ("params",)
-    BOOL_FIELDS: ClassVar[tuple[str, ...]] = ("is_open",)
+    BOOL_FIELDS: ClassVar[tuple[str, ...]] = ("is_open", "pinned")
 
     title: str = "New chat"
     system_prompt: str = ""
@@ -118,6 +118,9 @@ class Session(Record):
     preset: str | None = None
     position: int = 0
     is_open: bool = True
+    # The last message of the path the tab shows (None: the newest message's path).
+    shown_leaf_id: str | None = None
+    pinned: bool = False  # listed first in the sidebar
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
     updated_at: str = field(default_factory=utc_now)
@@ -143,6 +146,9 @@ class Message(Record):
     # A finished reply's generated token ids (app.conversation.ChatMessage.token_ids); they
     # belong to this exact content, so whatever rewrites the content drops them.
     token_ids: list[int] | None = None
+    # The message this one follows (None: a first message). A chat is a tree: versions of
+    # a reply or of an edited message are siblings; seq orders them by when they were made.
+    parent_id: str | None = None
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
     updated_at: str = field(default_factory=utc_now)

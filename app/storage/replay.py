@@ -166,6 +166,7 @@ class _Replayer:
         return {
             "save_session": self._save_session, "save_message": self._save_message,
             "checkpoint_message": self._checkpoint, "rename_session": self._rename,
+            "set_pinned": self._pin,
             "open_session": self._open, "close_session": self._close,
             "reorder_sessions": self._reorder, "delete_session": self._delete_session,
             "delete_message": self._delete_message,
@@ -237,6 +238,9 @@ class _Replayer:
 
     def _rename(self, when: datetime, session_id: str, title: str) -> bool:
         return self._session_change(when, session_id, self.store.rename_session, title)
+
+    def _pin(self, when: datetime, session_id: str, pinned: bool) -> bool:
+        return self._session_change(when, session_id, self.store.set_pinned, bool(pinned))
 
     def _open(self, when: datetime, session_id: str) -> bool:
         return self._session_change(when, session_id, self.store.open_session)

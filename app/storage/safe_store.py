@@ -85,6 +85,9 @@ class SafeStore:
     def close_session(self, session_id: str) -> bool:
         return self._submit("close_session", session_id)
 
+    def set_pinned(self, session_id: str, pinned: bool) -> bool:
+        return self._submit("set_pinned", session_id, pinned)
+
     def reorder_sessions(self, session_ids: list[str]) -> bool:
         return self._submit("reorder_sessions", list(session_ids))
 

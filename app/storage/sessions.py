@@ -10,9 +10,16 @@ _ORDER = "position, created_at, id"
 
 class SessionsMixin(StoreBase):
     def save_session(self, session: Session) -> None:
-        """Insert or update this session's own row (stamps updated_at)."""
+        """Insert or update this session's own row (stamps updated_at). Its pin is left as
+        it is (`set_pinned` changes it): a tab's saves never undo a pin made elsewhere."""
         session.updated_at = utc_now()
-        self.upsert("sessions", session.to_row())
+        row = session.to_row()
+        del row["pinned"]
+        self.upsert("sessions", row)
+
+    def set_pinned(self, session_id: str, pinned: bool) -> None:
+        """Pin a session (listed first in the sidebar) or unpin it."""
+        self._update_session(session_id, pinned=int(pinned))
 
     def get_session(self, session_id: str) -> Session | None:
         with self.reading() as db:

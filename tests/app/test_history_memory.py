@@ -90,8 +90,9 @@ async def test_regenerate_and_edit_leave_no_stale_ids(bridge, tmp_path: Path) ->
     await wait_until(lambda: not conv.is_busy)
     _, rows = read_back(db, conv.session_id)
     assert [(r.id, r.content, r.token_ids) for r in rows] == [
-        (m.id, m.content, m.token_ids) for m in conv.messages]
-    assert rows[1].token_ids == conv.generations[-1].stream.tokens
+        (m.id, m.content, m.token_ids) for m in conv.tree.nodes.values()]
+    assert rows[-1].token_ids == conv.generations[-1].stream.tokens
+    assert rows[-1].id == conv.messages[1].id
     sync.close()
 
 

@@ -22,10 +22,13 @@ async def bridge():
 
 
 def assert_stored_equals_shown(db: Path, conv: Conversation) -> None:
+    """The store holds the whole tree (every version) and the path the tab shows."""
     session, rows = read_back(db, conv.session_id)
     assert session is not None
-    assert [(m.id, m.seq, m.role, m.content, m.is_complete) for m in rows] == [
-        (m.id, i, m.role, m.content, not m.streaming) for i, m in enumerate(conv.messages)]
+    assert [(m.id, m.seq, m.parent_id, m.role, m.content, m.is_complete) for m in rows] == [
+        (m.id, m.seq, m.parent_id, m.role, m.content, not m.streaming)
+        for m in conv.tree.nodes.values()]
+    assert session.shown_leaf_id == conv.messages[-1].id
 
 
 async def test_send_and_finish_write_messages_params_and_stats(bridge, tmp_path: Path) -> None:
@@ -68,16 +71,40 @@ async def test_regenerate_and_edit_keep_the_store_equal_to_the_chat(bridge, tmp_
     for text in ("one", "two"):
         conv.send(text)
         await wait_until(lambda: not conv.is_busy)
-    dropped = conv.messages[-1].id
+    first = conv.messages[-1].id
     assert conv.regenerate()
     await wait_until(lambda: not conv.is_busy)
-    assert conv.messages[-1].id != dropped
+    assert conv.messages[-1].id != first and conv.versions(3) == (2, 2)
+    sync.flush()
     assert_stored_equals_shown(db, conv)
     assert conv.edit_and_resend(0, "one, edited")
     await wait_until(lambda: not conv.is_busy)
     assert [m.content for m in conv.messages][0] == "one, edited" and len(conv.messages) == 2
+    assert conv.versions(0) == (2, 2) and len(conv.tree.nodes) == 7
+    sync.flush()
+    assert_stored_equals_shown(db, conv)
+    # back to the first version of the first message: its whole branch, as it was shown
+    assert conv.switch_version(0, -1)
+    assert [m.id for m in conv.messages][-1] == conv.messages[3].id
+    assert conv.messages[3].id != first  # the branch shows its newest reply version
+    sync.flush()
+    assert_stored_equals_shown(db, conv)
+    # deleting a version deletes its rows; the undo writes them back
+    assert conv.delete(3)
+    sync.flush()
+    assert_stored_equals_shown(db, conv)
+    assert conv.messages[-1].id == first
+    assert conv.undo_delete()
+    sync.flush()
     assert_stored_equals_shown(db, conv)
     sync.close()
+    # a restart shows the same path, with every version
+    again = HistorySync.open(db)
+    [restored] = again.restore(bridge)
+    assert [m.id for m in restored.messages] == [m.id for m in conv.messages]
+    assert set(restored.tree.nodes) == set(conv.tree.nodes)
+    assert [restored.versions(i) for i in range(4)] == [(1, 2), (1, 1), (1, 1), (2, 2)]
+    again.close()
 
 
 async def test_closing_a_tab_mid_reply_keeps_what_it_showed(bridge, tmp_path) -> None:

@@ -92,8 +92,8 @@ def test_a_database_from_before_conversation_memory_is_migrated(db_file: Path) -
 
     store = Store.open(db_file)
     try:
-        assert [name for _, name in applied(db_file)][-2:] == [
-            "m003_message_token_ids", "m004_request_stats_cached_tokens"]
+        names = [name for _, name in applied(db_file)]
+        assert names[2:4] == ["m003_message_token_ids", "m004_request_stats_cached_tokens"]
         [message] = store.list_messages("s")
         assert (message.content, message.token_ids) == ("an old reply", None)
         [stats] = store.list_request_stats()
@@ -102,5 +102,47 @@ def test_a_database_from_before_conversation_memory_is_migrated(db_file: Path) -
         store.save_message(message)
         assert store.list_messages("s")[0].token_ids == [5, 6, 7]
         assert [h.id for h in store.search("old reply")] == ["s"]  # search index intact
+    finally:
+        store.close()
+
+
+V4_DB = Path(__file__).parent / "data" / "history-v4.db"  # written by the version before #29
+RUST, CLOSED, EMPTY = ("3cb350ee-c45e-4876-ab3d-a0efa2f6f46d",
+                       "cd6b8f24-dc7c-4474-9de6-94c21187f3e8",
+                       "f144740b-cc66-48c6-9d59-4bca7971958c")
+
+
+def test_a_database_written_before_trees_becomes_one_path_per_chat(tmp_path: Path) -> None:
+    db_file = tmp_path / "history.db"
+    db_file.write_bytes(V4_DB.read_bytes())
+    before = {r[0]: r[1:] for r in sqlite3.connect(db_file).execute(
+        "SELECT id, session_id, seq, role, content, is_complete, params, stats, token_ids "
+        "FROM messages")}
+    assert len(applied(db_file)) == 4
+
+    store = Store.open(db_file)
+    try:
+        assert applied(db_file)[-1][1] == "m005_message_tree"
+        rust = store.load_session(RUST)
+        assert [m.content for m in rust.messages] == [
+            "What is a lifetime in Rust?", "A lifetime names how long a reference is valid.",
+            "Show an example.", "fn first<'a>(s: &'a str) -> &'a str { s }"]
+        # each message follows the one before it: the chat is the single path it was
+        ids = [m.id for m in rust.messages]
+        assert [m.parent_id for m in rust.messages] == [None, *ids[:-1]]
+        assert (rust.session.shown_leaf_id, rust.session.pinned) == (None, False)
+        assert (rust.session.preset, rust.session.params["seed"]) == ("Balanced", 7)
+        assert rust.messages[1].token_ids == [1, 2, 3]
+        closed = store.load_session(CLOSED)
+        assert [m.parent_id for m in closed.messages] == [None, closed.messages[0].id]
+        assert not closed.messages[1].is_complete and not closed.session.is_open
+        assert store.load_session(EMPTY).messages == []
+        # every column the old version wrote is unchanged
+        after = {r[0]: r[1:] for r in sqlite3.connect(db_file).execute(
+            "SELECT id, session_id, seq, role, content, is_complete, params, stats, "
+            "token_ids FROM messages")}
+        assert after == before
+        assert [s.request_id for s in store.list_request_stats()] == ["req-1"]
+        assert {h.id for h in store.search("lifetime")} == {RUST}
     finally:
         store.close()

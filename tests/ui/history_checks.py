@@ -13,7 +13,7 @@ def stored(db: Path) -> Store:
 
 
 def assert_tab_saved(db: Path, tab: Any) -> None:
-    """The stored chat is exactly what the tab shows (messages, settings)."""
+    """The stored chat is exactly the tab's (its tree of messages, settings)."""
     conv = tab.conversation
     s = stored(db)
     try:
@@ -22,6 +22,10 @@ def assert_tab_saved(db: Path, tab: Any) -> None:
         s.close()
     assert (loaded.session.title, loaded.session.system_prompt, loaded.session.params) == (
         conv.title, conv.system_prompt, conv.params)
-    assert [(m.id, m.role, m.content, m.is_complete) for m in loaded.messages] == [
-        (m.id, m.role, m.content, not m.streaming) for m in conv.messages]
+    # every version is stored, with its parent; the tab shows one path through them
+    assert [(m.id, m.parent_id, m.role, m.content, m.is_complete)
+            for m in loaded.messages] == [
+        (m.id, m.parent_id, m.role, m.content,
+         not m.streaming and m.finish_reason != "interrupted")  # a crash's, still stored so
+        for m in conv.tree.nodes.values()]
     assert [w.message for w in tab.messages.widgets] == conv.messages

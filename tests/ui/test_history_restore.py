@@ -60,10 +60,12 @@ def test_a_cut_off_reply_is_restored_as_incomplete(history_app, loop, qtbot):
     run_until(loop, lambda: not tab.conversation.is_busy)
     session_id = tab.conversation.session_id
     history_app.stop()
+    reply_id = tab.conversation.messages[-1].id
     s = Store.open(history_app.db)  # what a crash mid-reply leaves behind
-    s.save_message(Message(session_id=session_id, seq=2, role="user", content="go on"))
+    s.save_message(Message(session_id=session_id, seq=2, role="user", content="go on",
+                           parent_id=reply_id, id="q2"))
     s.save_message(Message(session_id=session_id, seq=3, role="assistant",
-                           content="half a rep", is_complete=False))
+                           content="half a rep", is_complete=False, parent_id="q2"))
     s.close()
 
     window = history_app.start()
@@ -76,6 +78,6 @@ def test_a_cut_off_reply_is_restored_as_incomplete(history_app, loop, qtbot):
     assert not conv.is_busy  # not continued
     assert "incomplete" in tab.messages.widgets[3].stats.text()
     assert tab.regenerate_button.isEnabled()
-    assert tab.regenerate()  # regenerating replaces it, in the database too
+    assert tab.regenerate()  # a new version beside it, in the database too
     run_until(loop, lambda: not conv.is_busy)
     assert_tab_saved(history_app.db, tab)

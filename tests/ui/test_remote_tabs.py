@@ -101,6 +101,7 @@ def test_edit_and_switching_back_to_local(window, loop, settings, own_server):
     tab.set_backend(None)
     tab.send_text("now local")
     run_until(loop, lambda: not tab.conversation.is_busy)
+    msgs = tab.conversation.messages
     assert msgs[-1].backend is None and msgs[-1].token_ids  # the local engine's own ids
     assert msgs[-1].answered_by == window.ctx.bridge.description
 
