@@ -122,10 +122,13 @@ class EngineBridge:
 
     # -- replies (app.bridge.routing, app.bridge.frames) ----------------------------------
     def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
-               tag: str | None = None, backend: str | None = None) -> Generation:
+               tag: str | None = None, backend: str | None = None,
+               share_prompt_with: Generation | None = None) -> Generation:
         """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
-        `backend` names a saved connection (a RemoteStream), None the local engine."""
-        return self._router.submit(messages, params, tag, backend)
+        `backend` names a saved connection (a RemoteStream), None the local engine.
+        `share_prompt_with`: a local reply to the same messages started just before (N
+        answers): the engine prefills the prompt once for both (ignored for remote ones)."""
+        return self._router.submit(messages, params, tag, backend, share_prompt_with)
 
     @property
     def active(self) -> list[Generation]:
