@@ -39,8 +39,9 @@ def sse(data: dict[str, Any] | str) -> bytes:
 def usage(stats: Sequence[RequestStats | None]) -> dict[str, Any]:
     """One request's usage over its choices' engine stats: the prompt counted once (every
     choice reads the same one; its cached tokens are the first choice's, which read it),
-    the completion tokens of every choice."""
-    first = stats[0] if stats else None
+    the completion tokens of every choice. A choice without stats (cut short by another's
+    failure) counts nothing."""
+    first = next((s for s in stats if s is not None), None)
     prompt = first.prompt_tokens if first else 0
     cached = first.cached_tokens if first else 0
     done = sum(s.generated_tokens for s in stats if s is not None)
