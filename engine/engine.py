@@ -114,8 +114,16 @@ class Engine:
                params: SamplingParams | Mapping[str, Any] | None = None,
                priority: Priority | str = Priority.INTERACTIVE,
                request_id: str | None = None, tag: str | None = None,
-               **unknown: Any) -> RequestStream:
-        """Queue a request; refuse a bad one at once with RequestRejected naming the problem."""
+               share_prompt_with: str | None = None, **unknown: Any) -> RequestStream:
+        """Queue a request; refuse a bad one at once with RequestRejected naming the problem.
+
+        `share_prompt_with`: the id of a request submitted before this one with the same
+        prompt (or one this prompt begins with): this one waits until that prompt is
+        prefilled and kept in the prefix cache, then reuses it, so the prompt is computed
+        once for several answers (N answers, `n > 1` in the API). It gives the same tokens
+        as without (the engine's answers do not depend on what was cached). An id that is
+        no longer running is ignored; without a prefix cache, or when the prompt was not
+        kept (the KV budget), the request prefills its own prompt."""
         if unknown:
             raise RequestRejected(f"unknown request field(s): {', '.join(sorted(unknown))}")
         if self._closed:
@@ -138,10 +146,14 @@ class Engine:
         if request_id in self._streams:
             raise RequestRejected(f"request id {request_id!r} is already in use")
         seed = params.seed if params.seed is not None else random.SystemRandom().getrandbits(32)
+        if share_prompt_with is not None and not isinstance(share_prompt_with, str):
+            raise RequestRejected("share_prompt_with must be a request id (a string), got "
+                                  f"{type(share_prompt_with).__name__}")
         seq = Sequence(
             request_id=request_id, prompt_tokens=tokens, params=params, priority=priority,
             text=TextStream(self.tokenizer.detokenizer, params.stop), seed=seed,
             sampler=RowSampler(params, seed, batched_draw(self.config.cpu)), tag=tag,
+            share_prompt_with=share_prompt_with,
         )
         with self._lock:
             free = max(0, self.config.max_concurrent - self._active)

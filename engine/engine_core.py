@@ -89,6 +89,10 @@ class EngineCore:
 
     # -- requests in and out ------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
+        if seq.share_prompt_with is not None and self.memory.prefix is not None:
+            # Waits for that prompt to be cached (Sequence.holds_for_leader); without a
+            # prefix cache there is nothing to wait for: it prefills itself.
+            seq.prompt_leader = self.by_id.get(seq.share_prompt_with)
         self.by_id[seq.request_id] = seq
         self.scheduler.add(seq)
 

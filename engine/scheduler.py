@@ -167,17 +167,25 @@ class Scheduler:
         """Move waiting sequences into prefill while there is room, highest class first.
         `reserve(seq)` sets its KV memory aside, or says False when it does not fit now:
         then it waits, and so does everyone behind it (no one overtakes it, so it cannot
-        starve)."""
+        starve). One that shares a leader's prompt still being prefilled is passed over and
+        keeps its place: it is admitted, ahead of those behind it, once that prompt is
+        cached (a few ticks), and then computes only what the cache lacks."""
         admitted = []
         for priority in Priority:
             queue = self.waiting[priority]
+            held: list[Sequence] = []  # waiting for a leader's prompt: they keep their place
             while queue and num_active + len(admitted) < self.config.max_concurrent:
+                if queue[0].holds_for_leader:
+                    held.append(queue.popleft())
+                    continue
                 if not reserve(queue[0]):
+                    queue.extendleft(reversed(held))
                     self.prefilling.extend(admitted)
                     return admitted
                 seq = queue.popleft()
                 seq.status = Status.PREFILLING
                 admitted.append(seq)
+            queue.extendleft(reversed(held))
         self.prefilling.extend(admitted)
         return admitted
 

@@ -43,6 +43,10 @@ class Sequence:
     seed: int  # effective seed: the request's, or one drawn for it
     sampler: Any  # engine.sampling.RowSampler (kept untyped: this module imports no MLX)
     tag: str | None = None  # who asked (a tab, a simulation): for the stats table
+    share_prompt_with: str | None = None  # Engine.submit's: the id of a request ahead of it
+    # ...that request, while this one waits for its prompt to be prefilled and kept as a
+    # cached prefix (set by EngineCore.add; None: no wait, or no longer)
+    prompt_leader: Sequence | None = None
     status: Status = Status.WAITING
     output_tokens: list[int] = field(default_factory=list)
     num_cached: int = 0  # prompt tokens already in the KV cache
@@ -78,6 +82,16 @@ class Sequence:
     @property
     def is_finished(self) -> bool:
         return self.status is Status.FINISHED
+
+    @property
+    def holds_for_leader(self) -> bool:
+        """Whether it still waits for its leader's prompt: the leader is queued or still
+        prefilling (once it decodes, its prompt is a cached prefix: engine/kv_policy.py
+        keep_prompts). Forgets the leader once it need not wait."""
+        leader = self.prompt_leader
+        if leader is not None and leader.status in (Status.DECODING, Status.FINISHED):
+            self.prompt_leader = leader = None
+        return leader is not None
 
     def penalty_history(self) -> list[int]:
         """The tokens a repetition penalty reads now: the last `repetition_context_size` of

@@ -126,7 +126,8 @@ class EngineBridge:
                share_prompt_with: Generation | None = None) -> Generation:
         """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
         `backend` names a saved connection (a RemoteStream), None the local engine.
-        `share_prompt_with`: a local reply to the same prompt, prefilled once for both."""
+        `share_prompt_with`: a local reply to the same messages started just before (N
+        answers): the engine prefills the prompt once for both (ignored for remote ones)."""
         return self._router.submit(messages, params, tag, backend, share_prompt_with)
 
     @property

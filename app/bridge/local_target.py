@@ -58,11 +58,14 @@ class LocalTarget:
                prompt_tokens: Sequence[int] | None = None,
                params: SamplingParams | Mapping[str, Any] | None = None,
                priority: Priority | str = "interactive", tag: str | None = None,
-               request_id: str | None = None) -> RequestStream:
-        """Queue a request; refusals raise the engine's errors (engine.public)."""
+               request_id: str | None = None,
+               share_prompt_with: str | None = None) -> RequestStream:
+        """Queue a request; refusals raise the engine's errors (engine.public).
+        `share_prompt_with`: the id of a request submitted before with the same prompt,
+        whose prefilled prompt this one reuses (Engine.submit)."""
         return self.engine.submit(messages=messages, prompt_tokens=prompt_tokens,
                                   params=params, priority=priority, tag=tag,
-                                  request_id=request_id)
+                                  request_id=request_id, share_prompt_with=share_prompt_with)
 
     def encode(self, text: str) -> list[int]:
         return list(self.engine.tokenizer.encode(text))

@@ -52,7 +52,9 @@ class Router:
                tag: str | None = None, backend: str | None = None,
                share_prompt_with: Generation | None = None) -> Generation:
         """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
-        `backend` names a saved connection (a RemoteStream), None the local engine."""
+        `backend` names a saved connection (a RemoteStream), None the local engine.
+        `share_prompt_with`: a reply to the same messages started just before (N answers):
+        the local engine prefills the prompt once for both; ignored for remote backends."""
         if backend is not None:
             return self._submit_remote(messages, params, tag, backend)
         host = self._host
@@ -60,8 +62,11 @@ class Router:
         if host.target is None or host.state not in (BridgeState.READY, BridgeState.LOADING):
             raise SubmitError(host.not_ready_reason(), "not_ready")
         try:
+            lead = (share_prompt_with.request_id if share_prompt_with is not None
+                    and share_prompt_with.backend is None else None)
             stream = host.target.submit(list(messages), params=dict(params),
-                                        priority="interactive", tag=tag)
+                                        priority="interactive", tag=tag,
+                                        share_prompt_with=lead)
         except QueueFullError as exc:
             raise SubmitError(str(exc), "queue_full") from None
         except RequestRejected as exc:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import openapi, schemas
+from . import openapi, responses, schemas
+from .choices import Choices
 from .connection import Runner
 from .errors import ApiError, error_body
 from .metrics import ServerMetrics
@@ -85,7 +86,6 @@ class ApiServer:
         self.closing = False
         self._runner: web.AppRunner | None = None
         self._streams: set[RequestStream] = set()
-        self._reporting: set[asyncio.Future[None]] = set()  # stats of abandoned requests
         self._idle = asyncio.Event()
         self._token_text: tuple[Any, dict[int, str]] = (None, {})  # (target, id -> text)
         self.port: int | None = None
@@ -248,31 +248,28 @@ class ApiServer:
                                         or target.context_length)
         else:
             parsed = schemas.parse_completion(body, 16)  # OpenAI's default for completions
-        stream = self._submit(target, parsed)
-        reply = Reply(kind, model, self._text_of(target), parsed.logprobs)
-        self._streams.add(stream)
+        choices = self._submit(target, parsed)
+        first = Reply(kind, model, self._text_of(target), parsed.logprobs)
+        replies = [first] + [Reply(kind, model, first.token_text, parsed.logprobs, index=i,
+                                   id=first.id, created=first.created)
+                             for i in range(1, len(choices))]
+        self._streams.update(choices.streams)
         try:
             if parsed.stream:
-                return await self._stream(request, stream, reply, parsed.include_usage, t0)
-            return await self._whole(stream, reply, t0)
+                return await self._stream(request, choices, replies, parsed.include_usage, t0)
+            return await self._whole(choices, replies, t0)
         finally:
-            if reply.ended is None:  # the client left, or its socket broke, before the end
-                self.metrics.count_finish("abort")  # vLLM's name for it
-            stream.cancel()  # no-op once finished; the disconnect path otherwise
-            self._streams.discard(stream)
-            if self._on_finished is not None:
-                if stream.stats is not None:
-                    self._on_finished(stream.stats)
-                else:  # the client left: the engine ends it on its next tick
-                    task = asyncio.ensure_future(self._report_when_done(stream))
-                    self._reporting.add(task)
-                    task.add_done_callback(self._reporting.discard)
+            for reply in replies:
+                if reply.ended is None:  # the client left, or its socket broke, before the end
+                    self.metrics.count_finish("abort")  # vLLM's name for it
+            choices.cancel()  # no-op once finished; the disconnect path otherwise
+            self._streams.difference_update(choices.streams)
             if not self._streams:
                 self._idle.set()
 
-    async def _report_when_done(self, stream: RequestStream) -> None:
-        async for _ in stream:  # the events left, up to the final one (engine-bounded)
-            pass
+    def _ended(self, stream: RequestStream) -> None:
+        """A choice's engine request ended (also after its client left): its stats go to
+        `on_finished`, one record per choice."""
         if stream.stats is not None and self._on_finished is not None:
             self._on_finished(stream.stats)
 
@@ -286,7 +283,9 @@ class ApiServer:
                                 f"'{served}'", param="model", code="model_not_found")
         return target, served
 
-    def _submit(self, target: LocalTarget, parsed: schemas.ParsedRequest) -> RequestStream:
+    def _submit(self, target: LocalTarget, parsed: schemas.ParsedRequest) -> Choices:
+        """One engine request per choice, the first leading (the others reuse its prefilled
+        prompt); all of them, or none: a refusal cancels those already queued."""
         from engine.public import EngineStopped, QueueFullError, RequestRejected
 
         what: dict[str, Any]
@@ -296,41 +295,53 @@ class ApiServer:
             what = {"prompt_tokens": target.encode(parsed.prompt)}
         else:
             what = {"prompt_tokens": parsed.prompt}
+        # "api-…" ids tell API requests apart in the history's request stats
+        base = f"api-{uuid.uuid4().hex[:16]}"
+        streams: list[RequestStream] = []
         try:
-            # "api-…" ids tell API requests apart in the history's request stats
-            return target.submit(**what, params=parsed.params, priority=self.config.priority,
-                                 tag=self.config.tag, request_id=f"api-{uuid.uuid4().hex[:16]}")
-        except QueueFullError as exc:
-            raise ApiError(429, str(exc), code="queue_full",
-                           headers=self._retry_after()) from None
-        except RequestRejected as exc:
-            param = "messages" if parsed.kind == "chat" else "prompt"
-            raise ApiError(400, str(exc), param=param, code="invalid_request") from None
-        except EngineStopped as exc:
+            for i, params in enumerate(parsed.choice_params()):
+                streams.append(target.submit(
+                    **what, params=params, priority=self.config.priority, tag=self.config.tag,
+                    request_id=base if parsed.n == 1 else f"{base}-{i}",
+                    share_prompt_with=streams[0].request_id if streams else None))
+        except (QueueFullError, RequestRejected, EngineStopped) as exc:
+            for stream in streams:
+                stream.cancel()
+            if isinstance(exc, QueueFullError):
+                raise ApiError(429, str(exc), code="queue_full",
+                               headers=self._retry_after()) from None
+            if isinstance(exc, RequestRejected):
+                param = "messages" if parsed.kind == "chat" else "prompt"
+                raise ApiError(400, str(exc), param=param, code="invalid_request") from None
             raise ApiError(503, str(exc), code="shutting_down") from None
+        return Choices(streams, self._ended)
 
-    async def _whole(self, stream: RequestStream, reply: Reply, t0: float) -> web.Response:
-        last = t0
-        async for event in stream:
-            last = self._observe(event, t0, last)
-            reply.add(event)
-        if stream.finish_reason == "error":
-            raise ApiError(500, f"generation failed: {stream.error}", code="engine_error")
-        return web.json_response(reply.full(stream.finish_reason or "stop", stream.stats))
+    async def _whole(self, choices: Choices, replies: list[Reply], t0: float) -> web.Response:
+        last = [t0] * len(choices)
+        async for i, event in choices.events():
+            last[i] = self._observe(event, t0, last[i])
+            replies[i].add(event)
+            if event.finish_reason == "error":  # the others are cancelled on the way out
+                raise ApiError(500, f"generation failed: {event.error}", code="engine_error")
+        return web.json_response(responses.full(replies, [s.stats for s in choices.streams]))
 
-    async def _stream(self, request: web.Request, stream: RequestStream, reply: Reply,
+    async def _stream(self, request: web.Request, choices: Choices, replies: list[Reply],
                       include_usage: bool, t0: float) -> web.StreamResponse:
+        """SSE chunks of every choice as they come, each carrying its choice's index (each
+        choice has its own role chunk and its own finish_reason chunk)."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                "Cache-Control": "no-cache"})
         if self.config.cors_origin is not None:
             response.headers["Access-Control-Allow-Origin"] = self.config.cors_origin
         await response.prepare(request)
-        first = reply.first_chunk()
-        if first is not None:
-            await response.write(sse(first))
-        last = t0
-        async for event in stream:
-            last = self._observe(event, t0, last)
+        for reply in replies:
+            first = reply.first_chunk()
+            if first is not None:
+                await response.write(sse(first))
+        last = [t0] * len(choices)
+        async for i, event in choices.events():
+            last[i] = self._observe(event, t0, last[i])
+            reply = replies[i]
             logprobs = reply.add(event)
             if event.finish_reason == "error":
                 await response.write(sse(error_body(f"generation failed: {event.error}", 500,
@@ -340,7 +351,8 @@ class ApiServer:
                 await response.write(sse(reply.chunk(event.text, logprobs,
                                                      event.finish_reason)))
         if include_usage:
-            await response.write(sse(reply.usage_chunk(stream.stats)))
+            stats = [s.stats for s in choices.streams]
+            await response.write(sse(replies[0].usage_chunk(stats)))
         await response.write(sse("[DONE]"))
         await response.write_eof()
         return response

@@ -62,7 +62,9 @@ SHARED: dict[str, dict[str, Any]] = {
     "max_tokens": _integer(minimum=1),
     "stop": nullable({"anyOf": [STOP_STRING, {"type": "array", "items": STOP_STRING,
                                                 "maxItems": schemas.MAX_STOP}]}),
-    "n": _integer(minimum=1, maximum=1),
+    "n": {**_integer(minimum=1, maximum=schemas.MAX_N),
+          "description": "choices, prefilled once; with `seed` s, choice i samples with "
+                         "seed s + i (an n = 1 request with that seed gives it again)"},
     "stream": nullable({"type": "boolean"}),
     "stream_options": nullable({"type": "object",
                                 "properties": {"include_usage": nullable({"type": "boolean"})}}),
@@ -129,13 +131,14 @@ FINISH = {"enum": FINISH_REASONS}
 
 def _completion(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
     return _obj({"id": STR, "object": {"const": obj}, "created": INT, "model": STR,
-                 "choices": {"type": "array", "minItems": 1, "maxItems": 1,
+                 "choices": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_N,
                              "items": _obj({"index": INT, **choice})},
                  "usage": USAGE})
 
 
 def _chunk(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
-    """A stream chunk: one choice, or (the last, with include_usage) none and the usage."""
+    """A stream chunk: one choice (its `index` says which of n), or (the last, with
+    include_usage) none and the usage of them all."""
     chunk = _obj({"id": STR, "object": {"const": obj}, "created": INT, "model": STR,
                   "choices": {"type": "array", "maxItems": 1,
                               "items": _obj({"index": INT, **choice})}})

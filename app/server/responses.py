@@ -6,7 +6,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,23 +36,37 @@ def sse(data: dict[str, Any] | str) -> bytes:
     return f"data: {text}\n\n".encode()
 
 
-def usage(stats: RequestStats | None) -> dict[str, Any]:
-    prompt = stats.prompt_tokens if stats else 0
-    done = stats.generated_tokens if stats else 0
-    cached = stats.cached_tokens if stats else 0
+def usage(stats: Sequence[RequestStats | None]) -> dict[str, Any]:
+    """One request's usage over its choices' engine stats: the prompt counted once (every
+    choice reads the same one; its cached tokens are the first choice's, which read it),
+    the completion tokens of every choice. A choice without stats (cut short by another's
+    failure) counts nothing."""
+    first = next((s for s in stats if s is not None), None)
+    prompt = first.prompt_tokens if first else 0
+    cached = first.cached_tokens if first else 0
+    done = sum(s.generated_tokens for s in stats if s is not None)
     return {"prompt_tokens": prompt, "completion_tokens": done,
             "total_tokens": prompt + done,
             "prompt_tokens_details": {"cached_tokens": cached}}
 
 
+def full(replies: Sequence[Reply], stats: Sequence[RequestStats | None]) -> dict[str, Any]:
+    """The whole response of a request's choices (each ended)."""
+    first = replies[0]
+    return first.envelope(first.object, [r.choice(r.ended or "stop") for r in replies]) | {
+        "usage": usage(stats)}
+
+
 @dataclass
 class Reply:
-    """One request's response under construction: ids, and the logprobs so far."""
+    """One choice of a request's response under construction: ids, and the logprobs so far.
+    A request's choices share `id` and `created`."""
 
     kind: str  # "chat" | "completion"
     model: str
     token_text: TokenText
     top: int | None  # logprobs alternatives asked for, None = no logprobs
+    index: int = 0  # the choice's index (n > 1)
     id: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
     text_parts: list[str] = field(default_factory=list)
@@ -83,16 +97,15 @@ class Reply:
         return out
 
     # -- whole responses ------------------------------------------------------------------
-    def full(self, reason: str, stats: RequestStats | None) -> dict[str, Any]:
+    def choice(self, reason: str) -> dict[str, Any]:
+        """This choice in a whole response."""
         text = "".join(self.text_parts)
         logprobs = self._logprobs(self.entries, 0) if self.top is not None else None
         if self.kind == "chat":
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "logprobs": logprobs, "finish_reason": finish_reason(reason)}
-        else:
-            choice = {"index": 0, "text": text, "logprobs": logprobs,
-                      "finish_reason": finish_reason(reason)}
-        return self._envelope(self.object, [choice]) | {"usage": usage(stats)}
+            return {"index": self.index, "message": {"role": "assistant", "content": text},
+                    "logprobs": logprobs, "finish_reason": finish_reason(reason)}
+        return {"index": self.index, "text": text, "logprobs": logprobs,
+                "finish_reason": finish_reason(reason)}
 
     # -- stream chunks --------------------------------------------------------------------
     def first_chunk(self) -> dict[str, Any] | None:
@@ -106,8 +119,9 @@ class Reply:
         delta = {"content": text} if text else {}
         return self._chunk(delta, logprobs, None if reason is None else finish_reason(reason))
 
-    def usage_chunk(self, stats: RequestStats | None) -> dict[str, Any]:
-        return self._envelope(self._chunk_object, []) | {"usage": usage(stats)}
+    def usage_chunk(self, stats: Sequence[RequestStats | None]) -> dict[str, Any]:
+        """The last chunk with include_usage: no choice, the request's usage."""
+        return self.envelope(self._chunk_object, []) | {"usage": usage(stats)}
 
     # -- internals ------------------------------------------------------------------------
     @property
@@ -117,13 +131,14 @@ class Reply:
     def _chunk(self, delta: dict[str, Any], logprobs: dict[str, Any] | None,
                reason: str | None) -> dict[str, Any]:
         if self.kind == "chat":
-            choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": reason}
-        else:
-            choice = {"index": 0, "text": delta.get("content", ""), "logprobs": logprobs,
+            choice = {"index": self.index, "delta": delta, "logprobs": logprobs,
                       "finish_reason": reason}
-        return self._envelope(self._chunk_object, [choice])
+        else:
+            choice = {"index": self.index, "text": delta.get("content", ""),
+                      "logprobs": logprobs, "finish_reason": reason}
+        return self.envelope(self._chunk_object, [choice])
 
-    def _envelope(self, obj: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
+    def envelope(self, obj: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
                 "choices": choices}
 

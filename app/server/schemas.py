@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
 MAX_STOP = 16
+MAX_N = 8  # choices per request (`n`): each is one engine request
 ROLES = ("system", "developer", "user", "assistant")
 # Accepted only as null or a neutral value (of the same JSON type: `false` is not 0):
 # anything else would be silently ignored otherwise.
@@ -34,6 +35,16 @@ class ParsedRequest:
     messages: list[dict[str, Any]] | None = None  # chat
     prompt: str | list[int] | None = None  # completion: text or token ids
     logprobs: int | None = None  # alternatives per token, None = no logprobs
+    n: int = 1  # choices: n engine requests sharing the prompt; choice i samples with seed+i
+
+    def choice_params(self) -> list[SamplingParams]:
+        """Each choice's sampling settings: with a seed s, choice i samples with s + i (so an
+        n=1 request with seed s + i gives choice i); without one, each draws its own."""
+        from dataclasses import replace
+
+        seed = self.params.seed
+        return [self.params if seed is None or i == 0 else replace(self.params, seed=seed + i)
+                for i in range(self.n)]
 
 
 def parse_chat(body: Mapping[str, Any], default_max_tokens: int) -> ParsedRequest:
@@ -72,9 +83,7 @@ def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: in
         value = body.get(name)
         if value is not None and not any(_same(value, a) for a in accepted):
             raise invalid(name, f"'{name}' is not supported by this server")
-    n = _opt_int(body, "n", 1)
-    if n not in (None, 1):
-        raise invalid("n", "'n' must be 1: one choice per request")
+    n = _opt_int(body, "n", 1, MAX_N) or 1
     temperature = _opt_number(body, "temperature", 0.0)
     top_p = _opt_number(body, "top_p", 0.0)
     if top_p is not None and not 0.0 < top_p <= 1.0:
@@ -106,7 +115,7 @@ def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: in
         field = str(exc).split(" ", 1)[0]
         raise invalid(field, f"'{field}' {str(exc).split(' ', 1)[-1]}") from None
     return ParsedRequest(kind, model_name(body), params, stream, include_usage,
-                         logprobs=logprobs, **what)
+                         logprobs=logprobs, n=n, **what)
 
 
 def _messages(value: Any) -> list[dict[str, Any]]:
