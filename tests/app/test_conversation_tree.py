@@ -54,10 +54,14 @@ async def test_regenerate_keeps_the_old_reply_as_a_version(bridge) -> None:
 async def test_n_answers_at_once_are_versions_each_as_its_seed_answers_alone(bridge) -> None:
     conv = Conversation(bridge, params=SAMPLED)
     seen = record(conv)
+    before = bridge.stats().total_prompt_tokens
     assert conv.send("tell me", n=3)
     assert conv.is_busy and len(conv.running) == 3
     await wait_until(lambda: not conv.is_busy)
     replies = conv.tree.siblings(conv.messages[1])
+    # the prompt was prefilled once: the two others computed only their last token
+    prompt = replies[0].stats.prompt_tokens
+    assert bridge.stats().total_prompt_tokens - before == prompt + 2
     assert [r.params["seed"] for r in replies] == [5, 6, 7]
     assert conv.messages[1] is replies[0] and conv.versions(1) == (1, 3)
     assert [s for s in seen if s[0] == "busy_changed"] == [("busy_changed", True),
