@@ -5,7 +5,8 @@
 For each prompt, greedy: mlx-lm's `stream_generate` (the reference), the engine with the
 request alone, and the engine with all requests at once (against mlx-lm and against the
 request alone). Seeded (the tabs' sampling, one seed per request): the engine alone and in
-the batch. Prints, per prompt, where each answer
+the batch, and several answers to one prompt sharing its prefill (`share_prompt_with`)
+against each alone. Prints, per prompt, where each answer
 first leaves its reference (`=` when it never does) and a count of identical answers.
 
 The same-answer tests check this with tiny models on the CPU; this is for a real model on
@@ -41,10 +42,13 @@ async def compare(loaded: Any, requests: int, new_tokens: int) -> dict[str, list
         prompts = [scenarios.chat_tokens(engine, t) for t in scenarios.prompt_texts(requests)]
         greedy, tabs = request_sampling("greedy"), request_sampling("tabs")
 
-        async def run(batch: list[list[int]], sampling: Any, seeds: list[int | None]
-                      ) -> list[list[int]]:
-            streams = [engine.submit(prompt_tokens=p, params=sampling.params(new_tokens, seed))
-                       for p, seed in zip(batch, seeds, strict=True)]
+        async def run(batch: list[list[int]], sampling: Any, seeds: list[int | None],
+                      shared: bool = False) -> list[list[int]]:
+            streams = []
+            for p, seed in zip(batch, seeds, strict=True):
+                lead = streams[0].request_id if shared and streams else None
+                streams.append(engine.submit(prompt_tokens=p, share_prompt_with=lead,
+                                             params=sampling.params(new_tokens, seed)))
             await asyncio.gather(*(s.result() for s in streams))
             return [list(s.tokens) for s in streams]
 
@@ -61,6 +65,11 @@ async def compare(loaded: Any, requests: int, new_tokens: int) -> dict[str, list
         seeded_alone = [(await run([p], tabs, [s]))[0] for p, s in zip(prompts, seeds,
                                                                         strict=True)]
         seeded_together = await run(prompts, tabs, seeds)
+        # several answers to the first prompt (the API's n, the tabs' N answers): prefilled
+        # once, the others restored from its cached prompt, each as its seed answers alone
+        shared = await run([prompts[0]] * requests, tabs, seeds, shared=True)
+        shared_alone = [seeded_alone[0]] + [(await run([prompts[0]], tabs, [s]))[0]
+                                            for s in seeds[1:]]
     finally:
         await engine.shutdown()
     return {
@@ -72,6 +81,8 @@ async def compare(loaded: Any, requests: int, new_tokens: int) -> dict[str, list
                                     for a, r in zip(together, alone, strict=True)],
         "seeded batched vs alone": [first_difference(a, r)
                                     for a, r in zip(seeded_together, seeded_alone, strict=True)],
+        "seeded shared vs alone": [first_difference(a, r)
+                                   for a, r in zip(shared, shared_alone, strict=True)],
     }
 
 
