@@ -111,7 +111,7 @@ def test_a_remote_target_that_is_down_fails_in_its_column(window, loop, settings
     dialog.message_box.setPlainText("Anyone there?")
     assert dialog.send()
     local, down, refused = dialog.columns
-    assert refused.message is None and "deleted" in refused.text
+    assert refused.message is None and "'deleted' no longer exists" in refused.text
     assert refused.stats.text() == "refused" and not refused.continue_button.isEnabled()
     run_until(loop, lambda: not tab.conversation.is_busy)
     assert local.message.finish_reason == "length" and local.message.stats.generated_tokens == 12
@@ -142,6 +142,19 @@ def test_stop_all_cancels_every_reply(window, loop, settings, qtbot):
     assert not dialog.stop_button.isEnabled()
     dialog.close()  # closing keeps every answer: they are versions in the tab
     assert conv.versions(1) == (1, 3)
+
+    # Esc stops too (as in the tab), and only a second Esc closes the view
+    dialog = open_compare(tab)
+    pick(dialog, "Local · Long", "Local · Long sampled")
+    dialog.message_box.setPlainText("Once more")
+    assert dialog.send()
+    run_until(loop, lambda: all(c.message.content for c in dialog.columns))
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    run_until(loop, lambda: not conv.is_busy)
+    assert [c.message.finish_reason for c in dialog.columns] == ["cancelled"] * 2
+    assert dialog.isVisible()
+    qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    run_until(loop, lambda: not any(d.isVisible() for d in tab.findChildren(CompareDialog)))
 
 
 def test_setup_rows_and_refusals(window, loop, settings, qtbot):
