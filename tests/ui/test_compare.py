@@ -185,6 +185,9 @@ def test_setup_rows_and_refusals(window, loop, settings, qtbot):
     assert len(sizes) == MAX_TARGETS and min(sizes) >= COLUMN_MIN_WIDTH
     assert all(c.continue_button.isVisible() for c in dialog.columns)
     run_until(loop, lambda: not tab.conversation.is_busy)
+    renders = [c.body.num_renders for c in dialog.columns]
+    window.set_theme("dark" if not window.theme.dark else "light")  # code colours follow
+    assert all(c.body.num_renders > n for c, n in zip(dialog.columns, renders, strict=True))
     dialog.close()
     assert open_compare(tab) is not dialog  # closed: a new one
 

@@ -3,7 +3,7 @@ stats line as the chat tab shows it, and "Continue with this answer"."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from app.conversation import ChatMessage, ReplyTarget
@@ -72,6 +72,11 @@ class ReplyColumn(QFrame):
         layout.addWidget(self.continue_button)
         self.throttle = RenderThrottle(self.render, self)
         self.render()
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.StyleChange:  # the look changed: code colours too
+            self.body.rerender()
 
     @property
     def text(self) -> str:
