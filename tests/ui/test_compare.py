@@ -118,6 +118,7 @@ def test_a_remote_target_that_is_down_fails_in_its_column(window, loop, settings
     assert local.text == local.message.content != "" and local.continue_button.isEnabled()
     assert down.message.finish_reason == "error" and down.message.backend == "nowhere"
     assert "cannot reach" in down.stats.text() and down.stats.property("failed") == "true"
+    assert down.text == f"**No answer:** {down.message.error}"
     assert not down.continue_button.isEnabled()  # nothing to continue from
     assert len(tab.conversation.tree.children(tab.conversation.messages[0].id)) == 2
 

@@ -97,7 +97,9 @@ class ReplyColumn(QFrame):
             self.body.set_markdown(f"**Not sent:** {self.refused}")
             text, failed = "refused", True
         else:
-            if msg.content or not msg.streaming:
+            if not msg.content and msg.finish_reason == "error":  # say so where one reads
+                self.body.set_markdown(f"**No answer:** {msg.error or 'unknown error'}")
+            elif msg.content or not msg.streaming:
                 self.body.set_markdown(msg.content)
             else:  # where the request stands until its first token
                 self.body.set_markdown(f"*{msg.wait_note}*" if msg.wait_note else "…")
