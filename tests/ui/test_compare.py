@@ -11,6 +11,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 
 from app.remote import Connection
+from tests.remote.broken_server import BrokenServer
 from ui.chat.message_view import stats_text
 from ui.compare import open_compare
 from ui.compare.column import COLUMN_MIN_WIDTH
@@ -121,6 +122,26 @@ def test_a_remote_target_that_is_down_fails_in_its_column(window, loop, settings
     assert down.text == f"**No answer:** {down.message.error}"
     assert not down.continue_button.isEnabled()  # nothing to continue from
     assert len(tab.conversation.tree.children(tab.conversation.messages[0].id)) == 2
+
+
+def test_a_refused_remote_request_fails_in_its_column(window, loop, settings, qtbot):
+    server = BrokenServer()
+    loop.run_until_complete(server.start())
+    try:
+        settings.set_connections([Connection(server.url, model="ok", api_key="wrong",
+                                             name="locked")])
+        tab = window.current_tab()
+        dialog = open_compare(tab)
+        pick(dialog, "locked", "Local · Fast")
+        dialog.message_box.setPlainText("Let me in")
+        assert dialog.send()
+        run_until(loop, lambda: not tab.conversation.is_busy)
+        locked, local = dialog.columns
+        assert locked.message.finish_reason == "error"
+        assert "not authorized (401)" in locked.text and "not authorized" in locked.stats.text()
+        assert local.message.finish_reason == "length" and local.text == local.message.content
+    finally:
+        loop.run_until_complete(server.stop())
 
 
 def test_stop_all_cancels_every_reply(window, loop, settings, qtbot):
