@@ -21,6 +21,7 @@ SHORTCUTS = (
     ("Ctrl+H", "history"),
     ("Ctrl+O", "load a model"),
     ("Ctrl+Shift+K", "connections to OpenAI-compatible servers"),
+    ("Ctrl+Shift+C", "compare: one message to several presets or connections"),
     ("Ctrl+Shift+S", "engine stats"),
     ("Ctrl+Shift+L", "load simulator"),
     ("Ctrl+Q", "quit"),

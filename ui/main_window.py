@@ -25,6 +25,7 @@ from . import file_dialogs, menus
 from .chart_look import style_plot
 from .chat.chat_tab import ChatTab
 from .chat_tabs import BUSY_MARK, ChatTabs
+from .compare import open_compare
 from .connections_dialog import open_connections
 from .drafts import DraftSaver
 from .engine_status import EngineStatus
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
             "new_tab": self.new_tab, "close_tab": self.close_current_tab,
             "rename_tab": self.rename_tab, "load_model": self.choose_model,
             "connections": lambda: open_connections(self.ctx.settings, self),
+            "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "stats": self.stats_dock.toggleViewAction(),
             "simulator": self.sim_dock.toggleViewAction(), "theme": self.theme_menu,

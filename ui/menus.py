@@ -31,6 +31,7 @@ TABLE = (
     Entry("rename_tab", "&Rename tab…", ("F2",), "chat"),
     Entry("load_model", "&Load model…", ("Ctrl+O",), "chat"),
     Entry("connections", "Co&nnections…", ("Ctrl+Shift+K",), "chat"),
+    Entry("compare", "Co&mpare…", ("Ctrl+Shift+C",), "chat"),
     Entry("reopen_tab", "Re&open closed tab", ("Ctrl+Shift+T",), "chat"),
     Entry("history", "&History…", ("Ctrl+H",), "chat"),
     Entry("quit", "&Quit", ("Ctrl+Q",), "chat", separator=True),

@@ -20,6 +20,7 @@ from app.bridge import check_params
 from app.context import AppContext
 from app.conversation import Conversation
 
+from ..compare import compare_button
 from ..connections_dialog import open_connections
 from .backend_picker import BackendPicker
 from .input_box import InputBox
@@ -146,6 +147,7 @@ class ChatTab(QWidget):
         layout.addWidget(label)
         layout.addWidget(self.backend_picker)
         layout.addStretch(1)
+        layout.addWidget(compare_button(self))  # ui/compare: one message, several targets
         return row
 
     def set_backend(self, name: str | None) -> None:

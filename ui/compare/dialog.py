@@ -1,0 +1,215 @@
+"""The compare view: choose 2–4 targets and the message, send it to all of them at once, and
+watch their replies side by side; one of them is picked to continue the chat in the tab.
+
+Non-modal: the tab and the rest of the window stay usable. All replies are versions of one
+reply in the tab's Conversation (`Conversation.compare`), so closing the view loses nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QCloseEvent, QKeyEvent
+from PySide6.QtWidgets import (
+    QDialog,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.conversation import ChatMessage, Conversation
+from app.settings import Settings
+
+from ..widgets import ElidedLabel
+from .column import ReplyColumn
+from .targets import TargetList, target_choices
+
+
+def detach_listeners(conv: Conversation, listeners: dict[str, Callable[..., object]]) -> None:
+    """Disconnect a view's listeners from `conv`'s events (by event name); twice is fine."""
+    for name, fn in listeners.items():
+        getattr(conv, name).disconnect(fn)
+
+
+class CompareDialog(QDialog):
+    """`sent()` once the message went out to the targets."""
+
+    sent = Signal()
+
+    def __init__(self, conversation: Conversation, settings: Settings, text: str = "",
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("compareDialog")
+        self.setWindowTitle(f"Compare — {conversation.title}")
+        self.conversation = conversation
+        self.columns: list[ReplyColumn] = []
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self._setup_page(settings, text))
+        self.stack.addWidget(self._answers_page())
+        outer = QVBoxLayout(self)
+        outer.addWidget(self.stack)
+        self._listeners: dict[str, Callable[..., object]] = {
+            "message_delta": lambda msg, _text: self._changed(msg),
+            "message_finished": self._changed,
+            "message_waiting": self._changed,
+            "busy_changed": lambda _busy: self._update_stop(),
+        }
+        for name, fn in self._listeners.items():
+            getattr(conversation, name).connect(fn)
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.finished.connect(lambda _result: self.detach())  # Esc, Close, Continue
+
+    # -- the first page: targets and message --------------------------------------------
+    def _setup_page(self, settings: Settings, text: str) -> QWidget:
+        page = QWidget()
+        col = QVBoxLayout(page)
+        intro = QLabel("Send one message to several targets at once: the local engine with "
+                       "different presets, or saved connections. Local targets share the "
+                       "prompt's prefill. Every answer is kept as a version of the reply.")
+        intro.setWordWrap(True)
+        col.addWidget(intro)
+        col.addWidget(QLabel("<b>Targets</b>"))
+        conv = self.conversation
+        choices = target_choices(settings, conv.params, conv.preset)
+        first = next((i for i, t in enumerate(choices) if t.backend is None
+                      and t.params == conv.params), 0)
+        self.target_list = TargetList(choices, settings, first)
+        col.addWidget(self.target_list)
+        col.addWidget(QLabel("<b>Message</b>"))
+        self.message_box = QPlainTextEdit(text)
+        self.message_box.setObjectName("compareMessage")
+        self.message_box.setPlaceholderText("The message every target answers")
+        self.message_box.setMaximumHeight(160)
+        col.addWidget(self.message_box)
+        self.error = QLabel()
+        self.error.setObjectName("errorLabel")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        col.addWidget(self.error)
+        col.addStretch(1)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        cancel = QPushButton("Cancel")
+        cancel.clicked.connect(self.close)
+        self.send_button = QPushButton("Send to all")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.clicked.connect(self.send)
+        row.addWidget(cancel)
+        row.addWidget(self.send_button)
+        col.addLayout(row)
+        return page
+
+    # -- the second page: one column per target ------------------------------------------
+    def _answers_page(self) -> QWidget:
+        page = QWidget()
+        col = QVBoxLayout(page)
+        col.setContentsMargins(0, 0, 0, 0)
+        self.question = ElidedLabel()
+        self.question.setObjectName("compareQuestion")
+        col.addWidget(self.question)
+        self.split = QSplitter(Qt.Orientation.Horizontal)
+        self.split.setChildrenCollapsible(False)
+        col.addWidget(self.split, 1)
+        row = QHBoxLayout()
+        self.hint = QLabel("Pick the answer to go on with; the others stay as versions "
+                           "(‹ › in the tab).")
+        self.hint.setWordWrap(True)
+        row.addWidget(self.hint, 1)
+        self.stop_button = QPushButton("Stop all")
+        self.stop_button.setToolTip("Stop every reply still generating (Esc)")
+        self.stop_button.clicked.connect(self.stop)
+        close = QPushButton("Close")
+        close.setToolTip("Close this view; the answers stay in the tab as versions")
+        close.clicked.connect(self.close)
+        row.addWidget(self.stop_button)
+        row.addWidget(close)
+        col.addLayout(row)
+        return page
+
+    # -- actions ------------------------------------------------------------------------
+    def send(self) -> bool:
+        """Ask every target; False (with the reason shown) if nothing could be sent."""
+        text = self.message_box.toPlainText()
+        conv = self.conversation
+        if not text.strip():
+            return self._refuse("Write the message to compare first.")
+        if conv.is_busy:
+            return self._refuse("This chat is still generating: stop it first.")
+        targets = self.target_list.targets()
+        # Conversation.compare starts the targets in order: each one either adds a reply
+        # or says why it was refused (a notice); that order tells which column is which.
+        outcomes: list[ChatMessage | str] = []
+
+        def added(msg: ChatMessage) -> None:
+            if msg.role == "assistant":
+                outcomes.append(msg)
+
+        conv.message_added.connect(added)
+        conv.notice.connect(outcomes.append)
+        try:
+            started = conv.compare(text, targets)
+        finally:
+            conv.message_added.disconnect(added)
+            conv.notice.disconnect(outcomes.append)
+        if not started:
+            reasons = [o for o in outcomes if isinstance(o, str)]
+            return self._refuse(" ".join(reasons) or "Nothing was sent.")
+        self.question.setText(f"You: {' '.join(text.split())}")
+        for target, outcome in zip(targets, outcomes, strict=False):
+            column = ReplyColumn(target, outcome if isinstance(outcome, ChatMessage) else None,
+                                 outcome if isinstance(outcome, str) else "")
+            column.continue_requested.connect(self.continue_with)
+            self.split.addWidget(column)
+            self.columns.append(column)
+        self.split.setSizes([1000] * len(self.columns))  # equal widths
+        self.stack.setCurrentIndex(1)
+        self._update_stop()
+        self.sent.emit()
+        return True
+
+    def stop(self) -> None:
+        self.conversation.stop()
+
+    def continue_with(self, msg: ChatMessage) -> None:
+        """Show `msg` in the tab (the other answers stay as its versions) and close."""
+        if msg.id in self.conversation.tree.nodes:
+            self.conversation.show(msg.id)
+        self.close()
+
+    def column_for(self, msg: ChatMessage) -> ReplyColumn | None:
+        return next((c for c in self.columns if c.message is msg), None)
+
+    def _refuse(self, reason: str) -> bool:
+        self.error.setText(reason)
+        self.error.show()
+        return False
+
+    def _changed(self, msg: ChatMessage) -> None:
+        column = self.column_for(msg)
+        if column is not None:
+            column.refresh()
+
+    def _update_stop(self) -> None:
+        self.stop_button.setEnabled(any(c.message is not None and c.message.streaming
+                                        for c in self.columns))
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        if event.key() == Qt.Key.Key_Escape and self.stop_button.isEnabled() \
+                and self.stack.currentIndex() == 1:
+            self.stop()  # Esc stops, as in the tab; a second Esc closes
+            return
+        super().keyPressEvent(event)
+
+    def detach(self) -> None:
+        """Stop following the conversation (the view is closing)."""
+        detach_listeners(self.conversation, self._listeners)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        self.detach()
+        super().closeEvent(event)

@@ -1,0 +1,47 @@
+"""The ways into Compare: a tab's "Compare…" button and Chat → Compare…, one view per tab."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QPushButton
+
+from .dialog import CompareDialog, detach_listeners
+
+if TYPE_CHECKING:
+    from ..chat.chat_tab import ChatTab
+
+MAX_SIZE = (1100, 720)
+
+
+def open_compare(tab: ChatTab) -> CompareDialog:
+    """The tab's compare view, in front: the one open already, else a new one with the
+    tab's input box text as its message, as large as the window allows (900×600 too)."""
+    for dialog in tab.findChildren(CompareDialog):
+        if dialog.isVisible():
+            dialog.raise_()
+            dialog.activateWindow()
+            return dialog
+    dialog = CompareDialog(tab.conversation, tab.ctx.settings, tab.input.toPlainText(), tab)
+    conv, listeners = tab.conversation, dialog._listeners
+    # a tab closed under an open view takes the view with it: let go of its chat too
+    tab.destroyed.connect(lambda: detach_listeners(conv, listeners))
+    dialog.sent.connect(tab.input.clear)  # the message went out, as Send clears it
+    window = tab.window().geometry()
+    width = min(MAX_SIZE[0], window.width() - 40)
+    height = min(MAX_SIZE[1], window.height() - 40)
+    dialog.resize(max(width, 600), max(height, 420))
+    dialog.move(window.center() - dialog.rect().center())
+    dialog.show()
+    dialog.message_box.setFocus()
+    return dialog
+
+
+def compare_button(tab: ChatTab) -> QPushButton:
+    """A flat "Compare…" button for the tab's top row."""
+    button = QPushButton("Compare…")
+    button.setObjectName("flatButton")
+    button.setToolTip("Send one message to several presets or connections side by side "
+                      "and continue with the answer you like (Ctrl+Shift+C)")
+    button.clicked.connect(lambda: open_compare(tab))
+    return button
