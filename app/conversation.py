@@ -155,17 +155,16 @@ class Conversation:
         user = self._add(ChatMessage("user", text), parent)
         return self._start(user, self._same_targets(n))
 
-    def compare(self, text: str, targets: list[ReplyTarget]) -> list[ChatMessage]:
+    def compare(self, text: str, targets: list[ReplyTarget]) -> list[ChatMessage | str]:
         """Send `text` once and ask every target at once; their replies are versions (the
-        first shown). The replies started ([] if refused)."""
+        first started is shown). Per target, in order: its reply, or why it was refused.
+        [] when nothing was sent (no targets, empty or invalid text, a reply running)."""
         if not targets or not self._can_send(text):
             return []
         if not self.tree.nodes and self.title == self.default_title:
             self.rename(title_from_message(text) or self.title)
         user = self._add(ChatMessage("user", text), self.tree.leaf)
-        before = set(self.running)
-        self._start(user, targets)
-        return [self.tree.nodes[i] for i in self.running if i not in before]
+        return self._start_each(user, targets)
 
     # -- the tree -----------------------------------------------------------------------
     def switch_version(self, index: int, step: int) -> bool:
@@ -323,11 +322,16 @@ class Conversation:
         return msg
 
     def _start(self, parent: ChatMessage, targets: list[ReplyTarget]) -> bool:
-        """Start one reply to `parent` per target; the first is shown. Local replies to
-        the same prompt share its prefill (the engine prefills it once)."""
+        return any(isinstance(o, ChatMessage) for o in self._start_each(parent, targets))
+
+    def _start_each(self, parent: ChatMessage,
+                    targets: list[ReplyTarget]) -> list[ChatMessage | str]:
+        """Start one reply to `parent` per target, the first shown: per target, its reply
+        or why it was refused (also a notice). Local replies to the same prompt share its
+        prefill (the engine prefills it once)."""
         prompt = self.prompt_messages(parent)
         leader: Generation | None = None
-        started: list[ChatMessage] = []
+        outcomes: list[ChatMessage | str] = []
         for target in targets:
             try:
                 gen = self.bridge.submit(prompt, target.params, tag=self.tag,
@@ -335,18 +339,19 @@ class Conversation:
                                          share_prompt_with=leader if target.backend is None
                                          else None)
             except SubmitError as exc:
-                self.notice.emit(_submit_note(exc))
+                note = _submit_note(exc)
+                self.notice.emit(note)
+                outcomes.append(note)
                 continue
             if target.backend is None and leader is None:
                 leader = gen
-            started.append(self._follow(gen, parent, target))
-        if not started:
-            return False
-        if self.tree.leaf is not started[0]:
+            outcomes.append(self._follow(gen, parent, target))
+        started = [o for o in outcomes if isinstance(o, ChatMessage)]
+        if started and self.tree.leaf is not started[0]:
             self.tree.show(started[0].id)
             self.reset.emit()
             self.shown_changed.emit()
-        return True
+        return outcomes
 
     def _follow(self, gen: Generation, parent: ChatMessage,
                 target: ReplyTarget) -> ChatMessage:

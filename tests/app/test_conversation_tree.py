@@ -139,6 +139,7 @@ async def test_compare_asks_every_target_at_once_and_a_pick_is_shown(bridge) -> 
     targets = [ReplyTarget(None, FAST, "greedy"), ReplyTarget(None, SAMPLED, "sampled")]
     replies = conv.compare("which?", targets)
     assert len(replies) == 2 and conv.is_busy
+    assert conv.compare("again?", targets) == []  # nothing is sent while replies run
     await wait_until(lambda: not conv.is_busy)
     assert [r.params for r in replies] == [FAST, SAMPLED]
     assert replies[0].token_ids == await answer_alone(bridge, "which?", FAST)
@@ -146,3 +147,12 @@ async def test_compare_asks_every_target_at_once_and_a_pick_is_shown(bridge) -> 
     assert conv.messages[1] is replies[0]
     conv.show(replies[1].id)
     assert conv.messages[1] is replies[1] and conv.versions(1) == (2, 2)
+
+
+async def test_compare_says_per_target_why_one_was_refused(bridge) -> None:
+    conv = Conversation(bridge, params=FAST)
+    bad = ReplyTarget("no such connection", FAST, "gone")
+    outcomes = conv.compare("which?", [bad, ReplyTarget(None, FAST, "local")])
+    assert isinstance(outcomes[0], str) and "no such connection" in outcomes[0]
+    assert outcomes[1] is conv.messages[1]  # the reply that started is the one shown
+    await wait_until(lambda: not conv.is_busy)

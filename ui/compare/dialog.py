@@ -142,26 +142,12 @@ class CompareDialog(QDialog):
         if conv.is_busy:
             return self._refuse("This chat is still generating: stop it first.")
         targets = self.target_list.targets()
-        # Conversation.compare starts the targets in order: each one either adds a reply
-        # or says why it was refused (a notice); that order tells which column is which.
-        outcomes: list[ChatMessage | str] = []
-
-        def added(msg: ChatMessage) -> None:
-            if msg.role == "assistant":
-                outcomes.append(msg)
-
-        conv.message_added.connect(added)
-        conv.notice.connect(outcomes.append)
-        try:
-            started = conv.compare(text, targets)
-        finally:
-            conv.message_added.disconnect(added)
-            conv.notice.disconnect(outcomes.append)
-        if not started:
+        outcomes = conv.compare(text, targets)  # per target: its reply, or why refused
+        if not any(isinstance(o, ChatMessage) for o in outcomes):
             reasons = [o for o in outcomes if isinstance(o, str)]
             return self._refuse(" ".join(reasons) or "Nothing was sent.")
         self.question.setText(f"You: {' '.join(text.split())}")
-        for target, outcome in zip(targets, outcomes, strict=False):
+        for target, outcome in zip(targets, outcomes, strict=True):
             column = ReplyColumn(target, outcome if isinstance(outcome, ChatMessage) else None,
                                  outcome if isinstance(outcome, str) else "")
             column.continue_requested.connect(self.continue_with)
