@@ -57,8 +57,11 @@ class MessageTree:
         self.nodes: dict[str, ChatMessage] = {}
         for msg in sorted(messages, key=lambda m: m.seq):
             self.nodes[msg.id] = msg
-        for msg in self.nodes.values():  # a parent that is gone: the message starts a chat
-            if msg.parent_id is not None and msg.parent_id not in self.nodes:
+        for msg in self.nodes.values():
+            # A parent that is gone, or not made before it (a damaged or hand-edited file;
+            # it could close a loop): the message starts a chat.
+            parent = self.nodes.get(msg.parent_id or "")
+            if msg.parent_id is not None and (parent is None or parent.seq >= msg.seq):
                 msg.parent_id = None
         self.path: list[ChatMessage] = []
         self._chosen: dict[str | None, str] = {}  # parent id -> the child last shown

@@ -161,14 +161,14 @@ class Workspace:
             # a fresh Conversation: the closed tab's views still listen to the old one
             return self.open(Conversation(
                 conv.bridge, title=conv.title, system_prompt=conv.system_prompt,
-                params=conv.params, session_id=conv.session_id, messages=conv.messages,
-                preset=conv.preset))
+                params=conv.params, session_id=conv.session_id, tree=conv.tree,
+                preset=conv.preset))  # the whole tree: every version, the path shown
         return None
 
     def _remember_closed(self, conv: Conversation) -> None:
         if not conv.messages:
             return  # an empty chat is not worth reopening (nor kept in the history)
-        for msg in conv.messages:  # a reply cut off by closing reads as stopped
+        for msg in conv.tree.nodes.values():  # a reply cut off by closing reads as stopped
             if msg.streaming:
                 msg.streaming, msg.finish_reason = False, msg.finish_reason or "cancelled"
         self.closed_stack.append(conv)

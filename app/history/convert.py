@@ -7,8 +7,9 @@ from typing import Any
 
 from app.bridge import EngineBridge, Generation, ReplyStats
 from app.conversation import ChatMessage, Conversation
-from app.message_tree import MessageTree
 from app.storage import LoadedSession, Message, RequestStatsRecord, Session
+
+from .paths import message_tree
 
 INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, kill)
 
@@ -108,11 +109,7 @@ def chat_message(record: Message) -> ChatMessage:
 
 def conversation(loaded: LoadedSession, bridge: EngineBridge) -> Conversation:
     s = loaded.session
-    messages = [chat_message(m) for m in loaded.messages]
-    # Rows that name no parents at all were written as one path (an import of an export
-    # from before trees, another program): each follows the one before it.
-    tree = MessageTree.chain(messages) if len(messages) > 1 and all(
-        m.parent_id is None for m in messages) else MessageTree(messages, s.shown_leaf_id)
+    tree = message_tree([chat_message(m) for m in loaded.messages], s.shown_leaf_id)
     return Conversation(bridge, title=s.title, system_prompt=s.system_prompt,
                         params=dict(s.params), session_id=s.id, preset=s.preset,
                         tree=tree, backend=last_backend(tree.path))

@@ -27,7 +27,11 @@ from app.storage import (
     Store,
 )
 
-FORMAT_VERSION = 1
+from .paths import shown_path
+
+# 2 (issue #29): a chat is a tree. Messages carry parent_id and seq, sessions shown_leaf_id
+# and pinned. Version 1 files (no parents: each chat one path) still import.
+FORMAT_VERSION = 2
 EXPORT_FORMAT = "batchchat-export"
 SESSION_FORMAT = "batchchat-session"
 STATS_FORMAT = "batchchat-stats"
@@ -39,16 +43,22 @@ _ROLE_HEADINGS = {"system": "System", "user": "User", "assistant": "Assistant"}
 # --- Markdown -----------------------------------------------------------------------
 
 def session_to_markdown(loaded: LoadedSession) -> str:
+    """The path the chat's tab shows; a message with versions says which one it is (the
+    others are in the JSON export)."""
     session = loaded.session
     parts = [f"# {session.title}", "", _settings_line(session)]
     if session.system_prompt:
         parts += ["", "## System prompt", "", _closed_fences(session.system_prompt)]
-    for message in loaded.messages:
+    for shown in shown_path(loaded):
+        message = shown.message
         parts += ["", f"## {_ROLE_HEADINGS.get(message.role, message.role.title())}", ""]
         parts.append(_closed_fences(message.content))
         note = _stats_line(message)
         if note:
             parts += ["", note]
+        if shown.versions > 1:
+            parts += ["", f"*Version {shown.version} of {shown.versions} — the other "
+                          "versions are in the JSON export*"]
     return "\n".join(parts).rstrip() + "\n"
 
 

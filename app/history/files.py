@@ -31,6 +31,9 @@ class HistoryEntry:
     when: str  # last active (session) or started (run), UTC ISO
     is_open: bool = False
     snippet: str = ""  # the matching text, for a search
+    # The message that matched (a search; maybe a version the chat does not show): opening
+    # the chat shows the path through it.
+    message_id: str | None = None
 
 
 def list_entries(store: SafeStore, query: str = "") -> list[HistoryEntry]:
@@ -45,16 +48,17 @@ def list_entries(store: SafeStore, query: str = "") -> list[HistoryEntry]:
     entries = []
     for hit in reader.search(query):
         if hit.kind == "session" and hit.id in sessions:
-            entries.append(_session_entry(sessions[hit.id], hit.snippet))
+            entries.append(_session_entry(sessions[hit.id], hit.snippet, hit.message_id))
         elif hit.kind == "sim_run" and hit.id in runs:
             entries.append(_run_entry(reader, runs[hit.id], hit.snippet))
     return entries
 
 
-def _session_entry(summary: SessionSummary, snippet: str = "") -> HistoryEntry:
+def _session_entry(summary: SessionSummary, snippet: str = "",
+                   message_id: str | None = None) -> HistoryEntry:
     s = summary.session
     return HistoryEntry("session", s.id, s.title, summary.message_count,
-                        summary.last_active_at, s.is_open, snippet)
+                        summary.last_active_at, s.is_open, snippet, message_id)
 
 
 def _run_entry(reader: Store, run: SimRun, snippet: str = "") -> HistoryEntry:

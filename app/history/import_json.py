@@ -6,6 +6,11 @@ overwritten: it is skipped, and so is a skipped session's or run's whole content
 Everything happens in one transaction: a bad file adds nothing. A request's stats that
 link to a chat, message or run neither in the file nor in the history keep their numbers
 without the link (as when that chat is deleted).
+
+A chat is a tree of messages (format version 2: each message's parent_id and seq, the
+session's shown_leaf_id and pinned). An export from before (version 1) names no parents: its
+chats become one path each. Parents that do not make a tree are dropped, and the report
+says so (app/history/import_tree.py).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from app.storage.add_new import NewRows
 from app.storage.records import Record
 
 from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
+from .import_tree import link_messages
 
 R = TypeVar("R", bound=Record)
 # An export nests about 6 deep (sessions, a message, its stats); a settings object may add a
@@ -39,6 +45,7 @@ MAX_DEPTH = 100
 class ImportReport:
     added: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what was changed to import it
 
     def count(self, table: str, added: bool, n: int = 1) -> None:
         if n <= 0:
@@ -52,7 +59,7 @@ class ImportReport:
         text = f"Imported {fmt(self.added)}."
         if self.skipped:
             text += f" Skipped {fmt(self.skipped)} already in the history (left as they were)."
-        return text
+        return " ".join([text, *self.notes])
 
 
 def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
@@ -76,6 +83,10 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
     sessions = [(_parse(Session, _without(s, "messages"), where),
                  _children(Message, s, "messages", "session_id", where))
                 for where, s in _items(doc, "sessions", "")]
+    # A chat none of whose messages names a parent was written before trees: one path.
+    chained = {session.id for (session, _), (_, raw) in zip(
+        sessions, _items(doc, "sessions", ""), strict=True)
+        if not any("parent_id" in m for m in raw.get("messages", []))}
     runs = [(_parse(SimRun, _without(r, "results"), where),
              _children(SimResult, r, "results", "sim_run_id", where))
             for where, r in _items(doc, "sim_runs", "")]
@@ -99,6 +110,9 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
                 report.count(Message.TABLE if parent.TABLE == "sessions" else SimResult.TABLE,
                              False, len(children))
                 continue
+            if isinstance(parent, Session):  # only the messages added make its tree
+                new = [m for m in children if not rows.has(Message.TABLE, m.id)]
+                report.notes += link_messages(parent, new, chain=parent.id in chained)
             add([parent])
             add(children)
         add(_drop_dangling_links(requests, rows))

@@ -34,6 +34,8 @@ class MessagesMixin(StoreBase):
                 raise KeyError(message_id)
 
     def list_messages(self, session_id: str) -> list[Message]:
+        """Every message of the chat, all versions, in the order made (seq); the path a
+        tab shows is app.history.paths.shown_path."""
         with self.reading() as db:
             rows = db["messages"].rows_where(
                 "session_id = ?", [session_id], order_by="seq, created_at, id")

@@ -207,16 +207,32 @@ class _Replayer:
         session = Session.from_dict(data)
         if not self._newer(session):
             return False
-        self.store.upsert(Session.TABLE, session.to_row())  # its own updated_at, kept
+        row = session.to_row()  # its own updated_at, kept
+        del row["pinned"]  # as save_session: only set_pinned changes a pin
+        self.store.upsert(Session.TABLE, row)
         return True
 
     def _save_message(self, _when: datetime, data: dict[str, Any]) -> bool:
         message = Message.from_dict(data)
         if not self._newer(message) or not self._exists(Session.TABLE, message.session_id):
             return False  # newer in the history, or its chat was deleted since
+        if "parent_id" not in data:  # set aside by a version before trees
+            message.parent_id = self._old_parent(message)
         self.store.upsert(Message.TABLE, message.to_row())
         self._restored(message.id, message.session_id)
         return True
+
+    def _old_parent(self, message: Message) -> str | None:
+        """A message set aside before chats were trees: the parent its row has (migration
+        m005 linked it), else the one before it by seq (as that migration does)."""
+        db = self.store.db
+        row = db.execute("SELECT parent_id FROM messages WHERE id = ?",
+                         [message.id]).fetchone()
+        if row is None:
+            row = db.execute("SELECT id FROM messages WHERE session_id = ? AND seq < ? "
+                             "ORDER BY seq DESC LIMIT 1",
+                             [message.session_id, message.seq]).fetchone()
+        return row[0] if row is not None else None
 
     def _checkpoint(self, when: datetime, message_id: str, content: str) -> bool:
         if not self._not_changed_since(Message.TABLE, message_id, when):

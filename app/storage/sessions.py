@@ -55,7 +55,8 @@ class SessionsMixin(StoreBase):
         ]
 
     def load_session(self, session_id: str) -> LoadedSession:
-        """A session with its messages in order; raises KeyError if there is none."""
+        """A session with all its messages (every version) in seq order; raises KeyError if
+        there is none. app.history.paths gives the path its tab shows."""
         with self.reading() as db:
             rows = list(db["sessions"].rows_where("id = ?", [session_id]))
             if not rows:

@@ -19,9 +19,11 @@ from hypothesis import strategies as st
 from app.history.export import EXPORT_FORMAT, FORMAT_VERSION, export_all
 from app.history.files import import_file
 from app.history.import_json import ImportReport
+from app.history.paths import shown_messages
 from app.storage import SafeStore, Store
 
 from .test_export_import import fill
+from .test_export_tree import tree_chat
 
 EXAMPLES = settings(max_examples=60, deadline=None, database=None, derandomize=True)
 TEXT = st.text(st.characters(exclude_categories=()), max_size=40)  # surrogates included
@@ -35,12 +37,13 @@ def _export() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         s = Store.open(Path(d) / "source.db")
         fill(s)
+        tree_chat(s)  # versions at several levels, a shown path, a pin
         doc = export_all(s)
         s.close()
     return doc
 
 
-EXPORT = _export()  # a real export of a filled history: sessions, messages, runs, stats
+EXPORT = _export()  # a real export of a filled history: chats (one a tree), runs, stats
 
 
 def paths(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -185,3 +188,35 @@ def test_an_integer_sqlite_cannot_hold_is_refused_naming_the_field(value: int) -
                                              r"must fit in 64 bits") as caught:
             import_file(store, path)
         assert type(caught.value) is ValueError and rows(store) == 0
+
+
+TREE = next(i for i, s in enumerate(EXPORT["sessions"]) if s["title"] == "tree")
+IDS = [m["id"] for s in EXPORT["sessions"] for m in s["messages"]]  # this chat's and others'
+PARENT = st.none() | st.sampled_from(IDS) | TEXT
+
+
+@EXAMPLES
+@given(st.lists(PARENT, min_size=8, max_size=8), PARENT, st.booleans())
+def test_random_parents_import_whole_as_a_tree(parents: list[Any], shown: Any,
+                                               v1: bool) -> None:
+    """Any parent_ids and shown_leaf_id (this chat's messages, another chat's, unknown, the
+    message itself), in a version 2 file or a version 1 file: the whole chat is imported
+    as a tree (each parent an earlier message of the chat) and opens."""
+    doc = json.loads(json.dumps(EXPORT))
+    chat = doc["sessions"][TREE]
+    for message, parent in zip(chat["messages"], parents, strict=True):
+        message["parent_id"] = parent
+    chat["shown_leaf_id"] = shown
+    if v1:
+        doc["format_version"] = 1
+    with target() as (store, d):
+        path = d / "export.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        import_file(store, path)
+        loaded = store.reader.load_session(chat["id"])
+        assert len(loaded.messages) == 8
+        seq = {m.id: m.seq for m in loaded.messages}
+        assert all(m.parent_id is None or seq.get(m.parent_id, m.seq) < m.seq
+                   for m in loaded.messages)
+        assert loaded.session.shown_leaf_id in (None, *seq)
+        assert shown_messages(loaded)

@@ -88,3 +88,32 @@ async def test_saved_at_quit_and_reused_after_a_restart(tmp_path):
         assert gen.tokens == reference_tokens(tiny().model, gen.stream.prompt_tokens, 12)
     finally:
         await second.shutdown(timeout=2.0)
+
+
+async def test_the_kv_saved_is_the_shown_path_of_a_chat_with_versions(tmp_path):
+    """Three answers at once (different seeds), the second shown (neither the one shown
+    first nor the newest): its path's KV is what is saved, so after a restart its next
+    turn is served from disk up to its last token."""
+    kv = tmp_path / "kv"
+    first = await bridge_on(kv)
+    saver = KVSaver(first)
+    conv = Conversation(first, system_prompt="Be brief.", params=FAST | {
+        "temperature": 1.0, "seed": 5})
+    assert conv.send("question", n=3)
+    await wait_until(lambda: not conv.is_busy)
+    one, two, three = conv.tree.siblings(conv.messages[1])
+    assert len({tuple(m.token_ids) for m in (one, two, three)}) == 3
+    assert conv.messages[1] is one and conv.switch_version(1, 1) and conv.messages[1] is two
+    earlier = next(g.stream for g in conv.generations if g.request_id == two.request_id)
+    assert await saver.save_all([conv]) == 1
+    await first.shutdown(timeout=2.0)
+
+    second = await bridge_on(kv)
+    try:
+        again = Conversation(second, system_prompt="Be brief.", params=FAST, tree=conv.tree)
+        await chat(again, "and a follow-up")
+        stats = again.generations[-1].stream.stats
+        assert stats.cached_tokens == len(earlier.prompt_tokens) + len(earlier.tokens) - 1
+        assert second.local.engine.stats().prefix_disk_loads == 1
+    finally:
+        await second.shutdown(timeout=2.0)

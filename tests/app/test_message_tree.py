@@ -95,3 +95,13 @@ def test_a_message_whose_parent_is_missing_starts_the_chat() -> None:
     orphan = ChatMessage("user", "left", parent_id="gone", seq=5)
     tree = MessageTree([orphan])
     assert orphan.parent_id is None and texts(tree) == ["left"]
+
+
+def test_a_parent_made_after_its_child_is_dropped_so_a_loop_cannot_hang() -> None:
+    """A damaged or hand-edited history: q names a as its parent and a names q."""
+    q = ChatMessage("user", "q", id="q", parent_id="a", seq=0)
+    a = ChatMessage("assistant", "a", id="a", parent_id="q", seq=1)
+    me = ChatMessage("user", "me", id="me", parent_id="me", seq=2)
+    tree = MessageTree([q, a, me], shown_leaf_id="a")
+    assert q.parent_id is None and a.parent_id == "q" and me.parent_id is None
+    assert texts(tree) == ["q", "a"] and tree.ancestors(a) == [q]

@@ -70,13 +70,16 @@ class HistoryController(QObject):
         self.dialog.raise_()
         return self.dialog
 
-    def open_session(self, session_id: str) -> bool:
-        """Show a past session in front (opening a tab for it if none shows it)."""
+    def open_session(self, session_id: str, message_id: str = "") -> bool:
+        """Show a past session in front (opening a tab for it if none shows it), on the
+        path through `message_id` when given (a search hit, maybe in another version)."""
         try:
-            self.workspace.open_session(session_id)
+            conv = self.workspace.open_session(session_id)
         except (StorageError, KeyError) as exc:
             self._tell(f"Could not open that chat: {exc}")
             return False
+        if message_id in conv.tree.nodes:
+            conv.show(message_id)
         self.window.activateWindow()
         return True
 

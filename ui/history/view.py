@@ -46,12 +46,14 @@ ROLE = Qt.ItemDataRole.UserRole
 
 
 class HistoryDialog(QDialog):
-    """`open_requested(session_id)`; `delete_requested(kind, id)` after the user confirmed.
+    """`open_requested(session_id, message_id)` (message_id: a search hit's message, to
+    show even in a version the chat does not show; "" for none); `delete_requested(kind,
+    id)` after the user confirmed.
 
     `ask_save_path` / `ask_open_path` pick files (QFileDialog's static getters, called from
     plain slots); tests replace them."""
 
-    open_requested = Signal(str)
+    open_requested = Signal(str, str)
     delete_requested = Signal(str, str)
 
     def __init__(self, history: HistorySync, parent: QWidget | None = None) -> None:
@@ -184,7 +186,7 @@ class HistoryDialog(QDialog):
     def open_selected(self) -> None:
         entry = self.selected()
         if entry is not None and entry.kind == "session":
-            self.open_requested.emit(entry.id)
+            self.open_requested.emit(entry.id, entry.message_id or "")
 
     def delete_selected(self) -> QMessageBox | None:
         """Ask first (a non-modal box); `delete_requested` fires on Yes."""
