@@ -253,6 +253,15 @@ class HistorySync:
         if ids:
             self._write(self.store.reorder_sessions, ids)
 
+    def set_pinned(self, session_id: str, pinned: bool) -> None:
+        """Pin a chat (the sidebar lists it first) or unpin it; open or not."""
+        self._write(self.store.set_pinned, session_id, pinned)
+
+    def rename_session(self, session_id: str, title: str) -> None:
+        """Rename a chat that no tab shows (an open one renames through its Conversation,
+        so its tab follows)."""
+        self._write(self.store.rename_session, session_id, title)
+
     def delete_session(self, session_id: str) -> None:
         """Delete a session that no tab shows (detach it first)."""
         self._loaded.pop(session_id, None)
