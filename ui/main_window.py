@@ -105,7 +105,6 @@ class MainWindow(QMainWindow):
     def _make_sidebar(self) -> QSplitter:
         """The conversation sidebar left of the tabs; shown as the settings remember."""
         self.sidebar = Sidebar(self.workspace)
-        self.sidebar.setMinimumWidth(180)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.setObjectName("sidebarSplitter")
         split.setChildrenCollapsible(False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtWidgets import QFrame, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.conversation import Conversation
@@ -60,6 +60,7 @@ class Sidebar(QFrame):
         self._listening: dict[int, list[tuple[object, Callable[..., object]]]] = {}
 
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        self.search.returnPressed.connect(self._open_first)
         self.list.open_requested.connect(self.actions.open)
         self.list.pin_requested.connect(self.actions.toggle_pin)
         self.list.rename_requested.connect(self.actions.ask_rename)
@@ -73,6 +74,11 @@ class Sidebar(QFrame):
             self._follow(conv)
         self._show(True)
 
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        # never forces the window wider: beside the chat's minimum and a dock, the sidebar
+        # is what gives way (the splitter shrinks it before the chat)
+        return QSize(0, super().minimumSizeHint().height())
+
     # -- showing ------------------------------------------------------------------------
     def show_list(self) -> None:
         """The grouped list, or the search's hits while the search box has text."""
@@ -85,6 +91,15 @@ class Sidebar(QFrame):
         else:
             self.list.set_entries(self.chats.entries(), select=front)
             self._note(self.chats.error or "")
+
+    def _open_first(self) -> None:
+        """Enter in the search box opens the best hit (the search runs now if due)."""
+        if self._search_timer.isActive():
+            self._search_timer.stop()
+            self.show_list()
+        rows = self.list.rows()
+        if rows:
+            self.actions.open(rows[0])
 
     def reread_later(self) -> None:
         self._reread_timer.start()
