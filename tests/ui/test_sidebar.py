@@ -124,7 +124,9 @@ def test_search_hit_in_a_version_not_shown_opens_that_version(history_app, loop,
     assert opened.session_id == conv.session_id
     assert opened.messages[0].content == "zebra stripes question"
     assert opened.versions(0) == (1, 2)
-    sidebar.search.clear()  # the grouped list again
+    sidebar.search.setFocus()
+    qtbot.keyClick(sidebar.search, Qt.Key.Key_Escape)  # Esc empties the box: the list again
+    assert sidebar.search.text() == ""
     run_until(loop, lambda: sidebar.list.headers() == ["Today"])
 
 
@@ -216,3 +218,12 @@ def test_delete_without_undo_removes_the_rows_after_the_timeout(history_app, loo
     menu_pick(window, other.session_id, "Delete")
     assert stored_rows(history_app.db, kept.session_id) == (None, [])
     assert stored_rows(history_app.db, other.session_id)[0] is not None
+
+
+def test_a_chat_deleted_in_the_history_dialog_leaves_the_sidebar(history_app, loop, qtbot):
+    window = history_app.start()
+    conv = chat(window, loop, "listed twice")
+    window.workspace.close(conv)
+    run_until(loop, lambda: listed_closed(window, conv.session_id))
+    window.history.delete("session", conv.session_id)  # as History…'s Delete does
+    run_until(loop, lambda: conv.session_id not in listed(window), timeout=2)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFrame, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 from app.conversation import Conversation
@@ -61,12 +62,14 @@ class Sidebar(QFrame):
 
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
         self.search.returnPressed.connect(self._open_first)
+        self.search.installEventFilter(self)
         self.list.open_requested.connect(self.actions.open)
         self.list.pin_requested.connect(self.actions.toggle_pin)
         self.list.rename_requested.connect(self.actions.ask_rename)
         self.list.delete_requested.connect(self.actions.delete)
         self.actions.changed.connect(self._show)
         self.actions.failed.connect(self._tell)
+        workspace.history.chats_changed.connect(self.reread_later)
         workspace.opened.connect(self._opened)
         workspace.closed.connect(self._closed)
         workspace.front_changed.connect(self._front_changed)
@@ -84,6 +87,8 @@ class Sidebar(QFrame):
         """The grouped list, or the search's hits while the search box has text."""
         text = self.search.text().strip()
         front = self.workspace.front.session_id if self.workspace.front else None
+        if self.list.hasFocus():
+            front = None  # the row the user moved to stays selected
         if text:
             rows = self.chats.search(text)
             self.list.set_entries(list(rows), select=front)
@@ -91,6 +96,20 @@ class Sidebar(QFrame):
         else:
             self.list.set_entries(self.chats.entries(), select=front)
             self._note(self.chats.error or "")
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        """In the search box, Down moves into the list and Esc empties the box."""
+        if watched is self.search and isinstance(event, QKeyEvent) \
+                and event.type() == QEvent.Type.KeyPress:
+            if event.key() == Qt.Key.Key_Down and self.list.rows():
+                self.list.setFocus()
+                if self.list.current_row() is None:
+                    self.list.select(self.list.rows()[0].session_id)
+                return True
+            if event.key() == Qt.Key.Key_Escape and self.search.text():
+                self.search.clear()
+                return True
+        return super().eventFilter(watched, event)
 
     def _open_first(self) -> None:
         """Enter in the search box opens the best hit (the search runs now if due)."""
