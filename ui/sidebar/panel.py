@@ -28,6 +28,7 @@ class Sidebar(QFrame):
                  undo_ms: int = UNDO_MS) -> None:
         super().__init__(parent)
         assert workspace.history is not None
+        self.history = workspace.history
         self.setObjectName("sidebar")
         self.workspace = workspace
         self.chats = ChatList(workspace.history, lambda: workspace.conversations)
@@ -69,7 +70,7 @@ class Sidebar(QFrame):
         self.list.delete_requested.connect(self.actions.delete)
         self.actions.changed.connect(self._show)
         self.actions.failed.connect(self._tell)
-        workspace.history.chats_changed.connect(self.reread_later)
+        self.history.chats_changed.connect(self.reread_later)
         workspace.opened.connect(self._opened)
         workspace.closed.connect(self._closed)
         workspace.front_changed.connect(self._front_changed)
@@ -171,6 +172,7 @@ class Sidebar(QFrame):
         """The app is quitting: a delete waiting for its undo happens now."""
         self._slow_timer.stop()
         self.actions.commit_delete()
+        self.history.chats_changed.disconnect(self.reread_later)  # (it outlives us)
 
 
 def _single_shot(parent: QWidget, ms: int, fn: Callable[[], object]) -> QTimer:
