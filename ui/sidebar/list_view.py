@@ -52,7 +52,7 @@ class ChatListView(QListWidget):
                 if isinstance(entry, Header):
                     item.setFlags(Qt.ItemFlag.NoItemFlags)
                 else:
-                    item.setToolTip(entry.title)
+                    item.setToolTip(entry.title + ("  (open in a tab)" if entry.is_open else ""))
                 self.addItem(item)
                 if isinstance(entry, ChatRow) and entry.session_id == keep:
                     self.setCurrentItem(item)
