@@ -81,6 +81,7 @@ class Settings:
         self.presets_changed = Event()
         # The chat tabs' settings panel: one global toggle, hidden until asked for.
         self.show_settings_panel = False
+        self.show_sidebar = True  # the conversation sidebar left of the tabs (View menu)
         self.theme = "system"  # "system" (follow the OS), "light" or "dark"
         self.last_folder = ""  # where the last file dialog ended (export, import, save as)
         # what the window remembers: Qt's saveGeometry/saveState (base64), unsent drafts
@@ -143,6 +144,8 @@ class Settings:
             settings.last_folder = repair_text(data["last_folder"])
         if isinstance(data.get("show_settings_panel"), bool):
             settings.show_settings_panel = data["show_settings_panel"]
+        if isinstance(data.get("show_sidebar"), bool):
+            settings.show_sidebar = data["show_sidebar"]
         name = data.get("default_preset")
         if isinstance(name, str) and name in settings.preset_names():
             settings.default_preset = name
@@ -178,6 +181,7 @@ class Settings:
                 "default_preset": self.default_preset, "presets": self.user_presets,
                 "server_port": self.server_port, "server_api_key": self.server_api_key}
         data["show_settings_panel"] = self.show_settings_panel
+        data["show_sidebar"] = self.show_sidebar
         data["theme"] = self.theme
         data["last_folder"] = self.last_folder
         data.update(window_geometry=self.window_geometry, window_state=self.window_state,
@@ -206,6 +210,12 @@ class Settings:
             self.show_settings_panel = shown
             self.save()
             self.settings_panel_changed.emit(shown)
+
+    def set_sidebar(self, shown: bool) -> None:
+        """Show or hide the conversation sidebar; remembered across restarts."""
+        if shown != self.show_sidebar:
+            self.show_sidebar = shown
+            self.save()
 
     # -- connections --------------------------------------------------------------------
     def connection(self, name: str) -> Connection | None:

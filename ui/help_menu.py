@@ -19,6 +19,8 @@ SHORTCUTS = (
     ("Esc", "stop the reply (or cancel an edit)"),
     ("Ctrl+R", "regenerate the last reply"),
     ("Ctrl+H", "history"),
+    ("Ctrl+B", "show / hide the conversation sidebar"),
+    ("Enter / F2 / Delete", "in the sidebar: open / rename / delete the chat"),
     ("Ctrl+O", "load a model"),
     ("Ctrl+Shift+K", "connections to OpenAI-compatible servers"),
     ("Ctrl+Shift+C", "compare: one message to several presets or connections"),

@@ -11,8 +11,8 @@ import asyncio
 
 import pyqtgraph as pg
 from PySide6.QtCore import QByteArray, Qt, Signal
-from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QApplication, QMainWindow, QVBoxLayout, QWidget
+from PySide6.QtGui import QAction, QCloseEvent
+from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
 from app.bridge import BridgeState
 from app.context import AppContext
@@ -35,6 +35,7 @@ from .load_banner import LoadBanner
 from .model_picker import ModelPickerDialog
 from .reflow import widen_when_shown
 from .server_controls import ServerControls
+from .sidebar.panel import Sidebar
 from .simulator import SimulatorDock
 from .stats.panel import StatsDock
 from .theme import Theme, theme_menu
@@ -74,7 +75,12 @@ class MainWindow(QMainWindow):
             col.addWidget(self.history.banner)  # under the model's banner, above the tabs
         self.tabs = ChatTabs(ctx, self.workspace)
         self.tabs.draft_typed = self.draft_saver.changed
-        col.addWidget(self.tabs, 1)
+        self.sidebar: Sidebar | None = None
+        self.sidebar_action: QAction | None = None
+        if ctx.history is not None:  # the sidebar lists the history's chats
+            col.addWidget(self._make_sidebar(), 1)
+        else:
+            col.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
         self.engine_status = EngineStatus(self, ctx.bridge, self.banner)
@@ -96,6 +102,35 @@ class MainWindow(QMainWindow):
         if self.history is not None:
             self.history.show_notice()
         self._restore_layout()
+
+    def _make_sidebar(self) -> QSplitter:
+        """The conversation sidebar left of the tabs; shown as the settings remember."""
+        self.sidebar = Sidebar(self.workspace)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.setObjectName("sidebarSplitter")
+        split.setChildrenCollapsible(False)
+        split.addWidget(self.sidebar)
+        split.addWidget(self.tabs)
+        split.setStretchFactor(1, 1)
+        split.setSizes([250, 950])
+        action = QAction(self)
+        action.setCheckable(True)
+        action.setChecked(self.ctx.settings.show_sidebar)
+        self.sidebar.setVisible(self.ctx.settings.show_sidebar)
+        action.toggled.connect(self.show_sidebar)
+        self.sidebar_action = action
+        return split
+
+    def show_sidebar(self, shown: bool) -> None:
+        """Show or hide the sidebar (remembered in the settings)."""
+        if self.sidebar is None:
+            return
+        self.sidebar.setVisible(shown)
+        if self.sidebar_action is not None and self.sidebar_action.isChecked() != shown:
+            self.sidebar_action.setChecked(shown)
+        self.ctx.settings.set_sidebar(shown)
+        if shown:
+            self.sidebar.reread_later()
 
     def _make_docks(self) -> None:
         """The live engine stats and the load simulator, hidden at first, in one place on
@@ -129,6 +164,8 @@ class MainWindow(QMainWindow):
             handlers[f"tab_{n}"] = lambda n=n: tabs.go_to(n - 1 if n < 9 else -1)
         if self.history is not None:
             handlers["history"] = self.history.show_history
+        if self.sidebar_action is not None:
+            handlers["sidebar"] = self.sidebar_action
         return handlers
 
     # -- look and what the window remembers ----------------------------------------------
@@ -237,6 +274,8 @@ class MainWindow(QMainWindow):
             return
         if self.history is not None and not self.history.may_quit():
             return  # unsaved history: the user is asked first
+        if self.sidebar is not None:
+            self.sidebar.finish()  # a delete still waiting for its undo happens now
         self.remember_layout()
         self._closing = True
         self.statusBar().showMessage("Stopping the engine …")

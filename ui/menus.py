@@ -35,6 +35,7 @@ TABLE = (
     Entry("reopen_tab", "Re&open closed tab", ("Ctrl+Shift+T",), "chat"),
     Entry("history", "&History…", ("Ctrl+H",), "chat"),
     Entry("quit", "&Quit", ("Ctrl+Q",), "chat", separator=True),
+    Entry("sidebar", "Conversation side&bar", ("Ctrl+B",), "view"),
     Entry("stats", "Engine &stats", ("Ctrl+Shift+S",), "view"),
     Entry("simulator", "&Load simulator", ("Ctrl+Shift+L",), "view"),
     Entry("theme", "&Theme", (), "view"),

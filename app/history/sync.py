@@ -51,7 +51,8 @@ class _Tracked:
 
 
 class HistorySync:
-    """`status_changed()` fires after writes that may change pending_count or last_error."""
+    """`status_changed()` fires after writes that may change pending_count or last_error;
+    `chats_changed()` after a chat is pinned, renamed, deleted or imported here."""
 
     def __init__(self, store: SafeStore, *, checkpoint_s: float = 1.0,
                  meta_delay_s: float = 0.5) -> None:
@@ -64,6 +65,9 @@ class HistorySync:
         self._due: dict[tuple[str, str], tuple[float, Callable[[], object]]] = {}
         self._handle: asyncio.TimerHandle | None = None
         self.replay_notice: str | None = None  # what the start's replay restored or kept
+        # a chat was pinned, renamed, deleted or imported outside its tab (the sidebar
+        # reads the list again)
+        self.chats_changed = Event()
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: float) -> HistorySync:
@@ -253,10 +257,22 @@ class HistorySync:
         if ids:
             self._write(self.store.reorder_sessions, ids)
 
+    def set_pinned(self, session_id: str, pinned: bool) -> None:
+        """Pin a chat (the sidebar lists it first) or unpin it; open or not."""
+        self._write(self.store.set_pinned, session_id, pinned)
+        self.chats_changed.emit()
+
+    def rename_session(self, session_id: str, title: str) -> None:
+        """Rename a chat that no tab shows (an open one renames through its Conversation,
+        so its tab follows)."""
+        self._write(self.store.rename_session, session_id, title)
+        self.chats_changed.emit()
+
     def delete_session(self, session_id: str) -> None:
         """Delete a session that no tab shows (detach it first)."""
         self._loaded.pop(session_id, None)
         self._write(self.store.delete_session, session_id)
+        self.chats_changed.emit()
 
     # -- records the rest of the app hands in -------------------------------------------
     def record_request_stats(self, record: RequestStatsRecord) -> None:
@@ -278,7 +294,10 @@ class HistorySync:
     def import_file(self, path: str | os.PathLike[str]) -> ImportReport:
         """Add what a BatchChat export holds that the history lacks: at once, not queued
         (app.history.files.import_file says why it failed, and nothing is added)."""
-        return files.import_file(self.store, path)
+        try:
+            return files.import_file(self.store, path)
+        finally:
+            self.chats_changed.emit()
 
     def flush(self) -> None:
         """Write every delayed save and checkpoint now."""

@@ -1,0 +1,183 @@
+"""The sidebar: a search box over the list of chats, and the undo bar under it. Keeps
+itself current from the Workspace's and the open chats' events (re-reading the store on
+opens, closes and its own changes, and on a slow timer; never per token)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, QObject, QSize, Qt, QTimer
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QFrame, QLabel, QLineEdit, QVBoxLayout, QWidget
+
+from app.conversation import Conversation
+from app.history.sidebar import ChatList, ChatRow
+from app.workspace import Workspace
+
+from .actions import SidebarActions
+from .list_view import ChatListView
+from .undo_bar import UNDO_MS, UndoBar
+
+SEARCH_DELAY_MS = 150  # search as you type, once typing pauses this long
+SHOW_DELAY_MS = 150  # events from the chats are gathered this long before the list redraws
+REREAD_MS = 60_000  # the store read again anyway: a day's change, other writers
+
+
+class Sidebar(QFrame):
+    def __init__(self, workspace: Workspace, parent: QWidget | None = None,
+                 undo_ms: int = UNDO_MS) -> None:
+        super().__init__(parent)
+        assert workspace.history is not None
+        self.history = workspace.history
+        self.setObjectName("sidebar")
+        self.workspace = workspace
+        self.chats = ChatList(workspace.history, lambda: workspace.conversations)
+        col = QVBoxLayout(self)
+        col.setContentsMargins(0, 0, 0, 0)
+        col.setSpacing(0)
+        self.search = QLineEdit()
+        self.search.setObjectName("sidebarSearch")
+        self.search.setPlaceholderText("Search chats")
+        self.search.setClearButtonEnabled(True)
+        col.addWidget(self.search)
+        self.list = ChatListView()
+        col.addWidget(self.list, 1)
+        self.note = QLabel()  # nothing found, or why the history could not be read
+        self.note.setObjectName("sidebarNote")
+        self.note.setWordWrap(True)
+        self.note.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.note.hide()
+        col.addWidget(self.note)
+        self.undo_bar = UndoBar(self, undo_ms)
+        col.addWidget(self.undo_bar)
+        self.actions = SidebarActions(workspace, self.chats, self.undo_bar, self)
+
+        self._search_timer = _single_shot(self, SEARCH_DELAY_MS, self.show_list)
+        self._show_timer = _single_shot(self, SHOW_DELAY_MS, lambda: self._show(False))
+        self._reread_timer = _single_shot(self, SHOW_DELAY_MS, lambda: self._show(True))
+        self._slow_timer = QTimer(self)
+        self._slow_timer.setInterval(REREAD_MS)
+        self._slow_timer.timeout.connect(self.reread_later)
+        self._slow_timer.start()
+        self._listening: dict[int, list[tuple[object, Callable[..., object]]]] = {}
+
+        self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        self.search.returnPressed.connect(self._open_first)
+        self.search.installEventFilter(self)
+        self.list.open_requested.connect(self.actions.open)
+        self.list.pin_requested.connect(self.actions.toggle_pin)
+        self.list.rename_requested.connect(self.actions.ask_rename)
+        self.list.delete_requested.connect(self.actions.delete)
+        self.actions.changed.connect(self._show)
+        self.actions.failed.connect(self._tell)
+        self.history.chats_changed.connect(self.reread_later)
+        workspace.opened.connect(self._opened)
+        workspace.closed.connect(self._closed)
+        workspace.front_changed.connect(self._front_changed)
+        for conv in workspace.conversations:
+            self._follow(conv)
+        self._show(True)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        # never forces the window wider: beside the chat's minimum and a dock, the sidebar
+        # is what gives way (the splitter shrinks it before the chat)
+        return QSize(0, super().minimumSizeHint().height())
+
+    # -- showing ------------------------------------------------------------------------
+    def show_list(self) -> None:
+        """The grouped list, or the search's hits while the search box has text."""
+        text = self.search.text().strip()
+        front = self.workspace.front.session_id if self.workspace.front else None
+        if self.list.hasFocus():
+            front = None  # the row the user moved to stays selected
+        if text:
+            rows = self.chats.search(text)
+            self.list.set_entries(list(rows), select=front)
+            self._note(self.chats.error or ("" if rows else f"No chat has \u201c{text}\u201d."))
+        else:
+            self.list.set_entries(self.chats.entries(), select=front)
+            self._note(self.chats.error or "")
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        """In the search box, Down moves into the list and Esc empties the box."""
+        if watched is self.search and isinstance(event, QKeyEvent) \
+                and event.type() == QEvent.Type.KeyPress:
+            if event.key() == Qt.Key.Key_Down and self.list.rows():
+                self.list.setFocus()
+                if self.list.current_row() is None:
+                    self.list.select(self.list.rows()[0].session_id)
+                return True
+            if event.key() == Qt.Key.Key_Escape and self.search.text():
+                self.search.clear()
+                return True
+        return super().eventFilter(watched, event)
+
+    def _open_first(self) -> None:
+        """Enter in the search box opens the best hit (the search runs now if due)."""
+        if self._search_timer.isActive():
+            self._search_timer.stop()
+            self.show_list()
+        rows = self.list.rows()
+        if rows:
+            self.actions.open(rows[0])
+
+    def reread_later(self) -> None:
+        self._reread_timer.start()
+
+    def _show(self, reread: bool) -> None:
+        if reread:
+            self.chats.refresh()
+        elif self.search.text().strip():
+            return  # the hits stay as found until the store is read again
+        self.show_list()
+
+    def _note(self, text: str) -> None:
+        self.note.setText(text)
+        self.note.setVisible(bool(text))
+
+    def _tell(self, text: str) -> None:
+        self._note(text)
+
+    def rows(self) -> list[ChatRow]:
+        return self.list.rows()
+
+    # -- following the chats ------------------------------------------------------------
+    def _opened(self, conv: Conversation, _index: int) -> None:
+        self._follow(conv)
+        self.reread_later()
+
+    def _closed(self, conv: Conversation, _index: int) -> None:
+        for event, fn in self._listening.pop(conv.id, []):
+            event.disconnect(fn)  # type: ignore[attr-defined]
+        self.reread_later()
+
+    def _front_changed(self, conv: Conversation | None) -> None:
+        self.list.select(conv.session_id if conv is not None else None)
+
+    def _follow(self, conv: Conversation) -> None:
+        def added(_msg: object) -> None:
+            self.chats.touch(conv.session_id)
+            self._show_timer.start()
+
+        later = lambda *_a: self._show_timer.start()  # noqa: E731
+        pairs = [(conv.message_added, added), (conv.message_finished, later),
+                 (conv.meta_changed, later), (conv.removed, later),
+                 (conv.shown_changed, later)]
+        for event, fn in pairs:
+            event.connect(fn)
+        self._listening[conv.id] = pairs
+
+    # -- quitting -----------------------------------------------------------------------
+    def finish(self) -> None:
+        """The app is quitting: a delete waiting for its undo happens now."""
+        self._slow_timer.stop()
+        self.actions.commit_delete()
+        self.history.chats_changed.disconnect(self.reread_later)  # (it outlives us)
+
+
+def _single_shot(parent: QWidget, ms: int, fn: Callable[[], object]) -> QTimer:
+    timer = QTimer(parent)
+    timer.setSingleShot(True)
+    timer.setInterval(ms)
+    timer.timeout.connect(fn)
+    return timer
