@@ -26,6 +26,15 @@ async def answer_alone(bridge, text: str, params: dict) -> list[int]:
     return conv.messages[-1].token_ids
 
 
+async def chat_of(bridge, params: dict, *texts: str) -> Conversation:
+    """A chat that has sent `texts`, each answered."""
+    conv = Conversation(bridge, params=params)
+    for text in texts:
+        assert conv.send(text)
+        await wait_until(lambda: not conv.is_busy)
+    return conv
+
+
 def record(conv: Conversation) -> list[tuple]:
     seen: list[tuple] = []
     for name in ("reset", "added", "removed", "message_added", "shown_changed",
@@ -81,10 +90,7 @@ async def test_n_outside_one_to_four_is_refused_with_a_notice(bridge) -> None:
 
 
 async def test_delete_takes_the_rest_of_the_path_and_undo_puts_it_back(bridge) -> None:
-    conv = Conversation(bridge, params=FAST)
-    for text in ("one", "two"):
-        conv.send(text)
-        await wait_until(lambda: not conv.is_busy)
+    conv = await chat_of(bridge, FAST, "one", "two")
     before = list(conv.messages)
     seen = record(conv)
     assert conv.delete(2)
@@ -104,10 +110,7 @@ async def test_delete_is_refused_while_a_reply_runs(bridge) -> None:
 
 
 async def test_edit_keeps_the_old_branch_as_the_other_version(bridge) -> None:
-    conv = Conversation(bridge, params=FAST)
-    for text in ("one", "two"):
-        conv.send(text)
-        await wait_until(lambda: not conv.is_busy)
+    conv = await chat_of(bridge, FAST, "one", "two")
     old = list(conv.messages)
     assert conv.edit_and_resend(2, "two, edited")
     await wait_until(lambda: not conv.is_busy)
@@ -117,10 +120,8 @@ async def test_edit_keeps_the_old_branch_as_the_other_version(bridge) -> None:
 
 
 async def test_a_branch_copies_the_path_and_its_next_turn_comes_from_the_cache(bridge) -> None:
-    conv = Conversation(bridge, title="Main", params=FAST)
-    for text in ("one", "two"):
-        conv.send(text)
-        await wait_until(lambda: not conv.is_busy)
+    conv = await chat_of(bridge, FAST, "one", "two")
+    conv.rename("Main")
     branch = conv.branch(1)
     assert branch.title == "Main (branch)" and branch.session_id != conv.session_id
     assert [m.content for m in branch.messages] == [m.content for m in conv.messages[:2]]

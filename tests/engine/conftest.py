@@ -55,15 +55,28 @@ def prompts(n: int, seed: int = 1) -> list[list[int]]:
     return [[rng.randrange(0, 256) for _ in range(lengths[i % len(lengths)])] for i in range(n)]
 
 
-@pytest.fixture(scope="module")
-def native_built() -> None:
-    """Builds engine.native when it is missing and the tools exist (so CI exercises it);
-    skips the module's tests otherwise. Use: pytestmark = pytest.mark.usefixtures(...)."""
+def skip_without_native() -> None:
+    """Build engine.native when it is missing and the tools exist (so CI exercises it);
+    skip the calling test (or module fixture) otherwise."""
     from engine.native import build as native_build
 
     reason = native_build.ensure_built()
     if reason is not None:
         pytest.skip(f"engine.native unavailable: {reason}")
+
+
+def native_quantized_tiny(seed: int):
+    """A quantized tiny model the native kernels run (their answers, log-probabilities
+    included, do not depend on the batch: docs/determinism.md); skips without them."""
+    skip_without_native()
+    return quantized_tiny(seed=seed)
+
+
+@pytest.fixture(scope="module")
+def native_built() -> None:
+    """engine.native built, else the module's tests skip.
+    Use: pytestmark = pytest.mark.usefixtures("native_built")."""
+    skip_without_native()
 
 
 STAGGERED_LENGTHS = [24, 9, 17, 30, 3, 12, 20, 6]

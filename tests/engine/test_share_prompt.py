@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from engine import SamplingParams
-from tests.engine.conftest import engine_on, prompts, quantized_tiny, run_to_end
+from tests.engine.conftest import engine_on, native_quantized_tiny, prompts, run_to_end
 
 N = 10
 SEED = 4242
@@ -26,12 +26,7 @@ def make_engine(qtiny):
 
 @pytest.fixture(scope="module")
 def qtiny():
-    from engine.native import build as native_build
-
-    reason = native_build.ensure_built()
-    if reason is not None:
-        pytest.skip(f"engine.native unavailable: {reason}")
-    return quantized_tiny(seed=29)
+    return native_quantized_tiny(seed=29)
 
 
 def answer(engine, **submit) -> tuple:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,30 +26,37 @@ class Served:
     url: str
 
 
+@asynccontextmanager
+async def serving(eng: Any, model: str = MODEL, on_finished: Any = None,
+                  **config: Any) -> AsyncIterator[Served]:
+    """Start `eng` and a server over it on a free port, with an openai client; all three
+    end with the block."""
+    await eng.start()
+    target = LocalTarget(eng)  # the server reaches the engine through app.bridge
+    server = ApiServer(lambda: target, lambda: model, ServerConfig(port=0, **config),
+                       on_finished=on_finished)
+    url = await server.start()
+    client = AsyncOpenAI(base_url=url + "/v1", api_key=config.get("api_key") or "unused",
+                         max_retries=0, timeout=60)
+    try:
+        yield Served(server, eng, client, url)
+    finally:
+        await client.close()
+        await server.stop()
+        await eng.shutdown()
+
+
 @pytest.fixture
 async def serve(make_engine) -> AsyncIterator[Callable[..., Any]]:
     """`await serve(engine={...EngineConfig}, on_finished=None, **ServerConfig)`: engine
     started, server up."""
-    running: list[Served] = []
+    async with AsyncExitStack() as stack:
+        async def start(engine: dict[str, Any] | None = None, on_finished: Any = None,
+                        **config: Any) -> Served:
+            return await stack.enter_async_context(
+                serving(make_engine(**(engine or {})), on_finished=on_finished, **config))
 
-    async def start(engine: dict[str, Any] | None = None, on_finished: Any = None,
-                    **config: Any) -> Served:
-        eng = make_engine(**(engine or {}))
-        await eng.start()
-        target = LocalTarget(eng)  # the server reaches the engine through app.bridge
-        server = ApiServer(lambda: target, lambda: MODEL, ServerConfig(port=0, **config),
-                           on_finished=on_finished)
-        url = await server.start()
-        client = AsyncOpenAI(base_url=url + "/v1", api_key=config.get("api_key") or "unused",
-                             max_retries=0, timeout=60)
-        running.append(Served(server, eng, client, url))
-        return running[-1]
-
-    yield start
-    for s in running:
-        await s.client.close()
-        await s.server.stop()
-        await s.engine.shutdown()
+        yield start
 
 
 async def wait_for(predicate: Callable[[], bool], tries: int = 500) -> None:

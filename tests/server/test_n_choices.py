@@ -10,12 +10,9 @@ from types import SimpleNamespace
 
 import openai
 import pytest
-from openai import AsyncOpenAI
 
-from app.bridge import LocalTarget
-from app.server import ApiServer, ServerConfig
-from tests.engine.conftest import engine_on, quantized_tiny
-from tests.server.conftest import MODEL, wait_for
+from tests.engine.conftest import engine_on, native_quantized_tiny
+from tests.server.conftest import MODEL, serving, wait_for
 
 N = 10
 SEED = 1234
@@ -28,27 +25,14 @@ SAMPLED = {"temperature": 0.9, "top_p": 0.95, "max_tokens": N}
 def qtiny():
     """A tiny llama quantized as the bundled model is: the engine's native kernels run, whose
     answers (log-probabilities included) do not depend on the batch (docs/determinism.md)."""
-    from engine.native import build as native_build
-
-    reason = native_build.ensure_built()
-    if reason is not None:
-        pytest.skip(f"engine.native unavailable: {reason}")
-    return quantized_tiny(seed=29)
+    return native_quantized_tiny(seed=29)
 
 
 @pytest.fixture
 async def qs(qtiny) -> AsyncIterator[SimpleNamespace]:
     """A real server on loopback over the quantized tiny model, and an openai client."""
-    engine = engine_on(qtiny, max_concurrent=16)
-    await engine.start()
-    target = LocalTarget(engine)
-    server = ApiServer(lambda: target, lambda: MODEL, ServerConfig(port=0))
-    url = await server.start()
-    client = AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
-    yield SimpleNamespace(engine=engine, server=server, client=client)
-    await client.close()
-    await server.stop()
-    await engine.shutdown()
+    async with serving(engine_on(qtiny, max_concurrent=16)) as s:
+        yield SimpleNamespace(engine=s.engine, server=s.server, client=s.client)
 
 
 async def chat(s, **kw):

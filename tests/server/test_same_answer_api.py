@@ -18,11 +18,9 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
-from app.bridge import LocalTarget
-from app.server import ApiServer, ServerConfig
 from engine import Engine, SamplingParams
-from tests.engine.conftest import engine_on, quantized_tiny, run_to_end
-from tests.server.conftest import wait_for
+from tests.engine.conftest import engine_on, native_quantized_tiny, run_to_end
+from tests.server.conftest import serving, wait_for
 
 MODEL = "tiny-q4"
 N = 16
@@ -35,12 +33,7 @@ SEEDED: dict[str, Any] = {"temperature": 0.8, "top_p": 0.9, "seed": 4242}
 
 @pytest.fixture(scope="module")
 def qtiny():
-    from engine.native import build as native_build
-
-    reason = native_build.ensure_built()
-    if reason is not None:
-        pytest.skip(f"engine.native unavailable: {reason}")
-    return quantized_tiny(seed=17)
+    return native_quantized_tiny(seed=17)
 
 
 @dataclass(frozen=True)
@@ -79,16 +72,8 @@ class Served:
 @pytest.fixture
 async def served(qtiny) -> AsyncIterator[Served]:
     refs = {"greedy": reference(qtiny, GREEDY), "seeded": reference(qtiny, SEEDED)}
-    engine = engine_on(qtiny, max_concurrent=16)
-    await engine.start()
-    target = LocalTarget(engine)
-    server = ApiServer(lambda: target, lambda: MODEL, ServerConfig(port=0))
-    url = await server.start()
-    client = AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=60)
-    yield Served(engine, client, refs)
-    await client.close()
-    await server.stop()
-    await engine.shutdown()
+    async with serving(engine_on(qtiny, max_concurrent=16), MODEL) as s:
+        yield Served(s.engine, s.client, refs)
 
 
 async def ask(s: Served, sampling: dict[str, Any], stream: bool = False) -> tuple[Reply, Any]:
