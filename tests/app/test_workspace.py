@@ -134,6 +134,34 @@ async def test_the_history_follows_the_workspace(tmp_path, settings):
         await bridge.shutdown(timeout=2.0)
 
 
+async def test_branch_opens_next_to_its_chat_and_is_saved(tmp_path, settings):
+    """Workspace.branch: a new chat with the path up to a message, right after its chat,
+    in front, saved in the history in that tab order."""
+    db = tmp_path / "history.db"
+    bridge = await start_bridge()
+    try:
+        history = HistorySync.open(db)
+        ws = Workspace(bridge, settings, history)
+        chat, last = ws.open(), ws.open()
+        chat.update_settings("", FAST)
+        for text in ("first", "second"):
+            assert chat.send(text)
+            await wait_until(lambda: not chat.is_busy)
+        rec = Recorder(ws)
+        branch = ws.branch(chat, 1)
+        assert ws.conversations == [chat, branch, last] and ws.front is branch
+        assert rec.seen == [("opened", (branch, 1)), ("front_changed", (branch,))]
+        assert [(m.role, m.content) for m in branch.messages] == [
+            (m.role, m.content) for m in chat.messages[:2]]
+        assert {m.id for m in branch.messages}.isdisjoint(chat.tree.nodes)
+        assert branch.params == chat.params and len(chat.messages) == 4
+        history.flush()
+        assert _open_titles(db) == ["first", "first (branch)", last.title]
+        history.close()
+    finally:
+        await bridge.shutdown(timeout=2.0)
+
+
 def _open_titles(db: Path) -> list[str]:
     store = Store.open(db, read_only=True)
     try:
