@@ -13,7 +13,7 @@ from app.settings import Settings
 from app.storage import Store
 from app.workspace import CLOSED_KEPT, Workspace
 
-from .history_sync_helpers import FAST, start_bridge, wait_until
+from .history_sync_helpers import FAST, read_back, start_bridge, wait_until
 
 
 class Recorder:
@@ -157,6 +157,10 @@ async def test_branch_opens_next_to_its_chat_and_is_saved(tmp_path, settings):
         assert branch.params == chat.params and len(chat.messages) == 4
         history.flush()
         assert _open_titles(db) == ["first", "first (branch)", last.title]
+        _, saved = read_back(db, branch.session_id)  # the copied path is in the history
+        assert [(m.id, m.parent_id, m.role, m.content, m.token_ids) for m in saved] == [
+            (m.id, m.parent_id, m.role, m.content, m.token_ids) for m in branch.messages]
+        assert saved[1].token_ids  # the reply's ids: the cached prefix after a restart too
         history.close()
     finally:
         await bridge.shutdown(timeout=2.0)
