@@ -282,3 +282,29 @@ def test_stop_during_several_answers_cancels_all(window, loop, qtbot):
     assert busy == [True, False] and tab.send_button.text() == "Send"
     spin(loop, 0.05)
     assert shown(tab)[1] == second.content
+
+
+def test_switching_an_earlier_version_keeps_the_reader_in_place(window, loop, qtbot):
+    """Scrolled up to an earlier message, the reader stays there when a switch rebuilds the
+    messages below it (the arrows stay under the pointer); a new message follows again."""
+    tab = window.current_tab()
+    tab.panel.fields["temperature"].setValue(1.0)
+    conv = tab.conversation
+    bar = tab.messages.verticalScrollBar()
+    say(loop, tab, "q0")
+    for version in range(2):  # two versions of the first reply, a long chat below each
+        if version:
+            assert tab.regenerate(1)
+            run_until(loop, lambda: not conv.is_busy)
+        for i in range(1, 7):
+            say(loop, tab, f"question {i}")
+    assert len(conv.messages) == 14 and switch_of(tab, 1).label.text() == "2/2"
+    run_until(loop, lambda: bar.maximum() > 300 and bar.value() == bar.maximum())
+    bar.setValue(120)  # the reader scrolls up, to the first messages
+    spin(loop, 0.05)
+    for step in ("prev_button", "next_button"):
+        click(qtbot, getattr(switch_of(tab, 1), step))
+        spin(loop, 0.1)  # laid out
+        assert bar.maximum() > 300 and bar.value() == 120
+    say(loop, tab, "one more")  # a new message takes the reader to the bottom again
+    run_until(loop, lambda: bar.value() == bar.maximum())

@@ -63,6 +63,7 @@ class ChatTab(QWidget):
             params=ctx.settings.new_tab_params())
         self.editing_index: int | None = None
         self.answers = 1  # replies per Send / Regenerate (the ×N button); this tab only
+        self._switching = False  # a version switch is being shown
         self.title_listener: Callable[[], object] | None = None  # the window detaches it
         self._build()
         if conversation is None:
@@ -261,7 +262,11 @@ class ChatTab(QWidget):
         if self.editing_index is not None and self.editing_index >= index:
             self.cancel_edit()  # the message being edited is no longer shown
             self.input.clear()
-        return self.conversation.switch_version(index, step)
+        self._switching = True  # the rebuild keeps the view in place
+        try:
+            return self.conversation.switch_version(index, step)
+        finally:
+            self._switching = False
 
     def on_message_action(self, name: str, index: int) -> None:
         """A message's "⋯" menu: "regenerate", "branch" or "delete" from message `index`."""
@@ -339,7 +344,8 @@ class ChatTab(QWidget):
         per switch, never per streamed token."""
         conv = self.conversation
         self.messages.set_messages(conv.messages,
-                                   [conv.versions(i) for i in range(len(conv.messages))])
+                                   [conv.versions(i) for i in range(len(conv.messages))],
+                                   hold=self._switching)
 
     def _on_message_added(self, msg: ChatMessage) -> None:
         """A new version beside a shown message (one more answer at once): its `‹ k/n ›`;

@@ -273,18 +273,20 @@ class MessageList(QScrollArea):
         bar.rangeChanged.connect(self._on_range)
 
     def set_messages(self, messages: list[ChatMessage],
-                     versions: list[tuple[int, int]] | None = None) -> None:
-        """Show this path (`versions`: each message's (version, count)). A reader scrolled
-        up (switching a version of an earlier message) stays where they were."""
-        stick, value = self._stick, self.verticalScrollBar().value()
+                     versions: list[tuple[int, int]] | None = None,
+                     hold: bool = False) -> None:
+        """Show this path (`versions`: each message's (version, count)). `hold`: a version
+        switched, so the messages above it are the same: the view stays where it is (the
+        arrows clicked stay under the pointer); else it follows the newest text."""
+        value = self.verticalScrollBar().value()
         for w in self.widgets:
             w.setParent(None)
             w.deleteLater()
         self.widgets.clear()
         for i in range(len(messages)):
             self.add(i, messages[i], versions[i] if versions else (1, 1))
-        self._stick = stick or not messages
-        self._hold = None if self._stick else value
+        if hold and messages:
+            self._stick, self._hold = False, value
         self.placeholder.setVisible(not messages)
 
     def add(self, index: int, message: ChatMessage, version: tuple[int, int] = (1, 1)) -> None:
