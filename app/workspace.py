@@ -46,12 +46,14 @@ class Workspace:
         self.draft_restored = Event()
 
     # -- opening and closing ------------------------------------------------------------
-    def open(self, conversation: Conversation | None = None) -> Conversation:
+    def open(self, conversation: Conversation | None = None,
+             at: int | None = None) -> Conversation:
         """A new chat, or `conversation` (restored or opened from the history), at the end
-        and in front."""
+        (or at index `at`) and in front."""
         conv = conversation or self._new_conversation()
-        self.conversations.append(conv)
-        index = len(self.conversations) - 1
+        index = len(self.conversations) if at is None \
+            else max(0, min(at, len(self.conversations)))
+        self.conversations.insert(index, conv)
         self.kv_saver.watch(conv)
         self.opened.emit(conv, index)
         self.set_front(conv)
@@ -59,6 +61,12 @@ class Workspace:
             self.history.attach(conv, index)
             self._save_order()
         return conv
+
+    def branch(self, conv: Conversation, index: int) -> Conversation:
+        """A new chat with `conv`'s path up to message `index` (Conversation.branch), in a
+        tab right after it, in front; the history saves it as any new chat."""
+        at = self.conversations.index(conv) + 1 if conv in self.conversations else None
+        return self.open(conv.branch(index), at=at)
 
     def _new_conversation(self) -> Conversation:
         """An empty chat with the settings' defaults for new chats."""

@@ -61,6 +61,7 @@ class ChatTabs(QTabWidget):
         tab = ChatTab(self.ctx, conversation=conv)
         self.insertTab(index, tab, conv.title)
         tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
+        tab.branch_requested.connect(lambda i, t=tab: self.workspace.branch(t.conversation, i))
         listener = self._listeners[conv.id] = lambda t=tab: self._mark_busy(
             t, t.conversation.is_busy)
         conv.meta_changed.connect(listener)  # auto titles, renames

@@ -152,6 +152,7 @@ class MainWindow(QMainWindow):
             "connections": lambda: open_connections(self.ctx.settings, self),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
+            "undo_delete": self.undo_delete,
             "stats": self.stats_dock.toggleViewAction(),
             "simulator": self.sim_dock.toggleViewAction(), "theme": self.theme_menu,
             "api_server": self.api_server.action,
@@ -230,6 +231,11 @@ class MainWindow(QMainWindow):
     def reopen_closed_tab(self) -> ChatTab | None:
         conv = self.workspace.reopen()
         return self.tabs.tab_for(conv) if conv is not None else None
+
+    def undo_delete(self) -> bool:
+        """Put back the messages deleted last in the chat in front."""
+        tab = self.current_tab()
+        return tab is not None and tab.undo_delete()
 
     def rename_tab(self, index: int | None = None) -> None:
         self.tabs.rename(index)

@@ -33,6 +33,8 @@ TABLE = (
     Entry("connections", "Co&nnections…", ("Ctrl+Shift+K",), "chat"),
     Entry("compare", "Co&mpare…", ("Ctrl+Shift+C",), "chat"),
     Entry("reopen_tab", "Re&open closed tab", ("Ctrl+Shift+T",), "chat"),
+    # a text field with something to redo keeps Ctrl+Shift+Z (ui/chat/input_box.py)
+    Entry("undo_delete", "&Undo delete", ("Ctrl+Shift+Z",), "chat"),
     Entry("history", "&History…", ("Ctrl+H",), "chat"),
     Entry("quit", "&Quit", ("Ctrl+Q",), "chat", separator=True),
     Entry("sidebar", "Conversation side&bar", ("Ctrl+B",), "view"),

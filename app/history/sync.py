@@ -210,6 +210,9 @@ class HistorySync:
         self._tracked[conv.session_id] = t
         if loaded is None:
             self._save_session(t)
+            # a chat that comes with messages (a branch): they are new to the history too
+            for msg in conv.tree.nodes.values():
+                self._save_message(t, msg)
         for event, fn in (
             (conv.message_added, lambda msg: self._on_added(t, msg)),
             (conv.message_delta, lambda msg, _text: self._on_delta(t, msg)),

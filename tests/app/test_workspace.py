@@ -13,7 +13,7 @@ from app.settings import Settings
 from app.storage import Store
 from app.workspace import CLOSED_KEPT, Workspace
 
-from .history_sync_helpers import FAST, start_bridge, wait_until
+from .history_sync_helpers import FAST, read_back, start_bridge, wait_until
 
 
 class Recorder:
@@ -130,6 +130,38 @@ async def test_the_history_follows_the_workspace(tmp_path, settings):
         assert [c.title for c in again.conversations] == ["chat 2", "chat 0"]
         assert again.front is again.conversations[0]
         again.history.close()
+    finally:
+        await bridge.shutdown(timeout=2.0)
+
+
+async def test_branch_opens_next_to_its_chat_and_is_saved(tmp_path, settings):
+    """Workspace.branch: a new chat with the path up to a message, right after its chat,
+    in front, saved in the history in that tab order."""
+    db = tmp_path / "history.db"
+    bridge = await start_bridge()
+    try:
+        history = HistorySync.open(db)
+        ws = Workspace(bridge, settings, history)
+        chat, last = ws.open(), ws.open()
+        chat.update_settings("", FAST)
+        for text in ("first", "second"):
+            assert chat.send(text)
+            await wait_until(lambda: not chat.is_busy)
+        rec = Recorder(ws)
+        branch = ws.branch(chat, 1)
+        assert ws.conversations == [chat, branch, last] and ws.front is branch
+        assert rec.seen == [("opened", (branch, 1)), ("front_changed", (branch,))]
+        assert [(m.role, m.content) for m in branch.messages] == [
+            (m.role, m.content) for m in chat.messages[:2]]
+        assert {m.id for m in branch.messages}.isdisjoint(chat.tree.nodes)
+        assert branch.params == chat.params and len(chat.messages) == 4
+        history.flush()
+        assert _open_titles(db) == ["first", "first (branch)", last.title]
+        _, saved = read_back(db, branch.session_id)  # the copied path is in the history
+        assert [(m.id, m.parent_id, m.role, m.content, m.token_ids) for m in saved] == [
+            (m.id, m.parent_id, m.role, m.content, m.token_ids) for m in branch.messages]
+        assert saved[1].token_ids  # the reply's ids: the cached prefix after a restart too
+        history.close()
     finally:
         await bridge.shutdown(timeout=2.0)
 

@@ -63,13 +63,14 @@ def test_escape_stops_generation(window, loop, qtbot):
     assert "cancelled" in tab.messages.widgets[1].stats.text()
 
 
-def test_regenerate_replaces_last_reply(window, loop, qtbot):
+def test_regenerate_adds_a_version_of_the_last_reply(window, loop, qtbot):
     tab = window.current_tab()
     tab.panel.fields["temperature"].setValue(1.0)
     conv = tab.conversation
     type_and_send(qtbot, tab, "Pick a word")
     run_until(loop, lambda: not conv.is_busy)
     first = conv.generations[-1]
+    first_reply = conv.messages[1]
     first_prompt = list(first.stream.prompt_tokens)
     assert first_prompt and tab.regenerate_button.isEnabled()
     qtbot.mouseClick(tab.regenerate_button, Qt.MouseButton.LeftButton)
@@ -82,15 +83,20 @@ def test_regenerate_replaces_last_reply(window, loop, qtbot):
     assert conv.messages[1].content == second.text
     assert len(tab.messages.widgets) == 2
     assert tab.messages.widgets[1].body.source_text == second.text
+    # the old reply is kept beside it, as version 1 of 2
+    assert conv.tree.siblings(conv.messages[1]) == [first_reply, conv.messages[1]]
+    assert first_reply.content == first.text
+    assert tab.messages.widgets[1].versions.label.text() == "2/2"
 
 
-def test_edit_and_resend_truncates_and_replies(window, loop, qtbot):
+def test_edit_and_resend_replies_from_the_new_version(window, loop, qtbot):
     tab = window.current_tab()
     conv = tab.conversation
     for text in ("first question", "second question"):
         type_and_send(qtbot, tab, text)
         run_until(loop, lambda: not conv.is_busy)
     assert len(conv.messages) == 4
+    old = list(conv.messages)
     qtbot.mouseClick(tab.messages.widgets[0].edit_button, Qt.MouseButton.LeftButton)
     assert tab.input.toPlainText() == "first question"
     assert tab.edit_banner.isVisibleTo(tab)
@@ -106,6 +112,9 @@ def test_edit_and_resend_truncates_and_replies(window, loop, qtbot):
     assert "first question" not in prompt and "second question" not in prompt
     assert len(tab.messages.widgets) == 2
     assert not tab.edit_banner.isVisibleTo(tab)
+    # the old question and its replies stay, as the other version
+    assert conv.tree.siblings(conv.messages[0]) == [old[0], conv.messages[0]]
+    assert all(m.id in conv.tree.nodes for m in old)
 
 
 def test_escape_cancels_an_edit(window, loop, qtbot):

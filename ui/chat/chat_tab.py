@@ -1,14 +1,20 @@
-"""One chat tab: the view of one Conversation (messages, input, settings)."""
+"""One chat tab: the view of one Conversation (messages, input, settings).
+
+The tab shows one path through the chat's tree: versions switch with `‹ ›`, each message's
+"⋯" menu regenerates, branches (a new tab, opened by the window's workspace) or deletes
+from there (with an undo bar), and the ×N button asks for several answers at once."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QFrame,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QPushButton,
     QSplitter,
     QToolButton,
@@ -18,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.bridge import check_params
 from app.context import AppContext
-from app.conversation import Conversation
+from app.conversation import MAX_ANSWERS, ChatMessage, Conversation
 
 from ..compare import compare_button
 from ..connections_dialog import open_connections
@@ -28,10 +34,24 @@ from .message_view import MessageList
 from .settings_panel import CUSTOM, SettingsPanel
 
 CHAT_MIN_WIDTH = 480  # messages and input stay usable whatever is docked beside them
+UNDO_MS = 10_000  # how long "Deleted 3 messages. Undo" stays
+REGENERATE_TIP = ("A new version of the last reply; the old one is kept, ‹ › switches "
+                  "between them (Ctrl+R)")
+EDIT_NOTE = ("Editing a message: Enter sends it as a new version (the old message and its "
+             "replies stay as another version), Esc cancels.")
+
+
+def answers_tip(n: int) -> str:
+    return (f"Answers to ask for at once: {n}. Send and Regenerate ask for this many, "
+            "generated together and shown as versions (‹ 1/3 ›)")
 
 
 class ChatTab(QWidget):
+    """`branch_requested(index)`: open a new tab with the chat up to message `index` (the
+    window's workspace does, so the history and the tab order follow it)."""
+
     busy_changed = Signal(bool)
+    branch_requested = Signal(int)
 
     def __init__(self, ctx: AppContext, title: str = "", parent: QWidget | None = None,
                  conversation: Conversation | None = None) -> None:
@@ -42,13 +62,17 @@ class ChatTab(QWidget):
             ctx.bridge, title=title, system_prompt=ctx.settings.system_prompt,
             params=ctx.settings.new_tab_params())
         self.editing_index: int | None = None
+        self.answers = 1  # replies per Send / Regenerate (the ×N button); this tab only
+        self._switching = False  # a version switch is being shown
         self.title_listener: Callable[[], object] | None = None  # the window detaches it
         self._build()
         if conversation is None:
             preset = self.panel.preset.currentText()
             conv.preset = None if preset == CUSTOM else preset
-        conv.reset.connect(lambda: self.messages.set_messages(conv.messages))
-        conv.added.connect(lambda i: self.messages.add(i, conv.messages[i]))
+        conv.reset.connect(self._show_path)
+        conv.added.connect(lambda i: self.messages.add(i, conv.messages[i], conv.versions(i)))
+        conv.message_added.connect(self._on_message_added)
+        conv.removed.connect(self._on_removed)
         conv.delta.connect(lambda i, _text: self.messages.refresh(i))
         conv.reply_finished.connect(self.messages.refresh)
         conv.waiting.connect(self.messages.refresh)
@@ -57,7 +81,7 @@ class ChatTab(QWidget):
         conv.added.connect(lambda _i: self._update_buttons())
         conv.reset.connect(self._update_buttons)
         if conv.messages:
-            self.messages.set_messages(conv.messages)
+            self._show_path()
         self._on_busy(False)
 
     def _build(self) -> None:
@@ -72,7 +96,10 @@ class ChatTab(QWidget):
         col.addWidget(self._backend_row())
         self.messages = MessageList()
         self.messages.edit_requested.connect(self.start_edit)
+        self.messages.action_requested.connect(self.on_message_action)
+        self.messages.version_stepped.connect(self.switch_version)
         col.addWidget(self.messages, 1)
+        col.addWidget(self._undo_bar())
 
         self.notice = QLabel()
         self.notice.setObjectName("notice")
@@ -97,13 +124,17 @@ class ChatTab(QWidget):
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("sendButton")
         self.send_button.clicked.connect(self._send_or_stop)
+        send_row = QHBoxLayout()
+        send_row.setSpacing(4)
+        send_row.addWidget(self.send_button, 1)
+        send_row.addWidget(self._answers_button())
         self.regenerate_button = QPushButton("Regenerate")
-        self.regenerate_button.setToolTip("Generate the last reply again (Ctrl+R)")
-        self.regenerate_button.clicked.connect(self.regenerate)
+        self.regenerate_button.setToolTip(REGENERATE_TIP)
+        self.regenerate_button.clicked.connect(lambda: self.regenerate())
         self.settings_button = QToolButton()
         self.settings_button.setText("Settings")
         self.settings_button.setCheckable(True)
-        buttons.addWidget(self.send_button)
+        buttons.addLayout(send_row)
         buttons.addWidget(self.regenerate_button)
         buttons.addWidget(self.settings_button)
         row.addLayout(buttons)
@@ -127,10 +158,55 @@ class ChatTab(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(split)
 
-        for keys, slot in (("Esc", self.on_escape), ("Ctrl+R", self.regenerate)):
+        for keys, slot in (("Esc", self.on_escape), ("Ctrl+R", lambda: self.regenerate())):
             shortcut = QShortcut(QKeySequence(keys), self)
             shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
             shortcut.activated.connect(slot)
+
+    def _answers_button(self) -> QToolButton:
+        """×N: how many answers Send and Regenerate ask for at once (1 to MAX_ANSWERS)."""
+        self.answers_button = button = QToolButton()
+        button.setObjectName("answersButton")
+        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(button)
+        group = QActionGroup(menu)
+        self.answers_actions: dict[int, QAction] = {}
+        for n in range(1, MAX_ANSWERS + 1):
+            action = menu.addAction("1 answer" if n == 1 else f"{n} answers at once")
+            action.setCheckable(True)
+            action.setChecked(n == 1)
+            action.triggered.connect(lambda _=False, n=n: self.set_answers(n))
+            group.addAction(action)
+            self.answers_actions[n] = action
+        button.setMenu(menu)
+        self.set_answers(1)
+        return button
+
+    def set_answers(self, n: int) -> None:
+        self.answers = max(1, min(MAX_ANSWERS, n))
+        self.answers_button.setText(f"×{self.answers}")
+        self.answers_button.setToolTip(answers_tip(self.answers))
+        self.answers_actions[self.answers].setChecked(True)
+
+    def _undo_bar(self) -> QFrame:
+        """"Deleted 3 messages. Undo": for UNDO_MS, or until the chat changes again."""
+        self.undo_bar = bar = QFrame()
+        bar.setObjectName("undoBar")
+        row = QHBoxLayout(bar)
+        row.setContentsMargins(12, 4, 12, 4)
+        self.undo_label = QLabel()
+        self.undo_button = QPushButton("Undo")
+        self.undo_button.setObjectName("flatButton")
+        self.undo_button.setToolTip("Put the deleted messages back (Ctrl+Shift+Z)")
+        self.undo_button.clicked.connect(lambda: self.undo_delete())
+        row.addWidget(self.undo_label)
+        row.addWidget(self.undo_button)
+        row.addStretch(1)
+        bar.hide()
+        self.undo_timer = QTimer(self)
+        self.undo_timer.setSingleShot(True)
+        self.undo_timer.timeout.connect(bar.hide)
+        return bar
 
     def _backend_row(self) -> QWidget:
         """A slim row above the messages: which backend answers this tab."""
@@ -162,17 +238,66 @@ class ChatTab(QWidget):
             self.show_notice("Still generating: press Esc to stop it first.")
             return False
         if self.editing_index is not None:
-            ok = self.conversation.edit_and_resend(self.editing_index, text)
+            ok = self.conversation.edit_and_resend(self.editing_index, text, self.answers)
         else:
-            ok = self.conversation.send(text)
+            ok = self.conversation.send(text, self.answers)
         if ok:
             self.input.clear()
             self.cancel_edit()
             self.show_notice(None)
         return ok
 
-    def regenerate(self) -> bool:
-        ok = self.conversation.regenerate()
+    def regenerate(self, index: int | None = None) -> bool:
+        """New versions (×N) of reply `index` (default: the last); the old one is kept."""
+        if self.conversation.is_busy:
+            self.show_notice("Still generating: press Esc to stop it first.")
+            return False
+        ok = self.conversation.regenerate(self.answers, index)
+        if ok:
+            self.show_notice(None)
+        return ok
+
+    def switch_version(self, index: int, step: int) -> bool:
+        """Show the version `step` places from message `index` (the path below follows)."""
+        if self.editing_index is not None and self.editing_index >= index:
+            self.cancel_edit()  # the message being edited is no longer shown
+            self.input.clear()
+        self._switching = True  # the rebuild keeps the view in place
+        try:
+            return self.conversation.switch_version(index, step)
+        finally:
+            self._switching = False
+
+    def on_message_action(self, name: str, index: int) -> None:
+        """A message's "⋯" menu: "regenerate", "branch" or "delete" from message `index`."""
+        if name == "regenerate":
+            self.regenerate(index)
+        elif name == "branch":
+            self.branch(index)
+        elif name == "delete":
+            self.delete_from(index)
+
+    def branch(self, index: int) -> bool:
+        """Ask for a new tab with the chat up to message `index`."""
+        if self.conversation.messages[index].streaming:
+            self.show_notice("That reply is still being written: stop it (Esc) or wait "
+                             "before branching from it.")
+            return False
+        self.branch_requested.emit(index)
+        return True
+
+    def delete_from(self, index: int) -> bool:
+        """Delete message `index` and everything after it; the undo bar offers it back."""
+        if self.editing_index is not None and self.editing_index >= index \
+                and not self.conversation.is_busy:
+            self.cancel_edit()
+            self.input.clear()
+        return self.conversation.delete(index)
+
+    def undo_delete(self) -> bool:
+        """Put back the messages deleted last."""
+        self.undo_bar.hide()
+        ok = self.conversation.undo_delete()
         if ok:
             self.show_notice(None)
         return ok
@@ -193,8 +318,7 @@ class ChatTab(QWidget):
             return
         self.editing_index = index
         self.input.setPlainText(self.conversation.messages[index].content)
-        self.edit_banner.setText("Editing a message: Enter resends the chat from here, "
-                                 "Esc cancels.")
+        self.edit_banner.setText(EDIT_NOTE)
         self.edit_banner.show()
         self.input.setFocus()
 
@@ -208,12 +332,38 @@ class ChatTab(QWidget):
 
     def close_tab(self) -> None:
         """Cancel a running reply and let go of shared objects."""
+        self.undo_timer.stop()
         self.conversation.close()
         self.panel.detach()
         self.backend_picker.detach()
         self.ctx.settings.settings_panel_changed.disconnect(self._show_panel)
 
     # -- reactions ----------------------------------------------------------------------
+    def _show_path(self) -> None:
+        """Rebuild the messages shown (a version switched, a delete, an undo): cheap enough
+        per switch, never per streamed token."""
+        conv = self.conversation
+        self.messages.set_messages(conv.messages,
+                                   [conv.versions(i) for i in range(len(conv.messages))],
+                                   hold=self._switching)
+
+    def _on_message_added(self, msg: ChatMessage) -> None:
+        """A new version beside a shown message (one more answer at once): its `‹ k/n ›`;
+        and any new message ends the offer to undo a delete."""
+        self.undo_bar.hide()
+        conv = self.conversation
+        for i, shown in enumerate(conv.messages):
+            if shown.parent_id == msg.parent_id:
+                if shown is not msg:
+                    self.messages.set_version(i, conv.versions(i))
+                break
+
+    def _on_removed(self, msgs: list[ChatMessage]) -> None:
+        n = len(msgs)
+        self.undo_label.setText(f"Deleted {n} message{'s' if n != 1 else ''}.")
+        self.undo_bar.show()
+        self.undo_timer.start(UNDO_MS)
+
     def _show_panel(self, shown: bool) -> None:
         self.panel.setVisible(shown)
         if self.settings_button.isChecked() != shown:

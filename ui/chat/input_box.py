@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
 
@@ -18,6 +18,16 @@ class InputBox(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.document().contentsChanged.connect(self.updateGeometry)
+
+    def event(self, event: QEvent) -> bool:
+        # Redo (Ctrl+Shift+Z) with nothing to redo is left to the window: Chat → Undo
+        # delete. With text to redo, the field keeps it.
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent) \
+                and event.matches(QKeySequence.StandardKey.Redo) \
+                and not self.document().isRedoAvailable():
+            event.ignore()
+            return True
+        return super().event(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
         key, mods = event.key(), event.modifiers()

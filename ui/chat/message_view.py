@@ -1,10 +1,12 @@
 """The conversation view: one MessageWidget per message in a scroll area that follows the
-newest text while the user is at the bottom."""
+newest text while the user is at the bottom. A message with versions shows `‹ 2/3 ›` in its
+header; each message has its actions (edit or copy, and a "⋯" menu: regenerate, branch,
+delete from here)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QShowEvent
+from PySide6.QtGui import QAction, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -23,6 +25,18 @@ from .render_throttle import RenderThrottle
 
 COPY_LABEL = "Copy"
 CONFIRM_MS = 1500
+EDIT_TIP = "Edit — the old message and its replies stay as another version"
+# the "⋯" menu: (action name, text) per role; the tab acts on the name
+ACTIONS = {
+    "assistant": (("regenerate", "Regenerate this reply"), ("branch", "Branch from here"),
+                  ("delete", "Delete from here")),
+    "user": (("branch", "Branch from here"), ("delete", "Delete from here")),
+}
+ACTION_TIPS = {
+    "regenerate": "A new version of this reply; this one is kept beside it",
+    "branch": "A new tab with the chat up to here (it reuses the cached prompt)",
+    "delete": "Delete this message and everything after it (Undo brings it back)",
+}
 
 
 def strip_copy_links(text: str, body: MarkdownView) -> str:
@@ -50,6 +64,45 @@ def stats_text(msg: ChatMessage) -> str:
     return f"{text}  —  {note}" if note else text
 
 
+def version_tip(k: int, n: int) -> str:
+    return f"Version {k} of {n} — switch between the versions"
+
+
+class VersionSwitch(QWidget):
+    """`‹ 2/3 ›`: the version shown of a message and the arrows to the others (hidden while
+    there is only one). `stepped(step)`: -1 the one before, 1 the one after."""
+
+    stepped = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("versionSwitch")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(6, 0, 0, 0)
+        row.setSpacing(0)
+        self.prev_button = QPushButton("‹")
+        self.label = QLabel()
+        self.label.setObjectName("versionLabel")
+        self.next_button = QPushButton("›")
+        for button, step in ((self.prev_button, -1), (self.next_button, 1)):
+            button.setObjectName("versionButton")
+            button.setCursor(Qt.CursorShape.PointingHandCursor)
+            button.clicked.connect(lambda _=False, s=step: self.stepped.emit(s))
+        self.prev_button.setAccessibleName("Previous version")
+        self.next_button.setAccessibleName("Next version")
+        row.addWidget(self.prev_button)
+        row.addWidget(self.label)
+        row.addWidget(self.next_button)
+        self.set_version(1, 1)
+
+    def set_version(self, k: int, n: int) -> None:
+        self.label.setText(f"{k}/{n}")
+        self.prev_button.setEnabled(k > 1)
+        self.next_button.setEnabled(k < n)
+        self.setToolTip(version_tip(k, n))
+        self.setVisible(n > 1)
+
+
 class MessageWidget(QFrame):
     """Role header, Markdown body, and (for replies) a stats line. Renders only when visible:
     text that streams into a hidden tab is drawn once, when the tab is shown. While a reply
@@ -57,8 +110,11 @@ class MessageWidget(QFrame):
     a render is costly); its last text and its end render at once."""
 
     edit_requested = Signal(int)
+    action_requested = Signal(str, int)  # ("regenerate" | "branch" | "delete", index)
+    version_stepped = Signal(int, int)  # (index, step)
 
-    def __init__(self, index: int, message: ChatMessage, parent: QWidget | None = None) -> None:
+    def __init__(self, index: int, message: ChatMessage, version: tuple[int, int] = (1, 1),
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.index = index
         self.message = message
@@ -71,11 +127,15 @@ class MessageWidget(QFrame):
         role = QLabel("You" if message.role == "user" else "Assistant")
         role.setObjectName("roleLabel")
         header.addWidget(role)
+        self.versions = VersionSwitch()
+        self.versions.set_version(*version)
+        self.versions.stepped.connect(lambda step: self.version_stepped.emit(self.index, step))
+        header.addWidget(self.versions)
         header.addStretch(1)
         if message.role == "user":
             self.edit_button = QPushButton("Edit")
             self.edit_button.setObjectName("flatButton")
-            self.edit_button.setToolTip("Edit this message and resend from here")
+            self.edit_button.setToolTip(EDIT_TIP)
             self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.index))
             header.addWidget(self.edit_button)
         else:
@@ -89,6 +149,7 @@ class MessageWidget(QFrame):
                                                        lambda: self.copy_reply(markdown=True))
             copy.setMenu(menu)
             header.addWidget(copy)
+        header.addWidget(self._more_button(message.role))
         layout.addLayout(header)
         self.body = MarkdownView(self)
         self.body.copied.connect(lambda what: self._confirm(f"{what} copied ✓"))
@@ -104,6 +165,25 @@ class MessageWidget(QFrame):
         self._dirty = True
         self.throttle = RenderThrottle(self._render_if_dirty, self)
         self.refresh()
+
+    def _more_button(self, role: str) -> QPushButton:
+        """"⋯": what can be done from this message on (a menu, as Copy's)."""
+        self.more_button = more = QPushButton("⋯")
+        more.setObjectName("flatButton")
+        more.setToolTip("Regenerate, branch or delete from here" if role == "assistant"
+                        else "Branch or delete from here")
+        menu = QMenu(more)
+        menu.setToolTipsVisible(True)
+        self.actions_by_name: dict[str, QAction] = {}
+        for name, text in ACTIONS[role]:
+            if name == "delete":
+                menu.addSeparator()
+            action = menu.addAction(text, lambda n=name: self.action_requested.emit(
+                n, self.index))
+            action.setToolTip(ACTION_TIPS[name])
+            self.actions_by_name[name] = action
+        more.setMenu(menu)
+        return more
 
     def copy_reply(self, markdown: bool) -> str:
         """The whole reply to the clipboard: its Markdown source, or the text as shown."""
@@ -164,6 +244,8 @@ class MessageWidget(QFrame):
 
 class MessageList(QScrollArea):
     edit_requested = Signal(int)
+    action_requested = Signal(str, int)
+    version_stepped = Signal(int, int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -184,34 +266,57 @@ class MessageList(QScrollArea):
         self.setWidget(inner)
         self.widgets: list[MessageWidget] = []
         self._stick = True
+        self._hold: int | None = None  # where to stay while a rebuilt path lays out
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
+        bar.actionTriggered.connect(self._let_go)
         bar.rangeChanged.connect(self._on_range)
 
-    def set_messages(self, messages: list[ChatMessage]) -> None:
+    def set_messages(self, messages: list[ChatMessage],
+                     versions: list[tuple[int, int]] | None = None,
+                     hold: bool = False) -> None:
+        """Show this path (`versions`: each message's (version, count)). `hold`: a version
+        switched, so the messages above it are the same: the view stays where it is (the
+        arrows clicked stay under the pointer); else it follows the newest text."""
+        value = self.verticalScrollBar().value()
         for w in self.widgets:
             w.setParent(None)
             w.deleteLater()
         self.widgets.clear()
         for i in range(len(messages)):
-            self.add(i, messages[i])
+            self.add(i, messages[i], versions[i] if versions else (1, 1))
+        if hold and messages:
+            self._stick, self._hold = False, value
         self.placeholder.setVisible(not messages)
 
-    def add(self, index: int, message: ChatMessage) -> None:
-        widget = MessageWidget(index, message)
+    def add(self, index: int, message: ChatMessage, version: tuple[int, int] = (1, 1)) -> None:
+        widget = MessageWidget(index, message, version)
         widget.edit_requested.connect(self.edit_requested)
+        widget.action_requested.connect(self.action_requested)
+        widget.version_stepped.connect(self.version_stepped)
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.widgets.append(widget)
         self.placeholder.hide()
         self._stick = True
+        self._hold = None
 
     def refresh(self, index: int) -> None:
         if 0 <= index < len(self.widgets):
             self.widgets[index].refresh()
 
+    def set_version(self, index: int, version: tuple[int, int]) -> None:
+        """Message `index` has another version now (one more answer started)."""
+        if 0 <= index < len(self.widgets):
+            self.widgets[index].versions.set_version(*version)
+
     def _on_scrolled(self, value: int) -> None:
         self._stick = value >= self.verticalScrollBar().maximum() - 24
+
+    def _let_go(self, _action: int) -> None:
+        self._hold = None  # the user scrolls: no more holding the old place
 
     def _on_range(self, _lo: int, hi: int) -> None:
         if self._stick:
             self.verticalScrollBar().setValue(hi)
+        elif self._hold is not None:
+            self.verticalScrollBar().setValue(min(self._hold, hi))
