@@ -221,7 +221,8 @@ class Conversation:
                 m.params = dict(m.params)
             if m.token_ids is not None:
                 m.token_ids = list(m.token_ids)
-        return Conversation(self.bridge, title=f"{self.title} (branch)",
+        # named by a prefix: tabs cut long titles at the end, where a suffix would vanish
+        return Conversation(self.bridge, title=f"Branch · {self.title}",
                             system_prompt=self.system_prompt, params=dict(self.params),
                             preset=self.preset, backend=self.backend, messages=path)
 

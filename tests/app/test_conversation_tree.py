@@ -123,7 +123,7 @@ async def test_a_branch_copies_the_path_and_its_next_turn_comes_from_the_cache(b
     conv = await chat_of(bridge, FAST, "one", "two")
     conv.rename("Main")
     branch = conv.branch(1)
-    assert branch.title == "Main (branch)" and branch.session_id != conv.session_id
+    assert branch.title == "Branch · Main" and branch.session_id != conv.session_id
     assert [m.content for m in branch.messages] == [m.content for m in conv.messages[:2]]
     assert [m.token_ids for m in branch.messages] == [m.token_ids for m in conv.messages[:2]]
     assert not {m.id for m in branch.messages} & set(conv.tree.nodes)

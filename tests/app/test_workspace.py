@@ -156,7 +156,7 @@ async def test_branch_opens_next_to_its_chat_and_is_saved(tmp_path, settings):
         assert {m.id for m in branch.messages}.isdisjoint(chat.tree.nodes)
         assert branch.params == chat.params and len(chat.messages) == 4
         history.flush()
-        assert _open_titles(db) == ["first", "first (branch)", last.title]
+        assert _open_titles(db) == ["first", "Branch · first", last.title]
         _, saved = read_back(db, branch.session_id)  # the copied path is in the history
         assert [(m.id, m.parent_id, m.role, m.content, m.token_ids) for m in saved] == [
             (m.id, m.parent_id, m.role, m.content, m.token_ids) for m in branch.messages]
