@@ -74,7 +74,9 @@ def test_eight_tabs_generate_at_once_each_with_its_own_text(window, loop, qtbot)
         return not any(t.conversation.is_busy for t in tabs)
 
     run_until(loop, all_done, timeout=60)
-    assert peak > 1  # they really decoded in one batch
+    # they really decoded in one batch: seen while polling, or in the recent ticks' mean
+    # (a loaded machine may poll only after the last of them ended)
+    assert peak > 1 or window.ctx.bridge.stats().mean_batch_size > 1
     texts = []
     for i, tab in enumerate(tabs):
         gen = tab.conversation.generations[-1]
