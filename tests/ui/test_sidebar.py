@@ -9,6 +9,7 @@ from PySide6.QtCore import Qt
 from app.settings import Settings
 from tests.ui.conftest import run_until
 from tests.ui.history_checks import stored
+from ui.sidebar.panel import EMPTY_NOTE
 
 
 def chat(window, loop, text: str):
@@ -85,8 +86,10 @@ def test_toggle_is_remembered_across_a_restart(history_app, loop, qtbot):
 
 def test_open_a_closed_chat_from_the_sidebar(history_app, loop, qtbot):
     window = history_app.start()
+    assert window.sidebar.note.text() == EMPTY_NOTE  # a first start says what comes here
     old = chat(window, loop, "first question")
     chat(window, loop, "second question")
+    run_until(loop, window.sidebar.note.isHidden)  # gone once a chat is listed
     run_until(loop, lambda: listed(window)[:2] == [window.workspace.front.session_id,
                                                    old.session_id])
     window.workspace.close(old)

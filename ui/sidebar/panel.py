@@ -23,6 +23,10 @@ SHOW_DELAY_MS = 150  # events from the chats are gathered this long before the l
 REREAD_MS = 60_000  # the store read again anyway: a day's change, other writers
 
 
+# a first start shows an empty list: say what will be in it
+EMPTY_NOTE = "Your chats are listed here once they have a message: newest first, by day."
+
+
 class Sidebar(QFrame):
     def __init__(self, workspace: Workspace, parent: QWidget | None = None,
                  undo_ms: int = UNDO_MS) -> None:
@@ -95,8 +99,9 @@ class Sidebar(QFrame):
             self.list.set_entries(list(rows), select=front)
             self._note(self.chats.error or ("" if rows else f"No chat has \u201c{text}\u201d."))
         else:
-            self.list.set_entries(self.chats.entries(), select=front)
-            self._note(self.chats.error or "")
+            entries = self.chats.entries()
+            self.list.set_entries(entries, select=front)
+            self._note(self.chats.error or ("" if entries else EMPTY_NOTE))
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
         """In the search box, Down moves into the list and Esc empties the box."""
