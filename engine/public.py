@@ -13,6 +13,13 @@ from .config import kv_budget_from_env
 from .cpu_options import CpuOptions, CpuOptionsError
 from .determinism import describe as describe_determinism
 from .errors import EngineError, EngineStopped, QueueFullError, RequestRejected
+from .grammars import (
+    GrammarError,
+    json_object_grammar,
+    json_schema_grammar,
+    lark_grammar,
+    regex_grammar,
+)
 from .loader.errors import ModelLoadError
 from .sampling_params import SamplingParams
 from .sequence import Priority
@@ -29,6 +36,7 @@ __all__ = [
     "EngineStats",
     "EngineStopped",
     "EventStream",
+    "GrammarError",
     "ModelLoadError",
     "Priority",
     "QueueFullError",
@@ -43,7 +51,11 @@ __all__ = [
     "describe_determinism",
     "ensure_fast_blas",
     "format_bytes",
+    "json_object_grammar",
+    "json_schema_grammar",
     "kv_budget_from_env",
+    "lark_grammar",
     "lone_surrogate",
+    "regex_grammar",
     "repair_text",
 ]

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .grammars import checked
 from .text_check import lone_surrogate
 
 # Bounds on stop strings (OpenAI's API allows 4): each one is searched for in every new
@@ -34,6 +35,9 @@ class SamplingParams:
     # Log-probabilities per generated token: None = none (free), 0 = the chosen token's,
     # n = also the n most likely alternatives (at most MAX_TOP_LOGPROBS)
     logprobs: int | None = None
+    # Output constrained to a grammar (engine/grammars.py: a JSON schema, any JSON object,
+    # Lark, a regex), matched per row; None = free text
+    grammar: str | None = None
 
     def __post_init__(self) -> None:
         def number(name: str) -> float:
@@ -89,6 +93,8 @@ class SamplingParams:
             if bad is not None:
                 raise ValueError(f"stop[{i}] {bad}")
         object.__setattr__(self, "stop", stop)
+        if self.grammar is not None:
+            checked(self.grammar)  # GrammarError (a ValueError) names the problem
 
     @property
     def is_greedy(self) -> bool:

@@ -12,7 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.public import SamplingParams
+from engine.public import (
+    SamplingParams,
+    json_object_grammar,
+    json_schema_grammar,
+    lark_grammar,
+    regex_grammar,
+)
 
 FIELDS = [f.name for f in dataclasses.fields(SamplingParams)]
 EXAMPLES = settings(max_examples=200, deadline=None, database=None, derandomize=True)
@@ -38,6 +44,9 @@ VALID = {
     "max_tokens": st.integers(1, 10**12),
     "stop": STOP_TEXT | st.lists(STOP_TEXT, max_size=16) | st.tuples(STOP_TEXT),
     "logprobs": st.none() | st.integers(0, 20),
+    "grammar": st.none() | st.sampled_from([
+        json_object_grammar(), lark_grammar('start: "yes" | "no"'), regex_grammar("[0-9]+"),
+        json_schema_grammar({"type": "object", "properties": {"n": {"type": "integer"}}})]),
 }
 
 
