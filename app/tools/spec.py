@@ -15,9 +15,10 @@ MAX_TOOLS = 128
 class ToolSpecError(ValueError):
     """A tool definition that cannot be used; `field` names where (e.g. tools[1].type)."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, schema: bool = False) -> None:
         super().__init__(message)
         self.field = field
+        self.schema = schema  # a JSON schema the grammar builder cannot use
 
 
 @dataclass(frozen=True)
@@ -75,4 +76,5 @@ def _check_schema(schema: dict[str, Any], where: str) -> None:
     try:
         json_schema_grammar(schema)
     except GrammarError as exc:
-        raise ToolSpecError(where, f"'{where}' is not a usable JSON schema: {exc}") from None
+        raise ToolSpecError(where, f"'{where}' is not a usable JSON schema: {exc}",
+                            schema=True) from None
