@@ -124,6 +124,16 @@ def shape(body: dict[str, Any], stream: bool) -> None:
             fn = call.get("function") if isinstance(call, dict) else None  # document's
             if isinstance(fn, dict) and not _json_object(fn.get("arguments", "{}")):
                 fn["arguments"] = "{}"  # contentSchema, which schemathesis does not read)
+    tools = body.get("tools")
+    if isinstance(tools, list):  # what JSON Schema cannot say: distinct names, and
+        for i, tool in enumerate(tools):  # a tool_choice that names one of them
+            if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
+                tool["function"]["name"] = f"f{i}"
+    choice = body.get("tool_choice")
+    if choice not in (None, "none") and not tools:
+        del body["tool_choice"]
+    elif isinstance(choice, dict) and isinstance(choice.get("function"), dict):
+        choice["function"]["name"] = "f0"
 
 
 def _json_object(text: Any) -> bool:
