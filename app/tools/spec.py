@@ -29,8 +29,9 @@ class Tool:
 
     def openai(self) -> dict[str, Any]:
         """This tool in OpenAI's shape (what chat templates take as `tools`)."""
+        described = {"description": self.description} if self.description else {}
         return {"type": "function", "function": {
-            "name": self.name, "description": self.description, "parameters": self.parameters}}
+            "name": self.name, **described, "parameters": self.parameters}}
 
 
 def parse_tools(value: Any, where: str = "tools") -> list[Tool]:
