@@ -124,3 +124,78 @@ async def test_forced_calls_validate_per_choice_streamed_as_whole(serve):
     assert reasons[-1] == "tool_calls"
     assert [(c["name"], c["arguments"]) for c in calls.values()] == [
         (call.function.name, call.function.arguments)]
+
+
+# A Qwen-style template that renders tools (mlx-lm's inference names its parser json_tools)
+TOOL_TEMPLATE = """{%- if tools %}<|im_start|>system
+# Tools
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools><|im_end|>
+{% endif %}
+{%- for m in messages %}
+{%- if m.role == "assistant" and m.tool_calls %}<|im_start|>assistant
+{%- for tool_call in m.tool_calls %}
+{%- set tool_call = tool_call.function %}
+<tool_call>
+{"name": "{{ tool_call.name }}", "arguments": {{ tool_call.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif m.role == "tool" %}<|im_start|>user
+<tool_response>
+{{ m.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+
+async def test_a_template_with_tool_support_renders_them_itself(tiny):
+    """Tools, earlier calls (arguments as objects) and results go through the model's own
+    template (not the fallback section), and its family's parser reads the calls."""
+    from engine import Engine, EngineConfig
+    from tests.server.conftest import serving
+    from tests.tiny_model import make_tokenizer
+
+    tok = make_tokenizer()
+    tok._tokenizer.chat_template = TOOL_TEMPLATE
+    engine = Engine(tiny.model, tok, eos_token_ids=[], context_length=2048,
+                    config=EngineConfig())
+    messages = [
+        {"role": "user", "content": "Pick."},
+        {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "c1", "type": "function",
+            "function": {"name": "pick", "arguments": '{"n": 4}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "picked 4"}]
+    async with serving(engine) as s:
+        target = s.server._target()
+        assert target.tool_template() == (True, "json_tools")
+        r = await s.client.chat.completions.create(
+            model=MODEL, messages=messages, tools=TOOLS, tool_choice="required",
+            max_tokens=300, seed=2)
+    expected = tok.apply_chat_template(
+        [messages[0], messages[1] | {"content": "", "tool_calls": [{
+            "id": "c1", "type": "function", "function": {"name": "pick",
+                                                          "arguments": {"n": 4}}}]},
+         messages[2]], tools=TOOLS, add_generation_prompt=True, tokenize=False)
+    assert '"arguments": {"n": 4}' in expected and json.dumps(TOOLS[1]) in expected
+    assert "<tool_response>\npicked 4" in expected
+    assert r.usage.prompt_tokens == len(tok.encode(expected, add_special_tokens=False))
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    for call in choice.message.tool_calls:
+        jsonschema.validate(json.loads(call.function.arguments), PARAMS[call.function.name])
+
+
+async def test_auto_keeps_text_that_is_no_call_as_content(serve):
+    s = await serve(engine={"context_length": 2048})
+    r = await s.client.chat.completions.create(**CHAT, seed=1, tools=TOOLS)
+    free = await s.client.chat.completions.create(**CHAT, seed=1)
+    choice = r.choices[0]
+    assert choice.message.tool_calls is None and choice.finish_reason == "length"
+    assert choice.message.content and choice.message.content != free.choices[0].message.content
