@@ -316,21 +316,33 @@ def test_cancel_mid_way(qtiny) -> None:
 
 @pytest.mark.bundled
 def test_bundled_model_json_schema_reply_validates() -> None:
+    """SmolLM2 (135M) asked for a person: three replies with the schema (greedy, two
+    seeds) validate; a free reply beside them has exactly its tokens alone."""
     from engine.loader import load_model
 
     loaded = load_model("bundled")
-    engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
-                    context_length=loaded.context_length, config=EngineConfig())
+
+    def engine() -> Engine:
+        return Engine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
+                      context_length=loaded.context_length, config=EngineConfig())
+
     chat = [{"role": "user", "content": "Describe a person as JSON: name, age, favourite "
                                         "colour, some tag numbers and their home city."}]
-    streams = [engine.submit(messages=chat, params=person(max_tokens=120, **s))
-               for s in ({}, seeded(1), seeded(2))]
-    free = engine.submit(messages=chat, params=SamplingParams(max_tokens=20))
-    texts: dict[str, list[Any]] = {}
-    for s in [*streams, free]:
-        s.listen(lambda e, s=s: texts.setdefault(s.request_id, []).append(e))
-    run_to_end(engine)
-    for s in streams:
-        events = texts[s.request_id]
+    free_params = SamplingParams(max_tokens=20, **seeded(4))
+
+    def collect(e: Engine, params: SamplingParams) -> list[Any]:
+        events: list[Any] = []
+        e.submit(messages=chat, params=params).listen(events.append)
+        return events
+
+    mixed = engine()
+    held = [collect(mixed, person(max_tokens=120, **s)) for s in ({}, seeded(1), seeded(2))]
+    free = collect(mixed, free_params)
+    run_to_end(mixed)
+    for events in held:
         assert events[-1].finish_reason == "stop", events[-1].error
         jsonschema.validate(json.loads("".join(e.text for e in events)), PERSON)
+    solo = engine()
+    alone_events = collect(solo, free_params)
+    run_to_end(solo)
+    assert [e.token for e in free] == [e.token for e in alone_events]
