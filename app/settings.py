@@ -25,6 +25,9 @@ DEFAULT_SERVER_PORT = 8000
 RECENT_MODELS_KEPT = 8
 
 # Keys match engine.SamplingParams (repetition_context_size is left at the engine default).
+# A tab's params may also hold `response_format` (its output format, app.output_format:
+# turned into the engine's grammar or a remote server's response_format at submit), only
+# when it is not plain text (normalize_params).
 DEFAULT_PARAMS: dict[str, Any] = {
     "temperature": 0.7, "top_p": 0.95, "top_k": 0, "min_p": 0.05,
     "repetition_penalty": 1.1, "max_tokens": 512, "seed": None, "stop": [],
@@ -47,6 +50,9 @@ def normalize_params(params: Mapping[str, Any]) -> dict[str, Any]:
     # repaired: a stop string that is not valid Unicode (a JSON "\ud800") could never be
     # saved with the chat
     out["stop"] = [repair_text(s) for s in out.get("stop") or [] if isinstance(s, str) and s]
+    fmt = params.get("response_format")
+    if isinstance(fmt, dict):  # else text: the saved params stay as they were
+        out["response_format"] = fmt
     return out
 
 

@@ -16,6 +16,7 @@ from engine.public import (
     SamplingParams,
 )
 
+from ..output_format import OutputFormatError, engine_params, remote_extras
 from ..remote.backends import RemoteBackends, UnknownBackend
 from .frames import FramePump
 from .generation import Generation
@@ -34,7 +35,7 @@ class SubmitError(Exception):
 def check_params(params: Mapping[str, Any]) -> str | None:
     """None if the sampling settings are valid, else the reason (for the settings panel)."""
     try:
-        SamplingParams.from_dict(params)
+        SamplingParams.from_dict({k: v for k, v in params.items() if k != "response_format"})
     except (TypeError, ValueError) as exc:
         return str(exc)
     return None
@@ -62,9 +63,13 @@ class Router:
         if host.target is None or host.state not in (BridgeState.READY, BridgeState.LOADING):
             raise SubmitError(host.not_ready_reason(), "not_ready")
         try:
+            local_params = engine_params(params)
+        except OutputFormatError as exc:
+            raise SubmitError(str(exc), "rejected") from None
+        try:
             lead = (share_prompt_with.request_id if share_prompt_with is not None
                     and share_prompt_with.backend is None else None)
-            stream = host.target.submit(list(messages), params=dict(params),
+            stream = host.target.submit(list(messages), params=local_params,
                                         priority="interactive", tag=tag,
                                         share_prompt_with=lead)
         except QueueFullError as exc:
@@ -86,7 +91,8 @@ class Router:
             client = self.remotes.client(backend, self._host.event_loop())
             # Remote messages carry no token ids: those are the local engine's own.
             plain = [{k: v for k, v in m.items() if k != "token_ids"} for m in messages]
-            stream = client.submit(plain, params=dict(params), tag=tag)
+            sampling, extra = remote_extras(params)
+            stream = client.submit(plain, params=sampling, tag=tag, extra_body=extra)
         except UnknownBackend as exc:
             raise SubmitError(str(exc), "not_ready") from None
         except ValueError as exc:  # no model chosen, or settings the client refuses

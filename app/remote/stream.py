@@ -42,7 +42,8 @@ class RemoteStream(EventStream):
     def __init__(self, request_id: str, conn: Connection, session: aiohttp.ClientSession,
                  messages: Sequence[Mapping[str, Any]], params: SamplingParams, *,
                  priority: str = "interactive", tag: str | None = None,
-                 limiter: Limiter | None = None) -> None:
+                 limiter: Limiter | None = None,
+                 extra_body: Mapping[str, Any] | None = None) -> None:
         # prompt_tokens and tokens stay empty: ids are the server's (module docstring)
         super().__init__(request_id, [])
         self.connection = conn
@@ -52,7 +53,7 @@ class RemoteStream(EventStream):
         self._priority = priority
         self._tag = tag
         self._limiter = limiter
-        self._body = chat_body(conn.model, messages, params)
+        self._body = chat_body(conn.model, messages, params) | dict(extra_body or {})
         self._session = session
         self._cancel_asked = False
         self._t_submit = time.perf_counter()

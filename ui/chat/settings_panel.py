@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from app.settings import Settings, normalize_params
 
 from ..widgets import double_box, int_box
+from .output_format_box import OutputFormatBox
 
 CUSTOM = "(custom)"
 # from this width the Save as… / Delete buttons fit beside the preset (else under it)
@@ -85,6 +86,10 @@ class SettingsPanel(QWidget):
         self.stop.setMaximumHeight(60)
         form.addRow("Stop strings", self.stop)
         layout.addLayout(form)
+        layout.addWidget(QLabel("Output format"))
+        self.output_format = OutputFormatBox()
+        self.output_format.changed.connect(self._edited)
+        layout.addWidget(self.output_format)
         self.error = QLabel()
         self.error.setObjectName("errorLabel")
         self.error.setWordWrap(True)
@@ -126,6 +131,7 @@ class SettingsPanel(QWidget):
         out["seed"] = None if out["seed"] < 0 else out["seed"]
         lines = self.stop.toPlainText().splitlines()
         out["stop"] = [s.replace("\\n", "\n") for s in lines if s]
+        out["response_format"] = self.output_format.value()
         return normalize_params(out)
 
     def set_params(self, params: dict[str, Any]) -> None:
@@ -135,6 +141,7 @@ class SettingsPanel(QWidget):
             value = p[name]
             box.setValue(-1 if value is None else value)
         self.stop.setPlainText("\n".join(s.replace("\n", "\\n") for s in p["stop"]))
+        self.output_format.set_value(p.get("response_format"))
         self._loading = was
         if not was:
             self._edited()
