@@ -13,6 +13,7 @@ from typing import Any
 from engine.public import repair_text
 
 from .events import Event
+from .mcp.config import McpConfigError, McpServerConfig
 from .paths import data_dir
 from .remote.connection import REDACTED, Connection, ConnectionConfigError
 from .remote.keys import KEYS_FILE_NAME, KeyFile
@@ -101,6 +102,9 @@ class Settings:
         # keys live in a separate 0600 file (app/remote/keys.py), never in settings.json
         self.connections: list[Connection] = []
         self.connections_changed = Event()
+        # MCP servers whose tools a tab may use (app/mcp)
+        self.mcp_servers: list[McpServerConfig] = []
+        self.mcp_servers_changed = Event()
 
     @classmethod
     def default_path(cls) -> Path:
@@ -156,6 +160,7 @@ class Settings:
         if isinstance(name, str) and name in settings.preset_names():
             settings.default_preset = name
         settings.connections = settings._read_connections(data.get("connections"))
+        settings.mcp_servers = _read_mcp_servers(data.get("mcp_servers"))
         return settings
 
     def _key_file(self) -> KeyFile:
@@ -194,6 +199,7 @@ class Settings:
                     front_chat=self.front_chat, drafts=self.drafts,
                     recent_models=self.recent_models)
         data["connections"] = [c.to_dict(redact_key=True) for c in self.connections]
+        data["mcp_servers"] = [s.to_dict() for s in self.mcp_servers]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
@@ -237,6 +243,16 @@ class Settings:
         self.save()
         self.connections_changed.emit()
 
+    # -- MCP servers --------------------------------------------------------------------
+    def set_mcp_servers(self, servers: list[McpServerConfig]) -> None:
+        """Replace the saved MCP servers (names must be unique)."""
+        names = [s.name for s in servers]
+        if len(set(names)) != len(names):
+            raise ValueError("two MCP servers have the same name")
+        self.mcp_servers = list(servers)
+        self.save()
+        self.mcp_servers_changed.emit()
+
     # -- presets ------------------------------------------------------------------------
     def preset_names(self) -> list[str]:
         return list(BUILTIN_PRESETS) + sorted(self.user_presets)
@@ -270,3 +286,16 @@ class Settings:
 
     def new_tab_params(self) -> dict[str, Any]:
         return self.preset(self.default_preset)
+
+
+def _read_mcp_servers(raw: Any) -> list[McpServerConfig]:
+    out: list[McpServerConfig] = []
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            server = McpServerConfig.from_dict(item)
+        except McpConfigError as exc:
+            log.warning("ignoring a saved MCP server: %s", exc)
+            continue
+        if all(s.name != server.name for s in out):
+            out.append(server)
+    return out

@@ -1,0 +1,40 @@
+"""A small real MCP server (the `mcp` SDK's MCPServer, formerly FastMCP) for the tests,
+run over stdio: `python -m tests.mcp.weather_server`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("weather")
+
+
+@server.tool()
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"Sunny in {city}, 21 °C"
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two whole numbers."""
+    return a + b
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Wait, then answer (for timeouts)."""
+    await asyncio.sleep(seconds)
+    return "done"
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always fails with `reason`."""
+    raise ToolError(reason)
+
+
+if __name__ == "__main__":
+    server.run("stdio")
