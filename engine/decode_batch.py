@@ -211,7 +211,9 @@ class DecodeBatch:
                 return False
         elif len(seqs) != 1 or not all(layer.is_trimmable() for layer in seqs[0].cache):
             return False
-        return all(seq.params.logprobs is None  # those are read from this step's logits
+        # log-probabilities are read from this step's logits; a grammar's mask needs the
+        # token this step draws
+        return all(seq.params.logprobs is None and seq.matcher is None
                    and seq.num_output_tokens + 2 <= seq.params.max_tokens
                    and seq.num_tokens + 2 <= self.context_length for seq in seqs)
 

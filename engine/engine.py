@@ -16,6 +16,7 @@ import mlx.nn as nn
 
 from . import chat_prompt, readouts
 from .config import EngineConfig
+from .constraint import GrammarTokenizer
 from .detokenize import TextStream
 from .engine_core import EngineCore
 from .errors import EngineStopped, QueueFullError, RequestRejected
@@ -48,6 +49,8 @@ class Engine:
         # simulation) must never make the queue look full to an interactive chat
         self._unadmitted = {p: 0 for p in Priority}
         self._active = 0
+        # llguidance's view of the tokenizer, built on the first request with a grammar
+        self._grammars = GrammarTokenizer(tokenizer, eos_token_ids)
         self._core = EngineCore(model, frozenset(eos_token_ids), self.context_length,
                                self.config, on_admit=self._admitted, on_finish=self._finished)
         self._inbox = Inbox()
@@ -149,11 +152,19 @@ class Engine:
         if share_prompt_with is not None and not isinstance(share_prompt_with, str):
             raise RequestRejected("share_prompt_with must be a request id (a string), got "
                                   f"{type(share_prompt_with).__name__}")
+        matcher = None
+        if params.grammar is not None:
+            try:
+                matcher = self._grammars.matcher(params.grammar)
+            except ValueError as exc:  # GrammarError: refused, naming the field
+                message = str(exc)
+                raise RequestRejected(message if message.startswith("grammar")
+                                      else f"grammar: {message}") from None
         seq = Sequence(
             request_id=request_id, prompt_tokens=tokens, params=params, priority=priority,
             text=TextStream(self.tokenizer.detokenizer, params.stop), seed=seed,
-            sampler=RowSampler(params, seed, batched_draw(self.config.cpu)), tag=tag,
-            share_prompt_with=share_prompt_with,
+            sampler=RowSampler(params, seed, batched_draw(self.config.cpu)), matcher=matcher,
+            tag=tag, share_prompt_with=share_prompt_with,
         )
         with self._lock:
             free = max(0, self.config.max_concurrent - self._active)

@@ -304,7 +304,15 @@ class EngineCore:
     def _accept(self, seq: Sequence, token: int, now: float,
                 lp: TokenLogprobs | None = None) -> None:
         """The one place a sequence takes a new token (a prompt's first or a decode row's):
-        its text delta, stop checks and, when one holds, its finish."""
+        its text delta, stop checks and, when one holds, its finish. A row with a grammar
+        gives the token to its matcher first: one the grammar refuses ends the row with
+        an error (never taken as free text)."""
+        if seq.matcher is not None:
+            problem = seq.matcher.consume(token)
+            if problem is not None:
+                seq.error = problem
+                self._finish(seq, "error")
+                return
         seq.output_tokens.append(token)
         if seq.t_first_token is None:
             seq.t_first_token = now
@@ -312,11 +320,12 @@ class EngineCore:
             self._gaps.append(now - seq.t_last_token)
         seq.t_last_token = now
         reason = None
-        if token in self.eos_token_ids:
+        if token in self.eos_token_ids or (seq.matcher is not None
+                                           and token in seq.matcher.eos):
             reason, delta = "stop", ""
         else:
             delta = seq.text.add(token)
-            if seq.text.stopped:
+            if seq.text.stopped or seq.matcher is not None and seq.matcher.stopped:
                 reason = "stop"
             elif seq.num_output_tokens >= seq.params.max_tokens:
                 reason = "length"

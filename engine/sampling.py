@@ -12,6 +12,7 @@ given to each RowSampler as `batched`): mlx-lm's sampler a row at a time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass
@@ -199,8 +200,9 @@ def row_logprobs(
 ) -> list[TokenLogprobs | None] | None:
     """For the rows whose request asked (`SamplingParams.logprobs`), the chosen token's
     log-probability and the top alternatives, from the log-softmax of the logits the sampler
-    draws from (after any repetition penalty, before temperature: OpenAI's and vLLM's
-    convention). None when no row asked, so a batch without such requests pays nothing."""
+    draws from (after any repetition penalty and a grammar's mask, before temperature:
+    OpenAI's and vLLM's convention). None when no row asked, so a batch without such
+    requests pays nothing."""
     rows = [i for i, s in enumerate(samplers) if s.params.logprobs is not None]
     if not rows:
         return None
@@ -215,6 +217,8 @@ def row_logprobs(
     mx.eval(wanted)
     out: list[TokenLogprobs | None] = [None] * len(samplers)
     for i, (chosen, top, values) in zip(rows, wanted, strict=True):
-        pairs = sorted(zip(top.tolist(), values.tolist(), strict=True), key=lambda p: -p[1])
+        # a grammar's masked tokens (-inf) are not alternatives: fewer than asked, then
+        pairs = sorted(((t, v) for t, v in zip(top.tolist(), values.tolist(), strict=True)
+                        if v != -math.inf), key=lambda p: -p[1])
         out[i] = TokenLogprobs(chosen.item(), tuple(pairs))
     return out

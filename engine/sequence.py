@@ -42,6 +42,8 @@ class Sequence:
     text: TextStream
     seed: int  # effective seed: the request's, or one drawn for it
     sampler: Any  # engine.sampling.RowSampler (kept untyped: this module imports no MLX)
+    # engine.constraint.RowMatcher when params.grammar is set: the row's token mask
+    matcher: Any = None
     tag: str | None = None  # who asked (a tab, a simulation): for the stats table
     share_prompt_with: str | None = None  # Engine.submit's: the id of a request ahead of it
     # ...that request, while this one waits for its prompt to be prefilled and kept as a

@@ -28,6 +28,7 @@ class LocalTarget:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._tool_template: tuple[bool, str | None] | None = None
 
     @property
     def description(self) -> str:
@@ -66,6 +67,50 @@ class LocalTarget:
         return self.engine.submit(messages=messages, prompt_tokens=prompt_tokens,
                                   params=params, priority=priority, tag=tag,
                                   request_id=request_id, share_prompt_with=share_prompt_with)
+
+    def tool_template(self) -> tuple[bool, str | None]:
+        """(whether the model's chat template writes out `tools`, the mlx-lm tool parser of
+        its family: a module name under mlx_lm.tool_parsers, or None). Found once: the
+        template is rendered with a probe tool, the parser picked as mlx-lm picks it."""
+        if self._tool_template is None:
+            tok = self.engine.tokenizer
+            probe = {"type": "function", "function": {
+                "name": "batchchat_probe_tool", "description": "",
+                "parameters": {"type": "object", "properties": {}}}}
+            try:
+                text = tok.apply_chat_template([{"role": "user", "content": "x"}],
+                                               tools=[probe], add_generation_prompt=True,
+                                               tokenize=False)
+                renders = "batchchat_probe_tool" in text
+            except Exception:  # a template that refuses `tools`
+                renders = False
+            parser = getattr(tok, "tool_parser", None)
+            if parser is not None:
+                name: str | None = parser.__module__.rsplit(".", 1)[-1]
+            else:
+                from mlx_lm.tokenizer_utils import _infer_tool_parser  # mlx-lm is pinned
+
+                try:
+                    name = _infer_tool_parser(tok)
+                except Exception:
+                    name = None
+            self._tool_template = (renders, name)
+        return self._tool_template
+
+    def chat_tokens(self, messages: Sequence[Mapping[str, Any]],
+                    tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+        """The prompt of `messages` (tool calls and results in OpenAI's shape) with `tools`,
+        rendered by the model's chat template; RequestRejected if the template refuses."""
+        from engine.public import RequestRejected
+
+        try:
+            text = self.engine.tokenizer.apply_chat_template(
+                [dict(m) for m in messages], tools=list(tools) if tools else None,
+                add_generation_prompt=True, tokenize=False)
+        except Exception as exc:
+            raise RequestRejected(f"the model's chat template refused these messages: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+        return list(self.engine.tokenizer.encode(text, add_special_tokens=False))
 
     def encode(self, text: str) -> list[int]:
         return list(self.engine.tokenizer.encode(text))

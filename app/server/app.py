@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import openapi, responses, schemas
+from . import openapi, responses, schemas, tooling
 from .choices import Choices
 from .connection import Runner
 from .errors import ApiError, error_body
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from engine.public import RequestStats, RequestStream
 
     from ..bridge import LocalTarget
+    from ..tools import CallFormat
 
 log = logging.getLogger(__name__)
 
@@ -248,10 +249,12 @@ class ApiServer:
                                         or target.context_length)
         else:
             parsed = schemas.parse_completion(body, 16)  # OpenAI's default for completions
-        choices = self._submit(target, parsed)
-        first = Reply(kind, model, self._text_of(target), parsed.logprobs)
+        choices, fmt = self._submit(target, parsed)
+        first = Reply(kind, model, self._text_of(target), parsed.logprobs,
+                      calls=tooling.call_stream(parsed, fmt))
         replies = [first] + [Reply(kind, model, first.token_text, parsed.logprobs, index=i,
-                                   id=first.id, created=first.created)
+                                   id=first.id, created=first.created,
+                                   calls=tooling.call_stream(parsed, fmt))
                              for i in range(1, len(choices))]
         self._streams.update(choices.streams)
         try:
@@ -283,22 +286,25 @@ class ApiServer:
                                 f"'{served}'", param="model", code="model_not_found")
         return target, served
 
-    def _submit(self, target: LocalTarget, parsed: schemas.ParsedRequest) -> Choices:
+    def _submit(self, target: LocalTarget, parsed: schemas.ParsedRequest
+                ) -> tuple[Choices, CallFormat | None]:
         """One engine request per choice, the first leading (the others reuse its prefilled
-        prompt); all of them, or none: a refusal cancels those already queued."""
+        prompt); all of them, or none: a refusal cancels those already queued. With the
+        format the replies' tool calls are parsed in (None without tools)."""
         from engine.public import EngineStopped, QueueFullError, RequestRejected
 
         what: dict[str, Any]
-        if parsed.messages is not None:
-            what = {"messages": parsed.messages}
-        elif isinstance(parsed.prompt, str):
-            what = {"prompt_tokens": target.encode(parsed.prompt)}
-        else:
-            what = {"prompt_tokens": parsed.prompt}
+        fmt = None
         # "api-…" ids tell API requests apart in the history's request stats
         base = f"api-{uuid.uuid4().hex[:16]}"
         streams: list[RequestStream] = []
         try:
+            if parsed.messages is not None:
+                what, fmt = tooling.prompt(parsed, target)
+            elif isinstance(parsed.prompt, str):
+                what = {"prompt_tokens": target.encode(parsed.prompt)}
+            else:
+                what = {"prompt_tokens": parsed.prompt}
             for i, params in enumerate(parsed.choice_params()):
                 streams.append(target.submit(
                     **what, params=params, priority=self.config.priority, tag=self.config.tag,
@@ -314,7 +320,7 @@ class ApiServer:
                 param = "messages" if parsed.kind == "chat" else "prompt"
                 raise ApiError(400, str(exc), param=param, code="invalid_request") from None
             raise ApiError(503, str(exc), code="shutting_down") from None
-        return Choices(streams, self._ended)
+        return Choices(streams, self._ended), fmt
 
     async def _whole(self, choices: Choices, replies: list[Reply], t0: float) -> web.Response:
         last = [t0] * len(choices)
@@ -347,9 +353,8 @@ class ApiServer:
                 await response.write(sse(error_body(f"generation failed: {event.error}", 500,
                                                     code="engine_error")))
                 break
-            if event.text or logprobs is not None or event.finish_reason is not None:
-                await response.write(sse(reply.chunk(event.text, logprobs,
-                                                     event.finish_reason)))
+            for chunk in reply.chunks(event.text, logprobs, event.finish_reason):
+                await response.write(sse(chunk))
         if include_usage:
             stats = [s.stats for s in choices.streams]
             await response.write(sse(replies[0].usage_chunk(stats)))

@@ -19,7 +19,8 @@ from .responses import LOGPROB_FLOOR
 
 OPENAPI_VERSION = "3.1.0"
 MAX_STOP_LENGTH = 256  # = engine.sampling_params.MAX_STOP_LENGTH (refused by SamplingParams)
-FINISH_REASONS = ["stop", "length", "cancelled", "shutdown"]  # responses.finish_reason's
+# responses.finish_reason's
+FINISH_REASONS = ["stop", "length", "tool_calls", "cancelled", "shutdown"]
 ERROR_STATUSES = {
     400: "a bad field or body (`param` names the field), or a prompt the model cannot take",
     401: "a missing or wrong API key", 404: "an unknown model",
@@ -71,11 +72,47 @@ SHARED: dict[str, dict[str, Any]] = {
     **{name: _neutral(accepted) for name, accepted in schemas.NEUTRAL.items()},
 }
 
+# A JSON schema: what JSON Schema cannot say (a schema llguidance can use) is refused with
+# 400, code invalid_schema
+JSON_SCHEMA = {"type": "object", "description": "a JSON schema (llguidance's subset)"}
+SHARED["response_format"] = nullable({"anyOf": [
+    {"type": "object", "required": ["type"],
+     "properties": {"type": {"enum": ["text", "json_object"]}}},
+    {"type": "object", "required": ["type", "json_schema"], "properties": {
+        "type": {"const": "json_schema"},
+        "json_schema": {"type": "object", "required": ["schema"], "properties": {
+            "name": nullable({"type": "string"}), "description": nullable({"type": "string"}),
+            "schema": JSON_SCHEMA, "strict": nullable({"type": "boolean"})}}}}]})
+
 TEXT_PART = {"type": "object", "required": ["type", "text"],
              "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}
-MESSAGE = {"type": "object", "required": ["role", "content"], "properties": {
-    "role": {"enum": list(schemas.ROLES)},
-    "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": TEXT_PART}]}}}
+CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": TEXT_PART}]}
+JSON_OBJECT_TEXT = {"type": "string", "contentMediaType": "application/json",
+                    "contentSchema": {"type": "object"}}
+CALL_IN = {"type": "object", "required": ["function"], "properties": {
+    "id": {"type": "string"}, "type": {"const": "function"},
+    "function": {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string", "minLength": 1}, "arguments": JSON_OBJECT_TEXT}}}}
+MESSAGE = {"anyOf": [
+    {"type": "object", "required": ["role", "content"], "properties": {
+        "role": {"enum": [r for r in schemas.ROLES if r not in ("assistant", "tool")]},
+        "content": CONTENT}},
+    {"type": "object", "required": ["role"], "properties": {
+        "role": {"const": "assistant"}, "content": nullable(CONTENT),
+        "tool_calls": nullable({"type": "array", "items": CALL_IN})},
+     "anyOf": [{"required": ["content"], "properties": {"content": CONTENT}},
+               {"required": ["tool_calls"], "properties": {
+                   "tool_calls": {"type": "array", "minItems": 1}}}]},
+    {"type": "object", "required": ["role", "content", "tool_call_id"], "properties": {
+        "role": {"const": "tool"}, "content": CONTENT,
+        "tool_call_id": {"type": "string", "minLength": 1}}}]}
+TOOL = {"type": "object", "required": ["type", "function"], "properties": {
+    "type": {"const": "function"},
+    "function": {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},
+        "description": nullable({"type": "string"}),
+        "parameters": nullable({**JSON_SCHEMA, "properties": {
+            "type": {"const": "object"}}})}}}}
 
 CHAT_REQUEST = {
     "type": "object", "required": ["model", "messages"],
@@ -83,6 +120,17 @@ CHAT_REQUEST = {
     "properties": SHARED | {
         "messages": {"type": "array", "minItems": 1, "items": MESSAGE},
         "max_completion_tokens": _integer(minimum=1),
+        "tools": nullable({"type": "array", "items": TOOL, "maxItems": 128,
+                           "description": "distinct function names"}),
+        "tool_choice": nullable({"anyOf": [
+            {"enum": list(schemas.TOOL_CHOICES)},
+            {"type": "object", "required": ["type", "function"], "properties": {
+                "type": {"const": "function"},
+                "function": {"type": "object", "required": ["name"],
+                             "properties": {"name": {"type": "string"}}}}}],
+            "description": "'auto' and 'required' need `tools`; a named function must be "
+                           "one of them"}),
+        "parallel_tool_calls": nullable({"type": "boolean"}),
         "logprobs": nullable({"type": "boolean"}),
         "top_logprobs": _integer(minimum=0, maximum=schemas.MAX_TOP_LOGPROBS),
     },
@@ -101,6 +149,7 @@ COMPLETION_REQUEST = {
             {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1},
             {"type": "array", "items": TOKEN_IDS, "minItems": 1, "maxItems": 1}]},
         "logprobs": _integer(minimum=0, maximum=schemas.MAX_TOP_LOGPROBS),
+        **{name: _neutral(accepted) for name, accepted in schemas.COMPLETION_NEUTRAL.items()},
     },
 }
 
@@ -148,14 +197,22 @@ def _chunk(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
 
 ERROR = _obj({"error": _obj({"message": STR, "type": STR,
                              "param": nullable(STR), "code": nullable(STR)})})
+CALL = _obj({"id": STR, "type": {"const": "function"},
+             "function": _obj({"name": STR, "arguments": STR})})
+MESSAGE_OUT = _obj({"role": {"const": "assistant"}, "content": nullable(STR)})
+MESSAGE_OUT["properties"]["tool_calls"] = {"type": "array", "minItems": 1, "items": CALL}
 CHAT_COMPLETION = _completion("chat.completion", {
-    "message": _obj({"role": {"const": "assistant"}, "content": STR}),
-    "logprobs": nullable(CHAT_LOGPROBS), "finish_reason": FINISH})
+    "message": MESSAGE_OUT, "logprobs": nullable(CHAT_LOGPROBS), "finish_reason": FINISH})
+CALL_DELTA = {"type": "object", "required": ["index"], "additionalProperties": False,
+              "properties": {"index": INT, "id": STR, "type": {"const": "function"},
+                             "function": {"type": "object", "additionalProperties": False,
+                                          "properties": {"name": STR, "arguments": STR}}}}
 COMPLETION = _completion("text_completion", {
     "text": STR, "logprobs": nullable(COMPLETION_LOGPROBS), "finish_reason": FINISH})
 CHAT_CHUNK = _chunk("chat.completion.chunk", {
     "delta": {"type": "object", "additionalProperties": False, "properties": {
-        "role": {"const": "assistant"}, "content": STR}},
+        "role": {"const": "assistant"}, "content": STR,
+        "tool_calls": {"type": "array", "items": CALL_DELTA}}},
     "logprobs": nullable(CHAT_LOGPROBS), "finish_reason": nullable(FINISH)})
 COMPLETION_CHUNK = _chunk("text_completion", {
     "text": STR, "logprobs": nullable(COMPLETION_LOGPROBS),

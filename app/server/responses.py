@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..tools import CallStream, StreamDelta, parse_reply
+
 if TYPE_CHECKING:
     from engine.public import RequestStats, TokenEvent
 
@@ -73,6 +75,7 @@ class Reply:
     entries: list[tuple[str, float, list[tuple[str, float]]]] = field(default_factory=list)
     token_chars: int = 0  # text offset of the next token (legacy completions logprobs)
     ended: str | None = None  # the engine's finish reason, once the last event is taken
+    calls: CallStream | None = None  # tools offered: the reply's calls, parsed as they come
 
     def __post_init__(self) -> None:
         prefix = "chatcmpl" if self.kind == "chat" else "cmpl"
@@ -101,6 +104,14 @@ class Reply:
         """This choice in a whole response."""
         text = "".join(self.text_parts)
         logprobs = self._logprobs(self.entries, 0) if self.top is not None else None
+        if self.kind == "chat" and self.calls is not None:
+            c = self.calls
+            parsed = parse_reply(text, c.fmt, sorted(c.names), c.tools)
+            message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+            if parsed.calls:
+                message["tool_calls"] = [call.openai() for call in parsed.calls]
+            return {"index": self.index, "message": message, "logprobs": logprobs,
+                    "finish_reason": self._reason(reason, bool(parsed.calls))}
         if self.kind == "chat":
             return {"index": self.index, "message": {"role": "assistant", "content": text},
                     "logprobs": logprobs, "finish_reason": finish_reason(reason)}
@@ -118,6 +129,31 @@ class Reply:
               reason: str | None) -> dict[str, Any]:
         delta = {"content": text} if text else {}
         return self._chunk(delta, logprobs, None if reason is None else finish_reason(reason))
+
+    def chunks(self, text: str, logprobs: dict[str, Any] | None,
+               reason: str | None) -> list[dict[str, Any]]:
+        """The chunks one event makes: with tools, content and tool_calls deltas (a call:
+        its id and name, then its arguments), the logprobs on the first; none if nothing
+        is to be sent yet (a marker may be starting)."""
+        if self.calls is None:
+            if not (text or logprobs is not None or reason is not None):
+                return []
+            return [self.chunk(text, logprobs, reason)]
+        deltas = self.calls.feed(text)
+        if reason is not None:
+            deltas += self.calls.finish()
+        out = []
+        for d in deltas:
+            for delta in _deltas(d):
+                out.append(self._chunk(delta, logprobs, None))
+                logprobs = None
+        if logprobs is not None or reason is not None:
+            out.append(self._chunk({}, logprobs, None if reason is None else
+                                   self._reason(reason, bool(self.calls.calls))))
+        return out
+
+    def _reason(self, reason: str, called: bool) -> str:
+        return "tool_calls" if called and reason == "stop" else finish_reason(reason)
 
     def usage_chunk(self, stats: Sequence[RequestStats | None]) -> dict[str, Any]:
         """The last chunk with include_usage: no choice, the request's usage."""
@@ -159,3 +195,11 @@ class Reply:
                 "token_logprobs": [lp for _, lp, _ in entries],
                 "top_logprobs": [dict(top) for _, _, top in entries] if self.top else None,
                 "text_offset": offsets}
+
+
+def _deltas(d: StreamDelta) -> list[dict[str, Any]]:
+    if d.call is None:
+        return [{"content": d.content}]
+    return [{"tool_calls": [{"index": d.index, "id": d.call.id, "type": "function",
+                             "function": {"name": d.call.name, "arguments": ""}}]},
+            {"tool_calls": [{"index": d.index, "function": {"arguments": d.call.arguments}}]}]

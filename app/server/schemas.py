@@ -11,18 +11,31 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ApiError, invalid
 
+
+def bad_schema(param: str, message: str) -> ApiError:
+    """A JSON schema that cannot be used (no JSON schema of schemas can tell it beforehand:
+    a code of its own, as the engine's prompt refusals have)."""
+    return ApiError(400, message, param=param, code="invalid_schema")
+
 if TYPE_CHECKING:
     from engine.public import SamplingParams
+
+    from ..tools import Tool
 
 MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
 MAX_STOP = 16
 MAX_N = 8  # choices per request (`n`): each is one engine request
-ROLES = ("system", "developer", "user", "assistant")
+ROLES = ("system", "developer", "user", "assistant", "tool")
+TOOL_CHOICES = ("auto", "none", "required")
+RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 # Accepted only as null or a neutral value (of the same JSON type: `false` is not 0):
 # anything else would be silently ignored otherwise.
 NEUTRAL: dict[str, tuple[Any, ...]] = {
     "presence_penalty": (0,), "frequency_penalty": (0,), "best_of": (1,), "echo": (False,),
-    "suffix": (), "tools": ([],), "tool_choice": (), "functions": ([],), "logit_bias": ({},)}
+    "suffix": (), "functions": ([],), "function_call": (), "logit_bias": ({},)}
+# Chat's tool fields, which a completion cannot use
+COMPLETION_NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "tools": ([],), "tool_choice": ("none",), "parallel_tool_calls": ()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +49,15 @@ class ParsedRequest:
     prompt: str | list[int] | None = None  # completion: text or token ids
     logprobs: int | None = None  # alternatives per token, None = no logprobs
     n: int = 1  # choices: n engine requests sharing the prompt; choice i samples with seed+i
+    tools: tuple[Tool, ...] = ()  # offered to the model (none when tool_choice is "none")
+    tool_choice: str = "none"  # "auto" | "none" | "required" | "function" (forced: `tools`)
+    parallel_tool_calls: bool = True
+
+    @property
+    def uses_tools(self) -> bool:
+        """Tools offered, or a conversation holding calls or results (to render)."""
+        return bool(self.tools) or any(m["role"] == "tool" or m.get("tool_calls")
+                                       for m in self.messages or ())
 
     def choice_params(self) -> list[SamplingParams]:
         """Each choice's sampling settings: with a seed s, choice i samples with s + i (so an
@@ -57,11 +79,14 @@ def parse_chat(body: Mapping[str, Any], default_max_tokens: int) -> ParsedReques
     max_tokens = _opt_int(body, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _opt_int(body, "max_tokens", 1)
+    tools, choice, parallel, grammar = _tools(body)
     return _parsed("chat", body, messages=messages, logprobs=logprobs,
-                   max_tokens=max_tokens or default_max_tokens)
+                   max_tokens=max_tokens or default_max_tokens, grammar=grammar,
+                   tools=tools, tool_choice=choice, parallel_tool_calls=parallel)
 
 
 def parse_completion(body: Mapping[str, Any], default_max_tokens: int) -> ParsedRequest:
+    _neutral(body, COMPLETION_NEUTRAL, " (a completion has no tools)")
     return _parsed("completion", body, prompt=_prompt(body.get("prompt")),
                    logprobs=_opt_int(body, "logprobs", 0, MAX_TOP_LOGPROBS),
                    max_tokens=_opt_int(body, "max_tokens", 1) or default_max_tokens)
@@ -75,14 +100,24 @@ def model_name(body: Mapping[str, Any]) -> str:
 
 
 # -- the shared fields ----------------------------------------------------------------------
-def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: int | None,
-            **what: Any) -> ParsedRequest:
-    from engine.public import SamplingParams
-
-    for name, accepted in NEUTRAL.items():
+def _neutral(body: Mapping[str, Any], fields: Mapping[str, tuple[Any, ...]],
+             why: str = "") -> None:
+    for name, accepted in fields.items():
         value = body.get(name)
         if value is not None and not any(_same(value, a) for a in accepted):
-            raise invalid(name, f"'{name}' is not supported by this server")
+            raise invalid(name, f"'{name}' is not supported by this server{why}")
+
+
+def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: int | None,
+            grammar: str | None = None, **what: Any) -> ParsedRequest:
+    from engine.public import SamplingParams
+
+    _neutral(body, NEUTRAL)
+    output = _response_format(body.get("response_format"))
+    if output is not None and grammar is not None:
+        raise invalid("response_format", "'response_format' cannot be combined with a "
+                                         "forced tool call ('tool_choice')")
+    grammar = grammar or output
     n = _opt_int(body, "n", 1, MAX_N) or 1
     temperature = _opt_number(body, "temperature", 0.0)
     top_p = _opt_number(body, "top_p", 0.0)
@@ -109,7 +144,7 @@ def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: in
             min_p=min_p or 0.0,
             repetition_penalty=1.0 if penalty is None else penalty,
             seed=seed, max_tokens=max_tokens, stop=_stop(body.get("stop")),
-            logprobs=logprobs,
+            logprobs=logprobs, grammar=grammar,
         )
     except ValueError as exc:  # a rule of the engine's own (each message starts with the name)
         field = str(exc).split(" ", 1)[0]
@@ -129,9 +164,126 @@ def _messages(value: Any) -> list[dict[str, Any]]:
         role = m.get("role")
         if role not in ROLES:
             raise invalid(f"{where}.role", f"'{where}.role' must be one of {', '.join(ROLES)}")
-        out.append({"role": "system" if role == "developer" else role,
-                    "content": _content(m.get("content"), f"{where}.content")})
+        msg: dict[str, Any] = {"role": "system" if role == "developer" else role}
+        calls = m.get("tool_calls") if role == "assistant" else None
+        if calls is not None:
+            msg["tool_calls"] = _calls(calls, f"{where}.tool_calls")
+        if role == "assistant" and m.get("content") is None and msg.get("tool_calls"):
+            msg["content"] = ""  # a reply of calls only
+        else:
+            msg["content"] = _content(m.get("content"), f"{where}.content")
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise invalid(f"{where}.tool_call_id", f"'{where}.tool_call_id' must be the "
+                                                       "id of the call this answers")
+            msg["tool_call_id"] = call_id
+        out.append(msg)
     return out
+
+
+def _calls(value: Any, where: str) -> list[dict[str, Any]]:
+    """An assistant message's tool calls, in OpenAI's shape (arguments: JSON object text)."""
+    import json
+
+    if not isinstance(value, list):
+        raise invalid(where, f"'{where}' must be a list of tool calls")
+    out = []
+    for j, call in enumerate(value):
+        at = f"{where}[{j}]"
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(fn, Mapping) or call.get("type", "function") != "function" \
+                or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise invalid(at, f"'{at}' must be {{\"id\", \"type\": \"function\", "
+                              "\"function\": {\"name\", \"arguments\"}}")
+        args = fn.get("arguments", "{}")
+        try:
+            parsed = json.loads(args) if isinstance(args, str) else None
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise invalid(f"{at}.function.arguments",
+                          f"'{at}.function.arguments' must be a JSON object as text")
+        call_id = call.get("id")
+        out.append({"id": call_id if isinstance(call_id, str) else f"call_{j}",
+                    "type": "function", "function": {"name": fn["name"], "arguments": args}})
+    return out
+
+
+def _response_format(value: Any) -> str | None:
+    """The grammar `response_format` asks for (None: free text)."""
+    from engine.public import GrammarError, json_object_grammar, json_schema_grammar
+
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    if kind not in RESPONSE_FORMATS:
+        raise invalid("response_format", "'response_format.type' must be one of "
+                                         f"{', '.join(RESPONSE_FORMATS)}")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return json_object_grammar()
+    spec = value.get("json_schema")
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str | None):
+        raise invalid("response_format", "'response_format.json_schema' must be "
+                                         "{\"name\", \"schema\", \"strict\"}")
+    schema, strict = spec.get("schema"), spec.get("strict")
+    if not isinstance(schema, Mapping):
+        raise invalid("response_format", "'response_format.json_schema.schema' must be a "
+                                         "JSON schema (an object)")
+    if strict is not None and not isinstance(strict, bool):
+        raise invalid("response_format", "'response_format.json_schema.strict' must be "
+                                         "true or false")
+    try:
+        return json_schema_grammar(schema, strict=bool(strict))
+    except GrammarError as exc:
+        raise bad_schema("response_format", f"'response_format.json_schema.schema' cannot "
+                                            f"be used: {exc}") from None
+
+
+def _tools(body: Mapping[str, Any]) -> tuple[tuple[Tool, ...], str, bool, str | None]:
+    """(tools offered, tool_choice, parallel_tool_calls, the grammar forcing a call)."""
+    from ..tools import ToolSpecError, call_grammar, parse_tools
+
+    raw = body.get("tools")
+    try:
+        tools = parse_tools(raw) if raw is not None else []
+    except ToolSpecError as exc:
+        raise (bad_schema if exc.schema else invalid)(exc.field, str(exc)) from None
+    parallel = _opt_bool(body, "parallel_tool_calls")
+    parallel = True if parallel is None else parallel
+    choice = body.get("tool_choice")
+    if choice is None:
+        choice = "auto" if tools else "none"
+    forced: list[Tool] = []
+    if isinstance(choice, Mapping):
+        fn = choice.get("function")
+        name = fn.get("name") if isinstance(fn, Mapping) else None
+        forced = [t for t in tools if t.name == name]
+        if choice.get("type") != "function" or not forced:
+            raise invalid("tool_choice", "'tool_choice' must name one of 'tools' as "
+                                         "{\"type\": \"function\", \"function\": "
+                                         "{\"name\": ...}}")
+        choice = "function"
+    elif choice not in TOOL_CHOICES:
+        raise invalid("tool_choice", f"'tool_choice' must be one of {', '.join(TOOL_CHOICES)} "
+                                     "or a named function")
+    elif choice == "required":
+        if not tools:
+            raise invalid("tool_choice", "'tool_choice': 'required' needs 'tools'")
+        forced = tools
+    if choice == "auto" and not tools:
+        raise invalid("tool_choice", "'tool_choice': 'auto' needs 'tools'")
+    if choice == "none":
+        return (), choice, parallel, None
+    if not forced:
+        return tuple(tools), choice, parallel, None
+    try:
+        grammar = call_grammar(forced, parallel=parallel and choice == "required")
+    except ValueError as exc:  # a GrammarError: the schemas together cannot be used
+        raise bad_schema("tools", f"'tools' cannot force a call: {exc}") from None
+    return tuple(tools), choice, parallel, grammar
 
 
 def _content(value: Any, where: str) -> str:
