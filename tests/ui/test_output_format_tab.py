@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import jsonschema
-import pytest
 
 from tests.ui.conftest import run_until
 
@@ -31,8 +30,6 @@ def test_a_bad_schema_file_is_refused_in_the_tab(window, tmp_path):
     assert "nowhere.json: no such file" in box.error.text()
 
 
-# until h30-engine (the engine enforcing SamplingParams.grammar) is merged
-@pytest.mark.xfail(strict=True, reason="the engine does not enforce grammar yet")
 def test_a_json_schema_tab_replies_with_valid_json(window, loop, tmp_path):
     tab = window.current_tab()
     box = tab.panel.output_format
