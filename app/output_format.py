@@ -19,6 +19,9 @@ from jsonschema import SchemaError, validators
 from engine.public import GrammarError, json_object_grammar, json_schema_grammar
 
 JSON_OBJECT: dict[str, Any] = {"type": "json_object"}
+# a tab's params beyond the engine's sampling settings: its output format, and the MCP
+# servers whose tools it offers with its tool_choice (app.tool_runner)
+APP_KEYS = frozenset({"response_format", "mcp_servers", "tool_choice"})
 MAX_SCHEMA_FILE_BYTES = 1_000_000
 
 
@@ -105,7 +108,7 @@ def grammar_of(response_format: Mapping[str, Any] | None) -> str | None:
 
 def engine_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """A tab's params as the engine takes them: `response_format` becomes `grammar`."""
-    out = {k: v for k, v in params.items() if k != "response_format"}
+    out = {k: v for k, v in params.items() if k not in APP_KEYS}
     grammar = grammar_of(params.get("response_format"))
     if grammar is not None:
         out["grammar"] = grammar
@@ -115,7 +118,7 @@ def engine_params(params: Mapping[str, Any]) -> dict[str, Any]:
 def remote_extras(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(sampling params, extra request body fields) for a remote server: the format goes
     as OpenAI's `response_format` (checked here first: a bad schema is never sent)."""
-    sampling = {k: v for k, v in params.items() if k != "response_format"}
+    sampling = {k: v for k, v in params.items() if k not in APP_KEYS}
     fmt = params.get("response_format")
     if not fmt or (isinstance(fmt, Mapping) and fmt.get("type") in (None, "text")):
         return sampling, {}

@@ -54,6 +54,12 @@ def normalize_params(params: Mapping[str, Any]) -> dict[str, Any]:
     fmt = params.get("response_format")
     if isinstance(fmt, dict):  # else text: the saved params stay as they were
         out["response_format"] = fmt
+    # the MCP servers whose tools the tab offers, and how (only when some are on)
+    servers = params.get("mcp_servers")
+    if isinstance(servers, list) and servers:
+        out["mcp_servers"] = [repair_text(s) for s in servers if isinstance(s, str)]
+        choice = params.get("tool_choice")
+        out["tool_choice"] = choice if isinstance(choice, str) and choice else "auto"
     return out
 
 

@@ -19,7 +19,7 @@ async def test_list_and_call_tools_over_stdio():
         tools = {t.name: t for t in await manager.list_tools("weather")}
         assert set(tools) == {"get_weather", "add", "slow", "fail"}
         schema = tools["get_weather"].input_schema
-        assert schema["properties"]["city"]["type"] == "string"
+        assert schema["properties"]["city"]["enum"] == ["Oslo", "Lima", "Perth"]
         assert schema["required"] == ["city"]
         assert tools["get_weather"].description == "The weather in a city."
         assert tools["add"].openai_tool()["function"]["parameters"]["required"] == ["a", "b"]

@@ -4,6 +4,7 @@ run over stdio: `python -m tests.mcp.weather_server`."""
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -12,7 +13,7 @@ server = MCPServer("weather")
 
 
 @server.tool()
-def get_weather(city: str) -> str:
+def get_weather(city: Literal["Oslo", "Lima", "Perth"]) -> str:
     """The weather in a city."""
     return f"Sunny in {city}, 21 °C"
 

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from app.settings import Settings, normalize_params
 
+from ..mcp.tools_box import ToolsBox
 from ..widgets import double_box, int_box
 from .output_format_box import OutputFormatBox
 
@@ -90,6 +91,10 @@ class SettingsPanel(QWidget):
         self.output_format = OutputFormatBox()
         self.output_format.changed.connect(self._edited)
         layout.addWidget(self.output_format)
+        layout.addWidget(QLabel("Tools (MCP servers)"))
+        self.tools = ToolsBox(settings)
+        self.tools.changed.connect(self._edited)
+        layout.addWidget(self.tools)
         self.error = QLabel()
         self.error.setObjectName("errorLabel")
         self.error.setWordWrap(True)
@@ -121,6 +126,7 @@ class SettingsPanel(QWidget):
     def detach(self) -> None:
         """Stop listening to the shared settings (the tab is closing)."""
         self.settings.presets_changed.disconnect(self._fill_presets)
+        self.tools.detach()
 
     # -- reading and writing ------------------------------------------------------------
     def system_prompt(self) -> str:
@@ -132,6 +138,7 @@ class SettingsPanel(QWidget):
         lines = self.stop.toPlainText().splitlines()
         out["stop"] = [s.replace("\\n", "\n") for s in lines if s]
         out["response_format"] = self.output_format.value()
+        out |= self.tools.params()
         return normalize_params(out)
 
     def set_params(self, params: dict[str, Any]) -> None:
@@ -142,6 +149,7 @@ class SettingsPanel(QWidget):
             box.setValue(-1 if value is None else value)
         self.stop.setPlainText("\n".join(s.replace("\n", "\\n") for s in p["stop"]))
         self.output_format.set_value(p.get("response_format"))
+        self.tools.set_params(p)
         self._loading = was
         if not was:
             self._edited()
