@@ -25,14 +25,14 @@ def add(a: int, b: int) -> int:
 
 
 @server.tool()
-async def slow(seconds: float) -> str:
+async def slow(seconds: Literal[10]) -> str:
     """Wait, then answer (for timeouts)."""
     await asyncio.sleep(seconds)
     return "done"
 
 
 @server.tool()
-def fail(reason: str) -> str:
+def fail(reason: Literal["no sun today"]) -> str:
     """Always fails with `reason`."""
     raise ToolError(reason)
 

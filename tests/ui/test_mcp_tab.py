@@ -14,8 +14,8 @@ from tests.mcp.conftest import weather
 from tests.ui.conftest import run_until
 
 
-def tool_tab(window, loop, servers=("weather",), choice="get_weather"):
-    window.ctx.settings.set_mcp_servers([weather()])
+def tool_tab(window, loop, servers=("weather",), choice="get_weather", timeout_s=20.0):
+    window.ctx.settings.set_mcp_servers([weather(timeout_s=timeout_s)])
     tab = window.current_tab()
     tab.panel.fields["max_tokens"].setValue(120)  # the tiny model spells a call in ~70 tokens
     tab.panel.tools.set_params({"mcp_servers": list(servers), "tool_choice": choice})
@@ -104,6 +104,27 @@ def test_always_allow_then_stop(window, loop, qtbot):
     last = conv.messages[-1]
     assert [o["status"] for o in last.tool_results.values()] == ["denied"]
     assert last.role == "assistant" and last.tool_calls
+
+
+def test_a_timeout_and_a_tool_error_are_shown_in_the_block(window, loop, qtbot):
+    tab = tool_tab(window, loop, choice="slow", timeout_s=1.0)
+    conv = ask(tab, loop, "Wait for it")
+    block = block_of(tab, 1)
+    qtbot.mouseClick(block.allow_button, Qt.MouseButton.LeftButton)
+    run_until(loop, lambda: "running" in block.toggle.text(), timeout=5)
+    assert conv.is_busy  # the tab stays responsive while the call runs
+    run_until(loop, lambda: not conv.is_busy, timeout=60)
+    assert "failed" in block.toggle.text() and not block.details.isHidden()
+    assert block.result.text() == "weather: slow timed out after 1 s"
+    tool_msg = next(m for m in conv.prompt_messages() if m["role"] == "tool")
+    assert tool_msg["content"] == "Error: weather: slow timed out after 1 s"
+    tab.panel.tools.set_params({"mcp_servers": ["weather"], "tool_choice": "fail"})
+    tab.panel.tools.changed.emit()
+    conv = ask(tab, loop, "Try failing")
+    block = block_of(tab, 4)
+    qtbot.mouseClick(block.allow_button, Qt.MouseButton.LeftButton)
+    run_until(loop, lambda: not conv.is_busy, timeout=60)
+    assert "failed" in block.toggle.text() and "no sun today" in block.result.text()
 
 
 def test_a_server_that_cannot_start_is_named_and_nothing_is_sent(window, loop):
