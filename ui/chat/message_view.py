@@ -228,6 +228,8 @@ class MessageWidget(QFrame):
     def _render(self) -> None:
         self._dirty = False
         msg = self.message
+        # a reply that only called tools: its blocks, no empty text above them
+        self.body.setVisible(bool(msg.content) or msg.streaming or not msg.tool_calls)
         if msg.content or not msg.streaming:
             self.body.set_markdown(msg.content)
         else:  # never a silent wait: where the request stands until its first token

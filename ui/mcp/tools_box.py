@@ -28,7 +28,6 @@ class ToolsBox(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         self.servers = QListWidget()
         self.servers.setObjectName("toolServers")
-        self.servers.setMaximumHeight(80)
         self.empty = QLabel("No MCP servers yet: Chat → MCP servers… adds them.")
         self.empty.setObjectName("hintLabel")
         self.empty.setWordWrap(True)
@@ -78,6 +77,9 @@ class ToolsBox(QWidget):
                                else Qt.CheckState.Unchecked)
             item.setToolTip(server.where)
             self.servers.addItem(item)
+        rows = min(max(self.servers.count(), 1), 4)  # as tall as its servers, up to 4 rows
+        self.servers.setFixedHeight(rows * max(self.servers.sizeHintForRow(0), 18)
+                                    + 2 * self.servers.frameWidth() + 2)
         has = bool(self.settings.mcp_servers)
         self.servers.setVisible(has)
         self.empty.setVisible(not has)
