@@ -138,3 +138,32 @@ def test_a_server_that_cannot_start_is_named_and_nothing_is_sent(window, loop):
     assert tab.notice.text() == ("Not sent: ghost: cannot start /no/such/x: no such program: "
                                  "/no/such/x")
     assert tab.conversation.messages == []
+
+
+def test_a_tab_on_a_remote_server_gets_its_tool_calls(window, loop, qtbot, settings):
+    """BatchChat's own API server (in-process, loopback, the tiny model) as the tab's
+    backend: the tools and tool_choice go in the request, the call comes back as streamed
+    tool_calls deltas, the result goes back as a tool message in the next request."""
+    from app.remote import Connection
+    from app.server import ApiServer, ServerConfig
+
+    server = ApiServer(lambda: window.ctx.bridge.local, lambda: "tiny",
+                       ServerConfig(port=0, api_key="k"))
+    url = loop.run_until_complete(server.start())
+    try:
+        settings.set_connections([Connection(url, model="tiny", api_key="k", name="own")])
+        tab = tool_tab(window, loop)
+        tab.set_backend("own")
+        conv = ask(tab, loop)
+        reply = conv.messages[1]
+        assert reply.backend == "own" and reply.finish_reason == "tool_calls"
+        call = reply.tool_calls[0]
+        assert call["function"]["name"] == "get_weather" and call["id"]
+        city = __import__("json").loads(call["function"]["arguments"])["city"]
+        qtbot.mouseClick(block_of(tab, 1).allow_button, Qt.MouseButton.LeftButton)
+        run_until(loop, lambda: not conv.is_busy, timeout=60)
+        assert reply.tool_results[call["id"]]["text"] == f"Sunny in {city}, 21 °C"
+        final = conv.messages[2]
+        assert final.backend == "own" and final.finish_reason and not final.error
+    finally:
+        loop.run_until_complete(server.stop())
