@@ -167,3 +167,16 @@ def test_a_tab_on_a_remote_server_gets_its_tool_calls(window, loop, qtbot, setti
         assert final.backend == "own" and final.finish_reason and not final.error
     finally:
         loop.run_until_complete(server.stop())
+
+
+def test_presets_leave_the_tabs_tools_alone(window, loop):
+    tab = tool_tab(window, loop, choice="auto")
+    panel = tab.panel
+    panel.save_preset("Mine")
+    assert "mcp_servers" not in window.ctx.settings.preset("Mine")
+    assert panel.preset.currentText() == "Mine"  # matched, the tools aside
+    index = panel.preset.findText("Fast")
+    panel.preset.setCurrentIndex(index)
+    panel.preset.activated.emit(index)
+    assert tab.conversation.params["mcp_servers"] == ["weather"]
+    assert tab.conversation.params["max_tokens"] == 12

@@ -28,6 +28,7 @@ from ..widgets import double_box, int_box
 from .output_format_box import OutputFormatBox
 
 CUSTOM = "(custom)"
+TOOL_KEYS = ("mcp_servers", "tool_choice")  # the tab's tools: kept out of presets
 # from this width the Save as… / Delete buttons fit beside the preset (else under it)
 PRESET_ROW_WIDE = 300
 
@@ -164,6 +165,8 @@ class SettingsPanel(QWidget):
         self.preset.blockSignals(True)
         self.preset.clear()
         self.preset.addItems(self.settings.preset_names())
+        # the tab's tools are its own, not a preset's
+        current = {k: v for k, v in current.items() if k not in TOOL_KEYS}
         match = next((n for n in self.settings.preset_names()
                       if self.settings.preset(n) == current), None)
         if match is None:
@@ -177,7 +180,7 @@ class SettingsPanel(QWidget):
     def _preset_chosen(self, _index: int) -> None:
         name = self.preset.currentText()
         if name != CUSTOM:
-            self.set_params(self.settings.preset(name))
+            self.set_params(self.settings.preset(name) | self.tools.params())
 
     def _ask_preset_name(self) -> None:
         dialog = QInputDialog(self)
@@ -188,7 +191,8 @@ class SettingsPanel(QWidget):
 
     def save_preset(self, name: str) -> None:
         try:
-            self.settings.save_preset(name, self.params())
+            self.settings.save_preset(name, {k: v for k, v in self.params().items()
+                                             if k not in TOOL_KEYS})
         except ValueError as exc:
             self.show_error(str(exc))
 
