@@ -85,3 +85,32 @@ def test_servers_are_saved_in_settings(tmp_path):
     assert again.mcp_servers == s.mcp_servers
     with pytest.raises(ValueError, match="same name"):
         s.set_mcp_servers([weather(), weather()])
+
+
+async def test_list_and_call_over_streamable_http():
+    import asyncio
+    import socket
+    import subprocess
+
+    from bench.mlx_lm_server import free_port
+    from tests.mcp.conftest import SERVER_SCRIPT
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(SERVER_SCRIPT), "http", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    manager = McpManager([McpServerConfig("web", url=f"http://127.0.0.1:{port}/mcp",
+                                          timeout_s=20)])
+    try:
+        for _ in range(200):  # until it listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        assert "get_weather" in [t.name for t in await manager.list_tools("web")]
+        result = await manager.call_tool("web", "get_weather", {"city": "Lima"})
+        assert result.text == "Sunny in Lima, 21 °C" and not result.is_error
+    finally:
+        await manager.close()
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,9 +1,11 @@
 """A small real MCP server (the `mcp` SDK's MCPServer, formerly FastMCP) for the tests,
-run over stdio: `python -m tests.mcp.weather_server`."""
+run over stdio (`python tests/mcp/weather_server.py`) or streamable HTTP
+(`python tests/mcp/weather_server.py http PORT`: http://127.0.0.1:PORT/mcp)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -38,4 +40,7 @@ def fail(reason: Literal["no sun today"]) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if len(sys.argv) == 3 and sys.argv[1] == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
