@@ -178,7 +178,7 @@ class McpManager:
         client = await self._client(name)
         timeout = timeout_s or self._servers[name].timeout_s
         try:
-            result = await asyncio.wait_for(
+            result = await _abandonable(
                 client.call_tool(tool, arguments, read_timeout_seconds=timeout), timeout + 1.0)
         except TimeoutError:
             raise McpError(f"{name}: {tool} timed out after {timeout:g} s") from None
@@ -201,6 +201,28 @@ class McpManager:
         """Close every connection (stdio servers' processes end)."""
         links, self._links = list(self._links.values()), {}
         await asyncio.gather(*(link.close() for link in links))
+
+
+async def _abandonable(coro: Any, timeout: float) -> Any:
+    """`await coro` within `timeout` (TimeoutError), in its own task: cancelling the caller
+    (Stop) returns at once, even while the SDK's request still winds down."""
+    inner = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait({inner}, timeout=timeout)
+    except asyncio.CancelledError:
+        inner.cancel()
+        inner.add_done_callback(_retrieve)
+        raise
+    if not done:
+        inner.cancel()
+        inner.add_done_callback(_retrieve)
+        raise TimeoutError
+    return inner.result()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # an abandoned call's error: not "never retrieved"
 
 
 def _text_of(result: Any) -> str:

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 
 from app.mcp import McpServerConfig
 from tests.mcp.conftest import weather
-from tests.ui.conftest import run_until
+from tests.ui.conftest import run_until, spin
 
 
 def tool_tab(window, loop, servers=("weather",), choice="get_weather", timeout_s=20.0):
@@ -180,3 +180,19 @@ def test_presets_leave_the_tabs_tools_alone(window, loop):
     panel.preset.activated.emit(index)
     assert tab.conversation.params["mcp_servers"] == ["weather"]
     assert tab.conversation.params["max_tokens"] == 12
+
+
+def test_stop_cancels_a_running_call(window, loop, qtbot):
+    tab = tool_tab(window, loop, choice="slow")  # the call takes 10 s
+    conv = ask(tab, loop, "Wait for it")
+    block = block_of(tab, 1)
+    qtbot.mouseClick(block.allow_button, Qt.MouseButton.LeftButton)
+    run_until(loop, lambda: "running" in block.toggle.text(), timeout=5)
+    task = next(iter(tab.tools.tasks))
+    tab.stop()
+    assert not conv.is_busy and tab.send_button.text() == "Send"
+    assert task.cancelling()  # asked to stop; a late answer is ignored (set_tool_result)
+    spin(loop, 1.0)
+    outcome = next(iter(conv.messages[1].tool_results.values()))
+    assert outcome == {"status": "denied", "text": "Stopped by the user."}
+    assert "denied" in block.toggle.text() and len(conv.messages) == 2
