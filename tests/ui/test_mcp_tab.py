@@ -196,3 +196,21 @@ def test_stop_cancels_a_running_call(window, loop, qtbot):
     outcome = next(iter(conv.messages[1].tool_results.values()))
     assert outcome == {"status": "denied", "text": "Stopped by the user."}
     assert "denied" in block.toggle.text() and len(conv.messages) == 2
+
+
+def test_a_tool_round_trip_is_saved_and_reopens(history_app, loop, qtbot):
+    """The history keeps the turn: the question, the reply that called (its text, empty
+    here), the reply after the result; a restart reopens the chat with them."""
+    window = history_app.start()
+    tab = tool_tab(window, loop)
+    conv = ask(tab, loop)
+    qtbot.mouseClick(block_of(tab, 1).allow_button, Qt.MouseButton.LeftButton)
+    run_until(loop, lambda: not conv.is_busy, timeout=60)
+    final = conv.messages[2].content
+    session = conv.session_id
+    history_app.stop()
+    window = history_app.start()
+    again = window.current_tab().conversation  # the chat in front comes back in front
+    assert again.session_id == session
+    assert [m.role for m in again.messages] == ["user", "assistant", "assistant"]
+    assert again.messages[2].content == final
