@@ -50,6 +50,18 @@ class GrammarTokenizer:
                 self.executor = LLExecutor()
             return self._ll
 
+    def warm(self) -> None:
+        """Build the LLTokenizer now, on a thread of its own (Engine.load): the first
+        request with a grammar then does not wait for it. A tokenizer llguidance cannot
+        read is said when such a request comes."""
+        def build() -> None:
+            try:
+                self.llguidance()
+            except GrammarError:
+                pass
+
+        threading.Thread(target=build, name="grammar-tokenizer", daemon=True).start()
+
     def matcher(self, grammar: str) -> RowMatcher:
         """A fresh matcher for one request; GrammarError when the grammar cannot be used
         with this tokenizer (e.g. a token id beyond its vocabulary)."""
@@ -64,21 +76,41 @@ class GrammarTokenizer:
 class RowMatcher:
     """One request's grammar state: what it allows next, and the tokens it has taken."""
 
-    __slots__ = ("matcher", "vocab", "eos", "owner")
+    __slots__ = ("matcher", "vocab", "eos", "owner", "_early")
 
     def __init__(self, matcher: LLMatcher, tok: LLTokenizer, owner: GrammarTokenizer) -> None:
         self.matcher = matcher
         self.vocab = tok.vocab_size
         self.eos = frozenset(tok.eos_tokens)
         self.owner = owner
+        # (token, what taking it gave): a token taken early, for a step started ahead
+        self._early: tuple[int, str | None] | None = None
 
     def consume(self, token: int) -> str | None:
-        """Take the drawn token; None, or the error that ends the row (the mask allowed
-        only what the grammar allows, so an error here is the matcher's own)."""
+        """Take the drawn token (EngineCore._accept); None, or the error that ends the row
+        (the mask allowed only what the grammar allows, so an error is the matcher's own).
+        A token `take_early` took is not taken twice."""
+        if self._early is not None:
+            (early, problem), self._early = self._early, None
+            if early != token:  # never: the token delivered is the one drawn
+                raise RuntimeError(f"grammar: took token {early} early, then got {token}")
+            return problem
+        return self._take(token)
+
+    def take_early(self, token: int) -> None:
+        """Take this step's token before it is delivered, so that the step started ahead
+        is masked for the token after it (engine/decode_batch.py); `consume` reports it."""
+        self._early = (token, self._take(token))
+
+    def _take(self, token: int) -> str | None:
         if self.matcher.consume_token(token):
             return None
         why = self.matcher.get_error().strip() or f"token {token} is not allowed here"
         return f"grammar: {why}"
+
+    @property
+    def took_early(self) -> bool:
+        return self._early is not None
 
     @property
     def stopped(self) -> bool:

@@ -36,7 +36,8 @@ class DecodeBatch:
         self.seqs: list[Sequence] = []  # the rows, in order
         self.cache: kv.LayerCaches | None = None  # the batch cache, while 2+ rows decode
         # The next step, started before the current tokens were delivered: (the rows it was
-        # started for, their next tokens, unevaluated).
+        # started for, their next tokens, unevaluated). Rows with a grammar: their matcher took
+        # this step's token early, and the started step drew from the mask that follows it.
         self.ahead: tuple[tuple[Sequence, ...], mx.array] | None = None
         # The buffers of the last batch cache, kept for the next batch while the engine has
         # work: a new one is fresh memory, and touching it cost 250-500 ms for 8 rows on a
@@ -160,8 +161,16 @@ class DecodeBatch:
                 if self.cache is not None:
                     kv.grow_ahead(self.cache)
                 cache = self.cache if self.cache is not None else seqs[0].cache
+                logits = self.runner.decode(cache, picked)
+                if any(seq.matcher is not None for seq in seqs):
+                    # A grammar's mask for the next token needs this one: the forward pass
+                    # starts, then this step's tokens are read and taken by the matchers
+                    mx.async_eval(logits)
+                    for seq, token in zip(seqs, picked.tolist(), strict=True):
+                        if seq.matcher is not None:
+                            seq.matcher.take_early(token)
                 # `picked` is not in the rows' output yet: the penalty and the step count it
-                nxt, _ = sample_next(seqs, self.runner.decode(cache, picked), pending=picked)
+                nxt, _ = sample_next(seqs, logits, pending=picked)
                 mx.async_eval(nxt)
                 self.ahead = (tuple(seqs), nxt)
             return PassResult.sampled(seqs, picked, logprobs)
@@ -211,9 +220,7 @@ class DecodeBatch:
                 return False
         elif len(seqs) != 1 or not all(layer.is_trimmable() for layer in seqs[0].cache):
             return False
-        # log-probabilities are read from this step's logits; a grammar's mask needs the
-        # token this step draws
-        return all(seq.params.logprobs is None and seq.matcher is None
+        return all(seq.params.logprobs is None  # those are read from this step's logits
                    and seq.num_output_tokens + 2 <= seq.params.max_tokens
                    and seq.num_tokens + 2 <= self.context_length for seq in seqs)
 

@@ -81,6 +81,7 @@ class Engine:
         engine = cls(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
                      context_length=loaded.context_length, config=config,
                      description=loaded.description)
+        engine._grammars.warm()
         report.finish()
         return engine
 

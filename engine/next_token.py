@@ -25,13 +25,14 @@ def sample_next(seqs: list[Sequence], logits: mx.array, pending: mx.array | None
     """Each sequence's next token from its row of `logits` (not yet evaluated), and the rows'
     log-probabilities where asked (None: no row asked). `pending` (rows,): each sequence's
     last token, sampled but not yet appended to its output (a step started ahead, which
-    never starts for a request that asks for log-probabilities or has a grammar).
-    A row with a grammar draws from its logits masked to what the grammar allows next
-    (engine/constraint.py); its log-probabilities are those of the masked distribution."""
-    if pending is None:
-        logits = mask_logits([s.matcher for s in seqs], logits)
-    elif any(s.matcher is not None for s in seqs):
-        raise RuntimeError("a step started ahead for a row with a grammar")
+    never starts for a request that asks for log-probabilities; a row with a grammar has
+    its matcher take the pending token early, DecodeBatch.step). A row with a grammar draws
+    from its logits masked to what the grammar allows next (engine/constraint.py); its
+    log-probabilities are those of the masked distribution."""
+    if pending is not None and not all(s.matcher is None or s.matcher.took_early
+                                       for s in seqs):
+        raise RuntimeError("a step started ahead before a grammar took its input token")
+    logits = mask_logits([s.matcher for s in seqs], logits)
     samplers = [s.sampler for s in seqs]
     histories = [s.penalty_history() for s in seqs]
     steps = [s.num_output_tokens + (pending is not None) for s in seqs]

@@ -134,10 +134,18 @@ CHAT_REQUEST = {
         "logprobs": nullable({"type": "boolean"}),
         "top_logprobs": _integer(minimum=0, maximum=schemas.MAX_TOP_LOGPROBS),
     },
-    # top_logprobs (other than null) needs logprobs: true
-    "if": {"required": ["top_logprobs"],
-           "properties": {"top_logprobs": {"not": {"type": "null"}}}},
-    "then": {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}},
+    "allOf": [
+        # top_logprobs (other than null) needs logprobs: true
+        {"if": {"required": ["top_logprobs"],
+                "properties": {"top_logprobs": {"not": {"type": "null"}}}},
+         "then": {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}}},
+        # JSON output and a forced tool call exclude each other
+        {"if": {"required": ["response_format"], "properties": {"response_format": {
+            "type": "object", "required": ["type"],
+            "properties": {"type": {"enum": ["json_object", "json_schema"]}}}}},
+         "then": {"properties": {"tool_choice": {
+             "not": {"anyOf": [{"const": "required"}, {"type": "object"}]}}}}},
+    ],
 }
 
 COMPLETION_REQUEST = {

@@ -225,7 +225,8 @@ def _response_format(value: Any) -> str | None:
     if kind == "json_object":
         return json_object_grammar()
     spec = value.get("json_schema")
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str | None):
+    if not isinstance(spec, Mapping) or not all(
+            isinstance(spec.get(k), str | None) for k in ("name", "description")):
         raise invalid("response_format", "'response_format.json_schema' must be "
                                          "{\"name\", \"schema\", \"strict\"}")
     schema, strict = spec.get("schema"), spec.get("strict")

@@ -8,6 +8,7 @@ from .calls import ToolCall, new_call_id
 from .formats import HERMES, CallFormat, call_format
 from .grammar import call_grammar
 from .parse import CallStream, Parsed, StreamDelta, parse_reply
+from .prompt import Renderer, tool_prompt
 from .render import fallback_messages, template_messages, tools_section
 from .spec import Tool, ToolSpecError, parse_tools
 
@@ -16,6 +17,7 @@ __all__ = [
     "CallFormat",
     "CallStream",
     "Parsed",
+    "Renderer",
     "StreamDelta",
     "Tool",
     "ToolCall",
@@ -27,5 +29,6 @@ __all__ = [
     "parse_reply",
     "parse_tools",
     "template_messages",
+    "tool_prompt",
     "tools_section",
 ]

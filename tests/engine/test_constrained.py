@@ -201,15 +201,35 @@ def test_several_answers_share_a_prompt_each_with_its_matcher(qtiny) -> None:
     assert any(r.events[-1].stats.cached_tokens > 0 for r in rest)
 
 
-def test_lone_row_does_not_run_ahead(qtiny) -> None:
-    """The solo run-ahead step would draw before the matcher took this step's token: a
-    row with a grammar runs without it and still gives its reply alone."""
-    engine = engine_on(qtiny)
-    r = Reply(engine, [1, 2, 3], person())
-    while engine.has_work():
-        engine.step()
-        assert engine._core.batch.ahead is None
-    jsonschema.validate(json.loads(r.text), PERSON)
+@pytest.mark.parametrize("rows", [1, 4], ids=["solo", "batch"])
+def test_run_ahead_masks_the_started_step(qtiny, monkeypatch, rows) -> None:
+    """The step started ahead (a lone row's; a batch's with batch_run_ahead) draws before
+    this step's token is delivered: the matchers take it early and mask the started step.
+    Its replies are the same as without any run-ahead, and it did run ahead."""
+    from engine.decode_batch import DecodeBatch
+
+    ps = prompts(rows, seed=15)
+    params = [person(**(seeded(40 + i) if i % 2 else {})) if i != 1 else
+              SamplingParams(max_tokens=30, **seeded(7)) for i in range(rows)]
+
+    def run() -> tuple[list[list[int]], int]:
+        engine = engine_on(qtiny, max_concurrent=8, batch_run_ahead=True)
+        replies = [Reply(engine, p, q) for p, q in zip(ps, params, strict=True)]
+        used = 0
+        while engine.has_work():
+            engine.step()
+            used += engine._core.batch.ahead is not None
+        return [r.tokens for r in replies], used
+
+    ahead, used = run()
+    assert used > 10
+    monkeypatch.setattr(DecodeBatch, "_may_run_ahead", lambda self, seqs: False)
+    plain, none = run()
+    assert none == 0
+    assert ahead == plain
+    for i, tokens in enumerate(ahead):
+        if params[i].grammar is not None:
+            jsonschema.validate(json.loads(qtiny.tokenizer.decode(tokens)), PERSON)
 
 
 # -- stop strings, log-probabilities, refusal, errors, cancel ------------------------------

@@ -139,9 +139,24 @@ def test_string_and_list_limits(name, value, ok):
 
 def test_top_logprobs_needs_logprobs():
     """The document's if/then: top_logprobs (not null) requires logprobs: true."""
-    schema = openapi.CHAT_REQUEST
+    schema = openapi.CHAT_REQUEST["allOf"][0]
     assert schema["if"]["required"] == ["top_logprobs"]
     with pytest.raises(ApiError) as caught:
         schemas.parse_chat(CHAT | {"logprobs": False, "top_logprobs": 2}, 16)
     assert caught.value.param == "top_logprobs"
     schemas.parse_chat(CHAT | {"logprobs": False, "top_logprobs": None}, 16)
+
+
+def test_json_output_and_a_forced_call_exclude_each_other():
+    """The document's second if/then: response_format JSON with tool_choice forcing a call."""
+    rule = openapi.CHAT_REQUEST["allOf"][1]
+    assert rule["if"]["required"] == ["response_format"]
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    body = CHAT | {"response_format": {"type": "json_object"}, "tools": tools}
+    for choice in ("required", {"type": "function", "function": {"name": "f"}}):
+        with pytest.raises(ApiError) as caught:
+            schemas.parse_chat(body | {"tool_choice": choice}, 16)
+        assert caught.value.param == "response_format"
+    schemas.parse_chat(body | {"tool_choice": "auto"}, 16)
+    schemas.parse_chat(body | {"response_format": {"type": "text"}, "tool_choice": "required"},
+                       16)
