@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .bridge import EngineBridge
 from .history.sync import HistorySync
+from .mcp import McpManager
 from .settings import Settings
 from .storage import SafeStore
 
@@ -15,6 +16,7 @@ class AppContext:
     settings: Settings
     bridge: EngineBridge
     history: HistorySync | None = None  # the saved chats (app.history.sync), once the app saves
+    mcp: McpManager = field(default_factory=McpManager)  # MCP servers' tools (app.mcp)
 
     @property
     def store(self) -> SafeStore | None:
@@ -24,6 +26,10 @@ class AppContext:
     def __post_init__(self) -> None:
         # tabs on a remote backend find its connection in the settings, as saved now
         self.bridge.remotes.find = self.settings.connection
+        # the manager follows the saved MCP servers
+        self.mcp.set_servers(self.settings.mcp_servers)
+        self.settings.mcp_servers_changed.connect(
+            lambda: self.mcp.set_servers(self.settings.mcp_servers))
 
     @classmethod
     def create(cls, settings: Settings | None = None,

@@ -20,6 +20,7 @@ from .bridge import EngineBridge, Generation, SubmitError
 from .events import Event
 from .message_tree import ChatMessage, MessageTree, Removed
 from .titles import title_from_message
+from .tools import parse_reply
 from .waiting import wait_note
 
 __all__ = ["ChatMessage", "Conversation", "FINISH_NOTES", "MAX_ANSWERS", "ReplyTarget"]
@@ -86,6 +87,12 @@ class Conversation:
         self.message_added, self.message_delta = Event(), Event()
         self.message_finished, self.message_waiting = Event(), Event()
         self.removed, self.shown_changed = Event(), Event()
+        # Tools (app.tool_runner fills `offered_tools`, OpenAI's shape, before a send when
+        # the params name MCP servers): `tool_calls_found(msg)` when a reply called tools,
+        # `tool_changed(index)` when a call's outcome changed, `tools_stopped()` on Stop.
+        self.offered_tools: list[dict[str, Any]] = []
+        self.tool_wait: dict[str, ChatMessage] = {}  # replies whose calls await outcomes
+        self.tool_calls_found, self.tool_changed, self.tools_stopped = Event(), Event(), Event()
 
     @property
     def messages(self) -> list[ChatMessage]:
@@ -103,7 +110,7 @@ class Conversation:
 
     @property
     def is_busy(self) -> bool:
-        return bool(self.running)
+        return bool(self.running or self.tool_wait)
 
     @property
     def generation(self) -> Generation | None:
@@ -251,6 +258,36 @@ class Conversation:
     def stop(self) -> None:
         for gen in list(self.running.values()):
             gen.cancel()
+        if self.tool_wait:  # calls not answered yet: refused, and no reply follows
+            waiting, self.tool_wait = list(self.tool_wait.values()), {}
+            self.tools_stopped.emit()
+            for msg in waiting:
+                for call_id, outcome in msg.tool_results.items():
+                    if outcome["status"] in ("pending", "running"):
+                        msg.tool_results[call_id] = {"status": "denied",
+                                                     "text": "Stopped by the user."}
+                self._tool_changed(msg)
+            if not self.is_busy:
+                self.busy_changed.emit(False)
+
+    def set_tool_result(self, msg: ChatMessage, call_id: str, status: str,
+                        text: str = "") -> None:
+        """A call's outcome (running, done, failed, denied); when every call of the reply
+        has one, the results go back to the model and the reply continues."""
+        if msg.id not in self.tool_wait or call_id not in msg.tool_results:
+            return  # stopped meanwhile
+        msg.tool_results[call_id] = {"status": status, "text": text}
+        self._tool_changed(msg)
+        if all(o["status"] in ("done", "failed", "denied") for o in msg.tool_results.values()):
+            del self.tool_wait[msg.id]
+            params = dict(msg.params or self.params) | {"tool_choice": "auto"}
+            if not self._start(msg, [ReplyTarget(msg.backend, params)]) and not self.is_busy:
+                self.busy_changed.emit(False)
+
+    def _tool_changed(self, msg: ChatMessage) -> None:
+        index = self.tree.index(msg)
+        if index is not None:
+            self.tool_changed.emit(index)
 
     def close(self) -> None:
         """The tab is closing: cancel the replies and stop listening to them."""
@@ -266,7 +303,14 @@ class Conversation:
         out: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}] \
             if self.system_prompt.strip() else []
         for m in path:
-            if m.content or m.role == "user":
+            if m.tool_calls:  # the calls, then each one's result as a "tool" message
+                out.append({"role": "assistant", "content": m.content,
+                            "tool_calls": m.tool_calls})
+                out.extend({"role": "tool", "tool_call_id": c["id"],
+                            "name": c["function"]["name"],
+                            "content": tool_result_text(m.tool_results.get(c["id"]))}
+                           for c in m.tool_calls)
+            elif m.content or m.role == "user":
                 out.append({"role": m.role, "content": m.content}
                            | ({"token_ids": m.token_ids} if m.token_ids else {}))
         return out
@@ -334,11 +378,13 @@ class Conversation:
         leader: Generation | None = None
         outcomes: list[ChatMessage | str] = []
         for target in targets:
+            tools = self.offered_tools if target.params.get("mcp_servers") else None
             try:
                 gen = self.bridge.submit(prompt, target.params, tag=self.tag,
                                          backend=target.backend,
                                          share_prompt_with=leader if target.backend is None
-                                         else None)
+                                         else None, tools=tools or None,
+                                         tool_choice=target.params.get("tool_choice", "auto"))
             except SubmitError as exc:
                 note = _submit_note(exc)
                 self.notice.emit(note)
@@ -407,11 +453,20 @@ class Conversation:
         msg.error = gen.error
         msg.token_ids = gen.tokens or None
         self.running.pop(msg.id, None)
+        calls = reply_calls(gen, msg.content) if gen.finish_reason != "cancelled" else None
+        if calls:
+            msg.content, msg.tool_calls = calls
+            msg.token_ids = None  # the text shown is not all the model wrote
+            msg.tool_results = {c["id"]: {"status": "pending", "text": ""}
+                                for c in msg.tool_calls}
+            self.tool_wait[msg.id] = msg
         self.message_finished.emit(msg)
         index = self.tree.index(msg)
         if index is not None:
             self.reply_finished.emit(index)
-        if not self.running:
+        if calls:
+            self.tool_calls_found.emit(msg)
+        if not self.is_busy:
             self.busy_changed.emit(False)
         if gen.finish_reason == "error" and gen.backend is not None:
             kept = " The partial reply is kept above." if msg.content else ""
@@ -421,6 +476,31 @@ class Conversation:
         elif gen.finish_reason == "context":
             self.notice.emit("Context full: the reply was cut. Start a new chat or edit an "
                              "earlier message.")
+
+
+def reply_calls(gen: Generation, text: str) -> tuple[str, list[dict[str, Any]]] | None:
+    """(the reply's text without its calls, its calls in OpenAI's shape), or None when it
+    called no tool: local replies are parsed with the format their prompt asked for, a
+    remote server's calls arrive parsed on the stream."""
+    remote = getattr(gen.stream, "tool_calls", None)
+    if remote:
+        return text, [dict(c) for c in remote]
+    if gen.call_format is None or not text:
+        return None
+    parsed = parse_reply(text, gen.call_format, gen.tool_names)
+    if not parsed.calls:
+        return None
+    return parsed.content or "", [c.openai() for c in parsed.calls]
+
+
+def tool_result_text(outcome: dict[str, str] | None) -> str:
+    """What the model reads for a call's outcome."""
+    if outcome is None or outcome["status"] == "denied":
+        why = (outcome or {}).get("text") or ""
+        return f"The user denied this tool call. {why}".strip()
+    if outcome["status"] == "failed":
+        return f"Error: {outcome['text']}"
+    return outcome["text"]
 
 
 def _submit_note(exc: SubmitError) -> str:

@@ -38,6 +38,10 @@ class ChatMessage:
     id: str = field(default_factory=lambda: str(uuid.uuid4()))  # its history row
     parent_id: str | None = None  # the message it follows (None: a first message)
     seq: int = 0  # when it was made, within its chat: versions sort by it
+    # A reply that called tools: its calls (OpenAI's shape) and each call's outcome by id,
+    # {"status": pending | running | done | failed | denied, "text": the result or why}
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_results: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Any
 from engine.public import repair_text
 
 from .events import Event
+from .mcp.config import McpConfigError, McpServerConfig
 from .paths import data_dir
 from .remote.connection import REDACTED, Connection, ConnectionConfigError
 from .remote.keys import KEYS_FILE_NAME, KeyFile
@@ -25,6 +26,9 @@ DEFAULT_SERVER_PORT = 8000
 RECENT_MODELS_KEPT = 8
 
 # Keys match engine.SamplingParams (repetition_context_size is left at the engine default).
+# A tab's params may also hold `response_format` (its output format, app.output_format:
+# turned into the engine's grammar or a remote server's response_format at submit), only
+# when it is not plain text (normalize_params).
 DEFAULT_PARAMS: dict[str, Any] = {
     "temperature": 0.7, "top_p": 0.95, "top_k": 0, "min_p": 0.05,
     "repetition_penalty": 1.1, "max_tokens": 512, "seed": None, "stop": [],
@@ -47,6 +51,15 @@ def normalize_params(params: Mapping[str, Any]) -> dict[str, Any]:
     # repaired: a stop string that is not valid Unicode (a JSON "\ud800") could never be
     # saved with the chat
     out["stop"] = [repair_text(s) for s in out.get("stop") or [] if isinstance(s, str) and s]
+    fmt = params.get("response_format")
+    if isinstance(fmt, dict):  # else text: the saved params stay as they were
+        out["response_format"] = fmt
+    # the MCP servers whose tools the tab offers, and how (only when some are on)
+    servers = params.get("mcp_servers")
+    if isinstance(servers, list) and servers:
+        out["mcp_servers"] = [repair_text(s) for s in servers if isinstance(s, str)]
+        choice = params.get("tool_choice")
+        out["tool_choice"] = choice if isinstance(choice, str) and choice else "auto"
     return out
 
 
@@ -95,6 +108,9 @@ class Settings:
         # keys live in a separate 0600 file (app/remote/keys.py), never in settings.json
         self.connections: list[Connection] = []
         self.connections_changed = Event()
+        # MCP servers whose tools a tab may use (app/mcp)
+        self.mcp_servers: list[McpServerConfig] = []
+        self.mcp_servers_changed = Event()
 
     @classmethod
     def default_path(cls) -> Path:
@@ -150,6 +166,7 @@ class Settings:
         if isinstance(name, str) and name in settings.preset_names():
             settings.default_preset = name
         settings.connections = settings._read_connections(data.get("connections"))
+        settings.mcp_servers = _read_mcp_servers(data.get("mcp_servers"))
         return settings
 
     def _key_file(self) -> KeyFile:
@@ -188,6 +205,7 @@ class Settings:
                     front_chat=self.front_chat, drafts=self.drafts,
                     recent_models=self.recent_models)
         data["connections"] = [c.to_dict(redact_key=True) for c in self.connections]
+        data["mcp_servers"] = [s.to_dict() for s in self.mcp_servers]
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")
@@ -231,6 +249,16 @@ class Settings:
         self.save()
         self.connections_changed.emit()
 
+    # -- MCP servers --------------------------------------------------------------------
+    def set_mcp_servers(self, servers: list[McpServerConfig]) -> None:
+        """Replace the saved MCP servers (names must be unique)."""
+        names = [s.name for s in servers]
+        if len(set(names)) != len(names):
+            raise ValueError("two MCP servers have the same name")
+        self.mcp_servers = list(servers)
+        self.save()
+        self.mcp_servers_changed.emit()
+
     # -- presets ------------------------------------------------------------------------
     def preset_names(self) -> list[str]:
         return list(BUILTIN_PRESETS) + sorted(self.user_presets)
@@ -264,3 +292,16 @@ class Settings:
 
     def new_tab_params(self) -> dict[str, Any]:
         return self.preset(self.default_preset)
+
+
+def _read_mcp_servers(raw: Any) -> list[McpServerConfig]:
+    out: list[McpServerConfig] = []
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            server = McpServerConfig.from_dict(item)
+        except McpConfigError as exc:
+            log.warning("ignoring a saved MCP server: %s", exc)
+            continue
+        if all(s.name != server.name for s in out):
+            out.append(server)
+    return out

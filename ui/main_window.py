@@ -32,6 +32,7 @@ from .engine_status import EngineStatus
 from .help_menu import about_box, shortcuts_box
 from .history.controller import HistoryController
 from .load_banner import LoadBanner
+from .mcp.servers_dialog import open_mcp_servers
 from .model_picker import ModelPickerDialog
 from .reflow import widen_when_shown
 from .server_controls import ServerControls
@@ -150,6 +151,7 @@ class MainWindow(QMainWindow):
             "new_tab": self.new_tab, "close_tab": self.close_current_tab,
             "rename_tab": self.rename_tab, "load_model": self.choose_model,
             "connections": lambda: open_connections(self.ctx.settings, self),
+            "mcp_servers": lambda: open_mcp_servers(self.ctx, self),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,
@@ -293,6 +295,7 @@ class MainWindow(QMainWindow):
             self.history.stop()
         self.stats_dock.stop()
         try:
+            await self.ctx.mcp.close()  # stdio MCP servers' processes end with the app
             await self.lifecycle.shutdown()
         finally:
             self._closed = True

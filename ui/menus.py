@@ -31,6 +31,7 @@ TABLE = (
     Entry("rename_tab", "&Rename tab…", ("F2",), "chat"),
     Entry("load_model", "&Load model…", ("Ctrl+O",), "chat"),
     Entry("connections", "Co&nnections…", ("Ctrl+Shift+K",), "chat"),
+    Entry("mcp_servers", "MC&P servers…", (), "chat"),
     Entry("compare", "Co&mpare…", ("Ctrl+Shift+C",), "chat"),
     Entry("reopen_tab", "Re&open closed tab", ("Ctrl+Shift+T",), "chat"),
     # a text field with something to redo keeps Ctrl+Shift+Z (ui/chat/input_box.py)

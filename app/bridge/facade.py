@@ -123,12 +123,16 @@ class EngineBridge:
     # -- replies (app.bridge.routing, app.bridge.frames) ----------------------------------
     def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
                tag: str | None = None, backend: str | None = None,
-               share_prompt_with: Generation | None = None) -> Generation:
+               share_prompt_with: Generation | None = None,
+               tools: Sequence[Mapping[str, Any]] | None = None,
+               tool_choice: str = "auto") -> Generation:
         """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
         `backend` names a saved connection (a RemoteStream), None the local engine.
         `share_prompt_with`: a local reply to the same messages started just before (N
-        answers): the engine prefills the prompt once for both (ignored for remote ones)."""
-        return self._router.submit(messages, params, tag, backend, share_prompt_with)
+        answers): the engine prefills the prompt once for both (ignored for remote ones).
+        `tools`, `tool_choice`: OpenAI's, for a reply that may call tools (Router.submit)."""
+        return self._router.submit(messages, params, tag, backend, share_prompt_with,
+                                   tools, tool_choice)
 
     @property
     def active(self) -> list[Generation]:

@@ -58,6 +58,10 @@ class Generation:
         self.ended = False  # the stream ended (its finish may not be flushed yet)
         self.is_finished = False  # `finished` was emitted
         self._pending: list[str] = []
+        # with tools (routing): how the reply's calls are written (app.tools' CallFormat,
+        # local replies) and the functions offered
+        self.call_format: Any = None
+        self.tool_names: list[str] = []
 
     @property
     def request_id(self) -> str:

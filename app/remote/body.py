@@ -25,8 +25,11 @@ def chat_body(model: str, messages: Sequence[Mapping[str, Any]],
     """Streamed, with a usage chunk at the end; non-OpenAI knobs only when they are on."""
     body: dict[str, Any] = {
         "model": model,
-        # Only role and content: the engine's token_ids hint means nothing to a server.
-        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        # Not the engine's token_ids hint (it means nothing to a server); a reply's
+        # tool_calls and a tool result's tool_call_id / name go as OpenAI has them.
+        "messages": [{k: v for k, v in m.items()
+                      if k in ("role", "content", "tool_calls", "tool_call_id", "name")}
+                     for m in messages],
         "stream": True,
         "stream_options": {"include_usage": True},
         "temperature": params.temperature,

@@ -39,15 +39,17 @@ class RemoteClient:
     def submit(self, messages: Sequence[Mapping[str, Any]], *,
                params: SamplingParams | Mapping[str, Any] | None = None,
                priority: Any = "interactive", tag: str | None = None,
-               limiter: Limiter | None = None) -> RemoteStream:
+               limiter: Limiter | None = None,
+               extra_body: Mapping[str, Any] | None = None) -> RemoteStream:
         """Start a streamed reply at once; failures arrive on the stream, never raised here
-        (bad sampling settings raise ValueError, as the engine's would). Needs a model."""
+        (bad sampling settings raise ValueError, as the engine's would). Needs a model.
+        `extra_body`: OpenAI fields beyond sampling (response_format, tools), sent as given."""
         if not self.connection.model:
             raise ValueError(f"{self.connection.name}: no model chosen for this connection")
         sampling = sampling_of(params)
         stream = RemoteStream(f"remote-{next(_ids)}", self.connection, self._open_session(),
                               messages, sampling, priority=priority_name(priority), tag=tag,
-                              limiter=limiter)
+                              limiter=limiter, extra_body=extra_body)
         self._live.add(stream)
         stream.start(self._loop)
         assert stream._task is not None

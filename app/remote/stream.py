@@ -42,7 +42,8 @@ class RemoteStream(EventStream):
     def __init__(self, request_id: str, conn: Connection, session: aiohttp.ClientSession,
                  messages: Sequence[Mapping[str, Any]], params: SamplingParams, *,
                  priority: str = "interactive", tag: str | None = None,
-                 limiter: Limiter | None = None) -> None:
+                 limiter: Limiter | None = None,
+                 extra_body: Mapping[str, Any] | None = None) -> None:
         # prompt_tokens and tokens stay empty: ids are the server's (module docstring)
         super().__init__(request_id, [])
         self.connection = conn
@@ -52,7 +53,7 @@ class RemoteStream(EventStream):
         self._priority = priority
         self._tag = tag
         self._limiter = limiter
-        self._body = chat_body(conn.model, messages, params)
+        self._body = chat_body(conn.model, messages, params) | dict(extra_body or {})
         self._session = session
         self._cancel_asked = False
         self._t_submit = time.perf_counter()
@@ -60,6 +61,8 @@ class RemoteStream(EventStream):
         self._t_first: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._server_finish: str | None = None  # the finish_reason the server sent
+        # the reply's tool calls (OpenAI's shape), put together from the streamed deltas
+        self.tool_calls: list[dict[str, Any]] = []
 
     def cancel(self) -> None:
         """Close the HTTP stream; the request ends with finish_reason "cancelled"."""
@@ -157,8 +160,33 @@ class RemoteStream(EventStream):
             text = delta.get("content")
             if text:
                 self._on_text(str(text))
+            if isinstance(delta.get("tool_calls"), list):
+                self._on_tool_deltas(delta["tool_calls"])
             finish = choice.get("finish_reason") or None
         return finish
+
+    def _on_tool_deltas(self, deltas: list[Any]) -> None:
+        """OpenAI streams a call as pieces by `index`: its id and name first, then its
+        arguments' text in parts."""
+        for d in deltas:
+            if not isinstance(d, dict):
+                raise MalformedStream(f"malformed tool call delta: {str(d)[:80]!r}")
+            index = d.get("index", len(self.tool_calls))
+            if not isinstance(index, int) or not 0 <= index <= len(self.tool_calls):
+                raise MalformedStream(f"tool call delta out of order: {str(d)[:80]!r}")
+            if index == len(self.tool_calls):
+                self.tool_calls.append({"id": "", "type": "function",
+                                        "function": {"name": "", "arguments": ""}})
+            call = self.tool_calls[index]
+            fn = d.get("function") if isinstance(d.get("function"), dict) else {}
+            if isinstance(d.get("id"), str):
+                call["id"] = d["id"]
+            if isinstance(fn.get("name"), str):
+                call["function"]["name"] += fn["name"]
+            if isinstance(fn.get("arguments"), str):
+                call["function"]["arguments"] += fn["arguments"]
+        if self._t_first is None:
+            self._t_first = time.perf_counter()
 
     def _on_text(self, text: str) -> None:
         if self._t_first is None:

@@ -6,6 +6,7 @@ from there (with an undo bar), and the ×N button asks for several answers at on
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -25,6 +26,8 @@ from PySide6.QtWidgets import (
 from app.bridge import check_params
 from app.context import AppContext
 from app.conversation import MAX_ANSWERS, ChatMessage, Conversation
+from app.mcp import McpError
+from app.tool_runner import ToolRunner
 
 from ..compare import compare_button
 from ..connections_dialog import open_connections
@@ -78,6 +81,11 @@ class ChatTab(QWidget):
         conv.waiting.connect(self.messages.refresh)
         conv.busy_changed.connect(self._on_busy)
         conv.notice.connect(self.show_notice)
+        # MCP tools: calls shown as blocks in their reply, run once the user allows them
+        self.tools = ToolRunner(conv, ctx.mcp)
+        self.tool_prep: asyncio.Future[bool] | None = None  # listing tools before a send
+        conv.tool_changed.connect(self.messages.refresh)
+        self.messages.tool_decided.connect(self.tools.decide)
         conv.added.connect(lambda _i: self._update_buttons())
         conv.reset.connect(self._update_buttons)
         if conv.messages:
@@ -234,9 +242,26 @@ class ChatTab(QWidget):
 
     # -- actions ------------------------------------------------------------------------
     def send_text(self, text: str) -> bool:
-        if self.conversation.is_busy:
+        if self.conversation.is_busy or (self.tool_prep and not self.tool_prep.done()):
             self.show_notice("Still generating: press Esc to stop it first.")
             return False
+        servers = self.conversation.params.get("mcp_servers")
+        if servers and text.strip():  # the tools are listed first (their servers may start)
+            self.tool_prep = asyncio.ensure_future(self._send_with_tools(text, servers))
+            return True
+        return self._send_now(text)
+
+    async def _send_with_tools(self, text: str, servers: list[str]) -> bool:
+        self.show_notice(f"Listing the tools of {', '.join(servers)} …")
+        try:
+            await self.tools.prepare(servers)
+        except McpError as exc:
+            self.show_notice(f"Not sent: {exc}")
+            return False
+        self.show_notice(None)
+        return self._send_now(text)
+
+    def _send_now(self, text: str) -> bool:
         if self.editing_index is not None:
             ok = self.conversation.edit_and_resend(self.editing_index, text, self.answers)
         else:
@@ -333,6 +358,7 @@ class ChatTab(QWidget):
     def close_tab(self) -> None:
         """Cancel a running reply and let go of shared objects."""
         self.undo_timer.stop()
+        self.tools.cancel()
         self.conversation.close()
         self.panel.detach()
         self.backend_picker.detach()

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from app.conversation import FINISH_NOTES, ChatMessage
 
+from ..mcp.tool_block import ToolCallBlock
 from .markdown_view import MarkdownView
 from .render_throttle import RenderThrottle
 
@@ -112,6 +113,7 @@ class MessageWidget(QFrame):
     edit_requested = Signal(int)
     action_requested = Signal(str, int)  # ("regenerate" | "branch" | "delete", index)
     version_stepped = Signal(int, int)  # (index, step)
+    tool_decided = Signal(object, str, bool, bool)  # (message, call id, allow, always)
 
     def __init__(self, index: int, message: ChatMessage, version: tuple[int, int] = (1, 1),
                  parent: QWidget | None = None) -> None:
@@ -154,6 +156,10 @@ class MessageWidget(QFrame):
         self.body = MarkdownView(self)
         self.body.copied.connect(lambda what: self._confirm(f"{what} copied ✓"))
         layout.addWidget(self.body)
+        self.tool_blocks: dict[str, ToolCallBlock] = {}  # a reply's calls, by call id
+        self._tools_layout = QVBoxLayout()
+        self._tools_layout.setSpacing(4)
+        layout.addLayout(self._tools_layout)
         self.stats = QLabel()
         self.stats.setObjectName("statsLabel")
         self.stats.setVisible(message.role == "assistant")
@@ -222,10 +228,13 @@ class MessageWidget(QFrame):
     def _render(self) -> None:
         self._dirty = False
         msg = self.message
+        # a reply that only called tools: its blocks, no empty text above them
+        self.body.setVisible(bool(msg.content) or msg.streaming or not msg.tool_calls)
         if msg.content or not msg.streaming:
             self.body.set_markdown(msg.content)
         else:  # never a silent wait: where the request stands until its first token
             self.body.set_markdown(f"*{msg.wait_note}*" if msg.wait_note else "…")
+        self._render_tools()
         text = stats_text(msg)
         if text != self.stats.text():
             self.stats.setText(text)
@@ -235,6 +244,17 @@ class MessageWidget(QFrame):
             self.stats.setProperty("failed", failed)
             self.stats.style().unpolish(self.stats)
             self.stats.style().polish(self.stats)
+
+    def _render_tools(self) -> None:
+        msg = self.message
+        for call in msg.tool_calls or []:
+            block = self.tool_blocks.get(call["id"])
+            if block is None:
+                block = self.tool_blocks[call["id"]] = ToolCallBlock(call)
+                block.decided.connect(
+                    lambda cid, allow, always: self.tool_decided.emit(msg, cid, allow, always))
+                self._tools_layout.addWidget(block)
+            block.update_outcome(msg.tool_results.get(call["id"]))
 
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)
@@ -246,6 +266,7 @@ class MessageList(QScrollArea):
     edit_requested = Signal(int)
     action_requested = Signal(str, int)
     version_stepped = Signal(int, int)
+    tool_decided = Signal(object, str, bool, bool)  # (message, call id, allow, always)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -294,6 +315,7 @@ class MessageList(QScrollArea):
         widget.edit_requested.connect(self.edit_requested)
         widget.action_requested.connect(self.action_requested)
         widget.version_stepped.connect(self.version_stepped)
+        widget.tool_decided.connect(self.tool_decided)
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.widgets.append(widget)
         self.placeholder.hide()

@@ -23,9 +23,12 @@ from PySide6.QtWidgets import (
 
 from app.settings import Settings, normalize_params
 
+from ..mcp.tools_box import ToolsBox
 from ..widgets import double_box, int_box
+from .output_format_box import OutputFormatBox
 
 CUSTOM = "(custom)"
+TOOL_KEYS = ("mcp_servers", "tool_choice")  # the tab's tools: kept out of presets
 # from this width the Save as… / Delete buttons fit beside the preset (else under it)
 PRESET_ROW_WIDE = 300
 
@@ -85,6 +88,14 @@ class SettingsPanel(QWidget):
         self.stop.setMaximumHeight(60)
         form.addRow("Stop strings", self.stop)
         layout.addLayout(form)
+        layout.addWidget(QLabel("Output format"))
+        self.output_format = OutputFormatBox()
+        self.output_format.changed.connect(self._edited)
+        layout.addWidget(self.output_format)
+        layout.addWidget(QLabel("Tools (MCP servers)"))
+        self.tools = ToolsBox(settings)
+        self.tools.changed.connect(self._edited)
+        layout.addWidget(self.tools)
         self.error = QLabel()
         self.error.setObjectName("errorLabel")
         self.error.setWordWrap(True)
@@ -116,6 +127,7 @@ class SettingsPanel(QWidget):
     def detach(self) -> None:
         """Stop listening to the shared settings (the tab is closing)."""
         self.settings.presets_changed.disconnect(self._fill_presets)
+        self.tools.detach()
 
     # -- reading and writing ------------------------------------------------------------
     def system_prompt(self) -> str:
@@ -126,6 +138,8 @@ class SettingsPanel(QWidget):
         out["seed"] = None if out["seed"] < 0 else out["seed"]
         lines = self.stop.toPlainText().splitlines()
         out["stop"] = [s.replace("\\n", "\n") for s in lines if s]
+        out["response_format"] = self.output_format.value()
+        out |= self.tools.params()
         return normalize_params(out)
 
     def set_params(self, params: dict[str, Any]) -> None:
@@ -135,6 +149,8 @@ class SettingsPanel(QWidget):
             value = p[name]
             box.setValue(-1 if value is None else value)
         self.stop.setPlainText("\n".join(s.replace("\n", "\\n") for s in p["stop"]))
+        self.output_format.set_value(p.get("response_format"))
+        self.tools.set_params(p)
         self._loading = was
         if not was:
             self._edited()
@@ -149,6 +165,8 @@ class SettingsPanel(QWidget):
         self.preset.blockSignals(True)
         self.preset.clear()
         self.preset.addItems(self.settings.preset_names())
+        # the tab's tools are its own, not a preset's
+        current = {k: v for k, v in current.items() if k not in TOOL_KEYS}
         match = next((n for n in self.settings.preset_names()
                       if self.settings.preset(n) == current), None)
         if match is None:
@@ -162,7 +180,7 @@ class SettingsPanel(QWidget):
     def _preset_chosen(self, _index: int) -> None:
         name = self.preset.currentText()
         if name != CUSTOM:
-            self.set_params(self.settings.preset(name))
+            self.set_params(self.settings.preset(name) | self.tools.params())
 
     def _ask_preset_name(self) -> None:
         dialog = QInputDialog(self)
@@ -173,7 +191,8 @@ class SettingsPanel(QWidget):
 
     def save_preset(self, name: str) -> None:
         try:
-            self.settings.save_preset(name, self.params())
+            self.settings.save_preset(name, {k: v for k, v in self.params().items()
+                                             if k not in TOOL_KEYS})
         except ValueError as exc:
             self.show_error(str(exc))
 

@@ -1,0 +1,1 @@
+"""MCP servers in the UI: the servers dialog and the tool-call blocks."""
