@@ -89,7 +89,10 @@ class Conversation:
         self.removed, self.shown_changed = Event(), Event()
         # Tools (app.tool_runner fills `offered_tools`, OpenAI's shape, before a send when
         # the params name MCP servers): `tool_calls_found(msg)` when a reply called tools,
-        # `tool_changed(index)` when a call's outcome changed, `tools_stopped()` on Stop.
+        # `tool_changed(index)` when a call's outcome changed (`message_tool_changed(msg)`
+        # for any message of the tree, shown or not: the history saves it), and
+        # `tools_stopped()` on Stop.
+        self.message_tool_changed = Event()
         self.offered_tools: list[dict[str, Any]] = []
         self.tool_wait: dict[str, ChatMessage] = {}  # replies whose calls await outcomes
         self.tool_calls_found, self.tool_changed, self.tools_stopped = Event(), Event(), Event()
@@ -228,6 +231,9 @@ class Conversation:
                 m.params = dict(m.params)
             if m.token_ids is not None:
                 m.token_ids = list(m.token_ids)
+            # its own calls and outcomes: the original's change in place
+            m.tool_calls = copy.deepcopy(m.tool_calls)
+            m.tool_results = copy.deepcopy(m.tool_results)
         # named by a prefix: tabs cut long titles at the end, where a suffix would vanish
         return Conversation(self.bridge, title=f"Branch · {self.title}",
                             system_prompt=self.system_prompt, params=dict(self.params),
@@ -285,6 +291,7 @@ class Conversation:
                 self.busy_changed.emit(False)
 
     def _tool_changed(self, msg: ChatMessage) -> None:
+        self.message_tool_changed.emit(msg)
         index = self.tree.index(msg)
         if index is not None:
             self.tool_changed.emit(index)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -12,6 +13,9 @@ from app.storage import LoadedSession, Message, RequestStatsRecord, Session
 from .paths import message_tree
 
 INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, kill)
+# A saved call with no outcome yet (the app closed while it waited or ran): nothing can
+# answer it now, so it reopens failed and the model reads why.
+CALL_INTERRUPTED = {"status": "failed", "text": "BatchChat closed before this call had a result."}
 
 
 def session_record(conv: Conversation, *, position: int, is_open: bool,
@@ -54,6 +58,9 @@ def message_record(conv: Conversation, msg: ChatMessage, *, created_at: str | No
                      content=msg.content, is_complete=not msg.streaming, params=msg.params,
                      stats=stats_dict(msg, gen), token_ids=token_ids(msg), id=msg.id,
                      parent_id=msg.parent_id)
+    if msg.tool_calls:  # copied: the record is queued and the outcomes change in place
+        record.tool_calls = copy.deepcopy(msg.tool_calls)
+        record.tool_results = copy.deepcopy(msg.tool_results)
     if created_at is not None:
         record.created_at = created_at
     return record
@@ -94,6 +101,10 @@ def chat_message(record: Message) -> ChatMessage:
     msg.error = _text(stats.get("error"))
     msg.backend = _text(stats.get("backend"))
     msg.answered_by = _text(stats.get("answered_by")) or ""
+    if record.tool_calls:
+        msg.tool_calls = copy.deepcopy(record.tool_calls)
+        results = record.tool_results or {}
+        msg.tool_results = {c["id"]: _outcome(results.get(c["id"])) for c in msg.tool_calls}
     generated = _number(stats, "generated_tokens", int)
     if generated is not None:  # numbers of the wrong kind (an edited import) are left out
         msg.stats = ReplyStats(
@@ -120,6 +131,12 @@ def last_backend(messages: list[ChatMessage]) -> str | None:
     local engine)."""
     replies = [m for m in messages if m.role == "assistant" and m.finish_reason is not None]
     return replies[-1].backend if replies else None
+
+
+def _outcome(saved: dict[str, str] | None) -> dict[str, str]:
+    if saved is None or saved["status"] in ("pending", "running"):
+        return dict(CALL_INTERRUPTED)
+    return dict(saved)
 
 
 def _number(stats: dict[str, Any], key: str, kind: type[int] | type[float]) -> Any:

@@ -30,7 +30,8 @@ from app.storage import (
 from .paths import shown_path
 
 # 2 (issue #29): a chat is a tree. Messages carry parent_id and seq, sessions shown_leaf_id
-# and pinned. Version 1 files (no parents: each chat one path) still import.
+# and pinned; (issue #30) a reply that called tools its tool_calls and tool_results. Version
+# 1 files (no parents: each chat one path; no tool calls) still import.
 FORMAT_VERSION = 2
 EXPORT_FORMAT = "batchchat-export"
 SESSION_FORMAT = "batchchat-session"
@@ -53,6 +54,9 @@ def session_to_markdown(loaded: LoadedSession) -> str:
         message = shown.message
         parts += ["", f"## {_ROLE_HEADINGS.get(message.role, message.role.title())}", ""]
         parts.append(_closed_fences(message.content))
+        calls = _tool_lines(message)
+        if calls:
+            parts += ["", *calls]
         note = _stats_line(message)
         if note:
             parts += ["", note]
@@ -60,6 +64,29 @@ def session_to_markdown(loaded: LoadedSession) -> str:
             parts += ["", f"*Version {shown.version} of {shown.versions} — the other "
                           "versions are in the JSON export*"]
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _tool_lines(message: Message) -> list[str]:
+    """One line per call: the tool, its arguments and how it ended (the result's text is
+    in the JSON export)."""
+    results = message.tool_results or {}
+    lines = []
+    for call in message.tool_calls or []:
+        fn = call["function"]
+        status = (results.get(call["id"]) or {}).get("status", "pending")
+        lines.append(f"- Tool call {_code(fn['name'] + ' ' + fn['arguments'])} — {status}")
+    return lines
+
+
+def _code(text: str) -> str:
+    """`text` on one line as inline code, whatever backticks it holds (a longer run of
+    them around it)."""
+    text = " ".join(text.split())
+    run = 1
+    while "`" * run in text:
+        run += 1
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{'`' * run}{pad}{text}{pad}{'`' * run}"
 
 
 def _settings_line(session: Session) -> str:

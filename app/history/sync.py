@@ -10,7 +10,8 @@ a session row when a tab opens, and again (after `meta_delay_s`) when its title,
 system prompt or settings change; its tab position on every add/close/move; a user
 message when it is sent; a reply at its first token (incomplete), its text again at
 most `checkpoint_s` after any new text arrived, and whole (complete, with its settings,
-stats and finish reason) when it ends; one request-stats row per finished request.
+stats and finish reason, and the tool calls it made) when it ends, and again whenever
+one of its calls' outcome changes; one request-stats row per finished request.
 Every version is kept (a chat is a tree, app/message_tree.py), with the path the tab
 shows (the session's shown_leaf_id); messages the user deletes are deleted, and saved
 again by an undo. Timers run on the current asyncio loop (qasync's in the app).
@@ -218,6 +219,7 @@ class HistorySync:
             (conv.message_delta, lambda msg, _text: self._on_delta(t, msg)),
             (conv.message_finished, lambda msg: self._on_finished(t, msg)),
             (conv.removed, lambda msgs: self._on_removed(t, msgs)),
+            (conv.message_tool_changed, lambda msg: self._on_tool_changed(t, msg)),
             (conv.meta_changed, lambda: self._later(("meta", conv.session_id),
                                                     self.meta_delay_s,
                                                     lambda: self._save_session(t))),
@@ -359,6 +361,13 @@ class HistorySync:
         record = convert.request_stats_record(t.conv, msg, gen) if gen is not None else None
         if record is not None:
             self._write(self.store.record_request_stats, record)
+
+    def _on_tool_changed(self, t: _Tracked, msg: ChatMessage) -> None:
+        """A call's outcome changed (running, done, failed, denied): the reply is saved
+        again with its calls and outcomes (it was saved whole, calls included, when it
+        finished)."""
+        if msg.id in t.saved and not msg.streaming:
+            self._save_message(t, msg, _generation(t.conv, msg))
 
     def _closed_reply_ended(self, t: _Tracked, msg: ChatMessage, gen: Generation) -> None:
         """A reply cancelled by closing its tab has ended: its stats are saved like any

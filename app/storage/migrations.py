@@ -145,6 +145,15 @@ def m005_message_tree(db: Database) -> None:
     db["sessions"].add_column("pinned", int, not_null_default=0)
 
 
+@_migration
+def m006_message_tool_calls(db: Database) -> None:
+    # Issue #30: a reply that called tools keeps its calls (JSON list, OpenAI's shape) and
+    # each call's outcome by call id (JSON object: status and text), so a reopened chat
+    # shows them and its next prompt still holds them; NULL for every other message.
+    db["messages"].add_column("tool_calls", str)
+    db["messages"].add_column("tool_results", str)
+
+
 def check_not_newer(db: Database, path: Path) -> None:
     """Refuse a database that has migrations this code does not know (read-only check)."""
     unknown = [m.name for m in migrations.applied(db) if m.name not in _NAMES]

@@ -65,7 +65,7 @@ class Record:
         chat still loads."""
         try:
             value = json.loads(values[name])
-            problem = field_problem(cls, name, value)
+            problem = field_problem(cls, name, value) or cls.value_problem(name, value)
         except (TypeError, ValueError) as exc:
             problem = f"is not valid JSON ({exc})"
         if problem is None:
@@ -91,6 +91,12 @@ class Record:
     @classmethod
     def check_dict(cls, data: dict[str, Any]) -> None:
         """Refuse values SQLite would store but the app could not use (ValueError)."""
+
+    @classmethod
+    def value_problem(cls, name: str, value: Any) -> str | None:
+        """What is wrong with a JSON field's value beyond its type (None: nothing); a
+        stored one with a problem is left out, an imported one refused."""
+        return None
 
 
 def _is_int(value: Any) -> bool:
@@ -131,7 +137,8 @@ class Message(Record):
     """One turn; is_complete is False while a reply streams or after it was cut off."""
 
     TABLE: ClassVar[str] = "messages"
-    JSON_FIELDS: ClassVar[tuple[str, ...]] = ("params", "stats", "token_ids")
+    JSON_FIELDS: ClassVar[tuple[str, ...]] = ("params", "stats", "token_ids", "tool_calls",
+                                              "tool_results")
     BOOL_FIELDS: ClassVar[tuple[str, ...]] = ("is_complete",)
 
     session_id: str
@@ -149,6 +156,11 @@ class Message(Record):
     # The message this one follows (None: a first message). A chat is a tree: versions of
     # a reply or of an edited message are siblings; seq orders them by when they were made.
     parent_id: str | None = None
+    # A reply that called tools: its calls in OpenAI's shape ({"id", "type": "function",
+    # "function": {"name", "arguments": JSON text}}) and each call's outcome by call id
+    # ({"status": pending | running | done | failed | denied, "text": the result or why}).
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_results: dict[str, Any] | None = None
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
     updated_at: str = field(default_factory=utc_now)
@@ -158,6 +170,40 @@ class Message(Record):
         ids = data.get("token_ids")
         if ids is not None and not (isinstance(ids, list) and all(_is_int(i) for i in ids)):
             raise _bad_field(cls.TABLE, data, "token_ids", "a list of integers or null")
+        for name in ("tool_calls", "tool_results"):
+            if data.get(name) is not None and cls.value_problem(name, data[name]):
+                raise _bad_field(cls.TABLE, data, name, TOOL_SHAPES[name])
+
+    @classmethod
+    def value_problem(cls, name: str, value: Any) -> str | None:
+        if value is None or name not in TOOL_SHAPES:
+            return None
+        fits = _is_call if name == "tool_calls" else _is_outcome
+        items = value if name == "tool_calls" else list(value.values())
+        ok = all(fits(v) for v in items) and (name == "tool_calls" or all(
+            isinstance(k, str) for k in value))
+        return None if ok else f"is not {TOOL_SHAPES[name]}"
+
+
+TOOL_SHAPES = {
+    "tool_calls": "a list of tool calls ({id, type, function: {name, arguments}}) or null",
+    "tool_results": "an object of call outcomes ({status, text} by call id) or null",
+}
+TOOL_STATUSES = ("pending", "running", "done", "failed", "denied")
+
+
+def _is_call(call: Any) -> bool:
+    """A call the app can show and send back (app/tools/calls.py's ToolCall.openai())."""
+    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+        return False
+    fn = call["function"]
+    return isinstance(call.get("id"), str) and isinstance(fn.get("name"), str) \
+        and isinstance(fn.get("arguments"), str)
+
+
+def _is_outcome(outcome: Any) -> bool:
+    return isinstance(outcome, dict) and outcome.get("status") in TOOL_STATUSES \
+        and isinstance(outcome.get("text"), str)
 
 
 @dataclass(slots=True)

@@ -1,7 +1,7 @@
 """The history import with random files (hypothesis): random JSON, a real export with one
-value replaced by random JSON, random text (lone surrogates included), deep nesting. Each
-either imports or raises the import's own ValueError (nothing written), never another
-exception."""
+value replaced by random JSON (in a reply's tool calls and outcomes too), random text (lone
+surrogates included), deep nesting. Each either imports or raises the import's own
+ValueError (nothing written), never another exception."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.history.convert import conversation
 from app.history.export import EXPORT_FORMAT, FORMAT_VERSION, export_all
 from app.history.files import import_file
 from app.history.import_json import ImportReport
@@ -24,6 +25,7 @@ from app.storage import SafeStore, Store
 
 from .test_export_import import fill
 from .test_export_tree import tree_chat
+from .test_history_tool_calls import tool_chat
 
 EXAMPLES = settings(max_examples=60, deadline=None, database=None, derandomize=True)
 TEXT = st.text(st.characters(exclude_categories=()), max_size=40)  # surrogates included
@@ -38,12 +40,14 @@ def _export() -> dict[str, Any]:
         s = Store.open(Path(d) / "source.db")
         fill(s)
         tree_chat(s)  # versions at several levels, a shown path, a pin
+        tool_chat(s)  # a reply's tool calls and their outcomes
         doc = export_all(s)
         s.close()
     return doc
 
 
-EXPORT = _export()  # a real export of a filled history: chats (one a tree), runs, stats
+EXPORT = _export()  # a real export of a filled history: chats (one a tree, one with tool
+# calls), runs, stats
 
 
 def paths(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -118,6 +122,35 @@ def test_a_real_export_with_one_value_replaced(path: tuple[Any, ...], value: Any
     else:
         parent[path[-1]] = value
     imports_or_refuses(json.dumps(doc))
+
+
+TOOLS = next(s["id"] for s in EXPORT["sessions"] if s["title"] == "tools")
+TOOL_PATHS = [p for p in PATHS if {"tool_calls", "tool_results"} & set(p)]
+
+
+@EXAMPLES
+@given(st.sampled_from(TOOL_PATHS), JSON, st.booleans())
+def test_an_export_with_a_tool_call_value_replaced(path: tuple[Any, ...], value: Any,
+                                                   delete: bool) -> None:
+    """Imported or refused; imported, the chat opens and makes its next prompt."""
+    doc = json.loads(json.dumps(EXPORT))
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    if delete:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    imports_or_refuses(json.dumps(doc))
+    with target() as (store, d):
+        (d / "export.json").write_text(json.dumps(doc), encoding="utf-8",
+                                       errors="surrogatepass")
+        try:
+            import_file(store, d / "export.json")
+        except ValueError:
+            return
+        conv = conversation(store.reader.load_session(TOOLS), None)  # type: ignore[arg-type]
+        assert [m["role"] for m in conv.prompt_messages()][:2] == ["user", "assistant"]
 
 
 @EXAMPLES

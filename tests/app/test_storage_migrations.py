@@ -122,7 +122,8 @@ def test_a_database_written_before_trees_becomes_one_path_per_chat(tmp_path: Pat
 
     store = Store.open(db_file)
     try:
-        assert applied(db_file)[-1][1] == "m005_message_tree"
+        assert [name for _, name in applied(db_file)][4:] == ["m005_message_tree",
+                                                              "m006_message_tool_calls"]
         rust = store.load_session(RUST)
         assert [m.content for m in rust.messages] == [
             "What is a lifetime in Rust?", "A lifetime names how long a reference is valid.",
@@ -144,5 +145,41 @@ def test_a_database_written_before_trees_becomes_one_path_per_chat(tmp_path: Pat
         assert after == before
         assert [s.request_id for s in store.list_request_stats()] == ["req-1"]
         assert {h.id for h in store.search("lifetime")} == {RUST}
+        assert all(m.tool_calls is None and m.tool_results is None for m in rust.messages)
+    finally:
+        store.close()
+
+
+def test_a_database_from_before_tool_calls_gains_their_columns(db_file: Path) -> None:
+    """A file at m005 (issue #29's schema): m006 adds the messages' tool_calls and
+    tool_results; its rows read back with none, and a reply saved now keeps its calls."""
+    db_file.parent.mkdir(parents=True)
+    old = Database(db_file)
+    migrations.apply(old, stop_before="m006_message_tool_calls")
+    assert [m.name for m in migrations.applied(old)][-1] == "m005_message_tree"
+    assert "tool_calls" not in old["messages"].columns_dict
+    old["sessions"].insert({"id": "s", "title": "a tree", "system_prompt": "",
+                            "params": "{}", "position": 0, "is_open": 1,
+                            "created_at": "2026-01-01", "updated_at": "2026-01-01"})
+    old["messages"].insert({"id": "m", "session_id": "s", "seq": 0, "role": "assistant",
+                            "content": "a reply", "is_complete": 1, "parent_id": None,
+                            "created_at": "2026-01-01", "updated_at": "2026-01-01"})
+    old.close()
+
+    store = Store.open(db_file)
+    try:
+        assert applied(db_file)[-1][1] == "m006_message_tool_calls"
+        columns = store.db["messages"].columns_dict
+        assert columns["tool_calls"] is str and columns["tool_results"] is str
+        [message] = store.list_messages("s")
+        assert (message.content, message.tool_calls, message.tool_results) == (
+            "a reply", None, None)
+        message.tool_calls = [{"id": "c1", "type": "function",
+                               "function": {"name": "add", "arguments": '{"a": 1}'}}]
+        message.tool_results = {"c1": {"status": "done", "text": "1"}}
+        store.save_message(message)
+        [back] = store.list_messages("s")
+        assert (back.tool_calls, back.tool_results) == (message.tool_calls,
+                                                        message.tool_results)
     finally:
         store.close()
