@@ -200,7 +200,8 @@ def test_stop_cancels_a_running_call(window, loop, qtbot):
 
 def test_a_tool_round_trip_is_saved_and_reopens(history_app, loop, qtbot):
     """The history keeps the turn: the question, the reply that called (its text, empty
-    here), the reply after the result; a restart reopens the chat with them."""
+    here, its call and the call's result), the reply after the result; a restart reopens
+    the chat with them, the call shown as its block again."""
     window = history_app.start()
     tab = tool_tab(window, loop)
     conv = ask(tab, loop)
@@ -208,9 +209,20 @@ def test_a_tool_round_trip_is_saved_and_reopens(history_app, loop, qtbot):
     run_until(loop, lambda: not conv.is_busy, timeout=60)
     final = conv.messages[2].content
     session = conv.session_id
+    calls, results = conv.messages[1].tool_calls, dict(conv.messages[1].tool_results)
+    prompt = conv.prompt_messages()
     history_app.stop()
     window = history_app.start()
     again = window.current_tab().conversation  # the chat in front comes back in front
     assert again.session_id == session
     assert [m.role for m in again.messages] == ["user", "assistant", "assistant"]
     assert again.messages[2].content == final
+    # the call and its result come back too: the same block, folded, nothing to answer
+    reply = again.messages[1]
+    assert (reply.tool_calls, reply.tool_results) == (calls, results)
+    block = block_of(window.current_tab(), 1)
+    assert block.call_id == calls[0]["id"]
+    assert "done" in block.toggle.text() and block.ask.isHidden()
+    assert block.result.text() == results[calls[0]["id"]]["text"]
+    assert block.details.isHidden()  # a result folds, as when it arrived
+    assert again.prompt_messages() == prompt  # the next turn reads the same chat

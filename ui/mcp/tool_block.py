@@ -100,9 +100,11 @@ class ToolCallBlock(QFrame):
         self.result.setVisible(bool(text))
         self.result.setText(text)
         self.setProperty("failed", "true" if status in ("failed", "denied") else "false")
+        # a result folds, a failure stays open: as it arrives, or when a reopened chat
+        # shows it (the block's first outcome)
         if status != self._status and status in ("done", "failed", "denied") \
-                and self._status in ("pending", "running"):
-            self.toggle.setChecked(status != "done")  # a result folds; a failure stays open
+                and self._status in ("", "pending", "running"):
+            self.toggle.setChecked(status != "done")
         self._status = status
 
     def _expand(self, shown: bool) -> None:
