@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from app.bridge import EngineBridge
-from app.conversation import Conversation
+from app.conversation import ChatMessage, Conversation
 from app.history.convert import CALL_INTERRUPTED
 from app.history.export import export_all, export_all_json, session_to_markdown
 from app.history.import_json import import_document
@@ -274,3 +274,23 @@ def test_markdown_shows_each_call_briefly(store: Store) -> None:
             '- Tool call `get_weather {"city": "Oslo"}` — done\n'
             '- Tool call `add {"a": 2, "b": 3}` — denied\n') in text
     assert "Sunny in Oslo" not in text  # the result's text is in the JSON export
+
+
+def test_a_branch_keeps_its_own_copy_of_the_calls(tmp_path: Path) -> None:
+    """A branch saves the calls with its copy of the path; an outcome that changes in the
+    chat it came from later does not change the branch's."""
+    user = ChatMessage("user", "Oslo, and 2 + 3?")
+    reply = ChatMessage("assistant", TEXT, tool_calls=json.loads(json.dumps(CALLS)),
+                        tool_results=json.loads(json.dumps(OUTCOMES)),
+                        finish_reason="tool_calls")
+    conv = Conversation(None, messages=[user, reply])  # type: ignore[arg-type]
+    branch = conv.branch(1)
+    reply.tool_results["call_add"] = {"status": "failed", "text": "later"}
+    reply.tool_calls[0]["function"]["arguments"] = "{}"
+    copied = branch.messages[1]
+    assert (copied.tool_calls, copied.tool_results) == (CALLS, OUTCOMES)
+    sync = HistorySync.open(tmp_path / "h.db")
+    sync.attach(branch, 0)
+    assert sync.close()
+    _session, saved = read_back(tmp_path / "h.db", branch.session_id)
+    assert (saved[1].tool_calls, saved[1].tool_results) == (CALLS, OUTCOMES)
