@@ -13,9 +13,10 @@ from app.storage import LoadedSession, Message, RequestStatsRecord, Session
 from .paths import message_tree
 
 INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, kill)
-# A saved call with no outcome yet (the app closed while it waited or ran): nothing can
-# answer it now, so it reopens failed and the model reads why.
-CALL_INTERRUPTED = {"status": "failed", "text": "BatchChat closed before this call had a result."}
+# A saved call with no outcome yet (the app, or the chat's tab, closed while it waited or
+# ran): nothing can answer it now, so it reopens failed and the model reads why.
+CALL_INTERRUPTED = {"status": "failed",
+                    "text": "The chat was closed before this call had a result."}
 
 
 def session_record(conv: Conversation, *, position: int, is_open: bool,

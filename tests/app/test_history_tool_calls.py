@@ -140,6 +140,17 @@ async def test_calls_without_an_outcome_at_a_quit_reopen_failed(tmp_path: Path) 
         assert again.close()
 
 
+async def test_a_tab_closed_while_a_call_waits_reopens_it_failed(tmp_path: Path) -> None:
+    async with setup(tmp_path) as s:
+        sync = HistorySync.open(s.db)
+        conv, _runner = await s.ask(sync)
+        sync.detach(conv)  # the tab closes (the sidebar can open the chat again)
+        conv.close()
+        reopened = sync.load_conversation(conv.session_id, s.bridge)
+        assert list(reopened.messages[1].tool_results.values()) == [CALL_INTERRUPTED] * 2
+        assert sync.close()
+
+
 # -- records: export and import, odd rows, set-aside replay, Markdown ---------------------
 
 OUTCOMES = {"call_weather": {"status": "done", "text": "Sunny in Oslo, 21 °C"},
