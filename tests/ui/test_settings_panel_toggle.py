@@ -3,6 +3,7 @@ settings.json across restarts; sampling settings stay per tab."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from PySide6.QtCore import Qt
@@ -52,3 +53,21 @@ def test_panel_state_comes_back_after_a_restart(ctx, loop, qtbot, settings):
         run_until(loop, lambda: window._closed, timeout=10)
         window.deleteLater()
 
+
+
+def test_panel_fits_a_900x600_window_by_scrolling(window, loop):
+    """The panel (system prompt, preset, sampling, stop strings, output format, tools) is
+    taller than a 600-pixel window leaves it: it scrolls, the window keeps its size."""
+    window.ctx.settings.set_settings_panel(True)
+    window.resize(900, 600)
+    for _ in range(5):
+        loop.run_until_complete(asyncio.sleep(0.02))
+    tab = window.current_tab()
+    assert (window.width(), window.height()) == (900, 600)
+    area = tab.panel_area
+    assert tab.panel.isVisible() and area.height() < tab.panel.minimumSizeHint().height()
+    bar = area.verticalScrollBar()
+    assert bar.maximum() > 0
+    bar.setValue(bar.maximum())  # the last rows can be reached
+    last = tab.panel.tools
+    assert last.visibleRegion().boundingRect().height() > 0

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMenu,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QToolButton,
     QVBoxLayout,
@@ -153,12 +154,21 @@ class ChatTab(QWidget):
         self.panel = SettingsPanel(self.ctx.settings, conv.system_prompt, conv.params)
         self.panel.changed.connect(self._settings_edited)
         self.panel.setMinimumWidth(200)
-        split.addWidget(self.panel)
+        # scrolls rather than grows: with the output format and tools rows the panel is
+        # taller than a 600-pixel window leaves, and it made the window taller than asked
+        self.panel_area = area = QScrollArea()
+        area.setObjectName("settingsPanelArea")
+        area.setWidget(self.panel)
+        area.setWidgetResizable(True)
+        area.setFrameShape(QFrame.Shape.NoFrame)
+        area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        area.setMinimumWidth(200)
+        split.addWidget(area)
         split.setStretchFactor(0, 1)
         split.setSizes([700, 280])
         shown = self.ctx.settings.show_settings_panel
         self.settings_button.setChecked(shown)
-        self.panel.setVisible(shown)
+        self.panel_area.setVisible(shown)
         self.settings_button.setToolTip("Show or hide the sampling settings (all tabs)")
         self.settings_button.toggled.connect(self.ctx.settings.set_settings_panel)
         self.ctx.settings.settings_panel_changed.connect(self._show_panel)
@@ -391,7 +401,7 @@ class ChatTab(QWidget):
         self.undo_timer.start(UNDO_MS)
 
     def _show_panel(self, shown: bool) -> None:
-        self.panel.setVisible(shown)
+        self.panel_area.setVisible(shown)
         if self.settings_button.isChecked() != shown:
             self.settings_button.setChecked(shown)  # re-emits; set_settings_panel ignores it
 
