@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
-    QDialog,
-    QDialogButtonBox,
     QFormLayout,
     QHBoxLayout,
-    QLabel,
     QLineEdit,
-    QListWidget,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -24,12 +19,13 @@ from PySide6.QtWidgets import (
 from app.remote import Connection, ConnectionConfigError, RemoteError, list_models
 from app.settings import Settings
 
+from .named_list_dialog import NamedListDialog, show_once
 from .widgets import double_box
 
 NEW_ITEM = "(new connection)"
 
 
-class ConnectionsDialog(QDialog):
+class ConnectionsDialog(NamedListDialog[Connection]):
     """Non-modal (`show()`): fetching models runs on the app's asyncio loop meanwhile."""
 
     def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
@@ -38,23 +34,8 @@ class ConnectionsDialog(QDialog):
         self.setObjectName("connectionsDialog")
         self.resize(720, 380)
         self.settings = settings
-        self._editing: str | None = None  # the saved name being edited (None: a new one)
         self.fetch_task: asyncio.Future[list[str] | None] | None = None
-
-        self.list = QListWidget()
-        self.list.setObjectName("connectionList")
-        self.list.setMinimumWidth(200)
-        self.list.currentRowChanged.connect(self._show_row)
-        new_button = QPushButton("New")
-        new_button.clicked.connect(self.new_connection)
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.clicked.connect(self.delete_current)
-        left = QVBoxLayout()
-        left.addWidget(self.list, 1)
-        row = QHBoxLayout()
-        row.addWidget(new_button)
-        row.addWidget(self.delete_button)
-        left.addLayout(row)
+        left = self._list_panel("connectionList", 200, "Delete")
 
         self.name = QLineEdit()
         self.name.setPlaceholderText("shown in the tabs' backend picker (default: host:port)")
@@ -83,50 +64,25 @@ class ConnectionsDialog(QDialog):
         form.addRow("Model", model_row)
         form.addRow("Connect timeout", self.connect_timeout)
         form.addRow("Read timeout", self.read_timeout)
-        self.status = QLabel()
-        self.status.setObjectName("connectionStatus")
-        self.status.setWordWrap(True)
-        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.save_button = QPushButton("Save connection")
-        self.save_button.setDefault(True)
-        self.save_button.clicked.connect(self.save_current)
         right = QVBoxLayout()
         right.addLayout(form)
-        right.addWidget(self.status)
+        right.addWidget(self._status_label("connectionStatus"))
         right.addStretch(1)
         save_row = QHBoxLayout()
         save_row.addStretch(1)
-        save_row.addWidget(self.save_button)
+        save_row.addWidget(self._save_button("Save connection"))
         right.addLayout(save_row)
-
-        body = QHBoxLayout()
-        body.addLayout(left)
-        body.addLayout(right, 1)
-        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        close.rejected.connect(self.close)
-        col = QVBoxLayout(self)
-        col.addLayout(body, 1)
-        col.addWidget(close)
-        self._fill_list()
+        self._finish(left, right)
 
     # -- list -----------------------------------------------------------------------------
-    def _fill_list(self, select: str | None = None) -> None:
-        self.list.blockSignals(True)
-        self.list.clear()
-        for conn in self.settings.connections:
-            self.list.addItem(conn.describe())
-        self.list.blockSignals(False)
-        names = [c.name for c in self.settings.connections]
-        if select in names:
-            self.list.setCurrentRow(names.index(select))
-        elif names:
-            self.list.setCurrentRow(0)
-        else:
-            self.new_connection()
+    def _items(self) -> list[Connection]:
+        return self.settings.connections
 
-    def _show_row(self, row: int) -> None:
-        if 0 <= row < len(self.settings.connections):
-            self._load(self.settings.connections[row])
+    def _store(self, items: list[Connection]) -> None:
+        self.settings.set_connections(items)
+
+    def _list_text(self, item: Connection) -> str:
+        return item.describe()
 
     def _load(self, conn: Connection | None) -> None:
         self._editing = conn.name if conn else None
@@ -142,12 +98,10 @@ class ConnectionsDialog(QDialog):
         self.delete_button.setEnabled(conn is not None)
         self.show_status("")
 
-    def new_connection(self) -> None:
-        self.list.blockSignals(True)
-        self.list.setCurrentRow(-1)  # so picking a saved one afterwards loads it again
-        self.list.blockSignals(False)
-        self._load(None)
-        self.url.setFocus()
+    def _new_item(self) -> None:
+        self._start_new(self.url)
+
+    new_connection = _new_item
 
     # -- editing ----------------------------------------------------------------------------
     def form_connection(self) -> Connection:
@@ -172,28 +126,11 @@ class ConnectionsDialog(QDialog):
             self.show_status("Pick a model: Fetch models lists what the server offers.",
                              error=True)
             return False
-        others = [c for c in self.settings.connections if c.name != self._editing]
-        if any(c.name == conn.name for c in others):
-            self.show_status(f"There is already a connection named {conn.name!r}; give this "
-                             "one another name.", error=True)
+        if not self._save_item(conn, f"There is already a connection named {conn.name!r}; "
+                               "give this one another name."):
             return False
-        saved = list(self.settings.connections)
-        index = next((i for i, c in enumerate(saved) if c.name == self._editing), None)
-        if index is None:
-            saved.append(conn)
-        else:
-            saved[index] = conn
-        self.settings.set_connections(saved)
-        self._fill_list(select=conn.name)
         self.show_status(f"Saved {conn.describe()}.")
         return True
-
-    def delete_current(self) -> None:
-        if self._editing is None:
-            return
-        self.settings.set_connections([c for c in self.settings.connections
-                                       if c.name != self._editing])
-        self._fill_list()
 
     # -- fetching models ------------------------------------------------------------------
     def start_fetch(self) -> asyncio.Future[list[str] | None]:
@@ -229,17 +166,7 @@ class ConnectionsDialog(QDialog):
                              f"{'s' if len(models) != 1 else ''}.")
         return models
 
-    def show_status(self, text: str, error: bool = False) -> None:
-        self.status.setText(text)
-        self.status.setProperty("error", "true" if error else "false")
-        self.status.setStyleSheet("color: #c5221f;" if error else "")
-
 
 def open_connections(settings: Settings, parent: QWidget | None) -> ConnectionsDialog:
     """One dialog per window: shown again (raised) if it is open already."""
-    existing = parent.findChild(ConnectionsDialog) if parent is not None else None
-    dialog = existing or ConnectionsDialog(settings, parent)
-    dialog.show()
-    dialog.raise_()
-    dialog.activateWindow()
-    return dialog
+    return show_once(parent, ConnectionsDialog, lambda: ConnectionsDialog(settings, parent))
