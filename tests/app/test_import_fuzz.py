@@ -109,10 +109,8 @@ def test_random_records_in_an_export(doc: dict[str, Any]) -> None:
     imports_or_refuses(json.dumps(doc))
 
 
-@EXAMPLES
-@given(st.sampled_from(PATHS), JSON, st.booleans())
-def test_a_real_export_with_one_value_replaced(path: tuple[Any, ...], value: Any,
-                                               delete: bool) -> None:
+def replaced(path: tuple[Any, ...], value: Any, delete: bool) -> dict[str, Any]:
+    """A copy of EXPORT with the value at `path` set to `value` (or deleted)."""
     doc = json.loads(json.dumps(EXPORT))
     parent = doc
     for key in path[:-1]:
@@ -121,7 +119,14 @@ def test_a_real_export_with_one_value_replaced(path: tuple[Any, ...], value: Any
         del parent[path[-1]]
     else:
         parent[path[-1]] = value
-    imports_or_refuses(json.dumps(doc))
+    return doc
+
+
+@EXAMPLES
+@given(st.sampled_from(PATHS), JSON, st.booleans())
+def test_a_real_export_with_one_value_replaced(path: tuple[Any, ...], value: Any,
+                                               delete: bool) -> None:
+    imports_or_refuses(json.dumps(replaced(path, value, delete)))
 
 
 TOOLS = next(s["id"] for s in EXPORT["sessions"] if s["title"] == "tools")
@@ -133,14 +138,7 @@ TOOL_PATHS = [p for p in PATHS if {"tool_calls", "tool_results"} & set(p)]
 def test_an_export_with_a_tool_call_value_replaced(path: tuple[Any, ...], value: Any,
                                                    delete: bool) -> None:
     """Imported or refused; imported, the chat opens and makes its next prompt."""
-    doc = json.loads(json.dumps(EXPORT))
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
-    if delete:
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = value
+    doc = replaced(path, value, delete)
     imports_or_refuses(json.dumps(doc))
     with target() as (store, d):
         (d / "export.json").write_text(json.dumps(doc), encoding="utf-8",
