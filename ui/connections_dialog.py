@@ -117,10 +117,8 @@ class ConnectionsDialog(NamedListDialog[Connection]):
 
     def save_current(self) -> bool:
         """Add or update the connection in the settings; False (status says why) if not."""
-        try:
-            conn = self.form_connection()
-        except ConnectionConfigError as exc:
-            self.show_status(str(exc), error=True)
+        conn = self._checked_form(self.form_connection, ConnectionConfigError)
+        if conn is None:
             return False
         if not conn.model:
             self.show_status("Pick a model: Fetch models lists what the server offers.",
@@ -139,20 +137,14 @@ class ConnectionsDialog(NamedListDialog[Connection]):
         return self.fetch_task
 
     async def fetch_models(self) -> list[str] | None:
-        try:
-            conn = self.form_connection()
-        except ConnectionConfigError as exc:
-            self.show_status(str(exc), error=True)
+        conn = self._checked_form(self.form_connection, ConnectionConfigError)
+        if conn is None:
             return None
-        self.fetch_button.setEnabled(False)
         self.show_status(f"Asking {conn.name} for its models …")
-        try:
-            models = await list_models(conn)
-        except RemoteError as exc:
-            self.show_status(f"Could not list the models: {exc}", error=True)
+        models = await self._with_button_off(self.fetch_button, list_models(conn), RemoteError,
+                                             "Could not list the models: ")
+        if models is None:
             return None
-        finally:
-            self.fetch_button.setEnabled(True)
         current = self.model.currentText().strip()
         self.model.clear()
         self.model.addItems(models)

@@ -4,7 +4,7 @@ edited item or appends a new one (names stay unique), Delete. Each dialog adds i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from PySide6.QtCore import Qt
@@ -27,6 +27,7 @@ class Named(Protocol):
 
 
 T = TypeVar("T", bound=Named)
+R = TypeVar("R")
 
 
 class NamedListDialog(QDialog, Generic[T]):
@@ -130,6 +131,28 @@ class NamedListDialog(QDialog, Generic[T]):
         self.list.blockSignals(False)
         self._load(None)
         focus.setFocus()
+
+    # -- the form and the background action -------------------------------------------------
+    def _checked_form(self, read: Callable[[], T], invalid: type[Exception]) -> T | None:
+        """`read()`, the form's item, or None with what is wrong (`invalid`) in the status."""
+        try:
+            return read()
+        except invalid as exc:
+            self.show_status(str(exc), error=True)
+            return None
+
+    async def _with_button_off(self, button: QPushButton, work: Awaitable[R],
+                               failed: type[Exception], prefix: str = "") -> R | None:
+        """Await `work` (Test, Fetch models) with its button off so it is not started twice;
+        None, with `prefix` and the error in the status, if it raises `failed`."""
+        button.setEnabled(False)
+        try:
+            return await work
+        except failed as exc:
+            self.show_status(f"{prefix}{exc}", error=True)
+            return None
+        finally:
+            button.setEnabled(True)
 
     # -- saving ---------------------------------------------------------------------------
     def _save_item(self, item: T, duplicate: str) -> bool:

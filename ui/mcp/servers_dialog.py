@@ -101,10 +101,8 @@ class McpServersDialog(NamedListDialog[McpServerConfig]):
 
     def save_current(self) -> bool:
         """Add or update the server in the settings; False (status says why) if not."""
-        try:
-            server = self.form_server()
-        except McpConfigError as exc:
-            self.show_status(str(exc), error=True)
+        server = self._checked_form(self.form_server, McpConfigError)
+        if server is None:
             return False
         if not self._save_item(server, f"There is already an MCP server named {server.name!r}."):
             return False
@@ -117,21 +115,14 @@ class McpServersDialog(NamedListDialog[McpServerConfig]):
         return self.test_task
 
     async def test_server(self) -> list[ToolInfo] | None:
-        try:
-            server = self.form_server()
-        except McpConfigError as exc:
-            self.show_status(str(exc), error=True)
+        server = self._checked_form(self.form_server, McpConfigError)
+        if server is None:
             return None
-        self.test_button.setEnabled(False)
         self.tools.clear()
         self.show_status(f"Connecting to {server.name} …")
-        try:
-            tools = await self.ctx.mcp.test(server)
-        except McpError as exc:
-            self.show_status(str(exc), error=True)
+        tools = await self._with_button_off(self.test_button, self.ctx.mcp.test(server), McpError)
+        if tools is None:
             return None
-        finally:
-            self.test_button.setEnabled(True)
         for tool in tools:
             item = QTreeWidgetItem([tool.name, tool.description.splitlines()[0]
                                     if tool.description else ""])
