@@ -230,3 +230,12 @@ def test_a_chat_deleted_in_the_history_dialog_leaves_the_sidebar(history_app, lo
     run_until(loop, lambda: listed_closed(window, conv.session_id))
     window.history.delete("session", conv.session_id)  # as History…'s Delete does
     run_until(loop, lambda: conv.session_id not in listed(window), timeout=2)
+
+
+def test_the_empty_note_sits_under_the_search_box(history_app, loop, qtbot):
+    window = history_app.start()
+    sidebar = window.sidebar
+    run_until(loop, sidebar.note.isVisible)
+    note_top = sidebar.note.mapTo(sidebar, sidebar.note.rect().topLeft()).y()
+    search_bottom = sidebar.search.mapTo(sidebar, sidebar.search.rect().bottomLeft()).y()
+    assert 0 <= note_top - search_bottom < 20
