@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 from .conversation import Conversation
@@ -21,21 +22,28 @@ class ToolRunner:
         self.conversation = conversation
         self.manager = manager
         self.always: set[str] = set()
-        self.server_of: dict[str, str] = {}  # tool name -> the server that offers it
+        # the name offered to the model -> (the server, the tool's own name there)
+        self.server_of: dict[str, tuple[str, str]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         conversation.tool_calls_found.connect(self._found)
         conversation.tools_stopped.connect(self.cancel)
 
     async def prepare(self, servers: list[str]) -> list[dict[str, Any]]:
-        """The tools of `servers` in OpenAI's shape (a name offered twice: the first
-        server's); McpError names a server that cannot be reached."""
+        """The tools of `servers` in OpenAI's shape; McpError names a server that cannot be
+        reached. A name two servers offer is offered by the second as `<server>__<name>`
+        (both stay usable; the model tells them apart by name)."""
         tools: list[dict[str, Any]] = []
         self.server_of = {}
-        for name in servers:
-            for tool in await self.manager.list_tools(name):
-                if tool.name not in self.server_of:
-                    self.server_of[tool.name] = name
-                    tools.append(tool.openai_tool())
+        for server in servers:
+            for tool in await self.manager.list_tools(server):
+                offered = tool.name if tool.name not in self.server_of \
+                    else offered_name(server, tool.name)
+                if offered in self.server_of:
+                    continue  # the same server listed twice
+                self.server_of[offered] = (server, tool.name)
+                entry = tool.openai_tool()
+                entry["function"]["name"] = offered
+                tools.append(entry)
         self.conversation.offered_tools = tools
         return tools
 
@@ -70,7 +78,7 @@ class ToolRunner:
 
     async def _call(self, msg: ChatMessage, call: dict[str, Any]) -> None:
         name = call["function"]["name"]
-        server = self.server_of.get(name)
+        server, tool = self.server_of.get(name, (None, name))
         try:
             if server is None:
                 raise McpError(f"no enabled MCP server offers a tool named {name!r}")
@@ -80,9 +88,15 @@ class ToolRunner:
                 raise McpError(f"the arguments are not JSON: {exc}") from None
             if not isinstance(arguments, dict):
                 raise McpError("the arguments are not a JSON object")
-            result = await self.manager.call_tool(server, name, arguments)
+            result = await self.manager.call_tool(server, tool, arguments)
         except McpError as exc:
             self.conversation.set_tool_result(msg, call["id"], "failed", str(exc))
             return
         self.conversation.set_tool_result(msg, call["id"], "failed" if result.is_error
                                           else "done", result.text)
+
+
+def offered_name(server: str, tool: str) -> str:
+    """`<server>__<tool>` as a function name the OpenAI API takes ([a-zA-Z0-9_-], at most
+    64 characters)."""
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", f"{server}__{tool}")[:64]
