@@ -19,8 +19,8 @@ from engine.public import lone_surrogate, repair_text
 from .bridge import EngineBridge, Generation, SubmitError
 from .events import Event
 from .message_tree import ChatMessage, MessageTree, Removed
+from .reply_tools import reply_calls, tool_result_text
 from .titles import title_from_message
-from .tools import parse_reply
 from .waiting import wait_note
 
 __all__ = ["ChatMessage", "Conversation", "FINISH_NOTES", "MAX_ANSWERS", "ReplyTarget"]
@@ -483,31 +483,6 @@ class Conversation:
         elif gen.finish_reason == "context":
             self.notice.emit("Context full: the reply was cut. Start a new chat or edit an "
                              "earlier message.")
-
-
-def reply_calls(gen: Generation, text: str) -> tuple[str, list[dict[str, Any]]] | None:
-    """(the reply's text without its calls, its calls in OpenAI's shape), or None when it
-    called no tool: local replies are parsed with the format their prompt asked for, a
-    remote server's calls arrive parsed on the stream."""
-    remote = getattr(gen.stream, "tool_calls", None)
-    if remote:
-        return text, [dict(c) for c in remote]
-    if gen.call_format is None or not text:
-        return None
-    parsed = parse_reply(text, gen.call_format, gen.tool_names)
-    if not parsed.calls:
-        return None
-    return parsed.content or "", [c.openai() for c in parsed.calls]
-
-
-def tool_result_text(outcome: dict[str, str] | None) -> str:
-    """What the model reads for a call's outcome."""
-    if outcome is None or outcome["status"] == "denied":
-        why = (outcome or {}).get("text") or ""
-        return f"The user denied this tool call. {why}".strip()
-    if outcome["status"] == "failed":
-        return f"Error: {outcome['text']}"
-    return outcome["text"]
 
 
 def _submit_note(exc: SubmitError) -> str:
