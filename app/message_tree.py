@@ -69,6 +69,11 @@ class MessageTree:
                 msg.parent_id = None
         self.path: list[ChatMessage] = []
         self._chosen: dict[str | None, str] = {}  # parent id -> the child last shown
+        # parent id -> its children in seq order, and the next seq: kept with `nodes` so
+        # that a tab's rebuild (a version label per message) is not a scan per message
+        self._kids: dict[str | None, list[ChatMessage]] = {}
+        self._next_seq = 0
+        self._reindex()
         leaf = self.nodes.get(shown_leaf_id or "") or self.newest
         if leaf is not None:
             self.show(leaf.id)
@@ -78,9 +83,7 @@ class MessageTree:
         """A tree that is one path: each message follows the one before it."""
         tree, parent = cls(), None
         for msg in messages:
-            seq = msg.seq
             tree.add(msg, parent)
-            msg.seq = max(seq, msg.seq)  # keep a saved order
             parent = msg
         if parent is not None:
             tree.show(parent.id)
@@ -96,7 +99,7 @@ class MessageTree:
         return self.path[-1] if self.path else None
 
     def children(self, parent_id: str | None) -> list[ChatMessage]:
-        return [m for m in self.nodes.values() if m.parent_id == parent_id]
+        return list(self._kids.get(parent_id, ()))
 
     def siblings(self, msg: ChatMessage) -> list[ChatMessage]:
         """Its versions, itself included, oldest first."""
@@ -130,11 +133,13 @@ class MessageTree:
 
     # -- changing -----------------------------------------------------------------------
     def add(self, msg: ChatMessage, parent: ChatMessage | None) -> None:
-        """Add `msg` below `parent` (None: as a first message), newest of its versions.
-        The shown path is unchanged (`show` it)."""
+        """Add `msg` below `parent` (None: as a first message), newest of its versions (a
+        saved seq that is later still is kept). The shown path is unchanged (`show` it)."""
         msg.parent_id = parent.id if parent is not None else None
-        msg.seq = max((m.seq for m in self.nodes.values()), default=-1) + 1
+        msg.seq = max(msg.seq, self._next_seq)
+        self._next_seq = msg.seq + 1
         self.nodes[msg.id] = msg
+        self._kids.setdefault(msg.parent_id, []).append(msg)
 
     def show(self, message_id: str) -> None:
         """Show the path through this message: the messages before it, it, then below it
@@ -159,6 +164,7 @@ class MessageTree:
         removed = Removed(self.subtree(msg), [m.id for m in self.path], dict(self._chosen))
         for m in removed.messages:
             del self.nodes[m.id]
+        self._reindex()
         rest = sibs[:pos][-1:] or sibs[pos + 1:pos + 2]
         if rest:
             self.show(rest[0].id)
@@ -174,9 +180,16 @@ class MessageTree:
         """Put back what `remove` took out, and show the path shown before."""
         merged = [*self.nodes.values(), *removed.messages]
         self.nodes = {m.id: m for m in sorted(merged, key=lambda m: m.seq)}
+        self._reindex()
         self._chosen = dict(removed.chosen)
         leaf = next((i for i in reversed(removed.path_ids) if i in self.nodes), None)
         if leaf is not None:
             self.show(leaf)
         else:
             self.path = []
+
+    def _reindex(self) -> None:
+        self._kids = {}
+        for m in self.nodes.values():  # seq order
+            self._kids.setdefault(m.parent_id, []).append(m)
+        self._next_seq = max((m.seq for m in self.nodes.values()), default=-1) + 1

@@ -214,20 +214,19 @@ class HistorySync:
             # a chat that comes with messages (a branch): they are new to the history too
             for msg in conv.tree.nodes.values():
                 self._save_message(t, msg)
+        def save_session_later() -> None:
+            # delayed: a title typed or versions switched fast are written once
+            self._later(("meta", conv.session_id), self.meta_delay_s,
+                        lambda: self._save_session(t))
+
         for event, fn in (
             (conv.message_added, lambda msg: self._on_added(t, msg)),
             (conv.message_delta, lambda msg, _text: self._on_delta(t, msg)),
             (conv.message_finished, lambda msg: self._on_finished(t, msg)),
             (conv.removed, lambda msgs: self._on_removed(t, msgs)),
             (conv.message_tool_changed, lambda msg: self._on_tool_changed(t, msg)),
-            (conv.meta_changed, lambda: self._later(("meta", conv.session_id),
-                                                    self.meta_delay_s,
-                                                    lambda: self._save_session(t))),
-            # the path shown is saved with the session (delayed: switching versions fast
-            # writes once)
-            (conv.shown_changed, lambda: self._later(("meta", conv.session_id),
-                                                     self.meta_delay_s,
-                                                     lambda: self._save_session(t))),
+            (conv.meta_changed, save_session_later),
+            (conv.shown_changed, save_session_later),  # the path shown is the session's
         ):
             event.connect(fn)
             t.listeners.append((event, fn))
