@@ -82,7 +82,7 @@ class EngineConfig:
     # Speculative decoding (engine/speculation.py): "off", or "ngram" (drafts looked up in
     # each row's own prompt and output, checked inside the batch's pass)
     speculative: str = "off"
-    speculative_max_drafts: int = 8  # the most tokens a row drafts in a step
+    speculative_max_drafts: int = 16  # the most tokens a row drafts in a step
 
     def __post_init__(self) -> None:
         # Kinds first: a string or NaN would slip through every comparison below (NaN

@@ -94,7 +94,7 @@ class StepCosts:
 class Speculation:
     """The engine's drafting policy (one per EngineCore; engine thread only)."""
 
-    def __init__(self, mode: str, max_drafts: int = 8) -> None:
+    def __init__(self, mode: str, max_drafts: int = 16) -> None:
         self.mode = check_mode(mode)
         self.max_drafts = max_drafts
         self.costs = StepCosts()
@@ -123,10 +123,25 @@ class Speculation:
         return seq.spec
 
     def wants_to_draft(self, seq: Any) -> bool:
-        """Whether the row is drafting these steps (a solo row then reads each token before
-        starting the next step, instead of running ahead)."""
+        """Whether the row is likely to draft at its next step: not resting, and its text
+        so far ends in an n-gram seen before (a copying row stays copying). Such a row reads
+        each token before its next step starts; any other runs ahead as without
+        speculation (a lone row on the CPU: engine/decode_batch.py)."""
         spec = self.row(seq)
-        return spec is not None and spec.rest == 0
+        if spec is None or spec.rest:
+            return False
+        self._catch_up(seq, spec)
+        return bool(spec.drafter.propose(1))
+
+    @staticmethod
+    def _catch_up(seq: Any, spec: RowSpec) -> None:
+        """The drafter's text = the row's prompt and output (tokens taken since are added)."""
+        have = len(spec.drafter)
+        if have < seq.num_prompt_tokens:  # (never: it starts with the prompt)
+            return
+        out = seq.output_tokens
+        if have < seq.num_prompt_tokens + len(out):
+            spec.drafter.extend(out[have - seq.num_prompt_tokens:])
 
     def plan(self, seqs: Seq[Any], context_length: int) -> dict[int, list[int]]:
         """Each row's drafts for this tick, by row index (rows without drafts are absent).
@@ -146,9 +161,7 @@ class Speculation:
                        context_length - seq.num_tokens - 1)
             if room <= 0:
                 continue
-            tokens = seq.prompt_tokens + seq.output_tokens
-            if len(tokens) > len(spec.drafter):
-                spec.drafter.extend(tokens[len(spec.drafter):])
+            self._catch_up(seq, spec)
             drafts = spec.drafter.propose(room)
             if not drafts:
                 continue

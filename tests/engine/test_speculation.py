@@ -55,6 +55,7 @@ def test_a_row_whose_drafts_fail_rests_and_comes_back() -> None:
 
     class Row:
         prompt_tokens = [1, 2, 3, 1, 2]
+        num_prompt_tokens = 5
         output_tokens: list[int] = []
         matcher = None
         params = SamplingParams(max_tokens=100)
@@ -89,6 +90,7 @@ def test_costs_decide_the_draft_length() -> None:
 
     class Row:
         prompt_tokens = [7, 8, 9, 7, 8]
+        num_prompt_tokens = 5
         output_tokens: list[int] = []
         matcher = None
         params = SamplingParams(max_tokens=100)
@@ -280,3 +282,19 @@ def test_sampled_replies_have_the_same_distribution(qtiny) -> None:
         assert chi2 < critical, (position, chi2, critical, counts)
         tested += 1
     assert tested >= 8
+
+
+def test_only_a_copying_row_gives_up_running_ahead(qtiny) -> None:
+    """A lone row runs ahead (its next step starts before its token is read) unless it is
+    copying: its text ends in an n-gram seen before. With nothing to draft, speculation
+    costs a row nothing."""
+    engine = engine_on(qtiny, speculative="ngram")
+    spec = engine._core.speculation
+    copying = engine.submit(prompt_tokens=copy_prompt(80), params=greedy(4))
+    fresh = engine.submit(prompt_tokens=list(range(1, 60)), params=greedy(4))
+    seqs = {s.request_id: s for s in engine._core.by_id.values()}
+    assert spec.wants_to_draft(seqs[copying.request_id])
+    assert not spec.wants_to_draft(seqs[fresh.request_id])
+    seqs[copying.request_id].spec.rest = 3
+    assert not spec.wants_to_draft(seqs[copying.request_id])  # resting
+    run_to_end(engine)
