@@ -284,17 +284,23 @@ def test_sampled_replies_have_the_same_distribution(qtiny) -> None:
     assert tested >= 8
 
 
-def test_only_a_copying_row_gives_up_running_ahead(qtiny) -> None:
+def test_only_a_copying_row_gives_up_running_ahead() -> None:
     """A lone row runs ahead (its next step starts before its token is read) unless it is
     copying: its text ends in an n-gram seen before. With nothing to draft, speculation
     costs a row nothing."""
-    engine = engine_on(qtiny, speculative="ngram")
-    spec = engine._core.speculation
-    copying = engine.submit(prompt_tokens=copy_prompt(80), params=greedy(4))
-    fresh = engine.submit(prompt_tokens=list(range(1, 60)), params=greedy(4))
-    seqs = {s.request_id: s for s in engine._core.by_id.values()}
-    assert spec.wants_to_draft(seqs[copying.request_id])
-    assert not spec.wants_to_draft(seqs[fresh.request_id])
-    seqs[copying.request_id].spec.rest = 3
-    assert not spec.wants_to_draft(seqs[copying.request_id])  # resting
-    run_to_end(engine)
+    spec = Speculation("ngram")
+
+    class Row:
+        def __init__(self, prompt: list[int]) -> None:
+            self.prompt_tokens, self.num_prompt_tokens = prompt, len(prompt)
+            self.output_tokens: list[int] = []
+            self.matcher, self.spec = None, None
+            self.params = SamplingParams(max_tokens=10)
+
+    copying, fresh = Row(copy_prompt(80)), Row(list(range(1, 60)))
+    assert spec.wants_to_draft(copying)
+    assert not spec.wants_to_draft(fresh)
+    fresh.output_tokens += [1, 2]  # its output now repeats its start
+    assert spec.wants_to_draft(fresh)
+    copying.spec.rest = 3
+    assert not spec.wants_to_draft(copying)  # resting
