@@ -304,3 +304,9 @@ def test_only_a_copying_row_gives_up_running_ahead() -> None:
     assert spec.wants_to_draft(fresh)
     copying.spec.rest = 3
     assert not spec.wants_to_draft(copying)  # resting
+
+
+def test_without_speculation_a_step_gives_one_token(qtiny) -> None:
+    _, stats, engine = run(qtiny, "off", [copy_prompt(90)], [greedy(20)])
+    assert stats[0].decode_steps == 19 and stats[0].tokens_per_step == 1.0
+    assert engine.stats().tokens_per_step == 1.0 and engine.stats().acceptance_rate is None
