@@ -34,6 +34,7 @@ from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .mcp.servers_dialog import open_mcp_servers
 from .model_picker import ModelPickerDialog
+from .preferences import open_preferences
 from .reflow import widen_when_shown
 from .server_controls import ServerControls
 from .sidebar.panel import Sidebar
@@ -152,6 +153,7 @@ class MainWindow(QMainWindow):
             "rename_tab": self.rename_tab, "load_model": self.choose_model,
             "connections": lambda: open_connections(self.ctx.settings, self),
             "mcp_servers": lambda: open_mcp_servers(self.ctx, self),
+            "preferences": lambda: open_preferences(self.ctx.settings, self),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,

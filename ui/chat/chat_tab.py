@@ -63,7 +63,7 @@ class ChatTab(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.conversation = conv = conversation or Conversation(
-            ctx.bridge, title=title, system_prompt=ctx.settings.system_prompt,
+            ctx.bridge, title=title, system_prompt=ctx.settings.defaults.system_prompt,
             params=ctx.settings.new_tab_params())
         self.editing_index: int | None = None
         self.answers = 1  # replies per Send / Regenerate (the ×N button); this tab only
