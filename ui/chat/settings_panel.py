@@ -30,8 +30,7 @@ from ..widgets import double_box, int_box
 from .output_format_box import OutputFormatBox
 
 CUSTOM = "(custom)"
-# from this width the Save as… / Delete buttons fit beside the preset (else under it)
-PRESET_ROW_WIDE = 300
+ACROSS, DOWN = QBoxLayout.Direction.LeftToRight, QBoxLayout.Direction.TopToBottom
 
 
 def number_box(key: str) -> QDoubleSpinBox | QSpinBox:
@@ -78,12 +77,13 @@ class SettingsPanel(QWidget):
                                            "for any tab and the compare view")
         self.delete_preset_button = QPushButton("Delete")
         self.delete_preset_button.setToolTip("Delete this preset")
-        buttons = QHBoxLayout()
+        self.preset_buttons = buttons = QBoxLayout(ACROSS)
         buttons.addWidget(self.save_preset_button)
         buttons.addWidget(self.delete_preset_button)
         buttons.addStretch(1)
-        # the buttons beside the preset when there is room, under it when narrow (resizeEvent)
-        self.preset_row = QBoxLayout(QBoxLayout.Direction.TopToBottom)
+        # the buttons beside the preset when there is room, under it when narrow, and under
+        # each other when narrower still (resizeEvent)
+        self.preset_row = QBoxLayout(DOWN)
         self.preset_row.addWidget(self.preset, 1)
         self.preset_row.addLayout(buttons)
         layout.addLayout(self.preset_row)
@@ -179,7 +179,7 @@ class SettingsPanel(QWidget):
         self.make_defaults_button.setToolTip("New tabs start with this tab's settings from "
                                              "now on (Chat → Preferences… shows them)")
         self.make_defaults_button.clicked.connect(lambda: self.make_defaults())
-        row = QHBoxLayout()
+        self.defaults_buttons = row = QBoxLayout(ACROSS)  # under each other when narrow
         row.addWidget(self.reset_all_button)
         row.addWidget(self.make_defaults_button)
         row.addStretch(1)
@@ -189,11 +189,21 @@ class SettingsPanel(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
         super().resizeEvent(event)
-        wide = event.size().width() >= PRESET_ROW_WIDE
-        direction = QBoxLayout.Direction.LeftToRight if wide else \
-            QBoxLayout.Direction.TopToBottom
-        if self.preset_row.direction() != direction:
-            self.preset_row.setDirection(direction)
+        width = event.size().width()
+        save, delete = self.save_preset_button, self.delete_preset_button
+        for row, widgets in ((self.preset_row, (self.preset, save, delete)),
+                             (self.preset_buttons, (save, delete)),
+                             (self.defaults_buttons,
+                              (self.reset_all_button, self.make_defaults_button))):
+            direction = ACROSS if width >= self._room_for(widgets) else DOWN
+            if row.direction() != direction:
+                row.setDirection(direction)
+
+    def _room_for(self, widgets: tuple[QWidget, ...]) -> int:
+        """The width that shows `widgets` side by side, whole."""
+        margins = self.layout().contentsMargins()
+        return (sum(w.sizeHint().width() for w in widgets) + 8 * (len(widgets) - 1)
+                + margins.left() + margins.right())
 
     def detach(self) -> None:
         """Stop listening to the shared settings (the tab is closing)."""
