@@ -300,6 +300,8 @@ class MainWindow(QMainWindow):
             await self.ctx.mcp.close()  # stdio MCP servers' processes end with the app
             await self.lifecycle.shutdown()
         finally:
+            for tab in self.chat_tabs():  # the settings outlive this window (tests, restarts)
+                tab.detach()
             self._closed = True
             self.close()
             self.shutdown_finished.emit()

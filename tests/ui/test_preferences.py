@@ -158,3 +158,23 @@ def test_save_as_preset_lists_it_everywhere_presets_are_listed(window, settings,
     assert dialog.fields["temperature"].text() == "0.4"
     assert dialog.save()
     assert window.new_tab().conversation.preset == "Sixty"
+
+
+def test_restored_tabs_keep_their_own_settings(history_app, settings, loop):
+    window = history_app.start()
+    tab = window.current_tab()
+    tab.panel.fields["max_tokens"].setValue(5)
+    tab.send_text("hello")
+    run_until(loop, lambda: not tab.conversation.is_busy)
+    history_app.stop()
+    settings.set_defaults("New default.", FAST | {"max_tokens": 60})
+
+    window = history_app.start()
+    [restored] = window.chat_tabs()
+    assert restored.conversation.params == FAST | {"max_tokens": 5}
+    assert restored.conversation.system_prompt != "New default."
+    assert set(restored.panel.overrides()) == {"system_prompt", "max_tokens"}
+    assert restored.panel.labels["max_tokens"].toolTip().startswith("default: 60 ")
+    new = window.new_tab()
+    assert (new.conversation.system_prompt, new.conversation.params["max_tokens"]) == \
+        ("New default.", 60)

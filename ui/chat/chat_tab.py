@@ -370,6 +370,10 @@ class ChatTab(QWidget):
         self.undo_timer.stop()
         self.tools.cancel()
         self.conversation.close()
+        self.detach()
+
+    def detach(self) -> None:
+        """Stop listening to the shared settings (the tab closes, or the window does)."""
         self.panel.detach()
         self.backend_picker.detach()
         self.ctx.settings.settings_panel_changed.disconnect(self._show_panel)

@@ -325,7 +325,7 @@ class SettingsPanel(QWidget):
         self.overrides_label.setText(
             "Same as the defaults for new tabs." if not count else
             f"{count} setting{'s' if count > 1 else ''} differ{'' if count > 1 else 's'} "
-            "from the defaults (marked •).")
+            "from the defaults •")
         self.reset_all_button.setEnabled(bool(count))
         self.make_defaults_button.setEnabled(bool(count))
 

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
-    QHBoxLayout,
+    QGridLayout,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -31,17 +31,23 @@ from app.settings import Settings
 
 from ..chat.output_format_box import OutputFormatBox
 
-INTRO = ("New tabs start with these settings. Open tabs keep their own; a tab's settings "
+INTRO = ("New tabs start with these. Open tabs keep their own settings; their settings "
          "panel marks each value that differs from these with •.")
 PICK_PRESET = "Fill in from a preset…"
 
 
+NUMBER_COLUMNS = 2  # the number settings side by side: the dialog fits a 600-pixel window
+
+
 def range_hint(key: str) -> str:
-    """What setting `key` takes, beside its field: "0 – 5", "off or 1 – 100000"."""
+    """What setting `key` takes, beside its field: "0 – 5", "off, 1 – 100000"."""
     limit = LIMITS[key]
-    lo = int(limit.lo) if limit.integer else limit.lo
-    span = f"{lo:g} – {limit.hi:g}" if not limit.integer else f"{lo} – {int(limit.hi)}"
-    return f"{span}, or {limit.special}" if limit.special else span
+    if key == "seed":
+        return "random, or ≥ 0"
+    lo = int(limit.lo) + (1 if limit.special else 0) if limit.integer else limit.lo
+    hi = int(limit.hi) if limit.integer else limit.hi
+    span = f"{lo:g} – {hi:g}" if not limit.integer else f"{lo} – {hi}"
+    return f"{limit.special}, {span}" if limit.special else span
 
 
 class PreferencesDialog(QDialog):
@@ -70,27 +76,37 @@ class PreferencesDialog(QDialog):
         self._fill_presets()
         layout.addWidget(self.preset)
 
-        form = QFormLayout()
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        layout.addWidget(QLabel(LABELS["system_prompt"]))
         self.system = QPlainTextEdit()
         self.system.setObjectName("systemPrompt")
-        self.system.setMaximumHeight(80)
-        form.addRow(LABELS["system_prompt"], self.system)
+        self.system.setMaximumHeight(64)
+        layout.addWidget(self.system)
+        # label | field | range, twice across
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(8)
+        grid.setColumnMinimumWidth(3, 12)
         self.fields: dict[str, QLineEdit] = {}
-        for key in LIMITS:
+        rows = -(-len(LIMITS) // NUMBER_COLUMNS)
+        for i, key in enumerate(LIMITS):
             edit = self.fields[key] = QLineEdit()
             edit.setObjectName(key)
+            edit.setFixedWidth(edit.fontMetrics().horizontalAdvance("0000000000") + 12)
+            edit.setToolTip(f"{LABELS[key]}: {range_hint(key)}")
             edit.textEdited.connect(lambda _text: self.show_error(None))
             hint = QLabel(range_hint(key))
             hint.setObjectName("hintLabel")
-            row = QHBoxLayout()
-            row.addWidget(edit, 1)
-            row.addWidget(hint)
-            form.addRow(LABELS[key], row)
+            row, column = i % rows, 4 * (i // rows)
+            grid.addWidget(QLabel(LABELS[key]), row, column)
+            grid.addWidget(edit, row, column + 1)
+            grid.addWidget(hint, row, column + 2)
+        grid.setColumnStretch(2, 1)
+        grid.setColumnStretch(6, 1)
+        layout.addLayout(grid)
+        form = QFormLayout()
         self.stop = QPlainTextEdit()
         self.stop.setObjectName("stop")
         self.stop.setPlaceholderText("one per line; \\n for a newline")
-        self.stop.setMaximumHeight(56)
+        self.stop.setMaximumHeight(48)
         form.addRow(LABELS["stop"], self.stop)
         self.output_format = OutputFormatBox()
         form.addRow(LABELS["response_format"], self.output_format)
@@ -101,7 +117,6 @@ class PreferencesDialog(QDialog):
         self.error.setWordWrap(True)
         self.error.hide()
         layout.addWidget(self.error)
-        layout.addStretch(1)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save
                                    | QDialogButtonBox.StandardButton.Cancel
                                    | QDialogButtonBox.StandardButton.RestoreDefaults)
@@ -115,7 +130,7 @@ class PreferencesDialog(QDialog):
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
         self.fill(settings.defaults)
-        self.resize(520, 640)
+        self.resize(640, self.sizeHint().height())
 
     # -- the form ---------------------------------------------------------------------
     def fill(self, defaults: Defaults) -> None:
