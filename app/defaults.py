@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.public import repair_text
+from engine.public import SamplingParams, repair_text
 
 from .output_format import describe as describe_format
 
@@ -117,6 +117,11 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     the built-in values); DefaultsError names the first that is not."""
     out = {key: check_value(key, params.get(key, DEFAULT_PARAMS[key]))
            for key in DEFAULT_PARAMS}
+    try:  # what the engine refuses beyond the ranges: too many or too long stop strings
+        SamplingParams.from_dict(out)
+    except (TypeError, ValueError) as exc:
+        key = "stop" if "stop" in str(exc) else "sampling"
+        raise DefaultsError(key, f"{LABELS.get(key, 'Sampling')}: {exc}.") from None
     if params.get("response_format"):
         out["response_format"] = check_value("response_format", params["response_format"])
     return out

@@ -95,6 +95,10 @@ def test_an_invalid_default_changes_nothing(tmp_path: Path):
                 {"stop": "END"}, {"seed": True}):
         with pytest.raises(DefaultsError):
             settings.set_defaults("Changed.", DEFAULT_PARAMS | bad)
+    with pytest.raises(DefaultsError) as info:  # what the engine would refuse
+        settings.set_defaults("Changed.", DEFAULT_PARAMS | {"stop": ["x"] * 17})
+    assert str(info.value) == ("Stop strings: stop holds 17 strings; at most 16 are "
+                               "allowed.")
     assert path.read_text() == saved
     assert settings.defaults == Defaults("Kept.", DEFAULT_PARAMS | {"max_tokens": 60})
 
