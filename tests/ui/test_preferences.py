@@ -43,8 +43,11 @@ def test_defaults_set_in_preferences_are_where_a_new_tab_starts(window, settings
     assert tab.conversation.params == expected
     assert tab.conversation.system_prompt == "Answer in one line."
     assert tab.panel.fields["max_tokens"].value() == 60 and tab.panel.overrides() == {}
+    assert tab.panel.preset.currentText() == "(defaults)"  # no preset has these values
+    assert tab.conversation.preset is None
     # the tab already open keeps its own settings, now shown as differing from the defaults
     assert first.conversation.params == FAST
+    assert first.panel.preset.currentText() == "Fast"
     assert set(first.panel.overrides()) == {"system_prompt", "temperature", "max_tokens",
                                             "seed", "stop"}
     # opened again, the dialog shows what was saved

@@ -30,6 +30,7 @@ from ..widgets import double_box, int_box
 from .output_format_box import OutputFormatBox
 
 CUSTOM = "(custom)"
+DEFAULTS = "(defaults)"  # no preset has the tab's settings; they are the defaults for new tabs
 ACROSS, DOWN = QBoxLayout.Direction.LeftToRight, QBoxLayout.Direction.TopToBottom
 
 
@@ -124,7 +125,7 @@ class SettingsPanel(QWidget):
         self.save_preset_button.clicked.connect(self._ask_preset_name)
         self.delete_preset_button.clicked.connect(self._delete_preset)
         settings.presets_changed.connect(self._fill_presets)
-        settings.defaults_changed.connect(self._mark_overrides)
+        settings.defaults_changed.connect(self._defaults_changed)
 
         self._loading = True
         self.system.setPlainText(system_prompt)
@@ -208,7 +209,7 @@ class SettingsPanel(QWidget):
     def detach(self) -> None:
         """Stop listening to the shared settings (the tab is closing)."""
         self.settings.presets_changed.disconnect(self._fill_presets)
-        self.settings.defaults_changed.disconnect(self._mark_overrides)
+        self.settings.defaults_changed.disconnect(self._defaults_changed)
         self.tools.detach()
 
     # -- reading and writing ------------------------------------------------------------
@@ -249,16 +250,22 @@ class SettingsPanel(QWidget):
         self.preset.addItems(self.settings.preset_names())
         match = self.settings.matching_preset(current)  # the tab's tools aside
         if match is None:
-            self.preset.addItem(CUSTOM)
-            match = CUSTOM
+            match = CUSTOM if self.overrides() else DEFAULTS
+            self.preset.addItem(match)
         self.preset.setCurrentText(match)
         self.preset.blockSignals(False)
+        name = self.preset_name()
         self.delete_preset_button.setEnabled(
-            match != CUSTOM and not self.settings.is_builtin(match))
+            name is not None and not self.settings.is_builtin(name))
+
+    def preset_name(self) -> str | None:
+        """The preset the tab's settings are (None: no preset)."""
+        name = self.preset.currentText()
+        return None if name in (CUSTOM, DEFAULTS) else name
 
     def _preset_chosen(self, _index: int) -> None:
-        name = self.preset.currentText()
-        if name != CUSTOM:
+        name = self.preset_name()
+        if name is not None:
             self.set_params(self.settings.preset(name) | self.tools.params())
 
     def _ask_preset_name(self) -> None:
@@ -275,8 +282,8 @@ class SettingsPanel(QWidget):
             self.show_error(str(exc))
 
     def _delete_preset(self) -> None:
-        name = self.preset.currentText()
-        if name != CUSTOM and not self.settings.is_builtin(name):
+        name = self.preset_name()
+        if name is not None and not self.settings.is_builtin(name):
             self.settings.delete_preset(name)
 
     # -- overrides of the defaults ------------------------------------------------------
@@ -306,6 +313,10 @@ class SettingsPanel(QWidget):
             self.settings.set_defaults(self.system_prompt(), self.params())
         except DefaultsError as exc:
             self.show_error(str(exc))
+
+    def _defaults_changed(self) -> None:
+        self._fill_presets()
+        self._mark_overrides()
 
     def _mark_overrides(self) -> None:
         overrides = self.overrides()
