@@ -27,6 +27,7 @@ from .chat.chat_tab import ChatTab
 from .chat_tabs import BUSY_MARK, ChatTabs
 from .compare import open_compare
 from .connections_dialog import open_connections
+from .dock_toggle import front_toggle
 from .drafts import DraftSaver
 from .engine_status import EngineStatus
 from .help_menu import about_box, shortcuts_box
@@ -74,6 +75,7 @@ class MainWindow(QMainWindow):
                         if ctx.history else None)
         if self.history is not None:
             col.addWidget(self.history.banner)  # under the model's banner, above the tabs
+            self.history.refocus = self.return_focus  # when the History dialog closes
         self.tabs = ChatTabs(ctx, self.workspace)
         self.tabs.draft_typed = self.draft_saver.changed
         self.sidebar: Sidebar | None = None
@@ -155,8 +157,9 @@ class MainWindow(QMainWindow):
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,
-            "stats": self.stats_dock.toggleViewAction(),
-            "simulator": self.sim_dock.toggleViewAction(), "theme": self.theme_menu,
+            # shown and raised in front of the other dock, or closed when in front
+            "stats": front_toggle(self.stats_dock),
+            "simulator": front_toggle(self.sim_dock), "theme": self.theme_menu,
             "api_server": self.api_server.action,
             "server_settings": self.api_server.settings_action,
             "shortcuts": lambda: shortcuts_box(self),
@@ -265,8 +268,19 @@ class MainWindow(QMainWindow):
         dialog = ModelPickerDialog(current, reason, self, recent=self.ctx.settings.recent_models,
                                    bridge=bridge)
         dialog.chosen.connect(self.load_model)
+        dialog.finished.connect(lambda _result: self.return_focus())
         dialog.open()
         return dialog
+
+    def return_focus(self) -> None:
+        """A dialog closed: this window and its chat's input take the keys again (else no
+        window may be active until the user clicks one, and the shortcuts do nothing)."""
+        if self._closing:
+            return
+        self.activateWindow()
+        tab = self.current_tab()
+        if tab is not None:
+            tab.input.setFocus(Qt.FocusReason.ActiveWindowFocusReason)
 
     # -- closing (the steps are app/lifecycle.py's) --------------------------------------
     @property

@@ -76,7 +76,8 @@ async def test_reopen_without_a_history_brings_the_chat_back_stopped():
         back = ws.reopen()
         assert back is not conv and back.session_id == conv.session_id  # a fresh object
         assert back.messages == conv.messages and ws.front is back
-        assert ws.conversations == [other, back] and seen == [True, False]
+        # where its tab was (the first), not after the one opened meanwhile
+        assert ws.conversations == [back, other] and seen == [True, False]
         assert ws.reopen() is None
     finally:
         await bridge.shutdown(timeout=2.0)

@@ -6,6 +6,8 @@ history in step); this knows the window only as a QMainWindow."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QPushButton
 
@@ -34,6 +36,8 @@ class HistoryController(QObject):
         self.lifecycle = lifecycle
         self.history: HistorySync = workspace.history
         self.dialog: HistoryDialog | None = None
+        # the window's keys back to it when the dialog closes (its shortcuts work at once)
+        self.refocus: Callable[[], None] = window.activateWindow
         self.notice_box: QMessageBox | None = None
         self.label = QLabel()
         self.label.setObjectName("historyStatus")
@@ -64,6 +68,7 @@ class HistoryController(QObject):
             self.dialog = HistoryDialog(self.history, self.window)
             self.dialog.open_requested.connect(self.open_session)
             self.dialog.delete_requested.connect(self.delete)
+            self.dialog.finished.connect(lambda _result: self.refocus())
         else:
             self.dialog.refresh()
         self.dialog.show()
