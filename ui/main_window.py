@@ -12,7 +12,14 @@ import asyncio
 import pyqtgraph as pg
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent
-from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QMainWindow,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.bridge import BridgeState
 from app.context import AppContext
@@ -152,8 +159,9 @@ class MainWindow(QMainWindow):
         handlers: dict[str, menus.Handler] = {
             "new_tab": self.new_tab, "close_tab": self.close_current_tab,
             "rename_tab": self.rename_tab, "load_model": self.choose_model,
-            "connections": lambda: open_connections(self.ctx.settings, self),
-            "mcp_servers": lambda: open_mcp_servers(self.ctx, self),
+            "connections": lambda: self.keys_back_after(
+                open_connections(self.ctx.settings, self)),
+            "mcp_servers": lambda: self.keys_back_after(open_mcp_servers(self.ctx, self)),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,
@@ -268,8 +276,15 @@ class MainWindow(QMainWindow):
         dialog = ModelPickerDialog(current, reason, self, recent=self.ctx.settings.recent_models,
                                    bridge=bridge)
         dialog.chosen.connect(self.load_model)
-        dialog.finished.connect(lambda _result: self.return_focus())
+        self.keys_back_after(dialog)
         dialog.open()
+        return dialog
+
+    def keys_back_after(self, dialog: QDialog) -> QDialog:
+        """`return_focus` once `dialog` closes (connected once per dialog)."""
+        if not dialog.property("returnsFocus"):
+            dialog.setProperty("returnsFocus", True)
+            dialog.finished.connect(lambda _result: self.return_focus())
         return dialog
 
     def return_focus(self) -> None:

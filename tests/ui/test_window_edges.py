@@ -5,12 +5,12 @@ stats, named after its chat, and the chat comes back where its tab was."""
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QDialog
 from pytestqt.qtbot import QtBot
 
 from tests.ui.conftest import run_until, spin, start_long_reply
-from ui.model_picker import ModelPickerDialog
 
 CTRL = Qt.KeyboardModifier.ControlModifier
 SHIFT = Qt.KeyboardModifier.ShiftModifier
@@ -98,13 +98,15 @@ def test_shortcuts_work_after_the_history_dialog_closes(history_app, loop, qtbot
     _shortcuts_work(window, loop)
 
 
-def test_shortcuts_work_after_the_model_dialog_closes(window, loop, qtbot):
+@pytest.mark.parametrize(("key", "title"), [
+    (Qt.Key.Key_O, "Load a model"), (Qt.Key.Key_K, "Connections")], ids=["model", "connections"])
+def test_shortcuts_work_after_a_dialog_closes(window, loop, qtbot, key, title):
     for _ in range(5):
         window.new_tab()
     _activate(window, loop)
-    _key(Qt.Key.Key_O, CTRL)
-    dialog = QApplication.activeModalWidget()
-    assert isinstance(dialog, ModelPickerDialog) and dialog.isVisible()
+    _key(key, CTRL if key == Qt.Key.Key_O else CTRL | SHIFT)
+    dialog = next(d for d in window.findChildren(QDialog) if d.isVisible())
+    assert dialog.windowTitle().startswith(title)
     run_until(loop, lambda: QApplication.activeWindow() is dialog, timeout=2)
     _key(Qt.Key.Key_Escape, Qt.KeyboardModifier.NoModifier)
     assert not dialog.isVisible()
