@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QAbstractItemModel, QSize, Qt
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QIcon, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDoubleSpinBox,
@@ -51,6 +51,11 @@ def confirm_delete(parent: QWidget, title: str, text: str,
                       parent)
     delete = box.button(QMessageBox.StandardButton.Yes)
     delete.setText("Delete")
+    delete.setObjectName("deleteButton")  # red text (resources/stylesheet.qss)
+    delete.style().unpolish(delete)  # QMessageBox polished it under its old name
+    delete.style().polish(delete)
+    for button in box.buttons():  # no green tick on a delete: words only
+        button.setIcon(QIcon())
     box.setDefaultButton(QMessageBox.StandardButton.Yes)
     box.setEscapeButton(QMessageBox.StandardButton.Cancel)
     box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)

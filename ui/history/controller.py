@@ -71,6 +71,7 @@ class HistoryController(QObject):
             self.dialog.finished.connect(lambda _result: self.refocus())
             self.dialog.tab_state = self._tab_state
         else:
+            self.dialog.show_message("")  # what the last visit did is old news
             self.dialog.refresh()
         self.dialog.show()
         self.dialog.raise_()
