@@ -9,7 +9,7 @@ import json
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from tests.ui.conftest import run_until
+from tests.ui.conftest import run_until, start_long_reply
 from tests.ui.history_checks import stored
 
 
@@ -116,3 +116,20 @@ def test_enter_confirms_a_delete_and_escape_cancels(history_app, loop, qtbot):
     assert stored(history_app.db).get_session(session) is None
     assert session not in _tabs(window)
     assert label == "Delete"  # what Enter does, said on its button
+
+
+def test_deleting_a_generating_chat_says_its_reply_stops(history_app, loop, qtbot):
+    window = history_app.start()
+    tab = window.current_tab()
+    gen = start_long_reply(tab, loop, "a long reply to delete")
+    session = tab.conversation.session_id
+    window.new_tab()
+    view = window.history.show_history()
+    assert view.select(session)
+    box = view.delete_selected()
+    assert "the reply it is writing stops" in box.text()
+    box.button(QMessageBox.StandardButton.Yes).click()
+    run_until(loop, lambda: gen.is_finished)
+    assert gen.finish_reason == "cancelled" and session not in _tabs(window)
+    history_app.history.flush()
+    assert stored(history_app.db).get_session(session) is None
