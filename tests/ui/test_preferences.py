@@ -181,3 +181,15 @@ def test_restored_tabs_keep_their_own_settings(history_app, settings, loop):
     new = window.new_tab()
     assert (new.conversation.system_prompt, new.conversation.params["max_tokens"]) == \
         ("New default.", 60)
+
+
+def test_shortcuts_work_after_preferences_close(window, loop, qtbot):
+    dialog = open_with_shortcut(window, loop, qtbot)
+    run_until(loop, lambda: QApplication.activeWindow() is dialog, timeout=2)
+    dialog.fields["max_tokens"].setText("60")
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    run_until(loop, lambda: QApplication.activeWindow() is window, timeout=2)
+    count = window.tabs.count()
+    qtbot.keyClick(QApplication.focusWidget() or window, Qt.Key.Key_T, CTRL)
+    assert window.tabs.count() == count + 1
+    assert window.current_tab().conversation.params["max_tokens"] == 60
