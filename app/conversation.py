@@ -66,9 +66,13 @@ class Conversation:
     def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
                  params: dict[str, Any] | None = None, session_id: str | None = None,
                  messages: list[ChatMessage] | None = None, preset: str | None = None,
-                 backend: str | None = None, tree: MessageTree | None = None) -> None:
-        """`messages`: one path (each follows the one before); `tree`: a whole tree."""
+                 backend: str | None = None, tree: MessageTree | None = None,
+                 default_title: str = "") -> None:
+        """`messages`: one path (each follows the one before); `tree`: a whole tree.
+        `default_title`: the name it has until named (the workspace numbers new chats)."""
         self.id = next(_ids)
+        # The title a chat has until it is named (by its first message or the user).
+        self.default_title = default_title or f"Chat {self.id}"
         self.session_id = session_id or str(uuid.uuid4())  # its row in the history store
         self.bridge = bridge
         self.title = title or self.default_title
@@ -101,11 +105,6 @@ class Conversation:
     def messages(self) -> list[ChatMessage]:
         """The path shown, first message to last."""
         return self.tree.path
-
-    @property
-    def default_title(self) -> str:
-        """The title a chat has until it is named (by its first message or the user)."""
-        return f"Chat {self.id}"
 
     @property
     def tag(self) -> str:
