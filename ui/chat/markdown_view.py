@@ -1,4 +1,8 @@
-"""A read-only Markdown view that is exactly as tall as its text (no inner scroll bars)."""
+"""A read-only Markdown view that is exactly as tall as its text (no vertical scroll bar).
+
+Prose wraps to the view's width; code blocks do not wrap: a code line wider than the view
+gives the view a horizontal scroll bar (with room of its own below the text), moved by
+dragging it, a sideways wheel or Shift+wheel. An upright wheel scrolls the chat."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from PySide6.QtGui import (
     QColor,
     QDesktopServices,
     QGuiApplication,
+    QResizeEvent,
     QTextCursor,
     QTextDocument,
     QTextFormat,
@@ -35,7 +40,8 @@ class MarkdownView(QTextBrowser):
         super().__init__(parent)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # a long code line scrolls sideways (its block does not wrap; prose does)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setOpenLinks(False)  # copy-code links are ours; web links open in a browser
         self.anchorClicked.connect(self._link_clicked)
         self.code_blocks: list[CodeBlock] = []
@@ -94,22 +100,42 @@ class MarkdownView(QTextBrowser):
         if not self._fitting:
             return
         height = math.ceil(size.height()) + 2 * self.frameWidth()
+        # A code line wider than the view: the horizontal bar takes room of its own, so it
+        # covers no text. (The width is the viewport's whatever the height: no feedback.)
+        if size.width() > self.viewport().width() + 0.5:
+            height += self.horizontalScrollBar().sizeHint().height()
         if height != self.height():
             self.setFixedHeight(height)
 
-    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 - let the list scroll
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # a narrower view can make a code line overflow (a wider one end it) while the
+        # document's size change, reported before the scroll bar is laid out, was missed
+        self._fit(self.document().documentLayout().documentSize())
+
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 - Qt override
+        """A sideways wheel (or Shift+wheel) scrolls a long code line; an upright one is
+        left to the chat's list, which scrolls the messages."""
+        delta = event.angleDelta()
+        sideways = delta.x() != 0 or bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
+        bar = self.horizontalScrollBar()
+        if sideways and bar.maximum() > 0:
+            step = delta.x() or delta.y()
+            bar.setValue(bar.value() - step * bar.singleStep() // 40)
+            event.accept()
+            return
         event.ignore()
 
 
 def style_code_blocks(doc: QTextDocument, background: QColor = CODE_BACKGROUND) -> None:
-    """Give fenced/indented code a background and let long code lines wrap."""
+    """Give fenced/indented code a background; its lines never wrap (they scroll)."""
     cursor = QTextCursor(doc)
     block = doc.begin()
     while block.isValid():
         fmt = block.blockFormat()
         if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
             fmt.setBackground(background)
-            fmt.setNonBreakableLines(False)
+            fmt.setNonBreakableLines(True)
             cursor.setPosition(block.position())
             cursor.setBlockFormat(fmt)
         block = block.next()
