@@ -302,10 +302,24 @@ class Conversation:
             gen.detach()
             gen.cancel()
 
-    def prompt_messages(self, upto: ChatMessage | None = None) -> list[dict[str, Any]]:
-        """The chat as the engine takes it, through `upto` (default: the path shown):
-        replies carry their token ids."""
-        path = self.messages if upto is None else [*self.tree.ancestors(upto), upto]
+    def next_prompt(self, text: str, editing: int | None = None) -> list[dict[str, Any]]:
+        """The messages that sending `text` would submit (as a new version of shown message
+        `editing`, when given): the system prompt, the path before it, then `text`. Tools
+        an MCP server offers are not in it (they are listed only when sending)."""
+        if editing is None:
+            before = self.prompt_messages()
+        else:
+            parent = self.tree.nodes.get(self.messages[editing].parent_id or "")
+            before = self.prompt_messages(parent) if parent is not None \
+                else self.prompt_messages(path=[])
+        return [*before, {"role": "user", "content": text}]
+
+    def prompt_messages(self, upto: ChatMessage | None = None,
+                        path: list[ChatMessage] | None = None) -> list[dict[str, Any]]:
+        """The chat as the engine takes it, through `upto` (default: the path shown; or
+        the messages of `path`): replies carry their token ids."""
+        if path is None:
+            path = self.messages if upto is None else [*self.tree.ancestors(upto), upto]
         out: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}] \
             if self.system_prompt.strip() else []
         for m in path:
