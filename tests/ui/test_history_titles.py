@@ -46,3 +46,15 @@ def test_match_column_shows_the_match_in_bold(history_app, loop):
     assert "\x02" not in shown and "\x03" not in shown  # no marks left for a plain view
     delegate = view.list.itemDelegateForColumn(4)
     assert "<b>lighthouse</b>" in delegate.html(view.list.model().index(0, 4))
+
+
+def test_a_narrow_match_column_still_shows_the_match():
+    from app.history.sidebar import MATCH_MARKS
+    from ui.history.match_delegate import match_in_view
+
+    o, c = MATCH_MARKS
+    snippet = f"Write a long story about a {o}lighthouse{c} keeper who finds"
+    assert match_in_view(snippet, lambda text: True) == snippet
+    shown = match_in_view(snippet, lambda text: len(text) <= 22)
+    assert shown == f"…about a {o}lighthouse{c} keeper who finds"
+    assert match_in_view("no match here", lambda text: False) == "no match here"

@@ -71,10 +71,10 @@ class TokenCount(QLabel):
         size = self.size
         if not self.current or size is None or not size.over:
             return None
-        return (f"Not sent: with this message the prompt is {size.tokens} tokens, and the "
-                f"model's context holds {size.context} (with room left for the reply). "
-                "Shorten the message, delete earlier messages (⋯ → Delete from here) or "
-                "start a new chat.")
+        return (f"Not sent: with this message the prompt is {size.tokens} tokens, but the "
+                f"model's context holds {size.context} in all, the reply included. Shorten "
+                "the message, delete earlier messages (⋯ → Delete from here) or start a "
+                "new chat.")
 
     def detach(self) -> None:
         """The tab is closing."""
