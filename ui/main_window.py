@@ -8,6 +8,7 @@ state in the banner and the status bar.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pyqtgraph as pg
 from PySide6.QtCore import QByteArray, Qt, Signal
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import (
     QApplication,
     QDialog,
     QMainWindow,
+    QMenu,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -159,9 +161,8 @@ class MainWindow(QMainWindow):
         handlers: dict[str, menus.Handler] = {
             "new_tab": self.new_tab, "close_tab": self.close_current_tab,
             "rename_tab": self.rename_tab, "load_model": self.choose_model,
-            "connections": lambda: self.keys_back_after(
-                open_connections(self.ctx.settings, self)),
-            "mcp_servers": lambda: self.keys_back_after(open_mcp_servers(self.ctx, self)),
+            "connections": lambda: open_connections(self.ctx.settings, self),
+            "mcp_servers": lambda: open_mcp_servers(self.ctx, self),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,
@@ -180,7 +181,17 @@ class MainWindow(QMainWindow):
             handlers["history"] = self.history.show_history
         if self.sidebar_action is not None:
             handlers["sidebar"] = self.sidebar_action
-        return handlers
+        # a dialog a menu entry opens gives the keys back to the window when it closes
+        return {name: h if isinstance(h, (QAction, QMenu)) else self._keys_back_from(h)
+                for name, h in handlers.items()}
+
+    def _keys_back_from(self, handler: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            result = handler()
+            if isinstance(result, QDialog):
+                self.keys_back_after(result)
+            return result
+        return run
 
     # -- look and what the window remembers ----------------------------------------------
     def set_theme(self, choice: str) -> None:
