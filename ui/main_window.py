@@ -161,8 +161,9 @@ class MainWindow(QMainWindow):
         handlers: dict[str, menus.Handler] = {
             "new_tab": self.new_tab, "close_tab": self.close_current_tab,
             "rename_tab": self.rename_tab, "load_model": self.choose_model,
-            "connections": lambda: open_connections(self.ctx.settings, self),
-            "mcp_servers": lambda: open_mcp_servers(self.ctx, self),
+            "connections": lambda: self.keys_back_after(
+                open_connections(self.ctx.settings, self)),
+            "mcp_servers": lambda: self.keys_back_after(open_mcp_servers(self.ctx, self)),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,
