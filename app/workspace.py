@@ -73,10 +73,11 @@ class Workspace:
         return self.open(conv.branch(index), at=at)
 
     def _new_conversation(self) -> Conversation:
-        """An empty chat with the settings' defaults for new chats."""
+        """An empty chat with the app-wide defaults for new chats (app/defaults.py)."""
         s = self.settings
-        return Conversation(self.bridge, system_prompt=s.system_prompt,
-                            params=s.new_tab_params(), preset=s.default_preset)
+        params = s.new_tab_params()
+        return Conversation(self.bridge, system_prompt=s.defaults.system_prompt,
+                            params=params, preset=s.matching_preset(params))
 
     def close(self, conv: Conversation) -> None:
         """Close a chat; a reply it is generating is cancelled. The last one is replaced by

@@ -44,6 +44,7 @@ from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .mcp.servers_dialog import open_mcp_servers
 from .model_picker import ModelPickerDialog
+from .preferences import open_preferences
 from .reflow import widen_when_shown
 from .server_controls import ServerControls
 from .sidebar.panel import Sidebar
@@ -164,6 +165,8 @@ class MainWindow(QMainWindow):
             "connections": lambda: self.keys_back_after(
                 open_connections(self.ctx.settings, self)),
             "mcp_servers": lambda: self.keys_back_after(open_mcp_servers(self.ctx, self)),
+            "preferences": lambda: self.keys_back_after(
+                open_preferences(self.ctx.settings, self)),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,
@@ -339,6 +342,8 @@ class MainWindow(QMainWindow):
             await self.ctx.mcp.close()  # stdio MCP servers' processes end with the app
             await self.lifecycle.shutdown()
         finally:
+            for tab in self.chat_tabs():  # the settings outlive this window (tests, restarts)
+                tab.detach()
             self._closed = True
             self.close()
             self.shutdown_finished.emit()

@@ -36,7 +36,7 @@ def test_open_move_front_and_close_as_events(settings):
     a, b, c = (ws.open() for _ in range(3))
     assert ws.conversations == [a, b, c] and ws.front is c
     assert rec.seen[:2] == [("opened", (a, 0)), ("front_changed", (a,))]
-    assert a.params == settings.new_tab_params() and a.preset == settings.default_preset
+    assert a.params == settings.new_tab_params() and a.preset == "Balanced"
     rec.seen.clear()
     ws.move(c, 0)
     ws.move(c, 0)  # already there: nothing happens
