@@ -93,6 +93,8 @@ def running_on(host: ModelHost) -> Running:
 
 def model_name(source: str) -> str:
     """A source's short name: a path's last part, a repo id's name."""
+    if source == "bundled":
+        return "the bundled model"
     return PurePath(source.rstrip("/")).name or source
 
 

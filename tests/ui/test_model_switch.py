@@ -21,7 +21,8 @@ from ui.model_switch import SwitchQuestion
 from .conftest import run_until
 from .history_checks import stored
 
-REPLY_TOKENS = 400  # long enough to be streaming when the question comes
+REPLY_TOKENS = 1200  # streaming still when the question comes and the test looks
+LONG_REPLY = 5000  # still streaming when a test stops it, however busy the machine
 
 
 class Loader:
@@ -43,9 +44,10 @@ class Loader:
         return self.make_engine(context_length=8192)
 
 
-def streaming_reply(tab: Any, loop: Any, text: str = "Tell a long story") -> Any:
+def streaming_reply(tab: Any, loop: Any, text: str = "Tell a long story",
+                    tokens: int = REPLY_TOKENS) -> Any:
     """Send `text` and wait until its reply has streamed a little; its message."""
-    tab.panel.fields["max_tokens"].setValue(REPLY_TOKENS)
+    tab.panel.fields["max_tokens"].setValue(tokens)
     assert tab.send_text(text)
     msg = tab.conversation.messages[-1]
     run_until(loop, lambda: len(msg.content) > 3)
@@ -130,7 +132,7 @@ def test_stop_them_and_switch(window, loop, make_engine):
     bridge.loader = loader
     old = bridge.local.engine
     tab = window.current_tab()
-    msg = streaming_reply(tab, loop)
+    msg = streaming_reply(tab, loop, tokens=LONG_REPLY)
     gen = tab.conversation.generation
     loader.watch = msg
     task, box = ask(window, loop, "next-model")
@@ -140,7 +142,7 @@ def test_stop_them_and_switch(window, loop, make_engine):
     assert loader.calls == [("next-model", False)]
     assert msg.finish_reason == SWITCHED and not msg.streaming
     assert msg.content and msg.content == gen.text
-    assert 0 < msg.stats.generated_tokens < REPLY_TOKENS
+    assert 0 < msg.stats.generated_tokens < LONG_REPLY
     shown = tab.messages.widgets[-1].stats.text()
     assert shown == stats_text(msg) and FINISH_NOTES[SWITCHED] in shown
     assert "shut down" not in shown
@@ -217,7 +219,7 @@ def test_stop_them_now_from_the_banner(window, loop, make_engine):
     bridge = window.ctx.bridge
     bridge.loader = Loader(make_engine)
     tab = window.current_tab()
-    msg = streaming_reply(tab, loop)
+    msg = streaming_reply(tab, loop, tokens=LONG_REPLY)
     task, box = ask(window, loop, "next-model")
     box.buttons[Choice.FINISH].click()
     run_until(loop, lambda: window.banner.stop_now.isVisible())

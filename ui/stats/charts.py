@@ -165,7 +165,8 @@ class StatsCharts(QWidget):
             for line, mark in zip(lines, marks, strict=False):
                 line.setPos(mark.t - now)
                 if getattr(line, "label", None) is not None:
-                    short = mark.name.split(" (")[0].replace("{", "{{").replace("}", "}}")
+                    short = mark.name.split(" (")[0].split(",")[0]
+                    short = short.replace("{", "{{").replace("}", "}}")
                     line.label.setFormat(f"{short} ▸")
                 line.setToolTip(f"{mark.name} loaded at {mark.at}")
                 line.show()
