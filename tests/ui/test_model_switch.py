@@ -377,3 +377,30 @@ def test_api_requests_count_as_running_and_new_ones_wait_for_the_new_model(
         model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4))
     assert reply.usage.completion_tokens == 4
     loop.run_until_complete(client.close())
+
+
+def test_closing_the_window_while_a_switch_waits_quits_without_loading(window, loop,
+                                                                       make_engine):
+    loader = Loader(make_engine)
+    window.ctx.bridge.loader = loader
+    tab = window.current_tab()
+    msg = streaming_reply(tab, loop, tokens=LONG_REPLY)
+    task, box = ask(window, loop, "next-model")
+    box.buttons[Choice.FINISH].click()
+    run_until(loop, lambda: bool(window.ctx.bridge.refusing))
+    window.close()
+    run_until(loop, lambda: window._closed, timeout=10)
+    assert loop.run_until_complete(task) is False
+    assert not loader.calls
+    assert msg.finish_reason == "shutdown"  # quitting ends it, as it always did
+
+
+def test_closing_the_window_while_it_asks_answers_cancel(window, loop, make_engine):
+    loader = Loader(make_engine)
+    window.ctx.bridge.loader = loader
+    streaming_reply(window.current_tab(), loop, tokens=LONG_REPLY)
+    task, box = ask(window, loop, "next-model")
+    window.close()
+    run_until(loop, lambda: window._closed, timeout=10)
+    assert loop.run_until_complete(task) is False
+    assert not loader.calls
