@@ -404,3 +404,48 @@ def test_closing_the_window_while_it_asks_answers_cancel(window, loop, make_engi
     run_until(loop, lambda: window._closed, timeout=10)
     assert loop.run_until_complete(task) is False
     assert not loader.calls
+
+
+def test_compare_columns_count_as_replies_of_their_tab_and_stop_keeps_both(
+        window, loop, make_engine):
+    from app.conversation import ReplyTarget
+
+    from .conftest import FAST
+
+    window.ctx.bridge.loader = Loader(make_engine)
+    tab = window.current_tab()
+    conv = tab.conversation
+    params = dict(FAST, max_tokens=LONG_REPLY)
+    replies = conv.compare("Compare these", [ReplyTarget(None, params, "a"),
+                                             ReplyTarget(None, dict(params, seed=3), "b")])
+    assert len(replies) == 2
+    run_until(loop, lambda: all(len(m.content) > 3 for m in replies))
+    task, box = ask(window, loop, "next-model")
+    assert box.informativeText().startswith(
+        f"2 replies are running: 2 in “{conv.title}”.")
+    box.buttons[Choice.STOP].click()
+    assert loop.run_until_complete(task) is True
+    assert [m.finish_reason for m in replies] == [SWITCHED, SWITCHED]
+    assert all(m.content and not m.streaming for m in replies)
+    assert window.ctx.bridge.source == "next-model"
+
+
+def test_a_simulator_run_counts_as_running_and_finishes_whole_before_the_switch(
+        window, loop, make_engine, qtbot):
+    from .test_simulator_panel import click, configure, open_panel
+
+    loader = Loader(make_engine)
+    window.ctx.bridge.loader = loader
+    panel = open_panel(window, qtbot)
+    configure(panel, requests=4, burst=4, tokens=(300, 300))
+    click(qtbot, panel.start_button)
+    run_until(loop, lambda: window.ctx.bridge.running().simulator == 4)
+    task, box = ask(window, loop, "next-model")
+    assert box.informativeText().startswith(
+        "4 replies are running: 4 from the load simulator.")
+    box.buttons[Choice.FINISH].click()
+    assert loop.run_until_complete(task) is True
+    assert not panel.is_running and panel.run.summary is not None
+    results = panel.run.results
+    assert [r.finish_reason for r in results] == ["length"] * 4  # none cut
+    assert loader.calls == [("next-model", False)]
