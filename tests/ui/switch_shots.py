@@ -32,7 +32,8 @@ def grab_screen(window: QWidget, path: Path, size: tuple[int, int]) -> None:
     raw = path.with_suffix(".raw.png")
     subprocess.run(["import", "-window", "root", str(raw)], check=True)
     subprocess.run(["convert", str(raw), "-crop", f"{size[0]}x{size[1]}+{geo.x()}+{geo.y()}",
-                    "+repage", "-strip", str(path)], check=True)
+                    "+repage", "-strip", "+dither", "-colors", "256",  # docs keep < 250 KB
+                    str(path)], check=True)
     raw.unlink()
     print("saved", path)
 
