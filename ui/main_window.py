@@ -285,6 +285,8 @@ class MainWindow(QMainWindow):
         running = bridge.running()
         if running.total:
             box = ask_switch(self, source, running, self.workspace.titles())
+            if box.parentWidget() is self:  # over another dialog, that one takes them back
+                self.keys_back_after(box)
             self.switch_question = box
             try:
                 answer = await box.answer

@@ -449,3 +449,24 @@ def test_a_simulator_run_counts_as_running_and_finishes_whole_before_the_switch(
     results = panel.run.results
     assert [r.finish_reason for r in results] == ["length"] * 4  # none cut
     assert loader.calls == [("next-model", False)]
+
+
+def test_the_window_takes_the_keys_again_after_the_question(window, loop, make_engine):
+    from PySide6.QtCore import Qt
+
+    from .test_window_edges import CTRL, _activate, _key, _settle
+
+    window.ctx.bridge.loader = Loader(make_engine)
+    tab = window.current_tab()
+    streaming_reply(tab, loop, tokens=LONG_REPLY)
+    _activate(window, loop)
+    task, box = ask(window, loop, "next-model")
+    run_until(loop, lambda: QApplication.activeWindow() is box, timeout=2)
+    box.buttons[None].click()
+    assert loop.run_until_complete(task) is False
+    _settle(loop)
+    assert QApplication.activeWindow() is window
+    assert window.focusWidget() is tab.input
+    count = window.tabs.count()
+    _key(Qt.Key.Key_T, CTRL)  # Ctrl+T: a new tab, at once
+    assert window.tabs.count() == count + 1
