@@ -470,3 +470,33 @@ def test_the_window_takes_the_keys_again_after_the_question(window, loop, make_e
     count = window.tabs.count()
     _key(Qt.Key.Key_T, CTRL)  # Ctrl+T: a new tab, at once
     assert window.tabs.count() == count + 1
+
+
+def test_a_reply_stopped_by_a_switch_is_saved_so_and_reads_so_after_a_restart(
+        history_app, loop, make_engine):
+    window = history_app.start()
+    window.ctx.bridge.loader = Loader(make_engine)
+    tab = window.current_tab()
+    msg = streaming_reply(tab, loop, tokens=LONG_REPLY)
+    task, box = ask(window, loop, "next-model")
+    box.buttons[Choice.STOP].click()
+    assert loop.run_until_complete(task) is True
+    session_id, text = tab.conversation.session_id, msg.content
+
+    def saved() -> Any:
+        s = stored(history_app.db)
+        try:
+            return next((m for m in s.list_messages(session_id) if m.id == msg.id), None)
+        finally:
+            s.close()
+
+    run_until(loop, lambda: saved() is not None and saved().is_complete
+              and (saved().stats or {}).get("finish_reason") == SWITCHED)
+    assert saved().content == text
+    history_app.stop()
+    again = history_app.start()
+    back = again.current_tab()
+    assert back.conversation.session_id == session_id
+    reply = back.conversation.messages[-1]
+    assert (reply.content, reply.finish_reason) == (text, SWITCHED)
+    assert FINISH_NOTES[SWITCHED] in back.messages.widgets[-1].stats.text()
