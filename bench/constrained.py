@@ -1,6 +1,7 @@
 """What a grammar costs the batch (issue #30 item 4): decode throughput with and without.
 
     python -m bench.constrained [--model bundled] [--max-tokens 64] [--repeats 3]
+    python -m bench.constrained --micro [--steps 400]   # the mask path alone
 
 On the engine in this process (step mode, no server), the same chat prompts and max_tokens
 every way: 16 rows of which 8 carry a JSON schema against 16 rows without one, and one
@@ -13,6 +14,14 @@ the ratio constrained / free (the target: >= 0.9x), of the medians and the media
 trial's back-to-back pair. With --clock, also the time the
 engine thread spends on grammars (masks, matchers taking tokens): a figure the machine's
 other load moves less than the throughput's.
+
+--micro: the mask path alone, the engine's `mask_logits` against the one it replaced
+(`mask_before`: a numpy-unpacked (rows, vocab) bool mask and an `mx.where` over the batch)
+on the same 16 x vocab float32 logits with 8 rows constrained (every other row) and their
+matchers in the same states: each step both run, in alternating order, their outputs must
+be equal bit for bit, then each matcher takes its row's argmax. Median ms a step: the
+engine thread's own time until the masked logits are built (what a GPU waits on) and
+until they are computed too (on the CPU the device is the same cores).
 """
 
 from __future__ import annotations
@@ -84,6 +93,75 @@ class MaskClock:
         return out
 
 
+def mask_before(matchers, logits):
+    """The mask path before the packed masks (engine/constraint.py until 2026-11-26)."""
+    import mlx.core as mx
+    import numpy as np
+    from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
+
+    rows = [(i, m) for i, m in enumerate(matchers) if m is not None]
+    if not rows:
+        return logits
+    mx.async_eval(logits)
+    vocab = rows[0][1].vocab
+    bits = allocate_token_bitmask(len(rows), vocab)
+    executor = rows[0][1].owner.executor
+    fill_next_token_bitmask_par(executor, [(m.matcher, j) for j, (_, m) in enumerate(rows)],
+                                bits)
+    width = logits.shape[-1]
+    unpacked = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")
+    allowed = np.ones((logits.shape[0], width), dtype=np.bool_)
+    take = min(width, vocab)
+    for j, (i, _) in enumerate(rows):
+        allowed[i, :take] = unpacked[j, :take]
+        allowed[i, take:] = False
+    return mx.where(mx.array(allowed), logits, -mx.inf)
+
+
+def micro(args: argparse.Namespace) -> None:
+    import mlx.core as mx
+    import numpy as np
+
+    from engine.constraint import GrammarTokenizer, mask_logits
+    from engine.grammars import json_schema_grammar
+    from engine.loader import load_model
+
+    loaded = load_model(args.model)
+    tok = GrammarTokenizer(loaded.tokenizer, [])
+    grammar = json_schema_grammar(SCHEMA)
+    matchers = [tok.matcher(grammar) if i % 2 == 0 else None for i in range(16)]
+    width = matchers[0].vocab
+    ways = {"before (unpack + where)": mask_before, "now (packed, one kernel)": mask_logits}
+    host: dict[str, list[float]] = {w: [] for w in ways}
+    total: dict[str, list[float]] = {w: [] for w in ways}
+    for step in range(args.steps + 10):
+        logits = mx.random.normal((16, width), key=mx.random.key(step))
+        mx.eval(logits)
+        outs = {}
+        for way in (list(ways) if step % 2 else list(reversed(ways))):
+            t0 = time.perf_counter()
+            out = ways[way](matchers, logits)
+            t1 = time.perf_counter()
+            mx.eval(out)
+            t2 = time.perf_counter()
+            if step >= 10:  # the first steps: compiles, caches
+                host[way].append(t1 - t0)
+                total[way].append(t2 - t0)
+            outs[way] = np.array(out).view(np.uint32)
+        first, *rest = outs.values()
+        assert all(np.array_equal(first, o) for o in rest), f"step {step}: masks differ"
+        for i, m in enumerate(matchers):
+            if m is not None:
+                if m.stopped:
+                    m.matcher.reset()
+                assert m.consume(int(first[i].view(np.float32).argmax())) is None
+    print(f"16 x {width} float32 logits, 8 rows constrained, {args.steps} steps, "
+          f"median ms a step (outputs equal bit for bit every step):")
+    for way in ways:
+        print(f"  {way:26s} built {1000 * statistics.median(host[way]):.3f}  "
+              f"computed {1000 * statistics.median(total[way]):.3f}")
+
+
 def run(engine, rows: int, constrained: int, max_tokens: int) -> tuple[float, int]:
     """Decode tok/s of `rows` requests, the first `constrained` with the schema."""
     from engine import SamplingParams
@@ -108,6 +186,9 @@ def run(engine, rows: int, constrained: int, max_tokens: int) -> tuple[float, in
 
 
 def main(args: argparse.Namespace) -> None:
+    if args.micro:
+        micro(args)
+        return
     from engine import Engine, EngineConfig
     from engine.loader import load_model
 
@@ -163,6 +244,9 @@ if __name__ == "__main__":
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--clock", action="store_true",
                    help="also time the grammar work on the engine thread (adds a sync)")
+    p.add_argument("--micro", action="store_true",
+                   help="the mask path alone, against the one before (see above)")
+    p.add_argument("--steps", type=int, default=400, help="--micro's steps")
     main(p.parse_args())
     sys.stdout.flush()
     os._exit(0)  # MLX's static destructors can abort after worker-thread use (mlx#3126)
