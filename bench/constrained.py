@@ -2,6 +2,7 @@
 
     python -m bench.constrained [--model bundled] [--max-tokens 64] [--repeats 3]
     python -m bench.constrained --micro [--steps 400]   # the mask path alone
+    python -m bench.constrained --clock --mask before   # the engine with the old mask path
 
 On the engine in this process (step mode, no server), the same chat prompts and max_tokens
 every way: 16 rows of which 8 carry a JSON schema against 16 rows without one, and one
@@ -193,6 +194,10 @@ def main(args: argparse.Namespace) -> None:
     from engine.loader import load_model
 
     loaded = load_model(args.model)
+    if args.mask == "before":  # the mask path this one replaced, for an A/B of the engine
+        from engine import next_token
+
+        next_token.mask_logits = mask_before
     engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=[],
                     context_length=loaded.context_length,
                     config=EngineConfig(max_concurrent=16), description=loaded.description)
@@ -203,6 +208,7 @@ def main(args: argparse.Namespace) -> None:
     got: dict[str, list[float]] = {w: [] for w in ways}
     clock = MaskClock() if args.clock else None
     spent: dict[str, list[float]] = {w: [] for w in ways}
+    per_step: dict[str, list[float]] = {w: [] for w in ways}
     for trial in range(1, args.repeats + 1):
         order = list(ways) if trial % 2 else list(reversed(ways))
         for way in order:
@@ -216,15 +222,19 @@ def main(args: argparse.Namespace) -> None:
             if clock is not None and ways[way][1]:
                 seconds, steps = clock.take()
                 spent[way].append(seconds / took)
+                per_step[way].append(seconds / max(steps, 1))
                 note = (f", grammar work {1000 * seconds / max(steps, 1):.2f} ms a step, "
                         f"{100 * seconds / took:.1f}% of the run")
             print(f"trial {trial} {way:26s} decode {rate:7.1f} tok/s ({made} tokens{note})",
                   flush=True)
     med = {w: statistics.median(r) for w, r in got.items()}
-    print(f"\n{loaded.description}, max_tokens {args.max_tokens}, medians of {args.repeats}:")
+    print(f"\n{loaded.description}, max_tokens {args.max_tokens}, medians of {args.repeats}"
+          f", mask path: {args.mask}:")
     for way, rate in med.items():
         share = (f"  (grammar work on the engine thread: "
-                 f"{100 * statistics.median(spent[way]):.1f}% of the time)" if spent[way] else "")
+                 f"{1000 * statistics.median(per_step[way]):.2f} ms a step, "
+                 f"{100 * statistics.median(spent[way]):.1f}% of the time)"
+                 if spent[way] else "")
         print(f"  {way:26s}: {rate:7.1f} tok/s{share}")
     for label, held, free in (("16 rows (8 constrained / none)", "16 rows, 8 constrained",
                                "16 rows, none constrained"),
@@ -247,6 +257,8 @@ if __name__ == "__main__":
     p.add_argument("--micro", action="store_true",
                    help="the mask path alone, against the one before (see above)")
     p.add_argument("--steps", type=int, default=400, help="--micro's steps")
+    p.add_argument("--mask", choices=["now", "before"], default="now",
+                   help="the engine's mask path, or the one before (mask_before)")
     main(p.parse_args())
     sys.stdout.flush()
     os._exit(0)  # MLX's static destructors can abort after worker-thread use (mlx#3126)
