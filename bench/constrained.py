@@ -59,14 +59,15 @@ def chat(i: int) -> list[dict[str, str]]:
 class MaskClock:
     """Time the engine thread spends on grammars: computing and applying a step's masks
     (timed after the step's forward pass, so without the overlap: an upper bound) and the
-    matchers taking tokens; steps that masked."""
+    matchers taking tokens; steps that masked; and of it, the time until the masked logits'
+    graph was built (the engine thread's own part: what a GPU would wait on)."""
 
     def __init__(self) -> None:
         import mlx.core as mx
 
         from engine import constraint, next_token
 
-        self.seconds, self.steps = 0.0, 0
+        self.seconds, self.steps, self.built, self.cpu = 0.0, 0, 0.0, 0.0
         # the mask path timed (set_mask_path: the engine's or the one before)
         self.inner, consume = next_token.mask_logits, constraint.RowMatcher.consume
 
@@ -75,7 +76,10 @@ class MaskClock:
                 return logits
             mx.eval(logits)  # the forward pass first, not counted: the masks' own cost,
             t = time.perf_counter()  # as if none of it overlapped the pass (an upper bound)
+            c = time.thread_time()
             out = self.inner(matchers, logits)
+            self.cpu += time.thread_time() - c  # this thread's CPU: the machine's load
+            self.built += time.perf_counter() - t  # does not add waits for a core to it
             mx.eval(out)
             self.seconds += time.perf_counter() - t
             self.steps += 1
@@ -90,9 +94,9 @@ class MaskClock:
         next_token.mask_logits = timed_mask
         constraint.RowMatcher.consume = timed_consume
 
-    def take(self) -> tuple[float, int]:
-        out = self.seconds, self.steps
-        self.seconds, self.steps = 0.0, 0
+    def take(self) -> tuple[float, int, float, float]:
+        out = self.seconds, self.steps, self.built, self.cpu
+        self.seconds, self.steps, self.built, self.cpu = 0.0, 0, 0.0, 0.0
         return out
 
 
@@ -227,6 +231,8 @@ def main(args: argparse.Namespace) -> None:
     got: dict[str, list[float]] = {w: [] for w in ways}
     spent: dict[str, list[float]] = {w: [] for w in ways}
     per_step: dict[str, list[float]] = {w: [] for w in ways}
+    built_step: dict[str, list[float]] = {w: [] for w in ways}
+    cpu_step: dict[str, list[float]] = {w: [] for w in ways}
     for trial in range(1, args.repeats + 1):
         order = list(ways) if trial % 2 else list(reversed(ways))
         for way in order:
@@ -240,10 +246,14 @@ def main(args: argparse.Namespace) -> None:
             got[way].append(rate)
             note = ""
             if clock is not None and ways[way][1]:
-                seconds, steps = clock.take()
+                seconds, steps, built, cpu = clock.take()
                 spent[way].append(seconds / took)
                 per_step[way].append(seconds / max(steps, 1))
-                note = (f", grammar work {1000 * seconds / max(steps, 1):.2f} ms a step, "
+                built_step[way].append(built / max(steps, 1))
+                cpu_step[way].append(cpu / max(steps, 1))
+                note = (f", grammar work {1000 * seconds / max(steps, 1):.2f} ms a step "
+                        f"(masks built {1000 * built / max(steps, 1):.2f}, the engine "
+                        f"thread's CPU {1000 * cpu / max(steps, 1):.3f}), "
                         f"{100 * seconds / took:.1f}% of the run")
             print(f"trial {trial} {way:32s} decode {rate:7.1f} tok/s ({made} tokens{note})",
                   flush=True)
@@ -252,7 +262,9 @@ def main(args: argparse.Namespace) -> None:
           f", mask path: {args.mask}:")
     for way, rate in med.items():
         share = (f"  (grammar work on the engine thread: "
-                 f"{1000 * statistics.median(per_step[way]):.2f} ms a step, "
+                 f"{1000 * statistics.median(per_step[way]):.2f} ms a step, masks built "
+                 f"{1000 * statistics.median(built_step[way]):.2f} (CPU "
+                 f"{1000 * statistics.median(cpu_step[way]):.3f}), "
                  f"{100 * statistics.median(spent[way]):.1f}% of the time)"
                  if spent[way] else "")
         print(f"  {way:32s}: {rate:7.1f} tok/s{share}")
