@@ -1,6 +1,8 @@
 """What a grammar costs the batch (issue #30 item 4): decode throughput with and without.
 
     python -m bench.constrained [--model bundled] [--max-tokens 64] [--repeats 3]
+    python -m bench.constrained --micro [--steps 400]   # the mask path alone
+    python -m bench.constrained --clock --mask ab   # + the constrained ways on the old mask path
 
 On the engine in this process (step mode, no server), the same chat prompts and max_tokens
 every way: 16 rows of which 8 carry a JSON schema against 16 rows without one, and one
@@ -13,6 +15,15 @@ the ratio constrained / free (the target: >= 0.9x), of the medians and the media
 trial's back-to-back pair. With --clock, also the time the
 engine thread spends on grammars (masks, matchers taking tokens): a figure the machine's
 other load moves less than the throughput's.
+
+--micro: the mask path alone, the engine's `mask_logits` against the one it replaced
+(`mask_before`: a numpy-unpacked (rows, vocab) bool mask and an `mx.where` over the batch)
+on the same 16 x vocab float32 logits with 8 rows constrained (every other row), then on
+one constrained row, the matchers in the same states: each step both run, in alternating
+order, their outputs must be equal bit for bit, then each matcher takes its row's argmax.
+Median ms a step: the engine thread's own time until the masked logits are built (what a
+GPU waits on) and until they are computed too (on the CPU the device is the same cores).
+--mask ab: the engine runs the constrained ways with each path, alternated in each trial.
 """
 
 from __future__ import annotations
@@ -48,22 +59,27 @@ def chat(i: int) -> list[dict[str, str]]:
 class MaskClock:
     """Time the engine thread spends on grammars: computing and applying a step's masks
     (timed after the step's forward pass, so without the overlap: an upper bound) and the
-    matchers taking tokens; steps that masked."""
+    matchers taking tokens; steps that masked; and of it, the time until the masked logits'
+    graph was built (the engine thread's own part: what a GPU would wait on)."""
 
     def __init__(self) -> None:
         import mlx.core as mx
 
         from engine import constraint, next_token
 
-        self.seconds, self.steps = 0.0, 0
-        mask, consume = next_token.mask_logits, constraint.RowMatcher.consume
+        self.seconds, self.steps, self.built, self.cpu = 0.0, 0, 0.0, 0.0
+        # the mask path timed (set_mask_path: the engine's or the one before)
+        self.inner, consume = next_token.mask_logits, constraint.RowMatcher.consume
 
         def timed_mask(matchers, logits):
             if not any(m is not None for m in matchers):
                 return logits
             mx.eval(logits)  # the forward pass first, not counted: the masks' own cost,
             t = time.perf_counter()  # as if none of it overlapped the pass (an upper bound)
-            out = mask(matchers, logits)
+            c = time.thread_time()
+            out = self.inner(matchers, logits)
+            self.cpu += time.thread_time() - c  # this thread's CPU: the machine's load
+            self.built += time.perf_counter() - t  # does not add waits for a core to it
             mx.eval(out)
             self.seconds += time.perf_counter() - t
             self.steps += 1
@@ -78,10 +94,92 @@ class MaskClock:
         next_token.mask_logits = timed_mask
         constraint.RowMatcher.consume = timed_consume
 
-    def take(self) -> tuple[float, int]:
-        out = self.seconds, self.steps
-        self.seconds, self.steps = 0.0, 0
+    def take(self) -> tuple[float, int, float, float]:
+        out = self.seconds, self.steps, self.built, self.cpu
+        self.seconds, self.steps, self.built, self.cpu = 0.0, 0, 0.0, 0.0
         return out
+
+
+def mask_before(matchers, logits):
+    """The mask path before the packed masks (engine/constraint.py until 2026-11-26)."""
+    import mlx.core as mx
+    import numpy as np
+    from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
+
+    rows = [(i, m) for i, m in enumerate(matchers) if m is not None]
+    if not rows:
+        return logits
+    mx.async_eval(logits)
+    vocab = rows[0][1].vocab
+    bits = allocate_token_bitmask(len(rows), vocab)
+    executor = rows[0][1].owner.executor
+    fill_next_token_bitmask_par(executor, [(m.matcher, j) for j, (_, m) in enumerate(rows)],
+                                bits)
+    width = logits.shape[-1]
+    unpacked = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")
+    allowed = np.ones((logits.shape[0], width), dtype=np.bool_)
+    take = min(width, vocab)
+    for j, (i, _) in enumerate(rows):
+        allowed[i, :take] = unpacked[j, :take]
+        allowed[i, take:] = False
+    return mx.where(mx.array(allowed), logits, -mx.inf)
+
+
+def micro(args: argparse.Namespace) -> None:
+    import mlx.core as mx
+    import numpy as np
+
+    from engine.constraint import GrammarTokenizer, mask_logits
+    from engine.grammars import json_schema_grammar
+    from engine.loader import load_model
+
+    loaded = load_model(args.model)
+    tok = GrammarTokenizer(loaded.tokenizer, [])
+    grammar = json_schema_grammar(SCHEMA)
+    ways = {"before (unpack + where)": mask_before, "now (packed, one kernel)": mask_logits}
+    for rows, every in ((16, 2), (1, 1)):  # 8 of 16 rows constrained; one stream
+        matchers = [tok.matcher(grammar) if i % every == 0 else None for i in range(rows)]
+        width = next(m for m in matchers if m is not None).vocab
+        host: dict[str, list[float]] = {w: [] for w in ways}
+        total: dict[str, list[float]] = {w: [] for w in ways}
+        for step in range(args.steps + 10):
+            logits = mx.random.normal((rows, width), key=mx.random.key(step))
+            mx.eval(logits)
+            outs = {}
+            for way in (list(ways) if step % 2 else list(reversed(ways))):
+                t0 = time.perf_counter()
+                out = ways[way](matchers, logits)
+                t1 = time.perf_counter()
+                mx.eval(out)
+                t2 = time.perf_counter()
+                if step >= 10:  # the first steps: compiles, caches
+                    host[way].append(t1 - t0)
+                    total[way].append(t2 - t0)
+                outs[way] = np.array(out).view(np.uint32)
+            first, *rest = outs.values()
+            assert all(np.array_equal(first, o) for o in rest), f"step {step}: masks differ"
+            for i, m in enumerate(matchers):
+                if m is not None:
+                    if m.stopped:
+                        m.matcher.reset()
+                    assert m.consume(int(first[i].view(np.float32).argmax())) is None
+        held = sum(m is not None for m in matchers)
+        print(f"{rows} x {width} float32 logits, {held} constrained, {args.steps} steps, "
+              f"median ms a step (outputs equal bit for bit every step):")
+        for way in ways:
+            print(f"  {way:26s} built {1000 * statistics.median(host[way]):.3f}  "
+                  f"computed {1000 * statistics.median(total[way]):.3f}", flush=True)
+
+
+def set_mask_path(name: str, clock: MaskClock | None) -> None:
+    """The engine masks with its own path ("now") or the one before ("before")."""
+    from engine import constraint, next_token
+
+    path = constraint.mask_logits if name == "now" else mask_before
+    if clock is not None:
+        clock.inner = path
+    else:
+        next_token.mask_logits = path
 
 
 def run(engine, rows: int, constrained: int, max_tokens: int) -> tuple[float, int]:
@@ -108,6 +206,9 @@ def run(engine, rows: int, constrained: int, max_tokens: int) -> tuple[float, in
 
 
 def main(args: argparse.Namespace) -> None:
+    if args.micro:
+        micro(args)
+        return
     from engine import Engine, EngineConfig
     from engine.loader import load_model
 
@@ -115,40 +216,65 @@ def main(args: argparse.Namespace) -> None:
     engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=[],
                     context_length=loaded.context_length,
                     config=EngineConfig(max_concurrent=16), description=loaded.description)
-    ways = {"16 rows, 8 constrained": (16, 8), "16 rows, none constrained": (16, 0),
-            "1 stream, constrained": (1, 1), "1 stream, free": (1, 0)}
-    for rows, held in ways.values():  # warm-up: first passes of each shape, the tokenizer
+    # each way: rows, of them constrained, the mask path ("ab": both paths, alternated)
+    paths = ["now", "before"] if args.mask == "ab" else [args.mask]
+    ways = {"16 rows, 8 constrained" + ("" if p == "now" else f", {p}"): (16, 8, p)
+            for p in paths}
+    ways["16 rows, none constrained"] = (16, 0, "now")
+    ways.update({"1 stream, constrained" + ("" if p == "now" else f", {p}"): (1, 1, p)
+                 for p in paths})
+    ways["1 stream, free"] = (1, 0, "now")
+    clock = MaskClock() if args.clock else None
+    for rows, held, path in ways.values():  # warm-up: first passes of each shape, the tokenizer
+        set_mask_path(path, clock)
         run(engine, rows, held, 8)
     got: dict[str, list[float]] = {w: [] for w in ways}
-    clock = MaskClock() if args.clock else None
     spent: dict[str, list[float]] = {w: [] for w in ways}
+    per_step: dict[str, list[float]] = {w: [] for w in ways}
+    built_step: dict[str, list[float]] = {w: [] for w in ways}
+    cpu_step: dict[str, list[float]] = {w: [] for w in ways}
     for trial in range(1, args.repeats + 1):
         order = list(ways) if trial % 2 else list(reversed(ways))
         for way in order:
             if clock is not None:
                 clock.take()
             t0 = time.perf_counter()
-            rate, made = run(engine, *ways[way], args.max_tokens)
+            rows, held, path = ways[way]
+            set_mask_path(path, clock)
+            rate, made = run(engine, rows, held, args.max_tokens)
             took = time.perf_counter() - t0
             got[way].append(rate)
             note = ""
             if clock is not None and ways[way][1]:
-                seconds, steps = clock.take()
+                seconds, steps, built, cpu = clock.take()
                 spent[way].append(seconds / took)
-                note = (f", grammar work {1000 * seconds / max(steps, 1):.2f} ms a step, "
+                per_step[way].append(seconds / max(steps, 1))
+                built_step[way].append(built / max(steps, 1))
+                cpu_step[way].append(cpu / max(steps, 1))
+                note = (f", grammar work {1000 * seconds / max(steps, 1):.2f} ms a step "
+                        f"(masks built {1000 * built / max(steps, 1):.2f}, the engine "
+                        f"thread's CPU {1000 * cpu / max(steps, 1):.3f}), "
                         f"{100 * seconds / took:.1f}% of the run")
-            print(f"trial {trial} {way:26s} decode {rate:7.1f} tok/s ({made} tokens{note})",
+            print(f"trial {trial} {way:32s} decode {rate:7.1f} tok/s ({made} tokens{note})",
                   flush=True)
     med = {w: statistics.median(r) for w, r in got.items()}
-    print(f"\n{loaded.description}, max_tokens {args.max_tokens}, medians of {args.repeats}:")
+    print(f"\n{loaded.description}, max_tokens {args.max_tokens}, medians of {args.repeats}"
+          f", mask path: {args.mask}:")
     for way, rate in med.items():
         share = (f"  (grammar work on the engine thread: "
-                 f"{100 * statistics.median(spent[way]):.1f}% of the time)" if spent[way] else "")
-        print(f"  {way:26s}: {rate:7.1f} tok/s{share}")
-    for label, held, free in (("16 rows (8 constrained / none)", "16 rows, 8 constrained",
-                               "16 rows, none constrained"),
-                              ("1 stream (constrained / free)", "1 stream, constrained",
-                               "1 stream, free")):
+                 f"{1000 * statistics.median(per_step[way]):.2f} ms a step, masks built "
+                 f"{1000 * statistics.median(built_step[way]):.2f} (CPU "
+                 f"{1000 * statistics.median(cpu_step[way]):.3f}), "
+                 f"{100 * statistics.median(spent[way]):.1f}% of the time)"
+                 if spent[way] else "")
+        print(f"  {way:32s}: {rate:7.1f} tok/s{share}")
+    pairs = [(f"16 rows (8 constrained{', ' + p if p != 'now' else ''} / none)",
+              "16 rows, 8 constrained" + ("" if p == "now" else f", {p}"),
+              "16 rows, none constrained") for p in paths]
+    pairs += [(f"1 stream (constrained{', ' + p if p != 'now' else ''} / free)",
+               "1 stream, constrained" + ("" if p == "now" else f", {p}"), "1 stream, free")
+              for p in paths]
+    for label, held, free in pairs:
         # each trial's pair ran back to back: their ratio drifts less with the machine's load
         paired = statistics.median(h / f for h, f in zip(got[held], got[free], strict=True))
         print(f"  ratio {label}: {med[held] / med[free]:.2f}x of the medians, "
@@ -163,6 +289,12 @@ if __name__ == "__main__":
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--clock", action="store_true",
                    help="also time the grammar work on the engine thread (adds a sync)")
+    p.add_argument("--micro", action="store_true",
+                   help="the mask path alone, against the one before (see above)")
+    p.add_argument("--steps", type=int, default=400, help="--micro's steps")
+    p.add_argument("--mask", choices=["now", "before", "ab"], default="now",
+                   help="the engine's mask path, the one before (mask_before), or both: "
+                        "the constrained ways run with each, alternated in each trial")
     main(p.parse_args())
     sys.stdout.flush()
     os._exit(0)  # MLX's static destructors can abort after worker-thread use (mlx#3126)

@@ -7,11 +7,16 @@ its sampler reads them (engine/next_token.py: the prompt's first token, decode r
 `RowMatcher.consume` then takes the drawn token (EngineCore._accept). Rows without a
 grammar keep their logits as they are (a select that picks their own values), so their
 tokens do not change. The masks are computed on the CPU by llguidance (in Rust, without
-the GIL) while the forward pass that gives the logits runs.
+the GIL) while the forward pass that gives the logits runs, into one reused buffer of
+llguidance's packed words (32 tokens a word); those go to the device as they are and one
+compiled kernel expands the bits and selects (before: a (rows, vocab) bool mask unpacked
+with numpy and uploaded, then an `mx.where`; docs/performance.md, "What a grammar costs the
+batch").
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -20,7 +25,7 @@ import mlx.core as mx
 import numpy as np
 from llguidance import LLExecutor, LLMatcher, LLTokenizer
 from llguidance.hf import from_tokenizer
-from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
+from llguidance.numpy import fill_next_token_bitmask_par
 
 from .grammars import GrammarError
 
@@ -37,6 +42,9 @@ class GrammarTokenizer:
         self._lock = threading.Lock()
         self._ll: LLTokenizer | None = None
         self.executor: LLExecutor | None = None
+        # the packed masks of a step (rows, words), reused: llguidance writes into it
+        self._bits = np.empty((0, 0), dtype=np.int32)
+        self._bits_lock = threading.Lock()
 
     def llguidance(self) -> LLTokenizer:
         with self._lock:
@@ -71,6 +79,25 @@ class GrammarTokenizer:
             raise GrammarError(f"grammar cannot be used with this model: "
                                f"{m.get_error().strip()}")
         return RowMatcher(m, tok, self)
+
+    def packed_masks(self, matchers: Sequence[RowMatcher | None]) -> mx.array:
+        """(rows, words) int32, as llguidance packs a mask (bit j of word w: token 32 w + j
+        allowed; bits past the vocabulary 0) for each row with a matcher, all ones for a row
+        without. llguidance fills one buffer kept for the next step (no allocation a step);
+        the mx.array made of it is its copy."""
+        rows = [(m.matcher, i) for i, m in enumerate(matchers) if m is not None]
+        vocab = next(m.vocab for m in matchers if m is not None)
+        words = (vocab + 31) // 32
+        with self._bits_lock:
+            if self._bits.shape[0] < len(matchers) or self._bits.shape[1] != words:
+                self._bits = np.empty((max(len(matchers), 16), words), dtype=np.int32)
+            bits = self._bits[: len(matchers)]
+            bits.fill(-1)
+            fill_next_token_bitmask_par(self.executor, rows, bits)
+            if vocab % 32:  # the last word's bits past the vocabulary: no token (as
+                # llguidance leaves them; said here so the mask does not rest on it)
+                bits[[i for _, i in rows], -1] &= (1 << vocab % 32) - 1
+            return mx.array(bits)
 
 
 class RowMatcher:
@@ -118,24 +145,41 @@ class RowMatcher:
         return self.matcher.is_stopped()
 
 
+def _select(words: mx.array, shifts: mx.array, logits: mx.array) -> mx.array:
+    """`logits` (rows, words, 32) where the bit of `words` (rows, words, 1) is set, else -inf."""
+    return mx.where(mx.bitwise_and(mx.right_shift(words, shifts), 1) != 0, logits, -mx.inf)
+
+
+# One kernel: the bits expanded and the select fused (as separate ops: four passes over
+# the logits and a (rows, vocab) mask in memory). Shapeless: one trace for any batch size.
+_select_c = mx.compile(_select, shapeless=True)
+
+
+@functools.cache
+def _shifts() -> mx.array:
+    return mx.arange(32, dtype=mx.int32)
+
+
 def mask_logits(matchers: Sequence[RowMatcher | None], logits: mx.array) -> mx.array:
-    """`logits` (B, V) with each constrained row's disallowed tokens at -inf; rows whose
-    matcher is None keep their own values (mx.where selects them unchanged). The masks are
-    computed while the logits' graph runs (they do not depend on it)."""
-    rows = [(i, m) for i, m in enumerate(matchers) if m is not None]
-    if not rows:
+    """`logits` (B, V) with each constrained row's disallowed tokens at -inf and its allowed
+    ones as they were; rows whose matcher is None keep their own values bit for bit (all
+    their bits are set). The masks are computed while the logits' graph runs (they do not
+    depend on it); nothing here waits for the device."""
+    if all(m is None for m in matchers):
         return logits
     mx.async_eval(logits)  # the forward pass runs while llguidance computes the masks
-    vocab = rows[0][1].vocab
-    bits = allocate_token_bitmask(len(rows), vocab)
-    executor = rows[0][1].owner.executor
-    fill_next_token_bitmask_par(executor, [(m.matcher, j) for j, (_, m) in enumerate(rows)],
-                                bits)
-    width = logits.shape[-1]
-    unpacked = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")
-    allowed = np.ones((logits.shape[0], width), dtype=np.bool_)
-    take = min(width, vocab)
-    for j, (i, _) in enumerate(rows):
-        allowed[i, :take] = unpacked[j, :take]
-        allowed[i, take:] = False  # logits past the tokenizer's vocabulary: no token
-    return mx.where(mx.array(allowed), logits, -mx.inf)
+    words = next(m for m in matchers if m is not None).owner.packed_masks(matchers)
+    rows, width = logits.shape
+    need = -(-width // 32)
+    if need < words.shape[1]:  # logits narrower than the tokenizer's vocabulary
+        words = words[:, :need]
+    elif need > words.shape[1]:  # wider: no token there (a free row's bits: set)
+        free = mx.array([m is None for m in matchers])[:, None]
+        pad = mx.where(free, -1, mx.zeros((rows, need - words.shape[1]), dtype=mx.int32))
+        words = mx.concatenate([words, pad], axis=1)
+    if width != 32 * need:  # a partial last word: padded, then cut off
+        logits = mx.concatenate([logits, mx.zeros((rows, 32 * need - width), logits.dtype)],
+                                axis=1)
+    out = _select_c(words[:, :, None], _shifts(), logits.reshape(rows, need, 32))
+    out = out.reshape(rows, 32 * need)
+    return out if width == 32 * need else out[:, :width]

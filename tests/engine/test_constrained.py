@@ -232,6 +232,49 @@ def test_run_ahead_masks_the_started_step(qtiny, monkeypatch, rows) -> None:
             jsonschema.validate(json.loads(qtiny.tokenizer.decode(tokens)), PERSON)
 
 
+# -- the mask itself -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("width", [259, 256, 250, 288, 300], ids=lambda w: f"width{w}")
+def test_mask_is_the_grammar_bits_and_free_rows_keep_theirs(dtype, width) -> None:
+    """mask_logits over a batch: a constrained row's tokens outside the grammar's mask (and
+    past the tokenizer's vocabulary, 259 here) exactly -inf, its others bit for bit as they
+    were; a row without a grammar bit for bit as it was (-0.0, inf and NaN included). Logits
+    as wide as the vocabulary (259: a partial last word of the mask), narrower, wider."""
+    import mlx.core as mx
+    import numpy as np
+
+    from engine.constraint import GrammarTokenizer, mask_logits
+    from tests.tiny_model import make_tokenizer
+
+    tok = GrammarTokenizer(make_tokenizer(), [])
+    matchers = [tok.matcher(json_schema_grammar(PERSON)) if i in (1, 2, 4) else None
+                for i in range(6)]
+    rng = np.random.default_rng(width)
+    for _ in range(12):
+        values = rng.normal(size=(6, width)).astype(np.float32)
+        values[0, :4] = [-0.0, np.inf, -np.inf, np.nan]
+        logits = mx.array(values).astype(getattr(mx, dtype))
+        raw = np.array(logits.view(mx.uint16 if dtype != "float32" else mx.uint32))
+        got = np.array(mask_logits(matchers, logits).view(
+            mx.uint16 if dtype != "float32" else mx.uint32))
+        neg_inf = np.array(mx.array([-np.inf], getattr(mx, dtype)).view(
+            mx.uint16 if dtype != "float32" else mx.uint32))[0]
+        for i, m in enumerate(matchers):
+            if m is None:
+                assert np.array_equal(got[i], raw[i])
+                continue
+            bits = np.frombuffer(m.matcher.compute_bitmask(), dtype=np.uint8)
+            allowed = np.zeros(width, dtype=bool)
+            take = min(width, m.vocab)
+            allowed[:take] = np.unpackbits(bits, bitorder="little")[:take]
+            assert allowed.any() and not allowed.all()
+            assert np.array_equal(got[i], np.where(allowed, raw[i], neg_inf))
+            masked = np.where(allowed, values[i], -np.inf)
+            assert m.consume(int(masked.argmax())) is None
+
+
 # -- stop strings, log-probabilities, refusal, errors, cancel ------------------------------
 
 
