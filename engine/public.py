@@ -23,7 +23,7 @@ from .grammars import (
 )
 from .loader.bundled import BUNDLED_FILENAME, model_cache_dir
 from .loader.errors import ModelLoadError
-from .loader.support import gguf_unsupported, mlx_lm_unsupported
+from .loader.support import ggml_type_name, gguf_unsupported, mlx_lm_unsupported
 from .sampling_params import SamplingParams
 from .sequence import Priority
 from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
@@ -55,6 +55,7 @@ __all__ = [
     "describe_determinism",
     "ensure_fast_blas",
     "format_bytes",
+    "ggml_type_name",
     "gguf_unsupported",
     "json_object_grammar",
     "json_schema_grammar",

@@ -8,10 +8,13 @@ as long as its tensors say (a partial download is not).
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from engine.public import ggml_type_name
 
 MAGIC = b"GGUF"
 MAX_STRING = 1 << 24  # longer strings or counts mean a corrupt header, not a model
@@ -42,7 +45,7 @@ class GgufError(ValueError):
 class GgufHeader:
     version: int
     metadata: dict[str, Any]  # arrays are kept as their length only
-    tensor_types: set[int] = field(default_factory=set)
+    tensor_types: Counter[int] = field(default_factory=Counter)  # type -> weights
     parameters: int = 0
     data_end: int = 0  # where the last tensor's data ends (0: not known)
 
@@ -56,9 +59,12 @@ class GgufHeader:
 
     @property
     def quantization(self) -> str:
+        """The file type it names, else the type most of its weights have."""
         ftype = self.metadata.get("general.file_type")
         if isinstance(ftype, int) and ftype in FILE_TYPES:
             return FILE_TYPES[ftype]
+        if self.tensor_types:
+            return ggml_type_name(self.tensor_types.most_common(1)[0][0])
         return ""
 
 
@@ -129,7 +135,7 @@ def read_gguf_header(path: Path) -> GgufHeader:
             dims = [r.unpack("<Q") for _ in range(r.unpack("<I"))]
             kind, offset = r.unpack("<I"), r.unpack("<Q")
             n = prod(dims)
-            header.tensor_types.add(kind)
+            header.tensor_types[kind] += n
             header.parameters += n
             if last is None or offset > last[0]:
                 last = (offset, n, kind)

@@ -25,6 +25,11 @@ GGML_TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1
 GGUF_ROPE_SCALING = frozenset({None, "none", "linear"})
 
 
+def ggml_type_name(kind: int) -> str:
+    """"Q4_K" for a GGML tensor type number."""
+    return GGML_TYPE_NAMES.get(kind, f"type {kind}")
+
+
 def gguf_unsupported(architecture: str | None, tensor_types: Iterable[int],
                      rope_scaling: str | None = None) -> str:
     """Why a GGUF with this header does not load here ("" when it does)."""
@@ -33,7 +38,7 @@ def gguf_unsupported(architecture: str | None, tensor_types: Iterable[int],
                 "GGUFs load here)")
     odd = sorted({t for t in tensor_types if t not in GGUF_TENSOR_TYPES})
     if odd:
-        names = ", ".join(GGML_TYPE_NAMES.get(t, f"type {t}") for t in odd)
+        names = ", ".join(ggml_type_name(t) for t in odd)
         return (f"{names} tensors are not supported (MLX reads F32/F16/BF16/Q4_0/Q4_1/Q8_0 "
                 "GGUF tensors only)")
     if rope_scaling not in GGUF_ROPE_SCALING:
