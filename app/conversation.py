@@ -44,6 +44,7 @@ FINISH_NOTES = {
     "context": "the context is full: start a new chat or shorten this one",
     "cancelled": "stopped",
     "shutdown": "the engine shut down",
+    "switched": "stopped to switch the model (the text so far is kept)",
     "interrupted": "incomplete: BatchChat closed before this reply finished",
 }
 
@@ -324,6 +325,9 @@ class Conversation:
 
     # -- internals ----------------------------------------------------------------------
     def _can_send(self, text: str) -> bool:
+        if self.backend is None and self.bridge.refusing and text.strip():
+            self.notice.emit(self.bridge.refusing)  # a model switch waits: nothing is added
+            return False
         return not self.is_busy and bool(text.strip()) and self._valid_text(text)
 
     def _valid_text(self, text: str) -> bool:
@@ -460,7 +464,8 @@ class Conversation:
         msg.error = gen.error
         msg.token_ids = gen.tokens or None
         self.running.pop(msg.id, None)
-        calls = reply_calls(gen, msg.content) if gen.finish_reason != "cancelled" else None
+        calls = (reply_calls(gen, msg.content)
+                 if gen.finish_reason not in ("cancelled", "switched") else None)
         if calls:
             msg.content, msg.tool_calls = calls
             msg.token_ids = None  # the text shown is not all the model wrote

@@ -14,7 +14,8 @@ from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter, QVBoxLayout, QWidget
 
-from app.bridge import BridgeState
+from app.bridge import BridgeState, Choice
+from app.bridge.switch import model_name
 from app.context import AppContext
 from app.conversation import Conversation
 from app.lifecycle import SIMULATOR_TIMEOUT_S, Lifecycle
@@ -34,6 +35,7 @@ from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .mcp.servers_dialog import open_mcp_servers
 from .model_picker import ModelPickerDialog
+from .model_switch import SwitchQuestion, ask_switch
 from .reflow import widen_when_shown
 from .server_controls import ServerControls
 from .sidebar.panel import Sidebar
@@ -59,6 +61,7 @@ class MainWindow(QMainWindow):
         self._closing = False
         self._closed = False
         self._tasks: set[asyncio.Task[object]] = set()
+        self.switch_question: SwitchQuestion | None = None  # open while it asks
         # unsent drafts to disk as they are typed, so a killed app keeps them too
         self.draft_saver = DraftSaver(self.workspace, self)
 
@@ -68,7 +71,8 @@ class MainWindow(QMainWindow):
         col.setSpacing(0)
         self.banner = LoadBanner()
         self.banner.choose_model.connect(self.choose_model)
-        self.banner.watch(ctx.bridge)  # load progress, a failed load beside a working model
+        # load progress, a failed load beside a working model, a switch waiting for replies
+        self.banner.watch(ctx.bridge, self.workspace.titles)
         col.addWidget(self.banner)
         self.history = (HistoryController(self, self.workspace, self.lifecycle)
                         if ctx.history else None)
@@ -247,16 +251,53 @@ class MainWindow(QMainWindow):
 
     # -- model --------------------------------------------------------------------------
     def load_model(self, source: str) -> asyncio.Task[bool]:
+        """Load `source`: the one way every part of the window switches the model. With
+        local replies running (chat tabs, compare columns, the simulator, the API server)
+        it asks first: let them finish, stop them, or cancel (ui/model_switch.py). The task
+        is True once `source` serves; False if cancelled or the load failed (then the model
+        in use keeps serving)."""
         task = asyncio.ensure_future(self._load(source))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
     async def _load(self, source: str) -> bool:
-        ok = await self.ctx.bridge.load(source)
+        bridge = self.ctx.bridge
+        busy = self._switch_busy()
+        if busy:
+            self.statusBar().showMessage(busy, 10000)
+            return False
+        choice = Choice.FINISH
+        running = bridge.running()
+        if running.total:
+            box = ask_switch(self, source, running, self.workspace.titles(),
+                             bridge.description)
+            self.switch_question = box
+            try:
+                answer = await box.answer
+            finally:
+                self.switch_question = None
+            if answer is None:
+                return False
+            choice = answer
+        ok = await bridge.switch(source, choice)
         if ok:
             self.ctx.settings.remember_model(source)  # the next start, the recent list
         return ok
+
+    def _switch_busy(self) -> str:
+        """Why another load cannot start now ("" if it can)."""
+        bridge = self.ctx.bridge
+        if self.switch_question is not None:
+            self.switch_question.raise_()
+            return "Answer the question about the running replies first."
+        pending = bridge.pending_switch
+        if pending is not None:
+            return (f"Already switching to {model_name(pending.source)}; cancel that in "
+                    "the banner first.")
+        if bridge.state == BridgeState.LOADING:
+            return "A model is loading; try again once it has loaded."
+        return ""
 
     def choose_model(self) -> ModelPickerDialog:
         bridge = self.ctx.bridge
@@ -286,6 +327,8 @@ class MainWindow(QMainWindow):
             self.sidebar.finish()  # a delete still waiting for its undo happens now
         self.remember_layout()
         self._closing = True
+        if self.switch_question is not None:
+            self.switch_question.close()  # no switch: the app is closing
         self.statusBar().showMessage("Stopping the engine …")
         self._tasks.add(asyncio.ensure_future(self._shutdown()))
 

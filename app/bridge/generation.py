@@ -62,6 +62,9 @@ class Generation:
         # local replies) and the functions offered
         self.call_format: Any = None
         self.tool_names: list[str] = []
+        # why the app ended it, when that says more than the engine's "cancelled" or
+        # "shutdown": "switched" (a model switch stopped it, app/bridge/switch.py)
+        self.ended_by: str | None = None
 
     @property
     def request_id(self) -> str:
@@ -73,7 +76,12 @@ class Generation:
 
     @property
     def finish_reason(self) -> str | None:
-        return self.stream.finish_reason
+        return self._reason(self.stream.finish_reason)
+
+    def _reason(self, reason: str | None) -> str | None:
+        if self.ended_by is not None and reason in ("cancelled", "shutdown"):
+            return self.ended_by  # ended as the app asked, not as it finished by itself
+        return reason
 
     @property
     def error(self) -> str | None:
@@ -85,7 +93,8 @@ class Generation:
         if s is None:
             return None
         return ReplyStats(s.generated_tokens, s.prompt_tokens, s.ttft_s, s.tokens_per_s,
-                          s.e2e_s, s.finish_reason, s.error, s.cached_tokens)
+                          s.e2e_s, self._reason(s.finish_reason) or s.finish_reason, s.error,
+                          s.cached_tokens)
 
     @property
     def tokens(self) -> list[int]:

@@ -29,6 +29,9 @@ class LocalTarget:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._tool_template: tuple[bool, str | None] | None = None
+        # every request submitted here and not yet ended, with its tag: who a model switch
+        # would cut (chat tabs, the simulator and the API server all submit here)
+        self._live: dict[str, tuple[str | None, RequestStream]] = {}
 
     @property
     def description(self) -> str:
@@ -64,9 +67,17 @@ class LocalTarget:
         """Queue a request; refusals raise the engine's errors (engine.public).
         `share_prompt_with`: the id of a request submitted before with the same prompt,
         whose prefilled prompt this one reuses (Engine.submit)."""
-        return self.engine.submit(messages=messages, prompt_tokens=prompt_tokens,
-                                  params=params, priority=priority, tag=tag,
-                                  request_id=request_id, share_prompt_with=share_prompt_with)
+        stream = self.engine.submit(messages=messages, prompt_tokens=prompt_tokens,
+                                    params=params, priority=priority, tag=tag,
+                                    request_id=request_id, share_prompt_with=share_prompt_with)
+        self._live[stream.request_id] = (tag, stream)
+        return stream
+
+    def live(self) -> list[tuple[str | None, RequestStream]]:
+        """(tag, stream) of each request submitted here that has not ended yet."""
+        for rid in [rid for rid, (_, s) in self._live.items() if s.finished]:
+            del self._live[rid]
+        return list(self._live.values())
 
     def tool_template(self) -> tuple[bool, str | None]:
         """(whether the model's chat template writes out `tools`, the mlx-lm tool parser of

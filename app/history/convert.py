@@ -84,7 +84,8 @@ def request_stats_record(conv: Conversation, msg: ChatMessage,
                               cached_tokens=raw.cached_tokens,
                               generated_tokens=raw.generated_tokens, ttft_s=raw.ttft_s,
                               tokens_per_s=raw.tokens_per_s, queue_s=raw.queue_s,
-                              decode_s=raw.decode_s, finish_reason=raw.finish_reason)
+                              decode_s=raw.decode_s,
+                              finish_reason=gen.finish_reason or raw.finish_reason)
 
 
 def chat_message(record: Message) -> ChatMessage:
