@@ -130,9 +130,7 @@ class _ProgressLine:
             return
         self.shown, self.file = now, p.file
         pct = f"{p.fraction:4.0%}"
-        text = (f"{pct}  {format_bytes(p.bytes_done)} of {format_bytes(p.bytes_total)}  "
-                f"file {min(p.files_done + 1, p.files_total)}/{p.files_total}"
-                + (f"  {p.file}" if p.file else ""))
+        text = f"{pct}  {p.summary()}"
         self.err.write(f"\r{text:<78}" if self.tty else text + "\n")
         self.err.flush()
 

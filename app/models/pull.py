@@ -29,6 +29,8 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import build_hf_headers
 
+from engine.public import format_bytes
+
 from . import places
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -58,6 +60,12 @@ class PullProgress:
     @property
     def fraction(self) -> float:
         return self.bytes_done / self.bytes_total if self.bytes_total else 0.0
+
+    def summary(self) -> str:
+        """The line under a progress bar: "12 MiB of 94 MiB · file 2 of 7 · model.safetensors"."""
+        file = f" · {self.file}" if self.file else ""
+        return (f"{format_bytes(self.bytes_done)} of {format_bytes(self.bytes_total)} · file "
+                f"{min(self.files_done + 1, self.files_total)} of {self.files_total}{file}")
 
 
 @dataclass(frozen=True)
