@@ -197,7 +197,7 @@ def _download(file: _File, part: Path, have: int, headers: dict[str, str],
             mode = "ab" if have and response.status == 206 else "wb"  # 200: from the start
             have = have if mode == "ab" else 0
             with part.open(mode) as out:
-                while chunk := response.read(CHUNK):
+                while chunk := response.read1(CHUNK):  # what has arrived, up to CHUNK
                     out.write(chunk)
                     have += len(chunk)
                     report(have)

@@ -3,6 +3,7 @@ layout, counting the bytes it sends and able to drop a connection mid-file."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 
@@ -21,6 +22,7 @@ class HubStandIn:
         self.sent: dict[str, int] = {name: 0 for name in files}  # bytes of each file sent
         self.ranges: list[str] = []  # Range headers asked for
         self.cut_after: dict[str, int] = {}
+        self.piece_delay = 0.0  # > 0: bodies go out in 16 KiB pieces this many seconds apart
         self.runner: web.AppRunner | None = None
         self.url = ""
 
@@ -98,7 +100,11 @@ class HubStandIn:
             self.sent[name] += cut
             request.transport.close()  # type: ignore[union-attr]  # mid-file, like a dropped link
             return response
-        await response.write(body)
-        self.sent[name] += len(body)
+        step = 1 << 14 if self.piece_delay else max(len(body), 1)
+        for at in range(0, len(body), step):
+            await response.write(body[at:at + step])
+            self.sent[name] += len(body[at:at + step])
+            if self.piece_delay:
+                await asyncio.sleep(self.piece_delay)
         await response.write_eof()
         return response
