@@ -162,8 +162,13 @@ def test_an_unreachable_hub_says_so_in_the_dialog(window, loop, qtbot, disk, mon
     monkeypatch.setenv("HF_ENDPOINT", url)
     dialog = window.choose_model()
     before = cells(dialog)
-    dialog.repo.setText(REPO)
-    qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
+    qtbot.keyClicks(dialog.repo, REPO)
+    loads = []
+    dialog.chosen.connect(loads.append)
+    qtbot.keyClick(dialog.repo, Qt.Key.Key_Return)  # Enter downloads; it does not press Load
+    assert dialog.download.running or dialog.download_status.isVisibleTo(dialog)
+    qtbot.keyClick(dialog.filter, Qt.Key.Key_Return)
+    assert loads == [] and dialog.isVisible()
     run_until(loop, lambda: dialog.download_button.isEnabled(), timeout=30)
     text = dialog.download_status.text()
     assert text.startswith(f"cannot reach the Hugging Face hub at {url}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QItemSelection, QModelIndex, Qt, Signal
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtCore import QEvent, QItemSelection, QModelIndex, QObject, Qt, Signal
+from PySide6.QtGui import QCloseEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
@@ -74,6 +74,7 @@ class ModelLibraryDialog(QDialog):
         self.detail.setWordWrap(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.detail)
+        layout.addSpacing(4)
 
         layout.addWidget(QLabel("Recent:"))
         layout.addWidget(self._make_recent(recent))
@@ -131,6 +132,7 @@ class ModelLibraryDialog(QDialog):
         self.download.failed.connect(self._download_failed)
         self._size_to(parent)
         self.refresh()
+        self.select_source(current)  # the model in use (or the one that failed), if listed
         if bridge is not None:
             bridge.load_progress.connect(self._on_progress)
             bridge.load_failed.connect(self._on_failed)
@@ -144,6 +146,7 @@ class ModelLibraryDialog(QDialog):
         self.filter.setObjectName("modelFilter")
         self.filter.setPlaceholderText("Filter by name, architecture, quantization, place…")
         self.filter.setClearButtonEnabled(True)
+        self.filter.installEventFilter(self)  # Enter filters; it must not press Load
         row.addWidget(self.filter, 1)
         self.add_folder_button = QPushButton("Add folder…")
         self.add_folder_button.setToolTip("Also list the models in a folder of yours")
@@ -204,7 +207,7 @@ class ModelLibraryDialog(QDialog):
         self.repo.setObjectName("downloadRepo")
         self.repo.setPlaceholderText("Hugging Face repo id, e.g. "
                                      "mlx-community/SmolLM2-360M-Instruct")
-        self.repo.returnPressed.connect(self.start_download)
+        self.repo.installEventFilter(self)  # Enter downloads; it must not press Load
         row.addWidget(self.repo, 1)
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self.start_download)
@@ -228,6 +231,18 @@ class ModelLibraryDialog(QDialog):
             width = min(width, max(560, parent.width() - 40))
             height = min(height, max(420, parent.height() - 40))
         self.resize(width, height)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt
+        """Enter in the download box downloads, in the filter box does nothing more: the
+        dialog's default button (Load) would otherwise load whatever is selected."""
+        repo = getattr(self, "repo", None)  # events come while the dialog is being built
+        if watched in (repo, self.filter) and event.type() == QEvent.Type.KeyPress \
+                and isinstance(event, QKeyEvent) \
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            if watched is repo:
+                self.start_download()
+            return True
+        return super().eventFilter(watched, event)
 
     # -- the list ---------------------------------------------------------------------
     def refresh(self) -> None:

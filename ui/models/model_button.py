@@ -18,7 +18,7 @@ class ModelButton(QToolButton):
     def __init__(self, bridge: EngineBridge, open_library: Callable[[], object]) -> None:
         super().__init__()
         self.setObjectName("modelButton")
-        self.setAutoRaise(True)
+        self.setAutoRaise(False)  # framed: it reads as a button, not as status text
         self.setSizePolicy(QSizePolicy.Policy.Maximum, QSizePolicy.Policy.Preferred)
         self.bridge = bridge
         self.clicked.connect(lambda: open_library())
