@@ -12,7 +12,7 @@ from PySide6.QtCore import (
     QSortFilterProxyModel,
     Qt,
 )
-from PySide6.QtGui import QPalette
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
 from app.models import ModelEntry
@@ -64,11 +64,21 @@ class ModelTable(QAbstractTableModel):
             why = entry.reason or entry.note
             return f"{where}\n{why}" if why else where
         if role == Qt.ItemDataRole.ForegroundRole and not entry.loads:
-            return QApplication.palette().color(QPalette.ColorGroup.Disabled,
-                                                QPalette.ColorRole.Text)
+            return muted_text()
         if role == Qt.ItemDataRole.TextAlignmentRole and key in ("params", "size", "context"):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
+
+
+def muted_text() -> QColor:
+    """Text between the palette's text and background: plainly secondary, still readable
+    in both themes (the disabled colour was too faint on white)."""
+    palette = QApplication.palette()
+    text, base = palette.color(QPalette.ColorRole.Text), palette.color(QPalette.ColorRole.Base)
+    mix = 0.6
+    return QColor.fromRgbF(*(mix * a + (1 - mix) * b for a, b in (
+        (text.redF(), base.redF()), (text.greenF(), base.greenF()),
+        (text.blueF(), base.blueF()))))
 
 
 class ModelFilter(QSortFilterProxyModel):
