@@ -102,6 +102,12 @@ class _Reader:
             item, n = self.unpack("<I"), self.count()
             if item in _SCALARS:  # skipped, not read: a vocabulary's scores are large
                 self.f.seek(n * struct.calcsize(_SCALARS[item]), 1)
+            elif item == _STRING:  # a vocabulary's tokens: each skipped by its length
+                for _ in range(n):
+                    length = self.unpack("<Q")
+                    if length > MAX_STRING:
+                        raise GgufError(f"the header is corrupt (a string of {length:,} bytes)")
+                    self.f.seek(length, 1)
             else:
                 for _ in range(n):
                     self.value(item)
