@@ -35,7 +35,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     info.add_argument("name", help="its name in the list (or a part of it), or its source")
     get = sub.add_parser("pull", help="download a model repo from the Hugging Face hub "
                                       "into the hub cache (resumes a pull that stopped)")
-    get.add_argument("repo", help="a repo id, like mlx-community/SmolLM2-135M-Instruct-8bit")
+    get.add_argument("repo", help="a repo id, like mlx-community/SmolLM2-135M-Instruct-8bit; "
+                                  "for a repo of several GGUF files, add the quantization: "
+                                  "org/name:Q4_0")
     get.add_argument("--revision", default="main", help="a branch, tag or commit")
     get.add_argument("--include", action="append", metavar="PATTERN",
                      help="only files matching this pattern (repeatable; e.g. '*Q4_0.gguf' "

@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.client import HTTPException
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
 from huggingface_hub.errors import (
@@ -34,6 +34,8 @@ from engine.public import format_bytes
 from . import places
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# the quantization at the end of a GGUF file name: model.Q4_K_M.gguf, model-f16.gguf
+QUANT_TAG = re.compile(r"[._-](I?Q\d\w*|B?F16|F32)\.gguf$", re.IGNORECASE)
 # What mlx-lm fetches for a model (mlx_lm.utils), plus GGUF files.
 DEFAULT_PATTERNS = ("*.json", "model*.safetensors", "*.py", "tokenizer.model", "*.tiktoken",
                     "tiktoken.model", "*.txt", "*.jsonl", "*.jinja", "*.gguf")
@@ -81,15 +83,17 @@ def pull(repo_id: str, *, revision: str = "main", include: Sequence[str] = DEFAU
          progress: Callable[[PullProgress], None] | None = None,
          cancel: threading.Event | None = None) -> Path:
     """Download `repo_id` (its files matching `include`) and return its snapshot folder.
+    "org/name:Q4_0" takes only that quantization's .gguf of a GGUF repo (as `ollama pull`
+    does); a repo with several .gguf files needs one named so.
 
     cache_dir: the hub cache (default places.hub_cache_dir()); endpoint: the hub (default
     $HF_ENDPOINT, else huggingface.co). Raises PullError, with a message for the user."""
-    repo_id = repo_id.strip()
+    repo_id, tag = split_tag(repo_id)
     if not REPO_ID.match(repo_id):
         raise PullError(f"{repo_id!r} is not a Hugging Face repo id (like org/name)")
     endpoint = endpoint or places.hub_endpoint()
     cache = cache_dir or places.hub_cache_dir()
-    commit, files = _list_files(repo_id, revision, include, endpoint)
+    commit, files = _list_files(repo_id, revision, include, tag, endpoint)
     storage = cache / f"models--{repo_id.replace('/', '--')}"
     snapshot = storage / "snapshots" / commit
     total = sum(f.size or 0 for f in files)
@@ -121,14 +125,40 @@ def _why(e: Exception) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
-def _list_files(repo_id: str, revision: str, include: Sequence[str],
+def split_tag(spec: str) -> tuple[str, str]:
+    """"org/name:Q4_0" -> ("org/name", "Q4_0"); no tag -> ("org/name", "")."""
+    repo, _, tag = spec.strip().partition(":")
+    return repo.strip(), tag.strip()
+
+
+def _one_gguf(repo_id: str, names: list[str], tag: str) -> list[str]:
+    """`names` keeping only the .gguf file(s) `tag` names; several and no tag: an error
+    that lists the choices (a GGUF repo holds one file per quantization, each gigabytes)."""
+    ggufs = [n for n in names if n.lower().endswith(".gguf")]
+    if tag:
+        chosen = [n for n in ggufs if tag.lower() in PurePosixPath(n).name.lower()]
+        if not chosen:
+            raise PullError(f"{repo_id}: no .gguf file matches {tag!r}; it has: "
+                            + ", ".join(ggufs or ["no .gguf files"]))
+        return [n for n in names if n not in ggufs or n in chosen]
+    if len(ggufs) > 1:
+        tags = sorted({m.group(1) for n in ggufs if (m := QUANT_TAG.search(n))})
+        example = f"{repo_id}:{tags[0]}" if tags else f"{repo_id}:<part of a file name>"
+        raise PullError(f"{repo_id} has {len(ggufs)} .gguf files; name one, e.g. {example}"
+                        + (f" (quantizations: {', '.join(tags)})" if tags else
+                           f" (files: {', '.join(ggufs[:8])})"))
+    return names
+
+
+def _list_files(repo_id: str, revision: str, include: Sequence[str], tag: str,
                 endpoint: str) -> tuple[str, list[_File]]:
     """The commit `revision` names and the files to fetch, each with its ETag and size."""
     try:
         info = HfApi(endpoint=endpoint).model_info(repo_id, revision=revision)
         commit = info.sha or ""
-        names = sorted(s.rfilename for s in info.siblings or []
-                       if any(fnmatch.fnmatch(s.rfilename, p) for p in include))
+        names = _one_gguf(repo_id, sorted(
+            s.rfilename for s in info.siblings or []
+            if any(fnmatch.fnmatch(s.rfilename, p) for p in include)), tag)
         files = []
         for name in names:
             url = hf_hub_url(repo_id, name, revision=commit, endpoint=endpoint)

@@ -143,3 +143,28 @@ async def test_an_unknown_repo_and_a_bad_repo_id_say_so(hub, tmp_path):
     with pytest.raises(PullError, match="no such model repo"):
         await asyncio.to_thread(pull, "test-org/other", cache_dir=tmp_path, endpoint=hub.url)
     assert list(hub_models(tmp_path)) == []
+
+
+async def test_a_gguf_repo_takes_one_quantization_named_as_ollama_names_it(tmp_path):
+    files = {"config.json": b"{}", "tiny.Q4_0.gguf": b"q4" * 1000,
+             "tiny.Q8_0.gguf": b"q8" * 2000, "tiny.F16.gguf": b"f16" * 3000}
+    hub = HubStandIn("test-org/tiny-GGUF", files)
+    await hub.start()
+    try:
+        with pytest.raises(PullError) as several:
+            await asyncio.to_thread(pull, "test-org/tiny-GGUF", cache_dir=tmp_path,
+                                    endpoint=hub.url)
+        assert "has 3 .gguf files; name one, e.g. test-org/tiny-GGUF:F16" in str(several.value)
+        assert "(quantizations: F16, Q4_0, Q8_0)" in str(several.value)
+        assert sum(hub.sent.values()) == 0
+        assert not (tmp_path / "models--test-org--tiny-GGUF").exists()
+        with pytest.raises(PullError, match="no .gguf file matches 'Q5_K'"):
+            await asyncio.to_thread(pull, "test-org/tiny-GGUF:Q5_K", cache_dir=tmp_path,
+                                    endpoint=hub.url)
+        snapshot = await asyncio.to_thread(pull, "test-org/tiny-GGUF:q8_0", cache_dir=tmp_path,
+                                           endpoint=hub.url)
+    finally:
+        await hub.stop()
+    assert sorted(p.name for p in snapshot.iterdir()) == ["config.json", "tiny.Q8_0.gguf"]
+    assert hub.sent == {"config.json": 2, "tiny.Q4_0.gguf": 0, "tiny.Q8_0.gguf": 4000,
+                        "tiny.F16.gguf": 0}
