@@ -44,7 +44,7 @@ FINISH_NOTES = {
     "context": "the context is full: start a new chat or shorten this one",
     "cancelled": "stopped",
     "shutdown": "the engine shut down",
-    "switched": "stopped to switch the model (the text so far is kept)",
+    "switched": "stopped by a model switch",
     "interrupted": "incomplete: BatchChat closed before this reply finished",
 }
 

@@ -273,8 +273,7 @@ class MainWindow(QMainWindow):
         choice = Choice.FINISH
         running = bridge.running()
         if running.total:
-            box = ask_switch(self, source, running, self.workspace.titles(),
-                             bridge.description)
+            box = ask_switch(self, source, running, self.workspace.titles())
             self.switch_question = box
             try:
                 answer = await box.answer

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Mapping
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QAbstractButton, QApplication, QMessageBox, QWidget
+from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMessageBox, QWidget
 
 from app.bridge.switch import Choice, Running, model_name
 
@@ -19,19 +19,22 @@ class SwitchQuestion(QMessageBox):
     that gets the Choice, or None for Cancel (also Esc or closing the box)."""
 
     def __init__(self, source: str, running: Running, titles: Mapping[str, str],
-                 current: str, parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None) -> None:
+        name = model_name(source)
         super().__init__(QMessageBox.Icon.Question, "BatchChat: switch model",
-                         f"Switch to {model_name(source)}?", QMessageBox.StandardButton.NoButton,
-                         parent)
+                         f"Switch to {name}?", QMessageBox.StandardButton.NoButton, parent)
         self.setObjectName("switchQuestion")
+        self.setTextFormat(Qt.TextFormat.PlainText)  # a title or path is never markup
+        question = self.findChild(QLabel, "qt_msgbox_label")
+        if question is not None:  # the question stands out from the explanation
+            question.setStyleSheet("font-weight: bold")  # the app's sheet sets fonts
         n = running.total
-        them = "it" if n == 1 else "them"
+        them, they = ("it", "it ends") if n == 1 else ("them", "they end")
         self.setInformativeText(
             f"{running.describe(titles)}\n\n"
-            f"Let {them} finish: {current or 'the model in use'} answers {them} to the end, "
-            f"then {model_name(source)} loads; new messages wait until it has loaded.\n"
-            f"Stop {them}: {'it ends' if n == 1 else 'they end'} now, the text so far is "
-            "kept in the chat.")
+            f"Let {them} finish: the model in use writes {them} to the end, then {name} "
+            "loads. New messages can be sent once it has loaded.\n\n"
+            f"Stop {them}: {they} now; the text so far stays in the chat.")
         self.buttons = {
             Choice.FINISH: self.addButton(f"Let {them} finish, then switch",
                                           QMessageBox.ButtonRole.AcceptRole),
@@ -56,10 +59,10 @@ class SwitchQuestion(QMessageBox):
             self.answer.set_result(choice)
 
 
-def ask_switch(window: QWidget, source: str, running: Running, titles: Mapping[str, str],
-               current: str) -> SwitchQuestion:
+def ask_switch(window: QWidget, source: str, running: Running,
+               titles: Mapping[str, str]) -> SwitchQuestion:
     """Open the question over whatever dialog is in front (the model picker, say)."""
     parent = QApplication.activeModalWidget() or window
-    box = SwitchQuestion(source, running, titles, current, parent)
+    box = SwitchQuestion(source, running, titles, parent)
     box.open()
     return box

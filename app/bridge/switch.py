@@ -93,6 +93,8 @@ def running_on(host: ModelHost) -> Running:
 
 def model_name(source: str) -> str:
     """A source's short name: a path's last part, a repo id's name."""
+    if source == "bundled":
+        return "the bundled model"
     return PurePath(source.rstrip("/")).name or source
 
 
@@ -180,18 +182,23 @@ class ModelSwitch:
             self.pending.phase = "loading"
         return ready
 
+    def _unflushed(self) -> bool:
+        """A chat reply has ended in the engine but its tab has not shown the end yet (the
+        next frame does): the load waits for that too, so the reply is whole first."""
+        return any(g.backend is None and not g.is_finished for g in self._frames.active)
+
     async def _wait_idle(self, refusing: str) -> bool:
         """Refuse new local requests until none runs; False if cancelled or stopping."""
         host = self._host
         running = self.running()
-        if not running.total:
+        if not running.total and not self._unflushed():
             return True
         host.refusing = refusing
         if self.pending is not None:
             self.pending.running = running
         self.changed.emit()
         try:
-            while running.total:
+            while running.total or self._unflushed():
                 if self._cancelled or host.state == BridgeState.STOPPED:
                     return False
                 await asyncio.sleep(self.poll_s)

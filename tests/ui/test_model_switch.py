@@ -5,6 +5,7 @@ it loads straight away; a failed load keeps the previous model serving."""
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -13,12 +14,15 @@ from PySide6.QtWidgets import QApplication
 
 from app.bridge import SWITCHED, BridgeState, Choice
 from app.conversation import FINISH_NOTES
+from app.settings import Settings
 from ui.chat.message_view import stats_text
 from ui.model_switch import SwitchQuestion
 
 from .conftest import run_until
+from .history_checks import stored
 
-REPLY_TOKENS = 400  # long enough to be streaming when the question comes
+REPLY_TOKENS = 1200  # streaming still when the question comes and the test looks
+LONG_REPLY = 5000  # still streaming when a test stops it, however busy the machine
 
 
 class Loader:
@@ -40,9 +44,10 @@ class Loader:
         return self.make_engine(context_length=8192)
 
 
-def streaming_reply(tab: Any, loop: Any, text: str = "Tell a long story") -> Any:
+def streaming_reply(tab: Any, loop: Any, text: str = "Tell a long story",
+                    tokens: int = REPLY_TOKENS) -> Any:
     """Send `text` and wait until its reply has streamed a little; its message."""
-    tab.panel.fields["max_tokens"].setValue(REPLY_TOKENS)
+    tab.panel.fields["max_tokens"].setValue(tokens)
     assert tab.send_text(text)
     msg = tab.conversation.messages[-1]
     run_until(loop, lambda: len(msg.content) > 3)
@@ -127,7 +132,7 @@ def test_stop_them_and_switch(window, loop, make_engine):
     bridge.loader = loader
     old = bridge.local.engine
     tab = window.current_tab()
-    msg = streaming_reply(tab, loop)
+    msg = streaming_reply(tab, loop, tokens=LONG_REPLY)
     gen = tab.conversation.generation
     loader.watch = msg
     task, box = ask(window, loop, "next-model")
@@ -137,7 +142,7 @@ def test_stop_them_and_switch(window, loop, make_engine):
     assert loader.calls == [("next-model", False)]
     assert msg.finish_reason == SWITCHED and not msg.streaming
     assert msg.content and msg.content == gen.text
-    assert 0 < msg.stats.generated_tokens < REPLY_TOKENS
+    assert 0 < msg.stats.generated_tokens < LONG_REPLY
     shown = tab.messages.widgets[-1].stats.text()
     assert shown == stats_text(msg) and FINISH_NOTES[SWITCHED] in shown
     assert "shut down" not in shown
@@ -214,7 +219,7 @@ def test_stop_them_now_from_the_banner(window, loop, make_engine):
     bridge = window.ctx.bridge
     bridge.loader = Loader(make_engine)
     tab = window.current_tab()
-    msg = streaming_reply(tab, loop)
+    msg = streaming_reply(tab, loop, tokens=LONG_REPLY)
     task, box = ask(window, loop, "next-model")
     box.buttons[Choice.FINISH].click()
     run_until(loop, lambda: window.banner.stop_now.isVisible())
@@ -256,3 +261,191 @@ def test_the_question_fits_the_window(window, loop, make_engine, size):
         assert button.width() >= button.sizeHint().width()  # whole labels
     box.buttons[None].click()
     assert loop.run_until_complete(task) is False
+
+
+def _saved(db: Any) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]]]:
+    """Every stored message (all chats) and every stats snapshot, as another process reads
+    them."""
+    s = stored(db)
+    try:
+        msgs = [(m.session_id, m.id, m.role, m.content, m.is_complete)
+                for sess in s.list_sessions() for m in s.list_messages(sess.id)]
+        return msgs, [snap.data for snap in s.list_stats_snapshots()]
+    finally:
+        s.close()
+
+
+def test_chats_drafts_and_history_survive_a_switch_and_the_panel_names_the_model(
+        history_app, loop, make_engine):
+    window = history_app.start()
+    bridge = window.ctx.bridge
+
+    def next_model(source: str) -> Any:
+        engine = make_engine(context_length=8192)
+        engine.description = "next tiny model"
+        return engine
+
+    bridge.loader = next_model
+    tab = window.current_tab()
+    assert tab.send_text("remember me")
+    run_until(loop, lambda: not tab.conversation.is_busy)
+    drafted = window.new_tab()
+    drafted.input.setPlainText("an unsent draft")
+    dock = window.stats_dock
+    dock.show()
+    dock.refresh(poll=True)  # the first poll saves a snapshot of the first model
+    assert dock.panel.model_line.text().startswith("Model: tiny test model, loaded ")
+    run_until(loop, lambda: len(_saved(history_app.db)[0]) == 2
+              and len(_saved(history_app.db)[1]) == 1)
+    rows, snapshots = _saved(history_app.db)
+    shown = [(m.role, m.content, m.finish_reason) for m in tab.conversation.messages]
+
+    assert loop.run_until_complete(window.load_model("next-model")) is True
+    assert bridge.description == "next tiny model"
+    # the chats and the draft are as they were
+    assert window.chat_tabs() == [tab, drafted]
+    assert [(m.role, m.content, m.finish_reason) for m in tab.conversation.messages] == shown
+    assert drafted.input.toPlainText() == "an unsent draft"
+    window.draft_saver.changed()
+    run_until(loop, lambda: "an unsent draft" in str(
+        Settings.load(window.ctx.settings.path).drafts), timeout=5)
+    # the panel says a new model was loaded, its charts keep the minutes before with a mark
+    dock.refresh(poll=True)
+    assert re.fullmatch(r"Model: next tiny model, loaded \d\d:\d\d — figures since then",
+                        dock.panel.model_line.text())
+    assert len(dock.model.samples) >= 2  # not zeroed
+    mark = dock.panel.charts.switch_lines["tokens_per_s"][0]
+    assert mark.isVisible() and -5.0 < mark.value() <= 0.0
+    assert "next tiny model" in mark.label.format
+    # the history store keeps every row from before the switch
+    after_rows, after_snapshots = _saved(history_app.db)
+    assert after_rows == rows
+    assert after_snapshots[:len(snapshots)] == snapshots
+    assert snapshots[0]["model"] == "tiny test model"
+    # and the chat goes on with the new model
+    assert tab.send_text("still here?")
+    run_until(loop, lambda: not tab.conversation.is_busy)
+    assert tab.conversation.messages[-1].answered_by == "next tiny model"
+
+
+def test_api_requests_count_as_running_and_new_ones_wait_for_the_new_model(
+        window, loop, make_engine):
+    from openai import APIStatusError, AsyncOpenAI
+
+    from .test_api_server import free_port
+
+    bridge = window.ctx.bridge
+    loader = Loader(make_engine)
+    bridge.loader = loader
+    window.ctx.settings.server_port = port = free_port()
+    controls = window.api_server
+    controls.action.trigger()
+    run_until(loop, lambda: controls.server.running)
+    client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+    model = loop.run_until_complete(client.models.list()).data[0].id
+    parts: list[str] = []
+    finish: list[str] = []
+
+    async def stream() -> None:
+        chunks = await client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "a long one"}],
+            max_tokens=REPLY_TOKENS, temperature=0, stream=True)
+        async for chunk in chunks:
+            choice = chunk.choices[0]
+            parts.append(choice.delta.content or "")
+            if choice.finish_reason:
+                finish.append(choice.finish_reason)
+
+    api = loop.create_task(stream())
+    run_until(loop, lambda: len(parts) > 3)
+    tab = window.current_tab()
+    streaming_reply(tab, loop)
+    task, box = ask(window, loop, "next-model")
+    assert box.informativeText().startswith(
+        f"2 replies are running: 1 in “{tab.conversation.title}” and 1 from the API server.")
+    box.buttons[Choice.FINISH].click()
+    run_until(loop, lambda: bool(bridge.refusing))
+    with pytest.raises(APIStatusError) as refused:  # a new API request waits too
+        loop.run_until_complete(client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4))
+    assert refused.value.status_code == 503 and "switching models" in str(refused.value)
+    assert loop.run_until_complete(task) is True
+    loop.run_until_complete(api)
+    assert finish == ["length"]  # the API reply ran to its end
+    assert bridge.source == "next-model"
+    reply = loop.run_until_complete(client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4))
+    assert reply.usage.completion_tokens == 4
+    loop.run_until_complete(client.close())
+
+
+def test_closing_the_window_while_a_switch_waits_quits_without_loading(window, loop,
+                                                                       make_engine):
+    loader = Loader(make_engine)
+    window.ctx.bridge.loader = loader
+    tab = window.current_tab()
+    msg = streaming_reply(tab, loop, tokens=LONG_REPLY)
+    task, box = ask(window, loop, "next-model")
+    box.buttons[Choice.FINISH].click()
+    run_until(loop, lambda: bool(window.ctx.bridge.refusing))
+    window.close()
+    run_until(loop, lambda: window._closed, timeout=10)
+    assert loop.run_until_complete(task) is False
+    assert not loader.calls
+    assert msg.finish_reason == "shutdown"  # quitting ends it, as it always did
+
+
+def test_closing_the_window_while_it_asks_answers_cancel(window, loop, make_engine):
+    loader = Loader(make_engine)
+    window.ctx.bridge.loader = loader
+    streaming_reply(window.current_tab(), loop, tokens=LONG_REPLY)
+    task, box = ask(window, loop, "next-model")
+    window.close()
+    run_until(loop, lambda: window._closed, timeout=10)
+    assert loop.run_until_complete(task) is False
+    assert not loader.calls
+
+
+def test_compare_columns_count_as_replies_of_their_tab_and_stop_keeps_both(
+        window, loop, make_engine):
+    from app.conversation import ReplyTarget
+
+    from .conftest import FAST
+
+    window.ctx.bridge.loader = Loader(make_engine)
+    tab = window.current_tab()
+    conv = tab.conversation
+    params = dict(FAST, max_tokens=LONG_REPLY)
+    replies = conv.compare("Compare these", [ReplyTarget(None, params, "a"),
+                                             ReplyTarget(None, dict(params, seed=3), "b")])
+    assert len(replies) == 2
+    run_until(loop, lambda: all(len(m.content) > 3 for m in replies))
+    task, box = ask(window, loop, "next-model")
+    assert box.informativeText().startswith(
+        f"2 replies are running: 2 in “{conv.title}”.")
+    box.buttons[Choice.STOP].click()
+    assert loop.run_until_complete(task) is True
+    assert [m.finish_reason for m in replies] == [SWITCHED, SWITCHED]
+    assert all(m.content and not m.streaming for m in replies)
+    assert window.ctx.bridge.source == "next-model"
+
+
+def test_a_simulator_run_counts_as_running_and_finishes_whole_before_the_switch(
+        window, loop, make_engine, qtbot):
+    from .test_simulator_panel import click, configure, open_panel
+
+    loader = Loader(make_engine)
+    window.ctx.bridge.loader = loader
+    panel = open_panel(window, qtbot)
+    configure(panel, requests=4, burst=4, tokens=(300, 300))
+    click(qtbot, panel.start_button)
+    run_until(loop, lambda: window.ctx.bridge.running().simulator == 4)
+    task, box = ask(window, loop, "next-model")
+    assert box.informativeText().startswith(
+        "4 replies are running: 4 from the load simulator.")
+    box.buttons[Choice.FINISH].click()
+    assert loop.run_until_complete(task) is True
+    assert not panel.is_running and panel.run.summary is not None
+    results = panel.run.results
+    assert [r.finish_reason for r in results] == ["length"] * 4  # none cut
+    assert loader.calls == [("next-model", False)]
