@@ -2,10 +2,6 @@
 from the Hugging Face hub (Qt-free; the UI's library dialog and `batchchat models` use it).
 
 library.py lists them (places.py says where to look), inspect.py reads one model's
-metadata without loading its weights, pull.py downloads a repo into the hub cache.
+metadata without loading its weights, pull.py downloads a repo into the hub cache,
+names.py gives a source its short name. Nothing is imported here, so names.py stays light.
 """
-
-from .entry import ModelEntry
-from .library import find_models, list_models
-
-__all__ = ["ModelEntry", "find_models", "list_models"]

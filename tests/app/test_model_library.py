@@ -13,8 +13,7 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 
-from app.models import find_models, list_models
-from app.models.library import BUNDLED_NAME
+from app.models.library import BUNDLED_NAME, find_models, list_models
 from app.settings import Settings
 from engine.loader import ModelLoadError, load_model
 from tests.app.gguf_bytes import write_gguf
@@ -184,3 +183,15 @@ def test_added_folders_survive_a_restart(tmp_path):
     assert Settings.load(tmp_path / "settings.json").model_folders == ["/models/a"]
     s.remove_model_folder("/models/a")
     assert Settings.load(tmp_path / "settings.json").model_folders == []
+
+
+def test_a_hub_model_is_named_by_its_repo_id_not_its_commit(disk, tiny):
+    from app.bridge.switch import model_name as switch_name
+    from app.models.names import model_name
+
+    snapshot = place_in_hub_cache(save_tiny_dir(tiny, disk / "src"), disk / "hub", "org/tiny")
+    gguf = snapshot / "sub" / "tiny.Q4_0.gguf"
+    assert model_name(str(snapshot)) == "org/tiny" == switch_name(str(snapshot))
+    assert model_name(str(gguf)) == "org/tiny/sub/tiny.Q4_0"
+    assert model_name("bundled") == "SmolLM2-135M-Instruct"
+    assert model_name("/models/x.Q8_0.gguf") == "x.Q8_0" and model_name("org/repo") == "org/repo"

@@ -30,7 +30,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.bridge import BridgeState, EngineBridge
-from app.models import ModelEntry, list_models
+from app.models.entry import ModelEntry
+from app.models.library import list_models
 from app.models.pull import PullProgress
 from app.settings import Settings
 

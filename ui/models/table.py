@@ -15,7 +15,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
-from app.models import ModelEntry
+from app.models.entry import ModelEntry
 
 COLUMNS = (("name", "Name"), ("arch", "Architecture"), ("params", "Params"),
            ("quant", "Quantization"), ("size", "Size"), ("context", "Context"),
