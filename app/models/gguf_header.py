@@ -46,6 +46,7 @@ class GgufHeader:
     version: int
     metadata: dict[str, Any]  # arrays are kept as their length only
     tensor_types: Counter[int] = field(default_factory=Counter)  # type -> weights
+    tensor_names: set[str] = field(default_factory=set)
     parameters: int = 0
     data_end: int = 0  # where the last tensor's data ends (0: not known)
 
@@ -137,7 +138,7 @@ def read_gguf_header(path: Path) -> GgufHeader:
         header = GgufHeader(version, meta)
         last: tuple[int, int, int] | None = None  # offset, elements, type of the last tensor
         for _ in range(n_tensors):
-            r.string()
+            header.tensor_names.add(r.string())
             dims = [r.unpack("<Q") for _ in range(r.unpack("<I"))]
             kind, offset = r.unpack("<I"), r.unpack("<Q")
             n = prod(dims)

@@ -47,6 +47,8 @@ def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
     rope = header.arch_value("rope.scaling.type")
     reason = gguf_unsupported(header.architecture, header.tensor_types,
                               rope if isinstance(rope, str) else None)
+    if not reason and "token_embd.weight" not in header.tensor_names:  # as gguf.py checks
+        reason = "no model weights in the file (a vocabulary-only GGUF?)"
     if not reason and header.data_end > size:
         reason = f"the file is truncated ({size:,} of {header.data_end:,} bytes)"
     context = header.arch_value("context_length")

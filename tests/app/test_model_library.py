@@ -101,6 +101,8 @@ def make_broken_models(root: Path, good: Path, tiny_gguf: Path) -> None:
     write_gguf(root / "kquant.gguf", {"general.architecture": "llama", "general.file_type": 15,
                                       "llama.context_length": 4096},
                [("token_embd.weight", (256, 8), 12), ("output_norm.weight", (256,), 0)])
+    write_gguf(root / "vocab-only.gguf", {"general.architecture": "llama",
+                                          "tokenizer.ggml.tokens": ["a", "b", "c"]}, [])
     for name, change in {
         "no-weights": lambda d: (d / "model.safetensors").unlink(),
         "bad-config": lambda d: (d / "config.json").write_text("{not json"),
@@ -121,7 +123,7 @@ REASONS = {
     "kquant": "Q4_K tensors are not supported", "no-weights": "missing weights",
     "bad-config": "config.json is unreadable", "odd-type": "no model for model_type",
     "cut-weights": "truncated", "no-shard": "missing weights (model-00002-of-00002",
-    "no-tokenizer": "no tokenizer files",
+    "no-tokenizer": "no tokenizer files", "vocab-only": "no model weights in the file",
 }
 
 
