@@ -206,9 +206,8 @@ class ModelLibraryDialog(QDialog):
         row.addWidget(QLabel("Download:"))
         self.repo = QLineEdit()
         self.repo.setObjectName("downloadRepo")
-        self.repo.setPlaceholderText("Hugging Face repo id, e.g. "
-                                     "mlx-community/SmolLM2-360M-Instruct (a GGUF repo: "
-                                     "org/name:Q4_0)")
+        self.repo.setPlaceholderText("Hugging Face repo id: mlx-community/SmolLM2-360M-Instruct"
+                                     " · a GGUF one: org/name:Q4_0")
         self.repo.installEventFilter(self)  # Enter downloads; it must not press Load
         row.addWidget(self.repo, 1)
         self.download_button = QPushButton("Download")
