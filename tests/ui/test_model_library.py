@@ -97,6 +97,7 @@ def test_the_filter_and_a_model_that_does_not_load(window, loop, qtbot, tiny_in_
     dialog.table.selectRow(0)
     assert not dialog.load_button.isEnabled()
     assert "no model for model_type 'no_such_arch'" in dialog.detail.text()
+    assert dialog.detail.property("failed") == "true"
     tip = dialog.proxy.index(0, 0).data(Qt.ItemDataRole.ToolTipRole)
     assert str(broken) in tip and "no_such_arch" in tip
     dialog.filter.clear()
@@ -176,3 +177,15 @@ def test_an_unreachable_hub_says_so_in_the_dialog(window, loop, qtbot, disk, mon
     assert cells(dialog) == before  # nothing half-listed
     dialog.close()
     QApplication.processEvents()
+
+
+def test_the_model_button_shortens_a_long_name_in_its_middle(window, loop):
+    assert window.model_button.text() == "tiny ▾"
+    source = "/tmp/models/Llama-3.1-8B-Instruct-random-weights-for-load-tests.Q4_0.gguf"
+    assert loop.run_until_complete(window.load_model(source)) is True
+    assert window.model_button.text() == "Llama-3.1-8B-In…load-tests.Q4_0 ▾"  # the quant shows
+    assert source in window.model_button.toolTip()
+    window.resize(900, 600)
+    run_until(loop, lambda: window.width() == 900)
+    bar = window.statusBar()
+    assert window.model_button.geometry().right() < bar.width() // 2  # room for the rest

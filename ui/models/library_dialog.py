@@ -271,6 +271,7 @@ class ModelLibraryDialog(QDialog):
         entry = self.proxy.entry(rows[0].row())
         self.source.setText(entry.source)
         where = str(entry.path or entry.source)
+        self._set_failed(self.detail, not entry.loads)
         if entry.loads:
             extra = f" · {entry.note}" if entry.note else ""
             self.detail.setText(f"{entry.format} · {where}{extra}")
@@ -307,7 +308,7 @@ class ModelLibraryDialog(QDialog):
         repo = self.repo.text().strip()
         if not repo or self.download.running:
             return
-        self.download_status.setProperty("failed", "false")
+        self._set_failed(self.download_status, False)
         self.download_status.setText(f"Downloading {repo} …")
         self.download_status.show()
         self.download_bar.setValue(0)
@@ -338,11 +339,16 @@ class ModelLibraryDialog(QDialog):
 
     def _download_failed(self, message: str, cancelled: bool) -> None:
         self._download_ended()
-        self.download_status.setProperty("failed", "false" if cancelled else "true")
+        self._set_failed(self.download_status, not cancelled)
         self.download_status.setText(message)
-        self.download_status.style().unpolish(self.download_status)
-        self.download_status.style().polish(self.download_status)
         self.refresh()  # a partial download is listed as such
+
+    @staticmethod
+    def _set_failed(label: QLabel, failed: bool) -> None:
+        """Red (the stylesheet's [failed="true"]) or the usual colour."""
+        label.setProperty("failed", "true" if failed else "false")
+        label.style().unpolish(label)
+        label.style().polish(label)
 
     # -- choosing ---------------------------------------------------------------------
     def accept(self) -> None:
