@@ -104,6 +104,18 @@ def test_the_filter_and_a_model_that_does_not_load(window, loop, qtbot, tiny_in_
     assert len(cells(dialog)) == 3
     dialog.table.selectRow(row_of(dialog, REPO))
     assert dialog.load_button.isEnabled()
+    # right-click on a model of an added folder: stop listing that folder
+    rect = dialog.table.visualRect(dialog.proxy.index(row_of(dialog, "odd-model"), 0))
+    assert dialog._row_menu(rect.center()) is not None
+    assert dialog._row_menu(dialog.table.visualRect(
+        dialog.proxy.index(row_of(dialog, REPO), 0)).center()) is None  # not an added one
+    menu = dialog._row_menu(rect.center())
+    [stop] = menu.actions()
+    assert stop.text() == f"Stop listing {disk / 'mine'}"
+    menu.close()
+    stop.trigger()
+    assert "odd-model" not in cells(dialog) and window.ctx.settings.model_folders == []
+    assert broken.is_dir()  # its files stay
     dialog.close()
 
 

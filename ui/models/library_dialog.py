@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QItemSelection, QModelIndex, QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QItemSelection, QModelIndex, QObject, QPoint, Qt, Signal
 from PySide6.QtGui import QCloseEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMenu,
     QProgressBar,
     QPushButton,
     QTableView,
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
 from app.bridge import BridgeState, EngineBridge
 from app.models.entry import ModelEntry
 from app.models.library import list_models
+from app.models.places import FOLDER
 from app.models.pull import PullProgress
 from app.settings import Settings
 
@@ -179,7 +181,31 @@ class ModelLibraryDialog(QDialog):
         header.setMinimumSectionSize(40)
         self.table.selectionModel().selectionChanged.connect(self._selected)
         self.table.doubleClicked.connect(self._activated)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._row_menu)
         return self.table
+
+    def _row_menu(self, pos: QPoint) -> QMenu | None:
+        """Right-click on a model from an added folder: stop listing that folder."""
+        index = self.table.indexAt(pos)
+        folder = self.added_folder_of(self.proxy.entry(index.row())) if index.isValid() \
+            else None
+        if folder is None:
+            return None
+        menu = QMenu(self)
+        menu.addAction(f"Stop listing {folder}", lambda: self.remove_folder(folder))
+        menu.popup(self.table.viewport().mapToGlobal(pos))
+        return menu
+
+    def added_folder_of(self, entry: ModelEntry) -> str | None:
+        """The added folder `entry` was found in (None: found elsewhere)."""
+        if self.settings is None or entry.path is None or entry.place != FOLDER:
+            return None
+        for folder in self.settings.model_folders:
+            root = Path(folder).expanduser()
+            if entry.path == root or root in entry.path.parents:
+                return folder
+        return None
 
     def _make_recent(self, recent: Sequence[str]) -> QListWidget:
         self.recent = QListWidget()
@@ -301,6 +327,12 @@ class ModelLibraryDialog(QDialog):
         if folder and self.settings is not None:
             self.settings.add_model_folder(folder)
             file_dialogs.remember(folder)
+            self.refresh()
+
+    def remove_folder(self, folder: str) -> None:
+        """Stop listing `folder` (its files stay where they are)."""
+        if self.settings is not None:
+            self.settings.remove_model_folder(folder)
             self.refresh()
 
     # -- downloading ------------------------------------------------------------------
