@@ -79,6 +79,10 @@ class EngineConfig:
     # may take (least recently used deleted first); None = not saved (engine/prefix_store.py)
     kv_disk_dir: str | None = None
     kv_disk_bytes: int = 4 << 30
+    # Speculative decoding (engine/speculation.py): "off", or "ngram" (drafts looked up in
+    # each row's own prompt and output, checked inside the batch's pass)
+    speculative: str = "off"
+    speculative_max_drafts: int = 16  # the most tokens a row drafts in a step
 
     def __post_init__(self) -> None:
         # Kinds first: a string or NaN would slip through every comparison below (NaN
@@ -121,6 +125,12 @@ class EngineConfig:
             "telemetry_size",
         ):
             positive(name)
+        if self.speculative not in ("off", "ngram"):
+            raise ValueError("EngineConfig.speculative must be 'off' or 'ngram', "
+                             f"got {self.speculative!r}")
+        if not 1 <= self.speculative_max_drafts <= 32:
+            raise ValueError("EngineConfig.speculative_max_drafts must be in [1, 32], "
+                             f"got {self.speculative_max_drafts}")
         if not 0.0 <= self.admission_window_s <= 1.0:
             raise ValueError("EngineConfig.admission_window_s must be in [0, 1] seconds")
         if self.kv_budget_bytes is not None and self.kv_budget_bytes <= 0:

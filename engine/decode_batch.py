@@ -12,6 +12,8 @@ and rolled back when a row leaves or joins.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import mlx.core as mx
 
 from . import cache as kv
@@ -25,8 +27,12 @@ from .slot_cache import SlotKVCache, plain
 
 class DecodeBatch:
     def __init__(self, runner: ModelRunner, context_length: int, keep_kv: bool,
-                 batch_run_ahead: bool | None = None) -> None:
+                 batch_run_ahead: bool | None = None,
+                 drafting: Callable[[Sequence], bool] | None = None) -> None:
         self.runner = runner
+        # Whether a row drafts these steps (engine/speculation.py): its next step's input
+        # is read before the step starts, so it never runs ahead
+        self.drafting = drafting or (lambda seq: False)
         self.context_length = context_length
         self.keep_kv = keep_kv  # finished rows' caches are cut out and handed back
         # Batches run ahead too (None: on a GPU). On MLX's CPU backend the started step
@@ -220,9 +226,28 @@ class DecodeBatch:
                 return False
         elif len(seqs) != 1 or not all(layer.is_trimmable() for layer in seqs[0].cache):
             return False
+        if any(self.drafting(seq) for seq in seqs):
+            return False
         return all(seq.params.logprobs is None  # those are read from this step's logits
                    and seq.num_output_tokens + 2 <= seq.params.max_tokens
                    and seq.num_tokens + 2 <= self.context_length for seq in seqs)
+
+    # -- checking drafts (engine/speculation.py) ---------------------------------------------
+    def verify_alone(self, drafts: list[int]) -> mx.array:
+        """The lone row's input and `drafts` in one pass: the logits after each
+        (1 + len(drafts), vocab), unevaluated; its cache holds them all until `take_back`."""
+        seq = self.seqs[0]
+        self.roll_back_ahead()
+        return self.runner.verify(seq.cache, [seq.next_input] + list(drafts))
+
+    def take_back(self, row: int, n: int) -> None:
+        """Forget row `row`'s last `n` keys (its drafts that were refused)."""
+        if self.cache is not None:
+            for layer in self.cache:
+                layer.take_back(row, n)
+        else:
+            for layer in self.seqs[row].cache:
+                layer.trim(n)
 
     def roll_back_ahead(self) -> None:
         """Undo a started step that will not be used: its cache entries are taken back."""

@@ -19,12 +19,13 @@ from .config import EngineConfig
 from .decode_batch import DecodeBatch
 from .kv_policy import KvPolicy, open_store
 from .model_runner import ModelRunner
-from .next_token import PassResult, sample_pass
+from .next_token import PassResult, sample_drafted, sample_pass
 from .prefix_cache import PrefixCache, supports
 from .sampling import TokenLogprobs
 from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
 from .slot_cache import plain
+from .speculation import Speculation
 from .stats import RequestStats, StatsCollector, TickRecord
 from .token_event import TokenEvent
 
@@ -47,6 +48,7 @@ class Tick:
     forward_s: float = 0.0  # the step's pass and sampling (a shared pass: all of it)
     decode_s: float = 0.0  # the step, its tokens accepted (a shared pass: since t0)
     tokens_out: int = 0  # tokens accepted: first tokens and the rows' ones
+    drafted: int = 0  # drafted positions its step checked (engine/speculation.py)
 
 
 class EngineCore:
@@ -79,13 +81,21 @@ class EngineCore:
                                          config.max_concurrent, per_token)
         self.memory = KvPolicy(budget.nbytes, per_token, context_length, prefix, store,
                                basis=budget.basis, prefix_budget=budget.prefix_nbytes)
+        # Drafting and checking tokens (engine/speculation.py); None: off
+        self.speculation = (Speculation(config.speculative, config.speculative_max_drafts)
+                            if config.speculative != "off" else None)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=prefix is not None,
-                                 batch_run_ahead=config.batch_run_ahead)
+                                 batch_run_ahead=config.batch_run_ahead,
+                                 drafting=(self.speculation.wants_to_draft
+                                           if self.speculation is not None else None))
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)
         self._events: list[TokenEvent] = []
         self._gaps: list[float] = []  # gaps between tokens this tick (stats: stalls)
+        # decode rows' steps and the tokens they took (read by readouts: tokens a step)
+        self.row_steps = 0
+        self.row_tokens = 0
 
     # -- requests in and out ------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
@@ -160,16 +170,23 @@ class EngineCore:
         tokens handed over before it)."""
         plan = tick.plan
         tick.rows, tick.batched = len(self.batch), self.batch.is_batched
-        if self._shares_pass(plan):
+        drafts = self._plan_drafts(plan)
+        tick.drafted = sum(len(d) for d in drafts.values())
+        if self._shares_pass(plan) or (drafts and self.batch.is_batched):
             t = time.perf_counter()
-            ran = self._run_shared(plan.prefill)
+            ran = self._run_shared(plan.prefill, drafts)
             if ran is not None:  # else every cache is as it was: the passes run apart
-                tick.shared = True
+                tick.shared = bool(plan.prefill)
                 rows, row_logits, firsts, first_logits = ran
                 if first_logits is not None:
                     yield sample_pass(firsts, first_logits)
                 try:
-                    decoded = sample_pass(rows, row_logits) if rows else None
+                    if not rows:
+                        decoded = None
+                    elif drafts:
+                        decoded = self._checked(rows, drafts, row_logits)
+                    else:
+                        decoded = sample_pass(rows, row_logits)
                 except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
                     decoded = PassResult.failed(rows, exc)
                 tick.forward_s = time.perf_counter() - t
@@ -184,7 +201,15 @@ class EngineCore:
             hand_over(self._take_events())  # first tokens do not wait for the rows' step
         t = time.perf_counter()
         if tick.rows:
-            yield self._run_decode(tick)
+            # drafts were planned for the rows before the prefill passes: only a lone row
+            # that was already decoding checks them here (engine/speculation.py)
+            lone = (self.batch.seqs[0] if drafts and not self.batch.is_batched
+                    and len(self.batch) == 1 and 0 in drafts else None)
+            if lone is not None and lone.status is Status.DECODING and not lone.is_finished:
+                yield self._run_checked_alone(tick, lone, drafts[0])
+            else:
+                tick.drafted = 0
+                yield self._run_decode(tick)
         tick.decode_s = time.perf_counter() - t
 
     def _run_prefill(self, chunks: list[tuple[Sequence, int]],
@@ -227,7 +252,8 @@ class EngineCore:
             return False
         return all(plain(seq.cache) for seq, _ in plan.prefill)
 
-    def _run_shared(self, chunks: list[tuple[Sequence, int]]
+    def _run_shared(self, chunks: list[tuple[Sequence, int]],
+                    drafts: dict[int, list[int]] | None = None,
                     ) -> tuple[list[Sequence], mx.array | None, list[Sequence],
                                mx.array | None] | None:
         """The tick's decode rows and prefill chunks in one forward pass
@@ -240,10 +266,11 @@ class EngineCore:
         pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in chunks]
         last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in chunks]
         cache, inputs = self.batch.step_inputs() if rows else (None, [])
+        row_drafts = ([drafts.get(i, []) for i in range(len(rows))] if drafts else None)
         try:
             row_logits, first_logits = self.runner.ragged(
                 cache, inputs, [(seq.cache, piece) for (seq, _), piece
-                                in zip(chunks, pieces, strict=True)], last)
+                                in zip(chunks, pieces, strict=True)], last, row_drafts)
         except Exception as exc:  # noqa: BLE001 - retried as separate passes
             log.warning("a shared pass failed (%s: %s); running the tick's passes apart",
                         type(exc).__name__, exc)
@@ -252,6 +279,59 @@ class EngineCore:
             seq.num_cached += n
         firsts = [seq for (seq, _), done in zip(chunks, last, strict=True) if done]
         return rows, row_logits, firsts, first_logits
+
+    # -- speculation (engine/speculation.py) -------------------------------------------------
+    def _plan_drafts(self, plan: TickPlan) -> dict[int, list[int]]:
+        """This tick's drafts by decode row: none without speculation, with a step started
+        ahead (it is used as it is), or for a batch whose step cannot be a ragged pass (a
+        GPU's batch: not yet)."""
+        batch = self.batch
+        if self.speculation is None or not len(batch) or batch.ahead is not None:
+            return {}
+        if batch.is_batched and not (self.runner.ragged_ok and batch.can_share_pass()):
+            return {}
+        if not batch.is_batched and plan.prefill and not self._shares_pass(plan):
+            return {}  # the prefill passes run first; the lone row steps after them plainly
+        return self.speculation.plan(batch.seqs, self.context_length)
+
+    def _checked(self, seqs: list[Sequence], drafts: dict[int, list[int]],
+                 logits: mx.array) -> PassResult:
+        """The tokens each row takes from a pass that checked drafts; the KV of drafts not
+        taken is taken back before anyone reads it."""
+        row_drafts = [drafts.get(i, []) for i in range(len(seqs))]
+        taken, logprobs = sample_drafted(seqs, row_drafts, logits)
+        taken = [self._until_end(seq, tokens) for seq, tokens in zip(seqs, taken, strict=True)]
+        for row, (seq, d, tokens) in enumerate(zip(seqs, row_drafts, taken, strict=True)):
+            if not d:
+                continue
+            self.speculation.checked(seq, d, min(len(tokens) - 1, len(d)))
+            refused = len(d) + 1 - len(tokens)
+            if refused:
+                self.batch.take_back(row, refused)
+        return PassResult(list(seqs), [t[0] for t in taken], logprobs,
+                          more=[t[1:] for t in taken])
+
+    def _until_end(self, seq: Sequence, tokens: list[int]) -> list[int]:
+        """`tokens` cut where the row will end anyway: its first end-of-sequence token, its
+        max_tokens, the context (its KV then matches what it took)."""
+        room = min(seq.params.max_tokens - seq.num_output_tokens,
+                   self.context_length - seq.num_tokens)
+        tokens = tokens[:max(1, room)]
+        for i, token in enumerate(tokens):
+            if token in self.eos_token_ids:
+                return tokens[:i + 1]
+        return tokens
+
+    def _run_checked_alone(self, tick: Tick, seq: Sequence, drafts: list[int]) -> PassResult:
+        """A lone row's input and drafts in one pass (any backend)."""
+        t = time.perf_counter()
+        try:
+            logits = self.batch.verify_alone(drafts)
+            result = self._checked([seq], {0: drafts}, logits)
+        except Exception as exc:  # noqa: BLE001 - the row fails, the engine goes on
+            result = PassResult.failed([seq], exc)
+        tick.forward_s = time.perf_counter() - t
+        return result
 
     def _run_decode(self, tick: Tick) -> PassResult:
         """One token per decoding row (forward pass + sampling)."""
@@ -278,7 +358,7 @@ class EngineCore:
         batch (their second token comes next tick); returns the events not handed over."""
         for result in passes:
             self._take(result)
-            tick.tokens_out += len(result.tokens)
+            tick.tokens_out += len(result.tokens) + sum(map(len, result.more or []))
         # Recorded before finished rows leave: copying their KV out for the prefix cache
         # depends on neither the tick's rows nor its prefill, which the budget learns from,
         # and a client that has its reply then finds it counted.
@@ -298,8 +378,21 @@ class EngineCore:
                 self._fail(seq, result.error)
             return
         now = time.perf_counter()
-        for seq, token, lp in zip(result.seqs, result.tokens, result.logprobs, strict=True):
+        more = result.more or [[]] * len(result.seqs)
+        for seq, token, lp, rest in zip(result.seqs, result.tokens, result.logprobs, more,
+                                        strict=True):
+            decoding = seq.status is Status.DECODING  # (a prompt's first token is not)
+            if decoding:  # counted first: a row's stats are taken when it finishes
+                seq.decode_steps += 1
+                self.row_steps += 1
+            before = seq.num_output_tokens
             self._accept(seq, token, now, lp)
+            for extra in rest:  # a row's accepted drafts
+                if seq.is_finished:
+                    break
+                self._accept(seq, extra, now)
+            if decoding:
+                self.row_tokens += max(1, seq.num_output_tokens - before)
 
     def _accept(self, seq: Sequence, token: int, now: float,
                 lp: TokenLogprobs | None = None) -> None:
@@ -376,6 +469,11 @@ class EngineCore:
     def _record_tick(self, tick: Tick) -> None:
         t_end = time.perf_counter()
         step_s, plan = t_end - tick.t0, tick.plan
+        if self.speculation is not None and tick.rows and not plan.prefill:
+            if tick.drafted:
+                self.speculation.costs.observe_checked(tick.rows, tick.drafted, step_s)
+            else:
+                self.speculation.costs.observe_plain(tick.rows, step_s)
         self.scheduler.budget.observe(tick.rows, tick.decode_s, plan.num_prefill_tokens,
                                       tick.prefill_s, step_s, plan.interactive,
                                       budgeted=plan.decode_rows > 0 and not plan.beyond_allowance)

@@ -124,18 +124,37 @@ class ModelRunner:
 
     def ragged(self, decode: LayerCaches | None, tokens: list[int],
                chunks: list[tuple[LayerCaches, list[int]]], logits: list[bool],
+               drafts: list[list[int]] | None = None,
                ) -> tuple[mx.array | None, mx.array | None]:
         """One pass over decode rows (`decode`: the batch cache, or a lone row's cache;
         `tokens`: one per row) and prefill chunks (each its own cache and tokens). Returns
         the rows' logits (rows, vocab) and those of the last token of each chunk flagged in
         `logits` (in order), both evaluated (None where there are none), with every cache
-        written. On an exception every cache is as it was."""
+        written. On an exception every cache is as it was.
+
+        `drafts` (one list per row, engine/speculation.py): tokens each row also feeds
+        after its input, to check them; the rows' logits are then, row after row, those
+        after its input and after each of its drafts (1 + len(drafts) each), and each row's
+        cache holds its input and all its drafts (the caller takes back those refused)."""
         assert self.head is not None
         rows = len(tokens)
+        counts = [len(d) for d in drafts] if drafts is not None else None
         ragged = RaggedPass(decode if rows else None, rows,
-                            [(cache, len(piece)) for cache, piece in chunks])
+                            [(cache, len(piece)) for cache, piece in chunks], counts)
         flat = list(tokens)
         picks = list(range(rows))
+        if counts is not None and any(counts):
+            picks = []
+            if ragged.drafted or not rows:  # slot rows: drafts after the rows, in row order
+                at = rows
+                for row, row_drafts in enumerate(drafts):
+                    picks += [row] + list(range(at, at + len(row_drafts)))
+                    flat += row_drafts
+                    at += len(row_drafts)
+            else:  # a lone row: its drafts follow its input in its segment
+                flat += drafts[0]
+                picks = list(range(1 + len(drafts[0])))
+        n_rows = len(picks)
         for (_, piece), last in zip(chunks, logits, strict=True):
             flat += piece
             if last:
@@ -152,7 +171,14 @@ class ModelRunner:
             ragged.close()
         if out is None:
             return None, None
-        return (out[:rows] if rows else None), (out[rows:] if len(picks) > rows else None)
+        return (out[:n_rows] if rows else None), (out[n_rows:] if len(picks) > n_rows else None)
+
+    def verify(self, cache: LayerCaches, tokens: list[int]) -> mx.array:
+        """A lone row's input and drafts in one pass (engine/speculation.py): the logits
+        after each of `tokens` (len(tokens), vocab), not yet evaluated; `cache` then holds
+        them all (the caller trims those refused)."""
+        return self._forward(mx.array(tokens)[None], cache, list(range(len(tokens))),
+                             [0] * len(tokens))
 
     def decode(self, cache: LayerCaches, tokens: list[int] | mx.array) -> mx.array:
         """One step for every row of `cache`: logits of shape (rows, vocab), not yet evaluated.

@@ -18,6 +18,7 @@ import mlx.core as mx
 from .constraint import mask_logits
 from .sampling import TokenLogprobs, row_logprobs, sample_rows
 from .sequence import Sequence
+from .speculation import accept_drawn
 
 
 def sample_next(seqs: list[Sequence], logits: mx.array, pending: mx.array | None = None
@@ -42,6 +43,33 @@ def sample_next(seqs: list[Sequence], logits: mx.array, pending: mx.array | None
     return picked, row_logprobs(samplers, histories, logits, picked)
 
 
+def sample_drafted(seqs: list[Sequence], drafts: list[list[int]], logits: mx.array
+                   ) -> tuple[list[list[int]], list[TokenLogprobs | None]]:
+    """The tokens each row takes from a pass that checked drafts (engine/speculation.py), and
+    the rows' log-probabilities where asked. `logits` holds, per row in order, the logits
+    after its input and after each of its drafts (1 + len(drafts) rows; a row without
+    drafts has one). Position i draws as plain decoding would at that step: the row's
+    grammar mask and sampler, its penalty history with the drafts before i, its step's
+    uniform. Rows with a grammar or log-probabilities never draft (Speculation.eligible)."""
+    matchers, samplers, histories, steps, first = [], [], [], [], []
+    for seq, row_drafts in zip(seqs, drafts, strict=True):
+        window = seq.sampler.penalty_window
+        history = seq.penalty_history()
+        first.append(len(samplers))
+        for i in range(len(row_drafts) + 1):
+            matchers.append(seq.matcher if i == 0 else None)
+            samplers.append(seq.sampler)
+            histories.append((history + row_drafts[:i])[-window:] if window else [])
+            steps.append(seq.num_output_tokens + i)
+    logits = mask_logits(matchers, logits)
+    picked = sample_rows(samplers, histories, steps, logits)
+    lps = row_logprobs(samplers, histories, logits, picked)
+    drawn = picked.tolist()
+    taken = [accept_drawn(row_drafts, drawn[at:at + len(row_drafts) + 1])
+             for row_drafts, at in zip(drafts, first, strict=True)]
+    return taken, [None if lps is None else lps[at] for at in first]
+
+
 def sample_pass(seqs: list[Sequence], logits: mx.array) -> PassResult:
     """`sample_next` for a pass's sequences, read back."""
     return PassResult.sampled(seqs, *sample_next(seqs, logits))
@@ -50,12 +78,15 @@ def sample_pass(seqs: list[Sequence], logits: mx.array) -> PassResult:
 @dataclass(frozen=True, slots=True)
 class PassResult:
     """What one forward pass gives its sequences (in order): each one's new token, with its
-    log-probabilities where asked, or the error that fails them all."""
+    log-probabilities where asked, or the error that fails them all. A row whose drafts were
+    checked may take more tokens in the pass: `more[i]`, after `tokens[i]` (its KV already
+    cut to what it takes)."""
 
     seqs: list[Sequence]
     tokens: list[int]
     logprobs: list[TokenLogprobs | None]
     error: BaseException | None = None
+    more: list[list[int]] | None = None
 
     @classmethod
     def sampled(cls, seqs: list[Sequence], picked: mx.array,

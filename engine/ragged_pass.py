@@ -45,19 +45,33 @@ class RaggedPass:
     cache), then prefill chunks, each `(its layer caches, its token count)`."""
 
     def __init__(self, decode: list[Any] | None, rows: int,
-                 chunks: list[tuple[list[KVCache], int]]) -> None:
+                 chunks: list[tuple[list[KVCache], int]],
+                 drafts: list[int] | None = None) -> None:
         self.rows = rows
         slot = decode is not None and isinstance(decode[0], SlotKVCache)
+        # Drafted tokens to check (engine/speculation.py), per decode row: a slot row's come
+        # right after the rows, a segment each, written with the row's input into its slot
+        # row; a lone row's make its one segment longer.
+        drafts = drafts if drafts is not None and any(drafts) else None
         segments: list[tuple[list[Any], int, int]] = []  # (caches, start, length)
         positions: list[int] = []
         start = 0
+        self.drafted: list[tuple[int, int, int]] = []  # slot rows': (row, start, count)
         if decode is not None:
             if slot:
                 positions += list(decode[0].lengths)
-            else:  # one row decoding alone: a one-token segment of its own cache
-                segments.append((decode, 0, 1))
-                positions.append(decode[0].offset)
-            start = rows
+                start = rows
+                for row, k in enumerate(drafts or []):
+                    if k:
+                        self.drafted.append((row, start, k))
+                        base = decode[0].lengths[row] + 1
+                        positions += range(base, base + k)
+                        start += k
+            else:  # one row decoding alone: a segment of its own cache
+                n = 1 + (drafts[0] if drafts else 0)
+                segments.append((decode, 0, n))
+                positions += range(decode[0].offset, decode[0].offset + n)
+                start = n
         for caches, n in chunks:
             segments.append((caches, start, n))
             positions += range(caches[0].offset, caches[0].offset + n)
@@ -72,6 +86,19 @@ class RaggedPass:
                             if slot else None)
         self.masks = [caches[0].make_mask(n, return_array=False, window_size=None)
                       for caches, _, n in segments]
+        # A slot row's drafts go into its row with its input: which of the pass's tokens
+        # each row writes, (rows, 1 + most drafts), past its count repeating its last one
+        # (written beyond the row's length: never seen, overwritten later)
+        self.write_index: mx.array | None = None
+        if self.drafted:
+            width = 1 + max(k for _, _, k in self.drafted)
+            table = [[row] * width for row in range(rows)]
+            for row, at, k in self.drafted:
+                table[row][1:] = [at + j for j in range(k)] + [at + k - 1] * (width - 1 - k)
+            self.write_index = mx.array(table, dtype=mx.int32)
+            self.draft_counts = [0] * rows
+            for row, _, k in self.drafted:
+                self.draft_counts[row] = k
         self.layers = [RaggedLayer(self, i, decode[i] if slot else None)
                        for i in range(len(decode or chunks[0][0]))]
 
@@ -105,6 +132,7 @@ class RaggedLayer:
         self.index = index
         self.slot = slot
         self._slot_kv: tuple[mx.array, mx.array] | None = None
+        self._draft_kv: list[tuple[mx.array, mx.array]] = []
         self._kv: list[tuple[mx.array, mx.array]] = []
 
     @property
@@ -118,7 +146,19 @@ class RaggedLayer:
         """Write each segment's new keys into its own cache. Returns the inputs: attention
         reads each segment's keys from here (`attend`)."""
         p = self.ragged
-        if self.slot is not None:  # (1, H, T, D) -> the rows' (rows, H, 1, D)
+        if self.slot is not None and p.write_index is not None:
+            # each row's input and drafts, (rows, H, 1 + most drafts, D), in one write
+            rows, width = p.write_index.shape
+            flat = p.write_index.reshape(-1)
+
+            def gather(x: mx.array) -> mx.array:
+                picked = mx.take(x[0], flat, axis=1)  # (H, rows * width, D)
+                return picked.reshape(x.shape[1], rows, width, -1).swapaxes(0, 1)
+
+            self._slot_kv = self.slot.write_drafted(gather(keys), gather(values),
+                                                    p.draft_counts)
+            self._draft_kv = [self.slot.row_kv(row) for row, _, _ in p.drafted]
+        elif self.slot is not None:  # (1, H, T, D) -> the rows' (rows, H, 1, D)
             self._slot_kv = self.slot.update_and_fetch(keys.swapaxes(0, 2)[:p.rows],
                                                        values.swapaxes(0, 2)[:p.rows])
         self._kv = [caches[self.index].update_and_fetch(keys[:, :, a:a + n],
@@ -138,8 +178,13 @@ class RaggedLayer:
             out = native.cache_attention(q, k, v, scale, p.decode_mask, tiled_from=tiled_from,
                                          force_scalar=force_scalar)
             outs.append(out.swapaxes(0, 2))
+        for (_, a, n), (k, v) in zip(p.drafted, self._draft_kv, strict=True):
+            # a row's drafts over its row's keys: its input's and theirs are the last 1 + n
+            outs.append(native.cache_attention(queries[:, :, a:a + n], k, v, scale,
+                                               "causal" if n > 1 else None,
+                                               tiled_from=tiled_from, force_scalar=force_scalar))
         for (_, a, n), (k, v), mask in zip(p.segments, self._kv, p.masks, strict=True):
             outs.append(native.cache_attention(queries[:, :, a:a + n], k, v, scale, mask,
                                                tiled_from=tiled_from, force_scalar=force_scalar))
-        self._slot_kv, self._kv = None, []
+        self._slot_kv, self._draft_kv, self._kv = None, [], []
         return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)

@@ -17,6 +17,7 @@ def engine_stats(core: EngineCore) -> EngineStats:
     now = time.perf_counter()
     st, budget = core.stats, core.scheduler.budget
     prefix = core.memory.prefix.stats() if core.memory.prefix is not None else None
+    spec = core.speculation
     with st.lock:
         tps, mean_batch = st.window_rates(now)
         itl_p99, itl_max = st.gap_figures(now)
@@ -52,6 +53,11 @@ def engine_stats(core: EngineCore) -> EngineStats:
             itl_p99_s=itl_p99,
             itl_max_s=itl_max,
             stall_s=stall,
+            speculative=core.config.speculative,
+            drafted_tokens=spec.drafted if spec is not None else 0,
+            accepted_tokens=spec.accepted if spec is not None else 0,
+            decode_row_steps=core.row_steps,
+            decode_row_tokens=core.row_tokens,
             **({} if prefix is None else {
                 "prefix_entries": prefix.entries,
                 "prefix_cached_tokens": prefix.cached_tokens,

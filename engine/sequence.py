@@ -57,6 +57,11 @@ class Sequence:
     cache: list[Any] | None = None  # per-layer cache while prefilling or decoding solo
     finish_reason: str | None = None
     error: str | None = None
+    # engine.speculation.RowSpec while it drafts (None: speculation off or not eligible)
+    spec: Any = None
+    decode_steps: int = 0  # decode passes it took a token from (its first token not counted)
+    drafted: int = 0  # draft tokens checked for it
+    accepted_drafts: int = 0  # of those, accepted
     t_submit: float = field(default_factory=time.perf_counter)
     t_admit: float | None = None
     t_first_token: float | None = None

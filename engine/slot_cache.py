@@ -106,6 +106,35 @@ class SlotKVCache:
         self.lengths = [length + steps for length in self.lengths]
         return self.keys[:n, :, :width], self.values[:n, :, :width]
 
+    def write_drafted(self, keys: mx.array, values: mx.array, drafts: list[int]
+                      ) -> tuple[mx.array, mx.array]:
+        """A step that also checks drafts (engine/ragged_pass.py): `keys` (rows, H, S, D)
+        holds each row's input then its `drafts[row]` drafted tokens (padding after them);
+        all are written in one op, each row grows by 1 + its drafts. Returns the rows' keys
+        as a plain step's (its decode mask's width): the drafts' queries read `row_kv`."""
+        n, _, steps, _ = keys.shape
+        width = max(self.lengths) + 1
+        self._ensure(n, max(self.lengths) + steps + 1)
+        if self._native:
+            lengths = self.offset
+            self.keys = native.kv_write(self.keys, keys, lengths)
+            self.values = native.kv_write(self.values, values, lengths)
+        else:
+            index = self._index.write(self.lengths, steps, self._heads)
+            self.keys[index] = keys
+            self.values[index] = values
+        self.lengths = [length + 1 + k for length, k in zip(self.lengths, drafts, strict=True)]
+        return self.keys[:n, :, :width], self.values[:n, :, :width]
+
+    def row_kv(self, row: int) -> tuple[mx.array, mx.array]:
+        """Row `row`'s keys and values as they are now (its whole length)."""
+        length = self.lengths[row]
+        return self.keys[row:row + 1, :, :length], self.values[row:row + 1, :, :length]
+
+    def take_back(self, row: int, n: int) -> None:
+        """Forget row `row`'s last `n` keys (drafts that were not accepted)."""
+        self.lengths[row] -= n
+
     def make_mask(self, N: int, return_array: bool = False,  # noqa: N803 - mlx-lm's name
                   window_size: int | None = None, **_: Any) -> mx.array:
         return row_mask(self.offset, N, max(self.lengths) + N, window_size)

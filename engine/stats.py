@@ -27,6 +27,21 @@ class RequestStats:
     seed: int
     error: str | None = None
     cached_tokens: int = 0  # prompt tokens reused from the prefix cache (not computed)
+    # speculative decoding (engine/speculation.py): draft tokens checked, of those accepted,
+    # and the decode steps the reply took (its tokens after the first / steps = per step)
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    decode_steps: int = 0
+
+    @property
+    def acceptance(self) -> float | None:
+        """The share of its drafts accepted (None: nothing drafted)."""
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else None
+
+    @property
+    def tokens_per_step(self) -> float | None:
+        """Tokens each decode step gave it (1.0 without speculation; None: no step)."""
+        return (self.generated_tokens - 1) / self.decode_steps if self.decode_steps else None
 
     @classmethod
     def of(cls, seq: Sequence) -> RequestStats:
@@ -50,6 +65,9 @@ class RequestStats:
             finish_reason=seq.finish_reason or "unknown",
             seed=seq.seed,
             error=seq.error,
+            drafted_tokens=seq.drafted,
+            accepted_tokens=seq.accepted_drafts,
+            decode_steps=seq.decode_steps,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,6 +163,23 @@ class EngineStats:
     itl_p99_s: float = 0.0
     itl_max_s: float = 0.0  # the largest gap of the window
     stall_s: float = 0.0  # the longest a running stream has now waited for its next token
+    # Speculative decoding (engine/speculation.py): the mode, draft tokens checked and
+    # accepted since start, and decode row-steps and the tokens they gave (tokens a step)
+    speculative: str = "off"
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    decode_row_steps: int = 0
+    decode_row_tokens: int = 0
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Share of drafted tokens accepted since start (None: nothing drafted yet)."""
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else None
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens a decode row got per step since start (1.0 without speculation)."""
+        return self.decode_row_tokens / self.decode_row_steps if self.decode_row_steps else 0.0
 
     @property
     def prefix_hit_rate(self) -> float:

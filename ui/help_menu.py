@@ -24,6 +24,7 @@ SHORTCUTS = (
     ("Enter / F2 / Delete", "in the sidebar: open / rename / delete the chat"),
     ("Ctrl+O", "load a model"),
     ("Ctrl+Shift+K", "connections to OpenAI-compatible servers"),
+    ("Ctrl+,", "preferences: the defaults for new tabs"),
     ("Ctrl+Shift+C", "compare: one message to several presets or connections"),
     ("Ctrl+Shift+S", "engine stats"),
     ("Ctrl+Shift+L", "load simulator"),

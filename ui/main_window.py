@@ -12,7 +12,14 @@ import asyncio
 import pyqtgraph as pg
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent
-from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QMainWindow,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.bridge import BridgeState, Choice
 from app.bridge.switch import model_name
@@ -28,6 +35,7 @@ from .chat.chat_tab import ChatTab
 from .chat_tabs import BUSY_MARK, ChatTabs
 from .compare import open_compare
 from .connections_dialog import open_connections
+from .dock_toggle import front_toggle
 from .drafts import DraftSaver
 from .engine_status import EngineStatus
 from .help_menu import about_box, shortcuts_box
@@ -37,6 +45,7 @@ from .mcp.servers_dialog import open_mcp_servers
 from .model_switch import SwitchQuestion, ask_switch
 from .models.library_dialog import ModelLibraryDialog
 from .models.model_button import ModelButton
+from .preferences import open_preferences
 from .reflow import widen_when_shown
 from .server_controls import ServerControls
 from .sidebar.panel import Sidebar
@@ -79,6 +88,7 @@ class MainWindow(QMainWindow):
                         if ctx.history else None)
         if self.history is not None:
             col.addWidget(self.history.banner)  # under the model's banner, above the tabs
+            self.history.refocus = self.return_focus  # when the History dialog closes
         self.tabs = ChatTabs(ctx, self.workspace)
         self.tabs.draft_typed = self.draft_saver.changed
         self.sidebar: Sidebar | None = None
@@ -157,13 +167,17 @@ class MainWindow(QMainWindow):
         handlers: dict[str, menus.Handler] = {
             "new_tab": self.new_tab, "close_tab": self.close_current_tab,
             "rename_tab": self.rename_tab, "load_model": self.choose_model,
-            "connections": lambda: open_connections(self.ctx.settings, self),
-            "mcp_servers": lambda: open_mcp_servers(self.ctx, self),
+            "connections": lambda: self.keys_back_after(
+                open_connections(self.ctx.settings, self)),
+            "mcp_servers": lambda: self.keys_back_after(open_mcp_servers(self.ctx, self)),
+            "preferences": lambda: self.keys_back_after(
+                open_preferences(self.ctx.settings, self)),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,
-            "stats": self.stats_dock.toggleViewAction(),
-            "simulator": self.sim_dock.toggleViewAction(), "theme": self.theme_menu,
+            # shown and raised in front of the other dock, or closed when in front
+            "stats": front_toggle(self.stats_dock),
+            "simulator": front_toggle(self.sim_dock), "theme": self.theme_menu,
             "api_server": self.api_server.action,
             "server_settings": self.api_server.settings_action,
             "shortcuts": lambda: shortcuts_box(self),
@@ -274,6 +288,8 @@ class MainWindow(QMainWindow):
         running = bridge.running()
         if running.total:
             box = ask_switch(self, source, running, self.workspace.titles())
+            if box.parentWidget() is self:  # over another dialog, that one takes them back
+                self.keys_back_after(box)
             self.switch_question = box
             try:
                 answer = await box.answer
@@ -310,8 +326,26 @@ class MainWindow(QMainWindow):
                                     recent=self.ctx.settings.recent_models, bridge=bridge,
                                     settings=self.ctx.settings)
         dialog.chosen.connect(self.load_model)
+        self.keys_back_after(dialog)
         dialog.open()
         return dialog
+
+    def keys_back_after(self, dialog: QDialog) -> QDialog:
+        """`return_focus` once `dialog` closes (connected once per dialog)."""
+        if not dialog.property("returnsFocus"):
+            dialog.setProperty("returnsFocus", True)
+            dialog.finished.connect(lambda _result: self.return_focus())
+        return dialog
+
+    def return_focus(self) -> None:
+        """A dialog closed: this window and its chat's input take the keys again (else no
+        window may be active until the user clicks one, and the shortcuts do nothing)."""
+        if self._closing:
+            return
+        self.activateWindow()
+        tab = self.current_tab()
+        if tab is not None:
+            tab.input.setFocus(Qt.FocusReason.ActiveWindowFocusReason)
 
     # -- closing (the steps are app/lifecycle.py's) --------------------------------------
     @property
@@ -346,6 +380,8 @@ class MainWindow(QMainWindow):
             await self.ctx.mcp.close()  # stdio MCP servers' processes end with the app
             await self.lifecycle.shutdown()
         finally:
+            for tab in self.chat_tabs():  # the settings outlive this window (tests, restarts)
+                tab.detach()
             self._closed = True
             self.close()
             self.shutdown_finished.emit()

@@ -83,7 +83,7 @@ def running_on(host: ModelHost) -> Running:
     for tag, _stream in target.live():
         if tag is not None and tag.startswith("tab-"):
             chats[tag] = chats.get(tag, 0) + 1
-        elif tag is not None and tag.startswith(SIMULATOR_TAG):
+        elif tag is not None and tag.startswith(f"{SIMULATOR_TAG}-"):
             simulator += 1
         elif tag == API_TAG:
             server += 1

@@ -96,8 +96,9 @@ def export_sim_runs(store: SafeStore, path: PathLike, fmt: Literal["csv", "json"
     export.write_atomic(path, text)
 
 
-def import_file(store: SafeStore, path: PathLike) -> ImportReport:
-    """Add what a BatchChat export holds that the history does not have yet."""
+def import_file(store: SafeStore, path: PathLike, *, closed: bool = False) -> ImportReport:
+    """Add what a BatchChat export holds that the history does not have yet (`closed`:
+    its chats closed, see import_document)."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
@@ -109,7 +110,7 @@ def import_file(store: SafeStore, path: PathLike) -> ImportReport:
     if not isinstance(doc, dict):
         raise ValueError(f"{path} is not a BatchChat export.")
     try:
-        return import_document(store.reader, doc)
+        return import_document(store.reader, doc, closed=closed)
     except RecursionError:  # a value nested just shallowly enough to parse, too deep to copy
         raise _too_deep(path) from None
 

@@ -46,6 +46,7 @@ class ImportReport:
     added: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what was changed to import it
+    session_ids: list[str] = field(default_factory=list)  # the chats added, in file order
 
     def count(self, table: str, added: bool, n: int = 1) -> None:
         if n <= 0:
@@ -62,9 +63,11 @@ class ImportReport:
         return " ".join([text, *self.notes])
 
 
-def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
+def import_document(store: Store, doc: dict[str, Any], *, closed: bool = False) -> ImportReport:
     """Import a full export or a single-session export. Raises ValueError for a file
-    that is not one, StorageError if the database cannot be written (nothing added)."""
+    that is not one, StorageError if the database cannot be written (nothing added).
+    `closed`: the chats come in closed (the app: no tab shows them until one is opened),
+    else open or not as exported."""
     if _deeper_than(doc, MAX_DEPTH):
         raise ValueError(f"This file is not a BatchChat export: its JSON is too deeply "
                          f"nested (more than {MAX_DEPTH} levels).")
@@ -113,6 +116,8 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
             if isinstance(parent, Session):  # only the messages added make its tree
                 new = [m for m in children if not rows.has(Message.TABLE, m.id)]
                 report.notes += link_messages(parent, new, chain=parent.id in chained)
+                parent.is_open = parent.is_open and not closed
+                report.session_ids.append(parent.id)
             add([parent])
             add(children)
         add(_drop_dangling_links(requests, rows))

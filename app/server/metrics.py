@@ -120,6 +120,14 @@ def _engine_lines(s: EngineStats) -> list[str]:
          "recent window (a stall)", s.itl_max_s),
         ("stream_stall_seconds", "gauge", "the longest a running stream has waited for its "
          "next token, now", s.stall_s),
+        ("spec_decode_num_draft_tokens_total", "counter", "draft tokens checked by "
+         "speculative decoding (docs/performance.md)", s.drafted_tokens),
+        ("spec_decode_num_accepted_tokens_total", "counter", "of those, accepted",
+         s.accepted_tokens),
+        ("spec_decode_acceptance_rate", "gauge", "accepted / drafted tokens since start (0: "
+         "nothing drafted)", s.acceptance_rate or 0.0),
+        ("decode_tokens_per_step", "gauge", "tokens a decode row got per step since start "
+         "(1 without speculation)", s.tokens_per_step),
     ]
     rss = resident_bytes()
     if rss is not None:

@@ -84,8 +84,8 @@ class Latency:
 @dataclass(frozen=True, slots=True)
 class TableRow:
     request_id: str
-    source: str  # the tab's title, "closed tab" or "simulation"
-    state: str  # queued | prefilling | generating | finished
+    source: str  # the chat's title ("… (closed)" once its tab closed), "api" or "simulation"
+    state: str  # queued | prefilling | generating | finished | cancelled
     prompt_tokens: int
     generated_tokens: int
     ttft_s: float | None
@@ -233,8 +233,9 @@ class StatsModel:
         for s in reversed(finished):
             if len(rows) >= len(live) + FINISHED_ROWS:
                 break
-            if s.request_id not in seen:
-                rows.append(TableRow(s.request_id, source_name(s.tag, titles), "finished",
+            if s.request_id not in seen:  # a stopped reply, or its tab closed under it
+                state = "cancelled" if s.finish_reason == "cancelled" else "finished"
+                rows.append(TableRow(s.request_id, source_name(s.tag, titles), state,
                                      s.prompt_tokens, s.generated_tokens, s.ttft_s,
                                      s.tokens_per_s, s.finish_reason, s.cached_tokens))
         self.rows = rows

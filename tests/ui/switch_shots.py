@@ -32,7 +32,8 @@ def grab_screen(window: QWidget, path: Path, size: tuple[int, int]) -> None:
     raw = path.with_suffix(".raw.png")
     subprocess.run(["import", "-window", "root", str(raw)], check=True)
     subprocess.run(["convert", str(raw), "-crop", f"{size[0]}x{size[1]}+{geo.x()}+{geo.y()}",
-                    "+repage", "-strip", str(path)], check=True)
+                    "+repage", "-strip", "+dither", "-colors", "256",  # docs keep < 250 KB
+                    str(path)], check=True)
     raw.unlink()
     print("saved", path)
 
@@ -100,7 +101,14 @@ def main() -> None:
                 grab_screen(window, out / f"screenshot-switch-{theme}-{size[0]}.png", size)
                 window.switch_question.buttons[None].click()
                 await task
-        # the banner while the switch waits for them, then the stats after it
+        # the banner while the switch waits for them (cancelled at 900 px), then the stats
+        task = await ask((900, 600), "dark")
+        window.switch_question.buttons[Choice.FINISH].click()
+        await wait(lambda: window.banner.cancel_switch.isVisible())
+        await asyncio.sleep(0.5)
+        grab_screen(window, out / "screenshot-switch-waiting-dark-900.png", (900, 600))
+        window.banner.cancel_switch.click()
+        await task
         window.set_theme("light")
         window.resize(1200, 780)
         window.stats_dock.show()

@@ -449,3 +449,54 @@ def test_a_simulator_run_counts_as_running_and_finishes_whole_before_the_switch(
     results = panel.run.results
     assert [r.finish_reason for r in results] == ["length"] * 4  # none cut
     assert loader.calls == [("next-model", False)]
+
+
+def test_the_window_takes_the_keys_again_after_the_question(window, loop, make_engine):
+    from PySide6.QtCore import Qt
+
+    from .test_window_edges import CTRL, _activate, _key, _settle
+
+    window.ctx.bridge.loader = Loader(make_engine)
+    tab = window.current_tab()
+    streaming_reply(tab, loop, tokens=LONG_REPLY)
+    _activate(window, loop)
+    task, box = ask(window, loop, "next-model")
+    run_until(loop, lambda: QApplication.activeWindow() is box, timeout=2)
+    box.buttons[None].click()
+    assert loop.run_until_complete(task) is False
+    _settle(loop)
+    assert QApplication.activeWindow() is window
+    assert window.focusWidget() is tab.input
+    count = window.tabs.count()
+    _key(Qt.Key.Key_T, CTRL)  # Ctrl+T: a new tab, at once
+    assert window.tabs.count() == count + 1
+
+
+def test_a_reply_stopped_by_a_switch_is_saved_so_and_reads_so_after_a_restart(
+        history_app, loop, make_engine):
+    window = history_app.start()
+    window.ctx.bridge.loader = Loader(make_engine)
+    tab = window.current_tab()
+    msg = streaming_reply(tab, loop, tokens=LONG_REPLY)
+    task, box = ask(window, loop, "next-model")
+    box.buttons[Choice.STOP].click()
+    assert loop.run_until_complete(task) is True
+    session_id, text = tab.conversation.session_id, msg.content
+
+    def saved() -> Any:
+        s = stored(history_app.db)
+        try:
+            return next((m for m in s.list_messages(session_id) if m.id == msg.id), None)
+        finally:
+            s.close()
+
+    run_until(loop, lambda: saved() is not None and saved().is_complete
+              and (saved().stats or {}).get("finish_reason") == SWITCHED)
+    assert saved().content == text
+    history_app.stop()
+    again = history_app.start()
+    back = again.current_tab()
+    assert back.conversation.session_id == session_id
+    reply = back.conversation.messages[-1]
+    assert (reply.content, reply.finish_reason) == (text, SWITCHED)
+    assert FINISH_NOTES[SWITCHED] in back.messages.widgets[-1].stats.text()

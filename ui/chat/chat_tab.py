@@ -35,7 +35,7 @@ from ..connections_dialog import open_connections
 from .backend_picker import BackendPicker
 from .input_box import InputBox
 from .message_view import MessageList
-from .settings_panel import CUSTOM, SettingsPanel
+from .settings_panel import SettingsPanel
 
 CHAT_MIN_WIDTH = 480  # messages and input stay usable whatever is docked beside them
 UNDO_MS = 10_000  # how long "Deleted 3 messages. Undo" stays
@@ -63,7 +63,7 @@ class ChatTab(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.conversation = conv = conversation or Conversation(
-            ctx.bridge, title=title, system_prompt=ctx.settings.system_prompt,
+            ctx.bridge, title=title, system_prompt=ctx.settings.defaults.system_prompt,
             params=ctx.settings.new_tab_params())
         self.editing_index: int | None = None
         self.answers = 1  # replies per Send / Regenerate (the ×N button); this tab only
@@ -71,8 +71,7 @@ class ChatTab(QWidget):
         self.title_listener: Callable[[], object] | None = None  # the window detaches it
         self._build()
         if conversation is None:
-            preset = self.panel.preset.currentText()
-            conv.preset = None if preset == CUSTOM else preset
+            conv.preset = self.panel.preset_name()
         conv.reset.connect(self._show_path)
         conv.added.connect(lambda i: self.messages.add(i, conv.messages[i], conv.versions(i)))
         conv.message_added.connect(self._on_message_added)
@@ -370,6 +369,10 @@ class ChatTab(QWidget):
         self.undo_timer.stop()
         self.tools.cancel()
         self.conversation.close()
+        self.detach()
+
+    def detach(self) -> None:
+        """Stop listening to the shared settings (the tab closes, or the window does)."""
         self.panel.detach()
         self.backend_picker.detach()
         self.ctx.settings.settings_panel_changed.disconnect(self._show_panel)
@@ -426,7 +429,6 @@ class ChatTab(QWidget):
         params = self.panel.params()
         error = check_params(params)
         self.panel.show_error(error)
-        preset = self.panel.preset.currentText()
         self.conversation.update_settings(self.panel.system_prompt(),
                                           params if error is None else None,
-                                          None if preset == CUSTOM else preset)
+                                          self.panel.preset_name())

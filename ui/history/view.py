@@ -30,6 +30,7 @@ from app.history.sync import HistorySync
 from app.storage import StorageError
 
 from .. import file_dialogs
+from ..widgets import confirm_delete
 from .compare_view import CompareRunsDialog
 
 # (menu text, file filter, default suffix, action name, format)
@@ -65,6 +66,10 @@ class HistoryDialog(QDialog):
         self.confirm_box: QMessageBox | None = None
         self.ask_save_path: Callable[[str, str], str] = self._ask_save_path
         self.ask_open_path: Callable[[], str] = self._ask_open_path
+        # a chat's tab: "" (none), "open" or "writing" (a reply); the window's tabs say,
+        # else the list's "(open)"
+        self.tab_state: Callable[[str], str] = lambda session_id: "open" if any(
+            e.id == session_id and e.is_open for e in self.entries) else ""
 
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search titles, prompts and messages…")
@@ -189,22 +194,22 @@ class HistoryDialog(QDialog):
             self.open_requested.emit(entry.id, entry.message_id or "")
 
     def delete_selected(self) -> QMessageBox | None:
-        """Ask first (a non-modal box); `delete_requested` fires on Yes."""
+        """Ask first, naming it (and saying its tab closes, if one shows it);
+        `delete_requested` fires on Delete (Enter), nothing on Cancel (Esc)."""
         entry = self.selected()
         if entry is None:
             return None
         what = "chat" if entry.kind == "session" else "simulation run"
-        box = QMessageBox(QMessageBox.Icon.Warning, "Delete from history",
-                          f"Delete the {what} “{entry.title}” for good?",
-                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
-                          self)
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        yes = box.button(QMessageBox.StandardButton.Yes)
-        yes.clicked.connect(lambda: self.delete_requested.emit(entry.kind, entry.id))
+        text = f"Delete the {what} \u201c{entry.title}\u201d for good?"
+        tab = self.tab_state(entry.id) if entry.kind == "session" else ""
+        if tab == "writing":
+            text += "\n\nIts open tab will close, and the reply it is writing stops."
+        elif tab:
+            text += "\n\nIts open tab will close."
+        box = confirm_delete(self, "Delete from history", text,
+                             lambda: self.delete_requested.emit(entry.kind, entry.id))
         box.finished.connect(lambda _r: setattr(self, "confirm_box", None))
         self.confirm_box = box
-        box.open()  # never exec(): qasync runs this loop
         return box
 
     def export(self, what: str, fmt: str, path: str | None = None,
@@ -246,8 +251,11 @@ class HistoryDialog(QDialog):
         except (StorageError, OSError, ValueError) as exc:
             self.show_message(f"Import failed: {exc}")
             return False
-        self.show_message(report.summary())
         self.refresh()
+        text = report.summary()
+        if report.session_ids and self.select(report.session_ids[0]):
+            text += " Open in tab to continue a chat."  # imported chats come in closed
+        self.show_message(text)
         return True
 
     def _ask_save_path(self, name: str, file_filter: str) -> str:

@@ -1,0 +1,227 @@
+"""Speculative decoding inside the batch: which rows draft, how many tokens, and checking them.
+
+A decode step is bound by reading the weights once, so a row that feeds k drafted tokens
+with its next input gets the target's logits for k+1 positions for little more than one
+step's cost. The check keeps the answer exactly the one without speculation: each position
+draws its token as plain decoding would at that step (its sampler, its penalty history with
+the drafts before it, its seed's uniform for that step), and the row takes the drawn tokens
+while they equal the drafts, plus the first one that differs (or one past the last draft).
+For a draft that is a single proposed token (n-gram lookup, a greedy draft model) this is
+speculative sampling with a point-mass proposal: a draft is accepted with the target's
+probability of it, and the output's distribution is the target's. A greedy or seeded
+request therefore answers token for token as it would without speculation, alone or in any
+batch (on the CPU backend's invariant kernels, engine/determinism.py).
+
+What it costs is measured, not assumed: the time of plain decode ticks per row count and
+the extra time per drafted position of ticks that verified. A row drafts only when the
+tokens it expects to gain (from its recent acceptance) are worth more of the batch's time
+than its drafted positions cost; a row whose drafts keep failing stops for a while and
+tries again later; a large batch, where every position costs about as much as a row's
+share of the step, stops drafting by the same rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, field
+from typing import Any
+
+from .drafting import NgramDrafter
+
+MODES = ("off", "ngram")
+_DECAY = 0.8  # weight of a row's older checks in its acceptance
+
+
+def check_mode(mode: str) -> str:
+    """`mode` if it is one the engine knows; ValueError naming the choices otherwise."""
+    if mode not in MODES:
+        raise ValueError(f"speculative must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+@dataclass(slots=True)
+class RowSpec:
+    """One row's drafting state and counters (Sequence.spec)."""
+
+    drafter: NgramDrafter
+    k: int  # the draft length it asks for next
+    # Each checked draft is a trial until the first refusal: acceptance = hits / trials
+    # (the chance the next draft holds, given the ones before it did), decaying averages
+    # that start hopeful (2 of 3)
+    hits: float = 2.0
+    trials: float = 3.0
+    rest: int = 0  # steps left before it drafts again
+    misses: int = 0  # consecutive checks that accepted nothing
+    checks: int = 0  # verification steps it took part in
+
+    @property
+    def acceptance(self) -> float:
+        return self.hits / self.trials
+
+
+@dataclass(slots=True)
+class StepCosts:
+    """Measured tick times: plain decode ticks by row count, and the extra time a drafted
+    position adds to a tick (moving averages)."""
+
+    alpha: float = 0.2
+    plain_s: dict[int, float] = field(default_factory=dict)  # rows -> a plain decode tick
+    position_s: float | None = None  # one more query position in a tick
+
+    def plain(self, rows: int) -> float | None:
+        """A plain decode tick's time at `rows` rows (the nearest measured count, scaled)."""
+        if rows in self.plain_s:
+            return self.plain_s[rows]
+        if not self.plain_s:
+            return None
+        near = min(self.plain_s, key=lambda r: abs(r - rows))
+        return self.plain_s[near]
+
+    def observe_plain(self, rows: int, seconds: float) -> None:
+        old = self.plain_s.get(rows)
+        self.plain_s[rows] = seconds if old is None else old + self.alpha * (seconds - old)
+
+    def observe_checked(self, rows: int, positions: int, seconds: float) -> None:
+        """A decode tick of `rows` rows that also ran `positions` drafted positions."""
+        plain = self.plain_s.get(rows)
+        if plain is None or positions <= 0:
+            return
+        each = max(0.0, seconds - plain) / positions
+        old = self.position_s
+        self.position_s = each if old is None else old + self.alpha * (each - old)
+
+
+class Speculation:
+    """The engine's drafting policy (one per EngineCore; engine thread only)."""
+
+    def __init__(self, mode: str, max_drafts: int = 16) -> None:
+        self.mode = check_mode(mode)
+        self.max_drafts = max_drafts
+        self.costs = StepCosts()
+        self.min_acceptance = 0.25  # below it a row rests
+        self.probe_every = 16  # steps a row rests before it drafts again
+        # engine-wide counters (/metrics, the stats panel)
+        self.drafted = 0
+        self.accepted = 0
+        self.checks = 0
+
+    @property
+    def on(self) -> bool:
+        return self.mode != "off"
+
+    # -- rows ---------------------------------------------------------------------------
+    def eligible(self, seq: Any) -> bool:
+        """Whether a row may draft at all: speculation on, no grammar (its matcher takes one
+        token at a time) and no log-probabilities asked (read per position as they come)."""
+        return self.on and seq.matcher is None and seq.params.logprobs is None
+
+    def row(self, seq: Any) -> RowSpec | None:
+        """The row's drafting state, made at its first decode step (None: not eligible)."""
+        if seq.spec is None and self.eligible(seq):
+            seq.spec = RowSpec(NgramDrafter(seq.prompt_tokens + seq.output_tokens),
+                               k=min(4, self.max_drafts))
+        return seq.spec
+
+    def wants_to_draft(self, seq: Any) -> bool:
+        """Whether the row is likely to draft at its next step: not resting, and its text
+        so far ends in an n-gram seen before (a copying row stays copying). Such a row reads
+        each token before its next step starts; any other runs ahead as without
+        speculation (a lone row on the CPU: engine/decode_batch.py)."""
+        spec = self.row(seq)
+        if spec is None or spec.rest:
+            return False
+        self._catch_up(seq, spec)
+        return bool(spec.drafter.propose(1))
+
+    @staticmethod
+    def _catch_up(seq: Any, spec: RowSpec) -> None:
+        """The drafter's text = the row's prompt and output (tokens taken since are added)."""
+        have = len(spec.drafter)
+        if have < seq.num_prompt_tokens:  # (never: it starts with the prompt)
+            return
+        out = seq.output_tokens
+        if have < seq.num_prompt_tokens + len(out):
+            spec.drafter.extend(out[have - seq.num_prompt_tokens:])
+
+    def plan(self, seqs: Seq[Any], context_length: int) -> dict[int, list[int]]:
+        """Each row's drafts for this tick, by row index (rows without drafts are absent).
+        A row drafts when the tokens it is likely to gain pay for its positions."""
+        out: dict[int, list[int]] = {}
+        rows = len(seqs)
+        plain = self.costs.plain(rows)
+        position = self.costs.position_s
+        for i, seq in enumerate(seqs):
+            spec = self.row(seq)
+            if spec is None or seq.is_finished:
+                continue
+            if spec.rest:
+                spec.rest -= 1
+                continue
+            room = min(spec.k, seq.params.max_tokens - seq.num_output_tokens - 1,
+                       context_length - seq.num_tokens - 1)
+            if room <= 0:
+                continue
+            self._catch_up(seq, spec)
+            drafts = spec.drafter.propose(room)
+            if not drafts:
+                continue
+            if plain is not None and position is not None:
+                # the j-th draft is worth its position when p^j x a row's share of a step
+                # (the time one token of it costs the batch) exceeds the position's cost
+                best = _best_length(spec.acceptance, plain / rows, position)
+                if best == 0:
+                    # not worth it now: rest, then check one or two drafts again (its
+                    # acceptance, or the costs, may have changed)
+                    spec.rest, spec.k = self.probe_every, min(2, self.max_drafts)
+                    spec.hits, spec.trials = spec.hits + 1.0, spec.trials + 1.0
+                    continue
+                drafts = drafts[:best]
+            out[i] = drafts
+        return out
+
+    def checked(self, seq: Any, drafts: list[int], taken: int) -> None:
+        """After a check: `taken` of the row's `drafts` were accepted (before any
+        early finish). Adapts its draft length and its rest."""
+        spec = seq.spec
+        n = len(drafts)
+        seq.drafted += n
+        seq.accepted_drafts += taken
+        spec.checks += 1
+        self.drafted += n
+        self.accepted += taken
+        self.checks += 1
+        spec.hits = _DECAY * spec.hits + taken
+        spec.trials = _DECAY * spec.trials + taken + (taken < n)
+        if taken == n:
+            spec.k = min(self.max_drafts, spec.k + 2)
+        else:
+            spec.k = max(1, taken + 1)
+        spec.misses = spec.misses + 1 if taken == 0 else 0
+        if spec.acceptance < self.min_acceptance or spec.misses >= 4:
+            # rest a while, then try again, hopeful
+            spec.rest = self.probe_every
+            spec.hits, spec.trials = 1.0, 2.0
+            spec.misses = 0
+            spec.k = min(2, self.max_drafts)
+
+    def counters(self) -> dict[str, int]:
+        return {"drafted": self.drafted, "accepted": self.accepted, "checks": self.checks}
+
+
+def _best_length(p: float, share_s: float, position_s: float) -> int:
+    """The draft length whose last position still pays for itself: p^j x share > cost."""
+    j = 0
+    while j < 16 and p ** (j + 1) * share_s > position_s:
+        j += 1
+    return j
+
+
+def accept_drawn(drafts: list[int], drawn: list[int]) -> list[int]:
+    """The tokens a checked row takes: the drawn ones while they equal the drafts, plus the
+    first that differs (or the one after the last draft). `drawn` has len(drafts) + 1."""
+    out = []
+    for i, token in enumerate(drawn):
+        out.append(token)
+        if i == len(drafts) or token != drafts[i]:
+            break
+    return out

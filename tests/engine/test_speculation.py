@@ -1,0 +1,312 @@
+"""Issue #31: speculative decoding inside the batch answers exactly as without it.
+
+Drafts come from each row's own text (engine/drafting.py) and are checked in the row's pass
+(engine/speculation.py): a lone row's input and drafts in one pass, a batch's rows' drafts
+as segments of the ragged pass beside the other rows and prefill chunks. Greedy and seeded
+requests must give the same tokens with speculation on as off, alone and in a batch, and
+the drafts must really have been checked and (some) accepted, or the test proves nothing.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from engine import SamplingParams
+from engine.drafting import NgramDrafter
+from engine.speculation import Speculation, accept_drawn
+from tests.engine.conftest import engine_on, native_quantized_tiny, run_to_end
+
+# -- the drafter and the acceptance rule -------------------------------------------------
+
+
+def test_drafter_proposes_what_followed_the_longest_recent_match() -> None:
+    d = NgramDrafter([1, 2, 3, 4, 5, 9, 2, 3, 4, 6, 7, 2, 3], min_n=2, max_n=3)
+    # "2 3" occurred twice before: the most recent (followed by 4 6 7) wins
+    assert d.propose(3) == [4, 6, 7]
+    d.extend([4])
+    # "2 3 4" (3-gram) last followed by 6 7 2
+    assert d.propose(3) == [6, 7, 2]
+    assert d.propose(0) == []
+
+
+def test_drafter_without_a_match_proposes_nothing() -> None:
+    d = NgramDrafter([1, 2, 3, 4], min_n=2, max_n=4)
+    assert d.propose(4) == []
+    d.extend([1, 2])  # now "1 2" occurred before, followed by 3 4 1 2
+    assert d.propose(2) == [3, 4]
+
+
+def test_drafter_rejects_bad_sizes() -> None:
+    with pytest.raises(ValueError, match="min_n"):
+        NgramDrafter([], min_n=3, max_n=2)
+
+
+def test_accept_drawn_takes_matches_and_the_first_difference() -> None:
+    assert accept_drawn([5, 6, 7], [5, 6, 7, 8]) == [5, 6, 7, 8]  # all, plus one more
+    assert accept_drawn([5, 6, 7], [5, 9, 7, 8]) == [5, 9]  # stops at the difference
+    assert accept_drawn([5, 6, 7], [1, 6, 7, 8]) == [1]
+    assert accept_drawn([], [4]) == [4]
+
+
+def test_a_row_whose_drafts_fail_rests_and_comes_back() -> None:
+    spec = Speculation("ngram", max_drafts=8)
+
+    class Row:
+        prompt_tokens = [1, 2, 3, 1, 2]
+        num_prompt_tokens = 5
+        output_tokens: list[int] = []
+        matcher = None
+        params = SamplingParams(max_tokens=100)
+        spec = None
+        is_finished = False
+        drafted = accepted_drafts = 0
+
+        @property
+        def num_output_tokens(self) -> int:
+            return 0
+
+        @property
+        def num_tokens(self) -> int:
+            return 5
+
+    row = Row()
+    assert spec.plan([row], 1000) == {0: [3, 1, 2]}
+    for _ in range(4):
+        spec.checked(row, [3, 1, 2], 0)
+    assert row.spec.rest > 0 and spec.plan([row], 1000) == {}  # resting
+    row.spec.rest = 0
+    assert 0 in spec.plan([row], 1000)  # back, with a short draft
+    spec.checked(row, [3, 1], 2)
+    assert row.spec.k > 2  # all accepted: asks for more
+
+
+def test_costs_decide_the_draft_length() -> None:
+    spec = Speculation("ngram", max_drafts=8)
+    spec.costs.observe_plain(16, 0.048)  # a row's share: 3 ms
+    spec.costs.observe_checked(16, 10, 0.048 + 10 * 0.004)  # a drafted position: 4 ms
+    assert spec.costs.position_s == pytest.approx(0.004)
+
+    class Row:
+        prompt_tokens = [7, 8, 9, 7, 8]
+        num_prompt_tokens = 5
+        output_tokens: list[int] = []
+        matcher = None
+        params = SamplingParams(max_tokens=100)
+        spec = None
+        is_finished = False
+        num_output_tokens = 0
+        num_tokens = 5
+
+    rows = [Row() for _ in range(16)]
+    assert spec.plan(rows, 1000) == {}  # a position costs more than a row's token is worth
+    assert all(r.spec.rest > 0 for r in rows)  # they rest, then check a draft or two again
+    spec.costs.observe_plain(1, 0.010)  # alone, a step is 10 ms: drafting pays
+    spec.costs.position_s = 0.001
+    assert spec.plan([Row()], 1000) == {0: [9, 7, 8]}
+
+
+# -- exactness -----------------------------------------------------------------------------
+
+N = 40
+
+
+@pytest.fixture(scope="module")
+def qtiny():
+    return native_quantized_tiny(seed=11)
+
+
+def copy_prompt(seed: int, length: int = 24, repeats: int = 3) -> list[int]:
+    """A prompt that repeats a random phrase: its continuation is easy to draft."""
+    rng = random.Random(seed)
+    phrase = [rng.randrange(0, 256) for _ in range(length)]
+    return phrase * repeats + phrase[: length // 2]
+
+
+def run(qtiny, speculative: str, prompts: list[list[int]], params: list[SamplingParams],
+        stagger: bool = False, **config):
+    engine = engine_on(qtiny, speculative=speculative, **config)
+    streams = []
+    for p, sp in zip(prompts, params, strict=True):
+        streams.append(engine.submit(prompt_tokens=p, params=sp))
+        if stagger:
+            for _ in range(3):
+                engine.step()
+    run_to_end(engine)
+    for s in streams:
+        assert s.finish_reason == "length", s.error
+    return [list(s.tokens) for s in streams], [s.stats for s in streams], engine
+
+
+def greedy(n: int = N) -> SamplingParams:
+    return SamplingParams(max_tokens=n)
+
+
+def seeded(seed: int, n: int = N) -> SamplingParams:
+    return SamplingParams(max_tokens=n, temperature=0.8, top_p=0.9, seed=seed)
+
+
+@pytest.mark.parametrize("kind", ["greedy", "seeded", "penalty"])
+def test_alone_speculation_gives_the_same_tokens(qtiny, kind) -> None:
+    params = {"greedy": greedy(), "seeded": seeded(3),
+              "penalty": SamplingParams(max_tokens=N, temperature=0.7, seed=5,
+                                        repetition_penalty=1.1)}[kind]
+    for seed in range(3):
+        prompt = [copy_prompt(seed)]
+        off, _, _ = run(qtiny, "off", prompt, [params])
+        on, stats, engine = run(qtiny, "ngram", prompt, [params])
+        assert on == off
+        assert stats[0].drafted_tokens > 0  # drafts were checked
+    assert engine.stats().decode_row_steps > 0
+
+
+def test_greedy_drafts_are_accepted_when_the_row_repeats(qtiny) -> None:
+    """A random tiny model's greedy output falls into a loop: its drafts then hold."""
+    accepted = 0
+    for seed in range(4):
+        _, stats, _ = run(qtiny, "ngram", [copy_prompt(seed)], [greedy(64)])
+        accepted += stats[0].accepted_tokens
+        if stats[0].accepted_tokens:
+            assert stats[0].tokens_per_step > 1.0
+    assert accepted > 0
+
+
+@pytest.mark.parametrize("stagger", [False, True])
+def test_in_a_batch_speculation_gives_the_same_tokens(qtiny, stagger) -> None:
+    """Eight rows (greedy and seeded), together or joining while others decode (prefill
+    chunks then share the rows' passes with their drafts), each equal to its run alone
+    without speculation."""
+    prompts = [copy_prompt(10 + i, length=8 + 3 * i) for i in range(8)]
+    params = [greedy() if i % 2 else seeded(100 + i) for i in range(8)]
+    alone = [run(qtiny, "off", [p], [sp])[0][0] for p, sp in zip(prompts, params, strict=True)]
+    together, stats, engine = run(qtiny, "ngram", prompts, params, stagger=stagger)
+    assert together == alone
+    assert sum(s.drafted_tokens for s in stats) > 0
+    assert sum(s.accepted_tokens for s in stats) > 0
+    assert engine.stats().drafted_tokens == sum(s.drafted_tokens for s in stats)
+
+
+def test_with_the_prefix_cache_and_small_chunks(qtiny) -> None:
+    """A next turn from the prefix cache and prompts prefilled in small chunks beside
+    drafting rows: still the same tokens."""
+    first = copy_prompt(40)
+    prompts = [first, first + [5, 6, 7], copy_prompt(41)]
+    params = [greedy(), seeded(9), greedy()]
+    alone = [run(qtiny, "off", [p], [sp])[0][0] for p, sp in zip(prompts, params, strict=True)]
+    together, stats, _ = run(qtiny, "ngram", prompts, params, stagger=True, prefill_burst=8,
+                             whole_prompt_tokens=0)
+    assert together == alone
+    assert sum(s.drafted_tokens for s in stats) > 0
+
+
+def test_rows_with_log_probabilities_do_not_draft_and_keep_theirs(qtiny) -> None:
+    prompts = [copy_prompt(50), copy_prompt(51)]
+    params = [SamplingParams(max_tokens=N, logprobs=2), greedy()]
+    off, _, _ = run(qtiny, "off", prompts, params)
+    on, stats, _ = run(qtiny, "ngram", prompts, params)
+    assert on == off
+    assert stats[0].drafted_tokens == 0 and stats[1].drafted_tokens > 0
+
+
+def test_eos_and_max_tokens_inside_accepted_drafts(qtiny) -> None:
+    """A row that ends inside a run of accepted drafts stops exactly where it would without
+    speculation (max_tokens here; an end-of-sequence token takes the same cut)."""
+    for n in (5, 9, 13):
+        prompt = [copy_prompt(60)]
+        off, _, _ = run(qtiny, "off", prompt, [greedy(n)])
+        on, _, _ = run(qtiny, "ngram", prompt, [greedy(n)])
+        assert on == off and len(on[0]) == n
+
+
+def test_config_rejects_an_unknown_mode() -> None:
+    from engine import EngineConfig
+
+    with pytest.raises(ValueError, match="speculative"):
+        EngineConfig(speculative="draft")
+
+
+def test_a_lone_row_drafts_beside_a_prompt_prefilled_in_chunks(qtiny) -> None:
+    """The lone row's input and drafts are one segment of the pass that also runs the other
+    prompt's chunks (engine/ragged_pass.py): both answers as without speculation."""
+    long_prompt = [random.Random(2).randrange(256) for _ in range(120)]
+
+    def answers(speculative: str):
+        engine = engine_on(qtiny, speculative=speculative, prefill_burst=8,
+                           whole_prompt_tokens=0)
+        a = engine.submit(prompt_tokens=copy_prompt(3), params=greedy(60))
+        for _ in range(6):
+            engine.step()
+        b = engine.submit(prompt_tokens=long_prompt, params=seeded(4, 5))
+        run_to_end(engine)
+        return [list(a.tokens), list(b.tokens)], a.stats
+
+    off, _ = answers("off")
+    on, stats = answers("ngram")
+    assert on == off
+    assert stats.accepted_tokens > 0
+
+
+def test_sampled_replies_have_the_same_distribution(qtiny) -> None:
+    """Unseeded sampled requests (each draws its own seed): at every position the token's
+    distribution with speculation matches the one without (chi-square tests of
+    homogeneity, 0.1 % in all), while drafts were both accepted and refused. A check that
+    took drafts without drawing (or drew wrongly) moves mass onto the drafted tokens."""
+    from collections import Counter
+
+    prompt = copy_prompt(70, length=6, repeats=4)
+    n, length = 600, 12
+    params = SamplingParams(max_tokens=length, temperature=1.0, top_k=2)
+    samples, stats = {}, {}
+    for mode in ("off", "ngram"):
+        engine = engine_on(qtiny, speculative=mode, max_concurrent=64, max_queue=n)
+        streams = [engine.submit(prompt_tokens=prompt, params=params) for _ in range(n)]
+        run_to_end(engine)
+        samples[mode] = [list(s.tokens) for s in streams]
+        stats[mode] = engine.stats()
+    assert stats["ngram"].drafted_tokens > 500
+    assert 0 < stats["ngram"].accepted_tokens < stats["ngram"].drafted_tokens
+    tested = 0
+    for position in range(1, length):
+        counts = {mode: Counter(t[position] for t in samples[mode]) for mode in samples}
+        cells = [c for c in set(counts["off"]) | set(counts["ngram"])
+                 if counts["off"][c] + counts["ngram"][c] >= 10]
+        if len(cells) < 2:
+            continue
+        chi2 = sum((counts[mode][c] - (counts["off"][c] + counts["ngram"][c]) / 2) ** 2
+                   / ((counts["off"][c] + counts["ngram"][c]) / 2)
+                   for c in cells for mode in ("off", "ngram"))  # equal sample sizes
+        df = len(cells) - 1
+        # the 99.99th percentile of chi-square(df) (Wilson-Hilferty): 0.1 % over 11 tests
+        critical = df * (1 - 2 / (9 * df) + 3.72 * (2 / (9 * df)) ** 0.5) ** 3
+        assert chi2 < critical, (position, chi2, critical, counts)
+        tested += 1
+    assert tested >= 8
+
+
+def test_only_a_copying_row_gives_up_running_ahead() -> None:
+    """A lone row runs ahead (its next step starts before its token is read) unless it is
+    copying: its text ends in an n-gram seen before. With nothing to draft, speculation
+    costs a row nothing."""
+    spec = Speculation("ngram")
+
+    class Row:
+        def __init__(self, prompt: list[int]) -> None:
+            self.prompt_tokens, self.num_prompt_tokens = prompt, len(prompt)
+            self.output_tokens: list[int] = []
+            self.matcher, self.spec = None, None
+            self.params = SamplingParams(max_tokens=10)
+
+    copying, fresh = Row(copy_prompt(80)), Row(list(range(1, 60)))
+    assert spec.wants_to_draft(copying)
+    assert not spec.wants_to_draft(fresh)
+    fresh.output_tokens += [1, 2]  # its output now repeats its start
+    assert spec.wants_to_draft(fresh)
+    copying.spec.rest = 3
+    assert not spec.wants_to_draft(copying)  # resting
+
+
+def test_without_speculation_a_step_gives_one_token(qtiny) -> None:
+    _, stats, engine = run(qtiny, "off", [copy_prompt(90)], [greedy(20)])
+    assert stats[0].decode_steps == 19 and stats[0].tokens_per_step == 1.0
+    assert engine.stats().tokens_per_step == 1.0 and engine.stats().acceptance_rate is None
