@@ -8,6 +8,7 @@ import sys
 from engine.public import CpuOptions, RequestRejected, SamplingParams
 
 from .bridge.local_target import load_target
+from .plural import counted
 
 
 async def chat(source: str, params: SamplingParams, system: str | None = None,
@@ -36,7 +37,7 @@ async def chat(source: str, params: SamplingParams, system: str | None = None,
             async for event in stream:
                 print(event.text, end="", flush=True)
             s = stream.stats
-            print(f"\n[{s.generated_tokens} tokens, {s.tokens_per_s:.1f} tok/s, "
+            print(f"\n[{counted(s.generated_tokens, 'token')}, {s.tokens_per_s:.1f} tok/s, "
                   f"first token {s.ttft_s or 0:.2f} s, {s.finish_reason}]")
             history.append({"role": "assistant", "content": stream.text})
     finally:

@@ -8,6 +8,7 @@ when it is `closed`, and brought forward on `front_changed`; what the user does 
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 from .bridge import EngineBridge
@@ -77,7 +78,14 @@ class Workspace:
         s = self.settings
         params = s.new_tab_params()
         return Conversation(self.bridge, system_prompt=s.defaults.system_prompt,
-                            params=params, preset=s.matching_preset(params))
+                            params=params, preset=s.matching_preset(params),
+                            default_title=f"Chat {self._free_number()}")
+
+    def _free_number(self) -> int:
+        """The lowest N no open chat is called "Chat N" by: after closing every tab the
+        next one is "Chat 1" again, and a closed tab's number is used again first."""
+        taken = {c.title for c in self.conversations}
+        return next(n for n in itertools.count(1) if f"Chat {n}" not in taken)
 
     def close(self, conv: Conversation) -> None:
         """Close a chat; a reply it is generating is cancelled. The last one is replaced by

@@ -8,6 +8,7 @@ state in the banner and the status bar.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pyqtgraph as pg
 from PySide6.QtCore import QByteArray, Qt, Signal
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import (
     QApplication,
     QDialog,
     QMainWindow,
+    QMenu,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -190,7 +192,17 @@ class MainWindow(QMainWindow):
             handlers["history"] = self.history.show_history
         if self.sidebar_action is not None:
             handlers["sidebar"] = self.sidebar_action
-        return handlers
+        # a dialog a menu entry opens gives the keys back to the window when it closes
+        return {name: h if isinstance(h, (QAction, QMenu)) else self._keys_back_from(h)
+                for name, h in handlers.items()}
+
+    def _keys_back_from(self, handler: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            result = handler()
+            if isinstance(result, QDialog):
+                self.keys_back_after(result)
+            return result
+        return run
 
     # -- look and what the window remembers ----------------------------------------------
     def set_theme(self, choice: str) -> None:

@@ -16,6 +16,7 @@ from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
 from .local_target import Loader, LocalTarget
+from .prompt_size import PromptSize, count_prompt
 from .routing import Router
 from .streams import StreamClient
 from .switch import Choice, ModelSwitch, PendingSwitch, Running
@@ -173,6 +174,12 @@ class EngineBridge:
         if target is None or self.state != BridgeState.READY:
             return 0
         return await target.save_prefix(messages)
+
+    async def count_prompt(self, messages: Sequence[Mapping[str, Any]]) -> PromptSize | None:
+        """How many tokens `messages` make as the local model's prompt, and its context
+        (counted off this thread); None without a model or when its template refuses them."""
+        target = self.host.target
+        return await count_prompt(target, messages) if target is not None else None
 
     def stats(self) -> EngineStats | None:
         target = self.host.target

@@ -8,6 +8,7 @@ from typing import Any
 from engine.public import EventStream
 
 from ..events import Event
+from ..plural import counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +25,12 @@ class ReplyStats:
     cached_tokens: int = 0  # prompt tokens the engine reused from its prefix cache
 
     def summary(self) -> str:
-        parts = [f"{self.generated_tokens} tokens"]
+        parts = [counted(self.generated_tokens, "token")]
         if self.ttft_s is not None:
             parts.append(f"first token {self.ttft_s:.2f} s")
         if self.cached_tokens:
-            parts.append(f"{self.cached_tokens} of {self.prompt_tokens} prompt tokens cached")
+            parts.append(f"{self.cached_tokens} of {counted(self.prompt_tokens, 'prompt token')} "
+                         "cached")
         parts.append(f"{self.tokens_per_s:.1f} tok/s")
         parts.append(self.finish_reason)
         return " · ".join(parts)

@@ -123,6 +123,11 @@ class LocalTarget:
                                   f"{type(exc).__name__}: {exc}") from exc
         return list(self.engine.tokenizer.encode(text, add_special_tokens=False))
 
+    def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """The prompt `submit(messages)` would run (RequestRejected if it would refuse
+        them); safe off the engine's and the UI's threads (app.bridge.prompt_size)."""
+        return self.engine.prompt_tokens(messages)
+
     def encode(self, text: str) -> list[int]:
         return list(self.engine.tokenizer.encode(text))
 

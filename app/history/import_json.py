@@ -31,6 +31,7 @@ from app.storage import (
 from app.storage.add_new import NewRows
 from app.storage.records import Record
 
+from ..plural import counted
 from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
 from .import_tree import link_messages
 
@@ -39,6 +40,14 @@ R = TypeVar("R", bound=Record)
 # few. Deeper documents are refused before anything recurses through them (the record
 # checks and the storage would hit Python's recursion limit: a RecursionError, not a message).
 MAX_DEPTH = 100
+
+
+# what a table's rows are called in the report: (one, several)
+_NAMES = {"sessions": ("chat", "chats"), "messages": ("message", "messages"),
+          "sim_runs": ("simulation run", "simulation runs"),
+          "sim_results": ("simulation result", "simulation results"),
+          "request_stats": ("request stats record", "request stats records"),
+          "stats_snapshots": ("stats snapshot", "stats snapshots")}
 
 
 @dataclass(slots=True)
@@ -56,7 +65,8 @@ class ImportReport:
 
     def summary(self) -> str:
         def fmt(counts: dict[str, int]) -> str:
-            return ", ".join(f"{n} {t.replace('_', ' ')}" for t, n in counts.items()) or "nothing"
+            return ", ".join(counted(n, *_NAMES.get(t, (t.replace("_", " "),)))
+                             for t, n in counts.items()) or "nothing"
         text = f"Imported {fmt(self.added)}."
         if self.skipped:
             text += f" Skipped {fmt(self.skipped)} already in the history (left as they were)."

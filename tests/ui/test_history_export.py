@@ -80,7 +80,7 @@ def test_export_everything_and_import_into_a_new_database(history_app, loop, qtb
     view = window.history.show_history()
     view.ask_open_path = lambda: str(everything)
     view.import_button.click()
-    assert view.message.text().startswith("Imported 2 sessions"), view.message.text()
+    assert view.message.text().startswith("Imported 2 chats"), view.message.text()
     s = stored(history_app.db)
     again = export_all(s)
     s.close()

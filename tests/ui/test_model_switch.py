@@ -500,3 +500,19 @@ def test_a_reply_stopped_by_a_switch_is_saved_so_and_reads_so_after_a_restart(
     reply = back.conversation.messages[-1]
     assert (reply.content, reply.finish_reason) == (text, SWITCHED)
     assert FINISH_NOTES[SWITCHED] in back.messages.widgets[-1].stats.text()
+
+
+def test_esc_cancels_and_enter_lets_them_finish(window, loop, make_engine, qtbot):
+    from PySide6.QtCore import Qt
+
+    bridge = window.ctx.bridge
+    bridge.loader = Loader(make_engine)
+    tab = window.current_tab()
+    msg = streaming_reply(tab, loop)
+    task, box = ask(window, loop, "next-model")
+    qtbot.keyClick(box, Qt.Key.Key_Escape)
+    assert loop.run_until_complete(task) is False and bridge.source == "tiny"
+    task, box = ask(window, loop, "next-model")
+    qtbot.keyClick(box, Qt.Key.Key_Return)  # the default: the safe choice
+    assert loop.run_until_complete(task) is True
+    assert msg.finish_reason == "length" and bridge.source == "next-model"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QDialog
+from PySide6.QtWidgets import QApplication, QDialog, QTableView
 from pytestqt.qtbot import QtBot
 
 from tests.ui.conftest import run_until, spin, start_long_reply
@@ -140,3 +140,23 @@ def test_a_request_cancelled_by_closing_its_tab_reads_so(window, loop, qtbot):
     assert _row(window, gen.request_id).source == title  # its chat is open again
     window.set_tab_title(back, "Renamed")
     assert _row(window, gen.request_id).source == "Renamed"
+
+
+def test_a_closed_chat_source_keeps_its_closed_mark_in_a_narrow_column(window, loop, qtbot):
+    window.stats_dock.show()
+    tab = window.new_tab()
+    gen = start_long_reply(tab, loop, "tell me everything about lighthouses and their keepers")
+    window.close_tab(window.tabs.indexOf(tab))
+    run_until(loop, lambda: gen.is_finished)
+    row = _row(window, gen.request_id)
+    dock = window.stats_dock
+    dock.refresh()
+    _settle(loop)
+    view = dock.panel.findChild(QTableView, "requestTable")
+    at = dock.panel.table_model.rows.index(row)
+    index = view.model().index(at, 0)
+    width = view.columnWidth(0)
+    assert view.fontMetrics().horizontalAdvance(row.source) > width  # it is cut
+    shown = view.fontMetrics().elidedText(row.source, view.textElideMode(), width - 8)
+    assert shown.endswith("(closed)")  # the end stays: the middle goes
+    assert row.source in view.model().data(index, Qt.ItemDataRole.ToolTipRole)

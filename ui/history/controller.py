@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QPu
 
 from app.history.sync import HistorySync
 from app.lifecycle import Lifecycle
+from app.plural import counted
 from app.storage import StorageError
 from app.workspace import Workspace
 
@@ -180,8 +181,9 @@ class HistoryController(QObject):
             return False
         self.update_status()
         if self.history.pending_count:
-            self._tell(f"History moved to {path}, but {self.history.pending_count} changes "
-                       f"are still unsaved: {self.history.last_error}")
+            n = self.history.pending_count
+            self._tell(f"History moved to {path}, but {counted(n, 'change')} "
+                       f"{'is' if n == 1 else 'are'} still unsaved: {self.history.last_error}")
             return False
         self._tell(f"History is now saved in {path}.")
         return True

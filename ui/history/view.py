@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.file_names import file_name
 from app.history import files
 from app.history.files import HistoryEntry
 from app.history.sync import HistorySync
@@ -32,6 +33,7 @@ from app.storage import StorageError
 from .. import file_dialogs
 from ..widgets import confirm_delete
 from .compare_view import CompareRunsDialog
+from .match_delegate import MATCH_ROLE, MatchDelegate, plain
 
 # (menu text, file filter, default suffix, action name, format)
 EXPORTS = (
@@ -80,6 +82,7 @@ class HistoryDialog(QDialog):
         self.list.setRootIsDecorated(False)
         for column, width in enumerate((250, 90, 50, 130)):
             self.list.setColumnWidth(column, width)
+        self.list.setItemDelegateForColumn(4, MatchDelegate(self.list))
         self.list.itemDoubleClicked.connect(lambda *_: self.open_selected())
         # several runs can be selected (Ctrl/Shift+click) and compared side by side
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
@@ -135,10 +138,12 @@ class HistoryDialog(QDialog):
             kind = "chat (open)" if entry.is_open else "chat"
             if entry.kind == "sim_run":
                 kind = "simulation"
+            match = plain(entry.snippet)
             item = QTreeWidgetItem([entry.title, kind, str(entry.count), _when(entry.when),
-                                    entry.snippet])
+                                    match])
             item.setData(0, ROLE, entry)
-            item.setToolTip(4, entry.snippet)
+            item.setData(4, MATCH_ROLE, entry.snippet)  # the delegate bolds the match
+            item.setToolTip(4, match)
             self.list.addTopLevelItem(item)
         if self.entries:
             self.list.setCurrentItem(self.list.topLevelItem(0))
@@ -220,7 +225,8 @@ class HistoryDialog(QDialog):
             self.show_message("Select a chat to export.")
             return False
         if path is None:
-            name = _safe_name(entry.title if what == "session" and entry else f"batchchat-{what}")
+            name = file_name(entry.title) if what == "session" and entry \
+                else f"batchchat-{what}"
             path = self.ask_save_path(name + suffix, file_filter)
             if not path:
                 return False
@@ -276,8 +282,3 @@ def _when(iso: str) -> str:
         return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
     except ValueError:
         return iso
-
-
-def _safe_name(title: str) -> str:
-    name = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip()
-    return name or "chat"
