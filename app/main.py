@@ -1,5 +1,6 @@
 """Entry point: `python -m app` (or `batchchat`): the window, or `--cli` for the terminal;
-`batchchat serve …` runs the OpenAI-compatible API server alone (`batchchat serve --help`)."""
+`batchchat serve …` runs the OpenAI-compatible API server alone (`batchchat serve --help`);
+`batchchat models …` lists, shows and pulls models (`batchchat models --help`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["serve"]:
         return run_server(argv[1:])
+    if argv[:1] == ["models"]:
+        from app.models.cli import main as models  # no MLX: reads headers only
+
+        return models(argv[1:])
     args = prepare(argv)
     if args.cli or not _can_show_window():
         if not args.cli:

@@ -65,6 +65,7 @@ class Settings:
         self.drafts: dict[str, str] = {}  # chat session id -> text in its input box
         self.front_chat = ""  # session id of the chat tab in front
         self.recent_models: list[str] = []  # models that loaded, most recent first
+        self.model_folders: list[str] = []  # folders the model library also looks in
         self.settings_panel_changed = Event()
         # OpenAI-compatible servers a tab or the simulator can use (app/remote); their API
         # keys live in a separate 0600 file (app/remote/keys.py), never in settings.json
@@ -114,6 +115,10 @@ class Settings:
         if isinstance(recent, list):
             settings.recent_models = [repair_text(m) for m in recent
                                       if isinstance(m, str) and m.strip()][:RECENT_MODELS_KEPT]
+        folders = data.get("model_folders")
+        if isinstance(folders, list):
+            settings.model_folders = [repair_text(f) for f in folders
+                                      if isinstance(f, str) and f.strip()]
         if data.get("theme") in ("system", "light", "dark"):
             settings.theme = data["theme"]
         if isinstance(data.get("last_folder"), str):
@@ -170,7 +175,7 @@ class Settings:
         data["last_folder"] = self.last_folder
         data.update(window_geometry=self.window_geometry, window_state=self.window_state,
                     front_chat=self.front_chat, drafts=self.drafts,
-                    recent_models=self.recent_models)
+                    recent_models=self.recent_models, model_folders=self.model_folders)
         data["connections"] = [c.to_dict(redact_key=True) for c in self.connections]
         data["mcp_servers"] = [s.to_dict() for s in self.mcp_servers]
         try:
@@ -187,6 +192,19 @@ class Settings:
         if source != self.model or recent != self.recent_models:
             self.model = source
             self.recent_models = recent[:RECENT_MODELS_KEPT]
+            self.save()
+
+    def add_model_folder(self, folder: str) -> bool:
+        """The model library also looks in `folder` from now on; False if it already did."""
+        if not folder or folder in self.model_folders:
+            return False
+        self.model_folders.append(folder)
+        self.save()
+        return True
+
+    def remove_model_folder(self, folder: str) -> None:
+        if folder in self.model_folders:
+            self.model_folders.remove(folder)
             self.save()
 
     def set_settings_panel(self, shown: bool) -> None:

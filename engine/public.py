@@ -1,8 +1,9 @@
 """The engine's names the app may use, none of which loads MLX.
 
-Records, events, errors, sampling settings and text checks, plus the process set-up that
-must run before MLX loads. `app` imports the engine only through here (an import-linter
-contract in pyproject.toml); app.bridge.local_target alone runs the Engine itself.
+Records, events, errors, sampling settings and text checks, what the loader supports
+(engine/loader/support.py), plus the process set-up that must run before MLX loads. `app`
+imports the engine only through here (an import-linter contract in pyproject.toml);
+app.bridge.local_target alone runs the Engine itself.
 tests/engine/test_public.py checks that importing this module loads no MLX.
 """
 
@@ -20,7 +21,9 @@ from .grammars import (
     lark_grammar,
     regex_grammar,
 )
+from .loader.bundled import BUNDLED_FILENAME, model_cache_dir
 from .loader.errors import ModelLoadError
+from .loader.support import ggml_type_name, gguf_unsupported, mlx_lm_unsupported
 from .sampling_params import SamplingParams
 from .sequence import Priority
 from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
@@ -30,6 +33,7 @@ from .token_event import TokenEvent
 from .units import format_bytes
 
 __all__ = [
+    "BUNDLED_FILENAME",
     "CpuOptions",
     "CpuOptionsError",
     "EngineError",
@@ -51,11 +55,15 @@ __all__ = [
     "describe_determinism",
     "ensure_fast_blas",
     "format_bytes",
+    "ggml_type_name",
+    "gguf_unsupported",
     "json_object_grammar",
     "json_schema_grammar",
     "kv_budget_from_env",
     "lark_grammar",
     "lone_surrogate",
+    "mlx_lm_unsupported",
+    "model_cache_dir",
     "regex_grammar",
     "repair_text",
 ]

@@ -56,3 +56,48 @@ def make_tiny_model(seed: int = 0, layers: int = 2, hidden: int = 64,
     model.lm_head.weight = mx.random.normal(model.lm_head.weight.shape) * 0.5
     mx.eval(model.parameters())
     return TinyModel(model, tokenizer, frozenset(tokenizer.eos_token_ids), context_length)
+
+
+def save_tiny_dir(tiny: TinyModel, dest: Any, context_length: int = 512) -> Any:
+    """`tiny` as an mlx-lm model directory (config.json, model.safetensors, tokenizer)."""
+    import json
+    from pathlib import Path
+
+    from mlx.utils import tree_flatten
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    a = tiny.model.args
+    config = {"model_type": "llama", "hidden_size": a.hidden_size,
+              "num_hidden_layers": a.num_hidden_layers, "intermediate_size": a.intermediate_size,
+              "num_attention_heads": a.num_attention_heads,
+              "num_key_value_heads": a.num_key_value_heads, "rms_norm_eps": a.rms_norm_eps,
+              "vocab_size": a.vocab_size, "rope_theta": a.rope_theta,
+              "tie_word_embeddings": False, "max_position_embeddings": context_length}
+    (dest / "config.json").write_text(json.dumps(config))
+    mx.save_safetensors(str(dest / "model.safetensors"),
+                        dict(tree_flatten(tiny.model.parameters())))
+    tiny.tokenizer._tokenizer.save_pretrained(str(dest))
+    return dest
+
+
+def place_in_hub_cache(src: Any, cache: Any, repo_id: str,
+                       commit: str = "0123456789abcdef0123456789abcdef01234567") -> Any:
+    """Copy model directory `src` into hub cache `cache` as huggingface_hub lays a download
+    out (blobs, a snapshot of links, refs/main); returns the snapshot folder."""
+    import hashlib
+    import os
+    from pathlib import Path
+
+    storage = Path(cache) / f"models--{repo_id.replace('/', '--')}"
+    snapshot = storage / "snapshots" / commit
+    (storage / "blobs").mkdir(parents=True, exist_ok=True)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    for file in sorted(Path(src).iterdir()):
+        data = file.read_bytes()
+        blob = storage / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        os.symlink(os.path.relpath(blob, snapshot), snapshot / file.name)
+    (storage / "refs").mkdir(exist_ok=True)
+    (storage / "refs" / "main").write_text(commit)
+    return snapshot

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushBu
 from app.bridge import BridgeState, EngineBridge
 from app.bridge.switch import model_name
 
-from .model_picker import short_name
+from .models.names import short_name
 
 BAR_STEPS = 1000
 

@@ -44,8 +44,9 @@ from .help_menu import about_box, shortcuts_box
 from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .mcp.servers_dialog import open_mcp_servers
-from .model_picker import ModelPickerDialog
 from .model_switch import SwitchQuestion, ask_switch
+from .models.library_dialog import ModelLibraryDialog
+from .models.model_button import ModelButton
 from .preferences import open_preferences
 from .reflow import widen_when_shown
 from .server_controls import ServerControls
@@ -101,6 +102,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
 
         self.engine_status = EngineStatus(self, ctx.bridge, self.banner)
+        self.model_button = ModelButton(ctx.bridge, self.choose_model)
+        self.statusBar().insertWidget(0, self.model_button)  # the model's name, first
         self._make_docks()
         self.api_server = ServerControls(self, AppServer(ctx))
         self.lifecycle.stop_simulator = lambda: self.sim_dock.shutdown(SIMULATOR_TIMEOUT_S)
@@ -326,12 +329,14 @@ class MainWindow(QMainWindow):
             return "A model is loading; try again once it has loaded."
         return ""
 
-    def choose_model(self) -> ModelPickerDialog:
+    def choose_model(self) -> ModelLibraryDialog:
+        """Open the model library (the Load model… menu entry and the model button)."""
         bridge = self.ctx.bridge
         reason = bridge.message if bridge.state == BridgeState.FAILED else ""
         current = bridge.attempted or bridge.source or self.ctx.settings.model
-        dialog = ModelPickerDialog(current, reason, self, recent=self.ctx.settings.recent_models,
-                                   bridge=bridge)
+        dialog = ModelLibraryDialog(current, reason, self,
+                                    recent=self.ctx.settings.recent_models, bridge=bridge,
+                                    settings=self.ctx.settings)
         dialog.chosen.connect(self.load_model)
         self.keys_back_after(dialog)
         dialog.open()
@@ -379,6 +384,7 @@ class MainWindow(QMainWindow):
 
     async def _shutdown(self) -> None:
         self.engine_status.stop()
+        self.model_button.stop()
         if self.history is not None:
             self.history.stop()
         self.stats_dock.stop()

@@ -18,6 +18,7 @@ from enum import StrEnum
 from pathlib import PurePath
 
 from ..events import Event
+from ..models.names import model_name as hub_model_name
 from .frames import FramePump
 from .hosting import BridgeState, ModelHost
 
@@ -92,9 +93,12 @@ def running_on(host: ModelHost) -> Running:
 
 
 def model_name(source: str) -> str:
-    """A source's short name: a path's last part, a repo id's name."""
+    """A source's short name: a path's last part, a repo id's name; a hub cache snapshot
+    (the model library's hub models) by its repo id, not its commit hash."""
     if source == "bundled":
         return "the bundled model"
+    if "models--" in source:
+        return hub_model_name(source)
     return PurePath(source.rstrip("/")).name or source
 
 

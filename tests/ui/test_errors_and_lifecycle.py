@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtWidgets import QLineEdit
-
 from app.bridge import BridgeState, EngineBridge
 from tests.ui.conftest import run_until
-from ui.model_picker import ModelPickerDialog
+from ui.models.library_dialog import ModelLibraryDialog
 
 
 def test_queue_full_shows_in_the_tab_that_caused_it(make_window, make_engine, loop):
@@ -109,9 +107,9 @@ def test_failed_load_shows_why_and_lets_the_user_pick_another(make_window, make_
     assert "No model is loaded" in tab.notice.text()
 
     window.banner.button.click()
-    dialog = window.findChild(ModelPickerDialog)
+    dialog = window.findChild(ModelLibraryDialog)
     assert dialog is not None and dialog.isVisible()
-    dialog.findChild(QLineEdit).setText("good")
+    dialog.source.setText("good")
     dialog.accept()
     run_until(loop, lambda: bridge.is_ready)
     assert not window.banner.isVisibleTo(window)

@@ -1,0 +1,155 @@
+"""Read a GGUF file's header (metadata and tensor list) without reading its weights.
+
+Plain `struct` over the file: the architecture, context length, file type, every tensor's
+shape and type (for the parameter count and the loader's rules), and whether the file is
+as long as its tensors say (a partial download is not).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+from math import prod
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from engine.public import ggml_type_name
+
+MAGIC = b"GGUF"
+MAX_STRING = 1 << 24  # longer strings or counts mean a corrupt header, not a model
+MAX_COUNT = 1 << 28
+
+# llama.cpp's LLAMA_FTYPE values (general.file_type).
+FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+              10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S",
+              15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS",
+              20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S",
+              25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M",
+              30: "IQ4_XS", 31: "IQ1_M", 32: "BF16"}
+# bytes per block and weights per block of each GGML tensor type (for the data's length)
+_TYPE_SIZES = {0: (4, 1), 1: (2, 1), 30: (2, 1), 2: (18, 32), 3: (20, 32), 6: (22, 32),
+               7: (24, 32), 8: (34, 32), 10: (84, 256), 11: (110, 256), 12: (144, 256),
+               13: (176, 256), 14: (210, 256), 15: (292, 256)}
+# value types: struct format of the fixed-size ones
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+            10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+
+
+class GgufError(ValueError):
+    """The file is not a GGUF model this reader can make sense of (the message says why)."""
+
+
+@dataclass
+class GgufHeader:
+    version: int
+    metadata: dict[str, Any]  # arrays are kept as their length only
+    tensor_types: Counter[int] = field(default_factory=Counter)  # type -> weights
+    tensor_names: set[str] = field(default_factory=set)
+    parameters: int = 0
+    data_end: int = 0  # where the last tensor's data ends (0: not known)
+
+    @property
+    def architecture(self) -> str | None:
+        arch = self.metadata.get("general.architecture")
+        return arch if isinstance(arch, str) else None
+
+    def arch_value(self, key: str) -> Any:
+        return self.metadata.get(f"{self.architecture}.{key}")
+
+    @property
+    def quantization(self) -> str:
+        """The file type it names, else the type most of its weights have."""
+        ftype = self.metadata.get("general.file_type")
+        if isinstance(ftype, int) and ftype in FILE_TYPES:
+            return FILE_TYPES[ftype]
+        if self.tensor_types:
+            return ggml_type_name(self.tensor_types.most_common(1)[0][0])
+        return ""
+
+
+class _Reader:
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+
+    def take(self, n: int) -> bytes:
+        data = self.f.read(n)
+        if len(data) < n:
+            raise GgufError("the header is truncated (the file ends inside it)")
+        return data
+
+    def unpack(self, fmt: str) -> Any:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+
+    def count(self) -> int:
+        n = self.unpack("<Q")
+        if n > MAX_COUNT:
+            raise GgufError(f"the header is corrupt (a count of {n:,})")
+        return n
+
+    def string(self) -> str:
+        n = self.unpack("<Q")
+        if n > MAX_STRING:
+            raise GgufError(f"the header is corrupt (a string of {n:,} bytes)")
+        return self.take(n).decode("utf-8", errors="replace")
+
+    def value(self, kind: int) -> Any:
+        if kind in _SCALARS:
+            return self.unpack(_SCALARS[kind])
+        if kind == _STRING:
+            return self.string()
+        if kind == _ARRAY:
+            item, n = self.unpack("<I"), self.count()
+            if item in _SCALARS:  # skipped, not read: a vocabulary's scores are large
+                self.f.seek(n * struct.calcsize(_SCALARS[item]), 1)
+            elif item == _STRING:  # a vocabulary's tokens: each skipped by its length
+                for _ in range(n):
+                    length = self.unpack("<Q")
+                    if length > MAX_STRING:
+                        raise GgufError(f"the header is corrupt (a string of {length:,} bytes)")
+                    self.f.seek(length, 1)
+            else:
+                for _ in range(n):
+                    self.value(item)
+            return n
+        raise GgufError(f"the header is corrupt (value type {kind})")
+
+
+def read_gguf_header(path: Path) -> GgufHeader:
+    """The header of the GGUF at `path`; GgufError says why it cannot be read."""
+    with path.open("rb") as f:
+        head = f.read(8)
+        if not head:
+            raise GgufError("the file is empty")
+        if head[:4] != MAGIC:
+            raise GgufError(f"not a GGUF file (starts with {head[:4]!r})")
+        if len(head) < 8:
+            raise GgufError("the header is truncated (the file ends inside it)")
+        version = struct.unpack("<I", head[4:])[0]
+        if version not in (2, 3):
+            raise GgufError(f"GGUF version {version} is not supported")
+        r = _Reader(f)
+        n_tensors, n_meta = r.count(), r.count()
+        meta: dict[str, Any] = {}
+        for _ in range(n_meta):
+            key = r.string()
+            meta[key] = r.value(r.unpack("<I"))
+        header = GgufHeader(version, meta)
+        last: tuple[int, int, int] | None = None  # offset, elements, type of the last tensor
+        for _ in range(n_tensors):
+            header.tensor_names.add(r.string())
+            dims = [r.unpack("<Q") for _ in range(r.unpack("<I"))]
+            kind, offset = r.unpack("<I"), r.unpack("<Q")
+            n = prod(dims)
+            header.tensor_types[kind] += n
+            header.parameters += n
+            if last is None or offset > last[0]:
+                last = (offset, n, kind)
+        align = meta.get("general.alignment", 32)
+        align = align if isinstance(align, int) and align > 0 else 32
+        start = -(-f.tell() // align) * align
+        if last is not None and last[2] in _TYPE_SIZES:
+            block_bytes, block = _TYPE_SIZES[last[2]]
+            header.data_end = start + last[0] + -(-last[1] // block) * block_bytes
+        return header

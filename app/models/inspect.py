@@ -1,0 +1,167 @@
+"""What one model on the disk is, read from its headers and config, never its weights.
+
+describe() takes a .gguf file or an mlx-lm model directory and returns its ModelEntry,
+with the reason it does not load here (the loader's rules come from engine.public); a
+broken or partial file is an entry with a reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from math import prod
+from pathlib import Path
+from typing import Any
+
+from engine.public import gguf_unsupported, mlx_lm_unsupported
+
+from .entry import ModelEntry
+from .gguf_header import GgufError, read_gguf_header
+from .safetensors_header import SafetensorsError, Tensor, read_safetensors_header
+
+CONTEXT_KEYS = ("max_position_embeddings", "max_seq_len", "n_positions", "seq_length")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
+DTYPE_NAMES = {"BF16": "bf16", "F16": "f16", "F32": "f32", "F64": "f64",
+               "bfloat16": "bf16", "float16": "f16", "float32": "f32"}
+
+
+def describe(path: Path, *, name: str, place: str, source: str | None = None) -> ModelEntry:
+    """The entry for a .gguf file or a model directory at `path`."""
+    base = {"name": name, "place": place, "path": path, "source": source or str(path)}
+    try:
+        if path.is_dir():
+            return _describe_dir(path, base)
+        return _describe_gguf(path, base)
+    except OSError as e:  # unreadable (permissions, I/O, a broken link)
+        return ModelEntry(format="GGUF" if path.suffix == ".gguf" else "mlx-lm",
+                          reason=f"cannot read {e.filename or path}: {e.strerror or e}", **base)
+
+
+def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
+    size = path.stat().st_size
+    try:
+        header = read_gguf_header(path)
+    except GgufError as e:
+        return ModelEntry(format="GGUF", size_bytes=size, reason=str(e), **base)
+    rope = header.arch_value("rope.scaling.type")
+    reason = gguf_unsupported(header.architecture, header.tensor_types,
+                              rope if isinstance(rope, str) else None)
+    if not reason and "token_embd.weight" not in header.tensor_names:  # as gguf.py checks
+        reason = "no model weights in the file (a vocabulary-only GGUF?)"
+    if not reason and header.data_end > size:
+        reason = f"the file is truncated ({size:,} of {header.data_end:,} bytes)"
+    context = header.arch_value("context_length")
+    return ModelEntry(format="GGUF", architecture=header.architecture or "",
+                      parameters=header.parameters or None, quantization=header.quantization,
+                      size_bytes=size, context_length=context if isinstance(context, int)
+                      else None, reason=reason, **base)
+
+
+def _describe_dir(path: Path, base: dict[str, Any]) -> ModelEntry:
+    size = dir_size(path)
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as e:
+        return ModelEntry(format="mlx-lm", size_bytes=size,
+                          reason=f"config.json is unreadable ({e})", **base)
+    arch = config.get("model_type") if isinstance(config.get("model_type"), str) else ""
+    weights, reason = _weights(path)
+    if not reason and not any((path / f).is_file() for f in TOKENIZER_FILES):
+        reason = "no tokenizer files (tokenizer.json)"
+    reason = mlx_lm_unsupported(arch) or reason
+    return ModelEntry(format="mlx-lm", architecture=arch, parameters=_parameters(weights, config),
+                      quantization=_quantization(config, weights), size_bytes=size,
+                      context_length=_context(path, config), reason=reason, **base)
+
+
+def _weights(path: Path) -> tuple[dict[str, Tensor], str]:
+    """Every tensor of the directory's safetensors, and why they do not load ("" if they do)."""
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            files = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+                               .values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            return {}, f"model.safetensors.index.json is unreadable ({e})"
+    else:
+        files = sorted(p.name for p in path.glob("*.safetensors"))
+    if not files:
+        return {}, "missing weights (no *.safetensors file)"
+    tensors: dict[str, Tensor] = {}
+    for file in files:
+        if not (path / file).is_file():
+            return tensors, f"missing weights ({file})"
+        try:
+            tensors |= read_safetensors_header(path / file)
+        except SafetensorsError as e:
+            return tensors, f"broken weights: {e}"
+    return tensors, ""
+
+
+def _parameters(weights: dict[str, Tensor], config: dict[str, Any]) -> int | None:
+    quant = _quant_config(config)
+    total = 0
+    for name, t in weights.items():
+        if name.endswith((".scales", ".biases")):
+            continue
+        n = prod(t.shape)
+        module = name.rsplit(".", 1)[0]
+        if f"{module}.scales" in weights and quant:  # packed: 32 / bits weights per uint32
+            own = quant.get(module) if isinstance(quant.get(module), dict) else quant
+            bits = own.get("bits") or quant.get("bits") or 4
+            n = n * 32 // int(bits)
+        total += n
+    return total or None
+
+
+def _quant_config(config: dict[str, Any]) -> dict[str, Any]:
+    for key in ("quantization", "quantization_config"):
+        if isinstance(config.get(key), dict):
+            return config[key]
+    return {}
+
+
+def _quantization(config: dict[str, Any], weights: dict[str, Tensor]) -> str:
+    quant = _quant_config(config)
+    if isinstance(quant.get("bits"), int):
+        group = quant.get("group_size")
+        return f"{quant['bits']}-bit" + (f" g{group}" if isinstance(group, int) else "")
+    if quant.get("quant_method"):
+        return str(quant["quant_method"])
+    sizes: Counter[str] = Counter()
+    for t in weights.values():
+        if t.dtype in DTYPE_NAMES:
+            sizes[t.dtype] += prod(t.shape)
+    if sizes:
+        return DTYPE_NAMES[sizes.most_common(1)[0][0]]
+    dtype = config.get("torch_dtype") or config.get("dtype")
+    return DTYPE_NAMES.get(dtype, "") if isinstance(dtype, str) else ""
+
+
+def _context(path: Path, config: dict[str, Any]) -> int | None:
+    """As engine/loader/mlx_dir.py decides it: the config's, else the tokenizer's limit."""
+    for cfg in (config, config.get("text_config") or {}):
+        for key in CONTEXT_KEYS:
+            if isinstance(cfg, dict) and isinstance(cfg.get(key), int) and cfg[key] > 0:
+                return cfg[key]
+    try:
+        limit = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8")) \
+            .get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return limit if isinstance(limit, int) and 0 < limit < 10**7 else None
+
+
+def dir_size(path: Path) -> int:
+    """Bytes of the files under `path` (through links, so a hub snapshot counts its blobs)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for file in files:
+            try:
+                total += os.stat(os.path.join(root, file)).st_size
+            except OSError:
+                pass  # a broken link: a missing file, said by the reason
+    return total

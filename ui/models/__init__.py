@@ -1,0 +1,1 @@
+"""The model library dialog, its table, downloads and the main window's model button."""
