@@ -24,26 +24,67 @@ from __future__ import annotations
 
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .drafting import NgramDrafter
 
-MODES = ("off", "ngram")
+MODES = ("off", "ngram", "draft:PATH")
+DRAFT_PREFIX = "draft:"  # "draft:PATH": a draft model at PATH (engine/draft_model.py)
 _DECAY = 0.8  # weight of a row's older checks in its acceptance
 
 
 def check_mode(mode: str) -> str:
     """`mode` if it is one the engine knows; ValueError naming the choices otherwise."""
-    if mode not in MODES:
-        raise ValueError(f"speculative must be one of {', '.join(MODES)}, got {mode!r}")
-    return mode
+    if mode in ("off", "ngram") or (mode.startswith(DRAFT_PREFIX)
+                                    and draft_path(mode).strip()):
+        return mode
+    raise ValueError(f"speculative must be one of {', '.join(MODES)} (PATH: a draft model "
+                     f"with the same tokenizer, a .gguf file or an mlx-lm directory), "
+                     f"got {mode!r}")
+
+
+def draft_path(mode: str) -> str | None:
+    """The draft model's path of a "draft:PATH" mode (None for the other modes)."""
+    return mode[len(DRAFT_PREFIX):] if mode.startswith(DRAFT_PREFIX) else None
+
+
+class DraftSource(Protocol):
+    """Where drafts come from: the rows that draft this step, all together."""
+
+    def propose(self, rows: list[tuple[Any, int]]) -> list[list[int]]:
+        """Up to k draft tokens for each (row, k), in order ([] for none)."""
+        ...
+
+    def forget(self, seq: Any) -> None:
+        """The row ended: drop whatever the source keeps for it."""
+        ...
+
+
+class NgramSource:
+    """Drafts looked up in each row's own prompt and output (engine/drafting.py), kept on
+    its RowSpec."""
+
+    def propose(self, rows: list[tuple[Any, int]]) -> list[list[int]]:
+        out = []
+        for seq, k in rows:
+            spec = seq.spec
+            tokens = seq.prompt_tokens + seq.output_tokens
+            if spec.drafter is None:
+                spec.drafter = NgramDrafter(tokens)
+            elif len(tokens) > len(spec.drafter):
+                spec.drafter.extend(tokens[len(spec.drafter):])
+            out.append(spec.drafter.propose(k))
+        return out
+
+    def forget(self, seq: Any) -> None:
+        pass  # its drafter goes with the row
 
 
 @dataclass(slots=True)
 class RowSpec:
     """One row's drafting state and counters (Sequence.spec)."""
 
-    drafter: NgramDrafter
+    drafter: NgramDrafter | None  # the n-gram source's index of its text (NgramSource)
     k: int  # the draft length it asks for next
     # Each checked draft is a trial until the first refusal: acceptance = hits / trials
     # (the chance the next draft holds, given the ones before it did), decaying averages
@@ -94,8 +135,14 @@ class StepCosts:
 class Speculation:
     """The engine's drafting policy (one per EngineCore; engine thread only)."""
 
-    def __init__(self, mode: str, max_drafts: int = 8) -> None:
+    def __init__(self, mode: str, max_drafts: int = 8,
+                 source: DraftSource | None = None) -> None:
+        """`source`: where drafts come from; the n-gram lookup by default ("draft:PATH"
+        needs its loaded draft model, engine/draft_model.py)."""
         self.mode = check_mode(mode)
+        if source is None and draft_path(mode) is not None:
+            raise ValueError(f"speculative={mode!r} needs its draft model loaded")
+        self.source: DraftSource = source if source is not None else NgramSource()
         self.max_drafts = max_drafts
         self.costs = StepCosts()
         self.min_acceptance = 0.25  # below it a row rests
@@ -118,8 +165,7 @@ class Speculation:
     def row(self, seq: Any) -> RowSpec | None:
         """The row's drafting state, made at its first decode step (None: not eligible)."""
         if seq.spec is None and self.eligible(seq):
-            seq.spec = RowSpec(NgramDrafter(seq.prompt_tokens + seq.output_tokens),
-                               k=min(4, self.max_drafts))
+            seq.spec = RowSpec(None, k=min(4, self.max_drafts))
         return seq.spec
 
     def wants_to_draft(self, seq: Any) -> bool:
@@ -130,8 +176,9 @@ class Speculation:
 
     def plan(self, seqs: Seq[Any], context_length: int) -> dict[int, list[int]]:
         """Each row's drafts for this tick, by row index (rows without drafts are absent).
-        A row drafts when the tokens it is likely to gain pay for its positions."""
-        out: dict[int, list[int]] = {}
+        A row drafts when the tokens it is likely to gain pay for its positions; the
+        source then drafts for all those rows together."""
+        wanted: list[tuple[int, int]] = []  # (row index, draft length)
         rows = len(seqs)
         plain = self.costs.plain(rows)
         position = self.costs.position_s
@@ -146,12 +193,6 @@ class Speculation:
                        context_length - seq.num_tokens - 1)
             if room <= 0:
                 continue
-            tokens = seq.prompt_tokens + seq.output_tokens
-            if len(tokens) > len(spec.drafter):
-                spec.drafter.extend(tokens[len(spec.drafter):])
-            drafts = spec.drafter.propose(room)
-            if not drafts:
-                continue
             if plain is not None and position is not None:
                 # the j-th draft is worth its position when p^j x a row's share of a step
                 # (the time one token of it costs the batch) exceeds the position's cost
@@ -162,9 +203,17 @@ class Speculation:
                     spec.rest, spec.k = self.probe_every, min(2, self.max_drafts)
                     spec.hits, spec.trials = spec.hits + 1.0, spec.trials + 1.0
                     continue
-                drafts = drafts[:best]
-            out[i] = drafts
-        return out
+                room = min(room, best)
+            wanted.append((i, room))
+        if not wanted:
+            return {}
+        drafts = self.source.propose([(seqs[i], k) for i, k in wanted])
+        return {i: d[:k] for (i, k), d in zip(wanted, drafts, strict=True) if d}
+
+    def forget(self, seq: Any) -> None:
+        """The row ended (EngineCore._finish): its source's state for it goes."""
+        if seq.spec is not None:
+            self.source.forget(seq)
 
     def checked(self, seq: Any, drafts: list[int], taken: int) -> None:
         """After a check: `taken` of the row's `drafts` were accepted (before any

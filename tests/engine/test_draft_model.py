@@ -1,0 +1,194 @@
+"""Issue #31: a draft model (speculative="draft:PATH") drafts, the target checks, and the
+answers stay exactly those without speculation.
+
+The draft model here is the target itself, saved as an mlx-lm directory and loaded back:
+its greedy drafts are the target's own greedy tokens, so nearly all are accepted (several
+tokens a step), and a greedy or seeded reply must equal the one without speculation token
+for token, alone and in a batch. A draft model with another tokenizer, or a path that is
+not a model, is refused with an error naming the path and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+from mlx.utils import tree_flatten
+
+from engine import EngineConfig, SamplingParams
+from engine.draft_model import DraftModel, check_same_tokenizer
+from engine.loader import ModelLoadError
+from tests.engine.conftest import engine_on, native_quantized_tiny, run_to_end
+from tests.engine.test_speculation import greedy, seeded
+from tests.tiny_model import make_tokenizer
+
+N = 40
+
+
+def save_mlx_dir(tiny, d: Path, tokenizer=None) -> Path:
+    """`tiny` (4-bit, group 32) as an mlx-lm model directory."""
+    d.mkdir(parents=True, exist_ok=True)
+    a = tiny.model.args
+    config = {"model_type": "llama", "hidden_size": a.hidden_size,
+              "num_hidden_layers": a.num_hidden_layers, "intermediate_size": a.intermediate_size,
+              "num_attention_heads": a.num_attention_heads,
+              "num_key_value_heads": a.num_key_value_heads, "rms_norm_eps": a.rms_norm_eps,
+              "vocab_size": a.vocab_size, "rope_theta": a.rope_theta,
+              "tie_word_embeddings": False,
+              "max_position_embeddings": tiny.context_length,
+              "quantization": {"group_size": 32, "bits": 4}}
+    (d / "config.json").write_text(json.dumps(config))
+    mx.save_safetensors(str(d / "model.safetensors"), dict(tree_flatten(tiny.model.parameters())))
+    (tokenizer or tiny.tokenizer)._tokenizer.save_pretrained(str(d))
+    return d
+
+
+@pytest.fixture(scope="module")
+def qtiny():
+    return native_quantized_tiny(seed=11)
+
+
+@pytest.fixture(scope="module")
+def own_draft(qtiny, tmp_path_factory) -> str:
+    """The target saved as its own draft model: "draft:PATH"."""
+    return "draft:" + str(save_mlx_dir(qtiny, tmp_path_factory.mktemp("draft")))
+
+
+def run(qtiny, speculative: str, prompts: list[list[int]], params: list[SamplingParams],
+        stagger: bool = False, **config):
+    engine = engine_on(qtiny, speculative=speculative, **config)
+    streams = []
+    for p, sp in zip(prompts, params, strict=True):
+        streams.append(engine.submit(prompt_tokens=p, params=sp))
+        if stagger:
+            for _ in range(3):
+                engine.step()
+    run_to_end(engine)
+    for s in streams:
+        assert s.finish_reason == "length", s.error
+    return [list(s.tokens) for s in streams], [s.stats for s in streams], engine
+
+
+def draft_source(engine) -> DraftModel:
+    source = engine._core.speculation.source
+    assert isinstance(source, DraftModel)
+    return source
+
+
+def open_prompt(seed: int, length: int = 30) -> list[int]:
+    """A prompt with no repeats: n-gram lookup has nothing to draft from it."""
+    import random
+
+    return random.Random(seed).sample(range(256), length)
+
+
+def test_own_greedy_drafts_are_accepted_and_change_nothing(qtiny, own_draft) -> None:
+    for seed in range(2):
+        prompt = [open_prompt(seed)]
+        off, _, _ = run(qtiny, "off", prompt, [greedy(60)])
+        on, stats, engine = run(qtiny, own_draft, prompt, [greedy(60)])
+        assert on == off
+        assert stats[0].drafted_tokens > 0
+        assert stats[0].acceptance > 0.9  # the target drafting for itself
+        assert stats[0].tokens_per_step > 2
+        assert draft_source(engine).passes > 0
+        assert draft_source(engine).rows == {}  # the finished row's draft KV is gone
+
+
+def test_seeded_and_penalised_alone_give_the_same_tokens(qtiny, own_draft) -> None:
+    for params in (seeded(3), SamplingParams(max_tokens=N, temperature=0.7, seed=5,
+                                             repetition_penalty=1.1)):
+        prompt = [open_prompt(7)]
+        off, _, _ = run(qtiny, "off", prompt, [params])
+        on, stats, _ = run(qtiny, own_draft, prompt, [params])
+        assert on == off
+        assert stats[0].drafted_tokens > 0 and stats[0].accepted_tokens > 0
+
+
+@pytest.mark.parametrize("stagger", [False, True])
+def test_in_a_batch_the_draft_model_gives_the_same_tokens(qtiny, own_draft, stagger) -> None:
+    """Eight rows (greedy and seeded), together or joining while others decode and draft,
+    each equal to its run alone without speculation."""
+    prompts = [open_prompt(20 + i, length=8 + 3 * i) for i in range(8)]
+    params = [greedy() if i % 2 else seeded(100 + i) for i in range(8)]
+    alone = [run(qtiny, "off", [p], [sp])[0][0] for p, sp in zip(prompts, params, strict=True)]
+    together, stats, engine = run(qtiny, own_draft, prompts, params, stagger=stagger)
+    assert together == alone
+    greedy_stats = [s for s, sp in zip(stats, params, strict=True) if sp.temperature == 0]
+    assert sum(s.accepted_tokens for s in greedy_stats) > 0.9 * sum(
+        s.drafted_tokens for s in greedy_stats) > 0
+    assert engine.stats().drafted_tokens == sum(s.drafted_tokens for s in stats)
+    assert draft_source(engine).rows == {}
+
+
+def test_a_long_prompt_is_read_in_chunks_then_drafts(qtiny, own_draft) -> None:
+    """A prompt longer than the draft model's chunk is read over several steps (no drafts
+    meanwhile), then the row drafts; and a next turn (the prefix cache) drafts too."""
+    prompt = open_prompt(30, length=200)
+    off, _, _ = run(qtiny, "off", [prompt, prompt + [1, 2, 3]], [greedy(), seeded(8)])
+    engine = engine_on(qtiny, speculative=own_draft)
+    draft_source(engine).chunk = 64
+    a = engine.submit(prompt_tokens=prompt, params=greedy())
+    run_to_end(engine)
+    b = engine.submit(prompt_tokens=prompt + [1, 2, 3], params=seeded(8))
+    run_to_end(engine)
+    assert [list(a.tokens), list(b.tokens)] == off
+    assert a.stats.drafted_tokens > 0 and b.stats.drafted_tokens > 0
+
+
+def test_cancelling_a_drafting_row_frees_its_draft_cache(qtiny, own_draft) -> None:
+    engine = engine_on(qtiny, speculative=own_draft)
+    a = engine.submit(prompt_tokens=open_prompt(40), params=greedy(200))
+    b = engine.submit(prompt_tokens=open_prompt(41), params=greedy(200))
+    source = draft_source(engine)
+    for _ in range(50):
+        engine.step()
+        if len(source.rows) == 2:
+            break
+    assert set(source.rows) == {a.request_id, b.request_id}  # both draft, each its own KV
+    engine.cancel(a.request_id)
+    engine.step()
+    assert a.finish_reason == "cancelled"
+    assert set(source.rows) == {b.request_id}
+    run_to_end(engine)
+    assert source.rows == {}
+
+
+def test_a_draft_model_with_another_tokenizer_is_refused(qtiny, tmp_path) -> None:
+    other = make_tokenizer()
+    other._tokenizer.add_special_tokens({"additional_special_tokens": ["<|tool|>"]})
+    path = save_mlx_dir(qtiny, tmp_path / "other", tokenizer=other)
+    with pytest.raises(ModelLoadError, match="tokenizer differs") as e:
+        engine_on(qtiny, speculative=f"draft:{path}")
+    assert str(path) in str(e.value) and "260 tokens" in str(e.value)
+
+
+def test_tokenizers_with_the_same_size_but_other_tokens_differ() -> None:
+    check_same_tokenizer("d", {"a": 0, "b": 1}, {"a": 0, "b": 1})
+    with pytest.raises(ModelLoadError, match="token 1 is 'c' there, 'b' in the model"):
+        check_same_tokenizer("d", {"a": 0, "b": 1}, {"a": 0, "c": 1})
+
+
+def test_a_bad_path_is_a_clear_error(qtiny, tmp_path) -> None:
+    missing = tmp_path / "nope.gguf"
+    with pytest.raises(ModelLoadError, match="draft model") as e:
+        engine_on(qtiny, speculative=f"draft:{missing}")
+    assert str(missing) in str(e.value) and "no such file" in str(e.value)
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "config.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match="draft model") as e:
+        engine_on(qtiny, speculative=f"draft:{junk}")
+    assert str(junk) in str(e.value)
+
+
+@pytest.mark.parametrize("mode", ["draft:", "draft: ", "draft", "model:x"])
+def test_config_rejects_a_malformed_mode(mode) -> None:
+    with pytest.raises(ValueError, match="EngineConfig.speculative must be one of"):
+        EngineConfig(speculative=mode)
+
+
+def test_config_takes_a_draft_path() -> None:
+    assert EngineConfig(speculative="draft:/models/small").speculative == "draft:/models/small"
