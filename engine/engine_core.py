@@ -296,7 +296,8 @@ class EngineCore:
             return {}
         if not batch.is_batched and plan.prefill and not self._shares_pass(plan):
             return {}  # the prefill passes run first; the lone row steps after them plainly
-        return self.speculation.plan(batch.seqs, self.context_length)
+        return self.speculation.plan(batch.seqs, self.context_length,
+                                     can_measure=not plan.prefill)
 
     def _checked(self, seqs: list[Sequence], drafts: dict[int, list[int]],
                  logits: mx.array) -> PassResult:

@@ -108,6 +108,14 @@ class StepCosts:
     alpha: float = 0.2
     plain_s: dict[int, float] = field(default_factory=dict)  # rows -> a plain decode tick
     position_s: float | None = None  # one more query position in a tick
+    # checked ticks since the last plain one, by row count: a source that always has drafts
+    # (a draft model) would otherwise never let a plain tick be measured
+    refresh_every: int = 64
+    checked_since: dict[int, int] = field(default_factory=dict)
+
+    def wants_plain(self, rows: int) -> bool:
+        """Whether a plain tick at `rows` rows is still to be measured, or is stale."""
+        return rows not in self.plain_s or self.checked_since.get(rows, 0) >= self.refresh_every
 
     def plain(self, rows: int) -> float | None:
         """A plain decode tick's time at `rows` rows (the nearest measured count, scaled)."""
@@ -121,12 +129,14 @@ class StepCosts:
     def observe_plain(self, rows: int, seconds: float) -> None:
         old = self.plain_s.get(rows)
         self.plain_s[rows] = seconds if old is None else old + self.alpha * (seconds - old)
+        self.checked_since[rows] = 0
 
     def observe_checked(self, rows: int, positions: int, seconds: float) -> None:
         """A decode tick of `rows` rows that also ran `positions` drafted positions."""
         plain = self.plain_s.get(rows)
         if plain is None or positions <= 0:
             return
+        self.checked_since[rows] = self.checked_since.get(rows, 0) + 1
         each = max(0.0, seconds - plain) / positions
         old = self.position_s
         self.position_s = each if old is None else old + self.alpha * (each - old)
@@ -174,12 +184,17 @@ class Speculation:
         spec = self.row(seq)
         return spec is not None and spec.rest == 0
 
-    def plan(self, seqs: Seq[Any], context_length: int) -> dict[int, list[int]]:
+    def plan(self, seqs: Seq[Any], context_length: int,
+             can_measure: bool = False) -> dict[int, list[int]]:
         """Each row's drafts for this tick, by row index (rows without drafts are absent).
         A row drafts when the tokens it is likely to gain pay for its positions; the
-        source then drafts for all those rows together."""
+        source then drafts for all those rows together. `can_measure`: this tick's time
+        would be a decode step's alone (no prefill); it then runs plain when a plain
+        step at this row count is still to be measured, or is stale."""
         wanted: list[tuple[int, int]] = []  # (row index, draft length)
         rows = len(seqs)
+        if can_measure and self.costs.wants_plain(rows):
+            return {}
         plain = self.costs.plain(rows)
         position = self.costs.position_s
         for i, seq in enumerate(seqs):

@@ -56,9 +56,21 @@ def own_draft(qtiny, tmp_path_factory) -> str:
     return "draft:" + str(save_mlx_dir(qtiny, tmp_path_factory.mktemp("draft")))
 
 
+def drafting_engine(qtiny, speculative: str, **config):
+    """An engine whose measured costs say drafting always pays: the target drafting for
+    itself costs a step per draft, which the engine's measurements would rightly refuse,
+    and these tests are about what happens when rows draft."""
+    engine = engine_on(qtiny, speculative=speculative, **config)
+    if engine._core.speculation is not None:
+        costs = engine._core.speculation.costs
+        costs.plain_s = dict.fromkeys(range(1, 65), 1.0)  # a long plain step, measured
+        costs.position_s, costs.refresh_every = 0.0, 10**9  # (stays 0: steps are shorter)
+    return engine
+
+
 def run(qtiny, speculative: str, prompts: list[list[int]], params: list[SamplingParams],
         stagger: bool = False, **config):
-    engine = engine_on(qtiny, speculative=speculative, **config)
+    engine = drafting_engine(qtiny, speculative, **config)
     streams = []
     for p, sp in zip(prompts, params, strict=True):
         streams.append(engine.submit(prompt_tokens=p, params=sp))
@@ -128,7 +140,7 @@ def test_a_long_prompt_is_read_in_chunks_then_drafts(qtiny, own_draft) -> None:
     meanwhile), then the row drafts; and a next turn (the prefix cache) drafts too."""
     prompt = open_prompt(30, length=200)
     off, _, _ = run(qtiny, "off", [prompt, prompt + [1, 2, 3]], [greedy(), seeded(8)])
-    engine = engine_on(qtiny, speculative=own_draft)
+    engine = drafting_engine(qtiny, own_draft)
     draft_source(engine).chunk = 64
     a = engine.submit(prompt_tokens=prompt, params=greedy())
     run_to_end(engine)
@@ -139,7 +151,7 @@ def test_a_long_prompt_is_read_in_chunks_then_drafts(qtiny, own_draft) -> None:
 
 
 def test_cancelling_a_drafting_row_frees_its_draft_cache(qtiny, own_draft) -> None:
-    engine = engine_on(qtiny, speculative=own_draft)
+    engine = drafting_engine(qtiny, own_draft)
     a = engine.submit(prompt_tokens=open_prompt(40), params=greedy(200))
     b = engine.submit(prompt_tokens=open_prompt(41), params=greedy(200))
     source = draft_source(engine)
@@ -192,3 +204,91 @@ def test_config_rejects_a_malformed_mode(mode) -> None:
 
 def test_config_takes_a_draft_path() -> None:
     assert EngineConfig(speculative="draft:/models/small").speculative == "draft:/models/small"
+
+
+def test_a_source_that_always_drafts_still_gets_plain_steps_measured() -> None:
+    """A draft model always has drafts, so no step would run plain by itself and the
+    costs that decide whether drafting pays would never be known: a step that could
+    measure (no prefill) runs plain while the plain time at its row count is unknown or
+    stale, and drafting stops where a drafted position costs more than it gains."""
+    from engine.speculation import Speculation
+
+    class Always:
+        def propose(self, rows):
+            return [[1] * k for _, k in rows]
+
+        def forget(self, seq):
+            pass
+
+    class Row:
+        prompt_tokens = [1, 2, 3]
+        output_tokens: list[int] = []
+        matcher = None
+        params = SamplingParams(max_tokens=100)
+        spec = None
+        is_finished = False
+        num_output_tokens = 0
+        num_tokens = 3
+
+    spec = Speculation("draft:x", max_drafts=8, source=Always())
+    rows = [Row(), Row()]
+    assert spec.plan(rows, 1000, can_measure=True) == {}  # measure first
+    assert spec.plan(rows, 1000) == {0: [1] * 4, 1: [1] * 4}  # (a tick with prefill)
+    spec.costs.observe_plain(2, 0.020)
+    assert spec.plan(rows, 1000, can_measure=True) == {0: [1] * 4, 1: [1] * 4}
+    for _ in range(spec.costs.refresh_every):
+        spec.costs.observe_checked(2, 8, 0.020 + 8 * 0.001)
+    assert spec.plan(rows, 1000, can_measure=True) == {}  # stale: measured again
+    spec.costs.observe_plain(2, 0.020)
+    spec.costs.position_s = 0.050  # a draft pass costs more than a row's token is worth
+    assert spec.plan(rows, 1000, can_measure=True) == {}
+    assert all(r.spec.rest > 0 for r in rows)
+
+
+def test_speculation_needs_the_draft_model_it_names() -> None:
+    from engine.speculation import Speculation
+
+    with pytest.raises(ValueError, match="needs its draft model"):
+        Speculation("draft:/models/small")
+
+
+@pytest.mark.bundled
+@pytest.mark.parametrize("kind", ["greedy", "seeded"])
+def test_the_bundled_model_drafting_for_itself_changes_no_reply(kind) -> None:
+    """On the bundled model (its default CPU path), the GGUF loaded again as its own draft
+    model: code replies alone and four at once equal those without speculation."""
+    from engine import Engine
+    from engine.loader import bundled_model_path, load_model
+    from tests.engine.test_speculation_bundled import ASKS, CODE
+
+    path = str(bundled_model_path())
+    loaded = load_model(path)
+    params = [SamplingParams(max_tokens=48) if kind == "greedy" else
+              SamplingParams(max_tokens=48, temperature=0.7, top_p=0.9, seed=20 + i)
+              for i in range(len(ASKS))]
+
+    def answers(speculative: str, together: bool):
+        engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
+                        context_length=loaded.context_length,
+                        config=EngineConfig(max_concurrent=8, speculative=speculative))
+        if engine._core.speculation is not None:
+            costs = engine._core.speculation.costs
+            costs.plain_s = dict.fromkeys(range(1, 17), 10.0)
+            costs.position_s, costs.refresh_every = 0.0, 10**9
+        streams = []
+        for ask, sp in zip(ASKS, params, strict=True):
+            streams.append(engine.submit(messages=[{"role": "user", "content": ask + CODE}],
+                                         params=sp))
+            if not together:
+                run_to_end(engine)
+        run_to_end(engine)
+        assert all(s.error is None for s in streams)
+        return [list(s.tokens) for s in streams], [s.stats for s in streams]
+
+    off, _ = answers("off", together=False)
+    for together in (False, True):
+        on, stats = answers(f"draft:{path}", together)
+        assert on == off
+        drafted = sum(s.drafted_tokens for s in stats)
+        accepted = sum(s.accepted_tokens for s in stats)
+        assert drafted > 0 and accepted > (0.9 if kind == "greedy" else 0.3) * drafted
