@@ -84,7 +84,7 @@ class EngineConfig:
     # each row's own prompt and output, checked inside the batch's pass) or "draft:PATH"
     # (a smaller model with the same tokenizer drafts, engine/draft_model.py)
     speculative: str = "off"
-    speculative_max_drafts: int = 8  # the most tokens a row drafts in a step
+    speculative_max_drafts: int = 16  # the most tokens a row drafts in a step
 
     def __post_init__(self) -> None:
         # Kinds first: a string or NaN would slip through every comparison below (NaN

@@ -109,6 +109,10 @@ class DraftModel:
         wanted = [o for o in outs if o is not None]
         return mx.concatenate(wanted) if wanted else None
 
+    def likely(self, seq: Any) -> bool:
+        """A draft model always has drafts (whether they pay is the policy's question)."""
+        return True
+
     def forget(self, seq: Any) -> None:
         """The row ended: its draft KV is freed."""
         self.rows.pop(seq.request_id, None)

@@ -387,6 +387,9 @@ class EngineCore:
         for seq, token, lp, rest in zip(result.seqs, result.tokens, result.logprobs, more,
                                         strict=True):
             decoding = seq.status is Status.DECODING  # (a prompt's first token is not)
+            if decoding:  # counted first: a row's stats are taken when it finishes
+                seq.decode_steps += 1
+                self.row_steps += 1
             before = seq.num_output_tokens
             self._accept(seq, token, now, lp)
             for extra in rest:  # a row's accepted drafts
@@ -394,8 +397,6 @@ class EngineCore:
                     break
                 self._accept(seq, extra, now)
             if decoding:
-                seq.decode_steps += 1
-                self.row_steps += 1
                 self.row_tokens += max(1, seq.num_output_tokens - before)
 
     def _accept(self, seq: Sequence, token: int, now: float,

@@ -55,6 +55,10 @@ class DraftSource(Protocol):
         """Up to k draft tokens for each (row, k), in order ([] for none)."""
         ...
 
+    def likely(self, seq: Any) -> bool:
+        """Whether it expects to have drafts for the row at its next step."""
+        ...
+
     def forget(self, seq: Any) -> None:
         """The row ended: drop whatever the source keeps for it."""
         ...
@@ -65,19 +69,27 @@ class NgramSource:
     its RowSpec."""
 
     def propose(self, rows: list[tuple[Any, int]]) -> list[list[int]]:
-        out = []
-        for seq, k in rows:
-            spec = seq.spec
-            tokens = seq.prompt_tokens + seq.output_tokens
-            if spec.drafter is None:
-                spec.drafter = NgramDrafter(tokens)
-            elif len(tokens) > len(spec.drafter):
-                spec.drafter.extend(tokens[len(spec.drafter):])
-            out.append(spec.drafter.propose(k))
-        return out
+        return [self._drafter(seq).propose(k) for seq, k in rows]
+
+    def likely(self, seq: Any) -> bool:
+        return bool(self._drafter(seq).propose(1))
 
     def forget(self, seq: Any) -> None:
         pass  # its drafter goes with the row
+
+    @staticmethod
+    def _drafter(seq: Any) -> NgramDrafter:
+        """The row's drafter, its text = the row's prompt and output (tokens taken since
+        are added)."""
+        spec = seq.spec
+        if spec.drafter is None:
+            spec.drafter = NgramDrafter(seq.prompt_tokens + seq.output_tokens)
+            return spec.drafter
+        have = len(spec.drafter)
+        out = seq.output_tokens
+        if seq.num_prompt_tokens <= have < seq.num_prompt_tokens + len(out):
+            spec.drafter.extend(out[have - seq.num_prompt_tokens:])
+        return spec.drafter
 
 
 @dataclass(slots=True)
@@ -145,7 +157,7 @@ class StepCosts:
 class Speculation:
     """The engine's drafting policy (one per EngineCore; engine thread only)."""
 
-    def __init__(self, mode: str, max_drafts: int = 8,
+    def __init__(self, mode: str, max_drafts: int = 16,
                  source: DraftSource | None = None) -> None:
         """`source`: where drafts come from; the n-gram lookup by default ("draft:PATH"
         needs its loaded draft model, engine/draft_model.py)."""
@@ -179,10 +191,15 @@ class Speculation:
         return seq.spec
 
     def wants_to_draft(self, seq: Any) -> bool:
-        """Whether the row is drafting these steps (a solo row then reads each token before
-        starting the next step, instead of running ahead)."""
+        """Whether the row is likely to draft at its next step: not resting, and its source
+        expects drafts for it (n-gram: its text ends in an n-gram seen before, a copying
+        row stays copying). Such a row reads each token before its next step starts; any
+        other runs ahead as without speculation (a lone row on the CPU:
+        engine/decode_batch.py)."""
         spec = self.row(seq)
-        return spec is not None and spec.rest == 0
+        if spec is None or spec.rest:
+            return False
+        return self.source.likely(seq)
 
     def plan(self, seqs: Seq[Any], context_length: int,
              can_measure: bool = False) -> dict[int, list[int]]:

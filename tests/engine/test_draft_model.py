@@ -217,11 +217,15 @@ def test_a_source_that_always_drafts_still_gets_plain_steps_measured() -> None:
         def propose(self, rows):
             return [[1] * k for _, k in rows]
 
+        def likely(self, seq):
+            return True
+
         def forget(self, seq):
             pass
 
     class Row:
         prompt_tokens = [1, 2, 3]
+        num_prompt_tokens = 3
         output_tokens: list[int] = []
         matcher = None
         params = SamplingParams(max_tokens=100)
