@@ -22,6 +22,22 @@ class ReplyStats:
     finish_reason: str
     error: str | None = None
     cached_tokens: int = 0  # prompt tokens the engine reused from its prefix cache
+    # speculative decoding: draft tokens checked, of those accepted, and the decode steps
+    # the reply took (engine RequestStats; all 0 when it drafted nothing)
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    decode_steps: int = 0
+
+    @property
+    def drafts(self) -> str:
+        """"drafts 74 % accepted · 2.3 tokens/step" ("" when the reply drafted nothing)."""
+        if not 0 <= self.accepted_tokens <= self.drafted_tokens or not self.drafted_tokens:
+            return ""  # nothing drafted (or numbers from a hand-edited import)
+        text = f"drafts {100 * self.accepted_tokens / self.drafted_tokens:.0f} % accepted"
+        if self.decode_steps > 0 and self.generated_tokens > 1:
+            # the first token came from the prompt's pass, not a decode step
+            text += f" · {(self.generated_tokens - 1) / self.decode_steps:.1f} tokens/step"
+        return text
 
     def summary(self) -> str:
         parts = [f"{self.generated_tokens} tokens"]
@@ -30,6 +46,8 @@ class ReplyStats:
         if self.cached_tokens:
             parts.append(f"{self.cached_tokens} of {self.prompt_tokens} prompt tokens cached")
         parts.append(f"{self.tokens_per_s:.1f} tok/s")
+        if self.drafts:
+            parts.append(self.drafts)
         parts.append(self.finish_reason)
         return " · ".join(parts)
 
@@ -85,7 +103,8 @@ class Generation:
         if s is None:
             return None
         return ReplyStats(s.generated_tokens, s.prompt_tokens, s.ttft_s, s.tokens_per_s,
-                          s.e2e_s, s.finish_reason, s.error, s.cached_tokens)
+                          s.e2e_s, s.finish_reason, s.error, s.cached_tokens,
+                          s.drafted_tokens, s.accepted_tokens, s.decode_steps)
 
     @property
     def tokens(self) -> list[int]:

@@ -1,0 +1,83 @@
+"""Speculative decoding through the API (issue #31): `batchchat serve --speculative ngram`
+as a real process drafts a copy-style prompt's reply and /metrics says so; the same reply
+without speculation is token for token the same; a bad --speculative is a usage error."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+from pathlib import Path
+
+import aiohttp
+from openai import AsyncOpenAI
+
+from .conftest import MODEL
+from .test_metrics_memory import scrape
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def copy_prompt(seed: int, length: int = 24, repeats: int = 3) -> list[int]:
+    """Token ids that repeat a random phrase: the reply is easy to draft from the prompt
+    (as tests/engine/test_speculation.py's)."""
+    rng = random.Random(seed)
+    phrase = [rng.randrange(0, 256) for _ in range(length)]
+    return phrase * repeats + phrase[: length // 2]
+
+
+async def replies(client: AsyncOpenAI, seeds: range) -> list[str]:
+    out = []
+    for seed in seeds:
+        done = await client.completions.create(model=MODEL, prompt=copy_prompt(seed),
+                                               max_tokens=48, temperature=0)
+        out.append(done.choices[0].text)
+    return out
+
+
+async def test_served_speculation_moves_the_metrics_and_keeps_the_replies(serve):
+    plain = await serve(engine={"speculative": "off"})
+    drafted = await serve(engine={"speculative": "ngram"})
+    seeds = range(3)
+    assert await replies(drafted.client, seeds) == await replies(plain.client, seeds)
+    m, off = await scrape(drafted.url), await scrape(plain.url)
+    stats = drafted.engine.stats()
+    assert m["batchchat_spec_decode_num_draft_tokens_total"] == stats.drafted_tokens > 0
+    assert m["batchchat_spec_decode_num_accepted_tokens_total"] == stats.accepted_tokens
+    assert 0 < m["batchchat_spec_decode_acceptance_rate"] <= 1
+    assert m["batchchat_decode_tokens_per_step"] > 1
+    assert off["batchchat_spec_decode_num_draft_tokens_total"] == 0
+    assert off["batchchat_decode_tokens_per_step"] == 1
+
+
+async def read_line(proc: asyncio.subprocess.Process, marker: str) -> str:
+    for _ in range(200):
+        line = (await asyncio.wait_for(proc.stdout.readline(), 120)).decode()
+        if marker in line or not line:
+            return line
+    return ""
+
+
+async def test_batchchat_serve_speculative_ngram_drafts(tiny_dir: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app", "serve", "--model", str(tiny_dir), "--port", "0",
+        "--served-model-name", MODEL, "--speculative", "ngram", cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, env=os.environ | {"BATCHCHAT_API_KEY": ""})
+    try:
+        line = await read_line(proc, "ready at")
+        assert "ready at" in line, line
+        url = line.split("ready at ", 1)[1].split()[0]
+        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
+        before = await scrape(url[:-3])
+        assert before["batchchat_spec_decode_num_draft_tokens_total"] == 0
+        await replies(client, range(3))
+        await client.close()
+        m = await scrape(url[:-3])
+        assert m["batchchat_spec_decode_num_draft_tokens_total"] > 0
+        assert 0 < m["batchchat_spec_decode_acceptance_rate"] <= 1
+        async with aiohttp.ClientSession() as http, http.get(url[:-3] + "/health") as r:
+            assert r.status == 200
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
