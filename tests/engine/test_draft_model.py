@@ -10,16 +10,14 @@ not a model, is refused with an error naming the path and the reason.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import mlx.core as mx
 import pytest
-from mlx.utils import tree_flatten
 
 from engine import EngineConfig, SamplingParams
 from engine.draft_model import DraftModel, check_same_tokenizer
 from engine.loader import ModelLoadError
+from tests import tiny_model
 from tests.engine.conftest import engine_on, native_quantized_tiny, run_to_end
 from tests.engine.test_speculation import greedy, seeded
 from tests.tiny_model import make_tokenizer
@@ -29,20 +27,7 @@ N = 40
 
 def save_mlx_dir(tiny, d: Path, tokenizer=None) -> Path:
     """`tiny` (4-bit, group 32) as an mlx-lm model directory."""
-    d.mkdir(parents=True, exist_ok=True)
-    a = tiny.model.args
-    config = {"model_type": "llama", "hidden_size": a.hidden_size,
-              "num_hidden_layers": a.num_hidden_layers, "intermediate_size": a.intermediate_size,
-              "num_attention_heads": a.num_attention_heads,
-              "num_key_value_heads": a.num_key_value_heads, "rms_norm_eps": a.rms_norm_eps,
-              "vocab_size": a.vocab_size, "rope_theta": a.rope_theta,
-              "tie_word_embeddings": False,
-              "max_position_embeddings": tiny.context_length,
-              "quantization": {"group_size": 32, "bits": 4}}
-    (d / "config.json").write_text(json.dumps(config))
-    mx.save_safetensors(str(d / "model.safetensors"), dict(tree_flatten(tiny.model.parameters())))
-    (tokenizer or tiny.tokenizer)._tokenizer.save_pretrained(str(d))
-    return d
+    return tiny_model.save_mlx_dir(tiny, d, {"group_size": 32, "bits": 4}, tokenizer)
 
 
 @pytest.fixture(scope="module")
