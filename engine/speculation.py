@@ -22,11 +22,14 @@ share of the step, stops drafting by the same rule.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .drafting import NgramDrafter
+
+log = logging.getLogger(__name__)
 
 MODES = ("off", "ngram", "draft:PATH")
 DRAFT_PREFIX = "draft:"  # "draft:PATH": a draft model at PATH (engine/draft_model.py)
@@ -239,7 +242,14 @@ class Speculation:
             wanted.append((i, room))
         if not wanted:
             return {}
-        drafts = self.source.propose([(seqs[i], k) for i, k in wanted])
+        try:
+            drafts = self.source.propose([(seqs[i], k) for i, k in wanted])
+        except Exception as exc:  # noqa: BLE001 - drafts are optional: the step runs plain
+            log.warning("drafting failed (%s: %s); this step runs without drafts",
+                        type(exc).__name__, exc)
+            for i, _ in wanted:  # whatever the source kept for them may be half-written
+                self.source.forget(seqs[i])
+            return {}
         return {i: d[:k] for (i, k), d in zip(wanted, drafts, strict=True) if d}
 
     def forget(self, seq: Any) -> None:

@@ -281,3 +281,30 @@ def test_the_bundled_model_drafting_for_itself_changes_no_reply(kind) -> None:
         drafted = sum(s.drafted_tokens for s in stats)
         accepted = sum(s.accepted_tokens for s in stats)
         assert drafted > 0 and accepted > (0.9 if kind == "greedy" else 0.3) * drafted
+
+
+def test_a_draft_pass_that_fails_leaves_the_replies_as_they_are(qtiny, own_draft,
+                                                                monkeypatch) -> None:
+    """Drafts are optional: a draft model whose pass raises (out of memory, say) costs the
+    rows their drafts for that step and its KV for them, never their reply."""
+    prompts = [open_prompt(60), open_prompt(61)]
+    params = [greedy(), seeded(6)]
+    off, _, _ = run(qtiny, "off", prompts, params)
+    engine = drafting_engine(qtiny, own_draft)
+    source = draft_source(engine)
+    passes = source._pass
+    calls = []
+
+    def flaky(pieces, logits):
+        calls.append(len(pieces))
+        if len(calls) % 5 == 3:
+            raise MemoryError("no room for the draft pass")
+        return passes(pieces, logits)
+
+    monkeypatch.setattr(source, "_pass", flaky)
+    streams = [engine.submit(prompt_tokens=p, params=sp)
+               for p, sp in zip(prompts, params, strict=True)]
+    run_to_end(engine)
+    assert [list(s.tokens) for s in streams] == off
+    assert all(s.error is None for s in streams)
+    assert len(calls) >= 5 and sum(s.stats.accepted_tokens for s in streams) > 0
