@@ -18,7 +18,7 @@ from engine import EngineConfig, SamplingParams
 from engine.draft_model import DraftModel, check_same_tokenizer
 from engine.loader import ModelLoadError
 from tests import tiny_model
-from tests.engine.conftest import engine_on, native_quantized_tiny, run_to_end
+from tests.engine.conftest import drafting_pays, engine_on, native_quantized_tiny, run_to_end
 from tests.engine.test_speculation import greedy, seeded
 from tests.tiny_model import make_tokenizer
 
@@ -42,15 +42,10 @@ def own_draft(qtiny, tmp_path_factory) -> str:
 
 
 def drafting_engine(qtiny, speculative: str, **config):
-    """An engine whose measured costs say drafting always pays: the target drafting for
-    itself costs a step per draft, which the engine's measurements would rightly refuse,
-    and these tests are about what happens when rows draft."""
-    engine = engine_on(qtiny, speculative=speculative, **config)
-    if engine._core.speculation is not None:
-        costs = engine._core.speculation.costs
-        costs.plain_s = dict.fromkeys(range(1, 65), 1.0)  # a long plain step, measured
-        costs.position_s, costs.refresh_every = 0.0, 10**9  # (stays 0: steps are shorter)
-    return engine
+    """An engine whose rows draft: the target drafting for itself costs a step per draft,
+    which the engine's measurements would rightly refuse, and these tests are about what
+    happens when rows draft."""
+    return drafting_pays(engine_on(qtiny, speculative=speculative, **config))
 
 
 def run(qtiny, speculative: str, prompts: list[list[int]], params: list[SamplingParams],
@@ -260,10 +255,7 @@ def test_the_bundled_model_drafting_for_itself_changes_no_reply(kind) -> None:
         engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
                         context_length=loaded.context_length,
                         config=EngineConfig(max_concurrent=8, speculative=speculative))
-        if engine._core.speculation is not None:
-            costs = engine._core.speculation.costs
-            costs.plain_s = dict.fromkeys(range(1, 17), 10.0)
-            costs.position_s, costs.refresh_every = 0.0, 10**9
+        drafting_pays(engine)
         streams = []
         for ask, sp in zip(ASKS, params, strict=True):
             streams.append(engine.submit(messages=[{"role": "user", "content": ask + CODE}],

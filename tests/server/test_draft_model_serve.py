@@ -11,6 +11,8 @@ from pathlib import Path
 
 from openai import AsyncOpenAI
 
+from tests.engine.conftest import drafting_pays
+
 from .conftest import MODEL
 from .test_metrics_memory import scrape
 from .test_serve_bad_start import finish, one_error_line, start
@@ -23,6 +25,7 @@ async def test_served_draft_model_drafts_and_keeps_the_replies(serve, tiny_dir: 
     """The tiny model drafting for itself (its own directory as the draft model)."""
     plain = await serve(engine={"speculative": "off"})
     drafted = await serve(engine={"speculative": f"draft:{tiny_dir}"})
+    drafting_pays(drafted.engine)  # (a model drafting for itself never pays)
     seeds = range(3)
     assert await replies(drafted.client, seeds) == await replies(plain.client, seeds)
     stats = drafted.engine.stats()
