@@ -9,7 +9,7 @@ OFF, NGRAM, DRAFT_PREFIX = "off", "ngram", "draft:"
 # (bench/speculative.py, docs/performance.md).
 DEFAULT = NGRAM
 # Whether this build's engine takes "draft:PATH" (a draft model beside the target).
-DRAFT_MODELS = False
+DRAFT_MODELS = True
 
 LABELS = {OFF: "Off", NGRAM: "N-gram (prompt lookup)"}
 

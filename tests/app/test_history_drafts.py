@@ -14,6 +14,7 @@ from app.conversation import Conversation
 from app.history.sync import HistorySync
 from app.storage import Store
 from engine import Engine, EngineConfig
+from tests.engine.conftest import drafting_pays
 
 from .history_sync_helpers import FAST, read_back, tiny, wait_until
 
@@ -22,10 +23,10 @@ from .history_sync_helpers import FAST, read_back, tiny, wait_until
 async def bridge():
     t = tiny()
     b = EngineBridge()
-    await b.use_engine(Engine(t.model, t.tokenizer, eos_token_ids=[],
-                              context_length=t.context_length,
-                              config=EngineConfig(max_concurrent=4, speculative="ngram")),
-                       "tiny")
+    engine = Engine(t.model, t.tokenizer, eos_token_ids=[], context_length=t.context_length,
+                    config=EngineConfig(max_concurrent=4, speculative="ngram"))
+    # (its rows draft whatever a drafted position costs on the tiny model)
+    await b.use_engine(drafting_pays(engine), "tiny")
     yield b
     await b.shutdown(timeout=2.0)
 

@@ -55,6 +55,7 @@ def test_a_row_whose_drafts_fail_rests_and_comes_back() -> None:
 
     class Row:
         prompt_tokens = [1, 2, 3, 1, 2]
+        num_prompt_tokens = 5
         output_tokens: list[int] = []
         matcher = None
         params = SamplingParams(max_tokens=100)
@@ -89,6 +90,7 @@ def test_costs_decide_the_draft_length() -> None:
 
     class Row:
         prompt_tokens = [7, 8, 9, 7, 8]
+        num_prompt_tokens = 5
         output_tokens: list[int] = []
         matcher = None
         params = SamplingParams(max_tokens=100)
@@ -280,3 +282,31 @@ def test_sampled_replies_have_the_same_distribution(qtiny) -> None:
         assert chi2 < critical, (position, chi2, critical, counts)
         tested += 1
     assert tested >= 8
+
+
+def test_only_a_copying_row_gives_up_running_ahead() -> None:
+    """A lone row runs ahead (its next step starts before its token is read) unless it is
+    copying: its text ends in an n-gram seen before. With nothing to draft, speculation
+    costs a row nothing."""
+    spec = Speculation("ngram")
+
+    class Row:
+        def __init__(self, prompt: list[int]) -> None:
+            self.prompt_tokens, self.num_prompt_tokens = prompt, len(prompt)
+            self.output_tokens: list[int] = []
+            self.matcher, self.spec = None, None
+            self.params = SamplingParams(max_tokens=10)
+
+    copying, fresh = Row(copy_prompt(80)), Row(list(range(1, 60)))
+    assert spec.wants_to_draft(copying)
+    assert not spec.wants_to_draft(fresh)
+    fresh.output_tokens += [1, 2]  # its output now repeats its start
+    assert spec.wants_to_draft(fresh)
+    copying.spec.rest = 3
+    assert not spec.wants_to_draft(copying)  # resting
+
+
+def test_without_speculation_a_step_gives_one_token(qtiny) -> None:
+    _, stats, engine = run(qtiny, "off", [copy_prompt(90)], [greedy(20)])
+    assert stats[0].decode_steps == 19 and stats[0].tokens_per_step == 1.0
+    assert engine.stats().tokens_per_step == 1.0 and engine.stats().acceptance_rate is None

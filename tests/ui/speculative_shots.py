@@ -1,8 +1,7 @@
 """Screenshots for docs/app.md (issue #31): a reply that copied code with n-gram drafts, its
 stats line saying how the drafts went, and the stats panel's Speculative decoding group;
-light and dark, 1200×780 and 900×600; and Chat → Speculative decoding open (light; dark after choosing Off while
-n-gram runs). The bundled
-model answers. Run under Xvfb:
+light and dark, 1200×780 and 900×600; and Chat → Speculative decoding open (light; dark
+after choosing Off while n-gram runs). The bundled model answers. Run under Xvfb:
 
     Xvfb :7 -screen 0 1400x900x24 &
     DISPLAY=:7 python -m tests.ui.speculative_shots --out docs

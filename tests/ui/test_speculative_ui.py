@@ -12,6 +12,7 @@ from app import speculative as spec
 from app.bridge import EngineBridge
 from app.context import AppContext
 from app.settings import Settings
+from tests.engine.conftest import drafting_pays
 from tests.ui.conftest import run_until, spin
 
 COPY = "copy: one two three one two three one two three one two three"
@@ -20,8 +21,10 @@ COPY = "copy: one two three one two three one two three one two three"
 @pytest.fixture
 def drafting_window(make_window, make_engine, loop):
     """The window on the tiny model with n-gram speculation (its greedy replies repeat)."""
-    bridge = EngineBridge(loader=lambda source: make_engine(speculative="ngram"))
-    loop.run_until_complete(bridge.use_engine(make_engine(speculative="ngram"), "tiny"))
+    # (its drafting pays, whatever a drafted position costs on the tiny model)
+    bridge = EngineBridge(loader=lambda source: drafting_pays(make_engine(speculative="ngram")))
+    loop.run_until_complete(bridge.use_engine(drafting_pays(make_engine(speculative="ngram")),
+                                              "tiny"))
     yield make_window(bridge)
     loop.run_until_complete(bridge.shutdown(timeout=2.0))
 

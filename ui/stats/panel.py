@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QShowEvent
@@ -29,9 +29,6 @@ from app.stats.model import INTERVAL_S, Latency, StatsModel
 
 from ..reflow import ReflowGrid, narrow_label, scrolled
 from .server_box import ServerStatsBox
-
-if TYPE_CHECKING:
-    from engine.public import EngineStats
 
 TTFT_TIP = ("Time to first token: submit -> first token, over the requests the engine "
             "finished most recently (up to 1024).")
@@ -207,7 +204,8 @@ class StatsPanel(QWidget):
         self.table_model.set_rows(model.rows)
 
 
-def _speculation(s: EngineStats) -> tuple[tuple[str, str], ...]:
+def _speculation(s: Any) -> tuple[tuple[str, str], ...]:
+    # s: engine.public.EngineStats (ui imports no engine, not even for its types)
     rate = s.acceptance_rate
     return (("spec_mode", spec.label(s.speculative)),
             ("acceptance", f"{rate:.0%}" if rate is not None else "–"),
