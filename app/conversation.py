@@ -44,6 +44,7 @@ FINISH_NOTES = {
     "context": "the context is full: start a new chat or shorten this one",
     "cancelled": "stopped",
     "shutdown": "the engine shut down",
+    "switched": "stopped by a model switch",
     "interrupted": "incomplete: BatchChat closed before this reply finished",
 }
 
@@ -66,9 +67,13 @@ class Conversation:
     def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
                  params: dict[str, Any] | None = None, session_id: str | None = None,
                  messages: list[ChatMessage] | None = None, preset: str | None = None,
-                 backend: str | None = None, tree: MessageTree | None = None) -> None:
-        """`messages`: one path (each follows the one before); `tree`: a whole tree."""
+                 backend: str | None = None, tree: MessageTree | None = None,
+                 default_title: str = "") -> None:
+        """`messages`: one path (each follows the one before); `tree`: a whole tree.
+        `default_title`: the name it has until named (the workspace numbers new chats)."""
         self.id = next(_ids)
+        # The title a chat has until it is named (by its first message or the user).
+        self.default_title = default_title or f"Chat {self.id}"
         self.session_id = session_id or str(uuid.uuid4())  # its row in the history store
         self.bridge = bridge
         self.title = title or self.default_title
@@ -101,11 +106,6 @@ class Conversation:
     def messages(self) -> list[ChatMessage]:
         """The path shown, first message to last."""
         return self.tree.path
-
-    @property
-    def default_title(self) -> str:
-        """The title a chat has until it is named (by its first message or the user)."""
-        return f"Chat {self.id}"
 
     @property
     def tag(self) -> str:
@@ -303,10 +303,24 @@ class Conversation:
             gen.detach()
             gen.cancel()
 
-    def prompt_messages(self, upto: ChatMessage | None = None) -> list[dict[str, Any]]:
-        """The chat as the engine takes it, through `upto` (default: the path shown):
-        replies carry their token ids."""
-        path = self.messages if upto is None else [*self.tree.ancestors(upto), upto]
+    def next_prompt(self, text: str, editing: int | None = None) -> list[dict[str, Any]]:
+        """The messages that sending `text` would submit (as a new version of shown message
+        `editing`, when given): the system prompt, the path before it, then `text`. Tools
+        an MCP server offers are not in it (they are listed only when sending)."""
+        if editing is None:
+            before = self.prompt_messages()
+        else:
+            parent = self.tree.nodes.get(self.messages[editing].parent_id or "")
+            before = self.prompt_messages(parent) if parent is not None \
+                else self.prompt_messages(path=[])
+        return [*before, {"role": "user", "content": text}]
+
+    def prompt_messages(self, upto: ChatMessage | None = None,
+                        path: list[ChatMessage] | None = None) -> list[dict[str, Any]]:
+        """The chat as the engine takes it, through `upto` (default: the path shown; or
+        the messages of `path`): replies carry their token ids."""
+        if path is None:
+            path = self.messages if upto is None else [*self.tree.ancestors(upto), upto]
         out: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}] \
             if self.system_prompt.strip() else []
         for m in path:
@@ -324,6 +338,9 @@ class Conversation:
 
     # -- internals ----------------------------------------------------------------------
     def _can_send(self, text: str) -> bool:
+        if self.backend is None and self.bridge.refusing and text.strip():
+            self.notice.emit(self.bridge.refusing)  # a model switch waits: nothing is added
+            return False
         return not self.is_busy and bool(text.strip()) and self._valid_text(text)
 
     def _valid_text(self, text: str) -> bool:
@@ -460,7 +477,8 @@ class Conversation:
         msg.error = gen.error
         msg.token_ids = gen.tokens or None
         self.running.pop(msg.id, None)
-        calls = reply_calls(gen, msg.content) if gen.finish_reason != "cancelled" else None
+        calls = (reply_calls(gen, msg.content)
+                 if gen.finish_reason not in ("cancelled", "switched") else None)
         if calls:
             msg.content, msg.tool_calls = calls
             msg.token_ids = None  # the text shown is not all the model wrote

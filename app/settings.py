@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -13,6 +12,10 @@ from typing import Any
 from engine.public import repair_text
 
 from . import speculative as spec
+from .defaults import DEFAULT_PARAMS as DEFAULT_PARAMS
+from .defaults import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
+from .defaults import Defaults, without_tools
+from .defaults import normalize_params as normalize_params
 from .events import Event
 from .mcp.config import McpConfigError, McpServerConfig
 from .paths import data_dir
@@ -22,18 +25,10 @@ from .remote.keys import KEYS_FILE_NAME, KeyFile
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE_NAME = "settings.json"
-DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 DEFAULT_SERVER_PORT = 8000
 RECENT_MODELS_KEPT = 8
 
-# Keys match engine.SamplingParams (repetition_context_size is left at the engine default).
-# A tab's params may also hold `response_format` (its output format, app.output_format:
-# turned into the engine's grammar or a remote server's response_format at submit), only
-# when it is not plain text (normalize_params).
-DEFAULT_PARAMS: dict[str, Any] = {
-    "temperature": 0.7, "top_p": 0.95, "top_k": 0, "min_p": 0.05,
-    "repetition_penalty": 1.1, "max_tokens": 512, "seed": None, "stop": [],
-}
+# The built-in values and what a tab's params hold: app/defaults.py
 BUILTIN_PRESETS: dict[str, dict[str, Any]] = {
     "Balanced": dict(DEFAULT_PARAMS),
     "Precise": DEFAULT_PARAMS | {"temperature": 0.0, "top_p": 1.0, "min_p": 0.0,
@@ -43,51 +38,18 @@ BUILTIN_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def normalize_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Known keys only, defaults filled in, stop as a list (JSON-friendly)."""
-    out = dict(DEFAULT_PARAMS)
-    # a value of the wrong kind (from a hand-edited settings.json) keeps the default: the
-    # settings panel's spin boxes cannot show it
-    out.update({k: v for k, v in params.items() if k in DEFAULT_PARAMS and _fits(k, v)})
-    # repaired: a stop string that is not valid Unicode (a JSON "\ud800") could never be
-    # saved with the chat
-    out["stop"] = [repair_text(s) for s in out.get("stop") or [] if isinstance(s, str) and s]
-    fmt = params.get("response_format")
-    if isinstance(fmt, dict):  # else text: the saved params stay as they were
-        out["response_format"] = fmt
-    # the MCP servers whose tools the tab offers, and how (only when some are on)
-    servers = params.get("mcp_servers")
-    if isinstance(servers, list) and servers:
-        out["mcp_servers"] = [repair_text(s) for s in servers if isinstance(s, str)]
-        choice = params.get("tool_choice")
-        out["tool_choice"] = choice if isinstance(choice, str) and choice else "auto"
-    return out
-
-
-def _fits(name: str, value: Any) -> bool:
-    default = DEFAULT_PARAMS[name]
-    if name == "stop":
-        return isinstance(value, list)
-    if isinstance(value, bool):
-        return False
-    if name == "seed":
-        return value is None or isinstance(value, int) and value >= 0
-    if isinstance(default, float):
-        return isinstance(value, int | float) and math.isfinite(value)
-    return isinstance(value, int)
-
-
 class Settings:
     """Defaults for new tabs, the last model, and the presets (built-in ones are read-only).
 
-    `presets_changed()` fires when a preset is saved or deleted.
+    `presets_changed()` fires when a preset is saved or deleted, `defaults_changed()` when
+    the defaults for new tabs change (set_defaults).
     """
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self.model = "bundled"
-        self.system_prompt = DEFAULT_SYSTEM_PROMPT
-        self.default_preset = "Balanced"
+        self.defaults = Defaults()  # what a new tab starts with (app/defaults.py)
+        self.defaults_changed = Event()
         self.user_presets: dict[str, dict[str, Any]] = {}
         # The in-app API server (always on 127.0.0.1); an empty key = none asked for
         self.server_port = DEFAULT_SERVER_PORT
@@ -148,8 +110,6 @@ class Settings:
         if not isinstance(data, dict):
             return settings
         settings.model = repair_text(str(data.get("model") or settings.model))
-        settings.system_prompt = repair_text(str(data.get("system_prompt",
-                                                          settings.system_prompt)))
         presets = data.get("presets")
         if isinstance(presets, dict):
             settings.user_presets = {
@@ -180,9 +140,7 @@ class Settings:
             settings.show_settings_panel = data["show_settings_panel"]
         if isinstance(data.get("show_sidebar"), bool):
             settings.show_sidebar = data["show_sidebar"]
-        name = data.get("default_preset")
-        if isinstance(name, str) and name in settings.preset_names():
-            settings.default_preset = name
+        settings.defaults = settings._read_defaults(data)
         settings.connections = settings._read_connections(data.get("connections"))
         settings.mcp_servers = _read_mcp_servers(data.get("mcp_servers"))
         if isinstance(data.get("speculative"), str):
@@ -191,6 +149,15 @@ class Settings:
             except ValueError as exc:  # a hand edit, or draft:PATH saved by another build
                 log.warning("ignoring the saved speculative setting: %s", exc)
         return settings
+
+    def _read_defaults(self, data: dict[str, Any]) -> Defaults:
+        if "defaults" in data:
+            return Defaults.from_dict(data["defaults"])
+        # a settings file from before the defaults: its system prompt and default preset
+        name = data.get("default_preset")
+        params = self.preset(name) if name in self.preset_names() else DEFAULT_PARAMS
+        prompt = data.get("system_prompt", DEFAULT_SYSTEM_PROMPT)
+        return Defaults.from_dict({"system_prompt": prompt, "params": params})
 
     def _key_file(self) -> KeyFile:
         return KeyFile(self.path.parent / KEYS_FILE_NAME if self.path is not None else None)
@@ -217,8 +184,8 @@ class Settings:
         """Write atomically; a failure is logged (settings are never worth a crash)."""
         if self.path is None:
             return
-        data = {"model": self.model, "system_prompt": self.system_prompt,
-                "default_preset": self.default_preset, "presets": self.user_presets,
+        data = {"model": self.model, "defaults": self.defaults.to_dict(),
+                "presets": self.user_presets,
                 "server_port": self.server_port, "server_api_key": self.server_api_key}
         data["show_settings_panel"] = self.show_settings_panel
         data["show_sidebar"] = self.show_sidebar
@@ -310,13 +277,27 @@ class Settings:
         if name in BUILTIN_PRESETS:
             raise ValueError(f"{name!r} is a built-in preset")
         if self.user_presets.pop(name, None) is not None:
-            if self.default_preset == name:
-                self.default_preset = "Balanced"
             self.save()
             self.presets_changed.emit()
 
+    def matching_preset(self, params: Mapping[str, Any]) -> str | None:
+        """The preset with exactly these settings (the tab's tools aside), if any."""
+        mine = without_tools(params)
+        return next((n for n in self.preset_names() if self.preset(n) == mine), None)
+
+    # -- defaults for new tabs ------------------------------------------------------------
+    def set_defaults(self, system_prompt: str, params: Mapping[str, Any]) -> None:
+        """New tabs start with these (tabs already open keep theirs); saved at once.
+        DefaultsError (a ValueError) names a setting that cannot be a default; then
+        nothing changes."""
+        defaults = Defaults.make(system_prompt, params)
+        if defaults != self.defaults:
+            self.defaults = defaults
+            self.save()
+            self.defaults_changed.emit()
+
     def new_tab_params(self) -> dict[str, Any]:
-        return self.preset(self.default_preset)
+        return dict(self.defaults.params)
 
 
 def _read_mcp_servers(raw: Any) -> list[McpServerConfig]:

@@ -8,6 +8,7 @@ when it is `closed`, and brought forward on `front_changed`; what the user does 
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 from .bridge import EngineBridge
@@ -21,6 +22,7 @@ from .storage import StorageError
 log = logging.getLogger(__name__)
 
 CLOSED_KEPT = 20  # closed chats that Reopen can bring back
+CLOSED_TAGS_KEPT = 200  # closed chats whose requests the stats panel still names
 
 
 class Workspace:
@@ -36,6 +38,9 @@ class Workspace:
         self.conversations: list[Conversation] = []
         self.front: Conversation | None = None
         self.closed_stack: list[Conversation] = []  # most recently closed last
+        self.closed_at: dict[int, int] = {}  # a closed_stack chat's tab index, by its id
+        # a closed chat's request tag -> (session id, title): its requests keep its name
+        self.closed_tags: dict[str, tuple[str, str]] = {}
         self.drafts: dict[int, str] = {}  # unsent text by Conversation.id
         self.closing = False  # the app is quitting: the last chat closed is not replaced
         self.opened = Event()
@@ -69,10 +74,18 @@ class Workspace:
         return self.open(conv.branch(index), at=at)
 
     def _new_conversation(self) -> Conversation:
-        """An empty chat with the settings' defaults for new chats."""
+        """An empty chat with the app-wide defaults for new chats (app/defaults.py)."""
         s = self.settings
-        return Conversation(self.bridge, system_prompt=s.system_prompt,
-                            params=s.new_tab_params(), preset=s.default_preset)
+        params = s.new_tab_params()
+        return Conversation(self.bridge, system_prompt=s.defaults.system_prompt,
+                            params=params, preset=s.matching_preset(params),
+                            default_title=f"Chat {self._free_number()}")
+
+    def _free_number(self) -> int:
+        """The lowest N no open chat is called "Chat N" by: after closing every tab the
+        next one is "Chat 1" again, and a closed tab's number is used again first."""
+        taken = {c.title for c in self.conversations}
+        return next(n for n in itertools.count(1) if f"Chat {n}" not in taken)
 
     def close(self, conv: Conversation) -> None:
         """Close a chat; a reply it is generating is cancelled. The last one is replaced by
@@ -84,7 +97,7 @@ class Workspace:
             self.history.detach(conv)  # saves what it shows, before the reply is cancelled
         self.kv_saver.forget(conv)
         conv.close()
-        self._remember_closed(conv)
+        self._remember_closed(conv, index)
         self.conversations.remove(conv)
         self.drafts.pop(conv.id, None)
         if self.front is conv:
@@ -120,8 +133,16 @@ class Workspace:
         return next((c for c in self.conversations if c.session_id == session_id), None)
 
     def titles(self) -> dict[str, str]:
-        """Each open chat's title by its tag (the stats panel names requests so)."""
-        return {c.tag: c.title for c in self.conversations}
+        """Each chat's title by its request tag (the stats panel names requests so): an
+        open chat's title; a closed one's as "<title> (closed)", or its title now when it
+        was opened again (a reopened chat is a new Conversation, with a new tag)."""
+        open_now = {c.session_id: c for c in self.conversations}
+        out = {}
+        for tag, (session_id, title) in self.closed_tags.items():
+            conv = open_now.get(session_id)
+            out[tag] = conv.title if conv is not None else f"{title} (closed)"
+        out.update((c.tag, c.title) for c in self.conversations)
+        return out
 
     # -- the history --------------------------------------------------------------------
     def restore(self) -> int:
@@ -135,14 +156,14 @@ class Workspace:
             self.set_front(convs[0])
         return len(convs)
 
-    def open_session(self, session_id: str) -> Conversation:
-        """Bring a saved chat to the front, opening it if no tab shows it.
-        Raises StorageError or KeyError when it cannot be read."""
+    def open_session(self, session_id: str, at: int | None = None) -> Conversation:
+        """Bring a saved chat to the front, opening it (at the end, or at index `at`) if no
+        tab shows it. Raises StorageError or KeyError when it cannot be read."""
         conv = self.find(session_id)
         if conv is None:
             if self.history is None:
                 raise KeyError(session_id)
-            conv = self.open(self.history.load_conversation(session_id, self.bridge))
+            conv = self.open(self.history.load_conversation(session_id, self.bridge), at=at)
         self.set_front(conv)
         return conv
 
@@ -156,13 +177,15 @@ class Workspace:
 
     def reopen(self) -> Conversation | None:
         """Bring back the most recently closed chat: from the history when there is one (as
-        saved at closing), else the conversation itself."""
+        saved at closing), else the conversation itself; where its tab was (or at the end,
+        when fewer tabs are open now)."""
         while self.closed_stack:
             conv = self.closed_stack.pop()
+            at = self.closed_at.pop(conv.id, None)
             self.reopenable_changed.emit(bool(self.closed_stack))
             if self.history is not None:
                 try:
-                    return self.open_session(conv.session_id)
+                    return self.open_session(conv.session_id, at=at)
                 except (StorageError, KeyError) as exc:  # deleted meanwhile: the one before
                     log.info("cannot reopen %s: %s", conv.title, exc)
                     continue
@@ -170,17 +193,23 @@ class Workspace:
             return self.open(Conversation(
                 conv.bridge, title=conv.title, system_prompt=conv.system_prompt,
                 params=conv.params, session_id=conv.session_id, tree=conv.tree,
-                preset=conv.preset))  # the whole tree: every version, the path shown
+                preset=conv.preset), at=at)  # the whole tree: every version, the path shown
         return None
 
-    def _remember_closed(self, conv: Conversation) -> None:
+    def _remember_closed(self, conv: Conversation, index: int) -> None:
         if not conv.messages:
             return  # an empty chat is not worth reopening (nor kept in the history)
+        self.closed_tags[conv.tag] = (conv.session_id, conv.title)
+        for tag in list(self.closed_tags)[:-CLOSED_TAGS_KEPT]:
+            del self.closed_tags[tag]
         for msg in conv.tree.nodes.values():  # a reply cut off by closing reads as stopped
             if msg.streaming:
                 msg.streaming, msg.finish_reason = False, msg.finish_reason or "cancelled"
         self.closed_stack.append(conv)
         del self.closed_stack[:-CLOSED_KEPT]
+        self.closed_at[conv.id] = index
+        kept = {c.id for c in self.closed_stack}
+        self.closed_at = {i: at for i, at in self.closed_at.items() if i in kept}
         self.reopenable_changed.emit(True)
 
     def _save_order(self) -> None:

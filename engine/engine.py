@@ -198,6 +198,11 @@ class Engine:
         self._inbox.put(("add", seq))
         return stream
 
+    def prompt_tokens(self, messages: Seq[Mapping[str, Any]]) -> list[int]:
+        """The prompt's token ids `submit(messages=...)` would run (the chat template, reply
+        `token_ids` spliced in); RequestRejected for messages it would refuse. Any thread."""
+        return self._prompt_tokens(messages, None)
+
     def cancel(self, request_id: str) -> None:
         """Drop a request on the next tick (queued or running); unknown ids are ignored."""
         if request_id in self._streams:

@@ -11,7 +11,7 @@ from app.bridge import EngineBridge
 
 SHORTCUTS = (
     ("Ctrl+T / Ctrl+W", "new tab / close tab"),
-    ("Ctrl+Shift+T", "reopen the last closed tab"),
+    ("Ctrl+Shift+T", "reopen the last closed tab, where it was"),
     ("Ctrl+Tab / Ctrl+Shift+Tab", "next / previous tab"),
     ("Ctrl+1 … Ctrl+8, Ctrl+9", "go to that tab, the last tab"),
     ("F2", "rename the tab"),
@@ -24,9 +24,10 @@ SHORTCUTS = (
     ("Enter / F2 / Delete", "in the sidebar: open / rename / delete the chat"),
     ("Ctrl+O", "load a model"),
     ("Ctrl+Shift+K", "connections to OpenAI-compatible servers"),
+    ("Ctrl+,", "preferences: the defaults for new tabs"),
     ("Ctrl+Shift+C", "compare: one message to several presets or connections"),
-    ("Ctrl+Shift+S", "engine stats"),
-    ("Ctrl+Shift+L", "load simulator"),
+    ("Ctrl+Shift+S", "engine stats: to the front (closed if in front)"),
+    ("Ctrl+Shift+L", "load simulator: to the front (closed if in front)"),
     ("Ctrl+Q", "quit"),
 )
 

@@ -8,13 +8,23 @@ state in the banner and the status bar.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pyqtgraph as pg
 from PySide6.QtCore import QByteArray, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent
-from PySide6.QtWidgets import QApplication, QMainWindow, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QMainWindow,
+    QMenu,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
-from app.bridge import BridgeState
+from app.bridge import BridgeState, Choice
+from app.bridge.switch import model_name
 from app.context import AppContext
 from app.conversation import Conversation
 from app.lifecycle import SIMULATOR_TIMEOUT_S, Lifecycle
@@ -27,6 +37,7 @@ from .chat.chat_tab import ChatTab
 from .chat_tabs import BUSY_MARK, ChatTabs
 from .compare import open_compare
 from .connections_dialog import open_connections
+from .dock_toggle import front_toggle
 from .drafts import DraftSaver
 from .engine_status import EngineStatus
 from .help_menu import about_box, shortcuts_box
@@ -34,6 +45,8 @@ from .history.controller import HistoryController
 from .load_banner import LoadBanner
 from .mcp.servers_dialog import open_mcp_servers
 from .model_picker import ModelPickerDialog
+from .model_switch import SwitchQuestion, ask_switch
+from .preferences import open_preferences
 from .reflow import widen_when_shown
 from .server_controls import ServerControls
 from .sidebar.panel import Sidebar
@@ -60,6 +73,7 @@ class MainWindow(QMainWindow):
         self._closing = False
         self._closed = False
         self._tasks: set[asyncio.Task[object]] = set()
+        self.switch_question: SwitchQuestion | None = None  # open while it asks
         # unsent drafts to disk as they are typed, so a killed app keeps them too
         self.draft_saver = DraftSaver(self.workspace, self)
 
@@ -69,12 +83,14 @@ class MainWindow(QMainWindow):
         col.setSpacing(0)
         self.banner = LoadBanner()
         self.banner.choose_model.connect(self.choose_model)
-        self.banner.watch(ctx.bridge)  # load progress, a failed load beside a working model
+        # load progress, a failed load beside a working model, a switch waiting for replies
+        self.banner.watch(ctx.bridge, self.workspace.titles)
         col.addWidget(self.banner)
         self.history = (HistoryController(self, self.workspace, self.lifecycle)
                         if ctx.history else None)
         if self.history is not None:
             col.addWidget(self.history.banner)  # under the model's banner, above the tabs
+            self.history.refocus = self.return_focus  # when the History dialog closes
         self.tabs = ChatTabs(ctx, self.workspace)
         self.tabs.draft_typed = self.draft_saver.changed
         self.sidebar: Sidebar | None = None
@@ -154,13 +170,17 @@ class MainWindow(QMainWindow):
             "new_tab": self.new_tab, "close_tab": self.close_current_tab,
             "rename_tab": self.rename_tab, "load_model": self.choose_model,
             "speculative": self.speculative_menu,
-            "connections": lambda: open_connections(self.ctx.settings, self),
-            "mcp_servers": lambda: open_mcp_servers(self.ctx, self),
+            "connections": lambda: self.keys_back_after(
+                open_connections(self.ctx.settings, self)),
+            "mcp_servers": lambda: self.keys_back_after(open_mcp_servers(self.ctx, self)),
+            "preferences": lambda: self.keys_back_after(
+                open_preferences(self.ctx.settings, self)),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,
-            "stats": self.stats_dock.toggleViewAction(),
-            "simulator": self.sim_dock.toggleViewAction(), "theme": self.theme_menu,
+            # shown and raised in front of the other dock, or closed when in front
+            "stats": front_toggle(self.stats_dock),
+            "simulator": front_toggle(self.sim_dock), "theme": self.theme_menu,
             "api_server": self.api_server.action,
             "server_settings": self.api_server.settings_action,
             "shortcuts": lambda: shortcuts_box(self),
@@ -173,7 +193,17 @@ class MainWindow(QMainWindow):
             handlers["history"] = self.history.show_history
         if self.sidebar_action is not None:
             handlers["sidebar"] = self.sidebar_action
-        return handlers
+        # a dialog a menu entry opens gives the keys back to the window when it closes
+        return {name: h if isinstance(h, (QAction, QMenu)) else self._keys_back_from(h)
+                for name, h in handlers.items()}
+
+    def _keys_back_from(self, handler: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            result = handler()
+            if isinstance(result, QDialog):
+                self.keys_back_after(result)
+            return result
+        return run
 
     # -- look and what the window remembers ----------------------------------------------
     def set_theme(self, choice: str) -> None:
@@ -251,13 +281,37 @@ class MainWindow(QMainWindow):
 
     # -- model --------------------------------------------------------------------------
     def load_model(self, source: str) -> asyncio.Task[bool]:
+        """Load `source`: the one way every part of the window switches the model. With
+        local replies running (chat tabs, compare columns, the simulator, the API server)
+        it asks first: let them finish, stop them, or cancel (ui/model_switch.py). The task
+        is True once `source` serves; False if cancelled or the load failed (then the model
+        in use keeps serving)."""
         task = asyncio.ensure_future(self._load(source))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
     async def _load(self, source: str) -> bool:
-        ok = await self.ctx.bridge.load(source)
+        bridge = self.ctx.bridge
+        busy = self._switch_busy()
+        if busy:
+            self.statusBar().showMessage(busy, 10000)
+            return False
+        choice = Choice.FINISH
+        running = bridge.running()
+        if running.total:
+            box = ask_switch(self, source, running, self.workspace.titles())
+            if box.parentWidget() is self:  # over another dialog, that one takes them back
+                self.keys_back_after(box)
+            self.switch_question = box
+            try:
+                answer = await box.answer
+            finally:
+                self.switch_question = None
+            if answer is None:
+                return False
+            choice = answer
+        ok = await bridge.switch(source, choice)
         if ok:
             self.ctx.settings.remember_model(source)  # the next start, the recent list
         return ok
@@ -267,6 +321,20 @@ class MainWindow(QMainWindow):
         source = self.ctx.bridge.source
         return self.load_model(source) if source is not None else None
 
+    def _switch_busy(self) -> str:
+        """Why another load cannot start now ("" if it can)."""
+        bridge = self.ctx.bridge
+        if self.switch_question is not None:
+            self.switch_question.raise_()
+            return "Answer the question about the running replies first."
+        pending = bridge.pending_switch
+        if pending is not None:
+            return (f"Already switching to {model_name(pending.source)}; cancel that in "
+                    "the banner first.")
+        if bridge.state == BridgeState.LOADING:
+            return "A model is loading; try again once it has loaded."
+        return ""
+
     def choose_model(self) -> ModelPickerDialog:
         bridge = self.ctx.bridge
         reason = bridge.message if bridge.state == BridgeState.FAILED else ""
@@ -274,8 +342,26 @@ class MainWindow(QMainWindow):
         dialog = ModelPickerDialog(current, reason, self, recent=self.ctx.settings.recent_models,
                                    bridge=bridge)
         dialog.chosen.connect(self.load_model)
+        self.keys_back_after(dialog)
         dialog.open()
         return dialog
+
+    def keys_back_after(self, dialog: QDialog) -> QDialog:
+        """`return_focus` once `dialog` closes (connected once per dialog)."""
+        if not dialog.property("returnsFocus"):
+            dialog.setProperty("returnsFocus", True)
+            dialog.finished.connect(lambda _result: self.return_focus())
+        return dialog
+
+    def return_focus(self) -> None:
+        """A dialog closed: this window and its chat's input take the keys again (else no
+        window may be active until the user clicks one, and the shortcuts do nothing)."""
+        if self._closing:
+            return
+        self.activateWindow()
+        tab = self.current_tab()
+        if tab is not None:
+            tab.input.setFocus(Qt.FocusReason.ActiveWindowFocusReason)
 
     # -- closing (the steps are app/lifecycle.py's) --------------------------------------
     @property
@@ -295,6 +381,8 @@ class MainWindow(QMainWindow):
             self.sidebar.finish()  # a delete still waiting for its undo happens now
         self.remember_layout()
         self._closing = True
+        if self.switch_question is not None:
+            self.switch_question.close()  # no switch: the app is closing
         self.statusBar().showMessage("Stopping the engine …")
         self._tasks.add(asyncio.ensure_future(self._shutdown()))
 
@@ -307,6 +395,8 @@ class MainWindow(QMainWindow):
             await self.ctx.mcp.close()  # stdio MCP servers' processes end with the app
             await self.lifecycle.shutdown()
         finally:
+            for tab in self.chat_tabs():  # the settings outlive this window (tests, restarts)
+                tab.detach()
             self._closed = True
             self.close()
             self.shutdown_finished.emit()

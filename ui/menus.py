@@ -38,6 +38,8 @@ TABLE = (
     # a text field with something to redo keeps Ctrl+Shift+Z (ui/chat/input_box.py)
     Entry("undo_delete", "&Undo delete", ("Ctrl+Shift+Z",), "chat"),
     Entry("history", "&History…", ("Ctrl+H",), "chat"),
+    # Ctrl+, as most desktop apps (Cmd+, on macOS, where Qt maps Ctrl to Cmd)
+    Entry("preferences", "&Preferences…", ("Ctrl+,",), "chat", separator=True),
     Entry("quit", "&Quit", ("Ctrl+Q",), "chat", separator=True),
     Entry("sidebar", "Conversation side&bar", ("Ctrl+B",), "view"),
     Entry("stats", "Engine &stats", ("Ctrl+Shift+S",), "view"),

@@ -23,6 +23,7 @@ DARK_COLOURS = {
     "#fff8e1": "#3d3520", "#fff4e5": "#3d3220", "#f5d9a8": "#6b5a34", "#f3e1a6": "#6b5f34",
     "#f1f3f4": "#2f3338", "#a0a4a8": "#6b7076", "#9aa0a6": "#80868b", "#8a1c12": "#f6aea9",
     "#6d4c00": "#f0d58a", "#6b7280": "#9aa0a6", "#3c4043": "#e3e6ea", "#1765cc": "#aecbfa",
+    "#f1f3f6": "#2a2e34",  # a code block (ui/chat/markdown_view.py's CODE_BACKGROUND)
 }
 DARK_SEND_TEXT = "#1b1d21"  # text on the light-blue Send button in the dark look
 

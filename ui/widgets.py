@@ -1,17 +1,18 @@
 """Small widget builders shared by the settings panel, the simulator form and the tables,
-and a one-line label that elides (the status bar's model)."""
+a one-line label that elides (the status bar's model), and the question before a delete."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QAbstractItemModel, QSize, Qt
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QIcon, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QDoubleSpinBox,
     QHeaderView,
     QLabel,
+    QMessageBox,
     QSizePolicy,
     QSpinBox,
     QTableView,
@@ -37,6 +38,29 @@ def int_box(lo: int, hi: int, special: str = "") -> QSpinBox:
     box.setRange(lo, hi)
     if special:
         box.setSpecialValueText(special)
+    return box
+
+
+def confirm_delete(parent: QWidget, title: str, text: str,
+                   on_delete: Callable[[], object]) -> QMessageBox:
+    """Ask before a delete (window-modal, opened, never exec(): qasync runs the loop).
+    Its "Delete" button is the default, so Enter confirms as the question invites; Esc
+    and Cancel change nothing. `on_delete()` runs on Delete. The box deletes itself."""
+    box = QMessageBox(QMessageBox.Icon.Warning, title, text,
+                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+                      parent)
+    delete = box.button(QMessageBox.StandardButton.Yes)
+    delete.setText("Delete")
+    delete.setObjectName("deleteButton")  # red text (resources/stylesheet.qss)
+    delete.style().unpolish(delete)  # QMessageBox polished it under its old name
+    delete.style().polish(delete)
+    for button in box.buttons():  # no green tick on a delete: words only
+        button.setIcon(QIcon())
+    box.setDefaultButton(QMessageBox.StandardButton.Yes)
+    box.setEscapeButton(QMessageBox.StandardButton.Cancel)
+    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    delete.clicked.connect(lambda _=False: on_delete())
+    box.open()
     return box
 
 

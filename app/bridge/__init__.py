@@ -2,15 +2,19 @@
 
 hosting (load and switch the model), routing (a tab's reply: local or remote), frames
 (per-frame coalescing), generation (one reply), wait_poll (waiting notes), streams (the
-simulator's uncoalesced streams), local_target (the only app module running the Engine),
-and facade: EngineBridge, which composes them.
+simulator's uncoalesced streams), switch (a model switch that waits for or stops the
+running replies), local_target (the only app module running the Engine), prompt_size (a
+next prompt's tokens against the context, counted off the UI thread), and facade:
+EngineBridge, which composes them.
 """
 
 from .facade import EngineBridge
 from .generation import Generation, ReplyStats
 from .hosting import BridgeState
 from .local_target import Loader, LocalTarget
+from .prompt_size import PromptSize
 from .routing import SubmitError, check_params
+from .switch import SWITCHED, Choice, Running
 
-__all__ = ["BridgeState", "EngineBridge", "Generation", "LocalTarget", "Loader", "ReplyStats",
-           "SubmitError", "check_params"]
+__all__ = ["SWITCHED", "BridgeState", "Choice", "EngineBridge", "Generation", "LocalTarget",
+           "Loader", "PromptSize", "ReplyStats", "Running", "SubmitError", "check_params"]

@@ -16,8 +16,10 @@ from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
 from .local_target import Loader, LocalTarget
+from .prompt_size import PromptSize, count_prompt
 from .routing import Router
 from .streams import StreamClient
+from .switch import Choice, ModelSwitch, PendingSwitch, Running
 from .wait_poll import WaitPoll
 
 if TYPE_CHECKING:
@@ -40,6 +42,8 @@ class EngineBridge:
         self.remotes = RemoteBackends()
         self._router = Router(self.host, self.frames, self._waits, self.remotes)
         self.streams = StreamClient(self.host, self._router)
+        self.switcher = ModelSwitch(self.host, self.frames)
+        self.switch_changed = self.switcher.changed
         self.state_changed = self.host.state_changed
         self.load_progress = self.host.load_progress
         self.load_failed = self.host.load_failed
@@ -97,12 +101,33 @@ class EngineBridge:
 
     @property
     def serving(self) -> LocalTarget | None:
-        """The local model while the bridge is READY (what the API server serves)."""
-        return self.host.target if self.is_ready else None
+        """The local model while the bridge is READY and takes new requests (what the API
+        server serves; None while a switch waits for the running replies)."""
+        return self.host.target if self.is_ready and not self.host.refusing else None
 
     async def load(self, source: str) -> bool:
         """Load `source` in a background thread; True when it is ready to serve."""
         return await self.host.load(source)
+
+    # -- switching without losing work (app.bridge.switch) --------------------------------
+    def running(self) -> Running:
+        """The local requests not ended yet, by where they come from."""
+        return self.switcher.running()
+
+    @property
+    def refusing(self) -> str:
+        """Why new local requests are refused now ("" when they are taken): a switch waits
+        for the running replies."""
+        return self.host.refusing
+
+    @property
+    def pending_switch(self) -> PendingSwitch | None:
+        return self.switcher.pending
+
+    async def switch(self, source: str, choice: Choice = Choice.FINISH) -> bool:
+        """Load `source` once the running local replies finished (FINISH) or were stopped
+        (STOP, they end "switched"); True when it serves (ModelSwitch.switch)."""
+        return await self.switcher.switch(source, choice)
 
     async def use_engine(self, engine: Engine, source: str = "engine") -> None:
         """Serve with a ready Engine (tests, or after `load`)."""
@@ -149,6 +174,12 @@ class EngineBridge:
         if target is None or self.state != BridgeState.READY:
             return 0
         return await target.save_prefix(messages)
+
+    async def count_prompt(self, messages: Sequence[Mapping[str, Any]]) -> PromptSize | None:
+        """How many tokens `messages` make as the local model's prompt, and its context
+        (counted off this thread); None without a model or when its template refuses them."""
+        target = self.host.target
+        return await count_prompt(target, messages) if target is not None else None
 
     def stats(self) -> EngineStats | None:
         target = self.host.target

@@ -8,6 +8,7 @@ from typing import Any
 from engine.public import EventStream
 
 from ..events import Event
+from ..plural import counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +41,12 @@ class ReplyStats:
         return text
 
     def summary(self) -> str:
-        parts = [f"{self.generated_tokens} tokens"]
+        parts = [counted(self.generated_tokens, "token")]
         if self.ttft_s is not None:
             parts.append(f"first token {self.ttft_s:.2f} s")
         if self.cached_tokens:
-            parts.append(f"{self.cached_tokens} of {self.prompt_tokens} prompt tokens cached")
+            parts.append(f"{self.cached_tokens} of {counted(self.prompt_tokens, 'prompt token')} "
+                         "cached")
         parts.append(f"{self.tokens_per_s:.1f} tok/s")
         if self.drafts:
             parts.append(self.drafts)
@@ -80,6 +82,9 @@ class Generation:
         # local replies) and the functions offered
         self.call_format: Any = None
         self.tool_names: list[str] = []
+        # why the app ended it, when that says more than the engine's "cancelled" or
+        # "shutdown": "switched" (a model switch stopped it, app/bridge/switch.py)
+        self.ended_by: str | None = None
 
     @property
     def request_id(self) -> str:
@@ -91,7 +96,12 @@ class Generation:
 
     @property
     def finish_reason(self) -> str | None:
-        return self.stream.finish_reason
+        return self._reason(self.stream.finish_reason)
+
+    def _reason(self, reason: str | None) -> str | None:
+        if self.ended_by is not None and reason in ("cancelled", "shutdown"):
+            return self.ended_by  # ended as the app asked, not as it finished by itself
+        return reason
 
     @property
     def error(self) -> str | None:
@@ -103,8 +113,9 @@ class Generation:
         if s is None:
             return None
         return ReplyStats(s.generated_tokens, s.prompt_tokens, s.ttft_s, s.tokens_per_s,
-                          s.e2e_s, s.finish_reason, s.error, s.cached_tokens,
-                          s.drafted_tokens, s.accepted_tokens, s.decode_steps)
+                          s.e2e_s, self._reason(s.finish_reason) or s.finish_reason, s.error,
+                          s.cached_tokens, s.drafted_tokens, s.accepted_tokens,
+                          s.decode_steps)
 
     @property
     def tokens(self) -> list[int]:

@@ -56,6 +56,11 @@ class ModelHost:
         self.load_progress = Event()
         self.load_failed = Event()
         self._after_stop = after_stop
+        # while a switch waits for running replies: why new local requests are refused
+        self.refusing = ""
+        # run once the next model has loaded, before it replaces this one (app.bridge.switch:
+        # replies started meanwhile finish first); False gives the loaded model up
+        self.before_swap: Callable[[], Awaitable[bool]] | None = None
 
     async def load(self, source: str) -> bool:
         """Load `source` in a background thread; True when it is ready to serve.
@@ -91,6 +96,13 @@ class ModelHost:
             self.load_failed.emit(self.load_error)
             return False
         self.progress = None
+        if self.state != BridgeState.STOPPED and self.before_swap is not None \
+                and not await self.before_swap():
+            await engine.shutdown(timeout=1.0)  # given up: the model in use keeps serving
+            if self.state != BridgeState.STOPPED:
+                self.set_state(BridgeState.READY if self.target is not None
+                               else BridgeState.EMPTY, self.description)
+            return False
         if self.state == BridgeState.STOPPED:  # the window closed while we loaded
             await engine.shutdown(timeout=1.0)
             return False

@@ -29,6 +29,9 @@ class LocalTarget:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._tool_template: tuple[bool, str | None] | None = None
+        # every request submitted here and not yet ended, with its tag: who a model switch
+        # would cut (chat tabs, the simulator and the API server all submit here)
+        self._live: dict[str, tuple[str | None, RequestStream]] = {}
 
     @property
     def description(self) -> str:
@@ -64,9 +67,17 @@ class LocalTarget:
         """Queue a request; refusals raise the engine's errors (engine.public).
         `share_prompt_with`: the id of a request submitted before with the same prompt,
         whose prefilled prompt this one reuses (Engine.submit)."""
-        return self.engine.submit(messages=messages, prompt_tokens=prompt_tokens,
-                                  params=params, priority=priority, tag=tag,
-                                  request_id=request_id, share_prompt_with=share_prompt_with)
+        stream = self.engine.submit(messages=messages, prompt_tokens=prompt_tokens,
+                                    params=params, priority=priority, tag=tag,
+                                    request_id=request_id, share_prompt_with=share_prompt_with)
+        self._live[stream.request_id] = (tag, stream)
+        return stream
+
+    def live(self) -> list[tuple[str | None, RequestStream]]:
+        """(tag, stream) of each request submitted here that has not ended yet."""
+        for rid in [rid for rid, (_, s) in self._live.items() if s.finished]:
+            del self._live[rid]
+        return list(self._live.values())
 
     def tool_template(self) -> tuple[bool, str | None]:
         """(whether the model's chat template writes out `tools`, the mlx-lm tool parser of
@@ -111,6 +122,11 @@ class LocalTarget:
             raise RequestRejected(f"the model's chat template refused these messages: "
                                   f"{type(exc).__name__}: {exc}") from exc
         return list(self.engine.tokenizer.encode(text, add_special_tokens=False))
+
+    def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """The prompt `submit(messages)` would run (RequestRejected if it would refuse
+        them); safe off the engine's and the UI's threads (app.bridge.prompt_size)."""
+        return self.engine.prompt_tokens(messages)
 
     def encode(self, text: str) -> list[int]:
         return list(self.engine.tokenizer.encode(text))

@@ -65,6 +65,8 @@ class Router:
         if backend is not None:
             return self._submit_remote(messages, params, tag, backend, tools, tool_choice)
         host = self._host
+        if host.refusing:  # a model switch waits for the running replies to end
+            raise SubmitError(host.refusing, "not_ready")
         # while another model loads, the one loaded still serves
         if host.target is None or host.state not in (BridgeState.READY, BridgeState.LOADING):
             raise SubmitError(host.not_ready_reason(), "not_ready")

@@ -28,6 +28,8 @@ from app.storage import (
     Store,
 )
 
+from ..plural import counted
+from ..titles import whole_title
 from .paths import shown_path
 
 # 2 (issue #29): a chat is a tree. Messages carry parent_id and seq, sessions shown_leaf_id
@@ -48,7 +50,8 @@ def session_to_markdown(loaded: LoadedSession) -> str:
     """The path the chat's tab shows; a message with versions says which one it is (the
     others are in the JSON export)."""
     session = loaded.session
-    parts = [f"# {session.title}", "", _settings_line(session)]
+    first = next((m.content for m in loaded.messages if m.role == "user"), "")
+    parts = [f"# {whole_title(session.title, first)}", "", _settings_line(session)]
     if session.system_prompt:
         parts += ["", "## System prompt", "", _closed_fences(session.system_prompt)]
     for shown in shown_path(loaded):
@@ -103,10 +106,10 @@ def _stats_line(message: Message) -> str:
     bits = []
     if stats.get("prompt_tokens") is not None:
         cached = stats.get("cached_tokens")
-        bits.append(f"{stats['prompt_tokens']} prompt tokens"
+        bits.append(counted(stats["prompt_tokens"], "prompt token")
                     + (f" ({cached} from cache)" if cached else ""))
     if stats.get("generated_tokens") is not None:
-        bits.append(f"{stats['generated_tokens']} generated tokens")
+        bits.append(counted(stats["generated_tokens"], "generated token"))
     if stats.get("tokens_per_s") is not None:
         bits.append(f"{stats['tokens_per_s']:.1f} tok/s")
     if stats.get("ttft_s") is not None:

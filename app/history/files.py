@@ -17,6 +17,7 @@ from app.storage import SafeStore, SessionSummary, SimRun, Store
 
 from . import export
 from .import_json import ImportReport, import_document
+from .sidebar import MATCH_MARKS
 
 Kind = Literal["session", "sim_run"]
 PathLike = str | os.PathLike[str]
@@ -30,7 +31,7 @@ class HistoryEntry:
     count: int  # messages, or simulated requests
     when: str  # last active (session) or started (run), UTC ISO
     is_open: bool = False
-    snippet: str = ""  # the matching text, for a search
+    snippet: str = ""  # the matching text, for a search (MATCH_MARKS around the match)
     # The message that matched (a search; maybe a version the chat does not show): opening
     # the chat shows the path through it.
     message_id: str | None = None
@@ -46,7 +47,7 @@ def list_entries(store: SafeStore, query: str = "") -> list[HistoryEntry]:
         out = [_session_entry(s) for s in sessions.values()]
         return out + [_run_entry(reader, r) for r in runs.values()]
     entries = []
-    for hit in reader.search(query):
+    for hit in reader.search(query, marks=MATCH_MARKS):  # a view bolds the match
         if hit.kind == "session" and hit.id in sessions:
             entries.append(_session_entry(sessions[hit.id], hit.snippet, hit.message_id))
         elif hit.kind == "sim_run" and hit.id in runs:
@@ -96,8 +97,9 @@ def export_sim_runs(store: SafeStore, path: PathLike, fmt: Literal["csv", "json"
     export.write_atomic(path, text)
 
 
-def import_file(store: SafeStore, path: PathLike) -> ImportReport:
-    """Add what a BatchChat export holds that the history does not have yet."""
+def import_file(store: SafeStore, path: PathLike, *, closed: bool = False) -> ImportReport:
+    """Add what a BatchChat export holds that the history does not have yet (`closed`:
+    its chats closed, see import_document)."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
@@ -109,7 +111,7 @@ def import_file(store: SafeStore, path: PathLike) -> ImportReport:
     if not isinstance(doc, dict):
         raise ValueError(f"{path} is not a BatchChat export.")
     try:
-        return import_document(store.reader, doc)
+        return import_document(store.reader, doc, closed=closed)
     except RecursionError:  # a value nested just shallowly enough to parse, too deep to copy
         raise _too_deep(path) from None
 

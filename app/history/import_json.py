@@ -31,6 +31,7 @@ from app.storage import (
 from app.storage.add_new import NewRows
 from app.storage.records import Record
 
+from ..plural import counted
 from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
 from .import_tree import link_messages
 
@@ -41,11 +42,20 @@ R = TypeVar("R", bound=Record)
 MAX_DEPTH = 100
 
 
+# what a table's rows are called in the report: (one, several)
+_NAMES = {"sessions": ("chat", "chats"), "messages": ("message", "messages"),
+          "sim_runs": ("simulation run", "simulation runs"),
+          "sim_results": ("simulation result", "simulation results"),
+          "request_stats": ("request stats record", "request stats records"),
+          "stats_snapshots": ("stats snapshot", "stats snapshots")}
+
+
 @dataclass(slots=True)
 class ImportReport:
     added: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what was changed to import it
+    session_ids: list[str] = field(default_factory=list)  # the chats added, in file order
 
     def count(self, table: str, added: bool, n: int = 1) -> None:
         if n <= 0:
@@ -55,16 +65,19 @@ class ImportReport:
 
     def summary(self) -> str:
         def fmt(counts: dict[str, int]) -> str:
-            return ", ".join(f"{n} {t.replace('_', ' ')}" for t, n in counts.items()) or "nothing"
+            return ", ".join(counted(n, *_NAMES.get(t, (t.replace("_", " "),)))
+                             for t, n in counts.items()) or "nothing"
         text = f"Imported {fmt(self.added)}."
         if self.skipped:
             text += f" Skipped {fmt(self.skipped)} already in the history (left as they were)."
         return " ".join([text, *self.notes])
 
 
-def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
+def import_document(store: Store, doc: dict[str, Any], *, closed: bool = False) -> ImportReport:
     """Import a full export or a single-session export. Raises ValueError for a file
-    that is not one, StorageError if the database cannot be written (nothing added)."""
+    that is not one, StorageError if the database cannot be written (nothing added).
+    `closed`: the chats come in closed (the app: no tab shows them until one is opened),
+    else open or not as exported."""
     if _deeper_than(doc, MAX_DEPTH):
         raise ValueError(f"This file is not a BatchChat export: its JSON is too deeply "
                          f"nested (more than {MAX_DEPTH} levels).")
@@ -113,6 +126,8 @@ def import_document(store: Store, doc: dict[str, Any]) -> ImportReport:
             if isinstance(parent, Session):  # only the messages added make its tree
                 new = [m for m in children if not rows.has(Message.TABLE, m.id)]
                 report.notes += link_messages(parent, new, chain=parent.id in chained)
+                parent.is_open = parent.is_open and not closed
+                report.session_ids.append(parent.id)
             add([parent])
             add(children)
         add(_drop_dangling_links(requests, rows))

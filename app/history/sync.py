@@ -297,9 +297,11 @@ class HistorySync:
 
     def import_file(self, path: str | os.PathLike[str]) -> ImportReport:
         """Add what a BatchChat export holds that the history lacks: at once, not queued
-        (app.history.files.import_file says why it failed, and nothing is added)."""
+        (app.history.files.import_file says why it failed, and nothing is added). Its chats
+        come in closed: the tabs follow the workspace, and "open" in the file was another
+        window's tab bar, so an imported chat is listed, and opened from the list."""
         try:
-            return files.import_file(self.store, path)
+            return files.import_file(self.store, path, closed=True)
         finally:
             self.chats_changed.emit()
 

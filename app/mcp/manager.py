@@ -20,6 +20,8 @@ from .config import McpServerConfig
 
 log = logging.getLogger(__name__)
 
+START_TIMEOUT_S = 30.0  # the least a server gets to start and answer (its calls: timeout_s)
+
 
 class McpError(Exception):
     """A server could not be reached, or a call failed or timed out (the text says why)."""
@@ -63,8 +65,10 @@ class _Link:
         from mcp import Client  # the SDK is large: loaded when a server is first used
 
         try:
+            # its start (initialize) gets START_TIMEOUT_S at least; each call passes its own
             async with Client(_target(self.config), mode="legacy",
-                              read_timeout_seconds=self.config.timeout_s) as client:
+                              read_timeout_seconds=max(self.config.timeout_s,
+                                                       START_TIMEOUT_S)) as client:
                 if not self.ready.done():
                     self.ready.set_result(client)
                 await self._closing.wait()
@@ -142,12 +146,15 @@ class McpManager:
         link = self._links.get(name)
         if link is None or not link.alive:
             link = self._links[name] = _Link(config)
+        # Starting a server (a Python or npx program) can take seconds on a busy machine:
+        # the call timeout bounds calls, not the start
+        start_s = max(config.timeout_s, START_TIMEOUT_S)
         try:
-            return await asyncio.wait_for(asyncio.shield(link.ready), config.timeout_s)
+            return await asyncio.wait_for(asyncio.shield(link.ready), start_s)
         except TimeoutError:
             await self._drop(name, link)
             raise McpError(f"{name}: no answer from {config.where} within "
-                           f"{config.timeout_s:g} s") from None
+                           f"{start_s:g} s") from None
         except Exception as exc:  # noqa: BLE001 - every failure becomes a readable McpError
             await self._drop(name, link)
             verb = "cannot connect to" if config.url.strip() else "cannot start"

@@ -279,7 +279,8 @@ class ApiServer:
     def _serving(self, model: str) -> tuple[LocalTarget, str]:
         target, served = self._target(), self._model_id()
         if target is None or served is None:
-            raise ApiError(503, "no model is loaded yet; try again shortly",
+            raise ApiError(503, "no model is ready to serve yet (one is loading, or the app "
+                                "is switching models); try again shortly",
                            code="model_not_ready", headers=self._retry_after())
         if model != served:
             raise ApiError(404, f"the model '{model}' does not exist; this server serves "

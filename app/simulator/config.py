@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..plural import counted
 from .goodput import Slo
 from .templates import PromptSet, default_prompt_set
 
@@ -144,7 +145,7 @@ class SimConfig:
             how = f"every {self.uniform_low_s:g}–{self.uniform_high_s:g} s"
         amount = []
         if self.num_requests is not None:
-            amount.append(f"{self.num_requests} requests")
+            amount.append(counted(self.num_requests, "request"))
         if self.duration_s is not None:
             amount.append(f"{self.duration_s:g} s")
         return f"{' / '.join(amount)}, {how}"

@@ -24,6 +24,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from app.simulator.workload import percentile
@@ -62,6 +63,15 @@ class Sample:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelLoaded:
+    """A model the panel started reading: its figures count from `t` (perf_counter) on."""
+
+    t: float
+    name: str  # the engine's description
+    at: str  # the wall-clock time, "14:02"
+
+
+@dataclass(frozen=True, slots=True)
 class Latency:
     """Percentiles in seconds over `count` values (all 0 when count is 0)."""
 
@@ -74,8 +84,8 @@ class Latency:
 @dataclass(frozen=True, slots=True)
 class TableRow:
     request_id: str
-    source: str  # the tab's title, "closed tab" or "simulation"
-    state: str  # queued | prefilling | generating | finished
+    source: str  # the chat's title ("… (closed)" once its tab closed), "api" or "simulation"
+    state: str  # queued | prefilling | generating | finished | cancelled
     prompt_tokens: int
     generated_tokens: int
     ttft_s: float | None
@@ -149,7 +159,9 @@ def source_name(tag: str | None, titles: Mapping[str, str]) -> str:
 
 
 class StatsModel:
-    """Polls the engine the bridge serves with; resets its history when the engine changes."""
+    """Polls the engine the bridge serves with. When the model changes, the engine's
+    figures start again from zero: the charts keep their history and `loaded` says when
+    each model came (the panel names it and marks the charts)."""
 
     def __init__(self, ctx: AppContext, history_s: float = HISTORY_S,
                  snapshot_every_s: float = SNAPSHOT_EVERY_S,
@@ -165,6 +177,7 @@ class StatsModel:
         self.rows: list[TableRow] = []
         self.memory: MemoryFigures | None = None
         self.snapshots = 0
+        self.loaded: list[ModelLoaded] = []  # the models read, oldest first (the last: now)
         self._engine: LocalTarget | None = None
         self._ticks: list[TickRecord] = []
         self._last_index = -1
@@ -220,15 +233,26 @@ class StatsModel:
         for s in reversed(finished):
             if len(rows) >= len(live) + FINISHED_ROWS:
                 break
-            if s.request_id not in seen:
-                rows.append(TableRow(s.request_id, source_name(s.tag, titles), "finished",
+            if s.request_id not in seen:  # a stopped reply, or its tab closed under it
+                state = "cancelled" if s.finish_reason == "cancelled" else "finished"
+                rows.append(TableRow(s.request_id, source_name(s.tag, titles), state,
                                      s.prompt_tokens, s.generated_tokens, s.ttft_s,
                                      s.tokens_per_s, s.finish_reason, s.cached_tokens))
         self.rows = rows
 
+    @property
+    def model(self) -> ModelLoaded | None:
+        """The model the figures are of (None without one)."""
+        return self.loaded[-1] if self._engine is not None and self.loaded else None
+
     def _reset(self, engine: LocalTarget | None) -> None:
+        """Another engine (or none): its own figures from now; the chart samples stay."""
         self._engine = engine
-        self.samples.clear()
+        if engine is not None:
+            now = self.clock()
+            self.loaded = [m for m in self.loaded if m.t >= now - self.history_s][-8:]
+            self.loaded.append(ModelLoaded(now, engine.description,
+                                           datetime.now().strftime("%H:%M")))
         self.stats = None
         self._ticks = []
         self._last_index = -1
@@ -244,7 +268,10 @@ class StatsModel:
         try:
             from ..storage.records import StatsSnapshot
 
-            history.add_stats_snapshot(StatsSnapshot(data=snapshot_data(stats)))
+            data = snapshot_data(stats)
+            if self.loaded:  # which model these figures are of (they restart with each)
+                data["model"] = self.loaded[-1].name
+            history.add_stats_snapshot(StatsSnapshot(data=data))
             self.snapshots += 1
         except Exception:  # noqa: BLE001 - a failed snapshot must never stop the panel
             log.exception("could not save a stats snapshot")

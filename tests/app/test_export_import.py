@@ -119,7 +119,7 @@ def test_import_into_non_empty_database_never_overwrites(store: Store, other: St
     assert report.added == {"sessions": 1, "messages": 2}
     assert report.skipped == {"sessions": 2, "messages": 4, "sim_runs": 1, "sim_results": 2,
                               "request_stats": 1, "stats_snapshots": 1}
-    assert "Skipped 2 sessions" in report.summary()
+    assert "Skipped 2 chats" in report.summary()
 
 
 def test_single_session_export_imports(store: Store, other: Store) -> None:

@@ -18,7 +18,7 @@ def test_wrong_kinds_fall_back_to_defaults_and_bad_text_is_repaired(tmp_path: Pa
     path.write_text(json.dumps({"system_prompt": "be \udc00 brief",
                                 "presets": {"Mine \ud800": preset}}), encoding="utf-8")
     s = Settings.load(path)
-    assert s.system_prompt == "be \ufffd brief"
+    assert s.defaults.system_prompt == "be \ufffd brief"
     [name] = s.user_presets
     assert name == "Mine \ufffd"
     loaded = s.preset(name)

@@ -35,7 +35,8 @@ def finished(rid: str, tag: str | None, n: int, ttft: float, cached: int = 0) ->
 
 
 class FakeEngine:
-    def __init__(self) -> None:
+    def __init__(self, description: str = "fake model") -> None:
+        self.description = description
         self.ticks: list[TickRecord] = []
         self.done: list[RequestStats] = []
         self.live: list[RequestRow] = []
@@ -169,7 +170,7 @@ def test_snapshots_carry_the_derived_memory_figures() -> None:
     assert data["prefix_disk_files"] == 2 and data["kv_reserved_bytes"] == 10
 
 
-def test_snapshots_every_ten_seconds_only_with_a_store_and_reset_on_new_engine() -> None:
+def test_snapshots_every_ten_seconds_only_with_a_store() -> None:
     engine, store = FakeEngine(), History()
     model, clock = make(engine, store)
     for _ in range(45):  # 22 s
@@ -177,10 +178,37 @@ def test_snapshots_every_ten_seconds_only_with_a_store_and_reset_on_new_engine()
         clock.now += 0.5
     assert len(store.snapshots) == 3
     assert store.snapshots[0].data["budget"] == 64  # type: ignore[attr-defined]
+    assert store.snapshots[0].data["model"] == "fake model"  # type: ignore[attr-defined]
     bare, _ = make(engine, None)
     assert bare.poll() is not None and bare.snapshots == 0
-    model.ctx.bridge.local = None
-    assert model.poll() is None and not model.samples and model.stats is None
+
+
+def test_a_new_model_keeps_the_chart_history_and_is_named() -> None:
+    """Issue #32: a model switch no longer zeroes the panel silently: the samples before it
+    stay, and `loaded` says which model the figures are of from when."""
+    first, store = FakeEngine("first model"), History()
+    model, clock = make(first, store)
+    for _ in range(4):
+        model.poll()
+        clock.now += 0.5
+    assert [m.name for m in model.loaded] == ["first model"]
+    assert model.model is not None and model.model.t == 100.0
+    model.ctx.bridge.local = None  # between the two engines
+    assert model.poll() is None and model.stats is None and model.model is None
+    assert len(model.samples) == 4  # kept
+    second = FakeEngine("second model")
+    second.s = stats(completed=0, tokens_per_s=7.0)
+    model.ctx.bridge.local = second
+    clock.now += 0.5
+    model.poll()
+    assert len(model.samples) == 5 and model.samples[-1].tokens_per_s == 7.0
+    assert [m.name for m in model.loaded] == ["first model", "second model"]
+    assert model.model.name == "second model" and model.model.t == clock.now
+    assert len(model.model.at) == 5 and model.model.at[2] == ":"  # "14:02"
+    clock.now += 20
+    model.poll()
+    assert [s.data["model"] for s in store.snapshots] == [  # type: ignore[attr-defined]
+        "first model", "second model"]
 
 
 def test_a_failing_store_never_stops_polling() -> None:

@@ -36,7 +36,7 @@ def test_open_move_front_and_close_as_events(settings):
     a, b, c = (ws.open() for _ in range(3))
     assert ws.conversations == [a, b, c] and ws.front is c
     assert rec.seen[:2] == [("opened", (a, 0)), ("front_changed", (a,))]
-    assert a.params == settings.new_tab_params() and a.preset == settings.default_preset
+    assert a.params == settings.new_tab_params() and a.preset == "Balanced"
     rec.seen.clear()
     ws.move(c, 0)
     ws.move(c, 0)  # already there: nothing happens
@@ -76,7 +76,8 @@ async def test_reopen_without_a_history_brings_the_chat_back_stopped():
         back = ws.reopen()
         assert back is not conv and back.session_id == conv.session_id  # a fresh object
         assert back.messages == conv.messages and ws.front is back
-        assert ws.conversations == [other, back] and seen == [True, False]
+        # where its tab was (the first), not after the one opened meanwhile
+        assert ws.conversations == [back, other] and seen == [True, False]
         assert ws.reopen() is None
     finally:
         await bridge.shutdown(timeout=2.0)
@@ -209,3 +210,20 @@ def test_drafts_and_the_front_chat_come_back_after_a_restart(tmp_path, settings)
     assert again.draft(empty) == "half a thought"
     assert again.front is back and loaded.front_chat == fresh.session_id
     again.history.close()
+
+
+def test_closed_chats_keep_their_name_for_the_stats_and_reopen_in_place(settings):
+    ws = Workspace(EngineBridge(), settings)
+    a, b, c = ws.open(), ws.open(), ws.open()
+    b.messages.append(_user_message())
+    b.rename("Lighthouses")
+    ws.close(b)
+    assert ws.titles() == {a.tag: a.title, c.tag: c.title, b.tag: "Lighthouses (closed)"}
+    back = ws.reopen()
+    assert back is not b and ws.conversations == [a, back, c]  # where it was
+    assert ws.titles()[b.tag] == "Lighthouses"  # its old requests: its chat is open again
+    ws.move(back, 2)
+    ws.close(back)  # at index 2 of [a, c, back]
+    ws.close(a)
+    again = ws.reopen()  # its place is past the end of [c] now: at the end
+    assert again.session_id == b.session_id and ws.conversations == [c, again]

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.bridge import EngineBridge  # noqa: E402
 from app.context import AppContext  # noqa: E402
+from app.defaults import Defaults  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from engine import Engine  # noqa: E402
 from ui.event_loop import make_loop  # noqa: E402
@@ -57,7 +58,7 @@ def loop(qapp: Any) -> Iterator[qasync.QEventLoop]:
 def settings(tmp_path: Any) -> Settings:
     s = Settings(tmp_path / "settings.json")
     s.user_presets["Fast"] = dict(FAST)
-    s.default_preset = "Fast"
+    s.defaults = Defaults(params=dict(FAST))  # new tabs start with FAST
     return s
 
 

@@ -37,6 +37,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
 
     from app.context import AppContext
+    from app.defaults import Defaults
     from app.settings import Settings
     from tests.mcp.conftest import weather
     from ui.event_loop import make_app, make_loop
@@ -48,7 +49,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     settings = Settings(tmp / "settings.json")
     settings.user_presets["Greedy"] = dict(GREEDY)
-    settings.default_preset = "Greedy"
+    settings.defaults = Defaults(params=dict(GREEDY))
     settings.show_settings_panel = True
     settings.set_mcp_servers([weather()])
     schema_file = tmp / "person.json"

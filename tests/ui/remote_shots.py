@@ -50,6 +50,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
 
     from app.context import AppContext
+    from app.defaults import Defaults
     from app.remote import Connection
     from app.server import ApiServer, ServerConfig
     from app.settings import Settings
@@ -63,7 +64,7 @@ def main() -> None:
     loop = make_loop(app)
     settings = Settings(Path(tempfile.mkdtemp()) / "settings.json")
     settings.user_presets["Greedy"] = dict(GREEDY)
-    settings.default_preset = "Greedy"
+    settings.defaults = Defaults(params=dict(GREEDY))
     ctx = AppContext.create(settings=settings)
     window = MainWindow(ctx)
     window.resize(1200, 780)

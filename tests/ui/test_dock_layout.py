@@ -43,7 +43,9 @@ def test_chat_keeps_its_width_with_a_dock_open(window, loop, size, dock_name, pa
     assert dock.geometry().right() <= window.width()
     if panel_shown:  # the settings panel squeezed beside it: its buttons still whole
         panel = tab.panel
-        for button in (panel.save_preset_button, panel.delete_preset_button):
+        for button in (panel.save_preset_button, panel.delete_preset_button,
+                       panel.reset_all_button, panel.make_defaults_button,
+                       panel.reset_buttons["max_tokens"]):
             assert button.width() >= button.sizeHint().width()
             assert button.mapTo(panel, button.rect().topRight()).x() < panel.width()
     # and at its narrowest it still shows what it is for without a sideways scroll: every

@@ -42,7 +42,7 @@ def test_search_open_and_continue_a_past_chat(history_app, loop, qtbot):
 
     view.search.setText("zeppelin")
     assert [e.id for e in view.entries] == [old]
-    assert "[zeppelins]" in view.entries[0].snippet
+    assert "\x02zeppelins\x03" in view.entries[0].snippet  # marked, for the bold match
     view.open_selected()
     tab = window.current_tab()
     assert tab.conversation.session_id == old

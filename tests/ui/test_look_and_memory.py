@@ -19,7 +19,7 @@ def _window_lightness() -> int:
 
 def _code_background(window) -> int:
     body = window.current_tab().messages.widgets[0].body
-    block = body.document().find("x = 1").block()
+    block = body.code_view(0)[0].document().find("x = 1").block()  # the code block's view
     return block.blockFormat().background().color().lightness()
 
 

@@ -27,7 +27,7 @@ def tool_tab(window, loop, servers=("weather",), choice="get_weather", timeout_s
 def ask(tab, loop, text="What is the weather?"):
     assert tab.send_text(text)
     run_until(loop, lambda: tab.tool_prep.done(), timeout=30)
-    assert tab.tool_prep.result() is True
+    assert tab.tool_prep.result() is True, tab.notice.text()
     conv = tab.conversation
     run_until(loop, lambda: bool(conv.tool_wait) or not conv.is_busy, timeout=60)
     return conv

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from app.bridge import Choice
 from app.remote import Connection
 from app.server import ApiServer, ServerConfig
 from app.settings import Settings
@@ -191,8 +192,9 @@ def test_connections_persist_with_the_key_out_of_settings(tmp_path, loop):
 def test_a_model_switch_ends_local_replies_and_leaves_remote_ones_streaming(
         window, loop, settings, broken):
     """The bridge follows local and remote streams alike (by listener, no task each); a
-    model switch stops only the local engine: its replies end "shutdown", a remote reply
-    streams on and its text keeps coming."""
+    model switch stops only the local engine: asked, and told to stop them, its replies end
+    "switched" (their text kept), a remote reply streams on and its text keeps coming (it
+    is not counted as running: it does not use the engine)."""
     remote = remote_tab(window, settings, Connection(broken.url, model="endless",
                                                      api_key=BROKEN_KEY, name="broken"))
     assert remote.send_text("go on")
@@ -201,10 +203,16 @@ def test_a_model_switch_ends_local_replies_and_leaves_remote_ones_streaming(
     run_until(loop, lambda: len(remote.conversation.messages[-1].content) > 3)
     remote_gen = remote.conversation.generation
 
-    assert loop.run_until_complete(window.load_model("another-tiny")) is True
-    assert local_gen.finish_reason == "shutdown" and local_gen.is_finished
+    task = window.load_model("another-tiny")
+    run_until(loop, lambda: window.switch_question is not None)
+    assert window.switch_question.informativeText().startswith(
+        f"1 reply is running: 1 in “{local.conversation.title}”.")  # not the remote one
+    window.switch_question.buttons[Choice.STOP].click()
+    assert loop.run_until_complete(task) is True
+    assert local_gen.finish_reason == "switched" and local_gen.is_finished
     assert not local.conversation.is_busy
-    assert local.conversation.messages[-1].finish_reason == "shutdown"
+    assert local.conversation.messages[-1].finish_reason == "switched"
+    assert local.conversation.messages[-1].content == local_gen.text
     assert remote.conversation.is_busy and not remote_gen.ended
     seen = len(remote_gen.text)
     run_until(loop, lambda: len(remote.conversation.messages[-1].content) > seen + 3)

@@ -38,9 +38,9 @@ def _widget(qtbot) -> MessageWidget:
     return widget
 
 
-def _link_point(body, index: int):
+def _link_point(view, index: int):
     """Where the Copy link of code block `index` is drawn, in viewport coordinates."""
-    doc = body.document()
+    doc = view.document()
     href = f"copy-code:{index}"
     block = doc.begin()
     while block.isValid():
@@ -48,7 +48,7 @@ def _link_point(body, index: int):
             if fragment_it.charFormat().anchorHref() == href:
                 cursor = QTextCursor(doc)
                 cursor.setPosition(fragment_it.position() + 1)
-                return body.cursorRect(cursor).center()
+                return view.cursorRect(cursor).center()
         block = block.next()
     raise AssertionError(f"no link {href}")
 
@@ -65,26 +65,29 @@ def test_code_is_highlighted_and_each_block_copies(qtbot):
     body = widget.body
     assert [(c.language, c.text) for c in body.code_blocks] == [
         ("python", "def add(x, y):\n    return x + y  # sum"), ("bash", "echo done")]
-    doc = body.document()
+    python, _ = body.code_view(0)  # each code block is a view of its own
+    doc = python.document()
     cursor = doc.find("def")
     keyword = cursor.charFormat().foreground().color()
-    plain = doc.find("function").charFormat().foreground().color()
+    plain = body.parts[0].document().find("function").charFormat().foreground().color()
     assert keyword != plain  # the keyword is coloured
     comment = doc.find("# sum").charFormat()
     assert comment.foreground().color() != plain
     QGuiApplication.clipboard().clear()
-    qtbot.mouseClick(body.viewport(), Qt.MouseButton.LeftButton, pos=_link_point(body, 1))
+    bash, local = body.code_view(1)
+    qtbot.mouseClick(bash.viewport(), Qt.MouseButton.LeftButton, pos=_link_point(bash, local))
     assert QGuiApplication.clipboard().text() == "echo done"
     assert widget.copy_button.text() == "bash copied ✓"
     qtbot.waitUntil(lambda: widget.copy_button.text() == COPY_LABEL, timeout=3000)
-    qtbot.mouseClick(body.viewport(), Qt.MouseButton.LeftButton, pos=_link_point(body, 0))
+    qtbot.mouseClick(python.viewport(), Qt.MouseButton.LeftButton,
+                     pos=_link_point(python, 0))
     assert QGuiApplication.clipboard().text() == "def add(x, y):\n    return x + y  # sum"
 
 
 def test_markdown_tables_render_as_tables(qtbot):
     widget = _widget(qtbot)
-    tables = [f for f in widget.body.document().rootFrame().childFrames()
-              if isinstance(f, QTextTable)]
+    tables = [f for view in widget.body.parts
+              for f in view.document().rootFrame().childFrames() if isinstance(f, QTextTable)]
     assert len(tables) == 1
     assert (tables[0].rows(), tables[0].columns()) == (2, 3)
     assert tables[0].cellAt(1, 1).firstCursorPosition().block().text() == "42"

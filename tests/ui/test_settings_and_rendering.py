@@ -7,6 +7,7 @@ import asyncio
 from PySide6.QtGui import QTextFormat
 
 from app.bridge import EngineBridge
+from app.defaults import Defaults
 from app.settings import BUILTIN_PRESETS, Settings
 from tests.ui.conftest import FAST, run_until
 from ui.chat.markdown_view import CODE_BACKGROUND, MarkdownView
@@ -77,7 +78,7 @@ def test_broken_settings_file_gives_defaults(tmp_path):
     path = tmp_path / "settings.json"
     path.write_text("{not json", encoding="utf-8")
     s = Settings.load(path)
-    assert s.default_preset == "Balanced" and s.model == "bundled"
+    assert s.defaults == Defaults() and s.model == "bundled"
 
 
 def test_markdown_code_blocks_render(qtbot):

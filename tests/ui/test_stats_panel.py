@@ -56,7 +56,8 @@ def test_panel_numbers_equal_the_engine_after_a_known_workload(window, loop, qtb
     assert table.rowCount() == len(shown) == 6
     for tab, gen in zip(tabs, gens, strict=True):
         row = shown[gen.request_id]
-        assert (row.source, row.state) == (tab.conversation.title, "finished")
+        state = "cancelled" if gen.finish_reason == "cancelled" else "finished"
+        assert (row.source, row.state) == (tab.conversation.title, state)
         assert row.generated_tokens == len(gen.stream.tokens) == gen.stream.stats.generated_tokens
         assert row.finish_reason == gen.finish_reason
         at = table.rows.index(row)

@@ -30,8 +30,7 @@ def test_rename_and_reorder(window, loop, qtbot):
     second = window.new_tab()
     window.rename_tab(0)
     dialog = window.findChild(QInputDialog)
-    assert dialog is not None and dialog.isVisible() and dialog.textValue() == "Chat " + str(
-        first.conversation.id)
+    assert dialog is not None and dialog.isVisible() and dialog.textValue() == "Chat 1"
     dialog.setTextValue("Recipes")
     dialog.accept()
     assert window.tabs.tabText(0) == "Recipes"

@@ -35,7 +35,8 @@ from ..connections_dialog import open_connections
 from .backend_picker import BackendPicker
 from .input_box import InputBox
 from .message_view import MessageList
-from .settings_panel import CUSTOM, SettingsPanel
+from .settings_panel import SettingsPanel
+from .token_count import TokenCount
 
 CHAT_MIN_WIDTH = 480  # messages and input stay usable whatever is docked beside them
 UNDO_MS = 10_000  # how long "Deleted 3 messages. Undo" stays
@@ -63,7 +64,7 @@ class ChatTab(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.conversation = conv = conversation or Conversation(
-            ctx.bridge, title=title, system_prompt=ctx.settings.system_prompt,
+            ctx.bridge, title=title, system_prompt=ctx.settings.defaults.system_prompt,
             params=ctx.settings.new_tab_params())
         self.editing_index: int | None = None
         self.answers = 1  # replies per Send / Regenerate (the ×N button); this tab only
@@ -71,8 +72,7 @@ class ChatTab(QWidget):
         self.title_listener: Callable[[], object] | None = None  # the window detaches it
         self._build()
         if conversation is None:
-            preset = self.panel.preset.currentText()
-            conv.preset = None if preset == CUSTOM else preset
+            conv.preset = self.panel.preset_name()
         conv.reset.connect(self._show_path)
         conv.added.connect(lambda i: self.messages.add(i, conv.messages[i], conv.versions(i)))
         conv.message_added.connect(self._on_message_added)
@@ -89,6 +89,9 @@ class ChatTab(QWidget):
         self.messages.tool_decided.connect(self.tools.decide)
         conv.added.connect(lambda _i: self._update_buttons())
         conv.reset.connect(self._update_buttons)
+        # what the next prompt holds changed: count it again (never per streamed token)
+        for event in (conv.reset, conv.added, conv.reply_finished, conv.meta_changed):
+            event.connect(lambda *_: self.token_count.schedule())
         if conv.messages:
             self._show_path()
         self._on_busy(False)
@@ -128,7 +131,16 @@ class ChatTab(QWidget):
         self.input = InputBox()
         self.input.submitted.connect(self.send_text)
         self.input.escape_pressed.connect(self.on_escape)
-        row.addWidget(self.input, 1)
+        # the prompt the next Send makes, in tokens, against the context (under the box)
+        self.token_count = TokenCount(self.ctx, self.conversation,
+                                      lambda: (self.input.toPlainText(), self.editing_index))
+        self.input.textChanged.connect(self.token_count.schedule)
+        self.token_count.shown.connect(self._count_shown)
+        typing = QVBoxLayout()
+        typing.setSpacing(2)
+        typing.addWidget(self.input)
+        typing.addWidget(self.token_count)
+        row.addLayout(typing, 1)
         buttons = QVBoxLayout()
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("sendButton")
@@ -249,6 +261,7 @@ class ChatTab(QWidget):
         self.conversation.set_backend(name)
         if self.backend_picker.backend != name:
             self.backend_picker.set_backend(name)
+        self.token_count.schedule()
 
     # -- actions ------------------------------------------------------------------------
     def send_text(self, text: str) -> bool:
@@ -272,6 +285,10 @@ class ChatTab(QWidget):
         return self._send_now(text)
 
     def _send_now(self, text: str) -> bool:
+        refusal = self.token_count.refusal()
+        if refusal is not None:  # the engine would refuse it: say why in the user's words
+            self.show_notice(refusal)
+            return False
         if self.editing_index is not None:
             ok = self.conversation.edit_and_resend(self.editing_index, text, self.answers)
         else:
@@ -368,8 +385,13 @@ class ChatTab(QWidget):
     def close_tab(self) -> None:
         """Cancel a running reply and let go of shared objects."""
         self.undo_timer.stop()
+        self.token_count.detach()
         self.tools.cancel()
         self.conversation.close()
+        self.detach()
+
+    def detach(self) -> None:
+        """Stop listening to the shared settings (the tab closes, or the window does)."""
         self.panel.detach()
         self.backend_picker.detach()
         self.ctx.settings.settings_panel_changed.disconnect(self._show_panel)
@@ -422,11 +444,14 @@ class ChatTab(QWidget):
     def _update_buttons(self) -> None:
         self.regenerate_button.setEnabled(self.conversation.can_regenerate)
 
+    def _count_shown(self) -> None:
+        """Over the context, Send's tooltip says why it will not send."""
+        self.send_button.setToolTip(self.token_count.refusal() or "")
+
     def _settings_edited(self) -> None:
         params = self.panel.params()
         error = check_params(params)
         self.panel.show_error(error)
-        preset = self.panel.preset.currentText()
         self.conversation.update_settings(self.panel.system_prompt(),
                                           params if error is None else None,
-                                          None if preset == CUSTOM else preset)
+                                          self.panel.preset_name())

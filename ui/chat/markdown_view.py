@@ -1,4 +1,9 @@
-"""A read-only Markdown view that is exactly as tall as its text (no inner scroll bars)."""
+"""A read-only Markdown view that is exactly as tall as its text (no vertical scroll bar).
+
+Its text wraps to the view's width, code blocks too; a view made with `code_scrolls=True`
+(a reply's code block: ui/chat/reply_body.py) does not wrap its code: a line wider than the
+view gives it a horizontal scroll bar (with room of its own below the text), moved by
+dragging it, a sideways wheel or Shift+wheel. An upright wheel always scrolls the chat."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from PySide6.QtGui import (
     QColor,
     QDesktopServices,
     QGuiApplication,
+    QResizeEvent,
     QTextCursor,
     QTextDocument,
     QTextFormat,
@@ -31,11 +37,14 @@ class MarkdownView(QTextBrowser):
 
     copied = Signal(str)
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, code_scrolls: bool = False) -> None:
         super().__init__(parent)
+        self.code_scrolls = code_scrolls
+        self.setProperty("code", "true" if code_scrolls else "false")  # shaded (stylesheet)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded if code_scrolls
+                                          else Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setOpenLinks(False)  # copy-code links are ours; web links open in a browser
         self.anchorClicked.connect(self._link_clicked)
         self.code_blocks: list[CodeBlock] = []
@@ -61,7 +70,8 @@ class MarkdownView(QTextBrowser):
             edit = QTextCursor(doc)
             edit.beginEditBlock()
             dark = is_dark()
-            style_code_blocks(doc, CODE_BACKGROUND_DARK if dark else CODE_BACKGROUND)
+            style_code_blocks(doc, CODE_BACKGROUND_DARK if dark else CODE_BACKGROUND,
+                              wrap=not self.code_scrolls)
             style_tables(doc)
             self.code_blocks = highlight(doc, "github-dark" if dark else "default",
                                          LINK_DARK if dark else LINK_LIGHT)
@@ -94,22 +104,44 @@ class MarkdownView(QTextBrowser):
         if not self._fitting:
             return
         height = math.ceil(size.height()) + 2 * self.frameWidth()
+        # A code line wider than the view: the horizontal bar takes room of its own, so it
+        # covers no text. (The width is the viewport's whatever the height: no feedback.)
+        if self.code_scrolls and size.width() > self.viewport().width() + 0.5:
+            height += self.horizontalScrollBar().sizeHint().height()
         if height != self.height():
             self.setFixedHeight(height)
 
-    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 - let the list scroll
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        # a narrower view can make a code line overflow (a wider one end it) while the
+        # document's size change, reported before the scroll bar is laid out, was missed
+        self._fit(self.document().documentLayout().documentSize())
+
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 - Qt override
+        """A sideways wheel (or Shift+wheel) scrolls a long code line; an upright one is
+        left to the chat's list, which scrolls the messages."""
+        delta = event.angleDelta()
+        sideways = delta.x() != 0 or bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
+        bar = self.horizontalScrollBar()
+        if self.code_scrolls and sideways and bar.maximum() > 0:
+            step = delta.x() or delta.y()
+            bar.setValue(bar.value() - step * bar.singleStep() // 40)
+            event.accept()
+            return
         event.ignore()
 
 
-def style_code_blocks(doc: QTextDocument, background: QColor = CODE_BACKGROUND) -> None:
-    """Give fenced/indented code a background and let long code lines wrap."""
+def style_code_blocks(doc: QTextDocument, background: QColor = CODE_BACKGROUND,
+                      wrap: bool = True) -> None:
+    """Give fenced/indented code a background; its long lines wrap, or (`wrap=False`)
+    stay whole, for a view that scrolls sideways."""
     cursor = QTextCursor(doc)
     block = doc.begin()
     while block.isValid():
         fmt = block.blockFormat()
         if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
             fmt.setBackground(background)
-            fmt.setNonBreakableLines(False)
+            fmt.setNonBreakableLines(not wrap)
             cursor.setPosition(block.position())
             cursor.setBlockFormat(fmt)
         block = block.next()

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 from app.conversation import FINISH_NOTES, ChatMessage
 
 from ..mcp.tool_block import ToolCallBlock
-from .markdown_view import MarkdownView
 from .render_throttle import RenderThrottle
+from .reply_body import ReplyBody
 
 COPY_LABEL = "Copy"
 CONFIRM_MS = 1500
@@ -40,7 +40,7 @@ ACTION_TIPS = {
 }
 
 
-def strip_copy_links(text: str, body: MarkdownView) -> str:
+def strip_copy_links(text: str, body: ReplyBody) -> str:
     """The rendered text without the "Copy code" lines the view adds above code blocks."""
     labels = {f"{c.language} · Copy code" if c.language else "Copy code"
               for c in body.code_blocks}
@@ -153,7 +153,7 @@ class MessageWidget(QFrame):
             header.addWidget(copy)
         header.addWidget(self._more_button(message.role))
         layout.addLayout(header)
-        self.body = MarkdownView(self)
+        self.body = ReplyBody(self)  # prose wraps; each code block scrolls sideways
         self.body.copied.connect(lambda what: self._confirm(f"{what} copied ✓"))
         layout.addWidget(self.body)
         self.tool_blocks: dict[str, ToolCallBlock] = {}  # a reply's calls, by call id

@@ -6,11 +6,14 @@ history in step); this knows the window only as a QMainWindow."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QPushButton
 
 from app.history.sync import HistorySync
 from app.lifecycle import Lifecycle
+from app.plural import counted
 from app.storage import StorageError
 from app.workspace import Workspace
 
@@ -34,6 +37,8 @@ class HistoryController(QObject):
         self.lifecycle = lifecycle
         self.history: HistorySync = workspace.history
         self.dialog: HistoryDialog | None = None
+        # the window's keys back to it when the dialog closes (its shortcuts work at once)
+        self.refocus: Callable[[], None] = window.activateWindow
         self.notice_box: QMessageBox | None = None
         self.label = QLabel()
         self.label.setObjectName("historyStatus")
@@ -64,7 +69,10 @@ class HistoryController(QObject):
             self.dialog = HistoryDialog(self.history, self.window)
             self.dialog.open_requested.connect(self.open_session)
             self.dialog.delete_requested.connect(self.delete)
+            self.dialog.finished.connect(lambda _result: self.refocus())
+            self.dialog.tab_state = self._tab_state
         else:
+            self.dialog.show_message("")  # what the last visit did is old news
             self.dialog.refresh()
         self.dialog.show()
         self.dialog.raise_()
@@ -80,17 +88,31 @@ class HistoryController(QObject):
             return False
         if message_id in conv.tree.nodes:
             conv.show(message_id)
+        if self.dialog is not None and self.dialog.isVisible():
+            self.dialog.refresh()  # its Kind now says "(open)"; the chat stays selected
+            self.dialog.select(session_id)
         self.window.activateWindow()
         return True
 
+    def _tab_state(self, session_id: str) -> str:
+        conv = self.workspace.find(session_id)
+        return "" if conv is None else "writing" if conv.is_busy else "open"
+
     def delete(self, kind: str, entry_id: str) -> None:
+        """Delete a chat (closing its tab) or a simulation run, and say so: in the dialog
+        and the status bar, naming it and the tab that closed."""
+        entries = self.dialog.entries if self.dialog is not None else []
+        title = next((e.title for e in entries if e.id == entry_id), "")
+        had_tab = kind == "session" and self.workspace.find(entry_id) is not None
         if kind == "session":
             self.workspace.delete_session(entry_id)
         else:
             self.history.delete_sim_run(entry_id)
         self.update_status()
+        text = f"Deleted \u201c{title}\u201d" + ("; its tab was closed." if had_tab else ".")
         if self.dialog is not None:
             self.dialog.refresh()
+        self._tell(text)
 
     # -- status -------------------------------------------------------------------------
     def retry(self) -> None:
@@ -159,8 +181,9 @@ class HistoryController(QObject):
             return False
         self.update_status()
         if self.history.pending_count:
-            self._tell(f"History moved to {path}, but {self.history.pending_count} changes "
-                       f"are still unsaved: {self.history.last_error}")
+            n = self.history.pending_count
+            self._tell(f"History moved to {path}, but {counted(n, 'change')} "
+                       f"{'is' if n == 1 else 'are'} still unsaved: {self.history.last_error}")
             return False
         self._tell(f"History is now saved in {path}.")
         return True

@@ -24,13 +24,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.file_names import file_name
 from app.history import files
 from app.history.files import HistoryEntry
 from app.history.sync import HistorySync
 from app.storage import StorageError
 
 from .. import file_dialogs
+from ..widgets import confirm_delete
 from .compare_view import CompareRunsDialog
+from .match_delegate import MATCH_ROLE, MatchDelegate, plain
 
 # (menu text, file filter, default suffix, action name, format)
 EXPORTS = (
@@ -65,6 +68,10 @@ class HistoryDialog(QDialog):
         self.confirm_box: QMessageBox | None = None
         self.ask_save_path: Callable[[str, str], str] = self._ask_save_path
         self.ask_open_path: Callable[[], str] = self._ask_open_path
+        # a chat's tab: "" (none), "open" or "writing" (a reply); the window's tabs say,
+        # else the list's "(open)"
+        self.tab_state: Callable[[str], str] = lambda session_id: "open" if any(
+            e.id == session_id and e.is_open for e in self.entries) else ""
 
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search titles, prompts and messages…")
@@ -75,6 +82,7 @@ class HistoryDialog(QDialog):
         self.list.setRootIsDecorated(False)
         for column, width in enumerate((250, 90, 50, 130)):
             self.list.setColumnWidth(column, width)
+        self.list.setItemDelegateForColumn(4, MatchDelegate(self.list))
         self.list.itemDoubleClicked.connect(lambda *_: self.open_selected())
         # several runs can be selected (Ctrl/Shift+click) and compared side by side
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
@@ -130,10 +138,12 @@ class HistoryDialog(QDialog):
             kind = "chat (open)" if entry.is_open else "chat"
             if entry.kind == "sim_run":
                 kind = "simulation"
+            match = plain(entry.snippet)
             item = QTreeWidgetItem([entry.title, kind, str(entry.count), _when(entry.when),
-                                    entry.snippet])
+                                    match])
             item.setData(0, ROLE, entry)
-            item.setToolTip(4, entry.snippet)
+            item.setData(4, MATCH_ROLE, entry.snippet)  # the delegate bolds the match
+            item.setToolTip(4, match)
             self.list.addTopLevelItem(item)
         if self.entries:
             self.list.setCurrentItem(self.list.topLevelItem(0))
@@ -189,22 +199,22 @@ class HistoryDialog(QDialog):
             self.open_requested.emit(entry.id, entry.message_id or "")
 
     def delete_selected(self) -> QMessageBox | None:
-        """Ask first (a non-modal box); `delete_requested` fires on Yes."""
+        """Ask first, naming it (and saying its tab closes, if one shows it);
+        `delete_requested` fires on Delete (Enter), nothing on Cancel (Esc)."""
         entry = self.selected()
         if entry is None:
             return None
         what = "chat" if entry.kind == "session" else "simulation run"
-        box = QMessageBox(QMessageBox.Icon.Warning, "Delete from history",
-                          f"Delete the {what} “{entry.title}” for good?",
-                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
-                          self)
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        yes = box.button(QMessageBox.StandardButton.Yes)
-        yes.clicked.connect(lambda: self.delete_requested.emit(entry.kind, entry.id))
+        text = f"Delete the {what} \u201c{entry.title}\u201d for good?"
+        tab = self.tab_state(entry.id) if entry.kind == "session" else ""
+        if tab == "writing":
+            text += "\n\nIts open tab will close, and the reply it is writing stops."
+        elif tab:
+            text += "\n\nIts open tab will close."
+        box = confirm_delete(self, "Delete from history", text,
+                             lambda: self.delete_requested.emit(entry.kind, entry.id))
         box.finished.connect(lambda _r: setattr(self, "confirm_box", None))
         self.confirm_box = box
-        box.open()  # never exec(): qasync runs this loop
         return box
 
     def export(self, what: str, fmt: str, path: str | None = None,
@@ -215,7 +225,8 @@ class HistoryDialog(QDialog):
             self.show_message("Select a chat to export.")
             return False
         if path is None:
-            name = _safe_name(entry.title if what == "session" and entry else f"batchchat-{what}")
+            name = file_name(entry.title) if what == "session" and entry \
+                else f"batchchat-{what}"
             path = self.ask_save_path(name + suffix, file_filter)
             if not path:
                 return False
@@ -246,8 +257,11 @@ class HistoryDialog(QDialog):
         except (StorageError, OSError, ValueError) as exc:
             self.show_message(f"Import failed: {exc}")
             return False
-        self.show_message(report.summary())
         self.refresh()
+        text = report.summary()
+        if report.session_ids and self.select(report.session_ids[0]):
+            text += " Open in tab to continue a chat."  # imported chats come in closed
+        self.show_message(text)
         return True
 
     def _ask_save_path(self, name: str, file_filter: str) -> str:
@@ -268,8 +282,3 @@ def _when(iso: str) -> str:
         return datetime.fromisoformat(iso).astimezone().strftime("%Y-%m-%d %H:%M")
     except ValueError:
         return iso
-
-
-def _safe_name(title: str) -> str:
-    name = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip()
-    return name or "chat"

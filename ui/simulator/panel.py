@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from app.bridge import BridgeState
 from app.context import AppContext
+from app.file_names import file_name
 from app.remote import Connection, RemoteError
 from app.simulator.config import SimConfig, SimConfigError
 from app.simulator.export_run import format_for, run_for_export, write_run
@@ -307,7 +308,7 @@ class SimulatorPanel(QWidget):
         if run is None or run.summary is None:
             return False
         if path is None:
-            path = self.ask_save_path(_safe_name(run.record.title))
+            path = self.ask_save_path(file_name(run.record.title, "simulation"))
             if not path:
                 return False
         loaded = run_for_export(self.ctx.store, run.record, self.results.rows)
@@ -327,8 +328,3 @@ class SimulatorPanel(QWidget):
         if path and chosen == CSV_FILTER and not path.lower().endswith(".csv"):
             path = str(Path(path).with_suffix(".csv"))  # the filter picks the format
         return path
-
-
-def _safe_name(title: str) -> str:
-    name = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip()
-    return name or "simulation"

@@ -8,6 +8,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtWidgets import QHeaderView, QTableView, QWidget
 
+from app.plural import counted
 from app.simulator.run import SimRow
 
 from ..widgets import readonly_table
@@ -104,7 +105,7 @@ class ResultsModel(QAbstractTableModel):
         if column == 2:
             return row.reply[:TIP_CHARS] or None
         if column == 3:
-            return f"{row.prompt_tokens} prompt tokens, {row.output_tokens} generated"
+            return f"{counted(row.prompt_tokens, 'prompt token')}, {row.output_tokens} generated"
         if column == 4 and row.error:
             return row.error
         if column == 7:

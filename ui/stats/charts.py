@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
-from app.stats.model import Sample
+from app.stats.model import ModelLoaded, Sample
 
 from ..chart_look import style_plot
 from ..reflow import ReflowGrid
@@ -24,6 +24,7 @@ SERIES = (
     ("step_ms", "Step time, ms · token budget (red)", "#9334e6"),
 )
 BUDGET_COLOUR = "#d93025"
+SWITCH_COLOUR = "#80868b"  # the dashed line where another model was loaded
 # Value axes have a fixed width and three labelled ticks (0, half, top): a label that grows
 # ("50" -> "100") no longer relays the whole plot out, and redrawing an axis is mostly its
 # text; a change of scale cost ~20 ms of UI thread for the four charts, now ~5 ms.
@@ -90,6 +91,7 @@ class StatsCharts(QWidget):
         self._tops: dict[str, float] = {}
         self.plots: dict[str, pg.PlotWidget] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}
+        self.switch_lines: dict[str, list[pg.InfiniteLine]] = {}  # per chart, reused
         for key, title, colour in SERIES:
             plot = _plot(title, history_s)
             self.plots[key] = plot
@@ -129,11 +131,16 @@ class StatsCharts(QWidget):
         self._budget_box = box
         return curve
 
-    def update_from(self, samples: Sequence[Sample], now: float) -> None:
+    def update_from(self, samples: Sequence[Sample], now: float,
+                    loaded: Sequence[ModelLoaded] = ()) -> None:
+        """The samples, and a dashed line (named on the first chart) where each model after
+        the first sample was loaded."""
         if not samples:
             for curve in self.curves.values():
                 curve.setData([], [])
+            self._show_switches([], now)
             return
+        self._show_switches([m for m in loaded if m.t > samples[0].t], now)
         x = np.fromiter((s.t - now for s in samples), float, len(samples))
         self._set_span(-float(x[0]))
         for key, _, _ in SERIES:
@@ -143,6 +150,28 @@ class StatsCharts(QWidget):
         budget = np.fromiter((s.budget for s in samples), float, len(samples))
         self.curves["budget"].setData(x, budget)
         self._set_top("budget", self._budget_box, budget)
+
+    def _show_switches(self, marks: Sequence[ModelLoaded], now: float) -> None:
+        for i, (key, _, _) in enumerate(SERIES):
+            lines = self.switch_lines.setdefault(key, [])
+            while len(lines) < len(marks):
+                line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen(
+                    SWITCH_COLOUR, width=1, style=Qt.PenStyle.DashLine),
+                    label=" " if i == 0 else None,  # the text is set below
+                    labelOpts={"position": 0.85, "color": SWITCH_COLOUR, "anchors":
+                               [(1, 0), (1, 0)]})
+                self.plots[key].getPlotItem().addItem(line, ignoreBounds=True)
+                lines.append(line)
+            for line, mark in zip(lines, marks, strict=False):
+                line.setPos(mark.t - now)
+                if getattr(line, "label", None) is not None:
+                    short = mark.name.split(" (")[0].split(",")[0]
+                    short = short.replace("{", "{{").replace("}", "}}")
+                    line.label.setFormat(f"{short} ▸")
+                line.setToolTip(f"{mark.name} loaded at {mark.at}")
+                line.show()
+            for line in lines[len(marks):]:
+                line.hide()
 
     def _set_top(self, key: str, box: pg.ViewBox, y: np.ndarray) -> None:
         """Y from 0 to a round number above the data, changed only when that number does:

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from app import speculative as spec
 from app.context import AppContext
-from app.stats.model import INTERVAL_S, Latency, StatsModel
+from app.stats.model import INTERVAL_S, Latency, ModelLoaded, StatsModel
 
 from ..reflow import ReflowGrid, narrow_label, scrolled
 from .server_box import ServerStatsBox
@@ -40,6 +40,10 @@ HIT_TIP = "Share of admitted prompt tokens that came from the prefix cache (not 
 DISK_TIP = "Conversations' KV saved across restarts: files and their size."
 KV_TIP = ("KV memory set aside by running requests plus held by cached prefixes, of the "
           "engine's KV budget (cached prefixes are evicted when running requests need room).")
+
+MODEL_TIP = ("The engine's numbers count from when this model was loaded. The charts keep "
+             "the minutes before, with a dashed line where the model changed; snapshots "
+             "saved before stay in the history.")
 
 GAPS_TIP = ("The gaps between a stream's tokens as its tokens come out, all streams, over the "
             "engine's recent window: the 99th percentile and the largest. A large gap is a "
@@ -166,8 +170,14 @@ class StatsPanel(QWidget):
         split.addWidget(self.table)
         split.setSizes([300, 200])
         self.table.setMinimumHeight(120)
+        # which model the numbers are of: they start from zero with each model
+        self.model_line = QLabel()
+        self.model_line.setObjectName("statsModelLine")
+        self.model_line.setWordWrap(True)
+        self.model_line.setToolTip(MODEL_TIP)
         col = QVBoxLayout(self)
         col.setContentsMargins(4, 4, 4, 4)
+        col.addWidget(self.model_line)
         col.addWidget(numbers)
         col.addWidget(split, 1)
 
@@ -200,7 +210,8 @@ class StatsPanel(QWidget):
                                  ("kv", f"{KV_TIP} {model.memory.kv_detail}".strip())):
                     if self.values[key].toolTip() != tip:
                         self.values[key].setToolTip(tip)
-        self.charts.update_from(model.samples, now)
+        _set(self.model_line, model_line(model.model))
+        self.charts.update_from(model.samples, now, model.loaded)
         self.table_model.set_rows(model.rows)
 
 
@@ -211,6 +222,12 @@ def _speculation(s: Any) -> tuple[tuple[str, str], ...]:
             ("acceptance", f"{rate:.0%}" if rate is not None else "–"),
             ("tokens_per_step", f"{s.tokens_per_step:.2f}" if s.decode_row_steps else "–"),
             ("drafted", f"{s.accepted_tokens} / {s.drafted_tokens}"))
+
+
+def model_line(loaded: ModelLoaded | None) -> str:
+    if loaded is None:
+        return "No model is serving."
+    return f"Model: {loaded.name}, loaded {loaded.at} — figures since then"
 
 
 def _set(label: QLabel, text: str) -> None:

@@ -1,6 +1,7 @@
 """The stats panel's "Server" box: the load of one connection's server, from its Prometheus
 /metrics where it has one (vLLM, SGLang, llama.cpp, BatchChat), else what this app's own
-requests to it measure (app/remote/metrics.py)."""
+requests to it measure (app/remote/metrics.py). Shown only while a connection exists; its
+rows once one is chosen."""
 
 from __future__ import annotations
 
@@ -41,13 +42,16 @@ class ServerStatsBox(QGroupBox):
         grid.setVerticalSpacing(1)
         grid.addWidget(self.picker, 0, 0, 1, 2)
         self.values: dict[str, QLabel] = {}
+        self.names: list[QLabel] = []
         for i, (key, label) in enumerate(FIELDS, start=1):
             value = narrow_label("–")
             value.setObjectName(f"server_{key}")
             value.setAlignment(Qt.AlignmentFlag.AlignRight)
-            grid.addWidget(narrow_label(label), i, 0)
+            name = narrow_label(label)
+            grid.addWidget(name, i, 0)
             grid.addWidget(value, i, 1)
             self.values[key] = value
+            self.names.append(name)
         self._fill()
         ctx.settings.connections_changed.connect(self._fill)
         self.timer = QTimer(self)
@@ -71,13 +75,19 @@ class ServerStatsBox(QGroupBox):
             self.picker.addItem(conn.describe(), conn.name)
         self.picker.setCurrentIndex(max(0, self.picker.findData(current)) if current else 0)
         self.picker.blockSignals(False)
+        # no connection, nothing to watch: no empty section in the panel
+        self.setVisible(bool(self.ctx.settings.connections))
         self._restart()
 
     def _restart(self) -> None:
         self.probe = None
         self.last = None
+        chosen = self.picker.currentData() is not None
         for label in self.values.values():
             label.setText("–")
+            label.setVisible(chosen)  # rows of dashes only once there is a server to read
+        for name in self.names:
+            name.setVisible(chosen)
 
     def poll(self) -> asyncio.Future[ServerLoad | None] | None:
         """One reading on the app's loop (skipped while hidden or while one is under way)."""

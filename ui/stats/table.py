@@ -65,11 +65,13 @@ class RequestTableModel(QStandardItemModel):
                 text = cell(row, column)
                 if item.text() != text:
                     item.setText(text)
-            self.item(r, 0).setToolTip(f"request {row.request_id}")
+            self.item(r, 0).setToolTip(f"{row.source}\nrequest {row.request_id}")
         self.rows = list(rows)
 
 
 def make_table_view(model: RequestTableModel) -> QTableView:
     view = readonly_table(model, "requestTable", (120, 80, 56, 56, 70, 64, 56))
     view.horizontalHeader().setStretchLastSection(True)
+    # a long title keeps its end: "Tell me…lighthouses (closed)"
+    view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     return view

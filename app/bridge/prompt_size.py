@@ -1,0 +1,55 @@
+"""How big a chat's next prompt is against the model's context, counted by the serving
+model's own tokenizer (the prompt Engine.submit would make) on a worker thread, so the UI
+thread never waits for a chat template or a tokenizer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from engine.public import RequestRejected
+
+from .local_target import LocalTarget
+
+log = logging.getLogger(__name__)
+
+# One thread for every tab's counts: they come a few times a second at most, and one at a
+# time keeps a long chat's count from competing with another's.
+_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batchchat-count")
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSize:
+    tokens: int
+    context: int  # the model's context length
+
+    @property
+    def over(self) -> bool:
+        """The engine refuses a prompt that leaves no room for one new token."""
+        return self.tokens >= self.context
+
+
+def measure(target: LocalTarget, messages: Sequence[Mapping[str, Any]]) -> PromptSize | None:
+    """The size of `messages`' prompt (0 for one with no text yet); None when the model's
+    template refuses them (a send would say why)."""
+    if not any(str(m.get("content") or "").strip() for m in messages):
+        return PromptSize(0, target.context_length)
+    try:
+        return PromptSize(len(target.prompt_tokens(messages)), target.context_length)
+    except RequestRejected:
+        return None
+    except Exception:  # noqa: BLE001 - a count must never break typing; a send shows errors
+        log.exception("counting a prompt's tokens failed")
+        return None
+
+
+async def count_prompt(target: LocalTarget,
+                       messages: Sequence[Mapping[str, Any]]) -> PromptSize | None:
+    """`measure` on the worker thread."""
+    messages = [dict(m) for m in messages]  # a copy: the chat may change meanwhile
+    return await asyncio.get_running_loop().run_in_executor(_WORKER, measure, target,
+                                                            messages)
