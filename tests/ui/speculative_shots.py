@@ -56,7 +56,7 @@ def main() -> None:
             raise SystemExit(ctx.bridge.message)
         tab = window.current_tab()
         window.set_tab_title(tab, "Copy code")
-        tab.send_text("Copy this Python code:\n\n```python\n" + CODE + "```")
+        tab.send_text("Repeat this code exactly, in a code block:\n\n```python\n" + CODE + "```")
         await wait(lambda: not tab.conversation.is_busy)
         print(tab.conversation.messages[-1].stats.summary())
         window.stats_dock.show()
