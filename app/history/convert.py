@@ -41,9 +41,9 @@ def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any
         out.update(prompt_tokens=s.prompt_tokens, generated_tokens=s.generated_tokens,
                    ttft_s=s.ttft_s, tokens_per_s=s.tokens_per_s, e2e_s=s.e2e_s,
                    cached_tokens=s.cached_tokens)
-        if s.drafted_tokens:  # speculative decoding; absent: the reply drafted nothing
-            out.update(drafted_tokens=s.drafted_tokens, accepted_tokens=s.accepted_tokens,
-                       decode_steps=s.decode_steps)
+        # speculative decoding (0 drafted: none); a restored reply's stats equal the live ones
+        out.update(drafted_tokens=s.drafted_tokens, accepted_tokens=s.accepted_tokens,
+                   decode_steps=s.decode_steps)
     raw = gen.stream.stats if gen is not None else None
     if raw is not None:
         out.update(queue_s=raw.queue_s, decode_s=raw.decode_s)
