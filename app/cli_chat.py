@@ -12,10 +12,12 @@ from .plural import counted
 
 
 async def chat(source: str, params: SamplingParams, system: str | None = None,
-               cpu: CpuOptions | None = None) -> None:
-    """`cpu`: the engine's CPU switches (None: from the environment)."""
+               cpu: CpuOptions | None = None, speculative: str = "off") -> None:
+    """`cpu`: the engine's CPU switches (None: from the environment); `speculative`: off,
+    ngram or draft:PATH (app/speculative.py)."""
     print(f"Loading {source} ...", file=sys.stderr)
-    engine = load_target(source) if cpu is None else load_target(source, cpu=cpu)
+    options = {"speculative": speculative} | ({} if cpu is None else {"cpu": cpu})
+    engine = load_target(source, **options)
     print(f"{engine.description}. Type a message; an empty line or Ctrl-D quits.",
           file=sys.stderr)
     await engine.start()
@@ -37,8 +39,10 @@ async def chat(source: str, params: SamplingParams, system: str | None = None,
             async for event in stream:
                 print(event.text, end="", flush=True)
             s = stream.stats
+            drafts = (f", drafts {s.acceptance:.0%} accepted, {s.tokens_per_step:.1f} "
+                      f"tokens per step" if s.acceptance is not None and s.tokens_per_step else "")
             print(f"\n[{counted(s.generated_tokens, 'token')}, {s.tokens_per_s:.1f} tok/s, "
-                  f"first token {s.ttft_s or 0:.2f} s, {s.finish_reason}]")
+                  f"first token {s.ttft_s or 0:.2f} s{drafts}, {s.finish_reason}]")
             history.append({"role": "assistant", "content": stream.text})
     finally:
         await engine.shutdown()

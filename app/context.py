@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .bridge import EngineBridge
+from .bridge.local_target import default_loader
 from .history.sync import HistorySync
 from .mcp import McpManager
 from .settings import Settings
@@ -34,4 +35,7 @@ class AppContext:
     @classmethod
     def create(cls, settings: Settings | None = None,
                bridge: EngineBridge | None = None) -> AppContext:
-        return cls(settings or Settings.load(), bridge or EngineBridge())
+        settings = settings or Settings.load()
+        if bridge is None:  # the local engine speculates as the settings say at each load
+            bridge = EngineBridge(default_loader(speculative=lambda: settings.speculative))
+        return cls(settings, bridge)

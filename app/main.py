@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 
+from app import speculative
 from engine.public import ensure_fast_blas
 
 
@@ -26,7 +27,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "history.db in the data directory)")
     p.add_argument("--temperature", type=float, default=0.7, help="--cli only")
     p.add_argument("--max-tokens", type=int, default=512, help="--cli only")
+    p.add_argument("--speculative", default=None, metavar="off|ngram|draft:PATH",
+                   help="--cli only: speculative decoding (default "
+                        f"{speculative.DEFAULT}); the window uses its setting "
+                        "(Chat → Speculative decoding)")
     args = p.parse_args(argv)
+    if args.speculative is not None:
+        if not args.cli:
+            p.error("--speculative goes with --cli; the window uses its setting "
+                    "(Chat → Speculative decoding)")
+        try:
+            args.speculative = speculative.check(args.speculative)
+        except ValueError as exc:
+            p.error(f"argument --speculative: {exc}")
     if args.cli and args.db is not None:
         # Accepting it would promise a history that is never written.
         p.error("--db cannot be used with --cli: the terminal chat keeps no history")
@@ -98,7 +111,8 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"batchchat: error: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(chat(args.model or "bundled", params, cpu=cpu))
+        asyncio.run(chat(args.model or "bundled", params, cpu=cpu,
+                         speculative=args.speculative or speculative.DEFAULT))
     except ModelLoadError as exc:
         print(f"batchchat: error: cannot load the model: {exc}", file=sys.stderr)
         return 1

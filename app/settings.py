@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.public import repair_text
 
+from . import speculative as spec
 from .defaults import DEFAULT_PARAMS as DEFAULT_PARAMS
 from .defaults import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
 from .defaults import Defaults, without_tools
@@ -74,6 +75,23 @@ class Settings:
         # MCP servers whose tools a tab may use (app/mcp)
         self.mcp_servers: list[McpServerConfig] = []
         self.mcp_servers_changed = Event()
+        # Speculative decoding for the local engine ("off", "ngram", "draft:PATH"; None: the
+        # default of this version, app/speculative.py); read when a model loads
+        self.speculative_choice: str | None = None
+        self.speculative_changed = Event()
+
+    @property
+    def speculative(self) -> str:
+        """The engine's speculative mode: the user's choice, else the default."""
+        return self.speculative_choice or spec.DEFAULT
+
+    def set_speculative(self, choice: str) -> None:
+        """Choose the mode (ValueError for a bad one); saved; applies at the next load."""
+        choice = spec.check(choice)
+        if choice != self.speculative_choice:
+            self.speculative_choice = choice
+            self.save()
+            self.speculative_changed.emit(choice)
 
     @classmethod
     def default_path(cls) -> Path:
@@ -130,6 +148,11 @@ class Settings:
         settings.defaults = settings._read_defaults(data)
         settings.connections = settings._read_connections(data.get("connections"))
         settings.mcp_servers = _read_mcp_servers(data.get("mcp_servers"))
+        if isinstance(data.get("speculative"), str):
+            try:
+                settings.speculative_choice = spec.check(data["speculative"])
+            except ValueError as exc:  # a hand edit, or draft:PATH saved by another build
+                log.warning("ignoring the saved speculative setting: %s", exc)
         return settings
 
     def _read_defaults(self, data: dict[str, Any]) -> Defaults:
@@ -178,6 +201,8 @@ class Settings:
                     recent_models=self.recent_models, model_folders=self.model_folders)
         data["connections"] = [c.to_dict(redact_key=True) for c in self.connections]
         data["mcp_servers"] = [s.to_dict() for s in self.mcp_servers]
+        if self.speculative_choice is not None:  # else the default follows new versions
+            data["speculative"] = self.speculative_choice
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from .cpu_options import CpuOptions
+from .speculation import check_mode
 
 KV_BUDGET_ENV = "BATCHCHAT_KV_BUDGET_MB"
 
@@ -79,8 +80,9 @@ class EngineConfig:
     # may take (least recently used deleted first); None = not saved (engine/prefix_store.py)
     kv_disk_dir: str | None = None
     kv_disk_bytes: int = 4 << 30
-    # Speculative decoding (engine/speculation.py): "off", or "ngram" (drafts looked up in
-    # each row's own prompt and output, checked inside the batch's pass)
+    # Speculative decoding (engine/speculation.py): "off", "ngram" (drafts looked up in
+    # each row's own prompt and output, checked inside the batch's pass) or "draft:PATH"
+    # (a smaller model with the same tokenizer drafts, engine/draft_model.py)
     speculative: str = "off"
     speculative_max_drafts: int = 16  # the most tokens a row drafts in a step
 
@@ -125,9 +127,10 @@ class EngineConfig:
             "telemetry_size",
         ):
             positive(name)
-        if self.speculative not in ("off", "ngram"):
-            raise ValueError("EngineConfig.speculative must be 'off' or 'ngram', "
-                             f"got {self.speculative!r}")
+        try:
+            check_mode(self.speculative)
+        except ValueError as exc:
+            raise ValueError(f"EngineConfig.{exc}") from None
         if not 1 <= self.speculative_max_drafts <= 32:
             raise ValueError("EngineConfig.speculative_max_drafts must be in [1, 32], "
                              f"got {self.speculative_max_drafts}")

@@ -10,7 +10,7 @@ import secrets
 import threading
 from collections.abc import Callable, Mapping
 from collections.abc import Sequence as Seq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mlx.nn as nn
 
@@ -23,10 +23,14 @@ from .errors import EngineStopped, QueueFullError, RequestRejected
 from .sampling import RowSampler, batched_draw
 from .sampling_params import SamplingParams
 from .sequence import Priority, Sequence
+from .speculation import draft_path
 from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
 from .stream import RequestStream
 from .token_event import TokenEvent
 from .worker import EngineThread, Inbox, apply
+
+if TYPE_CHECKING:
+    from .draft_model import DraftModel
 
 
 class Engine:
@@ -52,7 +56,8 @@ class Engine:
         # llguidance's view of the tokenizer, built on the first request with a grammar
         self._grammars = GrammarTokenizer(tokenizer, eos_token_ids)
         self._core = EngineCore(model, frozenset(eos_token_ids), self.context_length,
-                               self.config, on_admit=self._admitted, on_finish=self._finished)
+                               self.config, on_admit=self._admitted, on_finish=self._finished,
+                               draft_source=self._draft_model(tokenizer))
         self._inbox = Inbox()
         self._streams: dict[str, RequestStream] = {}
         self._ids = itertools.count(1)
@@ -61,6 +66,17 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: EngineThread | None = None
         self._closed = False
+
+    def _draft_model(self, tokenizer: Any) -> DraftModel | None:
+        """speculative="draft:PATH": the draft model, loaded and checked to share the
+        model's tokenizer (ModelLoadError naming the path and the reason otherwise)."""
+        path = draft_path(self.config.speculative)
+        if path is None:
+            return None
+        from .draft_model import load_draft
+
+        return load_draft(path, tokenizer, cpu=self.config.cpu,
+                          fast_cpu_kernels=self.config.cpu_kernels)
 
     @classmethod
     def load(cls, source: str = "bundled", config: EngineConfig | None = None,

@@ -25,7 +25,7 @@ from .sampling import TokenLogprobs
 from .scheduler import Scheduler, TickPlan, group_prefill
 from .sequence import Sequence, Status
 from .slot_cache import plain
-from .speculation import Speculation
+from .speculation import DraftSource, Speculation
 from .stats import RequestStats, StatsCollector, TickRecord
 from .token_event import TokenEvent
 
@@ -60,7 +60,10 @@ class EngineCore:
         config: EngineConfig,
         on_admit: Callable[[Sequence], None] | None = None,
         on_finish: Callable[[Sequence, bool], None] | None = None,
+        draft_source: DraftSource | None = None,
     ) -> None:
+        """`draft_source`: the loaded draft model of speculative="draft:PATH"
+        (engine/draft_model.py); None: n-gram drafts, when speculation is on."""
         self.config = config
         self.model = model
         self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels,
@@ -82,7 +85,8 @@ class EngineCore:
         self.memory = KvPolicy(budget.nbytes, per_token, context_length, prefix, store,
                                basis=budget.basis, prefix_budget=budget.prefix_nbytes)
         # Drafting and checking tokens (engine/speculation.py); None: off
-        self.speculation = (Speculation(config.speculative, config.speculative_max_drafts)
+        self.speculation = (Speculation(config.speculative, config.speculative_max_drafts,
+                                        source=draft_source)
                             if config.speculative != "off" else None)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=prefix is not None,
                                  batch_run_ahead=config.batch_run_ahead,
@@ -292,7 +296,8 @@ class EngineCore:
             return {}
         if not batch.is_batched and plan.prefill and not self._shares_pass(plan):
             return {}  # the prefill passes run first; the lone row steps after them plainly
-        return self.speculation.plan(batch.seqs, self.context_length)
+        return self.speculation.plan(batch.seqs, self.context_length,
+                                     can_measure=not plan.prefill)
 
     def _checked(self, seqs: list[Sequence], drafts: dict[int, list[int]],
                  logits: mx.array) -> PassResult:
@@ -447,6 +452,8 @@ class EngineCore:
         seq.t_finish = time.perf_counter()
         delta += seq.text.finish()
         cache = self.batch.release(seq)
+        if self.speculation is not None:
+            self.speculation.forget(seq)  # a draft model's KV for the row goes now
         if cache is not None:
             self.memory.keep_finished(seq, cache)
         if was_active:

@@ -22,28 +22,84 @@ share of the step, stops drafting by the same rule.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .drafting import NgramDrafter
 
-MODES = ("off", "ngram")
+log = logging.getLogger(__name__)
+
+MODES = ("off", "ngram", "draft:PATH")
+DRAFT_PREFIX = "draft:"  # "draft:PATH": a draft model at PATH (engine/draft_model.py)
 _DECAY = 0.8  # weight of a row's older checks in its acceptance
 
 
 def check_mode(mode: str) -> str:
     """`mode` if it is one the engine knows; ValueError naming the choices otherwise."""
-    if mode not in MODES:
-        raise ValueError(f"speculative must be one of {', '.join(MODES)}, got {mode!r}")
-    return mode
+    if mode in ("off", "ngram") or (mode.startswith(DRAFT_PREFIX)
+                                    and draft_path(mode).strip()):
+        return mode
+    raise ValueError(f"speculative must be one of {', '.join(MODES)} (PATH: a draft model "
+                     f"with the same tokenizer, a .gguf file or an mlx-lm directory), "
+                     f"got {mode!r}")
+
+
+def draft_path(mode: str) -> str | None:
+    """The draft model's path of a "draft:PATH" mode (None for the other modes)."""
+    return mode[len(DRAFT_PREFIX):] if mode.startswith(DRAFT_PREFIX) else None
+
+
+class DraftSource(Protocol):
+    """Where drafts come from: the rows that draft this step, all together."""
+
+    def propose(self, rows: list[tuple[Any, int]]) -> list[list[int]]:
+        """Up to k draft tokens for each (row, k), in order ([] for none)."""
+        ...
+
+    def likely(self, seq: Any) -> bool:
+        """Whether it expects to have drafts for the row at its next step."""
+        ...
+
+    def forget(self, seq: Any) -> None:
+        """The row ended: drop whatever the source keeps for it."""
+        ...
+
+
+class NgramSource:
+    """Drafts looked up in each row's own prompt and output (engine/drafting.py), kept on
+    its RowSpec."""
+
+    def propose(self, rows: list[tuple[Any, int]]) -> list[list[int]]:
+        return [self._drafter(seq).propose(k) for seq, k in rows]
+
+    def likely(self, seq: Any) -> bool:
+        return bool(self._drafter(seq).propose(1))
+
+    def forget(self, seq: Any) -> None:
+        pass  # its drafter goes with the row
+
+    @staticmethod
+    def _drafter(seq: Any) -> NgramDrafter:
+        """The row's drafter, its text = the row's prompt and output (tokens taken since
+        are added)."""
+        spec = seq.spec
+        if spec.drafter is None:
+            spec.drafter = NgramDrafter(seq.prompt_tokens + seq.output_tokens)
+            return spec.drafter
+        have = len(spec.drafter)
+        out = seq.output_tokens
+        if seq.num_prompt_tokens <= have < seq.num_prompt_tokens + len(out):
+            spec.drafter.extend(out[have - seq.num_prompt_tokens:])
+        return spec.drafter
 
 
 @dataclass(slots=True)
 class RowSpec:
     """One row's drafting state and counters (Sequence.spec)."""
 
-    drafter: NgramDrafter
+    drafter: NgramDrafter | None  # the n-gram source's index of its text (NgramSource)
     k: int  # the draft length it asks for next
     # Each checked draft is a trial until the first refusal: acceptance = hits / trials
     # (the chance the next draft holds, given the ones before it did), decaying averages
@@ -67,6 +123,14 @@ class StepCosts:
     alpha: float = 0.2
     plain_s: dict[int, float] = field(default_factory=dict)  # rows -> a plain decode tick
     position_s: float | None = None  # one more query position in a tick
+    # checked ticks since the last plain one, by row count: a source that always has drafts
+    # (a draft model) would otherwise never let a plain tick be measured
+    refresh_every: int = 64
+    checked_since: dict[int, int] = field(default_factory=dict)
+
+    def wants_plain(self, rows: int) -> bool:
+        """Whether a plain tick at `rows` rows is still to be measured, or is stale."""
+        return rows not in self.plain_s or self.checked_since.get(rows, 0) >= self.refresh_every
 
     def plain(self, rows: int) -> float | None:
         """A plain decode tick's time at `rows` rows (the nearest measured count, scaled)."""
@@ -80,12 +144,14 @@ class StepCosts:
     def observe_plain(self, rows: int, seconds: float) -> None:
         old = self.plain_s.get(rows)
         self.plain_s[rows] = seconds if old is None else old + self.alpha * (seconds - old)
+        self.checked_since[rows] = 0
 
     def observe_checked(self, rows: int, positions: int, seconds: float) -> None:
         """A decode tick of `rows` rows that also ran `positions` drafted positions."""
         plain = self.plain_s.get(rows)
         if plain is None or positions <= 0:
             return
+        self.checked_since[rows] = self.checked_since.get(rows, 0) + 1
         each = max(0.0, seconds - plain) / positions
         old = self.position_s
         self.position_s = each if old is None else old + self.alpha * (each - old)
@@ -94,8 +160,14 @@ class StepCosts:
 class Speculation:
     """The engine's drafting policy (one per EngineCore; engine thread only)."""
 
-    def __init__(self, mode: str, max_drafts: int = 16) -> None:
+    def __init__(self, mode: str, max_drafts: int = 16,
+                 source: DraftSource | None = None) -> None:
+        """`source`: where drafts come from; the n-gram lookup by default ("draft:PATH"
+        needs its loaded draft model, engine/draft_model.py)."""
         self.mode = check_mode(mode)
+        if source is None and draft_path(mode) is not None:
+            raise ValueError(f"speculative={mode!r} needs its draft model loaded")
+        self.source: DraftSource = source if source is not None else NgramSource()
         self.max_drafts = max_drafts
         self.costs = StepCosts()
         self.min_acceptance = 0.25  # below it a row rests
@@ -118,36 +190,31 @@ class Speculation:
     def row(self, seq: Any) -> RowSpec | None:
         """The row's drafting state, made at its first decode step (None: not eligible)."""
         if seq.spec is None and self.eligible(seq):
-            seq.spec = RowSpec(NgramDrafter(seq.prompt_tokens + seq.output_tokens),
-                               k=min(4, self.max_drafts))
+            seq.spec = RowSpec(None, k=min(4, self.max_drafts))
         return seq.spec
 
     def wants_to_draft(self, seq: Any) -> bool:
-        """Whether the row is likely to draft at its next step: not resting, and its text
-        so far ends in an n-gram seen before (a copying row stays copying). Such a row reads
-        each token before its next step starts; any other runs ahead as without
-        speculation (a lone row on the CPU: engine/decode_batch.py)."""
+        """Whether the row is likely to draft at its next step: not resting, and its source
+        expects drafts for it (n-gram: its text ends in an n-gram seen before, a copying
+        row stays copying). Such a row reads each token before its next step starts; any
+        other runs ahead as without speculation (a lone row on the CPU:
+        engine/decode_batch.py)."""
         spec = self.row(seq)
         if spec is None or spec.rest:
             return False
-        self._catch_up(seq, spec)
-        return bool(spec.drafter.propose(1))
+        return self.source.likely(seq)
 
-    @staticmethod
-    def _catch_up(seq: Any, spec: RowSpec) -> None:
-        """The drafter's text = the row's prompt and output (tokens taken since are added)."""
-        have = len(spec.drafter)
-        if have < seq.num_prompt_tokens:  # (never: it starts with the prompt)
-            return
-        out = seq.output_tokens
-        if have < seq.num_prompt_tokens + len(out):
-            spec.drafter.extend(out[have - seq.num_prompt_tokens:])
-
-    def plan(self, seqs: Seq[Any], context_length: int) -> dict[int, list[int]]:
+    def plan(self, seqs: Seq[Any], context_length: int,
+             can_measure: bool = False) -> dict[int, list[int]]:
         """Each row's drafts for this tick, by row index (rows without drafts are absent).
-        A row drafts when the tokens it is likely to gain pay for its positions."""
-        out: dict[int, list[int]] = {}
+        A row drafts when the tokens it is likely to gain pay for its positions; the
+        source then drafts for all those rows together. `can_measure`: this tick's time
+        would be a decode step's alone (no prefill); it then runs plain when a plain
+        step at this row count is still to be measured, or is stale."""
+        wanted: list[tuple[int, int]] = []  # (row index, draft length)
         rows = len(seqs)
+        if can_measure and self.costs.wants_plain(rows):
+            return {}
         plain = self.costs.plain(rows)
         position = self.costs.position_s
         for i, seq in enumerate(seqs):
@@ -161,10 +228,6 @@ class Speculation:
                        context_length - seq.num_tokens - 1)
             if room <= 0:
                 continue
-            self._catch_up(seq, spec)
-            drafts = spec.drafter.propose(room)
-            if not drafts:
-                continue
             if plain is not None and position is not None:
                 # the j-th draft is worth its position when p^j x a row's share of a step
                 # (the time one token of it costs the batch) exceeds the position's cost
@@ -175,9 +238,24 @@ class Speculation:
                     spec.rest, spec.k = self.probe_every, min(2, self.max_drafts)
                     spec.hits, spec.trials = spec.hits + 1.0, spec.trials + 1.0
                     continue
-                drafts = drafts[:best]
-            out[i] = drafts
-        return out
+                room = min(room, best)
+            wanted.append((i, room))
+        if not wanted:
+            return {}
+        try:
+            drafts = self.source.propose([(seqs[i], k) for i, k in wanted])
+        except Exception as exc:  # noqa: BLE001 - drafts are optional: the step runs plain
+            log.warning("drafting failed (%s: %s); this step runs without drafts",
+                        type(exc).__name__, exc)
+            for i, _ in wanted:  # whatever the source kept for them may be half-written
+                self.source.forget(seqs[i])
+            return {}
+        return {i: d[:k] for (i, k), d in zip(wanted, drafts, strict=True) if d}
+
+    def forget(self, seq: Any) -> None:
+        """The row ended (EngineCore._finish): its source's state for it goes."""
+        if seq.spec is not None:
+            self.source.forget(seq)
 
     def checked(self, seq: Any, drafts: list[int], taken: int) -> None:
         """After a check: `taken` of the row's `drafts` were accepted (before any

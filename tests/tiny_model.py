@@ -101,3 +101,27 @@ def place_in_hub_cache(src: Any, cache: Any, repo_id: str,
     (storage / "refs").mkdir(exist_ok=True)
     (storage / "refs" / "main").write_text(commit)
     return snapshot
+
+
+def save_mlx_dir(tiny: TinyModel, d: Any, quantization: dict[str, int] | None = None,
+                 tokenizer: TokenizerWrapper | None = None) -> Any:
+    """`tiny` saved as an mlx-lm model directory `d` (a pathlib.Path; made if missing), as
+    engine.loader reads it; `quantization`: the group size and bits it was quantized with."""
+    import json
+
+    from mlx.utils import tree_flatten
+
+    d.mkdir(parents=True, exist_ok=True)
+    a = tiny.model.args
+    config = {"model_type": "llama", "hidden_size": a.hidden_size,
+              "num_hidden_layers": a.num_hidden_layers, "intermediate_size": a.intermediate_size,
+              "num_attention_heads": a.num_attention_heads,
+              "num_key_value_heads": a.num_key_value_heads, "rms_norm_eps": a.rms_norm_eps,
+              "vocab_size": a.vocab_size, "rope_theta": a.rope_theta,
+              "tie_word_embeddings": False, "max_position_embeddings": tiny.context_length}
+    if quantization is not None:
+        config["quantization"] = quantization
+    (d / "config.json").write_text(json.dumps(config))
+    mx.save_safetensors(str(d / "model.safetensors"), dict(tree_flatten(tiny.model.parameters())))
+    (tokenizer or tiny.tokenizer)._tokenizer.save_pretrained(str(d))
+    return d

@@ -52,6 +52,7 @@ from .reflow import widen_when_shown
 from .server_controls import ServerControls
 from .sidebar.panel import Sidebar
 from .simulator import SimulatorDock
+from .speculative_menu import SpeculativeMenu
 from .stats.panel import StatsDock
 from .theme import Theme, theme_menu
 
@@ -112,6 +113,8 @@ class MainWindow(QMainWindow):
         self.theme = Theme(QApplication.instance(), ctx.settings.theme, self)
         self.theme.listeners.append(self._look_changed)
         self.theme_menu, self.theme_actions = theme_menu(self.theme, self, self.set_theme)
+        self.speculative_menu = SpeculativeMenu(ctx.settings, ctx.bridge, self.reload_model,
+                                                self)
         self.actions_by_name = menus.build(self, self._menu_handlers())
         self.reopen_action = self.actions_by_name["reopen_tab"]
         self.reopen_action.setEnabled(False)
@@ -169,6 +172,7 @@ class MainWindow(QMainWindow):
         handlers: dict[str, menus.Handler] = {
             "new_tab": self.new_tab, "close_tab": self.close_current_tab,
             "rename_tab": self.rename_tab, "load_model": self.choose_model,
+            "speculative": self.speculative_menu,
             "connections": lambda: self.keys_back_after(
                 open_connections(self.ctx.settings, self)),
             "mcp_servers": lambda: self.keys_back_after(open_mcp_servers(self.ctx, self)),
@@ -314,6 +318,11 @@ class MainWindow(QMainWindow):
         if ok:
             self.ctx.settings.remember_model(source)  # the next start, the recent list
         return ok
+
+    def reload_model(self) -> asyncio.Task[bool] | None:
+        """Load the model serving now again (engine settings apply at a load)."""
+        source = self.ctx.bridge.source
+        return self.load_model(source) if source is not None else None
 
     def _switch_busy(self) -> str:
         """Why another load cannot start now ("" if it can)."""

@@ -30,6 +30,7 @@ TABLE = (
     Entry("close_tab", "&Close tab", ("Ctrl+W",), "chat"),
     Entry("rename_tab", "&Rename tab…", ("F2",), "chat"),
     Entry("load_model", "&Load model…", ("Ctrl+O",), "chat"),
+    Entry("speculative", "Speculati&ve decoding", (), "chat"),
     Entry("connections", "Co&nnections…", ("Ctrl+Shift+K",), "chat"),
     Entry("mcp_servers", "MC&P servers…", (), "chat"),
     Entry("compare", "Co&mpare…", ("Ctrl+Shift+C",), "chat"),

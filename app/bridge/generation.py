@@ -23,6 +23,22 @@ class ReplyStats:
     finish_reason: str
     error: str | None = None
     cached_tokens: int = 0  # prompt tokens the engine reused from its prefix cache
+    # speculative decoding: draft tokens checked, of those accepted, and the decode steps
+    # the reply took (engine RequestStats; all 0 when it drafted nothing)
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    decode_steps: int = 0
+
+    @property
+    def drafts(self) -> str:
+        """"drafts 74% accepted · 2.3 tokens per step" ("" when the reply drafted nothing)."""
+        if not 0 <= self.accepted_tokens <= self.drafted_tokens or not self.drafted_tokens:
+            return ""  # nothing drafted (or numbers from a hand-edited import)
+        text = f"drafts {100 * self.accepted_tokens / self.drafted_tokens:.0f}% accepted"
+        if self.decode_steps > 0 and self.generated_tokens > 1:
+            # the first token came from the prompt's pass, not a decode step
+            text += f" · {(self.generated_tokens - 1) / self.decode_steps:.1f} tokens per step"
+        return text
 
     def summary(self) -> str:
         parts = [counted(self.generated_tokens, "token")]
@@ -32,6 +48,8 @@ class ReplyStats:
             parts.append(f"{self.cached_tokens} of {counted(self.prompt_tokens, 'prompt token')} "
                          "cached")
         parts.append(f"{self.tokens_per_s:.1f} tok/s")
+        if self.drafts:
+            parts.append(self.drafts)
         parts.append(self.finish_reason)
         return " · ".join(parts)
 
@@ -96,7 +114,8 @@ class Generation:
             return None
         return ReplyStats(s.generated_tokens, s.prompt_tokens, s.ttft_s, s.tokens_per_s,
                           s.e2e_s, self._reason(s.finish_reason) or s.finish_reason, s.error,
-                          s.cached_tokens)
+                          s.cached_tokens, s.drafted_tokens, s.accepted_tokens,
+                          s.decode_steps)
 
     @property
     def tokens(self) -> list[int]:

@@ -194,14 +194,26 @@ def load_target(source: str, progress: ProgressFn | None = None,
     return LocalTarget(Engine.load(source, engine_config(**settings), progress=progress))
 
 
-def default_loader(config: EngineConfig | None = None) -> Loader:
-    """The window's loader: 16 at once, chats' KV kept on disk across restarts."""
+def default_loader(config: EngineConfig | None = None,
+                   speculative: Callable[[], str] | None = None) -> Loader:
+    """The window's loader: 16 at once, chats' KV kept on disk across restarts;
+    `speculative()` (the app's setting, read at each load) sets EngineConfig.speculative."""
     def load(source: str, progress: ProgressFn | None = None) -> Engine:
-        from engine import Engine, EngineConfig
+        from engine import Engine
 
-        from ..paths import kv_cache_dir
-
-        return Engine.load(source, config or EngineConfig(
-            max_concurrent=16, kv_disk_dir=str(kv_cache_dir())), progress=progress)
+        return Engine.load(source, window_config(config, speculative), progress=progress)
 
     return load
+
+
+def window_config(config: EngineConfig | None = None,
+                  speculative: Callable[[], str] | None = None) -> EngineConfig:
+    """The EngineConfig the window's loader uses now (ValueError for a bad setting)."""
+    from dataclasses import replace
+
+    from engine import EngineConfig
+
+    from ..paths import kv_cache_dir
+
+    base = config or EngineConfig(max_concurrent=16, kv_disk_dir=str(kv_cache_dir()))
+    return base if speculative is None else replace(base, speculative=speculative())

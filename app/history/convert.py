@@ -41,6 +41,9 @@ def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any
         out.update(prompt_tokens=s.prompt_tokens, generated_tokens=s.generated_tokens,
                    ttft_s=s.ttft_s, tokens_per_s=s.tokens_per_s, e2e_s=s.e2e_s,
                    cached_tokens=s.cached_tokens)
+        # speculative decoding (0 drafted: none); a restored reply's stats equal the live ones
+        out.update(drafted_tokens=s.drafted_tokens, accepted_tokens=s.accepted_tokens,
+                   decode_steps=s.decode_steps)
     raw = gen.stream.stats if gen is not None else None
     if raw is not None:
         out.update(queue_s=raw.queue_s, decode_s=raw.decode_s)
@@ -85,7 +88,10 @@ def request_stats_record(conv: Conversation, msg: ChatMessage,
                               generated_tokens=raw.generated_tokens, ttft_s=raw.ttft_s,
                               tokens_per_s=raw.tokens_per_s, queue_s=raw.queue_s,
                               decode_s=raw.decode_s,
-                              finish_reason=gen.finish_reason or raw.finish_reason)
+                              finish_reason=gen.finish_reason or raw.finish_reason,
+                              drafted_tokens=raw.drafted_tokens,
+                              accepted_tokens=raw.accepted_tokens,
+                              decode_steps=raw.decode_steps)
 
 
 def chat_message(record: Message) -> ChatMessage:
@@ -116,7 +122,10 @@ def chat_message(record: Message) -> ChatMessage:
             tokens_per_s=_number(stats, "tokens_per_s", float) or 0.0,
             e2e_s=_number(stats, "e2e_s", float) or 0.0,
             finish_reason=str(stats.get("finish_reason") or ""), error=msg.error,
-            cached_tokens=_number(stats, "cached_tokens", int) or 0)
+            cached_tokens=_number(stats, "cached_tokens", int) or 0,
+            drafted_tokens=_number(stats, "drafted_tokens", int) or 0,
+            accepted_tokens=_number(stats, "accepted_tokens", int) or 0,
+            decode_steps=_number(stats, "decode_steps", int) or 0)
     return msg
 
 

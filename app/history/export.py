@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from app.bridge import ReplyStats
 from app.storage import (
     LoadedSession,
     LoadedSimRun,
@@ -113,6 +114,9 @@ def _stats_line(message: Message) -> str:
         bits.append(f"{stats['tokens_per_s']:.1f} tok/s")
     if stats.get("ttft_s") is not None:
         bits.append(f"first token {stats['ttft_s']:.2f} s")
+    drafts = _drafts(stats)
+    if drafts:
+        bits.append(drafts)
     if stats.get("finish_reason"):
         bits.append(f"finish: {stats['finish_reason']}")
     if stats.get("answered_by"):
@@ -120,6 +124,18 @@ def _stats_line(message: Message) -> str:
     if not message.is_complete:
         bits.append("incomplete (interrupted)")
     return "*" + " · ".join(bits) + "*" if bits else ""
+
+
+def _drafts(stats: dict[str, Any]) -> str:
+    """"drafts 74% accepted · 2.3 tokens per step", as the reply's stats line said it ("" for
+    a reply that drafted nothing, or numbers of the wrong kind from an edited import)."""
+    figures = [stats.get(k) for k in ("generated_tokens", "drafted_tokens", "accepted_tokens",
+                                      "decode_steps")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in figures):
+        return ""
+    generated, drafted, accepted, steps = figures
+    return ReplyStats(generated, 0, None, 0.0, 0.0, "", drafted_tokens=drafted,
+                      accepted_tokens=accepted, decode_steps=steps).drafts
 
 
 def _closed_fences(text: str) -> str:

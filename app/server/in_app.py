@@ -102,4 +102,6 @@ class AppServer:
             request_id=stats.request_id, prompt_tokens=stats.prompt_tokens,
             cached_tokens=stats.cached_tokens, generated_tokens=stats.generated_tokens,
             ttft_s=stats.ttft_s, tokens_per_s=stats.tokens_per_s, queue_s=stats.queue_s,
-            decode_s=stats.decode_s, finish_reason=stats.finish_reason))
+            decode_s=stats.decode_s, finish_reason=stats.finish_reason,
+            drafted_tokens=stats.drafted_tokens, accepted_tokens=stats.accepted_tokens,
+            decode_steps=stats.decode_steps))

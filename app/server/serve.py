@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from engine.public import ModelLoadError
 
+from .. import speculative
 from .app import ApiServer, ServerConfig, check_address
 
 if TYPE_CHECKING:
@@ -52,6 +53,14 @@ def _mib(text: str) -> float:
     return value
 
 
+def _speculative(text: str) -> str:
+    """An argparse type: off, ngram or draft:PATH (app/speculative.py)."""
+    try:
+        return speculative.check(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The options; a bad one is argparse's usage error (exit 2), in the option's name."""
     p = argparse.ArgumentParser(prog="batchchat serve",
@@ -76,6 +85,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--kv-budget-mb", type=_mib, default=None,
                    help="KV cache memory for running requests and cached prefixes, in MiB "
                         "(default: sized from the machine's memory)")
+    p.add_argument("--speculative", type=_speculative, default=speculative.DEFAULT,
+                   metavar="off|ngram|draft:PATH",
+                   help="speculative decoding: drafts checked inside the batch; ngram looks "
+                        "them up in each request's own prompt and output, draft:PATH asks "
+                        f"a smaller model with the same tokenizer (default "
+                        f"{speculative.DEFAULT})")
     p.add_argument("--cors-origin", default=None,
                    help='allow browser pages from this origin ("*" for any); default none')
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
@@ -123,8 +138,9 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     print(f"Loading {source} …", file=sys.stderr, flush=True)
     # the engine's CPU switches are read from BATCHCHAT_* here, once (EngineConfig.cpu); a
     # bad value is a ValueError: one line and exit 2
-    settings: dict[str, int] = {"max_concurrent": args.max_concurrent,
-                                "max_queue": args.max_queue}
+    settings: dict[str, int | str] = {"max_concurrent": args.max_concurrent,
+                                      "max_queue": args.max_queue,
+                                      "speculative": args.speculative}
     if args.kv_budget_mb is not None:  # else BATCHCHAT_KV_BUDGET_MB, else the default
         settings["kv_budget_bytes"] = max(1, int(args.kv_budget_mb * (1 << 20)))
     target = await asyncio.to_thread(load_target, source, **settings)

@@ -154,6 +154,14 @@ def m006_message_tool_calls(db: Database) -> None:
     db["messages"].add_column("tool_results", str)
 
 
+@_migration
+def m007_request_stats_drafts(db: Database) -> None:
+    # Issue #31: speculative decoding's draft tokens checked and accepted, and the decode
+    # steps a request took (tokens a step = (generated - 1) / steps); rows from before: 0.
+    for column in ("drafted_tokens", "accepted_tokens", "decode_steps"):
+        db["request_stats"].add_column(column, int, not_null_default=0)
+
+
 def check_not_newer(db: Database, path: Path) -> None:
     """Refuse a database that has migrations this code does not know (read-only check)."""
     unknown = [m.name for m in migrations.applied(db) if m.name not in _NAMES]

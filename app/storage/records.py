@@ -226,11 +226,17 @@ class RequestStatsRecord(Record):
     finish_reason: str | None = None
     finished_at: str = field(default_factory=utc_now)
     id: str = field(default_factory=new_id)
+    # speculative decoding (issue #31): draft tokens checked, of those accepted, and the
+    # decode steps the reply took; 0 for requests that drafted nothing and rows from before
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    decode_steps: int = 0
 
     @classmethod
     def check_dict(cls, data: dict[str, Any]) -> None:
-        if "cached_tokens" in data and not _is_int(data["cached_tokens"]):
-            raise _bad_field(cls.TABLE, data, "cached_tokens", "an integer")
+        for name in ("cached_tokens", "drafted_tokens", "accepted_tokens", "decode_steps"):
+            if name in data and not _is_int(data[name]):
+                raise _bad_field(cls.TABLE, data, name, "an integer")
 
 
 @dataclass(slots=True)

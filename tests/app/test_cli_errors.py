@@ -81,3 +81,31 @@ def test_a_line_that_is_not_utf8_is_refused_and_the_chat_goes_on(tmp_path: Path)
     assert "[refused: messages[0].content holds a lone surrogate (U+DCFF at character 3)" \
         in out
     assert "bot> " in out and "3 tokens" in out  # the next line was answered
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--cli", "--speculative", "fast"], "argument --speculative: speculative decoding must "
+                                         "be 'off', 'ngram' or 'draft:PATH', got 'fast'"),
+    (["--speculative", "ngram"], "--speculative goes with --cli"),
+])
+def test_a_bad_speculative_choice_is_a_usage_error(capsys, args: list[str], words: str) -> None:
+    from app.main import parse_args
+
+    with pytest.raises(SystemExit) as info:
+        parse_args(args)
+    assert info.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+@pytest.mark.bundled
+def test_the_terminal_chat_drafts_and_says_so(tmp_path: Path) -> None:
+    """--speculative ngram reaches the engine: a copy-style ask shows its drafts' acceptance
+    in the reply's stats line."""
+    code = "def add(a, b):\n    total = a + b\n    return total\n" * 2
+    cmd = [sys.executable, "-m", "app", "--cli", "--speculative", "ngram", "--temperature",
+           "0", "--max-tokens", "48"]
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=240,
+                            env=os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data")},
+                            input="Repeat this code exactly: " + code.replace("\n", " ") + "\n")
+    assert result.returncode == 0, result.stderr
+    assert "% accepted" in result.stdout and "tokens per step" in result.stdout, result.stdout

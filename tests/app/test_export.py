@@ -47,6 +47,17 @@ def test_markdown_has_title_prompt_roles_code_and_stats(store: Store) -> None:
     assert '"temperature"' not in md and "temperature 0.7" in md
 
 
+def test_markdown_says_how_a_replys_drafts_went(store: Store) -> None:
+    session = add_chat(store, "Copy", ("copy this",))
+    store.save_message(Message(session_id=session.id, seq=1, role="assistant", content="done",
+                               stats={"prompt_tokens": 30, "generated_tokens": 61,
+                                      "tokens_per_s": 80.0, "finish_reason": "stop",
+                                      "drafted_tokens": 50, "accepted_tokens": 37,
+                                      "decode_steps": 24}))
+    md = session_to_markdown(store.load_session(session.id))
+    assert "· 80.0 tok/s · drafts 74% accepted · 2.5 tokens per step · finish: stop*" in md
+
+
 def test_markdown_says_how_many_prompt_tokens_came_from_cache(store: Store) -> None:
     session = add_chat(store, "memory", ("q",))
     store.save_message(Message(session_id=session.id, seq=1, role="assistant", content="a",

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from sqlite_utils import Database
 
-from app.storage import SafeStore, SchemaTooNewError, Session, Store
+from app.storage import RequestStatsRecord, SafeStore, SchemaTooNewError, Session, Store
 from app.storage.migrations import MIGRATION_SET, migrations, schema_version
 
 from .conftest import add_chat
@@ -122,7 +122,7 @@ def test_a_database_written_before_trees_becomes_one_path_per_chat(tmp_path: Pat
 
     store = Store.open(db_file)
     try:
-        assert [name for _, name in applied(db_file)][4:] == ["m005_message_tree",
+        assert [name for _, name in applied(db_file)][4:6] == ["m005_message_tree",
                                                               "m006_message_tool_calls"]
         rust = store.load_session(RUST)
         assert [m.content for m in rust.messages] == [
@@ -168,7 +168,7 @@ def test_a_database_from_before_tool_calls_gains_their_columns(db_file: Path) ->
 
     store = Store.open(db_file)
     try:
-        assert applied(db_file)[-1][1] == "m006_message_tool_calls"
+        assert applied(db_file)[5][1] == "m006_message_tool_calls"
         columns = store.db["messages"].columns_dict
         assert columns["tool_calls"] is str and columns["tool_results"] is str
         [message] = store.list_messages("s")
@@ -181,5 +181,35 @@ def test_a_database_from_before_tool_calls_gains_their_columns(db_file: Path) ->
         [back] = store.list_messages("s")
         assert (back.tool_calls, back.tool_results) == (message.tool_calls,
                                                         message.tool_results)
+    finally:
+        store.close()
+
+
+def test_a_database_from_before_speculation_gains_the_draft_columns(tmp_path: Path) -> None:
+    """The real file of the version before #29 (schema m004): m007 adds request_stats'
+    drafted/accepted tokens and decode steps; its old row reads back with 0 of each, every
+    old column unchanged, and a row written now keeps its figures."""
+    db_file = tmp_path / "history.db"
+    db_file.write_bytes(V4_DB.read_bytes())
+    columns = "id, request_id, session_id, message_id, prompt_tokens, generated_tokens, " \
+              "ttft_s, tokens_per_s, finish_reason, finished_at, cached_tokens"
+    before = sqlite3.connect(db_file).execute(f"SELECT {columns} FROM request_stats").fetchall()
+    assert before
+
+    store = Store.open(db_file)
+    try:
+        assert "m007_request_stats_drafts" in [name for _, name in applied(db_file)]
+        [old] = store.list_request_stats()
+        assert (old.request_id, old.drafted_tokens, old.accepted_tokens,
+                old.decode_steps) == ("req-1", 0, 0, 0)
+        store.record_request_stats(RequestStatsRecord(
+            request_id="req-2", generated_tokens=65, drafted_tokens=80, accepted_tokens=56,
+            decode_steps=20, finished_at="2099-01-01"))
+        new = store.list_request_stats()[-1]
+        assert (new.request_id, new.drafted_tokens, new.accepted_tokens,
+                new.decode_steps) == ("req-2", 80, 56, 20)
+        after = sqlite3.connect(db_file).execute(
+            f"SELECT {columns} FROM request_stats WHERE request_id = 'req-1'").fetchall()
+        assert after == before
     finally:
         store.close()

@@ -104,3 +104,16 @@ def count_passes(engine, monkeypatch) -> list[str]:
                         lambda cs, ts, **kw: log.append("prefill") or many(cs, ts, **kw))
     monkeypatch.setattr(runner, "decode", lambda c, t: log.append("decode") or decode(c, t))
     return log
+
+
+def drafting_pays(engine: Engine) -> Engine:
+    """`engine` with measured step costs that say drafting always pays, so its rows draft
+    whatever their real costs (on a tiny model a drafted position can cost more than the
+    step it saves, and the engine would rightly stop drafting). For tests of what happens
+    when rows draft; returns `engine`."""
+    speculation = engine._core.speculation
+    if speculation is not None:
+        costs = speculation.costs
+        costs.plain_s = dict.fromkeys(range(1, 257), 1.0)  # a long plain step, measured
+        costs.position_s, costs.refresh_every = 0.0, 10**9  # (stays 0: steps are shorter)
+    return engine

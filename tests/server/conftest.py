@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,3 +68,24 @@ async def wait_for(predicate: Callable[[], bool], tries: int = 500) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("condition not reached")
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory, tiny) -> Path:
+    """The tiny model saved as an mlx-lm directory (a long context, for an endless stream),
+    for `batchchat serve --model` as a real process."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    d = tmp_path_factory.mktemp("tinymodel")
+    a = tiny.model.args
+    config = {"model_type": "llama", "hidden_size": a.hidden_size,
+              "num_hidden_layers": a.num_hidden_layers, "intermediate_size": a.intermediate_size,
+              "num_attention_heads": a.num_attention_heads,
+              "num_key_value_heads": a.num_key_value_heads, "rms_norm_eps": a.rms_norm_eps,
+              "vocab_size": a.vocab_size, "rope_theta": a.rope_theta,
+              "tie_word_embeddings": False, "max_position_embeddings": 100_000}
+    (d / "config.json").write_text(json.dumps(config))
+    mx.save_safetensors(str(d / "model.safetensors"), dict(tree_flatten(tiny.model.parameters())))
+    tiny.tokenizer._tokenizer.save_pretrained(str(d))
+    return d

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from app.speculative import DRAFT_MODELS
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -96,6 +98,10 @@ def test_a_cut_copy_of_the_bundled_model_is_one_line_and_exit_1(tmp_path: Path) 
     (["--max-queue", "-5"], "argument --max-queue: must be at least 0, got -5"),
     (["--max-body-mb", "nan"], "argument --max-body-mb: must be a number > 0, got nan"),
     (["--kv-budget-mb", "0"], "argument --kv-budget-mb: must be a number > 0, got 0"),
+    (["--speculative", "fast"], "argument --speculative: speculative decoding must be "
+                                "'off', 'ngram' or 'draft:PATH', got 'fast'"),
+    (["--speculative", "draft:"], "argument --speculative: draft: needs the draft model's "
+                                  "path" if DRAFT_MODELS else "not available in this build"),
 ])
 def test_a_bad_option_is_a_usage_error_naming_it(tmp_path: Path, args: list[str],
                                                  words: str) -> None:

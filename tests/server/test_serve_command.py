@@ -2,38 +2,17 @@
 in-flight stream and exits 0."""
 
 import asyncio
-import json
 import os
 import signal
 import sys
 from pathlib import Path
 
 import aiohttp
-import mlx.core as mx
-import pytest
-from mlx.utils import tree_flatten
 from openai import AsyncOpenAI
 
 from app.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory, tiny) -> Path:
-    """The tiny model saved as an mlx-lm directory (a long context, for an endless stream)."""
-    d = tmp_path_factory.mktemp("tinymodel")
-    a = tiny.model.args
-    config = {"model_type": "llama", "hidden_size": a.hidden_size,
-              "num_hidden_layers": a.num_hidden_layers, "intermediate_size": a.intermediate_size,
-              "num_attention_heads": a.num_attention_heads,
-              "num_key_value_heads": a.num_key_value_heads, "rms_norm_eps": a.rms_norm_eps,
-              "vocab_size": a.vocab_size, "rope_theta": a.rope_theta,
-              "tie_word_embeddings": False, "max_position_embeddings": 100_000}
-    (d / "config.json").write_text(json.dumps(config))
-    mx.save_safetensors(str(d / "model.safetensors"), dict(tree_flatten(tiny.model.parameters())))
-    tiny.tokenizer._tokenizer.save_pretrained(str(d))
-    return d
 
 
 async def read_until(proc, marker: str, lines: int = 200) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QShowEvent
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import speculative as spec
 from app.context import AppContext
 from app.stats.model import INTERVAL_S, Latency, ModelLoaded, StatsModel
 
@@ -46,6 +48,10 @@ MODEL_TIP = ("The engine's numbers count from when this model was loaded. The ch
 GAPS_TIP = ("The gaps between a stream's tokens as its tokens come out, all streams, over the "
             "engine's recent window: the 99th percentile and the largest. A large gap is a "
             "stall, e.g. while another chat's prompt is read.")
+ACCEPT_TIP = ("Share of drafted tokens the model agreed with, since the engine started: "
+              "each accepted one is a token got without a step of its own.")
+STEP_TIP = ("Tokens a decoding chat got per step, since the engine started (1.00 without "
+            "speculative decoding).")
 
 # (key, label, tooltip) per group; values are filled in by StatsPanel._show_numbers
 GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
@@ -73,6 +79,13 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ("memory", "memory", "MLX active memory"),
         ("peak_memory", "peak memory", "MLX peak memory"),
     )),
+    ("Speculative decoding", (
+        ("spec_mode", "mode", "Chat → Speculative decoding; applies when a model loads"),
+        ("acceptance", "drafts accepted", ACCEPT_TIP),
+        ("tokens_per_step", "tokens / step", STEP_TIP),
+        ("drafted", "accepted / drafted", "draft tokens accepted, of those checked, since "
+                                          "the engine started"),
+    )),
     ("Latency (p50 / p90 / p99)", (
         ("ttft", "TTFT", TTFT_TIP),
         ("itl", "ITL", ITL_TIP),
@@ -93,7 +106,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
 )
 DOCK_MIN_WIDTH = 200  # narrow enough for chat (480) + settings panel + dock in 900 px
 # Groups sharing a column, top to bottom (the others have a column each).
-STACKED = ("Latency (p50 / p90 / p99)", "Conversation memory")
+STACKED = ("Speculative decoding", "Latency (p50 / p90 / p99)", "Conversation memory")
 
 
 def _ms(seconds: float) -> str:
@@ -188,6 +201,7 @@ class StatsPanel(QWidget):
                 ("ttft", _pct(model.ttft)), ("itl", _pct(model.itl)),
                 ("gaps", f"{s.itl_p99_s * 1000:.0f} / {s.itl_max_s * 1000:.0f} ms"
                  if s.itl_max_s else "–"),
+                *_speculation(s),
                 *(model.memory.texts() if model.memory is not None else ()),
             ):
                 _set(self.values[key], text)
@@ -199,6 +213,15 @@ class StatsPanel(QWidget):
         _set(self.model_line, model_line(model.model))
         self.charts.update_from(model.samples, now, model.loaded)
         self.table_model.set_rows(model.rows)
+
+
+def _speculation(s: Any) -> tuple[tuple[str, str], ...]:
+    # s: engine.public.EngineStats (ui imports no engine, not even for its types)
+    rate = s.acceptance_rate
+    return (("spec_mode", spec.label(s.speculative)),
+            ("acceptance", f"{rate:.0%}" if rate is not None else "–"),
+            ("tokens_per_step", f"{s.tokens_per_step:.2f}" if s.decode_row_steps else "–"),
+            ("drafted", f"{s.accepted_tokens} / {s.drafted_tokens}"))
 
 
 def model_line(loaded: ModelLoaded | None) -> str:

@@ -1,0 +1,168 @@
+"""Draft tokens from a smaller model with the same tokenizer (EngineConfig.speculative
+"draft:PATH"): each drafting row keeps its own KV in the draft model, and its drafts are
+the draft model's greedy continuation.
+
+Drafts are only proposals: the target checks them in its own pass and takes exactly the
+tokens it would have drawn anyway (engine/speculation.py), so the draft model changes how
+many tokens a step gives, never which. A row's draft KV is brought up to the row's text at
+each step it drafts (its prompt the first time, in chunks of at most `chunk` tokens a step;
+then the tokens accepted since), after rolling back the drafts it refused (mlx-lm's
+KVCache.trim), then extended by k greedy tokens. The rows that draft in a tick share each
+of the draft model's passes (one ragged pass of chunks, engine/ragged_pass.py) where its
+runner allows that; otherwise they run one row after another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import can_trim_prompt_cache
+
+from . import cache as kv
+from .cpu_options import CpuOptions
+from .loader.errors import ModelLoadError
+from .model_runner import ModelRunner
+
+
+@dataclass(slots=True)
+class DraftRow:
+    """One row's draft KV and the tokens it holds, in order."""
+
+    cache: kv.LayerCaches
+    tokens: list[int] = field(default_factory=list)
+
+
+class DraftModel:
+    """The draft source for "draft:PATH": all drafting rows' drafts of a tick together."""
+
+    def __init__(self, model: nn.Module, context_length: int, vocab_limit: int,
+                 cpu: CpuOptions | None = None, fast_cpu_kernels: bool = True,
+                 chunk: int = 512, description: str = "") -> None:
+        self.runner = ModelRunner(model, fast_cpu_kernels=fast_cpu_kernels,
+                                  compiled_decode=False, cpu=cpu)
+        self.context_length = context_length
+        self.vocab_limit = vocab_limit  # drafts are cut at the first id the target lacks
+        self.chunk = chunk
+        self.description = description
+        self.rows: dict[str, DraftRow] = {}  # by request id, while the row drafts
+        self.passes = 0  # the draft model's forward passes (tests, benchmarks)
+
+    def propose(self, rows: list[tuple[Any, int]]) -> list[list[int]]:
+        """Up to k greedy drafts for each (row, k); a row still reading its prompt into its
+        draft KV (more than `chunk` tokens behind) gets none this step."""
+        out: list[list[int]] = [[] for _ in rows]
+        feeds: list[tuple[int, DraftRow, list[int], int]] = []  # (index, row, tokens, k)
+        for i, (seq, k) in enumerate(rows):
+            text = seq.prompt_tokens + seq.output_tokens
+            k = min(k, self.context_length - len(text))
+            if k <= 0:
+                continue
+            row = self.rows.get(seq.request_id)
+            if row is None:
+                row = self.rows[seq.request_id] = DraftRow(kv.new_cache(self.runner.model))
+            # roll back to what the row and its draft KV still share (drafts it refused go)
+            same = _shared(row.tokens, text, len(text) - 1)
+            if same < len(row.tokens):
+                for layer in row.cache:
+                    layer.trim(len(row.tokens) - same)
+                del row.tokens[same:]
+            pending = text[same:]
+            if len(pending) > self.chunk:  # a long prompt: read a chunk a step, no drafts
+                k = 0
+                pending = pending[:self.chunk]
+            feeds.append((i, row, pending, k))
+        # the first pass catches each row up and gives its first draft; then one pass per
+        # further draft, over the rows that still want more
+        step = 0
+        while feeds:
+            logits = self._pass([(row, piece) for _, row, piece, _ in feeds],
+                                [k > step for *_, k in feeds])
+            drafting = [f for f in feeds if f[3] > step]
+            drafts = mx.argmax(logits, axis=-1).tolist() if logits is not None else []
+            step += 1
+            feeds = []
+            for (i, row, _, k), token in zip(drafting, drafts, strict=True):
+                if token >= self.vocab_limit:
+                    continue  # not a token of the target's vocabulary: drafting ends here
+                out[i].append(token)
+                if k > step:
+                    feeds.append((i, row, [token], k))
+        return out
+
+    def _pass(self, pieces: list[tuple[DraftRow, list[int]]],
+              logits: list[bool]) -> mx.array | None:
+        """Each row's tokens into its draft KV, in one pass where the runner allows it; the
+        last token's logits of each row flagged in `logits` (in order)."""
+        self.passes += 1
+        for row, piece in pieces:
+            row.tokens += piece
+        if self.runner.ragged_ok and len(pieces) > 1:
+            _, out = self.runner.ragged(None, [], [(row.cache, piece) for row, piece in pieces],
+                                        logits)
+            return out
+        outs = [self.runner.prefill(row.cache, piece, logits=want)
+                for (row, piece), want in zip(pieces, logits, strict=True)]
+        wanted = [o for o in outs if o is not None]
+        return mx.concatenate(wanted) if wanted else None
+
+    def likely(self, seq: Any) -> bool:
+        """A draft model always has drafts (whether they pay is the policy's question)."""
+        return True
+
+    def forget(self, seq: Any) -> None:
+        """The row ended: its draft KV is freed."""
+        self.rows.pop(seq.request_id, None)
+
+
+def _shared(a: list[int], b: list[int], most: int) -> int:
+    """The length of the common prefix of `a` and `b`, at most `most`."""
+    n = min(len(a), len(b), most)
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def vocab_of(tokenizer: Any) -> dict[str, int]:
+    """A tokenizer's token strings and ids (mlx-lm's TokenizerWrapper or a Hugging Face one)."""
+    return dict(tokenizer.get_vocab())
+
+
+def check_same_tokenizer(path: str, target: Mapping[str, int], draft: Mapping[str, int]) -> None:
+    """ModelLoadError unless the draft model's tokenizer has the target's tokens and ids."""
+    if target == draft:
+        return
+    if len(target) != len(draft):
+        why = f"{len(draft)} tokens against the model's {len(target)}"
+    else:
+        by_id = {i: t for t, i in target.items()}
+        token, i = next((t, i) for t, i in sorted(draft.items(), key=lambda x: x[1])
+                        if by_id.get(i) != t)
+        why = f"token {i} is {token!r} there, {by_id.get(i)!r} in the model"
+    raise ModelLoadError(f"draft model {path}: its tokenizer differs from the model's ({why}); "
+                         "a draft model must use the same tokenizer")
+
+
+def load_draft(path: str, tokenizer: Any, cpu: CpuOptions | None = None,
+               fast_cpu_kernels: bool = True) -> DraftModel:
+    """The draft model at `path` (anything engine.loader's load_model takes), checked to
+    share `tokenizer`; ModelLoadError naming the path and the reason otherwise."""
+    from .loader import load_model
+
+    try:
+        loaded = load_model(path, cpu=cpu)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"draft model {path}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - any reason: one line naming it, no traceback
+        raise ModelLoadError(f"draft model {path}: {type(exc).__name__}: {exc}") from exc
+    target = vocab_of(tokenizer)
+    check_same_tokenizer(path, target, vocab_of(loaded.tokenizer))
+    if not can_trim_prompt_cache(kv.new_cache(loaded.model)):
+        raise ModelLoadError(f"draft model {path}: its KV cache cannot be rolled back "
+                             "(a sliding-window or recurrent model); pick another draft model")
+    return DraftModel(loaded.model, loaded.context_length, max(target.values()) + 1, cpu=cpu,
+                      fast_cpu_kernels=fast_cpu_kernels, description=loaded.description)
