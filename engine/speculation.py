@@ -107,6 +107,11 @@ class RowSpec:
     hits: float = 2.0
     trials: float = 3.0
     rest: int = 0  # steps left before it drafts again
+    # after a rest the costs said to take: its next drafts are checked whatever the costs
+    # say (one or two tokens), so a position's cost is measured again: one slow tick must
+    # not turn drafting off for good
+    probe: bool = False
+    gated: int = 0  # rests in a row the costs said to take (each rest twice the last)
     misses: int = 0  # consecutive checks that accepted nothing
     checks: int = 0  # verification steps it took part in
 
@@ -228,16 +233,21 @@ class Speculation:
                        context_length - seq.num_tokens - 1)
             if room <= 0:
                 continue
-            if plain is not None and position is not None:
+            if spec.probe:
+                spec.probe = False
+                room = min(room, 2)
+            elif plain is not None and position is not None:
                 # the j-th draft is worth its position when p^j x a row's share of a step
                 # (the time one token of it costs the batch) exceeds the position's cost
                 best = _best_length(spec.acceptance, plain / rows, position)
                 if best == 0:
-                    # not worth it now: rest, then check one or two drafts again (its
-                    # acceptance, or the costs, may have changed)
-                    spec.rest, spec.k = self.probe_every, min(2, self.max_drafts)
-                    spec.hits, spec.trials = spec.hits + 1.0, spec.trials + 1.0
+                    # not worth it now: rest, then check one or two drafts anyway (its
+                    # acceptance, or the costs, may have changed), less often each time
+                    spec.rest = self.probe_every << min(spec.gated, 4)
+                    spec.k, spec.probe = min(2, self.max_drafts), True
+                    spec.gated += 1
                     continue
+                spec.gated = 0
                 room = min(room, best)
             wanted.append((i, room))
         if not wanted:

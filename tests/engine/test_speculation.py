@@ -310,3 +310,32 @@ def test_without_speculation_a_step_gives_one_token(qtiny) -> None:
     _, stats, engine = run(qtiny, "off", [copy_prompt(90)], [greedy(20)])
     assert stats[0].decode_steps == 19 and stats[0].tokens_per_step == 1.0
     assert engine.stats().tokens_per_step == 1.0 and engine.stats().acceptance_rate is None
+
+
+def test_one_slow_check_does_not_turn_drafting_off_for_good() -> None:
+    """Costs that say a drafted position is not worth it make a row rest; after its rest
+    it checks one or two drafts whatever the costs say, so the position's cost is measured
+    again (rests doubling while the costs keep saying no)."""
+    spec = Speculation("ngram")
+    spec.costs.observe_plain(1, 0.010)
+    spec.costs.position_s = 0.050  # one hiccup: a position "cost" 5 steps
+
+    class Row:
+        prompt_tokens = [7, 8, 9, 7, 8]
+        num_prompt_tokens = 5
+        output_tokens: list[int] = []
+        matcher = None
+        params = SamplingParams(max_tokens=100)
+        spec = None
+        is_finished = False
+        num_output_tokens = 0
+        num_tokens = 5
+
+    row = Row()
+    assert spec.plan([row], 1000) == {}
+    first_rest = row.spec.rest
+    assert first_rest > 0
+    for _ in range(first_rest):
+        assert spec.plan([row], 1000) == {}
+    assert spec.plan([row], 1000) == {0: [9, 7]}  # the probe, despite the costs
+    assert spec.plan([row], 1000) == {} and row.spec.rest == 2 * first_rest
