@@ -50,28 +50,28 @@ def test_accept_drawn_takes_matches_and_the_first_difference() -> None:
     assert accept_drawn([], [4]) == [4]
 
 
+class RowLike:
+    """What Speculation.plan reads of a decoding row, without an engine."""
+
+    def __init__(self, prompt: list[int], max_tokens: int = 100) -> None:
+        self.prompt_tokens, self.num_prompt_tokens = prompt, len(prompt)
+        self.output_tokens: list[int] = []
+        self.matcher, self.spec, self.is_finished = None, None, False
+        self.params = SamplingParams(max_tokens=max_tokens)
+        self.drafted = self.accepted_drafts = 0
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_tokens)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prompt_tokens + len(self.output_tokens)
+
+
 def test_a_row_whose_drafts_fail_rests_and_comes_back() -> None:
     spec = Speculation("ngram", max_drafts=8)
-
-    class Row:
-        prompt_tokens = [1, 2, 3, 1, 2]
-        num_prompt_tokens = 5
-        output_tokens: list[int] = []
-        matcher = None
-        params = SamplingParams(max_tokens=100)
-        spec = None
-        is_finished = False
-        drafted = accepted_drafts = 0
-
-        @property
-        def num_output_tokens(self) -> int:
-            return 0
-
-        @property
-        def num_tokens(self) -> int:
-            return 5
-
-    row = Row()
+    row = RowLike([1, 2, 3, 1, 2])
     assert spec.plan([row], 1000) == {0: [3, 1, 2]}
     for _ in range(4):
         spec.checked(row, [3, 1, 2], 0)
@@ -87,24 +87,12 @@ def test_costs_decide_the_draft_length() -> None:
     spec.costs.observe_plain(16, 0.048)  # a row's share: 3 ms
     spec.costs.observe_checked(16, 10, 0.048 + 10 * 0.004)  # a drafted position: 4 ms
     assert spec.costs.position_s == pytest.approx(0.004)
-
-    class Row:
-        prompt_tokens = [7, 8, 9, 7, 8]
-        num_prompt_tokens = 5
-        output_tokens: list[int] = []
-        matcher = None
-        params = SamplingParams(max_tokens=100)
-        spec = None
-        is_finished = False
-        num_output_tokens = 0
-        num_tokens = 5
-
-    rows = [Row() for _ in range(16)]
+    rows = [RowLike([7, 8, 9, 7, 8]) for _ in range(16)]
     assert spec.plan(rows, 1000) == {}  # a position costs more than a row's token is worth
     assert all(r.spec.rest > 0 for r in rows)  # they rest, then check a draft or two again
     spec.costs.observe_plain(1, 0.010)  # alone, a step is 10 ms: drafting pays
     spec.costs.position_s = 0.001
-    assert spec.plan([Row()], 1000) == {0: [9, 7, 8]}
+    assert spec.plan([RowLike([7, 8, 9, 7, 8])], 1000) == {0: [9, 7, 8]}
 
 
 # -- exactness -----------------------------------------------------------------------------
@@ -289,15 +277,7 @@ def test_only_a_copying_row_gives_up_running_ahead() -> None:
     copying: its text ends in an n-gram seen before. With nothing to draft, speculation
     costs a row nothing."""
     spec = Speculation("ngram")
-
-    class Row:
-        def __init__(self, prompt: list[int]) -> None:
-            self.prompt_tokens, self.num_prompt_tokens = prompt, len(prompt)
-            self.output_tokens: list[int] = []
-            self.matcher, self.spec = None, None
-            self.params = SamplingParams(max_tokens=10)
-
-    copying, fresh = Row(copy_prompt(80)), Row(list(range(1, 60)))
+    copying, fresh = RowLike(copy_prompt(80), 10), RowLike(list(range(1, 60)), 10)
     assert spec.wants_to_draft(copying)
     assert not spec.wants_to_draft(fresh)
     fresh.output_tokens += [1, 2]  # its output now repeats its start
@@ -319,19 +299,7 @@ def test_one_slow_check_does_not_turn_drafting_off_for_good() -> None:
     spec = Speculation("ngram")
     spec.costs.observe_plain(1, 0.010)
     spec.costs.position_s = 0.050  # one hiccup: a position "cost" 5 steps
-
-    class Row:
-        prompt_tokens = [7, 8, 9, 7, 8]
-        num_prompt_tokens = 5
-        output_tokens: list[int] = []
-        matcher = None
-        params = SamplingParams(max_tokens=100)
-        spec = None
-        is_finished = False
-        num_output_tokens = 0
-        num_tokens = 5
-
-    row = Row()
+    row = RowLike([7, 8, 9, 7, 8])
     assert spec.plan([row], 1000) == {}
     first_rest = row.spec.rest
     assert first_rest > 0

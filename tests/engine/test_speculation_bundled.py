@@ -5,26 +5,13 @@ and four at once, and most drafts are accepted."""
 
 import pytest
 
+from bench.speculative import CODE as CODE_SNIPPETS
 from engine import Engine, EngineConfig, SamplingParams
 from tests.engine.conftest import run_to_end
 
 pytestmark = pytest.mark.bundled
 
-CODE = '''def merge_sorted(a, b):
-    """Merge two sorted lists into one sorted list."""
-    out = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        if a[i] <= b[j]:
-            out.append(a[i])
-            i += 1
-        else:
-            out.append(b[j])
-            j += 1
-    out.extend(a[i:])
-    out.extend(b[j:])
-    return out
-'''
+CODE = CODE_SNIPPETS[0]  # the benchmark's first piece of code (merge_sorted)
 ASKS = ["Repeat this code exactly, in a code block:\n\n",
         "Add type hints to this function and show the whole function:\n\n",
         "Rename the variable out to merged and show the code:\n\n",
