@@ -39,7 +39,7 @@ async def chat(source: str, params: SamplingParams, system: str | None = None,
                 print(event.text, end="", flush=True)
             s = stream.stats
             drafts = (f", drafts {s.acceptance:.0%} accepted, {s.tokens_per_step:.1f} "
-                      f"tokens/step" if s.acceptance is not None and s.tokens_per_step else "")
+                      f"tokens per step" if s.acceptance is not None and s.tokens_per_step else "")
             print(f"\n[{s.generated_tokens} tokens, {s.tokens_per_s:.1f} tok/s, "
                   f"first token {s.ttft_s or 0:.2f} s{drafts}, {s.finish_reason}]")
             history.append({"role": "assistant", "content": stream.text})

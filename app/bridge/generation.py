@@ -30,13 +30,13 @@ class ReplyStats:
 
     @property
     def drafts(self) -> str:
-        """"drafts 74 % accepted · 2.3 tokens/step" ("" when the reply drafted nothing)."""
+        """"drafts 74% accepted · 2.3 tokens per step" ("" when the reply drafted nothing)."""
         if not 0 <= self.accepted_tokens <= self.drafted_tokens or not self.drafted_tokens:
             return ""  # nothing drafted (or numbers from a hand-edited import)
-        text = f"drafts {100 * self.accepted_tokens / self.drafted_tokens:.0f} % accepted"
+        text = f"drafts {100 * self.accepted_tokens / self.drafted_tokens:.0f}% accepted"
         if self.decode_steps > 0 and self.generated_tokens > 1:
             # the first token came from the prompt's pass, not a decode step
-            text += f" · {(self.generated_tokens - 1) / self.decode_steps:.1f} tokens/step"
+            text += f" · {(self.generated_tokens - 1) / self.decode_steps:.1f} tokens per step"
         return text
 
     def summary(self) -> str:

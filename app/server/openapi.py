@@ -171,7 +171,10 @@ def _obj(properties: dict[str, Any]) -> dict[str, Any]:
 INT, STR = {"type": "integer"}, {"type": "string"}
 BYTES = {"type": "array", "items": INT}
 USAGE = _obj({"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT,
-              "prompt_tokens_details": _obj({"cached_tokens": INT})})
+              "prompt_tokens_details": _obj({"cached_tokens": INT}),
+              # speculative decoding's drafts: accepted ones are in the completion
+              "completion_tokens_details": _obj({"accepted_prediction_tokens": INT,
+                                                 "rejected_prediction_tokens": INT})})
 LOGPROB = {"type": "number", "minimum": LOGPROB_FLOOR}  # minus infinity is sent as the floor
 CHAT_LOGPROBS = _obj({"content": {"type": "array", "items": _obj({
     "token": STR, "logprob": LOGPROB, "bytes": BYTES,

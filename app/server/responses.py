@@ -42,14 +42,20 @@ def usage(stats: Sequence[RequestStats | None]) -> dict[str, Any]:
     """One request's usage over its choices' engine stats: the prompt counted once (every
     choice reads the same one; its cached tokens are the first choice's, which read it),
     the completion tokens of every choice. A choice without stats (cut short by another's
-    failure) counts nothing."""
+    failure) counts nothing. Speculative decoding's drafts are OpenAI's prediction tokens
+    (the server's own predictions here): accepted ones are part of the completion, rejected
+    ones are not, and neither costs anything."""
     first = next((s for s in stats if s is not None), None)
     prompt = first.prompt_tokens if first else 0
     cached = first.cached_tokens if first else 0
     done = sum(s.generated_tokens for s in stats if s is not None)
+    drafted = sum(s.drafted_tokens for s in stats if s is not None)
+    accepted = sum(s.accepted_tokens for s in stats if s is not None)
     return {"prompt_tokens": prompt, "completion_tokens": done,
             "total_tokens": prompt + done,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": {"accepted_prediction_tokens": accepted,
+                                          "rejected_prediction_tokens": drafted - accepted}}
 
 
 def full(replies: Sequence[Reply], stats: Sequence[RequestStats | None]) -> dict[str, Any]:

@@ -108,4 +108,4 @@ def test_the_terminal_chat_drafts_and_says_so(tmp_path: Path) -> None:
                             env=os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data")},
                             input="Repeat this code exactly: " + code.replace("\n", " ") + "\n")
     assert result.returncode == 0, result.stderr
-    assert "% accepted" in result.stdout and "tokens/step" in result.stdout, result.stdout
+    assert "% accepted" in result.stdout and "tokens per step" in result.stdout, result.stdout

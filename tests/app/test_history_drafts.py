@@ -14,6 +14,7 @@ from app.conversation import Conversation
 from app.history.sync import HistorySync
 from app.storage import Store
 from engine import Engine, EngineConfig
+from tests.engine.conftest import drafting_pays
 
 from .history_sync_helpers import FAST, read_back, tiny, wait_until
 
@@ -22,10 +23,10 @@ from .history_sync_helpers import FAST, read_back, tiny, wait_until
 async def bridge():
     t = tiny()
     b = EngineBridge()
-    await b.use_engine(Engine(t.model, t.tokenizer, eos_token_ids=[],
-                              context_length=t.context_length,
-                              config=EngineConfig(max_concurrent=4, speculative="ngram")),
-                       "tiny")
+    engine = Engine(t.model, t.tokenizer, eos_token_ids=[], context_length=t.context_length,
+                    config=EngineConfig(max_concurrent=4, speculative="ngram"))
+    # (its rows draft whatever a drafted position costs on the tiny model)
+    await b.use_engine(drafting_pays(engine), "tiny")
     yield b
     await b.shutdown(timeout=2.0)
 
@@ -43,8 +44,8 @@ async def test_a_drafted_reply_keeps_its_figures_across_a_restart(bridge, tmp_pa
     assert (shown.drafted_tokens, shown.accepted_tokens, shown.decode_steps) == (
         engine.drafted_tokens, engine.accepted_tokens, engine.decode_steps)
     assert shown.drafts in shown.summary()
-    assert shown.drafts.startswith(f"drafts {100 * engine.acceptance:.0f} % accepted · "
-                                   f"{engine.tokens_per_step:.1f} tokens/step")
+    assert shown.drafts.startswith(f"drafts {100 * engine.acceptance:.0f}% accepted · "
+                                   f"{engine.tokens_per_step:.1f} tokens per step")
 
     _, rows = read_back(db, conv.session_id)
     assert (rows[1].stats["drafted_tokens"], rows[1].stats["accepted_tokens"],
@@ -78,6 +79,6 @@ async def test_a_reply_that_drafted_nothing_says_nothing_of_drafts(tmp_path: Pat
         await wait_until(lambda: not conv.is_busy)
         stats = conv.messages[-1].stats
         assert stats.drafted_tokens == 0 and stats.drafts == ""
-        assert "drafts" not in stats.summary() and "tokens/step" not in stats.summary()
+        assert "drafts" not in stats.summary() and "tokens per step" not in stats.summary()
     finally:
         await plain.shutdown(timeout=2.0)

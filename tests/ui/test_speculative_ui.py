@@ -38,8 +38,8 @@ def test_a_drafted_reply_and_the_stats_panel_show_the_acceptance(drafting_window
     spin(loop, 0.05)
     engine = tab.conversation.generations[-1].stream.stats
     assert engine.drafted_tokens > 0
-    words = (f"drafts {100 * engine.acceptance:.0f} % accepted · "
-             f"{engine.tokens_per_step:.1f} tokens/step")
+    words = (f"drafts {100 * engine.acceptance:.0f}% accepted · "
+             f"{engine.tokens_per_step:.1f} tokens per step")
     shown = [w.text() for w in tab.findChildren(QLabel, "statsLabel")]
     assert words in shown[-1], shown
 

@@ -75,6 +75,13 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ("memory", "memory", "MLX active memory"),
         ("peak_memory", "peak memory", "MLX peak memory"),
     )),
+    ("Speculative decoding", (
+        ("spec_mode", "mode", "Chat → Speculative decoding; applies when a model loads"),
+        ("acceptance", "drafts accepted", ACCEPT_TIP),
+        ("tokens_per_step", "tokens / step", STEP_TIP),
+        ("drafted", "accepted / drafted", "draft tokens accepted, of those checked, since "
+                                          "the engine started"),
+    )),
     ("Latency (p50 / p90 / p99)", (
         ("ttft", "TTFT", TTFT_TIP),
         ("itl", "ITL", ITL_TIP),
@@ -92,17 +99,10 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
                                "used) to make room for running requests"),
         ("disk", "on disk", DISK_TIP),
     )),
-    ("Speculative decoding", (
-        ("spec_mode", "mode", "Chat → Speculative decoding; applies when a model loads"),
-        ("acceptance", "drafts accepted", ACCEPT_TIP),
-        ("tokens_per_step", "tokens / step", STEP_TIP),
-        ("drafted", "accepted / drafted", "draft tokens accepted, of those checked, since "
-                                          "the engine started"),
-    )),
 )
 DOCK_MIN_WIDTH = 200  # narrow enough for chat (480) + settings panel + dock in 900 px
 # Groups sharing a column, top to bottom (the others have a column each).
-STACKED = ("Latency (p50 / p90 / p99)", "Conversation memory", "Speculative decoding")
+STACKED = ("Speculative decoding", "Latency (p50 / p90 / p99)", "Conversation memory")
 
 
 def _ms(seconds: float) -> str:
