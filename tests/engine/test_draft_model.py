@@ -300,3 +300,25 @@ def test_a_draft_pass_that_fails_leaves_the_replies_as_they_are(qtiny, own_draft
     assert [list(s.tokens) for s in streams] == off
     assert all(s.error is None for s in streams)
     assert len(calls) >= 5 and sum(s.stats.accepted_tokens for s in streams) > 0
+
+
+def test_a_rows_draft_kv_holds_its_text_then_its_unchecked_drafts(qtiny, own_draft) -> None:
+    """After every step each drafting row's draft KV holds exactly its tokens list (the
+    cache offset), which is the row's text up to what it was last fed, then drafts; a
+    seeded row's refused drafts are rolled back before the next ones."""
+    engine = drafting_engine(qtiny, own_draft)
+    streams = [engine.submit(prompt_tokens=open_prompt(70 + i), params=p)
+               for i, p in enumerate([greedy(60), seeded(7, 60)])]
+    source = draft_source(engine)
+    rolled = 0
+    while engine.has_work():
+        before = {rid: len(row.tokens) for rid, row in source.rows.items()}
+        engine.step()
+        for rid, row in source.rows.items():
+            seq = engine._core.by_id[rid]
+            text = seq.prompt_tokens + seq.output_tokens
+            assert all(layer.offset == len(row.tokens) for layer in row.cache)
+            assert row.tokens[:row.known] == text[:row.known]
+            rolled += before.get(rid, 0) > row.known
+    assert rolled > 0  # some drafts were refused and taken back
+    assert all(s.finish_reason == "length" for s in streams)
