@@ -34,6 +34,9 @@ class DraftRow:
 
     cache: kv.LayerCaches
     tokens: list[int] = field(default_factory=list)
+    # how many leading tokens are known to be the row's own text (what it had when last
+    # fed: a row's text only grows), so the rollback compares only the drafts after them
+    known: int = 0
 
 
 class DraftModel:
@@ -65,7 +68,7 @@ class DraftModel:
             if row is None:
                 row = self.rows[seq.request_id] = DraftRow(kv.new_cache(self.runner.model))
             # roll back to what the row and its draft KV still share (drafts it refused go)
-            same = _shared(row.tokens, text, len(text) - 1)
+            same = _shared(row.tokens, text, len(text) - 1, start=min(row.known, len(text) - 1))
             if same < len(row.tokens):
                 for layer in row.cache:
                     layer.trim(len(row.tokens) - same)
@@ -74,6 +77,7 @@ class DraftModel:
             if len(pending) > self.chunk:  # a long prompt: read a chunk a step, no drafts
                 k = 0
                 pending = pending[:self.chunk]
+            row.known = same + len(pending)
             feeds.append((i, row, pending, k))
         # the first pass catches each row up and gives its first draft; then one pass per
         # further draft, over the rows that still want more
@@ -118,10 +122,11 @@ class DraftModel:
         self.rows.pop(seq.request_id, None)
 
 
-def _shared(a: list[int], b: list[int], most: int) -> int:
-    """The length of the common prefix of `a` and `b`, at most `most`."""
+def _shared(a: list[int], b: list[int], most: int, start: int = 0) -> int:
+    """The length of the common prefix of `a` and `b`, at most `most`, given that their
+    first `start` tokens are the same."""
     n = min(len(a), len(b), most)
-    for i in range(n):
+    for i in range(min(start, n), n):
         if a[i] != b[i]:
             return i
     return n

@@ -49,8 +49,10 @@ def drafting_engine(qtiny, speculative: str, **config):
 
 
 def run(qtiny, speculative: str, prompts: list[list[int]], params: list[SamplingParams],
-        stagger: bool = False, **config):
+        stagger: bool = False, row_by_row: bool = False, **config):
     engine = drafting_engine(qtiny, speculative, **config)
+    if row_by_row:  # the draft passes one row at a time (a runner without ragged passes)
+        draft_source(engine).runner._ragged_model = False
     streams = []
     for p, sp in zip(prompts, params, strict=True):
         streams.append(engine.submit(prompt_tokens=p, params=sp))
@@ -99,20 +101,26 @@ def test_seeded_and_penalised_alone_give_the_same_tokens(qtiny, own_draft) -> No
         assert stats[0].drafted_tokens > 0 and stats[0].accepted_tokens > 0
 
 
-@pytest.mark.parametrize("stagger", [False, True])
-def test_in_a_batch_the_draft_model_gives_the_same_tokens(qtiny, own_draft, stagger) -> None:
+@pytest.mark.parametrize(("stagger", "row_by_row"), [(False, False), (True, False),
+                                                    (True, True)])
+def test_in_a_batch_the_draft_model_gives_the_same_tokens(qtiny, own_draft, stagger,
+                                                          row_by_row) -> None:
     """Eight rows (greedy and seeded), together or joining while others decode and draft,
-    each equal to its run alone without speculation."""
+    each equal to its run alone without speculation; the draft passes shared by the rows
+    (a ragged pass) or one row at a time."""
     prompts = [open_prompt(20 + i, length=8 + 3 * i) for i in range(8)]
     params = [greedy() if i % 2 else seeded(100 + i) for i in range(8)]
     alone = [run(qtiny, "off", [p], [sp])[0][0] for p, sp in zip(prompts, params, strict=True)]
-    together, stats, engine = run(qtiny, own_draft, prompts, params, stagger=stagger)
+    together, stats, engine = run(qtiny, own_draft, prompts, params, stagger=stagger,
+                                  row_by_row=row_by_row)
+    source = draft_source(engine)
+    assert source.runner.ragged_ok is not row_by_row
     assert together == alone
     greedy_stats = [s for s, sp in zip(stats, params, strict=True) if sp.temperature == 0]
     assert sum(s.accepted_tokens for s in greedy_stats) > 0.9 * sum(
         s.drafted_tokens for s in greedy_stats) > 0
     assert engine.stats().drafted_tokens == sum(s.drafted_tokens for s in stats)
-    assert draft_source(engine).rows == {}
+    assert source.rows == {}
 
 
 def test_a_long_prompt_is_read_in_chunks_then_drafts(qtiny, own_draft) -> None:
@@ -300,3 +308,25 @@ def test_a_draft_pass_that_fails_leaves_the_replies_as_they_are(qtiny, own_draft
     assert [list(s.tokens) for s in streams] == off
     assert all(s.error is None for s in streams)
     assert len(calls) >= 5 and sum(s.stats.accepted_tokens for s in streams) > 0
+
+
+def test_a_rows_draft_kv_holds_its_text_then_its_unchecked_drafts(qtiny, own_draft) -> None:
+    """After every step each drafting row's draft KV holds exactly its tokens list (the
+    cache offset), which is the row's text up to what it was last fed, then drafts; a
+    seeded row's refused drafts are rolled back before the next ones."""
+    engine = drafting_engine(qtiny, own_draft)
+    streams = [engine.submit(prompt_tokens=open_prompt(70 + i), params=p)
+               for i, p in enumerate([greedy(60), seeded(7, 60)])]
+    source = draft_source(engine)
+    rolled = 0
+    while engine.has_work():
+        before = {rid: len(row.tokens) for rid, row in source.rows.items()}
+        engine.step()
+        for rid, row in source.rows.items():
+            seq = engine._core.by_id[rid]
+            text = seq.prompt_tokens + seq.output_tokens
+            assert all(layer.offset == len(row.tokens) for layer in row.cache)
+            assert row.tokens[:row.known] == text[:row.known]
+            rolled += before.get(rid, 0) > row.known
+    assert rolled > 0  # some drafts were refused and taken back
+    assert all(s.finish_reason == "length" for s in streams)

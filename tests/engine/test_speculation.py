@@ -16,7 +16,7 @@ import pytest
 from engine import SamplingParams
 from engine.drafting import NgramDrafter
 from engine.speculation import Speculation, accept_drawn
-from tests.engine.conftest import engine_on, native_quantized_tiny, run_to_end
+from tests.engine.conftest import drafting_pays, engine_on, native_quantized_tiny, run_to_end
 
 # -- the drafter and the acceptance rule -------------------------------------------------
 
@@ -114,7 +114,7 @@ def copy_prompt(seed: int, length: int = 24, repeats: int = 3) -> list[int]:
 
 def run(qtiny, speculative: str, prompts: list[list[int]], params: list[SamplingParams],
         stagger: bool = False, **config):
-    engine = engine_on(qtiny, speculative=speculative, **config)
+    engine = drafting_pays(engine_on(qtiny, speculative=speculative, **config))
     streams = []
     for p, sp in zip(prompts, params, strict=True):
         streams.append(engine.submit(prompt_tokens=p, params=sp))
@@ -220,8 +220,8 @@ def test_a_lone_row_drafts_beside_a_prompt_prefilled_in_chunks(qtiny) -> None:
     long_prompt = [random.Random(2).randrange(256) for _ in range(120)]
 
     def answers(speculative: str):
-        engine = engine_on(qtiny, speculative=speculative, prefill_burst=8,
-                           whole_prompt_tokens=0)
+        engine = drafting_pays(engine_on(qtiny, speculative=speculative, prefill_burst=8,
+                                         whole_prompt_tokens=0))
         a = engine.submit(prompt_tokens=copy_prompt(3), params=greedy(60))
         for _ in range(6):
             engine.step()
@@ -247,7 +247,8 @@ def test_sampled_replies_have_the_same_distribution(qtiny) -> None:
     params = SamplingParams(max_tokens=length, temperature=1.0, top_k=2)
     samples, stats = {}, {}
     for mode in ("off", "ngram"):
-        engine = engine_on(qtiny, speculative=mode, max_concurrent=64, max_queue=n)
+        engine = drafting_pays(engine_on(qtiny, speculative=mode, max_concurrent=64,
+                                         max_queue=n))
         streams = [engine.submit(prompt_tokens=prompt, params=params) for _ in range(n)]
         run_to_end(engine)
         samples[mode] = [list(s.tokens) for s in streams]
