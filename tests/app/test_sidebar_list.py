@@ -122,7 +122,9 @@ def test_open_chats_bring_their_live_title_and_last_message(tmp_path: Path) -> N
     loaded = convert.conversation(sync.store.reader.load_session(session.id), None)  # type: ignore[arg-type]
     loaded.title = "Renamed, not saved yet"
     empty = Conversation(None)  # type: ignore[arg-type]  # a new tab: not listed
-    later = NOW + timedelta(minutes=5)
+    # after the messages were saved (with the real clock): a fixed time here failed from
+    # 15:05 on the day it was written
+    later = datetime.now(UTC) + timedelta(minutes=5)
     chats = ChatList(sync, lambda: [loaded, empty], clock=lambda: later)
     chats.refresh()
     [r] = chats.rows()
