@@ -4,12 +4,12 @@ the app's setting all read it here; the engine gets it as EngineConfig.speculati
 
 from __future__ import annotations
 
-OFF, NGRAM, DRAFT_PREFIX = "off", "ngram", "draft:"
+from engine.public import DRAFT_PREFIX
+
+OFF, NGRAM = "off", "ngram"
 # The one default, everywhere (serve, --cli, a new settings file): set from the benchmark
 # (bench/speculative.py, docs/performance.md).
 DEFAULT = NGRAM
-# Whether this build's engine takes "draft:PATH" (a draft model beside the target).
-DRAFT_MODELS = True
 
 LABELS = {OFF: "Off", NGRAM: "N-gram (prompt lookup)"}
 
@@ -21,9 +21,6 @@ def check(value: str) -> str:
         return text
     if isinstance(text, str) and text.startswith(DRAFT_PREFIX):
         path = text[len(DRAFT_PREFIX):].strip()
-        if not DRAFT_MODELS:
-            raise ValueError("a draft model (draft:PATH) is not available in this build; "
-                             "use 'off' or 'ngram'")
         if not path:
             raise ValueError("draft: needs the draft model's path, e.g. draft:/models/small")
         return DRAFT_PREFIX + path

@@ -207,9 +207,8 @@ class EngineCore:
         if tick.rows:
             # drafts were planned for the rows before the prefill passes: only a lone row
             # that was already decoding checks them here (engine/speculation.py)
-            lone = (self.batch.seqs[0] if drafts and not self.batch.is_batched
-                    and len(self.batch) == 1 and 0 in drafts else None)
-            if lone is not None and lone.status is Status.DECODING and not lone.is_finished:
+            lone = self.batch.seqs[0]  # (unbatched: the one row)
+            if 0 in drafts and not self.batch.is_batched and lone.status is Status.DECODING:
                 yield self._run_checked_alone(tick, lone, drafts[0])
             else:
                 tick.drafted = 0

@@ -26,6 +26,7 @@ from .loader.errors import ModelLoadError
 from .loader.support import ggml_type_name, gguf_unsupported, mlx_lm_unsupported
 from .sampling_params import SamplingParams
 from .sequence import Priority
+from .speculation import DRAFT_PREFIX
 from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
 from .stream import EventStream, RequestStream
 from .text_check import lone_surrogate, repair_text
@@ -33,6 +34,7 @@ from .token_event import TokenEvent
 from .units import format_bytes
 
 __all__ = [
+    "DRAFT_PREFIX",
     "BUNDLED_FILENAME",
     "CpuOptions",
     "CpuOptionsError",

@@ -113,7 +113,6 @@ class RowSpec:
     probe: bool = False
     gated: int = 0  # rests in a row the costs said to take (each rest twice the last)
     misses: int = 0  # consecutive checks that accepted nothing
-    checks: int = 0  # verification steps it took part in
 
     @property
     def acceptance(self) -> float:
@@ -138,7 +137,7 @@ class StepCosts:
         return rows not in self.plain_s or self.checked_since.get(rows, 0) >= self.refresh_every
 
     def plain(self, rows: int) -> float | None:
-        """A plain decode tick's time at `rows` rows (the nearest measured count, scaled)."""
+        """A plain decode tick's time at `rows` rows (else at the nearest measured count)."""
         if rows in self.plain_s:
             return self.plain_s[rows]
         if not self.plain_s:
@@ -180,17 +179,12 @@ class Speculation:
         # engine-wide counters (/metrics, the stats panel)
         self.drafted = 0
         self.accepted = 0
-        self.checks = 0
-
-    @property
-    def on(self) -> bool:
-        return self.mode != "off"
 
     # -- rows ---------------------------------------------------------------------------
     def eligible(self, seq: Any) -> bool:
-        """Whether a row may draft at all: speculation on, no grammar (its matcher takes one
-        token at a time) and no log-probabilities asked (read per position as they come)."""
-        return self.on and seq.matcher is None and seq.params.logprobs is None
+        """Whether a row may draft at all: no grammar (its matcher takes one token at a
+        time) and no log-probabilities asked (read per position as they come)."""
+        return seq.matcher is None and seq.params.logprobs is None
 
     def row(self, seq: Any) -> RowSpec | None:
         """The row's drafting state, made at its first decode step (None: not eligible)."""
@@ -274,10 +268,8 @@ class Speculation:
         n = len(drafts)
         seq.drafted += n
         seq.accepted_drafts += taken
-        spec.checks += 1
         self.drafted += n
         self.accepted += taken
-        self.checks += 1
         spec.hits = _DECAY * spec.hits + taken
         spec.trials = _DECAY * spec.trials + taken + (taken < n)
         if taken == n:
@@ -291,9 +283,6 @@ class Speculation:
             spec.hits, spec.trials = 1.0, 2.0
             spec.misses = 0
             spec.k = min(2, self.max_drafts)
-
-    def counters(self) -> dict[str, int]:
-        return {"drafted": self.drafted, "accepted": self.accepted, "checks": self.checks}
 
 
 def _best_length(p: float, share_s: float, position_s: float) -> int:

@@ -15,8 +15,6 @@ from app.settings import Settings
 
 from . import file_dialogs
 
-NOT_IN_BUILD = "A draft model is not available in this build."
-
 
 class SpeculativeMenu(QMenu):
     """`actions` by choice ("off", "ngram", "draft"); `note` says what the engine runs now
@@ -43,9 +41,7 @@ class SpeculativeMenu(QMenu):
         off.triggered.connect(lambda: self.choose(spec.OFF))
         ngram.triggered.connect(lambda: self.choose(spec.NGRAM))
         draft.triggered.connect(self.choose_draft)
-        draft.setEnabled(spec.DRAFT_MODELS)
-        draft.setToolTip("A smaller model with the same tokenizer drafts for the loaded one."
-                         if spec.DRAFT_MODELS else NOT_IN_BUILD)
+        draft.setToolTip("A smaller model with the same tokenizer drafts for the loaded one.")
         self.setToolTipsVisible(True)
         self.addSeparator()
         self.note = self.addAction("")

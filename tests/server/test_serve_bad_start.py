@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from app.speculative import DRAFT_MODELS
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -101,7 +99,7 @@ def test_a_cut_copy_of_the_bundled_model_is_one_line_and_exit_1(tmp_path: Path) 
     (["--speculative", "fast"], "argument --speculative: speculative decoding must be "
                                 "'off', 'ngram' or 'draft:PATH', got 'fast'"),
     (["--speculative", "draft:"], "argument --speculative: draft: needs the draft model's "
-                                  "path" if DRAFT_MODELS else "not available in this build"),
+                                  "path"),
 ])
 def test_a_bad_option_is_a_usage_error_naming_it(tmp_path: Path, args: list[str],
                                                  words: str) -> None:
