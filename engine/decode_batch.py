@@ -240,6 +240,32 @@ class DecodeBatch:
         self.roll_back_ahead()
         return self.runner.verify(seq.cache, [seq.next_input] + list(drafts))
 
+    def can_verify_rows(self) -> bool:
+        """Whether the batch's rows can check drafts in a pass of their own (`verify_rows`):
+        its KV is slot rows (a GPU's batch, or a CPU's without the ragged pass)."""
+        return self.cache is not None and isinstance(self.cache[0], SlotKVCache)
+
+    def verify_rows(self, drafts: list[list[int]]) -> mx.array:
+        """Every row's input and its `drafts[row]` in one pass of (rows, 1 + the most drafts)
+        positions, shorter rows padded with their input: the logits after each row's input
+        and drafts, row after row (sum of 1 + len(drafts[row]), vocab), unevaluated. Each
+        row's cache then holds its input and drafts (the padding is taken back here, the
+        refused drafts by `take_back`)."""
+        self.roll_back_ahead()
+        kv.grow_ahead(self.cache)
+        width = 1 + max(map(len, drafts))
+        inputs, rows, positions = [], [], []
+        for row, (seq, row_drafts) in enumerate(zip(self.seqs, drafts, strict=True)):
+            pad = width - 1 - len(row_drafts)
+            inputs.append([seq.next_input] + list(row_drafts) + [seq.next_input] * pad)
+            rows += [row] * (1 + len(row_drafts))
+            positions += range(1 + len(row_drafts))
+        logits = self.runner.verify_rows(self.cache, inputs, rows, positions)
+        for row, row_drafts in enumerate(drafts):
+            if width - 1 - len(row_drafts):
+                self.take_back(row, width - 1 - len(row_drafts))
+        return logits
+
     def take_back(self, row: int, n: int) -> None:
         """Forget row `row`'s last `n` keys (its drafts that were refused)."""
         if self.cache is not None:

@@ -176,7 +176,8 @@ class EngineCore:
         tick.rows, tick.batched = len(self.batch), self.batch.is_batched
         drafts = self._plan_drafts(plan)
         tick.drafted = sum(len(d) for d in drafts.values())
-        if self._shares_pass(plan) or (drafts and self.batch.is_batched):
+        if self._shares_pass(plan) or (drafts and self.batch.is_batched
+                                       and self.runner.ragged_ok):
             t = time.perf_counter()
             ran = self._run_shared(plan.prefill, drafts)
             if ran is not None:  # else every cache is as it was: the passes run apart
@@ -205,11 +206,14 @@ class EngineCore:
             hand_over(self._take_events())  # first tokens do not wait for the rows' step
         t = time.perf_counter()
         if tick.rows:
-            # drafts were planned for the rows before the prefill passes: only a lone row
-            # that was already decoding checks them here (engine/speculation.py)
+            # drafts were planned for the rows before the prefill passes: a lone row that
+            # was already decoding checks them here, or a batch without the ragged pass
+            # in a tick without prefill (engine/speculation.py)
             lone = self.batch.seqs[0]  # (unbatched: the one row)
             if 0 in drafts and not self.batch.is_batched and lone.status is Status.DECODING:
                 yield self._run_checked_alone(tick, lone, drafts[0])
+            elif drafts and self._rows_verify_apart(plan):
+                yield self._run_checked_rows(tick, drafts)
             else:
                 tick.drafted = 0
                 yield self._run_decode(tick)
@@ -285,18 +289,29 @@ class EngineCore:
 
     # -- speculation (engine/speculation.py) -------------------------------------------------
     def _plan_drafts(self, plan: TickPlan) -> dict[int, list[int]]:
-        """This tick's drafts by decode row: none without speculation, with a step started
-        ahead (it is used as it is), or for a batch whose step cannot be a ragged pass (a
-        GPU's batch: not yet)."""
+        """This tick's drafts by decode row: none without speculation or with a step started
+        ahead (it is used as it is). A batch checks its drafts in the ragged pass (the CPU's
+        native kernels) or, without one, in a pass of its own where every row has as many
+        positions as the one with most drafts (a GPU's batch: `_run_checked_rows`)."""
         batch = self.batch
         if self.speculation is None or not len(batch) or batch.ahead is not None:
             return {}
+        uniform = False
         if batch.is_batched and not (self.runner.ragged_ok and batch.can_share_pass()):
-            return {}
+            if not self._rows_verify_apart(plan):
+                return {}
+            uniform = True
         if not batch.is_batched and plan.prefill and not self._shares_pass(plan):
             return {}  # the prefill passes run first; the lone row steps after them plainly
         return self.speculation.plan(batch.seqs, self.context_length,
-                                     can_measure=not plan.prefill)
+                                     can_measure=not plan.prefill, uniform=uniform)
+
+    def _rows_verify_apart(self, plan: TickPlan) -> bool:
+        """Whether this tick's batch checks drafts in a pass of its own: it cannot share the
+        ragged pass, its KV is slot rows, and no prefill pass runs before its step (the
+        prompts it finishes would join the batch first)."""
+        return (self.batch.is_batched and not self.runner.ragged_ok and not plan.prefill
+                and self.batch.can_verify_rows())
 
     def _checked(self, seqs: list[Sequence], drafts: dict[int, list[int]],
                  logits: mx.array) -> PassResult:
@@ -334,6 +349,22 @@ class EngineCore:
             result = self._checked([seq], {0: drafts}, logits)
         except Exception as exc:  # noqa: BLE001 - the row fails, the engine goes on
             result = PassResult.failed([seq], exc)
+        tick.forward_s = time.perf_counter() - t
+        return result
+
+    def _run_checked_rows(self, tick: Tick, drafts: dict[int, list[int]]) -> PassResult:
+        """A batch's inputs and drafts in one pass of its own, rows padded to the most
+        drafts (`DecodeBatch.verify_rows`); every computed position counts as drafted (the
+        padding costs as much as a draft, and the costs learn what a position costs)."""
+        t = time.perf_counter()
+        seqs = list(self.batch.seqs)
+        row_drafts = [drafts.get(i, []) for i in range(len(seqs))]
+        tick.drafted = len(seqs) * max(map(len, row_drafts))
+        try:
+            logits = self.batch.verify_rows(row_drafts)
+            result = self._checked(seqs, drafts, logits)
+        except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
+            result = PassResult.failed(seqs, exc)
         tick.forward_s = time.perf_counter() - t
         return result
 

@@ -180,6 +180,14 @@ class ModelRunner:
         return self._forward(mx.array(tokens)[None], cache, list(range(len(tokens))),
                              [0] * len(tokens))
 
+    def verify_rows(self, cache: LayerCaches, inputs: list[list[int]], rows: list[int],
+                    positions: list[int]) -> mx.array:
+        """A batch's rows, each its input and drafts (padded to one width), in one pass
+        (engine/speculation.py, where rows cannot share a ragged pass): the logits at
+        (rows[j], positions[j]) for each j, not yet evaluated; `cache` then holds every
+        position written (the caller takes back the padding and the refused drafts)."""
+        return self._forward(mx.array(inputs), cache, positions, rows)
+
     def decode(self, cache: LayerCaches, tokens: list[int] | mx.array) -> mx.array:
         """One step for every row of `cache`: logits of shape (rows, vocab), not yet evaluated.
 

@@ -203,13 +203,16 @@ class Speculation:
             return False
         return self.source.likely(seq)
 
-    def plan(self, seqs: Seq[Any], context_length: int,
-             can_measure: bool = False) -> dict[int, list[int]]:
+    def plan(self, seqs: Seq[Any], context_length: int, can_measure: bool = False,
+             uniform: bool = False) -> dict[int, list[int]]:
         """Each row's drafts for this tick, by row index (rows without drafts are absent).
         A row drafts when the tokens it is likely to gain pay for its positions; the
         source then drafts for all those rows together. `can_measure`: this tick's time
         would be a decode step's alone (no prefill); it then runs plain when a plain
-        step at this row count is still to be measured, or is stale."""
+        step at this row count is still to be measured, or is stale. `uniform`: every row
+        of the pass gets as many positions as the row with most drafts (a batch that
+        checks drafts apart from the ragged pass): a k-th position then costs one for
+        every row, and is used only while the rows' likely gains from it pay for that."""
         wanted: list[tuple[int, int]] = []  # (row index, draft length)
         rows = len(seqs)
         if can_measure and self.costs.wants_plain(rows):
@@ -235,15 +238,20 @@ class Speculation:
                 # (the time one token of it costs the batch) exceeds the position's cost
                 best = _best_length(spec.acceptance, plain / rows, position)
                 if best == 0:
-                    # not worth it now: rest, then check one or two drafts anyway (its
-                    # acceptance, or the costs, may have changed), less often each time
-                    spec.rest = self.probe_every << min(spec.gated, 4)
-                    spec.k, spec.probe = min(2, self.max_drafts), True
-                    spec.gated += 1
+                    self._gate(spec)
                     continue
                 spec.gated = 0
                 room = min(room, best)
             wanted.append((i, room))
+        if uniform and wanted and plain is not None and position is not None:
+            wanted = [(i, k) for i, k in wanted if self.source.likely(seqs[i])]
+            width = _columns_that_pay([seqs[i].spec.acceptance for i, _ in wanted],
+                                      plain / rows, position, rows)
+            if width == 0:
+                for i, _ in wanted:  # rest as a row the costs said no to (above)
+                    self._gate(seqs[i].spec)
+                return {}
+            wanted = [(i, min(k, width)) for i, k in wanted]
         if not wanted:
             return {}
         try:
@@ -255,6 +263,13 @@ class Speculation:
                 self.source.forget(seqs[i])
             return {}
         return {i: d[:k] for (i, k), d in zip(wanted, drafts, strict=True) if d}
+
+    def _gate(self, spec: RowSpec) -> None:
+        """Drafting does not pay for the row now: it rests, then checks one or two drafts
+        anyway (its acceptance, or the costs, may have changed), less often each time."""
+        spec.rest = self.probe_every << min(spec.gated, 4)
+        spec.k, spec.probe = min(2, self.max_drafts), True
+        spec.gated += 1
 
     def forget(self, seq: Any) -> None:
         """The row ended (EngineCore._finish): its source's state for it goes."""
@@ -289,6 +304,17 @@ def _best_length(p: float, share_s: float, position_s: float) -> int:
     """The draft length whose last position still pays for itself: p^j x share > cost."""
     j = 0
     while j < 16 and p ** (j + 1) * share_s > position_s:
+        j += 1
+    return j
+
+
+def _columns_that_pay(acceptances: list[float], share_s: float, position_s: float,
+                      rows: int) -> int:
+    """The most positions past their inputs a uniform pass should give its rows: the
+    j-th costs a position in each of `rows` rows and gains each drafting row a token
+    with chance p^j (a token is worth a row's share of a step)."""
+    j = 0
+    while j < 16 and sum(p ** (j + 1) for p in acceptances) * share_s > rows * position_s:
         j += 1
     return j
 

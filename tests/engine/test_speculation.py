@@ -308,3 +308,68 @@ def test_one_slow_check_does_not_turn_drafting_off_for_good() -> None:
         assert spec.plan([row], 1000) == {}
     assert spec.plan([row], 1000) == {0: [9, 7]}  # the probe, despite the costs
     assert spec.plan([row], 1000) == {} and row.spec.rest == 2 * first_rest
+
+
+# -- a batch without the ragged pass (a GPU's): rows checked in a pass of their own --------
+
+
+def test_a_uniform_pass_drafts_only_the_columns_its_rows_pay_for() -> None:
+    """Without the ragged pass every row gets as many positions as the row with most
+    drafts: a column is used while the drafting rows' likely tokens from it pay for a
+    position in every row."""
+    spec = Speculation("ngram", max_drafts=8)
+    spec.costs.observe_plain(4, 0.040)  # a row's share: 10 ms
+    spec.costs.position_s = 0.003  # a column of 4 rows: 12 ms
+    copying = [RowLike([7, 8, 9, 7, 8]) for _ in range(4)]
+    plan = spec.plan(copying, 1000, uniform=True)
+    # 4 rows at acceptance 2/3: column j gains 4 x (2/3)^j x 10 ms; pays for j <= 2
+    # (17.8 ms, then 11.9)
+    assert plan == {i: [9, 7] for i in range(4)}
+    lone_copier = [RowLike([7, 8, 9, 7, 8])] + [RowLike(list(range(1, 9))) for _ in range(3)]
+    # one drafting row: (2/3) x 10 ms < 12 ms, so no column pays; the row rests
+    assert spec.plan(lone_copier, 1000, uniform=True) == {}
+    assert lone_copier[0].spec.rest > 0
+    # the same row in the ragged pass pays only for its own positions (3 ms each)
+    fresh = [RowLike([7, 8, 9, 7, 8])] + [RowLike(list(range(1, 9))) for _ in range(3)]
+    assert spec.plan(fresh, 1000) == {0: [9, 7]}
+
+
+@pytest.fixture
+def without_ragged_pass(monkeypatch):
+    """The engine as on a GPU, on this CPU: no ragged pass, so a batch's step is its own
+    pass and a drafting batch checks its drafts in `DecodeBatch.verify_rows` (counted)."""
+    from engine.decode_batch import DecodeBatch
+    from engine.model_runner import ModelRunner
+
+    monkeypatch.setattr(ModelRunner, "ragged_ok", property(lambda self: False))
+    calls = []
+    verify = DecodeBatch.verify_rows
+
+    def counted(self, drafts):
+        calls.append([len(d) for d in drafts])
+        return verify(self, drafts)
+
+    monkeypatch.setattr(DecodeBatch, "verify_rows", counted)
+    return calls
+
+
+@pytest.mark.parametrize("run_ahead", [False, True])
+def test_a_batch_without_the_ragged_pass_checks_its_drafts_in_one_pass(
+        qtiny, without_ragged_pass, run_ahead) -> None:
+    """Six rows (greedy, seeded, a repetition penalty), joining while others decode, with
+    and without the batch's step started ahead (a GPU's): every row's tokens equal its run
+    alone without speculation, and the batch's drafts were checked together, rows of
+    different draft lengths padded in one pass."""
+    prompts = [copy_prompt(20 + i, length=8 + 3 * i) for i in range(6)]
+    params = [greedy(), seeded(200), SamplingParams(max_tokens=N, temperature=0.7, seed=5,
+                                                    repetition_penalty=1.1),
+              greedy(), seeded(201), greedy()]
+    alone = [run(qtiny, "off", [p], [sp])[0][0] for p, sp in zip(prompts, params, strict=True)]
+    together, stats, engine = run(qtiny, "ngram", prompts, params, stagger=True,
+                                  batch_run_ahead=run_ahead)
+    assert together == alone
+    assert sum(s.accepted_tokens for s in stats) > 0
+    batched = [c for c in without_ragged_pass if len(c) > 1]
+    assert batched, "no batch checked drafts in its own pass"
+    assert any(len(set(c)) > 1 for c in batched)  # rows with different draft counts
+    assert engine.stats().drafted_tokens == sum(s.drafted_tokens for s in stats)
