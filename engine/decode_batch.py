@@ -28,11 +28,11 @@ from .slot_cache import SlotKVCache, plain
 class DecodeBatch:
     def __init__(self, runner: ModelRunner, context_length: int, keep_kv: bool,
                  batch_run_ahead: bool | None = None,
-                 drafting: Callable[[Sequence], bool] | None = None) -> None:
+                 drafting: Callable[[list[Sequence]], bool] | None = None) -> None:
         self.runner = runner
-        # Whether a row drafts these steps (engine/speculation.py): its next step's input
-        # is read before the step starts, so it never runs ahead
-        self.drafting = drafting or (lambda seq: False)
+        # Whether the rows draft at their next step (engine/speculation.py): its input is
+        # read before the step starts, so it never runs ahead
+        self.drafting = drafting or (lambda seqs: False)
         self.context_length = context_length
         self.keep_kv = keep_kv  # finished rows' caches are cut out and handed back
         # Batches run ahead too (None: on a GPU). On MLX's CPU backend the started step
@@ -226,7 +226,7 @@ class DecodeBatch:
                 return False
         elif len(seqs) != 1 or not all(layer.is_trimmable() for layer in seqs[0].cache):
             return False
-        if any(self.drafting(seq) for seq in seqs):
+        if self.drafting(seqs):
             return False
         return all(seq.params.logprobs is None  # those are read from this step's logits
                    and seq.num_output_tokens + 2 <= seq.params.max_tokens

@@ -90,7 +90,7 @@ class EngineCore:
                             if config.speculative != "off" else None)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=prefix is not None,
                                  batch_run_ahead=config.batch_run_ahead,
-                                 drafting=(self.speculation.wants_to_draft
+                                 drafting=(self.speculation.will_draft
                                            if self.speculation is not None else None))
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
         self._on_admit = on_admit or (lambda seq: None)

@@ -23,6 +23,7 @@ share of the step, stops drafting by the same rule.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -121,16 +122,27 @@ class RowSpec:
 
 @dataclass(slots=True)
 class StepCosts:
-    """Measured tick times: plain decode ticks by row count, and the extra time a drafted
-    position adds to a tick (moving averages)."""
+    """Measured tick times by row count: plain decode ticks, and the extra time a drafted
+    position adds to a tick."""
 
     alpha: float = 0.2
     plain_s: dict[int, float] = field(default_factory=dict)  # rows -> a plain decode tick
-    position_s: float | None = None  # one more query position in a tick
+    # rows -> the extra time per drafted position of its last few checked ticks (a median
+    # of them is used: one slow tick moves it no more than one fast one does)
+    position_samples: dict[int, deque[float]] = field(default_factory=dict)
+    keep: int = 5
     # checked ticks since the last plain one, by row count: a source that always has drafts
     # (a draft model) would otherwise never let a plain tick be measured
     refresh_every: int = 64
     checked_since: dict[int, int] = field(default_factory=dict)
+    # Where not even a draft that always holds pays for its position, nobody drafts; a tick
+    # checks drafts anyway after `probe_wait[rows]` plain ticks there (first_wait, twice as
+    # many each time the costs still say no, at most max_wait), so the costs are measured
+    # again: one slow tick must not turn drafting off for good
+    first_wait: int = 16
+    max_wait: int = 1024
+    probe_wait: dict[int, int] = field(default_factory=dict)
+    waited: dict[int, int] = field(default_factory=dict)
 
     def wants_plain(self, rows: int) -> bool:
         """Whether a plain tick at `rows` rows is still to be measured, or is stale."""
@@ -138,17 +150,46 @@ class StepCosts:
 
     def plain(self, rows: int) -> float | None:
         """A plain decode tick's time at `rows` rows (else at the nearest measured count)."""
-        if rows in self.plain_s:
-            return self.plain_s[rows]
-        if not self.plain_s:
-            return None
-        near = min(self.plain_s, key=lambda r: abs(r - rows))
-        return self.plain_s[near]
+        return _at_or_near(self.plain_s, rows)
+
+    def position(self, rows: int) -> float | None:
+        """A drafted position's cost in a tick of `rows` rows (else at the nearest count
+        measured): the lower median of its last few checked ticks."""
+        medians = {r: sorted(xs)[(len(xs) - 1) // 2]
+                   for r, xs in self.position_samples.items() if xs}
+        return _at_or_near(medians, rows)
+
+    def set_position(self, seconds: float, rows: int = 1) -> None:
+        """Take `seconds` as what a drafted position costs at `rows` rows (and, until they
+        are measured, at the others)."""
+        self.position_samples[rows] = deque([seconds], maxlen=self.keep)
+
+    def pays(self, rows: int) -> bool:
+        """Whether a draft that always holds would pay for its position at `rows` rows
+        (True while the costs are not known)."""
+        plain, position = self.plain(rows), self.position(rows)
+        return plain is None or position is None or _best_length(1.0, plain / rows,
+                                                                 position) > 0
+
+    def probe_due(self, rows: int) -> bool:
+        """Where drafting does not pay: whether a tick should check drafts anyway now."""
+        return self.waited.get(rows, 0) >= self.probe_wait.get(rows, self.first_wait)
+
+    def probed(self, rows: int) -> None:
+        """A tick checks drafts where they did not pay: the next waits twice as long."""
+        self.waited[rows] = 0
+        self.probe_wait[rows] = min(2 * self.probe_wait.get(rows, self.first_wait),
+                                    self.max_wait)
 
     def observe_plain(self, rows: int, seconds: float) -> None:
         old = self.plain_s.get(rows)
         self.plain_s[rows] = seconds if old is None else old + self.alpha * (seconds - old)
         self.checked_since[rows] = 0
+        if self.pays(rows):
+            self.probe_wait.pop(rows, None)
+            self.waited.pop(rows, None)
+        else:
+            self.waited[rows] = self.waited.get(rows, 0) + 1
 
     def observe_checked(self, rows: int, positions: int, seconds: float) -> None:
         """A decode tick of `rows` rows that also ran `positions` drafted positions."""
@@ -156,9 +197,17 @@ class StepCosts:
         if plain is None or positions <= 0:
             return
         self.checked_since[rows] = self.checked_since.get(rows, 0) + 1
-        each = max(0.0, seconds - plain) / positions
-        old = self.position_s
-        self.position_s = each if old is None else old + self.alpha * (each - old)
+        samples = self.position_samples.setdefault(rows, deque(maxlen=self.keep))
+        samples.append(max(0.0, seconds - plain) / positions)
+
+
+def _at_or_near(by_rows: dict[int, float], rows: int) -> float | None:
+    """The value at `rows`, else at the nearest row count that has one (None: none has)."""
+    if rows in by_rows:
+        return by_rows[rows]
+    if not by_rows:
+        return None
+    return by_rows[min(by_rows, key=lambda r: abs(r - rows))]
 
 
 class Speculation:
@@ -203,6 +252,14 @@ class Speculation:
             return False
         return self.source.likely(seq)
 
+    def will_draft(self, seqs: Seq[Any]) -> bool:
+        """Whether any of a batch's rows is likely to draft at its next step: drafting pays
+        at its row count (or a check of the costs is due there) and a row wants to."""
+        rows = len(seqs)
+        if not (self.costs.pays(rows) or self.costs.probe_due(rows)):
+            return False
+        return any(self.wants_to_draft(seq) for seq in seqs)
+
     def plan(self, seqs: Seq[Any], context_length: int, can_measure: bool = False,
              uniform: bool = False) -> dict[int, list[int]]:
         """Each row's drafts for this tick, by row index (rows without drafts are absent).
@@ -217,8 +274,14 @@ class Speculation:
         rows = len(seqs)
         if can_measure and self.costs.wants_plain(rows):
             return {}
-        plain = self.costs.plain(rows)
-        position = self.costs.position_s
+        plain, position = self.costs.plain(rows), self.costs.position(rows)
+        # Not even drafts that always hold pay here: nobody drafts, but now and then a tick
+        # without prefill (its cost is measured) checks a draft or two for every row
+        probing = not self.costs.pays(rows)
+        if probing:
+            if not (can_measure and self.costs.probe_due(rows)):
+                return {}
+            self.costs.probed(rows)
         for i, seq in enumerate(seqs):
             spec = self.row(seq)
             if spec is None or seq.is_finished:
@@ -230,7 +293,7 @@ class Speculation:
                        context_length - seq.num_tokens - 1)
             if room <= 0:
                 continue
-            if spec.probe:
+            if spec.probe or probing:
                 spec.probe = False
                 room = min(room, 2)
             elif plain is not None and position is not None:
@@ -243,7 +306,7 @@ class Speculation:
                 spec.gated = 0
                 room = min(room, best)
             wanted.append((i, room))
-        if uniform and wanted and plain is not None and position is not None:
+        if uniform and wanted and not probing and plain is not None and position is not None:
             wanted = [(i, k) for i, k in wanted if self.source.likely(seqs[i])]
             width = _columns_that_pay([seqs[i].spec.acceptance for i, _ in wanted],
                                       plain / rows, position, rows)

@@ -86,13 +86,21 @@ def test_costs_decide_the_draft_length() -> None:
     spec = Speculation("ngram", max_drafts=8)
     spec.costs.observe_plain(16, 0.048)  # a row's share: 3 ms
     spec.costs.observe_checked(16, 10, 0.048 + 10 * 0.004)  # a drafted position: 4 ms
-    assert spec.costs.position_s == pytest.approx(0.004)
+    assert spec.costs.position(16) == pytest.approx(0.004)
     rows = [RowLike([7, 8, 9, 7, 8]) for _ in range(16)]
-    assert spec.plan(rows, 1000) == {}  # a position costs more than a row's token is worth
-    assert all(r.spec.rest > 0 for r in rows)  # they rest, then check a draft or two again
+    # a position costs more than a row's token is worth: nobody drafts at 16 rows, and
+    # the batch runs ahead where the backend does
+    assert spec.plan(rows, 1000) == {} and not spec.will_draft(rows)
     spec.costs.observe_plain(1, 0.010)  # alone, a step is 10 ms: drafting pays
-    spec.costs.position_s = 0.001
-    assert spec.plan([RowLike([7, 8, 9, 7, 8])], 1000) == {0: [9, 7, 8]}
+    spec.costs.set_position(0.001, rows=1)
+    lone = [RowLike([7, 8, 9, 7, 8])]
+    assert spec.will_draft(lone) and spec.plan(lone, 1000) == {0: [9, 7, 8]}
+    assert spec.costs.position(16) == pytest.approx(0.004)  # each row count its own
+    # a row whose own acceptance is too low for its positions rests
+    low = RowLike([7, 8, 9, 7, 8])
+    spec.row(low).hits, low.spec.trials = 0.3, 1.0  # 0.3 x 10 ms share < 4 ms
+    spec.costs.set_position(0.004, rows=1)
+    assert spec.plan([low], 1000) == {} and low.spec.rest > 0
 
 
 # -- exactness -----------------------------------------------------------------------------
@@ -294,20 +302,39 @@ def test_without_speculation_a_step_gives_one_token(qtiny) -> None:
 
 
 def test_one_slow_check_does_not_turn_drafting_off_for_good() -> None:
-    """Costs that say a drafted position is not worth it make a row rest; after its rest
-    it checks one or two drafts whatever the costs say, so the position's cost is measured
-    again (rests doubling while the costs keep saying no)."""
+    """Costs that say not even a draft that always holds pays for its position stop
+    drafting at that row count (its steps run ahead again); after some plain ticks one
+    checks a draft or two anyway, so the position's cost is measured again: a slow check
+    is outvoted by the next (a median of the last few), and while the costs keep saying no
+    the checks come half as often each time."""
     spec = Speculation("ngram")
-    spec.costs.observe_plain(1, 0.010)
-    spec.costs.position_s = 0.050  # one hiccup: a position "cost" 5 steps
+    costs = spec.costs
+    costs.observe_plain(1, 0.010)
+    costs.set_position(0.050)  # one hiccup: a position "cost" 5 steps
     row = RowLike([7, 8, 9, 7, 8])
-    assert spec.plan([row], 1000) == {}
-    first_rest = row.spec.rest
-    assert first_rest > 0
-    for _ in range(first_rest):
-        assert spec.plan([row], 1000) == {}
-    assert spec.plan([row], 1000) == {0: [9, 7]}  # the probe, despite the costs
-    assert spec.plan([row], 1000) == {} and row.spec.rest == 2 * first_rest
+    assert spec.plan([row], 1000, can_measure=True) == {} and not spec.will_draft([row])
+    for _ in range(costs.first_wait):
+        assert spec.plan([row], 1000, can_measure=True) == {}
+        costs.observe_plain(1, 0.010)
+    assert spec.will_draft([row])  # a check is due: the row reads its token first
+    assert spec.plan([row], 1000) == {}  # not in a tick with prefill (it is not measured)
+    assert spec.plan([row], 1000, can_measure=True) == {0: [9, 7]}  # the check
+    costs.observe_checked(1, 2, 0.010 + 2 * 0.0015)  # a position costs 1.5 ms after all
+    assert costs.pays(1)
+    assert spec.plan([row], 1000, can_measure=True) == {0: [9, 7, 8]}
+
+    again = Speculation("ngram")
+    again.costs.observe_plain(1, 0.010)
+    again.costs.set_position(0.050)
+    waits = []
+    for _ in range(3):
+        n = 0
+        while again.plan([row], 1000, can_measure=True) == {}:
+            again.costs.observe_plain(1, 0.010)
+            n += 1
+        again.costs.observe_checked(1, 2, 0.010 + 2 * 0.050)  # still slow
+        waits.append(n)
+    assert waits == [16, 32, 64]
 
 
 # -- a batch without the ragged pass (a GPU's): rows checked in a pass of their own --------
@@ -319,7 +346,7 @@ def test_a_uniform_pass_drafts_only_the_columns_its_rows_pay_for() -> None:
     position in every row."""
     spec = Speculation("ngram", max_drafts=8)
     spec.costs.observe_plain(4, 0.040)  # a row's share: 10 ms
-    spec.costs.position_s = 0.003  # a column of 4 rows: 12 ms
+    spec.costs.set_position(0.003, rows=4)  # a column of 4 rows: 12 ms
     copying = [RowLike([7, 8, 9, 7, 8]) for _ in range(4)]
     plan = spec.plan(copying, 1000, uniform=True)
     # 4 rows at acceptance 2/3: column j gains 4 x (2/3)^j x 10 ms; pays for j <= 2
