@@ -197,8 +197,13 @@ class StepCosts:
         if plain is None or positions <= 0:
             return
         self.checked_since[rows] = self.checked_since.get(rows, 0) + 1
+        each = max(0.0, seconds - plain) / positions
+        if each > plain:
+            # more than a whole plain step a position: not what positions cost (a kernel
+            # compiled for a new shape on its first use, page faults, another process)
+            return
         samples = self.position_samples.setdefault(rows, deque(maxlen=self.keep))
-        samples.append(max(0.0, seconds - plain) / positions)
+        samples.append(each)
 
 
 def _at_or_near(by_rows: dict[int, float], rows: int) -> float | None:

@@ -96,6 +96,10 @@ def test_costs_decide_the_draft_length() -> None:
     lone = [RowLike([7, 8, 9, 7, 8])]
     assert spec.will_draft(lone) and spec.plan(lone, 1000) == {0: [9, 7, 8]}
     assert spec.costs.position(16) == pytest.approx(0.004)  # each row count its own
+    # a tick far slower than any number of positions explains (a kernel compiled on its
+    # first use) is not taken as their cost
+    spec.costs.observe_checked(16, 2, 0.048 + 0.600)
+    assert spec.costs.position(16) == pytest.approx(0.004)
     # a row whose own acceptance is too low for its positions rests
     low = RowLike([7, 8, 9, 7, 8])
     spec.row(low).hits, low.spec.trials = 0.3, 1.0  # 0.3 x 10 ms share < 4 ms
@@ -323,16 +327,17 @@ def test_one_slow_check_does_not_turn_drafting_off_for_good() -> None:
     assert costs.pays(1)
     assert spec.plan([row], 1000, can_measure=True) == {0: [9, 7, 8]}
 
-    again = Speculation("ngram")
-    again.costs.observe_plain(1, 0.010)
-    again.costs.set_position(0.050)
+    again = Speculation("ngram")  # four rows: a row's share of a step is 10 ms
+    again.costs.observe_plain(4, 0.040)
+    again.costs.set_position(0.015, rows=4)
+    rows = [RowLike([7, 8, 9, 7, 8]) for _ in range(4)]
     waits = []
     for _ in range(3):
         n = 0
-        while again.plan([row], 1000, can_measure=True) == {}:
-            again.costs.observe_plain(1, 0.010)
+        while again.plan(rows, 1000, can_measure=True) == {}:
+            again.costs.observe_plain(4, 0.040)
             n += 1
-        again.costs.observe_checked(1, 2, 0.010 + 2 * 0.050)  # still slow
+        again.costs.observe_checked(4, 8, 0.040 + 8 * 0.015)  # still 15 ms a position
         waits.append(n)
     assert waits == [16, 32, 64]
 
