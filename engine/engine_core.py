@@ -294,7 +294,10 @@ class EngineCore:
         native kernels) or, without one, in a pass of its own where every row has as many
         positions as the one with most drafts (a GPU's batch: `_run_checked_rows`)."""
         batch = self.batch
-        if self.speculation is None or not len(batch) or batch.ahead is not None:
+        if self.speculation is None or not len(batch):
+            return {}
+        if batch.ahead is not None:
+            self.speculation.skip(batch.seqs)
             return {}
         uniform = False
         if batch.is_batched and not (self.runner.ragged_ok and batch.can_share_pass()):
@@ -510,7 +513,8 @@ class EngineCore:
             if tick.drafted:
                 self.speculation.costs.observe_checked(tick.rows, tick.drafted, step_s)
             else:
-                self.speculation.costs.observe_plain(tick.rows, step_s)
+                self.speculation.costs.observe_plain(tick.rows, step_s,
+                                                     self.speculation.max_drafts)
         self.scheduler.budget.observe(tick.rows, tick.decode_s, plan.num_prefill_tokens,
                                       tick.prefill_s, step_s, plan.interactive,
                                       budgeted=plan.decode_rows > 0 and not plan.beyond_allowance)

@@ -120,25 +120,37 @@ class RowSpec:
         return self.hits / self.trials
 
 
+@dataclass(frozen=True, slots=True)
+class CheckCost:
+    """What checking drafts adds to a tick: `fixed_s` once (the pass that checks is not the
+    plain step: on a CPU the compiled step gives way to an uncompiled pass with a segment
+    per drafting row) plus `position_s` for each drafted position."""
+
+    fixed_s: float
+    position_s: float
+
+    def of(self, positions: int) -> float:
+        return self.fixed_s + self.position_s * positions
+
+
 @dataclass(slots=True)
 class StepCosts:
-    """Measured tick times by row count: plain decode ticks, and the extra time a drafted
-    position adds to a tick."""
+    """Measured tick times by row count: plain decode ticks, and what a checked tick adds."""
 
     alpha: float = 0.2
     plain_s: dict[int, float] = field(default_factory=dict)  # rows -> a plain decode tick
-    # rows -> the extra time per drafted position of its last few checked ticks (a median
-    # of them is used: one slow tick moves it no more than one fast one does)
-    position_samples: dict[int, deque[float]] = field(default_factory=dict)
-    keep: int = 5
+    # rows -> (drafted positions, extra seconds) of its last few checked ticks; fitted
+    # with medians (one slow tick moves the fit no more than one fast one does)
+    checks: dict[int, deque[tuple[int, float]]] = field(default_factory=dict)
+    keep: int = 8
     # checked ticks since the last plain one, by row count: a source that always has drafts
     # (a draft model) would otherwise never let a plain tick be measured
     refresh_every: int = 64
     checked_since: dict[int, int] = field(default_factory=dict)
-    # Where not even a draft that always holds pays for its position, nobody drafts; a tick
-    # checks drafts anyway after `probe_wait[rows]` plain ticks there (first_wait, twice as
-    # many each time the costs still say no, at most max_wait), so the costs are measured
-    # again: one slow tick must not turn drafting off for good
+    # Where not even drafts that always hold would pay, nobody drafts; a tick checks
+    # drafts anyway after `probe_wait[rows]` plain ticks there (first_wait, twice as many
+    # each time the costs still say no, at most max_wait), so the costs are measured again:
+    # one slow tick must not turn drafting off for good
     first_wait: int = 16
     max_wait: int = 1024
     probe_wait: dict[int, int] = field(default_factory=dict)
@@ -152,24 +164,26 @@ class StepCosts:
         """A plain decode tick's time at `rows` rows (else at the nearest measured count)."""
         return _at_or_near(self.plain_s, rows)
 
-    def position(self, rows: int) -> float | None:
-        """A drafted position's cost in a tick of `rows` rows (else at the nearest count
-        measured): the lower median of its last few checked ticks."""
-        medians = {r: sorted(xs)[(len(xs) - 1) // 2]
-                   for r, xs in self.position_samples.items() if xs}
-        return _at_or_near(medians, rows)
+    def check(self, rows: int) -> CheckCost | None:
+        """What checking drafts adds to a tick of `rows` rows (else at the nearest count
+        measured; None: never measured)."""
+        near = _at_or_near({r: r for r, xs in self.checks.items() if xs}, rows)
+        return None if near is None else _fit(list(self.checks[near]))
 
-    def set_position(self, seconds: float, rows: int = 1) -> None:
-        """Take `seconds` as what a drafted position costs at `rows` rows (and, until they
-        are measured, at the others)."""
-        self.position_samples[rows] = deque([seconds], maxlen=self.keep)
+    def set_check(self, position_s: float, rows: int = 1, fixed_s: float = 0.0) -> None:
+        """Take these as what checking costs at `rows` rows (and, until they are measured,
+        at the others)."""
+        checks = [(1, position_s)] if not fixed_s else [(1, fixed_s + position_s),
+                                                        (2, fixed_s + 2 * position_s)]
+        self.checks[rows] = deque(checks, maxlen=self.keep)
 
-    def pays(self, rows: int) -> bool:
-        """Whether a draft that always holds would pay for its position at `rows` rows
-        (True while the costs are not known)."""
-        plain, position = self.plain(rows), self.position(rows)
-        return plain is None or position is None or _best_length(1.0, plain / rows,
-                                                                 position) > 0
+    def pays(self, rows: int, most: int) -> bool:
+        """Whether drafts that always hold, `most` for every row, would pay for their
+        check at `rows` rows (True while the costs are not known)."""
+        plain, cost = self.plain(rows), self.check(rows)
+        if plain is None or cost is None:
+            return True
+        return most * plain > cost.of(rows * most)  # rows x most tokens, each plain / rows
 
     def probe_due(self, rows: int) -> bool:
         """Where drafting does not pay: whether a tick should check drafts anyway now."""
@@ -181,11 +195,11 @@ class StepCosts:
         self.probe_wait[rows] = min(2 * self.probe_wait.get(rows, self.first_wait),
                                     self.max_wait)
 
-    def observe_plain(self, rows: int, seconds: float) -> None:
+    def observe_plain(self, rows: int, seconds: float, most: int = 16) -> None:
         old = self.plain_s.get(rows)
         self.plain_s[rows] = seconds if old is None else old + self.alpha * (seconds - old)
         self.checked_since[rows] = 0
-        if self.pays(rows):
+        if self.pays(rows, most):
             self.probe_wait.pop(rows, None)
             self.waited.pop(rows, None)
         else:
@@ -197,13 +211,29 @@ class StepCosts:
         if plain is None or positions <= 0:
             return
         self.checked_since[rows] = self.checked_since.get(rows, 0) + 1
-        each = max(0.0, seconds - plain) / positions
-        if each > plain:
-            # more than a whole plain step a position: not what positions cost (a kernel
-            # compiled for a new shape on its first use, page faults, another process)
+        extra = max(0.0, seconds - plain)
+        if extra > plain * (1 + positions):
+            # more than a whole plain step for each position and the check: not what they
+            # cost (a kernel compiled for a new shape on first use, page faults, another
+            # process)
             return
-        samples = self.position_samples.setdefault(rows, deque(maxlen=self.keep))
-        samples.append(each)
+        self.checks.setdefault(rows, deque(maxlen=self.keep)).append((positions, extra))
+
+
+def _lower_median(values: list[float]) -> float:
+    return sorted(values)[(len(values) - 1) // 2]
+
+
+def _fit(checks: list[tuple[int, float]]) -> CheckCost:
+    """A fixed cost and a cost per position from (positions, extra seconds) pairs, robustly
+    (Theil-Sen: the median of the pairwise slopes, then the median intercept). With one
+    draft count only, all of it is taken as the positions' (the fixed part unknown)."""
+    slopes = [(e2 - e1) / (p2 - p1) for i, (p1, e1) in enumerate(checks)
+              for p2, e2 in checks[i + 1:] if p2 != p1]
+    if not slopes:
+        return CheckCost(0.0, _lower_median([e / p for p, e in checks]))
+    position = max(0.0, _lower_median(slopes))
+    return CheckCost(max(0.0, _lower_median([e - position * p for p, e in checks])), position)
 
 
 def _at_or_near(by_rows: dict[int, float], rows: int) -> float | None:
@@ -230,6 +260,7 @@ class Speculation:
         self.costs = StepCosts()
         self.min_acceptance = 0.25  # below it a row rests
         self.probe_every = 16  # steps a row rests before it drafts again
+        self.retry_after = 4  # steps rows rest when their check as a whole would not pay
         # engine-wide counters (/metrics, the stats panel)
         self.drafted = 0
         self.accepted = 0
@@ -258,31 +289,40 @@ class Speculation:
         return self.source.likely(seq)
 
     def will_draft(self, seqs: Seq[Any]) -> bool:
-        """Whether any of a batch's rows is likely to draft at its next step: drafting pays
-        at its row count (or a check of the costs is due there) and a row wants to."""
+        """Whether any of a batch's rows is likely to draft at its next step: drafting can
+        pay at its row count (or a check of the costs is due there) and a row wants to."""
         rows = len(seqs)
-        if not (self.costs.pays(rows) or self.costs.probe_due(rows)):
+        if not (self.costs.pays(rows, self.max_drafts) or self.costs.probe_due(rows)):
             return False
         return any(self.wants_to_draft(seq) for seq in seqs)
+
+    def skip(self, seqs: Seq[Any]) -> None:
+        """A tick that does not plan (its step was started ahead): resting rows count it."""
+        for seq in seqs:
+            if seq.spec is not None and seq.spec.rest:
+                seq.spec.rest -= 1
 
     def plan(self, seqs: Seq[Any], context_length: int, can_measure: bool = False,
              uniform: bool = False) -> dict[int, list[int]]:
         """Each row's drafts for this tick, by row index (rows without drafts are absent).
-        A row drafts when the tokens it is likely to gain pay for its positions; the
-        source then drafts for all those rows together. `can_measure`: this tick's time
-        would be a decode step's alone (no prefill); it then runs plain when a plain
-        step at this row count is still to be measured, or is stale. `uniform`: every row
-        of the pass gets as many positions as the row with most drafts (a batch that
-        checks drafts apart from the ragged pass): a k-th position then costs one for
-        every row, and is used only while the rows' likely gains from it pay for that."""
+        A row's j-th draft is wanted while the token it is likely to gain is worth more of
+        the batch's time than its position costs, and the tick checks the rows' drafts
+        only if all they are likely to gain pays for the whole check, its fixed part too
+        (`CheckCost`); the source then drafts for those rows together. `can_measure`: this
+        tick's time would be a decode step's alone (no prefill); it then runs plain when a
+        plain step at this row count is still to be measured, or is stale. `uniform`: every
+        row of the pass gets as many positions as the row with most drafts (a batch that
+        checks drafts apart from the ragged pass): a k-th position then costs one for every
+        row, and is used only while the rows' likely gains from it pay for that."""
         wanted: list[tuple[int, int]] = []  # (row index, draft length)
         rows = len(seqs)
         if can_measure and self.costs.wants_plain(rows):
             return {}
-        plain, position = self.costs.plain(rows), self.costs.position(rows)
+        plain, cost = self.costs.plain(rows), self.costs.check(rows)
+        share = plain / rows if plain is not None else None  # what a row's token is worth
         # Not even drafts that always hold pay here: nobody drafts, but now and then a tick
         # without prefill (its cost is measured) checks a draft or two for every row
-        probing = not self.costs.pays(rows)
+        probing = not self.costs.pays(rows, self.max_drafts)
         if probing:
             if not (can_measure and self.costs.probe_due(rows)):
                 return {}
@@ -301,25 +341,23 @@ class Speculation:
             if spec.probe or probing:
                 spec.probe = False
                 room = min(room, 2)
-            elif plain is not None and position is not None:
+            elif share is not None and cost is not None:
                 # the j-th draft is worth its position when p^j x a row's share of a step
                 # (the time one token of it costs the batch) exceeds the position's cost
-                best = _best_length(spec.acceptance, plain / rows, position)
+                best = _best_length(spec.acceptance, share, cost.position_s)
                 if best == 0:
                     self._gate(spec)
                     continue
                 spec.gated = 0
                 room = min(room, best)
             wanted.append((i, room))
-        if uniform and wanted and not probing and plain is not None and position is not None:
+        if wanted and not probing and share is not None and cost is not None:
             wanted = [(i, k) for i, k in wanted if self.source.likely(seqs[i])]
-            width = _columns_that_pay([seqs[i].spec.acceptance for i, _ in wanted],
-                                      plain / rows, position, rows)
-            if width == 0:
-                for i, _ in wanted:  # rest as a row the costs said no to (above)
-                    self._gate(seqs[i].spec)
-                return {}
-            wanted = [(i, min(k, width)) for i, k in wanted]
+            worth = self._worth_checking(seqs, wanted, share, cost, uniform)
+            if not worth:
+                for i, _ in wanted:  # the check would not pay: they try again soon
+                    seqs[i].spec.rest = max(seqs[i].spec.rest, self.retry_after)
+            wanted = worth
         if not wanted:
             return {}
         try:
@@ -331,6 +369,22 @@ class Speculation:
                 self.source.forget(seqs[i])
             return {}
         return {i: d[:k] for (i, k), d in zip(wanted, drafts, strict=True) if d}
+
+    @staticmethod
+    def _worth_checking(seqs: Seq[Any], wanted: list[tuple[int, int]], share: float,
+                        cost: CheckCost, uniform: bool) -> list[tuple[int, int]]:
+        """`wanted` (cut to the columns that pay, in a uniform pass) if the tokens the rows
+        are likely to gain are worth more than the whole check costs; [] otherwise."""
+        rows = len(seqs)
+        if uniform:
+            width = _columns_that_pay([seqs[i].spec.acceptance for i, _ in wanted], share,
+                                      cost.position_s, rows)
+            wanted = [(i, min(k, width)) for i, k in wanted] if width else []
+            positions = rows * max((k for _, k in wanted), default=0)
+        else:
+            positions = sum(k for _, k in wanted)
+        gain = share * sum(_likely_tokens(seqs[i].spec.acceptance, k) for i, k in wanted)
+        return wanted if positions and gain > cost.of(positions) else []
 
     def _gate(self, spec: RowSpec) -> None:
         """Drafting does not pay for the row now: it rests, then checks one or two drafts
@@ -385,6 +439,12 @@ def _columns_that_pay(acceptances: list[float], share_s: float, position_s: floa
     while j < 16 and sum(p ** (j + 1) for p in acceptances) * share_s > rows * position_s:
         j += 1
     return j
+
+
+def _likely_tokens(p: float, k: int) -> float:
+    """The drafts a row is likely to have accepted of `k`, each holding with chance p
+    given the ones before it did."""
+    return sum(p ** j for j in range(1, k + 1))
 
 
 def accept_drawn(drafts: list[int], drawn: list[int]) -> list[int]:

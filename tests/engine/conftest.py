@@ -115,6 +115,6 @@ def drafting_pays(engine: Engine) -> Engine:
     if speculation is not None:
         costs = speculation.costs
         costs.plain_s = dict.fromkeys(range(1, 257), 1.0)  # a long plain step, measured
-        costs.set_position(0.0)  # (stays 0: steps are shorter)
+        costs.set_check(0.0)  # (stays 0: steps are shorter)
         costs.refresh_every = 10**9
     return engine

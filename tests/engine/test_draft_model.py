@@ -232,7 +232,7 @@ def test_a_source_that_always_drafts_still_gets_plain_steps_measured() -> None:
         spec.costs.observe_checked(2, 8, 0.020 + 8 * 0.001)
     assert spec.plan(rows, 1000, can_measure=True) == {}  # stale: measured again
     spec.costs.observe_plain(2, 0.020)
-    spec.costs.set_position(0.050, rows=2)  # a draft pass costs more than a token is worth
+    spec.costs.set_check(0.050, rows=2)  # a draft pass costs more than a token is worth
     assert spec.plan(rows, 1000, can_measure=True) == {}
     assert not spec.will_draft(rows)  # (its steps run ahead where the backend does)
 

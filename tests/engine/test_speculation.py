@@ -86,24 +86,24 @@ def test_costs_decide_the_draft_length() -> None:
     spec = Speculation("ngram", max_drafts=8)
     spec.costs.observe_plain(16, 0.048)  # a row's share: 3 ms
     spec.costs.observe_checked(16, 10, 0.048 + 10 * 0.004)  # a drafted position: 4 ms
-    assert spec.costs.position(16) == pytest.approx(0.004)
+    assert spec.costs.check(16).position_s == pytest.approx(0.004)
     rows = [RowLike([7, 8, 9, 7, 8]) for _ in range(16)]
     # a position costs more than a row's token is worth: nobody drafts at 16 rows, and
     # the batch runs ahead where the backend does
     assert spec.plan(rows, 1000) == {} and not spec.will_draft(rows)
     spec.costs.observe_plain(1, 0.010)  # alone, a step is 10 ms: drafting pays
-    spec.costs.set_position(0.001, rows=1)
+    spec.costs.set_check(0.001, rows=1)
     lone = [RowLike([7, 8, 9, 7, 8])]
     assert spec.will_draft(lone) and spec.plan(lone, 1000) == {0: [9, 7, 8]}
-    assert spec.costs.position(16) == pytest.approx(0.004)  # each row count its own
+    assert spec.costs.check(16).position_s == pytest.approx(0.004)  # each row count its own
     # a tick far slower than any number of positions explains (a kernel compiled on its
     # first use) is not taken as their cost
     spec.costs.observe_checked(16, 2, 0.048 + 0.600)
-    assert spec.costs.position(16) == pytest.approx(0.004)
+    assert spec.costs.check(16).position_s == pytest.approx(0.004)
     # a row whose own acceptance is too low for its positions rests
     low = RowLike([7, 8, 9, 7, 8])
     spec.row(low).hits, low.spec.trials = 0.3, 1.0  # 0.3 x 10 ms share < 4 ms
-    spec.costs.set_position(0.004, rows=1)
+    spec.costs.set_check(0.004, rows=1)
     assert spec.plan([low], 1000) == {} and low.spec.rest > 0
 
 
@@ -305,16 +305,45 @@ def test_without_speculation_a_step_gives_one_token(qtiny) -> None:
     assert engine.stats().tokens_per_step == 1.0 and engine.stats().acceptance_rate is None
 
 
+def test_a_check_pays_its_fixed_cost_only_with_enough_likely_tokens() -> None:
+    """Checking drafts costs a tick a fixed part (on this CPU a batch's check is a ragged
+    pass, not the compiled step) and a part per position, both fitted from the checked
+    ticks; the tick checks its rows' drafts only if what they are likely to gain pays for
+    both. Chats' rows (acceptance ~0.7) at 8 rows do not; rows copying code (0.95) do."""
+    spec = Speculation("ngram", max_drafts=8)
+    costs = spec.costs
+    costs.observe_plain(8, 0.024)  # a row's token is worth 3 ms
+    for positions in (2, 8, 16, 32):
+        costs.observe_checked(8, positions, 0.024 + 0.011 + 0.0012 * positions)
+    costs.observe_checked(8, 4, 0.024 + 0.200)  # one slow tick (a first-use compile): not taken
+    fit = costs.check(8)
+    assert fit.fixed_s == pytest.approx(0.011) and fit.position_s == pytest.approx(0.0012)
+
+    def rows_at(p: float, n: int = 8) -> list[RowLike]:
+        rows = [RowLike(list(range(10, 30)) * 2) for _ in range(n)]
+        for row in rows:
+            spec.row(row).hits, row.spec.trials, row.spec.k = p, 1.0, 8
+        return rows
+
+    chats = rows_at(0.69)  # 2 drafts each: 8 x 1.17 tokens x 3 ms = 28 < 11 + 16 x 1.2 ms
+    assert spec.plan(chats, 1000) == {}
+    assert all(r.spec.rest == spec.retry_after for r in chats)  # they try again soon
+    code = rows_at(0.95)  # 8 drafts each: 8 x 6.3 tokens x 3 ms = 151 > 11 + 64 x 1.2 ms
+    assert spec.plan(code, 1000) == {i: list(range(10, 18)) for i in range(8)}
+    one = rows_at(0.95)[:1] + rows_at(0.0)[1:]  # one such row: 19 ms < 11 + 8 x 1.2 ms
+    assert spec.plan(one, 1000) == {}
+
+
 def test_one_slow_check_does_not_turn_drafting_off_for_good() -> None:
     """Costs that say not even a draft that always holds pays for its position stop
     drafting at that row count (its steps run ahead again); after some plain ticks one
     checks a draft or two anyway, so the position's cost is measured again: a slow check
-    is outvoted by the next (a median of the last few), and while the costs keep saying no
+    is outvoted by the next (medians of the last few), and while the costs keep saying no
     the checks come half as often each time."""
     spec = Speculation("ngram")
     costs = spec.costs
     costs.observe_plain(1, 0.010)
-    costs.set_position(0.050)  # one hiccup: a position "cost" 5 steps
+    costs.set_check(0.050)  # one hiccup: a position "cost" 5 steps
     row = RowLike([7, 8, 9, 7, 8])
     assert spec.plan([row], 1000, can_measure=True) == {} and not spec.will_draft([row])
     for _ in range(costs.first_wait):
@@ -324,12 +353,12 @@ def test_one_slow_check_does_not_turn_drafting_off_for_good() -> None:
     assert spec.plan([row], 1000) == {}  # not in a tick with prefill (it is not measured)
     assert spec.plan([row], 1000, can_measure=True) == {0: [9, 7]}  # the check
     costs.observe_checked(1, 2, 0.010 + 2 * 0.0015)  # a position costs 1.5 ms after all
-    assert costs.pays(1)
+    assert costs.pays(1, spec.max_drafts)
     assert spec.plan([row], 1000, can_measure=True) == {0: [9, 7, 8]}
 
     again = Speculation("ngram")  # four rows: a row's share of a step is 10 ms
     again.costs.observe_plain(4, 0.040)
-    again.costs.set_position(0.015, rows=4)
+    again.costs.set_check(0.015, rows=4)
     rows = [RowLike([7, 8, 9, 7, 8]) for _ in range(4)]
     waits = []
     for _ in range(3):
@@ -351,7 +380,7 @@ def test_a_uniform_pass_drafts_only_the_columns_its_rows_pay_for() -> None:
     position in every row."""
     spec = Speculation("ngram", max_drafts=8)
     spec.costs.observe_plain(4, 0.040)  # a row's share: 10 ms
-    spec.costs.set_position(0.003, rows=4)  # a column of 4 rows: 12 ms
+    spec.costs.set_check(0.003, rows=4)  # a column of 4 rows: 12 ms
     copying = [RowLike([7, 8, 9, 7, 8]) for _ in range(4)]
     plan = spec.plan(copying, 1000, uniform=True)
     # 4 rows at acceptance 2/3: column j gains 4 x (2/3)^j x 10 ms; pays for j <= 2
