@@ -114,6 +114,10 @@ class RowSpec:
     probe: bool = False
     gated: int = 0  # rests in a row the costs said to take (each rest twice the last)
     misses: int = 0  # consecutive checks that accepted nothing
+    # rests its failing drafts took since its drafts last all held (each twice the last:
+    # a row writing prose has its bigrams recur now and then, and each hopeful try after
+    # a rest costs a check that mostly fails)
+    failed: int = 0
 
     @property
     def acceptance(self) -> float:
@@ -411,12 +415,14 @@ class Speculation:
         spec.trials = _DECAY * spec.trials + taken + (taken < n)
         if taken == n:
             spec.k = min(self.max_drafts, spec.k + 2)
+            spec.failed = 0
         else:
             spec.k = max(1, taken + 1)
         spec.misses = spec.misses + 1 if taken == 0 else 0
         if spec.acceptance < self.min_acceptance or spec.misses >= 4:
-            # rest a while, then try again, hopeful
-            spec.rest = self.probe_every
+            # rest a while (longer each time), then try again, hopeful
+            spec.rest = self.probe_every << min(spec.failed, 4)
+            spec.failed += 1
             spec.hits, spec.trials = 1.0, 2.0
             spec.misses = 0
             spec.k = min(2, self.max_drafts)

@@ -110,3 +110,19 @@ def test_the_benchmarks_load_without_the_app_s_storage() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_draft_costs_times_every_way_of_checking_drafts(capsys) -> None:
+    """bench.draft_costs on the bundled model: two rows (the ragged pass's segments and the
+    padded pass) and one (its input and k drafts), every way timed."""
+    from bench import draft_costs
+
+    assert draft_costs.main(["--rows", "2", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "2 row(s)" in out
+    for way in ("plain step", "ragged, no drafts", "ragged, every row x 4",
+                "padded, 1 row x 8", "padded, every row x 2"):
+        assert f"  {way} " in out, out
+    assert draft_costs.main(["--rows", "1", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "alone, 0 drafts" in out and "alone, 16 drafts" in out

@@ -73,13 +73,21 @@ def test_a_row_whose_drafts_fail_rests_and_comes_back() -> None:
     spec = Speculation("ngram", max_drafts=8)
     row = RowLike([1, 2, 3, 1, 2])
     assert spec.plan([row], 1000) == {0: [3, 1, 2]}
-    for _ in range(4):
-        spec.checked(row, [3, 1, 2], 0)
-    assert row.spec.rest > 0 and spec.plan([row], 1000) == {}  # resting
+
+    def fail_until_it_rests() -> int:
+        while row.spec.rest == 0:
+            spec.checked(row, [3, 1], 0)
+        return row.spec.rest
+
+    first = fail_until_it_rests()
+    assert first > 0 and spec.plan([row], 1000) == {}  # resting
     row.spec.rest = 0
     assert 0 in spec.plan([row], 1000)  # back, with a short draft
+    assert fail_until_it_rests() == 2 * first  # failing again: a longer rest
+    row.spec.rest = 0
     spec.checked(row, [3, 1], 2)
     assert row.spec.k > 2  # all accepted: asks for more
+    assert fail_until_it_rests() == first  # its drafts held since: rests start short again
 
 
 def test_costs_decide_the_draft_length() -> None:
