@@ -254,16 +254,16 @@ class DecodeBatch:
         self.roll_back_ahead()
         kv.grow_ahead(self.cache)
         width = 1 + max(map(len, drafts))
+        pads = [width - 1 - len(d) for d in drafts]
         inputs, rows, positions = [], [], []
-        for row, (seq, row_drafts) in enumerate(zip(self.seqs, drafts, strict=True)):
-            pad = width - 1 - len(row_drafts)
+        for row, (seq, row_drafts, pad) in enumerate(zip(self.seqs, drafts, pads, strict=True)):
             inputs.append([seq.next_input] + list(row_drafts) + [seq.next_input] * pad)
             rows += [row] * (1 + len(row_drafts))
             positions += range(1 + len(row_drafts))
         logits = self.runner.verify_rows(self.cache, inputs, rows, positions)
-        for row, row_drafts in enumerate(drafts):
-            if width - 1 - len(row_drafts):
-                self.take_back(row, width - 1 - len(row_drafts))
+        for row, pad in enumerate(pads):
+            if pad:
+                self.take_back(row, pad)
         return logits
 
     def take_back(self, row: int, n: int) -> None:

@@ -159,6 +159,8 @@ class StepCosts:
     max_wait: int = 1024
     probe_wait: dict[int, int] = field(default_factory=dict)
     waited: dict[int, int] = field(default_factory=dict)
+    # rows -> the fit of its checks, made once per new check (it is read a few times a tick)
+    _fits: dict[int, CheckCost] = field(default_factory=dict)
 
     def wants_plain(self, rows: int) -> bool:
         """Whether a plain tick at `rows` rows is still to be measured, or is stale."""
@@ -172,7 +174,11 @@ class StepCosts:
         """What checking drafts adds to a tick of `rows` rows (else at the nearest count
         measured; None: never measured)."""
         near = _at_or_near({r: r for r, xs in self.checks.items() if xs}, rows)
-        return None if near is None else _fit(list(self.checks[near]))
+        if near is None:
+            return None
+        if near not in self._fits:
+            self._fits[near] = _fit(list(self.checks[near]))
+        return self._fits[near]
 
     def set_check(self, position_s: float, rows: int = 1, fixed_s: float = 0.0) -> None:
         """Take these as what checking costs at `rows` rows (and, until they are measured,
@@ -180,6 +186,7 @@ class StepCosts:
         checks = [(1, position_s)] if not fixed_s else [(1, fixed_s + position_s),
                                                         (2, fixed_s + 2 * position_s)]
         self.checks[rows] = deque(checks, maxlen=self.keep)
+        self._fits.pop(rows, None)
 
     def pays(self, rows: int, most: int) -> bool:
         """Whether drafts that always hold, `most` for every row, would pay for their
@@ -222,6 +229,7 @@ class StepCosts:
             # process)
             return
         self.checks.setdefault(rows, deque(maxlen=self.keep)).append((positions, extra))
+        self._fits.pop(rows, None)
 
 
 def _lower_median(values: list[float]) -> float:
