@@ -14,7 +14,11 @@ last first token to the last token. Each trial runs every way, alternated; media
 the ratio constrained / free (the target: >= 0.9x), of the medians and the median of each
 trial's back-to-back pair. With --clock, also the time the
 engine thread spends on grammars (masks, matchers taking tokens): a figure the machine's
-other load moves less than the throughput's.
+other load moves less than the throughput's. On the CPU the clock evaluates the forward
+pass before the masks and the masked logits after (the masks' own cost, an upper bound);
+on a GPU it adds no evaluation, since waiting there would undo the step started ahead
+(a 2026-11-26 H100 run with those waits read 0.64x for 16 rows: docs/performance.md), so
+it times only the engine thread's own work.
 
 --micro: the mask path alone, the engine's `mask_logits` against the one it replaced
 (`mask_before`: a numpy-unpacked (rows, vocab) bool mask and an `mx.where` over the batch)
@@ -58,9 +62,10 @@ def chat(i: int) -> list[dict[str, str]]:
 
 class MaskClock:
     """Time the engine thread spends on grammars: computing and applying a step's masks
-    (timed after the step's forward pass, so without the overlap: an upper bound) and the
+    (on the CPU timed after the step's forward pass, without the overlap: an upper bound) and the
     matchers taking tokens; steps that masked; and of it, the time until the masked logits'
-    graph was built (the engine thread's own part: what a GPU would wait on)."""
+    graph was built (the engine thread's own part: what a GPU would wait on). On a GPU it
+    adds no evaluation (self.sync), so the masks' time there is the engine thread's alone."""
 
     def __init__(self) -> None:
         import mlx.core as mx
@@ -69,30 +74,34 @@ class MaskClock:
 
         self.seconds, self.steps, self.built, self.cpu = 0.0, 0, 0.0, 0.0
         # the mask path timed (set_mask_path: the engine's or the one before)
-        self.inner, consume = next_token.mask_logits, constraint.RowMatcher.consume
+        self.inner, take = next_token.mask_logits, constraint.RowMatcher._take
+        # On a GPU an evaluation here would wait for the step started ahead (see above)
+        self.sync = mx.default_device() == mx.cpu
 
         def timed_mask(matchers, logits):
             if not any(m is not None for m in matchers):
                 return logits
-            mx.eval(logits)  # the forward pass first, not counted: the masks' own cost,
-            t = time.perf_counter()  # as if none of it overlapped the pass (an upper bound)
+            if self.sync:
+                mx.eval(logits)  # the forward pass first, not counted: the masks' own
+            t = time.perf_counter()  # cost, as if none of it overlapped the pass
             c = time.thread_time()
             out = self.inner(matchers, logits)
             self.cpu += time.thread_time() - c  # this thread's CPU: the machine's load
             self.built += time.perf_counter() - t  # does not add waits for a core to it
-            mx.eval(out)
+            if self.sync:
+                mx.eval(out)
             self.seconds += time.perf_counter() - t
             self.steps += 1
             return out
 
-        def timed_consume(matcher, token):
+        def timed_take(matcher, token):  # a token taken, early (run-ahead) or delivered
             t = time.perf_counter()
-            out = consume(matcher, token)
+            out = take(matcher, token)
             self.seconds += time.perf_counter() - t
             return out
 
         next_token.mask_logits = timed_mask
-        constraint.RowMatcher.consume = timed_consume
+        constraint.RowMatcher._take = timed_take
 
     def take(self) -> tuple[float, int, float, float]:
         out = self.seconds, self.steps, self.built, self.cpu
@@ -182,6 +191,28 @@ def set_mask_path(name: str, clock: MaskClock | None) -> None:
         next_token.mask_logits = path
 
 
+class AheadCount:
+    """How many of the batch's decode steps used a step started the tick before (run-ahead,
+    a GPU's and a lone row's): where a way loses it, its steps wait for the device."""
+
+    def __init__(self, engine) -> None:
+        batch = engine._core.batch
+        self.steps = self.started = 0
+        plain = batch.step
+
+        def step(more_coming: bool):
+            self.steps += 1
+            self.started += batch.ahead is not None and batch._started_for(list(batch.seqs))
+            return plain(more_coming)
+
+        batch.step = step
+
+    def take(self) -> str:
+        out = f"{self.started}/{self.steps} steps started ahead"
+        self.steps = self.started = 0
+        return out
+
+
 def run(engine, rows: int, constrained: int, max_tokens: int) -> tuple[float, int]:
     """Decode tok/s of `rows` requests, the first `constrained` with the schema."""
     from engine import SamplingParams
@@ -225,6 +256,7 @@ def main(args: argparse.Namespace) -> None:
                  for p in paths})
     ways["1 stream, free"] = (1, 0, "now")
     clock = MaskClock() if args.clock else None
+    ahead = AheadCount(engine)
     for rows, held, path in ways.values():  # warm-up: first passes of each shape, the tokenizer
         set_mask_path(path, clock)
         run(engine, rows, held, 8)
@@ -238,6 +270,7 @@ def main(args: argparse.Namespace) -> None:
         for way in order:
             if clock is not None:
                 clock.take()
+            ahead.take()
             t0 = time.perf_counter()
             rows, held, path = ways[way]
             set_mask_path(path, clock)
@@ -255,8 +288,8 @@ def main(args: argparse.Namespace) -> None:
                         f"(masks built {1000 * built / max(steps, 1):.2f}, the engine "
                         f"thread's CPU {1000 * cpu / max(steps, 1):.3f}), "
                         f"{100 * seconds / took:.1f}% of the run")
-            print(f"trial {trial} {way:32s} decode {rate:7.1f} tok/s ({made} tokens{note})",
-                  flush=True)
+            print(f"trial {trial} {way:32s} decode {rate:7.1f} tok/s ({made} tokens, "
+                  f"{ahead.take()}{note})", flush=True)
     med = {w: statistics.median(r) for w, r in got.items()}
     print(f"\n{loaded.description}, max_tokens {args.max_tokens}, medians of {args.repeats}"
           f", mask path: {args.mask}:")
@@ -288,7 +321,7 @@ if __name__ == "__main__":
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--clock", action="store_true",
-                   help="also time the grammar work on the engine thread (adds a sync)")
+                   help="also time the grammar work on the engine thread (on the CPU: adds a sync)")
     p.add_argument("--micro", action="store_true",
                    help="the mask path alone, against the one before (see above)")
     p.add_argument("--steps", type=int, default=400, help="--micro's steps")
