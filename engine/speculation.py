@@ -123,6 +123,13 @@ class RowSpec:
     def acceptance(self) -> float:
         return self.hits / self.trials
 
+    def resting(self) -> bool:
+        """Whether the row rests this step (which counts towards its rest)."""
+        if not self.rest:
+            return False
+        self.rest -= 1
+        return True
+
 
 @dataclass(frozen=True, slots=True)
 class CheckCost:
@@ -168,12 +175,13 @@ class StepCosts:
 
     def plain(self, rows: int) -> float | None:
         """A plain decode tick's time at `rows` rows (else at the nearest measured count)."""
-        return _at_or_near(self.plain_s, rows)
+        near = _nearest(self.plain_s, rows)
+        return None if near is None else self.plain_s[near]
 
     def check(self, rows: int) -> CheckCost | None:
         """What checking drafts adds to a tick of `rows` rows (else at the nearest count
         measured; None: never measured)."""
-        near = _at_or_near({r: r for r, xs in self.checks.items() if xs}, rows)
+        near = _nearest(self.checks, rows)  # (a row count's checks are never empty)
         if near is None:
             return None
         if near not in self._fits:
@@ -248,13 +256,13 @@ def _fit(checks: list[tuple[int, float]]) -> CheckCost:
     return CheckCost(max(0.0, _lower_median([e - position * p for p, e in checks])), position)
 
 
-def _at_or_near(by_rows: dict[int, float], rows: int) -> float | None:
-    """The value at `rows`, else at the nearest row count that has one (None: none has)."""
-    if rows in by_rows:
-        return by_rows[rows]
+def _nearest(by_rows: dict[int, Any], rows: int) -> int | None:
+    """`rows` if it is a key of `by_rows`, else the nearest row count that is (None: empty)."""
     if not by_rows:
         return None
-    return by_rows[min(by_rows, key=lambda r: abs(r - rows))]
+    if rows in by_rows:
+        return rows
+    return min(by_rows, key=lambda r: abs(r - rows))
 
 
 class Speculation:
@@ -311,8 +319,8 @@ class Speculation:
     def skip(self, seqs: Seq[Any]) -> None:
         """A tick that does not plan (its step was started ahead): resting rows count it."""
         for seq in seqs:
-            if seq.spec is not None and seq.spec.rest:
-                seq.spec.rest -= 1
+            if seq.spec is not None:
+                seq.spec.resting()
 
     def plan(self, seqs: Seq[Any], context_length: int, can_measure: bool = False,
              uniform: bool = False) -> dict[int, list[int]]:
@@ -343,8 +351,7 @@ class Speculation:
             spec = self.row(seq)
             if spec is None or seq.is_finished:
                 continue
-            if spec.rest:
-                spec.rest -= 1
+            if spec.resting():
                 continue
             room = min(spec.k, seq.params.max_tokens - seq.num_output_tokens - 1,
                        context_length - seq.num_tokens - 1)

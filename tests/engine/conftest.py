@@ -73,14 +73,15 @@ def skip_without_native() -> None:
 
 def native_quantized_tiny(seed: int):
     """A quantized tiny model the native kernels run (their answers, log-probabilities
-    included, do not depend on the batch: docs/determinism.md); skips without them."""
+    included, do not depend on the batch: docs/determinism.md); skips without them (on
+    a GPU: MLX's own kernels, see skip_without_native)."""
     skip_without_native()
     return quantized_tiny(seed=seed)
 
 
 @pytest.fixture(scope="module")
 def native_built() -> None:
-    """engine.native built, else the module's tests skip.
+    """engine.native built (on the CPU), else the module's tests skip.
     Use: pytestmark = pytest.mark.usefixtures("native_built")."""
     skip_without_native()
 
