@@ -1,24 +1,26 @@
 """What a grammar costs the batch (issue #30 item 4): decode throughput with and without.
 
     python -m bench.constrained [--model bundled] [--max-tokens 64] [--repeats 3]
+                                [--sampling tabs|greedy]
     python -m bench.constrained --micro [--steps 400]   # the mask path alone
     python -m bench.constrained --clock --mask ab   # + the constrained ways on the old mask path
 
-On the engine in this process (step mode, no server), the same chat prompts and max_tokens
-every way: 16 rows of which 8 carry a JSON schema against 16 rows without one, and one
-stream with the schema against one without. The schema asks for a long array of records,
-so no constrained row completes before max_tokens and every way decodes the same number
-of rows for the same number of steps (the engine has no end token here: free rows run to
-max_tokens too). Decode tok/s: the tokens after each row's first, over the time from the
-last first token to the last token. Each trial runs every way, alternated; medians, and
-the ratio constrained / free (the target: >= 0.9x), of the medians and the median of each
-trial's back-to-back pair. With --clock, also the time the
-engine thread spends on grammars (masks, matchers taking tokens): a figure the machine's
-other load moves less than the throughput's. On the CPU the clock evaluates the forward
-pass before the masks and the masked logits after (the masks' own cost, an upper bound);
-on a GPU it adds no evaluation, since waiting there would undo the step started ahead
-(a 2026-11-26 H100 run with those waits read 0.64x for 16 rows: docs/performance.md), so
-it times only the engine thread's own work.
+On the engine in this process (step mode, no server), the same chat prompts, max_tokens and
+sampling every way (by default the chat tabs' sampling, what users run, each request with
+its own seed; --sampling greedy for greedy decoding): 16 rows of which 8 carry a JSON schema
+against 16 rows without one, and one stream with the schema against one without. The schema
+asks for a long array of records, so no constrained row completes before max_tokens and
+every way decodes the same number of rows for the same number of steps (the engine has no
+end token here: free rows run to max_tokens too). Decode tok/s: the tokens after each row's
+first, over the time from the last first token to the last token. Each trial runs every way,
+alternated; medians, and the ratio constrained / free (the target: >= 0.9x), of the medians
+and the median of each trial's back-to-back pair. With --clock, also the time the engine
+thread spends on grammars (masks, matchers taking tokens): a figure the machine's other load
+moves less than the throughput's. On the CPU the clock evaluates the forward pass before the
+masks and the masked logits after (the masks' own cost, an upper bound); on a GPU it adds no
+evaluation, since waiting there would undo the step started ahead (a 2026-11-26 H100 run
+with those waits read 0.64x for 16 rows: docs/performance.md), so it times only the engine
+thread's own work.
 
 --micro: the mask path alone, the engine's `mask_logits` against the one it replaced
 (`mask_before`: a numpy-unpacked (rows, vocab) bool mask and an `mx.where` over the batch)
@@ -28,6 +30,8 @@ order, their outputs must be equal bit for bit, then each matcher takes its row'
 Median ms a step: the engine thread's own time until the masked logits are built (what a
 GPU waits on) and until they are computed too (on the CPU the device is the same cores).
 --mask ab: the engine runs the constrained ways with each path, alternated in each trial.
+--batch-ahead: on the CPU, batches start their next step before this one's tokens are read,
+as a GPU's do (DecodeBatch.batch_run_ahead), to see whether grammar rows keep it.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import statistics
 import sys
 import time
 
+from bench.request_sampling import SAMPLING, request_sampling
 from engine.blas import ensure_fast_blas
 
 SCHEMA = {
@@ -213,14 +218,18 @@ class AheadCount:
         return out
 
 
-def run(engine, rows: int, constrained: int, max_tokens: int) -> tuple[float, int]:
-    """Decode tok/s of `rows` requests, the first `constrained` with the schema."""
-    from engine import SamplingParams
+def run(engine, rows: int, constrained: int, max_tokens: int,
+        sampling: str = "greedy") -> tuple[float, int]:
+    """Decode tok/s of `rows` requests, the first `constrained` with the schema, each with
+    `sampling` (bench/request_sampling.py) and its own seed."""
+    from dataclasses import replace
+
     from engine.grammars import json_schema_grammar
 
     grammar = json_schema_grammar(SCHEMA)
-    streams = [engine.submit(messages=chat(i), params=SamplingParams(
-        max_tokens=max_tokens, grammar=grammar if i < constrained else None))
+    chain = request_sampling(sampling)
+    streams = [engine.submit(messages=chat(i), params=replace(
+        chain.params(max_tokens, seed=i), grammar=grammar if i < constrained else None))
         for i in range(rows)]
     counts = [0] * rows
     for i, s in enumerate(streams):
@@ -255,11 +264,13 @@ def main(args: argparse.Namespace) -> None:
     ways.update({"1 stream, constrained" + ("" if p == "now" else f", {p}"): (1, 1, p)
                  for p in paths})
     ways["1 stream, free"] = (1, 0, "now")
+    if args.batch_ahead:  # a GPU's batch schedule on the CPU (engine/decode_batch.py)
+        engine._core.batch.batch_run_ahead = True
     clock = MaskClock() if args.clock else None
     ahead = AheadCount(engine)
     for rows, held, path in ways.values():  # warm-up: first passes of each shape, the tokenizer
         set_mask_path(path, clock)
-        run(engine, rows, held, 8)
+        run(engine, rows, held, 8, args.sampling)
     got: dict[str, list[float]] = {w: [] for w in ways}
     spent: dict[str, list[float]] = {w: [] for w in ways}
     per_step: dict[str, list[float]] = {w: [] for w in ways}
@@ -274,7 +285,7 @@ def main(args: argparse.Namespace) -> None:
             t0 = time.perf_counter()
             rows, held, path = ways[way]
             set_mask_path(path, clock)
-            rate, made = run(engine, rows, held, args.max_tokens)
+            rate, made = run(engine, rows, held, args.max_tokens, args.sampling)
             took = time.perf_counter() - t0
             got[way].append(rate)
             note = ""
@@ -291,8 +302,9 @@ def main(args: argparse.Namespace) -> None:
             print(f"trial {trial} {way:32s} decode {rate:7.1f} tok/s ({made} tokens, "
                   f"{ahead.take()}{note})", flush=True)
     med = {w: statistics.median(r) for w, r in got.items()}
-    print(f"\n{loaded.description}, max_tokens {args.max_tokens}, medians of {args.repeats}"
-          f", mask path: {args.mask}:")
+    print(f"\n{loaded.description}, max_tokens {args.max_tokens}, sampling {args.sampling} "
+          f"({request_sampling(args.sampling).fields}), medians of {args.repeats}, mask path: "
+          f"{args.mask}:")
     for way, rate in med.items():
         share = (f"  (grammar work on the engine thread: "
                  f"{1000 * statistics.median(per_step[way]):.2f} ms a step, masks built "
@@ -320,8 +332,12 @@ if __name__ == "__main__":
     p.add_argument("--model", default="bundled")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--sampling", choices=sorted(SAMPLING), default="tabs",
+                   help="every request's sampling: the chat tabs' (what users run) or greedy")
     p.add_argument("--clock", action="store_true",
                    help="also time the grammar work on the engine thread (on the CPU: adds a sync)")
+    p.add_argument("--batch-ahead", action="store_true",
+                   help="batches run ahead as on a GPU (on the CPU only lone rows do)")
     p.add_argument("--micro", action="store_true",
                    help="the mask path alone, against the one before (see above)")
     p.add_argument("--steps", type=int, default=400, help="--micro's steps")

@@ -130,9 +130,10 @@ def test_draft_costs_times_every_way_of_checking_drafts(capsys) -> None:
 
 def test_constrained_bench_times_grammars_and_counts_steps_started_ahead(capsys,
                                                                           monkeypatch) -> None:
-    """bench.constrained on the bundled model, with the clock: every way's trial line says
-    how many decode steps used a step started ahead (a lone row runs ahead, grammar or not),
-    the constrained ways' grammar work, and the ratios. The clock and the mask path replace
+    """bench.constrained on the bundled model, with the clock, the tabs' sampling and batches
+    running ahead as on a GPU: every way's trial line says how many decode steps used a step
+    started ahead (a lone row or such a batch runs ahead, grammar or not), the constrained
+    ways' grammar work, the sampling, and the ratios. The clock and the mask path replace
     engine functions: put back after."""
     import argparse
     import re
@@ -143,14 +144,15 @@ def test_constrained_bench_times_grammars_and_counts_steps_started_ahead(capsys,
     monkeypatch.setattr(next_token, "mask_logits", next_token.mask_logits)
     monkeypatch.setattr(constraint.RowMatcher, "_take", constraint.RowMatcher._take)
     constrained.main(argparse.Namespace(model="bundled", max_tokens=8, repeats=1, clock=True,
-                                        micro=False, steps=0, mask="now"))
+                                        micro=False, steps=0, mask="now", sampling="tabs",
+                                        batch_ahead=True))
     out = capsys.readouterr().out
     lines = {m.group(1).strip(): (int(m.group(2)), int(m.group(3)))
              for m in re.finditer(r"trial 1 (.+?) decode .*?, (\d+)/(\d+) steps started ahead",
                                   out)}
     assert set(lines) == {"16 rows, 8 constrained", "16 rows, none constrained",
                           "1 stream, constrained", "1 stream, free"}, out
-    for way in ("1 stream, constrained", "1 stream, free"):
-        started, steps = lines[way]
+    for way, (started, steps) in lines.items():
         assert steps >= 6 and started >= steps - 2, (way, out)
     assert "grammar work" in out and "ratio 16 rows (8 constrained / none)" in out
+    assert "sampling tabs ({'temperature': 0.7" in out, out
