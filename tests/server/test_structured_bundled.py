@@ -4,7 +4,8 @@ non-trivial JSON schema, run at once (one batch), every reply validates with jso
 json_object replies parse; `required` calls over two tools validate against their
 parameters; a named function forces that function; streamed deltas reassemble into the
 non-streamed calls of the same seed; a tool result goes back to the model; `auto` on a
-prompt the model answers in text gives content. Its template has no tool support, so the
+prompt the model answers in text gives content; free replies in a batch with constrained
+ones are exactly those of the same requests without them. Its template has no tool support, so the
 tools go in through the fallback section (docs/server.md)."""
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ SCHEMA = {"type": "object", "properties": {
     "tags": {"type": "array", "items": {"type": "string", "maxLength": 12},
              "minItems": 1, "maxItems": 3}},
     "required": ["name", "age", "mood", "address", "tags"], "additionalProperties": False}
-PROMPTS = [f"Describe {who} as a JSON record." for who in (
-    "a baker", "a pilot", "a child", "a retired teacher", "a cat owner", "a chess player",
-    "a farmer", "a nurse", "a student in Paris", "a sailor", "a painter", "a doctor",
-    "a runner", "a poet", "a chef", "a musician", "a gardener", "a librarian",
-    "a firefighter", "an astronaut")]
+WHO = ["a baker", "a pilot", "a child", "a retired teacher", "a cat owner", "a chess player",
+       "a farmer", "a nurse", "a student in Paris", "a sailor", "a painter", "a doctor",
+       "a runner", "a poet", "a chef", "a musician", "a gardener", "a librarian",
+       "a firefighter", "an astronaut"]
+PROMPTS = [f"Describe {who} as a JSON record." for who in WHO]
 TOOLS = [
     {"type": "function", "function": {
         "name": "get_weather", "description": "The current weather in a city",
@@ -89,6 +90,40 @@ async def test_20_prompts_under_a_json_schema_all_validate(s):
         assert r.choices[0].finish_reason == "stop"
         jsonschema.validate(json.loads(r.choices[0].message.content), SCHEMA)
     assert len({r.choices[0].message.content for r in replies}) > 10  # sampled, not stuck
+
+
+async def test_a_mixed_batch_leaves_the_free_replies_exact(s):
+    """8 free requests (greedy, and the tabs' sampling with a seed) get the same text, token
+    for token with the same log-probabilities, sent together without constrained requests
+    and then in one batch beside 8 under the JSON schema."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA,
+                                                  "strict": True}}
+    tabs = {"temperature": 0.7, "top_p": 0.95, "extra_body": {"min_p": 0.05,
+                                                               "repetition_penalty": 1.1}}
+
+    def free(i: int):
+        sampling = {"temperature": 0} if i % 2 else {**tabs, "seed": 50 + i}
+        return s.client.chat.completions.create(
+            model=MODEL, messages=user(f"Tell me one fact about {WHO[i]}."),
+            max_tokens=48, logprobs=True, **sampling)
+
+    def held(i: int):
+        return s.client.chat.completions.create(model=MODEL, messages=user(PROMPTS[8 + i]),
+                                                max_tokens=48, seed=i, response_format=fmt)
+
+    def said(r) -> tuple[str, str, list[tuple[str, float]]]:
+        c = r.choices[0]
+        return c.message.content, c.finish_reason, [(t.token, t.logprob)
+                                                    for t in c.logprobs.content]
+
+    alone = await asyncio.gather(*[free(i) for i in range(8)])
+    mixed = await asyncio.gather(*[free(i) for i in range(8)], *[held(i) for i in range(8)])
+    assert max(t.decode_rows for t in s.engine.telemetry()) >= 12  # one batch, mixed
+    assert [said(r) for r in mixed[:8]] == [said(r) for r in alone]
+    assert len({said(r)[0] for r in alone}) == 8
+    for r in mixed[8:]:
+        if r.choices[0].finish_reason == "stop":
+            jsonschema.validate(json.loads(r.choices[0].message.content), SCHEMA)
 
 
 async def test_json_object_replies_parse(s):
