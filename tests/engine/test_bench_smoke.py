@@ -156,3 +156,25 @@ def test_constrained_bench_times_grammars_and_counts_steps_started_ahead(capsys,
         assert steps >= 6 and started >= steps - 2, (way, out)
     assert "grammar work" in out and "ratio 16 rows (8 constrained / none)" in out
     assert "sampling tabs ({'temperature': 0.7" in out, out
+
+
+def test_grammar_engines_probes_hold_for_the_engines_json_grammars() -> None:
+    """bench.grammar_engines' probes, on llguidance (what the engine uses; xgrammar is not
+    installed here): inside a JSON string, bounded or not, the engine's schema grammars
+    refuse a raw control character and a special token, and take an escaped quote, each
+    after its control text passed. Without xgrammar the bench says so and exits 2."""
+    from bench import grammar_engines as g
+    from engine.loader import load_model
+
+    loaded = load_model("bundled")
+    hf = getattr(loaded.tokenizer, "_tokenizer", loaded.tokenizer)
+    ll = g.Llguidance(hf, sorted(loaded.eos_token_ids))
+    want = ["refuses it", "refuses it", "takes it"]
+    for schema in (g.PERSON, g.NAMED):
+        grammar = ll.compile(schema)
+        assert [g.probe(ll, grammar, hf, text, control)
+                for text, control in g.PROBES.values()] == want
+    try:
+        import xgrammar  # noqa: F401
+    except ImportError:
+        assert g.main(["--steps", "1"]) == 2
