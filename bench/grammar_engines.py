@@ -36,8 +36,8 @@ import numpy as np
 from bench.constrained import SCHEMA as PEOPLE
 from engine.blas import ensure_fast_blas
 
-# The server tests' record (tests/server/test_structured_bundled.py): bounds, an enum, a
-# nested object, a bounded array
+# A record with bounds, an enum, a nested object, a bounded array (the server tests' schema
+# too: tests/server/test_structured_bundled.py)
 PERSON = {"type": "object", "properties": {
     "name": {"type": "string", "minLength": 1, "maxLength": 24},
     "age": {"type": "integer", "minimum": 0, "maximum": 120},

@@ -16,22 +16,13 @@ import json
 import jsonschema
 import pytest
 
+from bench.grammar_engines import PERSON
 from tests.server.conftest import serving
 
 pytestmark = pytest.mark.bundled
 
 MODEL = "smollm2"
-SCHEMA = {"type": "object", "properties": {
-    "name": {"type": "string", "minLength": 1, "maxLength": 24},
-    "age": {"type": "integer", "minimum": 0, "maximum": 120},
-    "mood": {"enum": ["happy", "sad", "calm"]},
-    "address": {"type": "object", "properties": {
-        "city": {"type": "string", "maxLength": 24},
-        "zip": {"type": "integer", "minimum": 10000, "maximum": 99999}},
-        "required": ["city", "zip"], "additionalProperties": False},
-    "tags": {"type": "array", "items": {"type": "string", "maxLength": 12},
-             "minItems": 1, "maxItems": 3}},
-    "required": ["name", "age", "mood", "address", "tags"], "additionalProperties": False}
+SCHEMA = PERSON  # bounds, an enum, a nested object, a bounded array
 WHO = ["a baker", "a pilot", "a child", "a retired teacher", "a cat owner", "a chess player",
        "a farmer", "a nurse", "a student in Paris", "a sailor", "a painter", "a doctor",
        "a runner", "a poet", "a chef", "a musician", "a gardener", "a librarian",
