@@ -219,7 +219,7 @@ class AheadCount:
 
 
 def run(engine, rows: int, constrained: int, max_tokens: int,
-        sampling: str = "greedy") -> tuple[float, int]:
+        sampling: str) -> tuple[float, int]:
     """Decode tok/s of `rows` requests, the first `constrained` with the schema, each with
     `sampling` (bench/request_sampling.py) and its own seed."""
     from dataclasses import replace

@@ -55,31 +55,28 @@ SCHEMAS = {"people (a long array of records)": PEOPLE, "person (bounds, nested)"
 class Llguidance:
     name = "llguidance"
 
-    def __init__(self, hf, eos: list[int]) -> None:
-        import llguidance
-        from llguidance.hf import from_tokenizer
+    def __init__(self, tokenizer, eos: list[int]) -> None:
         from llguidance.numpy import fill_next_token_bitmask_par
 
-        from engine.grammars import json_schema_grammar
+        from engine.constraint import GrammarTokenizer
 
+        # the engine's own: its LLTokenizer, executor and matchers (engine/constraint.py)
+        self.grammars = GrammarTokenizer(tokenizer, eos)
         t = time.perf_counter()
-        self.tok = from_tokenizer(hf, eos_token=eos)  # as engine/constraint.py builds it
+        self.tok = self.grammars.llguidance()
         self.setup = time.perf_counter() - t
-        self.executor = llguidance.LLExecutor()
         self._fill = fill_next_token_bitmask_par
-        self._grammar = json_schema_grammar
-        self._ll = llguidance
 
     def compile(self, schema: dict) -> object:
-        return self._grammar(schema)  # the matcher compiles it (LLMatcher below)
+        from engine.grammars import json_schema_grammar
+
+        return json_schema_grammar(schema)  # the matcher compiles it (LLMatcher below)
 
     def matcher(self, grammar: object):
-        m = self._ll.LLMatcher(self.tok, grammar, log_level=0)
-        assert not m.is_error(), m.get_error()
-        return m
+        return self.grammars.matcher(grammar).matcher
 
     def fill(self, matchers, bits: np.ndarray) -> None:
-        self._fill(self.executor, [(m, i) for i, m in enumerate(matchers)], bits)
+        self._fill(self.grammars.executor, [(m, i) for i, m in enumerate(matchers)], bits)
 
     def take(self, m, token: int) -> bool:
         return m.consume_token(token)
@@ -163,14 +160,14 @@ def allowed(bits_row: np.ndarray, vocab: int) -> np.ndarray:
 
 
 def walk(engines, grammars, rows: int, steps: int, vocab: int, words: int,
-         seed: int) -> dict[str, dict[str, list[float]]]:
-    """`steps` steps of `rows` rows on every engine, the same tokens; per engine the fill's
+         seed: int) -> tuple[dict[str, dict[str, list[float]]], list[int]]:
+    """`steps` steps of `rows` rows on every engine, the same tokens: per engine the fill's
     and the takes' seconds a step, and per step how many rows' masks were the same bits."""
     rng = np.random.default_rng(seed)
     matchers = {e.name: [e.matcher(grammars[e.name]) for _ in range(rows)] for e in engines}
     bits = {e.name: np.zeros((rows, words), dtype=np.int32) for e in engines}
     out = {e.name: {"fill": [], "take": []} for e in engines}
-    out["same"] = {"rows": []}
+    same = []
     for step in range(steps):
         order = engines if step % 2 else list(reversed(engines))
         for e in order:
@@ -179,7 +176,7 @@ def walk(engines, grammars, rows: int, steps: int, vocab: int, words: int,
             e.fill(matchers[e.name], bits[e.name])
             out[e.name]["fill"].append(time.perf_counter() - t)
         a, b = (bits[e.name] for e in engines)
-        out["same"]["rows"].append(int((a == b).all(axis=1).sum()))
+        same.append(int((a == b).all(axis=1).sum()))
         tokens = []
         for r in range(rows):
             both = allowed(a[r], vocab) & allowed(b[r], vocab)
@@ -195,7 +192,7 @@ def walk(engines, grammars, rows: int, steps: int, vocab: int, words: int,
             if tok < 0 or any(e.done(matchers[e.name][r]) for e in engines):
                 for e in engines:
                     e.reset(matchers[e.name][r])
-    return out
+    return out, same
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_model(args.model)
     hf = getattr(loaded.tokenizer, "_tokenizer", loaded.tokenizer)
     eos = sorted(loaded.eos_token_ids)
-    ll = Llguidance(hf, eos)
+    ll = Llguidance(loaded.tokenizer, eos)
     vocab = ll.tok.vocab_size  # the masks' width in the engine
     words = (vocab + 31) // 32
     engines = [ll, Xgrammar(hf, vocab, eos)]
@@ -240,16 +237,16 @@ def main(argv: list[str] | None = None) -> int:
             took = time.perf_counter() - t
             print(f"  {e.name:10s} compile + first matcher {1000 * took:8.2f} ms")
         for rows in (args.rows, 1):
-            got = walk(engines, grammars, rows, args.steps + 10, vocab, words, seed=rows)
-            same = got.pop("same")["rows"][10:]
+            got, same = walk(engines, grammars, rows, args.steps + 10, vocab, words, seed=rows)
+            same = same[10:]  # the first steps: warm-up
+            med = {e.name: {k: statistics.median(v[10:]) for k, v in got[e.name].items()}
+                   for e in engines}
             for e in engines:
-                fill = statistics.median(got[e.name]["fill"][10:])
-                take = statistics.median(got[e.name]["take"][10:])
-                print(f"  {rows:2d} row(s) {e.name:10s} mask {1000 * fill:7.3f} ms a step, "
-                      f"tokens taken {1000 * take:6.3f} ms")
-            fills = [statistics.median(got[e.name]["fill"][10:]) for e in engines]
-            print(f"  {rows:2d} row(s) xgrammar / llguidance mask time: "
-                  f"{fills[1] / fills[0]:.2f}x; masks the same bits on "
+                print(f"  {rows:2d} row(s) {e.name:10s} mask {1000 * med[e.name]['fill']:7.3f} "
+                      f"ms a step, tokens taken {1000 * med[e.name]['take']:6.3f} ms")
+            ratio = med["xgrammar"]["fill"] / med["llguidance"]["fill"]
+            print(f"  {rows:2d} row(s) xgrammar / llguidance mask time: {ratio:.2f}x; "
+                  f"masks the same bits on "
                   f"{100 * sum(same) / (rows * len(same)):.1f}% of the rows' steps")
     return 0
 

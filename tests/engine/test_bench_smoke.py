@@ -168,7 +168,7 @@ def test_grammar_engines_probes_hold_for_the_engines_json_grammars() -> None:
 
     loaded = load_model("bundled")
     hf = getattr(loaded.tokenizer, "_tokenizer", loaded.tokenizer)
-    ll = g.Llguidance(hf, sorted(loaded.eos_token_ids))
+    ll = g.Llguidance(loaded.tokenizer, sorted(loaded.eos_token_ids))
     want = ["refuses it", "refuses it", "takes it"]
     for schema in (g.PERSON, g.NAMED):
         grammar = ll.compile(schema)
