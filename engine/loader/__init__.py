@@ -43,6 +43,9 @@ class LoadedModel:
     context_length: int
     source: str  # resolved file path / directory / repo id
     description: str  # one line for the UI
+    # what a user should know about how it runs here, once each (a tensor type held wider
+    # than in its file, say); empty when nothing
+    notes: tuple[str, ...] = ()
 
 
 def load_model(source: str = "bundled", *, quantized: bool | None = None,

@@ -22,6 +22,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from ..cpu_options import CpuOptions
+from ..loader.ggml_modules import Group16Embedding, Group16Linear, dequantize_groups
 from ..module_tree import replace
 from . import available, dequantize_f32, extension, simd
 
@@ -69,7 +70,7 @@ class _NativeQuantized(nn.Module):
         object.__setattr__(self, "_native_qmv", extension().quantized_matvec)
         object.__setattr__(self, "_native_scalar", options.scalar or not simd())
         f32 = None
-        if options.float32_copies:
+        if options.float32_copies and self.group_size != 16:
             f32 = dequantize_f32(self.weight, self.scales, self.biases, self.group_size,
                                  self.bits)
             mx.eval(f32)
@@ -125,6 +126,9 @@ class _NativeQuantized(nn.Module):
         f32 = self._native_f32
         if f32 is not None and x.dtype == mx.float32:
             return x @ f32.T
+        if self.group_size == 16:  # only the packed kernel takes groups of 16
+            w = dequantize_groups(self.weight, self.scales, self.biases, 16, self.bits)
+            return x @ w.astype(x.dtype).T
         if x.dtype == mx.float32:
             w = dequantize_f32(self.weight, self.scales, self.biases, self.group_size,
                                self.bits)
@@ -147,6 +151,9 @@ class NativeQuantizedEmbedding(_NativeQuantized):
         self.num_embeddings, self.dims = stock.num_embeddings, stock.dims
 
     def __call__(self, x: mx.array) -> mx.array:  # nn.QuantizedEmbedding's lookup
+        if self.group_size == 16:
+            return dequantize_groups(self["weight"][x], self["scales"][x], self["biases"][x],
+                                     16, self.bits)
         return mx.dequantize(self["weight"][x], scales=self["scales"][x],
                              biases=self["biases"][x], group_size=self.group_size,
                              bits=self.bits, mode=self.mode)
@@ -172,10 +179,14 @@ def install(tree: nn.Module, options: CpuOptions) -> int:
     if max_rows == 0 or not available():
         return 0
 
+    packs = options.invariant and options.int8  # the one kernel for groups of 16
+
     def native(mod: nn.Module) -> nn.Module | None:
-        if type(mod) is nn.QuantizedLinear and _supported(mod):
+        if (type(mod) is nn.QuantizedLinear and _supported(mod)) or \
+                (type(mod) is Group16Linear and packs):
             return NativeQuantizedLinear(mod, max_rows, options)
-        if type(mod) is nn.QuantizedEmbedding and _supported(mod):
+        if (type(mod) is nn.QuantizedEmbedding and _supported(mod)) or \
+                (type(mod) is Group16Embedding and packs):
             return NativeQuantizedEmbedding(mod, max(max_rows, LM_HEAD_MIN_ROWS), options)
         return None
 

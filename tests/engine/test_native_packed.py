@@ -73,3 +73,41 @@ def test_rejects_mismatched_arguments(bad: str) -> None:
     args |= {"bits": {"bits": 8}, "k": {"x": mx.zeros((2, 96))}, "n": {"n": 64}}[bad]
     with pytest.raises(ValueError, match="packed"):
         native.packed_matvec_many(args["x"], [packed], [args["n"]], 32, args["bits"])
+
+
+def _case16(m: int, n: int, k: int, bits: int, seed: int):
+    """A weight in groups of 16 (GGUF's Q6_K / Q2_K form, which mx.quantize cannot make):
+    MLX's packed layout, its float64 product with x, and the int8 rounding bound."""
+    rng = np.random.default_rng(seed)
+    q = rng.integers(0, 2 ** bits, (n, k), dtype=np.uint8)
+    s = (rng.standard_normal((n, k // 16)) * 0.01).astype(np.float32)
+    b = (rng.standard_normal((n, k // 16)) * 0.05).astype(np.float32)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    packed = q if bits == 8 else q[:, 0::2] | (q[:, 1::2] << np.uint8(4))
+    w = (q.reshape(n, -1, 16) * s[..., None] + b[..., None]).reshape(n, k).astype(np.float64)
+    step = np.repeat(np.abs(x.reshape(m, -1, 32)).max(-1) / 127.0, 32, axis=-1)
+    bound = 0.5 * step @ np.abs(w).T + 2 * (k + 2) * 2.0 ** -24 * (np.abs(x) + step) @ np.abs(w).T
+    return (mx.array(x), mx.array(np.ascontiguousarray(packed).view(np.uint32)), mx.array(s),
+            mx.array(b), x @ w.T, bound)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_groups_of_16_within_the_bound_and_the_same_in_any_batch_on_every_path(
+        bits: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    x, w, s, b, ref, bound = _case16(21, 37, 768, bits, seed=bits)
+    packed = native.pack_quantized(w, s, b, 16, bits)
+    full = _run(x, packed, 37, 16, bits)
+    err = np.abs(full - ref)
+    assert np.all(err <= bound), f"max err {err.max()}"
+    assert 1e-4 < float(np.median(err / bound)) < 0.2
+    for m in (1, 2, 3, 8, 13):
+        assert np.array_equal(_run(x[21 - m:], packed, 37, 16, bits), full[21 - m:]), m
+    assert np.array_equal(_run(x, packed, 37, 16, bits, scalar=True), full)  # portable
+    monkeypatch.setenv("BATCHCHAT_NATIVE_AVX512", "0")
+    assert np.array_equal(_run(x, packed, 37, 16, bits), full)  # AVX2
+
+
+def test_groups_of_16_only_in_the_packed_kernel() -> None:
+    x, w, s, b, _, _ = _case16(2, 16, 64, 8, seed=1)
+    with pytest.raises(ValueError, match="group_size"):
+        native.quantized_matvec(x, w, s, b, 16, 8)

@@ -799,8 +799,16 @@ void prepare_i8_rows(const QmvArgs& a, int m0, int m1, bool simd, int8_t* xq, fl
     float* xsm = xs + (size_t)m * groups;
     std::fill(xsm, xsm + groups, 0.f);
     for (int b = 0; b < blocks; ++b) {
-      int32_t sum = 0;
       const int8_t* qb = xq + (size_t)m * K + b * 32;
+      if (a.group_size == 16) {  // a block holds two groups
+        for (int h = 0; h < 2; ++h) {
+          int32_t sum = 0;
+          for (int i = 16 * h; i < 16 * h + 16; ++i) sum += qb[i];
+          xsm[2 * b + h] += xd[(size_t)m * blocks + b] * (float)sum;
+        }
+        continue;
+      }
+      int32_t sum = 0;
       for (int i = 0; i < 32; ++i) sum += qb[i];
       xsm[b * 32 / a.group_size] += xd[(size_t)m * blocks + b] * (float)sum;
     }

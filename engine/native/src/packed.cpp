@@ -40,7 +40,9 @@ inline PanelData panel_at(const PackedArgs& p, const Prep& x, int pn, int block_
 
 // ---------------------------------------------------------------- portable ----
 void panel_portable(const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
-  const int bpg = p.group_size / 32, BB = block_bytes(p.bits);
+  // subs: a block's sub-blocks with a scale of their own (2 for groups of 16)
+  const int subs = p.group_size == 16 ? 2 : 1, width = 32 / subs;
+  const int bpg = p.group_size >= 32 ? p.group_size / 32 : 1, BB = block_bytes(p.bits);
   const auto [wb, sb, bb] = panel_at(p, x, pn, BB);
   for (int n = 0; n < kPanel && pn * kPanel + n < p.N; ++n)
     for (int m = m0; m < m0 + rows; ++m) {
@@ -48,20 +50,23 @@ void panel_portable(const PackedArgs& p, const Prep& x, int pn, int m0, int rows
       float acc = 0.f;
       for (int b = 0; b < x.blocks; ++b) {
         const uint8_t* blk = wb + (size_t)b * BB;
-        int32_t sum = 0;
-        for (int k = 0; k < 32; ++k) {
-          int q;
-          if (p.bits == 4) {
-            const int j = k / 8, i = k % 4, high = (k % 8) >= 4;
-            const uint8_t byte = blk[j * 64 + 4 * n + i];
-            q = high ? byte >> 4 : byte & 0x0f;
-          } else {
-            q = blk[(k / 4) * 64 + 4 * n + k % 4];
+        for (int sub = 0; sub < subs; ++sub) {
+          int32_t sum = 0;
+          for (int k = sub * width; k < (sub + 1) * width; ++k) {
+            int q;
+            if (p.bits == 4) {
+              const int j = k / 8, i = k % 4, high = (k % 8) >= 4;
+              const uint8_t byte = blk[j * 64 + 4 * n + i];
+              q = high ? byte >> 4 : byte & 0x0f;
+            } else {
+              q = blk[(k / 4) * 64 + 4 * n + k % 4];
+            }
+            sum += q * xq[b * 32 + k];
           }
-          sum += q * xq[b * 32 + k];
+          const int g = subs == 2 ? 2 * b + sub : b / bpg;
+          const float f = sb[(size_t)g * kPanel + n] * x.d[(size_t)m * x.blocks + b];
+          acc = std::fma((float)sum, f, acc);
         }
-        const float f = sb[(size_t)(b / bpg) * kPanel + n] * x.d[(size_t)m * x.blocks + b];
-        acc = std::fma((float)sum, f, acc);
       }
       for (int g = 0; g < x.groups; ++g)
         acc = std::fma(bb[(size_t)g * kPanel + n], x.xs[(size_t)m * x.groups + g], acc);
@@ -80,41 +85,43 @@ inline int32_t x4(const int8_t* p) {
 }
 
 // ------------------------------------------------------------- AVX-512 VNNI ----
-template <int BITS, int R>
+template <int BITS, int R, int SUBS>
 BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0) {
-  const int bpg = p.group_size / 32, BB = block_bytes(BITS);
+  const int bpg = p.group_size >= 32 ? p.group_size / 32 : 1, BB = block_bytes(BITS);
   const auto [wb, sb, bb] = panel_at(p, x, pn, BB);
   const int8_t* xq[R];
   for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  constexpr int steps = BITS == 4 ? 4 : 8, per_sub = steps / SUBS;
   for (int b = 0; b < x.blocks; ++b) {
     const uint8_t* blk = wb + (size_t)b * BB;
-    __m512i ia[R];
-    for (int r = 0; r < R; ++r) ia[r] = _mm512_setzero_si512();
-    if constexpr (BITS == 4) {
-      for (int j = 0; j < 4; ++j) {
-        const __m512i v = _mm512_loadu_si512(blk + 64 * j);
-        const __m512i lo = _mm512_and_si512(v, low4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-        for (int r = 0; r < R; ++r) {
-          ia[r] = _mm512_dpbusd_epi32(ia[r], lo, _mm512_set1_epi32(x4(xq[r] + b * 32 + 8 * j)));
-          ia[r] = _mm512_dpbusd_epi32(ia[r], hi,
-                                      _mm512_set1_epi32(x4(xq[r] + b * 32 + 8 * j + 4)));
+    for (int sub = 0; sub < SUBS; ++sub) {
+      __m512i ia[R];
+      for (int r = 0; r < R; ++r) ia[r] = _mm512_setzero_si512();
+      for (int j = sub * per_sub; j < (sub + 1) * per_sub; ++j) {
+        if constexpr (BITS == 4) {
+          const __m512i v = _mm512_loadu_si512(blk + 64 * j);
+          const __m512i lo = _mm512_and_si512(v, low4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          for (int r = 0; r < R; ++r) {
+            ia[r] = _mm512_dpbusd_epi32(ia[r], lo, _mm512_set1_epi32(x4(xq[r] + b * 32 + 8 * j)));
+            ia[r] = _mm512_dpbusd_epi32(ia[r], hi,
+                                        _mm512_set1_epi32(x4(xq[r] + b * 32 + 8 * j + 4)));
+          }
+        } else {
+          const __m512i w = _mm512_loadu_si512(blk + 64 * j);
+          for (int r = 0; r < R; ++r)
+            ia[r] = _mm512_dpbusd_epi32(ia[r], w, _mm512_set1_epi32(x4(xq[r] + b * 32 + 4 * j)));
         }
       }
-    } else {
-      for (int j = 0; j < 8; ++j) {
-        const __m512i w = _mm512_loadu_si512(blk + 64 * j);
-        for (int r = 0; r < R; ++r)
-          ia[r] = _mm512_dpbusd_epi32(ia[r], w, _mm512_set1_epi32(x4(xq[r] + b * 32 + 4 * j)));
+      const int g = SUBS == 2 ? 2 * b + sub : b / bpg;
+      const __m512 sv = _mm512_loadu_ps(sb + (size_t)g * kPanel);
+      for (int r = 0; r < R; ++r) {
+        const __m512 f = _mm512_mul_ps(sv, _mm512_set1_ps(x.d[(size_t)(m0 + r) * x.blocks + b]));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), f, acc[r]);
       }
-    }
-    const __m512 sv = _mm512_loadu_ps(sb + (size_t)(b / bpg) * kPanel);
-    for (int r = 0; r < R; ++r) {
-      const __m512 f = _mm512_mul_ps(sv, _mm512_set1_ps(x.d[(size_t)(m0 + r) * x.blocks + b]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), f, acc[r]);
     }
   }
   for (int g = 0; g < x.groups; ++g) {
@@ -145,43 +152,46 @@ BC_AVX2 inline __m256i dot4(__m256i w, __m256i xb) {
   }
 }
 
-template <int BITS, int R>
+template <int BITS, int R, int SUBS>
 BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
-  const int bpg = p.group_size / 32, BB = block_bytes(BITS);
+  const int bpg = p.group_size >= 32 ? p.group_size / 32 : 1, BB = block_bytes(BITS);
   const auto [wb, sb, bb] = panel_at(p, x, pn, BB);
   const int8_t* xq[R];
   for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  constexpr int steps = BITS == 4 ? 4 : 8, per_sub = steps / SUBS;
   for (int b = 0; b < x.blocks; ++b) {
     const uint8_t* blk = wb + (size_t)b * BB;
-    __m256i ia[R][2];
-    for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm256_setzero_si256();
-    constexpr int steps = BITS == 4 ? 4 : 8;
-    for (int j = 0; j < steps; ++j) {
-      for (int h = 0; h < 2; ++h) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * j + 32 * h));
-        if constexpr (BITS == 4) {
-          const __m256i lo = _mm256_and_si256(v, low4);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-          for (int r = 0; r < R; ++r) {
-            const __m256i xl = _mm256_set1_epi32(x4(xq[r] + b * 32 + 8 * j));
-            const __m256i xh = _mm256_set1_epi32(x4(xq[r] + b * 32 + 8 * j + 4));
-            ia[r][h] = _mm256_add_epi32(ia[r][h], _mm256_add_epi32(dot4<4>(lo, xl), dot4<4>(hi, xh)));
+    for (int sub = 0; sub < SUBS; ++sub) {
+      __m256i ia[R][2];
+      for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm256_setzero_si256();
+      for (int j = sub * per_sub; j < (sub + 1) * per_sub; ++j) {
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * j + 32 * h));
+          if constexpr (BITS == 4) {
+            const __m256i lo = _mm256_and_si256(v, low4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            for (int r = 0; r < R; ++r) {
+              const __m256i xl = _mm256_set1_epi32(x4(xq[r] + b * 32 + 8 * j));
+              const __m256i xh = _mm256_set1_epi32(x4(xq[r] + b * 32 + 8 * j + 4));
+              ia[r][h] = _mm256_add_epi32(ia[r][h], _mm256_add_epi32(dot4<4>(lo, xl), dot4<4>(hi, xh)));
+            }
+          } else {
+            for (int r = 0; r < R; ++r)
+              ia[r][h] = _mm256_add_epi32(
+                  ia[r][h], dot4<8>(v, _mm256_set1_epi32(x4(xq[r] + b * 32 + 4 * j))));
           }
-        } else {
-          for (int r = 0; r < R; ++r)
-            ia[r][h] = _mm256_add_epi32(
-                ia[r][h], dot4<8>(v, _mm256_set1_epi32(x4(xq[r] + b * 32 + 4 * j))));
         }
       }
-    }
-    for (int h = 0; h < 2; ++h) {
-      const __m256 sv = _mm256_loadu_ps(sb + (size_t)(b / bpg) * kPanel + 8 * h);
-      for (int r = 0; r < R; ++r) {
-        const __m256 f = _mm256_mul_ps(sv, _mm256_set1_ps(x.d[(size_t)(m0 + r) * x.blocks + b]));
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), f, acc[r][h]);
+      const int g = SUBS == 2 ? 2 * b + sub : b / bpg;
+      for (int h = 0; h < 2; ++h) {
+        const __m256 sv = _mm256_loadu_ps(sb + (size_t)g * kPanel + 8 * h);
+        for (int r = 0; r < R; ++r) {
+          const __m256 f = _mm256_mul_ps(sv, _mm256_set1_ps(x.d[(size_t)(m0 + r) * x.blocks + b]));
+          acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), f, acc[r][h]);
+        }
       }
     }
   }
@@ -211,30 +221,37 @@ BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
 enum class Path { portable, avx2, avx512 };
 
 // One panel for rows [m0, m0 + rows): tiles of 8, 4, 2, 1 rows (AVX2: 2, 1).
-void panel_rows(Path path, const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
+template <int BITS, int SUBS>
+void panel_rows_as(Path path, const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
 #ifdef BC_X86
   if (path == Path::avx512) {
-    const bool four = p.bits == 4;
     for (int m = m0, end = m0 + rows; m < end;) {
       const int left = end - m;
-      if (left >= 8) { four ? panel_512<4, 8>(p, x, pn, m) : panel_512<8, 8>(p, x, pn, m); m += 8; }
-      else if (left >= 4) { four ? panel_512<4, 4>(p, x, pn, m) : panel_512<8, 4>(p, x, pn, m); m += 4; }
-      else if (left >= 2) { four ? panel_512<4, 2>(p, x, pn, m) : panel_512<8, 2>(p, x, pn, m); m += 2; }
-      else { four ? panel_512<4, 1>(p, x, pn, m) : panel_512<8, 1>(p, x, pn, m); m += 1; }
+      if (left >= 8) { panel_512<BITS, 8, SUBS>(p, x, pn, m); m += 8; }
+      else if (left >= 4) { panel_512<BITS, 4, SUBS>(p, x, pn, m); m += 4; }
+      else if (left >= 2) { panel_512<BITS, 2, SUBS>(p, x, pn, m); m += 2; }
+      else { panel_512<BITS, 1, SUBS>(p, x, pn, m); m += 1; }
     }
     return;
   }
   if (path == Path::avx2) {
-    const bool four = p.bits == 4;
     for (int m = m0, end = m0 + rows; m < end;) {
-      if (end - m >= 2) { four ? panel_avx2<4, 2>(p, x, pn, m) : panel_avx2<8, 2>(p, x, pn, m); m += 2; }
-      else { four ? panel_avx2<4, 1>(p, x, pn, m) : panel_avx2<8, 1>(p, x, pn, m); m += 1; }
+      if (end - m >= 2) { panel_avx2<BITS, 2, SUBS>(p, x, pn, m); m += 2; }
+      else { panel_avx2<BITS, 1, SUBS>(p, x, pn, m); m += 1; }
     }
     return;
   }
 #endif
   (void)path;
   panel_portable(p, x, pn, m0, rows);
+}
+
+void panel_rows(Path path, const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
+  const bool four = p.bits == 4, g16 = p.group_size == 16;
+  if (four) g16 ? panel_rows_as<4, 2>(path, p, x, pn, m0, rows)
+                : panel_rows_as<4, 1>(path, p, x, pn, m0, rows);
+  else g16 ? panel_rows_as<8, 2>(path, p, x, pn, m0, rows)
+           : panel_rows_as<8, 1>(path, p, x, pn, m0, rows);
 }
 
 Path pick(bool force_scalar) {

@@ -22,7 +22,7 @@ void check(bool ok, const std::string& msg) {
 
 std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scales,
                                       const mx::array& biases, int group_size, int bits) {
-  check_weights(w, scales, biases, group_size, bits, "pack_quantized");
+  check_weights(w, scales, biases, group_size, bits, "pack_quantized", /*packed=*/true);
   const int N = w.shape(0), K = w.shape(1) * 32 / bits;
   auto cpu = mx::Device::cpu;
   mx::array wc = mx::contiguous(w, false, cpu), sc = mx::contiguous(scales, false, cpu),
@@ -55,7 +55,8 @@ std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<
         "packed must be (weights, scales, biases) for each N in ns");
   check(x.ndim() >= 1 && mx::issubdtype(x.dtype(), mx::floating), "x must be floating point");
   check(bits == 4 || bits == 8, "bits must be 4 or 8");
-  check(group_size == 32 || group_size == 64, "group_size must be 32 or 64");
+  check(group_size == 16 || group_size == 32 || group_size == 64,
+        "group_size must be 16, 32 or 64");
   const int K = x.shape(-1);
   check(K % group_size == 0, "x's last dimension must be a multiple of group_size");
   auto stream = mx::to_stream(s);

@@ -20,12 +20,14 @@ void check(bool ok, const std::string& msg) {
 }  // namespace
 
 void check_weights(const mx::array& w, const mx::array& scales, const mx::array& biases,
-                   int group_size, int bits, const std::string& who) {
+                   int group_size, int bits, const std::string& who, bool packed) {
   auto check = [&](bool ok, const std::string& msg) {
     if (!ok) throw std::invalid_argument(who + ": " + msg);
   };
   check(bits == 4 || bits == 8, "bits must be 4 or 8");
-  check(group_size == 32 || group_size == 64, "group_size must be 32 or 64");
+  // groups of 16 (GGUF's Q6_K and Q2_K) only in the packed kernel (packed.h)
+  check(group_size == 32 || group_size == 64 || (packed && group_size == 16),
+        packed ? "group_size must be 16, 32 or 64" : "group_size must be 32 or 64");
   check(w.dtype() == mx::uint32 && w.ndim() == 2, "w must be a 2-D uint32 array");
   const int N = w.shape(0);
   const int K = w.shape(1) * 32 / bits;

@@ -13,7 +13,7 @@ namespace mx = mlx::core;
 // Raises std::invalid_argument ("<who>: ...") unless (w, scales, biases) is mx.quantize's
 // affine output with bits 4 or 8 and group 32 or 64, scales float32/16 or bfloat16.
 void check_weights(const mx::array& w, const mx::array& scales, const mx::array& biases,
-                   int group_size, int bits, const std::string& who);
+                   int group_size, int bits, const std::string& who, bool packed = false);
 
 // y = x @ (scales * q + biases).T for w, scales, biases from mx.quantize(W, group_size,
 // bits) (affine mode). x: (..., K), any float dtype (computed in float32); y: (..., N).

@@ -1,0 +1,254 @@
+"""A GGUF architecture as an mlx-lm model: its config and where each tensor goes.
+
+What comes from libraries:
+- the metadata keys → config keys: transformers' GGUF integration (``GGUF_CONFIG_MAPPING``),
+  per architecture where it has one, else its llama table (the keys are llama.cpp's, shared
+  by every architecture);
+- the tensor names: gguf-py's ``TensorNameMap`` (llama.cpp's own map from Hugging Face
+  names to GGUF ones), asked for every parameter of the mlx-lm model, whose names are the
+  Hugging Face ones;
+- the model: mlx-lm's own module for the architecture.
+
+What no library says is in ``ARCHS`` below, one line an architecture, each fact with where
+llama.cpp does it: what its converter did to the tensors (q/k rows permuted for llama.cpp's
+adjacent-pair RoPE; Gemma's norm weights stored plus one) and what its loader assumes that
+the file leaves out (Gemma 3's sliding-window pattern of 6, SmolLM3's RoPE-free layer every
+4th, ...).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gguf
+import numpy as np
+
+from .errors import ModelLoadError
+from .gguf_file import GgufFile
+
+ConfigHook = Callable[[GgufFile, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Arch:
+    model_type: str  # mlx-lm's model_type (its models/ module, through MODEL_REMAPPING)
+    # llama.cpp runs this architecture with LLAMA_ROPE_TYPE_NORM (src/llama-model.cpp,
+    # llama_model_rope_type): its converter permuted the q/k rows into adjacent pairs.
+    interleaved_rope: bool = False
+    # convert_hf_to_gguf stored every RMSNorm weight plus this (conversion/gemma.py: "+ 1");
+    # mlx-lm's module adds it again.
+    norm_offset: float = 0.0
+    transformers_name: str | None = None  # its GGUF_CONFIG_MAPPING key, if not model_type
+    hook: ConfigHook | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)  # llama.cpp's fixed choices
+
+
+def _gemma2(f: GgufFile, c: dict[str, Any]) -> None:
+    c["attn_logit_softcapping"] = float(f.arch_value("attn_logit_softcapping", 50.0))
+    c["final_logit_softcapping"] = float(f.arch_value("final_logit_softcapping", 30.0))
+    c.setdefault("sliding_window", 4096)  # src/models/gemma2.cpp: n_swa = 4096
+    c["query_pre_attn_scalar"] = _gemma_attention_scalar(c, {46: True})
+
+
+def _gemma3(f: GgufFile, c: dict[str, Any]) -> None:
+    if f.arch_value("final_logit_softcapping") is not None:
+        c["final_logit_softcapping"] = float(f.arch_value("final_logit_softcapping"))
+    if not f.arch_value("attention.sliding_window"):
+        c["sliding_window_pattern"] = 1  # no sliding layers (src/models/gemma3.cpp)
+    local = f.arch_value("rope.freq_base_swa")
+    if local is not None:
+        c["rope_local_base_freq"] = float(local)
+    c["query_pre_attn_scalar"] = _gemma_attention_scalar(c, {62: True})
+
+
+def _gemma_attention_scalar(c: dict[str, Any], big: dict[int, bool]) -> float:
+    """src/models/gemma{2,3}.cpp: the 27B model scales queries by hidden/heads, the others
+    by the head size."""
+    if big.get(c["num_hidden_layers"]):
+        return c["hidden_size"] / c["num_attention_heads"]
+    return float(c["head_dim"])
+
+
+def _moe(f: GgufFile, c: dict[str, Any]) -> None:
+    ff = f.arch_value("expert_feed_forward_length")
+    if ff is not None:
+        c["moe_intermediate_size"] = int(ff)
+    c.setdefault("decoder_sparse_step", 1)
+    c.setdefault("mlp_only_layers", [])
+
+
+def _granite(f: GgufFile, c: dict[str, Any]) -> None:
+    # src/models/granite.cpp reads these four; the converter wrote them from the HF config.
+    c["logits_scaling"] = float(f.arch_value("logit_scale", 1.0))
+    c["attention_multiplier"] = float(
+        f.arch_value("attention.scale", c["head_dim"] ** -0.5))
+    c["embedding_multiplier"] = float(f.arch_value("embedding_scale", 1.0))
+    c["residual_multiplier"] = float(f.arch_value("residual_scale", 1.0))
+
+
+def _gpt_oss(f: GgufFile, c: dict[str, Any]) -> None:
+    c["intermediate_size"] = int(f.arch_value("expert_feed_forward_length",
+                                              c.get("intermediate_size", 0)))
+    window = f.arch_value("attention.sliding_window")
+    if window is not None:
+        c["sliding_window"] = int(window)
+    # src/models/openai-moe.cpp: load_swa_pattern(ml, 2), sliding first
+    c["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention"
+                        for i in range(c["num_hidden_layers"])]
+
+
+def _phi3(f: GgufFile, c: dict[str, Any]) -> None:
+    window = f.arch_value("attention.sliding_window")
+    if window:
+        c["sliding_window"] = int(window)
+
+
+ARCHS: dict[str, Arch] = {
+    "llama": Arch("llama", interleaved_rope=True),
+    "qwen2": Arch("qwen2"),
+    "qwen3": Arch("qwen3"),
+    "qwen3moe": Arch("qwen3_moe", hook=_moe, defaults={"norm_topk_prob": True}),
+    "gemma2": Arch("gemma2", norm_offset=1.0, hook=_gemma2),
+    "gemma3": Arch("gemma3_text", norm_offset=1.0, transformers_name="gemma3", hook=_gemma3),
+    "phi3": Arch("phi3", hook=_phi3),
+    "granite": Arch("granite", interleaved_rope=True, hook=_granite,
+                    defaults={"attention_bias": False, "mlp_bias": False}),
+    "olmo2": Arch("olmo2"),
+    # src/models/smollm3.cpp: n_no_rope_layer_step = 4
+    "smollm3": Arch("smollm3", interleaved_rope=True,
+                    defaults={"no_rope_layer_interval": 4}),
+    "gpt-oss": Arch("gpt_oss", transformers_name="gpt_oss", hook=_gpt_oss),
+}
+
+
+def architecture(f: GgufFile) -> Arch:
+    arch = ARCHS.get(f.architecture)
+    if arch is None:
+        raise ModelLoadError(
+            f"{f.path}: GGUF architecture {f.architecture!r} is not supported here "
+            f"(supported: {', '.join(sorted(ARCHS))})")
+    return arch
+
+
+def _config_keys(arch: Arch) -> dict[str, str | None]:
+    from transformers.integrations.ggml import GGUF_CONFIG_MAPPING
+
+    keys = dict(GGUF_CONFIG_MAPPING.get(arch.transformers_name or arch.model_type)
+                or GGUF_CONFIG_MAPPING["llama"])
+    # llama.cpp's head size key, which transformers maps only for some architectures
+    keys.setdefault("attention.key_length", "head_dim")
+    return keys
+
+
+def _rope_scaling(f: GgufFile, c: dict[str, Any]) -> dict[str, Any] | None:
+    kind = f.arch_value("rope.scaling.type")
+    factor = float(f.arch_value("rope.scaling.factor", 1.0) or 1.0)
+    original = f.arch_value("rope.scaling.original_context_length")
+    if kind in (None, "none"):
+        return None
+    if kind == "linear":
+        return {"rope_type": "linear", "factor": factor}
+    if kind == "yarn":
+        s: dict[str, Any] = {"rope_type": "yarn", "factor": factor}
+        if original is not None:
+            s["original_max_position_embeddings"] = int(original)
+        for gguf_key, key in (("rope.scaling.yarn_beta_fast", "beta_fast"),
+                              ("rope.scaling.yarn_beta_slow", "beta_slow")):
+            if f.arch_value(gguf_key) is not None:
+                s[key] = float(f.arch_value(gguf_key))
+        return s
+    raise ModelLoadError(f"{f.path}: RoPE scaling {kind!r} is not supported")
+
+
+def hf_config(f: GgufFile, arch: Arch) -> dict[str, Any]:
+    """The Hugging Face-style config.json of the file's model, as mlx-lm reads it."""
+    c: dict[str, Any] = {"model_type": arch.model_type}
+    for key, name in _config_keys(arch).items():
+        value = f.arch_value(key)
+        if name is not None and value is not None:
+            c[name] = value.item() if hasattr(value, "item") else value
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")
+               if k not in c]
+    if missing:
+        raise ModelLoadError(f"{f.path}: GGUF metadata lacks {f.architecture}."
+                             f"{missing[0]} (or its key)")
+    c.setdefault("num_key_value_heads", c["num_attention_heads"])
+    c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
+    c.setdefault("max_position_embeddings", 2048)
+    c.setdefault("rms_norm_eps", 1e-5)
+    if "vocab_size" not in c:
+        tokens = f.metadata.get("tokenizer.ggml.tokens")
+        c["vocab_size"] = len(tokens) if tokens else f.tensors["token_embd.weight"].shape[0]
+    c["tie_word_embeddings"] = "output.weight" not in f.tensors
+    c["attention_bias"] = "blk.0.attn_q.bias" in f.tensors
+    c["mlp_bias"] = "blk.0.ffn_up.bias" in f.tensors
+    if "rope_freqs.weight" in f.tensors:
+        # Llama 3.1-style frequency factors: mlx-lm's llama3 RoPE, whose frequencies the
+        # loader then replaces with the file's (gguf.py)
+        c["rope_scaling"] = {"rope_type": "llama3", "factor": 1.0, "low_freq_factor": 1.0,
+                             "high_freq_factor": 4.0,
+                             "original_max_position_embeddings": c["max_position_embeddings"]}
+    else:
+        c["rope_scaling"] = _rope_scaling(f, c)
+    for key, value in arch.defaults.items():
+        c.setdefault(key, value)
+    if arch.hook is not None:
+        arch.hook(f, c)
+    return c
+
+
+def model_classes(config: dict[str, Any], source: str) -> tuple[type, type]:
+    from mlx_lm.utils import _get_classes
+
+    try:
+        return _get_classes(config)
+    except ValueError as e:
+        raise ModelLoadError(f"{source}: mlx-lm cannot build {config['model_type']!r}: "
+                             f"{e}") from e
+
+
+def uses_traditional_rope(args_class: type) -> bool:
+    """mlx-lm's module for this architecture can run llama.cpp's adjacent-pair RoPE."""
+    import dataclasses
+
+    return any(f.name == "rope_traditional" for f in dataclasses.fields(args_class))
+
+
+def gguf_names(f: GgufFile, param_names: list[str]) -> dict[str, str]:
+    """mlx-lm parameter name → GGUF tensor name, through gguf-py's map."""
+    arch_id = next((k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == f.architecture), None)
+    if arch_id is None:
+        raise ModelLoadError(f"{f.path}: gguf-py does not know architecture "
+                             f"{f.architecture!r}")
+    blocks = int(f.arch_value("block_count", 0))
+    name_map = gguf.get_tensor_name_map(arch_id, blocks)
+    out = {}
+    for name in param_names:
+        # mlx-lm keeps stacked experts as switch_mlp (its sanitize renames HF's experts)
+        for candidate in (name, name.replace(".switch_mlp.", ".experts.")):
+            base, dot, suffix = candidate.rpartition(".")
+            mapped = name_map.get_name(base) if dot else None
+            if mapped is not None:
+                out[name] = f"{mapped}.{suffix}"
+                break
+            mapped = name_map.get_name(candidate)
+            if mapped is not None:
+                out[name] = mapped
+                break
+    return out
+
+
+def rope_row_order(rows: int, heads: int) -> np.ndarray:
+    """The row order that undoes convert_hf_to_gguf's LlamaModel.permute of a q or k
+    projection: rows[order] are in the Hugging Face (split-halves RoPE) order."""
+    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
+
+    index = np.arange(rows, dtype=np.int64).reshape(rows, 1)
+    return LlamaTensorProcessor()._reverse_permute_weights(index, heads, heads)[:, 0]
+
+
+def import_model_module(model_type: str) -> Any:
+    return importlib.import_module(f"mlx_lm.models.{model_type}")

@@ -1,0 +1,163 @@
+"""A GGUF file's tensors as the arrays of an mlx-lm model, kept quantized where they are.
+
+Each tensor goes to the mlx-lm parameter gguf-py's name map points it to (gguf_arch.py),
+with what the converter did undone (q/k rows put back in order, Gemma's "+ 1" on norms
+taken off). A quantized tensor becomes MLX's affine triple (``weight`` uint32, ``scales``,
+``biases``) through ggml_types' exact form, or float32 where the weights are not kept
+quantized; scales and biases are float16 where every one of them is exactly an fp16 number
+(Q4_0/Q4_1/Q8_0: what MLX's own GGUF reader gave), else float32.
+
+Where each form runs:
+- groups of 32, 4 or 8 bits: nn.QuantizedLinear / QuantizedEmbedding / QuantizedSwitchLinear
+  on every backend (MLX's kernels, the engine's packed kernel on the CPU);
+- groups of 16 (Q6_K, Q2_K): ggml_modules' Group16 layers on the CPU (the packed kernel
+  takes them); on Metal and CUDA requantized to MLX's 8-bit groups of 32 from the exact
+  weights, the closest form MLX runs there (not bit-exact: said in the load notes);
+- a type without an affine form (IQ1-IQ3, TQ, NVFP4): float32, named in the load notes
+  with what it costs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+from gguf import GGMLQuantizationType
+
+from .errors import ModelLoadError
+from .ggml_types import (
+    FLOAT_TYPES,
+    AffineTensor,
+    bits_per_weight,
+    held_bits_per_weight,
+    to_affine,
+    to_float32,
+    type_form,
+)
+from .gguf_file import GgufFile, GgufTensor
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """A module's quantized form: its group size and storage bits."""
+
+    group: int
+    bits: int
+
+
+@dataclass
+class Converted:
+    weights: dict[str, mx.array] = field(default_factory=dict)
+    modules: dict[str, Quantized] = field(default_factory=dict)  # module path → its form
+    notes: list[str] = field(default_factory=list)  # what a user should know, once each
+
+
+@dataclass(frozen=True)
+class Undo:
+    """What llama.cpp's converter did to a tensor, to undo."""
+
+    row_order: np.ndarray | None = None  # q/k rows back to split-halves RoPE order
+    subtract: float = 0.0  # Gemma's norm weights were stored plus one
+
+
+def _narrow(scales: np.ndarray, biases: np.ndarray) -> tuple[mx.array, mx.array]:
+    """fp16 where every scale and bias is exactly one, else float32."""
+    with np.errstate(over="ignore"):
+        s16, b16 = scales.astype(np.float16), biases.astype(np.float16)
+    if np.array_equal(s16.astype(np.float32), scales) and \
+            np.array_equal(b16.astype(np.float32), biases):
+        return mx.array(s16), mx.array(b16)
+    return mx.array(scales), mx.array(biases)
+
+
+def _reorder(a: AffineTensor, order: np.ndarray) -> AffineTensor:
+    return AffineTensor(a.q[order], a.scales[order], a.biases[order], a.group, a.bits)
+
+
+def _float(t: GgufTensor, undo: Undo, widen: bool) -> mx.array:
+    if t.kind in FLOAT_TYPES and t.kind != GGMLQuantizationType.BF16 and not widen \
+            and undo.row_order is None and not undo.subtract:
+        return mx.array(np.asarray(t.data))  # F16/F32 as they are
+    w = to_float32(t.data, t.kind)
+    if undo.row_order is not None:
+        w = w[undo.row_order]
+    if undo.subtract:
+        w = w - np.float32(undo.subtract)
+    if t.kind == GGMLQuantizationType.BF16 and not widen:
+        return mx.array(w).astype(mx.bfloat16)
+    if t.kind == GGMLQuantizationType.F16 and not widen:
+        return mx.array(w.astype(np.float16))
+    return mx.array(w)
+
+
+def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
+            keep_quantized: bool, widen: bool, on_cpu: bool) -> Converted:
+    """The model's arrays (mlx-lm names) from the file's tensors (``names``: mlx → GGUF)."""
+    out = Converted()
+    held: dict[GGMLQuantizationType, int] = {}  # the widest scale a type got, bytes
+    floated: Counter[GGMLQuantizationType] = Counter()  # weights a type
+    for name, gguf_name in names.items():
+        t = f.tensors[gguf_name]
+        u = undo.get(gguf_name, Undo())
+        module, _, leaf = name.rpartition(".")
+        form = type_form(t.kind)
+        if t.kind in FLOAT_TYPES or leaf != "weight" or form is None or not keep_quantized:
+            if t.kind not in FLOAT_TYPES:
+                floated[t.kind] += int(np.prod(t.shape))
+            out.weights[name] = _float(t, u, widen)
+            continue
+        try:
+            a = to_affine(t.data, t.kind)
+        except ValueError as e:
+            raise ModelLoadError(f"{f.path}: tensor {gguf_name!r} ({t.kind.name}): {e}") from e
+        if u.row_order is not None:
+            a = _reorder(a, u.row_order)
+        if a.group == 16 and not on_cpu:
+            # MLX's kernels take groups of 32 and up: the closest is 8 bits over 32
+            q, s, b = mx.quantize(mx.array(a.dequantize()), group_size=32, bits=8)
+            out.weights[name], out.weights[f"{module}.scales"] = q, s
+            out.weights[f"{module}.biases"] = b
+            out.modules[module] = Quantized(32, 8)
+            held[t.kind] = 2
+            continue
+        scales, biases = _narrow(a.scales, a.biases)
+        if not on_cpu:
+            scales, biases = scales.astype(mx.float16), biases.astype(mx.float16)
+        held[t.kind] = max(held.get(t.kind, 0), scales.itemsize)
+        out.weights[name] = mx.array(a.packed())
+        out.weights[f"{module}.scales"], out.weights[f"{module}.biases"] = scales, biases
+        out.modules[module] = Quantized(a.group, a.bits)
+    out.notes = _notes(held, floated, keep_quantized, on_cpu)
+    return out
+
+
+def _notes(held: dict[GGMLQuantizationType, int], floated: Counter[GGMLQuantizationType],
+           keep_quantized: bool, on_cpu: bool) -> list[str]:
+    notes = []
+    for kind in sorted(held, key=lambda k: k.name):
+        form = type_form(kind)
+        assert form is not None
+        file_bits, bits = bits_per_weight(kind), held_bits_per_weight(kind, held[kind])
+        scale = "float32" if held[kind] == 4 else "float16"
+        if form.group == 16 and not on_cpu:
+            notes.append(f"{kind.name} tensors run as MLX's 8-bit groups of 32 on this GPU "
+                         "(requantized from the exact weights; not bit-exact)")
+        elif bits > file_bits + 2.5:
+            notes.append(f"{kind.name} tensors are held as {form.bits}-bit groups of "
+                         f"{form.group} with {scale} scales: {bits:.1f} bits a weight against "
+                         f"{file_bits:.1f} in the file (no exact narrower form)")
+    for kind in sorted(floated, key=lambda k: k.name):
+        mib = floated[kind] * 4 / 2**20
+        why = ("the weights are not kept quantized here" if not keep_quantized
+               else "no quantized path for this type")
+        notes.append(f"{kind.name} tensors run as float32 ({why}): {mib:,.0f} MiB, "
+                     f"{32 / bits_per_weight(kind):.1f}x their size in the file")
+    return notes
+
+
+def tensor_summary(f: GgufFile) -> dict[str, Any]:
+    """Counts of the file's tensor types (for the description)."""
+    return dict(Counter(t.kind.name for t in f.tensors.values()))

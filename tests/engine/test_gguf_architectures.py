@@ -1,0 +1,99 @@
+"""Issue #45 (b) and (e): every architecture the GGUF loader takes, from tiny random-weight
+files written as llama.cpp's converter writes them (tests/gguf_models.py).
+
+(b) An F32 file gives the logits mlx-lm gives on the same weights built from the Hugging
+Face-style config (relative 1e-4).
+(e) A quantized file keeps the same-answer guarantee in the engine: a greedy and a seeded
+request give, token for token and log-probability for log-probability, the answer they give
+alone with one prompt token a tick, when batched with other requests joining and leaving,
+when their prompt is chunked, and from the prefix cache.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType
+
+from engine import SamplingParams
+from engine.loader import load_model
+from tests.engine.conftest import engine_on, run_to_end
+from tests.engine.test_same_answer import KINDS, REFERENCE_CONFIG, Run, other_params
+from tests.gguf_models import CASES, build_model, gguf_tensors, quantize, write_gguf
+
+T = GGMLQuantizationType
+IDS = [1, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 3, 5, 7, 9, 11, 13, 200]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_f32_file_gives_mlx_lm_logits_on_the_same_weights(name: str, tmp_path: Path) -> None:
+    case = CASES[name]
+    reference = build_model(case, seed=1)
+    path = write_gguf(tmp_path / f"{name}.gguf", case, gguf_tensors(case, reference))
+    loaded = load_model(str(path))
+    ids = mx.array([IDS])
+    ref, got = np.array(reference(ids)), np.array(loaded.model(ids))
+    assert got.shape == ref.shape == (1, len(IDS), case.config["vocab_size"])
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
+    assert loaded.context_length == case.config["max_position_embeddings"]
+
+
+def _mixed_types(name: str) -> T | None:
+    """Q4_0 and Q8_0 (blocks of 32: the tiny dims), as a mixed llama-quantize file is."""
+    if name == "token_embd.weight" or ".ffn_down" in name or ".attn_v." in name:
+        return T.Q8_0
+    return T.Q4_0
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def quantized(request, tmp_path_factory):
+    name = request.param
+    case = CASES[name]
+    tensors, raw = quantize(gguf_tensors(case, build_model(case, seed=2)), T.Q4_0, seed=5,
+                            which=_mixed_types)
+    path = write_gguf(tmp_path_factory.mktemp(name) / f"{name}.gguf", case, tensors,
+                      raw_types=raw)
+    return load_model(str(path))
+
+
+def _answer(run: Run) -> tuple:
+    assert run.stream.finish_reason == "length", run.stream.error
+    return tuple((e.token, e.logprob, e.top_logprobs) for e in run.events)
+
+
+def _prompt(seed: int, n: int = 40) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(3, 260) for _ in range(n)]
+
+
+@pytest.mark.usefixtures("native_built")
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_same_answer_batched_chunked_and_cached(quantized, kind: str) -> None:
+    params = KINDS[kind](n=10, logprobs=2)
+    prompt = _prompt(7)
+    ref_engine = engine_on(quantized, **REFERENCE_CONFIG)
+    ref = Run(ref_engine, prompt, params)
+    run_to_end(ref_engine)
+    expected = _answer(ref)
+
+    rng = random.Random(11)
+    engine = engine_on(quantized, max_concurrent=8, prefill_burst=7, whole_prompt_tokens=0)
+    others = [Run(engine, _prompt(rng.randrange(1000), rng.randint(3, 30)),
+                  other_params(rng)) for _ in range(3)]
+    engine.step()
+    target = Run(engine, prompt, params)  # chunked 7 a tick while the others decode
+    for _ in range(4):
+        engine.step()
+        others.append(Run(engine, _prompt(rng.randrange(1000), 9), other_params(rng)))
+    run_to_end(engine)
+    assert _answer(target) == expected
+
+    again = Run(engine, prompt, params)  # the prompt's KV from the prefix cache
+    Run(engine, _prompt(99, 12), SamplingParams(max_tokens=6))
+    run_to_end(engine)
+    assert again.stream.stats.cached_tokens > 0
+    assert _answer(again) == expected

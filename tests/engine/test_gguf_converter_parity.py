@@ -1,0 +1,113 @@
+"""The tiny GGUF writer of tests/gguf_models.py held to llama.cpp's own converter.
+
+For each architecture, the same random weights are saved as a Hugging Face checkpoint and
+converted by llama.cpp's ``convert_hf_to_gguf.py`` (F32): the loader must build the same
+config from both files, and the converter's file must give mlx-lm's logits. This needs a
+llama.cpp source tree and a Python with torch (the converter's), so it runs only when
+BATCHCHAT_LLAMA_CPP (the tree: the llama-cpp-python sdist's vendor/llama.cpp) and
+BATCHCHAT_CONVERTER_PYTHON (that Python) are set; CI has neither. Run on 2026-11-29 with
+llama-cpp-python 0.3.36's tree and torch 2.13.0: docs/loader.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten
+
+from engine.loader import load_model
+from engine.loader.gguf_arch import architecture, hf_config
+from engine.loader.gguf_file import read_gguf_file
+from engine.loader.gguf_tokenizer import build_gguf_tokenizer
+from tests.gguf_models import CASES, build_model, gguf_tensors, write_gguf
+
+LLAMA_CPP = os.environ.get("BATCHCHAT_LLAMA_CPP")
+PYTHON = os.environ.get("BATCHCHAT_CONVERTER_PYTHON")
+pytestmark = pytest.mark.skipif(
+    not (LLAMA_CPP and PYTHON),
+    reason="needs BATCHCHAT_LLAMA_CPP (llama.cpp's tree) and BATCHCHAT_CONVERTER_PYTHON "
+           "(a Python with torch) for llama.cpp's converter")
+
+HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+              "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
+              "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+              "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM",
+              "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
+# The converter hashes a tokenizer's output to name its pre-tokenizer; the tiny one is
+# unknown to it, so the run names it as the tiny writer does, and writes it as the BPE
+# vocabulary it is (the tokenizer is not what this test is about).
+RUN = """
+import sys
+sys.path.insert(0, {tree!r})
+import convert_hf_to_gguf as cv
+from conversion import base
+base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "smollm"
+found = cv.get_model_class
+def with_bpe_vocab(*args, **kwargs):  # Gemma's converter wants a SentencePiece model
+    cls = found(*args, **kwargs)
+    cls.set_vocab = base.TextModel._set_vocab_gpt2
+    return cls
+cv.get_model_class = with_bpe_vocab
+sys.argv = ["convert_hf_to_gguf.py", {src!r}, "--outtype", "f32", "--outfile", {out!r}]
+cv.main()
+"""
+
+
+def _hf_weights(model) -> dict[str, mx.array]:
+    out = {}
+    for name, value in tree_flatten(model.parameters()):
+        if ".switch_mlp." in name:  # HF keeps one tensor per expert
+            for e in range(value.shape[0]):
+                out[name.replace(".switch_mlp.", f".experts.{e}.")] = value[e]
+        else:
+            out[name] = value
+    return out
+
+
+def _save_hf(case, model, dest: Path, tmp: Path) -> None:
+    dest.mkdir()
+    config = dict(case.config, architectures=[HF_CLASSES[case.config["model_type"]]],
+                  torch_dtype="float32", bos_token_id=1, eos_token_id=2)
+    if config["model_type"] == "gemma3_text":
+        config["rope_scaling"] = {"rope_type": "linear", "factor": 8.0}
+    (dest / "config.json").write_text(json.dumps(config))
+    mx.save_safetensors(str(dest / "model.safetensors"), _hf_weights(model),
+                        metadata={"format": "pt"})
+    probe = write_gguf(tmp / "probe.gguf", case, {})
+    tok = build_gguf_tokenizer(read_gguf_file(probe).metadata, "probe")
+    tok.save_pretrained(str(dest))
+
+
+@pytest.mark.parametrize("name", sorted(HF_CLASSES.keys() & CASES.keys() | {"qwen3moe",
+                                                                           "gemma3"}))
+def test_llama_cpp_converter_writes_what_the_tiny_writer_writes(name: str,
+                                                                tmp_path: Path) -> None:
+    case = CASES[name]
+    model = build_model(case, seed=3)
+    _save_hf(case, model, tmp_path / "hf", tmp_path)
+    theirs = tmp_path / "converted.gguf"
+    run = subprocess.run([PYTHON, "-c", RUN.format(tree=LLAMA_CPP, src=str(tmp_path / "hf"),
+                                                   out=str(theirs))],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ours = write_gguf(tmp_path / "ours.gguf", case, gguf_tensors(case, model))
+    f_theirs, f_ours = read_gguf_file(theirs), read_gguf_file(ours)
+    assert f_theirs.architecture == f_ours.architecture == case.gguf_arch
+    assert hf_config(f_theirs, architecture(f_theirs)) == hf_config(f_ours, architecture(f_ours))
+    assert set(f_theirs.tensors) == set(f_ours.tensors)
+    for t in f_ours.tensors.values():
+        other = f_theirs.tensors[t.name]
+        assert other.shape == t.shape, t.name
+        np.testing.assert_allclose(np.asarray(other.data, dtype=np.float32).reshape(t.shape),
+                                   np.asarray(t.data, dtype=np.float32), rtol=0, atol=1e-6,
+                                   err_msg=t.name)
+    ids = mx.array([[1, 40, 50, 60, 70, 80, 90, 100, 110, 120, 3, 5, 7, 200]])
+    ref = np.array(model(ids))
+    got = np.array(load_model(str(theirs)).model(ids))
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()

@@ -1,0 +1,290 @@
+"""Tiny random-weight models of every GGUF architecture the loader takes, written as GGUF
+files the way llama.cpp's convert_hf_to_gguf.py writes them (issue #45's CI tests).
+
+Each architecture has a Hugging Face-style config. mlx-lm builds the model from it with
+random weights (the reference), and ``write_gguf`` writes those weights with gguf-py's
+GGUFWriter: tensor names from gguf-py's name map, q/k rows permuted where the converter
+permutes them (LlamaModel.permute), Gemma's norm weights stored plus one, and the metadata
+keys its set_gguf_parameters writes. tests/engine/test_gguf_converter_parity.py holds this
+writer to llama.cpp's own converter on the same weights where a checkout has it.
+
+``quantize`` replaces the linears' weights by random blocks of a GGML type (every bit
+pattern with finite fp16 scales is a valid block), so quantized files need no quantizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gguf
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
+from mlx.utils import tree_flatten, tree_unflatten
+from mlx_lm.tokenizer_utils import _byte_decoder
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+MERGES = ["h e", "Ġ t", "Ġt he", "1 2", "e r", "Ġ a"]
+
+
+def vocab() -> tuple[list[str], list[int]]:
+    """3 control tokens, the 256 byte-level symbols, then the merge results."""
+    byte_syms = sorted(_byte_decoder(), key=lambda c: _byte_decoder()[c])
+    tokens = SPECIALS + byte_syms + [m.replace(" ", "") for m in MERGES]
+    return tokens, [3] * len(SPECIALS) + [1] * (len(tokens) - len(SPECIALS))
+
+
+VOCAB = len(vocab()[0])
+BASE = {"hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 96,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-6,
+        "vocab_size": VOCAB, "rope_theta": 10000.0, "max_position_embeddings": 512,
+        "tie_word_embeddings": False}
+
+
+@dataclass(frozen=True)
+class ArchCase:
+    """An architecture: its GGUF name, HF-style config and what the converter does."""
+
+    gguf_arch: str
+    config: dict[str, Any]
+    permute_qk: bool = False  # conversion/llama.py: LlamaModel.permute (undo_permute)
+    norm_shift: float = 0.0  # conversion/gemma.py: norm_shift
+    metadata: Callable[[GGUFWriter, dict[str, Any]], None] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _cfg(model_type: str, **kw: Any) -> dict[str, Any]:
+    return {**BASE, "model_type": model_type, **kw}
+
+
+def _llama_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    w.add_vocab_size(c["vocab_size"])
+    w.add_rope_dimension_count(c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"])
+
+
+def _key_length(w: GGUFWriter, c: dict[str, Any]) -> None:
+    w.add_key_length(c["head_dim"])
+    w.add_value_length(c["head_dim"])
+
+
+def _moe_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    _key_length(w, c)
+    w.add_expert_count(c["num_experts"])
+    w.add_expert_used_count(c["num_experts_per_tok"])
+    w.add_expert_feed_forward_length(c["moe_intermediate_size"])
+
+
+def _gemma2_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    _key_length(w, c)
+    w.add_attn_logit_softcapping(c["attn_logit_softcapping"])
+    w.add_final_logit_softcapping(c["final_logit_softcapping"])
+    w.add_sliding_window(c["sliding_window"])
+
+
+def _gemma3_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    _key_length(w, c)
+    w.add_sliding_window(c["sliding_window"])
+    w.add_rope_freq_base_swa(c["rope_local_base_freq"])
+    scaling = c.get("rope_scaling")
+    if scaling:
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(scaling["factor"])
+
+
+def _granite_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    _llama_meta(w, c)
+    w.add_attention_scale(c["attention_multiplier"])
+    w.add_embedding_scale(c["embedding_multiplier"])
+    w.add_residual_scale(c["residual_multiplier"])
+    w.add_logit_scale(c["logits_scaling"])
+
+
+def _gpt_oss_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    _key_length(w, c)
+    w.add_sliding_window(c["sliding_window"])
+    w.add_expert_count(c["num_local_experts"])
+    w.add_expert_used_count(c["num_experts_per_tok"])
+    w.add_expert_feed_forward_length(c["intermediate_size"])
+    s = c["rope_scaling"]
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(s["factor"])
+    w.add_rope_scaling_orig_ctx_len(s["original_max_position_embeddings"])
+
+
+CASES: dict[str, ArchCase] = {
+    "llama": ArchCase("llama", _cfg("llama"), permute_qk=True, metadata=_llama_meta),
+    "qwen2": ArchCase("qwen2", _cfg("qwen2")),
+    "qwen3": ArchCase("qwen3", _cfg("qwen3", head_dim=32), metadata=_key_length),
+    "qwen3moe": ArchCase("qwen3moe", _cfg(
+        "qwen3_moe", head_dim=16, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=32, decoder_sparse_step=1, mlp_only_layers=[],
+        norm_topk_prob=True), metadata=_moe_meta),
+    "gemma2": ArchCase("gemma2", _cfg(
+        "gemma2", head_dim=16, query_pre_attn_scalar=16, sliding_window=4096,
+        attn_logit_softcapping=50.0, final_logit_softcapping=30.0), norm_shift=1.0,
+        metadata=_gemma2_meta),
+    "gemma3": ArchCase("gemma3", _cfg(
+        "gemma3_text", num_hidden_layers=6, head_dim=16, query_pre_attn_scalar=16,
+        sliding_window=8, sliding_window_pattern=6, rope_theta=1e6,
+        rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0}),
+        norm_shift=1.0, metadata=_gemma3_meta),
+    "phi3": ArchCase("phi3", _cfg("phi3")),
+    "granite": ArchCase("granite", _cfg(
+        "granite", logits_scaling=2.0, attention_multiplier=0.2, embedding_multiplier=3.0,
+        residual_multiplier=0.5, attention_bias=False, mlp_bias=False),
+        permute_qk=True, metadata=_granite_meta),
+    "olmo2": ArchCase("olmo2", _cfg("olmo2")),
+    "smollm3": ArchCase("smollm3", _cfg("smollm3", num_hidden_layers=4,
+                                        no_rope_layer_interval=4),
+                        permute_qk=True, metadata=_llama_meta),
+    "gpt-oss": ArchCase("gpt-oss", _cfg(
+        "gpt_oss", head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                      "original_max_position_embeddings": 4096}), metadata=_gpt_oss_meta),
+}
+
+
+def build_model(case: ArchCase, seed: int = 0) -> nn.Module:
+    """mlx-lm's model of the case's config, random float32 weights (norms near one, so the
+    tests see them; biases and sinks nonzero)."""
+    from mlx_lm.utils import _get_classes
+
+    model_cls, args_cls = _get_classes(case.config)
+    model = model_cls(args_cls.from_dict(case.config))
+    mx.random.seed(seed)
+    params = []
+    for name, value in tree_flatten(model.parameters()):
+        if value.ndim == 1 and "norm" in name:
+            v = 0.5 + mx.random.uniform(shape=value.shape)
+        else:
+            v = 0.3 * mx.random.normal(value.shape)
+        params.append((name, v.astype(mx.float32)))
+    model.update(tree_unflatten(params))
+    mx.eval(model.parameters())
+    return model
+
+
+def _permute(w: np.ndarray, heads: int) -> np.ndarray:
+    """conversion/llama.py LlamaModel.permute (split halves → adjacent pairs)."""
+    return (w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def gguf_tensors(case: ArchCase, model: nn.Module) -> dict[str, np.ndarray]:
+    """The model's weights under their GGUF names, as the converter leaves them."""
+    arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == case.gguf_arch)
+    name_map = gguf.get_tensor_name_map(arch_id, case.config["num_hidden_layers"])
+    c = case.config
+    head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    out = {}
+    for name, value in tree_flatten(model.parameters()):
+        hf = name.replace(".switch_mlp.", ".experts.")
+        base, _, suffix = hf.rpartition(".")
+        new = name_map.get_name(base)
+        new = f"{new}.{suffix}" if new is not None else name_map.get_name(hf)
+        assert new is not None, f"gguf-py has no name for {name}"
+        w = np.array(value)
+        if case.permute_qk and new.split(".")[-2] in ("attn_q", "attn_k"):
+            w = _permute(w, w.shape[0] // head_dim)
+        if case.norm_shift and new.endswith("norm.weight"):
+            w = w + np.float32(case.norm_shift)
+        out[new] = w
+    return out
+
+
+def write_gguf(path: Path, case: ArchCase, tensors: dict[str, np.ndarray], *,
+               raw_types: dict[str, GGMLQuantizationType] | None = None,
+               file_type: int = 0) -> Path:
+    """A GGUF of these tensors with the case's metadata and the tiny BPE vocabulary.
+    ``raw_types``: tensors given as raw blocks (uint8 rows) of that GGML type."""
+    c = case.config
+    w = GGUFWriter(str(path), case.gguf_arch)
+    w.add_name("tiny " + case.gguf_arch)
+    w.add_context_length(c["max_position_embeddings"])
+    w.add_embedding_length(c["hidden_size"])
+    w.add_block_count(c["num_hidden_layers"])
+    w.add_feed_forward_length(c["intermediate_size"])
+    w.add_head_count(c["num_attention_heads"])
+    w.add_head_count_kv(c["num_key_value_heads"])
+    if case.gguf_arch != "gemma2":  # conversion/gemma.py: Gemma 2 writes no RoPE base
+        w.add_rope_freq_base(c["rope_theta"])
+    w.add_layer_norm_rms_eps(c["rms_norm_eps"])
+    w.add_file_type(file_type)
+    if case.metadata is not None:
+        case.metadata(w, c)
+    tokens, types = vocab()
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smollm")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(MERGES)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_pad_token_id(2)
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHAT_TEMPLATE)
+    for name, value in tensors.items():
+        kind = (raw_types or {}).get(name)
+        if kind is None:
+            w.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32))
+        else:
+            w.add_tensor(name, value, raw_dtype=kind)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+# Where each type's fp16 scales sit in its block (bytes), from ggml-common.h's structs.
+FP16_SCALES = {GGMLQuantizationType.Q4_0: [0], GGMLQuantizationType.Q4_1: [0, 2],
+               GGMLQuantizationType.Q5_0: [0], GGMLQuantizationType.Q5_1: [0, 2],
+               GGMLQuantizationType.Q8_0: [0], GGMLQuantizationType.Q2_K: [80, 82],
+               GGMLQuantizationType.Q3_K: [108], GGMLQuantizationType.Q4_K: [0, 2],
+               GGMLQuantizationType.Q5_K: [0, 2], GGMLQuantizationType.Q6_K: [208],
+               GGMLQuantizationType.IQ4_NL: [0], GGMLQuantizationType.IQ4_XS: [0]}
+
+
+def random_blocks(kind: GGMLQuantizationType, shape: tuple[int, ...], seed: int,
+                  scale: float = 0.02) -> np.ndarray:
+    """Random blocks of `kind` for a weight of `shape` (numpy order, the last dimension a
+    multiple of the block): (..., bytes a row) uint8, fp16 scales around `scale`."""
+    block, size = GGML_QUANT_SIZES[kind]
+    rng = np.random.default_rng(seed)
+    n_blocks = int(np.prod(shape)) // block
+    raw = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+    for off in FP16_SCALES.get(kind, []):
+        v = (scale * (0.5 + rng.random(n_blocks))).astype(np.float16)
+        if kind in (GGMLQuantizationType.Q2_K, GGMLQuantizationType.Q3_K):
+            v = (v / 8).astype(np.float16)  # their sub-scales multiply up to 15 and 32
+        raw[:, off:off + 2] = v.reshape(-1, 1).view(np.uint8)
+    if kind == GGMLQuantizationType.MXFP4:
+        raw[:, 0] = rng.integers(118, 122, n_blocks)  # 2^(e-128): scales 2^-10 ... 2^-6
+    return raw.reshape(*shape[:-1], shape[-1] // block * size)
+
+
+def quantize(tensors: dict[str, np.ndarray], kind: GGMLQuantizationType, seed: int = 0,
+             which: Callable[[str], GGMLQuantizationType | None] | None = None
+             ) -> tuple[dict[str, np.ndarray], dict[str, GGMLQuantizationType]]:
+    """The 2-D and 3-D weights replaced by random blocks of `kind` (or `which(name)`'s
+    type; None keeps a tensor float), as llama-quantize leaves norms and biases float."""
+    out, raw_types = dict(tensors), {}
+    for i, (name, w) in enumerate(tensors.items()):
+        if w.ndim < 2 or not name.endswith(".weight"):
+            continue
+        k = which(name) if which is not None else kind
+        if k is None or w.shape[-1] % GGML_QUANT_SIZES[k][0]:
+            continue
+        out[name] = random_blocks(k, w.shape, seed + i)
+        raw_types[name] = k
+    return out, raw_types
