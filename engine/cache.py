@@ -12,7 +12,7 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
 from .slot_cache import RowIndex, SlotKVCache, supports
 
@@ -20,7 +20,19 @@ LayerCaches = list[Any]
 
 
 def new_cache(model: nn.Module) -> LayerCaches:
-    return make_prompt_cache(model)
+    """The model's per-layer caches, a sliding-window layer's (Gemma 3, gpt-oss) as a plain
+    KVCache: mlx-lm's rotating cache lays a batch out otherwise than a lone row (the
+    attention's sums then run in another order), while over a plain cache the model's own
+    window mask gives every row the bits it gets alone (the same-answer guarantee). It
+    keeps the layer's whole history, as llama.cpp's --swa-full does."""
+    return [KVCache() if isinstance(c, RotatingKVCache) else c
+            for c in make_prompt_cache(model)]
+
+
+def windowed(model: nn.Module) -> bool:
+    """Whether some layer attends over a sliding window (its mask, not its cache, says so:
+    passes that build masks of their own must not run such a model)."""
+    return any(isinstance(c, RotatingKVCache) for c in make_prompt_cache(model))
 
 
 def merge(caches: list[LayerCaches]) -> LayerCaches:

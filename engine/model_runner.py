@@ -13,7 +13,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from . import cache as kv
-from . import cpu_kernels, cpu_layers, cpu_memory, module_tree
+from . import cpu_kernels, cpu_layers, cpu_memory, model_fixes, module_tree
 from .cache import LayerCaches
 from .compiled_step import CompiledDecode
 from .cpu_options import CpuOptions
@@ -31,6 +31,7 @@ class ModelRunner:
         # The engine's own modules over the same arrays (engine/module_tree.py), where its
         # kernels go; the loaded model and mlx / mlx-lm's classes stay untouched.
         self.model = model = module_tree.clone(model)
+        model_fixes.install(model)  # where mlx-lm's module cannot take a batch
         # On the CPU backend the model's SiLU and softmax go through faster kernels, but
         # only for the passes built here (engine/cpu_layers.py, engine/cpu_kernels.py).
         self.fast_cpu_kernels = fast_cpu_kernels and cpu_layers.install(model)
@@ -42,6 +43,7 @@ class ModelRunner:
             layers.install(model, self.cpu)
         self.head = output_head(model)
         self._ragged_model = (self.fast_cpu_kernels and self.head is not None
+                              and not kv.windowed(model)  # its masks have no window
                               and cpu_layers.supports_ragged(model, self.cpu)
                               and self._ragged_agrees())
         # A batch's decode step from one compiled graph (engine/compiled_step.py): checked
@@ -95,8 +97,8 @@ class ModelRunner:
         batch = kv.merge(caches)
         width = max(len(c) for c in chunks)
         right = [width - len(c) for c in chunks]
-        for layer in batch:
-            layer.prepare(right_padding=right)
+        for layer in batch:  # lengths: what a rotating (sliding-window) cache needs
+            layer.prepare(right_padding=right, lengths=[len(c) for c in chunks])
         rows_wanted = [i for i, want in enumerate(logits or []) if want]
         out = self._forward(
             mx.array([c + [0] * r for c, r in zip(chunks, right, strict=True)]), batch,

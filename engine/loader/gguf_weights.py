@@ -4,8 +4,9 @@ Each tensor goes to the mlx-lm parameter gguf-py's name map points it to (gguf_a
 with what the converter did undone (q/k rows put back in order, Gemma's "+ 1" on norms
 taken off). A quantized tensor becomes MLX's affine triple (``weight`` uint32, ``scales``,
 ``biases``) through ggml_types' exact form, or float32 where the weights are not kept
-quantized; scales and biases are float16 where every one of them is exactly an fp16 number
-(Q4_0/Q4_1/Q8_0: what MLX's own GGUF reader gave), else float32.
+quantized; a linear's scales and biases are float16 where every one of them is exactly an
+fp16 number (Q4_0/Q4_1/Q8_0: what MLX's own GGUF reader gave), else float32, and an
+embedding's are float32 (its lookup returns their dtype).
 
 Where each form runs:
 - groups of 32, 4 or 8 bits: nn.QuantizedLinear / QuantizedEmbedding / QuantizedSwitchLinear
@@ -123,7 +124,12 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
             out.modules[module] = Quantized(32, 8)
             held[t.kind] = 2
             continue
-        scales, biases = _narrow(a.scales, a.biases)
+        if gguf_name.startswith("token_embd."):
+            # a lookup returns the scales' dtype: float32, as llama.cpp's lookup does (fp16
+            # would round d * q, and hand an architecture without an input norm fp16 states)
+            scales, biases = mx.array(a.scales), mx.array(a.biases)
+        else:
+            scales, biases = _narrow(a.scales, a.biases)
         if not on_cpu:
             scales, biases = scales.astype(mx.float16), biases.astype(mx.float16)
         held[t.kind] = max(held.get(t.kind, 0), scales.itemsize)
