@@ -12,8 +12,10 @@ are ignored and the text is tokenized as usual.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from collections.abc import Sequence as Seq
+from datetime import UTC, datetime
 from typing import Any
 
 from .errors import RequestRejected
@@ -72,6 +74,58 @@ def chat_tokens(tokenizer: Any, messages: Seq[Mapping[str, Any]], vocab_size: in
             f"{type(exc).__name__}: {exc}") from exc
 
 
+def render(tokenizer: Any, messages: Seq[Mapping[str, Any]],
+           tools: Seq[Mapping[str, Any]] | None = None, **kwargs: Any) -> str:
+    """The model's chat template over `messages` (and `tools`), the assistant's turn opened.
+
+    Where a template refuses what other templates take, it gets what llama.cpp gives it:
+    - a template without a system role (Gemma 2 raises "System role not supported") gets
+      the system prompt at the head of the first user message;
+    - a tool-use template that loops over `tools` unconditionally (Hermes 2/3, Command R+)
+      gets an empty list when there are none;
+    - Firefunction v2 reads the tools as `functions`, a JSON text, and the date as
+      `datetime` (llama.cpp's common/chat.cpp gives it both).
+    Anything else it raises is the caller's to report."""
+    extra = dict(kwargs)
+    extra.setdefault("functions", json.dumps(list(tools or []), indent=2))
+    extra.setdefault("datetime", datetime.now(UTC).strftime("%b %d %Y %H:%M:%S GMT"))
+
+    def run(msgs: Seq[Mapping[str, Any]], tool_list: Any) -> str:
+        return tokenizer.apply_chat_template([dict(m) for m in msgs], tools=tool_list,
+                                             add_generation_prompt=True, tokenize=False,
+                                             **extra)
+
+    tool_list = list(tools) if tools else None
+    try:
+        return run(messages, tool_list)
+    except TypeError as exc:
+        if tool_list is not None or "not iterable" not in str(exc):
+            raise
+        tool_list = []
+        return run(messages, tool_list)
+    except Exception as exc:  # noqa: BLE001 - retried below, re-raised if that fails too
+        merged = _system_into_first_user(messages)
+        if merged is None:
+            raise
+        try:
+            return run(merged, tool_list)
+        except Exception:  # noqa: BLE001 - the first refusal is the one to report
+            raise exc from None
+
+
+def _system_into_first_user(messages: Seq[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """The system message's text put before the first user message's (None: no system
+    message, or no user message after it)."""
+    if not messages or messages[0].get("role") != "system":
+        return None
+    rest = [dict(m) for m in messages[1:]]
+    for m in rest:
+        if m.get("role") == "user" and isinstance(m.get("content"), str):
+            m["content"] = f"{messages[0].get('content', '')}\n\n{m['content']}"
+            return rest
+    return None
+
+
 def _splice(tokenizer: Any, messages: list[dict[str, str]],
             spliced: dict[int, list[int]]) -> list[int]:
     """Tokenize the templated prompt, with the given ids in place of those messages'
@@ -79,18 +133,15 @@ def _splice(tokenizer: Any, messages: list[dict[str, str]],
     find where it goes; if the markers don't come out once each, or the text with the
     contents put back differs from the real rendering (a template that rewrites content),
     the whole text is tokenized instead."""
-    def render(msgs: list[dict[str, str]]) -> str:
-        return tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
-
     def encode(part: str) -> list[int]:
         return list(tokenizer.encode(part, add_special_tokens=False)) if part else []
 
-    text = render(messages)
+    text = render(tokenizer, messages)
     if not spliced:
         return encode(text)
     marks = {i: f"\x00batchchat-reply-{i}\x00" for i in spliced}
-    parts = [render([m | {"content": marks[i]} if i in marks else m
-                     for i, m in enumerate(messages)])]
+    parts = [render(tokenizer, [m | {"content": marks[i]} if i in marks else m
+                                for i, m in enumerate(messages)])]
     for i in spliced:  # cut the rendering at each marker, in order
         head, sep, tail = parts[-1].partition(marks[i])
         if not sep or marks[i] in tail:

@@ -18,7 +18,6 @@ both figures.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -27,15 +26,16 @@ from mlx.utils import tree_flatten
 from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
+from .kv_formula import (  # noqa: F401 - kv_memory's names since issue #28
+    MEMORY_SHARE,
+    MIN_DEFAULT_BUDGET,
+    SLOT_TOKENS,
+    SPARE_TOKENS,
+    formula,
+    host_available_bytes,
+    wanted_tokens,
+)
 from .units import format_bytes
-
-MIN_DEFAULT_BUDGET = 256 << 20  # below this a model's longer prompts could not run at all
-# A running slot's share: a short chat turn (prompt + reply + mlx-lm's 256-token allocation
-# step). A request's set-aside assumes it runs to max_tokens, so most use far less; longer
-# ones use the spare, or wait for room (they are refused only above the whole budget).
-SLOT_TOKENS = 512
-SPARE_TOKENS = 8192  # one long request (or cached prefixes while none runs)
-MEMORY_SHARE = 4  # at most 1/4 of the memory available once the weights are loaded
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,51 +63,6 @@ def bytes_per_token(model: nn.Module) -> int:
 
 def weights_bytes(model: nn.Module) -> int:
     return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
-
-
-def wanted_tokens(context_length: int, max_concurrent: int) -> int:
-    """Tokens of KV the default asks for: a short chat turn a slot, plus one long request."""
-    return (max_concurrent * min(context_length, SLOT_TOKENS)
-            + min(context_length, SPARE_TOKENS))
-
-
-def formula(per_token: int, context_length: int, max_concurrent: int,
-            available: int) -> tuple[int, int]:
-    """The default budget and cached prefixes' part of it, from the model's KV bytes a token
-    and context length, the engine's concurrency and the memory available to the KV (the
-    module docstring's formula)."""
-    tokens = wanted_tokens(context_length, max_concurrent)
-    one_sequence = context_length + KVCache.step  # what a request to the context's end sets aside
-    budget = max(MIN_DEFAULT_BUDGET, min(available // MEMORY_SHARE,
-                                         per_token * max(tokens, one_sequence)))
-    return budget, min(budget, max(MIN_DEFAULT_BUDGET, per_token * tokens))
-
-
-def host_available_bytes() -> int:
-    """RAM the system could give this process now without swapping: psutil if installed, else
-    Linux's MemAvailable, else free pages (os.sysconf), else physical RAM."""
-    try:
-        import psutil  # optional: the most portable answer (macOS, Windows)
-
-        return int(psutil.virtual_memory().available)
-    except ImportError:
-        pass
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    page = os.sysconf("SC_PAGE_SIZE")
-    for name in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
-        try:
-            pages = os.sysconf(name)
-        except (ValueError, OSError):
-            continue
-        if pages > 0:
-            return page * pages
-    return MIN_DEFAULT_BUDGET * MEMORY_SHARE
 
 
 def available_memory(weights: int) -> tuple[int, str]:

@@ -10,6 +10,7 @@ tests/engine/test_public.py checks that importing this module loads no MLX.
 from __future__ import annotations
 
 from .blas import ensure_fast_blas
+from .chat_prompt import render as render_chat
 from .config import kv_budget_from_env
 from .cpu_options import CpuOptions, CpuOptionsError
 from .determinism import describe as describe_determinism
@@ -23,7 +24,14 @@ from .grammars import (
 )
 from .loader.bundled import BUNDLED_FILENAME, model_cache_dir
 from .loader.errors import ModelLoadError
-from .loader.support import ggml_type_name, gguf_unsupported, mlx_lm_unsupported
+from .loader.support import (
+    MemoryNeed,
+    ggml_type_name,
+    gguf_memory,
+    gguf_tokenizer_unsupported,
+    gguf_unsupported,
+    mlx_lm_unsupported,
+)
 from .sampling_params import SamplingParams
 from .sequence import Priority
 from .speculation import DRAFT_PREFIX
@@ -34,6 +42,7 @@ from .token_event import TokenEvent
 from .units import format_bytes
 
 __all__ = [
+    "render_chat",
     "DRAFT_PREFIX",
     "BUNDLED_FILENAME",
     "CpuOptions",
@@ -59,6 +68,9 @@ __all__ = [
     "format_bytes",
     "ggml_type_name",
     "gguf_unsupported",
+    "gguf_memory",
+    "gguf_tokenizer_unsupported",
+    "MemoryNeed",
     "json_object_grammar",
     "json_schema_grammar",
     "kv_budget_from_env",

@@ -7,6 +7,8 @@ export QT_QPA_PLATFORM=offscreen
 # Preload the system OpenBLAS for MLX's CPU backend (the app re-executes itself the same way).
 blas="$(.venv/bin/python -c "from engine.blas import openblas_path; print(openblas_path() or '')")"
 if [ -n "$blas" ]; then export LD_PRELOAD="$blas${LD_PRELOAD:+:$LD_PRELOAD}"; fi
+# llama.cpp's test vocabularies and chat templates, from the llama-cpp-python sdist (test data)
+.venv/bin/python -m tests.llama_cpp_data >/dev/null
 .venv/bin/ruff check .
 .venv/bin/lint-imports  # layer rules: [tool.importlinter] in pyproject.toml
 exec .venv/bin/python -m pytest -q "$@"

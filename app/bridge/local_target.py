@@ -112,12 +112,10 @@ class LocalTarget:
                     tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
         """The prompt of `messages` (tool calls and results in OpenAI's shape) with `tools`,
         rendered by the model's chat template; RequestRejected if the template refuses."""
-        from engine.public import RequestRejected
+        from engine.public import RequestRejected, render_chat
 
         try:
-            text = self.engine.tokenizer.apply_chat_template(
-                [dict(m) for m in messages], tools=list(tools) if tools else None,
-                add_generation_prompt=True, tokenize=False)
+            text = render_chat(self.engine.tokenizer, messages, tools)
         except Exception as exc:
             raise RequestRejected(f"the model's chat template refused these messages: "
                                   f"{type(exc).__name__}: {exc}") from exc

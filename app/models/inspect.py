@@ -14,7 +14,12 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-from engine.public import gguf_unsupported, mlx_lm_unsupported
+from engine.public import (
+    gguf_memory,
+    gguf_tokenizer_unsupported,
+    gguf_unsupported,
+    mlx_lm_unsupported,
+)
 
 from .entry import ModelEntry
 from .gguf_header import GgufError, read_gguf_header
@@ -45,17 +50,44 @@ def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
     except GgufError as e:
         return ModelEntry(format="GGUF", size_bytes=size, reason=str(e), **base)
     rope = header.arch_value("rope.scaling.type")
+    tokenizer = header.metadata.get("tokenizer.ggml.model")
     reason = gguf_unsupported(header.architecture, header.tensor_types,
                               rope if isinstance(rope, str) else None)
     if not reason and "token_embd.weight" not in header.tensor_names:  # as gguf.py checks
         reason = "no model weights in the file (a vocabulary-only GGUF?)"
+    if not reason:  # what gguf_arch.hf_config needs
+        lacks = [k for k in ("embedding_length", "block_count", "attention.head_count")
+                 if header.arch_value(k) is None]
+        if lacks:
+            reason = f"GGUF metadata lacks {header.architecture}.{lacks[0]}"
+    if not reason:
+        reason = gguf_tokenizer_unsupported(tokenizer if isinstance(tokenizer, str) else None)
     if not reason and header.data_end > size:
         reason = f"the file is truncated ({size:,} of {header.data_end:,} bytes)"
     context = header.arch_value("context_length")
+    context = context if isinstance(context, int) else None
     return ModelEntry(format="GGUF", architecture=header.architecture or "",
                       parameters=header.parameters or None, quantization=header.quantization,
-                      size_bytes=size, context_length=context if isinstance(context, int)
-                      else None, reason=reason, **base)
+                      size_bytes=size, context_length=context, reason=reason,
+                      note=base.pop("note", "") or ("" if reason else _memory(header, context)),
+                      **base)
+
+
+def _memory(header: Any, context: int | None) -> str:
+    """What the model will take once loaded ("" when the header cannot say)."""
+    def number(key: str) -> int | None:
+        value = header.arch_value(key)
+        return value if isinstance(value, int) and value > 0 else None
+
+    layers, heads = number("block_count"), number("attention.head_count")
+    hidden = number("embedding_length")
+    kv_heads = number("attention.head_count_kv") or heads
+    head_dim = number("attention.key_length") or (hidden // heads if hidden and heads else None)
+    if not (layers and kv_heads and head_dim):
+        return ""
+    need = gguf_memory(header.tensor_types, layers=layers, kv_heads=kv_heads,
+                       head_dim=head_dim, context=min(context or 4096, 1 << 20))
+    return need.describe()
 
 
 def _describe_dir(path: Path, base: dict[str, Any]) -> ModelEntry:

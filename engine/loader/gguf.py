@@ -17,7 +17,11 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
-from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, TokenizerWrapper
+from mlx_lm.tokenizer_utils import (
+    BPEStreamingDetokenizer,
+    NaiveStreamingDetokenizer,
+    TokenizerWrapper,
+)
 
 from ..cpu_options import CpuOptions
 from .common import (
@@ -40,7 +44,7 @@ from .gguf_arch import (
     uses_traditional_rope,
 )
 from .gguf_file import GgufFile, check_gguf_header, read_gguf_file
-from .gguf_tokenizer import build_gguf_tokenizer
+from .gguf_tokenizer import build_gguf_tokenizer, is_byte_level
 from .gguf_weights import Converted, Quantized, Undo, convert
 from .progress import ProgressReporter
 
@@ -124,6 +128,9 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
            report: ProgressReporter) -> tuple[nn.Module, dict[str, Any], list[str]]:
     source = str(f.path)
     arch = architecture(f)
+    if "token_embd.weight" not in f.tensors:
+        raise ModelLoadError(f"{source}: GGUF holds no model weights ({len(f.tensors)} tensors, "
+                             "no token_embd.weight); is it a vocab-only file?")
     config = hf_config(f, arch)
     model_cls, args_cls = model_classes(config, source)
     traditional = arch.interleaved_rope and uses_traditional_rope(args_cls)
@@ -137,9 +144,6 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
     params = [n for n, _ in tree_flatten(model.parameters())]
     names = gguf_names(f, params)
     absent = [p for p in params if names.get(p) not in f.tensors]
-    if "token_embd.weight" not in f.tensors:
-        raise ModelLoadError(f"{source}: GGUF holds no model weights ({len(f.tensors)} tensors, "
-                             "no token_embd.weight); is it a vocab-only file?")
     if absent:
         shown = ", ".join(f"{p} ({names.get(p, 'no GGUF name')})" for p in absent[:4])
         raise ModelLoadError(f"{source}: GGUF tensors do not fit mlx-lm's "
@@ -202,7 +206,10 @@ def load_gguf(path: Path, quantized: bool | None = None,
                                      "tokenizer.ggml.eot_token_id",
                                      "tokenizer.ggml.eom_token_id")]
     eos = end_token_ids(eos_ids, vocab, hf_tok.all_special_tokens)
-    tokenizer = TokenizerWrapper(hf_tok, detokenizer_class=BPEStreamingDetokenizer,
+    # byte-level BPE streams through mlx-lm's BPE detokenizer; any other vocabulary through
+    # its naive one (the tokenizer's own decode, so the same text)
+    detokenizer = BPEStreamingDetokenizer if is_byte_level(meta) else NaiveStreamingDetokenizer
+    tokenizer = TokenizerWrapper(hf_tok, detokenizer_class=detokenizer,
                                  eos_token_ids=sorted(eos))
     name, ftype = _display_name(path, meta)
     kind = f"{ftype} GGUF" if ftype else "GGUF"

@@ -165,16 +165,14 @@ def _rope_scaling(f: GgufFile, c: dict[str, Any]) -> dict[str, Any] | None:
 
 def hf_config(f: GgufFile, arch: Arch) -> dict[str, Any]:
     """The Hugging Face-style config.json of the file's model, as mlx-lm reads it."""
+    for key in ("embedding_length", "block_count", "attention.head_count"):
+        if f.arch_value(key) is None:
+            raise ModelLoadError(f"{f.path}: GGUF metadata lacks {f.architecture}.{key}")
     c: dict[str, Any] = {"model_type": arch.model_type}
     for key, name in _config_keys(arch).items():
         value = f.arch_value(key)
         if name is not None and value is not None:
             c[name] = value.item() if hasattr(value, "item") else value
-    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")
-               if k not in c]
-    if missing:
-        raise ModelLoadError(f"{f.path}: GGUF metadata lacks {f.architecture}."
-                             f"{missing[0]} (or its key)")
     c.setdefault("num_key_value_heads", c["num_attention_heads"])
     c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
     c.setdefault("max_position_embeddings", 2048)

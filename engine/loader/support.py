@@ -1,28 +1,61 @@
 """What this backend's loader can load, said without loading MLX (for the model library).
 
-The rules mirror engine/loader/gguf.py (llama-architecture GGUFs whose tensors MLX's GGUF
-reader handles) and engine/loader/mlx_dir.py (mlx-lm's own model modules). Each check
-returns "" when the model loads, else the reason it does not.
+The rules mirror engine/loader/gguf_arch.py (the GGUF architectures it builds),
+gguf_tokenizer.py (the vocabularies it builds), ggml_types.py (how each tensor type is held)
+and engine/loader/mlx_dir.py (mlx-lm's own model modules); tests/engine/test_loader_support.py
+holds them to those modules. Each check returns "" when the model loads, else the reason it
+does not. ``gguf_memory`` says what a GGUF will take once loaded, from its header alone.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-# gguf.py: only llama-architecture GGUFs build a model.
-GGUF_ARCHITECTURES = frozenset({"llama"})
-# GGML tensor types mx.load reads from GGUF: F32, F16, Q4_0, Q4_1, Q8_0, BF16.
-GGUF_TENSOR_TYPES = frozenset({0, 1, 2, 3, 8, 30})
+from ..kv_formula import formula, host_available_bytes
+from ..units import format_bytes
+
+# gguf_arch.ARCHS
+GGUF_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3",
+                                "phi3", "granite", "olmo2", "smollm3", "gpt-oss"})
+# gguf_tokenizer.SUPPORTED_MODELS (tokenizer.ggml.model)
+GGUF_TOKENIZERS = frozenset({"gpt2", "llama", "gemma4", "t5", "bert"})
 GGML_TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0",
                    9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K",
                    15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S",
                    20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16",
-                   26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16"}
-GGUF_ROPE_SCALING = frozenset({None, "none", "linear"})
+                   26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16", 34: "TQ1_0",
+                   35: "TQ2_0", 39: "MXFP4", 40: "NVFP4"}
+
+
+@dataclass(frozen=True)
+class HeldType:
+    """How the engine holds a quantized GGML type (ggml_types.py): q in `bits`, a scale and a
+    bias a group of `group` in `scale_bytes` each (fp16 where that is exact)."""
+
+    bits: int
+    group: int
+    scale_bytes: int
+
+    @property
+    def bits_per_weight(self) -> float:
+        return self.bits + 2 * self.scale_bytes * 8 / self.group
+
+
+# Kept quantized (ggml_types._CONVERTERS): every tensor of these loads as an affine form.
+GGUF_KEPT_TYPES = {2: HeldType(4, 32, 2), 3: HeldType(4, 32, 2), 12: HeldType(4, 32, 4),
+                   6: HeldType(8, 32, 2), 7: HeldType(8, 32, 2), 13: HeldType(8, 32, 4),
+                   8: HeldType(8, 32, 2), 11: HeldType(8, 32, 2), 20: HeldType(8, 32, 2),
+                   23: HeldType(8, 32, 4), 39: HeldType(8, 32, 2), 14: HeldType(8, 16, 4),
+                   10: HeldType(4, 16, 4)}
+GGUF_FLOAT_TYPES = frozenset({0, 1, 30})  # F32, F16, BF16
+# gguf-py dequantizes these and nothing runs them quantized here: float32, said at load.
+GGUF_FLOAT32_TYPES = frozenset({16, 17, 18, 19, 21, 22, 29, 34, 35, 40})
+GGUF_ROPE_SCALING = frozenset({None, "none", "linear", "yarn"})
 
 
 def ggml_type_name(kind: int) -> str:
@@ -34,16 +67,74 @@ def gguf_unsupported(architecture: str | None, tensor_types: Iterable[int],
                      rope_scaling: str | None = None) -> str:
     """Why a GGUF with this header does not load here ("" when it does)."""
     if architecture not in GGUF_ARCHITECTURES:
-        return (f"GGUF architecture {architecture!r} is not supported (only llama-architecture "
-                "GGUFs load here)")
-    odd = sorted({t for t in tensor_types if t not in GGUF_TENSOR_TYPES})
+        return (f"GGUF architecture {architecture!r} is not supported here (supported: "
+                f"{', '.join(sorted(GGUF_ARCHITECTURES))})")
+    loadable = GGUF_FLOAT_TYPES | GGUF_KEPT_TYPES.keys() | GGUF_FLOAT32_TYPES
+    odd = sorted({t for t in tensor_types if t not in loadable})
     if odd:
         names = ", ".join(ggml_type_name(t) for t in odd)
-        return (f"{names} tensors are not supported (MLX reads F32/F16/BF16/Q4_0/Q4_1/Q8_0 "
-                "GGUF tensors only)")
+        return f"{names} tensors are not supported (no dequantizer for them)"
     if rope_scaling not in GGUF_ROPE_SCALING:
         return f"RoPE scaling {rope_scaling!r} is not supported"
     return ""
+
+
+def gguf_tokenizer_unsupported(model: str | None) -> str:
+    """Why a GGUF's vocabulary (tokenizer.ggml.model) cannot be built here ("" when it can)."""
+    if model is None:
+        return "GGUF has no tokenizer (tokenizer.ggml.model missing)"
+    if model not in GGUF_TOKENIZERS:
+        return (f"GGUF tokenizer model {model!r} is not supported (supported: "
+                f"{', '.join(sorted(GGUF_TOKENIZERS))})")
+    return ""
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """What a model takes once loaded: weights as held, the native kernel's packed copy of
+    the quantized ones (on the CPU), and the default KV budget."""
+
+    weights: int
+    packed: int
+    kv_budget: int
+    float32_types: tuple[str, ...] = ()  # types that run as float32 (no quantized path)
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.packed + self.kv_budget
+
+    def describe(self) -> str:
+        parts = [f"weights {format_bytes(self.weights)}"]
+        if self.packed:
+            parts.append(f"packed copy {format_bytes(self.packed)}")
+        parts.append(f"KV budget {format_bytes(self.kv_budget)}")
+        text = f"needs ~{format_bytes(self.total)} ({', '.join(parts)})"
+        if self.float32_types:
+            text += f"; {', '.join(self.float32_types)} run as float32"
+        return text
+
+
+def gguf_memory(weights_by_type: Mapping[int, int], *, layers: int, kv_heads: int,
+                head_dim: int, context: int, max_concurrent: int = 16,
+                packed_copy: bool = True) -> MemoryNeed:
+    """What a GGUF takes on the CPU once loaded, from its header: `weights_by_type` (GGML type
+    → weights), the KV's shape and the engine's default budget (engine/kv_formula.py)."""
+    weights = packed = 0.0
+    floated = []
+    for kind, n in weights_by_type.items():
+        held = GGUF_KEPT_TYPES.get(kind)
+        if held is None:
+            weights += 4 * n  # float32 on the CPU
+            if kind not in GGUF_FLOAT_TYPES:
+                floated.append(ggml_type_name(kind))
+            continue
+        weights += n * held.bits_per_weight / 8
+        if packed_copy:  # the packed kernel's copy: q as is, float32 scales and biases
+            packed += n * (held.bits + 64 / held.group) / 8
+    per_token = 2 * layers * kv_heads * head_dim * 4  # keys and values, float32
+    kv, _ = formula(per_token, context, max_concurrent,
+                    max(0, host_available_bytes() - int(weights + packed)))
+    return MemoryNeed(int(weights), int(packed), kv, tuple(sorted(floated)))
 
 
 @cache

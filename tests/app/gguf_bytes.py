@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-BLOCKS = {0: (4, 1), 2: (18, 32), 3: (20, 32), 12: (144, 256)}  # type: (bytes, weights)
+BLOCKS = {0: (4, 1), 2: (18, 32), 3: (20, 32), 12: (144, 256), 15: (292, 256)}  # type: (bytes, weights)
 
 
 def _string(s: str) -> bytes:

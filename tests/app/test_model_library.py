@@ -97,10 +97,14 @@ def make_broken_models(root: Path, good: Path, tiny_gguf: Path) -> None:
     data = tiny_gguf.read_bytes()
     (root / "half.gguf").write_bytes(data[: len(data) // 2])
     (root / "header-only.gguf").write_bytes(data[:200])
-    make_tiny_gguf(root / "qwen.gguf", arch="qwen2")
+    make_tiny_gguf(root / "rwkv.gguf", arch="rwkv7")
     write_gguf(root / "kquant.gguf", {"general.architecture": "llama", "general.file_type": 15,
                                       "llama.context_length": 4096},
                [("token_embd.weight", (256, 8), 12), ("output_norm.weight", (256,), 0)])
+    write_gguf(root / "q8k.gguf", {"general.architecture": "llama", "llama.block_count": 1,
+                                   "llama.embedding_length": 256,
+                                   "llama.attention.head_count": 4},
+               [("token_embd.weight", (256, 8), 15), ("output_norm.weight", (256,), 0)])
     write_gguf(root / "vocab-only.gguf", {"general.architecture": "llama",
                                           "tokenizer.ggml.tokens": ["a", "b", "c"]}, [])
     for name, change in {
@@ -119,8 +123,9 @@ def make_broken_models(root: Path, good: Path, tiny_gguf: Path) -> None:
 
 REASONS = {
     "empty": "the file is empty", "text": "not a GGUF file", "half": "truncated",
-    "header-only": "truncated", "qwen": "architecture 'qwen2' is not supported",
-    "kquant": "Q4_K tensors are not supported", "no-weights": "missing weights",
+    "header-only": "truncated", "rwkv": "architecture 'rwkv7' is not supported",
+    "kquant": "metadata lacks llama.embedding_length", "q8k": "Q8_K tensors are not supported",
+    "no-weights": "missing weights",
     "bad-config": "config.json is unreadable", "odd-type": "no model for model_type",
     "cut-weights": "truncated", "no-shard": "missing weights (model-00002-of-00002",
     "no-tokenizer": "no tokenizer files", "vocab-only": "no model weights in the file",

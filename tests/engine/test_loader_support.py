@@ -1,0 +1,61 @@
+"""The model library's rules (engine/loader/support.py, read without MLX) agree with what
+the loader does: the architectures, vocabularies and tensor types, and the memory a
+model's header says it needs against what a load really takes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+from mlx.utils import tree_flatten
+
+from engine.loader import load_model
+from engine.loader import support
+from engine.loader.ggml_types import AFFINE_TYPES, type_form
+from engine.loader.gguf_arch import ARCHS
+from engine.loader.gguf_file import read_gguf_file
+from engine.loader.gguf_tokenizer import SUPPORTED_MODELS
+from tests.gguf_models import CASES, build_model, gguf_tensors, quantize, write_gguf
+
+T = GGMLQuantizationType
+
+
+def test_the_rules_are_the_loaders() -> None:
+    assert support.GGUF_ARCHITECTURES == frozenset(ARCHS)
+    assert support.GGUF_TOKENIZERS == SUPPORTED_MODELS
+    assert set(support.GGUF_KEPT_TYPES) == {int(t) for t in AFFINE_TYPES}
+    for kind in AFFINE_TYPES:
+        held, form = support.GGUF_KEPT_TYPES[int(kind)], type_form(kind)
+        assert (held.bits, held.group) == (form.bits, form.group)
+    # every type the library lets through loads: floats, kept, or dequantized by gguf-py
+    for kind in support.GGUF_FLOAT32_TYPES:
+        assert T(kind) in GGML_QUANT_SIZES and T(kind) not in AFFINE_TYPES
+    assert support.gguf_unsupported("llama", [12, 14, 23, 39, 16]) == ""
+    assert "Q8_K" in support.gguf_unsupported("llama", [15])
+    assert "'rwkv7'" in support.gguf_unsupported("rwkv7", [0])
+    assert "'plamo2'" in support.gguf_tokenizer_unsupported("plamo2")
+
+
+def test_the_weights_estimate_is_what_a_load_holds(tmp_path: Path) -> None:
+    case = CASES["qwen3"]
+    big = dict(case.config, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+               num_key_value_heads=2, head_dim=64)
+    case = type(case)(case.gguf_arch, big, metadata=case.metadata)
+
+    def kind(name: str) -> T | None:
+        return T.Q6_K if ".attn_v." in name or ".ffn_down" in name else T.Q4_K
+
+    tensors, raw = quantize(gguf_tensors(case, build_model(case)), T.Q4_K, which=kind)
+    path = write_gguf(tmp_path / "m.gguf", case, tensors, raw_types=raw)
+    f = read_gguf_file(path)
+    by_type: Counter[int] = Counter()
+    for t in f.tensors.values():
+        by_type[int(t.kind)] += int(np.prod(t.shape))
+    need = support.gguf_memory(by_type, layers=2, kv_heads=2, head_dim=64, context=512)
+    loaded = load_model(str(path))
+    held = sum(v.nbytes for _, v in tree_flatten(loaded.model.parameters()))
+    assert abs(need.weights - held) <= 0.02 * held, (need.weights, held)
+    assert need.packed > 0 and need.kv_budget >= 256 << 20
+    assert "needs ~" in need.describe()
