@@ -130,6 +130,10 @@ def check_gguf_header(path: Path) -> None:
             f"{path}: not a GGUF file (starts with {head[:4]!r}, expected b'GGUF')")
     if len(head) < 8:
         raise ModelLoadError(f"{path}: truncated GGUF file ({len(head)} bytes)")
+    version = struct.unpack("<I", head[4:8])[0]
+    if version not in (2, 3):
+        raise ModelLoadError(f"{path}: GGUF version {version} is not supported (versions 2 "
+                             "and 3 are)")
 
 
 def _value(field: Any) -> Any:

@@ -59,12 +59,27 @@ def test_a_chat_template_that_raises_is_a_refusal_naming_it(tiny):
 
     tokenizer = make_tokenizer()
     tokenizer._tokenizer.chat_template = (
-        "{% for m in messages %}{% if m['role'] == 'system' %}"
-        "{{ raise_exception('System role not supported') }}{% endif %}"
+        "{% for m in messages %}{% if m['role'] == 'user' and loop.index0 % 2 == 0 %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant') }}{% endif %}"
         "{{ m['content'] }}{% endfor %}")
     engine = Engine(tiny.model, tokenizer, eos_token_ids=[],
                     context_length=tiny.context_length)
-    with pytest.raises(RequestRejected, match="chat template.*System role not supported"):
-        engine.submit(messages=[{"role": "system", "content": "s"},
-                                {"role": "user", "content": "u"}])
+    with pytest.raises(RequestRejected, match="chat template.*roles must alternate"):
+        engine.submit(messages=[{"role": "user", "content": "u"}])
     assert not engine.has_work()
+
+
+def test_a_template_without_a_system_role_gets_the_system_prompt_in_the_user_turn(tiny):
+    """As llama.cpp does for such templates (Gemma 2's): not a refusal."""
+    from tests.tiny_model import make_tokenizer
+
+    tokenizer = make_tokenizer()
+    tokenizer._tokenizer.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}"
+        "{{ raise_exception('System role not supported') }}{% endif %}"
+        "<{{ m['role'] }}>{{ m['content'] }}{% endfor %}")
+    engine = Engine(tiny.model, tokenizer, eos_token_ids=[],
+                    context_length=tiny.context_length)
+    stream = engine.submit(messages=[{"role": "system", "content": "Be brief."},
+                                     {"role": "user", "content": "Hi"}])
+    assert tokenizer.decode(stream.prompt_tokens) == "<user>Be brief.\n\nHi"

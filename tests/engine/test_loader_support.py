@@ -11,8 +11,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from mlx.utils import tree_flatten
 
-from engine.loader import load_model
-from engine.loader import support
+from engine.loader import load_model, support
 from engine.loader.ggml_types import AFFINE_TYPES, type_form
 from engine.loader.gguf_arch import ARCHS
 from engine.loader.gguf_file import read_gguf_file

@@ -44,7 +44,7 @@ def bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "empty": (b"", "empty"),
         "random": (os.urandom(4096).replace(b"GGUF", b"XXXX"), "not a GGUF"),
         # version 0, no tensors, no metadata
-        "zero-header": (b"GGUF" + bytes(20), "only llama-architecture"),
+        "zero-header": (b"GGUF" + bytes(20), "GGUF version 0 is not supported"),
         # a GGUF v3 header that promises 3 tensors and 5 metadata entries, then ends
         "truncated": (b"GGUF" + struct.pack("<IQQ", 3, 3, 5) + b"\x05\x00",
                       "truncated or corrupt"),
