@@ -82,21 +82,27 @@ def kl_against(base_logp, ours_logits) -> tuple[float, float, float]:
     return float(kl.mean()), float(same), float(kl.max())
 
 
-def engine_logits(path: Path, chunks) -> object:
-    """The engine's logits for each chunk's scored positions (its own passes)."""
+def engine_logits(path: Path, chunks, exact: bool = False) -> object:
+    """The engine's logits for each chunk's scored positions (its own passes); `exact`: the
+    weights dequantized to float32 and MLX's own ops, no int8 rounding of the activations
+    (the arithmetic llama.cpp's quantized dot products approximate)."""
     import mlx.core as mx
     import numpy as np
 
     from engine.loader import load_model
     from engine.model_runner import ModelRunner
 
-    lm = load_model(str(path))
-    runner = ModelRunner(lm.model)
+    lm = load_model(str(path), quantized=False if exact else None)
+    runner = None if exact else ModelRunner(lm.model)
     out = []
     first = chunks.shape[1] // 2
     for chunk in chunks:
-        with runner._kernels():
-            logits = runner.model(mx.array(chunk[None].tolist()))
+        x = mx.array(chunk[None].tolist())
+        if runner is None:
+            logits = lm.model(x)
+        else:
+            with runner._kernels():
+                logits = runner.model(x)
         out.append(np.array(logits[0, first:-1].astype(mx.float32)))
     return np.stack(out), lm.description
 
@@ -122,13 +128,21 @@ def run_kl(args: argparse.Namespace, bin_dir: Path, work: Path) -> list[dict]:
                         "--save-all-logits", str(base)], check=True, capture_output=True)
         _, tokens, base_logp = read_llama_logprobs(base)
         ours, description = engine_logits(gguf, tokens)
+        exact, _ = engine_logits(gguf, tokens, exact=True)
         n_vocab = min(ours.shape[-1], base_logp.shape[-1])
-        kl, top1, worst = kl_against(base_logp[..., :n_vocab].reshape(-1, n_vocab),
-                                     ours[..., :n_vocab].reshape(-1, n_vocab))
+        flat = base_logp[..., :n_vocab].reshape(-1, n_vocab)
+        kl, top1, worst = kl_against(flat, ours[..., :n_vocab].reshape(-1, n_vocab))
+        kl_x, top1_x, _ = kl_against(flat, exact[..., :n_vocab].reshape(-1, n_vocab))
         row = {"type": kind, "file_mib": round(gguf.stat().st_size / 2**20, 1),
                "positions": int(base_logp.shape[0] * base_logp.shape[1]),
                "mean_kl": round(kl, 6), "max_kl": round(worst, 4),
-               "top1": round(100 * top1, 2), "engine": description}
+               "top1": round(100 * top1, 2),
+               # the same file in float32 arithmetic against llama.cpp, and the engine
+               # against it: how much of the difference is activation rounding
+               "exact_kl": round(kl_x, 6), "exact_top1": round(100 * top1_x, 2),
+               "engine_vs_exact_top1": round(100 * float(
+                   (ours.argmax(-1) == exact.argmax(-1)).mean()), 2),
+               "engine": description}
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows

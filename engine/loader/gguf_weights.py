@@ -20,7 +20,9 @@ Where each form runs:
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,48 +96,81 @@ def _float(t: GgufTensor, undo: Undo, widen: bool) -> mx.array:
     return mx.array(w)
 
 
+# Types whose scale is a product (d × a sub-scale): never exactly fp16, so no check.
+_PRODUCT_SCALES = frozenset({GGMLQuantizationType.Q4_K, GGMLQuantizationType.Q5_K,
+                             GGMLQuantizationType.Q6_K, GGMLQuantizationType.Q2_K,
+                             GGMLQuantizationType.IQ4_XS})
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One tensor converted in numpy (off the main thread): a float array, or an affine
+    form (packed q, scales, biases)."""
+
+    values: np.ndarray | None = None
+    affine: AffineTensor | None = None
+
+
+def _prepare(t: GgufTensor, u: Undo, quantized: bool) -> _Prepared:
+    if not quantized:
+        return _Prepared(values=None)  # floats are made on the main thread (_float)
+    a = to_affine(t.data, t.kind)
+    if u.row_order is not None:
+        a = _reorder(a, u.row_order)
+    return _Prepared(affine=a)
+
+
 def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
             keep_quantized: bool, widen: bool, on_cpu: bool) -> Converted:
-    """The model's arrays (mlx-lm names) from the file's tensors (``names``: mlx → GGUF)."""
+    """The model's arrays (mlx-lm names) from the file's tensors (``names``: mlx → GGUF).
+    The numpy conversion of the quantized tensors runs on a thread per core (numpy lets go
+    of the GIL): a 1.5B Q4_K_M's ~1.5e9 weights took twice as long on one."""
     out = Converted()
     held: dict[GGMLQuantizationType, int] = {}  # the widest scale a type got, bytes
     floated: Counter[GGMLQuantizationType] = Counter()  # weights a type
+    plan = []
     for name, gguf_name in names.items():
         t = f.tensors[gguf_name]
-        u = undo.get(gguf_name, Undo())
-        module, _, leaf = name.rpartition(".")
-        form = type_form(t.kind)
-        if t.kind in FLOAT_TYPES or leaf != "weight" or form is None or not keep_quantized:
-            if t.kind not in FLOAT_TYPES:
-                floated[t.kind] += int(np.prod(t.shape))
-            out.weights[name] = _float(t, u, widen)
-            continue
-        try:
-            a = to_affine(t.data, t.kind)
-        except ValueError as e:
-            raise ModelLoadError(f"{f.path}: tensor {gguf_name!r} ({t.kind.name}): {e}") from e
-        if u.row_order is not None:
-            a = _reorder(a, u.row_order)
-        if a.group == 16 and not on_cpu:
-            # MLX's kernels take groups of 32 and up: the closest is 8 bits over 32
-            q, s, b = mx.quantize(mx.array(a.dequantize()), group_size=32, bits=8)
-            out.weights[name], out.weights[f"{module}.scales"] = q, s
-            out.weights[f"{module}.biases"] = b
-            out.modules[module] = Quantized(32, 8)
-            held[t.kind] = 2
-            continue
-        if gguf_name.startswith("token_embd."):
-            # a lookup returns the scales' dtype: float32, as llama.cpp's lookup does (fp16
-            # would round d * q, and hand an architecture without an input norm fp16 states)
-            scales, biases = mx.array(a.scales), mx.array(a.biases)
-        else:
-            scales, biases = _narrow(a.scales, a.biases)
-        if not on_cpu:
-            scales, biases = scales.astype(mx.float16), biases.astype(mx.float16)
-        held[t.kind] = max(held.get(t.kind, 0), scales.itemsize)
-        out.weights[name] = mx.array(a.packed())
-        out.weights[f"{module}.scales"], out.weights[f"{module}.biases"] = scales, biases
-        out.modules[module] = Quantized(a.group, a.bits)
+        leaf = name.rpartition(".")[2]
+        quantized = (t.kind not in FLOAT_TYPES and leaf == "weight"
+                     and type_form(t.kind) is not None and keep_quantized)
+        plan.append((name, gguf_name, t, undo.get(gguf_name, Undo()), quantized))
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        futures = [pool.submit(_prepare, t, u, q) for _, _, t, u, q in plan]
+        for (name, gguf_name, t, u, quantized), future in zip(plan, futures, strict=True):
+            module = name.rpartition(".")[0]
+            if not quantized:
+                if t.kind not in FLOAT_TYPES:
+                    floated[t.kind] += int(np.prod(t.shape))
+                out.weights[name] = _float(t, u, widen)
+                continue
+            try:
+                a = future.result().affine
+            except ValueError as e:
+                raise ModelLoadError(f"{f.path}: tensor {gguf_name!r} ({t.kind.name}): "
+                                     f"{e}") from e
+            assert a is not None
+            if a.group == 16 and not on_cpu:
+                # MLX's kernels take groups of 32 and up: the closest is 8 bits over 32
+                q, s, b = mx.quantize(mx.array(a.dequantize()), group_size=32, bits=8)
+                out.weights[name], out.weights[f"{module}.scales"] = q, s
+                out.weights[f"{module}.biases"] = b
+                out.modules[module] = Quantized(32, 8)
+                held[t.kind] = 2
+                continue
+            if gguf_name.startswith("token_embd.") or t.kind in _PRODUCT_SCALES:
+                # an embedding's lookup returns the scales' dtype: float32, as llama.cpp's
+                # lookup does (fp16 would round d * q, and hand an architecture without an
+                # input norm fp16 states)
+                scales, biases = mx.array(a.scales), mx.array(a.biases)
+            else:
+                scales, biases = _narrow(a.scales, a.biases)
+            if not on_cpu:
+                scales, biases = scales.astype(mx.float16), biases.astype(mx.float16)
+            held[t.kind] = max(held.get(t.kind, 0), scales.itemsize)
+            out.weights[name] = mx.array(a.packed())
+            out.weights[f"{module}.scales"], out.weights[f"{module}.biases"] = scales, biases
+            out.modules[module] = Quantized(a.group, a.bits)
     out.notes = _notes(held, floated, keep_quantized, on_cpu)
     return out
 
