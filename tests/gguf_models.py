@@ -59,7 +59,8 @@ class ArchCase:
     permute_qk: bool = False  # conversion/llama.py: LlamaModel.permute (undo_permute)
     norm_shift: float = 0.0  # conversion/gemma.py: norm_shift
     metadata: Callable[[GGUFWriter, dict[str, Any]], None] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # tensors the converter writes beside the parameters (Phi-3.5's rope factors)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _cfg(model_type: str, **kw: Any) -> dict[str, Any]:
@@ -138,6 +139,16 @@ CASES: dict[str, ArchCase] = {
         rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0}),
         norm_shift=1.0, metadata=_gemma3_meta),
     "phi3": ArchCase("phi3", _cfg("phi3")),
+    # Phi-3.5's LongRoPE: the factors are tensors, the original context a key
+    "phi3-longrope": ArchCase("phi3", _cfg(
+        "phi3", max_position_embeddings=131072, original_max_position_embeddings=4096,
+        rope_scaling={"type": "longrope", "long_factor": [1.0 + i / 4 for i in range(8)],
+                      "short_factor": [1.0 + i / 16 for i in range(8)]}),
+        metadata=lambda w, c: w.add_rope_scaling_orig_ctx_len(4096),
+        extra={"rope_factors_long.weight": np.array([1.0 + i / 4 for i in range(8)],
+                                                    dtype=np.float32),
+               "rope_factors_short.weight": np.array([1.0 + i / 16 for i in range(8)],
+                                                     dtype=np.float32)}),
     "granite": ArchCase("granite", _cfg(
         "granite", logits_scaling=2.0, attention_multiplier=0.2, embedding_multiplier=3.0,
         residual_multiplier=0.5, attention_bias=False, mlp_bias=False),
@@ -199,7 +210,7 @@ def gguf_tensors(case: ArchCase, model: nn.Module) -> dict[str, np.ndarray]:
         if case.norm_shift and new.endswith("norm.weight"):
             w = w + np.float32(case.norm_shift)
         out[new] = w
-    return out
+    return out | case.extra
 
 
 def write_gguf(path: Path, case: ArchCase, tensors: dict[str, np.ndarray], *,

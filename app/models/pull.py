@@ -15,7 +15,7 @@ import re
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.client import HTTPException
 from pathlib import Path, PurePosixPath
@@ -131,9 +131,12 @@ def split_tag(spec: str) -> tuple[str, str]:
     return repo.strip(), tag.strip()
 
 
-def _one_gguf(repo_id: str, names: list[str], tag: str) -> list[str]:
+def _one_gguf(repo_id: str, names: list[str], tag: str,
+              sizes: Mapping[str, int] | None = None) -> list[str]:
     """`names` keeping only the .gguf file(s) `tag` names; several and no tag: an error
-    that lists the choices (a GGUF repo holds one file per quantization, each gigabytes)."""
+    that lists the choices with their sizes (a GGUF repo holds one file per quantization,
+    each gigabytes)."""
+    sizes = sizes or {}
     ggufs = [n for n in names if n.lower().endswith(".gguf")]
     if tag:
         chosen = [n for n in ggufs if tag.lower() in PurePosixPath(n).name.lower()]
@@ -142,10 +145,16 @@ def _one_gguf(repo_id: str, names: list[str], tag: str) -> list[str]:
                             + ", ".join(ggufs or ["no .gguf files"]))
         return [n for n in names if n not in ggufs or n in chosen]
     if len(ggufs) > 1:
-        tags = sorted({m.group(1) for n in ggufs if (m := QUANT_TAG.search(n))})
+        by_tag: dict[str, int] = {}
+        for n in ggufs:
+            m = QUANT_TAG.search(n)
+            if m:  # split files (-00001-of-00002) add up
+                by_tag[m.group(1)] = by_tag.get(m.group(1), 0) + (sizes.get(n) or 0)
+        tags = sorted(by_tag)
         example = f"{repo_id}:{tags[0]}" if tags else f"{repo_id}:<part of a file name>"
+        listed = ", ".join(f"{t} {format_bytes(by_tag[t])}" if by_tag[t] else t for t in tags)
         raise PullError(f"{repo_id} has {len(ggufs)} .gguf files; name one, e.g. {example}"
-                        + (f" (quantizations: {', '.join(tags)})" if tags else
+                        + (f" (quantizations: {listed})" if tags else
                            f" (files: {', '.join(ggufs[:8])})"))
     return names
 
@@ -154,11 +163,13 @@ def _list_files(repo_id: str, revision: str, include: Sequence[str], tag: str,
                 endpoint: str) -> tuple[str, list[_File]]:
     """The commit `revision` names and the files to fetch, each with its ETag and size."""
     try:
-        info = HfApi(endpoint=endpoint).model_info(repo_id, revision=revision)
+        info = HfApi(endpoint=endpoint).model_info(repo_id, revision=revision,
+                                                   files_metadata=True)
         commit = info.sha or ""
-        names = _one_gguf(repo_id, sorted(
-            s.rfilename for s in info.siblings or []
-            if any(fnmatch.fnmatch(s.rfilename, p) for p in include)), tag)
+        siblings = [s for s in info.siblings or []
+                    if any(fnmatch.fnmatch(s.rfilename, p) for p in include)]
+        names = _one_gguf(repo_id, sorted(s.rfilename for s in siblings), tag,
+                          {s.rfilename: s.size or 0 for s in siblings})
         files = []
         for name in names:
             url = hf_hub_url(repo_id, name, revision=commit, endpoint=endpoint)

@@ -31,9 +31,12 @@ class _Group16(nn.Module):
     mode = "affine"
     group_size = GROUP
 
-    def __init__(self, weight: mx.array, scales: mx.array, biases: mx.array, bits: int) -> None:
+    def __init__(self, weight: mx.array, scales: mx.array, biases: mx.array, bits: int,
+                 bias: mx.array | None = None) -> None:
         super().__init__()
         self.weight, self.scales, self.biases = weight, scales, biases
+        if bias is not None:
+            self.bias = bias
         self.bits = bits
         self.freeze()
 
@@ -44,13 +47,6 @@ class _Group16(nn.Module):
 
 class Group16Linear(_Group16):
     """nn.QuantizedLinear's arrays and call, with groups of 16."""
-
-    def __init__(self, weight: mx.array, scales: mx.array, biases: mx.array, bits: int,
-                 bias: mx.array | None = None) -> None:
-        super().__init__(weight, scales, biases, bits)
-        if bias is not None:
-            self.bias = bias
-            self.freeze()
 
     def __call__(self, x: mx.array) -> mx.array:
         y = x @ self.dequantized().astype(x.dtype).T
@@ -76,13 +72,6 @@ class Group16Embedding(_Group16):
 
 class Group16SwitchLinear(_Group16):
     """mlx-lm's QuantizedSwitchLinear (stacked experts) with groups of 16."""
-
-    def __init__(self, weight: mx.array, scales: mx.array, biases: mx.array, bits: int,
-                 bias: mx.array | None = None) -> None:
-        super().__init__(weight, scales, biases, bits)
-        if bias is not None:
-            self.bias = bias
-            self.freeze()
 
     def __call__(self, x: mx.array, indices: mx.array, sorted_indices: bool = False) -> mx.array:
         w = self.dequantized().astype(x.dtype)

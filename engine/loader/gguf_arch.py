@@ -104,6 +104,18 @@ def _phi3(f: GgufFile, c: dict[str, Any]) -> None:
     window = f.arch_value("attention.sliding_window")
     if window:
         c["sliding_window"] = int(window)
+    dims = f.arch_value("rope.dimension_count")
+    if dims and int(dims) != c["head_dim"]:  # Phi-4-mini rotates 3/4 of each head
+        c["partial_rotary_factor"] = int(dims) / c["head_dim"]
+    long = f.tensors.get("rope_factors_long.weight")
+    if long is not None:  # Phi-3.5 / Phi-4-mini's LongRoPE (src/models/phi3.cpp)
+        short = f.tensors.get("rope_factors_short.weight", long)
+        c["rope_scaling"] = {"type": "longrope",
+                             "long_factor": np.asarray(long.data, np.float32).tolist(),
+                             "short_factor": np.asarray(short.data, np.float32).tolist()}
+        original = f.arch_value("rope.scaling.original_context_length")
+        if original:
+            c["original_max_position_embeddings"] = int(original)
 
 
 ARCHS: dict[str, Arch] = {

@@ -58,7 +58,9 @@ class HubStandIn:
         return web.json_response({
             "_id": "x", "id": self.repo_id, "modelId": self.repo_id, "sha": COMMIT,
             "private": False, "disabled": False, "gated": False, "tags": [],
-            "siblings": [{"rfilename": name} for name in self.files]})
+            # with ?blobs=true (files_metadata) the hub gives each file's size
+            "siblings": [{"rfilename": name, "size": len(data)}
+                         for name, data in self.files.items()]})
 
     async def no_repo(self, request: web.Request) -> web.Response:
         # as huggingface.co answers for a repo that does not exist (or is private)

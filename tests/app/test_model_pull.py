@@ -155,7 +155,8 @@ async def test_a_gguf_repo_takes_one_quantization_named_as_ollama_names_it(tmp_p
             await asyncio.to_thread(pull, "test-org/tiny-GGUF", cache_dir=tmp_path,
                                     endpoint=hub.url)
         assert "has 3 .gguf files; name one, e.g. test-org/tiny-GGUF:F16" in str(several.value)
-        assert "(quantizations: F16, Q4_0, Q8_0)" in str(several.value)
+        assert ("(quantizations: F16 8.8 KiB, Q4_0 2.0 KiB, Q8_0 3.9 KiB)"
+                in str(several.value)), several.value
         assert sum(hub.sent.values()) == 0
         assert not (tmp_path / "models--test-org--tiny-GGUF").exists()
         with pytest.raises(PullError, match="no .gguf file matches 'Q5_K'"):

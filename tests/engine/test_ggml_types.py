@@ -15,7 +15,12 @@ import numpy as np
 import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, dequantize
 
-from engine.loader.ggml_modules import Group16Embedding, Group16Linear, dequantize_groups
+from engine.loader.ggml_modules import (
+    Group16Embedding,
+    Group16Linear,
+    Group16SwitchLinear,
+    dequantize_groups,
+)
 from engine.loader.ggml_types import AFFINE_TYPES, to_affine, type_form
 
 T = GGMLQuantizationType
@@ -87,3 +92,20 @@ def test_group16_layers_compute_with_the_exact_weights() -> None:
     assert np.array_equal(bits(np.array(emb(mx.array([4, 1])))),
                           bits(dequantize(raw, T.Q6_K)[[4, 1]]))
     np.testing.assert_allclose(np.array(emb.as_linear(x)), ref - 1, rtol=1e-5, atol=1e-5)
+
+
+def test_group16_experts_compute_each_token_with_its_experts_weights() -> None:
+    raw = random_blocks(T.Q6_K, rows=3 * 4, blocks=1, seed=9).reshape(3, 4, -1)  # 3 experts
+    a = to_affine(raw, T.Q6_K)
+    experts = Group16SwitchLinear(mx.array(a.packed()), mx.array(a.scales), mx.array(a.biases),
+                                  a.bits, bias=mx.array(np.arange(12, dtype=np.float32)
+                                                        .reshape(3, 4)))
+    x = mx.random.normal((2, 1, 256))
+    chosen = mx.array([[2, 0], [1, 1]])  # two tokens, two experts each
+    y = np.array(experts(x[:, None], chosen))  # (2, 2, 1, 4) as mlx-lm's SwitchGLU calls it
+    w = dequantize(raw.reshape(12, -1), T.Q6_K).reshape(3, 4, 256)
+    for t in range(2):
+        for k in range(2):
+            e = int(chosen[t, k])
+            ref = np.array(x[t, 0]) @ w[e].T + np.arange(12).reshape(3, 4)[e]
+            np.testing.assert_allclose(y[t, k, 0], ref, rtol=1e-5, atol=1e-4)
