@@ -269,7 +269,6 @@ def build_gguf_tokenizer(metadata: Mapping[str, Any], source: str) -> PreTrained
         tok = _wordpiece(tokens, token_types)
     else:
         tok = _sentencepiece(metadata, source)
-    vocab = tok.get_vocab()
 
     def token_at(key: str) -> str | None:
         value = metadata.get(key)
@@ -284,7 +283,7 @@ def build_gguf_tokenizer(metadata: Mapping[str, Any], source: str) -> PreTrained
     if add_bos and bos is not None:
         tok.post_processor = processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
-            special_tokens=[(bos, vocab[bos])])
+            special_tokens=[(bos, tok.token_to_id(bos))])
     else:
         tok.post_processor = processors.TemplateProcessing(single="$A", pair="$A $B")
 

@@ -76,10 +76,6 @@ def _narrow(scales: np.ndarray, biases: np.ndarray) -> tuple[mx.array, mx.array]
     return mx.array(scales), mx.array(biases)
 
 
-def _reorder(a: AffineTensor, order: np.ndarray) -> AffineTensor:
-    return AffineTensor(a.q[order], a.scales[order], a.biases[order], a.group, a.bits)
-
-
 def _float(t: GgufTensor, undo: Undo, widen: bool) -> mx.array:
     if t.kind in FLOAT_TYPES and t.kind != GGMLQuantizationType.BF16 and not widen \
             and undo.row_order is None and not undo.subtract:
@@ -116,7 +112,7 @@ def _prepare(t: GgufTensor, u: Undo, quantized: bool) -> _Prepared:
         return _Prepared(values=None)  # floats are made on the main thread (_float)
     a = to_affine(t.data, t.kind)
     if u.row_order is not None:
-        a = _reorder(a, u.row_order)
+        a = a.rows(u.row_order)
     return _Prepared(affine=a)
 
 
@@ -168,7 +164,7 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
             if not on_cpu:
                 scales, biases = scales.astype(mx.float16), biases.astype(mx.float16)
             held[t.kind] = max(held.get(t.kind, 0), scales.itemsize)
-            out.weights[name] = mx.array(a.packed())
+            out.weights[name] = mx.array(a.packed)
             out.weights[f"{module}.scales"], out.weights[f"{module}.biases"] = scales, biases
             out.modules[module] = Quantized(a.group, a.bits)
     out.notes = _notes(held, floated, keep_quantized, on_cpu)

@@ -194,6 +194,13 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
                                 force_scalar=scalar, tiled_from=tiled_from, stream=stream)
 
 
+def extension_if_built() -> ModuleType | None:
+    """The extension when it is built and loads, whatever the device and the switches: for
+    work that is the same on every backend (the loader's GGML decoding)."""
+    _load()
+    return _ext
+
+
 def extension() -> ModuleType:
     """The loaded extension module itself, for callers on a hot path (engine/native/layers.py);
     raises RuntimeError when it is not loaded."""

@@ -22,6 +22,7 @@ from engine.loader.ggml_modules import (
     dequantize_groups,
 )
 from engine.loader.ggml_types import AFFINE_TYPES, to_affine, type_form
+from tests.engine.conftest import skip_without_native
 
 T = GGMLQuantizationType
 # Where each type's fp16 scales sit in its block (bytes), from ggml-common.h's structs.
@@ -52,18 +53,30 @@ def bits(a: np.ndarray) -> np.ndarray:
 TYPES = sorted(AFFINE_TYPES, key=lambda k: k.name)
 
 
+DECODERS = [False, True]
+
+
+def decode(raw: np.ndarray, kind: GGMLQuantizationType, native: bool):
+    if native:
+        skip_without_native()  # built here when the tools are there (CI has them)
+    return to_affine(raw, kind, native=native)
+
+
+@pytest.mark.parametrize("native", DECODERS, ids=["numpy", "native"])
 @pytest.mark.parametrize("kind", TYPES, ids=[k.name for k in TYPES])
-def test_every_type_dequantizes_to_gguf_py_bit_for_bit(kind: GGMLQuantizationType) -> None:
-    block, _ = GGML_QUANT_SIZES[kind]
+def test_every_type_dequantizes_to_gguf_py_bit_for_bit(kind: GGMLQuantizationType,
+                                                       native: bool) -> None:
+    """Through either decoder: numpy (ggml_types.py) and the engine's native one
+    (engine/native/src/ggml_decode.cpp, what a load uses where it is built)."""
     raw = random_blocks(kind, rows=13, blocks=3, seed=int(kind))
     reference = dequantize(raw, kind)
-    a = to_affine(raw, kind)
+    a = decode(raw, kind, native)
     form = type_form(kind)
     assert (a.group, a.bits) == (form.group, form.bits)
     assert a.q.shape == reference.shape and int(a.q.max()) < 2 ** a.bits
     assert np.array_equal(bits(a.dequantize()), bits(reference))
     # and as the engine runs it: MLX's dequantize (groups of 32) or the Group16 layers'
-    w, s, b = mx.array(a.packed()), mx.array(a.scales), mx.array(a.biases)
+    w, s, b = mx.array(a.packed), mx.array(a.scales), mx.array(a.biases)
     if a.group == 32:
         ours = mx.dequantize(w, s, b, group_size=32, bits=a.bits)
     else:
@@ -71,11 +84,13 @@ def test_every_type_dequantizes_to_gguf_py_bit_for_bit(kind: GGMLQuantizationTyp
     assert np.array_equal(bits(np.array(ours)), bits(reference))
 
 
+@pytest.mark.parametrize("native", DECODERS, ids=["numpy", "native"])
 @pytest.mark.parametrize("kind", TYPES, ids=[k.name for k in TYPES])
-def test_stacked_experts_convert_as_their_rows(kind: GGMLQuantizationType) -> None:
+def test_stacked_experts_convert_as_their_rows(kind: GGMLQuantizationType,
+                                               native: bool) -> None:
     """A 3-D tensor (experts, rows, bytes) is each expert's rows."""
     raw = random_blocks(kind, rows=4 * 5, blocks=2, seed=7).reshape(4, 5, -1)
-    a = to_affine(raw, kind)
+    a = decode(raw, kind, native)
     assert a.q.shape[:2] == (4, 5)
     assert np.array_equal(bits(a.dequantize()), bits(dequantize(raw, kind)))
 
@@ -83,7 +98,7 @@ def test_stacked_experts_convert_as_their_rows(kind: GGMLQuantizationType) -> No
 def test_group16_layers_compute_with_the_exact_weights() -> None:
     raw = random_blocks(T.Q6_K, rows=6, blocks=1, seed=3)
     a = to_affine(raw, T.Q6_K)
-    w, s, b = mx.array(a.packed()), mx.array(a.scales), mx.array(a.biases)
+    w, s, b = mx.array(a.packed), mx.array(a.scales), mx.array(a.biases)
     x = mx.random.normal((3, 256))
     lin = Group16Linear(w, s, b, a.bits, bias=mx.ones((6,)))
     ref = np.array(x) @ dequantize(raw, T.Q6_K).T + 1
@@ -97,7 +112,7 @@ def test_group16_layers_compute_with_the_exact_weights() -> None:
 def test_group16_experts_compute_each_token_with_its_experts_weights() -> None:
     raw = random_blocks(T.Q6_K, rows=3 * 4, blocks=1, seed=9).reshape(3, 4, -1)  # 3 experts
     a = to_affine(raw, T.Q6_K)
-    experts = Group16SwitchLinear(mx.array(a.packed()), mx.array(a.scales), mx.array(a.biases),
+    experts = Group16SwitchLinear(mx.array(a.packed), mx.array(a.scales), mx.array(a.biases),
                                   a.bits, bias=mx.array(np.arange(12, dtype=np.float32)
                                                         .reshape(3, 4)))
     x = mx.random.normal((2, 1, 256))
@@ -109,3 +124,27 @@ def test_group16_experts_compute_each_token_with_its_experts_weights() -> None:
             e = int(chosen[t, k])
             ref = np.array(x[t, 0]) @ w[e].T + np.arange(12).reshape(3, 4)[e]
             np.testing.assert_allclose(y[t, k, 0], ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.usefixtures("native_built")
+@pytest.mark.parametrize("kind", TYPES, ids=[k.name for k in TYPES])
+def test_the_native_decoder_gives_numpys_arrays_exactly(kind: GGMLQuantizationType) -> None:
+    """Bit for bit, signs of zero included: the packed values and every scale and bias (many
+    rows, so the rows' split over the threads is exercised)."""
+    raw = random_blocks(kind, rows=301, blocks=2, seed=int(kind) + 1)
+    a, b = to_affine(raw, kind, native=False), to_affine(raw, kind, native=True)
+    assert np.array_equal(a.packed, b.packed)
+    assert np.array_equal(a.scales.view(np.uint32), b.scales.view(np.uint32))
+    assert np.array_equal(a.biases.view(np.uint32), b.biases.view(np.uint32))
+
+
+@pytest.mark.usefixtures("native_built")
+def test_the_native_decoder_refuses_what_it_cannot_decode() -> None:
+    from engine import native
+
+    ext = native.extension()
+    out = np.empty(64, dtype=np.uint8), np.empty(8, np.float32), np.empty(8, np.float32)
+    with pytest.raises(ValueError, match="not a type this decodes"):
+        ext.ggml_to_affine(16, np.zeros(100, np.uint8), 1, 256, *out)  # IQ2_XXS
+    with pytest.raises(ValueError, match="too small"):
+        ext.ggml_to_affine(12, np.zeros(100, np.uint8), 1, 256, *out)  # Q4_K needs 144

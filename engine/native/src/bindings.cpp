@@ -1,9 +1,13 @@
 // Python module engine.native._qmv (nanobind, MLX's type domain so mx.array passes through).
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/variant.h>
+
+#include <stdexcept>
 #include <nanobind/stl/vector.h>
 
 #include "attention_op.h"
+#include "ggml_decode.h"
 #include "kernels.h"
 #include "packed.h"
 #include "packed_op.h"
@@ -62,6 +66,27 @@ NB_MODULE(_qmv, m) {
   m.def("kv_write", &bc_native::kv_write, "buffer"_a, "update"_a, "lengths"_a, nb::kw_only(),
         "stream"_a = nb::none(),
         "buffer (B, H, T, D) with update (n, H, S, D) written at each row's own length.");
+  m.def(
+      "ggml_to_affine",
+      [](int type, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> src, long rows,
+         long K, nb::ndarray<uint8_t, nb::c_contig, nb::device::cpu> w,
+         nb::ndarray<float, nb::c_contig, nb::device::cpu> scales,
+         nb::ndarray<float, nb::c_contig, nb::device::cpu> biases) {
+        int group = 0, bits = 0;
+        const long row = bc_native::ggml_row_bytes(type, K);
+        if (!bc_native::ggml_affine_form(type, &group, &bits) || row == 0)
+          throw std::invalid_argument("ggml_to_affine: not a type this decodes, or K is not "
+                                      "a whole number of its blocks");
+        if ((long)src.nbytes() < rows * row || (long)w.nbytes() < rows * K * bits / 8 ||
+            (long)scales.size() < rows * (K / group) || (long)biases.size() < rows * (K / group))
+          throw std::invalid_argument("ggml_to_affine: an array is too small");
+        nb::gil_scoped_release unlocked;
+        bc_native::ggml_to_affine(type, src.data(), rows, K, w.data(), scales.data(),
+                                  biases.data());
+      },
+      "type"_a, "src"_a, "rows"_a, "K"_a, "w"_a, "scales"_a, "biases"_a,
+      "GGML blocks (a GGUF tensor's bytes) into MLX's affine layout: packed q, float32 "
+      "scales and biases (numpy arrays, filled in place).");
   m.def("cpu_has_avx2_fma", &bc_native::cpu_has_avx2_fma);
   m.def("threads", &bc_native::qmv_threads);
   m.def("set_threads", &bc_native::set_qmv_threads, "n"_a);

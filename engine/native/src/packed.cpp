@@ -275,9 +275,12 @@ void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp) {
   const int N = a.N, K = a.K, bits = a.bits, groups = K / a.group_size, blocks = K / 32;
   const int BB = block_bytes(bits), P = panels(N);
   const size_t row_bytes = (size_t)K * bits / 8;
-  std::memset(wp, 0, packed_weight_bytes(N, K, bits));
-  std::fill(sp, sp + packed_scale_count(N, K, a.group_size), 0.f);
-  std::fill(bp, bp + packed_scale_count(N, K, a.group_size), 0.f);
+  if (N % kPanel) {  // the last panel's rows past N are zero (every other byte is written)
+    const size_t panel_bytes = (size_t)blocks * BB, panel_scales = (size_t)groups * kPanel;
+    std::memset(wp + (size_t)(P - 1) * panel_bytes, 0, panel_bytes);
+    std::fill(sp + (size_t)(P - 1) * panel_scales, sp + (size_t)P * panel_scales, 0.f);
+    std::fill(bp + (size_t)(P - 1) * panel_scales, bp + (size_t)P * panel_scales, 0.f);
+  }
   parallel_chunks(P, (long)N * K, [&](int pn) {
     for (int ln = 0; ln < kPanel && pn * kPanel + ln < N; ++ln) {
       const int n = pn * kPanel + ln;

@@ -1,0 +1,24 @@
+// GGML quantized blocks (a GGUF tensor's bytes) to MLX's affine layout, in one pass a row
+// and rows in parallel: what engine/loader/ggml_types.py does in numpy, the same bits
+// (tests/engine/test_ggml_types.py compares them), ~10x faster for a model's load. Free of
+// MLX headers.
+#pragma once
+
+#include <cstdint>
+
+namespace bc_native {
+
+// The form of a GGML type (the numbers of gguf-py's GGMLQuantizationType): group 16 or 32,
+// bits 4 or 8; false for a type this file does not decode.
+bool ggml_affine_form(int type, int* group, int* bits);
+
+// The bytes rows x K weights of `type` take in a GGUF (0 for a type not decoded here, or a
+// K that is not a whole number of its blocks).
+long ggml_row_bytes(int type, long K);
+
+// rows x K weights of `type` at `src` (rows * K / block * type_size bytes) into `w` (MLX's
+// packed q: rows x K * bits / 8 bytes), `scales` and `biases` (rows x K / group float32).
+void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
+                    float* scales, float* biases);
+
+}  // namespace bc_native
