@@ -121,6 +121,18 @@ def _gpt_oss_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     w.add_rope_scaling_orig_ctx_len(s["original_max_position_embeddings"])
 
 
+def _ministral3_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    _llama_meta(w, c)
+    p = c["rope_parameters"]
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(p["factor"])
+    w.add_rope_scaling_orig_ctx_len(p["original_max_position_embeddings"])
+    w.add_rope_scaling_yarn_beta_fast(p["beta_fast"])
+    w.add_rope_scaling_yarn_beta_slow(p["beta_slow"])
+    w.add_rope_scaling_yarn_log_mul(p["mscale_all_dim"])
+    w.add_attn_temperature_scale(p["llama_4_scaling_beta"])
+
+
 CASES: dict[str, ArchCase] = {
     "llama": ArchCase("llama", _cfg("llama"), permute_qk=True, metadata=_llama_meta),
     "qwen2": ArchCase("qwen2", _cfg("qwen2")),
@@ -157,6 +169,15 @@ CASES: dict[str, ArchCase] = {
     "smollm3": ArchCase("smollm3", _cfg("smollm3", num_hidden_layers=4,
                                         no_rope_layer_interval=4),
                         permute_qk=True, metadata=_llama_meta),
+    # Ministral 3: YaRN (16 positions before it scales, so the test's prompts see it) and
+    # Llama 4's attention temperature
+    "mistral3": ArchCase("mistral3", _cfg(
+        "ministral3", head_dim=16, rope_theta=1e6,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
+                         "original_max_position_embeddings": 16, "beta_fast": 32.0,
+                         "beta_slow": 1.0, "mscale_all_dim": 1.0,
+                         "llama_4_scaling_beta": 0.1}),
+        permute_qk=True, metadata=_ministral3_meta),
     "gpt-oss": ArchCase("gpt-oss", _cfg(
         "gpt_oss", head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
         layer_types=["sliding_attention", "full_attention"],

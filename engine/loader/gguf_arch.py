@@ -118,6 +118,18 @@ def _phi3(f: GgufFile, c: dict[str, Any]) -> None:
             c["original_max_position_embeddings"] = int(original)
 
 
+def _ministral3(f: GgufFile, c: dict[str, Any]) -> None:
+    """Ministral 3 (src/models/mistral3.cpp): YaRN with the all-dimension mscale as
+    `yarn_log_multiplier`, and Llama 4's attention temperature as `temperature_scale`;
+    mlx-lm's module reads them all from one `rope_parameters`."""
+    params = dict(c.pop("rope_scaling", None) or {"rope_type": "default"})
+    params["rope_theta"] = c.pop("rope_theta", 1_000_000.0)
+    params.setdefault("original_max_position_embeddings", c["max_position_embeddings"])
+    params["mscale_all_dim"] = float(f.arch_value("rope.scaling.yarn_log_multiplier", 0.0))
+    params["llama_4_scaling_beta"] = float(f.arch_value("attention.temperature_scale", 0.0))
+    c["rope_parameters"] = params
+
+
 ARCHS: dict[str, Arch] = {
     "llama": Arch("llama", interleaved_rope=True),
     "qwen2": Arch("qwen2"),
@@ -133,6 +145,9 @@ ARCHS: dict[str, Arch] = {
     "smollm3": Arch("smollm3", interleaved_rope=True,
                     defaults={"no_rope_layer_interval": 4}),
     "gpt-oss": Arch("gpt_oss", transformers_name="gpt_oss", hook=_gpt_oss),
+    # conversion/mistral3.py: a LlamaModel (q/k permuted); mlx-lm's module has no
+    # rope_traditional, so the rows are put back
+    "mistral3": Arch("ministral3", interleaved_rope=True, hook=_ministral3),
 }
 
 

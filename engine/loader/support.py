@@ -21,7 +21,7 @@ from ..units import format_bytes
 
 # gguf_arch.ARCHS
 GGUF_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3",
-                                "phi3", "granite", "olmo2", "smollm3", "gpt-oss"})
+                                "phi3", "granite", "olmo2", "smollm3", "gpt-oss", "mistral3"})
 # gguf_tokenizer.SUPPORTED_MODELS (tokenizer.ggml.model)
 GGUF_TOKENIZERS = frozenset({"gpt2", "llama", "gemma4", "t5", "bert"})
 GGML_TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0",

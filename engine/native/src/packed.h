@@ -12,6 +12,8 @@
 // x's row rounded to int8 per 32-block (step d = max|x| / 127); for each block b in order,
 // the exact integer sum I_b = sum q * x', then acc = fma(I_b, s_g * d_b, acc); then for each
 // group g in order acc = fma(bias_g, d-weighted sum of x'_g, acc). No horizontal sums.
+// Groups of 16 (GGUF's Q6_K, Q2_K): each half of a block is a sum I of its own, fma'd with
+// its own group's scale, first half first; the bias term sums x' per 16.
 #pragma once
 
 #include <cstddef>

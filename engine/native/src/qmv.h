@@ -11,7 +11,8 @@ namespace bc_native {
 namespace mx = mlx::core;
 
 // Raises std::invalid_argument ("<who>: ...") unless (w, scales, biases) is mx.quantize's
-// affine output with bits 4 or 8 and group 32 or 64, scales float32/16 or bfloat16.
+// affine output with bits 4 or 8 and group 32 or 64 (also 16 when `packed`: the packed
+// kernel's groups of 16), scales float32/16 or bfloat16.
 void check_weights(const mx::array& w, const mx::array& scales, const mx::array& biases,
                    int group_size, int bits, const std::string& who, bool packed = false);
 
