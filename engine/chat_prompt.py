@@ -84,11 +84,12 @@ def render(tokenizer: Any, messages: Seq[Mapping[str, Any]],
     - a tool-use template that loops over `tools` unconditionally (Hermes 2/3, Command R+)
       gets an empty list when there are none;
     - Firefunction v2 reads the tools as `functions`, a JSON text, and the date as
-      `datetime` (llama.cpp's common/chat.cpp gives it both).
+      `datetime` (llama.cpp's common/chat.cpp gives it both; the day only here, where
+      llama.cpp gives the second too, so that a chat's next turn keeps its cached prefix).
     Anything else it raises is the caller's to report."""
     extra = dict(kwargs)
     extra.setdefault("functions", json.dumps(list(tools or []), indent=2))
-    extra.setdefault("datetime", datetime.now(UTC).strftime("%b %d %Y %H:%M:%S GMT"))
+    extra.setdefault("datetime", datetime.now(UTC).strftime("%b %d %Y"))
 
     def run(msgs: Seq[Mapping[str, Any]], tool_list: Any) -> str:
         return tokenizer.apply_chat_template([dict(m) for m in msgs], tools=tool_list,
