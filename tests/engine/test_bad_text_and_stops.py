@@ -54,16 +54,20 @@ def test_stop_of_the_wrong_kind_is_refused_naming_it():
         SamplingParams(stop=42)  # type: ignore[arg-type]
 
 
-def test_a_chat_template_that_raises_is_a_refusal_naming_it(tiny):
+def engine_with_template(tiny, template: str):
     from tests.tiny_model import make_tokenizer
 
     tokenizer = make_tokenizer()
-    tokenizer._tokenizer.chat_template = (
+    tokenizer._tokenizer.chat_template = template
+    return Engine(tiny.model, tokenizer, eos_token_ids=[],
+                  context_length=tiny.context_length), tokenizer
+
+
+def test_a_chat_template_that_raises_is_a_refusal_naming_it(tiny):
+    engine, _ = engine_with_template(tiny, (
         "{% for m in messages %}{% if m['role'] == 'user' and loop.index0 % 2 == 0 %}"
         "{{ raise_exception('Conversation roles must alternate user/assistant') }}{% endif %}"
-        "{{ m['content'] }}{% endfor %}")
-    engine = Engine(tiny.model, tokenizer, eos_token_ids=[],
-                    context_length=tiny.context_length)
+        "{{ m['content'] }}{% endfor %}"))
     with pytest.raises(RequestRejected, match="chat template.*roles must alternate"):
         engine.submit(messages=[{"role": "user", "content": "u"}])
     assert not engine.has_work()
@@ -71,15 +75,10 @@ def test_a_chat_template_that_raises_is_a_refusal_naming_it(tiny):
 
 def test_a_template_without_a_system_role_gets_the_system_prompt_in_the_user_turn(tiny):
     """As llama.cpp does for such templates (Gemma 2's): not a refusal."""
-    from tests.tiny_model import make_tokenizer
-
-    tokenizer = make_tokenizer()
-    tokenizer._tokenizer.chat_template = (
+    engine, tokenizer = engine_with_template(tiny, (
         "{% for m in messages %}{% if m['role'] == 'system' %}"
         "{{ raise_exception('System role not supported') }}{% endif %}"
-        "<{{ m['role'] }}>{{ m['content'] }}{% endfor %}")
-    engine = Engine(tiny.model, tokenizer, eos_token_ids=[],
-                    context_length=tiny.context_length)
+        "<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"))
     stream = engine.submit(messages=[{"role": "system", "content": "Be brief."},
                                      {"role": "user", "content": "Hi"}])
     assert tokenizer.decode(stream.prompt_tokens) == "<user>Be brief.\n\nHi"
