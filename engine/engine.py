@@ -42,11 +42,14 @@ class Engine:
 
     def __init__(self, model: nn.Module, tokenizer: Any, *, eos_token_ids: Seq[int],
                  context_length: int, config: EngineConfig | None = None,
-                 description: str = "") -> None:
+                 description: str = "", notes: Seq[str] = ()) -> None:
         self.config = config or EngineConfig()
         self.model = model
         self.tokenizer = tokenizer
         self.description = description
+        # how the model runs here that a user should know (LoadedModel.notes): a tensor type
+        # held wider than in its file, say
+        self.notes = tuple(notes)
         self.context_length = min(context_length, self.config.max_context or context_length)
         self._lock = threading.Lock()  # guards the admission counts below
         # submitted, not yet holding a slot, per class: a backlog of background work (a load
@@ -96,7 +99,7 @@ class Engine:
         report("starting the engine", 0.0)
         engine = cls(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
                      context_length=loaded.context_length, config=config,
-                     description=loaded.description)
+                     description=loaded.description, notes=loaded.notes)
         engine._grammars.warm()
         report.finish()
         return engine

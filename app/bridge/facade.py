@@ -81,6 +81,11 @@ class EngineBridge:
         return self.host.description
 
     @property
+    def notes(self) -> tuple[str, ...]:
+        """What the load said about how the model runs here, a line each."""
+        return self.host.notes
+
+    @property
     def progress(self) -> tuple[str, float] | None:
         """The load under way: stage, fraction."""
         return self.host.progress

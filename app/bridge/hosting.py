@@ -48,6 +48,7 @@ class ModelHost:
         self.source: str | None = None  # the model serving now
         self.attempted: str | None = None  # the last model asked for
         self.description = ""
+        self.notes: tuple[str, ...] = ()  # the loaded model's (LocalTarget.notes)
         self.target: LocalTarget | None = None
         self.progress: tuple[str, float] | None = None  # the load under way: stage, fraction
         self.load_error = ""  # why the last load failed ("" when it did not)
@@ -138,6 +139,7 @@ class ModelHost:
         self.target = target
         self.source = source
         self.description = target.description or source
+        self.notes = target.notes
         self.set_state(BridgeState.READY, self.description)
 
     async def stop_target(self, timeout: float = 3.0) -> None:

@@ -38,6 +38,11 @@ class LocalTarget:
         return self.engine.description
 
     @property
+    def notes(self) -> tuple[str, ...]:
+        """What the load said about how the model runs here (engine.notes)."""
+        return self.engine.notes
+
+    @property
     def cpu(self) -> CpuOptions:
         """The engine's CPU switches (engine/cpu_options.py)."""
         return self.engine.config.cpu

@@ -29,6 +29,7 @@ class FakeEngine:
     """Just what LocalTarget asks of an Engine here; records every submit."""
 
     description = "fake-model 1B"
+    notes = ()
     max_concurrent = 4
 
     def __init__(self) -> None:

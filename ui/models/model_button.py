@@ -30,7 +30,8 @@ class ModelButton(QToolButton):
         if state == BridgeState.LOADING and self.bridge.attempted:
             name, tip = f"Loading {short_name(self.bridge.attempted)} …", self.bridge.attempted
         elif source:
-            name, tip = short_name(source), f"{self.bridge.description}\n{source}"
+            name, tip = short_name(source), "\n".join(
+                [self.bridge.description, source, *self.bridge.notes])
         else:
             name, tip = "No model", "No model is loaded"
         half = (MAX_CHARS - 1) // 2  # … in the middle: the start and the quant suffix show
