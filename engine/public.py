@@ -25,6 +25,7 @@ from .grammars import (
 from .loader.bundled import BUNDLED_FILENAME, model_cache_dir
 from .loader.errors import ModelLoadError
 from .loader.support import (
+    GGUF_FILE_TYPES,
     MemoryNeed,
     ggml_type_name,
     gguf_memory,
@@ -69,6 +70,7 @@ __all__ = [
     "ggml_type_name",
     "gguf_unsupported",
     "gguf_memory",
+    "GGUF_FILE_TYPES",
     "gguf_tokenizer_unsupported",
     "MemoryNeed",
     "json_object_grammar",

@@ -14,19 +14,12 @@ from math import prod
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from engine.public import ggml_type_name
+from engine.public import GGUF_FILE_TYPES, ggml_type_name
 
 MAGIC = b"GGUF"
 MAX_STRING = 1 << 24  # longer strings or counts mean a corrupt header, not a model
 MAX_COUNT = 1 << 28
 
-# llama.cpp's LLAMA_FTYPE values (general.file_type).
-FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
-              10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S",
-              15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS",
-              20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S",
-              25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M",
-              30: "IQ4_XS", 31: "IQ1_M", 32: "BF16"}
 # bytes per block and weights per block of each GGML tensor type (for the data's length)
 _TYPE_SIZES = {0: (4, 1), 1: (2, 1), 30: (2, 1), 2: (18, 32), 3: (20, 32), 6: (22, 32),
                7: (24, 32), 8: (34, 32), 10: (84, 256), 11: (110, 256), 12: (144, 256),
@@ -62,8 +55,8 @@ class GgufHeader:
     def quantization(self) -> str:
         """The file type it names, else the type most of its weights have."""
         ftype = self.metadata.get("general.file_type")
-        if isinstance(ftype, int) and ftype in FILE_TYPES:
-            return FILE_TYPES[ftype]
+        if isinstance(ftype, int) and ftype in GGUF_FILE_TYPES:
+            return GGUF_FILE_TYPES[ftype]
         if self.tensor_types:
             return ggml_type_name(self.tensor_types.most_common(1)[0][0])
         return ""

@@ -48,21 +48,16 @@ from .gguf_file import GgufFile, check_gguf_header, read_gguf_file
 from .gguf_tokenizer import build_gguf_tokenizer, is_byte_level
 from .gguf_weights import Converted, Quantized, Undo, convert
 from .progress import ProgressReporter
+from .support import GGUF_FILE_TYPES
 
 log = logging.getLogger(__name__)
 
 __all__ = ["check_gguf_header", "load_gguf", "read_gguf_file"]
 
-# llama.cpp's LLAMA_FTYPE values, for the UI description.
-_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
-               10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S",
-               15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS",
-               20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S",
-               25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M",
-               30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 38: "MXFP4"}
 # Tensors read into the config or the RoPE rather than into a parameter.
 _CONSUMED = re.compile(r"^(rope_freqs|rope_factors_(long|short))\.weight$")
 _NORM = re.compile(r"norm\.weight$")
+_QK = re.compile(r"^blk\.\d+\.attn_[qk]\.(weight|bias)$")
 
 
 def _undo(f: GgufFile, arch: Arch, config: dict[str, Any], traditional: bool) -> dict[str, Undo]:
@@ -72,7 +67,7 @@ def _undo(f: GgufFile, arch: Arch, config: dict[str, Any], traditional: bool) ->
     head_dim = config["head_dim"]
     for name in f.tensors:
         order = None
-        if unpermute and re.match(r"^blk\.\d+\.attn_[qk]\.(weight|bias)$", name):
+        if unpermute and _QK.match(name):
             rows = f.tensors[name].shape[0]
             order = rope_row_order(rows, rows // head_dim)
         subtract = arch.norm_offset if arch.norm_offset and _NORM.search(name) else 0.0
@@ -116,7 +111,7 @@ def _apply_rope_freqs(model: nn.Module, freqs: np.ndarray, config: dict[str, Any
 
 
 def _display_name(path: Path, meta: dict[str, Any]) -> tuple[str, str]:
-    ftype = _FILE_TYPES.get(int(meta.get("general.file_type", -1)), "")
+    ftype = GGUF_FILE_TYPES.get(int(meta.get("general.file_type", -1)), "")
     stem = path.name.removesuffix(".gguf")
     for sep in (".", "-", "_"):
         if ftype and stem.upper().endswith(f"{sep}{ftype}"):

@@ -18,7 +18,6 @@ the file leaves out (Gemma 3's sliding-window pattern of 6, SmolLM3's RoPE-free 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,7 +169,7 @@ def _config_keys(arch: Arch) -> dict[str, str | None]:
     return keys
 
 
-def _rope_scaling(f: GgufFile, c: dict[str, Any]) -> dict[str, Any] | None:
+def _rope_scaling(f: GgufFile) -> dict[str, Any] | None:
     kind = f.arch_value("rope.scaling.type")
     factor = float(f.arch_value("rope.scaling.factor", 1.0) or 1.0)
     original = f.arch_value("rope.scaling.original_context_length")
@@ -217,7 +216,7 @@ def hf_config(f: GgufFile, arch: Arch) -> dict[str, Any]:
                              "high_freq_factor": 4.0,
                              "original_max_position_embeddings": c["max_position_embeddings"]}
     else:
-        c["rope_scaling"] = _rope_scaling(f, c)
+        c["rope_scaling"] = _rope_scaling(f)
     for key, value in arch.defaults.items():
         c.setdefault(key, value)
     if arch.hook is not None:
@@ -274,6 +273,3 @@ def rope_row_order(rows: int, heads: int) -> np.ndarray:
     index = np.arange(rows, dtype=np.int64).reshape(rows, 1)
     return LlamaTensorProcessor()._reverse_permute_weights(index, heads, heads)[:, 0]
 
-
-def import_model_module(model_type: str) -> Any:
-    return importlib.import_module(f"mlx_lm.models.{model_type}")

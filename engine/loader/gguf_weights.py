@@ -24,7 +24,6 @@ import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import mlx.core as mx
 import numpy as np
@@ -98,22 +97,10 @@ _PRODUCT_SCALES = frozenset({GGMLQuantizationType.Q4_K, GGMLQuantizationType.Q5_
                              GGMLQuantizationType.IQ4_XS})
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    """One tensor converted in numpy (off the main thread): a float array, or an affine
-    form (packed q, scales, biases)."""
-
-    values: np.ndarray | None = None
-    affine: AffineTensor | None = None
-
-
-def _prepare(t: GgufTensor, u: Undo, quantized: bool) -> _Prepared:
-    if not quantized:
-        return _Prepared(values=None)  # floats are made on the main thread (_float)
+def _affine(t: GgufTensor, u: Undo) -> AffineTensor:
+    """One quantized tensor's affine form, its rows in the model's order (a worker's job)."""
     a = to_affine(t.data, t.kind)
-    if u.row_order is not None:
-        a = a.rows(u.row_order)
-    return _Prepared(affine=a)
+    return a.rows(u.row_order) if u.row_order is not None else a
 
 
 def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
@@ -132,7 +119,7 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
                      and type_form(t.kind) is not None and keep_quantized)
         plan.append((name, gguf_name, t, undo.get(gguf_name, Undo()), quantized))
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
-        futures = [pool.submit(_prepare, t, u, q) for _, _, t, u, q in plan]
+        futures = [pool.submit(_affine, t, u) if q else None for _, _, t, u, q in plan]
         for (name, gguf_name, t, u, quantized), future in zip(plan, futures, strict=True):
             module = name.rpartition(".")[0]
             if not quantized:
@@ -141,11 +128,10 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
                 out.weights[name] = _float(t, u, widen)
                 continue
             try:
-                a = future.result().affine
+                a = future.result()
             except ValueError as e:
                 raise ModelLoadError(f"{f.path}: tensor {gguf_name!r} ({t.kind.name}): "
                                      f"{e}") from e
-            assert a is not None
             if a.group == 16 and not on_cpu:
                 # MLX's kernels take groups of 32 and up: the closest is 8 bits over 32
                 q, s, b = mx.quantize(mx.array(a.dequantize()), group_size=32, bits=8)
@@ -194,7 +180,3 @@ def _notes(held: dict[GGMLQuantizationType, int], floated: Counter[GGMLQuantizat
                      f"{32 / bits_per_weight(kind):.1f}x their size in the file")
     return notes
 
-
-def tensor_summary(f: GgufFile) -> dict[str, Any]:
-    """Counts of the file's tensor types (for the description)."""
-    return dict(Counter(t.kind.name for t in f.tensors.values()))

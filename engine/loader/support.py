@@ -24,6 +24,13 @@ GGUF_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3", "qwen3moe", "gemma2",
                                 "phi3", "granite", "olmo2", "smollm3", "gpt-oss", "mistral3"})
 # gguf_tokenizer.SUPPORTED_MODELS (tokenizer.ggml.model)
 GGUF_TOKENIZERS = frozenset({"gpt2", "llama", "gemma4", "t5", "bert"})
+# llama.cpp's LLAMA_FTYPE values (general.file_type): the quantization a file names
+GGUF_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+                   10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S",
+                   15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS",
+                   20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S",
+                   25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M",
+                   30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 38: "MXFP4"}
 GGML_TYPE_NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0",
                    9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K",
                    15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S",

@@ -126,9 +126,6 @@ class _NativeQuantized(nn.Module):
         f32 = self._native_f32
         if f32 is not None and x.dtype == mx.float32:
             return x @ f32.T
-        if self.group_size == 16:  # only the packed kernel takes groups of 16
-            w = dequantize_groups(self.weight, self.scales, self.biases, 16, self.bits)
-            return x @ w.astype(x.dtype).T
         if x.dtype == mx.float32:
             w = dequantize_f32(self.weight, self.scales, self.biases, self.group_size,
                                self.bits)
