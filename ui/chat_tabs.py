@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QInputDialog, QTabWidget, QToolButton, QWidget
+from PySide6.QtWidgets import QApplication, QInputDialog, QTabWidget, QToolButton, QWidget
 
 from app.context import AppContext
 from app.conversation import Conversation
@@ -71,10 +71,16 @@ class ChatTabs(QTabWidget):
 
     def _closed(self, conv: Conversation, _index: int) -> None:
         tab = self.tab_for(conv)
+        had_keys = tab.isAncestorOf(QApplication.focusWidget())
         conv.meta_changed.disconnect(self._listeners.pop(conv.id))
         tab.close_tab()
         self.removeTab(self.indexOf(tab))
         tab.deleteLater()
+        front = self.currentWidget()
+        if had_keys and isinstance(front, ChatTab):
+            # Ctrl+W: the tab now in front takes the keys (else Qt hands them to the next
+            # widget in the window's chain, the sidebar's search box)
+            front.take_keys()
 
     def _moved(self, conv: Conversation, index: int) -> None:
         tab = self.tab_for(conv)

@@ -86,7 +86,7 @@ class ChatTab(QWidget):
         self.tools = ToolRunner(conv, ctx.mcp)
         self.tool_prep: asyncio.Future[bool] | None = None  # listing tools before a send
         conv.tool_changed.connect(self.messages.refresh)
-        self.messages.tool_decided.connect(self.tools.decide)
+        self.messages.tool_decided.connect(self._tool_decided)
         conv.added.connect(lambda _i: self._update_buttons())
         conv.reset.connect(self._update_buttons)
         # what the next prompt holds changed: count it again (never per streamed token)
@@ -108,8 +108,8 @@ class ChatTab(QWidget):
         col.addWidget(self._backend_row())
         self.messages = MessageList()
         self.messages.edit_requested.connect(self.start_edit)
-        self.messages.action_requested.connect(self.on_message_action)
-        self.messages.version_stepped.connect(self.switch_version)
+        self.messages.action_requested.connect(self._message_action)
+        self.messages.version_stepped.connect(self._version_stepped)
         col.addWidget(self.messages, 1)
         col.addWidget(self._undo_bar())
 
@@ -308,6 +308,27 @@ class ChatTab(QWidget):
         if ok:
             self.show_notice(None)
         return ok
+
+    # -- a message's buttons: the keys go to the input box first ------------------------
+    # The button pressed (‹ ›, ⋯, Allow) has the keys and goes away with the rebuild or the
+    # answer; Qt would then hand them to the next widget in the window's chain (the
+    # sidebar's search box), or to no window at all. So the input box takes them before.
+    def take_keys(self) -> None:
+        """The input box takes the keyboard (typing goes on writing the message)."""
+        self.input.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _version_stepped(self, index: int, step: int) -> None:
+        self.take_keys()
+        self.switch_version(index, step)
+
+    def _message_action(self, name: str, index: int) -> None:
+        self.take_keys()  # a branch's own tab then takes them from here
+        self.on_message_action(name, index)
+
+    def _tool_decided(self, msg: ChatMessage, call_id: str, allow: bool,
+                      always: bool) -> None:
+        self.take_keys()
+        self.tools.decide(msg, call_id, allow, always)
 
     def switch_version(self, index: int, step: int) -> bool:
         """Show the version `step` places from message `index` (the path below follows)."""
