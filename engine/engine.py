@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import mlx.nn as nn
 
-from . import chat_prompt, readouts
+from . import chat_prompt, compute_thread, readouts
 from .config import EngineConfig
 from .constraint import GrammarTokenizer
 from .detokenize import TextStream
@@ -27,7 +27,7 @@ from .speculation import draft_path
 from .stats import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
 from .stream import RequestStream
 from .token_event import TokenEvent
-from .worker import EngineThread, Inbox, apply
+from .worker import EngineLoop, Inbox, apply
 
 if TYPE_CHECKING:
     from .draft_model import DraftModel
@@ -67,7 +67,7 @@ class Engine:
         # Ids stay unique across launches and reloads (exported stats, the history).
         self._launch = secrets.token_hex(3)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: EngineThread | None = None
+        self._thread: compute_thread.Job | None = None
         self._closed = False
 
     def _draft_model(self, tokenizer: Any) -> DraftModel | None:
@@ -111,8 +111,8 @@ class Engine:
         if self._thread is not None:
             return
         self._loop = asyncio.get_running_loop()
-        self._thread = EngineThread(self._core, self._inbox, self._deliver_threadsafe)
-        self._thread.start()
+        loop = EngineLoop(self._core, self._inbox, self._deliver_threadsafe)
+        self._thread = compute_thread.start(loop.run)
 
     @property
     def running(self) -> bool:

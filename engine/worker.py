@@ -1,4 +1,4 @@
-"""The engine thread: drains an inbox, runs ticks, hands events to the asyncio loop."""
+"""The engine loop: drains an inbox, runs ticks, hands events to the asyncio loop."""
 
 from __future__ import annotations
 
@@ -66,10 +66,11 @@ def apply(core: EngineCore, commands: list[Command]) -> None:
                 done.set_exception(exc)
 
 
-class EngineThread(threading.Thread):
+class EngineLoop:
+    """The engine thread's work, run on a compute thread (engine/compute_thread.py)."""
+
     def __init__(self, core: EngineCore, inbox: Inbox,
                  deliver: Callable[[list[TokenEvent]], None]) -> None:
-        super().__init__(name="batchchat-engine", daemon=True)
         self.window_s = core.config.admission_window_s
         self.core = core
         self.inbox = inbox

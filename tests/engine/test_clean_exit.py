@@ -1,0 +1,47 @@
+"""A script or notebook on the engine API exits 0 (issue #46: it aborted at exit).
+
+MLX's per-thread compile cache is destroyed when its OS thread ends, calling into Python; an
+engine thread that ended while the interpreter finalized aborted the process. The engine's
+loop now runs on a compute thread that never ends (engine/compute_thread.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from engine import SamplingParams
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_engine_api_script_exits_cleanly_every_time() -> None:
+    for run in range(3):  # the abort was a race: several runs
+        result = subprocess.run([sys.executable, "-m", "tests.engine.exit_workload"],
+                                capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert (result.returncode, result.stdout.strip()) == (0, "returned"), (
+            f"run {run + 1}: exit {result.returncode}\n{result.stderr[-2000:]}")
+        assert "Fatal Python error" not in result.stderr
+        assert "terminate called" not in result.stderr
+
+
+async def test_the_engine_thread_outlives_the_engine_and_is_reused(make_engine) -> None:
+    threads: list[threading.Thread] = []
+    for _ in range(2):
+        engine = make_engine()
+        deliver = engine._deliver_threadsafe
+
+        def record(events, deliver=deliver) -> None:  # runs on the engine thread
+            threads.append(threading.current_thread())
+            deliver(events)
+
+        engine._deliver_threadsafe = record
+        await engine.start()
+        stream = engine.submit(prompt_tokens=[1, 2], params=SamplingParams(max_tokens=3))
+        await stream.result()
+        await engine.shutdown()
+        assert not engine.running
+        # Parked, not ended: an ending thread runs MLX's thread-local destructors.
+        assert threads[-1].is_alive()
+    assert threads[0] is threads[-1]
