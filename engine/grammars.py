@@ -13,6 +13,8 @@ from typing import Any
 
 from llguidance import LLMatcher
 
+from .schema_check import schema_problem
+
 MAX_GRAMMAR_CHARS = 1_000_000  # a schema or grammar larger than this is refused
 
 
@@ -25,8 +27,16 @@ def json_schema_grammar(schema: Mapping[str, Any], *, strict: bool = True) -> st
     (no free whitespace between tokens: a small model cannot wander in it)."""
     if not isinstance(schema, Mapping):
         raise GrammarError("a JSON schema must be an object")
+    problem = schema_problem(schema)  # what llguidance would take badly (schema_check.py)
+    if problem:
+        raise GrammarError(problem)
     defaults = {"whitespace_flexible": False} if strict else None
-    return checked(LLMatcher.grammar_from_json_schema(dict(schema), defaults=defaults))
+    try:
+        grammar = LLMatcher.grammar_from_json_schema(dict(schema), defaults=defaults)
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        # llguidance's own refusals are plain ValueErrors: still the schema's fault
+        raise GrammarError(f"the schema cannot be used: {exc}") from None
+    return checked(grammar)
 
 
 def json_object_grammar() -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
-import json
 import logging
 import time
 import uuid
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from . import openapi, responses, schemas, tooling
+from .body import read_json
 from .choices import Choices
 from .connection import Runner
 from .errors import ApiError, error_body
@@ -242,7 +242,7 @@ class ApiServer:
 
     async def _complete(self, request: web.Request, kind: str) -> web.StreamResponse:
         t0 = time.perf_counter()
-        body = schemas.check_body(await _read_json(request, self.config.max_body_bytes))
+        body = schemas.check_body(await read_json(request, self.config.max_body_bytes))
         target, model = self._serving(schemas.model_name(body))
         if kind == "chat":
             parsed = schemas.parse_chat(body, self.config.default_max_tokens
@@ -388,18 +388,6 @@ class ApiServer:
 
     def _retry_after(self) -> dict[str, str]:
         return {"Retry-After": str(self.config.retry_after_s)}
-
-
-async def _read_json(request: web.Request, limit: int) -> Any:
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise ApiError(413, f"the request body is larger than {limit} bytes",
-                       code="request_too_large") from None
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
 
 
 def _allow(exc: web.HTTPException) -> dict[str, str]:
