@@ -15,6 +15,7 @@ from app.conversation import Conversation
 from app.workspace import Workspace
 
 from .chat.chat_tab import ChatTab
+from .rename_dialog import ask_rename
 from .tab_bar import ChatTabBar
 
 BUSY_MARK = "● "
@@ -135,18 +136,13 @@ class ChatTabs(QTabWidget):
         self.workspace.set_front(conv)
         self.tab_for(conv).input.setFocus()  # also when it was in front already
 
-    def rename(self, index: int | None = None) -> None:
+    def rename(self, index: int | None = None) -> QInputDialog | None:
         index = self.currentIndex() if index is None or index < 0 else index
         tab = self.widget(index)
         if not isinstance(tab, ChatTab):
-            return
-        dialog = QInputDialog(self)
-        dialog.setWindowTitle("Rename tab")
-        dialog.setLabelText("Name:")
-        dialog.setTextValue(tab.conversation.title)
-        dialog.textValueSelected.connect(lambda name: self.workspace.rename(tab.conversation,
-                                                                            name))
-        dialog.open()  # never exec(): qasync runs this loop
+            return None
+        conv = tab.conversation
+        return ask_rename(self, conv.title, lambda name: self.workspace.rename(conv, name))
 
     def _mark_busy(self, tab: ChatTab, busy: bool) -> None:
         index = self.indexOf(tab)

@@ -7,13 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QInputDialog, QLineEdit, QWidget
+from PySide6.QtWidgets import QInputDialog, QWidget
 
 from app.conversation import Conversation
 from app.history.sidebar import ChatList, ChatRow
 from app.storage import StorageError
 from app.workspace import Workspace
 
+from ..rename_dialog import ask_rename
 from .undo_bar import UndoBar
 
 
@@ -69,16 +70,11 @@ class SidebarActions(QObject):
         self.changed.emit(True)
 
     def ask_rename(self, row: ChatRow) -> QInputDialog:
-        """A small dialog with the title to edit (never exec(): we run inside qasync)."""
-        dialog = QInputDialog(self.parent_widget)
-        dialog.setWindowTitle("Rename chat")
-        dialog.setLabelText("Title:")
-        dialog.setTextEchoMode(QLineEdit.EchoMode.Normal)
-        dialog.setTextValue(row.title)
-        dialog.textValueSelected.connect(lambda text: self.rename(row.session_id, text))
+        """The rename dialog (ui/rename_dialog.py, as a tab's) with the title to edit."""
+        dialog = ask_rename(self.parent_widget, row.title,
+                            lambda text: self.rename(row.session_id, text))
         dialog.finished.connect(lambda _r: setattr(self, "rename_dialog", None))
         self.rename_dialog = dialog
-        dialog.open()
         return dialog
 
     def rename(self, session_id: str, title: str) -> None:
