@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from pathlib import Path, PurePosixPath
 
-from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
+from huggingface_hub import HfApi, constants, get_hf_file_metadata, hf_hub_url
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -120,6 +120,8 @@ def _unreachable(endpoint: str, e: Exception) -> PullError:
 
 
 def _why(e: Exception) -> str:
+    if isinstance(e, TimeoutError) or "timeout" in type(e).__name__.lower():  # httpx's too
+        return f"no answer within {constants.HF_HUB_ETAG_TIMEOUT:g} s"
     if isinstance(e, urllib.error.URLError):
         return str(e.reason)
     return str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -163,8 +165,11 @@ def _list_files(repo_id: str, revision: str, include: Sequence[str], tag: str,
                 endpoint: str) -> tuple[str, list[_File]]:
     """The commit `revision` names and the files to fetch, each with its ETag and size."""
     try:
+        # A hub that takes the connection and never answers must not hang the pull: the
+        # metadata calls get huggingface_hub's own timeout ($HF_HUB_ETAG_TIMEOUT, 10 s).
         info = HfApi(endpoint=endpoint).model_info(repo_id, revision=revision,
-                                                   files_metadata=True)
+                                                   files_metadata=True,
+                                                   timeout=constants.HF_HUB_ETAG_TIMEOUT)
         commit = info.sha or ""
         siblings = [s for s in info.siblings or []
                     if any(fnmatch.fnmatch(s.rfilename, p) for p in include)]
@@ -173,7 +178,8 @@ def _list_files(repo_id: str, revision: str, include: Sequence[str], tag: str,
         files = []
         for name in names:
             url = hf_hub_url(repo_id, name, revision=commit, endpoint=endpoint)
-            meta = get_hf_file_metadata(url, endpoint=endpoint)
+            meta = get_hf_file_metadata(url, endpoint=endpoint,
+                                        timeout=constants.HF_HUB_ETAG_TIMEOUT)
             if not meta.etag:
                 raise PullError(f"{repo_id}: the hub gave no ETag for {name}")
             files.append(_File(name, meta.location or url, meta.etag, meta.size))

@@ -100,3 +100,26 @@ async def test_pull_from_an_unreachable_hub_fails_clearly(env, tmp_path):
     assert "Traceback" not in err
     code, out, _ = await run(env, "list")
     assert REPO not in out
+
+
+async def test_pull_from_a_hub_that_never_answers_fails_in_bounded_time(env):
+    """Issue #46 item 7: the hub takes the connection and says nothing."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # read nothing, answer nothing, keep it open
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        code, out, err = await run(env | {"HF_ENDPOINT": f"http://127.0.0.1:{port}",
+                                          "HF_HUB_ETAG_TIMEOUT": "1"}, "pull", REPO)
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        f"batchchat models: cannot reach the Hugging Face hub at http://127.0.0.1:{port} "
+        "(no answer within 1 s); check the network connection (or HF_ENDPOINT). "
+        "Nothing was downloaded."]
