@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QPushButton
 
 from .dialog import CompareDialog, detach_listeners
@@ -33,7 +34,12 @@ def open_compare(tab: ChatTab) -> CompareDialog:
     dialog.resize(max(width, 600), max(height, 420))
     dialog.move(window.center() - dialog.rect().center())
     dialog.show()
+    # the keys come here: a window shown is not always made active (X without a window
+    # manager's help), and Enter then sent the draft in the tab behind
+    dialog.raise_()
+    dialog.activateWindow()
     dialog.message_box.setFocus()
+    dialog.message_box.moveCursor(QTextCursor.MoveOperation.End)  # typing goes on the draft
     return dialog
 
 
