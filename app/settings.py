@@ -6,6 +6,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -99,18 +100,28 @@ class Settings:
 
     @classmethod
     def load(cls, path: Path | None = None) -> Settings:
-        """Read the file; a missing or broken one gives the defaults (a broken one is logged)."""
+        """Read the file; a missing or broken one gives the defaults. A broken one (not JSON,
+        nested past the parser's depth, not an object) is kept as `<name>.corrupt-<time>`,
+        so the next save cannot overwrite what a user may still want from it."""
         settings = cls(path or cls.default_path())
         try:
-            data = json.loads(settings.path.read_text(encoding="utf-8"))
+            raw = settings.path.read_bytes()
         except FileNotFoundError:
             return settings
-        except (OSError, ValueError) as exc:
+        except OSError as exc:  # unreadable here (permissions): left alone, defaults used
             log.warning("ignoring unreadable settings file %s: %s", settings.path, exc)
             return settings
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            data = exc
         if not isinstance(data, dict):
+            why = (f"not JSON ({_first_line(data)})" if isinstance(data, Exception)
+                   else f"a JSON {type(data).__name__}, not an object")
+            settings._set_aside(why)
             return settings
-        settings.model = repair_text(str(data.get("model") or settings.model))
+        if isinstance(data.get("model"), str) and data["model"].strip():
+            settings.model = repair_text(data["model"])
         presets = data.get("presets")
         if isinstance(presets, dict):
             settings.user_presets = {
@@ -154,6 +165,18 @@ class Settings:
             except ValueError as exc:  # a hand edit, or draft:PATH saved by another build
                 log.warning("ignoring the saved speculative setting: %s", exc)
         return settings
+
+    def _set_aside(self, why: str) -> None:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")  # as history.db's
+        kept = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        try:
+            os.replace(self.path, kept)
+        except OSError as exc:
+            log.warning("settings file %s is broken (%s) and could not be set aside: %s",
+                        self.path, why, exc)
+            return
+        log.warning("settings file %s is broken (%s): kept as %s; starting from the "
+                    "defaults", self.path, why, kept.name)
 
     def _read_defaults(self, data: dict[str, Any]) -> Defaults:
         if "defaults" in data:
@@ -329,3 +352,9 @@ def _read_mcp_servers(raw: Any) -> list[McpServerConfig]:
         if all(s.name != server.name for s in out):
             out.append(server)
     return out
+
+
+def _first_line(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
