@@ -42,6 +42,8 @@ CHAT_MIN_WIDTH = 480  # messages and input stay usable whatever is docked beside
 UNDO_MS = 10_000  # how long "Deleted 3 messages. Undo" stays
 REGENERATE_TIP = ("A new version of the last reply; the old one is kept, ‹ › switches "
                   "between them (Ctrl+R)")
+# said when Send or Regenerate meets a reply still running; gone once none runs
+STILL_GENERATING = "Still generating: press Esc to stop it first."
 EDIT_NOTE = ("Editing a message: Enter sends it as a new version (the old message and its "
              "replies stay as another version), Esc cancels.")
 
@@ -266,7 +268,7 @@ class ChatTab(QWidget):
     # -- actions ------------------------------------------------------------------------
     def send_text(self, text: str) -> bool:
         if self.conversation.is_busy or (self.tool_prep and not self.tool_prep.done()):
-            self.show_notice("Still generating: press Esc to stop it first.")
+            self.show_notice(STILL_GENERATING)
             return False
         servers = self.conversation.params.get("mcp_servers")
         if servers and text.strip():  # the tools are listed first (their servers may start)
@@ -302,7 +304,7 @@ class ChatTab(QWidget):
     def regenerate(self, index: int | None = None) -> bool:
         """New versions (×N) of reply `index` (default: the last); the old one is kept."""
         if self.conversation.is_busy:
-            self.show_notice("Still generating: press Esc to stop it first.")
+            self.show_notice(STILL_GENERATING)
             return False
         ok = self.conversation.regenerate(self.answers, index)
         if ok:
@@ -455,6 +457,8 @@ class ChatTab(QWidget):
             self.send_text(self.input.toPlainText())
 
     def _on_busy(self, busy: bool) -> None:
+        if not busy and self.notice.text() == STILL_GENERATING:
+            self.show_notice(None)  # true no longer: the reply ended
         self.send_button.setText("Stop" if busy else "Send")
         self.send_button.setProperty("stop", "true" if busy else "false")
         self.send_button.style().unpolish(self.send_button)
