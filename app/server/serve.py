@@ -17,6 +17,7 @@ from engine.public import ModelLoadError
 
 from .. import speculative
 from .app import ApiServer, ServerConfig, check_address
+from .bind_check import check_bindable
 
 if TYPE_CHECKING:
     from ..bridge import LocalTarget
@@ -135,6 +136,7 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
 
     source = args.model or Settings.load().model
     check_address(config)  # refuse before spending time on loading a model
+    check_bindable(config.host, config.port)
     print(f"Loading {source} …", file=sys.stderr, flush=True)
     # the engine's CPU switches are read from BATCHCHAT_* here, once (EngineConfig.cpu); a
     # bad value is a ValueError: one line and exit 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import struct
 import subprocess
 import sys
@@ -110,3 +111,32 @@ def test_a_bad_option_is_a_usage_error_naming_it(tmp_path: Path, args: list[str]
     line = one_error_line(err)
     assert line.startswith("batchchat serve: error: ") and words in line, err
     assert "EngineConfig" not in err and "usage: batchchat serve" in err
+
+
+@pytest.mark.parametrize(("host", "words"), [
+    ("999.1.1.1", "cannot listen on '999.1.1.1': not an IP address or a name"),
+    ("192.0.2.1", "cannot listen on 192.0.2.1:0: no network interface"),  # TEST-NET-1
+])
+def test_an_address_it_cannot_listen_on_is_refused_before_the_load(tmp_path: Path, host: str,
+                                                                   words: str) -> None:
+    """Issue #46 item 11: one line naming the address, and no model loaded first."""
+    code, err = finish(start(tmp_path, "--host", host, "--api-key", "k"))
+    assert code == 2
+    assert words in one_error_line(err)
+    assert "Loading" not in err
+
+
+def test_a_port_in_use_is_refused_before_the_load(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env=os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data"),
+                              "BATCHCHAT_API_KEY": ""}, stdin=subprocess.DEVNULL)
+        code, err = finish(proc)
+    assert code == 2
+    assert f"port {port} is in use" in one_error_line(err)
+    assert "Loading" not in err
