@@ -26,6 +26,7 @@ class PendingDelete:
     title: str
     was_open: bool  # its tab was closed by the delete: an undo opens it again
     draft: str  # its unsent text then
+    tab_index: int | None = None  # where its tab was: an undo puts it back there
 
 
 class SidebarActions(QObject):
@@ -51,11 +52,12 @@ class SidebarActions(QObject):
         workspace.opened.connect(self._opened)
 
     # -- open ---------------------------------------------------------------------------
-    def open(self, row: ChatRow) -> Conversation | None:
-        """Show the chat in front, opening a tab for it if none shows it; a search hit's
-        message is shown (its version, if another one was shown)."""
+    def open(self, row: ChatRow, at: int | None = None) -> Conversation | None:
+        """Show the chat in front, opening a tab for it (at the end, or at index `at`) if
+        none shows it; a search hit's message is shown (its version, if another one was
+        shown)."""
         try:
-            conv = self.workspace.open_session(row.session_id)
+            conv = self.workspace.open_session(row.session_id, at=at)
         except (StorageError, KeyError) as exc:
             self.failed.emit(f"Could not open \u201c{row.title}\u201d: {exc}")
             return None
@@ -96,7 +98,9 @@ class SidebarActions(QObject):
         self.commit_delete()  # one undo at a time: an earlier delete happens now
         conv = self.workspace.find(row.session_id)
         draft = self.workspace.draft(conv) if conv is not None else ""
-        self.pending = PendingDelete(row.session_id, row.title, conv is not None, draft)
+        index = self.workspace.conversations.index(conv) if conv is not None else None
+        self.pending = PendingDelete(row.session_id, row.title, conv is not None, draft,
+                                     index)
         self.chats.hidden.add(row.session_id)
         if conv is not None:
             self.workspace.close(conv)  # saves it as it is: an undo opens it again
@@ -113,7 +117,7 @@ class SidebarActions(QObject):
         conv = None
         if pending.was_open:
             conv = self.open(ChatRow(pending.session_id, pending.title, "",
-                                     self.chats.clock()))
+                                     self.chats.clock()), at=pending.tab_index)
             if conv is not None and pending.draft:
                 self.workspace.set_draft(conv, pending.draft)
                 self.workspace.draft_restored.emit(conv, pending.draft)
