@@ -29,6 +29,7 @@ from .loader.support import (
     MemoryNeed,
     ggml_type_name,
     gguf_memory,
+    gguf_refusal,
     gguf_tokenizer_unsupported,
     gguf_unsupported,
     mlx_lm_unsupported,
@@ -44,6 +45,7 @@ from .units import format_bytes
 
 __all__ = [
     "render_chat",
+    "gguf_refusal",
     "DRAFT_PREFIX",
     "BUNDLED_FILENAME",
     "CpuOptions",

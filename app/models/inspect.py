@@ -16,8 +16,7 @@ from typing import Any
 
 from engine.public import (
     gguf_memory,
-    gguf_tokenizer_unsupported,
-    gguf_unsupported,
+    gguf_refusal,
     mlx_lm_unsupported,
 )
 
@@ -49,21 +48,9 @@ def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
         header = read_gguf_header(path)
     except GgufError as e:
         return ModelEntry(format="GGUF", size_bytes=size, reason=str(e), **base)
-    rope = header.arch_value("rope.scaling.type")
-    tokenizer = header.metadata.get("tokenizer.ggml.model")
-    reason = gguf_unsupported(header.architecture, header.tensor_types,
-                              rope if isinstance(rope, str) else None)
-    if not reason and "token_embd.weight" not in header.tensor_names:  # as gguf.py checks
-        reason = "no model weights in the file (a vocabulary-only GGUF?)"
-    if not reason:  # what gguf_arch.hf_config needs
-        lacks = [k for k in ("embedding_length", "block_count", "attention.head_count")
-                 if header.arch_value(k) is None]
-        if lacks:
-            reason = f"GGUF metadata lacks {header.architecture}.{lacks[0]}"
-    if not reason:
-        reason = gguf_tokenizer_unsupported(tokenizer if isinstance(tokenizer, str) else None)
-    if not reason and header.data_end > size:
-        reason = f"the file is truncated ({size:,} of {header.data_end:,} bytes)"
+    reason = gguf_refusal(header.architecture, header.tensor_types, header.tensor_names,
+                          header.arch_value, header.metadata.get("tokenizer.ggml.model"),
+                          data_end=header.data_end, size=size)
     context = header.arch_value("context_length")
     context = context if isinstance(context, int) else None
     return ModelEntry(format="GGUF", architecture=header.architecture or "",

@@ -48,7 +48,7 @@ from .gguf_file import GgufFile, check_gguf_header, read_gguf_file
 from .gguf_tokenizer import build_gguf_tokenizer, is_byte_level
 from .gguf_weights import Converted, Quantized, Undo, convert
 from .progress import ProgressReporter
-from .support import GGUF_FILE_TYPES
+from .support import GGUF_FILE_TYPES, gguf_refusal
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +190,12 @@ def load_gguf(path: Path, quantized: bool | None = None,
     source = str(path)
     report("reading file", 0.0)
     f = read_gguf_file(path)
+    # the model library's reasons, word for word (support.py), before any conversion
+    reason = gguf_refusal(f.metadata.get("general.architecture"),
+                          {int(t.kind) for t in f.tensors.values()}, f.tensors.keys(),
+                          f.arch_value, f.metadata.get("tokenizer.ggml.model"))
+    if reason:
+        raise ModelLoadError(f"{source}: {reason}")
     report("converting layers", 0.0)
     keep_quantized = resolve_quantized(quantized, cpu)
     model, config, notes = _build(f, keep_quantized, quantized, report)

@@ -21,6 +21,7 @@ from .common import (
 )
 from .errors import ModelLoadError
 from .progress import ProgressReporter
+from .support import mlx_lm_unsupported
 
 DEFAULT_CONTEXT = 4096  # when a config names none
 
@@ -81,9 +82,13 @@ def load_mlx_dir(path: Path, quantized: bool | None = None,
             f"{path}: directory has no config.json, so it is not an mlx-lm model directory "
             "(pass a .gguf file or a directory made by mlx_lm.convert)")
     try:
-        json.loads((path / "config.json").read_text())
+        config = json.loads((path / "config.json").read_text())
     except (OSError, ValueError) as e:
         raise ModelLoadError(f"{path / 'config.json'}: unreadable config: {e}") from e
+    kind = config.get("model_type") if isinstance(config, dict) else None
+    reason = mlx_lm_unsupported(kind if isinstance(kind, str) else None)
+    if reason:  # the model library's words (support.py), not an import error of mlx-lm's
+        raise ModelLoadError(f"{path}: {reason}")
     return _load(str(path), quantized, True, report or ProgressReporter(None), cpu)
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ..kv_formula import formula, host_available_bytes
 from ..units import format_bytes
@@ -84,6 +85,29 @@ def gguf_unsupported(architecture: str | None, tensor_types: Iterable[int],
     if rope_scaling not in GGUF_ROPE_SCALING:
         return f"RoPE scaling {rope_scaling!r} is not supported"
     return ""
+
+
+def gguf_refusal(architecture: str | None, tensor_types: Iterable[int],
+                 tensor_names: Collection[str], arch_value: Callable[[str], Any],
+                 tokenizer_model: Any, *, data_end: int = 0, size: int = 0) -> str:
+    """Why a GGUF with this header does not load here ("" when it does): the one list of
+    reasons, given by the model library (app/models/inspect.py) and by the loader at load
+    time (gguf.py), so a refused file says the same in both places."""
+    rope = arch_value("rope.scaling.type")
+    reason = gguf_unsupported(architecture, tensor_types, rope if isinstance(rope, str) else None)
+    if not reason and "token_embd.weight" not in tensor_names:
+        reason = "no model weights in the file (a vocabulary-only GGUF?)"
+    if not reason:  # what gguf_arch.hf_config needs
+        lacks = [k for k in ("embedding_length", "block_count", "attention.head_count")
+                 if arch_value(k) is None]
+        if lacks:
+            reason = f"GGUF metadata lacks {architecture}.{lacks[0]}"
+    if not reason:
+        reason = gguf_tokenizer_unsupported(tokenizer_model if isinstance(tokenizer_model, str)
+                                            else None)
+    if not reason and data_end > size:
+        reason = f"the file is truncated ({size:,} of {data_end:,} bytes)"
+    return reason
 
 
 def gguf_tokenizer_unsupported(model: str | None) -> str:

@@ -5,13 +5,17 @@ model's header says it needs against what a load really takes."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from mlx.utils import tree_flatten
 
+from app.models.inspect import describe
 from engine.loader import load_model, support
+from engine.loader.errors import ModelLoadError
 from engine.loader.ggml_types import AFFINE_TYPES, type_form
 from engine.loader.gguf_arch import ARCHS
 from engine.loader.gguf_file import read_gguf_file
@@ -58,3 +62,38 @@ def test_the_weights_estimate_is_what_a_load_holds(tmp_path: Path) -> None:
     assert abs(need.weights - held) <= 0.02 * held, (need.weights, held)
     assert need.packed > 0 and need.kv_budget >= 256 << 20
     assert "needs ~" in need.describe()
+
+
+def _refused_files(tmp_path: Path) -> dict[str, Path]:
+    case = CASES["llama"]
+    tensors = gguf_tensors(case, build_model(case))
+    rope = replace(case, metadata=lambda w, c: w.add_string("llama.rope.scaling.type", "su"))
+    no_embedding = {k: v for k, v in tensors.items() if k != "token_embd.weight"}
+    ints = tensors | {"extra.weight": np.arange(64, dtype=np.int32)}
+    return {
+        "architecture": write_gguf(tmp_path / "arch.gguf", replace(case, gguf_arch="mamba"),
+                                   tensors),
+        "tensor type": write_gguf(tmp_path / "i32.gguf", case, ints,
+                                  raw_types={"extra.weight": T.I32}),
+        "rope scaling": write_gguf(tmp_path / "rope.gguf", rope, tensors),
+        "vocabulary only": write_gguf(tmp_path / "vocab.gguf", case, no_embedding),
+        "mlx-lm model type": _unknown_model_type_dir(tmp_path / "nosuch"),
+    }
+
+
+def _unknown_model_type_dir(path: Path) -> Path:
+    path.mkdir()
+    (path / "config.json").write_text('{"model_type": "nosuch"}')
+    (path / "tokenizer.json").write_text("{}")
+    return path
+
+
+def test_a_refused_gguf_says_at_load_what_the_library_says(tmp_path: Path) -> None:
+    """Issue #46 item 15: one list of reasons (support.gguf_refusal), word for word at load
+    time, never a reader's internals."""
+    for what, path in _refused_files(tmp_path).items():
+        entry = describe(path, name=path.name, place="test")
+        assert not entry.loads and entry.reason, what
+        with pytest.raises(ModelLoadError) as refused:
+            load_model(str(path))
+        assert str(refused.value) == f"{path}: {entry.reason}", what
