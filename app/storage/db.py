@@ -11,6 +11,8 @@ from urllib.parse import quote
 from sqlite_utils import Database
 
 SIDE_FILES = ("-wal", "-shm", "-journal")
+WAL_PAGES = 64  # 256 KiB of 4 KiB pages: a streaming reply's checkpoints fill it in seconds
+WAL_LIMIT_BYTES = 256 << 10
 
 
 def connect(path: Path, *, read_only: bool = False, busy_timeout_s: float = 0.5,
@@ -56,6 +58,21 @@ def use_wal(db: Database) -> None:
     if str(mode).lower() != "wal":
         raise sqlite3.OperationalError(f"could not switch to WAL (journal_mode={mode})")
     db.execute("PRAGMA synchronous = FULL")
+    # The log is merged into the file every WAL_PAGES pages and then cut back to
+    # WAL_LIMIT_BYTES: by default (1000 pages, never cut) it grew to fill a small free
+    # space while history.db stayed at 4 KB (issue #46); SafeStore merges it on a full disk.
+    db.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
+    db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
+
+
+def merge_wal(db: Database) -> bool:
+    """Merge the write-ahead log into the database file and cut it to 0 bytes; True when all
+    of it was merged (False: a reader held it, or the file could not grow)."""
+    try:
+        busy, _frames, _merged = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.Error:
+        return False
+    return busy == 0
 
 
 def set_aside(path: Path) -> Path:

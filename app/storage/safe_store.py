@@ -123,13 +123,22 @@ class SafeStore:
         if self._pending and self._needs_reopen():
             self._reopen()
         store = self.store
-        rejected = False
+        rejected = merged = False
+        if store is not None and self.last_error is not None \
+                and self.last_error.kind == "disk_full":
+            merged = store.merge_wal()  # freed space goes to the merge before new writes
         while self._pending and store is not None:
             write = self._pending[0]
             try:
                 getattr(store, write.method)(*write.args)
             except StorageError as err:
                 self.last_error = err
+                if err.kind == "disk_full" and not merged:
+                    # The log may hold most of the space (many versions of a streaming
+                    # reply's pages): merged into the file and cut, it frees it.
+                    merged = True
+                    if store.merge_wal():
+                        continue
                 if err.is_transient:
                     return False
                 self._reject(write, err)

@@ -154,6 +154,10 @@ class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
     def schema_version(self) -> int:
         return schema_version()
 
+    def merge_wal(self) -> bool:
+        """Merge the write-ahead log into the file and free its space (db.merge_wal)."""
+        return False if self.read_only else dbfile.merge_wal(self.db)
+
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL into the main file)."""
         with contextlib.suppress(sqlite3.Error):
