@@ -21,6 +21,7 @@ from .undo_bar import UNDO_MS, UndoBar
 SEARCH_DELAY_MS = 150  # search as you type, once typing pauses this long
 SHOW_DELAY_MS = 150  # events from the chats are gathered this long before the list redraws
 REREAD_MS = 60_000  # the store read again anyway: a day's change, other writers
+STREAM_SHOW_MS = 500  # a streaming reply's preview is shown again at most this often
 
 
 # a first start shows an empty list: say what will be in it
@@ -61,6 +62,7 @@ class Sidebar(QFrame):
         self._search_timer = _single_shot(self, SEARCH_DELAY_MS, self.show_list)
         self._show_timer = _single_shot(self, SHOW_DELAY_MS, lambda: self._show(False))
         self._reread_timer = _single_shot(self, SHOW_DELAY_MS, lambda: self._show(True))
+        self._stream_timer = _single_shot(self, STREAM_SHOW_MS, lambda: self._show(False))
         self._slow_timer = QTimer(self)
         self._slow_timer.setInterval(REREAD_MS)
         self._slow_timer.timeout.connect(self.reread_later)
@@ -166,8 +168,13 @@ class Sidebar(QFrame):
             self.chats.touch(conv.session_id)
             self._show_timer.start()
 
+        def streamed(*_a: object) -> None:  # throttled, never per token: not restarted
+            if not self._stream_timer.isActive():
+                self._stream_timer.start()
+
         later = lambda *_a: self._show_timer.start()  # noqa: E731
-        pairs = [(conv.message_added, added), (conv.message_finished, later),
+        pairs = [(conv.message_added, added), (conv.message_delta, streamed),
+                 (conv.message_finished, later),
                  (conv.meta_changed, later), (conv.removed, later),
                  (conv.shown_changed, later)]
         for event, fn in pairs:
