@@ -48,9 +48,15 @@ class _ComputeThread(threading.Thread):
             try:
                 job.work()  # the engine loop catches its own errors; this is a last guard
             finally:
+                job.work = _done  # a parked thread must not keep an engine (its model) alive
                 with _idle_lock:  # idle before the joiner wakes: its next engine reuses this
                     _idle.append(self)
                 job._finish()
+                del job
+
+
+def _done() -> None:
+    pass
 
 
 def start(work: Callable[[], None]) -> Job:

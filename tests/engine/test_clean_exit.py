@@ -45,3 +45,17 @@ async def test_the_engine_thread_outlives_the_engine_and_is_reused(make_engine) 
         # Parked, not ended: an ending thread runs MLX's thread-local destructors.
         assert threads[-1].is_alive()
     assert threads[0] is threads[-1]
+
+
+async def test_a_parked_engine_thread_keeps_nothing_of_its_engine(make_engine) -> None:
+    import gc
+    import weakref
+
+    engine = make_engine()
+    await engine.start()
+    await engine.submit(prompt_tokens=[1, 2], params=SamplingParams(max_tokens=3)).result()
+    core = weakref.ref(engine._core)
+    await engine.shutdown()
+    del engine
+    gc.collect()
+    assert core() is None  # the model and its caches went with the engine
