@@ -81,6 +81,8 @@ class Conversation:
         self.params: dict[str, Any] = dict(params or {})
         self.preset = preset
         self.backend = backend  # None: the local engine; else a saved connection's name
+        # answers Send and Regenerate ask for (the tab's ×N), saved with the chat's settings
+        self.answers = 1
         self.tree = tree if tree is not None else MessageTree.chain(messages or [])
         self.running: dict[str, Generation] = {}  # reply message id -> its Generation
         self.generations: list[Generation] = []  # the newest replies and any still running
@@ -254,6 +256,13 @@ class Conversation:
             self.params = params
         self.preset = preset
         self.meta_changed.emit()
+
+    def set_answers(self, n: int) -> None:
+        """How many answers the tab's Send and Regenerate ask for (1 to MAX_ANSWERS)."""
+        n = max(1, min(MAX_ANSWERS, n))
+        if n != self.answers:
+            self.answers = n
+            self.meta_changed.emit()
 
     def set_backend(self, backend: str | None) -> None:
         """Where the next reply comes from (a running reply finishes where it started)."""

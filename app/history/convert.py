@@ -12,6 +12,7 @@ from app.storage import LoadedSession, Message, RequestStatsRecord, Session
 
 from .paths import message_tree
 
+ANSWERS_KEY = "answers"  # in a session's saved params: the tab's ×N (app.conversation)
 INTERRUPTED = "interrupted"  # shown for a reply the app never finished (crash, kill)
 # A saved call with no outcome yet (the app, or the chat's tab, closed while it waited or
 # ran): nothing can answer it now, so it reopens failed and the model reads why.
@@ -22,8 +23,11 @@ CALL_INTERRUPTED = {"status": "failed",
 def session_record(conv: Conversation, *, position: int, is_open: bool,
                    created_at: str | None = None) -> Session:
     leaf = conv.tree.leaf
+    params = dict(conv.params)
+    if conv.answers > 1:  # the tab's ×N, with its settings (none saved for the usual 1)
+        params[ANSWERS_KEY] = conv.answers
     session = Session(title=conv.title, system_prompt=conv.system_prompt,
-                      params=dict(conv.params), preset=conv.preset, position=position,
+                      params=params, preset=conv.preset, position=position,
                       is_open=is_open, id=conv.session_id,
                       shown_leaf_id=leaf.id if leaf is not None else None)
     if created_at is not None:
@@ -132,9 +136,14 @@ def chat_message(record: Message) -> ChatMessage:
 def conversation(loaded: LoadedSession, bridge: EngineBridge) -> Conversation:
     s = loaded.session
     tree = message_tree([chat_message(m) for m in loaded.messages], s.shown_leaf_id)
-    return Conversation(bridge, title=s.title, system_prompt=s.system_prompt,
-                        params=dict(s.params), session_id=s.id, preset=s.preset,
+    params = dict(s.params)
+    answers = params.pop(ANSWERS_KEY, 1)  # not a sampling setting: the tab's ×N
+    conv = Conversation(bridge, title=s.title, system_prompt=s.system_prompt,
+                        params=params, session_id=s.id, preset=s.preset,
                         tree=tree, backend=last_backend(tree.path))
+    if isinstance(answers, int) and not isinstance(answers, bool):
+        conv.set_answers(answers)  # a hand-edited value is brought into range
+    return conv
 
 
 def last_backend(messages: list[ChatMessage]) -> str | None:

@@ -69,7 +69,7 @@ class ChatTab(QWidget):
             ctx.bridge, title=title, system_prompt=ctx.settings.defaults.system_prompt,
             params=ctx.settings.new_tab_params())
         self.editing_index: int | None = None
-        self.answers = 1  # replies per Send / Regenerate (the ×N button); this tab only
+        self.answers = conv.answers  # replies per Send / Regenerate (the ×N button)
         self._switching = False  # a version switch is being shown
         self.title_listener: Callable[[], object] | None = None  # the window detaches it
         self._build()
@@ -211,11 +211,12 @@ class ChatTab(QWidget):
             group.addAction(action)
             self.answers_actions[n] = action
         button.setMenu(menu)
-        self.set_answers(1)
+        self.set_answers(self.conversation.answers)  # restored with the chat, else 1
         return button
 
     def set_answers(self, n: int) -> None:
         self.answers = max(1, min(MAX_ANSWERS, n))
+        self.conversation.set_answers(self.answers)  # saved with the chat's settings
         self.answers_button.setText(f"×{self.answers}")
         self.answers_button.setToolTip(answers_tip(self.answers))
         self.answers_actions[self.answers].setChecked(True)
