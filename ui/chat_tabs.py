@@ -66,6 +66,7 @@ class ChatTabs(QTabWidget):
         listener = self._listeners[conv.id] = lambda t=tab: self._mark_busy(
             t, t.conversation.is_busy)
         conv.meta_changed.connect(listener)  # auto titles, renames
+        listener()  # its tooltip, and the numbers of the tabs after it
         tab.input.textChanged.connect(lambda t=tab: self._typed(t))
         if self.currentWidget() is tab:  # the first tab: already in front
             tab.input.setFocus()
@@ -77,6 +78,7 @@ class ChatTabs(QTabWidget):
         tab.close_tab()
         self.removeTab(self.indexOf(tab))
         tab.deleteLater()
+        self._tips()  # the tabs after it have new numbers
         front = self.currentWidget()
         if had_keys and isinstance(front, ChatTab):
             # Ctrl+W: the tab now in front takes the keys (else Qt hands them to the next
@@ -87,6 +89,7 @@ class ChatTabs(QTabWidget):
         tab = self.tab_for(conv)
         if self.indexOf(tab) != index:  # else the user dragged it there
             self.tabBar().moveTab(self.indexOf(tab), index)
+        self._tips()
 
     def _front_changed(self, conv: Conversation | None) -> None:
         if conv is None or self._clicked:
@@ -149,4 +152,16 @@ class ChatTabs(QTabWidget):
         if index >= 0:
             title = tab.conversation.title
             self.setTabText(index, BUSY_MARK + title if busy else title)
-            self.setTabToolTip(index, f"{title} (generating)" if busy else title)
+        self._tips()
+
+    def _tips(self) -> None:
+        """Every tab's tooltip: its whole title and its number (Ctrl+N), so tabs whose
+        titles start alike (elided the same) can be told apart; numbers follow moves."""
+        for index, tab in enumerate(self.tabs()):
+            self.setTabToolTip(index, tab_tip(index, tab.conversation.title,
+                                              tab.conversation.is_busy))
+
+
+def tab_tip(index: int, title: str, busy: bool) -> str:
+    keys = f" (Ctrl+{index + 1})" if index < 8 else ""
+    return f"{title}{' — generating' if busy else ''}\nTab {index + 1}{keys}"
