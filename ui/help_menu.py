@@ -13,6 +13,7 @@ SHORTCUTS = (
     ("Ctrl+T / Ctrl+W", "new tab / close tab"),
     ("Ctrl+Shift+T", "reopen the last closed tab, where it was"),
     ("Ctrl+Tab / Ctrl+Shift+Tab", "next / previous tab"),
+    ("Ctrl+PgDown / Ctrl+PgUp", "next / previous tab"),
     ("Ctrl+1 … Ctrl+8, Ctrl+9", "go to that tab, the last tab"),
     ("F2", "rename the tab"),
     ("Enter / Shift+Enter", "send / new line"),
@@ -28,6 +29,7 @@ SHORTCUTS = (
     ("Ctrl+Shift+C", "compare: one message to several presets or connections"),
     ("Ctrl+Shift+S", "engine stats: to the front (closed if in front)"),
     ("Ctrl+Shift+L", "load simulator: to the front (closed if in front)"),
+    ("Ctrl+Shift+A", "API server (OpenAI-compatible): start / stop"),
     ("Ctrl+Q", "quit"),
 )
 
