@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QLabel, QMainWindow
 from app.bridge import BridgeState, EngineBridge
 
 from .load_banner import LoadBanner
+from .model_words import plain_description
 from .widgets import ElidedLabel
 
 REFRESH_MS = 500
@@ -34,7 +35,7 @@ class EngineStatus(QObject):
     def show_state(self, state: BridgeState, message: str) -> None:
         self.banner.show_state(state, message)
         if state == BridgeState.READY:
-            self.model_label.setText(f"Model: {message}")
+            self.model_label.setText(f"Model: {plain_description(message)}")
         elif state == BridgeState.LOADING:
             self.model_label.setText(message)
         elif state == BridgeState.FAILED:

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QSizePolicy, QToolButton
 
 from app.bridge import BridgeState, EngineBridge
 
+from ..model_words import plain_description
 from .names import short_name
 
 MAX_CHARS = 32  # the status bar keeps room for the model's description and the numbers
@@ -31,7 +32,7 @@ class ModelButton(QToolButton):
             name, tip = f"Loading {short_name(self.bridge.attempted)} …", self.bridge.attempted
         elif source:
             name, tip = short_name(source), "\n".join(
-                [self.bridge.description, source, *self.bridge.notes])
+                [plain_description(self.bridge.description), source, *self.bridge.notes])
         else:
             name, tip = "No model", "No model is loaded"
         half = (MAX_CHARS - 1) // 2  # … in the middle: the start and the quant suffix show
