@@ -36,6 +36,9 @@ class McpServersDialog(NamedListDialog[McpServerConfig]):
         self.ctx = ctx
         self.settings = ctx.settings
         self.test_task: asyncio.Future[list[ToolInfo] | None] | None = None
+        # the tools each server listed when last tested, by what it runs (command, URL):
+        # shown again after Save or a pick in the list, instead of an empty list
+        self.known_tools: dict[tuple[str, str], list[ToolInfo]] = {}
         left = self._list_panel("mcpServerList", 180, "Remove")
 
         self.name = QLineEdit()
@@ -85,7 +88,8 @@ class McpServersDialog(NamedListDialog[McpServerConfig]):
         self.url.setText(server.url if server else "")
         self.timeout.setValue(server.timeout_s if server else 30.0)
         self.delete_button.setEnabled(server is not None)
-        self.tools.clear()
+        known = self.known_tools.get((server.command, server.url)) if server else None
+        self._show_tools(known or [])
         self.show_status("")
 
     def _new_item(self) -> None:
@@ -106,7 +110,9 @@ class McpServersDialog(NamedListDialog[McpServerConfig]):
             return False
         if not self._save_item(server, f"There is already an MCP server named {server.name!r}."):
             return False
-        self.show_status(f"Saved {server.name}. Test lists its tools.")
+        known = self.known_tools.get((server.command, server.url))
+        self.show_status(f"Saved {server.name}." if known is not None
+                         else f"Saved {server.name}. Test lists its tools.")
         return True
 
     # -- testing --------------------------------------------------------------------------
@@ -123,14 +129,19 @@ class McpServersDialog(NamedListDialog[McpServerConfig]):
         tools = await self._with_button_off(self.test_button, self.ctx.mcp.test(server), McpError)
         if tools is None:
             return None
+        self.known_tools[(server.command, server.url)] = list(tools)
+        self._show_tools(tools)
+        self.show_status(f"{server.name} works: {len(tools)} tool"
+                         f"{'s' if len(tools) != 1 else ''}.")
+        return tools
+
+    def _show_tools(self, tools: list[ToolInfo]) -> None:
+        self.tools.clear()
         for tool in tools:
             item = QTreeWidgetItem([tool.name, tool.description.splitlines()[0]
                                     if tool.description else ""])
             item.setToolTip(1, tool.description)
             self.tools.addTopLevelItem(item)
-        self.show_status(f"{server.name} works: {len(tools)} tool"
-                         f"{'s' if len(tools) != 1 else ''}.")
-        return tools
 
 
 def open_mcp_servers(ctx: AppContext, parent: QWidget | None) -> McpServersDialog:
