@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QGraphicsItem, QVBoxLayout, QWidget
 
 from app.stats.model import ModelLoaded, Sample
@@ -25,6 +26,7 @@ SERIES = (
 )
 BUDGET_COLOUR = "#d93025"
 SWITCH_COLOUR = "#80868b"  # the dashed line where another model was loaded
+LABEL_GAP = 12.0  # px between two models' names (and the text item's own margins)
 # Value axes have a fixed width and three labelled ticks (0, half, top): a label that grows
 # ("50" -> "100") no longer relays the whole plot out, and redrawing an axis is mostly its
 # text; a change of scale cost ~20 ms of UI thread for the four charts, now ~5 ms.
@@ -167,11 +169,29 @@ class StatsCharts(QWidget):
                 if getattr(line, "label", None) is not None:
                     short = mark.name.split(" (")[0].split(",")[0]
                     short = short.replace("{", "{{").replace("}", "}}")
-                    line.label.setFormat(f"{short} ▸")
+                    line.label.format = f"{short} ▸"
                 line.setToolTip(f"{mark.name} loaded at {mark.at}")
                 line.show()
             for line in lines[len(marks):]:
                 line.hide()
+        self._drop_crowded_labels(self.switch_lines.get(SERIES[0][0], [])[:len(marks)])
+
+    def _drop_crowded_labels(self, lines: Sequence[pg.InfiniteLine]) -> None:
+        """One readable name per model: from the newest load back, a label (right-aligned
+        on its line) is shown only where it clears the one after it; a line without its
+        name keeps it in its tooltip. Three loads within a few minutes piled up three."""
+        box = self.plots[SERIES[0][0]].getPlotItem().getViewBox()
+        room_right = float("inf")  # the left edge of the label shown after this one
+        for line in sorted(lines, key=lambda ln: ln.value(), reverse=True):
+            label = line.label
+            x = box.mapViewToScene(pg.Point(line.value(), 0)).x()
+            width = QFontMetricsF(label.textItem.font()).horizontalAdvance(
+                label.format.replace("{{", "{").replace("}}", "}")) + LABEL_GAP
+            shown = x <= room_right
+            label.setVisible(shown)
+            if shown:
+                label.valueChanged()  # its text (a hidden label skips the update)
+                room_right = x - width
 
     def _set_top(self, key: str, box: pg.ViewBox, y: np.ndarray) -> None:
         """Y from 0 to a round number above the data, changed only when that number does:
