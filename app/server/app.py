@@ -340,7 +340,17 @@ class ApiServer:
                                                "Cache-Control": "no-cache"})
         if self.config.cors_origin is not None:
             response.headers["Access-Control-Allow-Origin"] = self.config.cors_origin
-        await response.prepare(request)
+        try:
+            await response.prepare(request)
+            await self._send_events(response, choices, replies, include_usage, t0)
+        except ConnectionError:
+            # the client left (its socket reset) between two of our writes: the handler is
+            # not cancelled until the loop sees the connection lost, so a write says so first
+            log.debug("a streaming client left before the end of its stream")
+        return response
+
+    async def _send_events(self, response: web.StreamResponse, choices: Choices,
+                           replies: list[Reply], include_usage: bool, t0: float) -> None:
         for reply in replies:
             first = reply.first_chunk()
             if first is not None:
@@ -361,7 +371,6 @@ class ApiServer:
             await response.write(sse(replies[0].usage_chunk(stats)))
         await response.write(sse("[DONE]"))
         await response.write_eof()
-        return response
 
     def _observe(self, event: Any, t0: float, last: float) -> float:
         now = time.perf_counter()

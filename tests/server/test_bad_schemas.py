@@ -13,7 +13,6 @@ import pytest
 
 from tests.server.conftest import MODEL
 
-
 DEEP = "@deep@"  # where `with_deep` puts the deep schema's text
 
 
