@@ -308,6 +308,9 @@ class MessageList(QScrollArea):
             self.add(i, messages[i], versions[i] if versions else (1, 1))
         if hold and messages:
             self._stick, self._hold = False, value
+            # room below: a shorter version must not pull the view (and the arrows) down
+            # to the chat's new end; the room goes with the next message or rebuild
+            self.widget().setMinimumHeight(value + self.viewport().height())
         self.placeholder.setVisible(not messages)
 
     def add(self, index: int, message: ChatMessage, version: tuple[int, int] = (1, 1)) -> None:
@@ -321,6 +324,7 @@ class MessageList(QScrollArea):
         self.placeholder.hide()
         self._stick = True
         self._hold = None
+        self.widget().setMinimumHeight(0)  # no room kept from a version switch
 
     def refresh(self, index: int) -> None:
         if 0 <= index < len(self.widgets):
@@ -332,7 +336,8 @@ class MessageList(QScrollArea):
             self.widgets[index].versions.set_version(*version)
 
     def _on_scrolled(self, value: int) -> None:
-        self._stick = value >= self.verticalScrollBar().maximum() - 24
+        if self._hold is None:  # a rebuild's passing layouts do not make the view follow
+            self._stick = value >= self.verticalScrollBar().maximum() - 24
 
     def _let_go(self, _action: int) -> None:
         self._hold = None  # the user scrolls: no more holding the old place
