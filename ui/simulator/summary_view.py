@@ -30,6 +30,8 @@ COUNTS = (("requests", "requests"), ("completed", "completed"), ("cancelled", "c
           ("failed", "failed"))
 E2E_COLOUR = "#aecbfa"
 TTFT_COLOUR = "#1a73e8"
+CHART_TITLE = (f"Latency per request &nbsp; <span style='color:{E2E_COLOUR}'>■</span> E2E"
+               f" &nbsp; <span style='color:{TTFT_COLOUR}'>■</span> TTFT")
 LIMIT_COLOUR = "#d93025"  # the E2E limit: red, apart from both bars
 
 
@@ -122,7 +124,8 @@ class SummaryView(QWidget):
         widget = pg.PlotWidget(background="w")
         widget.setMinimumSize(220, 160)
         item = widget.getPlotItem()
-        item.setTitle("Latency per request", size="9pt", color="#3c4043")
+        # the key in the title, above the bars: a legend inside the plot covered bar 1
+        item.setTitle(CHART_TITLE, size="9pt", color="#3c4043")
         item.setMenuEnabled(False)
         item.setMouseEnabled(x=False, y=False)
         item.hideButtons()
@@ -136,7 +139,6 @@ class SummaryView(QWidget):
                                         brush=E2E_COLOUR, pen=pg.mkPen(None))
         self.ttft_bars = pg.BarGraphItem(x=[], height=[], width=0.5,
                                          brush=TTFT_COLOUR, pen=pg.mkPen(None))
-        legend = item.addLegend(offset=(8, 4), labelTextColor="#3c4043", labelTextSize="8pt")
         item.addItem(self.e2e_bars)
         item.addItem(self.ttft_bars)
         # the run's TTFT and E2E limits as dashed lines (hidden without limits)
@@ -152,8 +154,6 @@ class SummaryView(QWidget):
             item.addItem(line, ignoreBounds=True)
             self.limit_lines[key] = line
         style_plot(widget, is_dark())
-        legend.addItem(self.e2e_bars, "E2E")
-        legend.addItem(self.ttft_bars, "TTFT")
         item.setXRange(0.5, 10.5, padding=0)  # whole-number ticks before the first run
         item.setYRange(0, 1, padding=0)
         return widget
