@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QFont, QFontMetrics, QResizeEvent
 from PySide6.QtWidgets import (
     QBoxLayout,
     QComboBox,
@@ -90,8 +90,10 @@ class SettingsPanel(QWidget):
         layout.addLayout(self.preset_row)
         layout.addLayout(self._defaults_row())
 
-        form = QFormLayout()
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow: label above
+        # one policy for every row: labels beside their fields when all of them fit, else
+        # every label above its field (resizeEvent); row by row, a narrow panel mixed both
+        self.form = form = QFormLayout()
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
         self.fields: dict[str, QDoubleSpinBox | QSpinBox] = {}
         for name in LIMITS:
             box = self.fields[name] = number_box(name)
@@ -199,6 +201,24 @@ class SettingsPanel(QWidget):
             direction = ACROSS if width >= self._room_for(widgets) else DOWN
             if row.direction() != direction:
                 row.setDirection(direction)
+        policy = (QFormLayout.RowWrapPolicy.DontWrapRows if width >= self._form_room()
+                  else QFormLayout.RowWrapPolicy.WrapAllRows)
+        if self.form.rowWrapPolicy() != policy:
+            self.form.setRowWrapPolicy(policy)
+
+    def _form_room(self) -> int:
+        """The width that shows every label beside its field: the widest label, bold and
+        marked "•" as when overridden (so the layout does not flip as marks come and go),
+        a number field and its ↺."""
+        margins = self.layout().contentsMargins()
+        bold = QFont(self.font())
+        bold.setBold(True)
+        metrics = QFontMetrics(bold)
+        widest = max(metrics.horizontalAdvance(f"{LABELS[key]} •") for key in self.labels)
+        field = max(box.sizeHint().width() for box in self.fields.values())
+        reset = max(b.sizeHint().width() for b in self.reset_buttons.values())
+        return (widest + self.form.horizontalSpacing() + field + 2 + reset
+                + margins.left() + margins.right())
 
     def _room_for(self, widgets: tuple[QWidget, ...]) -> int:
         """The width that shows `widgets` side by side, whole."""
