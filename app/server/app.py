@@ -22,7 +22,7 @@ from aiohttp import web
 from . import openapi, responses, schemas, tooling
 from .body import read_json
 from .choices import Choices
-from .connection import Runner
+from .connection import Limits, Runner
 from .errors import ApiError, error_body
 from .metrics import ServerMetrics
 from .responses import Reply, sse
@@ -54,6 +54,12 @@ class ServerConfig:
     # a connection must send a whole request head within this long of connecting, or of the
     # head's first byte; a slower one is closed (a slowloris holds no connection for long)
     head_timeout_s: float = 10.0
+    # and a request's whole body within this long of its head (408, then closed)
+    body_timeout_s: float = 30.0
+    # connections open at once; more are answered 503 and closed (None: half the process's
+    # file-descriptor limit, at most 4096: running out of descriptors stops everything)
+    max_connections: int | None = None
+    log_interval_s: float = 10.0  # each of those conditions logs at most a line this often
 
 
 def is_loopback(host: str) -> bool:
@@ -119,8 +125,11 @@ class ApiServer:
         ])
         # handler_cancellation: a client that disconnects cancels its handler, which
         # cancels its engine request (the engine drops it on its next tick)
-        # Runner: requests aiohttp cannot parse get JSON errors, slow heads time out
-        runner = Runner(app, head_timeout_s=cfg.head_timeout_s, handler_cancellation=True,
+        # Runner: requests aiohttp cannot parse get JSON errors, slow heads and bodies time
+        # out, connections beyond the cap are refused
+        limits = Limits(head_timeout_s=cfg.head_timeout_s, body_timeout_s=cfg.body_timeout_s,
+                        max_connections=cfg.max_connections, log_interval_s=cfg.log_interval_s)
+        runner = Runner(app, limits=limits, handler_cancellation=True,
                         shutdown_timeout=2.0, access_log=log if cfg.access_log else None)
         await runner.setup()
         try:

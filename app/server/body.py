@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .connection import BodyTimeout
 from .errors import ApiError
 
 # Arrays and objects inside each other. A JSON schema in `response_format` or a tool's
@@ -31,6 +32,8 @@ async def read_json(request: web.Request, limit: int) -> Any:
     except web.HTTPRequestEntityTooLarge:
         raise ApiError(413, f"the request body is larger than {limit} bytes",
                        code="request_too_large") from None
+    except BodyTimeout as exc:  # connection.py's clock; the connection closes after this
+        raise ApiError(408, str(exc), code="request_timeout") from None
     try:
         body = json.loads(raw)
     except RecursionError:  # ~1000 levels: the parser's own limit

@@ -9,6 +9,7 @@ from aiohttp import web
 # The `type` OpenAI (and vLLM) send with each status
 _TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
           404: "invalid_request_error", 405: "invalid_request_error",
+          408: "invalid_request_error",
           413: "invalid_request_error", 429: "rate_limit_error", 500: "server_error",
           503: "server_error"}
 

@@ -92,6 +92,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "them up in each request's own prompt and output, draft:PATH asks "
                         f"a smaller model with the same tokenizer (default "
                         f"{speculative.DEFAULT})")
+    p.add_argument("--max-connections", type=_whole(1), default=None,
+                   help="connections open at once; more get 503 (default: half the "
+                        "file-descriptor limit, at most 4096)")
     p.add_argument("--cors-origin", default=None,
                    help='allow browser pages from this origin ("*" for any); default none')
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
@@ -115,7 +118,8 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key or None,
                           max_body_bytes=int(args.max_body_mb * (1 << 20)),
-                          cors_origin=args.cors_origin, access_log=args.access_log)
+                          cors_origin=args.cors_origin, access_log=args.access_log,
+                          max_connections=args.max_connections)
     try:
         code = asyncio.run(serve(args, config))
     except ModelLoadError as exc:  # as `batchchat --cli` says it
