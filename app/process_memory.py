@@ -25,3 +25,15 @@ def resident_bytes(pid: int | None = None) -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+# Beside the budgeted KV: each tick's activations and logits, copies made while a cache
+# grows or a batch is merged (old and new alive at once), glibc's freed memory it keeps for
+# reuse (engine/cpu_memory.py), the tokenizer's and the event loop's. docs/memory.md.
+OVERHEAD_BYTES = 512 << 20
+
+
+def memory_bound(resident_at_start: int, kv_budget_bytes: int) -> int:
+    """What the process may hold under any load: its memory once the model was ready (the
+    weights and the runtime), plus the KV budget, plus OVERHEAD_BYTES."""
+    return resident_at_start + kv_budget_bytes + OVERHEAD_BYTES

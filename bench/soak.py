@@ -27,15 +27,13 @@ from pathlib import Path
 
 import aiohttp
 
-from app.process_memory import resident_bytes
+from app.process_memory import OVERHEAD_BYTES, memory_bound, resident_bytes
 
 from .http_client import HttpResult, Target, chat
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
-# Beyond the KV: each tick's activations and logits, glibc's freed memory it keeps for reuse
-# (engine/cpu_memory.py: up to 256 MiB above live data), the tokenizer's and aiohttp's.
-OVERHEAD = 512 * MIB
+OVERHEAD = OVERHEAD_BYTES  # the app's own bound (app/process_memory.py)
 WORDS = ("river stone lantern orbit maple copper violin harbor glacier pepper tunnel meadow "
          "signal quartz falcon ember canyon velvet compass thunder orchard basalt nebula "
          "saffron anchor prism willow cobalt beacon tundra mosaic cedar walrus fjord amber "
@@ -201,7 +199,7 @@ async def run(args: argparse.Namespace) -> Soak:
 def report(args: argparse.Namespace, soak: Soak, wall_s: float) -> str:
     rss = [r for _, r in soak.samples] or [soak.rss_start]
     peak, end = max(rss), rss[-1]
-    bound = soak.rss_start + soak.budget + OVERHEAD
+    bound = memory_bound(soak.rss_start, soak.budget)
     lines = [
         f"python -m bench.soak --model {args.model} --requests {args.requests} "
         f"--concurrency {args.concurrency} --max-tokens {args.max_tokens} "

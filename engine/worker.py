@@ -16,6 +16,9 @@ log = logging.getLogger(__name__)
 
 # ("add", Sequence) | ("cancel", request_id) | ("save", (token ids, Future of the count))
 Command = tuple[str, Any]
+# How long the engine is idle before it gives memory kept for reuse back (went_idle): long
+# enough that a chat's next turn, or a client's next request, finds it still there.
+IDLE_RELEASE_S = 2.0
 
 
 class Inbox:
@@ -42,11 +45,16 @@ class Inbox:
             self._items.clear()
             return items
 
-    def wait(self, busy: Callable[[], bool]) -> list[Command]:
-        """Block until there is a command, work to do, or a stop; then drain."""
+    def wait(self, busy: Callable[[], bool], timeout: float | None = None) -> list[Command]:
+        """Block until there is a command, work to do, or a stop (or `timeout` seconds have
+        passed); then drain."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self.cv:
             while not self._items and not busy() and not self.stopping:
-                self.cv.wait()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self.cv.wait(left)
             items = list(self._items)
             self._items.clear()
             return items
@@ -70,17 +78,27 @@ class EngineLoop:
     """The engine thread's work, run on a compute thread (engine/compute_thread.py)."""
 
     def __init__(self, core: EngineCore, inbox: Inbox,
-                 deliver: Callable[[list[TokenEvent]], None]) -> None:
+                 deliver: Callable[[list[TokenEvent]], None],
+                 went_idle: Callable[[], None] = lambda: None) -> None:
         self.window_s = core.config.admission_window_s
         self.core = core
         self.inbox = inbox
         self.deliver = deliver
+        self.went_idle = went_idle  # idle IDLE_RELEASE_S after the last request ended
 
     def run(self) -> None:
         core, inbox = self.core, self.inbox
+        release_due = True  # a model switch: what the engine before this one left behind
         while True:
             idle = not core.has_work()
-            commands = inbox.wait(core.has_work)
+            if release_due:  # idle for IDLE_RELEASE_S, not merely between two requests
+                release_due = False
+                commands = inbox.wait(core.has_work, timeout=IDLE_RELEASE_S)
+                if not commands and not core.has_work() and not inbox.stopping:
+                    self.went_idle()
+                    continue
+            else:
+                commands = inbox.wait(core.has_work)
             if idle and commands and self.window_s:
                 # Waking from idle: requests sent together (a burst) start in one tick.
                 time.sleep(self.window_s)
@@ -89,6 +107,7 @@ class EngineLoop:
                 apply(core, commands)  # late arrivals end with "shutdown" too
                 break
             apply(core, commands)
+            worked = core.has_work()
             try:
                 events = core.step(hand_over=self.deliver)
             except Exception as exc:  # noqa: BLE001 - a bug in a tick must not kill serving
@@ -96,4 +115,5 @@ class EngineLoop:
                 events = core.abort_all("error", error=f"{type(exc).__name__}: {exc}")
             if events:
                 self.deliver(events)
+            release_due = release_due or (worked and not core.has_work())
         self.deliver(core.abort_all("shutdown"))

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from engine.public import CpuOptions, Priority, RequestStream, SamplingParams
 
+from ..process_memory import memory_bound, resident_bytes
+
 if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
     from engine import Engine, EngineConfig
     from engine.public import EngineStats, RequestProgress, RequestRow, RequestStats, TickRecord
@@ -32,6 +34,8 @@ class LocalTarget:
         # every request submitted here and not yet ended, with its tag: who a model switch
         # would cut (chat tabs, the simulator and the API server all submit here)
         self._live: dict[str, tuple[str | None, RequestStream]] = {}
+        # the process's memory once this model was ready: the base of its memory bound
+        self.resident_at_start: int | None = None
 
     @property
     def description(self) -> str:
@@ -57,6 +61,14 @@ class LocalTarget:
 
     async def start(self) -> None:
         await self.engine.start()
+        self.resident_at_start = resident_bytes()
+
+    def memory_bound(self) -> int | None:
+        """The most this process should hold with this model (app/process_memory.py)."""
+        budget = self.engine.stats().kv_budget_bytes
+        if self.resident_at_start is None or not budget:
+            return None
+        return memory_bound(self.resident_at_start, budget)
 
     async def shutdown(self, timeout: float = 5.0) -> None:
         """End every request (finish reason "shutdown") and stop the engine thread."""

@@ -30,15 +30,20 @@ class MemoryFigures:
     kv_detail: str  # how the budget was chosen, "default: 16 slots x 512 + ..." (a tooltip)
     kv_used_bytes: int
     kv_fraction: float  # of the budget; 0 when the engine reports no budget
+    # "1.4 GiB of 1.7 GiB": the process's resident memory, of its bound (app/process_memory)
+    process: str = NONE
+    over_bound: bool = False
 
     def texts(self) -> tuple[tuple[str, str], ...]:
         """(panel key, text) for every line, in the panel's order."""
         return (("hit_rate", self.hit_rate), ("hits", self.hits), ("kv", self.kv),
                 ("running", self.running), ("cached", self.cached),
-                ("entries", self.entries), ("disk", self.disk))
+                ("entries", self.entries), ("disk", self.disk), ("process", self.process))
 
 
-def memory_figures(s: EngineStats) -> MemoryFigures:
+def memory_figures(s: EngineStats, resident: int | None = None,
+                   bound: int | None = None) -> MemoryFigures:
+    """`resident`: the process's memory now; `bound`: what it should stay within."""
     used = s.kv_used_bytes
     budget = s.kv_budget_bytes
     # No lookups yet: nothing admitted, or the model runs without prefix reuse.
@@ -57,7 +62,17 @@ def memory_figures(s: EngineStats) -> MemoryFigures:
         else "",
         kv_used_bytes=used,
         kv_fraction=used / budget if budget else 0.0,
+        process=_process(resident, bound),
+        over_bound=resident is not None and bound is not None and resident > bound,
     )
+
+
+def _process(resident: int | None, bound: int | None) -> str:
+    if resident is None:
+        return NONE
+    if bound is None:
+        return format_bytes(resident)
+    return f"{format_bytes(resident)} of {format_bytes(bound)}"
 
 
 def _disk(s: EngineStats) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from app.process_memory import resident_bytes
 from app.simulator.workload import percentile
 
 from .memory import MemoryFigures, memory_figures
@@ -225,7 +226,8 @@ class StatsModel:
         live = engine.request_rows()
         self.ttft = latency([s.ttft_s for s in finished if s.ttft_s is not None])
         self.itl = weighted_latency(itl_gaps(self._ticks))
-        self.memory = memory_figures(self.stats) if self.stats is not None else None
+        self.memory = (memory_figures(self.stats, resident_bytes(), engine.memory_bound())
+                       if self.stats is not None else None)
         rows = [TableRow(r.request_id, source_name(r.tag, titles), r.state, r.prompt_tokens,
                          r.generated_tokens, r.ttft_s, r.tokens_per_s,
                          cached_tokens=r.cached_tokens) for r in live]

@@ -39,7 +39,16 @@ def test_an_idle_or_cacheless_engine_shows_dashes_not_zeros() -> None:
     assert (m.hit_rate, m.hits, m.kv, m.kv_fraction, m.disk) == ("–", "–", "–", 0.0, "none")
     assert (m.running, m.cached, m.entries) == ("0 B", "0 B · 0 tok", "0 (0 evicted)")
     assert [k for k, _ in m.texts()] == ["hit_rate", "hits", "kv", "running", "cached",
-                                         "entries", "disk"]
+                                         "entries", "disk", "process"]
+    assert (m.process, m.over_bound) == ("–", False)
+
+
+def test_the_process_memory_of_its_bound_and_when_it_is_over() -> None:
+    m = memory_figures(stats(), resident=700 * MiB, bound=1500 * MiB)
+    assert (m.process, m.over_bound) == ("700 MiB of 1.5 GiB", False)
+    m = memory_figures(stats(), resident=1600 * MiB, bound=1500 * MiB)
+    assert (m.process, m.over_bound) == ("1.6 GiB of 1.5 GiB", True)
+    assert memory_figures(stats(), resident=700 * MiB).process == "700 MiB"  # no bound yet
 
 
 def test_disk_store_files_and_size_with_saves_and_loads_as_detail() -> None:

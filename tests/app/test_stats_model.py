@@ -54,6 +54,9 @@ class FakeEngine:
     def request_rows(self) -> list[RequestRow]:
         return list(self.live)
 
+    def memory_bound(self) -> int | None:
+        return None
+
 
 class Clock:
     def __init__(self) -> None:

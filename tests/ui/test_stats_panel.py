@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from PySide6.QtGui import QKeySequence
 
+from app.process_memory import OVERHEAD_BYTES
 from app.stats.memory import memory_figures
+from engine.public import format_bytes
 from tests.ui.chart_reading import point_counts
 from tests.ui.conftest import run_until, spin
 from tests.ui.lag_run import stream_tabs
@@ -86,6 +88,7 @@ def test_panel_shows_conversation_memory_as_the_engine_counts_it(window, loop):
     s = window.ctx.bridge.local.engine.stats()
     values = {k: label.text() for k, label in dock.panel.values.items()}
     expected = dict(memory_figures(s).texts())
+    del expected["process"]  # the process's memory now: test_panel_shows_the_process_memory
     assert {k: values[k] for k in expected} == expected
     # Later turns reuse the earlier ones' KV, and the panel says so.
     assert s.prefix_hits == 2 and s.prefix_lookups == 3
@@ -149,3 +152,25 @@ def test_panel_keeps_up_with_sixteen_streams(window, loop, capsys):
     assert result.p99_ms < 250  # generous: a frozen loop shows up as seconds
     dock.refresh(poll=True)
     assert dock.panel.values["completed"].text() == str(window.ctx.bridge.stats().completed)
+
+
+def test_panel_shows_the_process_memory_against_its_bound(window, loop):
+    """Issue #46 item 14: resident memory, of start + KV budget + 512 MiB; red above it."""
+    dock = window.stats_dock
+    dock.show()
+    local = window.ctx.bridge.local
+    tab = window.current_tab()
+    assert tab.conversation.send("a turn")
+    run_until(loop, lambda: not tab.conversation.is_busy)
+    dock.refresh(poll=True)
+    label = dock.panel.values["process"]
+    start, budget = local.resident_at_start, local.engine.stats().kv_budget_bytes
+    assert start is not None and budget > 0
+    assert local.memory_bound() == start + budget + OVERHEAD_BYTES
+    shown, _of, bound = label.text().partition(" of ")
+    assert bound == format_bytes(local.memory_bound()) and shown.endswith(("MiB", "GiB"))
+    assert "color" not in label.styleSheet()
+
+    local.resident_at_start = (1 << 20) - budget - OVERHEAD_BYTES  # a bound of 1 MiB: over it
+    dock.refresh(poll=True)
+    assert label.text().endswith(" of 1.0 MiB") and "color" in label.styleSheet()

@@ -38,6 +38,9 @@ ITL_TIP = ("Inter-token latency: every sequence in a decode tick gets one token 
            "ended, once per sequence it decoded.")
 HIT_TIP = "Share of admitted prompt tokens that came from the prefix cache (not computed)."
 DISK_TIP = "Conversations' KV saved across restarts: files and their size."
+PROCESS_TIP = ("This process's resident memory (RSS), of its bound: its memory once the model "
+               "was ready, plus the KV budget, plus 512 MiB for activations, copies and the "
+               "allocator's spare (docs/memory.md). Shown in red above the bound.")
 KV_TIP = ("KV memory set aside by running requests plus held by cached prefixes, of the "
           "engine's KV budget (cached prefixes are evicted when running requests need room).")
 
@@ -102,6 +105,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ("entries", "entries", "cached prefixes, and how many were evicted (least recently "
                                "used) to make room for running requests"),
         ("disk", "on disk", DISK_TIP),
+        ("process", "process", PROCESS_TIP),
     )),
 )
 DOCK_MIN_WIDTH = 200  # narrow enough for chat (480) + settings panel + dock in 900 px
@@ -206,6 +210,9 @@ class StatsPanel(QWidget):
             ):
                 _set(self.values[key], text)
             if model.memory is not None:
+                over = "color: #c62828;" if model.memory.over_bound else ""
+                if self.values["process"].styleSheet() != over:
+                    self.values["process"].setStyleSheet(over)
                 for key, tip in (("disk", f"{DISK_TIP} {model.memory.disk_detail}."),
                                  ("kv", f"{KV_TIP} {model.memory.kv_detail}".strip())):
                     if self.values[key].toolTip() != tip:
