@@ -149,6 +149,15 @@ class LocalTarget:
     def decode(self, tokens: Sequence[int]) -> str:
         return self.engine.tokenizer.decode(list(tokens))
 
+    def start_tokens(self) -> list[int]:
+        """What an empty completion prompt starts from (OpenAI and llama-server take one):
+        the beginning-of-text token, else the end-of-text one (a text starts after it)."""
+        tok = self.engine.tokenizer
+        for token in (tok.bos_token_id, tok.eos_token_id):
+            if token is not None:
+                return [int(token)]
+        return []
+
     async def save_prefix(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Save the KV held for this conversation to disk; how many tokens it holds."""
         return await self.engine.save_prefix(list(messages))

@@ -13,13 +13,13 @@ import ipaddress
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import openapi, responses, schemas, tooling
+from . import model_names, openapi, responses, schemas, tooling
 from .body import read_json
 from .choices import Choices
 from .connection import Limits, Runner
@@ -60,6 +60,9 @@ class ServerConfig:
     # file-descriptor limit, at most 4096: running out of descriptors stops everything)
     max_connections: int | None = None
     log_interval_s: float = 10.0  # each of those conditions logs at most a line this often
+    # `model`: any name while one model is served (llama-server's way; the reply names the
+    # served id); strict: only the id and its aliases, else 404 listing them (model_names.py)
+    strict_model_name: bool = False
 
 
 def is_loopback(host: str) -> bool:
@@ -82,13 +85,16 @@ class ApiServer:
     def __init__(self, target: Callable[[], LocalTarget | None],
                  model_id: Callable[[], str | None],
                  config: ServerConfig | None = None,
-                 on_finished: Callable[[RequestStats], None] | None = None) -> None:
+                 on_finished: Callable[[RequestStats], None] | None = None,
+                 model_aliases: Callable[[], Sequence[str]] | None = None) -> None:
         """`on_finished` gets each API request's engine stats when it ends (the app saves
-        them to the history)."""
+        them to the history). `model_aliases()`: other names of the served model (its file
+        name, its repo id: model_names.aliases_of)."""
         self.config = config or ServerConfig()
         self._on_finished = on_finished
         self._target = target
         self._model_id = model_id
+        self._model_aliases = model_aliases or (lambda: ())
         self.metrics = ServerMetrics()
         self.closing = False
         self._runner: web.AppRunner | None = None
@@ -121,7 +127,7 @@ class ApiServer:
             web.get("/v1/models", self._models),
             web.post("/v1/chat/completions", self._chat),
             web.post("/v1/completions", self._completions),
-            web.get("/openapi.json", openapi.handler),
+            web.get("/openapi.json", self._openapi),
         ])
         # handler_cancellation: a client that disconnects cancels its handler, which
         # cancels its engine request (the engine drops it on its next tick)
@@ -236,6 +242,13 @@ class ApiServer:
                             content_type="text/plain", charset="utf-8",
                             headers={"X-Content-Type-Version": "0.0.4"})
 
+    async def _openapi(self, request: web.Request) -> web.Response:
+        """The description of this server as it validates now: the served model's names."""
+        served = self._model_id()
+        names = [] if served is None else model_names.names(served, self._model_aliases())
+        return web.json_response(openapi.document(names, any_name=not
+                                                  self.config.strict_model_name))
+
     async def _models(self, request: web.Request) -> web.Response:
         model = self._model_id()
         data = [] if model is None else [
@@ -291,10 +304,13 @@ class ApiServer:
             raise ApiError(503, "no model is ready to serve yet (one is loading, or the app "
                                 "is switching models); try again shortly",
                            code="model_not_ready", headers=self._retry_after())
-        if model != served:
-            raise ApiError(404, f"the model '{model}' does not exist; this server serves "
-                                f"'{served}'", param="model", code="model_not_found")
-        return target, served
+        if self.config.strict_model_name:
+            aliases = self._model_aliases()
+            if not model_names.known(model, served, aliases):
+                listed = ", ".join(f"'{n}'" for n in model_names.names(served, aliases))
+                raise ApiError(404, f"the model '{model}' is not served here; the names that "
+                                    f"work: {listed}", param="model", code="model_not_found")
+        return target, served  # any name: the reply names the served id
 
     def _submit(self, target: LocalTarget, parsed: schemas.ParsedRequest
                 ) -> tuple[Choices, CallFormat | None]:
@@ -311,8 +327,8 @@ class ApiServer:
         try:
             if parsed.messages is not None:
                 what, fmt = tooling.prompt(parsed, target)
-            elif isinstance(parsed.prompt, str):
-                what = {"prompt_tokens": target.encode(parsed.prompt)}
+            elif isinstance(parsed.prompt, str):  # "" starts from the start-of-text token
+                what = {"prompt_tokens": target.encode(parsed.prompt) or target.start_tokens()}
             else:
                 what = {"prompt_tokens": parsed.prompt}
             for i, params in enumerate(parsed.choice_params()):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..events import Event
 from .app import ApiServer, ServerConfig
+from .model_names import aliases_of
 from .serve import model_id
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ class AppServer:
         server = ApiServer(self._serving, self.model_id,
                            ServerConfig(host="127.0.0.1", port=s.server_port,
                                         api_key=s.server_api_key or None),
-                           on_finished=self._record)
+                           on_finished=self._record,
+                           model_aliases=lambda: aliases_of(self.ctx.bridge.source))
         try:
             await server.start()
         except (OSError, ValueError) as exc:  # most likely: the port is taken

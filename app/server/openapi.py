@@ -10,9 +10,8 @@ forbids) to a real server with schemathesis.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
-
-from aiohttp import web
 
 from . import schemas
 from .responses import LOGPROB_FLOOR
@@ -23,9 +22,11 @@ MAX_STOP_LENGTH = 256  # = engine.sampling_params.MAX_STOP_LENGTH (refused by Sa
 FINISH_REASONS = ["stop", "length", "tool_calls", "cancelled", "shutdown"]
 ERROR_STATUSES = {
     400: "a bad field or body (`param` names the field), or a prompt the model cannot take",
-    401: "a missing or wrong API key", 404: "an unknown model",
+    401: "a missing or wrong API key", 404: "an unknown model (with --strict-model-name)",
+    408: "the request body did not arrive in time",
     413: "a body over the size limit", 429: "the engine's queue is full (with Retry-After)",
-    500: "the engine failed on this request", 503: "shutting down, or no model loaded yet",
+    500: "the engine failed on this request",
+    503: "shutting down, no model loaded yet, or too many connections open",
 }
 
 
@@ -88,7 +89,8 @@ TEXT_PART = {"type": "object", "required": ["type", "text"],
              "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}
 CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": TEXT_PART}]}
 JSON_OBJECT_TEXT = {"type": "string", "contentMediaType": "application/json",
-                    "contentSchema": {"type": "object"}}
+                    "contentSchema": {"type": "object"},
+                    "description": "a JSON object as text; \"\" is taken as {}"}
 CALL_IN = {"type": "object", "required": ["function"], "properties": {
     "id": {"type": "string"}, "type": {"const": "function"},
     "function": {"type": "object", "required": ["name"], "properties": {
@@ -153,7 +155,8 @@ COMPLETION_REQUEST = {
     "description": "Unknown fields are ignored.",
     "properties": SHARED | {
         "prompt": {"anyOf": [
-            {"type": "string"}, TOKEN_IDS,
+            {"type": "string", "description": "\"\" starts from the start-of-text token"},
+            TOKEN_IDS,
             {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 1},
             {"type": "array", "items": TOKEN_IDS, "minItems": 1, "maxItems": 1}]},
         "logprobs": _integer(minimum=0, maximum=schemas.MAX_TOP_LOGPROBS),
@@ -257,7 +260,7 @@ def _completion_op(summary: str, request: dict[str, Any], reply: dict[str, Any],
         "summary": summary, "requestBody": {"required": True, "content": _json(request)},
         "responses": {"200": {"description": "the reply; with `stream: true`, SSE chunks",
                               "content": _json(reply) | _sse(chunk)},
-                      **_errors(400, 401, 404, 413, 429, 500, 503)}}}
+                      **_errors(400, 401, 404, 408, 413, 429, 500, 503)}}}
 
 
 def _get(summary: str, content: dict[str, Any], *errors: int,
@@ -270,8 +273,25 @@ def _get(summary: str, content: dict[str, Any], *errors: int,
     return {"get": op}
 
 
-def document() -> dict[str, Any]:
-    """The OpenAPI description of this server (the same for every model)."""
+def model_field(names: Sequence[str], any_name: bool) -> dict[str, Any]:
+    """`model`: the served model's names as an enum (so a client, or a fuzzer, can pick one
+    that works); while any name is taken, any other string too (OpenAI's own document
+    describes `model` in the same shape)."""
+    if not names:
+        return SHARED["model"]
+    if not any_name:
+        return {"enum": list(names), "description": "the served model: its id or an alias"}
+    return {"anyOf": [{"enum": list(names)}, {"type": "string", "minLength": 1}],
+            "description": "the served model: its id or an alias, or any other name (one "
+                           "model is served; the reply names its id)"}
+
+
+def document(names: Sequence[str] = (), any_name: bool = True) -> dict[str, Any]:
+    """The OpenAPI description of this server; `names`: the served model's (empty: any
+    string, as before a model is loaded)."""
+    model = {"model": model_field(names, any_name)}
+    chat = CHAT_REQUEST | {"properties": CHAT_REQUEST["properties"] | model}
+    completion = COMPLETION_REQUEST | {"properties": COMPLETION_REQUEST["properties"] | model}
     return {
         "openapi": OPENAPI_VERSION,
         "info": {"title": "BatchChat OpenAI-compatible API", "version": "1",
@@ -281,10 +301,9 @@ def document() -> dict[str, Any]:
         "security": [{"bearer": []}, {}],  # a key only when the server was given one
         "paths": {
             "/v1/chat/completions": _completion_op("chat, streamed (SSE) or not",
-                                                   CHAT_REQUEST, CHAT_COMPLETION, CHAT_CHUNK),
+                                                   chat, CHAT_COMPLETION, CHAT_CHUNK),
             "/v1/completions": _completion_op("text completion of one prompt",
-                                              COMPLETION_REQUEST, COMPLETION,
-                                              COMPLETION_CHUNK),
+                                              completion, COMPLETION, COMPLETION_CHUNK),
             "/v1/models": _get("the served model", _json(MODELS), 401, 503),
             "/health": _get("200 while a model is loaded", _json(
                 _obj({"status": {"const": "ok"}})), 503, open_=True),
@@ -294,5 +313,3 @@ def document() -> dict[str, Any]:
     }
 
 
-async def handler(request: web.Request) -> web.Response:
-    return web.json_response(document())

@@ -197,6 +197,8 @@ def _calls(value: Any, where: str) -> list[dict[str, Any]]:
             raise invalid(at, f"'{at}' must be {{\"id\", \"type\": \"function\", "
                               "\"function\": {\"name\", \"arguments\"}}")
         args = fn.get("arguments", "{}")
+        if args == "":  # a call without arguments, as some clients write it
+            args = "{}"
         try:
             parsed = json.loads(args) if isinstance(args, str) else None
         except ValueError:

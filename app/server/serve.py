@@ -18,6 +18,7 @@ from engine.public import ModelLoadError
 from .. import speculative
 from .app import ApiServer, ServerConfig, check_address
 from .bind_check import check_bindable
+from .model_names import aliases_of
 
 if TYPE_CHECKING:
     from ..bridge import LocalTarget
@@ -75,6 +76,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "(default: the app's last model, else bundled)")
     p.add_argument("--served-model-name", default=None,
                    help="the model id clients send (default: the model's name)")
+    p.add_argument("--strict-model-name", action="store_true",
+                   help="take only the served id, the model's file name or repo id as "
+                        "`model` (default: any name, as one model is served)")
     p.add_argument("--api-key", default=os.environ.get(KEY_ENV),
                    help=f"require 'Authorization: Bearer KEY' (default: ${KEY_ENV})")
     p.add_argument("--max-concurrent", type=_whole(1), default=16,
@@ -119,7 +123,8 @@ def main(argv: list[str]) -> int:
     config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key or None,
                           max_body_bytes=int(args.max_body_mb * (1 << 20)),
                           cors_origin=args.cors_origin, access_log=args.access_log,
-                          max_connections=args.max_connections)
+                          max_connections=args.max_connections,
+                          strict_model_name=args.strict_model_name)
     try:
         code = asyncio.run(serve(args, config))
     except ModelLoadError as exc:  # as `batchchat --cli` says it
@@ -151,8 +156,10 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
         settings["kv_budget_bytes"] = max(1, int(args.kv_budget_mb * (1 << 20)))
     target = await asyncio.to_thread(load_target, source, **settings)
     await target.start()
-    name = args.served_model_name or model_id(target, source)
-    server = ApiServer(lambda: target, lambda: name, config)
+    own = model_id(target, source)
+    name = args.served_model_name or own
+    aliases = (own, *aliases_of(source))  # the file name, the repo id
+    server = ApiServer(lambda: target, lambda: name, config, model_aliases=lambda: aliases)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

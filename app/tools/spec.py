@@ -56,7 +56,8 @@ def parse_tools(value: Any, where: str = "tools") -> list[Tool]:
                                                        "letters, digits, '_', '.' or '-'")
         if any(t.name == name for t in tools):
             raise ToolSpecError(f"{at}.function.name", f"two tools are named '{name}'")
-        description = fn.get("description") or ""
+        description = fn.get("description")
+        description = "" if description is None else description  # {} is no description
         if not isinstance(description, str):
             raise ToolSpecError(f"{at}.function.description",
                                 f"'{at}.function.description' must be a string")

@@ -87,7 +87,7 @@ async def test_401_without_the_right_key(serve):
 
 
 async def test_404_for_an_unknown_model_and_route(serve):
-    s = await serve()
+    s = await serve(strict_model_name=True)  # by default any name is taken (model_names.py)
     with pytest.raises(openai.NotFoundError) as caught:
         await s.client.chat.completions.create(**(CHAT | {"model": "gpt-4o"}))
     assert caught.value.body["param"] == "model"
