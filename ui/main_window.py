@@ -37,6 +37,7 @@ from .chat.chat_tab import ChatTab
 from .chat_tabs import BUSY_MARK, ChatTabs
 from .compare import open_compare
 from .connections_dialog import open_connections
+from .dock_room import DockRoom
 from .dock_toggle import front_toggle
 from .drafts import DraftSaver
 from .engine_status import EngineStatus
@@ -119,6 +120,13 @@ class MainWindow(QMainWindow):
         self.reopen_action = self.actions_by_name["reopen_tab"]
         self.reopen_action.setEnabled(False)
         self.workspace.reopenable_changed.connect(self.reopen_action.setEnabled)
+        # a dock in a narrow window: the sidebar, then the settings panels give way, said so
+        self.dock_room = DockRoom(self, (self.stats_dock, self.sim_dock), ctx.settings,
+                                  self.chat_tabs, self.sidebar, self.sidebar_action)
+        self.workspace.opened.connect(
+            lambda conv, _i: self.dock_room.follow(self.tabs.tab_for(conv)))
+        for tab in self.chat_tabs():
+            self.dock_room.follow(tab)
 
         if not self.workspace.restore():
             self.workspace.open()

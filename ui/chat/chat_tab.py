@@ -71,6 +71,10 @@ class ChatTab(QWidget):
         self.editing_index: int | None = None
         self.answers = conv.answers  # replies per Send / Regenerate (the ×N button)
         self._switching = False  # a version switch is being shown
+        # False while an open dock needs the room in a narrow window (ui/dock_room.py): the
+        # panel is hidden, its button unticked; `room_wanted()` when the user asks for it
+        self.panel_room = True
+        self.room_wanted: Callable[[], object] = lambda: None
         self.title_listener: Callable[[], object] | None = None  # the window detaches it
         self._build()
         if conversation is None:
@@ -184,7 +188,7 @@ class ChatTab(QWidget):
         self.settings_button.setChecked(shown)
         self.panel_area.setVisible(shown)
         self.settings_button.setToolTip("Show or hide the sampling settings (all tabs)")
-        self.settings_button.toggled.connect(self.ctx.settings.set_settings_panel)
+        self.settings_button.toggled.connect(self._settings_toggled)
         self.ctx.settings.settings_panel_changed.connect(self._show_panel)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -447,9 +451,24 @@ class ChatTab(QWidget):
         self.undo_timer.start(UNDO_MS)
 
     def _show_panel(self, shown: bool) -> None:
-        self.panel_area.setVisible(shown)
-        if self.settings_button.isChecked() != shown:
-            self.settings_button.setChecked(shown)  # re-emits; set_settings_panel ignores it
+        visible = shown and self.panel_room
+        self.panel_area.setVisible(visible)
+        if self.settings_button.isChecked() != visible:
+            self.settings_button.blockSignals(True)  # what is shown, not a choice to save
+            self.settings_button.setChecked(visible)
+            self.settings_button.blockSignals(False)
+
+    def give_panel_room(self, room: bool) -> None:
+        """Show the settings panel (as the settings say) or keep it hidden for a dock."""
+        self.panel_room = room
+        self._show_panel(self.ctx.settings.show_settings_panel)
+
+    def _settings_toggled(self, checked: bool) -> None:
+        if checked and not self.panel_room:
+            self.room_wanted()  # the user wants it now: the dock gives the room back
+        if checked and self.ctx.settings.show_settings_panel:
+            self._show_panel(True)  # already the saved choice: no change event comes
+        self.ctx.settings.set_settings_panel(checked)
 
     def _send_or_stop(self) -> None:
         if self.conversation.is_busy:
