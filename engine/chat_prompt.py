@@ -59,7 +59,7 @@ def chat_tokens(tokenizer: Any, messages: Seq[Mapping[str, Any]], vocab_size: in
             raise RequestRejected(
                 f"messages[{i}].token_ids must be a list of token ids of an assistant reply")
         ids = _strip_end(list(ids), end_ids)
-        if m["content"] and _detokenize(tokenizer, ids) == m["content"]:
+        if m["content"] and m["content"] in _reply_texts(tokenizer, ids):
             spliced[i] = ids
     # a system message alone is a prompt (the template renders it, then the assistant's
     # turn); only a chat with no text in any message is empty
@@ -158,13 +158,21 @@ def _splice(tokenizer: Any, messages: list[dict[str, str]],
     return tokens
 
 
-def _detokenize(tokenizer: Any, ids: list[int]) -> str:
-    """The text the engine streamed for these ids (the same detokenizer, so the same text)."""
-    detok = tokenizer.detokenizer  # a fresh one each time
-    for t in ids:
-        detok.add_token(t)
-    detok.finalize()
-    return detok.text
+def _reply_texts(tokenizer: Any, ids: list[int]) -> tuple[str, str]:
+    """The text the engine streamed for these ids (the same detokenizers, so the same
+    text): read after a prompt (detokenize.after; a newline stands for the prompt's end,
+    which only decides that the reply's first space is kept), and read alone, as replies
+    were before issue #46 (their first space dropped), so that saved chats still splice."""
+    from .detokenize import after
+
+    texts = []
+    for context in (tokenizer.encode("\n", add_special_tokens=False), []):
+        detok, skip = after(tokenizer, context)
+        for t in ids:
+            detok.add_token(t)
+        detok.finalize()
+        texts.append(detok.text[skip:])
+    return texts[0], texts[1]
 
 
 def _strip_end(ids: list[int], end_ids: Collection[int]) -> list[int]:

@@ -1,8 +1,36 @@
-"""Incremental text for one sequence: token deltas, with stop strings that never leak."""
+"""Incremental text for one sequence: token deltas, with stop strings that never leak.
+
+A reply is decoded after its prompt's last tokens (`after`), as vLLM's detokenizer reads a
+prefix: SentencePiece and byte-level detokenizers drop the leading space of the first token
+they see (the start of a text has none), so a reply decoded alone lost its first space ("The
+capital of France is" + "Paris." where the model wrote " Paris."). After the prompt the
+text is what the model produced: prompt + reply gives back the whole text, as code-completion
+and fill-in-the-middle clients need, in completions and chat alike (docs/server.md).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+CONTEXT_TOKENS = 4  # the prompt's last tokens a reply is decoded after (vLLM reads 5)
+
+
+def after(tokenizer: Any, context: Sequence[int]) -> tuple[Any, int]:
+    """A fresh streaming detokenizer (mlx-lm's, from `tokenizer`) that has read the last
+    CONTEXT_TOKENS of `context`, and how many characters of its text are theirs. That count
+    comes from a second one that reads them and is flushed: a context that ends inside a
+    character, or on a lone space (both held back until the next token), is not the reply's."""
+    detok = tokenizer.detokenizer
+    context = list(context)[-CONTEXT_TOKENS:]
+    if not context:
+        return detok, 0
+    probe = tokenizer.detokenizer
+    for token in context:
+        detok.add_token(token)
+        probe.add_token(token)
+    probe.finalize()
+    return detok, len(probe.text)
 
 
 class TextStream:
@@ -12,11 +40,14 @@ class TextStream:
     caller never sees any part of a stop string, even across token boundaries.
     """
 
-    __slots__ = ("_detok", "_stops", "_pending", "_emitted", "stopped")
+    __slots__ = ("_detok", "_stops", "_read", "_pending", "_emitted", "stopped")
 
-    def __init__(self, detokenizer: Any, stop: tuple[str, ...] = ()) -> None:
+    def __init__(self, detokenizer: Any, stop: tuple[str, ...] = (), skip: int = 0) -> None:
+        """`skip`: characters of the detokenizer's text that are not the reply's (the
+        context `after` gave it)."""
         self._detok = detokenizer  # mlx-lm StreamingDetokenizer, a fresh copy per sequence
         self._stops = stop
+        self._read = skip  # the detokenizer's text taken so far
         self._pending = ""  # decoded, not yet emitted
         self._emitted: list[str] = []
         self.stopped = False  # a stop string was found; later tokens are ignored
@@ -30,15 +61,24 @@ class TextStream:
         if self.stopped:
             return ""
         self._detok.add_token(token)
-        self._pending += self._detok.last_segment
+        self._pending += self._fresh()
         return self._release(final=False)
 
     def finish(self) -> str:
         """The sequence ended: flush what the detokenizer and the stop check held back."""
         if not self.stopped:
             self._detok.finalize()
-            self._pending += self._detok.last_segment
+            self._pending += self._fresh()
         return self._release(final=True)
+
+    def _fresh(self) -> str:
+        """The detokenizer's text past what was taken (its text may show less for a moment:
+        mlx-lm's naive one holds back a trailing space, which the context's count holds)."""
+        text = self._detok.text
+        if len(text) <= self._read:
+            return ""
+        fresh, self._read = text[self._read:], len(text)
+        return fresh
 
     def _release(self, final: bool) -> str:
         pending = self._pending

@@ -18,7 +18,7 @@ import mlx.nn as nn
 from . import chat_prompt, compute_thread, cpu_memory, readouts
 from .config import EngineConfig
 from .constraint import GrammarTokenizer
-from .detokenize import TextStream
+from .detokenize import TextStream, after
 from .engine_core import EngineCore
 from .errors import EngineStopped, QueueFullError, RequestRejected
 from .sampling import RowSampler, batched_draw
@@ -182,9 +182,10 @@ class Engine:
                 message = str(exc)
                 raise RequestRejected(message if message.startswith("grammar")
                                       else f"grammar: {message}") from None
+        detok, skip = after(self.tokenizer, tokens)  # the reply decoded after its prompt
         seq = Sequence(
             request_id=request_id, prompt_tokens=tokens, params=params, priority=priority,
-            text=TextStream(self.tokenizer.detokenizer, params.stop), seed=seed,
+            text=TextStream(detok, params.stop, skip=skip), seed=seed,
             sampler=RowSampler(params, seed, batched_draw(self.config.cpu)), matcher=matcher,
             tag=tag, share_prompt_with=share_prompt_with,
         )
