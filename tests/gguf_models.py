@@ -101,6 +101,28 @@ def _gemma3_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
         w.add_rope_scaling_factor(scaling["factor"])
 
 
+def _gemma4_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    """As conversion/gemma.py Gemma4Model writes it (per-layer arrays, two head sizes)."""
+    swa = [t == "sliding_attention" for t in c["layer_types"]]
+    first_shared = c["num_hidden_layers"] - c["num_kv_shared_layers"]
+    full, local = c["rope_parameters"]["full_attention"], c["rope_parameters"]["sliding_attention"]
+    w.add_final_logit_softcapping(c["final_logit_softcapping"])
+    w.add_sliding_window(c["sliding_window"])
+    w.add_shared_kv_layers(c["num_kv_shared_layers"])
+    w.add_embedding_length_per_layer_input(c["hidden_size_per_layer_input"])
+    w.add_sliding_window_pattern(swa)
+    w.add_key_length(c["global_head_dim"])
+    w.add_value_length(c["global_head_dim"])
+    w.add_key_length_swa(c["head_dim"])
+    w.add_value_length_swa(c["head_dim"])
+    w.add_feed_forward_length([c["intermediate_size"] * (1 if i < first_shared else 2)
+                               for i in range(c["num_hidden_layers"])])
+    w.add_rope_freq_base_swa(local["rope_theta"])
+    w.add_rope_dimension_count(c["global_head_dim"])
+    w.add_rope_dimension_count_swa(int(c["head_dim"] * local["partial_rotary_factor"]))
+    w.add_rope_freq_base(full["rope_theta"])  # the full layers' (the writer's was rope_theta)
+
+
 def _granite_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     _llama_meta(w, c)
     w.add_attention_scale(c["attention_multiplier"])
@@ -150,6 +172,23 @@ CASES: dict[str, ArchCase] = {
         sliding_window=8, sliding_window_pattern=6, rope_theta=1e6,
         rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0}),
         norm_shift=1.0, metadata=_gemma3_meta),
+    # Gemma 4 (E2B-like): per-layer inputs, KV shared by the last three layers (the last
+    # layer keeping its own is a full one, as llama.cpp's reuse rule expects), a full layer's
+    # heads twice as wide with "proportional" RoPE on a quarter of them (rope_freqs marks
+    # the rest 1e30, as conversion/gemma.py does)
+    "gemma4": ArchCase("gemma4", _cfg(
+        "gemma4_text", num_hidden_layers=6, head_dim=16, global_head_dim=32,
+        num_key_value_heads=1, num_global_key_value_heads=1, num_kv_shared_layers=3,
+        hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB, sliding_window=8,
+        final_logit_softcapping=30.0, use_double_wide_mlp=True, tie_word_embeddings=True,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
+        rope_parameters={
+            "full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
+                               "partial_rotary_factor": 0.25},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+                                  "partial_rotary_factor": 1.0}}),
+        metadata=_gemma4_meta,
+        extra={"rope_freqs.weight": np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32)}),
     "phi3": ArchCase("phi3", _cfg("phi3")),
     # Phi-3.5's LongRoPE: the factors are tensors, the original context a key
     "phi3-longrope": ArchCase("phi3", _cfg(
@@ -196,7 +235,10 @@ def build_model(case: ArchCase, seed: int = 0) -> nn.Module:
     mx.random.seed(seed)
     params = []
     for name, value in tree_flatten(model.parameters()):
-        if value.ndim == 1 and "norm" in name:
+        # norms, and Gemma 4's per-layer output scale, positive near one as trained ones
+        # are (a random sign or a near-zero scale makes a tiny model chaotic, and two
+        # implementations' rounding then differs by more than the test can tell from a bug)
+        if value.ndim == 1 and ("norm" in name or name.endswith("layer_scalar")):
             v = 0.5 + mx.random.uniform(shape=value.shape)
         else:
             v = 0.3 * mx.random.normal(value.shape)
@@ -225,6 +267,8 @@ def gguf_tensors(case: ArchCase, model: nn.Module) -> dict[str, np.ndarray]:
         new = name_map.get_name(base)
         new = f"{new}.{suffix}" if new is not None else name_map.get_name(hf)
         assert new is not None, f"gguf-py has no name for {name}"
+        if name.endswith(".layer_scalar"):  # conversion/gemma.py: filter_tensors adds .weight
+            new += ".weight"
         w = np.array(value)
         if case.permute_qk and new.split(".")[-2] in ("attn_q", "attn_k"):
             w = _permute(w, w.shape[0] // head_dim)

@@ -28,6 +28,7 @@ _TYPE_SIZES = {0: (4, 1), 1: (2, 1), 30: (2, 1), 2: (18, 32), 3: (20, 32), 6: (2
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
             10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
+SMALL_ARRAY = 4096  # numbers a layer: read; a vocabulary's scores and types: skipped
 
 
 class GgufError(ValueError):
@@ -37,7 +38,8 @@ class GgufError(ValueError):
 @dataclass
 class GgufHeader:
     version: int
-    metadata: dict[str, Any]  # arrays are kept as their length only
+    # arrays of text, and of numbers longer than SMALL_ARRAY, are kept as their length only
+    metadata: dict[str, Any]
     tensor_types: Counter[int] = field(default_factory=Counter)  # type -> weights
     tensor_names: set[str] = field(default_factory=set)
     parameters: int = 0
@@ -94,6 +96,8 @@ class _Reader:
             return self.string()
         if kind == _ARRAY:
             item, n = self.unpack("<I"), self.count()
+            if item in _SCALARS and n <= SMALL_ARRAY:  # per-layer values (Gemma 4's KV heads)
+                return [self.unpack(_SCALARS[item]) for _ in range(n)]
             if item in _SCALARS:  # skipped, not read: a vocabulary's scores are large
                 self.f.seek(n * struct.calcsize(_SCALARS[item]), 1)
             elif item == _STRING:  # a vocabulary's tokens: each skipped by its length

@@ -62,19 +62,35 @@ def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
 
 def _memory(header: Any, context: int | None) -> str:
     """What the model will take once loaded ("" when the header cannot say)."""
+    width = kv_width(header)
+    if not width:
+        return ""
+    need = gguf_memory(header.tensor_types, layers=1, kv_heads=width, head_dim=1,
+                       context=min(context or 4096, 1 << 20))
+    return need.describe()
+
+
+def kv_width(header: Any) -> int:
+    """Keys (= values) a token adds to the KV over all layers, from the header (0: unknown).
+    Per layer, for Gemma 4: KV heads and head sizes differ between sliding and full layers,
+    and the last `shared_kv_layers` read an earlier layer's KV instead of keeping their own."""
     def number(key: str) -> int | None:
         value = header.arch_value(key)
         return value if isinstance(value, int) and value > 0 else None
 
     layers, heads = number("block_count"), number("attention.head_count")
     hidden = number("embedding_length")
-    kv_heads = number("attention.head_count_kv") or heads
     head_dim = number("attention.key_length") or (hidden // heads if hidden and heads else None)
-    if not (layers and kv_heads and head_dim):
-        return ""
-    need = gguf_memory(header.tensor_types, layers=layers, kv_heads=kv_heads,
-                       head_dim=head_dim, context=min(context or 4096, 1 << 20))
-    return need.describe()
+    if not (layers and heads and head_dim):
+        return 0
+    kv = header.arch_value("attention.head_count_kv")
+    kv_heads = kv if isinstance(kv, list) else [number("attention.head_count_kv") or heads] * layers
+    sliding = header.arch_value("attention.sliding_window_pattern")
+    swa_dim = number("attention.key_length_swa") or head_dim
+    dims = ([swa_dim if s else head_dim for s in sliding] if isinstance(sliding, list)
+            else [head_dim] * layers)
+    own = layers - (number("attention.shared_kv_layers") or 0)
+    return sum(h * d for h, d in zip(kv_heads[:own], dims[:own], strict=False))
 
 
 def _describe_dir(path: Path, base: dict[str, Any]) -> ModelEntry:

@@ -163,7 +163,8 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
         msg = "\n".join(lines[:6]) + (f"\n... ({len(lines) - 6} more)" if len(lines) > 6 else "")
         raise ModelLoadError(f"{source}: GGUF tensors do not fit mlx-lm's "
                              f"{config['model_type']} model: {msg}") from e
-    if "rope_freqs.weight" in f.tensors:
+    if "rope_freqs.weight" in f.tensors and (config.get("rope_scaling") or {}).get(
+            "rope_type") == "llama3":  # Gemma 4's is read into its config (gguf_arch.py)
         _apply_rope_freqs(model, np.asarray(f.tensors["rope_freqs.weight"].data), config)
     _materialize(model, report)
     for note in converted.notes:

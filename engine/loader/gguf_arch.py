@@ -27,6 +27,7 @@ import numpy as np
 
 from .errors import ModelLoadError
 from .gguf_file import GgufFile
+from .support import GEMMA4_MOE_REFUSAL
 
 ConfigHook = Callable[[GgufFile, dict[str, Any]], None]
 
@@ -129,6 +130,55 @@ def _ministral3(f: GgufFile, c: dict[str, Any]) -> None:
     c["rope_parameters"] = params
 
 
+def _gemma4(f: GgufFile, c: dict[str, Any]) -> None:
+    """Gemma 4 (conversion/gemma.py Gemma4Model): per-layer arrays for the sliding pattern,
+    the KV heads and the MLP width; two head sizes; two RoPEs, the full layers' one
+    "proportional", its unrotated dimensions marked 1e30 in rope_freqs."""
+    if f.arch_value("expert_count"):  # support.gguf_refusal says so first, in these words
+        raise ModelLoadError(f"{f.path}: {GEMMA4_MOE_REFUSAL}")
+    n = c["num_hidden_layers"]
+    pattern = f.arch_value("attention.sliding_window_pattern")
+    swa = [bool(x) for x in pattern] if pattern is not None else [True] * n
+    c["layer_types"] = ["sliding_attention" if s else "full_attention" for s in swa]
+    c["head_dim"] = int(f.arch_value("attention.key_length_swa", c["global_head_dim"]))
+    kv = f.arch_value("attention.head_count_kv")
+    if kv is not None and np.ndim(kv):
+        kv = [int(x) for x in kv]
+        c["num_key_value_heads"] = next((k for k, s in zip(kv, swa, strict=True) if s), kv[0])
+        c["num_global_key_value_heads"] = next(
+            (k for k, s in zip(kv, swa, strict=True) if not s), kv[0])
+    # use_double_wide_mlp: the KV-shared layers' MLP is twice as wide (the tensors say so)
+    first, last = (f.tensors.get(f"blk.{i}.ffn_up.weight") for i in (0, n - 1))
+    c["intermediate_size"] = first.shape[0] if first is not None else c["intermediate_size"]
+    c["use_double_wide_mlp"] = (first is not None and last is not None
+                                and last.shape[0] == 2 * first.shape[0])
+    c["num_kv_shared_layers"] = int(f.arch_value("attention.shared_kv_layers", 0))
+    per_layer = int(f.arch_value("embedding_length_per_layer_input", 0) or 0)
+    c["hidden_size_per_layer_input"] = per_layer
+    if per_layer:
+        c["vocab_size_per_layer_input"] = f.tensors["per_layer_token_embd.weight"].shape[0]
+    cap = f.arch_value("final_logit_softcapping")
+    c["final_logit_softcapping"] = float(cap) if cap else None
+    # attention_k_eq_v: a full layer that computes its KV has no V projection
+    first_full = next((i for i, s in enumerate(swa) if not s), None)
+    c["attention_k_eq_v"] = (first_full is not None
+                             and f"blk.{first_full}.attn_k.weight" in f.tensors
+                             and f"blk.{first_full}.attn_v.weight" not in f.tensors)
+    freqs = f.tensors.get("rope_freqs.weight")
+    rotated = (int(np.sum(np.asarray(freqs.data) == 1.0)) if freqs is not None
+               else c["global_head_dim"] // 8)
+    swa_dims = int(f.arch_value("rope.dimension_count_swa", c["head_dim"]))
+    c.pop("rope_scaling", None)  # rope_freqs is this RoPE's, not Llama 3's factors
+    c["rope_parameters"] = {
+        "full_attention": {"rope_type": "proportional", "rope_theta": float(
+            f.arch_value("rope.freq_base", 1_000_000.0)),
+            "partial_rotary_factor": 2 * rotated / c["global_head_dim"]},
+        "sliding_attention": {"rope_type": "default", "rope_theta": float(
+            f.arch_value("rope.freq_base_swa", 10_000.0)),
+            "partial_rotary_factor": swa_dims / c["head_dim"]},
+    }
+
+
 ARCHS: dict[str, Arch] = {
     "llama": Arch("llama", interleaved_rope=True),
     "qwen2": Arch("qwen2"),
@@ -136,6 +186,8 @@ ARCHS: dict[str, Arch] = {
     "qwen3moe": Arch("qwen3_moe", hook=_moe, defaults={"norm_topk_prob": True}),
     "gemma2": Arch("gemma2", norm_offset=1.0, hook=_gemma2),
     "gemma3": Arch("gemma3_text", norm_offset=1.0, transformers_name="gemma3", hook=_gemma3),
+    # conversion/gemma.py Gemma4Model.norm_shift: 0 (its norms are stored as trained)
+    "gemma4": Arch("gemma4_text", transformers_name="gemma4", hook=_gemma4),
     "phi3": Arch("phi3", hook=_phi3),
     "granite": Arch("granite", interleaved_rope=True, hook=_granite,
                     defaults={"attention_bias": False, "mlp_bias": False}),
@@ -198,6 +250,8 @@ def hf_config(f: GgufFile, arch: Arch) -> dict[str, Any]:
     for key, name in _config_keys(arch).items():
         value = f.arch_value(key)
         if name is not None and value is not None:
+            if np.ndim(value):  # a per-layer array (Gemma 4): the first layer's; hooks see all
+                value = np.asarray(value).reshape(-1)[0]
             c[name] = value.item() if hasattr(value, "item") else value
     c.setdefault("num_key_value_heads", c["num_attention_heads"])
     c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
@@ -260,7 +314,9 @@ def gguf_names(f: GgufFile, param_names: list[str]) -> dict[str, str]:
                 break
             mapped = name_map.get_name(candidate)
             if mapped is not None:
-                out[name] = mapped
+                # a parameter without a suffix (Gemma 4's layer_scalar), written as .weight
+                weight = f"{mapped}.weight"
+                out[name] = weight if weight in f.tensors and mapped not in f.tensors else mapped
                 break
     return out
 

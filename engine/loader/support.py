@@ -22,7 +22,8 @@ from ..units import format_bytes
 
 # gguf_arch.ARCHS
 GGUF_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3",
-                                "phi3", "granite", "olmo2", "smollm3", "gpt-oss", "mistral3"})
+                                "gemma4", "phi3", "granite", "olmo2", "smollm3", "gpt-oss",
+                                "mistral3"})
 # gguf_tokenizer.SUPPORTED_MODELS (tokenizer.ggml.model)
 GGUF_TOKENIZERS = frozenset({"gpt2", "llama", "gemma4", "t5", "bert"})
 # llama.cpp's LLAMA_FTYPE values (general.file_type): the quantization a file names
@@ -64,6 +65,8 @@ GGUF_FLOAT_TYPES = frozenset({0, 1, 30})  # F32, F16, BF16
 # gguf-py dequantizes these and nothing runs them quantized here: float32, said at load.
 GGUF_FLOAT32_TYPES = frozenset({16, 17, 18, 19, 21, 22, 29, 34, 35, 40})
 GGUF_ROPE_SCALING = frozenset({None, "none", "linear", "yarn"})
+GEMMA4_MOE_REFUSAL = ("Gemma 4's mixture-of-experts models do not load here yet (the dense "
+                      "ones do)")
 
 
 def ggml_type_name(kind: int) -> str:
@@ -95,6 +98,8 @@ def gguf_refusal(architecture: str | None, tensor_types: Iterable[int],
     time (gguf.py), so a refused file says the same in both places."""
     rope = arch_value("rope.scaling.type")
     reason = gguf_unsupported(architecture, tensor_types, rope if isinstance(rope, str) else None)
+    if not reason and architecture == "gemma4" and arch_value("expert_count"):
+        reason = GEMMA4_MOE_REFUSAL
     if not reason and "token_embd.weight" not in tensor_names:
         reason = "no model weights in the file (a vocabulary-only GGUF?)"
     if not reason:  # what gguf_arch.hf_config needs

@@ -39,7 +39,7 @@ HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
               "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
               "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM",
               "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
-              "ministral3": "Ministral3ForCausalLM"}
+              "ministral3": "Ministral3ForCausalLM", "gemma4_text": "Gemma4ForCausalLM"}
 # The converter hashes a tokenizer's output to name its pre-tokenizer; the tiny one is
 # unknown to it, so the run names it as the tiny writer does, and writes it as the BPE
 # vocabulary it is (the tokenizer is not what this test is about).

@@ -78,7 +78,15 @@ def _refused_files(tmp_path: Path) -> dict[str, Path]:
         "rope scaling": write_gguf(tmp_path / "rope.gguf", rope, tensors),
         "vocabulary only": write_gguf(tmp_path / "vocab.gguf", case, no_embedding),
         "mlx-lm model type": _unknown_model_type_dir(tmp_path / "nosuch"),
+        "Gemma 4 experts": write_gguf(
+            tmp_path / "g4moe.gguf", replace(CASES["gemma4"], metadata=_with_experts),
+            gguf_tensors(CASES["gemma4"], build_model(CASES["gemma4"]))),
     }
+
+
+def _with_experts(w, c) -> None:
+    CASES["gemma4"].metadata(w, c)
+    w.add_expert_count(4)
 
 
 def _unknown_model_type_dir(path: Path) -> Path:
@@ -97,3 +105,18 @@ def test_a_refused_gguf_says_at_load_what_the_library_says(tmp_path: Path) -> No
         with pytest.raises(ModelLoadError) as refused:
             load_model(str(path))
         assert str(refused.value) == f"{path}: {entry.reason}", what
+
+
+def test_the_library_counts_a_tokens_kv_as_the_engine_measures_it(tmp_path: Path) -> None:
+    """The header's per-layer shapes (Gemma 4: two head sizes, KV shared by the last
+    layers) give the bytes a token adds to the KV that the engine measures on the model."""
+    from app.models.gguf_header import read_gguf_header
+    from app.models.inspect import kv_width
+    from engine.kv_memory import bytes_per_token
+
+    for name in ("llama", "gemma3", "gemma4", "gpt-oss"):
+        case = CASES[name]
+        path = write_gguf(tmp_path / f"{name}.gguf", case,
+                          gguf_tensors(case, build_model(case)))
+        width = kv_width(read_gguf_header(path))
+        assert 2 * width * 4 == bytes_per_token(load_model(str(path)).model), name
