@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QSplitter, QWidget
+from shiboken6 import isValid
 
 from app.settings import Settings
 
@@ -24,6 +25,8 @@ SIDEBAR_ROOM = 180  # px the sidebar needs to be of use
 PANEL_ROOM = 200  # px: the settings panel's minimum
 SLACK = 40  # splitter handles, the docks' frames
 NOTE_MS = 8000
+SETTLE_MS = 250
+SQUEEZED = 40  # px over its minimum: a dock the layout squeezed, not a width chosen
 
 
 class DockRoom(QObject):
@@ -40,6 +43,7 @@ class DockRoom(QObject):
         self.sidebar_room = True
         self.panel_room = True
         self._forced: set[str] = set()  # asked back by the user while a dock is open
+        self._given: dict[str, int] = {}  # the width given here to each dock, by name
         for dock in self.docks:
             dock.visibilityChanged.connect(lambda _v: self.update())
         if sidebar_action is not None:
@@ -59,6 +63,8 @@ class DockRoom(QObject):
 
     def update(self) -> None:
         """Decide again who gives way (a dock opened or closed, the window resized)."""
+        if not isValid(self.window):
+            return  # the app is quitting: the docks go after the window
         open_dock = any(not d.isHidden() and not d.isFloating() for d in self.docks)
         if not open_dock:
             self._forced.clear()
@@ -72,33 +78,39 @@ class DockRoom(QObject):
         for what in order:
             keep[what] = not open_dock or what in self._forced or spare >= needs[what]
             spare -= needs[what] if keep[what] else 0
-        hidden = [name for what, name in (("sidebar", "the sidebar"),
-                                          ("panel", "the settings panel"))
+        hidden = [name for what, name in (("sidebar", "sidebar"), ("panel", "settings"))
                   if needs[what] and not keep[what]
                   and (self.sidebar_room if what == "sidebar" else self.panel_room)]
         changed = (keep["sidebar"], keep["panel"]) != (self.sidebar_room, self.panel_room)
         self._set_sidebar_room(keep["sidebar"])
         self._set_panel_room(keep["panel"])
-        if hidden:
-            verb = "are" if len(hidden) > 1 else "is"
+        if hidden:  # short: the status bar of a 900 px window shows it whole
             self.window.statusBar().showMessage(
-                f"{' and '.join(hidden).capitalize()} {verb} hidden to make room for the "
-                "dock (Ctrl+B, Settings bring them back).", NOTE_MS)
+                f"{' and '.join(hidden).capitalize()} hidden for the dock: Ctrl+B / "
+                "Settings show them.", NOTE_MS)
         if open_dock and (changed or self._forced):
-            QTimer.singleShot(0, lambda: self._share(needs, keep))
+            # after Qt's layout, and again once a window system's resize has settled (X
+            # applies a resize later, and a style change re-lays the docks out)
+            for ms in (0, SETTLE_MS):
+                QTimer.singleShot(ms, lambda: self._share(needs, keep))
 
     def _share(self, needs: dict[str, int], keep: dict[str, bool]) -> None:
         """Once Qt has laid out what was hidden or shown: the docks take what the chat and
         what is kept leave them, and a sidebar shown again gets its room."""
+        if not isValid(self.window):
+            return
         central = CHAT_MIN_WIDTH + SLACK + sum(n for k, n in needs.items() if keep[k])
         # the minimum widths of what was hidden or shown, before the docks are sized on them
         QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
         width = max(self.window.width() - central, 0)
-        # a width the user chose is kept, unless a part they asked back needs it
+        # a width the user chose is kept, unless a part they asked back needs it; one near
+        # the minimum (the window narrowed, a restored layout) or the one given here is not
         docks = [d for d in self.docks if d.isVisible() and not d.isFloating()
-                 and (self._forced or d.width() <= d.minimumSizeHint().width() + MIN_SLACK)]
+                 and (self._forced or d.width() <= d.minimumSizeHint().width() + SQUEEZED
+                      or abs(d.width() - self._given.get(d.objectName(), -1)) <= MIN_SLACK)]
         if docks:
             self.window.resizeDocks(docks, [width] * len(docks), Qt.Orientation.Horizontal)
+            self._given.update((d.objectName(), d.width()) for d in docks)
         split = self.sidebar.parentWidget() if self.sidebar is not None else None
         if isinstance(split, QSplitter) and self.sidebar is not None \
                 and self.sidebar.isVisible() and self.sidebar.width() < SIDEBAR_ROOM:

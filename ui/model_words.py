@@ -1,6 +1,6 @@
 """The loaded model's description in words for the status bar and the model button: the
 engine says "NAME Q4_1 GGUF, 4/8-bit quantized on cpu", which puzzles ("4/8"?); this says
-"NAME — GGUF file, Q4_1: weights held at 4 bits (8 bits for some) on cpu"."""
+"NAME — GGUF file, Q4_1: weights held at 4 bits (some at 8) on cpu"."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ _QUANTIZED = re.compile(r"^(?P<bits>\d+(?:/\d+)*)-bit quantized$")
 
 
 def weights_words(weights: str) -> str:
-    """"4/8-bit quantized" -> "weights held at 4 bits (8 bits for some)"; a float type ->
+    """"4/8-bit quantized" -> "weights held at 4 bits (some at 8)"; a float type ->
     "weights held as float16"."""
     match = _QUANTIZED.match(weights)
     if match is None:
@@ -20,7 +20,7 @@ def weights_words(weights: str) -> str:
     bits = match["bits"].split("/")
     # the engine lists the widths it holds, lowest first; most layers have the lowest
     # (embeddings and a few tensors are kept wider)
-    rest = f" ({' and '.join(bits[1:])} bits for some)" if len(bits) > 1 else ""
+    rest = f" (some at {' and '.join(bits[1:])})" if len(bits) > 1 else ""
     return f"weights held at {bits[0]} bits{rest}"
 
 

@@ -37,7 +37,7 @@ def test_chat_keeps_its_width_with_a_dock_open(window, loop, size, dock_name, pa
     assert tab.panel.isVisible() == panel_kept
     assert tab.settings_button.isChecked() == panel_kept
     if panel_shown and not panel_kept:
-        assert "hidden to make room" in window.statusBar().currentMessage()
+        assert "hidden for the dock" in window.statusBar().currentMessage()
         assert window.ctx.settings.show_settings_panel  # the saved choice stays
     assert tab.messages.width() >= CHAT_MIN_WIDTH
     assert tab.input.width() >= CHAT_MIN_WIDTH - 160  # the buttons beside it take the rest

@@ -37,6 +37,9 @@ def test_a_dock_gets_its_room_at_900(history_app, loop, qtbot):
     qtbot.mouseClick(tab.settings_button, Qt.MouseButton.LeftButton)  # the settings panel
     window.activateWindow()
     run_until(loop, lambda: QApplication.activeWindow() is window, timeout=2)
+    _key(Qt.Key.Key_T, CTRL)  # a second tab, behind the first: its panel gives way too
+    _key(Qt.Key.Key_1, CTRL)
+    assert window.current_tab() is tab
     _settle(loop)
     sidebar, action = window.sidebar, window.actions_by_name["sidebar"]
     assert sidebar.width() > 150 and action.isChecked() and tab.panel.isVisible()
@@ -54,7 +57,7 @@ def test_a_dock_gets_its_room_at_900(history_app, loop, qtbot):
     # what gave way says so, and the saved choices stay
     assert not sidebar.isVisible() and not action.isChecked()
     assert not tab.panel.isVisible() and not tab.settings_button.isChecked()
-    assert "hidden to make room" in window.statusBar().currentMessage()
+    assert "hidden for the dock" in window.statusBar().currentMessage()
     assert window.ctx.settings.show_sidebar and window.ctx.settings.show_settings_panel
     assert tab.messages.width() >= 480
 

@@ -462,6 +462,13 @@ class ChatTab(QWidget):
         """Show the settings panel (as the settings say) or keep it hidden for a dock."""
         self.panel_room = room
         self._show_panel(self.ctx.settings.show_settings_panel)
+        # a tab behind another keeps its old minimum width (Qt lays hidden pages out only
+        # when shown), and the tabs' minimum is the widest page's: forget it now
+        self.panel_area.parentWidget().updateGeometry()
+        self.updateGeometry()
+        stack = self.parentWidget()
+        if stack is not None and stack.layout() is not None:
+            stack.layout().invalidate()
 
     def _settings_toggled(self, checked: bool) -> None:
         if checked and not self.panel_room:

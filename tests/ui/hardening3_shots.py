@@ -1,0 +1,134 @@
+"""Screenshots for docs/app.md, issue #46 round three (the window at 1200×780 and 900×600,
+light and dark): a dock opened beside a chat with the settings panel (the sidebar and the
+panel give way at 900 px, and say so), the simulator's chart with its key in the title, the
+stats charts after three model loads (one readable name each), and the settings panel's
+one label policy. The bundled model answers; the history is a temporary file. Run under
+Xvfb:
+
+    Xvfb :7 -screen 0 1920x1080x24 &
+    DISPLAY=:7 python -m tests.ui.hardening3_shots --out docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from pathlib import Path
+
+from tests.ui.remote_shots import wait
+
+SIZES = ((1200, 780), (900, 600))
+
+
+def main() -> None:
+    from engine.blas import ensure_fast_blas
+
+    ensure_fast_blas()
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="bundled")
+    p.add_argument("--out", default="docs")
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    from PySide6.QtCore import QEvent, QPoint
+    from PySide6.QtWidgets import QApplication
+
+    from app.context import AppContext
+    from app.history.sync import HistorySync
+    from app.settings import Settings
+    from ui.event_loop import make_app, make_loop
+    from ui.main_window import MainWindow
+
+    app = make_app(["hardening3_shots"])
+    loop = make_loop(app)
+    home = Path(tempfile.mkdtemp())
+    settings = Settings(home / "settings.json")
+    settings.show_settings_panel = True
+    base = AppContext.create(settings=settings)
+    ctx = AppContext(settings, base.bridge, history=HistorySync.open(home / "history.db"))
+    window = MainWindow(ctx)
+    window.resize(*SIZES[0])
+    window.show()
+
+    def shot(name: str) -> None:
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        QApplication.processEvents()
+        path = out / f"screenshot-hardening3-{name}.png"
+        if not window.grab().save(str(path)):
+            raise OSError(f"could not write {path}")
+        print("saved", path, flush=True)
+
+    async def looks(name: str, sizes=SIZES) -> None:  # noqa: ANN001
+        for theme in ("light", "dark"):
+            window.set_theme(theme)
+            for w, h in sizes:
+                window.resize(w, h)
+                await asyncio.sleep(0.6)
+                shot(f"{name}-{theme}-{w}")
+
+    async def run() -> None:
+        bridge = ctx.bridge
+        if not await bridge.load(args.model):
+            raise SystemExit(bridge.message)
+        tab = window.current_tab()
+        tab.panel.fields["max_tokens"].setValue(40)
+        for text in ("Name three rivers in Europe.", "And one in Africa?"):
+            tab.send_text(text)
+            await wait(lambda: not tab.conversation.is_busy)
+        other = window.new_tab()
+        other.panel.fields["max_tokens"].setValue(30)
+        other.send_text("Write a haiku about the sea.")
+        await wait(lambda: not other.conversation.is_busy)
+        window.workspace.set_front(tab.conversation)
+
+        await looks("settings")  # the settings panel's labels: all beside or all above
+
+        # the simulator dock beside the chat: at 900 the sidebar and the panel give way
+        window.actions_by_name["simulator"].trigger()
+        await asyncio.sleep(0.5)
+        panel = window.sim_dock.panel
+        form = panel.form
+        form.arrival.setCurrentIndex(form.arrival.findData("burst"))
+        form.burst_size.setValue(6)
+        form.requests.setValue(6)
+        form.tokens_min.setValue(8)
+        form.tokens_max.setValue(24)
+        form.seed.setValue(7)
+        panel.start_button.click()
+        await wait(lambda: panel.run is not None and not panel.is_running)
+        await looks("simulator")
+        chart = panel.summary.chart  # the latency chart alone: its key in the title
+        for theme in ("light", "dark"):
+            window.set_theme(theme)
+            window.resize(1200, 780)
+            await asyncio.sleep(0.6)
+            path = out / f"screenshot-hardening3-simulator-chart-{theme}.png"
+            chart.resize(max(chart.width(), 420), max(chart.height(), 220))
+            if not chart.grab().save(str(path)):
+                raise OSError(f"could not write {path}")
+            print("saved", path, flush=True)
+        window.sim_dock.close()
+
+        # three loads within a few minutes: the stats charts name them once each
+        window.actions_by_name["stats"].trigger()
+        await asyncio.sleep(1.0)
+        for _ in range(3):
+            if not await window.load_model(args.model):
+                raise SystemExit(bridge.message)
+            tab.send_text("Say hello.")
+            await wait(lambda: not tab.conversation.is_busy)
+            await asyncio.sleep(2.0)
+        area = window.stats_dock.widget()  # down to the first chart, named marks on it
+        first = window.stats_dock.panel.charts.plots["tokens_per_s"]
+        area.verticalScrollBar().setValue(first.mapTo(area.widget(), QPoint(0, 0)).y() - 8)
+        await looks("stats-loads", ((1200, 780),))
+        await ctx.bridge.shutdown(3.0)
+
+    with loop:
+        loop.run_until_complete(run())
+
+
+if __name__ == "__main__":
+    main()
