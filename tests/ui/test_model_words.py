@@ -33,6 +33,10 @@ def test_a_q4_1_gguf_is_described_in_words(make_window, loop, tmp_path):
         assert "-bit quantized" not in shown and "4/8" not in shown
         tip = window.model_button.toolTip()
         assert "GGUF file, Q4_1: weights held at 4 bits" in tip and "quantized" not in tip
+        window.stats_dock.show()  # the stats panel names the model in the same words
+        window.stats_dock.refresh(poll=True)
+        line = window.stats_dock.panel.model_line.text()
+        assert "GGUF file, Q4_1: weights held at 4 bits" in line and "quantized" not in line
     finally:
         loop.run_until_complete(bridge.shutdown(timeout=2.0))
 

@@ -27,6 +27,7 @@ from app import speculative as spec
 from app.context import AppContext
 from app.stats.model import INTERVAL_S, Latency, ModelLoaded, StatsModel
 
+from ..model_words import plain_description
 from ..reflow import ReflowGrid, narrow_label, scrolled
 from .server_box import ServerStatsBox
 
@@ -234,7 +235,7 @@ def _speculation(s: Any) -> tuple[tuple[str, str], ...]:
 def model_line(loaded: ModelLoaded | None) -> str:
     if loaded is None:
         return "No model is serving."
-    return f"Model: {loaded.name}, loaded {loaded.at} — figures since then"
+    return f"Model: {plain_description(loaded.name)}, loaded {loaded.at} — figures since then"
 
 
 def _set(label: QLabel, text: str) -> None:
