@@ -18,19 +18,22 @@ CONTEXT_TOKENS = 4  # the prompt's last tokens a reply is decoded after (vLLM re
 
 def after(tokenizer: Any, context: Sequence[int]) -> tuple[Any, int]:
     """A fresh streaming detokenizer (mlx-lm's, from `tokenizer`) that has read the last
-    CONTEXT_TOKENS of `context`, and how many characters of its text are theirs. That count
-    comes from a second one that reads them and is flushed: a context that ends inside a
-    character, or on a lone space (both held back until the next token), is not the reply's."""
+    CONTEXT_TOKENS of `context` and given out their text, and how many characters of the
+    context it still holds back (a trailing space, a split character: they come out with the
+    reply's first segment and are the prompt's, not the reply's). That count is what a
+    second one, reading the same tokens and flushed, gives beyond the first's segments."""
     detok = tokenizer.detokenizer
     context = list(context)[-CONTEXT_TOKENS:]
     if not context:
         return detok, 0
     probe = tokenizer.detokenizer
+    given = 0
     for token in context:
         detok.add_token(token)
+        given += len(detok.last_segment)  # read, so the reply's segments start after it
         probe.add_token(token)
     probe.finalize()
-    return detok, len(probe.text)
+    return detok, max(0, len(probe.text) - given)
 
 
 class TextStream:
@@ -40,14 +43,14 @@ class TextStream:
     caller never sees any part of a stop string, even across token boundaries.
     """
 
-    __slots__ = ("_detok", "_stops", "_read", "_pending", "_emitted", "stopped")
+    __slots__ = ("_detok", "_stops", "_skip", "_pending", "_emitted", "stopped")
 
     def __init__(self, detokenizer: Any, stop: tuple[str, ...] = (), skip: int = 0) -> None:
-        """`skip`: characters of the detokenizer's text that are not the reply's (the
-        context `after` gave it)."""
+        """`skip`: characters at the start of the detokenizer's next segments that are not
+        the reply's (the context `after` gave it held them back)."""
         self._detok = detokenizer  # mlx-lm StreamingDetokenizer, a fresh copy per sequence
         self._stops = stop
-        self._read = skip  # the detokenizer's text taken so far
+        self._skip = skip
         self._pending = ""  # decoded, not yet emitted
         self._emitted: list[str] = []
         self.stopped = False  # a stop string was found; later tokens are ignored
@@ -72,13 +75,14 @@ class TextStream:
         return self._release(final=True)
 
     def _fresh(self) -> str:
-        """The detokenizer's text past what was taken (its text may show less for a moment:
-        mlx-lm's naive one holds back a trailing space, which the context's count holds)."""
-        text = self._detok.text
-        if len(text) <= self._read:
-            return ""
-        fresh, self._read = text[self._read:], len(text)
-        return fresh
+        """The detokenizer's new segment, less what is left of the context's held text.
+        (Its segments, not slices of its text: a text's replacement characters for invalid
+        bytes may be fewer or more once more bytes arrive.)"""
+        segment = self._detok.last_segment
+        if self._skip and segment:
+            cut = min(self._skip, len(segment))
+            segment, self._skip = segment[cut:], self._skip - cut
+        return segment
 
     def _release(self, final: bool) -> str:
         pending = self._pending

@@ -59,7 +59,9 @@ def bad_models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     (unknown / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
     header = b"{}      "  # a safetensors file with no tensors: the architecture is checked
     (unknown / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
-    out["unknown architecture"] = (unknown, "no-such-architecture not supported")
+    # the model library's words (engine/loader/support.py), at load time too (issue #46)
+    out["unknown architecture"] = (unknown,
+                                   "mlx-lm has no model for model_type 'no-such-architecture'")
     out["missing"] = (tmp_path / "nowhere" / "model.gguf", "no such file")
     return out
 
