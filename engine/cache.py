@@ -81,6 +81,15 @@ def keep_rows(batch: LayerCaches, rows: list[int]) -> list[int]:
     return list(rows)
 
 
+def shrink(batch: LayerCaches) -> None:
+    """After rows left: a slot buffer much bigger than its rows need is cut to fit (the KV
+    budget counts the rows' shares, not the buffer)."""
+    if isinstance(batch[0], SlotKVCache):
+        for layer in batch:
+            layer.shrink()
+        mx.eval([t for layer in batch for t in (layer.keys, layer.values)])
+
+
 def grow_ahead(batch: LayerCaches) -> None:
     """Before a decode step: at most one layer's buffer grows, ahead of need. Growing copies
     a layer's rows, and all layers at once would be one long step (~100 ms for 16 rows of

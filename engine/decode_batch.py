@@ -111,6 +111,12 @@ class DecodeBatch:
     def has_spare(self) -> bool:
         return self._spare is not None
 
+    @property
+    def spare_nbytes(self) -> int:
+        """What the kept buffers hold (they are not any request's: the KV budget's free
+        room must have it, engine_core._drop_finished_rows)."""
+        return sum(layer.nbytes for layer in self._spare) if self._spare is not None else 0
+
     def release(self, seq: Sequence) -> kv.LayerCaches | None:
         """`seq` finished: forget its started step and hand back its own cache, if it has
         one (prefilling, or decoding alone). Batch rows leave in `drop_finished`, where the
@@ -140,6 +146,7 @@ class DecodeBatch:
             if len(keep) >= 2:
                 # rows may be reordered (the last ones fill the gaps)
                 survivors = [self.seqs[i] for i in kv.keep_rows(self.cache, keep)]
+                kv.shrink(self.cache)
             elif len(keep) == 1:
                 # Back to the solo fast path, with the cache as computed so far.
                 survivors[0].cache = kv.extract(self.cache, keep[0])

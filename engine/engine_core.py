@@ -503,7 +503,10 @@ class EngineCore:
     def _drop_finished_rows(self) -> None:
         for seq, cache in self.batch.drop_finished():
             self.memory.keep_finished(seq, cache)
-        if not self.by_id:
+        # The last batch's buffers are kept for the next batch only while they fit in the
+        # KV budget's free room: kept while one long reply went on alone, they held 810 MiB
+        # beyond a 720 MiB budget after 8 chats x 13 turns (issue #46, docs/memory.md).
+        if not self.by_id or self.batch.spare_nbytes > self.memory.free_bytes():
             self.batch.drop_spare()
 
     def _record_tick(self, tick: Tick) -> None:

@@ -104,6 +104,12 @@ class KvPolicy:
             seq.num_cached = seq.cached_tokens = n
         self.evict()
 
+    def free_bytes(self) -> int:
+        """What the budget has beside the admitted requests' shares and the cached
+        prefixes."""
+        cached = self.prefix.nbytes if self.prefix is not None else 0
+        return self.budget - self.reserved - cached
+
     def release(self, seq: Sequence) -> None:
         """An admitted request ended: its share is free again."""
         self.reserved -= seq.kv_reserved

@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 # ("add", Sequence) | ("cancel", request_id) | ("save", (token ids, Future of the count))
 Command = tuple[str, Any]
-# How long the engine is idle before it gives memory kept for reuse back (went_idle): long
+# How long the engine is idle before it gives memory kept for reuse back (release): long
 # enough that a chat's next turn, or a client's next request, finds it still there.
 IDLE_RELEASE_S = 2.0
 
@@ -79,12 +79,12 @@ class EngineLoop:
 
     def __init__(self, core: EngineCore, inbox: Inbox,
                  deliver: Callable[[list[TokenEvent]], None],
-                 went_idle: Callable[[], None] = lambda: None) -> None:
+                 release: Callable[[], None] = lambda: None) -> None:
         self.window_s = core.config.admission_window_s
         self.core = core
         self.inbox = inbox
         self.deliver = deliver
-        self.went_idle = went_idle  # idle IDLE_RELEASE_S after the last request ended
+        self.release = release  # gives back memory kept for reuse (see IDLE_RELEASE_S)
 
     def run(self) -> None:
         core, inbox = self.core, self.inbox
@@ -95,7 +95,7 @@ class EngineLoop:
                 release_due = False
                 commands = inbox.wait(core.has_work, timeout=IDLE_RELEASE_S)
                 if not commands and not core.has_work() and not inbox.stopping:
-                    self.went_idle()
+                    self.release()
                     continue
             else:
                 commands = inbox.wait(core.has_work)

@@ -15,6 +15,7 @@ import pytest
 from mlx_lm.models.cache import KVCache, RotatingKVCache
 
 from engine import cache as kv
+from engine import slot_cache
 from engine.slot_cache import SlotKVCache, supports
 
 H, D, LAYERS = 2, 8, 3
@@ -213,3 +214,34 @@ def test_an_emptied_batch_is_reused_by_the_next_one(write_path) -> None:
     for c in other[0]:
         c.update_and_fetch(mx.zeros((1, H + 1, 2, D)), mx.zeros((1, H + 1, 2, D)))
     assert kv.start_batch(other * 2, reuse=batch) is not batch
+
+
+def test_a_buffer_left_much_bigger_than_its_rows_is_cut_to_fit(write_path, monkeypatch) -> None:
+    """Issue #46 item 14: 8 rows of 300 keys, then 2 rows stay: the buffer (8 rows) shrinks
+    to theirs, every kept key bit for bit; a new row grows it again. (The test's layers are
+    small: any unused room counts.)"""
+    monkeypatch.setattr(slot_cache, "SHRINK_MIN_BYTES", 0)
+    rng = np.random.default_rng(3)
+    first = [solo(rng, 300) for _ in range(8)]
+    batch = kv.start_batch([c for c, _ in first])
+    truth = [t for _, t in first]
+    before = batch[0].nbytes
+    order = kv.keep_rows(batch, [1, 6])
+    truth = [truth[r] for r in order]
+    kv.shrink(batch)
+    assert batch[0].keys.shape[0] == 2 and batch[0].nbytes * 4 <= before
+    check_rows(batch, truth)
+    step(batch, truth, rng)
+    check_rows(batch, truth)
+    joining = solo(rng, 20)
+    kv.add_rows(batch, [joining[0]])
+    check_rows(batch, [*truth, joining[1]])
+
+
+def test_a_buffer_its_rows_still_use_stays() -> None:
+    rng = np.random.default_rng(4)
+    batch = kv.start_batch([solo(rng, 30)[0] for _ in range(3)])
+    buffers = [layer.keys for layer in batch]
+    kv.keep_rows(batch, [0, 2])
+    kv.shrink(batch)  # 8 rows of room for 2, but a few KiB unused: no copy
+    assert all(layer.keys is b for layer, b in zip(batch, buffers, strict=True))

@@ -181,3 +181,24 @@ def test_an_emptied_batchs_buffers_are_kept_while_work_runs_and_let_go_when_idle
     assert not batch.has_spare  # idle: let go
     assert late.tokens == reference_tokens(tiny.model, prompts(3, seed=72)[2], 4)
     assert long.tokens == reference_tokens(tiny.model, prompts(1, seed=70)[0], 40)
+
+
+def test_an_emptied_batchs_buffers_go_when_the_kv_budget_has_no_room_for_them(
+        tiny, make_engine):
+    """Issue #46 item 14: kept while one reply went on alone, they were memory beyond the
+    KV budget (810 MiB over a 720 MiB budget in a long session)."""
+    per_token = make_engine()._core.memory.per_token
+    # room for the three requests' shares (each: prompt, 40 tokens, a 256-token step), not
+    # for the 4-row batch buffer beside the long one's
+    engine = make_engine(max_concurrent=4, kv_budget_bytes=per_token * 1000)
+    batch = engine._core.batch
+    long = engine.submit(prompt_tokens=prompts(1, seed=70)[0], params=SamplingParams(max_tokens=40))
+    short = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=3))
+             for p in prompts(2, seed=71)]
+    while not all(s.finish_reason for s in short):
+        engine.step()
+    engine.step()
+    assert not batch.is_batched and long.finish_reason is None
+    assert not batch.has_spare  # the buffers did not fit beside the long one's share
+    run_to_end(engine)
+    assert long.tokens == reference_tokens(tiny.model, prompts(1, seed=70)[0], 40)
