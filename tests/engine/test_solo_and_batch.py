@@ -164,16 +164,23 @@ def test_turns_that_arrive_together_share_a_prefill_pass_and_stay_exact(tiny, ma
         assert stream.tokens == reference_tokens(tiny.model, turn, N)
 
 
-def test_an_emptied_batchs_buffers_are_kept_while_work_runs_and_let_go_when_idle(
-        tiny, make_engine):
-    engine = make_engine(max_concurrent=4)
-    batch = engine._core.batch
+def _one_left_of_three(engine):
+    """A long request (40 tokens) batched with two short ones (3), stepped until the short
+    ones have left the batch: the long one's stream."""
     long = engine.submit(prompt_tokens=prompts(1, seed=70)[0], params=SamplingParams(max_tokens=40))
     short = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=3))
              for p in prompts(2, seed=71)]
     while not all(s.finish_reason for s in short):
         engine.step()
     engine.step()
+    return long
+
+
+def test_an_emptied_batchs_buffers_are_kept_while_work_runs_and_let_go_when_idle(
+        tiny, make_engine):
+    engine = make_engine(max_concurrent=4)
+    batch = engine._core.batch
+    long = _one_left_of_three(engine)
     # the short ones left; the long one decodes alone again: the batch's buffers are kept
     assert not batch.is_batched and batch.has_spare and long.finish_reason is None
     late = engine.submit(prompt_tokens=prompts(3, seed=72)[2], params=SamplingParams(max_tokens=4))
@@ -192,12 +199,7 @@ def test_an_emptied_batchs_buffers_go_when_the_kv_budget_has_no_room_for_them(
     # for the 4-row batch buffer beside the long one's
     engine = make_engine(max_concurrent=4, kv_budget_bytes=per_token * 1000)
     batch = engine._core.batch
-    long = engine.submit(prompt_tokens=prompts(1, seed=70)[0], params=SamplingParams(max_tokens=40))
-    short = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=3))
-             for p in prompts(2, seed=71)]
-    while not all(s.finish_reason for s in short):
-        engine.step()
-    engine.step()
+    long = _one_left_of_three(engine)
     assert not batch.is_batched and long.finish_reason is None
     assert not batch.has_spare  # the buffers did not fit beside the long one's share
     run_to_end(engine)
