@@ -89,3 +89,12 @@ def tiny_dir(tmp_path_factory, tiny) -> Path:
     mx.save_safetensors(str(d / "model.safetensors"), dict(tree_flatten(tiny.model.parameters())))
     tiny.tokenizer._tokenizer.save_pretrained(str(d))
     return d
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    """The bundled model, loaded once a module (the bundled-model server tests build their
+    engines on it)."""
+    from engine.loader import bundled_model_path, load_model
+
+    return load_model(str(bundled_model_path()))

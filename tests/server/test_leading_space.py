@@ -15,13 +15,6 @@ MODEL = "smollm2"
 PROMPT = "The capital of France is"
 
 
-@pytest.fixture(scope="module")
-def loaded():
-    from engine.loader import bundled_model_path, load_model
-
-    return load_model(str(bundled_model_path()))
-
-
 @pytest.fixture
 async def s(loaded):
     from engine import Engine

@@ -47,13 +47,6 @@ TOOL_PROMPTS = ["What is the weather in Paris?", "What is 12 plus 30?",
                 "Is it raining in Tokyo right now?", "Add 7 and 8 for me."]
 
 
-@pytest.fixture(scope="module")
-def loaded():
-    from engine.loader import bundled_model_path, load_model
-
-    return load_model(str(bundled_model_path()))
-
-
 @pytest.fixture
 async def s(loaded):
     from engine import Engine, EngineConfig
