@@ -1,5 +1,5 @@
 """A probe that measures how late the event loop runs a timer (its lag); used by the lag
-tests and runs (tests/ui/lag_run.py, stats_run.py)."""
+tests and the runs by hand (tests/ui/lag_run.py; tools/measure/)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,12 @@
 """Drive the real window: N tabs stream at once while a LagProbe measures event-loop lag.
 
-Used by test_event_loop_lag.py (tiny model) and runnable by hand on the bundled model
-(numbers in docs/app.md):
-
-    python -m tests.ui.lag_run --model bundled --tabs 8 --max-tokens 96
-    python -m tests.ui.lag_run --model bundled --tabs 4 --screenshot docs/screenshot-tabs.png
+Used by test_event_loop_lag.py and test_stats_panel.py (tiny model), and by the runs by
+hand on the bundled model in tools/measure/ (lag_run.py, stats_run.py, memory_session.py;
+numbers in docs/app.md).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import time
 from dataclasses import dataclass
@@ -95,46 +92,3 @@ async def stream_tabs(window: MainWindow, tabs: int, max_tokens: int,
                      window.ctx.bridge.num_flushes - frames0, cpu,
                      len(probe.samples_ms) - sent, probe.percentile(99, since=sent),
                      max(probe.samples_ms[sent:], default=0.0))
-
-
-def main() -> None:
-    from engine.blas import ensure_fast_blas
-
-    ensure_fast_blas()
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="bundled")
-    p.add_argument("--tabs", type=int, default=8)
-    p.add_argument("--max-tokens", type=int, default=96)
-    p.add_argument("--screenshot", default=None)
-    p.add_argument("--shot-after", type=int, default=40)
-    args = p.parse_args()
-
-    from app.context import AppContext
-    from app.settings import Settings
-    from ui.event_loop import make_app, make_loop
-    from ui.style import load_stylesheet
-
-    app = make_app(["lag_run"])
-    app.setStyleSheet(load_stylesheet())
-    loop = make_loop(app)
-    window = MainWindow(AppContext.create(settings=Settings(None)))
-    window.show()
-
-    async def run() -> LagResult:
-        if not await window.ctx.bridge.load(args.model):
-            raise SystemExit(window.ctx.bridge.message)
-        result = await stream_tabs(window, args.tabs, args.max_tokens, args.screenshot,
-                                   args.shot_after)
-        await window.ctx.bridge.shutdown(3.0)
-        return result
-
-    with loop:
-        r = loop.run_until_complete(run())
-    print(f"{args.tabs} tabs, {r.tokens} tokens in {r.wall_s:.1f} s "
-          f"({r.tokens / r.wall_s:.1f} tok/s), {r.frames} UI flushes; event-loop lag of a "
-          f"10 ms timer: {r.summary()}; UI thread CPU {r.ui_cpu_s:.2f} s "
-          f"({100 * r.ui_cpu_s / r.wall_s:.0f} % of the run)")
-
-
-if __name__ == "__main__":
-    main()

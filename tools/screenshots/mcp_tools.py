@@ -4,18 +4,26 @@ format is a JSON schema; light and dark, 1200×780 and 900×600. The bundled mod
 the MCP server is the tests' own (tests/mcp/weather_server.py, over stdio). Run under Xvfb:
 
     Xvfb :7 -screen 0 1400x900x24 &
-    DISPLAY=:7 python -m tests.ui.mcp_shots --out docs
+    DISPLAY=:7 python -m tools.screenshots.mcp_tools --out docs
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import tempfile
-from pathlib import Path
 
-from tests.ui.remote_shots import GREEDY, shot, wait
+from tools.app_start import (
+    GREEDY,
+    arguments,
+    load,
+    open_window,
+    out_dir,
+    qt_app,
+    run,
+    scratch_settings,
+    shot,
+    wait,
+)
 
 PERSON = {"type": "object", "additionalProperties": False,
           "properties": {"name": {"type": "string", "maxLength": 24},
@@ -26,38 +34,24 @@ SIZES = ((1200, 780), (900, 600))
 
 
 def main() -> None:
-    from engine.blas import ensure_fast_blas
-
-    ensure_fast_blas()
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="bundled")
-    p.add_argument("--out", default="docs")
-    args = p.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = arguments().parse_args()
+    out = out_dir(args)
 
     from app.context import AppContext
     from app.defaults import Defaults
-    from app.settings import Settings
     from tests.mcp.conftest import weather
-    from ui.event_loop import make_app, make_loop
-    from ui.main_window import MainWindow
     from ui.mcp.servers_dialog import McpServersDialog
 
-    app = make_app(["mcp_shots"])
-    loop = make_loop(app)
-    tmp = Path(tempfile.mkdtemp())
-    settings = Settings(tmp / "settings.json")
+    _app, loop = qt_app("mcp_shots")
+    settings = scratch_settings()
     settings.user_presets["Greedy"] = dict(GREEDY)
     settings.defaults = Defaults(params=dict(GREEDY))
     settings.show_settings_panel = True
     settings.set_mcp_servers([weather()])
-    schema_file = tmp / "person.json"
+    schema_file = settings.path.parent / "person.json"
     schema_file.write_text(json.dumps(PERSON, indent=2))
     ctx = AppContext.create(settings=settings)
-    window = MainWindow(ctx)
-    window.resize(*SIZES[0])
-    window.show()
+    window = open_window(ctx, SIZES[0])
 
     async def sized(name: str) -> None:
         for theme in ("light", "dark"):
@@ -67,9 +61,8 @@ def main() -> None:
                 await asyncio.sleep(0.4)
                 shot(window, out / f"screenshot-{name}-{theme}-{w}.png")
 
-    async def run() -> None:
-        if not await ctx.bridge.load(args.model):
-            raise SystemExit(ctx.bridge.message)
+    async def scene() -> None:
+        await load(ctx.bridge, args.model)
         tab = window.current_tab()
         window.set_tab_title(tab, "Weather")
         tab.panel.tools.set_params({"mcp_servers": ["weather"], "tool_choice": "get_weather"})
@@ -104,8 +97,7 @@ def main() -> None:
         await ctx.mcp.close()
         await ctx.bridge.shutdown(3.0)
 
-    with loop:
-        loop.run_until_complete(run())
+    run(loop, scene())
 
 
 if __name__ == "__main__":

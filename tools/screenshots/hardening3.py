@@ -6,59 +6,41 @@ one label policy. The bundled model answers; the history is a temporary file. Ru
 Xvfb:
 
     Xvfb :7 -screen 0 1920x1080x24 &
-    DISPLAY=:7 python -m tests.ui.hardening3_shots --out docs
+    DISPLAY=:7 python -m tools.screenshots.hardening3 --out docs
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import tempfile
 from pathlib import Path
 
-from tests.ui.remote_shots import wait
+from tools import app_start
+from tools.app_start import arguments, load, open_window, out_dir, qt_app, run, wait
 
 SIZES = ((1200, 780), (900, 600))
 
 
 def main() -> None:
-    from engine.blas import ensure_fast_blas
+    args = arguments().parse_args()
+    out = out_dir(args)
 
-    ensure_fast_blas()
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="bundled")
-    p.add_argument("--out", default="docs")
-    args = p.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-
-    from PySide6.QtCore import QEvent, QPoint
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtCore import QPoint
 
     from app.context import AppContext
     from app.history.sync import HistorySync
     from app.settings import Settings
-    from ui.event_loop import make_app, make_loop
-    from ui.main_window import MainWindow
 
-    app = make_app(["hardening3_shots"])
-    loop = make_loop(app)
+    _app, loop = qt_app("hardening3_shots")
     home = Path(tempfile.mkdtemp())
     settings = Settings(home / "settings.json")
     settings.show_settings_panel = True
     base = AppContext.create(settings=settings)
     ctx = AppContext(settings, base.bridge, history=HistorySync.open(home / "history.db"))
-    window = MainWindow(ctx)
-    window.resize(*SIZES[0])
-    window.show()
+    window = open_window(ctx, SIZES[0])
 
     def shot(name: str) -> None:
-        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
-        QApplication.processEvents()
-        path = out / f"screenshot-hardening3-{name}.png"
-        if not window.grab().save(str(path)):
-            raise OSError(f"could not write {path}")
-        print("saved", path, flush=True)
+        app_start.shot(window, out / f"screenshot-hardening3-{name}.png")
 
     async def looks(name: str, sizes=SIZES) -> None:  # noqa: ANN001
         for theme in ("light", "dark"):
@@ -68,10 +50,9 @@ def main() -> None:
                 await asyncio.sleep(0.6)
                 shot(f"{name}-{theme}-{w}")
 
-    async def run() -> None:
+    async def scene() -> None:
         bridge = ctx.bridge
-        if not await bridge.load(args.model):
-            raise SystemExit(bridge.message)
+        await load(bridge, args.model)
         tab = window.current_tab()
         tab.panel.fields["max_tokens"].setValue(40)
         for text in ("Name three rivers in Europe.", "And one in Africa?"):
@@ -126,8 +107,7 @@ def main() -> None:
         await looks("stats-loads", ((1200, 780),))
         await ctx.bridge.shutdown(3.0)
 
-    with loop:
-        loop.run_until_complete(run())
+    run(loop, scene())
 
 
 if __name__ == "__main__":

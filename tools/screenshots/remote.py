@@ -3,76 +3,48 @@ server, in-process on loopback, serving the bundled model), the Connections dial
 simulator against that server with goodput limits. Run under Xvfb:
 
     Xvfb :7 -screen 0 1280x800x24 &
-    DISPLAY=:7 python -m tests.ui.remote_shots --out docs
+    DISPLAY=:7 python -m tools.screenshots.remote --out docs
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import tempfile
-from pathlib import Path
 
-from PySide6.QtCore import QEvent
-from PySide6.QtWidgets import QApplication, QWidget
+from tools.app_start import (
+    GREEDY,
+    arguments,
+    load,
+    open_window,
+    out_dir,
+    qt_app,
+    run,
+    scratch_settings,
+    shot,
+    wait,
+)
 
 KEY = "sk-demo"
-GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
-          "repetition_penalty": 1.1, "max_tokens": 90, "seed": None, "stop": []}
-
-
-def shot(widget: QWidget, path: Path) -> None:
-    QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
-    QApplication.processEvents()
-    if not widget.grab().save(str(path)):
-        raise OSError(f"could not write {path}")
-    print("saved", path)
-
-
-async def wait(predicate, timeout: float = 300.0) -> None:  # noqa: ANN001
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise TimeoutError("screenshot scene did not settle")
-        await asyncio.sleep(0.05)
 
 
 def main() -> None:
-    from engine.blas import ensure_fast_blas
-
-    ensure_fast_blas()
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="bundled")
-    p.add_argument("--out", default="docs")
-    args = p.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = arguments().parse_args()
+    out = out_dir(args)
 
     from app.context import AppContext
     from app.defaults import Defaults
     from app.remote import Connection
     from app.server import ApiServer, ServerConfig
-    from app.settings import Settings
     from ui.connections_dialog import ConnectionsDialog
-    from ui.event_loop import make_app, make_loop
-    from ui.main_window import MainWindow
-    from ui.style import load_stylesheet
 
-    app = make_app(["remote_shots"])
-    app.setStyleSheet(load_stylesheet())
-    loop = make_loop(app)
-    settings = Settings(Path(tempfile.mkdtemp()) / "settings.json")
+    _app, loop = qt_app("remote_shots", stylesheet=True)
+    settings = scratch_settings()
     settings.user_presets["Greedy"] = dict(GREEDY)
     settings.defaults = Defaults(params=dict(GREEDY))
     ctx = AppContext.create(settings=settings)
-    window = MainWindow(ctx)
-    window.resize(1200, 780)
-    window.show()
+    window = open_window(ctx)
 
-    async def run() -> None:
-        if not await ctx.bridge.load(args.model):
-            raise SystemExit(ctx.bridge.message)
+    async def scene() -> None:
+        await load(ctx.bridge, args.model)
         server = ApiServer(lambda: ctx.bridge.local, lambda: "SmolLM2-135M-Instruct",
                            ServerConfig(port=0, api_key=KEY))
         url = await server.start()
@@ -125,8 +97,7 @@ def main() -> None:
         await server.stop()
         await ctx.bridge.shutdown(3.0)
 
-    with loop:
-        loop.run_until_complete(run())
+    run(loop, scene())
 
 
 if __name__ == "__main__":

@@ -4,52 +4,46 @@ names the default); light and dark, 1200×780 and 900×600. The bundled model an
 under Xvfb (the dialog and the tooltip are windows of their own, so the screen is grabbed):
 
     Xvfb :7 -screen 0 1400x900x24 &
-    DISPLAY=:7 python -m tests.ui.prefs_shots --out docs
+    DISPLAY=:7 python -m tools.screenshots.prefs --out docs
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import tempfile
 from pathlib import Path
 
-from tests.ui.remote_shots import wait
+from tools.app_start import (
+    arguments,
+    load,
+    open_window,
+    out_dir,
+    qt_app,
+    run,
+    scratch_settings,
+    wait,
+)
 
 SIZES = ((1200, 780), (900, 600))
 
 
 def main() -> None:
-    from engine.blas import ensure_fast_blas
-
-    ensure_fast_blas()
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="bundled")
-    p.add_argument("--out", default="docs")
-    args = p.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = arguments().parse_args()
+    out = out_dir(args)
 
     from PySide6.QtCore import QEvent, QPoint
     from PySide6.QtWidgets import QApplication, QToolTip, QWidget
 
     from app.context import AppContext
     from app.defaults import DEFAULT_PARAMS
-    from app.settings import Settings
-    from ui.event_loop import make_app, make_loop
-    from ui.main_window import MainWindow
     from ui.preferences import open_preferences
 
-    app = make_app(["prefs_shots"])
-    loop = make_loop(app)
-    settings = Settings(Path(tempfile.mkdtemp()) / "settings.json")
+    _app, loop = qt_app("prefs_shots")
+    settings = scratch_settings()
     settings.set_defaults("You are a helpful assistant. Answer briefly.",
                           DEFAULT_PARAMS | {"max_tokens": 256, "temperature": 0.6})
     settings.show_settings_panel = True
     ctx = AppContext.create(settings=settings)
-    window = MainWindow(ctx)
-    window.resize(*SIZES[0])
-    window.show()
+    window = open_window(ctx, SIZES[0])
 
     def screen_shot(widget: QWidget, path: Path) -> None:
         """The screen where `widget` is: with the dialogs and tooltips over it."""
@@ -62,19 +56,18 @@ def main() -> None:
             raise OSError(f"could not write {path}")
         print("saved", path)
 
-    async def each_look(name: str, scene) -> None:  # noqa: ANN001
+    async def each_look(name: str, arrange) -> None:  # noqa: ANN001
         for theme in ("light", "dark"):
             window.set_theme(theme)
             for w, h in SIZES:
                 window.resize(w, h)
                 await asyncio.sleep(0.4)
-                await scene()
+                await arrange()
                 await asyncio.sleep(0.4)
                 screen_shot(window, out / f"screenshot-{name}-{theme}-{w}.png")
 
-    async def run() -> None:
-        if not await ctx.bridge.load(args.model):
-            raise SystemExit(ctx.bridge.message)
+    async def scene() -> None:
+        await load(ctx.bridge, args.model)
         tab = window.current_tab()
         window.set_tab_title(tab, "Haiku")
         panel = tab.panel
@@ -106,8 +99,7 @@ def main() -> None:
         await each_look("preferences", dialog)
         await ctx.bridge.shutdown(3.0)
 
-    with loop:
-        loop.run_until_complete(run())
+    run(loop, scene())
 
 
 if __name__ == "__main__":

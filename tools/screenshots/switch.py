@@ -4,22 +4,23 @@ waits for them, and the stats panel after the switch. Run under Xvfb (the questi
 window of its own, so the screen is captured with ImageMagick's `import`):
 
     Xvfb :83 -screen 0 1400x900x24 &
-    DISPLAY=:83 python -m tests.ui.switch_shots --out docs
+    DISPLAY=:83 python -m tools.screenshots.switch --out docs
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import functools
 import subprocess
-import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import QEvent
 from PySide6.QtWidgets import QApplication, QWidget
 
-GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
-          "repetition_penalty": 1.1, "max_tokens": 4000, "seed": None, "stop": []}
+from tools import app_start
+from tools.app_start import arguments, load, out_dir, qt_app, scratch_settings
+
+LONG = app_start.GREEDY | {"max_tokens": 4000}  # replies still running at each question
 STORY = "Write a long story about a lighthouse keeper and a storm."
 RECIPE = "Explain, step by step, how to bake sourdough bread at home."
 
@@ -38,44 +39,24 @@ def grab_screen(window: QWidget, path: Path, size: tuple[int, int]) -> None:
     print("saved", path)
 
 
-async def wait(predicate, timeout: float = 120.0) -> None:  # noqa: ANN001
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise TimeoutError("screenshot scene did not settle")
-        await asyncio.sleep(0.05)
+# a scene that has not settled in 2 minutes will not (a model switch is the slowest step)
+wait = functools.partial(app_start.wait, timeout=120.0)
 
 
 def main() -> None:
-    from engine.blas import ensure_fast_blas
-
-    ensure_fast_blas()
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="bundled")
-    p.add_argument("--out", default="docs")
-    args = p.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = arguments().parse_args()
+    out = out_dir(args)
 
     from app.bridge import Choice
     from app.context import AppContext
-    from app.settings import Settings
-    from ui.event_loop import make_app, make_loop
-    from ui.main_window import MainWindow
-    from ui.style import load_stylesheet
 
-    app = make_app(["switch_shots"])
-    app.setStyleSheet(load_stylesheet())
-    loop = make_loop(app)
-    settings = Settings(Path(tempfile.mkdtemp()) / "settings.json")
-    settings.user_presets["Long"] = dict(GREEDY)
+    _app, loop = qt_app("switch_shots", stylesheet=True)
+    settings = scratch_settings()
+    settings.user_presets["Long"] = dict(LONG)
     settings.default_preset = "Long"
     ctx = AppContext.create(settings=settings)
-    window = MainWindow(ctx)
+    window = app_start.open_window(ctx)
     window.move(0, 0)
-    window.resize(1200, 780)
-    window.show()
 
     async def ask(size: tuple[int, int], theme: str) -> asyncio.Task[bool]:
         window.set_theme(theme)
@@ -86,9 +67,8 @@ def main() -> None:
         await asyncio.sleep(0.8)  # a few more tokens streamed behind it
         return task
 
-    async def run() -> None:
-        if not await ctx.bridge.load(args.model):
-            raise SystemExit(ctx.bridge.message)
+    async def scene() -> None:
+        await load(ctx.bridge, args.model)
         first = window.current_tab()
         first.send_text(STORY)
         second = window.new_tab()
@@ -137,7 +117,7 @@ def main() -> None:
         window.close()
         await wait(lambda: window._closed, timeout=30)
 
-    loop.run_until_complete(run())
+    app_start.run(loop, scene())
 
 
 if __name__ == "__main__":

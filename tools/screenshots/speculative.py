@@ -4,56 +4,47 @@ light and dark, 1200×780 and 900×600; and Chat → Speculative decoding open (
 after choosing Off while n-gram runs). The bundled model answers. Run under Xvfb:
 
     Xvfb :7 -screen 0 1400x900x24 &
-    DISPLAY=:7 python -m tests.ui.speculative_shots --out docs
+    DISPLAY=:7 python -m tools.screenshots.speculative --out docs
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import tempfile
-from pathlib import Path
 
 from tests.engine.test_speculation_bundled import CODE
-from tests.ui.remote_shots import GREEDY, shot, wait
+from tools.app_start import (
+    GREEDY,
+    arguments,
+    load,
+    open_window,
+    out_dir,
+    qt_app,
+    run,
+    scratch_settings,
+    shot,
+    wait,
+)
 
 SIZES = ((1200, 780), (900, 600))
 
 
 def main() -> None:
-    from engine.blas import ensure_fast_blas
-
-    ensure_fast_blas()
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="bundled")
-    p.add_argument("--out", default="docs")
-    args = p.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    args = arguments().parse_args()
+    out = out_dir(args)
 
     from PySide6.QtWidgets import QApplication, QGroupBox
 
     from app.context import AppContext
-    from app.settings import Settings
-    from ui.event_loop import make_app, make_loop
-    from ui.main_window import MainWindow
-    from ui.style import load_stylesheet
 
-    app = make_app(["speculative_shots"])
-    app.setStyleSheet(load_stylesheet())
-    loop = make_loop(app)
-    tmp = Path(tempfile.mkdtemp())
-    settings = Settings(tmp / "settings.json")
+    _app, loop = qt_app("speculative_shots", stylesheet=True)
+    settings = scratch_settings()
     settings.user_presets["Greedy"] = GREEDY | {"max_tokens": 200, "repetition_penalty": 1.0}
     settings.default_preset = "Greedy"
     ctx = AppContext.create(settings=settings)
-    window = MainWindow(ctx)
-    window.resize(*SIZES[0])
-    window.show()
+    window = open_window(ctx, SIZES[0])
 
-    async def run() -> None:
-        if not await ctx.bridge.load(args.model):
-            raise SystemExit(ctx.bridge.message)
+    async def scene() -> None:
+        await load(ctx.bridge, args.model)
         tab = window.current_tab()
         window.set_tab_title(tab, "Copy code")
         tab.send_text("Repeat this code exactly, in a code block:\n\n```python\n" + CODE + "```")
@@ -91,8 +82,7 @@ def main() -> None:
         menu.hide()
         await ctx.bridge.shutdown(3.0)
 
-    with loop:
-        loop.run_until_complete(run())
+    run(loop, scene())
 
 
 if __name__ == "__main__":

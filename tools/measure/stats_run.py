@@ -1,8 +1,8 @@
 """Event-loop lag with the stats panel open while N tabs stream (numbers in docs/app.md):
 
-    python -m tests.ui.stats_run --model bundled --tabs 16 --max-tokens 128
-    python -m tests.ui.stats_run --model bundled --tabs 4 --screenshot docs/screenshot-stats.png
-    python -m tests.ui.stats_run --model tiny --tabs 16 --max-tokens 1000   # issue #18 item 10
+    python -m tools.measure.stats_run --model bundled --tabs 16 --max-tokens 128
+    python -m tools.measure.stats_run --tabs 4 --screenshot docs/screenshot-stats.png
+    python -m tools.measure.stats_run --model tiny --tabs 16 --max-tokens 1000   # issue #18 item 10
 
 `--hidden` leaves the panel closed, for comparison; `--model tiny` is the tiny random-weight
 test model (16 sequences at once); `--profile FILE` writes a cProfile of the UI thread.
@@ -10,17 +10,12 @@ test model (16 sequences at once); `--profile FILE` writes a cProfile of the UI 
 
 from __future__ import annotations
 
-import argparse
-
 from tests.ui.lag_run import LagResult, stream_tabs
+from tools.app_start import arguments, load, open_window, qt_app, run
 
 
 def main() -> None:
-    from engine.blas import ensure_fast_blas
-
-    ensure_fast_blas()
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="bundled")
+    p = arguments(out=False)
     p.add_argument("--tabs", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--screenshot", default=None)
@@ -31,29 +26,21 @@ def main() -> None:
 
     from PySide6.QtCore import Qt
 
+    from app.bridge import EngineBridge
     from app.context import AppContext
     from app.settings import Settings
-    from ui.event_loop import make_app, make_loop
-    from ui.main_window import MainWindow
-    from ui.style import load_stylesheet
 
-    app = make_app(["stats_run"])
-    app.setStyleSheet(load_stylesheet())
-    loop = make_loop(app)
-    from app.bridge import EngineBridge
-
+    _app, loop = qt_app("stats_run", stylesheet=True)
     bridge = EngineBridge(_load_tiny) if args.model == "tiny" else None
-    window = MainWindow(AppContext.create(settings=Settings(None), bridge=bridge))
-    window.resize(1400, 900)
-    window.show()
+    window = open_window(AppContext.create(settings=Settings(None), bridge=bridge),
+                         (1400, 900))
     dock = window.stats_dock
     if not args.hidden:
         dock.show()
         window.resizeDocks([dock], [720], Qt.Orientation.Horizontal)
 
-    async def run() -> LagResult:
-        if not await window.ctx.bridge.load(args.model):
-            raise SystemExit(window.ctx.bridge.message)
+    async def session() -> LagResult:
+        await load(window.ctx.bridge, args.model)
         result = await stream_tabs(window, args.tabs, args.max_tokens, args.screenshot,
                                    args.shot_after)
         await window.ctx.bridge.shutdown(3.0)
@@ -65,8 +52,7 @@ def main() -> None:
 
         profile = cProfile.Profile()
         profile.enable()
-    with loop:
-        r = loop.run_until_complete(run())
+    r = run(loop, session())
     if profile is not None:
         profile.disable()
         profile.dump_stats(args.profile)

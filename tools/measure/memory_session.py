@@ -3,27 +3,23 @@ on the bundled model; after each round the process's RSS, MLX's live arrays and 
 in the round, the KV in use and the prefix cache; then 3 s idle. Runnable by hand (numbers
 in docs/memory.md, issue #46):
 
-    QT_QPA_PLATFORM=offscreen python -m tests.ui.memory_session --rounds 8 --max-tokens 200
+    QT_QPA_PLATFORM=offscreen python -m tools.measure.memory_session --rounds 8 --max-tokens 200
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import tempfile
 
 from tests.ui.lag_run import PROMPTS
+from tools.app_start import arguments, load, open_window, qt_app, run
 
 MIB = 1 << 20
 
 
 def main() -> None:
-    from engine.blas import ensure_fast_blas
-
-    ensure_fast_blas()
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="bundled")
+    p = arguments(out=False)
     p.add_argument("--tabs", type=int, default=8)
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--max-tokens", type=int, default=200)
@@ -34,14 +30,9 @@ def main() -> None:
 
     from app.context import AppContext
     from app.process_memory import resident_bytes
-    from ui.event_loop import make_app, make_loop
-    from ui.main_window import MainWindow
 
-    app = make_app(["memory_session"])
-    loop = make_loop(app)
-    window = MainWindow(AppContext.create())
-    window.resize(1200, 780)
-    window.show()
+    _app, loop = qt_app("memory_session")
+    window = open_window(AppContext.create())
 
     def report(label: str) -> None:
         local = window.ctx.bridge.local
@@ -52,9 +43,8 @@ def main() -> None:
               f"{s.kv_used_bytes // MIB} of {s.kv_budget_bytes // MIB} MiB "
               f"({s.prefix_entries} cached prefixes)", flush=True)
 
-    async def run() -> None:
-        if not await window.ctx.bridge.load(args.model):
-            raise SystemExit(window.ctx.bridge.message)
+    async def session() -> None:
+        await load(window.ctx.bridge, args.model)
         tabs = [window.current_tab()] + [window.new_tab() for _ in range(args.tabs - 1)]
         for i, tab in enumerate(tabs):
             tab.panel.fields["max_tokens"].setValue(args.max_tokens)
@@ -74,8 +64,7 @@ def main() -> None:
         report("idle 3 s")
         await window.ctx.bridge.shutdown(3.0)
 
-    with loop:
-        loop.run_until_complete(run())
+    run(loop, session())
 
 
 if __name__ == "__main__":

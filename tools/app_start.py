@@ -1,0 +1,123 @@
+"""How every script under tools/ runs the real window, in one place: the BLAS re-exec, the
+common arguments, the Qt app and its asyncio loop, a throw-away settings file, the window,
+the model load, and a screenshot scene's waits and grabs.
+
+The scripts run on whatever display Qt is given: `QT_QPA_PLATFORM=offscreen` for the window
+alone, or under Xvfb (`Xvfb :7 -screen 0 1400x900x24 &`, then `DISPLAY=:7`) where a scene
+has windows of its own (a dialog, a tooltip, the switch question) and the screen is grabbed.
+
+Imports of app and ui wait until `arguments()` has run: `ensure_fast_blas` may re-exec the
+process, and must do so before MLX is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication, QWidget
+
+    from app.bridge import EngineBridge
+    from app.context import AppContext
+    from app.settings import Settings
+    from ui.event_loop import QtLoop
+    from ui.main_window import MainWindow
+
+# The sampling preset of the scenes that show replies: greedy, so a scene's text is the same
+# on every run and the pictures change only when the app does.
+GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+          "repetition_penalty": 1.1, "max_tokens": 90, "seed": None, "stop": []}
+
+
+def arguments(description: str | None = None, *, out: bool = True) -> argparse.ArgumentParser:
+    """The parser every script starts from: `--model` (default: the bundled model) and, for
+    screenshots, `--out` (the folder they go to, default docs). Re-execs the process with
+    the system OpenBLAS first (engine/blas.py), so call it before anything loads MLX."""
+    from engine.blas import ensure_fast_blas
+
+    ensure_fast_blas()
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--model", default="bundled")
+    if out:
+        p.add_argument("--out", default="docs")
+    return p
+
+
+def out_dir(args: argparse.Namespace) -> Path:
+    """`--out`, made if it is not there."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def qt_app(name: str, *, stylesheet: bool = False) -> tuple[QApplication, QtLoop]:
+    """The Qt application (named `name` in its argv) and the asyncio loop on it (qasync),
+    as the app's own start-up makes them; `stylesheet`: the app's style sheet, as shipped."""
+    from ui.event_loop import make_app, make_loop
+
+    app = make_app([name])
+    if stylesheet:
+        from ui.style import load_stylesheet
+
+        app.setStyleSheet(load_stylesheet())
+    return app, make_loop(app)
+
+
+def scratch_settings() -> Settings:
+    """Settings in a fresh temporary folder: a scene never reads or changes the user's."""
+    from app.settings import Settings
+
+    return Settings(Path(tempfile.mkdtemp()) / "settings.json")
+
+
+def open_window(ctx: AppContext,
+                size: tuple[int, int] | None = (1200, 780)) -> MainWindow:
+    """The main window on `ctx`, shown at `size` (None: the size it opens at by itself)."""
+    from ui.main_window import MainWindow
+
+    window = MainWindow(ctx)
+    if size is not None:
+        window.resize(*size)
+    window.show()
+    return window
+
+
+async def load(bridge: EngineBridge, source: str) -> None:
+    """Load the model (`--model`); a load that fails ends the script with the bridge's
+    message rather than a scene without a model."""
+    if not await bridge.load(source):
+        raise SystemExit(bridge.message)
+
+
+def run(loop: QtLoop, scene: Coroutine[Any, Any, Any]) -> Any:
+    """Run `scene` on the loop to its end and close the loop; its result."""
+    with loop:
+        return loop.run_until_complete(scene)
+
+
+async def wait(predicate: Callable[[], object], timeout: float = 300.0) -> None:
+    """Until `predicate()` holds (the loop runs meanwhile); TimeoutError after `timeout`
+    seconds, so a scene that never settles fails rather than hangs."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise TimeoutError("screenshot scene did not settle")
+        await asyncio.sleep(0.05)
+
+
+def shot(widget: QWidget, path: Path) -> None:
+    """Save `widget` as drawn (its layout settled first) to `path`."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+    QApplication.processEvents()
+    if not widget.grab().save(str(path)):
+        raise OSError(f"could not write {path}")
+    print("saved", path, flush=True)
