@@ -61,6 +61,9 @@ class ArchCase:
     metadata: Callable[[GGUFWriter, dict[str, Any]], None] | None = None
     # tensors the converter writes beside the parameters (Phi-3.5's rope factors)
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    # Hugging Face names (their ending) the converter renames itself, gguf-py's map having
+    # none for them: the GGUF tensor and suffix it writes
+    renames: dict[str, tuple[gguf.MODEL_TENSOR, str]] = field(default_factory=dict)
 
 
 def _cfg(model_type: str, **kw: Any) -> dict[str, Any]:
@@ -115,8 +118,18 @@ def _gemma4_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     w.add_value_length(c["global_head_dim"])
     w.add_key_length_swa(c["head_dim"])
     w.add_value_length_swa(c["head_dim"])
-    w.add_feed_forward_length([c["intermediate_size"] * (1 if i < first_shared else 2)
-                               for i in range(c["num_hidden_layers"])])
+    if c.get("use_double_wide_mlp"):
+        w.add_feed_forward_length([c["intermediate_size"] * (1 if i < first_shared else 2)
+                                   for i in range(c["num_hidden_layers"])])
+    # transformers' Gemma4TextConfig gives full layers their own KV heads (per_layer_config)
+    # only with attention_k_eq_v; the converter writes a per-layer array from it
+    if c.get("attention_k_eq_v") and c.get("num_global_key_value_heads") is not None:
+        w.add_head_count_kv([c["num_key_value_heads"] if s else c["num_global_key_value_heads"]
+                             for s in swa])
+    if c.get("enable_moe_block"):  # conversion/base.py TextModel.set_gguf_parameters
+        w.add_expert_count(c["num_experts"])
+        w.add_expert_used_count(c["top_k_experts"])
+        w.add_expert_feed_forward_length(c["moe_intermediate_size"])
     w.add_rope_freq_base_swa(local["rope_theta"])
     w.add_rope_dimension_count(c["global_head_dim"])
     w.add_rope_dimension_count_swa(int(c["head_dim"] * local["partial_rotary_factor"]))
@@ -155,6 +168,10 @@ def _ministral3_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     w.add_attn_temperature_scale(p["llama_4_scaling_beta"])
 
 
+# conversion/gemma.py Gemma4Model.modify_tensors
+GEMMA4_RENAMES = {"router.scale": (gguf.MODEL_TENSOR.FFN_GATE_INP, "scale"),
+                  "router.per_expert_scale": (gguf.MODEL_TENSOR.FFN_DOWN_EXP, "scale")}
+
 CASES: dict[str, ArchCase] = {
     "llama": ArchCase("llama", _cfg("llama"), permute_qk=True, metadata=_llama_meta),
     "qwen2": ArchCase("qwen2", _cfg("qwen2")),
@@ -188,7 +205,26 @@ CASES: dict[str, ArchCase] = {
             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
                                   "partial_rotary_factor": 1.0}}),
         metadata=_gemma4_meta,
-        extra={"rope_freqs.weight": np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32)}),
+        extra={"rope_freqs.weight": np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32)},
+        renames=GEMMA4_RENAMES),
+    # Gemma 4 26B-A4B-like: every layer's MLP beside 4 experts (2 a token), a full layer's
+    # V the same as its K, fewer KV heads in full layers than in sliding ones, no per-layer
+    # inputs and no KV sharing
+    "gemma4-moe": ArchCase("gemma4", _cfg(
+        "gemma4_text", num_hidden_layers=4, head_dim=16, global_head_dim=32,
+        num_key_value_heads=2, num_global_key_value_heads=1, attention_k_eq_v=True,
+        num_kv_shared_layers=0, hidden_size_per_layer_input=0, sliding_window=8,
+        final_logit_softcapping=30.0, use_double_wide_mlp=False, tie_word_embeddings=True,
+        enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        rope_parameters={
+            "full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
+                               "partial_rotary_factor": 0.25},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+                                  "partial_rotary_factor": 1.0}}),
+        metadata=_gemma4_meta,
+        extra={"rope_freqs.weight": np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32)},
+        renames=GEMMA4_RENAMES),
     "phi3": ArchCase("phi3", _cfg("phi3")),
     # Phi-3.5's LongRoPE: the factors are tensors, the original context a key
     "phi3-longrope": ArchCase("phi3", _cfg(
@@ -254,6 +290,23 @@ def _permute(w: np.ndarray, heads: int) -> np.ndarray:
             .swapaxes(1, 2).reshape(w.shape))
 
 
+def hf_parameters(model: nn.Module) -> dict[str, np.ndarray]:
+    """The model's parameters under Hugging Face's names and shapes where mlx-lm's sanitize
+    changed them: Gemma 4's experts as one gate_up_proj (gate rows first) and a down_proj."""
+    params = {name: np.array(value) for name, value in tree_flatten(model.parameters())}
+    out = {}
+    for name, w in params.items():
+        head, sep, leaf = name.partition(".experts.switch_glu.")
+        if not sep:
+            out[name] = w
+        elif leaf == "gate_proj.weight":
+            up = params[f"{head}.experts.switch_glu.up_proj.weight"]
+            out[f"{head}.experts.gate_up_proj"] = np.concatenate([w, up], axis=-2)
+        elif leaf == "down_proj.weight":
+            out[f"{head}.experts.down_proj"] = w
+    return out
+
+
 def gguf_tensors(case: ArchCase, model: nn.Module) -> dict[str, np.ndarray]:
     """The model's weights under their GGUF names, as the converter leaves them."""
     arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == case.gguf_arch)
@@ -261,15 +314,22 @@ def gguf_tensors(case: ArchCase, model: nn.Module) -> dict[str, np.ndarray]:
     c = case.config
     head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
     out = {}
-    for name, value in tree_flatten(model.parameters()):
+    for name, w in hf_parameters(model).items():
         hf = name.replace(".switch_mlp.", ".experts.")
+        renamed = next((r for end, r in case.renames.items() if hf.endswith(end)), None)
+        if renamed is not None:
+            kind, suffix = renamed
+            bid = int(hf.split(".layers.")[1].split(".")[0])
+            out[f"{gguf.TENSOR_NAMES[kind].format(bid=bid)}.{suffix}"] = w
+            continue
         base, _, suffix = hf.rpartition(".")
         new = name_map.get_name(base)
         new = f"{new}.{suffix}" if new is not None else name_map.get_name(hf)
         assert new is not None, f"gguf-py has no name for {name}"
-        if name.endswith(".layer_scalar"):  # conversion/gemma.py: filter_tensors adds .weight
+        # conversion/gemma.py filter_tensors: layer_scalar and the stacked experts get .weight
+        if name.endswith(".layer_scalar") or ".experts.gate_up_proj" in name \
+                or name.endswith(".experts.down_proj"):
             new += ".weight"
-        w = np.array(value)
         if case.permute_qk and new.split(".")[-2] in ("attn_q", "attn_k"):
             w = _permute(w, w.shape[0] // head_dim)
         if case.norm_shift and new.endswith("norm.weight"):

@@ -42,6 +42,7 @@ from .gguf_arch import (
     hf_config,
     model_classes,
     rope_row_order,
+    split_gate_up_experts,
     uses_traditional_rope,
 )
 from .gguf_file import GgufFile, check_gguf_header, read_gguf_file
@@ -124,6 +125,7 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
            report: ProgressReporter) -> tuple[nn.Module, dict[str, Any], list[str]]:
     source = str(f.path)
     arch = architecture(f)
+    f = split_gate_up_experts(f)  # mlx-lm holds the gate and up experts apart
     if "token_embd.weight" not in f.tensors:
         raise ModelLoadError(f"{source}: GGUF holds no model weights ({len(f.tensors)} tensors, "
                              "no token_embd.weight); is it a vocab-only file?")
@@ -138,7 +140,7 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
         raise ModelLoadError(f"{source}: mlx-lm's {config['model_type']} model does not take "
                              f"this file's settings: {e}") from e
     params = [n for n, _ in tree_flatten(model.parameters())]
-    names = gguf_names(f, params)
+    names = gguf_names(f, params, arch.tensors)
     absent = [p for p in params if names.get(p) not in f.tensors]
     if absent:
         shown = ", ".join(f"{p} ({names.get(p, 'no GGUF name')})" for p in absent[:4])

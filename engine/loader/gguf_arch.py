@@ -18,6 +18,8 @@ the file leaves out (Gemma 3's sliding-window pattern of 6, SmolLM3's RoPE-free 
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +28,7 @@ import gguf
 import numpy as np
 
 from .errors import ModelLoadError
-from .gguf_file import GgufFile
-from .support import GEMMA4_MOE_REFUSAL
+from .gguf_file import GgufFile, GgufTensor
 
 ConfigHook = Callable[[GgufFile, dict[str, Any]], None]
 
@@ -44,6 +45,9 @@ class Arch:
     transformers_name: str | None = None  # its GGUF_CONFIG_MAPPING key, if not model_type
     hook: ConfigHook | None = None
     defaults: dict[str, Any] = field(default_factory=dict)  # llama.cpp's fixed choices
+    # mlx-lm parameters (named after "model.layers.{bid}.") that gguf-py's map has no
+    # Hugging Face name for: the GGUF tensor (gguf-py's) and suffix the converter gives them
+    tensors: dict[str, tuple[gguf.MODEL_TENSOR, str]] = field(default_factory=dict)
 
 
 def _gemma2(f: GgufFile, c: dict[str, Any]) -> None:
@@ -133,9 +137,8 @@ def _ministral3(f: GgufFile, c: dict[str, Any]) -> None:
 def _gemma4(f: GgufFile, c: dict[str, Any]) -> None:
     """Gemma 4 (conversion/gemma.py Gemma4Model): per-layer arrays for the sliding pattern,
     the KV heads and the MLP width; two head sizes; two RoPEs, the full layers' one
-    "proportional", its unrotated dimensions marked 1e30 in rope_freqs."""
-    if f.arch_value("expert_count"):  # support.gguf_refusal says so first, in these words
-        raise ModelLoadError(f"{f.path}: {GEMMA4_MOE_REFUSAL}")
+    "proportional", its unrotated dimensions marked 1e30 in rope_freqs; the 26B-A4B's
+    experts beside every layer's MLP (src/models/gemma4.cpp)."""
     n = c["num_hidden_layers"]
     pattern = f.arch_value("attention.sliding_window_pattern")
     swa = [bool(x) for x in pattern] if pattern is not None else [True] * n
@@ -159,6 +162,14 @@ def _gemma4(f: GgufFile, c: dict[str, Any]) -> None:
         c["vocab_size_per_layer_input"] = f.tensors["per_layer_token_embd.weight"].shape[0]
     cap = f.arch_value("final_logit_softcapping")
     c["final_logit_softcapping"] = float(cap) if cap else None
+    experts = f.arch_value("expert_count")
+    if experts:  # mlx-lm's names for them (transformers' GGUF map has none for gemma4)
+        c["enable_moe_block"] = True
+        c["num_experts"] = int(experts)
+        c["top_k_experts"] = int(f.arch_value("expert_used_count", 1))
+        down = f.tensors.get("blk.0.ffn_down_exps.weight")
+        c["moe_intermediate_size"] = int(f.arch_value(
+            "expert_feed_forward_length", down.shape[-1] if down is not None else 0))
     # attention_k_eq_v: a full layer that computes its KV has no V projection
     first_full = next((i for i, s in enumerate(swa) if not s), None)
     c["attention_k_eq_v"] = (first_full is not None
@@ -179,6 +190,18 @@ def _gemma4(f: GgufFile, c: dict[str, Any]) -> None:
     }
 
 
+_T = gguf.MODEL_TENSOR
+# conversion/gemma.py Gemma4Model.modify_tensors renames the router's input scale and its
+# per-expert scale (llama.cpp applies the latter to each expert's output, as ffn_down_exps_s);
+# Hugging Face's fused experts.gate_up_proj (which mlx-lm's sanitize halves) is read as
+# llama.cpp's separate gate and up experts (split_gate_up_experts).
+_GEMMA4_EXPERT_TENSORS = {
+    "router.scale": (_T.FFN_GATE_INP, "scale"),
+    "router.per_expert_scale": (_T.FFN_DOWN_EXP, "scale"),
+    "experts.switch_glu.gate_proj.weight": (_T.FFN_GATE_EXP, "weight"),
+    "experts.switch_glu.up_proj.weight": (_T.FFN_UP_EXP, "weight"),
+}
+
 ARCHS: dict[str, Arch] = {
     "llama": Arch("llama", interleaved_rope=True),
     "qwen2": Arch("qwen2"),
@@ -187,7 +210,8 @@ ARCHS: dict[str, Arch] = {
     "gemma2": Arch("gemma2", norm_offset=1.0, hook=_gemma2),
     "gemma3": Arch("gemma3_text", norm_offset=1.0, transformers_name="gemma3", hook=_gemma3),
     # conversion/gemma.py Gemma4Model.norm_shift: 0 (its norms are stored as trained)
-    "gemma4": Arch("gemma4_text", transformers_name="gemma4", hook=_gemma4),
+    "gemma4": Arch("gemma4_text", transformers_name="gemma4", hook=_gemma4,
+                   tensors=_GEMMA4_EXPERT_TENSORS),
     "phi3": Arch("phi3", hook=_phi3),
     "granite": Arch("granite", interleaved_rope=True, hook=_granite,
                     defaults={"attention_bias": False, "mlp_bias": False}),
@@ -290,13 +314,14 @@ def model_classes(config: dict[str, Any], source: str) -> tuple[type, type]:
 
 def uses_traditional_rope(args_class: type) -> bool:
     """mlx-lm's module for this architecture can run llama.cpp's adjacent-pair RoPE."""
-    import dataclasses
-
     return any(f.name == "rope_traditional" for f in dataclasses.fields(args_class))
 
 
-def gguf_names(f: GgufFile, param_names: list[str]) -> dict[str, str]:
-    """mlx-lm parameter name → GGUF tensor name, through gguf-py's map."""
+def gguf_names(f: GgufFile, param_names: list[str],
+               tensors: dict[str, tuple[gguf.MODEL_TENSOR, str]] | None = None
+               ) -> dict[str, str]:
+    """mlx-lm parameter name → GGUF tensor name, through gguf-py's map (``tensors``: an
+    architecture's parameters that map has no name for, Arch.tensors)."""
     arch_id = next((k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == f.architecture), None)
     if arch_id is None:
         raise ModelLoadError(f"{f.path}: gguf-py does not know architecture "
@@ -305,8 +330,15 @@ def gguf_names(f: GgufFile, param_names: list[str]) -> dict[str, str]:
     name_map = gguf.get_tensor_name_map(arch_id, blocks)
     out = {}
     for name in param_names:
-        # mlx-lm keeps stacked experts as switch_mlp (its sanitize renames HF's experts)
-        for candidate in (name, name.replace(".switch_mlp.", ".experts.")):
+        layer = re.match(r"model\.layers\.(\d+)\.(.+)$", name)
+        if layer and tensors and layer.group(2) in tensors:
+            kind, suffix = tensors[layer.group(2)]
+            out[name] = f"{gguf.TENSOR_NAMES[kind].format(bid=int(layer.group(1)))}.{suffix}"
+            continue
+        # mlx-lm keeps stacked experts as switch_mlp or experts.switch_glu (its sanitize
+        # renames Hugging Face's experts)
+        for candidate in (name, name.replace(".switch_mlp.", ".experts."),
+                          name.replace(".experts.switch_glu.", ".experts.")):
             base, dot, suffix = candidate.rpartition(".")
             mapped = name_map.get_name(base) if dot else None
             if mapped is not None:
@@ -319,6 +351,31 @@ def gguf_names(f: GgufFile, param_names: list[str]) -> dict[str, str]:
                 out[name] = weight if weight in f.tensors and mapped not in f.tensors else mapped
                 break
     return out
+
+
+def split_gate_up_experts(f: GgufFile) -> GgufFile:
+    """The file with each fused gate/up expert tensor (``ffn_gate_up_exps``: Gemma 4's
+    converter writes them, and any MoE converted with --fuse-gate-up-exps) as the two that
+    llama.cpp's loaders otherwise read (``ffn_gate_exps``, ``ffn_up_exps``): build_moe_ffn
+    (src/llama-graph.cpp) takes the first half of its rows as the gate. The halves are views
+    of the file's rows (a quantized block never spans two rows), so nothing is re-encoded."""
+    fused = re.compile(re.escape(gguf.TENSOR_NAMES[_T.FFN_GATE_UP_EXP]).replace(
+        re.escape("{bid}"), r"(\d+)") + r"\.weight$")
+    if not any(fused.match(name) for name in f.tensors):
+        return f
+    tensors: dict[str, GgufTensor] = {}
+    for name, t in f.tensors.items():
+        m = fused.match(name)
+        if m is None:
+            tensors[name] = t
+            continue
+        half = t.shape[-2] // 2
+        for kind, rows in ((_T.FFN_GATE_EXP, slice(0, half)),
+                           (_T.FFN_UP_EXP, slice(half, 2 * half))):
+            new = f"{gguf.TENSOR_NAMES[kind].format(bid=int(m.group(1)))}.weight"
+            tensors[new] = GgufTensor(new, t.kind, (*t.shape[:-2], half, t.shape[-1]),
+                                      t.data[..., rows, :])
+    return dataclasses.replace(f, tensors=tensors)
 
 
 def rope_row_order(rows: int, heads: int) -> np.ndarray:

@@ -65,8 +65,6 @@ GGUF_FLOAT_TYPES = frozenset({0, 1, 30})  # F32, F16, BF16
 # gguf-py dequantizes these and nothing runs them quantized here: float32, said at load.
 GGUF_FLOAT32_TYPES = frozenset({16, 17, 18, 19, 21, 22, 29, 34, 35, 40})
 GGUF_ROPE_SCALING = frozenset({None, "none", "linear", "yarn"})
-GEMMA4_MOE_REFUSAL = ("Gemma 4's mixture-of-experts models do not load here yet (the dense "
-                      "ones do)")
 
 
 def ggml_type_name(kind: int) -> str:
@@ -98,8 +96,6 @@ def gguf_refusal(architecture: str | None, tensor_types: Iterable[int],
     time (gguf.py), so a refused file says the same in both places."""
     rope = arch_value("rope.scaling.type")
     reason = gguf_unsupported(architecture, tensor_types, rope if isinstance(rope, str) else None)
-    if not reason and architecture == "gemma4" and arch_value("expert_count"):
-        reason = GEMMA4_MOE_REFUSAL
     if not reason and "token_embd.weight" not in tensor_names:
         reason = "no model weights in the file (a vocabulary-only GGUF?)"
     if not reason:  # what gguf_arch.hf_config needs

@@ -17,10 +17,12 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
-from gguf import GGMLQuantizationType
+from gguf import GGMLQuantizationType, dequantize
 
 from engine import SamplingParams
 from engine.loader import load_model
+from engine.loader.ggml_modules import dequantize_groups
+from engine.loader.gguf_file import read_gguf_file
 from tests.engine.conftest import engine_on, run_to_end
 from tests.engine.test_same_answer import KINDS, REFERENCE_CONFIG, Run, other_params
 from tests.gguf_models import CASES, build_model, gguf_tensors, quantize, write_gguf
@@ -40,6 +42,27 @@ def test_f32_file_gives_mlx_lm_logits_on_the_same_weights(name: str, tmp_path: P
     assert got.shape == ref.shape == (1, len(IDS), case.config["vocab_size"])
     assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
     assert loaded.context_length == case.config["max_position_embeddings"]
+
+
+def test_gemma4_fused_experts_are_kept_quantized_and_split_exactly(tmp_path: Path) -> None:
+    """Gemma 4's converter writes each layer's gate and up experts as one tensor
+    (ffn_gate_up_exps); the loader gives mlx-lm's two halves of it still quantized, each
+    equal to gguf-py's dequantize of its rows, bit for bit in float32."""
+    case = CASES["gemma4-moe"]
+    tensors, raw = quantize(gguf_tensors(case, build_model(case)), T.Q4_1, seed=3,
+                            which=lambda n: T.Q4_1 if "_exps." in n else None)
+    path = write_gguf(tmp_path / "moe.gguf", case, tensors, raw_types=raw)
+    f, layers = read_gguf_file(path), load_model(str(path)).model.layers
+    for i, layer in enumerate(layers):
+        fused = f.tensors[f"blk.{i}.ffn_gate_up_exps.weight"]
+        want = dequantize(np.asarray(fused.data), fused.kind)
+        half = want.shape[-2] // 2
+        for proj, rows in (("gate_proj", want[:, :half]), ("up_proj", want[:, half:])):
+            m = getattr(layer.experts.switch_glu, proj)
+            assert m.bits == 4 and m.group_size == 32  # Q4_1's exact form, not floats
+            got = np.array(dequantize_groups(m.weight, m.scales, m.biases, 32, 4))
+            assert np.array_equal((got + np.float32(0)).view(np.uint32),
+                                  (rows + np.float32(0)).view(np.uint32)), (i, proj)
 
 
 def _mixed_types(name: str) -> T | None:

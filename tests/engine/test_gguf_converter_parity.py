@@ -19,13 +19,12 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
-from mlx.utils import tree_flatten
 
 from engine.loader import load_model
 from engine.loader.gguf_arch import architecture, hf_config
 from engine.loader.gguf_file import read_gguf_file
 from engine.loader.gguf_tokenizer import build_gguf_tokenizer
-from tests.gguf_models import CASES, build_model, gguf_tensors, write_gguf
+from tests.gguf_models import CASES, build_model, gguf_tensors, hf_parameters, write_gguf
 
 LLAMA_CPP = os.environ.get("BATCHCHAT_LLAMA_CPP")
 PYTHON = os.environ.get("BATCHCHAT_CONVERTER_PYTHON")
@@ -62,12 +61,12 @@ cv.main()
 
 def _hf_weights(model) -> dict[str, mx.array]:
     out = {}
-    for name, value in tree_flatten(model.parameters()):
-        if ".switch_mlp." in name:  # HF keeps one tensor per expert
+    for name, value in hf_parameters(model).items():  # Gemma 4's experts stacked, fused
+        if ".switch_mlp." in name:  # Qwen3-MoE's HF checkpoint keeps one tensor an expert
             for e in range(value.shape[0]):
-                out[name.replace(".switch_mlp.", f".experts.{e}.")] = value[e]
+                out[name.replace(".switch_mlp.", f".experts.{e}.")] = mx.array(value[e])
         else:
-            out[name] = value
+            out[name] = mx.array(value)
     return out
 
 
