@@ -6,7 +6,7 @@ import mlx.core as mx
 import pytest
 from mlx_lm.generate import generate_step
 
-from engine import Engine, SamplingParams
+from engine import Engine, SamplingParams, testing
 
 
 def reference_tokens(model, prompt: list[int], n: int, **kwargs) -> list[int]:
@@ -103,7 +103,7 @@ def run_staggered(engine: Engine, ps: list[list[int]]) -> list:
 
 def count_passes(engine, monkeypatch) -> list[str]:
     """Log the engine's forward passes ("prefill" or "decode") as they run."""
-    runner, log = engine._core.runner, []
+    runner, log = testing.internals(engine).runner, []
     one, many, decode = runner.prefill, runner.prefill_many, runner.decode
     monkeypatch.setattr(runner, "prefill",
                         lambda c, t, **kw: log.append("prefill") or one(c, t, **kw))
@@ -118,7 +118,7 @@ def drafting_pays(engine: Engine) -> Engine:
     whatever their real costs (on a tiny model a drafted position can cost more than the
     step it saves, and the engine would rightly stop drafting). For tests of what happens
     when rows draft; returns `engine`."""
-    speculation = engine._core.speculation
+    speculation = testing.internals(engine).speculation
     if speculation is not None:
         costs = speculation.costs
         costs.plain_s = dict.fromkeys(range(1, 257), 1.0)  # a long plain step, measured

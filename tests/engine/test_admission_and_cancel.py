@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine import QueueFullError, SamplingParams
+from engine import QueueFullError, SamplingParams, testing
 from tests.engine.conftest import prompts, run_to_end
 
 
@@ -73,7 +73,7 @@ def test_cancel_running_frees_its_row_and_lets_a_queued_one_in(make_engine):
     engine.step()  # the next tick: a is gone, c is admitted and prefilled beside b's step
     assert a.finish_reason == "cancelled"
     n_a = len(a.tokens)
-    if engine._core.runner.ragged_ok:
+    if testing.facts(engine).ragged:
         # c's prompt and b's step share a pass (c's first token); then c decodes with b
         assert engine.telemetry()[-1].decode_rows == 1 and len(c.tokens) == 1
         engine.step()

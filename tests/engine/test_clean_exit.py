@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from engine import SamplingParams
+from engine import SamplingParams, testing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +54,7 @@ async def test_a_parked_engine_thread_keeps_nothing_of_its_engine(make_engine) -
     engine = make_engine()
     await engine.start()
     await engine.submit(prompt_tokens=[1, 2], params=SamplingParams(max_tokens=3)).result()
-    core = weakref.ref(engine._core)
+    core = weakref.ref(testing.internals(engine).core)
     await engine.shutdown()
     del engine
     gc.collect()

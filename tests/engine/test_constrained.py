@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from engine import Engine, EngineConfig, RequestRejected, SamplingParams
+from engine import Engine, EngineConfig, RequestRejected, SamplingParams, testing
 from engine.grammars import json_schema_grammar, lark_grammar, regex_grammar
 from tests.engine.conftest import engine_on, prompts, quantized_tiny, run_to_end
 
@@ -218,7 +218,7 @@ def test_run_ahead_masks_the_started_step(qtiny, monkeypatch, rows) -> None:
         used = 0
         while engine.has_work():
             engine.step()
-            used += engine._core.batch.ahead is not None
+            used += testing.facts(engine).running_ahead
         return [r.tokens for r in replies], used
 
     ahead, used = run()

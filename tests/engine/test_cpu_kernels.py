@@ -8,7 +8,7 @@ import pytest
 from mlx_lm.models.activations import swiglu as stock_swiglu
 from mlx_lm.models.cache import BatchKVCache
 
-from engine import SamplingParams, cpu_kernels, cpu_layers, module_tree
+from engine import SamplingParams, cpu_kernels, cpu_layers, module_tree, testing
 from engine.cpu_options import CpuOptions
 from tests.engine.conftest import (
     STAGGERED_LENGTHS,
@@ -158,5 +158,5 @@ def test_engine_config_can_turn_the_kernels_off(make_engine, monkeypatch):
     engine = make_engine(cpu_kernels=False)
     engine.submit(prompt_tokens=prompts(1)[0], params=SamplingParams(max_tokens=4))
     run_to_end(engine)
-    assert not engine._core.runner.fast_cpu_kernels
+    assert not testing.facts(engine).fast_cpu_kernels
     assert calls == []

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from engine import EngineConfig
+from engine import EngineConfig, testing
 from engine.cpu_options import ALL_ROWS, CpuOptions, CpuOptionsError
 
 # variable, value, the field it sets and what to
@@ -110,7 +110,7 @@ def test_engine_load_gives_the_loader_and_the_runner_one_value(tiny, monkeypatch
     config = EngineConfig(cpu=CpuOptions(int8=False, attention=False))
     engine = Engine.load("tiny", config)
     assert seen == [config.cpu] and seen[0] is config.cpu
-    assert engine._core.runner.cpu is config.cpu
+    assert testing.facts(engine).cpu is config.cpu
 
 
 @pytest.mark.bundled
@@ -129,6 +129,6 @@ def test_bundled_loader_and_runner_follow_one_value() -> None:
                                          (CpuOptions(), "4/8-bit quantized", 211)):
         engine = Engine.load("bundled", EngineConfig(cpu=cpu))
         assert weights in engine.description
-        tree = engine._core.runner.model
+        tree = testing.facts(engine).module_tree
         assert sum(isinstance(m, layers.NativeQuantizedLinear | layers.NativeQuantizedEmbedding)
                    for _, m in tree.named_modules()) == native_linears

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import EngineConfig, SamplingParams
+from engine import EngineConfig, SamplingParams, testing
 from engine.draft_model import DraftModel, check_same_tokenizer
 from engine.loader import ModelLoadError
 from tests import tiny_model
@@ -66,7 +66,7 @@ def run(qtiny, speculative: str, prompts: list[list[int]], params: list[Sampling
 
 
 def draft_source(engine) -> DraftModel:
-    source = engine._core.speculation.source
+    source = testing.facts(engine).draft_source
     assert isinstance(source, DraftModel)
     return source
 
@@ -323,7 +323,7 @@ def test_a_rows_draft_kv_holds_its_text_then_its_unchecked_drafts(qtiny, own_dra
         before = {rid: len(row.tokens) for rid, row in source.rows.items()}
         engine.step()
         for rid, row in source.rows.items():
-            seq = engine._core.by_id[rid]
+            seq = testing.sequence(engine, rid)
             text = seq.prompt_tokens + seq.output_tokens
             assert all(layer.offset == len(row.tokens) for layer in row.cache)
             assert row.tokens[:row.known] == text[:row.known]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine import RequestRejected, SamplingParams
+from engine import RequestRejected, SamplingParams, testing
 from tests.engine.conftest import prompts, reference_tokens, run_to_end
 
 
@@ -11,16 +11,17 @@ def test_error_in_decode_fails_that_ticks_requests_and_engine_keeps_serving(tiny
     a, b = (engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=20))
             for p in prompts(2))
     engine.step()
-    real = engine._core.runner.decode
+    runner = testing.internals(engine).runner  # fault injection
+    real = runner.decode
     calls = {"n": 0}
 
     def broken(cache, tokens):
         calls["n"] += 1
         raise RuntimeError("simulated device fault")
 
-    engine._core.runner.decode = broken
+    runner.decode = broken
     engine.step()
-    engine._core.runner.decode = real
+    runner.decode = real
     assert a.finish_reason == b.finish_reason == "error"
     assert "simulated device fault" in a.error and a.stats.error == a.error
     assert engine.stats().failed == 2
@@ -36,7 +37,7 @@ def test_error_in_one_prefill_fails_only_that_request(tiny, make_engine):
     good_prompt = prompts(1, seed=12)[0]
     good = engine.submit(prompt_tokens=good_prompt, params=SamplingParams(max_tokens=8))
     bad = engine.submit(prompt_tokens=[7] * 10, params=SamplingParams(max_tokens=8))
-    runner = engine._core.runner
+    runner = testing.internals(engine).runner  # fault injection
     real, real_ragged = runner.prefill, runner.ragged
 
     def picky(cache, tokens, **kw):

@@ -1,6 +1,6 @@
 """A prompt's first token is sampled from the prefill pass that runs its last token."""
 
-from engine import SamplingParams
+from engine import SamplingParams, testing
 from engine.model_runner import output_head
 from tests.engine.conftest import count_passes, prompts, reference_tokens, run_to_end
 
@@ -24,7 +24,7 @@ def test_a_next_turn_costs_one_forward_pass_and_stays_exact(tiny, make_engine, m
 def test_a_model_with_an_unknown_head_gets_the_same_tokens(tiny, make_engine):
     assert output_head(tiny.model) is not None  # mlx-lm's llama: the head is found
     engine = make_engine(max_concurrent=8)
-    engine._core.runner.head = None  # the generic path: every position's logits
+    testing.internals(engine).runner.head = None  # the generic path: every position's logits
     batch = prompts(6, seed=33)
     streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=N))
                for p in batch]

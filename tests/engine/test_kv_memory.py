@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine import EngineConfig, kv_memory
+from engine import EngineConfig, kv_memory, testing
 from engine.config import KV_BUDGET_ENV, kv_budget_from_env
 from engine.kv_memory import MIN_DEFAULT_BUDGET, formula
 
@@ -76,7 +76,7 @@ def test_cached_prefixes_are_held_to_their_part(make_engine, monkeypatch) -> Non
     """Prefixes beyond the prefix part are evicted even with the budget free."""
     monkeypatch.delenv(KV_BUDGET_ENV, raising=False)
     engine = make_engine()
-    policy = engine._core.memory
+    policy = testing.internals(engine).kv
     prompt = [5, 6, 7, 8, 9, 10, 11, 12]
     for i in range(6):
         engine.submit(prompt_tokens=[i + 1, *prompt], params={"max_tokens": 4})

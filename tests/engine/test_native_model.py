@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from engine import module_tree, native
+from engine import module_tree, native, testing
 from engine.cpu_options import ALL_ROWS, CpuOptions
 from engine.native import layers
 from tests.engine.conftest import reference_tokens
@@ -174,7 +174,7 @@ def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path() -> None:
     lm = load_model("bundled", cpu=config.cpu)
     engine = Engine(lm.model, lm.tokenizer, eos_token_ids=lm.eos_token_ids,
                     context_length=lm.context_length, config=config)
-    tree = engine._core.runner.model
+    tree = testing.facts(engine).module_tree
     assert type(tree.model.layers[0].mlp.gate_proj) is layers.NativeQuantizedLinear
     assert type(lm.model.model.layers[0].mlp.gate_proj) is nn.QuantizedLinear  # untouched
     questions = ["What is the capital of France?", "Write a haiku about the sea.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine import SamplingParams
+from engine import SamplingParams, testing
 from tests.engine.conftest import prompts, reference_tokens, run_to_end
 
 N = 12
@@ -14,10 +14,10 @@ N = 12
 def counting(make_engine, monkeypatch, **config):
     """An engine whose runner lists its forward passes by kind."""
     engine = make_engine(**({"max_concurrent": 8} | config))
-    runner = engine._core.runner
-    if not runner.ragged_ok:
+    if not testing.facts(engine).ragged:
         pytest.skip("this model's passes are not ragged here (no native kernels)")
     calls: list[str] = []
+    runner = testing.internals(engine).runner
     for name in ("decode", "prefill", "prefill_many", "ragged"):
         real = getattr(runner, name)
         monkeypatch.setattr(runner, name,
@@ -65,14 +65,14 @@ def test_a_lone_decoder_and_a_long_prompt_share_passes(tiny, make_engine, monkey
     sa = engine.submit(prompt_tokens=a, params=SamplingParams(max_tokens=2 * N))
     for _ in range(3):
         engine.step()
-    assert not engine._core.batch.is_batched
+    assert not testing.facts(engine).batched
     sb = engine.submit(prompt_tokens=b, params=SamplingParams(max_tokens=N))
     calls.clear()
     engine.step()
     assert calls == ["prefill"]  # the row took its started step; none started ahead now
     calls.clear()
     engine.step()
-    assert calls == ["ragged"] and not engine._core.batch.is_batched
+    assert calls == ["ragged"] and not testing.facts(engine).batched
     run_to_end(engine)
     assert sa.tokens == reference_tokens(tiny.model, a, 2 * N)
     assert sb.tokens == reference_tokens(tiny.model, b, N)

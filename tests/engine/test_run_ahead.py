@@ -1,6 +1,6 @@
 """A lone sequence's next step starts before its token is delivered; nothing else changes."""
 
-from engine import SamplingParams
+from engine import SamplingParams, testing
 from engine.decode_batch import DecodeBatch
 from tests.engine.conftest import prompts, reference_tokens, run_to_end
 
@@ -9,8 +9,9 @@ N = 20
 
 def _count_decodes(engine, monkeypatch) -> list[int]:
     calls: list[int] = []
-    real = engine._core.runner.decode
-    monkeypatch.setattr(engine._core.runner, "decode",
+    runner = testing.internals(engine).runner
+    real = runner.decode
+    monkeypatch.setattr(runner, "decode",
                         lambda cache, tokens: calls.append(1) or real(cache, tokens))
     return calls
 
@@ -24,12 +25,12 @@ def test_lone_sequence_runs_ahead_with_exact_tokens_and_no_wasted_step(tiny, mak
     saw_ahead = 0
     while engine.has_work():
         engine.step()
-        saw_ahead += engine._core.batch.ahead is not None
+        saw_ahead += testing.facts(engine).running_ahead
     assert stream.tokens == reference_tokens(tiny.model, prompt, N)
     assert saw_ahead >= N - 3  # every tick but the last ones started the next step early
     # The first token comes from the prefill pass; none of the N - 1 steps was thrown away.
     assert len(calls) == N - 1
-    assert engine._core.batch.ahead is None
+    assert not testing.facts(engine).running_ahead
 
 
 def test_a_newcomer_rolls_the_started_step_back_and_both_stay_exact(tiny, make_engine):
@@ -38,7 +39,7 @@ def test_a_newcomer_rolls_the_started_step_back_and_both_stay_exact(tiny, make_e
     s1 = engine.submit(prompt_tokens=first, params=SamplingParams(max_tokens=N))
     for _ in range(6):
         engine.step()
-    assert engine._core.batch.ahead is not None
+    assert testing.facts(engine).running_ahead
     s2 = engine.submit(prompt_tokens=second, params=SamplingParams(max_tokens=N))
     engine.step()
     # One token a tick, as without run-ahead (a first tick also gives the prefill's token).
@@ -54,10 +55,10 @@ def test_cancel_with_a_step_in_flight_leaves_the_engine_clean(tiny, make_engine)
     sa = engine.submit(prompt_tokens=a, params=SamplingParams(max_tokens=N))
     for _ in range(4):
         engine.step()
-    assert engine._core.batch.ahead is not None
+    assert testing.facts(engine).running_ahead
     sa.cancel()
     engine.step()
-    assert sa.finish_reason == "cancelled" and engine._core.batch.ahead is None
+    assert sa.finish_reason == "cancelled" and not testing.facts(engine).running_ahead
     sb = engine.submit(prompt_tokens=b, params=SamplingParams(max_tokens=N))
     run_to_end(engine)
     assert sb.tokens == reference_tokens(tiny.model, b, N)
@@ -89,7 +90,7 @@ def test_a_repetition_penalty_runs_ahead_with_the_same_tokens(tiny, make_engine,
         saw_ahead = 0
         while ahead.has_work():
             ahead.step()
-            saw_ahead += ahead._core.batch.ahead is not None
+            saw_ahead += testing.facts(ahead).running_ahead
         assert saw_ahead >= N - 3
         with monkeypatch.context() as m:
             m.setattr(DecodeBatch, "_may_run_ahead", lambda self, seqs: False)
@@ -127,7 +128,7 @@ def _run_batch(make_engine, batch_run_ahead: bool, eos: list[int] | None = None,
     on an end token. The tokens, the ticks that had a batch step started ahead, the batch
     steps taken back, the engine."""
     engine = make_engine(max_concurrent=8, batch_run_ahead=batch_run_ahead, eos=eos)
-    batch = engine._core.batch
+    batch = testing.internals(engine).batch  # its roll-backs counted
     taken_back = 0
     real = batch.roll_back_ahead
 
@@ -149,7 +150,8 @@ def _run_batch(make_engine, batch_run_ahead: bool, eos: list[int] | None = None,
         if tick == cancel_at:
             streams[2].cancel()
         engine.step()
-        started += batch.ahead is not None and len(batch) > 1
+        now = testing.facts(engine)
+        started += now.running_ahead and len(now.decode_rows) > 1
     return [s.tokens for s in streams], started, taken_back, engine
 
 
@@ -207,9 +209,10 @@ def test_a_batch_of_two_running_ahead_goes_back_to_solo_exactly(tiny, make_engin
               for p in (a, b))
     for _ in range(6):
         engine.step()
-    assert engine._core.batch.ahead is not None and engine._core.batch.is_batched
+    now = testing.facts(engine)
+    assert now.running_ahead and now.batched
     sa.cancel()  # the first row: the survivor moves into its place
     engine.step()
-    assert not engine._core.batch.is_batched
+    assert not testing.facts(engine).batched
     run_to_end(engine)
     assert sb.tokens == reference_tokens(tiny.model, b, N)

@@ -23,7 +23,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from engine import Engine, EngineConfig, SamplingParams
+from engine import Engine, EngineConfig, SamplingParams, testing
 from engine import cache as kv
 from engine.decode_batch import DecodeBatch
 from engine.model_runner import ModelRunner
@@ -128,9 +128,8 @@ class Watch:
             if not self.engine.has_work():
                 return
             self.engine.step()
-            batch = self.engine._core.batch
-            rid = self.target.stream.request_id
-            size = len(batch) if any(s.request_id == rid for s in batch.seqs) else 0
+            rows = testing.facts(self.engine).decode_rows
+            size = len(rows) if self.target.stream.request_id in rows else 0
             if size > 1 and self.sizes and self.sizes[-1] == 1:
                 self.promoted = True
             self.sizes.append(size)
@@ -388,7 +387,7 @@ def test_run_ahead_on_and_off_give_the_same_tokens(qtiny, references, kind,
             if newcomer and tick == 6:
                 Run(engine, other_prompt(random.Random(8)), SamplingParams(max_tokens=5))
             engine.step()
-            ahead += engine._core.batch.ahead is not None
+            ahead += testing.facts(engine).running_ahead
         return target.answer.tokens, ahead
 
     for newcomer in (False, True):

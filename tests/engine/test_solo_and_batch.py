@@ -1,6 +1,6 @@
 """Solo fast path and batched mode produce exactly mlx-lm's greedy tokens."""
 
-from engine import SamplingParams
+from engine import SamplingParams, testing
 from tests.engine.conftest import prompts, reference_tokens, run_to_end
 
 N = 24
@@ -140,7 +140,7 @@ def test_group_prefill_lets_short_histories_share_a_pass():
 def test_turns_that_arrive_together_share_a_prefill_pass_and_stay_exact(tiny, make_engine,
                                                                        monkeypatch):
     engine = make_engine(max_concurrent=4)
-    runner = engine._core.runner
+    runner = testing.internals(engine).runner
     passes: list[int] = []
     real_one, real_many, real_ragged = runner.prefill, runner.prefill_many, runner.ragged
     monkeypatch.setattr(runner, "prefill",
@@ -179,13 +179,13 @@ def _one_left_of_three(engine):
 def test_an_emptied_batchs_buffers_are_kept_while_work_runs_and_let_go_when_idle(
         tiny, make_engine):
     engine = make_engine(max_concurrent=4)
-    batch = engine._core.batch
     long = _one_left_of_three(engine)
     # the short ones left; the long one decodes alone again: the batch's buffers are kept
-    assert not batch.is_batched and batch.has_spare and long.finish_reason is None
+    now = testing.facts(engine)
+    assert not now.batched and now.spare_batch_buffers and long.finish_reason is None
     late = engine.submit(prompt_tokens=prompts(3, seed=72)[2], params=SamplingParams(max_tokens=4))
     run_to_end(engine)
-    assert not batch.has_spare  # idle: let go
+    assert not testing.facts(engine).spare_batch_buffers  # idle: let go
     assert late.tokens == reference_tokens(tiny.model, prompts(3, seed=72)[2], 4)
     assert long.tokens == reference_tokens(tiny.model, prompts(1, seed=70)[0], 40)
 
@@ -194,13 +194,13 @@ def test_an_emptied_batchs_buffers_go_when_the_kv_budget_has_no_room_for_them(
         tiny, make_engine):
     """Issue #46 item 14: kept while one reply went on alone, they were memory beyond the
     KV budget (810 MiB over a 720 MiB budget in a long session)."""
-    per_token = make_engine()._core.memory.per_token
+    per_token = make_engine().stats().kv_bytes_per_token
     # room for the three requests' shares (each: prompt, 40 tokens, a 256-token step), not
     # for the 4-row batch buffer beside the long one's
     engine = make_engine(max_concurrent=4, kv_budget_bytes=per_token * 1000)
-    batch = engine._core.batch
     long = _one_left_of_three(engine)
-    assert not batch.is_batched and long.finish_reason is None
-    assert not batch.has_spare  # the buffers did not fit beside the long one's share
+    now = testing.facts(engine)
+    assert not now.batched and long.finish_reason is None
+    assert not now.spare_batch_buffers  # the buffers did not fit beside the long one's share
     run_to_end(engine)
     assert long.tokens == reference_tokens(tiny.model, prompts(1, seed=70)[0], 40)

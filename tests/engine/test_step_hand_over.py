@@ -1,8 +1,7 @@
 """The tick's early hand-over (`EngineCore.step(hand_over=...)`, what the engine thread
 passes): events that go out before the tick ends, where waiting would cost a client."""
 
-from engine import SamplingParams
-from engine.worker import apply
+from engine import SamplingParams, testing
 from tests.engine.conftest import count_passes, prompts, reference_tokens, run_to_end
 
 N = 8
@@ -13,10 +12,9 @@ def _step(engine, log) -> None:
     delivered, the rest delivered when it ends."""
     def hand_over(events):
         log.append(("early", [e.request_id for e in events]))
-        engine._deliver(events)
+        testing.deliver(engine, events)
 
-    apply(engine._core, engine._inbox.drain())
-    engine._deliver(engine._core.step(hand_over=hand_over))
+    testing.tick(engine, hand_over)
 
 
 def test_first_token_is_handed_over_before_the_other_rows_decode(tiny, make_engine,
@@ -44,7 +42,7 @@ def test_a_ticks_tokens_are_handed_over_before_finished_rows_kv_is_kept(tiny, ma
     short = engine.submit(prompt_tokens=a, params=SamplingParams(max_tokens=3))
     long = engine.submit(prompt_tokens=b, params=SamplingParams(max_tokens=N))
     log: list = []
-    memory = engine._core.memory
+    memory = testing.internals(engine).kv
     keep = memory.keep_finished
     monkeypatch.setattr(memory, "keep_finished",
                         lambda seq, cache: log.append(("kept", seq.request_id))

@@ -1,6 +1,6 @@
 """Decode first, budgeted chunked prefill, burst limit, priorities, adaptive budget."""
 
-from engine import EngineConfig, SamplingParams
+from engine import EngineConfig, SamplingParams, testing
 from engine.scheduler import BudgetController
 from tests.engine.conftest import prompts, run_to_end
 
@@ -137,21 +137,22 @@ def test_engine_tells_the_budget_which_ticks_were_planned_under_the_allowance(
         make_engine, monkeypatch):
     engine = make_engine(max_concurrent=8, prefill_burst=8)
     seen: list[tuple[int, int, bool]] = []
-    observe = engine._core.scheduler.budget.observe
+    budget = testing.internals(engine).budget
+    observe = budget.observe
 
     def spy(rows, decode_s, prefill_tokens, prefill_s, step_s, interactive=True,
             budgeted=True):
         seen.append((rows, prefill_tokens, budgeted))
         observe(rows, decode_s, prefill_tokens, prefill_s, step_s, interactive, budgeted)
 
-    monkeypatch.setattr(engine._core.scheduler.budget, "observe", spy)
+    monkeypatch.setattr(budget, "observe", spy)
     engine.submit(prompt_tokens=list(range(1, 9)), params=SamplingParams(max_tokens=6))
     engine.submit(prompt_tokens=list(range(1, 21)), params=SamplingParams(max_tokens=6))
     run_to_end(engine)
     # Tick 1: nobody decodes at plan time; the short prompt finishes and decodes at once
     # (in a pass of its own after the prefill pass; in the next tick when the prompts share
     # one ragged pass).
-    rows = 0 if engine._core.runner.ragged_ok else 1
+    rows = 0 if testing.facts(engine).ragged else 1
     assert seen[0] == (rows, 8 + 8, False)  # the short prompt whole, 8 of the long one
     # Tick 2: the long prompt's next chunk is planned with a decoder present.
     assert seen[1][1] > 0 and seen[1][2] is True

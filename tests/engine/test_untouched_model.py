@@ -12,7 +12,7 @@ import pytest
 from mlx.utils import tree_flatten
 from mlx_lm.models import activations, llama
 
-from engine import SamplingParams, native
+from engine import SamplingParams, native, testing
 from engine.cpu_options import CpuOptions
 from engine.native import layers
 from engine.sampling import batched_draw
@@ -58,7 +58,7 @@ def test_loading_an_engine_leaves_mlx_and_mlx_lm_and_the_model_as_they_were() ->
     assert mx.array_equal(tiny.model(x), logits).item()  # bit for bit MLX's own path
 
     # the engine's own copy holds the kernels, over the same arrays under the same names
-    tree = engine._core.runner.model
+    tree = testing.facts(engine).module_tree
     assert tree is not tiny.model
     assert any(type(m) is layers.NativeQuantizedLinear for _, m in tree.named_modules())
     ours = tree_flatten(tree.parameters())
@@ -85,9 +85,10 @@ def test_without_native_the_engine_uses_no_native_op(monkeypatch) -> None:
         monkeypatch.setattr(native, name, lambda *a, _n=name, **k: pytest.fail(f"{_n} used"))
     tiny = quantized_tiny(seed=13)
     engine = engine_on(tiny, max_concurrent=4, cpu=CpuOptions(native=False))
-    runner = engine._core.runner
-    assert not any(type(m).__module__ == layers.__name__ for _, m in runner.model.named_modules())
-    assert runner.compiled is None and not runner.ragged_ok
+    now = testing.facts(engine)
+    assert not any(type(m).__module__ == layers.__name__
+                   for _, m in now.module_tree.named_modules())
+    assert now.compiled_traces is None and not now.ragged
     streams = [engine.submit(prompt_tokens=p, params=SamplingParams(
         max_tokens=5, temperature=0.8, seed=i)) for i, p in enumerate(prompts(3, seed=4))]
     run_to_end(engine)

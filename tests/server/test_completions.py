@@ -2,16 +2,11 @@
 cached tokens, streaming with include_usage, models."""
 
 from engine import SamplingParams
-from engine.chat_prompt import chat_tokens
 from tests.engine.conftest import reference_tokens
 from tests.server.conftest import MODEL
 
 N = 12
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
-
-
-def chat_prompt(engine, messages):
-    return chat_tokens(engine.tokenizer, messages, engine._vocab_size(), engine._core.eos_token_ids)
 
 
 async def test_models_lists_the_served_model(serve):
@@ -24,7 +19,7 @@ async def test_chat_greedy_equals_mlx_lm_and_reports_usage(tiny, serve):
     s = await serve()
     r = await s.client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=N,
                                                temperature=0)
-    prompt = chat_prompt(s.engine, MESSAGES)
+    prompt = s.engine.prompt_tokens(MESSAGES)  # the chat template's tokens, as submit runs them
     assert r.choices[0].message.content == tiny.tokenizer.decode(
         reference_tokens(tiny.model, prompt, N))
     assert r.choices[0].finish_reason == "length"

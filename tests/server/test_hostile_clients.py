@@ -145,7 +145,7 @@ async def test_a_chat_with_no_text_at_all_is_still_refused(serve):
 @pytest.fixture
 def per_token(make_engine) -> int:
     """KV bytes per token of the tiny model."""
-    return make_engine()._core.memory.per_token
+    return make_engine().stats().kv_bytes_per_token
 
 
 async def chat_error(url: str, max_tokens: int | None) -> tuple[int, str]:

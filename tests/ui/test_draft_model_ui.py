@@ -41,7 +41,10 @@ def test_a_draft_model_is_chosen_saved_and_used_at_the_next_load(
     assert menu.actions_by_choice["draft"].text() == "&Draft model (small-draft)…"
     menu.apply_now.trigger()
     run_until(loop, lambda: (s := bridge.stats()) is not None and s.speculative == chosen)
-    assert bridge.local.engine._core.speculation.source.description.startswith("small-draft")
+    from engine import testing
+
+    source = testing.facts(bridge.local.engine).draft_source
+    assert source.description.startswith("small-draft")
     menu.refresh()
     assert menu.note.text() == "Now running: Draft model (small-draft)"
 

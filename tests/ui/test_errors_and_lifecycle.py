@@ -49,7 +49,9 @@ def test_too_long_prompt_is_refused_and_context_overflow_is_reported(make_window
 
 def test_engine_error_ends_the_reply_with_the_error(window, loop, monkeypatch):
     tab = window.current_tab()
-    core = window.ctx.bridge.local.engine._core
+    from engine import testing
+
+    core = testing.internals(window.ctx.bridge.local.engine).core  # fault injection
 
     def broken_step(hand_over=None):
         raise RuntimeError("simulated kernel failure")

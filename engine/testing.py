@@ -1,0 +1,119 @@
+"""The engine's test surface: what tests may read of an Engine's insides, and the one hook
+through which they may wrap or break its parts. Tests use this module and never
+`Engine._core`, so the core can be rearranged without rewriting them (a test in
+tests/engine/test_testing_surface.py fails if one does reach in again).
+
+- `facts(engine)`: a read-only snapshot of what the engine is doing and how it runs
+  (ragged passes, run-ahead, the decode batch's rows, the compiled step, its module tree).
+- `sequence(engine, request_id)`: an unfinished request's own record.
+- `tick(engine, hand_over)`, `deliver(engine, events)`: one tick as the engine thread runs
+  it, with its early hand-over.
+- `internals(engine)`: the hook. The live parts, for spies (count passes, watch a decision)
+  and fault injection (a pass or a tick that raises); anything a test only reads belongs in
+  `facts` instead.
+
+Facts that the app could use too are in `Engine.stats()` (`kv_bytes_per_token`, the KV
+budget, the prefix cache): tests read those there. Nothing outside tests imports this module
+(an import-linter contract).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .worker import apply
+
+if TYPE_CHECKING:
+    import mlx.nn as nn
+
+    from .cpu_options import CpuOptions
+    from .decode_batch import DecodeBatch
+    from .engine import Engine
+    from .engine_core import EngineCore, HandOver
+    from .kv_policy import KvPolicy
+    from .model_runner import ModelRunner
+    from .scheduler import BudgetController
+    from .sequence import Sequence
+    from .speculation import DraftSource, Speculation
+    from .token_event import TokenEvent
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What an engine is doing and how it runs, read at one moment (between ticks)."""
+
+    ragged: bool  # a tick's decode rows and prompt chunks share one ragged pass (CPU kernels)
+    running_ahead: bool  # the decode rows' next step was started before this tick's tokens
+    batched: bool  # the decode rows run as one batch cache (not a lone row's own cache)
+    decode_rows: tuple[str, ...]  # the decode batch's request ids, in row order
+    spare_batch_buffers: bool  # an emptied batch's buffers are kept for the next batch
+    compiled_traces: int | None  # graphs the compiled decode step traced; None: not compiled
+    fast_cpu_kernels: bool  # the engine's own CPU attention/MLP kernels are in its model copy
+    cpu: CpuOptions  # the CPU options the runner decided from (EngineConfig.cpu)
+    module_tree: nn.Module  # the engine's own copy of the model, its kernels in it
+    draft_source: DraftSource | None  # who drafts (speculative decoding); None: it is off
+
+
+def facts(engine: Engine) -> EngineFacts:
+    """What `engine` is doing now; call it between ticks (or on a started engine only for
+    what does not change while it runs: how it runs, its model, its draft source)."""
+    core = engine._core
+    runner, batch = core.runner, core.batch
+    return EngineFacts(
+        ragged=runner.ragged_ok,
+        running_ahead=batch.ahead is not None,
+        batched=batch.is_batched,
+        decode_rows=tuple(s.request_id for s in batch.seqs),
+        spare_batch_buffers=batch.has_spare,
+        compiled_traces=runner.compiled.traces if runner.compiled is not None else None,
+        fast_cpu_kernels=runner.fast_cpu_kernels,
+        cpu=runner.cpu,
+        module_tree=runner.model,
+        draft_source=core.speculation.source if core.speculation is not None else None,
+    )
+
+
+def sequence(engine: Engine, request_id: str) -> Sequence:
+    """The engine's record of an unfinished request (its prompt and output tokens as the
+    core holds them, which a stream sees only once delivered); KeyError once it ended."""
+    return engine._core.by_id[request_id]
+
+
+def tick(engine: Engine, hand_over: HandOver) -> list[TokenEvent]:
+    """One tick as the engine thread runs it, on an engine that was not started: queued
+    commands applied, then `EngineCore.step(hand_over)`, whose early events `hand_over`
+    receives (it must deliver them: `deliver(engine, events)`); the tick's other events
+    are delivered to their streams and returned."""
+    if engine.running:
+        raise RuntimeError("tick() is for an engine that was not started")
+    apply(engine._core, engine._inbox.drain())
+    events = engine._core.step(hand_over=hand_over)
+    engine._deliver(events)
+    return events
+
+
+def deliver(engine: Engine, events: list[TokenEvent]) -> None:
+    """Hand `events` to their requests' streams, as the engine does after a tick."""
+    engine._deliver(events)
+
+
+@dataclass(frozen=True)
+class Internals:
+    """The hook: an engine's live parts, to wrap (a spy that counts or logs, then calls the
+    real method) or to break (a method that raises) from a test, with pytest's monkeypatch
+    so they are restored. Reading a fact from them belongs in `EngineFacts`."""
+
+    core: EngineCore  # the tick itself: `step` (a tick that raises); a weak reference to it
+    runner: ModelRunner  # the forward passes: decode, prefill, prefill_many, ragged; head
+    batch: DecodeBatch  # the decode rows: roll_back_ahead
+    kv: KvPolicy  # every KV decision: keep_finished, evict, prefix_budget
+    budget: BudgetController  # the tick's token budget: observe
+    speculation: Speculation | None  # drafting and its measured costs; None: off
+
+
+def internals(engine: Engine) -> Internals:
+    """The hook into `engine`'s live parts (see `Internals`)."""
+    core = engine._core
+    return Internals(core=core, runner=core.runner, batch=core.batch, kv=core.memory,
+                     budget=core.scheduler.budget, speculation=core.speculation)
