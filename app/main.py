@@ -1,6 +1,8 @@
-"""Entry point: `python -m app` (or `batchchat`): the window, or `--cli` for the terminal;
-`batchchat serve …` runs the OpenAI-compatible API server alone (`batchchat serve --help`);
-`batchchat models …` lists, shows and pulls models (`batchchat models --help`)."""
+"""What a start asks for: `batchchat` (or `python -m batchchat`) opens the window, or `--cli`
+the terminal; `batchchat serve …` runs the OpenAI-compatible API server alone (`batchchat
+serve --help`); `batchchat models …` lists, shows and pulls models (`batchchat models
+--help`). The window itself is handed in by the launcher (batchchat/launcher.py), so `app`
+never imports `ui`."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 from app import speculative
 from engine.public import ensure_fast_blas
@@ -46,7 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *,
+         window: Callable[[argparse.Namespace], int] | None = None) -> int:
+    """Run what `argv` asks for; `window` opens the window (the launcher's: ui/startup.py).
+    Without one, only `serve`, `models` and the terminal chat can start."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["serve"]:
         return run_server(argv[1:])
@@ -61,23 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                   + (", which keeps no history: --db is not used." if args.db else "."),
                   file=sys.stderr)
         return run_cli(args)
-    from ui.startup import run_window  # Qt and the widgets load only for the window
-
-    return run_window(args)
-
-
-def entry() -> None:
-    """The console script and `python -m app`: main(), then leave without MLX's static
-    destructors (app/process_exit.py)."""
-    from app.process_exit import exit_now
-
-    try:
-        code = main()
-    except SystemExit as exc:  # argparse's --help and usage errors
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-        if not isinstance(exc.code, int | None):
-            print(exc.code, file=sys.stderr)
-    exit_now(code)
+    if window is None:  # a caller below the launcher: it has no window to open
+        raise RuntimeError("app.main.main: the window is the launcher's (batchchat/launcher.py)")
+    return window(args)
 
 
 def prepare(argv: list[str] | None = None) -> argparse.Namespace:

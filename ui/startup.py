@@ -1,5 +1,6 @@
-"""The window's start-up (`python -m app` without --cli): QApplication, the qasync loop, the
-history, the main window; runs until the window has closed and the engine stopped."""
+"""The window's start-up (`python -m batchchat` without --cli; batchchat/launcher.py calls
+it): QApplication, the qasync loop, the history, the main window; runs until the window has
+closed and the engine stopped."""
 
 from __future__ import annotations
 

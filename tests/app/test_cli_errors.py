@@ -1,4 +1,4 @@
-"""`python -m app --cli` with a model that cannot be loaded, or a bad setting, ends with
+"""`python -m batchchat --cli` with a model that cannot be loaded, or a bad setting, ends with
 one clear line on stderr and a non-zero exit, never a traceback (issue #15, item 8).
 The real entry point, run as a process."""
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(tmp_path: Path, *args: str, privileged: bool = True) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "app", "--cli", *args]
+    cmd = [sys.executable, "-m", "batchchat", "--cli", *args]
     env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data")}
     return subprocess.run(cmd if privileged else unprivileged(cmd), capture_output=True,
                           text=True, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
@@ -73,7 +73,7 @@ def test_a_line_that_is_not_utf8_is_refused_and_the_chat_goes_on(tmp_path: Path)
 
     env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data"), "LC_ALL": "C.UTF-8"}
     result = subprocess.run(
-        [sys.executable, "-m", "app", "--cli", "--model", str(bundled_model_path()),
+        [sys.executable, "-m", "batchchat", "--cli", "--model", str(bundled_model_path()),
          "--max-tokens", "3", "--temperature", "0"],
         input=b"hi \xff there\nhello\n", capture_output=True, cwd=ROOT, env=env, timeout=300)
     out = result.stdout.decode("utf-8", "replace")
@@ -102,7 +102,7 @@ def test_the_terminal_chat_drafts_and_says_so(tmp_path: Path) -> None:
     """--speculative ngram reaches the engine: a copy-style ask shows its drafts' acceptance
     in the reply's stats line."""
     code = "def add(a, b):\n    total = a + b\n    return total\n" * 2
-    cmd = [sys.executable, "-m", "app", "--cli", "--speculative", "ngram", "--temperature",
+    cmd = [sys.executable, "-m", "batchchat", "--cli", "--speculative", "ngram", "--temperature",
            "0", "--max-tokens", "48"]
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=240,
                             env=os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data")},

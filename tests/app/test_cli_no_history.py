@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_app(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data")}
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "batchchat", *args], capture_output=True,
                           text=True, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, timeout=120)
 
 

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_bad_kv_budget_variable_is_one_line_and_exit_2(tmp_path: Path, command) -> None:
     env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path), "BATCHCHAT_KV_BUDGET_MB": "lots",
                         "BATCHCHAT_API_KEY": ""}
-    result = subprocess.run([sys.executable, "-m", "app", *command, "--model",
+    result = subprocess.run([sys.executable, "-m", "batchchat", *command, "--model",
                              str(tmp_path / "never-loaded.gguf")],
                             capture_output=True, text=True, cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, timeout=120)

@@ -29,7 +29,7 @@ def env(tmp_path) -> dict[str, str]:
 
 async def run(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app", "models", *args, cwd=ROOT, env=env,
+        sys.executable, "-m", "batchchat", "models", *args, cwd=ROOT, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     return proc.returncode, out.decode(), err.decode()

@@ -80,7 +80,7 @@ def test_deeply_nested_settings_do_not_stop_an_entry_point(tmp_path: Path) -> No
     env = os.environ | {"BATCHCHAT_DATA_DIR": str(data), "HOME": str(tmp_path / "home"),
                         "HF_HUB_CACHE": str(tmp_path / "hub"),
                         "BATCHCHAT_MODEL_DIR": str(tmp_path / "bc")}
-    result = subprocess.run([sys.executable, "-m", "app", "models", "list"], env=env,
+    result = subprocess.run([sys.executable, "-m", "batchchat", "models", "list"], env=env,
                             capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr

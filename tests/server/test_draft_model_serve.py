@@ -38,7 +38,7 @@ async def test_served_draft_model_drafts_and_keeps_the_replies(serve, tiny_dir: 
 
 async def test_batchchat_serve_with_a_draft_model(tiny_dir: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app", "serve", "--model", str(tiny_dir), "--port", "0",
+        sys.executable, "-m", "batchchat", "serve", "--model", str(tiny_dir), "--port", "0",
         "--served-model-name", MODEL, "--speculative", f"draft:{tiny_dir}", cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, env=os.environ | {"BATCHCHAT_API_KEY": ""})
     try:

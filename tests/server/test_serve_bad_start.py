@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data"), "BATCHCHAT_API_KEY": ""}
-    return subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", "0", *args],
+    return subprocess.Popen([sys.executable, "-m", "batchchat", "serve", "--port", "0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
 
@@ -134,7 +134,7 @@ def test_a_port_in_use_is_refused_before_the_load(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            [sys.executable, "-m", "batchchat", "serve", "--port", str(port)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
             env=os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data"),
                               "BATCHCHAT_API_KEY": ""}, stdin=subprocess.DEVNULL)

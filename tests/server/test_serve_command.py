@@ -27,7 +27,7 @@ async def read_until(proc, marker: str, lines: int = 200) -> str:
 
 async def test_serve_prints_url_serves_and_stops_cleanly_on_sigterm(tiny_dir):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app", "serve", "--model", str(tiny_dir), "--port", "0",
+        sys.executable, "-m", "batchchat", "serve", "--model", str(tiny_dir), "--port", "0",
         "--served-model-name", "tiny", cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         env=os.environ | {"BATCHCHAT_API_KEY": ""})
     try:
@@ -64,7 +64,7 @@ async def test_a_request_just_after_sigterm_gets_503_not_a_refused_connection(ti
     """With nothing in flight the drain is instant; the port still answers 503 (as
     documented) for a moment instead of vanishing under a client that comes 50 ms late."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app", "serve", "--model", str(tiny_dir), "--port", "0",
+        sys.executable, "-m", "batchchat", "serve", "--model", str(tiny_dir), "--port", "0",
         "--served-model-name", "tiny", cwd=ROOT, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, env=os.environ | {"BATCHCHAT_API_KEY": ""})
     try:

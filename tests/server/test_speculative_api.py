@@ -79,7 +79,7 @@ async def read_line(proc: asyncio.subprocess.Process, marker: str) -> str:
 
 async def test_batchchat_serve_speculative_ngram_drafts(tiny_dir: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app", "serve", "--model", str(tiny_dir), "--port", "0",
+        sys.executable, "-m", "batchchat", "serve", "--model", str(tiny_dir), "--port", "0",
         "--served-model-name", MODEL, "--speculative", "ngram", cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, env=os.environ | {"BATCHCHAT_API_KEY": ""})
     try:

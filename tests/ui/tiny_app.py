@@ -2,8 +2,8 @@
 
     python -m tests.ui.tiny_app --db PATH
 
-app.main's start-up and ui.startup's window, with the tiny random-weight model instead of a
-real one (it has no end token, so replies run to max_tokens). Options as `python -m app`.
+the launcher's start-up (app.main, ui.startup), with the tiny random-weight model instead of a
+real one (it has no end token, so replies run to max_tokens). Options as `python -m batchchat`.
 
 BATCHCHAT_TEST_AUTOSEND='[["prompt", max_tokens], ...]'
     Once the model is ready, send these in the current tab, each after the previous reply
