@@ -15,6 +15,7 @@ from app.conversation import Conversation
 from app.workspace import Workspace
 
 from .chat.chat_tab import ChatTab
+from .compare import compare_button
 from .rename_dialog import ask_rename
 from .tab_bar import ChatTabBar
 
@@ -60,6 +61,7 @@ class ChatTabs(QTabWidget):
     # -- the workspace's changes --------------------------------------------------------
     def _opened(self, conv: Conversation, index: int) -> None:
         tab = ChatTab(self.ctx, conversation=conv)
+        tab.add_to_top_row(compare_button(tab))  # one message, several targets
         self.insertTab(index, tab, conv.title)
         tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
         tab.branch_requested.connect(lambda i, t=tab: self.workspace.branch(t.conversation, i))

@@ -6,13 +6,30 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
-if TYPE_CHECKING:
-    from .connection import Connection
+
+class Server(Protocol):
+    """What a sentence names of a server: app.remote.connection.Connection has it. A
+    protocol, not that class, since connection.py uses these sentences (no import circle)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def api_root(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def api_key(self) -> str | None: ...
+    @property
+    def connect_timeout_s(self) -> float: ...
+    @property
+    def read_timeout_s(self) -> float: ...
 
 
 class RemoteError(Exception):
@@ -34,7 +51,7 @@ def server_message(body: str) -> str:
     return " ".join(body.split())[:200]
 
 
-def describe_status(conn: Connection, status: int, body: str,
+def describe_status(conn: Server, status: int, body: str,
                     headers: Mapping[str, str]) -> str:
     said = server_message(body)
     tail = f": {said}" if said else ""
@@ -55,7 +72,7 @@ def describe_status(conn: Connection, status: int, body: str,
     return f"{who}: request refused ({status}){tail}"
 
 
-def describe_exception(conn: Connection, exc: BaseException) -> str:
+def describe_exception(conn: Server, exc: BaseException) -> str:
     who = conn.name
     bad_http = _bad_http(exc)
     if bad_http is not None:
@@ -87,7 +104,7 @@ def describe_exception(conn: Connection, exc: BaseException) -> str:
     return f"{who}: {type(exc).__name__}: {exc}"
 
 
-def describe_bad_http(conn: Connection, exc: HttpProcessingError) -> str:
+def describe_bad_http(conn: Server, exc: HttpProcessingError) -> str:
     """What a reply aiohttp could not parse means (its own text invents a status 400)."""
     if isinstance(exc, LineTooLong) or _TOO_LONG.match(exc.message or ""):
         return too_long_line(exc)

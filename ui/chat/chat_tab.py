@@ -30,7 +30,6 @@ from app.conversation import MAX_ANSWERS, ChatMessage, Conversation
 from app.mcp import McpError
 from app.tool_runner import ToolRunner
 
-from ..compare import compare_button
 from ..connections_dialog import open_connections
 from .backend_picker import BackendPicker
 from .input_box import InputBox
@@ -260,8 +259,15 @@ class ChatTab(QWidget):
         layout.addWidget(label)
         layout.addWidget(self.backend_picker)
         layout.addStretch(1)
-        layout.addWidget(compare_button(self))  # ui/compare: one message, several targets
+        self._top_row = layout
         return row
+
+    def add_to_top_row(self, widget: QWidget) -> None:
+        """A button at the right of the backend row (Compare…, from ui/compare, is
+        added by ui/chat_tabs.py: ui/compare shows parts of ui/chat); Tab reaches it right
+        after the backend picker."""
+        self._top_row.addWidget(widget)
+        QWidget.setTabOrder(self.backend_picker, widget)
 
     def set_backend(self, name: str | None) -> None:
         """The local engine (None) or a saved connection answers the next reply."""

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar, cast
 
+from PySide6.QtCore import QObject, SignalInstance
 from PySide6.QtGui import QTextCursor
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtWidgets import QPlainTextEdit, QPushButton, QWidget
+
+from app.context import AppContext
+from app.conversation import Conversation
 
 from .dialog import CompareDialog, detach_listeners
 
-if TYPE_CHECKING:
-    from ..chat.chat_tab import ChatTab
+Q = TypeVar("Q", bound=QObject)
+
+
+class ChatTab(Protocol):
+    """What Compare needs of a chat tab (ui/chat/chat_tab.py's ChatTab, a QWidget, which puts
+    compare_button in its top row): a protocol, so ui/compare never imports the tab back."""
+
+    conversation: Conversation
+    ctx: AppContext
+    input: QPlainTextEdit
+    destroyed: SignalInstance
+
+    def findChildren(self, kind: type[Q]) -> list[Q]: ...
+    def window(self) -> QWidget: ...
 
 MAX_SIZE = (1100, 720)
 
@@ -23,7 +39,8 @@ def open_compare(tab: ChatTab) -> CompareDialog:
             dialog.raise_()
             dialog.activateWindow()
             return dialog
-    dialog = CompareDialog(tab.conversation, tab.ctx.settings, tab.input.toPlainText(), tab)
+    dialog = CompareDialog(tab.conversation, tab.ctx.settings, tab.input.toPlainText(),
+                           cast(QWidget, tab))  # a ChatTab is a QWidget
     conv, listeners = tab.conversation, dialog._listeners
     # a tab closed under an open view takes the view with it: let go of its chat too
     tab.destroyed.connect(lambda: detach_listeners(conv, listeners))
