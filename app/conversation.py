@@ -16,10 +16,12 @@ from typing import Any
 
 from engine.public import lone_surrogate, repair_text
 
-from .bridge import EngineBridge, Generation, SubmitError
+from .bridge import EngineBridge, Generation
 from .events import Event
 from .message_tree import ChatMessage, MessageTree, Removed
 from .reply_tools import reply_calls, tool_result_text
+from .request import Refusal
+from .request.engine_input import choice_seed
 from .titles import title_from_message
 from .waiting import wait_note
 
@@ -61,8 +63,9 @@ class Conversation:
     undo adds them again with `message_added`), `shown_changed()` (the path's last
     message changed).
 
-    And `busy_changed(bool)`, `notice(text)`, `meta_changed()` (title, system prompt,
-    settings or preset)."""
+    And `busy_changed(bool)`, `notice(text)` (a sentence, or a reply's Refusal, which the
+    window words: ui/refusals.py), `meta_changed()` (title, system prompt, settings or
+    preset)."""
 
     def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
                  params: dict[str, Any] | None = None, session_id: str | None = None,
@@ -167,9 +170,9 @@ class Conversation:
         user = self._add(ChatMessage("user", text), parent)
         return self._start(user, self._same_targets(n))
 
-    def compare(self, text: str, targets: list[ReplyTarget]) -> list[ChatMessage | str]:
+    def compare(self, text: str, targets: list[ReplyTarget]) -> list[ChatMessage | Refusal]:
         """Send `text` once and ask every target at once; their replies are versions (the
-        first started is shown). Per target, in order: its reply, or why it was refused.
+        first started is shown). Per target, in order: its reply, or its Refusal.
         [] when nothing was sent (no targets, empty or invalid text, a reply running)."""
         if not targets or not self._can_send(text):
             return []
@@ -371,7 +374,8 @@ class Conversation:
         (as the API's `n` does), so each one can be made again alone."""
         seed = self.params.get("seed")
         return [ReplyTarget(self.backend, dict(self.params) | (
-            {"seed": seed + i} if isinstance(seed, int) and i else {})) for i in range(n)]
+            {"seed": choice_seed(seed, i)} if isinstance(seed, int) and i else {}))
+            for i in range(n)]
 
     def _reply_parent(self, index: int | None) -> ChatMessage | None:
         """The message new versions of reply `index` answer."""
@@ -403,13 +407,13 @@ class Conversation:
         return any(isinstance(o, ChatMessage) for o in self._start_each(parent, targets))
 
     def _start_each(self, parent: ChatMessage,
-                    targets: list[ReplyTarget]) -> list[ChatMessage | str]:
+                    targets: list[ReplyTarget]) -> list[ChatMessage | Refusal]:
         """Start one reply to `parent` per target, the first shown: per target, its reply
-        or why it was refused (also a notice). Local replies to the same prompt share its
+        or its Refusal (also a notice). Local replies to the same prompt share its
         prefill (the engine prefills it once)."""
         prompt = self.prompt_messages(parent)
         leader: Generation | None = None
-        outcomes: list[ChatMessage | str] = []
+        outcomes: list[ChatMessage | Refusal] = []
         for target in targets:
             tools = self.offered_tools if target.params.get("mcp_servers") else None
             try:
@@ -418,10 +422,9 @@ class Conversation:
                                          share_prompt_with=leader if target.backend is None
                                          else None, tools=tools or None,
                                          tool_choice=target.params.get("tool_choice", "auto"))
-            except SubmitError as exc:
-                note = _submit_note(exc)
-                self.notice.emit(note)
-                outcomes.append(note)
+            except Refusal as refusal:  # ui/refusals.py words it
+                self.notice.emit(refusal)
+                outcomes.append(refusal)
                 continue
             if target.backend is None and leader is None:
                 leader = gen
@@ -511,10 +514,3 @@ class Conversation:
             self.notice.emit("Context full: the reply was cut. Start a new chat or edit an "
                              "earlier message.")
 
-
-def _submit_note(exc: SubmitError) -> str:
-    if exc.kind == "queue_full":
-        return f"The engine's queue is full; try again in a moment. ({exc})"
-    if exc.kind == "not_ready":
-        return str(exc)
-    return f"Request refused: {exc}"

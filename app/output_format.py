@@ -1,5 +1,6 @@
-"""A tab's output format (text, any JSON object, a JSON schema): checked, and turned into what
-a backend takes — a grammar for the local engine, `response_format` for a remote server.
+"""A tab's output format (text, any JSON object, a JSON schema): checked, loaded from a file,
+described, and read as a request's ResponseFormat (app/request/tab.py makes the request;
+app/request/engine_input.py builds the grammar).
 
 A chat's params keep the OpenAI-shaped `response_format` (readable, the schema itself, never
 the grammar text): None is plain text, `{"type": "json_object"}` any JSON object,
@@ -16,7 +17,10 @@ from typing import Any
 
 from jsonschema import SchemaError, validators
 
-from engine.public import GrammarError, json_object_grammar, json_schema_grammar
+from engine.public import GrammarError
+
+from .request import ResponseFormat
+from .request.engine_input import format_grammar
 
 JSON_OBJECT: dict[str, Any] = {"type": "json_object"}
 # a tab's params beyond the engine's sampling settings: its output format, and the MCP
@@ -83,44 +87,34 @@ def describe(response_format: Mapping[str, Any] | None) -> str:
     return "Text"
 
 
-def grammar_of(response_format: Mapping[str, Any] | None) -> str | None:
-    """The engine's grammar for a `response_format` (None: text); OutputFormatError if it
-    cannot be used (a hand-edited settings file, a schema the matcher refuses)."""
+def response_format_of(response_format: Mapping[str, Any] | None) -> ResponseFormat | None:
+    """A tab's `response_format` as a request's (None: text); OutputFormatError if it
+    cannot be used (a hand-edited settings file, not a valid schema)."""
     if not response_format:
         return None
     if not isinstance(response_format, Mapping):
         raise OutputFormatError("the output format is not an object")
     kind = response_format.get("type")
-    try:
-        if kind in (None, "text"):
-            return None
-        if kind == "json_object":
-            return json_object_grammar()
-        if kind == "json_schema":
-            spec = response_format.get("json_schema")
-            schema = spec.get("schema") if isinstance(spec, Mapping) else None
-            check_schema(schema)
-            return json_schema_grammar(schema, strict=bool(spec.get("strict", True)))
-    except GrammarError as exc:
-        raise OutputFormatError(f"the JSON schema cannot be enforced: {exc}") from None
+    if kind in (None, "text"):
+        return None
+    if kind == "json_object":
+        return ResponseFormat("json_object", raw=response_format)
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        check_schema(schema)
+        assert isinstance(spec, Mapping)  # check_schema refused anything else
+        return ResponseFormat("json_schema", schema, strict=bool(spec.get("strict", True)),
+                              raw=response_format)
     raise OutputFormatError(f"unknown output format type {kind!r}")
 
 
-def engine_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """A tab's params as the engine takes them: `response_format` becomes `grammar`."""
-    out = {k: v for k, v in params.items() if k not in APP_KEYS}
-    grammar = grammar_of(params.get("response_format"))
-    if grammar is not None:
-        out["grammar"] = grammar
-    return out
-
-
-def remote_extras(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(sampling params, extra request body fields) for a remote server: the format goes
-    as OpenAI's `response_format` (checked here first: a bad schema is never sent)."""
-    sampling = {k: v for k, v in params.items() if k not in APP_KEYS}
-    fmt = params.get("response_format")
-    if not fmt or (isinstance(fmt, Mapping) and fmt.get("type") in (None, "text")):
-        return sampling, {}
-    grammar_of(fmt)  # same checks as for the local engine
-    return sampling, {"response_format": dict(fmt)}
+def grammar_of(response_format: Mapping[str, Any] | None) -> str | None:
+    """The engine's grammar for a tab's `response_format` (None: text), built by
+    app.request.engine_input; OutputFormatError if it cannot be used (a hand-edited
+    settings file, a schema the matcher refuses)."""
+    fmt = response_format_of(response_format)
+    try:
+        return format_grammar(fmt)
+    except GrammarError as exc:
+        raise OutputFormatError(f"the JSON schema cannot be enforced: {exc}") from None

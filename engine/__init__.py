@@ -27,6 +27,8 @@ _EXPORTS = {
     "RequestStats": ".stats",
     "TickRecord": ".stats",
     "RequestStream": ".stream",
+    "tool_chat_tokens": ".tool_template",
+    "tool_support": ".tool_template",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -1,5 +1,6 @@
 """A request's prompt token ids: given directly, or built from chat messages with the
-model's chat template.
+model's chat template (`render`, the one place it is applied: plain chats here, chats with
+tools by engine/tool_template.py).
 
 An assistant message may carry the ids that were generated for it (`token_ids`, which a
 client gets from `RequestStream.tokens`). They are spliced into the prompt as they are

@@ -10,7 +10,6 @@ tests/engine/test_public.py checks that importing this module loads no MLX.
 from __future__ import annotations
 
 from .blas import ensure_fast_blas
-from .chat_prompt import render as render_chat
 from .config import kv_budget_from_env
 from .cpu_options import CpuOptions, CpuOptionsError
 from .determinism import describe as describe_determinism
@@ -44,7 +43,6 @@ from .token_event import TokenEvent
 from .units import format_bytes
 
 __all__ = [
-    "render_chat",
     "gguf_refusal",
     "DRAFT_PREFIX",
     "BUNDLED_FILENAME",

@@ -156,7 +156,7 @@ class EngineBridge:
                share_prompt_with: Generation | None = None,
                tools: Sequence[Mapping[str, Any]] | None = None,
                tool_choice: str = "auto") -> Generation:
-        """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
+        """Start a reply; raise a Refusal (app.request) if it is refused.
         `backend` names a saved connection (a RemoteStream), None the local engine.
         `share_prompt_with`: a local reply to the same messages started just before (N
         answers): the engine prefills the prompt once for both (ignored for remote ones).

@@ -98,45 +98,20 @@ class LocalTarget:
 
     def tool_template(self) -> tuple[bool, str | None]:
         """(whether the model's chat template writes out `tools`, the mlx-lm tool parser of
-        its family: a module name under mlx_lm.tool_parsers, or None). Found once: the
-        template is rendered with a probe tool, the parser picked as mlx-lm picks it."""
+        its family, or None): engine.chat_prompt's probe, once per model."""
         if self._tool_template is None:
-            tok = self.engine.tokenizer
-            probe = {"type": "function", "function": {
-                "name": "batchchat_probe_tool", "description": "",
-                "parameters": {"type": "object", "properties": {}}}}
-            try:
-                text = tok.apply_chat_template([{"role": "user", "content": "x"}],
-                                               tools=[probe], add_generation_prompt=True,
-                                               tokenize=False)
-                renders = "batchchat_probe_tool" in text
-            except Exception:  # a template that refuses `tools`
-                renders = False
-            parser = getattr(tok, "tool_parser", None)
-            if parser is not None:
-                name: str | None = parser.__module__.rsplit(".", 1)[-1]
-            else:
-                from mlx_lm.tokenizer_utils import _infer_tool_parser  # mlx-lm is pinned
+            from engine import tool_support
 
-                try:
-                    name = _infer_tool_parser(tok)
-                except Exception:
-                    name = None
-            self._tool_template = (renders, name)
+            self._tool_template = tool_support(self.engine.tokenizer)
         return self._tool_template
 
     def chat_tokens(self, messages: Sequence[Mapping[str, Any]],
                     tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
         """The prompt of `messages` (tool calls and results in OpenAI's shape) with `tools`,
         rendered by the model's chat template; RequestRejected if the template refuses."""
-        from engine.public import RequestRejected, render_chat
+        from engine import tool_chat_tokens
 
-        try:
-            text = render_chat(self.engine.tokenizer, messages, tools)
-        except Exception as exc:
-            raise RequestRejected(f"the model's chat template refused these messages: "
-                                  f"{type(exc).__name__}: {exc}") from exc
-        return list(self.engine.tokenizer.encode(text, add_special_tokens=False))
+        return tool_chat_tokens(self.engine.tokenizer, messages, tools)
 
     def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """The prompt `submit(messages)` would run (RequestRejected if it would refuse

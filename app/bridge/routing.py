@@ -1,37 +1,24 @@
 """Routing a request: a tab's reply to the local engine or to a saved remote server, and the
-simulator's requests to the local engine; refusals become SubmitError or the engine's errors
-(`check_params` tells the settings panel beforehand)."""
+simulator's requests to the local engine. A tab's reply is a ChatRequest (app/request/tab.py)
+turned into engine input by app/request/engine_input.py; refusals are app.request's Refusal
+(the simulator's streams raise the engine's errors; `check_params` tells the settings panel
+beforehand)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.public import (
-    EngineStopped,
-    Priority,
-    QueueFullError,
-    RequestRejected,
-    RequestStream,
-    SamplingParams,
-)
+from engine.public import EngineStopped, Priority, RequestStream, SamplingParams
 
-from ..output_format import APP_KEYS, OutputFormatError, engine_params, remote_extras
+from ..output_format import APP_KEYS
 from ..remote.backends import RemoteBackends, UnknownBackend
-from ..tools import ToolSpecError
+from ..request import SUBMIT_ERRORS, Refusal, RefusalCode, engine_input, refusal_of
+from ..request.tab import tab_request
 from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
-from .tool_prompt import tool_request
 from .wait_poll import WaitPoll
-
-
-class SubmitError(Exception):
-    """A request the engine would not take; `kind` is rejected | queue_full | not_ready."""
-
-    def __init__(self, message: str, kind: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 def check_params(params: Mapping[str, Any]) -> str | None:
@@ -56,7 +43,7 @@ class Router:
                share_prompt_with: Generation | None = None,
                tools: Sequence[Mapping[str, Any]] | None = None,
                tool_choice: str = "auto") -> Generation:
-        """Start a reply; raise SubmitError (with the engine's reason) if it is refused.
+        """Start a reply; raise a Refusal (app.request) if it is refused.
         `backend` names a saved connection (a RemoteStream), None the local engine.
         `share_prompt_with`: a reply to the same messages started just before (N answers):
         the local engine prefills the prompt once for both; ignored for remote backends.
@@ -66,38 +53,26 @@ class Router:
             return self._submit_remote(messages, params, tag, backend, tools, tool_choice)
         host = self._host
         if host.refusing:  # a model switch waits for the running replies to end
-            raise SubmitError(host.refusing, "not_ready")
+            raise Refusal(RefusalCode.MODEL_NOT_READY, host.refusing)
         # while another model loads, the one loaded still serves
         if host.target is None or host.state not in (BridgeState.READY, BridgeState.LOADING):
-            raise SubmitError(host.not_ready_reason(), "not_ready")
+            raise Refusal(RefusalCode.MODEL_NOT_READY, host.not_ready_reason())
+        request = tab_request(messages, params, tools, tool_choice)
+        if request.tool_road:  # a prompt rendered here: nothing to share with
+            share_prompt_with = None
         try:
-            local_params = engine_params(params)
-        except OutputFormatError as exc:
-            raise SubmitError(str(exc), "rejected") from None
-        what: dict[str, Any] = {"messages": list(messages)}
-        fmt = None
-        try:
-            if tools:
-                what, grammar, fmt = tool_request(host.target, messages, tools, tool_choice)
-                if grammar is not None:
-                    local_params["grammar"] = grammar
-                share_prompt_with = None
+            what, fmt = engine_input.prompt(request, host.target)
+            [local_params] = engine_input.choice_params(request)
             lead = (share_prompt_with.request_id if share_prompt_with is not None
                     and share_prompt_with.backend is None else None)
             stream = host.target.submit(**what, params=local_params,
                                         priority="interactive", tag=tag,
                                         share_prompt_with=lead)
-        except ToolSpecError as exc:
-            raise SubmitError(f"a tool cannot be offered: {exc}", "rejected") from None
-        except QueueFullError as exc:
-            raise SubmitError(str(exc), "queue_full") from None
-        except RequestRejected as exc:
-            raise SubmitError(str(exc), "rejected") from None
-        except EngineStopped as exc:
-            raise SubmitError(str(exc), "not_ready") from None
+        except SUBMIT_ERRORS as exc:
+            raise refusal_of(exc) from None
         gen = Generation(stream, tag, answered_by=host.description)
         gen.call_format = fmt
-        gen.tool_names = [t["function"]["name"] for t in tools or []]
+        gen.tool_names = request.call_names
         self._frames.follow(gen)
         self._waits.watch()
         return gen
@@ -107,21 +82,16 @@ class Router:
                        tools: Sequence[Mapping[str, Any]] | None = None,
                        tool_choice: str = "auto") -> Generation:
         if self._host.state == BridgeState.STOPPED:
-            raise SubmitError("The app is shutting down.", "not_ready")
+            raise Refusal(RefusalCode.SHUTTING_DOWN, "The app is shutting down.")
         try:
             client = self.remotes.client(backend, self._host.event_loop())
-            # Remote messages carry no token ids: those are the local engine's own.
-            plain = [{k: v for k, v in m.items() if k != "token_ids"} for m in messages]
-            sampling, extra = remote_extras(params)
-            if tools:
-                extra |= {"tools": list(tools), "tool_choice": tool_choice if tool_choice in (
-                    "auto", "none", "required") else {"type": "function",
-                                                       "function": {"name": tool_choice}}}
+            request = tab_request(messages, params, tools, tool_choice, local=False)
+            plain, sampling, extra = engine_input.remote_call(request)
             stream = client.submit(plain, params=sampling, tag=tag, extra_body=extra)
         except UnknownBackend as exc:
-            raise SubmitError(str(exc), "not_ready") from None
+            raise Refusal(RefusalCode.MODEL_NOT_FOUND, str(exc)) from None
         except ValueError as exc:  # no model chosen, or settings the client refuses
-            raise SubmitError(str(exc), "rejected") from None
+            raise Refusal(RefusalCode.INVALID_VALUE, str(exc)) from None
         gen = Generation(stream, tag, backend=backend, answered_by=client.description)
         self._frames.follow(gen)
         return gen

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import model_names, openapi, responses, schemas, tooling
+from ..request import SUBMIT_ERRORS, ChatRequest, Refusal, RefusalCode, engine_input, refusal_of
+from . import errors, model_names, openapi, responses, schemas, tooling
 from .body import read_json
 from .choices import Choices
 from .connection import Limits, Runner
-from .errors import ApiError, error_body
 from .metrics import ServerMetrics
 from .responses import Reply, sse
 
@@ -187,13 +187,13 @@ class ApiServer:
         """Every error in OpenAI's shape, and a count per endpoint and status."""
         try:
             response = await handler(request)
-        except ApiError as exc:
-            response = exc.response()
+        except Refusal as refusal:
+            response = errors.response(refusal, self.config.retry_after_s)
         except web.HTTPException as exc:  # aiohttp's own: unknown route, wrong method
             if exc.status < 400:
                 raise
             code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status)
-            response = web.json_response(error_body(exc.reason, exc.status, code=code),
+            response = web.json_response(errors.error_body(exc.reason, exc.status, code=code),
                                          status=exc.status, headers=_allow(exc))
         resource = getattr(request.match_info.route, "resource", None)
         endpoint = resource.canonical if resource is not None else "other"
@@ -218,7 +218,7 @@ class ApiServer:
     @web.middleware
     async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if self.closing:
-            raise ApiError(503, "the server is shutting down", code="shutting_down")
+            raise Refusal(RefusalCode.SHUTTING_DOWN, "the server is shutting down")
         key = self.config.api_key
         if key and request.path not in OPEN_PATHS:
             given = request.headers.get("Authorization", "")
@@ -226,14 +226,14 @@ class ApiServer:
             # compare_digest: the time taken does not tell how much of a guess was right
             if scheme.lower() != "bearer" or not hmac.compare_digest(
                     token.strip().encode(), key.encode()):
-                raise ApiError(401, "missing or wrong API key: send 'Authorization: Bearer "
-                                    "KEY'", code="invalid_api_key")
+                raise Refusal(RefusalCode.INVALID_API_KEY, "missing or wrong API key: send "
+                                                           "'Authorization: Bearer KEY'")
         return await handler(request)
 
     # -- simple endpoints ---------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
         if self._target() is None:
-            raise ApiError(503, "no model is loaded", code="model_not_ready")
+            raise Refusal(RefusalCode.MODEL_NOT_READY, "no model is loaded")
         return web.json_response({"status": "ok"})
 
     async def _metrics(self, request: web.Request) -> web.Response:
@@ -301,51 +301,35 @@ class ApiServer:
     def _serving(self, model: str) -> tuple[LocalTarget, str]:
         target, served = self._target(), self._model_id()
         if target is None or served is None:
-            raise ApiError(503, "no model is ready to serve yet (one is loading, or the app "
-                                "is switching models); try again shortly",
-                           code="model_not_ready", headers=self._retry_after())
+            raise Refusal(RefusalCode.MODEL_NOT_READY, "no model is ready to serve yet (one is "
+                          "loading, or the app is switching models); try again shortly")
         if self.config.strict_model_name:
             aliases = self._model_aliases()
             if not model_names.known(model, served, aliases):
                 listed = ", ".join(f"'{n}'" for n in model_names.names(served, aliases))
-                raise ApiError(404, f"the model '{model}' is not served here; the names that "
-                                    f"work: {listed}", param="model", code="model_not_found")
+                raise Refusal(RefusalCode.MODEL_NOT_FOUND, f"the model '{model}' is not served "
+                              f"here; the names that work: {listed}", param="model")
         return target, served  # any name: the reply names the served id
 
-    def _submit(self, target: LocalTarget, parsed: schemas.ParsedRequest
+    def _submit(self, target: LocalTarget, parsed: ChatRequest
                 ) -> tuple[Choices, CallFormat | None]:
         """One engine request per choice, the first leading (the others reuse its prefilled
         prompt); all of them, or none: a refusal cancels those already queued. With the
         format the replies' tool calls are parsed in (None without tools)."""
-        from engine.public import EngineStopped, QueueFullError, RequestRejected
-
-        what: dict[str, Any]
-        fmt = None
         # "api-…" ids tell API requests apart in the history's request stats
         base = f"api-{uuid.uuid4().hex[:16]}"
         streams: list[RequestStream] = []
         try:
-            if parsed.messages is not None:
-                what, fmt = tooling.prompt(parsed, target)
-            elif isinstance(parsed.prompt, str):  # "" starts from the start-of-text token
-                what = {"prompt_tokens": target.encode(parsed.prompt) or target.start_tokens()}
-            else:
-                what = {"prompt_tokens": parsed.prompt}
-            for i, params in enumerate(parsed.choice_params()):
+            what, fmt = engine_input.prompt(parsed, target)
+            for i, params in enumerate(engine_input.choice_params(parsed)):
                 streams.append(target.submit(
                     **what, params=params, priority=self.config.priority, tag=self.config.tag,
                     request_id=base if parsed.n == 1 else f"{base}-{i}",
                     share_prompt_with=streams[0].request_id if streams else None))
-        except (QueueFullError, RequestRejected, EngineStopped) as exc:
+        except SUBMIT_ERRORS as exc:
             for stream in streams:
                 stream.cancel()
-            if isinstance(exc, QueueFullError):
-                raise ApiError(429, str(exc), code="queue_full",
-                               headers=self._retry_after()) from None
-            if isinstance(exc, RequestRejected):
-                param = "messages" if parsed.kind == "chat" else "prompt"
-                raise ApiError(400, str(exc), param=param, code="invalid_request") from None
-            raise ApiError(503, str(exc), code="shutting_down") from None
+            raise refusal_of(exc, "messages" if parsed.kind == "chat" else "prompt") from None
         return Choices(streams, self._ended), fmt
 
     async def _whole(self, choices: Choices, replies: list[Reply], t0: float) -> web.Response:
@@ -354,7 +338,7 @@ class ApiServer:
             last[i] = self._observe(event, t0, last[i])
             replies[i].add(event)
             if event.finish_reason == "error":  # the others are cancelled on the way out
-                raise ApiError(500, f"generation failed: {event.error}", code="engine_error")
+                raise Refusal(RefusalCode.ENGINE_ERROR, f"generation failed: {event.error}")
         return web.json_response(responses.full(replies, [s.stats for s in choices.streams]))
 
     async def _stream(self, request: web.Request, choices: Choices, replies: list[Reply],
@@ -386,8 +370,8 @@ class ApiServer:
             reply = replies[i]
             logprobs = reply.add(event)
             if event.finish_reason == "error":
-                await response.write(sse(error_body(f"generation failed: {event.error}", 500,
-                                                    code="engine_error")))
+                await response.write(sse(errors.refusal_body(Refusal(
+                    RefusalCode.ENGINE_ERROR, f"generation failed: {event.error}"))))
                 break
             for chunk in reply.chunks(event.text, logprobs, event.finish_reason):
                 await response.write(sse(chunk))
@@ -419,9 +403,6 @@ class ApiServer:
             return cache[token]
 
         return text
-
-    def _retry_after(self) -> dict[str, str]:
-        return {"Retry-After": str(self.config.retry_after_s)}
 
 
 def _allow(exc: web.HTTPException) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""A request's JSON body, read and parsed, or an ApiError saying why not: too large (413),
+"""A request's JSON body, read and parsed, or a Refusal saying why not: too large (413),
 not JSON, or nested deeper than any request needs (400; Python's parser would otherwise
 raise a RecursionError, a 500, on a body a thousand levels deep)."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from aiohttp import web
 
+from ..request import Refusal, RefusalCode
 from .connection import BodyTimeout
-from .errors import ApiError
 
 # Arrays and objects inside each other. A JSON schema in `response_format` or a tool's
 # `parameters` sits 3 to 4 levels down and llguidance takes about 120 levels of it
@@ -18,28 +18,28 @@ from .errors import ApiError
 MAX_DEPTH = 128
 
 
-def too_deep() -> ApiError:
-    return ApiError(400, f"the JSON body is nested too deep: at most {MAX_DEPTH} levels of "
-                         "arrays and objects are taken", code="invalid_json")
+def too_deep() -> Refusal:
+    return Refusal(RefusalCode.INVALID_JSON, f"the JSON body is nested too deep: at most "
+                                             f"{MAX_DEPTH} levels of arrays and objects are taken")
 
 
 async def read_json(request: web.Request, limit: int) -> Any:
-    """The parsed body (any JSON value); ApiError for a body that cannot be taken."""
+    """The parsed body (any JSON value); a Refusal for a body that cannot be taken."""
     import json
 
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise ApiError(413, f"the request body is larger than {limit} bytes",
-                       code="request_too_large") from None
+        raise Refusal(RefusalCode.REQUEST_TOO_LARGE,
+                      f"the request body is larger than {limit} bytes") from None
     except BodyTimeout as exc:  # connection.py's clock; the connection closes after this
-        raise ApiError(408, str(exc), code="request_timeout") from None
+        raise Refusal(RefusalCode.REQUEST_TIMEOUT, str(exc)) from None
     try:
         body = json.loads(raw)
     except RecursionError:  # ~1000 levels: the parser's own limit
         raise too_deep() from None
     except ValueError as exc:
-        raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
+        raise Refusal(RefusalCode.INVALID_JSON, f"the body is not valid JSON: {exc}") from None
     if depth_over(body, MAX_DEPTH):
         raise too_deep()
     return body

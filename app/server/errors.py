@@ -1,11 +1,24 @@
-"""Errors in OpenAI's JSON shape: {"error": {"message", "type", "param", "code"}}."""
+"""Refusals (app.request's Refusal) as HTTP: the one map from a refusal's code to a status,
+and errors in OpenAI's JSON shape: {"error": {"message", "type", "param", "code"}}.
+Handlers raise a Refusal anywhere; the error middleware answers it with `response`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from aiohttp import web
 
+from ..request import Refusal, RefusalCode
+
+# The status of each refusal
+STATUS: dict[RefusalCode, int] = {
+    RefusalCode.INVALID_VALUE: 400, RefusalCode.INVALID_SCHEMA: 400,
+    RefusalCode.INVALID_JSON: 400, RefusalCode.INVALID_REQUEST: 400,
+    RefusalCode.INVALID_API_KEY: 401, RefusalCode.MODEL_NOT_FOUND: 404,
+    RefusalCode.REQUEST_TIMEOUT: 408, RefusalCode.REQUEST_TOO_LARGE: 413,
+    RefusalCode.QUEUE_FULL: 429, RefusalCode.ENGINE_ERROR: 500,
+    RefusalCode.MODEL_NOT_READY: 503, RefusalCode.SHUTTING_DOWN: 503,
+}
+# Refusals that end when the client tries again a little later: answered with Retry-After
+RETRY = (RefusalCode.QUEUE_FULL, RefusalCode.MODEL_NOT_READY)
 # The `type` OpenAI (and vLLM) send with each status
 _TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
           404: "invalid_request_error", 405: "invalid_request_error",
@@ -14,23 +27,19 @@ _TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
           503: "server_error"}
 
 
-class ApiError(Exception):
-    """Raised anywhere in a handler; the error middleware turns it into the JSON response."""
+def status_of(refusal: Refusal) -> int:
+    return STATUS[refusal.code]
 
-    def __init__(self, status: int, message: str, *, param: str | None = None,
-                 code: str | None = None, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.code = code
-        self.headers = dict(headers or {})
 
-    def body(self) -> dict[str, object]:
-        return error_body(self.message, self.status, self.param, self.code)
+def refusal_body(refusal: Refusal) -> dict[str, object]:
+    return error_body(refusal.message, status_of(refusal), refusal.param, refusal.code.value)
 
-    def response(self) -> web.Response:
-        return web.json_response(self.body(), status=self.status, headers=self.headers)
+
+def response(refusal: Refusal, retry_after_s: int) -> web.Response:
+    """The JSON answer to a refusal (with Retry-After where trying again helps)."""
+    headers = {"Retry-After": str(retry_after_s)} if refusal.code in RETRY else {}
+    return web.json_response(refusal_body(refusal), status=status_of(refusal),
+                             headers=headers)
 
 
 def error_body(message: str, status: int, param: str | None = None,
@@ -39,6 +48,12 @@ def error_body(message: str, status: int, param: str | None = None,
                       "param": param, "code": code}}
 
 
-def invalid(param: str, message: str) -> ApiError:
+def invalid(param: str, message: str) -> Refusal:
     """A 400 naming the field, e.g. invalid("temperature", "'temperature' must be >= 0")."""
-    return ApiError(400, message, param=param, code="invalid_value")
+    return Refusal(RefusalCode.INVALID_VALUE, message, param=param)
+
+
+def bad_schema(param: str, message: str) -> Refusal:
+    """A JSON schema that cannot be used (no JSON schema of schemas can tell it beforehand:
+    a code of its own, as the engine's prompt refusals have)."""
+    return Refusal(RefusalCode.INVALID_SCHEMA, message, param=param)

@@ -1,25 +1,18 @@
-"""OpenAI request bodies -> what the engine takes (messages or prompt tokens, SamplingParams),
-refusing a bad field with a 400 that names it. Unknown fields are ignored (as vLLM does), so
-clients that send extras keep working; known ones this server cannot honour are refused."""
+"""OpenAI request bodies -> a ChatRequest (app/request), refusing a bad field with a 400 that
+names it. Unknown fields are ignored (as vLLM does), so clients that send extras keep
+working; known ones this server cannot honour are refused. The grammars are built here, by
+app/request/engine_input.py, so a schema that cannot be used is refused with the body."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import ApiError, invalid
-
-
-def bad_schema(param: str, message: str) -> ApiError:
-    """A JSON schema that cannot be used (no JSON schema of schemas can tell it beforehand:
-    a code of its own, as the engine's prompt refusals have)."""
-    return ApiError(400, message, param=param, code="invalid_schema")
+from ..request import ChatRequest, Refusal, RefusalCode, ResponseFormat
+from .errors import bad_schema, invalid
 
 if TYPE_CHECKING:
-    from engine.public import SamplingParams
-
     from ..tools import Tool
 
 MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
@@ -28,6 +21,7 @@ MAX_N = 8  # choices per request (`n`): each is one engine request
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_CHOICES = ("auto", "none", "required")
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+FORCED = ("required", "function")  # tool_choice values that constrain the reply
 # Accepted only as null or a neutral value (of the same JSON type: `false` is not 0):
 # anything else would be silently ignored otherwise.
 NEUTRAL: dict[str, tuple[Any, ...]] = {
@@ -38,38 +32,7 @@ COMPLETION_NEUTRAL: dict[str, tuple[Any, ...]] = {
     "tools": ([],), "tool_choice": ("none",), "parallel_tool_calls": ()}
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedRequest:
-    kind: str  # "chat" | "completion"
-    model: str
-    params: SamplingParams
-    stream: bool
-    include_usage: bool
-    messages: list[dict[str, Any]] | None = None  # chat
-    prompt: str | list[int] | None = None  # completion: text or token ids
-    logprobs: int | None = None  # alternatives per token, None = no logprobs
-    n: int = 1  # choices: n engine requests sharing the prompt; choice i samples with seed+i
-    tools: tuple[Tool, ...] = ()  # offered to the model (none when tool_choice is "none")
-    tool_choice: str = "none"  # "auto" | "none" | "required" | "function" (forced: `tools`)
-    parallel_tool_calls: bool = True
-
-    @property
-    def uses_tools(self) -> bool:
-        """Tools offered, or a conversation holding calls or results (to render)."""
-        return bool(self.tools) or any(m["role"] == "tool" or m.get("tool_calls")
-                                       for m in self.messages or ())
-
-    def choice_params(self) -> list[SamplingParams]:
-        """Each choice's sampling settings: with a seed s, choice i samples with s + i (so an
-        n=1 request with seed s + i gives choice i); without one, each draws its own."""
-        from dataclasses import replace
-
-        seed = self.params.seed
-        return [self.params if seed is None or i == 0 else replace(self.params, seed=seed + i)
-                for i in range(self.n)]
-
-
-def parse_chat(body: Mapping[str, Any], default_max_tokens: int) -> ParsedRequest:
+def parse_chat(body: Mapping[str, Any], default_max_tokens: int) -> ChatRequest:
     messages = _messages(body.get("messages"))
     top = _opt_int(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
     wants = _opt_bool(body, "logprobs")
@@ -80,12 +43,17 @@ def parse_chat(body: Mapping[str, Any], default_max_tokens: int) -> ParsedReques
     if max_tokens is None:
         max_tokens = _opt_int(body, "max_tokens", 1)
     tools, choice, parallel, grammar = _tools(body)
+    # tools offered, or a conversation holding calls or results: the prompt is rendered
+    # with the tool template
+    road = bool(tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
     return _parsed("chat", body, messages=messages, logprobs=logprobs,
                    max_tokens=max_tokens or default_max_tokens, grammar=grammar,
-                   tools=tools, tool_choice=choice, parallel_tool_calls=parallel)
+                   tools=tools, tool_choice=choice, parallel_tool_calls=parallel,
+                   tool_road=road, forced=choice in FORCED,
+                   call_tools=tuple(t.openai() for t in tools))
 
 
-def parse_completion(body: Mapping[str, Any], default_max_tokens: int) -> ParsedRequest:
+def parse_completion(body: Mapping[str, Any], default_max_tokens: int) -> ChatRequest:
     _neutral(body, COMPLETION_NEUTRAL, " (a completion has no tools)")
     return _parsed("completion", body, prompt=_prompt(body.get("prompt")),
                    logprobs=_opt_int(body, "logprobs", 0, MAX_TOP_LOGPROBS),
@@ -109,11 +77,11 @@ def _neutral(body: Mapping[str, Any], fields: Mapping[str, tuple[Any, ...]],
 
 
 def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: int | None,
-            grammar: str | None = None, **what: Any) -> ParsedRequest:
+            grammar: str | None = None, **what: Any) -> ChatRequest:
     from engine.public import SamplingParams
 
     _neutral(body, NEUTRAL)
-    output = _response_format(body.get("response_format"))
+    fmt, output = _response_format(body.get("response_format"))
     if output is not None and grammar is not None:
         raise invalid("response_format", "'response_format' cannot be combined with a "
                                          "forced tool call ('tool_choice')")
@@ -144,13 +112,14 @@ def _parsed(kind: str, body: Mapping[str, Any], *, max_tokens: int, logprobs: in
             min_p=min_p or 0.0,
             repetition_penalty=1.0 if penalty is None else penalty,
             seed=seed, max_tokens=max_tokens, stop=_stop(body.get("stop")),
-            logprobs=logprobs, grammar=grammar,
+            logprobs=logprobs,
         )
     except ValueError as exc:  # a rule of the engine's own (each message starts with the name)
         field = str(exc).split(" ", 1)[0]
         raise invalid(field, f"'{field}' {str(exc).split(' ', 1)[-1]}") from None
-    return ParsedRequest(kind, model_name(body), params, stream, include_usage,
-                         logprobs=logprobs, n=n, **what)
+    return ChatRequest(kind, model_name(body), params=params, stream=stream,
+                       include_usage=include_usage, logprobs=logprobs, n=n,
+                       response_format=fmt, grammar=grammar, **what)
 
 
 def _messages(value: Any) -> list[dict[str, Any]]:
@@ -212,20 +181,24 @@ def _calls(value: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
-def _response_format(value: Any) -> str | None:
-    """The grammar `response_format` asks for (None: free text)."""
-    from engine.public import GrammarError, json_object_grammar, json_schema_grammar
+def _response_format(value: Any) -> tuple[ResponseFormat | None, str | None]:
+    """The structured output `response_format` asks for and its grammar (None: free
+    text)."""
+    from engine.public import GrammarError
+
+    from ..request.engine_input import format_grammar
 
     if value is None:
-        return None
+        return None, None
     kind = value.get("type") if isinstance(value, Mapping) else None
     if kind not in RESPONSE_FORMATS:
         raise invalid("response_format", "'response_format.type' must be one of "
                                          f"{', '.join(RESPONSE_FORMATS)}")
     if kind == "text":
-        return None
+        return None, None
     if kind == "json_object":
-        return json_object_grammar()
+        fmt = ResponseFormat("json_object", raw=value)
+        return fmt, format_grammar(fmt)
     spec = value.get("json_schema")
     if not isinstance(spec, Mapping) or not all(
             isinstance(spec.get(k), str | None) for k in ("name", "description")):
@@ -238,8 +211,9 @@ def _response_format(value: Any) -> str | None:
     if strict is not None and not isinstance(strict, bool):
         raise invalid("response_format", "'response_format.json_schema.strict' must be "
                                          "true or false")
+    fmt = ResponseFormat("json_schema", schema, strict=bool(strict), raw=value)
     try:
-        return json_schema_grammar(schema, strict=bool(strict))
+        return fmt, format_grammar(fmt)
     except GrammarError as exc:
         raise bad_schema("response_format", f"'response_format.json_schema.schema' cannot "
                                             f"be used: {exc}") from None
@@ -247,7 +221,8 @@ def _response_format(value: Any) -> str | None:
 
 def _tools(body: Mapping[str, Any]) -> tuple[tuple[Tool, ...], str, bool, str | None]:
     """(tools offered, tool_choice, parallel_tool_calls, the grammar forcing a call)."""
-    from ..tools import ToolSpecError, call_grammar, parse_tools
+    from ..request.engine_input import forced_call_grammar
+    from ..tools import ToolSpecError, parse_tools
 
     raw = body.get("tools")
     try:
@@ -283,7 +258,7 @@ def _tools(body: Mapping[str, Any]) -> tuple[tuple[Tool, ...], str, bool, str | 
     if not forced:
         return tuple(tools), choice, parallel, None
     try:
-        grammar = call_grammar(forced, parallel=parallel and choice == "required")
+        grammar = forced_call_grammar(forced, parallel=parallel and choice == "required")
     except ValueError as exc:  # a GrammarError: the schemas together cannot be used
         raise bad_schema("tools", f"'tools' cannot force a call: {exc}") from None
     return tuple(tools), choice, parallel, grammar
@@ -382,5 +357,5 @@ def _opt_bool(body: Mapping[str, Any], name: str, prefix: str = "") -> bool | No
 
 def check_body(body: Any) -> Mapping[str, Any]:
     if not isinstance(body, Mapping):
-        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+        raise Refusal(RefusalCode.INVALID_JSON, "the request body must be a JSON object")
     return body

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.bridge import BridgeState, EngineBridge, LocalTarget, SubmitError
+from app.bridge import BridgeState, EngineBridge, LocalTarget
+from app.request import Refusal, RefusalCode
 from app.server.in_app import AppServer
 from engine.public import EngineStopped
 
@@ -52,9 +53,9 @@ class FakeEngine:
 
 async def test_without_a_model_every_door_is_closed():
     bridge = EngineBridge()
-    with pytest.raises(SubmitError, match="No model is loaded yet") as refused:
+    with pytest.raises(Refusal, match="No model is loaded yet") as refused:
         bridge.submit([{"role": "user", "content": "hi"}], {})
-    assert refused.value.kind == "not_ready"
+    assert refused.value.code == RefusalCode.MODEL_NOT_READY
     with pytest.raises(EngineStopped, match="No model is loaded yet"):
         bridge.streams.submit([{"role": "user", "content": "hi"}])
     assert bridge.local is None and bridge.serving is None and bridge.stats() is None

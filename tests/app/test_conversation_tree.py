@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.conversation import Conversation, ReplyTarget
+from app.request import Refusal
 
 from .history_sync_helpers import FAST, start_bridge, wait_until
 
@@ -154,6 +155,6 @@ async def test_compare_says_per_target_why_one_was_refused(bridge) -> None:
     conv = Conversation(bridge, params=FAST)
     bad = ReplyTarget("no such connection", FAST, "gone")
     outcomes = conv.compare("which?", [bad, ReplyTarget(None, FAST, "local")])
-    assert isinstance(outcomes[0], str) and "no such connection" in outcomes[0]
+    assert isinstance(outcomes[0], Refusal) and "no such connection" in outcomes[0].message
     assert outcomes[1] is conv.messages[1]  # the reply that started is the one shown
     await wait_until(lambda: not conv.is_busy)

@@ -8,7 +8,8 @@ import asyncio
 
 import pytest
 
-from app.bridge import SWITCHED, BridgeState, Choice, EngineBridge, SubmitError
+from app.bridge import SWITCHED, BridgeState, Choice, EngineBridge
+from app.request import Refusal, RefusalCode
 from engine import Engine
 
 from .history_sync_helpers import tiny, wait_until
@@ -65,9 +66,9 @@ async def test_finish_waits_refusing_new_local_requests_then_loads() -> None:
         await wait_until(lambda: bridge.pending_switch is not None and bool(bridge.refusing))
         assert bridge.pending_switch.phase == "waiting"
         assert bridge.serving is None  # the API server answers 503 meanwhile
-        with pytest.raises(SubmitError, match="Switching to second") as refused:
+        with pytest.raises(Refusal, match="Switching to second") as refused:
             bridge.submit(CHAT, LONG, tag="tab-2")
-        assert refused.value.kind == "not_ready"
+        assert refused.value.code == RefusalCode.MODEL_NOT_READY
         assert bridge.local is first and bridge.state == BridgeState.READY
         assert await switching is True
         assert chat.finish_reason == "length" and len(chat.tokens) == LONG["max_tokens"]

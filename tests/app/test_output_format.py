@@ -8,14 +8,11 @@ import json
 
 import pytest
 
-from app.output_format import (
-    OutputFormatError,
-    engine_params,
-    grammar_of,
-    load_schema_file,
-    remote_extras,
-)
+from app.output_format import OutputFormatError, grammar_of, load_schema_file
 from app.remote import Connection, RemoteClient
+from app.request import Refusal
+from app.request.engine_input import choice_params, remote_call
+from app.request.tab import tab_request
 from app.settings import Settings, normalize_params
 from engine.public import SamplingParams
 from tests.remote.broken_server import API_KEY, BrokenServer
@@ -23,6 +20,19 @@ from tests.remote.broken_server import API_KEY, BrokenServer
 PERSON = {"type": "object", "properties": {"name": {"type": "string"},
                                            "age": {"type": "integer"}},
           "required": ["name", "age"]}
+HI = [{"role": "user", "content": "hi"}]
+
+
+def engine_params(params):
+    """A tab's params as the local engine takes them (its one choice's settings)."""
+    [out] = choice_params(tab_request(HI, params))
+    return out
+
+
+def remote_extras(params):
+    """(sampling params, extra body fields) a remote server gets for a tab's params."""
+    _, sampling, extra = remote_call(tab_request(HI, params, local=False))
+    return sampling, extra
 
 
 def write(tmp_path, name, text):
@@ -65,12 +75,12 @@ def test_engine_params_turn_the_format_into_a_grammar():
 
 
 def test_a_hand_edited_format_is_refused_not_ignored():
-    with pytest.raises(OutputFormatError, match="unknown output format type 'yaml'"):
+    with pytest.raises(Refusal, match="unknown output format type 'yaml'"):
         engine_params({"response_format": {"type": "yaml"}})
-    with pytest.raises(OutputFormatError, match="not a valid JSON schema"):
+    with pytest.raises(Refusal, match="not a valid JSON schema"):
         engine_params({"response_format": {"type": "json_schema",
                                            "json_schema": {"schema": {"type": 5}}}})
-    with pytest.raises(OutputFormatError):
+    with pytest.raises(Refusal):
         remote_extras({"response_format": {"type": "json_schema", "json_schema": {}}})
 
 

@@ -9,8 +9,9 @@ import aiohttp
 import pytest
 import schemathesis
 
+from app.request import Refusal
 from app.server import openapi, schemas
-from app.server.errors import ApiError
+from app.server.errors import status_of
 from tests.server.conftest import MODEL
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "logprobs": True}
@@ -61,7 +62,7 @@ def test_documented_fields_are_the_fields_the_parser_reads(path, body, parse):
     required = openapi.document()["paths"][path]["post"]["requestBody"]["content"][
         "application/json"]["schema"]["required"]
     for name in required:  # each required field refused when missing
-        with pytest.raises(ApiError) as caught:
+        with pytest.raises(Refusal) as caught:
             parse({k: v for k, v in body.items() if k != name}, 16)
         assert caught.value.param == name
 
@@ -103,9 +104,9 @@ def test_each_documented_bound_is_the_validators(path, base, parse, name, value,
     if ok:
         parse(body, 16)
     else:
-        with pytest.raises(ApiError) as caught:
+        with pytest.raises(Refusal) as caught:
             parse(body, 16)
-        assert caught.value.status == 400 and caught.value.param == name
+        assert status_of(caught.value) == 400 and caught.value.param == name
 
 
 @pytest.mark.parametrize(("name", "value", "ok"), [
@@ -132,7 +133,7 @@ def test_string_and_list_limits(name, value, ok):
     if ok:
         schemas.parse_chat(body, 16)
     else:
-        with pytest.raises(ApiError) as caught:
+        with pytest.raises(Refusal) as caught:
             schemas.parse_chat(body, 16)
         assert caught.value.param.startswith(name)
 
@@ -141,7 +142,7 @@ def test_top_logprobs_needs_logprobs():
     """The document's if/then: top_logprobs (not null) requires logprobs: true."""
     schema = openapi.CHAT_REQUEST["allOf"][0]
     assert schema["if"]["required"] == ["top_logprobs"]
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(Refusal) as caught:
         schemas.parse_chat(CHAT | {"logprobs": False, "top_logprobs": 2}, 16)
     assert caught.value.param == "top_logprobs"
     schemas.parse_chat(CHAT | {"logprobs": False, "top_logprobs": None}, 16)
@@ -154,7 +155,7 @@ def test_json_output_and_a_forced_call_exclude_each_other():
     tools = [{"type": "function", "function": {"name": "f"}}]
     body = CHAT | {"response_format": {"type": "json_object"}, "tools": tools}
     for choice in ("required", {"type": "function", "function": {"name": "f"}}):
-        with pytest.raises(ApiError) as caught:
+        with pytest.raises(Refusal) as caught:
             schemas.parse_chat(body | {"tool_choice": choice}, 16)
         assert caught.value.param == "response_format"
     schemas.parse_chat(body | {"tool_choice": "auto"}, 16)

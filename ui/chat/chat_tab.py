@@ -28,9 +28,11 @@ from app.bridge import check_params
 from app.context import AppContext
 from app.conversation import MAX_ANSWERS, ChatMessage, Conversation
 from app.mcp import McpError
+from app.request import Refusal
 from app.tool_runner import ToolRunner
 
 from ..connections_dialog import open_connections
+from ..refusals import notice_text
 from .backend_picker import BackendPicker
 from .input_box import InputBox
 from .message_view import MessageList
@@ -412,7 +414,8 @@ class ChatTab(QWidget):
         self.editing_index = None
         self.edit_banner.hide()
 
-    def show_notice(self, text: str | None) -> None:
+    def show_notice(self, note: str | Refusal | None) -> None:
+        text = notice_text(note)
         self.notice.setText(text or "")
         self.notice.setVisible(bool(text))
 

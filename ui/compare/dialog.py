@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from app.conversation import ChatMessage, Conversation
 from app.settings import Settings
 
+from ..refusals import refusal_sentence
 from ..widgets import ElidedLabel
 from .column import ReplyColumn
 from .targets import TargetList, target_choices
@@ -142,7 +143,9 @@ class CompareDialog(QDialog):
         if conv.is_busy:
             return self._refuse("This chat is still generating: stop it first.")
         targets = self.target_list.targets()
-        outcomes = conv.compare(text, targets)  # per target: its reply, or why refused
+        # per target: its reply, or why it was refused
+        outcomes = [o if isinstance(o, ChatMessage) else refusal_sentence(o)
+                    for o in conv.compare(text, targets)]
         if not any(isinstance(o, ChatMessage) for o in outcomes):
             reasons = [o for o in outcomes if isinstance(o, str)]
             return self._refuse(" ".join(reasons) or "Nothing was sent.")

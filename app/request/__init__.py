@@ -1,0 +1,9 @@
+"""One road from a request to the engine: the ChatRequest value, the one module that turns
+it into engine input, and the one refusal type. The tab's maker is `app.request.tab`
+(imported by name: it reads app.output_format, which builds on this package)."""
+
+from .chat_request import ChatRequest, ResponseFormat
+from .refusal import SUBMIT_ERRORS, Refusal, RefusalCode, refusal_of
+
+__all__ = ["SUBMIT_ERRORS", "ChatRequest", "Refusal", "RefusalCode", "ResponseFormat",
+           "refusal_of"]

@@ -1,0 +1,62 @@
+"""A request for a reply, as a value: what the API server reads from an OpenAI-shaped body
+(app/server/schemas.py) and what a tab asks for (app/request/tab.py). Both makers check
+their own input and word its errors; `app/request/engine_input.py` alone turns the value
+into what the engine takes (the prompt, the grammar, each choice's sampling settings)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.public import SamplingParams
+
+if TYPE_CHECKING:
+    from ..tools import Tool
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFormat:
+    """A structured output asked for (plain text is None): any JSON object, or one schema.
+    `raw` is OpenAI's `response_format` as given (what a remote server is sent)."""
+
+    kind: str  # "json_object" | "json_schema"
+    schema: Mapping[str, Any] | None = None  # json_schema's
+    strict: bool = True  # json_schema's: no properties beyond the schema's
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """One request: chat `messages` (OpenAI's shape; an assistant reply may carry its
+    `token_ids`) or a completion `prompt`, its sampling settings and output constraints.
+
+    `grammar` is the one the reply must follow, built by engine_input from
+    `response_format` or from the forced tools (never both), so a bad schema is refused
+    when the request is made. Tools: `tools` are rendered into the prompt; `tool_road`
+    says the prompt goes through the tool template (or its fallback) even with none
+    offered (a chat holding calls or results); `forced` constrains the reply to calls
+    (HERMES' format); `call_tools` (OpenAI's shape) are the calls a reply may make."""
+
+    kind: str = "chat"  # "chat" | "completion"
+    model: str = ""
+    messages: Sequence[Mapping[str, Any]] | None = None
+    prompt: str | Sequence[int] | None = None  # completion: text or token ids
+    params: SamplingParams | Mapping[str, Any] = field(default_factory=SamplingParams)
+    response_format: ResponseFormat | None = None
+    grammar: str | None = None
+    tools: tuple[Tool, ...] = ()
+    tool_road: bool = False
+    forced: bool = False
+    call_tools: tuple[Mapping[str, Any], ...] = ()
+    tool_choice: str = "none"  # "auto" | "none" | "required" | "function" | a tab's name
+    parallel_tool_calls: bool = True
+    n: int = 1  # choices: n engine requests sharing the prompt; choice i samples with seed+i
+    stream: bool = False
+    include_usage: bool = False
+    logprobs: int | None = None  # alternatives per token, None = no logprobs
+
+    @property
+    def call_names(self) -> list[str]:
+        """The names of the functions a reply may call."""
+        return [t["function"]["name"] for t in self.call_tools]

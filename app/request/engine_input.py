@@ -1,0 +1,106 @@
+"""A ChatRequest as the engine takes it: the one place that decides the prompt (the chat
+template with or without tools, reply `token_ids` kept or dropped, a completion's text
+or ids), the grammar (`response_format`, or a call forced by `tool_choice`), and each
+choice's sampling settings (`n`, seeds, the grammar and stop strings with them). The API
+server and the tabs (app/bridge/routing.py) both call it; so does a tab's remote road,
+for the body a remote server is sent."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from engine.public import SamplingParams, json_object_grammar, json_schema_grammar
+
+from ..tools import CallFormat, Tool, call_grammar, tool_prompt
+from .chat_request import ChatRequest, ResponseFormat
+
+
+class Target(Protocol):
+    """What a loaded model offers the prompt's making (app.bridge's LocalTarget is one)."""
+
+    def tool_template(self) -> tuple[bool, str | None]: ...
+
+    def chat_tokens(self, messages: Sequence[Mapping[str, Any]],
+                    tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def start_tokens(self) -> list[int]: ...
+
+
+# -- grammars -------------------------------------------------------------------------------
+def format_grammar(fmt: ResponseFormat | None) -> str | None:
+    """The grammar of a structured output (None: free text); the engine's GrammarError
+    for a schema it cannot enforce (each maker words it for its own input)."""
+    if fmt is None:
+        return None
+    if fmt.kind == "json_object":
+        return json_object_grammar()
+    return json_schema_grammar(dict(fmt.schema or {}), strict=fmt.strict)
+
+
+def forced_call_grammar(tools: Sequence[Tool], *, parallel: bool) -> str:
+    """The grammar forcing a reply of calls to `tools` (one, or `parallel` 1 to 4);
+    ValueError (a GrammarError) when their schemas together cannot be used."""
+    return call_grammar(tools, parallel=parallel)
+
+
+# -- the prompt ------------------------------------------------------------------------------
+def plain_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages without the engine's `token_ids` hint: for a prompt rendered here (the tool
+    road) and for a remote server, neither of which can splice them."""
+    return [{k: v for k, v in m.items() if k != "token_ids"} for m in messages]
+
+
+def prompt(request: ChatRequest, target: Target) -> tuple[dict[str, Any], CallFormat | None]:
+    """(what to submit: {"messages": …} or {"prompt_tokens": …}, the format the reply's
+    calls are parsed in: None when no tools are offered). Plain chat messages go to the
+    engine whole (its template splices reply `token_ids`); the tool road renders here
+    (app.tools: the model's tool template, else the fallback section). RequestRejected
+    if the template refuses the messages."""
+    if request.messages is None:
+        if isinstance(request.prompt, str):  # "" starts from the start-of-text token
+            return {"prompt_tokens": target.encode(request.prompt) or target.start_tokens()}, \
+                None
+        return {"prompt_tokens": list(request.prompt or ())}, None
+    if not request.tool_road:
+        return {"messages": list(request.messages)}, None
+    return tool_prompt(target, plain_messages(request.messages), request.tools,
+                       forced=request.forced)
+
+
+# -- sampling --------------------------------------------------------------------------------
+def choice_seed(seed: int | None, i: int) -> int | None:
+    """Choice i's seed: with a seed s, s + i (so an n=1 request with seed s + i gives
+    choice i); without one, each draws its own."""
+    return seed if seed is None or i == 0 else seed + i
+
+
+def choice_params(request: ChatRequest) -> list[SamplingParams | dict[str, Any]]:
+    """Each choice's sampling settings, the request's grammar with them."""
+    params = request.params
+    if isinstance(params, SamplingParams):
+        if request.grammar is not None:
+            params = replace(params, grammar=request.grammar)
+        return [replace(params, seed=choice_seed(params.seed, i)) if i else params
+                for i in range(request.n)]
+    out = dict(params) | ({"grammar": request.grammar} if request.grammar is not None else {})
+    seed = out.get("seed")
+    return [out if not i or not isinstance(seed, int) else out | {"seed": seed + i}
+            for i in range(request.n)]
+
+
+# -- a remote server -------------------------------------------------------------------------
+def remote_call(request: ChatRequest) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
+    """(messages, sampling settings, extra body fields) for a remote OpenAI-compatible
+    server: the format goes as `response_format`, tools and `tool_choice` as OpenAI's."""
+    extra: dict[str, Any] = {}
+    if request.response_format is not None:
+        extra["response_format"] = dict(request.response_format.raw)
+    if request.call_tools:
+        choice = request.tool_choice
+        extra |= {"tools": list(request.call_tools), "tool_choice": choice if choice in (
+            "auto", "none", "required") else {"type": "function", "function": {"name": choice}}}
+    return plain_messages(request.messages or ()), request.params, extra

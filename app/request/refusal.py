@@ -1,0 +1,56 @@
+"""One refusal for every road into a reply: a request that is not taken, with a code saying
+why. The API server maps the code to an HTTP status and OpenAI's error body
+(app/server/errors.py), the window to a sentence (ui/refusals.py); nothing else decides
+either. Engine exceptions become refusals in one place, `refusal_of`."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from engine.public import EngineStopped, QueueFullError, RequestRejected
+
+
+class RefusalCode(StrEnum):
+    """Why a request was not taken; the value is the `code` of OpenAI's error body."""
+
+    INVALID_VALUE = "invalid_value"  # a field the request's maker refuses
+    INVALID_SCHEMA = "invalid_schema"  # a JSON schema no grammar can be built from
+    INVALID_JSON = "invalid_json"  # a body that is not JSON, or one nested too deep
+    INVALID_REQUEST = "invalid_request"  # the engine refused it (its prompt, its tokens)
+    INVALID_API_KEY = "invalid_api_key"
+    MODEL_NOT_FOUND = "model_not_found"  # a model name not served here
+    REQUEST_TIMEOUT = "request_timeout"  # a body that came too slowly
+    REQUEST_TOO_LARGE = "request_too_large"
+    QUEUE_FULL = "queue_full"  # try again in a moment
+    ENGINE_ERROR = "engine_error"  # generation failed after the request was taken
+    MODEL_NOT_READY = "model_not_ready"  # none loaded yet, or a switch waits
+    SHUTTING_DOWN = "shutting_down"  # the engine or the server is stopping
+
+
+class Refusal(Exception):
+    """A request not taken: `code`, `message` (what went wrong, in the request's own
+    terms) and `param` (the field at fault, when one is)."""
+
+    def __init__(self, code: RefusalCode, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.param = param
+
+    def __repr__(self) -> str:
+        return f"Refusal({self.code.value}, {self.message!r}, param={self.param!r})"
+
+
+# what Engine.submit (and so LocalTarget.submit) raises for a request it will not take
+SUBMIT_ERRORS: tuple[type[Exception], ...] = (QueueFullError, RequestRejected, EngineStopped)
+
+
+def refusal_of(exc: Exception, param: str | None = None) -> Refusal:
+    """The refusal for one of SUBMIT_ERRORS; `param` names the field a rejection is about."""
+    if isinstance(exc, QueueFullError):
+        return Refusal(RefusalCode.QUEUE_FULL, str(exc))
+    if isinstance(exc, RequestRejected):
+        return Refusal(RefusalCode.INVALID_REQUEST, str(exc), param=param)
+    if isinstance(exc, EngineStopped):
+        return Refusal(RefusalCode.SHUTTING_DOWN, str(exc))
+    raise TypeError(f"not a submit error of the engine: {exc!r}") from exc
