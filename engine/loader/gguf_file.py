@@ -61,6 +61,21 @@ class _Reader(GGUFReader):
                 [GGUFValueType.ARRAY, GGUFValueType(item_type)]
         if item_type != GGUFValueType.STRING:
             return super()._get_field_parts(orig_offs, raw_type)
+        spans_of = _native_string_spans()
+        if spans_of is not None:
+            # the native loop finds each string; the parts are its bytes alone (contents()
+            # reads only those): 0.2 s instead of 1 s for Qwen's tokens and merges
+            spans = np.empty((count, 2), dtype=np.int64)
+            end = spans_of(self._plain, orig_offs + 12, count, spans.reshape(-1))
+            if end < 0:
+                raise ValueError("a string array runs past the end of the file")
+            start = orig_offs + 12
+            raw = memoryview(bytes(self._plain[start:end]))  # contents() calls tobytes()
+            starts = (spans[:, 0] - start).tolist()
+            ends = (spans[:, 0] - start + spans[:, 1]).tolist()
+            parts = [*head, *(raw[a:b] for a, b in zip(starts, ends, strict=True))]
+            return end - orig_offs, parts, list(range(2, 2 + count)), \
+                [GGUFValueType.ARRAY, GGUFValueType.STRING]
         mv = memoryview(self._plain)
         parts: list[Any] = list(head)
         idxs: list[int] = []
@@ -87,6 +102,14 @@ class _Reader(GGUFReader):
                 raise TruncatedTensor(f"tensor {bytes(name).decode(errors='replace')!r} "
                                       f"extends past the end")
         super()._build_tensors(start_offs, fields)
+
+
+def _native_string_spans() -> Any:
+    """engine.native's gguf_string_spans, or None where the extension is not built."""
+    from .. import native
+
+    ext = native.extension_if_built()
+    return getattr(ext, "gguf_string_spans", None) if ext is not None else None
 
 
 @dataclass(frozen=True)

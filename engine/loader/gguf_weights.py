@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 import numpy as np
-from gguf import GGMLQuantizationType
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from .errors import ModelLoadError
+from .ggml_modules import dequantize_groups
 from .ggml_types import (
     FLOAT_TYPES,
     AffineTensor,
@@ -65,14 +66,16 @@ class Undo:
     subtract: float = 0.0  # Gemma's norm weights were stored plus one
 
 
-def _narrow(scales: np.ndarray, biases: np.ndarray) -> tuple[mx.array, mx.array]:
+def _narrow(scales_mx: mx.array, biases_mx: mx.array) -> tuple[mx.array, mx.array]:
     """fp16 where every scale and bias is exactly one, else float32."""
+    mx.eval(scales_mx, biases_mx)
+    scales, biases = np.asarray(memoryview(scales_mx)), np.asarray(memoryview(biases_mx))
     with np.errstate(over="ignore"):
         s16, b16 = scales.astype(np.float16), biases.astype(np.float16)
     if np.array_equal(s16.astype(np.float32), scales) and \
             np.array_equal(b16.astype(np.float32), biases):
         return mx.array(s16), mx.array(b16)
-    return mx.array(scales), mx.array(biases)
+    return scales_mx, biases_mx
 
 
 def _float(t: GgufTensor, undo: Undo, widen: bool) -> mx.array:
@@ -97,10 +100,55 @@ _PRODUCT_SCALES = frozenset({GGMLQuantizationType.Q4_K, GGMLQuantizationType.Q5_
                              GGMLQuantizationType.IQ4_XS})
 
 
-def _affine(t: GgufTensor, u: Undo) -> AffineTensor:
-    """One quantized tensor's affine form, its rows in the model's order (a worker's job)."""
-    a = to_affine(t.data, t.kind)
-    return a.rows(u.row_order) if u.row_order is not None else a
+@dataclass(frozen=True)
+class MxAffine:
+    """A tensor's affine triple as MLX arrays (AffineTensor's layout)."""
+
+    packed: mx.array
+    scales: mx.array
+    biases: mx.array
+    group: int
+    bits: int
+
+    def dequantize(self) -> mx.array:
+        return dequantize_groups(self.packed, self.scales, self.biases, self.group, self.bits)
+
+
+def _decode(t: GgufTensor) -> MxAffine | AffineTensor:
+    """One quantized tensor's affine form (a worker's job): where the native decoder is
+    built it writes into arrays MLX owns (no numpy copy), else numpy's AffineTensor. No MLX
+    op runs here: MLX's streams belong to the thread that made them."""
+    decode = _native_arrays()
+    form = type_form(t.kind)
+    if decode is not None and form is not None:
+        block, size = GGML_QUANT_SIZES[t.kind]
+        k = t.data.shape[-1] // size * block
+        if k % form.group == 0 and t.data.flags.c_contiguous:
+            w, s, b = decode(int(t.kind), t.data.reshape(-1), list(t.data.shape[:-1]), k)
+            return MxAffine(w, s, b, form.group, form.bits)
+    return to_affine(t.data, t.kind)
+
+
+def _in_order(a: MxAffine | AffineTensor, u: Undo) -> MxAffine:
+    """The decoded tensor as MLX arrays, its rows in the model's order (the caller's thread)."""
+    if isinstance(a, AffineTensor):
+        if u.row_order is not None:
+            a = a.rows(u.row_order)
+        return MxAffine(mx.array(a.packed), mx.array(a.scales), mx.array(a.biases), a.group,
+                        a.bits)
+    if u.row_order is None:
+        return a
+    order = mx.array(u.row_order)
+    w, s, b = (mx.take(x, order, axis=-2) for x in (a.packed, a.scales, a.biases))
+    return MxAffine(w, s, b, a.group, a.bits)
+
+
+def _native_arrays():
+    """engine.native's ggml_to_affine_arrays, or None where the extension is not built."""
+    from .. import native
+
+    ext = native.extension_if_built()
+    return getattr(ext, "ggml_to_affine_arrays", None) if ext is not None else None
 
 
 def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
@@ -119,7 +167,7 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
                      and type_form(t.kind) is not None and keep_quantized)
         plan.append((name, gguf_name, t, undo.get(gguf_name, Undo()), quantized))
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
-        futures = [pool.submit(_affine, t, u) if q else None for _, _, t, u, q in plan]
+        futures = [pool.submit(_decode, t) if q else None for _, _, t, _, q in plan]
         for (name, gguf_name, t, u, quantized), future in zip(plan, futures, strict=True):
             module = name.rpartition(".")[0]
             if not quantized:
@@ -128,13 +176,13 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
                 out.weights[name] = _float(t, u, widen)
                 continue
             try:
-                a = future.result()
+                a = _in_order(future.result(), u)
             except ValueError as e:
                 raise ModelLoadError(f"{f.path}: tensor {gguf_name!r} ({t.kind.name}): "
                                      f"{e}") from e
             if a.group == 16 and not on_cpu:
                 # MLX's kernels take groups of 32 and up: the closest is 8 bits over 32
-                q, s, b = mx.quantize(mx.array(a.dequantize()), group_size=32, bits=8)
+                q, s, b = mx.quantize(a.dequantize(), group_size=32, bits=8)
                 out.weights[name], out.weights[f"{module}.scales"] = q, s
                 out.weights[f"{module}.biases"] = b
                 out.modules[module] = Quantized(32, 8)
@@ -144,13 +192,13 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
                 # an embedding's lookup returns the scales' dtype: float32, as llama.cpp's
                 # lookup does (fp16 would round d * q, and hand an architecture without an
                 # input norm fp16 states)
-                scales, biases = mx.array(a.scales), mx.array(a.biases)
+                scales, biases = a.scales, a.biases
             else:
                 scales, biases = _narrow(a.scales, a.biases)
             if not on_cpu:
                 scales, biases = scales.astype(mx.float16), biases.astype(mx.float16)
             held[t.kind] = max(held.get(t.kind, 0), scales.itemsize)
-            out.weights[name] = mx.array(a.packed)
+            out.weights[name] = a.packed
             out.weights[f"{module}.scales"], out.weights[f"{module}.biases"] = scales, biases
             out.modules[module] = Quantized(a.group, a.bits)
     out.notes = _notes(held, floated, keep_quantized, on_cpu)

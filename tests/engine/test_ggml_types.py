@@ -148,3 +148,33 @@ def test_the_native_decoder_refuses_what_it_cannot_decode() -> None:
         ext.ggml_to_affine(16, np.zeros(100, np.uint8), 1, 256, *out)  # IQ2_XXS
     with pytest.raises(ValueError, match="too small"):
         ext.ggml_to_affine(12, np.zeros(100, np.uint8), 1, 256, *out)  # Q4_K needs 144
+
+
+@pytest.mark.usefixtures("native_built")
+@pytest.mark.parametrize("kind", TYPES, ids=[k.name for k in TYPES])
+def test_the_loaders_mlx_arrays_are_numpys_arrays_exactly(kind: GGMLQuantizationType) -> None:
+    """What a load uses (decoded straight into arrays MLX owns): the same bits and shapes as
+    numpy's decoder, stacked experts' leading axis kept."""
+    from engine import native
+
+    raw = random_blocks(kind, rows=3 * 67, blocks=2, seed=int(kind) + 7)
+    block, size = GGML_QUANT_SIZES[kind]
+    k = raw.shape[-1] // size * block
+    want = to_affine(raw.reshape(3, 67, -1), kind, native=False)
+    w, s, b = native.extension().ggml_to_affine_arrays(int(kind), raw.reshape(-1), [3, 67], k)
+    assert (w.dtype, s.dtype, b.dtype) == (mx.uint32, mx.float32, mx.float32)
+    assert tuple(w.shape) == want.packed.shape and tuple(s.shape) == want.scales.shape
+    assert np.array_equal(np.asarray(memoryview(w)), want.packed)
+    assert np.array_equal(np.asarray(memoryview(s)).view(np.uint32), want.scales.view(np.uint32))
+    assert np.array_equal(np.asarray(memoryview(b)).view(np.uint32), want.biases.view(np.uint32))
+
+
+@pytest.mark.usefixtures("native_built")
+def test_the_loaders_mlx_arrays_refuse_a_short_source() -> None:
+    from engine import native
+
+    ext = native.extension()
+    with pytest.raises(ValueError, match="not a type this decodes"):
+        ext.ggml_to_affine_arrays(16, np.zeros(100, np.uint8), [1], 256)  # IQ2_XXS
+    with pytest.raises(ValueError, match="too small"):
+        ext.ggml_to_affine_arrays(12, np.zeros(143, np.uint8), [1], 256)  # Q4_K: 144 a row

@@ -3,11 +3,13 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/variant.h>
 
+#include <cstring>
 #include <stdexcept>
 #include <nanobind/stl/vector.h>
 
 #include "attention_op.h"
 #include "ggml_decode.h"
+#include "ggml_decode_op.h"
 #include "kernels.h"
 #include "packed.h"
 #include "packed_op.h"
@@ -87,6 +89,43 @@ NB_MODULE(_qmv, m) {
       "type"_a, "src"_a, "rows"_a, "K"_a, "w"_a, "scales"_a, "biases"_a,
       "GGML blocks (a GGUF tensor's bytes) into MLX's affine layout: packed q, float32 "
       "scales and biases (numpy arrays, filled in place).");
+  m.def(
+      "ggml_to_affine_arrays",
+      [](int type, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> src,
+         std::vector<int> rows_shape, long K) {
+        const uint8_t* data = src.data();
+        const size_t n = src.nbytes();
+        nb::gil_scoped_release unlocked;
+        return bc_native::ggml_to_affine_arrays(type, data, n, rows_shape, K);
+      },
+      "type"_a, "src"_a, "rows_shape"_a, "K"_a,
+      "GGML blocks (a GGUF tensor's bytes) as MLX's affine triple [q uint32, scales, biases "
+      "float32], decoded into arrays MLX owns (no copy).");
+  m.def(
+      "gguf_string_spans",
+      [](nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> buf, size_t pos,
+         size_t count, nb::ndarray<int64_t, nb::c_contig, nb::device::cpu> spans) -> long {
+        // GGUF's string array: count x (uint64 length, bytes); a Python loop over a 152k
+        // vocabulary's lengths was ~1 s of a load.
+        if (spans.size() < 2 * count) throw std::invalid_argument("gguf_string_spans: spans");
+        const uint8_t* b = buf.data();
+        const size_t n = buf.nbytes();
+        int64_t* out = spans.data();
+        for (size_t i = 0; i < count; ++i) {
+          if (pos + 8 > n) return -1;
+          uint64_t len;
+          std::memcpy(&len, b + pos, 8);
+          if (len > n - pos - 8) return -1;
+          out[2 * i] = (int64_t)(pos + 8);
+          out[2 * i + 1] = (int64_t)len;
+          pos += 8 + len;
+        }
+        return (long)pos;
+      },
+      "buf"_a, "pos"_a, "count"_a, "spans"_a,
+      "Where each string of a GGUF string array (count strings from byte pos) starts and "
+      "how long it is, into spans (count x 2 int64); the end position, or -1 when the "
+      "array runs past the buffer.");
   m.def("cpu_has_avx2_fma", &bc_native::cpu_has_avx2_fma);
   m.def("threads", &bc_native::qmv_threads);
   m.def("set_threads", &bc_native::set_qmv_threads, "n"_a);

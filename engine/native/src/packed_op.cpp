@@ -11,6 +11,7 @@
 #include "mlx/transforms.h"
 #include "packed.h"
 #include "qmv.h"
+#include "weight_alloc.h"
 
 namespace bc_native {
 
@@ -45,9 +46,9 @@ std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scale
   // copies of std::vector outputs were a second of it for a 1.5B model).
   const size_t w_bytes = packed_weight_bytes(N, K, bits);
   const size_t s_count = packed_scale_count(N, K, group_size);
-  auto* wp = static_cast<uint8_t*>(std::malloc(w_bytes ? w_bytes : 1));
-  auto* sp = static_cast<float*>(std::malloc(sizeof(float) * (s_count ? s_count : 1)));
-  auto* bp = static_cast<float*>(std::malloc(sizeof(float) * (s_count ? s_count : 1)));
+  auto* wp = static_cast<uint8_t*>(weight_alloc(w_bytes));
+  auto* sp = static_cast<float*>(weight_alloc(sizeof(float) * s_count));
+  auto* bp = static_cast<float*>(weight_alloc(sizeof(float) * s_count));
   if (!wp || !sp || !bp) {
     std::free(wp);
     std::free(sp);

@@ -1,0 +1,43 @@
+#include "ggml_decode_op.h"
+
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+
+#include "ggml_decode.h"
+#include "weight_alloc.h"
+
+namespace bc_native {
+
+std::vector<mx::array> ggml_to_affine_arrays(int type, const uint8_t* src, size_t src_bytes,
+                                             const std::vector<int>& rows_shape, long K) {
+  int group = 0, bits = 0;
+  const long row = ggml_row_bytes(type, K);
+  if (!ggml_affine_form(type, &group, &bits) || row == 0)
+    throw std::invalid_argument("ggml_to_affine_arrays: not a type this decodes, or K is "
+                                "not a whole number of its blocks");
+  long rows = 1;
+  for (int d : rows_shape) rows *= d;
+  if ((long)src_bytes < rows * row)
+    throw std::invalid_argument("ggml_to_affine_arrays: the source is too small");
+  // A model's load decodes ~1e9 weights: numpy outputs copied into MLX were ~a second of it.
+  const size_t w_bytes = (size_t)rows * K * bits / 8, s_count = (size_t)rows * (K / group);
+  auto* w = static_cast<uint8_t*>(weight_alloc(w_bytes));
+  auto* s = static_cast<float*>(weight_alloc(sizeof(float) * s_count));
+  auto* b = static_cast<float*>(weight_alloc(sizeof(float) * s_count));
+  if (!w || !s || !b) {
+    std::free(w);
+    std::free(s);
+    std::free(b);
+    throw std::bad_alloc();
+  }
+  ggml_to_affine(type, src, rows, K, w, s, b);
+  mx::Shape ws(rows_shape.begin(), rows_shape.end()), ss = ws;
+  ws.push_back((int)(K * bits / 32));
+  ss.push_back((int)(K / group));
+  auto release = [](void* p) { std::free(p); };
+  return {mx::array(w, ws, mx::uint32, release), mx::array(s, ss, mx::float32, release),
+          mx::array(b, ss, mx::float32, release)};
+}
+
+}  // namespace bc_native

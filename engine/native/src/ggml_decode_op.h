@@ -1,0 +1,19 @@
+// MLX side of ggml_decode.h: a GGUF tensor's blocks decoded straight into arrays MLX owns.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mlx/array.h"
+
+namespace bc_native {
+
+namespace mx = mlx::core;
+
+// `rows_shape` (e.g. {N} or {experts, N}) rows of K weights of GGML `type` at `src`
+// (`src_bytes` long) as MLX's affine triple: [q uint32 (..., K * bits / 32), scales and
+// biases float32 (..., K / group)], filled in place and handed to MLX without a copy.
+std::vector<mx::array> ggml_to_affine_arrays(int type, const uint8_t* src, size_t src_bytes,
+                                             const std::vector<int>& rows_shape, long K);
+
+}  // namespace bc_native
