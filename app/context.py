@@ -6,23 +6,23 @@ from dataclasses import dataclass, field
 
 from .bridge import EngineBridge
 from .bridge.local_target import default_loader
-from .history.sync import HistorySync
+from .history.reader import HistoryReader
+from .history.writer import HistoryWriter
 from .mcp import McpManager
 from .settings import Settings
-from .storage import SafeStore
 
 
 @dataclass
 class AppContext:
     settings: Settings
     bridge: EngineBridge
-    history: HistorySync | None = None  # the saved chats (app.history.sync), once the app saves
+    history: HistoryWriter | None = None  # the saved chats (app.history.writer), once the app saves
     mcp: McpManager = field(default_factory=McpManager)  # MCP servers' tools (app.mcp)
 
     @property
-    def store(self) -> SafeStore | None:
-        """The history store, to read from (HistorySync is its one writer)."""
-        return self.history.store if self.history is not None else None
+    def history_reader(self) -> HistoryReader | None:
+        """The history, to read from: no write methods (HistoryWriter is its one writer)."""
+        return self.history.reader if self.history is not None else None
 
     def __post_init__(self) -> None:
         # tabs on a remote backend find its connection in the settings, as saved now

@@ -3,7 +3,7 @@
 The window mirrors it (ui/chat_tabs.py): a tab is made when a chat is `opened`, removed
 when it is `closed`, and brought forward on `front_changed`; what the user does to the tabs
 (drag, click, close button) comes back here as `move`, `set_front` and `close`. The history
-(app.history.sync) and the KV saver follow the chats from here, so no view wires them.
+(app.history.writer) and the KV saver follow the chats from here, so no view wires them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from .bridge import EngineBridge
 from .conversation import Conversation
 from .events import Event
-from .history.sync import HistorySync
+from .history.writer import HistoryWriter
 from .kv_saver import KVSaver
 from .settings import Settings
 from .storage import StorageError
@@ -30,7 +30,7 @@ class Workspace:
     `front_changed(conv)`, `reopenable_changed(bool)`, `draft_restored(conv, text)`."""
 
     def __init__(self, bridge: EngineBridge, settings: Settings,
-                 history: HistorySync | None = None, kv_saver: KVSaver | None = None) -> None:
+                 history: HistoryWriter | None = None, kv_saver: KVSaver | None = None) -> None:
         self.bridge = bridge
         self.settings = settings
         self.history = history

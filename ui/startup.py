@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from app.bridge import EngineBridge, Loader
 from app.context import AppContext
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 
 from .event_loop import call_on_signals, install_excepthook, make_app, make_loop
 from .main_window import MainWindow
@@ -26,7 +26,7 @@ def run_window(args: argparse.Namespace, *, loader: Loader | None = None,
     app.setStyleSheet(load_stylesheet())
     loop = make_loop(app)
     ctx = AppContext.create(bridge=EngineBridge(loader) if loader is not None else None)
-    ctx.history = HistorySync.open(args.db)
+    ctx.history = HistoryWriter.open(args.db)
     window = MainWindow(ctx)
     if on_window is not None:
         on_window(window)

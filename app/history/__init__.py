@@ -1,3 +1,4 @@
-"""Chat history: keeping the store in step with the open tabs (sync), converting chats to
-records and back (convert), what the history view lists and its actions (files), export
-formats (export) and import (import_json). Qt-free."""
+"""Chat history, Qt-free: the store's one writer, in step with the open tabs (writer), its
+delayed writes (timers), what it brings back at start (restore), its reads (reader), its
+state as facts (status); converting chats to records and back (convert), what the history
+view lists and its actions (files), export formats (export) and import (import_json)."""

@@ -1,6 +1,7 @@
 """What the history view lists, and its export/import actions (Qt-free).
 
-Each function reads through the store's `reader` and raises StorageError (database),
+Each function reads through a HistoryReader (the import, HistoryWriter's, writes through
+the store it is given) and raises StorageError (database),
 OSError (file) or ValueError (not an export) with a message fit for the user.
 """
 
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from app.storage import SafeStore, SessionSummary, SimRun, Store
+from app.storage import SafeStore, SessionSummary, SimRun
 
 from . import export
 from .import_json import ImportReport, import_document
+from .reader import HistoryReader
 from .sidebar import MATCH_MARKS
 
 Kind = Literal["session", "sim_run"]
@@ -37,10 +39,9 @@ class HistoryEntry:
     message_id: str | None = None
 
 
-def list_entries(store: SafeStore, query: str = "") -> list[HistoryEntry]:
+def list_entries(reader: HistoryReader, query: str = "") -> list[HistoryEntry]:
     """Sessions, most recently active first, then simulation runs, newest first; with a
     query, the full-text matches (best first)."""
-    reader = store.reader
     sessions = {s.session.id: s for s in reader.list_history()}
     runs = {r.id: r for r in reader.list_sim_runs()}
     if not query.strip():
@@ -62,35 +63,34 @@ def _session_entry(summary: SessionSummary, snippet: str = "",
                         summary.last_active_at, s.is_open, snippet, message_id)
 
 
-def _run_entry(reader: Store, run: SimRun, snippet: str = "") -> HistoryEntry:
+def _run_entry(reader: HistoryReader, run: SimRun, snippet: str = "") -> HistoryEntry:
     count = len(reader.load_sim_run(run.id).results)
     return HistoryEntry("sim_run", run.id, run.title, count, run.started_at, False, snippet)
 
 
-def export_session(store: SafeStore, session_id: str, path: PathLike,
+def export_session(reader: HistoryReader, session_id: str, path: PathLike,
                    fmt: Literal["markdown", "json"]) -> None:
-    loaded = store.reader.load_session(session_id)
+    loaded = reader.load_session(session_id)
     text = export.session_to_markdown(loaded) if fmt == "markdown" \
         else export.session_to_json(loaded)
     export.write_atomic(path, text)
 
 
-def export_everything(store: SafeStore, path: PathLike) -> None:
-    export.write_atomic(path, export.export_all_json(store.reader))
+def export_everything(reader: HistoryReader, path: PathLike) -> None:
+    export.write_atomic(path, export.export_all_json(reader._whole()))
 
 
-def export_stats(store: SafeStore, path: PathLike, fmt: Literal["csv", "json"]) -> None:
+def export_stats(reader: HistoryReader, path: PathLike, fmt: Literal["csv", "json"]) -> None:
     """Per-request stats (CSV), or requests and snapshots (JSON)."""
-    reader = store.reader
     requests = reader.list_request_stats()
     text = export.request_stats_to_csv(requests) if fmt == "csv" \
         else export.stats_to_json(requests, reader.list_stats_snapshots())
     export.write_atomic(path, text)
 
 
-def export_sim_runs(store: SafeStore, path: PathLike, fmt: Literal["csv", "json"]) -> None:
+def export_sim_runs(reader: HistoryReader, path: PathLike,
+                    fmt: Literal["csv", "json"]) -> None:
     """One row per run (CSV), or the runs with every result (JSON)."""
-    reader = store.reader
     runs = reader.list_sim_runs()
     text = export.sim_runs_to_csv(runs) if fmt == "csv" \
         else export.sim_runs_to_json(reader.load_sim_run(r.id) for r in runs)

@@ -20,7 +20,7 @@ from app.storage.chat_list import ChatSummary
 
 if TYPE_CHECKING:
     from app.conversation import Conversation
-    from app.history.sync import HistorySync
+    from app.history.reader import HistoryReader
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
@@ -113,9 +113,9 @@ class ChatList:
     changes, on a slow timer), never per token: an open chat's title, last message and
     activity come from the chat itself (`touch` when a message is added)."""
 
-    def __init__(self, history: HistorySync, open_chats: Callable[[], list[Conversation]],
+    def __init__(self, reader: HistoryReader, open_chats: Callable[[], list[Conversation]],
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
-        self.history = history
+        self.reader = reader
         self.open_chats = open_chats
         self.clock = clock
         self.hidden: set[str] = set()  # waiting to be deleted (the user may still undo)
@@ -125,7 +125,7 @@ class ChatList:
 
     def refresh(self) -> None:
         try:
-            self._stored = self.history.store.reader.list_chats()
+            self._stored = self.reader.list_chats()
             self.error = None
         except StorageError as exc:  # keep showing what was read before
             self.error = str(exc)
@@ -169,7 +169,7 @@ class ChatList:
         """Chats whose title or any message (every version, shown or not) has every word
         of `text` (as prefixes), best match first, each with a snippet of the match."""
         try:
-            hits = self.history.store.reader.search(text, limit=SEARCH_LIMIT,
+            hits = self.reader.search(text, limit=SEARCH_LIMIT,
                                                     marks=MATCH_MARKS)
             self.error = None
         except StorageError as exc:

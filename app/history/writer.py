@@ -1,9 +1,10 @@
 """The history store's one writer: keeps it in step with the open chats. Qt-free.
 
-Every write to the store goes through HistorySync (`_write`): the chats' own, and the
+Every write to the store goes through HistoryWriter (`_write`): the chats' own, and the
 records other parts hand it (the API server's request stats, the stats panel's snapshots,
-simulation runs and their results, history imports, and at open the writes an earlier
-quit set aside, replayed before anything else: `replay_set_aside`).
+simulation runs and their results, history imports). The store is its own (`_store`), never
+handed out: readers get `reader`, a HistoryReader with no write methods. At open, the writes
+an earlier quit set aside are replayed before anything else (app/history/restore.py).
 
 What is written when (all through SafeStore, so a failed write is kept and retried):
 a session row when a tab opens, and again (after `meta_delay_s`) when its title,
@@ -14,12 +15,12 @@ stats and finish reason, and the tool calls it made) when it ends, and again whe
 one of its calls' outcome changes; one request-stats row per finished request.
 Every version is kept (a chat is a tree, app/message_tree.py), with the path the tab
 shows (the session's shown_leaf_id); messages the user deletes are deleted, and saved
-again by an undo. Timers run on the current asyncio loop (qasync's in the app).
+again by an undo. The delayed writes are app/history/timers.py's; what the state means
+for the user is worded by ui/history/words.py from `status()`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -29,14 +30,15 @@ from dataclasses import dataclass, field
 from app.bridge import EngineBridge, Generation
 from app.conversation import ChatMessage, Conversation
 from app.events import Event
-from app.paths import DB_FILE_NAME, data_dir, db_path
+from app.paths import db_path
 from app.storage import LoadedSession, SafeStore, StorageError
 from app.storage.records import RequestStatsRecord, SimResult, SimRun, StatsSnapshot
-from app.storage.replay import ReplayReport, replay
-from app.storage.set_aside import SUFFIX as SET_ASIDE_SUFFIX
 
-from . import convert, files
+from . import convert, files, restore
 from .import_json import ImportReport
+from .reader import HistoryReader
+from .status import HistoryStatus, StartReplay
+from .timers import DueWrites
 
 log = logging.getLogger(__name__)
 
@@ -51,150 +53,101 @@ class _Tracked:
     listeners: list[tuple[Event, Callable[..., object]]] = field(default_factory=list)
 
 
-class HistorySync:
+class HistoryWriter:
     """`status_changed()` fires after writes that may change pending_count or last_error;
     `chats_changed()` after a chat is pinned, renamed, deleted or imported here."""
 
     def __init__(self, store: SafeStore, *, checkpoint_s: float = 1.0,
                  meta_delay_s: float = 0.5) -> None:
-        self.store = store
+        self._store = store  # the one holder of the store's write methods
+        self.reader = HistoryReader(store)
         self.checkpoint_s = checkpoint_s
         self.meta_delay_s = meta_delay_s
         self.status_changed = Event()
         self._tracked: dict[str, _Tracked] = {}
         self._loaded: dict[str, LoadedSession] = {}  # read from the store, not attached yet
-        self._due: dict[tuple[str, str], tuple[float, Callable[[], object]]] = {}
-        self._handle: asyncio.TimerHandle | None = None
-        self.replay_notice: str | None = None  # what the start's replay restored or kept
+        self._due = DueWrites()
+        self.start_replay = StartReplay()  # what the start's replay restored or kept
         # a chat was pinned, renamed, deleted or imported outside its tab (the sidebar
         # reads the list again)
         self.chats_changed = Event()
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: float) -> HistorySync:
+    def open(cls, path: str | os.PathLike[str] | None = None, **kwargs: float) -> HistoryWriter:
         """On the database at `path` (else $BATCHCHAT_DB, else the data directory); never
-        raises: a file that cannot be used leaves `last_error`/`notice` set. Writes set
-        aside at an earlier quit are written back first (`replay_set_aside`)."""
-        sync = cls(SafeStore.open(db_path(path)), **kwargs)
-        sync.replay_set_aside()
-        return sync
+        raises: a file that cannot be used shows in `status()`. Writes set aside at an
+        earlier quit are written back first."""
+        return cls.over(SafeStore.open(db_path(path)), **kwargs)
 
-    def replay_set_aside(self) -> list[ReplayReport]:
-        """Write back what an earlier quit set aside (disk full, database locked): the file
-        next to the database, then the data directory's fallback (its lines for this
-        database only). What it did goes into `notice`; a file stays where it is while the
-        history cannot be written."""
-        own = self.store.set_aside_path
-        fallback = data_dir() / (DB_FILE_NAME + SET_ASIDE_SUFFIX)
-        store = self.store.store
-        reports, texts = [], []
-        for path in dict.fromkeys(p for p in (own, fallback) if p is not None):
-            if not path.is_file():
-                continue
-            if store is None or store.read_only:
-                texts.append(f"Changes set aside when BatchChat last quit are kept in {path}; "
-                             "they will be written back once the history can be saved.")
-                continue
-            report = replay(store, path, only_db=None if path == own else store.path)
-            reports.append(report)
-            texts.append(report.summary())
-        self.replay_notice = " ".join(t for t in texts if t) or None
-        return reports
+    @classmethod
+    def over(cls, store: SafeStore, **kwargs: float) -> HistoryWriter:
+        """On an opened store (which the caller then leaves to it), set-aside writes
+        replayed first, as `open` does."""
+        writer = cls(store, **kwargs)
+        writer.start_replay = restore.replay_set_aside(store)
+        return writer
 
     # -- status -------------------------------------------------------------------------
     @property
     def pending_count(self) -> int:
-        return self.store.pending_count
+        return self._store.pending_count
 
     @property
     def last_error(self) -> StorageError | None:
-        return self.store.last_error
-
-    @property
-    def notice(self) -> str | None:
-        """What to tell the user once at start: the file set aside or read-only, and what
-        was restored from an earlier quit's set-aside writes."""
-        return " ".join(t for t in (self.store.notice, self.replay_notice) if t) or None
-
-    def status_text(self) -> str:
-        """One line for the status bar: empty while everything is saved."""
-        n = self.store.pending_count
-        if n == 0:
-            return ""
-        return f"History: {n} unsaved change{'s' if n != 1 else ''}, retrying"
+        return self._store.last_error
 
     @property
     def set_aside_count(self) -> int:
-        """Writes that could never succeed, kept in `store.set_aside_path` instead."""
-        return len(self.store.rejected)
-
-    def set_aside_text(self) -> str:
-        """What to tell the user about the writes set aside ("" if none)."""
-        n = len(self.store.rejected)
-        if n == 0:
-            return ""
-        _write, err = self.store.rejected[-1]
-        where = self.store.set_aside_path
-        kept = f"It is kept in {where}." if where else "It is kept in memory only."
-        return (f"{n} change{'s' if n != 1 else ''} to the history could not be saved and "
-                f"{'were' if n != 1 else 'was'} set aside; everything else is saved as "
-                f"usual. Latest reason: {err} {kept}")
+        """Writes that could never succeed, kept in the set-aside file instead."""
+        return len(self._store.rejected)
 
     @property
     def in_memory_only(self) -> bool:
         """The history file cannot be written now (read-only, or not open at all): new
         chats and changes live in memory until saved elsewhere or the file is writable."""
-        store = self.store.store
-        return store is None or store.read_only
+        db = self._store.store
+        return db is None or db.read_only
 
-    def unsaved_text(self) -> str:
-        """Why changes are unsaved, for the banner and the quit question ("" if none)."""
-        n, err = self.store.pending_count, self.store.last_error
-        if n == 0 and not self.in_memory_only:
-            return ""
-        store = self.store.store
-        if store is not None and store.read_only:
-            head = f"The history file {store.path} is read-only: past chats are shown"
-        else:
-            head = f"The history cannot be saved ({err})" if err else "The history is not open"
-        changes = f"{n} unsaved change{'s' if n != 1 else ''}"
-        return (f"{head}; new chats and changes are kept in memory only ({changes}). "
-                "Save them to another file to keep them.")
+    def status(self) -> HistoryStatus:
+        """The facts ui/history/words.py words: unsaved and set-aside writes, the file's
+        state, what opening it and the start's replay found."""
+        db = self._store.store
+        rejected = self._store.rejected
+        return HistoryStatus(
+            pending=self._store.pending_count, last_error=self._store.last_error,
+            in_memory_only=self.in_memory_only,
+            read_only_path=db.path if db is not None and db.read_only else None,
+            set_aside=len(rejected), latest_set_aside_reason=rejected[-1][1] if rejected else None,
+            set_aside_path=self._store.set_aside_path, store_notice=self._store.notice,
+            start_replay=self.start_replay)
 
     def move_to(self, path: str | os.PathLike[str]) -> bool:
         """Keep the history in the file at `path` from now on, with everything readable
         and unsaved; True when nothing is left unsaved. Raises StorageError."""
         try:
-            return self.store.move_to(path)
+            return self._store.move_to(path)
         finally:
             self.status_changed.emit()
 
     def retry(self) -> bool:
         """Write what is queued (call on a timer); True when nothing is left."""
-        done = self.store.retry_pending()
+        done = self._store.retry_pending()
         self.status_changed.emit()
         return done
 
     # -- reading ------------------------------------------------------------------------
     def restore(self, bridge: EngineBridge) -> list[Conversation]:
         """The tabs that were open, in order, with their chats (empty if unreadable)."""
-        try:
-            sessions = self.store.reader.list_sessions(open_only=True)
-        except StorageError as exc:
-            log.warning("could not restore the open chats: %s", exc)
-            return []
         convs = []
-        for s in sessions:  # one chat that cannot be read costs only that tab
-            try:
-                convs.append(self.load_conversation(s.id, bridge))
-            except (StorageError, KeyError, TypeError, ValueError) as exc:
-                log.warning("could not restore chat %s (%s): %s", s.id, s.title, exc)
+        for loaded, conv in restore.open_chats(self.reader, bridge):
+            self._loaded[loaded.session.id] = loaded  # `attach` knows what is saved
+            convs.append(conv)
         return convs
 
     def load_conversation(self, session_id: str, bridge: EngineBridge) -> Conversation:
         """A saved session as a Conversation to show in a tab (then `attach` it).
         Raises StorageError or KeyError."""
-        loaded = self.store.reader.load_session(session_id)
+        loaded = restore.load(self.reader, session_id)
         self._loaded[session_id] = loaded
         return convert.conversation(loaded, bridge)
 
@@ -207,7 +160,7 @@ class HistorySync:
             t.created_at = loaded.session.created_at
             t.saved = {m.id: m.created_at for m in loaded.messages}
             if not loaded.session.is_open:
-                self._write(self.store.open_session, conv.session_id)
+                self._write(self._store.open_session, conv.session_id)
         self._tracked[conv.session_id] = t
         if loaded is None:
             self._save_session(t)
@@ -216,8 +169,8 @@ class HistorySync:
                 self._save_message(t, msg)
         def save_session_later() -> None:
             # delayed: a title typed or versions switched fast are written once
-            self._later(("meta", conv.session_id), self.meta_delay_s,
-                        lambda: self._save_session(t))
+            self._due.later(("meta", conv.session_id), self.meta_delay_s,
+                            lambda: self._save_session(t))
 
         for event, fn in (
             (conv.message_added, lambda msg: self._on_added(t, msg)),
@@ -240,9 +193,9 @@ class HistorySync:
         for event, fn in t.listeners:
             event.disconnect(fn)
         nodes = list(conv.tree.nodes.values())
-        self._drop_due(conv.session_id, {m.id for m in nodes})
+        self._due.drop_chat(conv.session_id, {m.id for m in nodes})
         if not nodes and not t.saved:
-            self._write(self.store.delete_session, conv.session_id)
+            self._write(self._store.delete_session, conv.session_id)
             return
         self._save_session(t)
         for msg in nodes:
@@ -252,48 +205,48 @@ class HistorySync:
                 gen = _generation(conv, msg)
                 if gen is not None and not gen.is_finished:  # its stats come when it ends
                     gen.done.connect(lambda g, t=t, m=msg: self._closed_reply_ended(t, m, g))
-        self._write(self.store.close_session, conv.session_id)
+        self._write(self._store.close_session, conv.session_id)
 
     def set_tab_order(self, convs: list[Conversation]) -> None:
         ids = [c.session_id for c in convs if c.session_id in self._tracked]
         for position, session_id in enumerate(ids):
             self._tracked[session_id].position = position
         if ids:
-            self._write(self.store.reorder_sessions, ids)
+            self._write(self._store.reorder_sessions, ids)
 
     def set_pinned(self, session_id: str, pinned: bool) -> None:
         """Pin a chat (the sidebar lists it first) or unpin it; open or not."""
-        self._write(self.store.set_pinned, session_id, pinned)
+        self._write(self._store.set_pinned, session_id, pinned)
         self.chats_changed.emit()
 
     def rename_session(self, session_id: str, title: str) -> None:
         """Rename a chat that no tab shows (an open one renames through its Conversation,
         so its tab follows)."""
-        self._write(self.store.rename_session, session_id, title)
+        self._write(self._store.rename_session, session_id, title)
         self.chats_changed.emit()
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session that no tab shows (detach it first)."""
         self._loaded.pop(session_id, None)
-        self._write(self.store.delete_session, session_id)
+        self._write(self._store.delete_session, session_id)
         self.chats_changed.emit()
 
     # -- records the rest of the app hands in -------------------------------------------
     def record_request_stats(self, record: RequestStatsRecord) -> None:
         """A finished request's stats (the API server's; the tabs' are saved here)."""
-        self._write(self.store.record_request_stats, record)
+        self._write(self._store.record_request_stats, record)
 
     def add_stats_snapshot(self, snapshot: StatsSnapshot) -> None:
-        self._write(self.store.add_stats_snapshot, snapshot)
+        self._write(self._store.add_stats_snapshot, snapshot)
 
     def save_sim_run(self, run: SimRun) -> None:
-        self._write(self.store.save_sim_run, run)
+        self._write(self._store.save_sim_run, run)
 
     def add_sim_results(self, results: list[SimResult]) -> None:
-        self._write(self.store.add_sim_results, results)
+        self._write(self._store.add_sim_results, results)
 
     def delete_sim_run(self, run_id: str) -> None:
-        self._write(self.store.delete_sim_run, run_id)
+        self._write(self._store.delete_sim_run, run_id)
 
     def import_file(self, path: str | os.PathLike[str]) -> ImportReport:
         """Add what a BatchChat export holds that the history lacks: at once, not queued
@@ -301,16 +254,13 @@ class HistorySync:
         come in closed: the tabs follow the workspace, and "open" in the file was another
         window's tab bar, so an imported chat is listed, and opened from the list."""
         try:
-            return files.import_file(self.store, path, closed=True)
+            return files.import_file(self._store, path, closed=True)
         finally:
             self.chats_changed.emit()
 
     def flush(self) -> None:
         """Write every delayed save and checkpoint now."""
-        due, self._due = self._due, {}
-        for _when, fn in due.values():
-            fn()
-        self._cancel_timer()
+        self._due.flush()
 
     def close(self, *, set_aside: bool = False) -> bool:
         """Flush, try the queue once more and close; False if some changes stay unsaved.
@@ -319,14 +269,14 @@ class HistorySync:
         by SIGTERM or SIGHUP), so it goes to the set-aside file instead of being dropped:
         `<db>.set-aside.jsonl` next to the database, else in the data directory."""
         self.flush()
-        done = self.store.close()
+        done = self._store.close()
         if done:
             return True
-        n, err = self.store.pending_count, self.store.last_error
+        n, err = self._store.pending_count, self._store.last_error
         if set_aside:
-            fallback = data_dir() / (DB_FILE_NAME + SET_ASIDE_SUFFIX)
+            fallback = restore.fallback_set_aside_path()
             reason = f"not saved when the app was told to quit: {err}"
-            if self.store.set_aside_pending(reason, fallback) is not None:
+            if self._store.set_aside_pending(reason, fallback) is not None:
                 return False
         log.error("%d history changes could not be saved: %s", n, err)
         return False
@@ -347,21 +297,21 @@ class HistorySync:
         if key in self._due:
             return
         wait = t.last_checkpoint.get(msg.id, 0.0) + self.checkpoint_s - time.monotonic()
-        self._later(key, wait, lambda: self._checkpoint(t, msg))
+        self._due.later(key, wait, lambda: self._checkpoint(t, msg))
 
     def _checkpoint(self, t: _Tracked, msg: ChatMessage) -> None:
         if msg.streaming and msg.id in t.saved:
             t.last_checkpoint[msg.id] = time.monotonic()
-            self._write(self.store.checkpoint_message, msg.id, msg.content)
+            self._write(self._store.checkpoint_message, msg.id, msg.content)
 
     def _on_finished(self, t: _Tracked, msg: ChatMessage) -> None:
-        self._due.pop(("checkpoint", msg.id), None)
+        self._due.drop(("checkpoint", msg.id))
         t.last_checkpoint.pop(msg.id, None)
         gen = _generation(t.conv, msg)
         self._save_message(t, msg, gen)
         record = convert.request_stats_record(t.conv, msg, gen) if gen is not None else None
         if record is not None:
-            self._write(self.store.record_request_stats, record)
+            self._write(self._store.record_request_stats, record)
 
     def _on_tool_changed(self, t: _Tracked, msg: ChatMessage) -> None:
         """A call's outcome changed (running, done, failed, denied): the reply is saved
@@ -379,65 +329,35 @@ class HistorySync:
         self._save_message(t, msg, gen)
         record = convert.request_stats_record(t.conv, msg, gen)
         if record is not None:
-            self._write(self.store.record_request_stats, record)
+            self._write(self._store.record_request_stats, record)
 
     def _on_removed(self, t: _Tracked, messages: list[ChatMessage]) -> None:
         """Deleted messages leave the store (an undo saves them again)."""
         dropped = [m.id for m in messages if m.id in t.saved]
-        self._drop_due(t.conv.session_id, set(dropped))
+        self._due.drop_chat(t.conv.session_id, set(dropped))
         for mid in reversed(dropped):  # replies before the messages they answer
             del t.saved[mid]
-            self._write(self.store.delete_message, mid)
+            self._write(self._store.delete_message, mid)
 
     # -- writing ------------------------------------------------------------------------
     def _save_session(self, t: _Tracked) -> None:
-        self._due.pop(("meta", t.conv.session_id), None)
+        self._due.drop(("meta", t.conv.session_id))
         record = convert.session_record(t.conv, position=t.position, is_open=True,
                                         created_at=t.created_at)
         t.created_at = record.created_at
-        self._write(self.store.save_session, record)
+        self._write(self._store.save_session, record)
 
     def _save_message(self, t: _Tracked, msg: ChatMessage,
                       gen: Generation | None = None) -> None:
         record = convert.message_record(t.conv, msg, created_at=t.saved.get(msg.id), gen=gen)
         t.saved[msg.id] = record.created_at
-        self._write(self.store.save_message, record)
+        self._write(self._store.save_message, record)
 
     def _write(self, method: Callable[..., bool], *args: object) -> None:
-        before = (self.store.pending_count, self.store.last_error)
+        before = (self._store.pending_count, self._store.last_error)
         method(*args)
-        if (self.store.pending_count, self.store.last_error) != before:
+        if (self._store.pending_count, self._store.last_error) != before:
             self.status_changed.emit()
-
-    # -- delayed writes -----------------------------------------------------------------
-    def _later(self, key: tuple[str, str], delay: float, fn: Callable[[], object]) -> None:
-        self._due[key] = (time.monotonic() + max(0.0, delay), fn)
-        self._arm()
-
-    def _drop_due(self, session_id: str, message_ids: set[str]) -> None:
-        for key in list(self._due):
-            if key == ("meta", session_id) or (key[0] == "checkpoint" and key[1] in message_ids):
-                del self._due[key]
-
-    def _arm(self) -> None:
-        self._cancel_timer()
-        if self._due:
-            wait = min(when for when, _fn in self._due.values()) - time.monotonic()
-            self._handle = asyncio.get_event_loop().call_later(max(0.0, wait), self._run_due)
-
-    def _run_due(self) -> None:
-        self._handle = None
-        now = time.monotonic()
-        for key, (when, fn) in list(self._due.items()):
-            if when <= now and self._due.get(key) == (when, fn):
-                del self._due[key]
-                fn()
-        self._arm()
-
-    def _cancel_timer(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
 
 
 def _generation(conv: Conversation, msg: ChatMessage) -> Generation | None:

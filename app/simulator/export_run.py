@@ -7,18 +7,19 @@ import os
 from collections.abc import Sequence
 
 from app.history import export
-from app.storage import LoadedSimRun, SafeStore, SimResult, SimRun, StorageError
+from app.history.reader import HistoryReader
+from app.storage import LoadedSimRun, SimResult, SimRun, StorageError
 
 from .run import SimRow
 
 
-def run_for_export(store: SafeStore | None, record: SimRun,
+def run_for_export(store: HistoryReader | None, record: SimRun,
                    rows: Sequence[SimRow]) -> LoadedSimRun:
     """The run as saved (exactly what the history exports); from the table when there is
     no store, or the database does not have all of it yet."""
     if store is not None and not store.pending_count:
         try:
-            return store.reader.load_sim_run(record.id)
+            return store.load_sim_run(record.id)
         except (StorageError, KeyError):
             pass
     return LoadedSimRun(record, [

@@ -44,7 +44,7 @@ class LoadTarget(Protocol):
 
 
 class RunRecorder(Protocol):
-    """Where a run is saved: the app's HistorySync (the history store's one writer) or the
+    """Where a run is saved: the app's HistoryWriter (the history store's one writer) or the
     CLI's own Store."""
 
     def save_sim_run(self, run: SimRun) -> object: ...

@@ -1,4 +1,4 @@
-"""Shared bits for the HistorySync tests: a tiny-model bridge and a second connection."""
+"""Shared bits for the HistoryWriter tests: a tiny-model bridge and a second connection."""
 
 from __future__ import annotations
 

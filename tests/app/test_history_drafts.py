@@ -11,7 +11,7 @@ import pytest
 
 from app.bridge import EngineBridge
 from app.conversation import Conversation
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.storage import Store
 from engine import Engine, EngineConfig
 from tests.engine.conftest import drafting_pays
@@ -33,7 +33,7 @@ async def bridge():
 
 async def test_a_drafted_reply_keeps_its_figures_across_a_restart(bridge, tmp_path: Path) -> None:
     db = tmp_path / "h.db"
-    sync = HistorySync.open(db)
+    sync = HistoryWriter.open(db)
     conv = Conversation(bridge, system_prompt="", params=FAST | {"max_tokens": 64})
     sync.attach(conv, 0)
     assert conv.send("copy: one two three one two three one two three one two three")
@@ -61,7 +61,7 @@ async def test_a_drafted_reply_keeps_its_figures_across_a_restart(bridge, tmp_pa
     sync.detach(conv)
     assert sync.close()
 
-    again = HistorySync.open(db)  # as after a restart
+    again = HistoryWriter.open(db)  # as after a restart
     restored = again.load_conversation(conv.session_id, bridge)
     assert restored.messages[-1].stats.summary() == shown.summary()
     again.close()

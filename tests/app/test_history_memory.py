@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.conversation import Conversation
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.storage import Store
 
 from .history_sync_helpers import FAST, read_back, start_bridge, wait_until
@@ -30,7 +30,7 @@ async def chat(conv: Conversation, *texts: str) -> None:
 
 async def test_replies_token_ids_and_cached_tokens_are_saved(bridge, tmp_path: Path) -> None:
     db = tmp_path / "h.db"
-    sync = HistorySync.open(db)
+    sync = HistoryWriter.open(db)
     conv = Conversation(bridge, system_prompt="Be brief.", params=FAST)
     sync.attach(conv, 0)
     gens = []
@@ -56,7 +56,7 @@ async def test_replies_token_ids_and_cached_tokens_are_saved(bridge, tmp_path: P
 async def test_a_restored_chat_sends_the_same_ids_and_reuses_the_kv(bridge,
                                                                      tmp_path: Path) -> None:
     db = tmp_path / "h.db"
-    sync = HistorySync.open(db)
+    sync = HistoryWriter.open(db)
     conv = Conversation(bridge, system_prompt="Be brief.", params=FAST)
     sync.attach(conv, 0)
     await chat(conv, "hello", "and again")
@@ -65,7 +65,7 @@ async def test_a_restored_chat_sends_the_same_ids_and_reuses_the_kv(bridge,
     sync.detach(conv)
     assert sync.close()
 
-    again = HistorySync.open(db)  # as after a restart (the engine here still holds the KV)
+    again = HistoryWriter.open(db)  # as after a restart (the engine here still holds the KV)
     restored = again.load_conversation(conv.session_id, bridge)
     again.attach(restored, 0)
     assert restored.prompt_messages() == before
@@ -80,7 +80,7 @@ async def test_a_restored_chat_sends_the_same_ids_and_reuses_the_kv(bridge,
 
 async def test_regenerate_and_edit_leave_no_stale_ids(bridge, tmp_path: Path) -> None:
     db = tmp_path / "h.db"
-    sync = HistorySync.open(db)
+    sync = HistoryWriter.open(db)
     conv = Conversation(bridge, params=FAST | {"temperature": 1.0})
     sync.attach(conv, 0)
     await chat(conv, "one", "two")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.storage import Message, Session, Store
 
 from .history_sync_helpers import start_bridge
@@ -40,7 +40,7 @@ async def test_odd_rows_load_with_the_odd_values_left_out(tmp_path: Path) -> Non
     other.close()
     bridge = await start_bridge()
     try:
-        sync = HistorySync.open(db)
+        sync = HistoryWriter.open(db)
         convs = sync.restore(bridge)
         assert [c.title for c in convs] == ["odd", "fine"]
         assert convs[0].params == {}

@@ -15,17 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.storage import Message, SafeStore, Session, Store
 from app.storage.set_aside import read, set_aside_path
+from ui.history import words
 
 from .test_storage_failures_disk_full import fill_disk
 from .test_storage_failures_locked import hold_write_lock
 
 
 @contextmanager
-def locked(sync: HistorySync) -> Iterator[None]:
-    other = hold_write_lock(sync.store.store.path)
+def locked(store: SafeStore) -> Iterator[None]:
+    other = hold_write_lock(store.store.path)
     try:
         yield
     finally:
@@ -34,8 +35,8 @@ def locked(sync: HistorySync) -> Iterator[None]:
 
 
 @contextmanager
-def disk_full(sync: HistorySync) -> Iterator[None]:
-    fill_disk(sync.store.store)  # this connection may grow the file no more
+def disk_full(store: SafeStore) -> Iterator[None]:
+    fill_disk(store.store)  # this connection may grow the file no more
     yield  # closing the connection ends it: "space is back" at the next start
 
 
@@ -63,15 +64,16 @@ def quit_with_writes_set_aside(db: Path, fault: Callable, aside: Path | None = N
     ask (SIGTERM), which sets the queue aside (into `aside`, else next to the database);
     the fault is gone afterwards."""
     chats = Chats()
-    sync = HistorySync(SafeStore.open(db, busy_timeout_s=0.05))
-    assert sync.store.save_session(chats.first) and sync.store.save_message(chats.one)
-    with fault(sync):
-        sync.store.save_message(chats.two)
-        sync.store.save_message(chats.reply)
-        sync.store.checkpoint_message(chats.reply.id, "part of a reply")
-        sync.store.rename_session(chats.first.id, "renamed")
-        sync.store.save_session(chats.second)
-        sync.store.save_message(chats.three)
+    store = SafeStore.open(db, busy_timeout_s=0.05)  # the test writes as the writer would
+    sync = HistoryWriter(store)
+    assert store.save_session(chats.first) and store.save_message(chats.one)
+    with fault(store):
+        store.save_message(chats.two)
+        store.save_message(chats.reply)
+        store.checkpoint_message(chats.reply.id, "part of a reply")
+        store.rename_session(chats.first.id, "renamed")
+        store.save_session(chats.second)
+        store.save_message(chats.three)
         assert sync.pending_count == 6
         assert not sync.close(set_aside=True)
     assert len(read(aside or set_aside_path(db))) == 6
@@ -98,20 +100,20 @@ def test_writes_set_aside_at_a_quit_come_back_at_the_next_start(db_file: Path,
                                                                 fault: str) -> None:
     chats = quit_with_writes_set_aside(db_file, FAULTS[fault])
     kept = set_aside_path(db_file).read_bytes()
-    sync = HistorySync.open(db_file)
-    assert sync.notice is not None
+    sync = HistoryWriter.open(db_file)
+    assert words.notice(sync.status()) is not None
     assert "3 messages (in 2 chats) that could not be saved before BatchChat last quit " \
-           "were restored to the history" in sync.notice
+           "were restored to the history" in words.notice(sync.status())
     [moved] = replayed_files(db_file)
-    assert f"kept as {moved}" in sync.notice
+    assert f"kept as {moved}" in words.notice(sync.status())
     assert moved.read_bytes() == kept and not set_aside_path(db_file).exists()
     assert sync.close()
     titles, texts = stored(db_file)
     assert titles == {chats.first.id: "renamed", chats.second.id: "another chat"}
     assert texts[chats.first.id] == ["one", chats.two.content, "part of a reply"]
     assert texts[chats.second.id] == ["three"]
-    again = HistorySync.open(db_file)  # the file was moved: nothing more to say
-    assert again.notice is None and again.close()
+    again = HistoryWriter.open(db_file)  # the file was moved: nothing more to say
+    assert words.notice(again.status()) is None and again.close()
 
 
 def test_replaying_the_same_file_twice_adds_nothing_the_second_time(db_file: Path,
@@ -119,11 +121,11 @@ def test_replaying_the_same_file_twice_adds_nothing_the_second_time(db_file: Pat
     chats = quit_with_writes_set_aside(db_file, locked)
     copy = tmp_path / "copy.jsonl"
     shutil.copy(set_aside_path(db_file), copy)
-    assert HistorySync.open(db_file).close()
+    assert HistoryWriter.open(db_file).close()
     before = stored(db_file)
     shutil.copy(copy, set_aside_path(db_file))  # as if it had not been moved
-    sync = HistorySync.open(db_file)
-    assert sync.notice is None  # nothing restored: it was all there
+    sync = HistoryWriter.open(db_file)
+    assert words.notice(sync.status()) is None  # nothing restored: it was all there
     assert sync.close()
     assert stored(db_file) == before
     conn = sqlite3.connect(db_file)
@@ -141,8 +143,8 @@ def test_a_row_saved_after_the_quit_is_not_overwritten(db_file: Path) -> None:
     later.save_message(newer)
     later.rename_session(chats.first.id, "named later")
     later.close()
-    sync = HistorySync.open(db_file)
-    assert "2 messages (in 2 chats)" in (sync.notice or "")
+    sync = HistoryWriter.open(db_file)
+    assert "2 messages (in 2 chats)" in (words.notice(sync.status()) or "")
     assert sync.close()
     titles, texts = stored(db_file)
     assert titles[chats.first.id] == "named later"
@@ -158,8 +160,8 @@ def test_a_file_with_lines_that_cannot_be_replayed_is_kept_and_named(db_file: Pa
         f.write(json.dumps({"time": "2026-01-01T00:00:00+00:00", "write": "frobnicate",
                             "args": []}) + "\n")
     kept = path.read_bytes()
-    sync = HistorySync.open(db_file)
-    notice = sync.notice or ""
+    sync = HistoryWriter.open(db_file)
+    notice = words.notice(sync.status()) or ""
     assert sync.close()
     assert "3 messages (in 2 chats)" in notice  # the lines that could be, were
     assert "2 set-aside changes could not be restored (line 7: not JSON" in notice
@@ -174,8 +176,8 @@ def test_a_database_still_locked_at_start_keeps_the_file_for_the_next(db_file: P
     chats = quit_with_writes_set_aside(db_file, locked)
     other = hold_write_lock(db_file)
     try:
-        sync = HistorySync.open(db_file)
-        notice = sync.notice or ""
+        sync = HistoryWriter.open(db_file)
+        notice = words.notice(sync.status()) or ""
         sync.close()
     finally:
         other.rollback()
@@ -183,8 +185,8 @@ def test_a_database_still_locked_at_start_keeps_the_file_for_the_next(db_file: P
     assert "could not be written back to the history yet" in notice and "locked" in notice
     assert set_aside_path(db_file).exists() and not replayed_files(db_file)
     assert chats.second.id not in stored(db_file)[0]
-    sync = HistorySync.open(db_file)
-    assert "3 messages (in 2 chats)" in (sync.notice or "") and sync.close()
+    sync = HistoryWriter.open(db_file)
+    assert "3 messages (in 2 chats)" in (words.notice(sync.status()) or "") and sync.close()
     assert chats.second.id in stored(db_file)[0]
 
 
@@ -200,11 +202,11 @@ def test_the_data_directory_fallback_is_replayed_into_its_own_database(
     chats = quit_with_writes_set_aside(db_file, locked, fallback)
     blocker.rmdir()
     other_db = tmp_path / "other" / "history.db"
-    sync = HistorySync.open(other_db)  # another history: none of those lines are its own
-    assert sync.notice is None and sync.close()
+    sync = HistoryWriter.open(other_db)  # another history: none of those lines are its own
+    assert words.notice(sync.status()) is None and sync.close()
     assert fallback.exists() and len(read(fallback)) == 6
-    sync = HistorySync.open(db_file)
-    assert "3 messages (in 2 chats)" in (sync.notice or "") and sync.close()
+    sync = HistoryWriter.open(db_file)
+    assert "3 messages (in 2 chats)" in (words.notice(sync.status()) or "") and sync.close()
     assert not fallback.exists() and list(data.glob("history.db.set-aside.jsonl.replayed-*"))
     assert stored(db_file)[0][chats.first.id] == "renamed"
 

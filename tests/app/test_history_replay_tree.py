@@ -10,9 +10,10 @@ import shutil
 from pathlib import Path
 
 from app.history.paths import shown_messages
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.storage import Message, SafeStore, Session, Store
 from app.storage.set_aside import read, set_aside_path
+from ui.history import words
 
 from .test_history_replay import locked
 
@@ -25,8 +26,8 @@ def test_writes_set_aside_before_trees_replay_as_one_path(tmp_path: Path) -> Non
         shutil.copy(OLD / name, tmp_path / name)
     db = tmp_path / "history.db"
     assert all("parent_id" not in e["args"][0] for e in read(set_aside_path(db)))
-    sync = HistorySync.open(db)  # migrates the old database, then replays
-    assert "3 messages (in 1 chat)" in (sync.notice or "")
+    sync = HistoryWriter.open(db)  # migrates the old database, then replays
+    assert "3 messages (in 1 chat)" in (words.notice(sync.status()) or "")
     assert sync.close()
     store = Store.open(db, read_only=True)
     loaded = store.load_session("33333333-3333-4333-8333-333333333333")
@@ -45,22 +46,23 @@ def test_writes_set_aside_now_carry_parents_and_replay_them(db_file: Path) -> No
     a = Message(session_id=chat.id, seq=1, role="assistant", content="a", parent_id=q.id)
     b = Message(session_id=chat.id, seq=2, role="assistant", content="b", parent_id=q.id)
     q2 = Message(session_id=chat.id, seq=3, role="user", content="q2", parent_id=b.id)
-    sync = HistorySync(SafeStore.open(db_file, busy_timeout_s=0.05))
-    assert sync.store.save_session(chat) and sync.store.save_message(q)
-    assert sync.store.set_pinned(chat.id, True)
-    with locked(sync):
+    store = SafeStore.open(db_file, busy_timeout_s=0.05)  # the test writes as the writer would
+    sync = HistoryWriter(store)
+    assert store.save_session(chat) and store.save_message(q)
+    assert store.set_pinned(chat.id, True)
+    with locked(store):
         for m in (a, b, q2):
-            sync.store.save_message(m)
+            store.save_message(m)
         # the tab shows the first version; a fresh record (as the app makes) says
         # pinned=False: the pin stays
-        sync.store.save_session(Session(title="tree", id=chat.id, shown_leaf_id=a.id,
+        store.save_session(Session(title="tree", id=chat.id, shown_leaf_id=a.id,
                                         created_at=chat.created_at))
         assert not sync.close(set_aside=True)
     lines = read(set_aside_path(db_file))
     assert [e["args"][0].get("parent_id") for e in lines[:3]] == [q.id, q.id, b.id]
     assert lines[3]["args"][0]["shown_leaf_id"] == a.id
-    sync = HistorySync.open(db_file)
-    assert "3 messages (in 1 chat)" in (sync.notice or "") and sync.close()
+    sync = HistoryWriter.open(db_file)
+    assert "3 messages (in 1 chat)" in (words.notice(sync.status()) or "") and sync.close()
     store = Store.open(db_file, read_only=True)
     loaded = store.load_session(chat.id)
     store.close()

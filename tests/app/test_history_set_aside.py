@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from app.conversation import Conversation
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.storage import Message, SafeStore, Session
 from app.storage.set_aside import read, set_aside_path
+from ui.history import words
 
 from .history_sync_helpers import FAST, read_back, start_bridge, wait_until
 from .test_storage_failures_locked import hold_write_lock
@@ -66,7 +67,7 @@ async def test_a_chat_refuses_such_text_and_its_history_keeps_saving(tmp_path: P
     bridge = await start_bridge()
     try:
         db = tmp_path / "h.db"
-        sync = HistorySync.open(db, meta_delay_s=0.0)
+        sync = HistoryWriter.open(db, meta_delay_s=0.0)
         conv = Conversation(bridge, title="t", params=FAST)
         notes: list[str] = []
         conv.notice.connect(notes.append)
@@ -88,10 +89,11 @@ async def test_a_chat_refuses_such_text_and_its_history_keeps_saving(tmp_path: P
 
 
 def test_history_sync_words_what_was_set_aside(db_file: Path) -> None:
-    sync = HistorySync.open(db_file)
-    sync.store.save_session(Session(title=BAD))
+    store = SafeStore.open(db_file)  # the test writes as the writer would
+    sync = HistoryWriter.over(store)
+    store.save_session(Session(title=BAD))
     assert sync.set_aside_count == 1
-    text = sync.set_aside_text()
+    text = words.set_aside_text(sync.status())
     assert "1 change to the history could not be saved and was set aside" in text
     assert str(set_aside_path(db_file)) in text and "U+D800" in text
     assert sync.close()
@@ -101,15 +103,16 @@ TEXTS = ["one", "two", "three"]
 
 
 @pytest.fixture
-def queued(db_file: Path) -> Iterator[HistorySync]:
+def queued(db_file: Path) -> Iterator[HistoryWriter]:
     """A history with three messages queued behind another program's write lock."""
-    sync = HistorySync(SafeStore.open(db_file, busy_timeout_s=0.05))
+    store = SafeStore.open(db_file, busy_timeout_s=0.05)  # the test writes as the writer would
+    sync = HistoryWriter(store)
     session = Session(title="chat")
-    assert sync.store.save_session(session)
+    assert store.save_session(session)
     other = hold_write_lock(db_file)
     try:
         for seq, text in enumerate(TEXTS):
-            sync.store.save_message(Message(session_id=session.id, seq=seq, role="user",
+            store.save_message(Message(session_id=session.id, seq=seq, role="user",
                                             content=text))
         assert sync.pending_count == 3
         yield sync
@@ -118,7 +121,7 @@ def queued(db_file: Path) -> Iterator[HistorySync]:
         other.close()
 
 
-def test_quit_with_no_one_to_ask_sets_the_queue_aside_in_order(queued: HistorySync,
+def test_quit_with_no_one_to_ask_sets_the_queue_aside_in_order(queued: HistoryWriter,
                                                                db_file: Path) -> None:
     assert not queued.close(set_aside=True)  # not in the database, but not lost either
     assert queued.pending_count == 0
@@ -129,7 +132,7 @@ def test_quit_with_no_one_to_ask_sets_the_queue_aside_in_order(queued: HistorySy
 
 
 def test_quit_with_no_one_to_ask_falls_back_to_the_data_directory(
-        queued: HistorySync, db_file: Path, tmp_path: Path,
+        queued: HistoryWriter, db_file: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -140,6 +143,6 @@ def test_quit_with_no_one_to_ask_falls_back_to_the_data_directory(
     assert [e["args"][0]["content"] for e in entries] == TEXTS
 
 
-def test_a_plain_close_leaves_the_queue_alone(queued: HistorySync, db_file: Path) -> None:
+def test_a_plain_close_leaves_the_queue_alone(queued: HistoryWriter, db_file: Path) -> None:
     assert not queued.close()  # Quit anyway: the user chose to drop them
     assert queued.pending_count == 3 and not set_aside_path(db_file).exists()

@@ -1,4 +1,4 @@
-"""HistorySync on a real SQLite file: what a chat writes, and that the stored chat is
+"""HistoryWriter on a real SQLite file: what a chat writes, and that the stored chat is
 always the one shown (send, finish, regenerate, edit-and-resend, close)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.conversation import Conversation
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.storage import Store
 
 from .history_sync_helpers import FAST, read_back, start_bridge, wait_until
@@ -33,7 +33,7 @@ def assert_stored_equals_shown(db: Path, conv: Conversation) -> None:
 
 async def test_send_and_finish_write_messages_params_and_stats(bridge, tmp_path: Path) -> None:
     db = tmp_path / "h.db"
-    sync = HistorySync.open(db, meta_delay_s=0.0)
+    sync = HistoryWriter.open(db, meta_delay_s=0.0)
     conv = Conversation(bridge, title="Greeting", system_prompt="Be brief.", params=FAST)
     sync.attach(conv, 0)
     for text in ("hello", "and again"):
@@ -65,7 +65,7 @@ async def test_send_and_finish_write_messages_params_and_stats(bridge, tmp_path:
 
 async def test_regenerate_and_edit_keep_the_store_equal_to_the_chat(bridge, tmp_path) -> None:
     db = tmp_path / "h.db"
-    sync = HistorySync.open(db)
+    sync = HistoryWriter.open(db)
     conv = Conversation(bridge, params=FAST | {"temperature": 1.0})
     sync.attach(conv, 0)
     for text in ("one", "two"):
@@ -99,7 +99,7 @@ async def test_regenerate_and_edit_keep_the_store_equal_to_the_chat(bridge, tmp_
     assert_stored_equals_shown(db, conv)
     sync.close()
     # a restart shows the same path, with every version
-    again = HistorySync.open(db)
+    again = HistoryWriter.open(db)
     [restored] = again.restore(bridge)
     assert [m.id for m in restored.messages] == [m.id for m in conv.messages]
     assert set(restored.tree.nodes) == set(conv.tree.nodes)
@@ -109,7 +109,7 @@ async def test_regenerate_and_edit_keep_the_store_equal_to_the_chat(bridge, tmp_
 
 async def test_closing_a_tab_mid_reply_keeps_what_it_showed(bridge, tmp_path) -> None:
     db = tmp_path / "h.db"
-    sync = HistorySync.open(db)
+    sync = HistoryWriter.open(db)
     conv = Conversation(bridge, params=FAST | {"max_tokens": 400})
     sync.attach(conv, 0)
     conv.send("long one")

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from app.conversation import Conversation
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 
 from .history_sync_helpers import FAST, read_back, start_bridge, wait_until
 
@@ -19,7 +19,7 @@ SLACK_S = 0.6  # a loaded CI machine may run the timer late
 async def test_streaming_reply_is_checkpointed_for_other_readers(tmp_path: Path) -> None:
     bridge = await start_bridge(context_length=16384)
     db = tmp_path / "h.db"
-    sync = HistorySync.open(db, checkpoint_s=CHECKPOINT_S)
+    sync = HistoryWriter.open(db, checkpoint_s=CHECKPOINT_S)
     conv = Conversation(bridge, params=FAST | {"max_tokens": 16000})
     sync.attach(conv, 0)
     try:

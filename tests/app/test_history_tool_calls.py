@@ -23,7 +23,7 @@ from app.conversation import ChatMessage, Conversation
 from app.history.convert import CALL_INTERRUPTED
 from app.history.export import export_all, export_all_json, session_to_markdown
 from app.history.import_json import import_document
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.mcp import McpManager
 from app.remote import Connection
 from app.storage import Message, Session, Store
@@ -45,7 +45,7 @@ class Setup:
     server: ToolCallServer
     manager: McpManager
 
-    async def ask(self, sync: HistorySync) -> tuple[Conversation, ToolRunner]:
+    async def ask(self, sync: HistoryWriter) -> tuple[Conversation, ToolRunner]:
         """A chat on the tool-calling server with the MCP tools; its first reply's two
         calls wait for the user."""
         conv = Conversation(self.bridge, backend="srv",
@@ -83,7 +83,7 @@ def outcomes(db: Path, session_id: str, index: int = 1) -> dict[str, dict[str, s
 
 async def test_calls_and_outcomes_are_saved_and_a_restart_reopens_them(tmp_path: Path) -> None:
     async with setup(tmp_path) as s:
-        sync = HistorySync.open(s.db)
+        sync = HistoryWriter.open(s.db)
         conv, runner = await s.ask(sync)
         reply = conv.messages[1]
         assert (reply.content, reply.tool_calls) == (TEXT, CALLS)
@@ -113,7 +113,7 @@ async def test_calls_and_outcomes_are_saved_and_a_restart_reopens_them(tmp_path:
              "content": "The user denied this tool call."}]
         assert sync.close()
 
-        again = HistorySync.open(s.db)  # the app started again on the same file
+        again = HistoryWriter.open(s.db)  # the app started again on the same file
         [reopened] = again.restore(s.bridge)
         assert [m.role for m in reopened.messages] == ["user", "assistant", "assistant"]
         first = reopened.messages[1]
@@ -125,11 +125,11 @@ async def test_calls_and_outcomes_are_saved_and_a_restart_reopens_them(tmp_path:
 
 async def test_calls_without_an_outcome_at_a_quit_reopen_failed(tmp_path: Path) -> None:
     async with setup(tmp_path) as s:
-        sync = HistorySync.open(s.db)
+        sync = HistoryWriter.open(s.db)
         conv, runner = await s.ask(sync)
         runner.decide(conv.messages[1], "call_add", allow=False)
         assert sync.close()  # quit while get_weather still waits for the user
-        again = HistorySync.open(s.db)
+        again = HistoryWriter.open(s.db)
         [reopened] = again.restore(s.bridge)
         reply = reopened.messages[1]
         assert reply.tool_results == {"call_weather": CALL_INTERRUPTED,
@@ -142,7 +142,7 @@ async def test_calls_without_an_outcome_at_a_quit_reopen_failed(tmp_path: Path) 
 
 async def test_a_tab_closed_while_a_call_waits_reopens_it_failed(tmp_path: Path) -> None:
     async with setup(tmp_path) as s:
-        sync = HistorySync.open(s.db)
+        sync = HistoryWriter.open(s.db)
         conv, _runner = await s.ask(sync)
         sync.detach(conv)  # the tab closes (the sidebar can open the chat again)
         conv.close()
@@ -250,7 +250,7 @@ async def test_odd_tool_columns_are_left_out(tmp_path: Path, calls: str, results
     other.close()
     bridge = await start_bridge()
     try:
-        sync = HistorySync.open(db)
+        sync = HistoryWriter.open(db)
         [conv] = sync.restore(bridge)
         assert conv.session_id == session.id
         reply = conv.messages[1]
@@ -300,7 +300,7 @@ def test_a_branch_keeps_its_own_copy_of_the_calls(tmp_path: Path) -> None:
     reply.tool_calls[0]["function"]["arguments"] = "{}"
     copied = branch.messages[1]
     assert (copied.tool_calls, copied.tool_results) == (CALLS, OUTCOMES)
-    sync = HistorySync.open(tmp_path / "h.db")
+    sync = HistoryWriter.open(tmp_path / "h.db")
     sync.attach(branch, 0)
     assert sync.close()
     _session, saved = read_back(tmp_path / "h.db", branch.session_id)

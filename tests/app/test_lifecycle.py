@@ -4,7 +4,7 @@ order; a step that fails does not keep the engine running or the chats' KV unsav
 from __future__ import annotations
 
 from app.bridge import BridgeState
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.lifecycle import Lifecycle
 from app.settings import Settings
 from app.storage import Store
@@ -16,7 +16,7 @@ from .test_kv_saver import bridge_on
 
 async def test_steps_run_in_order_and_a_failing_one_does_not_stop_the_rest(tmp_path):
     bridge = await bridge_on(tmp_path / "kv")
-    history = HistorySync.open(tmp_path / "history.db")
+    history = HistoryWriter.open(tmp_path / "history.db")
     ws = Workspace(bridge, Settings(), history)
     chats = [ws.open() for _ in range(2)]
     for conv, text in zip(chats, ("hello", "good morning"), strict=True):

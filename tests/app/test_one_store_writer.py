@@ -1,23 +1,20 @@
-"""The history store has one writer, HistorySync: the API server's request stats, the stats
-panel's snapshots, simulation runs and history imports are handed to it, and no other product
-module calls a store's write methods (so every write is queued, retried and reported the same
-way; an import is written at once, as before)."""
+"""The history store has one writer, HistoryWriter: the API server's request stats, the stats
+panel's snapshots, simulation runs and history imports are handed to it. The store is its
+own: no public attribute of the writer, the app's context or the reader it hands out is a
+store, and the reader has no write method (so every write is queued, retried and reported
+the same way; an import is written at once, as before)."""
 
 from __future__ import annotations
 
 import inspect
-import re
-from pathlib import Path
 from types import SimpleNamespace
 
-from app.history.sync import HistorySync
+from app.context import AppContext
+from app.history.reader import HistoryReader
+from app.history.writer import HistoryWriter
 from app.server.in_app import AppServer
-from app.storage import SafeStore
+from app.storage import SafeStore, Store
 from engine.public import RequestStats
-
-ROOT = Path(__file__).resolve().parents[2]
-# HistorySync, and the import it runs (HistorySync.import_file -> files.import_file)
-WRITERS = {ROOT / "app" / "history" / "sync.py", ROOT / "app" / "history" / "files.py"}
 
 
 def write_methods() -> set[str]:
@@ -26,30 +23,43 @@ def write_methods() -> set[str]:
             if inspect.isfunction(fn) and "self._submit(" in inspect.getsource(fn)}
 
 
-def test_history_sync_offers_every_write_the_app_makes():
+def test_history_writer_offers_every_write_the_app_makes():
     writes = write_methods()
     assert {"save_message", "record_request_stats", "add_stats_snapshot", "save_sim_run",
             "add_sim_results"} <= writes
     for name in ("record_request_stats", "add_stats_snapshot", "save_sim_run",
                  "add_sim_results", "delete_sim_run"):
-        assert callable(getattr(HistorySync, name)), name
+        assert callable(getattr(HistoryWriter, name)), name
 
 
-def test_no_module_but_history_sync_writes_to_a_store():
-    names = "|".join(sorted(write_methods()))
-    direct = re.compile(rf"\bstore\s*\.\s*({names})\b")  # store.save_message(...)
-    by_name = re.compile(r"getattr\(\s*[\w.]*store\b")  # getattr(self.store, "save_…")
-    imports = re.compile(r"import_(file|document)\(\s*[\w.]*store\b")  # an import's rows
-    offenders = []
-    for path in sorted([*ROOT.glob("app/**/*.py"), *ROOT.glob("ui/**/*.py")]):
-        if path in WRITERS or path.is_relative_to(ROOT / "app" / "storage"):
-            continue
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.lstrip().startswith("def "):
-                continue
-            if direct.search(line) or by_name.search(line) or imports.search(line):
-                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
-    assert offenders == []
+def test_the_reader_has_no_write_method(tmp_path):
+    writes = write_methods() | {name for name in vars(Store) if not name.startswith(("_", "list",
+                                "load", "get", "search", "read"))}
+    public = {name for name in dir(HistoryReader) if not name.startswith("_")}
+    assert not public & writes, public & writes
+    writer = HistoryWriter.open(tmp_path / "h.db")
+    try:
+        assert isinstance(writer.reader, HistoryReader)
+        assert not hasattr(writer.reader, "__dict__")  # slots: nothing to hang a store on
+    finally:
+        writer.close()
+
+
+def test_no_public_attribute_hands_out_the_store(tmp_path):
+    """The writer keeps the store private, and the context hands readers a HistoryReader."""
+    writer = HistoryWriter.open(tmp_path / "h.db")
+    try:
+        for owner in (writer, writer.reader):
+            for name in dir(owner):
+                if name.startswith("_"):
+                    continue
+                value = getattr(owner, name)
+                assert not isinstance(value, SafeStore | Store), f"{type(owner).__name__}.{name}"
+        assert not hasattr(AppContext, "store")
+        ctx = SimpleNamespace(history=writer)
+        assert isinstance(AppContext.history_reader.fget(ctx), HistoryReader)  # type: ignore[attr-defined]
+    finally:
+        writer.close()
 
 
 class Recorder:
@@ -67,7 +77,7 @@ class NoWrites:
 
 def test_the_api_server_hands_finished_requests_to_the_history():
     history = Recorder()
-    server = AppServer(SimpleNamespace(history=history, store=NoWrites()))  # type: ignore[arg-type]
+    server = AppServer(SimpleNamespace(history=history, history_reader=NoWrites()))  # type: ignore[arg-type]
     stats = RequestStats("api-1", "api", "interactive", 0.01, 7, 0.05, 3, 0.2, 10.0, 0.3,
                          "stop", 0, cached_tokens=2)
     server._record(stats)

@@ -17,8 +17,8 @@ from app.history.sidebar import (
     grouped,
     one_line,
 )
-from app.history.sync import HistorySync
-from app.storage import Message, Session
+from app.history.writer import HistoryWriter
+from app.storage import Message, SafeStore, Session
 
 NOW = datetime(2026, 11, 26, 15, 0, tzinfo=UTC)  # a Thursday
 
@@ -72,7 +72,7 @@ def test_one_line() -> None:
     assert one_line("x" * 10, limit=5) == "xxxx…"
 
 
-def tree_chat(sync: HistorySync) -> tuple[Session, dict[str, Message]]:
+def tree_chat(store: SafeStore) -> tuple[Session, dict[str, Message]]:
     """A saved chat: a question, two versions of its answer (the second shown)."""
     session = Session(title="Fruit talk")
     q = Message(session_id=session.id, seq=0, role="user", content="Name a fruit")
@@ -81,20 +81,21 @@ def tree_chat(sync: HistorySync) -> tuple[Session, dict[str, Message]]:
     v2 = Message(session_id=session.id, seq=2, role="assistant", parent_id=q.id,
                  content="Bananas are berries, botanically")
     session.shown_leaf_id = v2.id
-    sync.store.save_session(session)
+    store.save_session(session)
     for m in (q, v1, v2):
-        sync.store.save_message(m)
+        store.save_message(m)
     return session, {"q": q, "v1": v1, "v2": v2}
 
 
 def test_search_finds_a_word_only_in_a_version_not_shown(tmp_path: Path) -> None:
-    sync = HistorySync.open(tmp_path / "h.db")
-    session, msgs = tree_chat(sync)
+    store = SafeStore.open(tmp_path / "h.db")  # the test writes as the writer would
+    sync = HistoryWriter.over(store)
+    session, msgs = tree_chat(store)
     other = Session(title="Unrelated")
-    sync.store.save_session(other)
-    sync.store.save_message(Message(session_id=other.id, seq=0, role="user",
+    store.save_session(other)
+    store.save_message(Message(session_id=other.id, seq=0, role="user",
                                     content="weather tomorrow"))
-    chats = ChatList(sync, lambda: [])
+    chats = ChatList(sync.reader, lambda: [])
     chats.refresh()
     # the list shows the path shown: its last message is the second version
     [shown] = [r for r in chats.rows() if r.session_id == session.id]
@@ -104,7 +105,7 @@ def test_search_finds_a_word_only_in_a_version_not_shown(tmp_path: Path) -> None
                                                            msgs["v1"].id)
     assert f"{MATCH_MARKS[0]}Apricots{MATCH_MARKS[1]}" in hit.snippet
     # opening the hit shows that version
-    conv = convert.conversation(sync.store.reader.load_session(session.id), None)  # type: ignore[arg-type]
+    conv = convert.conversation(sync.reader.load_session(session.id), None)  # type: ignore[arg-type]
     assert conv.messages[-1].id == msgs["v2"].id
     conv.show(hit.message_id)
     assert [m.id for m in conv.messages] == [msgs["q"].id, msgs["v1"].id]
@@ -117,15 +118,16 @@ def test_search_finds_a_word_only_in_a_version_not_shown(tmp_path: Path) -> None
 
 
 def test_open_chats_bring_their_live_title_and_last_message(tmp_path: Path) -> None:
-    sync = HistorySync.open(tmp_path / "h.db")
-    session, _msgs = tree_chat(sync)
-    loaded = convert.conversation(sync.store.reader.load_session(session.id), None)  # type: ignore[arg-type]
+    store = SafeStore.open(tmp_path / "h.db")  # the test writes as the writer would
+    sync = HistoryWriter.over(store)
+    session, _msgs = tree_chat(store)
+    loaded = convert.conversation(sync.reader.load_session(session.id), None)  # type: ignore[arg-type]
     loaded.title = "Renamed, not saved yet"
     empty = Conversation(None)  # type: ignore[arg-type]  # a new tab: not listed
     # after the messages were saved (with the real clock): a fixed time here failed from
     # 15:05 on the day it was written
     later = datetime.now(UTC) + timedelta(minutes=5)
-    chats = ChatList(sync, lambda: [loaded, empty], clock=lambda: later)
+    chats = ChatList(sync.reader, lambda: [loaded, empty], clock=lambda: later)
     chats.refresh()
     [r] = chats.rows()
     assert (r.title, r.is_open, r.preview) == ("Renamed, not saved yet", True,
@@ -137,12 +139,13 @@ def test_open_chats_bring_their_live_title_and_last_message(tmp_path: Path) -> N
 
 
 def test_pin_and_rename_through_the_history_writer(tmp_path: Path) -> None:
-    sync = HistorySync.open(tmp_path / "h.db")
-    session, _msgs = tree_chat(sync)
-    before = sync.store.reader.list_chats()[0].last_active_at
+    store = SafeStore.open(tmp_path / "h.db")  # the test writes as the writer would
+    sync = HistoryWriter.over(store)
+    session, _msgs = tree_chat(store)
+    before = sync.reader.list_chats()[0].last_active_at
     sync.set_pinned(session.id, True)
     sync.rename_session(session.id, "Berries")
-    [s] = sync.store.reader.list_chats()
+    [s] = sync.reader.list_chats()
     assert (s.pinned, s.title) == (True, "Berries")
     assert s.last_active_at == before  # pinning and renaming are not activity
     sync.close()

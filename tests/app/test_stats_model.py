@@ -224,13 +224,13 @@ def test_a_failing_store_never_stops_polling() -> None:
 
 
 def test_snapshots_reach_the_real_history_store(tmp_path) -> None:
-    from app.history.sync import HistorySync
+    from app.history.writer import HistoryWriter
     from app.storage import SafeStore
 
     store = SafeStore.open(tmp_path / "history.db")
     engine = FakeEngine()
     engine.s = stats(completed=4, tokens_per_s=9.5)
-    model, _ = make(engine, HistorySync(store))
+    model, _ = make(engine, HistoryWriter(store))
     model.poll()
     saved = store.reader.list_stats_snapshots()
     assert [s.data["completed"] for s in saved] == [4]

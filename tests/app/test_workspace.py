@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.bridge import EngineBridge
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.settings import Settings
 from app.storage import Store
 from app.workspace import CLOSED_KEPT, Workspace
@@ -103,7 +103,7 @@ async def test_the_history_follows_the_workspace(tmp_path, settings):
     db = tmp_path / "history.db"
     bridge = await start_bridge()
     try:
-        history = HistorySync.open(db)
+        history = HistoryWriter.open(db)
         ws = Workspace(bridge, settings, history)
         chats = [ws.open() for _ in range(3)]
         for i, conv in enumerate(chats):
@@ -126,7 +126,7 @@ async def test_the_history_follows_the_workspace(tmp_path, settings):
             ws.open_session("no such chat")
         history.close()
 
-        again = Workspace(bridge, settings, HistorySync.open(db))
+        again = Workspace(bridge, settings, HistoryWriter.open(db))
         assert again.restore() == 2
         assert [c.title for c in again.conversations] == ["chat 2", "chat 0"]
         assert again.front is again.conversations[0]
@@ -141,7 +141,7 @@ async def test_branch_opens_next_to_its_chat_and_is_saved(tmp_path, settings):
     db = tmp_path / "history.db"
     bridge = await start_bridge()
     try:
-        history = HistorySync.open(db)
+        history = HistoryWriter.open(db)
         ws = Workspace(bridge, settings, history)
         chat, last = ws.open(), ws.open()
         chat.update_settings("", FAST)
@@ -177,7 +177,7 @@ def _open_titles(db: Path) -> list[str]:
 
 def test_drafts_and_the_front_chat_come_back_after_a_restart(tmp_path, settings):
     db = tmp_path / "history.db"
-    ws = Workspace(EngineBridge(), settings, HistorySync.open(db))
+    ws = Workspace(EngineBridge(), settings, HistoryWriter.open(db))
     kept, fresh, blank = ws.open(), ws.open(), ws.open()
     ws.set_draft(kept, "half a thought")
     ws.set_draft(fresh, "a new chat's draft")
@@ -196,7 +196,7 @@ def test_drafts_and_the_front_chat_come_back_after_a_restart(tmp_path, settings)
     ws.history.close()
 
     loaded = Settings.load(settings.path)
-    again = Workspace(EngineBridge(), loaded, HistorySync.open(db))
+    again = Workspace(EngineBridge(), loaded, HistoryWriter.open(db))
     restored: list[tuple[str, str]] = []
     again.draft_restored.connect(lambda conv, text: restored.append((conv.session_id, text)))
     assert again.restore() == 2

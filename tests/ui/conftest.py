@@ -157,13 +157,17 @@ class HistoryApp:
         self.history: Any = None
 
     def start(self, **sync_options: float) -> Any:
-        from app.history.sync import HistorySync
+        from app.history.writer import HistoryWriter
         from ui.main_window import MainWindow
 
         options = dict(self.engine_options)
         bridge = EngineBridge(loader=lambda source: self.make_engine(**options))
         self.loop.run_until_complete(bridge.use_engine(self.make_engine(**options), "tiny"))
-        self.history = HistorySync.open(self.db, **sync_options)
+        from app.storage import SafeStore
+
+        # the tests' own handle on the file, to write fixtures as the writer would
+        self.store = SafeStore.open(self.db)
+        self.history = HistoryWriter.over(self.store, **sync_options)
         ctx = AppContext(self.settings, bridge, history=self.history)
         self.window = MainWindow(ctx)
         self.window.show()

@@ -57,8 +57,8 @@ def test_toggle_serves_the_app_engine_and_the_request_shows_up(history_app, loop
     assert api_rows[0].generated_tokens == 8
 
     run_until(loop, lambda: any(r.request_id == api_rows[0].request_id
-                                for r in history_app.history.store.reader.list_request_stats()))
-    saved = next(r for r in history_app.history.store.reader.list_request_stats()
+                                for r in history_app.history.reader.list_request_stats()))
+    saved = next(r for r in history_app.history.reader.list_request_stats()
                  if r.request_id.startswith("api-"))
     assert (saved.generated_tokens, saved.session_id) == (8, None)
 

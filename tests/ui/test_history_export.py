@@ -35,8 +35,8 @@ def test_session_and_stats_exports(history_app, loop, qtbot, tmp_path):
     window = history_app.start()
     tab = chat(window, loop, qtbot, "Write a haiku about SQLite")
     run = SimRun(title="Sim 1", config={"users": 4}, summary={"tok_s": 12.5})
-    history_app.history.store.save_sim_run(run)
-    history_app.history.store.add_sim_results([SimResult(sim_run_id=run.id, seq=0, prompt="x")])
+    history_app.store.save_sim_run(run)
+    history_app.store.add_sim_results([SimResult(sim_run_id=run.id, seq=0, prompt="x")])
     view = window.history.show_history()
     assert view.select(tab.conversation.session_id)
 
@@ -66,7 +66,7 @@ def test_export_everything_and_import_into_a_new_database(history_app, loop, qtb
     chat(window, loop, qtbot, "first")
     window.new_tab()
     chat(window, loop, qtbot, "second")
-    history_app.history.store.save_sim_run(SimRun(title="Sim"))
+    history_app.store.save_sim_run(SimRun(title="Sim"))
     view = window.history.show_history()
     everything = tmp_path / "all.json"
     run_action(view, "everything", "json", everything)

@@ -29,7 +29,7 @@ def test_search_open_and_continue_a_past_chat(history_app, loop, qtbot):
     window = history_app.start()
     old = past_chat(window, loop, qtbot, "tell me about zeppelins")
     other = past_chat(window, loop, qtbot, "tell me about submarines")
-    s = history_app.history.store
+    s = history_app.store
     s.save_sim_run(SimRun(title="Load test", config={"tabs": 8}))
     window.activateWindow()  # closing the focused tab left no active window (offscreen)
     run_until(loop, lambda: QApplication.activeWindow() is window, timeout=2)
@@ -61,9 +61,9 @@ def test_delete_asks_first(history_app, loop, qtbot):
     window = history_app.start()
     victim = past_chat(window, loop, qtbot, "forget me")
     keep = past_chat(window, loop, qtbot, "keep me")
-    history_app.history.store.save_sim_run(SimRun(title="Old run"))
-    run = history_app.history.store.reader.list_sim_runs()[0]
-    history_app.history.store.add_sim_results([SimResult(sim_run_id=run.id, seq=0, prompt="p")])
+    history_app.store.save_sim_run(SimRun(title="Old run"))
+    run = history_app.history.reader.list_sim_runs()[0]
+    history_app.store.add_sim_results([SimResult(sim_run_id=run.id, seq=0, prompt="p")])
     view = window.history.show_history()
     assert view.select(victim)
     box = view.delete_selected()

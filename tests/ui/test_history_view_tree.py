@@ -23,7 +23,7 @@ def saved_tree(store) -> tuple[Session, dict[str, Message]]:
 
 def test_a_hit_in_a_version_not_shown_opens_the_chat_on_it(history_app):
     window = history_app.start()
-    chat, m = saved_tree(history_app.history.store)
+    chat, m = saved_tree(history_app.store)
     view = window.history.show_history()
     view.search.setText("zebra")
     assert [(e.id, e.message_id) for e in view.entries] == [(chat.id, m["a2"].id)]
@@ -40,7 +40,7 @@ def test_a_hit_in_a_version_not_shown_opens_the_chat_on_it(history_app):
 
 def test_a_hit_in_the_title_opens_the_path_the_chat_showed(history_app):
     window = history_app.start()
-    chat, m = saved_tree(history_app.history.store)
+    chat, m = saved_tree(history_app.store)
     view = window.history.show_history()
     view.search.setText("safari")
     assert [(e.id, e.message_id) for e in view.entries] == [(chat.id, None)]

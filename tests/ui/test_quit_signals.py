@@ -121,10 +121,11 @@ def test_sigterm_with_the_history_locked_sets_unsaved_changes_aside(tmp_path: Pa
 
     # The next start, with the lock gone, writes them back (issue #28): the reply the quit
     # ended is in the history, whole, and the start says how many messages came back.
-    from app.history.sync import HistorySync
+    from app.history.writer import HistoryWriter
+    from ui.history import words
 
-    restarted = HistorySync.open(db)
-    notice = restarted.notice or ""
+    restarted = HistoryWriter.open(db)
+    notice = words.notice(restarted.status()) or ""
     assert restarted.close()
     assert "that could not be saved before BatchChat last quit were restored" in notice or \
         "that could not be saved before BatchChat last quit was restored" in notice, notice

@@ -165,7 +165,7 @@ def test_history_saves_the_backend(history_app, loop, own_server):
     assert tab.conversation.backend == "own"  # the tab goes on where it left off
     assert tab.backend_picker.currentData() == "own"
     from app.history.export import session_to_markdown
-    loaded = history_app.history.store.reader.load_session(session_id)
+    loaded = history_app.history.reader.load_session(session_id)
     md = session_to_markdown(loaded)
     assert "answered by own (tiny)" in md and KEY not in md
 

@@ -102,7 +102,7 @@ def test_a_burst_run_fills_table_and_summary_and_is_saved(history_app, loop, qtb
     assert engine.max_concurrent == 16  # the run's limit was put back
 
     # Saved: the run with its summary and 6 results, in the real SQLite file.
-    loaded = window.ctx.store.reader.load_sim_run(run.record.id)
+    loaded = window.ctx.history_reader.load_sim_run(run.record.id)
     assert loaded.run.ended_at is not None
     assert loaded.run.summary["completed"] == 6
     assert loaded.run.config["num_requests"] == 6 and loaded.run.config["arrival"] == "burst"
@@ -239,7 +239,7 @@ def test_closing_the_window_stops_a_running_simulation(history_app, loop, qtbot)
     assert not panel.is_running and run.summary is not None
     assert run.summary["stopped"] and run.summary["unaccounted"] == 0
     assert run.summary["cancelled"] >= 1  # stopped before the engine shut down
-    loaded = window.ctx.store.reader.load_sim_run(run.record.id)
+    loaded = window.ctx.history_reader.load_sim_run(run.record.id)
     assert loaded.run.ended_at is not None and loaded.run.summary["stopped"]
     assert len(loaded.results) == 6
     assert all(r.finish_reason in FINAL for r in loaded.results)

@@ -28,7 +28,7 @@ def main() -> None:
     from PySide6.QtCore import QPoint
 
     from app.context import AppContext
-    from app.history.sync import HistorySync
+    from app.history.writer import HistoryWriter
     from app.settings import Settings
 
     _app, loop = qt_app("hardening3_shots")
@@ -36,7 +36,7 @@ def main() -> None:
     settings = Settings(home / "settings.json")
     settings.show_settings_panel = True
     base = AppContext.create(settings=settings)
-    ctx = AppContext(settings, base.bridge, history=HistorySync.open(home / "history.db"))
+    ctx = AppContext(settings, base.bridge, history=HistoryWriter.open(home / "history.db"))
     window = open_window(ctx, SIZES[0])
 
     def shot(name: str) -> None:

@@ -11,13 +11,14 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QPushButton
 
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.lifecycle import Lifecycle
 from app.plural import counted
 from app.storage import StorageError
 from app.workspace import Workspace
 
 from .. import file_dialogs
+from . import words
 from .banner import HistoryBanner
 from .view import HistoryDialog
 
@@ -35,7 +36,7 @@ class HistoryController(QObject):
         self.window = window
         self.workspace = workspace
         self.lifecycle = lifecycle
-        self.history: HistorySync = workspace.history
+        self.history: HistoryWriter = workspace.history
         self.dialog: HistoryDialog | None = None
         # the window's keys back to it when the dialog closes (its shortcuts work at once)
         self.refocus: Callable[[], None] = window.activateWindow
@@ -121,7 +122,7 @@ class HistoryController(QObject):
         self.update_status()
 
     def update_status(self) -> None:
-        text = self.history.status_text()
+        text = words.status_text(self.history.status())
         error = self.history.last_error
         self.label.setText(text)
         self.label.setToolTip(str(error) if error else "")
@@ -130,7 +131,8 @@ class HistoryController(QObject):
         if message and message != self._error_shown:
             self.window.statusBar().showMessage(message, 15000)
         self._error_shown = message
-        self.banner.show_text(self.history.unsaved_text() if self.history.in_memory_only
+        self.banner.show_text(words.unsaved_text(self.history.status())
+                              if self.history.in_memory_only
                               else "")
         if self.history.set_aside_count > self._set_aside_shown:
             self._set_aside_shown = self.history.set_aside_count
@@ -138,7 +140,7 @@ class HistoryController(QObject):
 
     def _report_set_aside(self) -> None:
         """One box for writes set aside: opened at the first, its text updated after."""
-        text = self.history.set_aside_text()
+        text = words.set_aside_text(self.history.status())
         if self.set_aside_box is not None:
             self.set_aside_box.setText(text)
             return
@@ -146,7 +148,7 @@ class HistoryController(QObject):
 
     def show_notice(self) -> QMessageBox | None:
         """Tell the user once what happened at startup (file set aside, read-only, ...)."""
-        text = self.history.notice
+        text = words.notice(self.history.status())
         error = self.history.last_error
         if not text and error is not None:
             text = str(error)
@@ -243,7 +245,7 @@ class HistoryController(QObject):
     def quit_unattended(self) -> None:
         """Close with no one to answer (SIGTERM, SIGHUP): never asks (an open question is
         closed), and what still cannot be saved once the replies have ended is set aside
-        at the very end (`HistorySync.close(set_aside=True)`, ui/startup.py), not dropped."""
+        at the very end (`HistoryWriter.close(set_aside=True)`, ui/startup.py), not dropped."""
         self.lifecycle.unattended = True
         self.quit_anyway()
 

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 from app.file_names import file_name
 from app.history import files
 from app.history.files import HistoryEntry
-from app.history.sync import HistorySync
+from app.history.writer import HistoryWriter
 from app.storage import StorageError
 
 from .. import file_dialogs
@@ -59,7 +59,7 @@ class HistoryDialog(QDialog):
     open_requested = Signal(str, str)
     delete_requested = Signal(str, str)
 
-    def __init__(self, history: HistorySync, parent: QWidget | None = None) -> None:
+    def __init__(self, history: HistoryWriter, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.history = history
         self.setWindowTitle("History")
@@ -129,7 +129,7 @@ class HistoryDialog(QDialog):
     # -- listing ------------------------------------------------------------------------
     def refresh(self) -> None:
         try:
-            self.entries = files.list_entries(self.history.store, self.search.text())
+            self.entries = files.list_entries(self.history.reader, self.search.text())
         except StorageError as exc:
             self.entries = []
             self.show_message(f"The history cannot be read: {exc}")
@@ -175,7 +175,7 @@ class HistoryDialog(QDialog):
             self.show_message("Select two or more simulation runs to compare them.")
             return None
         try:
-            runs = [self.history.store.reader.load_sim_run(e.id) for e in chosen]
+            runs = [self.history.reader.load_sim_run(e.id) for e in chosen]
         except StorageError as exc:
             self.show_message(f"The runs cannot be read: {exc}")
             return None
@@ -230,7 +230,7 @@ class HistoryDialog(QDialog):
             path = self.ask_save_path(name + suffix, file_filter)
             if not path:
                 return False
-        store = self.history.store
+        store = self.history.reader
         table = "csv" if fmt == "csv" else "json"
         try:
             if what == "session" and entry is not None:

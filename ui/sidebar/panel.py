@@ -36,7 +36,7 @@ class Sidebar(QFrame):
         self.history = workspace.history
         self.setObjectName("sidebar")
         self.workspace = workspace
-        self.chats = ChatList(workspace.history, lambda: workspace.conversations)
+        self.chats = ChatList(workspace.history.reader, lambda: workspace.conversations)
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)

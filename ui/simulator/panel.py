@@ -311,7 +311,7 @@ class SimulatorPanel(QWidget):
             path = self.ask_save_path(file_name(run.record.title, "simulation"))
             if not path:
                 return False
-        loaded = run_for_export(self.ctx.store, run.record, self.results.rows)
+        loaded = run_for_export(self.ctx.history_reader, run.record, self.results.rows)
         try:
             write_run(loaded, path, format_for(path))
         except OSError as exc:
