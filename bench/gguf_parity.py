@@ -14,7 +14,9 @@ writes llama.cpp's log-probabilities over the text in chunks of `--ctx` tokens (
 each chunk's second half, as llama-perplexity scores); the engine runs the same tokens
 through its own passes (its module copy: the native kernels, int8 activations, exactly what
 a chat gets) and the KL(llama.cpp || engine) and top-1 agreement are computed as
-llama-perplexity's --kl-divergence computes them (tools/perplexity/perplexity.cpp).
+llama-perplexity's --kl-divergence computes them (tools/perplexity/perplexity.cpp). For
+scale, llama.cpp is also compared with itself on the same file: the same text in
+micro-batches of 32 positions (`-ub 32`, its other kernel path) against whole chunks.
 
 Load: `--load-model` (a GGUF, e.g. a 1.5B Q4_K_M made with llama.cpp's converter and
 quantizer from random weights) is loaded by the engine (load_model + ModelRunner: the
@@ -37,6 +39,7 @@ from pathlib import Path
 from engine.blas import ensure_fast_blas
 
 TYPES = ("Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_XS", "Q8_0")
+SELF_UBATCH = 32
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -107,6 +110,15 @@ def engine_logits(path: Path, chunks, exact: bool = False) -> object:
     return np.stack(out), lm.description
 
 
+def llama_logprobs(bin_dir: Path, gguf: Path, text: Path, args: argparse.Namespace,
+                   out: Path, extra: tuple[str, ...] = ()):
+    """llama-perplexity's scored log-probabilities of `gguf` over `text` (its chunks)."""
+    subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(gguf), "-f", str(text),
+                    "-c", str(args.ctx), "--chunks", str(args.chunks), "-t", "2", *extra,
+                    "--save-all-logits", str(out)], check=True, capture_output=True)
+    return read_llama_logprobs(out)
+
+
 def run_kl(args: argparse.Namespace, bin_dir: Path, work: Path) -> list[dict]:
     from engine.loader import bundled_model_path
 
@@ -123,16 +135,18 @@ def run_kl(args: argparse.Namespace, bin_dir: Path, work: Path) -> list[dict]:
             subprocess.run([str(bin_dir / "llama-quantize"), "--allow-requantize", str(source),
                             str(gguf), kind], check=True, capture_output=True)
         base = work / f"{kind}.kld"
-        subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(gguf), "-f", str(text),
-                        "-c", str(args.ctx), "--chunks", str(args.chunks), "-t", "2",
-                        "--save-all-logits", str(base)], check=True, capture_output=True)
-        _, tokens, base_logp = read_llama_logprobs(base)
+        _, tokens, base_logp = llama_logprobs(bin_dir, gguf, text, args, base)
+        # llama.cpp against itself: the same file and text in micro-batches of 32 positions
+        # instead of the whole chunk (its other kernel path; a server decodes that way)
+        _, _, self_logp = llama_logprobs(bin_dir, gguf, text, args, work / f"{kind}-ub.kld",
+                                         ("-ub", str(SELF_UBATCH)))
         ours, description = engine_logits(gguf, tokens)
         exact, _ = engine_logits(gguf, tokens, exact=True)
         n_vocab = min(ours.shape[-1], base_logp.shape[-1])
         flat = base_logp[..., :n_vocab].reshape(-1, n_vocab)
         kl, top1, worst = kl_against(flat, ours[..., :n_vocab].reshape(-1, n_vocab))
         kl_x, top1_x, _ = kl_against(flat, exact[..., :n_vocab].reshape(-1, n_vocab))
+        kl_s, top1_s, _ = kl_against(flat, self_logp[..., :n_vocab].reshape(-1, n_vocab))
         row = {"type": kind, "file_mib": round(gguf.stat().st_size / 2**20, 1),
                "positions": int(base_logp.shape[0] * base_logp.shape[1]),
                "mean_kl": round(kl, 6), "max_kl": round(worst, 4),
@@ -142,6 +156,8 @@ def run_kl(args: argparse.Namespace, bin_dir: Path, work: Path) -> list[dict]:
                "exact_kl": round(kl_x, 6), "exact_top1": round(100 * top1_x, 2),
                "engine_vs_exact_top1": round(100 * float(
                    (ours.argmax(-1) == exact.argmax(-1)).mean()), 2),
+               f"llama_ub{SELF_UBATCH}_kl": round(kl_s, 6),
+               f"llama_ub{SELF_UBATCH}_top1": round(100 * top1_s, 2),
                "engine": description}
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -216,6 +232,9 @@ def main() -> None:
             worst = min(r["top1"] for r in rows)
             print(f"top-1 agreement >= 99% for every type: {'yes' if worst >= 99 else 'no'} "
                   f"(lowest {worst}%)")
+            own = min(r[f"llama_ub{SELF_UBATCH}_top1"] for r in rows)
+            print(f"llama.cpp against itself (micro-batch {SELF_UBATCH} vs {args.ctx}): "
+                  f"lowest top-1 {own}%")
         if args.load_model:
             row = run_load(args, bin_dir)
             print(f"load within 2x llama-server's: {'yes' if row['ratio'] <= 2 else 'no'}")
