@@ -190,10 +190,12 @@ class Workspace:
                     log.info("cannot reopen %s: %s", conv.title, exc)
                     continue
             # a fresh Conversation: the closed tab's views still listen to the old one
-            return self.open(Conversation(
+            again = Conversation(
                 conv.bridge, title=conv.title, system_prompt=conv.system_prompt,
                 params=conv.params, session_id=conv.session_id, tree=conv.tree,
-                preset=conv.preset), at=at)  # the whole tree: every version, the path shown
+                preset=conv.preset)  # the whole tree: every version, the path shown
+            again.set_answers(conv.answers)  # the tab's ×N, as the history keeps it
+            return self.open(again, at=at)
         return None
 
     def _remember_closed(self, conv: Conversation, index: int) -> None:

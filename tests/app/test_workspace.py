@@ -223,7 +223,9 @@ def test_closed_chats_keep_their_name_for_the_stats_and_reopen_in_place(settings
     assert back is not b and ws.conversations == [a, back, c]  # where it was
     assert ws.titles()[b.tag] == "Lighthouses"  # its old requests: its chat is open again
     ws.move(back, 2)
+    back.set_answers(3)  # the tab's ×N comes back too (the history keeps it with its settings)
     ws.close(back)  # at index 2 of [a, c, back]
     ws.close(a)
     again = ws.reopen()  # its place is past the end of [c] now: at the end
     assert again.session_id == b.session_id and ws.conversations == [c, again]
+    assert again.answers == 3
