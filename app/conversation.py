@@ -3,32 +3,38 @@
 Qt-free. Views subscribe to the events; every change to the messages goes through here.
 The messages are a tree (app/message_tree.py): Regenerate and Edit add versions beside the
 old ones, several answers at once are versions made in one batch, Compare asks several
-targets at once, and a branch is a new chat with a copy of the path up to a message.
+targets at once, and a branch is a new chat with a copy of the path up to a message
+(app/branch_copy.py copies it). A reply that calls tools waits for their outcomes and then
+goes on (app/conversation_tools.py).
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from engine.public import lone_surrogate, repair_text
 
+from .branch_copy import branch_title, copy_path
 from .bridge import EngineBridge, Generation
+from .conversation_tools import ToolTurns
 from .events import Event
 from .message_tree import ChatMessage, MessageTree, Removed
-from .reply_tools import reply_calls, tool_result_text
+from .reply_tools import tool_result_text
 from .request import Refusal
 from .request.engine_input import choice_seed
 from .titles import title_from_message
 from .waiting import wait_note
 
-__all__ = ["ChatMessage", "Conversation", "FINISH_NOTES", "MAX_ANSWERS", "ReplyTarget"]
+__all__ = ["ChatMessage", "Conversation", "FINISH_NOTES", "MAX_ANSWERS", "MessageChange",
+           "ReplyTarget"]
 
 _ids = itertools.count(1)
 MAX_ANSWERS = 4  # several answers at once: 2 to this many
+# what changed in a message: its streamed text, its wait note, or a tool call's outcome
+MessageChange = Literal["text", "waiting", "tools"]
 
 
 @dataclass(frozen=True)
@@ -52,20 +58,23 @@ FINISH_NOTES = {
 
 
 class Conversation:
-    """Events about the shown path (indices into `messages`): `reset()` (the path was
-    replaced: a version switched, a message deleted or restored), `added(index)`,
-    `delta(index, text)`, `reply_finished(index)` (the reply has its stats and finish
-    reason), `waiting(index)` (its wait_note changed).
+    """Events about the messages of the tree, shown or not (the tab, the history, the
+    sidebar and the compare view all follow these; the tab finds a message's place on the
+    path shown with `tree.index`):
 
-    Events about any message of the tree, shown or not (the history and compare views
-    follow these): `message_added(msg)`, `message_delta(msg, text)`,
-    `message_finished(msg)`, `message_waiting(msg)`, `removed(list[msg])` (deleted; an
-    undo adds them again with `message_added`), `shown_changed()` (the path's last
-    message changed).
+    - `message_added(msg)`: a message joined the tree (sent, a reply started, an undo put
+      it back);
+    - `message_changed(msg, what)`: `what` (a MessageChange) is "text" (streamed text),
+      "waiting" (its wait_note) or "tools" (a call's outcome);
+    - `message_finished(msg)`: a reply ended, with its stats and finish reason;
+    - `messages_removed(list[msg])`: deleted (an undo adds them again with
+      `message_added`);
+    - `path_changed()`: the path shown (`messages`) changed: a message added at its end,
+      a version switched, a delete or an undo.
 
-    And `busy_changed(bool)`, `notice(text)` (a sentence, or a reply's Refusal, which the
-    window words: ui/refusals.py), `meta_changed()` (title, system prompt, settings or
-    preset)."""
+    And about the chat: `busy_changed(bool)`, `notice(text)` (a sentence, or a reply's
+    Refusal, which the window words: ui/refusals.py), `meta_changed()` (title, system
+    prompt, settings or preset). Tool-call turns have their own two (`tool_turns`)."""
 
     def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
                  params: dict[str, Any] | None = None, session_id: str | None = None,
@@ -90,22 +99,13 @@ class Conversation:
         self.running: dict[str, Generation] = {}  # reply message id -> its Generation
         self.generations: list[Generation] = []  # the newest replies and any still running
         self._undo: list[Removed] = []
-        self.reset, self.added, self.delta = Event(), Event(), Event()
-        self.reply_finished, self.busy_changed, self.notice = Event(), Event(), Event()
-        self.meta_changed = Event()
-        self.waiting = Event()  # (index): a reply's wait_note changed
-        self.message_added, self.message_delta = Event(), Event()
-        self.message_finished, self.message_waiting = Event(), Event()
-        self.removed, self.shown_changed = Event(), Event()
-        # Tools (app.tool_runner fills `offered_tools`, OpenAI's shape, before a send when
-        # the params name MCP servers): `tool_calls_found(msg)` when a reply called tools,
-        # `tool_changed(index)` when a call's outcome changed (`message_tool_changed(msg)`
-        # for any message of the tree, shown or not: the history saves it), and
-        # `tools_stopped()` on Stop.
-        self.message_tool_changed = Event()
-        self.offered_tools: list[dict[str, Any]] = []
-        self.tool_wait: dict[str, ChatMessage] = {}  # replies whose calls await outcomes
-        self.tool_calls_found, self.tool_changed, self.tools_stopped = Event(), Event(), Event()
+        self.message_added, self.message_changed = Event(), Event()
+        self.message_finished, self.messages_removed = Event(), Event()
+        self.path_changed = Event()
+        self.busy_changed, self.notice, self.meta_changed = Event(), Event(), Event()
+        # replies that called tools (app.tool_runner offers the tools and sets outcomes)
+        self.tool_turns = ToolTurns(changed=lambda msg: self.message_changed.emit(msg, "tools"),
+                                    resume=self._answer_tools)
 
     @property
     def messages(self) -> list[ChatMessage]:
@@ -115,6 +115,11 @@ class Conversation:
     @property
     def tag(self) -> str:
         return f"tab-{self.id}"
+
+    @property
+    def tool_wait(self) -> dict[str, ChatMessage]:
+        """Replies whose tool calls await outcomes, by message id (ToolTurns.waiting)."""
+        return self.tool_turns.waiting
 
     @property
     def is_busy(self) -> bool:
@@ -197,8 +202,7 @@ class Conversation:
         if self.tree.leaf is not None and message_id == self.tree.leaf.id:
             return
         self.tree.show(message_id)
-        self.reset.emit()
-        self.shown_changed.emit()
+        self.path_changed.emit()
 
     def delete(self, index: int) -> bool:
         """Delete message `index` and everything after it (in every branch below it); the
@@ -209,9 +213,8 @@ class Conversation:
             return False
         removed = self.tree.remove(self.messages[index])
         self._undo = [*self._undo[-19:], removed]
-        self.removed.emit(list(removed.messages))
-        self.reset.emit()
-        self.shown_changed.emit()
+        self.messages_removed.emit(list(removed.messages))
+        self.path_changed.emit()
         return True
 
     def undo_delete(self) -> bool:
@@ -222,27 +225,16 @@ class Conversation:
         self.tree.restore(removed)
         for msg in removed.messages:
             self.message_added.emit(msg)
-        self.reset.emit()
-        self.shown_changed.emit()
+        self.path_changed.emit()
         return True
 
     def branch(self, index: int) -> Conversation:
         """A new chat with a copy of the path up to message `index` (same settings, same
         token ids, so the engine serves its prompt from the cached prefix)."""
-        path = [copy.copy(m) for m in self.messages[:index + 1]]
-        for m in path:
-            m.id, m.streaming, m.wait_note, m.request_id = str(uuid.uuid4()), False, "", None
-            if m.params is not None:
-                m.params = dict(m.params)
-            if m.token_ids is not None:
-                m.token_ids = list(m.token_ids)
-            # its own calls and outcomes: the original's change in place
-            m.tool_calls = copy.deepcopy(m.tool_calls)
-            m.tool_results = copy.deepcopy(m.tool_results)
-        # named by a prefix: tabs cut long titles at the end, where a suffix would vanish
-        return Conversation(self.bridge, title=f"Branch · {self.title}",
+        return Conversation(self.bridge, title=branch_title(self.title),
                             system_prompt=self.system_prompt, params=dict(self.params),
-                            preset=self.preset, backend=self.backend, messages=path)
+                            preset=self.preset, backend=self.backend,
+                            messages=copy_path(self.messages[:index + 1]))
 
     # -- settings -----------------------------------------------------------------------
     # Titles and settings are never refused: text that is not valid Unicode (it could never
@@ -276,37 +268,16 @@ class Conversation:
     def stop(self) -> None:
         for gen in list(self.running.values()):
             gen.cancel()
-        if self.tool_wait:  # calls not answered yet: refused, and no reply follows
-            waiting, self.tool_wait = list(self.tool_wait.values()), {}
-            self.tools_stopped.emit()
-            for msg in waiting:
-                for call_id, outcome in msg.tool_results.items():
-                    if outcome["status"] in ("pending", "running"):
-                        msg.tool_results[call_id] = {"status": "denied",
-                                                     "text": "Stopped by the user."}
-                self._tool_changed(msg)
-            if not self.is_busy:
-                self.busy_changed.emit(False)
+        # calls not answered yet: refused, and no reply follows
+        if self.tool_turns.stop() and not self.is_busy:
+            self.busy_changed.emit(False)
 
-    def set_tool_result(self, msg: ChatMessage, call_id: str, status: str,
-                        text: str = "") -> None:
-        """A call's outcome (running, done, failed, denied); when every call of the reply
-        has one, the results go back to the model and the reply continues."""
-        if msg.id not in self.tool_wait or call_id not in msg.tool_results:
-            return  # stopped meanwhile
-        msg.tool_results[call_id] = {"status": status, "text": text}
-        self._tool_changed(msg)
-        if all(o["status"] in ("done", "failed", "denied") for o in msg.tool_results.values()):
-            del self.tool_wait[msg.id]
-            params = dict(msg.params or self.params) | {"tool_choice": "auto"}
-            if not self._start(msg, [ReplyTarget(msg.backend, params)]) and not self.is_busy:
-                self.busy_changed.emit(False)
-
-    def _tool_changed(self, msg: ChatMessage) -> None:
-        self.message_tool_changed.emit(msg)
-        index = self.tree.index(msg)
-        if index is not None:
-            self.tool_changed.emit(index)
+    def _answer_tools(self, msg: ChatMessage) -> None:
+        """Every call of reply `msg` has its outcome: the next reply answers them, where
+        `msg` came from and with its settings (the model may call tools again)."""
+        params = dict(msg.params or self.params) | {"tool_choice": "auto"}
+        if not self._start(msg, [ReplyTarget(msg.backend, params)]) and not self.is_busy:
+            self.busy_changed.emit(False)
 
     def close(self) -> None:
         """The tab is closing: cancel the replies and stop listening to them."""
@@ -392,15 +363,10 @@ class Conversation:
 
     def _add(self, msg: ChatMessage, parent: ChatMessage | None) -> ChatMessage:
         """Add `msg` below `parent` and show it."""
-        appended = self.tree.leaf is parent
         self.tree.add(msg, parent)
         self.tree.show(msg.id)
         self.message_added.emit(msg)
-        if appended:
-            self.added.emit(len(self.messages) - 1)
-        else:  # a new version of an earlier message: the path after it changed
-            self.reset.emit()
-        self.shown_changed.emit()
+        self.path_changed.emit()  # appended, or a new version of an earlier message
         return msg
 
     def _start(self, parent: ChatMessage, targets: list[ReplyTarget]) -> bool:
@@ -415,7 +381,7 @@ class Conversation:
         leader: Generation | None = None
         outcomes: list[ChatMessage | Refusal] = []
         for target in targets:
-            tools = self.offered_tools if target.params.get("mcp_servers") else None
+            tools = self.tool_turns.offered if target.params.get("mcp_servers") else None
             try:
                 gen = self.bridge.submit(prompt, target.params, tag=self.tag,
                                          backend=target.backend,
@@ -432,8 +398,7 @@ class Conversation:
         started = [o for o in outcomes if isinstance(o, ChatMessage)]
         if started and self.tree.leaf is not started[0]:
             self.tree.show(started[0].id)
-            self.reset.emit()
-            self.shown_changed.emit()
+            self.path_changed.emit()
         return outcomes
 
     def _follow(self, gen: Generation, parent: ChatMessage,
@@ -458,8 +423,7 @@ class Conversation:
         gen.waiting.connect(lambda progress: self._on_waiting(msg, progress))
         self.message_added.emit(msg)
         if shown_below:
-            self.added.emit(len(self.messages) - 1)
-            self.shown_changed.emit()
+            self.path_changed.emit()
         if not was_busy:
             self.busy_changed.emit(True)
         return msg
@@ -468,18 +432,12 @@ class Conversation:
         note = wait_note(progress)
         if note != msg.wait_note:
             msg.wait_note = note
-            self.message_waiting.emit(msg)
-            index = self.tree.index(msg)
-            if index is not None:
-                self.waiting.emit(index)
+            self.message_changed.emit(msg, "waiting")
 
     def _on_delta(self, msg: ChatMessage, text: str) -> None:
         msg.wait_note = ""
         msg.content += text
-        self.message_delta.emit(msg, text)
-        index = self.tree.index(msg)
-        if index is not None:
-            self.delta.emit(index, text)
+        self.message_changed.emit(msg, "text")
 
     def _on_finished(self, msg: ChatMessage, gen: Generation) -> None:
         msg.streaming = False
@@ -489,20 +447,10 @@ class Conversation:
         msg.error = gen.error
         msg.token_ids = gen.tokens or None
         self.running.pop(msg.id, None)
-        calls = (reply_calls(gen, msg.content)
-                 if gen.finish_reason not in ("cancelled", "switched") else None)
-        if calls:
-            msg.content, msg.tool_calls = calls
-            msg.token_ids = None  # the text shown is not all the model wrote
-            msg.tool_results = {c["id"]: {"status": "pending", "text": ""}
-                                for c in msg.tool_calls}
-            self.tool_wait[msg.id] = msg
+        calls = self.tool_turns.take_calls(msg, gen)
         self.message_finished.emit(msg)
-        index = self.tree.index(msg)
-        if index is not None:
-            self.reply_finished.emit(index)
         if calls:
-            self.tool_calls_found.emit(msg)
+            self.tool_turns.calls_found.emit(msg)
         if not self.is_busy:
             self.busy_changed.emit(False)
         if gen.finish_reason == "error" and gen.backend is not None:

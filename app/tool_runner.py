@@ -25,8 +25,8 @@ class ToolRunner:
         # the name offered to the model -> (the server, the tool's own name there)
         self.server_of: dict[str, tuple[str, str]] = {}
         self.tasks: set[asyncio.Task[None]] = set()
-        conversation.tool_calls_found.connect(self._found)
-        conversation.tools_stopped.connect(self.cancel)
+        conversation.tool_turns.calls_found.connect(self._found)
+        conversation.tool_turns.stopped.connect(self.cancel)
 
     async def prepare(self, servers: list[str]) -> list[dict[str, Any]]:
         """The tools of `servers` in OpenAI's shape; McpError names a server that cannot be
@@ -44,7 +44,7 @@ class ToolRunner:
                 entry = tool.openai_tool()
                 entry["function"]["name"] = offered
                 tools.append(entry)
-        self.conversation.offered_tools = tools
+        self.conversation.tool_turns.offered = tools
         return tools
 
     def decide(self, msg: ChatMessage, call_id: str, allow: bool,
@@ -54,7 +54,7 @@ class ToolRunner:
         if call is None or msg.tool_results.get(call_id, {}).get("status") != "pending":
             return
         if not allow:
-            self.conversation.set_tool_result(msg, call_id, "denied")
+            self.conversation.tool_turns.set_result(msg, call_id, "denied")
             return
         if always:
             self.always.add(call["function"]["name"])
@@ -71,7 +71,7 @@ class ToolRunner:
                 self._run(msg, call)
 
     def _run(self, msg: ChatMessage, call: dict[str, Any]) -> None:
-        self.conversation.set_tool_result(msg, call["id"], "running")
+        self.conversation.tool_turns.set_result(msg, call["id"], "running")
         task = asyncio.get_event_loop().create_task(self._call(msg, call))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -90,10 +90,10 @@ class ToolRunner:
                 raise McpError("the arguments are not a JSON object")
             result = await self.manager.call_tool(server, tool, arguments)
         except McpError as exc:
-            self.conversation.set_tool_result(msg, call["id"], "failed", str(exc))
+            self.conversation.tool_turns.set_result(msg, call["id"], "failed", str(exc))
             return
-        self.conversation.set_tool_result(msg, call["id"], "failed" if result.is_error
-                                          else "done", result.text)
+        self.conversation.tool_turns.set_result(msg, call["id"], "failed" if result.is_error
+                                                else "done", result.text)
 
 
 def offered_name(server: str, tool: str) -> str:

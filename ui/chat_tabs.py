@@ -29,7 +29,6 @@ class ChatTabs(QTabWidget):
         self.ctx = ctx
         self.workspace = workspace
         self.draft_typed: Callable[[], None] = lambda: None  # the draft saver's, when set
-        self._listeners: dict[int, Callable[[], None]] = {}  # Conversation.id -> title mark
         self._clicked = False  # the front chat changes because the user picked its tab
         self.setTabBar(ChatTabBar())  # fixed-width tabs: close buttons never jump
         self.setTabsClosable(True)
@@ -65,10 +64,9 @@ class ChatTabs(QTabWidget):
         self.insertTab(index, tab, conv.title)
         tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
         tab.branch_requested.connect(lambda i, t=tab: self.workspace.branch(t.conversation, i))
-        listener = self._listeners[conv.id] = lambda t=tab: self._mark_busy(
-            t, t.conversation.is_busy)
-        conv.meta_changed.connect(listener)  # auto titles, renames
-        listener()  # its tooltip, and the numbers of the tabs after it
+        # auto titles, renames (a Qt signal: it goes with the tab)
+        tab.meta_changed.connect(lambda t=tab: self._mark_busy(t, t.conversation.is_busy))
+        self._mark_busy(tab, conv.is_busy)  # its tooltip, and the numbers of the tabs after it
         tab.input.textChanged.connect(lambda t=tab: self._typed(t))
         if self.currentWidget() is tab:  # the first tab: already in front
             tab.input.setFocus()
@@ -76,7 +74,6 @@ class ChatTabs(QTabWidget):
     def _closed(self, conv: Conversation, _index: int) -> None:
         tab = self.tab_for(conv)
         had_keys = tab.isAncestorOf(QApplication.focusWidget())
-        conv.meta_changed.disconnect(self._listeners.pop(conv.id))
         tab.close_tab()
         self.removeTab(self.indexOf(tab))
         tab.deleteLater()

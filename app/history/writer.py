@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.bridge import EngineBridge, Generation
-from app.conversation import ChatMessage, Conversation
+from app.conversation import ChatMessage, Conversation, MessageChange
 from app.events import Event
 from app.paths import db_path
 from app.storage import LoadedSession, SafeStore, StorageError
@@ -174,12 +174,11 @@ class HistoryWriter:
 
         for event, fn in (
             (conv.message_added, lambda msg: self._on_added(t, msg)),
-            (conv.message_delta, lambda msg, _text: self._on_delta(t, msg)),
+            (conv.message_changed, lambda msg, what: self._on_changed(t, msg, what)),
             (conv.message_finished, lambda msg: self._on_finished(t, msg)),
-            (conv.removed, lambda msgs: self._on_removed(t, msgs)),
-            (conv.message_tool_changed, lambda msg: self._on_tool_changed(t, msg)),
+            (conv.messages_removed, lambda msgs: self._on_removed(t, msgs)),
             (conv.meta_changed, save_session_later),
-            (conv.shown_changed, save_session_later),  # the path shown is the session's
+            (conv.path_changed, save_session_later),  # the path shown is the session's
         ):
             event.connect(fn)
             t.listeners.append((event, fn))
@@ -287,6 +286,12 @@ class HistoryWriter:
             self._save_session(t)  # the first message names the chat: its title at once
         if not msg.streaming:  # a reply is saved at its first token
             self._save_message(t, msg)
+
+    def _on_changed(self, t: _Tracked, msg: ChatMessage, what: MessageChange) -> None:
+        if what == "text":
+            self._on_delta(t, msg)
+        elif what == "tools":
+            self._on_tool_changed(t, msg)  # a wait note is never saved
 
     def _on_delta(self, t: _Tracked, msg: ChatMessage) -> None:
         if msg.id not in t.saved:

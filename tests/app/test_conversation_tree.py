@@ -38,8 +38,7 @@ async def chat_of(bridge, params: dict, *texts: str) -> Conversation:
 
 def record(conv: Conversation) -> list[tuple]:
     seen: list[tuple] = []
-    for name in ("reset", "added", "removed", "message_added", "shown_changed",
-                 "busy_changed"):
+    for name in ("path_changed", "messages_removed", "message_added", "busy_changed"):
         getattr(conv, name).connect(lambda *a, name=name: seen.append((name, *a)))
     return seen
 
@@ -55,7 +54,7 @@ async def test_regenerate_keeps_the_old_reply_as_a_version(bridge) -> None:
     second = conv.messages[1]
     assert second is not first and conv.versions(1) == (2, 2)
     assert second.parent_id == first.parent_id == conv.messages[0].id
-    assert ("reset",) in seen and ("message_added", second) in seen
+    assert ("path_changed",) in seen and ("message_added", second) in seen
     assert conv.switch_version(1, -1) and conv.messages[1] is first
     assert not conv.switch_version(1, -1)  # no version before the first
     assert conv.switch_version(1, +1) and conv.messages[1] is second
@@ -96,7 +95,7 @@ async def test_delete_takes_the_rest_of_the_path_and_undo_puts_it_back(bridge) -
     seen = record(conv)
     assert conv.delete(2)
     assert conv.messages == before[:2] and conv.can_undo_delete
-    assert ("removed", before[2:]) in seen
+    assert ("messages_removed", before[2:]) in seen
     assert conv.undo_delete()
     assert conv.messages == before and not conv.can_undo_delete
     assert [s[1] for s in seen if s[0] == "message_added"] == before[2:]

@@ -61,7 +61,7 @@ def test_two_presets_stream_at_once_and_one_is_picked(window, loop, settings, qt
 
     conv = tab.conversation
     both_streaming: list[bool] = []  # at each delta: were both replies mid-stream?
-    conv.message_delta.connect(lambda _m, _t: both_streaming.append(
+    conv.message_changed.connect(lambda _m, what: what == "text" and both_streaming.append(
         sum(m.streaming and bool(m.content) for m in conv.tree.nodes.values()) == 2))
     qtbot.mouseClick(dialog.send_button, Qt.MouseButton.LeftButton)
     assert dialog.stack.currentIndex() == 1 and len(dialog.columns) == 2

@@ -49,7 +49,9 @@ def test_a_long_prompt_shows_its_reading_progress(window, loop, qtbot, make_engi
     assert tab.send_text("w" * 3000)
     reply = tab.conversation.messages[-1]
     notes: list[str] = []
-    tab.conversation.waiting.connect(lambda _i: notes.append(reply.wait_note))
+    tab.conversation.message_changed.connect(
+        lambda msg, what: what == "waiting" and tab.conversation.tree.index(msg) is not None
+        and notes.append(reply.wait_note))
     body = tab.messages.widgets[-1].body
     shown: list[str] = []
 

@@ -56,10 +56,17 @@ def answers_tip(n: int) -> str:
 
 class ChatTab(QWidget):
     """`branch_requested(index)`: open a new tab with the chat up to message `index` (the
-    window's workspace does, so the history and the tab order follow it)."""
+    window's workspace does, so the history and the tab order follow it); `meta_changed()`:
+    the chat's title or settings changed (the tab bar's title and tooltip follow).
+
+    It follows its Conversation's message events with bound methods, which the events hold
+    weakly (app/events.py): a tab that goes away stops being called without detaching. Its
+    index view (which messages it shows, in order) is derived from the tree on each
+    `path_changed`."""
 
     busy_changed = Signal(bool)
     branch_requested = Signal(int)
+    meta_changed = Signal()
 
     def __init__(self, ctx: AppContext, title: str = "", parent: QWidget | None = None,
                  conversation: Conversation | None = None) -> None:
@@ -76,29 +83,21 @@ class ChatTab(QWidget):
         # panel is hidden, its button unticked; `room_wanted()` when the user asks for it
         self.panel_room = True
         self.room_wanted: Callable[[], object] = lambda: None
-        self.title_listener: Callable[[], object] | None = None  # the window detaches it
         self._build()
         if conversation is None:
             conv.preset = self.panel.preset_name()
-        conv.reset.connect(self._show_path)
-        conv.added.connect(lambda i: self.messages.add(i, conv.messages[i], conv.versions(i)))
+        conv.path_changed.connect(self._on_path_changed)
         conv.message_added.connect(self._on_message_added)
-        conv.removed.connect(self._on_removed)
-        conv.delta.connect(lambda i, _text: self.messages.refresh(i))
-        conv.reply_finished.connect(self.messages.refresh)
-        conv.waiting.connect(self.messages.refresh)
+        conv.messages_removed.connect(self._on_removed)
+        conv.message_changed.connect(self._on_message_changed)
+        conv.message_finished.connect(self._on_message_finished)
         conv.busy_changed.connect(self._on_busy)
         conv.notice.connect(self.show_notice)
+        conv.meta_changed.connect(self._on_meta_changed)
         # MCP tools: calls shown as blocks in their reply, run once the user allows them
         self.tools = ToolRunner(conv, ctx.mcp)
         self.tool_prep: asyncio.Future[bool] | None = None  # listing tools before a send
-        conv.tool_changed.connect(self.messages.refresh)
         self.messages.tool_decided.connect(self._tool_decided)
-        conv.added.connect(lambda _i: self._update_buttons())
-        conv.reset.connect(self._update_buttons)
-        # what the next prompt holds changed: count it again (never per streamed token)
-        for event in (conv.reset, conv.added, conv.reply_finished, conv.meta_changed):
-            event.connect(lambda *_: self.token_count.schedule())
         if conv.messages:
             self._show_path()
         self._on_busy(False)
@@ -434,6 +433,36 @@ class ChatTab(QWidget):
         self.ctx.settings.settings_panel_changed.disconnect(self._show_panel)
 
     # -- reactions ----------------------------------------------------------------------
+    def _on_path_changed(self) -> None:
+        """The path shown changed: one message more at its end is added below the others;
+        any other change (a version switched, a delete, an undo) rebuilds the list. The
+        next prompt changed too: counted again (never per streamed token)."""
+        conv, shown = self.conversation, [w.message for w in self.messages.widgets]
+        path = conv.messages
+        if len(path) == len(shown) + 1 \
+                and all(a is b for a, b in zip(shown, path[:-1], strict=True)):
+            self.messages.add(len(shown), path[-1], conv.versions(len(shown)))
+        else:
+            self._show_path()
+        self._update_buttons()
+        self.token_count.schedule()
+
+    def _on_message_changed(self, msg: ChatMessage, _what: str) -> None:
+        """Its text, wait note or a tool call's outcome: shown again, if on the path."""
+        index = self.conversation.tree.index(msg)
+        if index is not None:
+            self.messages.refresh(index)
+
+    def _on_message_finished(self, msg: ChatMessage) -> None:
+        index = self.conversation.tree.index(msg)
+        if index is not None:  # its stats and finish reason; the next prompt holds it
+            self.messages.refresh(index)
+            self.token_count.schedule()
+
+    def _on_meta_changed(self) -> None:
+        self.token_count.schedule()  # a new system prompt or settings: counted again
+        self.meta_changed.emit()
+
     def _show_path(self) -> None:
         """Rebuild the messages shown (a version switched, a delete, an undo): cheap enough
         per switch, never per streamed token."""

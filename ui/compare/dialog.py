@@ -7,8 +7,6 @@ reply in the tab's Conversation (`Conversation.compare`), so closing the view lo
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent, QKeyEvent
 from PySide6.QtWidgets import (
@@ -32,12 +30,6 @@ from .column import ReplyColumn
 from .targets import TargetList, target_choices
 
 
-def detach_listeners(conv: Conversation, listeners: dict[str, Callable[..., object]]) -> None:
-    """Disconnect a view's listeners from `conv`'s events (by event name); twice is fine."""
-    for name, fn in listeners.items():
-        getattr(conv, name).disconnect(fn)
-
-
 class CompareDialog(QDialog):
     """`sent()` once the message went out to the targets."""
 
@@ -55,14 +47,10 @@ class CompareDialog(QDialog):
         self.stack.addWidget(self._answers_page())
         outer = QVBoxLayout(self)
         outer.addWidget(self.stack)
-        self._listeners: dict[str, Callable[..., object]] = {
-            "message_delta": lambda msg, _text: self._changed(msg),
-            "message_finished": self._changed,
-            "message_waiting": self._changed,
-            "busy_changed": lambda _busy: self._update_stop(),
-        }
-        for name, fn in self._listeners.items():
-            getattr(conversation, name).connect(fn)
+        # bound methods, held weakly: a view that goes with its tab needs no detaching
+        conversation.message_changed.connect(self._message_changed)
+        conversation.message_finished.connect(self._changed)
+        conversation.busy_changed.connect(self._busy_changed)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.finished.connect(lambda _result: self.detach())  # Esc, Close, Continue
 
@@ -179,6 +167,13 @@ class CompareDialog(QDialog):
         self.error.show()
         return False
 
+    def _message_changed(self, msg: ChatMessage, what: str) -> None:
+        if what != "tools":  # its text or its wait note
+            self._changed(msg)
+
+    def _busy_changed(self, _busy: bool) -> None:
+        self._update_stop()
+
     def _changed(self, msg: ChatMessage) -> None:
         column = self.column_for(msg)
         if column is not None:
@@ -196,8 +191,12 @@ class CompareDialog(QDialog):
         super().keyPressEvent(event)
 
     def detach(self) -> None:
-        """Stop following the conversation (the view is closing)."""
-        detach_listeners(self.conversation, self._listeners)
+        """Stop following the conversation: the view is closing, and the replies it shows
+        go on in the tab (twice is fine)."""
+        conv = self.conversation
+        conv.message_changed.disconnect(self._message_changed)
+        conv.message_finished.disconnect(self._changed)
+        conv.busy_changed.disconnect(self._busy_changed)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         self.detach()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Protocol, TypeVar, cast
 
-from PySide6.QtCore import QObject, SignalInstance
+from PySide6.QtCore import QObject
 from PySide6.QtGui import QTextCursor
 from PySide6.QtWidgets import QPlainTextEdit, QPushButton, QWidget
 
 from app.context import AppContext
 from app.conversation import Conversation
 
-from .dialog import CompareDialog, detach_listeners
+from .dialog import CompareDialog
 
 Q = TypeVar("Q", bound=QObject)
 
@@ -23,7 +23,6 @@ class ChatTab(Protocol):
     conversation: Conversation
     ctx: AppContext
     input: QPlainTextEdit
-    destroyed: SignalInstance
 
     def findChildren(self, kind: type[Q]) -> list[Q]: ...
     def window(self) -> QWidget: ...
@@ -41,9 +40,8 @@ def open_compare(tab: ChatTab) -> CompareDialog:
             return dialog
     dialog = CompareDialog(tab.conversation, tab.ctx.settings, tab.input.toPlainText(),
                            cast(QWidget, tab))  # a ChatTab is a QWidget
-    conv, listeners = tab.conversation, dialog._listeners
-    # a tab closed under an open view takes the view with it: let go of its chat too
-    tab.destroyed.connect(lambda: detach_listeners(conv, listeners))
+    # a tab closed under an open view takes the view with it; its chat holds the view's
+    # listeners weakly (app/events.py), so nothing is left to detach
     dialog.sent.connect(tab.input.clear)  # the message went out, as Send clears it
     window = tab.window().geometry()
     width = min(MAX_SIZE[0], window.width() - 40)

@@ -67,7 +67,8 @@ class Sidebar(QFrame):
         self._slow_timer.setInterval(REREAD_MS)
         self._slow_timer.timeout.connect(self.reread_later)
         self._slow_timer.start()
-        self._listening: dict[int, list[tuple[object, Callable[..., object]]]] = {}
+        # one follower per open chat (Conversation.id); dropping it stops its listeners
+        self._following: dict[int, _ChatFollower] = {}
 
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
         self.search.returnPressed.connect(self._open_first)
@@ -156,30 +157,25 @@ class Sidebar(QFrame):
         self.reread_later()
 
     def _closed(self, conv: Conversation, _index: int) -> None:
-        for event, fn in self._listening.pop(conv.id, []):
-            event.disconnect(fn)  # type: ignore[attr-defined]
+        self._following.pop(conv.id, None)  # its listeners go with it (held weakly)
         self.reread_later()
 
     def _front_changed(self, conv: Conversation | None) -> None:
         self.list.select(conv.session_id if conv is not None else None)
 
     def _follow(self, conv: Conversation) -> None:
-        def added(_msg: object) -> None:
-            self.chats.touch(conv.session_id)
-            self._show_timer.start()
+        self._following[conv.id] = _ChatFollower(self, conv)
 
-        def streamed(*_a: object) -> None:  # throttled, never per token: not restarted
-            if not self._stream_timer.isActive():
-                self._stream_timer.start()
+    def _chat_touched(self, session_id: str) -> None:
+        self.chats.touch(session_id)
+        self._show_timer.start()
 
-        later = lambda *_a: self._show_timer.start()  # noqa: E731
-        pairs = [(conv.message_added, added), (conv.message_delta, streamed),
-                 (conv.message_finished, later),
-                 (conv.meta_changed, later), (conv.removed, later),
-                 (conv.shown_changed, later)]
-        for event, fn in pairs:
-            event.connect(fn)
-        self._listening[conv.id] = pairs
+    def _streamed(self) -> None:  # throttled, never per token: not restarted
+        if not self._stream_timer.isActive():
+            self._stream_timer.start()
+
+    def _show_later(self) -> None:
+        self._show_timer.start()
 
     # -- quitting -----------------------------------------------------------------------
     def finish(self) -> None:
@@ -187,6 +183,31 @@ class Sidebar(QFrame):
         self._slow_timer.stop()
         self.actions.commit_delete()
         self.history.chats_changed.disconnect(self.reread_later)  # (it outlives us)
+
+
+class _ChatFollower:
+    """The sidebar following one open chat's events: a new message moves it up the list,
+    streamed text shows there now and then, anything else soon. Its listeners are bound
+    methods, held weakly by the events, so the sidebar stops following by dropping it."""
+
+    def __init__(self, sidebar: Sidebar, conv: Conversation) -> None:
+        self.sidebar = sidebar
+        self.session_id = conv.session_id
+        conv.message_added.connect(self.added)
+        conv.message_changed.connect(self.changed)
+        for event in (conv.message_finished, conv.meta_changed, conv.messages_removed,
+                      conv.path_changed):
+            event.connect(self.later)
+
+    def added(self, _msg: object) -> None:
+        self.sidebar._chat_touched(self.session_id)
+
+    def changed(self, _msg: object, what: str) -> None:
+        if what == "text":
+            self.sidebar._streamed()
+
+    def later(self, *_a: object) -> None:
+        self.sidebar._show_later()
 
 
 def _single_shot(parent: QWidget, ms: int, fn: Callable[[], object]) -> QTimer:
