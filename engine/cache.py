@@ -35,6 +35,15 @@ def windowed(model: nn.Module) -> bool:
     return any(isinstance(c, RotatingKVCache) for c in make_prompt_cache(model))
 
 
+def fixed_state(model: nn.Module) -> bool:
+    """Whether some layer keeps a state that cannot be cut back to an earlier position: a
+    hybrid model's recurrent layers (Qwen 3.5's Gated DeltaNet: mlx-lm's ArraysCache, a
+    convolution's last inputs and a state matrix a head, the same size at any length).
+    Such a model runs without what needs a shorter cache: drafts to take back, prefixes
+    cut from a longer entry (engine_core.py turns both off)."""
+    return any(not c.is_trimmable() for c in new_cache(model))
+
+
 def merge(caches: list[LayerCaches]) -> LayerCaches:
     """Batch several solo caches (left-padded to a common length), in the given order."""
     return [type(layers[0]).merge(list(layers)) for layers in zip(*caches, strict=True)]

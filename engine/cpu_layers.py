@@ -101,12 +101,26 @@ def install(tree: nn.Module) -> bool:
     if module is None:
         return False
 
+    modules = {module}
+
     def engine_layer(mod: nn.Module) -> nn.Module | None:
         cls = _ROWWISE.get(type(mod)) or _routed_class(type(mod), module)
+        if cls is None:
+            # a layer the architecture's module takes from another mlx-lm module (Qwen 3.5's
+            # attention and MLP are qwen3_next's): routed with that module's functions
+            home = sys.modules.get(type(mod).__module__)
+            if home is not None and home is not module and _is_mlx_lm_model(home):
+                cls = _routed_class(type(mod), home)
+                if cls is not None:
+                    modules.add(home)
         return adopt(mod, cls) if cls is not None else None
 
     replace(tree, engine_layer)
-    return any(callable(getattr(module, n, None)) for n in cpu_kernels.DISPATCHERS)
+    return any(callable(getattr(m, n, None)) for m in modules for n in cpu_kernels.DISPATCHERS)
+
+
+def _is_mlx_lm_model(module: ModuleType) -> bool:
+    return module.__name__.startswith("mlx_lm.models.")
 
 
 def supports_ragged(tree: nn.Module, options: CpuOptions) -> bool:

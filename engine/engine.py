@@ -62,6 +62,7 @@ class Engine:
         self._core = EngineCore(model, frozenset(eos_token_ids), self.context_length,
                                self.config, on_admit=self._admitted, on_finish=self._finished,
                                draft_source=self._draft_model(tokenizer))
+        self.notes += tuple(self._core.notes)  # features the model runs without, and why
         self._inbox = Inbox()
         self._streams: dict[str, RequestStream] = {}
         self._ids = itertools.count(1)

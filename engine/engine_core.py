@@ -84,10 +84,21 @@ class EngineCore:
                                          config.max_concurrent, per_token)
         self.memory = KvPolicy(budget.nbytes, per_token, context_length, prefix, store,
                                basis=budget.basis, prefix_budget=budget.prefix_nbytes)
-        # Drafting and checking tokens (engine/speculation.py); None: off
+        # What this model runs without, and why, in words (Engine.notes)
+        self.notes: list[str] = []
+        fixed = kv.fixed_state(model)
+        if fixed and config.prefix_cache:
+            self.notes.append("prefix cache off: the model's recurrent layers keep a state "
+                              "that cannot be cut back to a shorter prefix")
+        # Drafting and checking tokens (engine/speculation.py); None: off. A recurrent
+        # state cannot take back refused drafts, so such a model never drafts.
+        self.speculative = config.speculative if not fixed else "off"
+        if fixed and config.speculative != "off":
+            self.notes.append(f"speculative decoding ({config.speculative}) off: the "
+                              "model's recurrent layers cannot take back refused drafts")
         self.speculation = (Speculation(config.speculative, config.speculative_max_drafts,
                                         source=draft_source)
-                            if config.speculative != "off" else None)
+                            if self.speculative != "off" else None)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=prefix is not None,
                                  batch_run_ahead=config.batch_run_ahead,
                                  drafting=(self.speculation.will_draft

@@ -53,7 +53,7 @@ def engine_stats(core: EngineCore) -> EngineStats:
             itl_p99_s=itl_p99,
             itl_max_s=itl_max,
             stall_s=stall,
-            speculative=core.config.speculative,
+            speculative=core.speculative,  # "off" where the model cannot draft
             drafted_tokens=spec.drafted if spec is not None else 0,
             accepted_tokens=spec.accepted if spec is not None else 0,
             decode_row_steps=core.row_steps,
