@@ -64,6 +64,8 @@ class ArchCase:
     # Hugging Face names (their ending) the converter renames itself, gguf-py's map having
     # none for them: the GGUF tensor and suffix it writes
     renames: dict[str, tuple[gguf.MODEL_TENSOR, str]] = field(default_factory=dict)
+    # what the converter's modify_tensors does to a tensor's values, by its GGUF name
+    transform: Callable[[str, np.ndarray, dict[str, Any]], np.ndarray] | None = None
 
 
 def _cfg(model_type: str, **kw: Any) -> dict[str, Any]:
@@ -168,6 +170,69 @@ def _ministral3_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     w.add_attn_temperature_scale(p["llama_4_scaling_beta"])
 
 
+def _qwen35_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    """conversion/qwen.py Qwen3NextModel / _Qwen35MRopeMixin.set_gguf_parameters."""
+    _key_length(w, c)
+    w.add_ssm_conv_kernel(c["linear_conv_kernel_dim"])
+    w.add_ssm_state_size(c["linear_key_head_dim"])
+    w.add_ssm_group_count(c["linear_num_key_heads"])
+    w.add_ssm_time_step_rank(c["linear_num_value_heads"])
+    w.add_ssm_inner_size(c["linear_value_head_dim"] * c["linear_num_value_heads"])
+    interval = c["full_attention_interval"]
+    # gguf_writer.add_recurrent_layers (the installed gguf-py predates it)
+    w.add_array(f"{w.arch}.attention.recurrent_layers",
+                [(i + 1) % interval != 0 for i in range(c["num_hidden_layers"])])
+    w.add_full_attention_interval(interval)
+    rope = c["rope_parameters"]
+    w.add_rope_dimension_count(int(c["head_dim"] * rope["partial_rotary_factor"]))
+    w.add_rope_dimension_sections(list(rope["mrope_section"]) + [0])
+    if c.get("num_experts"):
+        w.add_expert_count(c["num_experts"])
+        w.add_expert_used_count(c["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(c["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
+
+
+def _reorder_v_heads(t: np.ndarray, dim: int, k_heads: int, per: int,
+                     head_dim: int) -> np.ndarray:
+    """conversion/qwen.py _LinearAttentionVReorderBase._reorder_v_heads, in numpy."""
+    shape = list(t.shape)
+    dim %= len(shape)
+    t = t.reshape(*shape[:dim], k_heads, per, head_dim, *shape[dim + 1:])
+    return np.swapaxes(t, dim, dim + 1).reshape(shape)
+
+
+def _qwen35_tensor(name: str, w: np.ndarray, c: dict[str, Any]) -> np.ndarray:
+    """conversion/qwen.py: _LinearAttentionVReorderBase then Qwen3NextModel.modify_tensors,
+    on the Hugging Face checkpoint's tensors (hf_parameters)."""
+    hk, hv = c["linear_num_key_heads"], c["linear_num_value_heads"]
+    dk, dv, per = c["linear_key_head_dim"], c["linear_value_head_dim"], hv // hk
+    if name.endswith(".ssm_conv1d.weight"):
+        w = w[:, 0]  # Hugging Face's (channels, 1, width), squeezed
+    elif name.endswith("norm.weight") and not name.endswith(".ssm_norm.weight"):
+        w = w + np.float32(1.0)  # zero-centred norms stored plus one
+    if hk != hv:
+        if name.endswith(".attn_qkv.weight"):
+            w = np.concatenate([w[:2 * hk * dk],
+                                _reorder_v_heads(w[2 * hk * dk:], 0, hk, per, dv)])
+        elif name.endswith(".attn_gate.weight") and w.shape[0] == hv * dv:
+            w = _reorder_v_heads(w, 0, hk, per, dv)
+        elif name.endswith((".ssm_alpha.weight", ".ssm_beta.weight", ".ssm_a",
+                            ".ssm_dt.bias")):
+            w = _reorder_v_heads(w.reshape(hv, -1), 0, hk, per, 1).reshape(w.shape)
+        elif name.endswith(".ssm_conv1d.weight"):
+            w = np.concatenate([w[:2 * hk * dk],
+                                _reorder_v_heads(w[2 * hk * dk:], 0, hk, per, dv)])
+        elif name.endswith(".ssm_out.weight"):
+            w = _reorder_v_heads(w, 1, hk, per, dv)
+    if name.endswith(".ssm_a"):
+        w = -np.exp(w)  # A_log as -exp(A_log)
+    return w
+
+
+# conversion/qwen.py Qwen3NextModel.modify_tensors
+QWEN35_RENAMES = {"linear_attn.dt_bias": (gguf.MODEL_TENSOR.SSM_DT, "bias")}
+
 # conversion/gemma.py Gemma4Model.modify_tensors
 GEMMA4_RENAMES = {"router.scale": (gguf.MODEL_TENSOR.FFN_GATE_INP, "scale"),
                   "router.per_expert_scale": (gguf.MODEL_TENSOR.FFN_DOWN_EXP, "scale")}
@@ -253,6 +318,16 @@ CASES: dict[str, ArchCase] = {
                          "beta_slow": 1.0, "mscale_all_dim": 1.0,
                          "llama_4_scaling_beta": 0.1}),
         permute_qk=True, metadata=_ministral3_meta),
+    # Qwen 3.5 (dense): Gated DeltaNet layers with full attention every 2nd layer, twice
+    # as many value heads as key heads (the converter reorders them), a gated query and
+    # RoPE on a quarter of each head
+    "qwen35": ArchCase("qwen35", _cfg(
+        "qwen3_5", num_hidden_layers=4, head_dim=32, full_attention_interval=2,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
+        linear_value_head_dim=32, linear_conv_kernel_dim=4,
+        rope_parameters={"type": "default", "rope_theta": 10000.0,
+                         "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1]}),
+        metadata=_qwen35_meta, renames=QWEN35_RENAMES, transform=_qwen35_tensor),
     "gpt-oss": ArchCase("gpt-oss", _cfg(
         "gpt_oss", head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
         layer_types=["sliding_attention", "full_attention"],
@@ -292,11 +367,22 @@ def _permute(w: np.ndarray, heads: int) -> np.ndarray:
 
 def hf_parameters(model: nn.Module) -> dict[str, np.ndarray]:
     """The model's parameters under Hugging Face's names and shapes where mlx-lm's sanitize
-    changed them: Gemma 4's experts as one gate_up_proj (gate rows first) and a down_proj."""
+    changed them: Gemma 4's experts as one gate_up_proj (gate rows first) and a down_proj;
+    Qwen 3.5's text model out of mlx-lm's language_model wrapper, its conv1d kernels as
+    (channels, 1, width) and its zero-centred RMSNorms less the one mlx-lm's sanitize
+    added (qwen3_5.py: input/post-attention, final, q and k norms)."""
     params = {name: np.array(value) for name, value in tree_flatten(model.parameters())}
+    qwen35 = getattr(model, "model_type", "").startswith("qwen3_5")
     out = {}
     for name, w in params.items():
         head, sep, leaf = name.partition(".experts.switch_glu.")
+        if qwen35:
+            name = name.removeprefix("language_model.")
+            if name.endswith("conv1d.weight"):
+                w = np.moveaxis(w, 2, 1)
+            elif name.endswith(("layernorm.weight", "model.norm.weight", "q_norm.weight",
+                                "k_norm.weight")):
+                w = w - np.float32(1.0)  # exact: w in [0.5, 2) (Sterbenz)
         if not sep:
             out[name] = w
         elif leaf == "gate_proj.weight":
@@ -320,7 +406,8 @@ def gguf_tensors(case: ArchCase, model: nn.Module) -> dict[str, np.ndarray]:
         if renamed is not None:
             kind, suffix = renamed
             bid = int(hf.split(".layers.")[1].split(".")[0])
-            out[f"{gguf.TENSOR_NAMES[kind].format(bid=bid)}.{suffix}"] = w
+            new = f"{gguf.TENSOR_NAMES[kind].format(bid=bid)}.{suffix}"
+            out[new] = case.transform(new, w, c) if case.transform is not None else w
             continue
         base, _, suffix = hf.rpartition(".")
         new = name_map.get_name(base)
@@ -334,6 +421,8 @@ def gguf_tensors(case: ArchCase, model: nn.Module) -> dict[str, np.ndarray]:
             w = _permute(w, w.shape[0] // head_dim)
         if case.norm_shift and new.endswith("norm.weight"):
             w = w + np.float32(case.norm_shift)
+        if case.transform is not None:
+            w = case.transform(new, w, c)
         out[new] = w
     return out | case.extra
 

@@ -66,7 +66,8 @@ def _memory(header: Any, context: int | None) -> str:
     if not width:
         return ""
     need = gguf_memory(header.tensor_types, layers=1, kv_heads=width, head_dim=1,
-                       context=min(context or 4096, 1 << 20))
+                       context=min(context or 4096, 1 << 20),
+                       state_per_sequence=recurrent_state_bytes(header))
     return need.describe()
 
 
@@ -90,7 +91,50 @@ def kv_width(header: Any) -> int:
     dims = ([swa_dim if s else head_dim for s in sliding] if isinstance(sliding, list)
             else [head_dim] * layers)
     own = layers - (number("attention.shared_kv_layers") or 0)
-    return sum(h * d for h, d in zip(kv_heads[:own], dims[:own], strict=False))
+    attends = _attention_layers(header, layers)
+    return sum(h * d for h, d, a in zip(kv_heads[:own], dims[:own], attends, strict=False)
+               if a)
+
+
+def _linear_attention(header: Any) -> tuple[int, int] | None:
+    """A hybrid model's (layers run, full attention interval), from the header (Qwen 3.5:
+    src/models/qwen35.cpp reads the same keys); None for a model of attention layers only."""
+    kernel, layers = header.arch_value("ssm.conv_kernel"), header.arch_value("block_count")
+    if not isinstance(kernel, int) or not isinstance(layers, int):
+        return None
+    mtp = header.arch_value("nextn_predict_layers")  # MTP blocks: not run by mlx-lm's model
+    interval = header.arch_value("full_attention_interval")
+    recurrent = header.arch_value("attention.recurrent_layers")  # the loader reads it first
+    if isinstance(recurrent, list) and not all(recurrent):
+        interval = next(i + 1 for i, r in enumerate(recurrent) if not r)
+    return (layers - (mtp if isinstance(mtp, int) else 0),
+            interval if isinstance(interval, int) and interval > 0 else 4)
+
+
+def _attention_layers(header: Any, layers: int) -> list[bool]:
+    """Which layers keep a per-token KV: all but a hybrid model's recurrent layers (whose
+    state has a fixed size a sequence, `recurrent_state_bytes`) and its MTP blocks."""
+    hybrid = _linear_attention(header)
+    if hybrid is None:
+        return [True] * layers
+    run, interval = hybrid
+    return [i < run and (i + 1) % interval == 0 for i in range(layers)]
+
+
+def recurrent_state_bytes(header: Any) -> int:
+    """A hybrid model's recurrent state for one sequence, float32 (0 for other models): each
+    Gated DeltaNet layer keeps its convolution's last kernel - 1 inputs and a value-by-key
+    matrix a value head (mlx-lm's ArraysCache), whatever the sequence's length."""
+    hybrid = _linear_attention(header)
+    sizes = [header.arch_value(f"ssm.{k}") for k in
+             ("conv_kernel", "state_size", "group_count", "time_step_rank", "inner_size")]
+    if hybrid is None or not all(isinstance(v, int) and v > 0 for v in sizes):
+        return 0
+    kernel, key_dim, key_heads, value_heads, inner = sizes
+    run, interval = hybrid
+    recurrent = sum(1 for i in range(run) if (i + 1) % interval != 0)
+    conv = (kernel - 1) * (2 * key_heads * key_dim + inner)
+    return recurrent * 4 * (conv + inner * key_dim)
 
 
 def _describe_dir(path: Path, base: dict[str, Any]) -> ModelEntry:

@@ -46,6 +46,7 @@ from .gguf_arch import (
     uses_traditional_rope,
 )
 from .gguf_file import GgufFile, check_gguf_header, read_gguf_file
+from .gguf_linear_attn import column_orders, fix_file, row_orders
 from .gguf_tokenizer import build_gguf_tokenizer, is_byte_level
 from .gguf_weights import Converted, Quantized, Undo, convert
 from .progress import ProgressReporter
@@ -74,7 +75,37 @@ def _undo(f: GgufFile, arch: Arch, config: dict[str, Any], traditional: bool) ->
         subtract = arch.norm_offset if arch.norm_offset and _NORM.search(name) else 0.0
         if order is not None or subtract:
             out[name] = Undo(order, subtract)
+    if arch.linear_attention:  # value heads back in Hugging Face's order
+        for name, order in row_orders(f, config).items():
+            out[name] = Undo(order, out[name].subtract if name in out else 0.0)
     return out
+
+
+def _reorder_columns(converted: Converted, config: dict[str, Any]) -> None:
+    """Put back the input columns the converter moved a head at a time (Qwen 3.5's
+    ssm_out, gguf_linear_attn.column_orders), in the converted arrays: a head's columns are
+    whole words of the packed values and whole groups of the scales, so a quantized
+    weight stays as it is, only moved."""
+    found = column_orders(config)
+    if found is None:
+        return
+    pattern, order, width = found
+    for module in {n.rpartition(".")[0] for n in converted.weights}:
+        if not pattern.search(module):
+            continue
+        form = converted.modules.get(module)
+        parts = [("weight", width * form.bits // 32), ("scales", width // form.group),
+                 ("biases", width // form.group)] if form is not None else [("weight", width)]
+        if form is not None and (width * form.bits % 32 or width % form.group):
+            raise ModelLoadError(f"{module}: a value head ({width} columns) is not whole "
+                                 f"groups of its {form.group}-wide quantized form")
+        index = mx.array(order)
+        for leaf, per_head in parts:
+            w = converted.weights[f"{module}.{leaf}"]
+            rows = w.shape[:-1]
+            heads = w.reshape(*rows, len(order), per_head)
+            converted.weights[f"{module}.{leaf}"] = mx.take(heads, index, axis=-2).reshape(
+                *rows, len(order) * per_head)
 
 
 def _quantize_modules(model: nn.Module, forms: dict[str, Quantized],
@@ -130,6 +161,8 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
         raise ModelLoadError(f"{source}: GGUF holds no model weights ({len(f.tensors)} tensors, "
                              "no token_embd.weight); is it a vocab-only file?")
     config = hf_config(f, arch)
+    if arch.linear_attention:  # A, dt and conv1d as Hugging Face has them, no MTP blocks
+        f = fix_file(f, config)
     model_cls, args_cls = model_classes(config, source)
     traditional = arch.interleaved_rope and uses_traditional_rope(args_cls)
     if traditional:
@@ -156,6 +189,8 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
     converted: Converted = convert(
         f, {p: names[p] for p in params}, _undo(f, arch, config, traditional),
         keep_quantized=keep_quantized, widen=widen_floats(quantized), on_cpu=on_cpu())
+    if arch.linear_attention:
+        _reorder_columns(converted, config)
     _quantize_modules(model, converted.modules, converted.weights)
     model.eval()
     try:

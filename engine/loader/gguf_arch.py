@@ -48,6 +48,8 @@ class Arch:
     # mlx-lm parameters (named after "model.layers.{bid}.") that gguf-py's map has no
     # Hugging Face name for: the GGUF tensor (gguf-py's) and suffix the converter gives them
     tensors: dict[str, tuple[gguf.MODEL_TENSOR, str]] = field(default_factory=dict)
+    # Gated DeltaNet layers as conversion/qwen.py writes them (gguf_linear_attn.py undoes it)
+    linear_attention: bool = False
 
 
 def _gemma2(f: GgufFile, c: dict[str, Any]) -> None:
@@ -190,7 +192,56 @@ def _gemma4(f: GgufFile, c: dict[str, Any]) -> None:
     }
 
 
+def _qwen35(f: GgufFile, c: dict[str, Any]) -> None:
+    """Qwen 3.5 (conversion/qwen.py Qwen3NextModel.set_gguf_parameters, read back as
+    src/models/qwen35.cpp reads it): the Gated DeltaNet sizes as ssm.* keys, a full
+    attention layer every ``full_attention_interval``-th, the MTP blocks counted in
+    block_count, RoPE on ``rope.dimension_count`` dimensions of a head. Its multimodal
+    RoPE sections rotate a text position as plain RoPE does (every section the same
+    position), which is what mlx-lm's text model runs. transformers' GGUF integration has
+    no table for it, so the ssm.* keys are gguf-py's names (Keys.SSM)."""
+    c["num_hidden_layers"] -= int(f.arch_value("nextn_predict_layers", 0) or 0)
+    for key, name in (("ssm.conv_kernel", "linear_conv_kernel_dim"),
+                      ("ssm.state_size", "linear_key_head_dim"),
+                      ("ssm.group_count", "linear_num_key_heads"),
+                      ("ssm.time_step_rank", "linear_num_value_heads"),
+                      ("ssm.inner_size", "linear_value_head_dim")):
+        value = f.arch_value(key)
+        if value is None:
+            raise ModelLoadError(f"{f.path}: GGUF metadata lacks {f.architecture}.{key}")
+        c[name] = int(value)
+    c["linear_value_head_dim"] //= c["linear_num_value_heads"]  # inner = heads x head size
+    # llama.cpp reads the layers' kinds from attention.recurrent_layers where the file has
+    # it (the converter writes it from layer_types), else from full_attention_interval
+    interval = int(f.arch_value("full_attention_interval", 4) or 4)
+    recurrent = f.arch_value("attention.recurrent_layers")
+    n = c["num_hidden_layers"]
+    if recurrent is not None:
+        kinds = [bool(x) for x in np.asarray(recurrent).reshape(-1)[:n]]
+        interval = next((i + 1 for i, r in enumerate(kinds) if not r), n + 1)
+        if kinds != [(i + 1) % interval != 0 for i in range(n)]:
+            raise ModelLoadError(f"{f.path}: its full attention layers are not every "
+                                 f"{interval}th, the only pattern mlx-lm's qwen3_5 builds")
+    c["full_attention_interval"] = interval
+    rope = dict(c.pop("rope_scaling", None) or {"rope_type": "default"})
+    rope["type"] = rope.pop("rope_type")
+    rope["rope_theta"] = float(c.get("rope_theta", 10_000_000.0))
+    rope["partial_rotary_factor"] = int(f.arch_value(
+        "rope.dimension_count", c["head_dim"] // 4)) / c["head_dim"]
+    sections = f.arch_value("rope.dimension_sections")
+    if sections is not None:
+        rope["mrope_section"] = [int(s) for s in np.asarray(sections).reshape(-1)[:3]]
+    c["rope_parameters"] = rope
+    if f.arch_value("expert_count"):
+        _moe(f, c)
+        shared = f.arch_value("expert_shared_feed_forward_length")
+        if shared is not None:
+            c["shared_expert_intermediate_size"] = int(shared)
+
+
 _T = gguf.MODEL_TENSOR
+# conversion/qwen.py Qwen3NextModel.modify_tensors renames dt_bias to dt_proj.bias
+_QWEN35_TENSORS = {"linear_attn.dt_bias": (_T.SSM_DT, "bias")}
 # conversion/gemma.py Gemma4Model.modify_tensors renames the router's input scale and its
 # per-expert scale (llama.cpp applies the latter to each expert's output, as ffn_down_exps_s);
 # Hugging Face's fused experts.gate_up_proj (which mlx-lm's sanitize halves) is read as
@@ -219,6 +270,13 @@ ARCHS: dict[str, Arch] = {
     # src/models/smollm3.cpp: n_no_rope_layer_step = 4
     "smollm3": Arch("smollm3", interleaved_rope=True,
                     defaults={"no_rope_layer_interval": 4}),
+    # conversion/qwen.py Qwen3_5TextModel / Qwen3_5MoeTextModel; norms stored plus one as
+    # mlx-lm's sanitize makes them, so taken as they are (no norm_offset)
+    "qwen35": Arch("qwen3_5", transformers_name="qwen3", hook=_qwen35,
+                   tensors=_QWEN35_TENSORS, linear_attention=True),
+    "qwen35moe": Arch("qwen3_5_moe", transformers_name="qwen3_moe", hook=_qwen35,
+                      tensors=_QWEN35_TENSORS, linear_attention=True,
+                      defaults={"norm_topk_prob": True}),
     "gpt-oss": Arch("gpt_oss", transformers_name="gpt_oss", hook=_gpt_oss),
     # conversion/mistral3.py: a LlamaModel (q/k permuted); mlx-lm's module has no
     # rope_traditional, so the rows are put back
@@ -329,11 +387,13 @@ def gguf_names(f: GgufFile, param_names: list[str],
     blocks = int(f.arch_value("block_count", 0))
     name_map = gguf.get_tensor_name_map(arch_id, blocks)
     out = {}
-    for name in param_names:
+    for full in param_names:
+        # mlx-lm's multimodal wrappers (qwen3_5) keep the text model as language_model
+        name = full.removeprefix("language_model.")
         layer = re.match(r"model\.layers\.(\d+)\.(.+)$", name)
         if layer and tensors and layer.group(2) in tensors:
             kind, suffix = tensors[layer.group(2)]
-            out[name] = f"{gguf.TENSOR_NAMES[kind].format(bid=int(layer.group(1)))}.{suffix}"
+            out[full] = f"{gguf.TENSOR_NAMES[kind].format(bid=int(layer.group(1)))}.{suffix}"
             continue
         # mlx-lm keeps stacked experts as switch_mlp or experts.switch_glu (its sanitize
         # renames Hugging Face's experts)
@@ -342,13 +402,13 @@ def gguf_names(f: GgufFile, param_names: list[str],
             base, dot, suffix = candidate.rpartition(".")
             mapped = name_map.get_name(base) if dot else None
             if mapped is not None:
-                out[name] = f"{mapped}.{suffix}"
+                out[full] = f"{mapped}.{suffix}"
                 break
             mapped = name_map.get_name(candidate)
             if mapped is not None:
                 # a parameter without a suffix (Gemma 4's layer_scalar), written as .weight
                 weight = f"{mapped}.weight"
-                out[name] = weight if weight in f.tensors and mapped not in f.tensors else mapped
+                out[full] = weight if weight in f.tensors and mapped not in f.tensors else mapped
                 break
     return out
 

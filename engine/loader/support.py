@@ -23,7 +23,7 @@ from ..units import format_bytes
 # gguf_arch.ARCHS
 GGUF_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3",
                                 "gemma4", "phi3", "granite", "olmo2", "smollm3", "gpt-oss",
-                                "mistral3"})
+                                "mistral3", "qwen35", "qwen35moe"})
 # gguf_tokenizer.SUPPORTED_MODELS (tokenizer.ggml.model)
 GGUF_TOKENIZERS = frozenset({"gpt2", "llama", "gemma4", "t5", "bert"})
 # llama.cpp's LLAMA_FTYPE values (general.file_type): the quantization a file names
@@ -124,22 +124,26 @@ def gguf_tokenizer_unsupported(model: str | None) -> str:
 @dataclass(frozen=True)
 class MemoryNeed:
     """What a model takes once loaded: weights as held, the native kernel's packed copy of
-    the quantized ones (on the CPU), and the default KV budget."""
+    the quantized ones (on the CPU), the default KV budget, and a hybrid model's recurrent
+    state (a fixed size a sequence, whatever its length: Qwen 3.5's Gated DeltaNet)."""
 
     weights: int
     packed: int
     kv_budget: int
     float32_types: tuple[str, ...] = ()  # types that run as float32 (no quantized path)
+    state: int = 0  # the recurrent state of max_concurrent sequences
 
     @property
     def total(self) -> int:
-        return self.weights + self.packed + self.kv_budget
+        return self.weights + self.packed + self.kv_budget + self.state
 
     def describe(self) -> str:
         parts = [f"weights {format_bytes(self.weights)}"]
         if self.packed:
             parts.append(f"packed copy {format_bytes(self.packed)}")
         parts.append(f"KV budget {format_bytes(self.kv_budget)}")
+        if self.state:
+            parts.append(f"recurrent state {format_bytes(self.state)}")
         text = f"needs ~{format_bytes(self.total)} ({', '.join(parts)})"
         if self.float32_types:
             text += f"; {', '.join(self.float32_types)} run as float32"
@@ -148,9 +152,10 @@ class MemoryNeed:
 
 def gguf_memory(weights_by_type: Mapping[int, int], *, layers: int, kv_heads: int,
                 head_dim: int, context: int, max_concurrent: int = 16,
-                packed_copy: bool = True) -> MemoryNeed:
+                packed_copy: bool = True, state_per_sequence: int = 0) -> MemoryNeed:
     """What a GGUF takes on the CPU once loaded, from its header: `weights_by_type` (GGML type
-    → weights), the KV's shape and the engine's default budget (engine/kv_formula.py)."""
+    → weights), the KV's shape and the engine's default budget (engine/kv_formula.py), and
+    `state_per_sequence` bytes of recurrent state for each of `max_concurrent` sequences."""
     weights = packed = 0.0
     floated = []
     for kind, n in weights_by_type.items():
@@ -164,9 +169,10 @@ def gguf_memory(weights_by_type: Mapping[int, int], *, layers: int, kv_heads: in
         if packed_copy:  # the packed kernel's copy: q as is, float32 scales and biases
             packed += n * (held.bits + 64 / held.group) / 8
     per_token = 2 * layers * kv_heads * head_dim * 4  # keys and values, float32
+    state = state_per_sequence * max_concurrent
     kv, _ = formula(per_token, context, max_concurrent,
-                    max(0, host_available_bytes() - int(weights + packed)))
-    return MemoryNeed(int(weights), int(packed), kv, tuple(sorted(floated)))
+                    max(0, host_available_bytes() - int(weights + packed) - state))
+    return MemoryNeed(int(weights), int(packed), kv, tuple(sorted(floated)), state)
 
 
 @cache

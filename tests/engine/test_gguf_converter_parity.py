@@ -38,7 +38,8 @@ HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
               "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
               "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM",
               "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
-              "ministral3": "Ministral3ForCausalLM", "gemma4_text": "Gemma4ForCausalLM"}
+              "ministral3": "Ministral3ForCausalLM", "gemma4_text": "Gemma4ForCausalLM",
+              "qwen3_5": "Qwen3_5ForCausalLM"}
 # The converter hashes a tokenizer's output to name its pre-tokenizer; the tiny one is
 # unknown to it, so the run names it as the tiny writer does, and writes it as the BPE
 # vocabulary it is (the tokenizer is not what this test is about).
@@ -54,7 +55,7 @@ def with_bpe_vocab(*args, **kwargs):  # Gemma's converter wants a SentencePiece 
     cls.set_vocab = base.TextModel._set_vocab_gpt2
     return cls
 cv.get_model_class = with_bpe_vocab
-sys.argv = ["convert_hf_to_gguf.py", {src!r}, "--outtype", "f32", "--outfile", {out!r}]
+sys.argv = ["convert_hf_to_gguf.py", {src!r}, "--outtype", "f32", "--outfile", {out!r}{more}]
 cv.main()
 """
 
@@ -76,6 +77,11 @@ def _save_hf(case, model, dest: Path, tmp: Path) -> None:
                   torch_dtype="float32", bos_token_id=1, eos_token_id=2)
     if config["model_type"] == "gemma3_text":
         config["rope_scaling"] = {"rope_type": "linear", "factor": 8.0}
+    if config["model_type"] == "qwen3_5":  # Qwen3_5ForCausalLM's text config
+        config["model_type"] = "qwen3_5_text"
+        rope = dict(config["rope_parameters"])
+        rope["rope_type"] = rope.pop("type")
+        config["rope_parameters"] = rope
     (dest / "config.json").write_text(json.dumps(config))
     mx.save_safetensors(str(dest / "model.safetensors"), _hf_weights(model),
                         metadata={"format": "pt"})
@@ -96,8 +102,11 @@ def test_llama_cpp_converter_writes_what_the_tiny_writer_writes(name: str,
     model = build_model(case, seed=3)
     _save_hf(case, model, tmp_path / "hf", tmp_path)
     theirs = tmp_path / "converted.gguf"
+    # Qwen 3.5's converter wants MTP layers unless told there are none (the tiny model
+    # has none; the loader's leaving out of a file's MTP blocks is tested apart)
+    more = ', "--no-mtp"' if case.gguf_arch.startswith("qwen35") else ""
     run = subprocess.run([PYTHON, "-c", RUN.format(tree=LLAMA_CPP, src=str(tmp_path / "hf"),
-                                                   out=str(theirs))],
+                                                   out=str(theirs), more=more)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     ours = write_gguf(tmp_path / "ours.gguf", case, gguf_tensors(case, model))

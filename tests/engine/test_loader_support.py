@@ -8,12 +8,14 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import mlx.core as mx
 import numpy as np
 import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from mlx.utils import tree_flatten
 
 from app.models.inspect import describe
+from engine import cache as kv
 from engine.loader import load_model, support
 from engine.loader.errors import ModelLoadError
 from engine.loader.ggml_types import AFFINE_TYPES, type_form
@@ -123,9 +125,36 @@ def test_the_library_counts_a_tokens_kv_as_the_engine_measures_it(tmp_path: Path
     from app.models.inspect import kv_width
     from engine.kv_memory import bytes_per_token
 
-    for name in ("llama", "gemma3", "gemma4", "gemma4-moe", "gpt-oss"):
+    for name in ("llama", "gemma3", "gemma4", "gemma4-moe", "gpt-oss", "qwen35"):
         case = CASES[name]
         path = write_gguf(tmp_path / f"{name}.gguf", case,
                           gguf_tensors(case, build_model(case)))
         width = kv_width(read_gguf_header(path))
         assert 2 * width * 4 == bytes_per_token(load_model(str(path)).model), name
+
+
+def test_a_qwen35_gguf_is_listed_loadable_with_its_recurrent_state(tmp_path: Path) -> None:
+    """Qwen 3.5 (hybrid Gated DeltaNet): the library lists it as loadable; only its full
+    attention layers hold a per-token KV (the test above), and its recurrent state, a fixed
+    size a sequence, is counted apart in what it needs."""
+    from app.models.gguf_header import read_gguf_header
+    from app.models.inspect import recurrent_state_bytes
+
+    case = CASES["qwen35"]
+    path = write_gguf(tmp_path / "qwen3.5-tiny-F32.gguf", case,
+                      gguf_tensors(case, build_model(case)))
+    entry = describe(path, name=path.name, place="test")
+    assert entry.loads and not entry.reason, entry.reason
+    assert "recurrent state" in entry.note
+    c = case.config
+    conv = (c["linear_conv_kernel_dim"] - 1) * (
+        2 * c["linear_num_key_heads"] * c["linear_key_head_dim"]
+        + c["linear_num_value_heads"] * c["linear_value_head_dim"])
+    state = (c["linear_num_value_heads"] * c["linear_value_head_dim"]
+             * c["linear_key_head_dim"])
+    want = recurrent_state_bytes(read_gguf_header(path))
+    assert want == 2 * 4 * (conv + state)  # two Gated DeltaNet layers, float32
+    model = load_model(str(path)).model
+    probe = kv.new_cache(model)  # what one sequence holds, measured
+    model(mx.array([[1]]), cache=probe)
+    assert sum(a.nbytes for c in probe if not c.is_trimmable() for a in c.cache) == want
