@@ -191,7 +191,7 @@ def test_stop_cancels_a_running_call(window, loop, qtbot):
     task = next(iter(tab.tools.tasks))
     tab.stop()
     assert not conv.is_busy and tab.send_button.text() == "Send"
-    assert task.cancelling()  # asked to stop; a late answer is ignored (set_tool_result)
+    assert task.cancelling()  # asked to stop; a late answer is ignored (ToolTurns.set_result)
     spin(loop, 1.0)
     outcome = next(iter(conv.messages[1].tool_results.values()))
     assert outcome == {"status": "denied", "text": "Stopped by the user."}
