@@ -328,6 +328,17 @@ CASES: dict[str, ArchCase] = {
         rope_parameters={"type": "default", "rope_theta": 10000.0,
                          "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1]}),
         metadata=_qwen35_meta, renames=QWEN35_RENAMES, transform=_qwen35_tensor),
+    # Qwen 3.5 MoE (35B-A3B-like): the same layers, each MLP 4 experts (2 a token) beside
+    # a shared expert under its sigmoid gate, wider than one expert
+    "qwen35moe": ArchCase("qwen35moe", _cfg(
+        "qwen3_5_moe", num_hidden_layers=4, head_dim=32, full_attention_interval=2,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=32,
+        linear_value_head_dim=32, linear_conv_kernel_dim=4, num_experts=4,
+        num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64,
+        decoder_sparse_step=1, norm_topk_prob=True,
+        rope_parameters={"type": "default", "rope_theta": 10000.0,
+                         "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1]}),
+        metadata=_qwen35_meta, renames=QWEN35_RENAMES, transform=_qwen35_tensor),
     "gpt-oss": ArchCase("gpt-oss", _cfg(
         "gpt_oss", head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
         layer_types=["sliding_attention", "full_attention"],

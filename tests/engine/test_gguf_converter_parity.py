@@ -39,7 +39,7 @@ HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
               "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM",
               "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
               "ministral3": "Ministral3ForCausalLM", "gemma4_text": "Gemma4ForCausalLM",
-              "qwen3_5": "Qwen3_5ForCausalLM"}
+              "qwen3_5": "Qwen3_5ForCausalLM", "qwen3_5_moe": "Qwen3_5MoeForCausalLM"}
 # The converter hashes a tokenizer's output to name its pre-tokenizer; the tiny one is
 # unknown to it, so the run names it as the tiny writer does, and writes it as the BPE
 # vocabulary it is (the tokenizer is not what this test is about).
@@ -77,8 +77,8 @@ def _save_hf(case, model, dest: Path, tmp: Path) -> None:
                   torch_dtype="float32", bos_token_id=1, eos_token_id=2)
     if config["model_type"] == "gemma3_text":
         config["rope_scaling"] = {"rope_type": "linear", "factor": 8.0}
-    if config["model_type"] == "qwen3_5":  # Qwen3_5ForCausalLM's text config
-        config["model_type"] = "qwen3_5_text"
+    if config["model_type"] in ("qwen3_5", "qwen3_5_moe"):  # the *ForCausalLM text config
+        config["model_type"] += "_text"
         rope = dict(config["rope_parameters"])
         rope["rope_type"] = rope.pop("type")
         config["rope_parameters"] = rope

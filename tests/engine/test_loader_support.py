@@ -125,7 +125,7 @@ def test_the_library_counts_a_tokens_kv_as_the_engine_measures_it(tmp_path: Path
     from app.models.inspect import kv_width
     from engine.kv_memory import bytes_per_token
 
-    for name in ("llama", "gemma3", "gemma4", "gemma4-moe", "gpt-oss", "qwen35"):
+    for name in ("llama", "gemma3", "gemma4", "gemma4-moe", "gpt-oss", "qwen35", "qwen35moe"):
         case = CASES[name]
         path = write_gguf(tmp_path / f"{name}.gguf", case,
                           gguf_tensors(case, build_model(case)))
