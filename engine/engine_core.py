@@ -80,13 +80,16 @@ class EngineCore:
                   and supports(kv.new_cache(model)) else None)
         store = (open_store(config.kv_disk_dir, model, self.runner.fast_cpu_kernels,
                             config.kv_disk_bytes) if prefix is not None else None)
+        fixed = kv.fixed_state(model)
+        # a recurrent state a sequence, counted in each running request's share
+        per_sequence = kv_memory.state_bytes(model) if fixed else 0
         budget = kv_memory.choose_budget(config.kv_budget_bytes, model, context_length,
-                                         config.max_concurrent, per_token)
+                                         config.max_concurrent, per_token, per_sequence)
         self.memory = KvPolicy(budget.nbytes, per_token, context_length, prefix, store,
-                               basis=budget.basis, prefix_budget=budget.prefix_nbytes)
+                               basis=budget.basis, prefix_budget=budget.prefix_nbytes,
+                               per_sequence=per_sequence)
         # What this model runs without, and why, in words (Engine.notes)
         self.notes: list[str] = []
-        fixed = kv.fixed_state(model)
         if fixed and config.prefix_cache:
             self.notes.append("prefix cache off: the model's recurrent layers keep a state "
                               "that cannot be cut back to a shorter prefix")

@@ -14,6 +14,10 @@ that is free once the weights are loaded. The old default (a quarter of the devi
 memory, whatever the model) gave a 135M model 5.9 GiB on a 24 GB machine, and the prefix
 cache grew into it. `EngineConfig.kv_budget_bytes` (or BATCHCHAT_KV_BUDGET_MB) overrides
 both figures.
+
+A hybrid model (Qwen 3.5) also keeps a fixed state a sequence (`state_bytes`): each running
+request sets it aside beside its KV (engine/kv_policy.py), and the default adds
+max_concurrent of them to `budget` (taken from `available` first).
 """
 
 from __future__ import annotations
@@ -61,6 +65,19 @@ def bytes_per_token(model: nn.Module) -> int:
     return max(total, 1)
 
 
+def state_bytes(model: nn.Module) -> int:
+    """Bytes of the state one sequence keeps whatever its length (0 for a model of attention
+    layers only): a hybrid model's recurrent layers (Qwen 3.5: mlx-lm's ArraysCache, a
+    convolution's last inputs and a state matrix a head), from what a one-token pass leaves
+    in the caches that cannot be cut back (engine/cache.py fixed_state)."""
+    probe = kv.new_cache(model)
+    if all(c.is_trimmable() for c in probe):
+        return 0  # no pass needed: a plain model holds none
+    model(mx.array([[0]]), cache=probe)
+    return sum(a.nbytes for c in probe if not c.is_trimmable()
+               for a in c.cache if isinstance(a, mx.array))
+
+
 def weights_bytes(model: nn.Module) -> int:
     return sum(v.nbytes for _, v in tree_flatten(model.parameters()))
 
@@ -84,10 +101,16 @@ def available_memory(weights: int) -> tuple[int, str]:
 
 
 def default_budget(model: nn.Module, context_length: int, max_concurrent: int,
-                   per_token: int | None = None) -> KvBudget:
-    """The default KV budget for `model` on this machine (`formula`), with its reasoning."""
+                   per_token: int | None = None, per_sequence: int = 0) -> KvBudget:
+    """The default KV budget for `model` on this machine (`formula`), with its reasoning.
+    `per_sequence`: a hybrid model's fixed state a sequence (`state_bytes`); every slot's
+    is added to the formula's figure, taken from the memory first, as the model library
+    counts it (engine/loader/support.py gguf_memory), so the default admits as many
+    sequences as for a model without one."""
     per_token = per_token or bytes_per_token(model)
     available, where = available_memory(weights_bytes(model))
+    states = per_sequence * max_concurrent
+    available = max(0, available - states)
     nbytes, prefix = formula(per_token, context_length, max_concurrent, available)
     if nbytes == available // MEMORY_SHARE:
         why = f"1/{MEMORY_SHARE} of {format_bytes(available)} {where}"
@@ -101,17 +124,21 @@ def default_budget(model: nn.Module, context_length: int, max_concurrent: int,
                + ("" if nbytes == per_token * wanted_tokens(context_length, max_concurrent)
                   else f", or one sequence of {tokens}")
                + f", x {format_bytes(per_token)} a token")
+    if states:
+        why += (f"; + {max_concurrent} recurrent states x {format_bytes(per_sequence)}")
+        nbytes += states
     if prefix < nbytes:
         why += f"; cached prefixes at most {format_bytes(prefix)}"
     return KvBudget(nbytes, prefix, f"default: {why}")
 
 
 def choose_budget(override: int | None, model: nn.Module, context_length: int,
-                  max_concurrent: int, per_token: int | None = None) -> KvBudget:
-    """`override` (EngineConfig.kv_budget_bytes) when set, for both figures; else the
-    default."""
+                  max_concurrent: int, per_token: int | None = None,
+                  per_sequence: int = 0) -> KvBudget:
+    """`override` (EngineConfig.kv_budget_bytes) when set, for both figures (a hybrid
+    model's states are inside it); else the default."""
     if override is not None:
         return KvBudget(override, override,
                         "set: EngineConfig.kv_budget_bytes / BATCHCHAT_KV_BUDGET_MB")
-    return default_budget(model, context_length, max_concurrent, per_token)
+    return default_budget(model, context_length, max_concurrent, per_token, per_sequence)
 

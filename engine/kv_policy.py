@@ -48,13 +48,17 @@ def open_store(directory: str | None, model: nn.Module, fast_cpu_kernels: bool,
 class KvPolicy:
     def __init__(self, budget: int, per_token: int, context_length: int,
                  prefix: PrefixCache | None, store: PrefixStore | None = None,
-                 basis: str = "", prefix_budget: int | None = None) -> None:
+                 basis: str = "", prefix_budget: int | None = None,
+                 per_sequence: int = 0) -> None:
         self.budget = budget  # bytes for running requests and cached prefixes together
         # ...of which cached prefixes keep at most this (None: all of it): a long request
         # may need a whole context, a cache that large would hold it for good
         self.prefix_budget = budget if prefix_budget is None else min(prefix_budget, budget)
         self.basis = basis  # how the budgets were chosen, in words (engine/kv_memory.py)
         self.per_token = per_token  # KV bytes one token takes in every layer
+        # a hybrid model's recurrent state, the same size at any length (kv_memory.
+        # state_bytes): a running sequence holds it beside its KV, so it is in its need
+        self.per_sequence = per_sequence
         self.context_length = context_length
         self.prefix = prefix  # None: no prefix reuse (off, or a model it cannot keep)
         self.store = store  # cached prefixes saved across restarts (None: not kept)
@@ -63,9 +67,10 @@ class KvPolicy:
     # -- running requests ---------------------------------------------------------------
     def need(self, num_prompt_tokens: int, max_tokens: int) -> int:
         """KV bytes a request sets aside while it runs: its longest possible sequence, plus
-        one allocation step (mlx-lm's caches grow 256 positions at a time)."""
+        one allocation step (mlx-lm's caches grow 256 positions at a time), plus its fixed
+        state (hybrid models)."""
         tokens = min(self.context_length, num_prompt_tokens + max_tokens)
-        return self.per_token * (tokens + KVCache.step)
+        return self.per_token * (tokens + KVCache.step) + self.per_sequence
 
     def refusal(self, num_prompt_tokens: int, max_tokens: int) -> str | None:
         """Why a request can never fit in the budget, and what would help; None if it can.
@@ -77,12 +82,16 @@ class KvPolicy:
         bigger = ("raise the KV budget (BATCHCHAT_KV_BUDGET_MB, `batchchat serve "
                   "--kv-budget-mb`, or EngineConfig.kv_budget_bytes)")
         least = self.need(num_prompt_tokens, 1)
+        state = (f", {_mib(self.per_sequence)} of it the model's recurrent state"
+                 if self.per_sequence else "")
         if least > self.budget:
-            return (f"the prompt ({num_prompt_tokens} tokens) needs {_mib(least)} of KV cache "
-                    f"but the KV budget is {_mib(self.budget)}: shorten the prompt or {bigger}")
-        fits = self.budget // self.per_token - KVCache.step - num_prompt_tokens
+            return (f"the prompt ({num_prompt_tokens} tokens) needs {_mib(least)} of KV cache"
+                    f"{state} but the KV budget is {_mib(self.budget)}: shorten the prompt or "
+                    f"{bigger}")
+        fits = ((self.budget - self.per_sequence) // self.per_token - KVCache.step
+                - num_prompt_tokens)
         return (f"this request could need {_mib(need)} of KV cache ({num_prompt_tokens} prompt "
-                f"+ {max_tokens} new tokens) but the KV budget is {_mib(self.budget)}: set "
+                f"+ {max_tokens} new tokens{state}) but the KV budget is {_mib(self.budget)}: set "
                 f"max_tokens to at most {fits}, shorten the prompt, or {bigger}")
 
     def reserve(self, seq: Sequence) -> bool:

@@ -147,6 +147,7 @@ class EngineStats:
     kv_budget_basis: str = ""  # how the budget was chosen: "default: ..." or "set: ..."
     kv_prefix_budget_bytes: int = 0  # the most cached prefixes keep, of kv_budget_bytes
     kv_reserved_bytes: int = 0  # set aside by running requests
+    kv_state_bytes_per_sequence: int = 0  # a hybrid model's recurrent state, in each share
     prefix_entries: int = 0
     prefix_cached_tokens: int = 0
     prefix_cached_bytes: int = 0

@@ -108,3 +108,22 @@ def test_a_bad_budget_variable_is_refused_naming_it(value) -> None:
     assert kv_budget_from_env({KV_BUDGET_ENV: " "}) is None
     assert kv_budget_from_env({}) is None
     assert kv_budget_from_env({KV_BUDGET_ENV: "512"}) == 512 * MiB
+
+
+def test_the_default_budget_adds_a_hybrid_models_states_a_slot(tmp_path, monkeypatch) -> None:
+    """Qwen 3.5: the formula's KV figure (from the memory less the states) plus
+    max_concurrent recurrent states, as the model library counts what it needs."""
+    from engine.loader import load_model
+    from tests.engine.conftest import engine_on
+    from tests.gguf_models import CASES, build_model, gguf_tensors, write_gguf
+
+    monkeypatch.delenv(KV_BUDGET_ENV, raising=False)
+    monkeypatch.setattr(kv_memory, "available_memory", lambda weights: (4 * GiB, "RAM"))
+    case = CASES["qwen35"]
+    tiny = load_model(str(write_gguf(tmp_path / "q.gguf", case,
+                                     gguf_tensors(case, build_model(case)))))
+    state, per_token = kv_memory.state_bytes(tiny.model), kv_memory.bytes_per_token(tiny.model)
+    s = engine_on(tiny, max_concurrent=4).stats()
+    kv, prefixes = formula(per_token, tiny.context_length, 4, 4 * GiB - 4 * state)
+    assert (s.kv_budget_bytes, s.kv_prefix_budget_bytes) == (kv + 4 * state, prefixes)
+    assert "+ 4 recurrent states x" in s.kv_budget_basis
