@@ -9,6 +9,7 @@ import base64
 import json
 import signal
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,9 +39,13 @@ def streamed_after_first(app: AppProcess) -> int:
 
 
 def quit_with(app: AppProcess, signum: int) -> int:
+    """The app's exit status after `signum`. A quit that has not ended within a minute
+    fails with what the app printed (a busy CI machine once needed over 30 s here)."""
     app.proc.send_signal(signum)
     try:
-        return app.proc.wait(timeout=30)
+        return app.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"no exit 60 s after signal {signum}; the app printed:\n{app.output()}")
     finally:
         app.finish()
 
