@@ -153,8 +153,8 @@ async def test_n_out_of_range_is_refused_and_nothing_runs(serve, n):
 async def test_a_refusal_refuses_all_n(serve):
     # one running, one queued: the third choice does not fit the queue
     s = await serve(engine={"max_concurrent": 1, "max_queue": 1})
-    with pytest.raises(openai.RateLimitError):
-        await chat(s, n=3)
+    with pytest.raises(openai.RateLimitError):  # long replies: none ends before the third
+        await chat(s, n=3, max_tokens=5000)
     await wait_for(lambda: not s.engine.has_work())
     finished = s.engine.finished_requests()
     assert len(finished) == 2 and {f.finish_reason for f in finished} == {"cancelled"}
