@@ -236,6 +236,14 @@ QWEN35_RENAMES = {"linear_attn.dt_bias": (gguf.MODEL_TENSOR.SSM_DT, "bias")}
 # conversion/gemma.py Gemma4Model.modify_tensors
 GEMMA4_RENAMES = {"router.scale": (gguf.MODEL_TENSOR.FFN_GATE_INP, "scale"),
                   "router.per_expert_scale": (gguf.MODEL_TENSOR.FFN_DOWN_EXP, "scale")}
+# Gemma 4's two RoPEs: a full layer's "proportional" one on a quarter of its head (rope_freqs
+# marks the rest 1e30, as conversion/gemma.py does), a sliding layer's plain one
+GEMMA4_ROPE = {
+    "full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
+                       "partial_rotary_factor": 0.25},
+    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+                          "partial_rotary_factor": 1.0}}
+GEMMA4_ROPE_FREQS = np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32)
 
 CASES: dict[str, ArchCase] = {
     "llama": ArchCase("llama", _cfg("llama"), permute_qk=True, metadata=_llama_meta),
@@ -264,14 +272,8 @@ CASES: dict[str, ArchCase] = {
         hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB, sliding_window=8,
         final_logit_softcapping=30.0, use_double_wide_mlp=True, tie_word_embeddings=True,
         layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2,
-        rope_parameters={
-            "full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
-                               "partial_rotary_factor": 0.25},
-            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
-                                  "partial_rotary_factor": 1.0}}),
-        metadata=_gemma4_meta,
-        extra={"rope_freqs.weight": np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32)},
-        renames=GEMMA4_RENAMES),
+        rope_parameters=GEMMA4_ROPE), metadata=_gemma4_meta,
+        extra={"rope_freqs.weight": GEMMA4_ROPE_FREQS}, renames=GEMMA4_RENAMES),
     # Gemma 4 26B-A4B-like: every layer's MLP beside 4 experts (2 a token), a full layer's
     # V the same as its K, fewer KV heads in full layers than in sliding ones, no per-layer
     # inputs and no KV sharing
@@ -282,14 +284,8 @@ CASES: dict[str, ArchCase] = {
         final_logit_softcapping=30.0, use_double_wide_mlp=False, tie_word_embeddings=True,
         enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32,
         layer_types=["sliding_attention", "full_attention"] * 2,
-        rope_parameters={
-            "full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
-                               "partial_rotary_factor": 0.25},
-            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
-                                  "partial_rotary_factor": 1.0}}),
-        metadata=_gemma4_meta,
-        extra={"rope_freqs.weight": np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32)},
-        renames=GEMMA4_RENAMES),
+        rope_parameters=GEMMA4_ROPE), metadata=_gemma4_meta,
+        extra={"rope_freqs.weight": GEMMA4_ROPE_FREQS}, renames=GEMMA4_RENAMES),
     "phi3": ArchCase("phi3", _cfg("phi3")),
     # Phi-3.5's LongRoPE: the factors are tensors, the original context a key
     "phi3-longrope": ArchCase("phi3", _cfg(
