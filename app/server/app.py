@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ..request import SUBMIT_ERRORS, ChatRequest, Refusal, RefusalCode, engine_input, refusal_of
+from ..backend import LocalBackend
+from ..request import ChatRequest, Refusal, RefusalCode
 from . import errors, model_names, openapi, responses, schemas, tooling
 from .body import read_json
 from .choices import Choices
@@ -28,7 +29,7 @@ from .metrics import ServerMetrics
 from .responses import Reply, sse
 
 if TYPE_CHECKING:
-    from engine.public import RequestStats, RequestStream
+    from engine.public import EventStream, RequestStats
 
     from ..bridge import LocalTarget
     from ..tools import CallFormat
@@ -98,7 +99,7 @@ class ApiServer:
         self.metrics = ServerMetrics()
         self.closing = False
         self._runner: web.AppRunner | None = None
-        self._streams: set[RequestStream] = set()
+        self._streams: set[EventStream] = set()
         self._idle = asyncio.Event()
         self._token_text: tuple[Any, dict[int, str]] = (None, {})  # (target, id -> text)
         self.port: int | None = None
@@ -292,7 +293,7 @@ class ApiServer:
             if not self._streams:
                 self._idle.set()
 
-    def _ended(self, stream: RequestStream) -> None:
+    def _ended(self, stream: EventStream) -> None:
         """A choice's engine request ended (also after its client left): its stats go to
         `on_finished`, one record per choice."""
         if stream.stats is not None and self._on_finished is not None:
@@ -313,24 +314,13 @@ class ApiServer:
 
     def _submit(self, target: LocalTarget, parsed: ChatRequest
                 ) -> tuple[Choices, CallFormat | None]:
-        """One engine request per choice, the first leading (the others reuse its prefilled
-        prompt); all of them, or none: a refusal cancels those already queued. With the
-        format the replies' tool calls are parsed in (None without tools)."""
+        """The request's choices, all of them or none (LocalBackend.submit), and the format
+        the replies' tool calls are parsed in (None without tools)."""
         # "api-…" ids tell API requests apart in the history's request stats
-        base = f"api-{uuid.uuid4().hex[:16]}"
-        streams: list[RequestStream] = []
-        try:
-            what, fmt = engine_input.prompt(parsed, target)
-            for i, params in enumerate(engine_input.choice_params(parsed)):
-                streams.append(target.submit(
-                    **what, params=params, priority=self.config.priority, tag=self.config.tag,
-                    request_id=base if parsed.n == 1 else f"{base}-{i}",
-                    share_prompt_with=streams[0].request_id if streams else None))
-        except SUBMIT_ERRORS as exc:
-            for stream in streams:
-                stream.cancel()
-            raise refusal_of(exc, "messages" if parsed.kind == "chat" else "prompt") from None
-        return Choices(streams, self._ended), fmt
+        taken = LocalBackend(target).submit(parsed, priority=self.config.priority,
+                                            tag=self.config.tag,
+                                            request_id=f"api-{uuid.uuid4().hex[:16]}")
+        return Choices(taken.streams, self._ended), taken.call_format
 
     async def _whole(self, choices: Choices, replies: list[Reply], t0: float) -> web.Response:
         last = [t0] * len(choices)

@@ -14,12 +14,12 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.public import RequestStream, TokenEvent
+    from engine.public import EventStream, TokenEvent
 
 
 class Choices:
-    def __init__(self, streams: Sequence[RequestStream],
-                 on_end: Callable[[RequestStream], None]) -> None:
+    def __init__(self, streams: Sequence[EventStream],
+                 on_end: Callable[[EventStream], None]) -> None:
         """`on_end(stream)` is called as each choice's final event arrives, also after the
         handler stopped reading (a client that left: the engine still ends it)."""
         self.streams = list(streams)

@@ -1,0 +1,81 @@
+"""The local engine as a Backend: a ChatRequest made into engine input (app/request/
+engine_input.py) and submitted to a LocalTarget, one engine request per choice."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..request import SUBMIT_ERRORS, ChatRequest, Refusal, engine_input, refusal_of
+from .protocol import Submission
+
+if TYPE_CHECKING:
+    from engine.public import EventStream, Priority
+
+    # by name only: app.bridge builds its backends from this module
+    from ..bridge.local_target import LocalTarget
+
+
+class LocalBackend:
+    """Submits to `target`, or to what `serving()` returns at each submit (the app's model
+    changes; it raises a Refusal while none takes requests). `describe()` names what
+    answers (default: the model's description)."""
+
+    def __init__(self, target: LocalTarget | None = None, *,
+                 serving: Callable[[], LocalTarget] | None = None,
+                 describe: Callable[[], str] | None = None) -> None:
+        if (target is None) == (serving is None):
+            raise TypeError("give a target or serving(), not both")
+        self._serving = serving or (lambda: target)  # type: ignore[return-value]
+        self._describe = describe
+
+    @property
+    def target(self) -> LocalTarget:
+        """The LocalTarget a submit would use now (Refusal while none serves)."""
+        return self._serving()
+
+    @property
+    def description(self) -> str:
+        return self._describe() if self._describe is not None else self.target.description
+
+    def submit(self, request: ChatRequest, *, priority: Priority | str = "interactive",
+               tag: str | None = None, request_id: str | None = None,
+               share_prompt_with: str | None = None) -> Submission:
+        """One engine request per choice, the first leading (the others reuse its
+        prefilled prompt); all of them, or none: a refusal cancels those already queued."""
+        target = self._serving()
+        if request.tool_road:  # a prompt rendered here: no other request's to share
+            share_prompt_with = None
+        streams: list[EventStream] = []
+        try:
+            what, fmt = engine_input.prompt(request, target)
+            for i, params in enumerate(engine_input.choice_params(request)):
+                streams.append(target.submit(
+                    **what, params=params, priority=priority, tag=tag,
+                    request_id=request_id if request_id is None or request.n == 1
+                    else f"{request_id}-{i}",
+                    share_prompt_with=streams[0].request_id if streams else share_prompt_with))
+        except SUBMIT_ERRORS as exc:
+            for stream in streams:
+                stream.cancel()
+            raise refusal_of(exc, _field(request)) from None
+        return Submission(streams, fmt)
+
+    # -- the concurrency a simulator run sets -----------------------------------------------
+    @property
+    def max_concurrent(self) -> int:
+        return self._serving().max_concurrent
+
+    def set_max_concurrent(self, n: int) -> None:
+        """Change the limit (ValueError if out of range); without a model, nothing to
+        change: the next one starts with its own limit."""
+        try:
+            target = self._serving()
+        except Refusal:
+            return
+        target.set_max_concurrent(n)
+
+
+def _field(request: ChatRequest) -> str:
+    """The field a rejected request is about (an API refusal's `param`)."""
+    return "messages" if request.kind == "chat" else "prompt"
