@@ -39,8 +39,9 @@ def fixed_state(model: nn.Module) -> bool:
     """Whether some layer keeps a state that cannot be cut back to an earlier position: a
     hybrid model's recurrent layers (Qwen 3.5's Gated DeltaNet: mlx-lm's ArraysCache, a
     convolution's last inputs and a state matrix a head, the same size at any length).
-    Such a model runs without what needs a shorter cache: drafts to take back, prefixes
-    cut from a longer entry (engine_core.py turns both off)."""
+    Such a model runs without what needs a shorter cache: drafts to take back (off) and
+    prefixes cut from a longer entry (its prefix cache reuses entries only whole:
+    engine_core.py, PrefixCache(whole_entries=True))."""
     return any(not c.is_trimmable() for c in new_cache(model))
 
 

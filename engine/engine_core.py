@@ -76,11 +76,13 @@ class EngineCore:
         # Copying a history into a batched prefill and back (2 x its KV) should cost at most
         # half the weight read of the pass it saves.
         self.max_batched_history = kv_memory.weights_bytes(model) // (4 * per_token)
-        prefix = (PrefixCache() if config.prefix_cache
-                  and supports(kv.new_cache(model)) else None)
-        store = (open_store(config.kv_disk_dir, model, self.runner.fast_cpu_kernels,
-                            config.kv_disk_bytes) if prefix is not None else None)
         fixed = kv.fixed_state(model)
+        # A recurrent state (fixed) cannot be cut back: its entries are reused only whole
+        prefix = (PrefixCache(whole_entries=fixed) if config.prefix_cache
+                  and supports(kv.new_cache(model)) else None)
+        # The disk store keeps plain KV only: a hybrid model's entries stay in memory
+        store = (open_store(config.kv_disk_dir, model, self.runner.fast_cpu_kernels,
+                            config.kv_disk_bytes) if prefix is not None and not fixed else None)
         # a recurrent state a sequence, counted in each running request's share
         per_sequence = kv_memory.state_bytes(model) if fixed else 0
         budget = kv_memory.choose_budget(config.kv_budget_bytes, model, context_length,
@@ -90,9 +92,10 @@ class EngineCore:
                                per_sequence=per_sequence)
         # What this model runs without, and why, in words (Engine.notes)
         self.notes: list[str] = []
-        if fixed and config.prefix_cache:
-            self.notes.append("prefix cache off: the model's recurrent layers keep a state "
-                              "that cannot be cut back to a shorter prefix")
+        if fixed and prefix is not None and config.kv_disk_dir:
+            self.notes.append("KV cache across restarts off: the disk store keeps attention "
+                              "KV only, not the model's recurrent state (cached prefixes "
+                              "stay in memory)")
         # Drafting and checking tokens (engine/speculation.py); None: off. A recurrent
         # state cannot take back refused drafts, so such a model never drafts.
         self.speculative = config.speculative if not fixed else "off"
@@ -117,9 +120,12 @@ class EngineCore:
 
     # -- requests in and out ------------------------------------------------------------
     def add(self, seq: Sequence) -> None:
-        if seq.share_prompt_with is not None and self.memory.prefix is not None:
+        prefix = self.memory.prefix
+        if seq.share_prompt_with is not None and prefix is not None \
+                and not prefix.whole_entries:
             # Waits for that prompt to be cached (Sequence.holds_for_leader); without a
-            # prefix cache there is nothing to wait for: it prefills itself.
+            # prefix cache there is nothing to wait for: it prefills itself. Nor with whole
+            # entries: the same prompt needs an entry one token shorter, which is not kept.
             seq.prompt_leader = self.by_id.get(seq.share_prompt_with)
         self.by_id[seq.request_id] = seq
         self.scheduler.add(seq)

@@ -8,8 +8,13 @@ template. Least recently used entries go first when the KV budget needs room.
 Safety: MLX updates an array object in place on slice assignment, so a restored cache must
 never share array objects with an entry (a write at the restored length would change the
 entry). `restore` hands out fresh slices; writes then copy the buffer on first use.
-Only mlx-lm's plain `KVCache` layers are kept (trimmable, one buffer per layer); models
-with other cache types (sliding windows, state-space layers) run without prefix reuse.
+Kept: mlx-lm's plain `KVCache` layers (trimmable, one buffer per layer) and, for a hybrid
+model (Qwen 3.5), its recurrent layers' `ArraysCache` (a conv state and a recurrent state,
+the same size at any length). A recurrent state cannot be cut back to a shorter prefix, so
+such a cache (`whole_entries`) reuses an entry only whole: every token of it a prefix of the
+prompt, and the state used exactly as stored. Other cache types run without prefix reuse.
+A state's arrays are shared between an entry and a restored cache: the model replaces them
+(`cache[i] = ...`), it never writes into them.
 """
 
 from __future__ import annotations
@@ -18,18 +23,27 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.models.cache import KVCache
+from mlx_lm.models.cache import ArraysCache, KVCache
 
 from .cache import LayerCaches
 
 
 def supports(cache: LayerCaches) -> bool:
-    """Whether caches of this shape can be kept and restored here."""
+    """Whether caches of this shape can be kept and restored here: plain KV layers, and
+    recurrent ones beside at least one of them (its offset is the entry's length)."""
+    return (kv_only(cache) or any(type(layer) is KVCache for layer in cache)
+            and all(type(layer) in (KVCache, ArraysCache) for layer in cache))
+
+
+def kv_only(cache: LayerCaches) -> bool:
+    """Whether every layer is a plain KV cache (one that may be cut to any shorter prefix;
+    the disk store keeps only these)."""
     return bool(cache) and all(type(layer) is KVCache for layer in cache)
 
 
 def cache_len(cache: LayerCaches) -> int:
-    return cache[0].offset
+    """Positions the cache holds (a KV layer's: a recurrent layer has no offset)."""
+    return next(layer.offset for layer in cache if type(layer) is KVCache)
 
 
 def cache_bytes(cache: LayerCaches) -> int:
@@ -62,9 +76,12 @@ class PrefixCacheStats:
 
 
 class PrefixCache:
-    """Engine-thread only. `nbytes` is what the entries keep alive (for the KV budget)."""
+    """Engine-thread only. `nbytes` is what the entries keep alive (for the KV budget).
+    `whole_entries`: the model keeps a recurrent state (engine.cache.fixed_state), so an
+    entry is reused only whole, at exactly its length (never a common prefix cut from it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, whole_entries: bool = False) -> None:
+        self.whole_entries = whole_entries
         self.entries: list[CachedPrefix] = []
         self.nbytes = 0  # kept up to date so other threads can read it without a lock
         self.num_tokens = 0
@@ -79,18 +96,22 @@ class PrefixCache:
     def longest(self, prompt: list[int]) -> tuple[CachedPrefix | None, int]:
         """The entry sharing the longest prefix with `prompt`, and how many tokens of it
         may be reused: at most all but the prompt's last token, which must be fed to get
-        the first logits."""
+        the first logits. With `whole_entries`, only an entry that is wholly such a prefix."""
         limit = len(prompt) - 1
         if limit <= 0 or not self.entries:
             return None, 0
         want = np.asarray(prompt[:limit], dtype=np.int32)
         best, best_n = None, 0
         for entry in self.entries:
+            if self.whole_entries and entry.num_tokens > limit:
+                continue  # its state holds tokens past the part it could share
             m = min(entry.num_tokens, limit)
             if m < best_n or m == 0:
                 continue
             diff = np.flatnonzero(entry.tokens[:m] != want[:m])
             n = int(diff[0]) if diff.size else m
+            if self.whole_entries and n < entry.num_tokens:
+                continue  # diverges inside it: the state cannot be cut back
             newer = best is not None and entry.last_used > best.last_used
             if n > best_n or (n == best_n and newer):
                 best, best_n = entry, n
@@ -109,7 +130,7 @@ class PrefixCache:
         if entry is None:
             return None, 0
         entry.last_used = self._tick()
-        return [_slice(layer, n) for layer in entry.cache], n
+        return [_slice(layer, n) for layer in entry.cache], n  # (n: the whole entry if whole)
 
     # -- keeping ------------------------------------------------------------------------
     def insert(self, tokens: list[int], cache: LayerCaches, *, compact: bool = True,
@@ -126,10 +147,15 @@ class PrefixCache:
             return False
         new = np.asarray(tokens[:n], dtype=np.int32)
         for entry in self.entries:
-            if entry.num_tokens >= n and np.array_equal(entry.tokens[:n], new):
-                entry.last_used = self._tick()  # already held (a prefix of an entry)
+            # Already held: as a prefix of an entry, or, whole entries, exactly (a longer
+            # one's state cannot serve a prompt that diverges after these tokens)
+            held = entry.num_tokens == n if self.whole_entries else entry.num_tokens >= n
+            if held and np.array_equal(entry.tokens[:n], new):
+                entry.last_used = self._tick()
                 return False
-        # Entries that are prefixes of the new one are subsumed by it.
+        # Entries that are prefixes of the new one are subsumed by it. (Whole entries too:
+        # a chat's next turn uses the longer one, and each entry costs a whole state, so
+        # a prompt that starts with the shorter but not the longer prefills again.)
         for entry in [e for e in self.entries
                       if e.num_tokens < n and np.array_equal(new[: e.num_tokens], e.tokens)]:
             self._remove(entry)
@@ -163,25 +189,48 @@ class PrefixCache:
 def compacted(cache: LayerCaches, n: int) -> LayerCaches:
     """The first `n` positions in new buffers of exactly that size, evaluated now."""
     out = [_slice(layer, n, contiguous=True) for layer in cache]
-    mx.eval([(layer.keys, layer.values) for layer in out])
+    mx.eval([_arrays(layer) for layer in out])
     return out
+
+
+def _arrays(layer: KVCache | ArraysCache) -> list[mx.array]:
+    if type(layer) is ArraysCache:
+        return [a for a in layer.cache if a is not None]
+    return [layer.keys, layer.values]
 
 
 def alias(cache: LayerCaches) -> LayerCaches:
     """New cache objects over the same arrays, frozen at the current length: an entry for a
     sequence that goes on decoding. Safe because its owner only ever writes at positions
-    past that length (MLX's in-place slice writes then leave the entry's part as it was)."""
+    past that length (MLX's in-place slice writes then leave the entry's part as it was),
+    and replaces a recurrent state's arrays rather than write into them."""
     out = []
     for layer in cache:
+        if type(layer) is ArraysCache:
+            out.append(_state(layer))
+            continue
         frozen = KVCache()
         frozen.keys, frozen.values, frozen.offset = layer.keys, layer.values, layer.offset
         out.append(frozen)
     return out
 
 
-def _slice(layer: KVCache, n: int, contiguous: bool = False) -> KVCache:
+def _state(layer: ArraysCache, copy: bool = False) -> ArraysCache:
+    """A recurrent layer's state in a new cache object, outside any batch (no padding or
+    lengths); `copy`: in buffers of its own (a row extracted from a batch is a view that
+    would keep the whole batch's state alive). x * 1 is an exact copy."""
+    out = ArraysCache(len(layer.cache))
+    out.cache = [a * 1 if copy and a is not None else a for a in layer.cache]
+    return out
+
+
+def _slice(layer: KVCache | ArraysCache, n: int,
+           contiguous: bool = False) -> KVCache | ArraysCache:
     """The first `n` positions of `layer` as a new cache with its own array objects
-    (views of the same buffer, or a copy of exactly that size)."""
+    (views of the same buffer, or a copy of exactly that size). A recurrent layer is
+    taken whole: its state is at the cache's length, which `n` then is."""
+    if type(layer) is ArraysCache:
+        return _state(layer, copy=contiguous)
     out = KVCache()
     out.keys, out.values = layer.keys[..., :n, :], layer.values[..., :n, :]
     if contiguous:

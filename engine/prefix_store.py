@@ -31,7 +31,8 @@ from mlx.utils import tree_flatten, tree_unflatten
 from mlx_lm.models.cache import load_prompt_cache, save_prompt_cache
 
 from .cache import LayerCaches
-from .prefix_cache import cache_len, compacted, supports
+from .prefix_cache import cache_len, compacted
+from .prefix_cache import kv_only as supports  # a file holds plain KV only
 
 log = logging.getLogger(__name__)
 
