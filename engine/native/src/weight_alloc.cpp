@@ -12,10 +12,11 @@ void* weight_alloc(size_t bytes) {
   constexpr size_t kHuge = size_t(2) << 20;
   if (bytes < 2 * kHuge) return std::malloc(bytes ? bytes : 1);
   void* p = nullptr;
-  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
-  if (posix_memalign(&p, kHuge, rounded) != 0) return nullptr;
+  if (posix_memalign(&p, kHuge, bytes) != 0) return nullptr;
 #if defined(MADV_HUGEPAGE)
-  madvise(p, rounded, MADV_HUGEPAGE);  // a hint: without THP it is plain memory
+  // Whole huge pages only: a tail page asked for too would be backed in full (2 MiB) when
+  // its first bytes are touched, ~8 % more memory for a model's mid-sized tensors.
+  madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // a hint: without THP, plain memory
 #endif
   return p;
 }
