@@ -1,11 +1,11 @@
-"""The app's one way into the engine (local model or remote server), split by job.
+"""The app's local engine and a tab's way to a reply, split by job.
 
-hosting (load and switch the model), routing (a tab's reply: local or remote), frames
-(per-frame coalescing), generation (one reply), wait_poll (waiting notes), streams (the
-simulator's uncoalesced streams), switch (a model switch that waits for or stops the
-running replies), local_target (the only app module running the Engine), prompt_size (a
-next prompt's tokens against the context, counted off the UI thread), and facade:
-EngineBridge, which composes them.
+hosting (load and switch the model), routing (a tab's reply through its Backend, local or
+remote: app/backend), frames (per-frame coalescing), generation (one reply), wait_poll
+(waiting notes), switch (a model switch that waits for or stops the running replies),
+local_target (the only app module running the Engine), prompt_size (a next prompt's
+tokens against the context, counted off the UI thread), and facade: EngineBridge, which
+composes them.
 """
 
 from .facade import EngineBridge

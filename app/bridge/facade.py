@@ -1,9 +1,10 @@
 """The one way into the engine: EngineBridge composes the bridge's parts for the app.
 
-Chat tabs submit through it (coalesced per frame), the simulator through `streams` (the
-engine's own streams), the API server and the stats panel read `serving`/`local` (the
-LocalTarget). Imports no Qt, and the engine (hence mlx) only lazily, so `ui` never pulls in
-mlx. It runs on whatever asyncio loop is current (qasync's, in the app).
+Chat tabs submit through it (coalesced per frame), the simulator through `streams` (a
+LocalBackend over the model it serves: the engine's own streams, uncoalesced), the API
+server and the stats panel read `serving`/`local` (the LocalTarget). Imports no Qt, and
+the engine (hence mlx) only lazily, so `ui` never pulls in mlx. It runs on whatever
+asyncio loop is current (qasync's, in the app).
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from engine.public import EngineStopped
+
+from ..backend import LocalBackend
 from ..remote.backends import RemoteBackends
+from ..request import refusal_of
 from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
 from .local_target import Loader, LocalTarget
 from .prompt_size import PromptSize, count_prompt
 from .routing import Router
-from .streams import StreamClient
 from .switch import Choice, ModelSwitch, PendingSwitch, Running
 from .wait_poll import WaitPoll
 
@@ -41,7 +45,10 @@ class EngineBridge:
         # chats on OpenAI-compatible servers (app/remote); AppContext points it at settings
         self.remotes = RemoteBackends()
         self._router = Router(self.host, self.frames, self._waits, self.remotes)
-        self.streams = StreamClient(self.host, self._router)
+        # the simulator panel's backend: what it times is the engine's own streams
+        self.streams = LocalBackend(
+            serving=self._sim_target,
+            describe=lambda: f"local engine ({self.host.description or 'no model'})")
         self.switcher = ModelSwitch(self.host, self.frames)
         self.switch_changed = self.switcher.changed
         self.state_changed = self.host.state_changed
@@ -143,6 +150,13 @@ class EngineBridge:
         self.host.set_state(BridgeState.STOPPED, "Shutting down …")
         await self.remotes.close()  # remote replies end "cancelled", their sessions close
         await self.host.stop_target(timeout)
+
+    def _sim_target(self) -> LocalTarget:
+        # the simulator's requests are refused only without a model (not while a switch
+        # waits: the switch counts them), as the engine refuses a stopped one
+        if self.host.target is None:
+            raise refusal_of(EngineStopped(self.host.not_ready_reason()))
+        return self.host.target
 
     async def _after_stop(self, stopped: bool) -> None:
         if stopped:

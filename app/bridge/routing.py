@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.public import EngineStopped, Priority, RequestStream, SamplingParams
+from engine.public import SamplingParams
 
 from ..backend import Backend, LocalBackend, RemoteBackend
 from ..output_format import APP_KEYS
@@ -91,15 +91,3 @@ class Router:
         if backend is None:
             self._waits.watch()
         return gen
-
-    def open_stream(self, messages: Sequence[Mapping[str, Any]], *,
-                    params: SamplingParams | Mapping[str, Any] | None = None,
-                    priority: Priority | str = "interactive",
-                    tag: str | None = None) -> RequestStream:
-        """A request to the local engine answered with its own stream (no per-frame
-        coalescing); refusals raise the engine's errors (EngineStopped while no model
-        is serving)."""
-        target = self._host.target
-        if target is None:
-            raise EngineStopped(self._host.not_ready_reason())
-        return target.submit(messages, params=params, priority=priority, tag=tag)

@@ -2,13 +2,13 @@
 mlx_lm.server, BatchChat's own): Qt-free, aiohttp on the running asyncio loop, no MLX.
 
 `RemoteStream` is a drop-in for the engine's `RequestStream` (what conversations, the engine
-bridge and the simulator consume); `RemoteTarget` is a simulator `LoadTarget`.
+bridge and the simulator consume); app/backend/remote.py's RemoteBackend submits through a
+`RemoteClient`.
 """
 
 from .client import RemoteClient
 from .connection import Connection, ConnectionConfigError, RemoteError, list_models
 from .stream import RemoteStream
-from .target import RemoteTarget
 
 __all__ = ["Connection", "ConnectionConfigError", "RemoteClient", "RemoteError",
-           "RemoteStream", "RemoteTarget", "list_models"]
+           "RemoteStream", "list_models"]

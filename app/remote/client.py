@@ -88,7 +88,7 @@ class RemoteClient:
 
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            # limit=0: no hidden pool queue; RemoteTarget's limiter is the only limit. The
+            # limit=0: no hidden pool queue; RemoteBackend's limiter is the only limit. The
             # loop is named: a chat tab submits from a Qt slot, outside a running coroutine.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, loop=self._loop))

@@ -214,6 +214,7 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
 
 async def _run_local(args: argparse.Namespace, cfg: SimConfig,
                      store: Store | None) -> SimulationRun | None:
+    from app.backend import LocalBackend
     from app.bridge.local_target import load_target
     from engine.public import ModelLoadError
 
@@ -227,20 +228,15 @@ async def _run_local(args: argparse.Namespace, cfg: SimConfig,
     await target.start()
     print(f"{target.description}; {cfg.describe()}", file=sys.stderr)
     try:
-        return await simulate(target, cfg, store, quiet=args.quiet)
+        return await simulate(LocalBackend(target), cfg, store, quiet=args.quiet)
     finally:
         await target.shutdown()
 
 
 async def _run_remote(args: argparse.Namespace, cfg: SimConfig,
                       store: Store | None) -> SimulationRun | None:
-    from app.remote import (
-        Connection,
-        ConnectionConfigError,
-        RemoteClient,
-        RemoteError,
-        RemoteTarget,
-    )
+    from app.backend import RemoteBackend
+    from app.remote import Connection, ConnectionConfigError, RemoteClient, RemoteError
 
     try:
         conn = Connection(args.target, model=args.model or "", api_key=args.api_key,
@@ -262,7 +258,7 @@ async def _run_remote(args: argparse.Namespace, cfg: SimConfig,
                       f" {', '.join(models)}", file=sys.stderr)
                 return None
             client.connection = conn = conn.with_model(models[0])
-        target = RemoteTarget(client, cfg.max_concurrent or 16)
+        target = RemoteBackend(client, cfg.max_concurrent or 16)
         print(f"{conn.describe()} at {conn.base_url}; {cfg.describe()}", file=sys.stderr)
         return await simulate(target, cfg, store, quiet=args.quiet,
                               title=f"Simulation against {conn.describe()}: {cfg.describe()}")

@@ -2,8 +2,8 @@
 accounted for, and saves the run, each result as it completes, and the summary.
 
 Qt-free: the simulator panel (through the app's EngineBridge) and the CLI (on a LocalTarget)
-both use it. Simulated requests go in at background priority, so chat tabs (interactive)
-are always scheduled first.
+both use it, each through a Backend (app/backend). Simulated requests go in at background
+priority, so chat tabs (interactive) are always scheduled first.
 """
 
 from __future__ import annotations
@@ -15,32 +15,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from app.backend import LoadBackend
 from app.events import Event
+from app.request import ChatRequest
 from app.storage.records import SimResult, SimRun, utc_now
+from engine.public import SamplingParams
 
 from .config import SimConfig
 from .goodput import Slo, goodput
 
 if TYPE_CHECKING:  # the engine (and mlx) loads only when a run starts
     from app.simulator.workload import RequestResult
-    from engine.public import Priority, RequestStream, SamplingParams
+    from engine.public import EventStream, Priority
 
 TAG_PREFIX = "sim"  # request tags are "sim-<run>-<n>": never "tab-", so the stats panel
 #                     lists them as "simulation"
 
 
-class LoadTarget(Protocol):
-    """What a run sends requests to: a LocalTarget (the headless CLI), the app's
-    `EngineBridge.streams` (the simulator panel) or a remote server's RemoteTarget."""
-
-    @property
-    def max_concurrent(self) -> int: ...
-
-    def set_max_concurrent(self, n: int) -> None: ...
-
-    def submit(self, messages: Sequence[Mapping[str, str]], *,
-               params: SamplingParams | Mapping[str, Any] | None = None,
-               priority: Priority | str = ..., tag: str | None = None) -> RequestStream: ...
+# What a run sends requests to: a LocalBackend (the headless CLI's on its LocalTarget, the
+# app's `EngineBridge.streams` for the simulator panel) or a remote server's RemoteBackend.
+LoadTarget = LoadBackend
 
 
 class RunRecorder(Protocol):
@@ -115,7 +109,6 @@ class SimulationRun:
 
     async def run(self) -> dict[str, Any]:
         from app.simulator.workload import run_workload
-        from engine.public import SamplingParams
 
         cfg = self.config
         prompts = cfg.prompt_set()
@@ -173,14 +166,18 @@ class SimulationRun:
 
 
 class _Recorder:
-    """The target as app.simulator.workload sees it; remembers each stream by request id."""
+    """The target as app.simulator.workload sees it (its turns as ChatRequests); remembers
+    each stream by request id."""
 
     def __init__(self, target: LoadTarget, streams: dict[str, Any]) -> None:
         self._target = target
         self._streams = streams
 
-    def submit(self, messages: Sequence[Mapping[str, str]], **kw: Any) -> Any:
-        stream = self._target.submit(messages, **kw)
+    def submit(self, messages: Sequence[Mapping[str, str]], *,
+               params: SamplingParams | None = None, priority: Priority | str = "background",
+               tag: str | None = None) -> EventStream:
+        request = ChatRequest(messages=list(messages), params=params or SamplingParams())
+        stream = self._target.submit(request, priority=priority, tag=tag).stream
         self._streams[stream.request_id] = stream
         return stream
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.remote import Connection, RemoteClient, RemoteError, RemoteTarget
+from app.backend import RemoteBackend
+from app.remote import Connection, RemoteClient, RemoteError
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -20,9 +21,10 @@ def own_server_connection(settings: Settings) -> Connection:
                       api_key=settings.server_api_key or None, name=OWN_SERVER)
 
 
-async def open_target(conn: Connection, max_concurrent: int) -> RemoteTarget:
-    """A RemoteTarget on `conn`; without a model, the server's only one (RemoteError with
-    the reason if it lists none or several, or cannot be asked)."""
+async def open_target(conn: Connection, max_concurrent: int) -> RemoteBackend:
+    """A RemoteBackend on `conn`, at most `max_concurrent` requests in flight; without a
+    model, the server's only one (RemoteError with the reason if it lists none or several,
+    or cannot be asked)."""
     client = RemoteClient(conn)
     try:
         if not conn.model:
@@ -34,4 +36,4 @@ async def open_target(conn: Connection, max_concurrent: int) -> RemoteTarget:
     except BaseException:
         await client.close()
         raise
-    return RemoteTarget(client, max_concurrent)
+    return RemoteBackend(client, max_concurrent)

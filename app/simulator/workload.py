@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from app.request import Refusal
 from engine.public import EngineError, SamplingParams
 
 
@@ -156,7 +157,7 @@ async def run_workload(
             stream = engine.submit(messages=[{"role": "user", "content": result.prompt}],
                                    params=sampling, priority=priority,
                                    tag=f"{tag}-{result.index}")
-        except EngineError as exc:  # refused, queue full or engine stopped: still counted
+        except (Refusal, EngineError) as exc:  # refused (queue full, engine stopped…): counted
             result.error, result.finish_reason = str(exc), "error"
             _report(result)
             return

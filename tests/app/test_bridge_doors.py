@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from app.bridge import BridgeState, EngineBridge, LocalTarget
-from app.request import Refusal, RefusalCode
+from app.request import ChatRequest, Refusal, RefusalCode
 from app.server.in_app import AppServer
-from engine.public import EngineStopped
 
 
 class FakeStream:
@@ -56,8 +55,9 @@ async def test_without_a_model_every_door_is_closed():
     with pytest.raises(Refusal, match="No model is loaded yet") as refused:
         bridge.submit([{"role": "user", "content": "hi"}], {})
     assert refused.value.code == RefusalCode.MODEL_NOT_READY
-    with pytest.raises(EngineStopped, match="No model is loaded yet"):
-        bridge.streams.submit([{"role": "user", "content": "hi"}])
+    with pytest.raises(Refusal, match="No model is loaded yet") as refused:
+        bridge.streams.submit(ChatRequest(messages=[{"role": "user", "content": "hi"}]))
+    assert refused.value.code == RefusalCode.SHUTTING_DOWN  # the engine's EngineStopped
     assert bridge.local is None and bridge.serving is None and bridge.stats() is None
     assert bridge.max_concurrent is None and await bridge.save_kv([]) == 0
 
@@ -72,8 +72,8 @@ async def test_tabs_the_simulator_and_the_api_server_reach_the_same_local_target
 
     gen = bridge.submit([{"role": "user", "content": "hi"}], {"max_tokens": 3}, tag="tab-1")
     assert gen.answered_by == "fake-model 1B" and bridge.active == [gen]
-    bridge.streams.submit([{"role": "user", "content": "load"}], priority="background",
-                          tag="sim-1")
+    bridge.streams.submit(ChatRequest(messages=[{"role": "user", "content": "load"}]),
+                          priority="background", tag="sim-1")
     bridge.streams.set_max_concurrent(2)
     assert bridge.streams.max_concurrent == 2 == bridge.max_concurrent
     tab, sim = engine.submits

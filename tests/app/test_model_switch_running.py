@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from app.bridge import SWITCHED, BridgeState, Choice, EngineBridge
-from app.request import Refusal, RefusalCode
+from app.request import ChatRequest, Refusal, RefusalCode
 from engine import Engine
 
 from .history_sync_helpers import tiny, wait_until
@@ -34,8 +34,8 @@ async def test_running_counts_each_source_and_stop_ends_them_all() -> None:
     bridge = await bridge_on_tiny()
     try:
         chat = bridge.submit(CHAT, LONG, tag="tab-3")
-        sims = [bridge.streams.submit(CHAT, params=LONG, tag=f"sim-ab12cd34-{i}")
-                for i in range(2)]
+        sims = [bridge.streams.submit(ChatRequest(messages=CHAT, params=LONG),
+                                      tag=f"sim-ab12cd34-{i}").stream for i in range(2)]
         api = bridge.local.submit(CHAT, params=LONG, tag="api")
         await wait_until(lambda: len(chat.tokens) > 2)
         running = bridge.running()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from app.backend import LocalBackend
+from app.bridge import LocalTarget
 from app.simulator.__main__ import config_from_args, format_summary, parse_args, simulate
 from app.simulator.config import SimConfig
 from app.simulator.run import SimulationRun
@@ -32,6 +34,11 @@ async def engine(tiny) -> AsyncIterator[Engine]:
     await eng.shutdown()
 
 
+def backend(engine: Engine) -> LocalBackend:
+    """What the simulator CLI runs on: a LocalBackend over the engine's LocalTarget."""
+    return LocalBackend(LocalTarget(engine))
+
+
 def burst(n: int, **kw) -> SimConfig:
     """All n requests at once (one burst), short replies: a fast run."""
     return SimConfig(arrival="burst", burst_size=n, burst_every_s=0.0, num_requests=n,
@@ -47,7 +54,7 @@ async def settle(engine: Engine) -> None:
 
 async def test_twenty_requests_all_accounted_and_saved(engine, tmp_path: Path):
     store = Store.open(tmp_path / "h.db")
-    run = SimulationRun(engine, burst(20), store)
+    run = SimulationRun(backend(engine), burst(20), store)
     sent, completed = [], []
     run.sent.connect(sent.append)
     run.completed.connect(completed.append)
@@ -76,7 +83,7 @@ async def test_twenty_requests_all_accounted_and_saved(engine, tmp_path: Path):
 async def test_cancellations_are_counted(engine):
     cfg = burst(10, cancel_probability=1.0)
     cfg.max_tokens_min = cfg.max_tokens_max = 300
-    run = SimulationRun(engine, cfg)
+    run = SimulationRun(backend(engine), cfg)
     summary = await run.start()
     assert summary["cancelled"] == 10 and summary["completed"] == 0
     # Each was cancelled mid-stream, long before its max_tokens.
@@ -88,7 +95,7 @@ async def test_cancellations_are_counted(engine):
 async def test_some_cancelled_some_not(engine):
     cfg = burst(16, cancel_probability=0.5)
     cfg.max_tokens_min = cfg.max_tokens_max = 200
-    run = SimulationRun(engine, cfg)
+    run = SimulationRun(backend(engine), cfg)
     summary = await run.start()
     cancelled = [r for r in run.results if r.finish_reason == "cancelled"]
     assert summary["cancelled"] == len(cancelled)
@@ -100,7 +107,7 @@ async def test_some_cancelled_some_not(engine):
 async def test_start_and_stop_at_once_leaves_nothing_running(engine):
     cfg = SimConfig(arrival="uniform", uniform_low_s=0.5, uniform_high_s=0.5, num_requests=50,
                     max_tokens_min=200, max_tokens_max=200, seed=1)
-    run = SimulationRun(engine, cfg)
+    run = SimulationRun(backend(engine), cfg)
     task = run.start()
     await asyncio.sleep(0)  # the first request goes out
     run.stop()
@@ -116,7 +123,7 @@ async def test_start_and_stop_at_once_leaves_nothing_running(engine):
 async def test_stop_mid_run_cancels_outstanding(engine):
     cfg = burst(8)
     cfg.max_tokens_min = cfg.max_tokens_max = 400
-    run = SimulationRun(engine, cfg)
+    run = SimulationRun(backend(engine), cfg)
     started = asyncio.Event()
     run.sent.connect(lambda row: started.set())
     task = run.start()
@@ -131,7 +138,7 @@ async def test_stop_mid_run_cancels_outstanding(engine):
 
 async def test_concurrency_limit_applies_during_the_run_and_is_restored(engine):
     cfg = burst(4, max_concurrent=1)
-    run = SimulationRun(engine, cfg)
+    run = SimulationRun(backend(engine), cfg)
     await run.start()
     rows = [t.decode_rows for t in engine.telemetry()]
     assert max(rows) == 1  # one at a time, though all four were sent together
@@ -141,7 +148,7 @@ async def test_concurrency_limit_applies_during_the_run_and_is_restored(engine):
 async def test_duration_bounds_sending(engine):
     cfg = SimConfig(arrival="uniform", uniform_low_s=0.1, uniform_high_s=0.1,
                     num_requests=None, duration_s=0.35, max_tokens_min=2, max_tokens_max=2)
-    run = SimulationRun(engine, cfg)
+    run = SimulationRun(backend(engine), cfg)
     summary = await run.start()
     # Sends at 0, 0.1, 0.2, 0.3 s at most; sleeping never ends early, so never more.
     assert 1 <= summary["requests"] <= 4 and summary["unaccounted"] == 0
@@ -150,7 +157,7 @@ async def test_duration_bounds_sending(engine):
 async def test_uniform_gaps_are_respected_by_the_run(engine):
     cfg = SimConfig(arrival="uniform", uniform_low_s=0.05, uniform_high_s=0.08, num_requests=6,
                     max_tokens_min=2, max_tokens_max=2, seed=3)
-    run = SimulationRun(engine, cfg)
+    run = SimulationRun(backend(engine), cfg)
     await run.start()
     sends = [r.send_t for r in run.results]
     assert all(b - a >= 0.05 for a, b in zip(sends, sends[1:], strict=False))
@@ -165,7 +172,7 @@ async def test_randomized_sampling_draws_within_ranges(engine):
     drawn = [cfg.sampling_for(rng) for _ in range(200)]
     assert all(0.2 <= d["temperature"] <= 0.9 and 0.5 <= d["top_p"] <= 0.95 for d in drawn)
     assert len({round(d["temperature"], 6) for d in drawn}) > 100
-    summary = await SimulationRun(engine, cfg).start()
+    summary = await SimulationRun(backend(engine), cfg).start()
     assert summary["completed"] == 6
 
 
@@ -174,7 +181,7 @@ async def test_cli_simulate_and_summary_text(engine, capsys):
                        "--max-tokens", "2:4", "--seed", "2", "--concurrency", "3"])
     cfg = config_from_args(args)
     assert (cfg.max_tokens_min, cfg.max_tokens_max, cfg.max_concurrent) == (2, 4, 3)
-    run = await simulate(engine, cfg)
+    run = await simulate(backend(engine), cfg)
     out = capsys.readouterr().out
     assert out.count("length") == 5  # one line per request
     text = format_summary(run.summary)

@@ -1,4 +1,4 @@
-"""The client-side concurrency limit of RemoteTarget: changeable while requests wait."""
+"""The client-side concurrency limit of RemoteBackend: changeable while requests wait."""
 
 import asyncio
 

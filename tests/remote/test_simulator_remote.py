@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.remote import Connection, RemoteClient, RemoteTarget
+from app.backend import RemoteBackend
+from app.remote import Connection, RemoteClient
 from app.simulator.config import SimConfig
 from app.simulator.goodput import Slo, goodput
 from app.simulator.run import SimulationRun
@@ -30,7 +31,7 @@ def burst(n: int, **kw) -> SimConfig:
 async def test_a_run_accounts_for_every_request_and_saves_goodput(mlx_server, tmp_path):
     store = Store.open(tmp_path / "h.db")
     client = RemoteClient(Connection(mlx_server.url, model=MODEL))
-    target = RemoteTarget(client, max_concurrent=16)
+    target = RemoteBackend(client, max_concurrent=16)
     cfg = burst(10, max_tokens_min=12, max_tokens_max=12, cancel_probability=0.4,
                 max_concurrent=3, slo_ttft_s=60.0, slo_tpot_s=60.0)
     try:

@@ -1,11 +1,13 @@
-"""RemoteTarget bounds the requests in flight on the client, and a stopped simulation
+"""RemoteBackend bounds the requests in flight on the client, and a stopped simulation
 cancels both the streaming and the waiting ones (the broken server sees them go)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from app.remote import Connection, RemoteClient, RemoteTarget
+from app.backend import RemoteBackend
+from app.remote import Connection, RemoteClient
+from app.request import ChatRequest
 from app.simulator.config import SimConfig
 from app.simulator.run import SimulationRun
 from tests.remote.broken_server import API_KEY, BrokenServer
@@ -23,7 +25,7 @@ async def test_in_flight_requests_are_bounded_and_a_stop_cancels_all():
     server = BrokenServer()
     await server.start()
     client = RemoteClient(Connection(server.url, model="endless", api_key=API_KEY))
-    target = RemoteTarget(client, max_concurrent=8)
+    target = RemoteBackend(client, max_concurrent=8)
     cfg = SimConfig(arrival="burst", burst_size=5, burst_every_s=0.0, num_requests=5,
                     max_tokens_min=50, max_tokens_max=50, max_concurrent=2, seed=1)
     run = SimulationRun(target, cfg)
@@ -48,8 +50,9 @@ async def test_the_limit_can_change_while_requests_wait():
     server = BrokenServer()
     await server.start()
     client = RemoteClient(Connection(server.url, model="endless", api_key=API_KEY))
-    target = RemoteTarget(client, max_concurrent=1)
-    streams = [target.submit([{"role": "user", "content": "hi"}], params={"max_tokens": 5})
+    target = RemoteBackend(client, max_concurrent=1)
+    streams = [target.submit(ChatRequest(messages=[{"role": "user", "content": "hi"}],
+                                         params={"max_tokens": 5})).stream
                for _ in range(3)]
     try:
         await until(lambda: len(server.requests) == 1 and target.limiter.waiting == 2)
