@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from engine.public import CpuOptions, RequestRejected, SamplingParams
+from engine.public import CpuOptions, SamplingParams
 
+from .backend import LocalBackend
 from .bridge.local_target import load_target
 from .plural import counted
+from .request import ChatRequest, Refusal, RefusalCode
 
 
 async def chat(source: str, params: SamplingParams, system: str | None = None,
@@ -21,6 +23,7 @@ async def chat(source: str, params: SamplingParams, system: str | None = None,
     print(f"{engine.description}. Type a message; an empty line or Ctrl-D quits.",
           file=sys.stderr)
     await engine.start()
+    backend = LocalBackend(engine)
     history: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
     loop = asyncio.get_running_loop()
     try:
@@ -30,8 +33,11 @@ async def chat(source: str, params: SamplingParams, system: str | None = None,
                 break
             history.append({"role": "user", "content": line})
             try:
-                stream = engine.submit(messages=history, params=params)
-            except RequestRejected as exc:
+                stream = backend.submit(ChatRequest(messages=list(history),
+                                                    params=params)).stream
+            except Refusal as exc:
+                if exc.code != RefusalCode.INVALID_REQUEST:  # only a rejected chat is said
+                    raise
                 print(f"[refused: {exc}]")
                 history.pop()
                 continue
