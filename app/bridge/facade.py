@@ -17,6 +17,7 @@ from engine.public import EngineStopped
 from ..backend import LocalBackend
 from ..remote.backends import RemoteBackends
 from ..request import refusal_of
+from ..request.tab import tab_request
 from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
@@ -44,7 +45,7 @@ class EngineBridge:
         self._waits = WaitPoll(lambda: self.host.target, self.frames, self.host.event_loop)
         # chats on OpenAI-compatible servers (app/remote); AppContext points it at settings
         self.remotes = RemoteBackends()
-        self._router = Router(self.host, self.frames, self._waits, self.remotes)
+        self._router = Router(self.host, self.remotes)
         # the simulator panel's backend: what it times is the engine's own streams
         self.streams = LocalBackend(
             serving=self._sim_target,
@@ -164,7 +165,7 @@ class EngineBridge:
         self.frames.flush()
         self._waits.cancel()
 
-    # -- replies (app.bridge.routing, app.bridge.frames) ----------------------------------
+    # -- replies (a Backend from app.bridge.routing, coalesced by app.bridge.frames) -----
     def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
                tag: str | None = None, backend: str | None = None,
                share_prompt_with: Generation | None = None,
@@ -174,9 +175,23 @@ class EngineBridge:
         `backend` names a saved connection (a RemoteStream), None the local engine.
         `share_prompt_with`: a local reply to the same messages started just before (N
         answers): the engine prefills the prompt once for both (ignored for remote ones).
-        `tools`, `tool_choice`: OpenAI's, for a reply that may call tools (Router.submit)."""
-        return self._router.submit(messages, params, tag, backend, share_prompt_with,
-                                   tools, tool_choice)
+        `tools`, `tool_choice`: OpenAI's, for a reply that may call tools: its calls are
+        parsed with `gen.call_format` (local) or arrive as `gen.stream.tool_calls` (remote)."""
+        chosen = self._router.backend(backend)
+        # a remote server gets the format and the tools as given (tab_request's `local`)
+        request = tab_request(messages, params, tools, tool_choice, local=backend is None)
+        lead = (share_prompt_with.request_id if share_prompt_with is not None
+                and share_prompt_with.backend is None and backend is None else None)
+        taken = chosen.submit(request, priority="interactive", tag=tag, share_prompt_with=lead)
+        # the view's side: a Generation the frame pump coalesces, one flush a frame
+        gen = Generation(taken.stream, tag, backend=backend, answered_by=chosen.description)
+        if backend is None:  # a remote server sends its calls parsed (RemoteStream)
+            gen.call_format = taken.call_format
+            gen.tool_names = request.call_names
+        self.frames.follow(gen)
+        if backend is None:
+            self._waits.watch()
+        return gen
 
     @property
     def active(self) -> list[Generation]:
