@@ -7,8 +7,7 @@ import sys
 
 from engine.public import CpuOptions, SamplingParams
 
-from .backend import LocalBackend
-from .bridge.local_target import load_target
+from .backend import load_local
 from .plural import counted
 from .request import ChatRequest, Refusal, RefusalCode
 
@@ -19,11 +18,11 @@ async def chat(source: str, params: SamplingParams, system: str | None = None,
     ngram or draft:PATH (app/speculative.py)."""
     print(f"Loading {source} ...", file=sys.stderr)
     options = {"speculative": speculative} | ({} if cpu is None else {"cpu": cpu})
-    engine = load_target(source, **options)
+    backend = load_local(source, **options)
+    engine = backend.target
     print(f"{engine.description}. Type a message; an empty line or Ctrl-D quits.",
           file=sys.stderr)
     await engine.start()
-    backend = LocalBackend(engine)
     history: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
     loop = asyncio.get_running_loop()
     try:

@@ -4,7 +4,7 @@ engine_input.py) and submitted to a LocalTarget, one engine request per choice."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..request import SUBMIT_ERRORS, ChatRequest, Refusal, engine_input, refusal_of
 from .protocol import Submission
@@ -74,6 +74,16 @@ class LocalBackend:
         except Refusal:
             return
         target.set_max_concurrent(n)
+
+
+def load_local(source: str, progress: Callable[[str, float], None] | None = None,
+               **settings: Any) -> LocalBackend:
+    """A LocalBackend on `source` loaded with EngineConfig `settings` (blocking: the
+    terminal chat's; app.bridge.local_target.load_target). Not started: `backend.target`
+    starts and stops it."""
+    from ..bridge.local_target import load_target  # app.bridge builds on this module
+
+    return LocalBackend(load_target(source, progress, **settings))
 
 
 def _field(request: ChatRequest) -> str:
