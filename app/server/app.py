@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..backend import LocalBackend
-from ..request import ChatRequest, Refusal, RefusalCode
+from ..request import Refusal, RefusalCode
 from . import errors, model_names, openapi, responses, schemas, tooling
 from .body import read_json
 from .choices import Choices
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from engine.public import EventStream, RequestStats
 
     from ..bridge import LocalTarget
-    from ..tools import CallFormat
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +271,12 @@ class ApiServer:
                                         or target.context_length)
         else:
             parsed = schemas.parse_completion(body, 16)  # OpenAI's default for completions
-        choices, fmt = self._submit(target, parsed)
+        # the request's choices, all of them or none (LocalBackend.submit); "api-…" ids tell
+        # API requests apart in the history's request stats
+        taken = LocalBackend(target).submit(parsed, priority=self.config.priority,
+                                            tag=self.config.tag,
+                                            request_id=f"api-{uuid.uuid4().hex[:16]}")
+        choices, fmt = Choices(taken.streams, self._ended), taken.call_format
         first = Reply(kind, model, self._text_of(target), parsed.logprobs,
                       calls=tooling.call_stream(parsed, fmt))
         replies = [first] + [Reply(kind, model, first.token_text, parsed.logprobs, index=i,
@@ -311,16 +315,6 @@ class ApiServer:
                 raise Refusal(RefusalCode.MODEL_NOT_FOUND, f"the model '{model}' is not served "
                               f"here; the names that work: {listed}", param="model")
         return target, served  # any name: the reply names the served id
-
-    def _submit(self, target: LocalTarget, parsed: ChatRequest
-                ) -> tuple[Choices, CallFormat | None]:
-        """The request's choices, all of them or none (LocalBackend.submit), and the format
-        the replies' tool calls are parsed in (None without tools)."""
-        # "api-…" ids tell API requests apart in the history's request stats
-        taken = LocalBackend(target).submit(parsed, priority=self.config.priority,
-                                            tag=self.config.tag,
-                                            request_id=f"api-{uuid.uuid4().hex[:16]}")
-        return Choices(taken.streams, self._ended), taken.call_format
 
     async def _whole(self, choices: Choices, replies: list[Reply], t0: float) -> web.Response:
         last = [t0] * len(choices)
