@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from .bridge import EngineBridge
 from .bridge.local_target import default_loader
+from .history.entries import HistoryRecords
 from .history.reader import HistoryReader
-from .history.writer import HistoryWriter
 from .mcp import McpManager
 from .settings import Settings
 
@@ -16,13 +16,11 @@ from .settings import Settings
 class AppContext:
     settings: Settings
     bridge: EngineBridge
-    history: HistoryWriter | None = None  # the saved chats (app.history.writer), once the app saves
+    # the history, once the app saves one: read through `history_reader` (no writes), and
+    # records handed in through `records`; the writer itself only the Workspace holds
+    history_reader: HistoryReader | None = None
+    records: HistoryRecords | None = None
     mcp: McpManager = field(default_factory=McpManager)  # MCP servers' tools (app.mcp)
-
-    @property
-    def history_reader(self) -> HistoryReader | None:
-        """The history, to read from: no write methods (HistoryWriter is its one writer)."""
-        return self.history.reader if self.history is not None else None
 
     def __post_init__(self) -> None:
         # tabs on a remote backend find its connection in the settings, as saved now

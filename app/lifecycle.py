@@ -64,7 +64,4 @@ class Lifecycle:
 
     def finish(self) -> bool:
         """Step 5, once the loop has ended: True when the history has nothing unsaved."""
-        history = self.workspace.history
-        if history is None:
-            return True
-        return history.close(set_aside=self.unattended)
+        return self.workspace.close_history(set_aside=self.unattended)

@@ -4,6 +4,8 @@ The window mirrors it (ui/chat_tabs.py): a tab is made when a chat is `opened`, 
 when it is `closed`, and brought forward on `front_changed`; what the user does to the tabs
 (drag, click, close button) comes back here as `move`, `set_front` and `close`. The history
 (app.history.writer) and the KV saver follow the chats from here, so no view wires them.
+The Workspace is the one holder of the HistoryWriter (private); the rest of the app gets
+the narrow entries it hands out (app/history/entries.py) and the `history_reader`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import logging
 from .bridge import EngineBridge
 from .conversation import Conversation
 from .events import Event
+from .history.entries import ChatEdits, HistoryRecords, HistoryUpkeep
+from .history.reader import HistoryReader
 from .history.writer import HistoryWriter
 from .kv_saver import KVSaver
 from .settings import Settings
@@ -33,7 +37,11 @@ class Workspace:
                  history: HistoryWriter | None = None, kv_saver: KVSaver | None = None) -> None:
         self.bridge = bridge
         self.settings = settings
-        self.history = history
+        self._history = history  # the store's one writer: held here only, never handed out
+        # what the rest of the app may do to the history, each no more than its part needs
+        self.records = HistoryRecords(history) if history is not None else None
+        self.chat_edits = ChatEdits(history) if history is not None else None
+        self.upkeep = HistoryUpkeep(history) if history is not None else None
         self.kv_saver = kv_saver or KVSaver(bridge)  # open chats' KV to disk when idle
         self.conversations: list[Conversation] = []
         self.front: Conversation | None = None
@@ -62,8 +70,8 @@ class Workspace:
         self.kv_saver.watch(conv)
         self.opened.emit(conv, index)
         self.set_front(conv)
-        if self.history is not None:
-            self.history.attach(conv, index)
+        if self._history is not None:
+            self._history.attach(conv, index)
             self._save_order()
         return conv
 
@@ -93,8 +101,8 @@ class Workspace:
         if conv not in self.conversations:
             return
         index = self.conversations.index(conv)
-        if self.history is not None:
-            self.history.detach(conv)  # saves what it shows, before the reply is cancelled
+        if self._history is not None:
+            self._history.detach(conv)  # saves what it shows, before the reply is cancelled
         self.kv_saver.forget(conv)
         conv.close()
         self._remember_closed(conv, index)
@@ -103,7 +111,7 @@ class Workspace:
         if self.front is conv:
             self.front = None
         self.closed.emit(conv, index)
-        if self.history is not None:
+        if self._history is not None:
             self._save_order()
         if not self.conversations and not self.closing:
             self.open()
@@ -115,7 +123,7 @@ class Workspace:
         self.conversations.remove(conv)
         self.conversations.insert(index, conv)
         self.moved.emit(conv, index)
-        if self.history is not None:
+        if self._history is not None:
             self._save_order()
 
     def set_front(self, conv: Conversation | None) -> None:
@@ -145,11 +153,20 @@ class Workspace:
         return out
 
     # -- the history --------------------------------------------------------------------
+    @property
+    def history_reader(self) -> HistoryReader | None:
+        """The history, to read from (no write methods); None when the app keeps none."""
+        return self._history.reader if self._history is not None else None
+
+    def close_history(self, *, set_aside: bool = False) -> bool:
+        """HistoryWriter.close: False if some changes stay unsaved; True with no history."""
+        return self._history.close(set_aside=set_aside) if self._history is not None else True
+
     def restore(self) -> int:
         """Open the chats that were open at the last quit, the first in front; how many."""
-        if self.history is None:
+        if self._history is None:
             return 0
-        convs = self.history.restore(self.bridge)
+        convs = self._history.restore(self.bridge)
         for conv in convs:
             self.open(conv)
         if convs:
@@ -161,9 +178,9 @@ class Workspace:
         tab shows it. Raises StorageError or KeyError when it cannot be read."""
         conv = self.find(session_id)
         if conv is None:
-            if self.history is None:
+            if self._history is None:
                 raise KeyError(session_id)
-            conv = self.open(self.history.load_conversation(session_id, self.bridge), at=at)
+            conv = self.open(self._history.load_conversation(session_id, self.bridge), at=at)
         self.set_front(conv)
         return conv
 
@@ -172,8 +189,8 @@ class Workspace:
         conv = self.find(session_id)
         if conv is not None:
             self.close(conv)
-        if self.history is not None:
-            self.history.delete_session(session_id)
+        if self._history is not None:
+            self._history.delete_session(session_id)
 
     def reopen(self) -> Conversation | None:
         """Bring back the most recently closed chat: from the history when there is one (as
@@ -183,7 +200,7 @@ class Workspace:
             conv = self.closed_stack.pop()
             at = self.closed_at.pop(conv.id, None)
             self.reopenable_changed.emit(bool(self.closed_stack))
-            if self.history is not None:
+            if self._history is not None:
                 try:
                     return self.open_session(conv.session_id, at=at)
                 except (StorageError, KeyError) as exc:  # deleted meanwhile: the one before
@@ -215,8 +232,8 @@ class Workspace:
         self.reopenable_changed.emit(True)
 
     def _save_order(self) -> None:
-        assert self.history is not None
-        self.history.set_tab_order(self.conversations)
+        assert self._history is not None
+        self._history.set_tab_order(self.conversations)
 
     # -- drafts -------------------------------------------------------------------------
     def set_draft(self, conv: Conversation, text: str) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from app.bridge import EngineBridge
     from app.context import AppContext
+    from app.history.writer import HistoryWriter
     from app.settings import Settings
     from ui.event_loop import QtLoop
     from ui.main_window import MainWindow
@@ -76,11 +77,13 @@ def scratch_settings() -> Settings:
 
 
 def open_window(ctx: AppContext,
-                size: tuple[int, int] | None = (1200, 780)) -> MainWindow:
-    """The main window on `ctx`, shown at `size` (None: the size it opens at by itself)."""
+                size: tuple[int, int] | None = (1200, 780), *,
+                history: HistoryWriter | None = None) -> MainWindow:
+    """The main window on `ctx` (saving to `history`, if given), shown at `size` (None: the
+    size it opens at by itself)."""
     from ui.main_window import MainWindow
 
-    window = MainWindow(ctx)
+    window = MainWindow(ctx, history=history)
     if size is not None:
         window.resize(*size)
     window.show()

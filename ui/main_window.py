@@ -27,6 +27,7 @@ from app.bridge import BridgeState, Choice
 from app.bridge.switch import model_name
 from app.context import AppContext
 from app.conversation import Conversation
+from app.history.writer import HistoryWriter
 from app.lifecycle import SIMULATOR_TIMEOUT_S, Lifecycle
 from app.server.in_app import AppServer
 from app.workspace import Workspace
@@ -65,12 +66,16 @@ class MainWindow(QMainWindow):
 
     shutdown_finished = Signal()
 
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None, *,
+                 history: HistoryWriter | None = None) -> None:
+        """`history`: the saved chats' writer, which only the Workspace holds; the context
+        gets its reader and its entry for records (the server, stats and simulator's)."""
         super().__init__(parent)
         self.ctx = ctx
         self.setWindowTitle("BatchChat")
         self.resize(1200, 780)
-        self.workspace = Workspace(ctx.bridge, ctx.settings, ctx.history)
+        self.workspace = Workspace(ctx.bridge, ctx.settings, history)
+        ctx.history_reader, ctx.records = self.workspace.history_reader, self.workspace.records
         self.lifecycle = Lifecycle(self.workspace, ctx.bridge)
         self._closing = False
         self._closed = False
@@ -89,7 +94,7 @@ class MainWindow(QMainWindow):
         self.banner.watch(ctx.bridge, self.workspace.titles)
         col.addWidget(self.banner)
         self.history = (HistoryController(self, self.workspace, self.lifecycle)
-                        if ctx.history else None)
+                        if history is not None else None)
         if self.history is not None:
             col.addWidget(self.history.banner)  # under the model's banner, above the tabs
             self.history.refocus = self.return_focus  # when the History dialog closes
@@ -97,7 +102,7 @@ class MainWindow(QMainWindow):
         self.tabs.draft_typed = self.draft_saver.changed
         self.sidebar: Sidebar | None = None
         self.sidebar_action: QAction | None = None
-        if ctx.history is not None:  # the sidebar lists the history's chats
+        if history is not None:  # the sidebar lists the history's chats
             col.addWidget(self._make_sidebar(), 1)
         else:
             col.addWidget(self.tabs, 1)

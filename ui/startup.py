@@ -26,8 +26,7 @@ def run_window(args: argparse.Namespace, *, loader: Loader | None = None,
     app.setStyleSheet(load_stylesheet())
     loop = make_loop(app)
     ctx = AppContext.create(bridge=EngineBridge(loader) if loader is not None else None)
-    ctx.history = HistoryWriter.open(args.db)
-    window = MainWindow(ctx)
+    window = MainWindow(ctx, history=HistoryWriter.open(args.db))  # the Workspace keeps it
     if on_window is not None:
         on_window(window)
     install_excepthook(lambda: window)

@@ -3,8 +3,10 @@
 Every write to the store goes through HistoryWriter (`_write`): the chats' own, and the
 records other parts hand it (the API server's request stats, the stats panel's snapshots,
 simulation runs and their results, history imports). The store is its own (`_store`), never
-handed out: readers get `reader`, a HistoryReader with no write methods. At open, the writes
-an earlier quit set aside are replayed before anything else (app/history/restore.py).
+handed out: readers get `reader`, a HistoryReader with no write methods. The writer itself
+is the Workspace's alone; other parts write through its entries (app/history/entries.py).
+At open, the writes an earlier quit set aside are replayed before anything else
+(app/history/restore.py).
 
 What is written when (all through SafeStore, so a failed write is kept and retried):
 a session row when a tab opens, and again (after `meta_delay_s`) when its title,

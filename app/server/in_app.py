@@ -95,7 +95,7 @@ class AppServer:
         return self.ctx.bridge.serving
 
     def _record(self, stats: RequestStats) -> None:
-        history = self.ctx.history
+        history = self.ctx.records  # the history's entry for records handed in
         if history is None:
             return
         from ..storage.records import RequestStatsRecord

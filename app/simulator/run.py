@@ -38,8 +38,8 @@ LoadTarget = LoadBackend
 
 
 class RunRecorder(Protocol):
-    """Where a run is saved: the app's HistoryWriter (the history store's one writer) or the
-    CLI's own Store."""
+    """Where a run is saved: the app's HistoryRecords (the Workspace's entry into the
+    history store's one writer) or the CLI's own Store."""
 
     def save_sim_run(self, run: SimRun) -> object: ...
 

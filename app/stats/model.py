@@ -261,7 +261,7 @@ class StatsModel:
         self.ttft, self.itl, self.rows, self.memory = Latency(), Latency(), [], None
 
     def _maybe_snapshot(self, now: float, stats: EngineStats) -> None:
-        history = self.ctx.history
+        history = self.ctx.records
         if history is None:
             return
         if self._last_snapshot is not None and now - self._last_snapshot < self.snapshot_every_s:

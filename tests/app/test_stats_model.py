@@ -79,7 +79,7 @@ def make(engine: FakeEngine | None, history: object = None) -> tuple[StatsModel,
     """A StatsModel on `engine` (the bridge's local target), saving snapshots to `history`
     (the history store's one writer)."""
     clock = Clock()
-    ctx = SimpleNamespace(bridge=SimpleNamespace(local=engine), history=history)
+    ctx = SimpleNamespace(bridge=SimpleNamespace(local=engine), records=history)
     return StatsModel(ctx, history_s=10.0, clock=clock), clock  # type: ignore[arg-type]
 
 

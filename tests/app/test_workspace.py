@@ -130,7 +130,7 @@ async def test_the_history_follows_the_workspace(tmp_path, settings):
         assert again.restore() == 2
         assert [c.title for c in again.conversations] == ["chat 2", "chat 0"]
         assert again.front is again.conversations[0]
-        again.history.close()
+        again.close_history()
     finally:
         await bridge.shutdown(timeout=2.0)
 
@@ -193,7 +193,7 @@ def test_drafts_and_the_front_chat_come_back_after_a_restart(tmp_path, settings)
     settings.drafts[kept.session_id] = "half a thought"  # as if it was killed before
     settings.drafts["never-saved"] = "one more"
     settings.save()
-    ws.history.close()
+    ws.close_history()
 
     loaded = Settings.load(settings.path)
     again = Workspace(EngineBridge(), loaded, HistoryWriter.open(db))
@@ -209,7 +209,7 @@ def test_drafts_and_the_front_chat_come_back_after_a_restart(tmp_path, settings)
                         (empty.session_id, "half a thought"), (new.session_id, "one more")]
     assert again.draft(empty) == "half a thought"
     assert again.front is back and loaded.front_chat == fresh.session_id
-    again.history.close()
+    again.close_history()
 
 
 def test_closed_chats_keep_their_name_for_the_stats_and_reopen_in_place(settings):

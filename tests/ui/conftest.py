@@ -168,8 +168,8 @@ class HistoryApp:
         # the tests' own handle on the file, to write fixtures as the writer would
         self.store = SafeStore.open(self.db)
         self.history = HistoryWriter.over(self.store, **sync_options)
-        ctx = AppContext(self.settings, bridge, history=self.history)
-        self.window = MainWindow(ctx)
+        ctx = AppContext(self.settings, bridge)
+        self.window = MainWindow(ctx, history=self.history)
         self.window.show()
         self.qtbot.waitExposed(self.window)
         try:  # shortcuts need an active window; offscreen activates it a moment later

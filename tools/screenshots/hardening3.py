@@ -36,8 +36,8 @@ def main() -> None:
     settings = Settings(home / "settings.json")
     settings.show_settings_panel = True
     base = AppContext.create(settings=settings)
-    ctx = AppContext(settings, base.bridge, history=HistoryWriter.open(home / "history.db"))
-    window = open_window(ctx, SIZES[0])
+    ctx = AppContext(settings, base.bridge)
+    window = open_window(ctx, SIZES[0], history=HistoryWriter.open(home / "history.db"))
 
     def shot(name: str) -> None:
         app_start.shot(window, out / f"screenshot-hardening3-{name}.png")

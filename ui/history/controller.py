@@ -11,7 +11,8 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QFileDialog, QLabel, QMainWindow, QMessageBox, QPushButton
 
-from app.history.writer import HistoryWriter
+from app.history.entries import ChatEdits, HistoryRecords, HistoryUpkeep
+from app.history.reader import HistoryReader
 from app.lifecycle import Lifecycle
 from app.plural import counted
 from app.storage import StorageError
@@ -32,11 +33,15 @@ class HistoryController(QObject):
     def __init__(self, window: QMainWindow, workspace: Workspace,
                  lifecycle: Lifecycle) -> None:
         super().__init__(window)
-        assert workspace.history is not None
+        assert workspace.upkeep is not None and workspace.records is not None
+        assert workspace.chat_edits is not None and workspace.history_reader is not None
         self.window = window
         self.workspace = workspace
         self.lifecycle = lifecycle
-        self.history: HistoryWriter = workspace.history
+        self.history: HistoryUpkeep = workspace.upkeep  # the file's state and care
+        self.records: HistoryRecords = workspace.records  # a simulation run's delete
+        self.reader: HistoryReader = workspace.history_reader  # the dialog's, with its import
+        self.chat_edits: ChatEdits = workspace.chat_edits
         self.dialog: HistoryDialog | None = None
         # the window's keys back to it when the dialog closes (its shortcuts work at once)
         self.refocus: Callable[[], None] = window.activateWindow
@@ -67,7 +72,7 @@ class HistoryController(QObject):
     # -- history view -------------------------------------------------------------------
     def show_history(self) -> HistoryDialog:
         if self.dialog is None:
-            self.dialog = HistoryDialog(self.history, self.window)
+            self.dialog = HistoryDialog(self.reader, self.chat_edits, self.window)
             self.dialog.open_requested.connect(self.open_session)
             self.dialog.delete_requested.connect(self.delete)
             self.dialog.finished.connect(lambda _result: self.refocus())
@@ -108,7 +113,7 @@ class HistoryController(QObject):
         if kind == "session":
             self.workspace.delete_session(entry_id)
         else:
-            self.history.delete_sim_run(entry_id)
+            self.records.delete_sim_run(entry_id)
         self.update_status()
         text = f"Deleted \u201c{title}\u201d" + ("; its tab was closed." if had_tab else ".")
         if self.dialog is not None:

@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
 
 from app.file_names import file_name
 from app.history import files
+from app.history.entries import ChatEdits
 from app.history.files import HistoryEntry
-from app.history.writer import HistoryWriter
+from app.history.reader import HistoryReader
 from app.storage import StorageError
 
 from .. import file_dialogs
@@ -59,9 +60,11 @@ class HistoryDialog(QDialog):
     open_requested = Signal(str, str)
     delete_requested = Signal(str, str)
 
-    def __init__(self, history: HistoryWriter, parent: QWidget | None = None) -> None:
+    def __init__(self, reader: HistoryReader, edits: ChatEdits,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.history = history
+        self.reader = reader
+        self.edits = edits  # imports
         self.setWindowTitle("History")
         self.resize(760, 520)
         self.entries: list[HistoryEntry] = []
@@ -129,7 +132,7 @@ class HistoryDialog(QDialog):
     # -- listing ------------------------------------------------------------------------
     def refresh(self) -> None:
         try:
-            self.entries = files.list_entries(self.history.reader, self.search.text())
+            self.entries = files.list_entries(self.reader, self.search.text())
         except StorageError as exc:
             self.entries = []
             self.show_message(f"The history cannot be read: {exc}")
@@ -175,7 +178,7 @@ class HistoryDialog(QDialog):
             self.show_message("Select two or more simulation runs to compare them.")
             return None
         try:
-            runs = [self.history.reader.load_sim_run(e.id) for e in chosen]
+            runs = [self.reader.load_sim_run(e.id) for e in chosen]
         except StorageError as exc:
             self.show_message(f"The runs cannot be read: {exc}")
             return None
@@ -230,7 +233,7 @@ class HistoryDialog(QDialog):
             path = self.ask_save_path(name + suffix, file_filter)
             if not path:
                 return False
-        store = self.history.reader
+        store = self.reader
         table = "csv" if fmt == "csv" else "json"
         try:
             if what == "session" and entry is not None:
@@ -253,7 +256,7 @@ class HistoryDialog(QDialog):
         if not path:
             return False
         try:
-            report = self.history.import_file(path)
+            report = self.edits.import_file(path)
         except (StorageError, OSError, ValueError) as exc:
             self.show_message(f"Import failed: {exc}")
             return False

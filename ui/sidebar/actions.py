@@ -39,9 +39,9 @@ class SidebarActions(QObject):
     def __init__(self, workspace: Workspace, chats: ChatList, undo_bar: UndoBar,
                  parent: QWidget) -> None:
         super().__init__(parent)
-        assert workspace.history is not None
+        assert workspace.chat_edits is not None
         self.workspace = workspace
-        self.history = workspace.history
+        self.history = workspace.chat_edits  # pin and rename chats no tab shows
         self.chats = chats
         self.undo_bar = undo_bar
         self.parent_widget = parent

@@ -32,11 +32,11 @@ class Sidebar(QFrame):
     def __init__(self, workspace: Workspace, parent: QWidget | None = None,
                  undo_ms: int = UNDO_MS) -> None:
         super().__init__(parent)
-        assert workspace.history is not None
-        self.history = workspace.history
+        assert workspace.chat_edits is not None and workspace.history_reader is not None
+        self.history = workspace.chat_edits  # its chats_changed: the list is read again
         self.setObjectName("sidebar")
         self.workspace = workspace
-        self.chats = ChatList(workspace.history.reader, lambda: workspace.conversations)
+        self.chats = ChatList(workspace.history_reader, lambda: workspace.conversations)
         col = QVBoxLayout(self)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)

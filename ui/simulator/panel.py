@@ -205,7 +205,7 @@ class SimulatorPanel(QWidget):
             self.error.setText("Load a model first.")
             return False
         self.error.clear()
-        self._begin(SimulationRun(self.ctx.bridge.streams, cfg, self.ctx.history))
+        self._begin(SimulationRun(self.ctx.bridge.streams, cfg, self.ctx.records))
         self.task = asyncio.ensure_future(self._drive(self.run))
         return True
 
@@ -236,7 +236,7 @@ class SimulatorPanel(QWidget):
             return
         try:
             title = f"Simulation against {target.description}: {cfg.describe()}"
-            self._begin(SimulationRun(target, cfg, self.ctx.history, title))
+            self._begin(SimulationRun(target, cfg, self.ctx.records, title))
             assert self.run is not None
             await self._drive(self.run)
         finally:
