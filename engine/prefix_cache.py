@@ -31,8 +31,8 @@ from .cache import LayerCaches
 def supports(cache: LayerCaches) -> bool:
     """Whether caches of this shape can be kept and restored here: plain KV layers, and
     recurrent ones beside at least one of them (its offset is the entry's length)."""
-    return (kv_only(cache) or any(type(layer) is KVCache for layer in cache)
-            and all(type(layer) in (KVCache, ArraysCache) for layer in cache))
+    return kv_only(cache) or (any(type(layer) is KVCache for layer in cache)
+                              and all(type(layer) in (KVCache, ArraysCache) for layer in cache))
 
 
 def kv_only(cache: LayerCaches) -> bool:

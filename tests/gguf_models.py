@@ -146,24 +146,25 @@ def _granite_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     w.add_logit_scale(c["logits_scaling"])
 
 
+def _yarn(w: GGUFWriter, scaling: dict[str, Any]) -> None:
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(scaling["factor"])
+    w.add_rope_scaling_orig_ctx_len(scaling["original_max_position_embeddings"])
+
+
 def _gpt_oss_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     _key_length(w, c)
     w.add_sliding_window(c["sliding_window"])
     w.add_expert_count(c["num_local_experts"])
     w.add_expert_used_count(c["num_experts_per_tok"])
     w.add_expert_feed_forward_length(c["intermediate_size"])
-    s = c["rope_scaling"]
-    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
-    w.add_rope_scaling_factor(s["factor"])
-    w.add_rope_scaling_orig_ctx_len(s["original_max_position_embeddings"])
+    _yarn(w, c["rope_scaling"])
 
 
 def _ministral3_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     _llama_meta(w, c)
     p = c["rope_parameters"]
-    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
-    w.add_rope_scaling_factor(p["factor"])
-    w.add_rope_scaling_orig_ctx_len(p["original_max_position_embeddings"])
+    _yarn(w, p)
     w.add_rope_scaling_yarn_beta_fast(p["beta_fast"])
     w.add_rope_scaling_yarn_beta_slow(p["beta_slow"])
     w.add_rope_scaling_yarn_log_mul(p["mscale_all_dim"])

@@ -305,8 +305,7 @@ def _native_decoder():
     backend: decoding runs on the CPU whatever runs the model)."""
     from .. import native
 
-    ext = native.extension_if_built()
-    return getattr(ext, "ggml_to_affine", None) if ext is not None else None
+    return native.built_function("ggml_to_affine")
 
 
 def to_float32(data: np.ndarray, kind: GGMLQuantizationType) -> np.ndarray:

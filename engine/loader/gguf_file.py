@@ -108,8 +108,7 @@ def _native_string_spans() -> Any:
     """engine.native's gguf_string_spans, or None where the extension is not built."""
     from .. import native
 
-    ext = native.extension_if_built()
-    return getattr(ext, "gguf_string_spans", None) if ext is not None else None
+    return native.built_function("gguf_string_spans")
 
 
 @dataclass(frozen=True)

@@ -147,8 +147,7 @@ def _native_arrays():
     """engine.native's ggml_to_affine_arrays, or None where the extension is not built."""
     from .. import native
 
-    ext = native.extension_if_built()
-    return getattr(ext, "ggml_to_affine_arrays", None) if ext is not None else None
+    return native.built_function("ggml_to_affine_arrays")
 
 
 def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,

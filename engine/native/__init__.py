@@ -201,6 +201,13 @@ def extension_if_built() -> ModuleType | None:
     return _ext
 
 
+def built_function(name: str) -> Any:
+    """The extension's function `name` when the extension is built (any backend: the
+    loader's decoding runs on the CPU whatever runs the model), else None."""
+    ext = extension_if_built()
+    return getattr(ext, name, None) if ext is not None else None
+
+
 def extension() -> ModuleType:
     """The loaded extension module itself, for callers on a hot path (engine/native/layers.py);
     raises RuntimeError when it is not loaded."""
