@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 
 from engine.public import CpuOptions, SamplingParams
 
@@ -24,10 +25,9 @@ async def chat(source: str, params: SamplingParams, system: str | None = None,
           file=sys.stderr)
     await engine.start()
     history: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
-    loop = asyncio.get_running_loop()
     try:
         while True:
-            line = await loop.run_in_executor(None, _read, "you> ")
+            line = await _read_line("you> ")
             if not line:
                 break
             history.append({"role": "user", "content": line})
@@ -51,6 +51,35 @@ async def chat(source: str, params: SamplingParams, system: str | None = None,
             history.append({"role": "assistant", "content": stream.text})
     finally:
         await engine.shutdown()
+
+
+async def _read_line(prompt: str) -> str:
+    """The next line, read on a daemon thread: after Ctrl+C the process exits without
+    waiting for a line (asyncio's executor threads are joined at exit, so an `input()` left
+    pending there held the exit until Enter)."""
+    loop = asyncio.get_running_loop()
+    got: asyncio.Future[str] = loop.create_future()
+
+    def deliver(line: str | None, exc: BaseException | None) -> None:
+        if got.done():  # cancelled meanwhile (Ctrl+C)
+            return
+        if exc is not None:
+            got.set_exception(exc)
+        else:
+            got.set_result(line or "")
+
+    def work() -> None:
+        try:
+            line, exc = _read(prompt), None
+        except Exception as e:  # noqa: BLE001 - handed to the awaiting task
+            line, exc = None, e
+        try:
+            loop.call_soon_threadsafe(deliver, line, exc)
+        except RuntimeError:  # the loop closed first
+            pass
+
+    threading.Thread(target=work, name="terminal-input", daemon=True).start()
+    return await got
 
 
 def _read(prompt: str) -> str:

@@ -108,6 +108,8 @@ def run_cli(args: argparse.Namespace) -> int:
     except ModelLoadError as exc:
         print(f"batchchat: error: cannot load the model: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl+C quits the chat as an empty line does (engine stopped)
+        print(file=sys.stderr)
     return 0
 
 

@@ -109,3 +109,38 @@ def test_the_terminal_chat_drafts_and_says_so(tmp_path: Path) -> None:
                             input="Repeat this code exactly: " + code.replace("\n", " ") + "\n")
     assert result.returncode == 0, result.stderr
     assert "% accepted" in result.stdout and "tokens per step" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("when", ["waiting for a line", "while a reply streams"])
+def test_ctrl_c_quits_the_terminal_chat_cleanly(tmp_path: Path, when: str) -> None:
+    """Ctrl+C ends the terminal chat as an empty line does: exit 0, no traceback, and no
+    wait for a line first (stdin stays open, as a terminal's does)."""
+    import signal
+    import time
+
+    from engine.loader import bundled_model_path
+
+    env = os.environ | {"BATCHCHAT_DATA_DIR": str(tmp_path / "data")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "batchchat", "--cli", "--model", str(bundled_model_path()),
+         "--max-tokens", "4000"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+        # a suite started in the background may run with SIGINT ignored: the chat's default
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert proc.stderr is not None and proc.stdin is not None and proc.stdout is not None
+        while "Type a message" not in proc.stderr.readline():  # loaded
+            assert proc.poll() is None, "the chat ended while loading"
+        if when == "while a reply streams":
+            proc.stdin.write("Tell me a long story about the sea.\n")
+            proc.stdin.flush()
+            assert proc.stdout.read(10)  # "you> bot> " and the reply's first characters
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+        err = proc.stderr.read()
+        assert code == 0, err
+        assert "Traceback" not in err, err
+    finally:
+        proc.kill()
+        proc.wait()
