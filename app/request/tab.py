@@ -5,6 +5,7 @@ the tab got wrong; app/bridge/routing.py submits the request."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..output_format import APP_KEYS, OutputFormatError, grammar_of, response_format_of
@@ -47,7 +48,5 @@ def tab_request(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]
         except ValueError as exc:
             raise Refusal(RefusalCode.INVALID_SCHEMA, f"a tool cannot be offered: {exc}",
                           param="tools") from None
-    return ChatRequest(messages=request.messages, params=sampling, response_format=fmt,
-                       grammar=grammar, tools=tuple(offered) if tool_choice != "none" else (),
-                       tool_road=True, forced=forced, call_tools=request.call_tools,
-                       tool_choice=tool_choice)
+    return replace(request, grammar=grammar, forced=forced,
+                   tools=tuple(offered) if tool_choice != "none" else ())
