@@ -37,8 +37,13 @@ def token_ids(tokens: Seq[int], vocab_size: int) -> list[int]:
 
 
 def chat_tokens(tokenizer: Any, messages: Seq[Mapping[str, Any]], vocab_size: int,
-                end_ids: Collection[int]) -> list[int]:
-    """The templated prompt of `messages`, ready for the model's first decode step."""
+                end_ids: Collection[int],
+                template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+    """The templated prompt of `messages`, ready for the model's first decode step.
+    `template_kwargs`: variables the template reads (`enable_thinking`,
+    `reasoning_effort`…: engine/reasoning/controls.py). An assistant message's
+    `reasoning_content` reaches the template as `reasoning_content` and as `thinking`
+    (gpt-oss's name), which keeps or drops it as it was written to."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Seq):
         raise RequestRejected("messages must be a list of {'role', 'content'} mappings")
     spliced: dict[int, list[int]] = {}
@@ -66,9 +71,10 @@ def chat_tokens(tokenizer: Any, messages: Seq[Mapping[str, Any]], vocab_size: in
     # turn); only a chat with no text in any message is empty
     if not any(m["content"].strip() for m in messages):
         raise RequestRejected("empty prompt: no message has any content")
-    plain = [{"role": m["role"], "content": m["content"]} for m in messages]
+    plain = [{"role": m["role"], "content": m["content"]} | _reasoning_of(m)
+             for m in messages]
     try:
-        return _splice(tokenizer, plain, spliced)
+        return _splice(tokenizer, plain, spliced, dict(template_kwargs or {}))
     except Exception as exc:  # a template that refuses a role or an order, say
         raise RequestRejected(
             f"the model's chat template or tokenizer refused these messages: "
@@ -128,8 +134,15 @@ def _system_into_first_user(messages: Seq[Mapping[str, Any]]) -> list[dict[str, 
     return None
 
 
+def _reasoning_of(message: Mapping[str, Any]) -> dict[str, str]:
+    text = message.get("reasoning_content")
+    if message.get("role") != "assistant" or not isinstance(text, str) or not text:
+        return {}
+    return {"reasoning_content": text, "thinking": text}
+
+
 def _splice(tokenizer: Any, messages: list[dict[str, str]],
-            spliced: dict[int, list[int]]) -> list[int]:
+            spliced: dict[int, list[int]], kwargs: dict[str, Any]) -> list[int]:
     """Tokenize the templated prompt, with the given ids in place of those messages'
     contents. The template is rendered once with a marker in place of each such content to
     find where it goes; if the markers don't come out once each, or the text with the
@@ -138,12 +151,12 @@ def _splice(tokenizer: Any, messages: list[dict[str, str]],
     def encode(part: str) -> list[int]:
         return list(tokenizer.encode(part, add_special_tokens=False)) if part else []
 
-    text = render(tokenizer, messages)
+    text = render(tokenizer, messages, **kwargs)
     if not spliced:
         return encode(text)
     marks = {i: f"\x00batchchat-reply-{i}\x00" for i in spliced}
     parts = [render(tokenizer, [m | {"content": marks[i]} if i in marks else m
-                                for i, m in enumerate(messages)])]
+                                for i, m in enumerate(messages)], **kwargs)]
     for i in spliced:  # cut the rendering at each marker, in order
         head, sep, tail = parts[-1].partition(marks[i])
         if not sep or marks[i] in tail:

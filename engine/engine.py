@@ -140,7 +140,8 @@ class Engine:
                params: SamplingParams | Mapping[str, Any] | None = None,
                priority: Priority | str = Priority.INTERACTIVE,
                request_id: str | None = None, tag: str | None = None,
-               share_prompt_with: str | None = None, **unknown: Any) -> RequestStream:
+               share_prompt_with: str | None = None,
+               template_kwargs: Mapping[str, Any] | None = None, **unknown: Any) -> RequestStream:
         """Queue a request; refuse a bad one at once with RequestRejected naming the problem.
 
         `share_prompt_with`: the id of a request submitted before this one with the same
@@ -149,7 +150,8 @@ class Engine:
         once for several answers (N answers, `n > 1` in the API). It gives the same tokens
         as without (the engine's answers do not depend on what was cached). An id that is
         no longer running is ignored; without a prefix cache, or when the prompt was not
-        kept (the KV budget), the request prefills its own prompt."""
+        kept (the KV budget), the request prefills its own prompt. `template_kwargs`: the
+        chat template's variables (engine/reasoning: thinking on or off, its effort)."""
         if unknown:
             raise RequestRejected(f"unknown request field(s): {', '.join(sorted(unknown))}")
         if self._closed:
@@ -159,7 +161,7 @@ class Engine:
             priority = Priority.parse(priority)
         except (TypeError, ValueError) as exc:
             raise RequestRejected(str(exc)) from None
-        tokens = self._prompt_tokens(messages, prompt_tokens)
+        tokens = self._prompt_tokens(messages, prompt_tokens, template_kwargs)
         if len(tokens) >= self.context_length:
             raise RequestRejected(
                 f"prompt is {len(tokens)} tokens but the context holds {self.context_length} "
@@ -205,10 +207,11 @@ class Engine:
         self._inbox.put(("add", seq))
         return stream
 
-    def prompt_tokens(self, messages: Seq[Mapping[str, Any]]) -> list[int]:
+    def prompt_tokens(self, messages: Seq[Mapping[str, Any]],
+                      template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
         """The prompt's token ids `submit(messages=...)` would run (the chat template, reply
         `token_ids` spliced in); RequestRejected for messages it would refuse. Any thread."""
-        return self._prompt_tokens(messages, None)
+        return self._prompt_tokens(messages, None, template_kwargs)
 
     def cancel(self, request_id: str) -> None:
         """Drop a request on the next tick (queued or running); unknown ids are ignored."""
@@ -290,13 +293,14 @@ class Engine:
 
     # -- internals ----------------------------------------------------------------------
     def _prompt_tokens(self, messages: Seq[Mapping[str, Any]] | None,
-                       prompt_tokens: Seq[int] | None) -> list[int]:
+                       prompt_tokens: Seq[int] | None,
+                       template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
         if (messages is None) == (prompt_tokens is None):
             raise RequestRejected("give exactly one of messages or prompt_tokens")
         if prompt_tokens is not None:
             return chat_prompt.token_ids(prompt_tokens, self._vocab_size())
         return chat_prompt.chat_tokens(self.tokenizer, messages, self._vocab_size(),
-                                       self._core.eos_token_ids)
+                                       self._core.eos_token_ids, template_kwargs)
 
     def _vocab_size(self) -> int:
         args = getattr(self.model, "args", None)

@@ -33,6 +33,18 @@ from .loader.support import (
     gguf_unsupported,
     mlx_lm_unsupported,
 )
+from .reasoning import (
+    EFFORTS,
+    Controls,
+    Piece,
+    ReasoningSplit,
+    ReasoningStyle,
+    budget_grammar,
+    split_whole,
+    starts_inside,
+    style_of,
+    template_kwargs,
+)
 from .sampling_params import SamplingParams
 from .sequence import Priority
 from .speculation import DRAFT_PREFIX
@@ -43,6 +55,16 @@ from .token_event import TokenEvent
 from .units import format_bytes
 
 __all__ = [
+    "EFFORTS",
+    "Controls",
+    "Piece",
+    "ReasoningSplit",
+    "ReasoningStyle",
+    "budget_grammar",
+    "split_whole",
+    "starts_inside",
+    "style_of",
+    "template_kwargs",
     "gguf_refusal",
     "DRAFT_PREFIX",
     "BUNDLED_FILENAME",

@@ -1,0 +1,123 @@
+"""A reply's text split into reasoning and answer as it streams: think tags here, Harmony
+channels in harmony.py. A tag split across deltas is held back until it can be told
+apart from text (nothing of a tag ever reaches either side), and the whole text split at
+once gives the same pieces as the deltas (`split_whole`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .style import ReasoningStyle
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """`kind`: "reasoning", "content", or "call" (a Harmony tool call: `name` and its
+    arguments as `text`, whole)."""
+
+    kind: str
+    text: str
+    name: str = ""
+
+
+class ReasoningSplit:
+    """Streaming splitter for one reply. `inside`: the prompt opened the thinking (the
+    reply starts in it); otherwise a reply may open with the start tag (after blank
+    space), and one that does not is all answer."""
+
+    def __new__(cls, style: ReasoningStyle | None, inside: bool = False) -> ReasoningSplit:
+        if cls is ReasoningSplit and style is not None and style.harmony:
+            from .harmony import HarmonySplit
+
+            return super().__new__(HarmonySplit)
+        return super().__new__(cls)
+
+    def __init__(self, style: ReasoningStyle | None, inside: bool = False) -> None:
+        self.style = style
+        self._state = "answer" if style is None else ("inside" if inside else "before")
+        self._held = ""  # text not yet given out: a tag may be starting in it
+        # the section's leading blank space is still being dropped (a thinking section and
+        # the answer after it; a reply that never thinks keeps its first space)
+        self._lead = self._state == "inside"
+        self.reasoning_chars = 0
+
+    @property
+    def thinking(self) -> bool:
+        """Whether the reply is in its thinking now (or may be about to open it)."""
+        return self._state in ("before", "inside")
+
+    def feed(self, text: str) -> list[Piece]:
+        self._held += text
+        return self._drain(final=False)
+
+    def finish(self) -> list[Piece]:
+        return self._drain(final=True)
+
+    def _drain(self, final: bool) -> list[Piece]:
+        out: list[Piece] = []
+        while True:
+            if self._state == "before":
+                body = self._held.lstrip()
+                start = self.style.start if self.style else ""
+                if body.startswith(start):
+                    self._held, self._state, self._lead = body[len(start):], "inside", True
+                    continue
+                if body and not final and start.startswith(body) or not body and not final:
+                    return out  # could still be the start tag
+                self._state, self._lead = "answer", False
+                continue
+            if self._state == "inside":
+                end = self.style.end if self.style else ""
+                at = self._held.find(end)
+                if at >= 0:
+                    self._add(out, "reasoning", self._held[:at].rstrip())
+                    self._held, self._state, self._lead = self._held[at + len(end):], \
+                        "answer", True
+                    continue
+                keep = len(self._held) if final else _tail_kept(self._held, end)
+                text = self._held[:len(self._held) - keep] if keep else self._held
+                if final:
+                    text, keep = self._held.rstrip(), 0
+                else:  # blank space before a closing tag is not the reasoning's
+                    stripped = text.rstrip()
+                    keep += len(text) - len(stripped)
+                    text = stripped
+                self._add(out, "reasoning", text)
+                self._held = self._held[len(self._held) - keep:] if keep else ""
+                return out
+            self._add(out, "content", self._held)
+            self._held = ""
+            return out
+
+    def _add(self, out: list[Piece], kind: str, text: str) -> None:
+        if self._lead:
+            text = text.lstrip()
+            if not text:
+                return
+            self._lead = False
+        if not text:
+            return
+        if kind == "reasoning":
+            self.reasoning_chars += len(text)
+        if out and out[-1].kind == kind and kind != "call":
+            out[-1] = Piece(kind, out[-1].text + text)
+        else:
+            out.append(Piece(kind, text))
+
+
+def _tail_kept(text: str, tag: str) -> int:
+    """How many characters at the end of `text` could be the start of `tag`."""
+    for n in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-n:]):
+            return n
+    return 0
+
+
+def split_whole(text: str, style: ReasoningStyle | None,
+                inside: bool = False) -> tuple[str, str, list[Piece]]:
+    """(reasoning, answer, calls) of a whole reply: the streaming splitter fed at once."""
+    split = ReasoningSplit(style, inside)
+    pieces = split.feed(text) + split.finish()
+    return ("".join(p.text for p in pieces if p.kind == "reasoning"),
+            "".join(p.text for p in pieces if p.kind == "content"),
+            [p for p in pieces if p.kind == "call"])

@@ -1,0 +1,106 @@
+"""Issue #49 (A): a reply split into reasoning and answer as it streams: tags split across
+deltas never leak into either side, any cut of the text gives the whole text's split, and
+Harmony's channels (its tool calls too) come apart."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from engine.reasoning import ReasoningSplit, split_whole
+from engine.reasoning.harmony import harmony_encoding, parse_tokens
+from engine.reasoning.style import ReasoningStyle
+
+TAGS = ReasoningStyle("tags", "<think>", "</think>")
+HARMONY = ReasoningStyle("harmony", "<|channel|>analysis<|message|>", "<|end|>")
+REPLIES = [
+    (TAGS, False, "<think>\nLet me see: 2 < 3 and </b> is html.\n</think>\n\nYes, 2 < 3.",
+     "Let me see: 2 < 3 and </b> is html.", "Yes, 2 < 3."),
+    (TAGS, True, "It is <thin ice>.\n</think>\n\nAnswer </think> stays.",
+     "It is <thin ice>.", "Answer </think> stays."),
+    (TAGS, False, "\n\n<think></think>Quick.", "", "Quick."),
+    (TAGS, False, "No thinking <think> here.", "", "No thinking <think> here."),
+    (TAGS, True, "cut off in the middle of thinking", "cut off in the middle of thinking", ""),
+    (HARMONY, False, "<|channel|>analysis<|message|>User asks. <|end is near<|end|>"
+                     "<|start|>assistant<|channel|>final<|message|>Done <|x|>.",
+     "User asks. <|end is near", "Done <|x|>."),
+]
+
+
+def streamed(style, inside, text, cuts):
+    split = ReasoningSplit(style, inside)
+    pieces, at = [], 0
+    for cut in sorted(cuts) + [len(text)]:
+        pieces += split.feed(text[at:cut])
+        at = cut
+    pieces += split.finish()
+    return ("".join(p.text for p in pieces if p.kind == "reasoning"),
+            "".join(p.text for p in pieces if p.kind == "content"), pieces)
+
+
+@pytest.mark.parametrize(("style", "inside", "text", "reasoning", "answer"), REPLIES)
+def test_whole_and_every_cut_give_the_same_split(style, inside, text, reasoning, answer):
+    assert split_whole(text, style, inside)[:2] == (reasoning, answer)
+    rng = random.Random(7)
+    for _ in range(60):
+        cuts = rng.sample(range(1, len(text)), k=rng.randint(1, min(12, len(text) - 1)))
+        assert streamed(style, inside, text, cuts)[:2] == (reasoning, answer), cuts
+    # one character a delta: no piece ever holds part of a tag
+    *_, pieces = streamed(style, inside, text, range(1, len(text)))
+    for p in pieces:
+        for tag in ("<think>", "</think>", "<|channel|>", "<|end|>", "<|message|>"):
+            if tag not in (reasoning + answer):
+                assert tag not in p.text
+
+
+def test_thinking_says_where_the_stream_is() -> None:
+    split = ReasoningSplit(TAGS, inside=False)
+    assert split.thinking
+    split.feed("<think>hm")
+    assert split.thinking
+    split.feed("</think>ok")
+    assert not split.thinking
+    assert not ReasoningSplit(None).thinking
+
+
+def test_a_model_that_does_not_think_keeps_its_text_as_it_is() -> None:
+    assert split_whole(" <think>x</think> y", None) == ("", " <think>x</think> y", [])
+
+
+def test_harmony_tool_calls_parse() -> None:
+    text = ("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
+            "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+            '{"city": "Paris"}<|call|>')
+    reasoning, answer, calls = split_whole(text, HARMONY)
+    assert (reasoning, answer) == ("Need weather.", "")
+    assert [(c.name, c.text) for c in calls] == [("get_weather", '{"city": "Paris"}')]
+    # the call's arguments come out whole, once, however the text is cut
+    *_, pieces = streamed(HARMONY, False, text, range(1, len(text)))
+    assert [(p.name, p.text) for p in pieces if p.kind == "call"] == \
+        [("get_weather", '{"city": "Paris"}')]
+
+
+def test_harmony_preamble_and_recipient_before_the_channel() -> None:
+    text = ("<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant "
+            "to=functions.lookup<|channel|>commentary json<|message|>{}<|call|>")
+    reasoning, answer, calls = split_whole(text, HARMONY)
+    assert (reasoning, answer) == ("", "Checking.")
+    assert [(c.name, c.text) for c in calls] == [("lookup", "{}")]
+
+
+def test_plain_text_from_a_harmony_model_is_answer() -> None:
+    assert split_whole("Just an answer.", HARMONY)[:2] == ("", "Just an answer.")
+
+
+def test_openai_harmony_is_used_only_where_its_vocabulary_is_at_hand(monkeypatch) -> None:
+    """openai-harmony loads its o200k vocabulary from the network or from
+    TIKTOKEN_ENCODINGS_BASE; without either (this machine, CI) the text road is taken and
+    parse_tokens says so with None rather than fetching in the middle of a request."""
+    monkeypatch.delenv("TIKTOKEN_ENCODINGS_BASE", raising=False)
+    harmony_encoding.cache_clear()
+    try:
+        assert harmony_encoding() is None
+        assert parse_tokens([1, 2, 3]) is None
+    finally:
+        harmony_encoding.cache_clear()
