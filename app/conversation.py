@@ -418,7 +418,7 @@ class Conversation:
         shown_below = self.tree.leaf is parent
         if shown_below:
             self.tree.show(msg.id)
-        gen.delta.connect(lambda text: self._on_delta(msg, text))
+        gen.delta.connect(lambda _text: self._on_delta(msg, gen))
         gen.finished.connect(lambda g: self._on_finished(msg, g))
         gen.waiting.connect(lambda progress: self._on_waiting(msg, progress))
         self.message_added.emit(msg)
@@ -434,14 +434,15 @@ class Conversation:
             msg.wait_note = note
             self.message_changed.emit(msg, "waiting")
 
-    def _on_delta(self, msg: ChatMessage, text: str) -> None:
+    def _on_delta(self, msg: ChatMessage, gen: Generation) -> None:
         msg.wait_note = ""
-        msg.content += text
+        msg.content = gen.text  # the stream's text (its one copy), not a second accumulated
         self.message_changed.emit(msg, "text")
 
     def _on_finished(self, msg: ChatMessage, gen: Generation) -> None:
         msg.streaming = False
         msg.wait_note = ""
+        msg.content = gen.text  # the message keeps it from now on (the stream is let go)
         msg.stats = gen.stats
         msg.finish_reason = gen.finish_reason
         msg.error = gen.error

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 @dataclass
 class ChatMessage:
     role: str  # "user" | "assistant"
+    # The text shown. A reply's, while it streams, is its stream's text as of the last
+    # frame (Conversation._on_delta assigns it; nothing appends here), and the message keeps
+    # it alone once the reply ended (docs/architecture.md, "A reply's text")
     content: str
     streaming: bool = False
     stats: ReplyStats | None = None

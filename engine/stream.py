@@ -32,7 +32,12 @@ class EventStream:
 
     @property
     def text(self) -> str:
-        return "".join(self._parts)
+        """The request's text so far. Joined once per new text and kept as the one part,
+        so every reader between two events gets the same string (the app reads it at each
+        frame: app/bridge/generation.py), not a join each."""
+        if len(self._parts) > 1:
+            self._parts[:] = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
 
     @property
     def finished(self) -> bool:

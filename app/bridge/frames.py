@@ -74,8 +74,8 @@ class FramePump:
         self.frame.emit()
 
     def _on_event(self, gen: Generation, event: Any) -> None:
-        if event.text:
-            gen.add(event.text)
+        # the event's text is already in gen.stream.text (the stream keeps it before it
+        # hands the event on): the flush reads it there
         if event.finish_reason is not None:
             gen.ended = True
             wanted = self._ends_wanted

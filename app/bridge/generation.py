@@ -55,9 +55,16 @@ class ReplyStats:
 
 
 class Generation:
-    """One reply being generated. `delta(text)` fires at most once per frame with the text
-    that arrived since the last one; `finished(generation)` fires once, after the last delta.
-    (app.bridge.frames collects the text and decides when a frame is flushed.)"""
+    """One reply being generated, as a view follows it. `delta(text)` fires at most once
+    per frame with the text that arrived since the last one; `finished(generation)` fires
+    once, after the last delta (app.bridge.frames decides when a frame is flushed).
+
+    It keeps no text of its own: while the reply streams its text is held once, by its
+    stream (`stream.text`: the engine's RequestStream or a RemoteStream), and a Generation
+    only counts how much of it views have had (`shown_chars`); each frame's delta is the
+    stream's text past that count. The conversation's ChatMessage takes the stream's text
+    at each frame and keeps it once the reply ended (docs/architecture.md, "A reply's
+    text")."""
 
     def __init__(self, stream: EventStream, tag: str | None,
                  backend: str | None = None, answered_by: str = "") -> None:
@@ -72,12 +79,10 @@ class Generation:
         # outlives the view (the history records a reply cancelled by closing its tab)
         self.done = Event()
         self.progress: Any = None  # the engine's RequestProgress, until the first token
-        # how much of the text `delta` listeners have had (a count: the text itself is the
-        # stream's, and the conversation's message keeps what is shown)
+        # how much of the stream's text `delta` listeners have had (a count, not a copy)
         self.shown_chars = 0
         self.ended = False  # the stream ended (its finish may not be flushed yet)
         self.is_finished = False  # `finished` was emitted
-        self._pending: list[str] = []
         # with tools (routing): how the reply's calls are written (app.tools' CallFormat,
         # local replies) and the functions offered
         self.call_format: Any = None
@@ -92,6 +97,7 @@ class Generation:
 
     @property
     def text(self) -> str:
+        """The reply's text so far: its stream's (the one copy while it streams)."""
         return self.stream.text
 
     @property
@@ -125,7 +131,7 @@ class Generation:
     @property
     def has_text(self) -> bool:
         """Some text arrived (shown, or waiting for the next frame)."""
-        return bool(self.shown_chars or self._pending)
+        return bool(self.stream.text)
 
     def cancel(self) -> None:
         self.stream.cancel()
@@ -136,16 +142,14 @@ class Generation:
         self.finished.disconnect()
         self.waiting.disconnect()
 
-    def add(self, text: str) -> None:
-        """Text that arrived; handed to `delta` listeners at the next flush."""
-        self._pending.append(text)
-
     def flush(self) -> None:
-        if self._pending:
-            text = "".join(self._pending)
-            self._pending.clear()
-            self.shown_chars += len(text)
-            self.delta.emit(text)
+        """Hand `delta` listeners the stream's text that came since the last flush, then
+        `finished` once the stream has ended."""
+        text = self.stream.text
+        if len(text) > self.shown_chars:
+            new = text[self.shown_chars:]
+            self.shown_chars = len(text)
+            self.delta.emit(new)
         if self.ended and not self.is_finished:
             self.is_finished = True
             self.finished.emit(self)

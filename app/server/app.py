@@ -323,7 +323,7 @@ class ApiServer:
             replies[i].add(event)
             if event.finish_reason == "error":  # the others are cancelled on the way out
                 raise Refusal(RefusalCode.ENGINE_ERROR, f"generation failed: {event.error}")
-        return web.json_response(responses.full(replies, [s.stats for s in choices.streams]))
+        return web.json_response(responses.full(replies, choices.streams))
 
     async def _stream(self, request: web.Request, choices: Choices, replies: list[Reply],
                       include_usage: bool, t0: float) -> web.StreamResponse:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..tools import CallStream, StreamDelta, parse_reply
 
 if TYPE_CHECKING:
-    from engine.public import RequestStats, TokenEvent
+    from engine.public import EventStream, RequestStats, TokenEvent
 
 TokenText = Callable[[int], str]  # a token id's own text
 
@@ -58,17 +58,20 @@ def usage(stats: Sequence[RequestStats | None]) -> dict[str, Any]:
                                           "rejected_prediction_tokens": drafted - accepted}}
 
 
-def full(replies: Sequence[Reply], stats: Sequence[RequestStats | None]) -> dict[str, Any]:
-    """The whole response of a request's choices (each ended)."""
+def full(replies: Sequence[Reply], streams: Sequence[EventStream]) -> dict[str, Any]:
+    """The whole response of a request's choices (each ended): each choice's text is its
+    stream's (the one copy of a reply's text; a Reply keeps none)."""
     first = replies[0]
-    return first.envelope(first.object, [r.choice(r.ended or "stop") for r in replies]) | {
-        "usage": usage(stats)}
+    choices = [r.choice(r.ended or "stop", s.text) for r, s in zip(replies, streams,
+                                                                   strict=True)]
+    return first.envelope(first.object, choices) | {"usage": usage([s.stats for s in streams])}
 
 
 @dataclass
 class Reply:
     """One choice of a request's response under construction: ids, and the logprobs so far.
-    A request's choices share `id` and `created`."""
+    A request's choices share `id` and `created`. Its text is its stream's, never kept here
+    (chunks carry each event's text; `choice` is handed the whole)."""
 
     kind: str  # "chat" | "completion"
     model: str
@@ -77,7 +80,6 @@ class Reply:
     index: int = 0  # the choice's index (n > 1)
     id: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
-    text_parts: list[str] = field(default_factory=list)
     entries: list[tuple[str, float, list[tuple[str, float]]]] = field(default_factory=list)
     token_chars: int = 0  # text offset of the next token (legacy completions logprobs)
     ended: str | None = None  # the engine's finish reason, once the last event is taken
@@ -93,7 +95,6 @@ class Reply:
 
     def add(self, event: TokenEvent) -> dict[str, Any] | None:
         """Take one event; its logprobs in the response's shape (None without)."""
-        self.text_parts.append(event.text)
         if event.finish_reason is not None:
             self.ended = event.finish_reason
         if self.top is None or event.token is None or event.logprob is None:
@@ -106,9 +107,8 @@ class Reply:
         return out
 
     # -- whole responses ------------------------------------------------------------------
-    def choice(self, reason: str) -> dict[str, Any]:
-        """This choice in a whole response."""
-        text = "".join(self.text_parts)
+    def choice(self, reason: str, text: str) -> dict[str, Any]:
+        """This choice in a whole response, its text `text` (its stream's)."""
         logprobs = self._logprobs(self.entries, 0) if self.top is not None else None
         if self.kind == "chat" and self.calls is not None:
             c = self.calls
