@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         shapes = {"no drafts": [0] * rows, "1 row x 2": [2] + [0] * (rows - 1),
                   "1 row x 8": [8] + [0] * (rows - 1), "2 rows x 4": [4, 4] + [0] * (rows - 2),
                   "every row x 2": [2] * rows, "every row x 4": [4] * rows}
-        if runner.ragged_ok and batch.can_share_pass():
+        if runner.shares_passes and batch.can_share_pass():
             for name, counts in shapes.items():
                 ways[f"ragged, {name}"] = ragged(counts)
         for name, counts in shapes.items():

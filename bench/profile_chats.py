@@ -34,6 +34,7 @@ def _timed(obj: Any, name: str, phases: dict[str, float], key: str | None = None
 
 
 async def main(args: argparse.Namespace) -> None:
+    from engine import tick_passes
     from engine.config import EngineConfig
     from engine.engine import Engine
     from engine.loader import load_model
@@ -49,11 +50,13 @@ async def main(args: argparse.Namespace) -> None:
     core = engine._core
     phases: dict[str, float] = defaultdict(float)
     ticks: list[dict[str, float]] = []
-    # the prefill passes run inside a generator (EngineCore._run): the model's calls are timed
+    # the passes ModelRunner.execute chose (engine/tick_passes.py's functions, looked up by
+    # module at each call); the prefill passes are timed by the model's calls
     for obj, name, key in ((core, "_schedule", None), (core.runner, "prefill", "_prefill"),
                            (core.runner, "prefill_many", "_prefill"),
-                           (core.batch, "join", None), (core, "_run_decode", None),
-                           (core, "_run_shared", None), (core, "_drop_finished_rows", None)):
+                           (core.batch, "join", None), (tick_passes, "run_decode", None),
+                           (tick_passes, "run_shared", None),
+                           (core, "_drop_finished_rows", None)):
         if hasattr(obj, name):
             _timed(obj, name, phases, key)
     step = core.step
@@ -99,7 +102,7 @@ async def main(args: argparse.Namespace) -> None:
     kinds: dict[str, list[dict[str, float]]] = defaultdict(list)
     for t in ticks:
         kinds["with prefill" if t["prefill"] else "decode only"].append(t)
-    cols = ["step", "_schedule", "_prefill", "join", "_run_decode", "_run_shared",
+    cols = ["step", "_schedule", "_prefill", "join", "run_decode", "run_shared",
             "_drop_finished_rows"]
     print(f"{'ticks':>14} {'n':>4} {'rows':>5} {'pf tok':>6} "
           + " ".join(f"{c.strip('_')[:12]:>12}" for c in cols) + "   (medians, ms)")

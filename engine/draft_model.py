@@ -104,14 +104,7 @@ class DraftModel:
         self.passes += 1
         for row, piece in pieces:
             row.tokens += piece
-        if self.runner.ragged_ok and len(pieces) > 1:
-            _, out = self.runner.ragged(None, [], [(row.cache, piece) for row, piece in pieces],
-                                        logits)
-            return out
-        outs = [self.runner.prefill(row.cache, piece, logits=want)
-                for (row, piece), want in zip(pieces, logits, strict=True)]
-        wanted = [o for o in outs if o is not None]
-        return mx.concatenate(wanted) if wanted else None
+        return self.runner.prefill_rows([(row.cache, piece) for row, piece in pieces], logits)
 
     def likely(self, seq: Any) -> bool:
         """A draft model always has drafts (whether they pay is the policy's question)."""

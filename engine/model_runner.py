@@ -1,26 +1,46 @@
-"""The model's calls: prefill chunks (one sequence, or several in one pass) and a decode step.
+"""The model's calls, and how a tick runs them.
 
-A chunk that ends a prompt also returns the logits of its last token, so a prompt's first
-token costs no extra forward pass; only that position goes through the output head.
+`ModelRunner.execute(plan, batch, tokens)` is the one place that chooses a tick's passes: one
+ragged pass for decode rows and prompt chunks, or prefill passes (padded where several
+prompts share one) then the rows' step (its compiled replay and run-ahead are the decode
+batch's), with drafts checked in the ragged pass, alone, or in a padded pass of the rows
+(engine/tick_passes.py runs each). `draft_check` tells the speculation planner which of
+those this tick's rows would get. The calls themselves: prefill chunks (one sequence, or
+several in one pass), a ragged pass, a decode step, draft checks. A chunk that ends a
+prompt also returns the logits of its last token, so a prompt's first token costs no extra
+forward pass; only that position goes through the output head.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Literal
 
 import mlx.core as mx
 import mlx.nn as nn
 
 from . import cache as kv
-from . import cpu_kernels, cpu_layers, cpu_memory, model_fixes, module_tree
+from . import cpu_kernels, cpu_layers, cpu_memory, kv_memory, model_fixes, module_tree
+from . import tick_passes as passes
 from .cache import LayerCaches
 from .compiled_step import CompiledDecode
 from .cpu_options import CpuOptions
 from .native import layers
 from .ragged_pass import RaggedPass
+from .scheduler import TickPlan
+from .sequence import Status
+from .slot_cache import plain
+
+if TYPE_CHECKING:
+    from .decode_batch import DecodeBatch
 
 Head = Callable[[mx.array], mx.array]
+# How a tick's decode rows would check drafts (ModelRunner.draft_check): in the ragged pass
+# beside everything else, a lone row's own pass, or a pass of the batch's rows padded to
+# the most drafts
+DraftCheck = Literal["ragged", "alone", "padded"]
 
 
 class ModelRunner:
@@ -28,6 +48,10 @@ class ModelRunner:
                  compiled_decode: bool = True, cpu: CpuOptions | None = None) -> None:
         # The CPU switches: the same value the loader decided from (EngineConfig.cpu)
         self.cpu = cpu if cpu is not None else CpuOptions.from_env()
+        # Copying a history into a batched prefill and back (2 x its KV) should cost at most
+        # half the weight read of the pass it saves (group_prefill).
+        self.max_batched_history = (kv_memory.weights_bytes(model)
+                                    // (4 * kv_memory.bytes_per_token(model)))
         # The engine's own modules over the same arrays (engine/module_tree.py), where its
         # kernels go; the loaded model and mlx / mlx-lm's classes stay untouched.
         self.model = model = module_tree.clone(model)
@@ -71,6 +95,86 @@ class ModelRunner:
         (engine/ragged_pass.py): it picks the wanted positions' logits through the head."""
         return self._ragged_model and self.head is not None
 
+    @property
+    def shares_passes(self) -> bool:
+        """The tick budget's cost model (engine/scheduler.py): beside decode rows a prompt
+        chunk costs only its own tokens, since they run in one pass."""
+        return self.ragged_ok
+
+    # -- the tick ---------------------------------------------------------------------------
+    def execute(self, plan: TickPlan, batch: DecodeBatch,
+                tokens: passes.TickTokens) -> passes.TickRun:
+        """Run the tick `plan` says (its chunks, its decode rows `batch` with their drafts),
+        each pass's result handed to `tokens` as the pass ends. One ragged pass where it
+        can; otherwise the prefill passes, then `tokens.join()` (the prompts they finished
+        join the batch, their first tokens handed over before the rows' step), then the
+        step: a lone row checking its drafts, a batch checking them in a padded pass, or a
+        plain step. Returns what the passes measured."""
+        run = passes.TickRun(len(batch), batch.is_batched, drafted=plan.num_drafted)
+        if self._one_pass(plan, batch) and passes.run_shared(self, plan, batch, tokens, run):
+            return run
+        passes.run_prefill(self, plan.prefill, self.max_batched_history, tokens, run)
+        tokens.join()
+        run.rows, run.batched = len(batch), batch.is_batched
+        t = time.perf_counter()
+        if run.rows:
+            # drafts were planned for the rows before the prefill passes: a lone row that
+            # was already decoding checks them here, or a batch without the ragged pass
+            # in a tick without prefill
+            drafts, lone = plan.drafts, batch.seqs[0]  # (unbatched: the one row)
+            if 0 in drafts and not batch.is_batched and lone.status is Status.DECODING:
+                passes.run_checked_alone(batch, drafts[0], tokens, run)
+            elif drafts and self._rows_check_apart(plan, batch):
+                passes.run_checked_rows(batch, drafts, tokens, run)
+            else:
+                run.drafted = 0
+                passes.run_decode(batch, tokens.more_coming(), tokens, run)
+        run.decode_s = time.perf_counter() - t
+        return run
+
+    def draft_check(self, plan: TickPlan, batch: DecodeBatch) -> DraftCheck | None:
+        """How the decode rows of `plan` (not yet drafted) would check drafts this tick
+        (None: they cannot; a step started ahead is the caller's to rule out): a batch in
+        the ragged pass, or without one in a padded pass of its own in a tick without
+        prefill; a lone row in the ragged pass when it shares one with the chunks, else in
+        its own pass when no prefill pass runs before it."""
+        if not len(batch):
+            return None
+        if batch.is_batched:
+            if self.ragged_ok and batch.can_share_pass():
+                return "ragged"
+            return "padded" if self._rows_check_apart(plan, batch) else None
+        if plan.prefill:
+            # else the prefill passes run first; the lone row steps after them plainly
+            return "ragged" if self._shares_pass(plan, batch) else None
+        return "alone"
+
+    def _one_pass(self, plan: TickPlan, batch: DecodeBatch) -> bool:
+        """Whether the tick runs as one ragged pass: its chunks may share it, or a batch's
+        rows check drafts in it."""
+        return self._shares_pass(plan, batch) or bool(plan.drafts and batch.is_batched
+                                                      and self.ragged_ok)
+
+    def _shares_pass(self, plan: TickPlan, batch: DecodeBatch) -> bool:
+        """Whether the model allows one ragged pass and the tick has chunks to prefill beside
+        decode rows, or several chunks (no padding, no history copied into a batch), every
+        one with a plain cache."""
+        if not (self.ragged_ok and plan.prefill):
+            return False
+        if len(batch) and not batch.can_share_pass():
+            return False
+        if not len(batch) and len(plan.prefill) < 2:
+            return False
+        return all(plain(seq.cache) for seq, _ in plan.prefill)
+
+    def _rows_check_apart(self, plan: TickPlan, batch: DecodeBatch) -> bool:
+        """Whether the batch checks drafts in a pass of its own: it cannot share the ragged
+        pass, its KV is slot rows, and no prefill pass runs before its step (the prompts it
+        finishes would join the batch first)."""
+        return (batch.is_batched and not self.ragged_ok and not plan.prefill
+                and batch.can_verify_rows())
+
+    # -- the calls --------------------------------------------------------------------------
     def _kernels(self) -> AbstractContextManager[None]:
         return cpu_kernels.active(self.cpu) if self.fast_cpu_kernels else nullcontext()
 
@@ -174,6 +278,18 @@ class ModelRunner:
         if out is None:
             return None, None
         return (out[:n_rows] if rows else None), (out[n_rows:] if len(picks) > n_rows else None)
+
+    def prefill_rows(self, chunks: list[tuple[LayerCaches, list[int]]],
+                     logits: list[bool]) -> mx.array | None:
+        """Each cache's chunk, in one ragged pass where the model allows it, else a pass
+        each; the last token's logits of each chunk flagged in `logits` (in order,
+        evaluated), None where none is."""
+        if self.ragged_ok and len(chunks) > 1:
+            return self.ragged(None, [], chunks, logits)[1]
+        outs = [self.prefill(cache, piece, logits=want)
+                for (cache, piece), want in zip(chunks, logits, strict=True)]
+        wanted = [o for o in outs if o is not None]
+        return mx.concatenate(wanted) if wanted else None
 
     def verify(self, cache: LayerCaches, tokens: list[int]) -> mx.array:
         """A lone row's input and drafts in one pass (engine/speculation.py): the logits

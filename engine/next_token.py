@@ -87,6 +87,9 @@ class PassResult:
     logprobs: list[TokenLogprobs | None]
     error: BaseException | None = None
     more: list[list[int]] | None = None
+    # the drafts each row checked, where the pass checked some (post-processing tells the
+    # speculation planner how many held)
+    drafts: list[list[int]] | None = None
 
     @classmethod
     def sampled(cls, seqs: list[Sequence], picked: mx.array,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .config import EngineConfig
 from .sequence import Priority, Sequence, Status
@@ -25,15 +25,34 @@ from .sequence import Priority, Sequence, Status
 
 @dataclass(slots=True)
 class TickPlan:
+    """What a tick runs: how many positions each sequence gets (`positions`): a prompt
+    chunk, 1 for a decode row, 1 + k for a row that checks k drafts. How the passes run is
+    the runner's choice (`ModelRunner.execute`)."""
+
     budget: int  # tokens this tick may run: decode rows + prefill
     decode_rows: int  # sequences decoding when the tick was planned
     interactive: bool  # an interactive sequence is among them (its ITL is protected)
     prefill: list[tuple[Sequence, int]]  # (sequence, prompt tokens to run now)
     beyond_allowance: bool = False  # short prompts or a burst's were run past the allowance
+    # Set by the engine core once the planners were consulted (engine/engine_core.py):
+    rows: list[Sequence] = field(default_factory=list)  # the decode rows, in batch order
+    drafts: dict[int, list[int]] = field(default_factory=dict)  # by row (speculation)
+    t0: float = 0.0  # when the tick began (perf_counter)
 
     @property
     def num_prefill_tokens(self) -> int:
         return sum(n for _, n in self.prefill)
+
+    @property
+    def num_drafted(self) -> int:
+        return sum(len(d) for d in self.drafts.values())
+
+    def positions(self) -> list[tuple[Sequence, int]]:
+        """Each sequence's positions this tick: decode rows (1 + their drafts), then the
+        prompt chunks. Prompts that a prefill pass finishes may also decode once this tick
+        where the runner steps the rows after those passes (they join first)."""
+        return ([(seq, 1 + len(self.drafts.get(i, []))) for i, seq in enumerate(self.rows)]
+                + list(self.prefill))
 
 
 class BudgetController:

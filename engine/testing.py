@@ -61,7 +61,7 @@ def facts(engine: Engine) -> EngineFacts:
     core = engine._core
     runner, batch = core.runner, core.batch
     return EngineFacts(
-        ragged=runner.ragged_ok,
+        ragged=runner.shares_passes,
         running_ahead=batch.ahead is not None,
         batched=batch.is_batched,
         decode_rows=tuple(s.request_id for s in batch.seqs),

@@ -1,0 +1,195 @@
+"""The forward passes a tick can run, once `ModelRunner.execute` has chosen them: one ragged
+pass for the decode rows and the prompt chunks (`run_shared`), or the prefill passes
+(`run_prefill`) and then the rows' step, plain (`run_decode`: compiled replay and run-ahead
+are `DecodeBatch.step`'s), a lone row checking its drafts (`run_checked_alone`) or a batch
+checking them in a padded pass of its own (`run_checked_rows`).
+
+Each pass hands its result to the tick's `TickTokens` (the engine core's post-processing)
+as it ends, before the next pass runs: a prompt's first token is its first decode input.
+Nothing here decides which pass runs; every function runs the pass it is named for.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from .next_token import PassResult, sample_drafted, sample_pass
+from .scheduler import TickPlan, group_prefill
+
+if TYPE_CHECKING:
+    import mlx.core as mx
+
+    from .decode_batch import DecodeBatch
+    from .model_runner import ModelRunner
+    from .sequence import Sequence
+
+log = logging.getLogger(__name__)
+
+
+class TickTokens(Protocol):
+    """Where a tick's passes put what they sampled (engine/engine_core.py)."""
+
+    def take(self, result: PassResult) -> None:
+        """A pass's tokens accepted, or its error failing its sequences, before the next
+        pass runs."""
+
+    def join(self) -> None:
+        """The prompts the passes so far finished start decoding (their first tokens handed
+        over); called before a decode step that follows prefill passes."""
+
+    def until_end(self, seq: Sequence, tokens: list[int]) -> list[int]:
+        """`tokens` drawn for a row cut where it will end anyway (its KV then matches)."""
+
+    def more_coming(self) -> bool:
+        """Something is queued or prefilling (the rows' next step may not be plain)."""
+
+
+@dataclass(slots=True)
+class TickRun:
+    """How a tick ran and what its passes measured (the budget and the telemetry)."""
+
+    rows: int = 0  # decode rows in its step
+    batched: bool = False  # they ran as a batch cache
+    shared: bool = False  # the rows and the chunks ran in one pass
+    prefill_s: float = 0.0  # prefill passes apart from the step, first tokens accepted
+    forward_s: float = 0.0  # the step's pass and sampling (a shared pass: all of it)
+    decode_s: float = 0.0  # the step, its tokens accepted (a shared pass: since the tick began)
+    drafted: int = 0  # drafted positions its step checked (engine/speculation.py)
+
+
+def run_shared(runner: ModelRunner, plan: TickPlan, batch: DecodeBatch, tokens: TickTokens,
+               run: TickRun) -> bool:
+    """The tick's decode rows (with their drafts) and prefill chunks in one ragged pass
+    (engine/ragged_pass.py). False when the pass failed and left every cache as it was:
+    the tick then runs its passes apart, where an error fails only the requests of its
+    pass. A chunk that ends its prompt gives the prompt's first token, as in
+    `run_prefill`."""
+    t = time.perf_counter()
+    chunks, drafts = plan.prefill, plan.drafts
+    rows = list(batch.seqs)
+    pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in chunks]
+    last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in chunks]
+    cache, inputs = batch.step_inputs() if rows else (None, [])
+    row_drafts = [drafts.get(i, []) for i in range(len(rows))] if drafts else None
+    try:
+        row_logits, first_logits = runner.ragged(
+            cache, inputs, [(seq.cache, piece) for (seq, _), piece
+                            in zip(chunks, pieces, strict=True)], last, row_drafts)
+    except Exception as exc:  # noqa: BLE001 - retried as separate passes
+        log.warning("a shared pass failed (%s: %s); running the tick's passes apart",
+                    type(exc).__name__, exc)
+        return False
+    for seq, n in chunks:
+        seq.num_cached += n
+    firsts = [seq for (seq, _), done in zip(chunks, last, strict=True) if done]
+    run.shared = bool(chunks)
+    if first_logits is not None:
+        tokens.take(sample_pass(firsts, first_logits))
+    try:
+        if not rows:
+            decoded = None
+        elif drafts:
+            decoded = checked(rows, drafts, row_logits, batch, tokens)
+        else:
+            decoded = sample_pass(rows, row_logits)
+    except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
+        decoded = PassResult.failed(rows, exc)
+    run.forward_s = time.perf_counter() - t
+    if decoded is not None:
+        tokens.take(decoded)
+    run.decode_s = time.perf_counter() - plan.t0
+    return True
+
+
+def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_history: int,
+                tokens: TickTokens, run: TickRun) -> None:
+    """The tick's prefill chunks, in passes apart from the decode step (grouped by
+    `group_prefill`). A chunk that ends its prompt includes the prompt's last token, and the
+    first output token is sampled from that pass's logits (vLLM and llama.cpp do the same):
+    a chat's next turn costs one forward pass, not a prefill pass and then a decode pass."""
+    t = time.perf_counter()
+    for group in group_prefill(chunks, max_history=max_history):
+        pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in group]
+        last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in group]
+        try:
+            if len(group) == 1:
+                logits = runner.prefill(group[0][0].cache, pieces[0], logits=last[0])
+            else:
+                caches, logits = runner.prefill_many(
+                    [seq.cache for seq, _ in group], pieces, logits=last)
+                for (seq, _), cache in zip(group, caches, strict=True):
+                    seq.cache = cache
+            for seq, n in group:
+                seq.num_cached += n
+            firsts = [seq for (seq, _), done in zip(group, last, strict=True) if done]
+            result = sample_pass(firsts, logits) if logits is not None else None
+        except Exception as exc:  # noqa: BLE001 - these requests fail, the engine goes on
+            result = PassResult.failed([seq for seq, _ in group], exc)
+        if result is not None:
+            tokens.take(result)
+    run.prefill_s = time.perf_counter() - t
+
+
+def run_decode(batch: DecodeBatch, more_coming: bool, tokens: TickTokens,
+               run: TickRun) -> None:
+    """One token per decoding row (forward pass + sampling; `DecodeBatch.step` replays the
+    compiled step and runs ahead where it may)."""
+    t = time.perf_counter()
+    try:
+        result = batch.step(more_coming)
+    except Exception as exc:  # noqa: BLE001 - the tick's requests fail, the engine goes on
+        result = PassResult.failed(batch.seqs, exc)
+    run.forward_s = time.perf_counter() - t
+    tokens.take(result)
+
+
+def run_checked_alone(batch: DecodeBatch, drafts: list[int], tokens: TickTokens,
+                      run: TickRun) -> None:
+    """A lone row's input and drafts in one pass (any backend)."""
+    t = time.perf_counter()
+    seq = batch.seqs[0]
+    try:
+        logits = batch.verify_alone(drafts)
+        result = checked([seq], {0: drafts}, logits, batch, tokens)
+    except Exception as exc:  # noqa: BLE001 - the row fails, the engine goes on
+        result = PassResult.failed([seq], exc)
+    run.forward_s = time.perf_counter() - t
+    tokens.take(result)
+
+
+def run_checked_rows(batch: DecodeBatch, drafts: dict[int, list[int]], tokens: TickTokens,
+                     run: TickRun) -> None:
+    """A batch's inputs and drafts in one pass of its own, rows padded to the most drafts
+    (`DecodeBatch.verify_rows`); every computed position counts as drafted (the padding
+    costs as much as a draft, and the costs learn what a position costs)."""
+    t = time.perf_counter()
+    seqs = list(batch.seqs)
+    row_drafts = [drafts.get(i, []) for i in range(len(seqs))]
+    run.drafted = len(seqs) * max(map(len, row_drafts))
+    try:
+        logits = batch.verify_rows(row_drafts)
+        result = checked(seqs, drafts, logits, batch, tokens)
+    except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
+        result = PassResult.failed(seqs, exc)
+    run.forward_s = time.perf_counter() - t
+    tokens.take(result)
+
+
+def checked(seqs: list[Sequence], drafts: dict[int, list[int]], logits: mx.array,
+            batch: DecodeBatch, tokens: TickTokens) -> PassResult:
+    """The tokens each row takes from a pass that checked drafts (`sample_drafted`: the
+    same as plain decoding would draw); the KV of drafts not taken is taken back before
+    anyone reads it. The result names each row's drafts (`PassResult.drafts`), so
+    post-processing tells the speculation planner how they fared."""
+    row_drafts = [drafts.get(i, []) for i in range(len(seqs))]
+    taken, logprobs = sample_drafted(seqs, row_drafts, logits)
+    taken = [tokens.until_end(seq, drawn) for seq, drawn in zip(seqs, taken, strict=True)]
+    for row, (d, drawn) in enumerate(zip(row_drafts, taken, strict=True)):
+        refused = len(d) + 1 - len(drawn) if d else 0
+        if refused:
+            batch.take_back(row, refused)
+    return PassResult(list(seqs), [t[0] for t in taken], logprobs,
+                      more=[t[1:] for t in taken], drafts=row_drafts)
