@@ -25,6 +25,7 @@ from .message_tree import ChatMessage, MessageTree, Removed
 from .reply_tools import tool_result_text
 from .request import Refusal
 from .request.engine_input import choice_seed
+from .request.tab import tab_request
 from .titles import title_from_message
 from .waiting import wait_note
 
@@ -383,11 +384,14 @@ class Conversation:
         for target in targets:
             tools = self.tool_turns.offered if target.params.get("mcp_servers") else None
             try:
-                gen = self.bridge.submit(prompt, target.params, tag=self.tag,
-                                         backend=target.backend,
-                                         share_prompt_with=leader if target.backend is None
-                                         else None, tools=tools or None,
-                                         tool_choice=target.params.get("tool_choice", "auto"))
+                # who answers first: "no model is ready" is said before a bad format
+                route = self.bridge.route(target.backend)
+                # a remote server gets the format and the tools as given (`local`)
+                request = tab_request(prompt, target.params, tools or None,
+                                      target.params.get("tool_choice", "auto"),
+                                      local=route.local)
+                gen = self.bridge.submit(request, route, tag=self.tag,
+                                         share_prompt_with=leader if route.local else None)
             except Refusal as refusal:  # ui/refusals.py words it
                 self.notice.emit(refusal)
                 outcomes.append(refusal)

@@ -13,8 +13,9 @@ from .generation import Generation, ReplyStats
 from .hosting import BridgeState
 from .local_target import Loader, LocalTarget
 from .prompt_size import PromptSize
-from .routing import check_params
+from .routing import Route, check_params
 from .switch import SWITCHED, Choice, Running
 
 __all__ = ["SWITCHED", "BridgeState", "Choice", "EngineBridge", "Generation", "LocalTarget",
-           "Loader", "PromptSize", "ReplyStats", "Running", "check_params"]
+           "Loader", "PromptSize", "ReplyStats", "Route", "Running",
+           "check_params"]

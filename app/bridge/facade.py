@@ -16,14 +16,13 @@ from engine.public import EngineStopped
 
 from ..backend import LocalBackend
 from ..remote.backends import RemoteBackends
-from ..request import refusal_of
-from ..request.tab import tab_request
+from ..request import ChatRequest, refusal_of
 from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
 from .local_target import Loader, LocalTarget
 from .prompt_size import PromptSize, count_prompt
-from .routing import Router
+from .routing import Route, Router
 from .switch import Choice, ModelSwitch, PendingSwitch, Running
 from .wait_poll import WaitPoll
 
@@ -166,30 +165,35 @@ class EngineBridge:
         self._waits.cancel()
 
     # -- replies (a Backend from app.bridge.routing, coalesced by app.bridge.frames) -----
-    def submit(self, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
-               tag: str | None = None, backend: str | None = None,
-               share_prompt_with: Generation | None = None,
-               tools: Sequence[Mapping[str, Any]] | None = None,
-               tool_choice: str = "auto") -> Generation:
-        """Start a reply; raise a Refusal (app.request) if it is refused.
-        `backend` names a saved connection (a RemoteStream), None the local engine.
-        `share_prompt_with`: a local reply to the same messages started just before (N
-        answers): the engine prefills the prompt once for both (ignored for remote ones).
-        `tools`, `tool_choice`: OpenAI's, for a reply that may call tools: its calls are
-        parsed with `gen.call_format` (local) or arrive as `gen.stream.tool_calls` (remote)."""
-        chosen = self._router.backend(backend)
-        # a remote server gets the format and the tools as given (tab_request's `local`)
-        request = tab_request(messages, params, tools, tool_choice, local=backend is None)
+    def route(self, backend: str | None = None) -> Route:
+        """Who answers a tab's reply: the local engine (None) or the saved connection
+        `backend`; Refusal if it takes no request now. A tab asks before it makes its
+        request (app/request/tab.py), so "no model is ready" is said before anything wrong
+        with the request itself (its output format, its tools)."""
+        return self._router.route(backend)
+
+    def submit(self, request: ChatRequest, route: Route | None = None, *,
+               tag: str | None = None,
+               share_prompt_with: Generation | None = None) -> Generation:
+        """Start a tab's reply to `request` where `route` goes (default: the local engine);
+        raise a Refusal (app.request) if it is refused. `share_prompt_with`: a local reply
+        to the same messages started just before (N answers): the engine prefills the
+        prompt once for both (ignored for remote ones). A reply that may call tools has its
+        calls parsed with `gen.call_format` (local) or arriving as `gen.stream.tool_calls`
+        (remote)."""
+        route = route if route is not None else self.route(None)
         lead = (share_prompt_with.request_id if share_prompt_with is not None
-                and share_prompt_with.backend is None and backend is None else None)
-        taken = chosen.submit(request, priority="interactive", tag=tag, share_prompt_with=lead)
+                and share_prompt_with.backend is None and route.local else None)
+        taken = route.backend.submit(request, priority="interactive", tag=tag,
+                                     share_prompt_with=lead)
         # the view's side: a Generation the frame pump coalesces, one flush a frame
-        gen = Generation(taken.stream, tag, backend=backend, answered_by=chosen.description)
-        if backend is None:  # a remote server sends its calls parsed (RemoteStream)
+        gen = Generation(taken.stream, tag, backend=route.name,
+                         answered_by=route.backend.description)
+        if route.local:  # a remote server sends its calls parsed (RemoteStream)
             gen.call_format = taken.call_format
             gen.tool_names = request.call_names
         self.frames.follow(gen)
-        if backend is None:
+        if route.local:
             self._waits.watch()
         return gen
 

@@ -1,10 +1,11 @@
 """Which Backend answers a tab's reply (app/backend: the local engine, refused while a
-switch waits or none serves, or a saved remote server); refusals are app.request's
-Refusal. `check_params` tells the settings panel beforehand."""
+switch waits or none serves, or a saved remote server): a `Route`; refusals are
+app.request's Refusal. `check_params` tells the settings panel beforehand."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from engine.public import SamplingParams
@@ -26,6 +27,19 @@ def check_params(params: Mapping[str, Any]) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Who answers a tab's reply: `name` (None: the local engine, else a saved connection's
+    name, kept with the reply) and its Backend."""
+
+    name: str | None
+    backend: Backend
+
+    @property
+    def local(self) -> bool:
+        return self.name is None
+
+
 class Router:
     """Which Backend answers a tab: the local engine, or a saved connection by name."""
 
@@ -44,15 +58,15 @@ class Router:
             raise Refusal(RefusalCode.MODEL_NOT_READY, host.not_ready_reason())
         return host.target
 
-    def backend(self, name: str | None) -> Backend:
+    def route(self, name: str | None) -> Route:
         """The local engine (None) or the saved connection `name`; Refusal if it cannot
         take a request now."""
         if name is None:
-            self._tab_target()  # refused before the request is looked at
-            return self.local
+            self._tab_target()
+            return Route(None, self.local)
         if self._host.state == BridgeState.STOPPED:
             raise Refusal(RefusalCode.SHUTTING_DOWN, "The app is shutting down.")
         try:
-            return RemoteBackend(self.remotes.client(name, self._host.event_loop()))
+            return Route(name, RemoteBackend(self.remotes.client(name, self._host.event_loop())))
         except UnknownBackend as exc:
             raise Refusal(RefusalCode.MODEL_NOT_FOUND, str(exc)) from None

@@ -1,6 +1,8 @@
 """A tab's reply as a ChatRequest: the chat's messages, its params (sampling settings,
 `response_format`, `tool_choice`) and the tools its MCP servers offer. Refusals say what
-the tab got wrong; app/bridge/routing.py submits the request."""
+the tab got wrong. The Conversation makes it once the bridge has said who answers
+(EngineBridge.route, so "no model is ready" comes first) and hands it to
+EngineBridge.submit."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import pytest
 
 from app.bridge import BridgeState, EngineBridge, LocalTarget
 from app.request import ChatRequest, Refusal, RefusalCode
+from app.request.tab import tab_request
 from app.server.in_app import AppServer
 
 
@@ -53,7 +54,7 @@ class FakeEngine:
 async def test_without_a_model_every_door_is_closed():
     bridge = EngineBridge()
     with pytest.raises(Refusal, match="No model is loaded yet") as refused:
-        bridge.submit([{"role": "user", "content": "hi"}], {})
+        bridge.route(None)
     assert refused.value.code == RefusalCode.MODEL_NOT_READY
     with pytest.raises(Refusal, match="No model is loaded yet") as refused:
         bridge.streams.submit(ChatRequest(messages=[{"role": "user", "content": "hi"}]))
@@ -70,7 +71,8 @@ async def test_tabs_the_simulator_and_the_api_server_reach_the_same_local_target
     assert isinstance(target, LocalTarget) and target.engine is engine
     assert bridge.serving is target
 
-    gen = bridge.submit([{"role": "user", "content": "hi"}], {"max_tokens": 3}, tag="tab-1")
+    gen = bridge.submit(tab_request([{"role": "user", "content": "hi"}], {"max_tokens": 3}),
+                        bridge.route(None), tag="tab-1")
     assert gen.answered_by == "fake-model 1B" and bridge.active == [gen]
     bridge.streams.submit(ChatRequest(messages=[{"role": "user", "content": "load"}]),
                           priority="background", tag="sim-1")

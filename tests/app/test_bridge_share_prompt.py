@@ -4,6 +4,7 @@ prompt once, each the answer it gives alone; a remote reply is never a leader.""
 from __future__ import annotations
 
 from app.bridge import EngineBridge
+from app.request.tab import tab_request
 from engine import Engine, EngineConfig
 
 from .history_sync_helpers import tiny, wait_until
@@ -25,8 +26,8 @@ async def answers(share: bool, n: int = 3) -> tuple[list[list[int]], int, int]:
                                    context_length=t.context_length,
                                    config=EngineConfig(prefill_burst=16)), "tiny")
     try:
-        first = bridge.submit(MESSAGES, params(7), tag="a")
-        gens = [first] + [bridge.submit(MESSAGES, params(7 + i), tag="a",
+        first = bridge.submit(tab_request(MESSAGES, params(7)), tag="a")
+        gens = [first] + [bridge.submit(tab_request(MESSAGES, params(7 + i)), tag="a",
                                         share_prompt_with=first if share else None)
                           for i in range(1, n)]
         await wait_until(lambda: all(g.is_finished for g in gens), timeout=30)

@@ -10,6 +10,7 @@ import pytest
 
 from app.bridge import SWITCHED, BridgeState, Choice, EngineBridge
 from app.request import ChatRequest, Refusal, RefusalCode
+from app.request.tab import tab_request
 from engine import Engine
 
 from .history_sync_helpers import tiny, wait_until
@@ -33,7 +34,7 @@ async def bridge_on_tiny() -> EngineBridge:
 async def test_running_counts_each_source_and_stop_ends_them_all() -> None:
     bridge = await bridge_on_tiny()
     try:
-        chat = bridge.submit(CHAT, LONG, tag="tab-3")
+        chat = bridge.submit(tab_request(CHAT, LONG), tag="tab-3")
         sims = [bridge.streams.submit(ChatRequest(messages=CHAT, params=LONG),
                                       tag=f"sim-ab12cd34-{i}").stream for i in range(2)]
         api = bridge.local.submit(CHAT, params=LONG, tag="api")
@@ -60,14 +61,14 @@ async def test_finish_waits_refusing_new_local_requests_then_loads() -> None:
     bridge = await bridge_on_tiny()
     try:
         first = bridge.local
-        chat = bridge.submit(CHAT, LONG, tag="tab-1")
+        chat = bridge.submit(tab_request(CHAT, LONG), tag="tab-1")
         await wait_until(lambda: len(chat.tokens) > 2)
         switching = asyncio.ensure_future(bridge.switch("second", Choice.FINISH))
         await wait_until(lambda: bridge.pending_switch is not None and bool(bridge.refusing))
         assert bridge.pending_switch.phase == "waiting"
         assert bridge.serving is None  # the API server answers 503 meanwhile
         with pytest.raises(Refusal, match="Switching to second") as refused:
-            bridge.submit(CHAT, LONG, tag="tab-2")
+            bridge.submit(tab_request(CHAT, LONG), tag="tab-2")
         assert refused.value.code == RefusalCode.MODEL_NOT_READY
         assert bridge.local is first and bridge.state == BridgeState.READY
         assert await switching is True
@@ -82,7 +83,7 @@ async def test_cancel_while_waiting_keeps_the_model_and_a_second_switch_is_refus
     bridge = await bridge_on_tiny()
     try:
         first = bridge.local
-        chat = bridge.submit(CHAT, LONG, tag="tab-1")
+        chat = bridge.submit(tab_request(CHAT, LONG), tag="tab-1")
         await wait_until(lambda: len(chat.tokens) > 2)
         switching = asyncio.ensure_future(bridge.switch("second"))
         await wait_until(lambda: bridge.pending_switch is not None)

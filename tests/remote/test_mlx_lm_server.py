@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from app.remote import Connection, RemoteClient, list_models
+from app.request.tab import tab_request
 from engine import Engine, EngineConfig
 from tests.remote.conftest import MODEL
 
@@ -83,7 +84,8 @@ async def test_a_conversation_continues_on_a_server_through_the_bridges_generati
                                         if name == "mlx" else None)
     try:
         # the tab's path: the bridge routes the reply to the saved connection
-        gen = bridge.submit(messages, params, tag="tab-1", backend="mlx")
+        gen = bridge.submit(tab_request(messages, params, local=False), bridge.route("mlx"),
+                            tag="tab-1")
         deltas, finished = [], []
         gen.delta.connect(deltas.append)
         gen.finished.connect(finished.append)

@@ -11,6 +11,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 
 from app.remote import Connection
+from app.request.tab import tab_request
 from tests.remote.broken_server import BrokenServer
 from ui.chat.message_view import stats_text
 from ui.compare import open_compare
@@ -41,7 +42,7 @@ def pick(dialog: CompareDialog, *labels: str) -> None:
 
 def solo_tokens(ctx: Any, loop: Any, prompt: list[dict], params: dict) -> list[int]:
     """The token ids one request alone gives for this prompt and settings."""
-    gen = ctx.bridge.submit(prompt, params)
+    gen = ctx.bridge.submit(tab_request(prompt, params))
     run_until(loop, lambda: gen.is_finished)
     assert gen.finish_reason == "length"
     return gen.tokens

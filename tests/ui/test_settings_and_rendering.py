@@ -8,6 +8,7 @@ from PySide6.QtGui import QTextFormat
 
 from app.bridge import EngineBridge
 from app.defaults import Defaults
+from app.request.tab import tab_request
 from app.settings import BUILTIN_PRESETS, Settings
 from tests.ui.conftest import FAST, run_until
 from ui.chat.markdown_view import CODE_BACKGROUND, MarkdownView
@@ -105,8 +106,8 @@ def test_deltas_are_coalesced_per_frame(loop, make_engine):
     """Many tokens from many requests: far fewer flushes than tokens, text intact."""
     bridge = EngineBridge(frame_s=0.05)
     loop.run_until_complete(bridge.use_engine(make_engine()))
-    gens = [bridge.submit([{"role": "user", "content": f"q{i}"}], FAST | {"max_tokens": 40})
-            for i in range(6)]
+    gens = [bridge.submit(tab_request([{"role": "user", "content": f"q{i}"}],
+                                      FAST | {"max_tokens": 40})) for i in range(6)]
     deltas: dict[str, list[str]] = {g.request_id: [] for g in gens}
     for g in gens:
         g.delta.connect(lambda text, rid=g.request_id: deltas[rid].append(text))
