@@ -44,6 +44,7 @@ from .reasoning import (
     starts_inside,
     style_of,
     template_kwargs,
+    with_switch,
 )
 from .sampling_params import SamplingParams
 from .sequence import Priority
@@ -65,6 +66,7 @@ __all__ = [
     "starts_inside",
     "style_of",
     "template_kwargs",
+    "with_switch",
     "gguf_refusal",
     "DRAFT_PREFIX",
     "BUNDLED_FILENAME",

@@ -14,13 +14,14 @@ from .errors import RequestRejected
 
 
 def tool_chat_tokens(tokenizer: Any, messages: Seq[Mapping[str, Any]],
-                     tools: Seq[Mapping[str, Any]] | None = None) -> list[int]:
+                     tools: Seq[Mapping[str, Any]] | None = None,
+                     template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
     """The prompt of a chat with tools (`tools` offered; calls and results in OpenAI's
     shape in `messages`), rendered by `render` whole: no reply ids are spliced (the
     messages hold what the template writes around calls). RequestRejected if the
-    template refuses."""
+    template refuses. `template_kwargs`: the template's variables (engine/reasoning)."""
     try:
-        text = render(tokenizer, messages, tools)
+        text = render(tokenizer, messages, tools, **dict(template_kwargs or {}))
     except Exception as exc:
         raise RequestRejected(f"the model's chat template refused these messages: "
                               f"{type(exc).__name__}: {exc}") from exc

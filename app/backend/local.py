@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..request import SUBMIT_ERRORS, ChatRequest, Refusal, engine_input, refusal_of
+from ..request import SUBMIT_ERRORS, ChatRequest, Refusal, engine_input, reasoning, refusal_of
 from .protocol import Submission
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class LocalBackend:
             share_prompt_with = None
         streams: list[EventStream] = []
         try:
+            request, shape = reasoning.prepared(request, target)
             what, fmt = engine_input.prompt(request, target)
             for i, params in enumerate(engine_input.choice_params(request)):
                 streams.append(target.submit(
@@ -59,7 +60,7 @@ class LocalBackend:
             for stream in streams:
                 stream.cancel()
             raise refusal_of(exc, _field(request)) from None
-        return Submission(streams, fmt)
+        return Submission(streams, fmt, shape)
 
     # -- the concurrency a simulator run sets -----------------------------------------------
     @property

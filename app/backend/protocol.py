@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from engine.public import EventStream, Priority
 
     from ..request import ChatRequest
+    from ..request.reasoning import Shape
     from ..tools import CallFormat
 
 
@@ -28,6 +29,9 @@ class Submission:
 
     streams: Sequence[EventStream]
     call_format: CallFormat | None = None
+    # a reasoning model's reply: how its text splits into thinking and answer
+    # (app/request/reasoning.py; None: all answer)
+    shape: Shape | None = None
 
     @property
     def stream(self) -> EventStream:

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.public import CpuOptions, Priority, RequestStream, SamplingParams
+from engine.public import (
+    CpuOptions,
+    Priority,
+    ReasoningStyle,
+    RequestRejected,
+    RequestStream,
+    SamplingParams,
+    style_of,
+)
 
 from ..process_memory import memory_bound, resident_bytes
 
@@ -80,13 +88,16 @@ class LocalTarget:
                params: SamplingParams | Mapping[str, Any] | None = None,
                priority: Priority | str = "interactive", tag: str | None = None,
                request_id: str | None = None,
-               share_prompt_with: str | None = None) -> RequestStream:
+               share_prompt_with: str | None = None,
+               template_kwargs: Mapping[str, Any] | None = None) -> RequestStream:
         """Queue a request; refusals raise the engine's errors (engine.public).
         `share_prompt_with`: the id of a request submitted before with the same prompt,
-        whose prefilled prompt this one reuses (Engine.submit)."""
+        whose prefilled prompt this one reuses (Engine.submit); `template_kwargs`: the
+        chat template's variables (a reasoning model's switch)."""
         stream = self.engine.submit(messages=messages, prompt_tokens=prompt_tokens,
                                     params=params, priority=priority, tag=tag,
-                                    request_id=request_id, share_prompt_with=share_prompt_with)
+                                    request_id=request_id, share_prompt_with=share_prompt_with,
+                                    template_kwargs=template_kwargs)
         self._live[stream.request_id] = (tag, stream)
         return stream
 
@@ -106,12 +117,33 @@ class LocalTarget:
         return self._tool_template
 
     def chat_tokens(self, messages: Sequence[Mapping[str, Any]],
-                    tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+                    tools: Sequence[Mapping[str, Any]] | None = None,
+                    template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
         """The prompt of `messages` (tool calls and results in OpenAI's shape) with `tools`,
         rendered by the model's chat template; RequestRejected if the template refuses."""
         from engine import tool_chat_tokens
 
-        return tool_chat_tokens(self.engine.tokenizer, messages, tools)
+        return tool_chat_tokens(self.engine.tokenizer, messages, tools, template_kwargs)
+
+    # -- a reasoning model (app/request/reasoning.py) -----------------------------------
+    def reasoning_style(self) -> ReasoningStyle | None:
+        """How the model thinks, from its chat template (None: it does not)."""
+        tokenizer = getattr(self.engine, "tokenizer", None)  # tests' stand-in engines
+        return style_of(getattr(tokenizer, "chat_template", None))
+
+    def prompt_text(self, messages: Sequence[Mapping[str, Any]],
+                    template_kwargs: Mapping[str, Any]) -> str:
+        """The rendered prompt of `messages` as text (where the reply starts); "" where
+        the template refuses them (the submit then says why)."""
+        try:
+            return self.decode(self.engine.prompt_tokens(messages, template_kwargs))
+        except RequestRejected:
+            return ""
+
+    def is_token(self, text: str) -> bool:
+        """Whether `text` is one token of the vocabulary (Qwen3's `<think>`)."""
+        ids = self.engine.tokenizer.encode(text, add_special_tokens=False)
+        return len(ids) == 1
 
     def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """The prompt `submit(messages)` would run (RequestRejected if it would refuse

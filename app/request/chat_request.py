@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.public import SamplingParams
+from engine.public import Controls, SamplingParams
 
 if TYPE_CHECKING:
     from ..tools import Tool
@@ -55,6 +55,11 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     logprobs: int | None = None  # alternatives per token, None = no logprobs
+    # a reasoning model's thinking on/off, effort and budget (app/request/reasoning.py
+    # maps them onto the model's family), and the chat template's own variables as a
+    # client sent them (`chat_template_kwargs`: they win over what the controls set)
+    reasoning: Controls = field(default_factory=Controls)
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def call_names(self) -> list[str]:

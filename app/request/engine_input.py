@@ -23,7 +23,8 @@ class Target(Protocol):
     def tool_template(self) -> tuple[bool, str | None]: ...
 
     def chat_tokens(self, messages: Sequence[Mapping[str, Any]],
-                    tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]: ...
+                    tools: Sequence[Mapping[str, Any]] | None = None,
+                    template_kwargs: Mapping[str, Any] | None = None) -> list[int]: ...
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -65,10 +66,12 @@ def prompt(request: ChatRequest, target: Target) -> tuple[dict[str, Any], CallFo
             return {"prompt_tokens": target.encode(request.prompt) or target.start_tokens()}, \
                 None
         return {"prompt_tokens": list(request.prompt or ())}, None
+    kwargs = {"template_kwargs": dict(request.template_kwargs)} \
+        if request.template_kwargs else {}
     if not request.tool_road:
-        return {"messages": list(request.messages)}, None
+        return {"messages": list(request.messages)} | kwargs, None
     return tool_prompt(target, plain_messages(request.messages), request.tools,
-                       forced=request.forced)
+                       forced=request.forced, template_kwargs=request.template_kwargs)
 
 
 # -- sampling --------------------------------------------------------------------------------
@@ -95,10 +98,22 @@ def choice_params(request: ChatRequest) -> list[SamplingParams | dict[str, Any]]
 # -- a remote server -------------------------------------------------------------------------
 def remote_call(request: ChatRequest) -> tuple[list[dict[str, Any]], Any, dict[str, Any]]:
     """(messages, sampling settings, extra body fields) for a remote OpenAI-compatible
-    server: the format goes as `response_format`, tools and `tool_choice` as OpenAI's."""
+    server: the format goes as `response_format`, tools and `tool_choice` as OpenAI's, a
+    reasoning model's controls as `reasoning_effort`, `thinking_token_budget` and
+    `chat_template_kwargs` (vLLM's and llama.cpp's names)."""
     extra: dict[str, Any] = {}
     if request.response_format is not None:
         extra["response_format"] = dict(request.response_format.raw)
+    controls = request.reasoning
+    if controls.effort is not None:
+        extra["reasoning_effort"] = controls.effort
+    if controls.budget is not None:
+        extra["thinking_token_budget"] = controls.budget
+    kwargs = dict(request.template_kwargs)
+    if controls.thinking is not None:
+        kwargs.setdefault("enable_thinking", controls.thinking)
+    if kwargs:
+        extra["chat_template_kwargs"] = kwargs
     if request.call_tools:
         choice = request.tool_choice
         extra |= {"tools": list(request.call_tools), "tool_choice": choice if choice in (

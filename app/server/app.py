@@ -278,10 +278,10 @@ class ApiServer:
                                             request_id=f"api-{uuid.uuid4().hex[:16]}")
         choices, fmt = Choices(taken.streams, self._ended), taken.call_format
         first = Reply(kind, model, self._text_of(target), parsed.logprobs,
-                      calls=tooling.call_stream(parsed, fmt))
+                      calls=tooling.call_stream(parsed, fmt), shape=taken.shape)
         replies = [first] + [Reply(kind, model, first.token_text, parsed.logprobs, index=i,
                                    id=first.id, created=first.created,
-                                   calls=tooling.call_stream(parsed, fmt))
+                                   calls=tooling.call_stream(parsed, fmt), shape=taken.shape)
                              for i in range(1, len(choices))]
         self._streams.update(choices.streams)
         try:
@@ -361,7 +361,8 @@ class ApiServer:
                 await response.write(sse(chunk))
         if include_usage:
             stats = [s.stats for s in choices.streams]
-            await response.write(sse(replies[0].usage_chunk(stats)))
+            await response.write(sse(replies[0].usage_chunk(
+                stats, sum(r.reasoning_tokens for r in replies))))
         await response.write(sse("[DONE]"))
         await response.write_eof()
 

@@ -101,7 +101,10 @@ MESSAGE = {"anyOf": [
         "content": CONTENT}},
     {"type": "object", "required": ["role"], "properties": {
         "role": {"const": "assistant"}, "content": nullable(CONTENT),
-        "tool_calls": nullable({"type": "array", "items": CALL_IN})},
+        "tool_calls": nullable({"type": "array", "items": CALL_IN}),
+        # earlier thinking, handed to the template, which keeps or drops it
+        "reasoning_content": nullable({"type": "string"}),
+        "reasoning": nullable({"type": "string"})},
      "anyOf": [{"required": ["content"], "properties": {"content": CONTENT}},
                {"required": ["tool_calls"], "properties": {
                    "tool_calls": {"type": "array", "minItems": 1}}}]},
@@ -133,6 +136,17 @@ CHAT_REQUEST = {
             "description": "'auto' and 'required' need `tools`; a named function must be "
                            "one of them"}),
         "parallel_tool_calls": nullable({"type": "boolean"}),
+        "reasoning_effort": nullable({
+            "enum": ["none", "minimal", "low", "medium", "high"],
+            "description": "a reasoning model's effort, mapped onto its family (template "
+                           "variables, gpt-oss's Reasoning level; minimal = low, none = "
+                           "thinking off where the model can stop thinking)"}),
+        "thinking_token_budget": {**_integer(minimum=0), "description": (
+            "vLLM's name: at most this many tokens of thinking, then the end of thinking "
+            "is forced and the answer follows (per request, inside the batch)")},
+        "chat_template_kwargs": nullable({
+            "type": "object", "description": "variables for the chat template "
+                                             "(enable_thinking: the thinking switch)"}),
         "logprobs": nullable({"type": "boolean"}),
         "top_logprobs": _integer(minimum=0, maximum=schemas.MAX_TOP_LOGPROBS),
     },
@@ -177,7 +191,9 @@ USAGE = _obj({"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": IN
               "prompt_tokens_details": _obj({"cached_tokens": INT}),
               # speculative decoding's drafts: accepted ones are in the completion
               "completion_tokens_details": _obj({"accepted_prediction_tokens": INT,
-                                                 "rejected_prediction_tokens": INT})})
+                                                 "rejected_prediction_tokens": INT,
+                                                 # a reasoning model's thinking
+                                                 "reasoning_tokens": INT})})
 LOGPROB = {"type": "number", "minimum": LOGPROB_FLOOR}  # minus infinity is sent as the floor
 CHAT_LOGPROBS = _obj({"content": {"type": "array", "items": _obj({
     "token": STR, "logprob": LOGPROB, "bytes": BYTES,
@@ -215,6 +231,9 @@ CALL = _obj({"id": STR, "type": {"const": "function"},
              "function": _obj({"name": STR, "arguments": STR})})
 MESSAGE_OUT = _obj({"role": {"const": "assistant"}, "content": nullable(STR)})
 MESSAGE_OUT["properties"]["tool_calls"] = {"type": "array", "minItems": 1, "items": CALL}
+# a reasoning model's thinking, under both names clients read (llama.cpp's, vLLM's)
+MESSAGE_OUT["properties"]["reasoning_content"] = STR
+MESSAGE_OUT["properties"]["reasoning"] = STR
 CHAT_COMPLETION = _completion("chat.completion", {
     "message": MESSAGE_OUT, "logprobs": nullable(CHAT_LOGPROBS), "finish_reason": FINISH})
 CALL_DELTA = {"type": "object", "required": ["index"], "additionalProperties": False,
@@ -226,6 +245,7 @@ COMPLETION = _completion("text_completion", {
 CHAT_CHUNK = _chunk("chat.completion.chunk", {
     "delta": {"type": "object", "additionalProperties": False, "properties": {
         "role": {"const": "assistant"}, "content": STR,
+        "reasoning_content": STR, "reasoning": STR,
         "tool_calls": {"type": "array", "items": CALL_DELTA}}},
     "logprobs": nullable(CHAT_LOGPROBS), "finish_reason": nullable(FINISH)})
 COMPLETION_CHUNK = _chunk("text_completion", {

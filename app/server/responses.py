@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 from ..tools import CallStream, StreamDelta, parse_reply
 
 if TYPE_CHECKING:
-    from engine.public import EventStream, RequestStats, TokenEvent
+    from engine.public import EventStream, Piece, RequestStats, TokenEvent
+
+    from ..request.reasoning import Shape
 
 TokenText = Callable[[int], str]  # a token id's own text
 
@@ -38,13 +40,14 @@ def sse(data: dict[str, Any] | str) -> bytes:
     return f"data: {text}\n\n".encode()
 
 
-def usage(stats: Sequence[RequestStats | None]) -> dict[str, Any]:
+def usage(stats: Sequence[RequestStats | None], reasoning: int = 0) -> dict[str, Any]:
     """One request's usage over its choices' engine stats: the prompt counted once (every
     choice reads the same one; its cached tokens are the first choice's, which read it),
     the completion tokens of every choice. A choice without stats (cut short by another's
     failure) counts nothing. Speculative decoding's drafts are OpenAI's prediction tokens
     (the server's own predictions here): accepted ones are part of the completion, rejected
-    ones are not, and neither costs anything."""
+    ones are not, and neither costs anything. `reasoning`: the completion tokens a
+    reasoning model spent thinking (its tags or Harmony headers included)."""
     first = next((s for s in stats if s is not None), None)
     prompt = first.prompt_tokens if first else 0
     cached = first.cached_tokens if first else 0
@@ -55,7 +58,8 @@ def usage(stats: Sequence[RequestStats | None]) -> dict[str, Any]:
             "total_tokens": prompt + done,
             "prompt_tokens_details": {"cached_tokens": cached},
             "completion_tokens_details": {"accepted_prediction_tokens": accepted,
-                                          "rejected_prediction_tokens": drafted - accepted}}
+                                          "rejected_prediction_tokens": drafted - accepted,
+                                          "reasoning_tokens": reasoning}}
 
 
 def full(replies: Sequence[Reply], streams: Sequence[EventStream]) -> dict[str, Any]:
@@ -64,7 +68,8 @@ def full(replies: Sequence[Reply], streams: Sequence[EventStream]) -> dict[str, 
     first = replies[0]
     choices = [r.choice(r.ended or "stop", s.text) for r, s in zip(replies, streams,
                                                                    strict=True)]
-    return first.envelope(first.object, choices) | {"usage": usage([s.stats for s in streams])}
+    return first.envelope(first.object, choices) | {"usage": usage(
+        [s.stats for s in streams], sum(r.reasoning_tokens for r in replies))}
 
 
 @dataclass
@@ -84,10 +89,21 @@ class Reply:
     token_chars: int = 0  # text offset of the next token (legacy completions logprobs)
     ended: str | None = None  # the engine's finish reason, once the last event is taken
     calls: CallStream | None = None  # tools offered: the reply's calls, parsed as they come
+    # a reasoning model's reply (app/request/reasoning.py): its text split into
+    # `reasoning_content` / `reasoning` and content as it comes
+    shape: Shape | None = None
+    reasoning_tokens: int = 0  # tokens taken while the reply was thinking
+    split: Any = None  # engine.public.ReasoningSplit, made from `shape`
+    pieces: list[Piece] = field(default_factory=list)  # split, not yet sent
+    harmony_calls: int = 0  # Harmony tool calls sent so far (their indexes)
 
     def __post_init__(self) -> None:
         prefix = "chatcmpl" if self.kind == "chat" else "cmpl"
         self.id = self.id or f"{prefix}-{uuid.uuid4().hex}"
+        if self.shape is not None and self.kind == "chat":
+            from engine.public import ReasoningSplit
+
+            self.split = ReasoningSplit(self.shape.style, self.shape.inside)
 
     @property
     def object(self) -> str:
@@ -95,6 +111,12 @@ class Reply:
 
     def add(self, event: TokenEvent) -> dict[str, Any] | None:
         """Take one event; its logprobs in the response's shape (None without)."""
+        if self.split is not None:
+            if event.token is not None and self.split.thinking:
+                self.reasoning_tokens += 1
+            self.pieces += self.split.feed(event.text)
+            if event.finish_reason is not None:
+                self.pieces += self.split.finish()
         if event.finish_reason is not None:
             self.ended = event.finish_reason
         if self.top is None or event.token is None or event.logprob is None:
@@ -110,16 +132,29 @@ class Reply:
     def choice(self, reason: str, text: str) -> dict[str, Any]:
         """This choice in a whole response, its text `text` (its stream's)."""
         logprobs = self._logprobs(self.entries, 0) if self.top is not None else None
-        if self.kind == "chat" and self.calls is not None:
-            c = self.calls
-            parsed = parse_reply(text, c.fmt, sorted(c.names), c.tools)
-            message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
-            if parsed.calls:
-                message["tool_calls"] = [call.openai() for call in parsed.calls]
+        thought: dict[str, Any] = {}
+        harmony: list[dict[str, Any]] = []
+        if self.split is not None and self.shape is not None:
+            from engine.public import split_whole
+
+            reasoning, text, found = split_whole(text, self.shape.style, self.shape.inside)
+            thought = {"reasoning_content": reasoning, "reasoning": reasoning}
+            harmony = [_call(p) for p in found]
+        if self.kind == "chat" and (self.calls is not None or harmony):
+            message: dict[str, Any] = {"role": "assistant", "content": text} | thought
+            calls = harmony
+            if self.calls is not None:
+                c = self.calls
+                parsed = parse_reply(text, c.fmt, sorted(c.names), c.tools)
+                message["content"] = parsed.content
+                calls = calls + [call.openai() for call in parsed.calls]
+            if calls:
+                message["tool_calls"] = calls
             return {"index": self.index, "message": message, "logprobs": logprobs,
-                    "finish_reason": self._reason(reason, bool(parsed.calls))}
+                    "finish_reason": self._reason(reason, bool(calls))}
         if self.kind == "chat":
-            return {"index": self.index, "message": {"role": "assistant", "content": text},
+            return {"index": self.index,
+                    "message": {"role": "assistant", "content": text} | thought,
                     "logprobs": logprobs, "finish_reason": finish_reason(reason)}
         return {"index": self.index, "text": text, "logprobs": logprobs,
                 "finish_reason": finish_reason(reason)}
@@ -140,7 +175,11 @@ class Reply:
                reason: str | None) -> list[dict[str, Any]]:
         """The chunks one event makes: with tools, content and tool_calls deltas (a call:
         its id and name, then its arguments), the logprobs on the first; none if nothing
-        is to be sent yet (a marker may be starting)."""
+        is to be sent yet (a marker may be starting). A reasoning model's event sends the
+        pieces `add` split from its text: thinking as `reasoning_content` and `reasoning`
+        deltas, the answer as above, Harmony's calls as tool_calls."""
+        if self.split is not None:
+            return self._split_chunks(logprobs, reason)
         if self.calls is None:
             if not (text or logprobs is not None or reason is not None):
                 return []
@@ -158,12 +197,44 @@ class Reply:
                                    self._reason(reason, bool(self.calls.calls))))
         return out
 
+    def _split_chunks(self, logprobs: dict[str, Any] | None,
+                      reason: str | None) -> list[dict[str, Any]]:
+        pieces, self.pieces = self.pieces, []
+        deltas: list[dict[str, Any]] = []
+        for p in pieces:
+            if p.kind == "reasoning":
+                deltas.append({"reasoning_content": p.text, "reasoning": p.text})
+            elif p.kind == "call":
+                call = _call(p)
+                deltas += [{"tool_calls": [{"index": self.harmony_calls, "id": call["id"],
+                                            "type": "function", "function": {
+                                                "name": p.name, "arguments": ""}}]},
+                           {"tool_calls": [{"index": self.harmony_calls, "function": {
+                               "arguments": p.text}}]}]
+                self.harmony_calls += 1
+            elif self.calls is not None:
+                deltas += [x for d in self.calls.feed(p.text) for x in _deltas(d)]
+            else:
+                deltas.append({"content": p.text})
+        if reason is not None and self.calls is not None:
+            deltas += [x for d in self.calls.finish() for x in _deltas(d)]
+        out = []
+        for delta in deltas:
+            out.append(self._chunk(delta, logprobs, None))
+            logprobs = None
+        if logprobs is not None or reason is not None:
+            called = self.harmony_calls > 0 or bool(self.calls and self.calls.calls)
+            out.append(self._chunk({}, logprobs, None if reason is None else
+                                   self._reason(reason, called)))
+        return out
+
     def _reason(self, reason: str, called: bool) -> str:
         return "tool_calls" if called and reason == "stop" else finish_reason(reason)
 
-    def usage_chunk(self, stats: Sequence[RequestStats | None]) -> dict[str, Any]:
+    def usage_chunk(self, stats: Sequence[RequestStats | None],
+                    reasoning: int = 0) -> dict[str, Any]:
         """The last chunk with include_usage: no choice, the request's usage."""
-        return self.envelope(self._chunk_object, []) | {"usage": usage(stats)}
+        return self.envelope(self._chunk_object, []) | {"usage": usage(stats, reasoning)}
 
     # -- internals ------------------------------------------------------------------------
     @property
@@ -201,6 +272,12 @@ class Reply:
                 "token_logprobs": [lp for _, lp, _ in entries],
                 "top_logprobs": [dict(top) for _, _, top in entries] if self.top else None,
                 "text_offset": offsets}
+
+
+def _call(piece: Piece) -> dict[str, Any]:
+    """A Harmony tool call in OpenAI's shape."""
+    return {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+            "function": {"name": piece.name, "arguments": piece.text}}
 
 
 def _deltas(d: StreamDelta) -> list[dict[str, Any]]:

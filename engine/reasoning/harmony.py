@@ -34,7 +34,10 @@ class HarmonySplit(ReasoningSplit):
 
     @property
     def thinking(self) -> bool:
-        return self._state == "header" or self._channel == "analysis"
+        """In the analysis channel, or before the reply's first header is read."""
+        if self._state == "header":
+            return self._first
+        return self._channel == "analysis"
 
     def _drain(self, final: bool) -> list[Piece]:
         out: list[Piece] = []

@@ -1,0 +1,81 @@
+"""A request for a reasoning model made ready for the engine (issue #49): the controls
+mapped onto the model's family (engine.public's reasoning: template variables, the
+system-prompt switch), the chat template's own variables on top, and the grammar that
+keeps the thinking within its budget and a response format off the thinking. What the
+reply's parser needs (the style, and whether the prompt opened the thinking) comes back
+with it, for the API's replies and the tabs' messages to split the text the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from engine.public import (
+    GrammarError,
+    ReasoningStyle,
+    budget_grammar,
+    lark_grammar,
+    starts_inside,
+    template_kwargs,
+    with_switch,
+)
+
+from .chat_request import ChatRequest
+
+
+class Target(Protocol):
+    def reasoning_style(self) -> ReasoningStyle | None: ...
+
+    def prompt_text(self, messages: Sequence[Mapping[str, Any]],
+                    template_kwargs: Mapping[str, Any]) -> str: ...
+
+    def is_token(self, text: str) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How a reply to this request is split: the model's style, and whether its prompt
+    left the reply inside the thinking."""
+
+    style: ReasoningStyle
+    inside: bool
+
+
+def prepared(request: ChatRequest, target: Target) -> tuple[ChatRequest, Shape | None]:
+    """`request` with its messages, template variables and grammar made for this model's
+    way of thinking, and the reply's Shape (None: the model does not think, or the request
+    is a completion, whose text is returned as it is)."""
+    style = target.reasoning_style() if request.messages is not None else None
+    if style is None:
+        return request, None
+    controls = request.reasoning
+    kwargs = template_kwargs(style, controls) | dict(request.template_kwargs)
+    messages = with_switch(style, controls, request.messages or ())
+    inside = starts_inside(style, target.prompt_text(messages, kwargs))
+    ready = replace(request, messages=messages, template_kwargs=kwargs)
+    grammar = _grammar(ready, style, inside, target)
+    if grammar is not None:
+        ready = replace(ready, grammar=grammar)
+    return ready, Shape(style, inside)
+
+
+def _grammar(request: ChatRequest, style: ReasoningStyle, inside: bool,
+             target: Target) -> str | None:
+    """The thinking grammar where one is needed: a budget, or a response format (which
+    then applies to the answer after the thinking). A forced tool call keeps its own
+    grammar (the call is the whole reply) and no budget (said in docs/server.md)."""
+    budget, fmt = request.reasoning.budget, request.response_format
+    if request.forced or (budget is None and fmt is None) \
+            or request.reasoning.wants_thinking is False:
+        return None
+    schema = None
+    if fmt is not None:
+        schema = {"type": "object"} if fmt.kind == "json_object" else dict(fmt.schema or {})
+    tokens = not style.harmony and target.is_token(style.start) and target.is_token(style.end)
+    try:
+        return lark_grammar(budget_grammar(style, budget, inside=inside, answer_schema=schema,
+                                           strict=fmt.strict if fmt else True,
+                                           tag_tokens=tokens))
+    except GrammarError:
+        return None  # the format's own grammar stays (checked when the request was made)

@@ -1,0 +1,203 @@
+"""Issue #49 (C) through the official `openai` client on loopback: a reasoning model's
+reply comes as `message.reasoning_content` / `message.reasoning` and content, streamed as
+`delta.reasoning_content` / `delta.reasoning`; `thinking_token_budget` (vLLM's name) is
+honoured per row beside free rows whose replies stay as they are alone;
+`reasoning_effort` and `chat_template_kwargs` reach the template; usage counts the
+reasoning tokens; `response_format` applies to the answer; Harmony's tool calls parse.
+
+The model is tests/reasoning_model.py's tiny random-weight llama with the real Qwen3 or
+gpt-oss template. Its text is noise, so the replies are steered into the family's shape
+by the budget's own grammar, or, where a test says so, by a grammar put on the engine's
+submit (`steered`, the test hook: it replaces the request's grammar as a sampler
+constraint would, and records what the engine was asked)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from engine import Engine, EngineConfig
+from engine.grammars import lark_grammar
+from tests.engine.conftest import skip_without_native
+from tests.reasoning_model import GPT_OSS, QWEN3, thinking_tiny
+from tests.server.conftest import serving
+
+QUESTION = [{"role": "user", "content": "What is 2+2?"}]
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    skip_without_native()
+    return thinking_tiny(seed=7, template=QWEN3)
+
+
+@pytest.fixture(scope="module")
+def oss():
+    skip_without_native()
+    return thinking_tiny(seed=5, template=GPT_OSS)
+
+
+def engine_on(tiny) -> Engine:
+    return Engine(tiny.model, tiny.tokenizer, eos_token_ids=sorted(tiny.eos_token_ids),
+                  context_length=tiny.context_length, config=EngineConfig(max_concurrent=8),
+                  description="tiny thinking model")
+
+
+def steered(eng: Engine, grammar: str | None = None) -> list[dict[str, Any]]:
+    """The test hook: every submit to `eng` recorded (its template variables and prompt
+    text), and its grammar replaced by `grammar` where one is given."""
+    seen: list[dict[str, Any]] = []
+    submit = eng.submit
+
+    def spy(messages=None, *, params=None, template_kwargs=None, **kw):
+        from dataclasses import replace
+
+        prompt = kw.get("prompt_tokens") or eng.prompt_tokens(messages, template_kwargs)
+        seen.append({"kwargs": dict(template_kwargs or {}),
+                     "prompt": eng.tokenizer.decode(list(prompt))})
+        if grammar is not None:
+            params = replace(params, grammar=grammar)
+        return submit(messages, params=params, template_kwargs=template_kwargs, **kw)
+
+    eng.submit = spy  # type: ignore[method-assign]
+    return seen
+
+
+async def test_reasoning_and_content_split_whole_and_streamed(qwen) -> None:
+    async with serving(engine_on(qwen)) as s:
+        body = dict(model="tiny", messages=QUESTION, max_tokens=30, temperature=0,
+                    extra_body={"thinking_token_budget": 6})
+        whole = await s.client.chat.completions.create(**body)
+        msg = whole.choices[0].message
+        reasoning = msg.model_extra["reasoning_content"]
+        assert reasoning and msg.model_extra["reasoning"] == reasoning
+        assert "<think>" not in msg.content and "</think>" not in msg.content
+        assert "<think>" not in reasoning and "</think>" not in reasoning
+        # <think>, the 6 tokens of thinking, </think>
+        assert whole.usage.completion_tokens_details.reasoning_tokens == 8
+        stream = await s.client.chat.completions.create(
+            **body, stream=True, stream_options={"include_usage": True})
+        thought, said, alt, usage = [], [], [], None
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for c in chunk.choices:
+                extra = c.delta.model_extra or {}
+                thought.append(extra.get("reasoning_content") or "")
+                alt.append(extra.get("reasoning") or "")
+                said.append(c.delta.content or "")
+        assert "".join(thought) == reasoning == "".join(alt)
+        assert "".join(said) == msg.content
+        assert usage.completion_tokens_details.reasoning_tokens == 8
+
+
+async def test_the_budget_holds_per_row_beside_free_rows(qwen) -> None:
+    """Free replies alone, then the same beside budgeted ones at once: the free ones are
+    unchanged, each budgeted one thought exactly its budget."""
+    async with serving(engine_on(qwen)) as s:
+        async def ask(content: str, budget: int | None):
+            extra = {} if budget is None else {"thinking_token_budget": budget}
+            r = await s.client.chat.completions.create(
+                model="tiny", messages=[{"role": "user", "content": content}], max_tokens=24,
+                temperature=0, extra_body=extra)
+            m = r.choices[0].message
+            return (m.model_extra.get("reasoning_content"), m.content,
+                    r.usage.completion_tokens_details.reasoning_tokens)
+
+        free = ["Name a colour.", "Count to three.", "Say hi."]
+        alone = [await ask(q, None) for q in free]
+        budgets = {"Why?": 2, "Spell cat.": 5, "A prime?": 9}
+        together = await asyncio.gather(*[ask(q, None) for q in free],
+                                        *[ask(q, b) for q, b in budgets.items()])
+        assert list(together[:3]) == alone
+        for (reasoning, _content, tokens), budget in zip(together[3:], budgets.values(),
+                                                        strict=True):
+            assert tokens == budget + 2 and reasoning is not None
+        # a budget of 0: no thinking at all, the answer at once
+        reasoning, content, tokens = await ask("Quick?", 0)
+        assert reasoning == "" and tokens == 2
+
+
+async def test_effort_reaches_the_template(oss, qwen) -> None:
+    eng = engine_on(oss)
+    seen = steered(eng)
+    async with serving(eng) as s:
+        for effort in ("none", "low", "high"):
+            await s.client.chat.completions.create(model="tiny", messages=QUESTION,
+                                                   max_tokens=2, reasoning_effort=effort)
+    levels = {"none": "low", "low": "low", "high": "high"}
+    for level, asked in zip(levels.values(), seen, strict=True):
+        assert asked["kwargs"]["reasoning_effort"] == level
+        assert f"Reasoning: {level}\n" in asked["prompt"]
+    eng = engine_on(qwen)
+    seen = steered(eng)
+    async with serving(eng) as s:
+        for effort in ("none", "high"):
+            await s.client.chat.completions.create(model="tiny", messages=QUESTION,
+                                                   max_tokens=2, reasoning_effort=effort)
+        await s.client.chat.completions.create(
+            model="tiny", messages=QUESTION, max_tokens=2,
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert seen[0]["prompt"].endswith("<think>\n\n</think>\n\n")  # none: thinking off
+    assert not seen[1]["prompt"].endswith("</think>\n\n")
+    assert seen[2]["kwargs"] == {"enable_thinking": False}
+    assert seen[2]["prompt"] == seen[0]["prompt"]
+
+
+async def test_a_response_format_applies_to_the_answer(qwen) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}},
+              "required": ["n"], "additionalProperties": False}
+    async with serving(engine_on(qwen)) as s:
+        r = await s.client.chat.completions.create(
+            model="tiny", messages=QUESTION, max_tokens=60, temperature=0,
+            response_format={"type": "json_schema", "json_schema": {
+                "name": "n", "schema": schema, "strict": True}},
+            extra_body={"thinking_token_budget": 5})
+    msg = r.choices[0].message
+    assert msg.model_extra["reasoning_content"]
+    assert json.loads(msg.content).keys() == {"n"}
+
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+HARMONY_CALL = lark_grammar(
+    'start: <|channel|> "analysis" <|message|> /[a-z ]{3,12}/ <|end|> <|start|> '
+    '"assistant" <|channel|> "commentary to=functions.get_weather " <|constrain|> "json" '
+    '<|message|> "{\\"city\\": \\"Paris\\"}" <|call|>\n')
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_harmony_tool_calls_parse(oss, stream) -> None:
+    eng = engine_on(oss)
+    steered(eng, HARMONY_CALL)
+    async with serving(eng) as s:
+        body = dict(model="tiny", messages=QUESTION, tools=WEATHER, max_tokens=160,
+                    temperature=0)
+        if not stream:
+            r = await s.client.chat.completions.create(**body)
+            choice = r.choices[0]
+            calls = [(c.function.name, c.function.arguments)
+                     for c in choice.message.tool_calls]
+            reasoning = choice.message.model_extra["reasoning_content"]
+            reason = choice.finish_reason
+        else:
+            args: dict[int, list[str]] = {}
+            names: dict[int, str] = {}
+            thought, reason = [], None
+            async for chunk in await s.client.chat.completions.create(**body, stream=True):
+                for c in chunk.choices:
+                    thought.append((c.delta.model_extra or {}).get("reasoning_content") or "")
+                    for call in c.delta.tool_calls or ():
+                        if call.function.name:
+                            names[call.index] = call.function.name
+                        args.setdefault(call.index, []).append(call.function.arguments or "")
+                    reason = c.finish_reason or reason
+            calls = [(names[i], "".join(args[i])) for i in sorted(names)]
+            reasoning = "".join(thought)
+    assert calls == [("get_weather", '{"city": "Paris"}')]
+    assert reasoning and reason == "tool_calls"
