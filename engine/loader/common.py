@@ -61,6 +61,14 @@ def native_qmv_usable(cpu: CpuOptions) -> bool:
     return native.available()
 
 
+def packs_weights(cpu: CpuOptions | None) -> bool:
+    """The engine will run quantized linears on the native packed kernel (the default on
+    the CPU: batch-invariant with int8 activations, engine/native/layers.py), so the loader
+    may decode them straight into its layout (packed_form.py)."""
+    options = cpu if cpu is not None else CpuOptions.from_env()
+    return options.invariant and options.int8 and native_qmv_usable(options)
+
+
 def end_token_ids(eos_ids: Iterable[int | None], vocab: dict[str, int],
                   special_tokens: Iterable[str]) -> frozenset[int]:
     """eos ids plus every special end-of-turn marker the vocabulary has."""

@@ -29,6 +29,7 @@ from .common import (
     device_name,
     end_token_ids,
     on_cpu,
+    packs_weights,
     resolve_quantized,
     weights_description,
     widen_floats,
@@ -49,6 +50,7 @@ from .gguf_file import GgufFile, check_gguf_header, read_gguf_file
 from .gguf_linear_attn import column_orders, fix_file, row_orders
 from .gguf_tokenizer import build_gguf_tokenizer, is_byte_level
 from .gguf_weights import Converted, Quantized, Undo, convert
+from .packed_form import attach, prepacked
 from .progress import ProgressReporter
 from .support import GGUF_FILE_TYPES, gguf_refusal
 
@@ -152,8 +154,17 @@ def _display_name(path: Path, meta: dict[str, Any]) -> tuple[str, str]:
     return stem, ftype
 
 
+def _linears(model: nn.Module, config: dict[str, Any], arch: Arch) -> frozenset[str]:
+    """The modules the engine's packed kernel will run (plain linears: engine/native/
+    layers.py), less those whose columns the loader still moves (Qwen 3.5's ssm_out)."""
+    moved = column_orders(config) if arch.linear_attention else None
+    return frozenset(p for p, m in model.named_modules() if type(m) is nn.Linear
+                     and not (moved is not None and moved[0].search(p)))
+
+
 def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
-           report: ProgressReporter) -> tuple[nn.Module, dict[str, Any], list[str]]:
+           report: ProgressReporter, pack: bool = False
+           ) -> tuple[nn.Module, dict[str, Any], list[str]]:
     source = str(f.path)
     arch = architecture(f)
     f = split_gate_up_experts(f)  # mlx-lm holds the gate and up experts apart
@@ -188,7 +199,8 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
     report("converting layers", 0.1)
     converted: Converted = convert(
         f, {p: names[p] for p in params}, _undo(f, arch, config, traditional),
-        keep_quantized=keep_quantized, widen=widen_floats(quantized), on_cpu=on_cpu())
+        keep_quantized=keep_quantized, widen=widen_floats(quantized), on_cpu=on_cpu(),
+        pack=_linears(model, config, arch) if pack and keep_quantized else frozenset())
     if arch.linear_attention:
         _reorder_columns(converted, config)
     _quantize_modules(model, converted.modules, converted.weights)
@@ -200,6 +212,10 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
         msg = "\n".join(lines[:6]) + (f"\n... ({len(lines) - 6} more)" if len(lines) > 6 else "")
         raise ModelLoadError(f"{source}: GGUF tensors do not fit mlx-lm's "
                              f"{config['model_type']} model: {msg}") from e
+    if converted.prepacked:
+        modules = dict(model.named_modules())
+        for path, pk in converted.prepacked.items():
+            attach(modules[path], pk)
     if "rope_freqs.weight" in f.tensors and (config.get("rope_scaling") or {}).get(
             "rope_type") == "llama3":  # Gemma 4's is read into its config (gguf_arch.py)
         _apply_rope_freqs(model, np.asarray(f.tensors["rope_freqs.weight"].data), config)
@@ -210,9 +226,14 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
 
 
 def _materialize(model: nn.Module, report: ProgressReporter) -> None:
-    """Evaluate the weights a layer at a time, reporting each (the load's longest step)."""
+    """Evaluate the weights a layer at a time, reporting each (the load's longest step).
+    A prepacked module's arrays stay lazy views (packed_form.py): made only if used."""
+    lazy = {id(v) for _, m in model.named_modules() if prepacked(m) is not None
+            for v in (m["weight"], m["scales"], m["biases"])}
     groups: dict[str, list[mx.array]] = {}
     for name, value in tree_flatten(model.parameters()):
+        if id(value) in lazy:
+            continue
         m = re.search(r"\.layers\.(\d+)\.", name)
         groups.setdefault(m.group(1) if m else "", []).append(value)
     for i, arrays in enumerate(groups.values()):
@@ -236,7 +257,8 @@ def load_gguf(path: Path, quantized: bool | None = None,
         raise ModelLoadError(f"{source}: {reason}")
     report("converting layers", 0.0)
     keep_quantized = resolve_quantized(quantized, cpu)
-    model, config, notes = _build(f, keep_quantized, quantized, report)
+    model, config, notes = _build(f, keep_quantized, quantized, report,
+                                  pack=on_cpu() and packs_weights(cpu))
 
     report("tokenizer", 0.0)
     meta = f.metadata

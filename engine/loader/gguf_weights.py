@@ -41,6 +41,7 @@ from .ggml_types import (
     type_form,
 )
 from .gguf_file import GgufFile, GgufTensor
+from .packed_form import Prepacked, affine_views
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class Converted:
     weights: dict[str, mx.array] = field(default_factory=dict)
     modules: dict[str, Quantized] = field(default_factory=dict)  # module path → its form
     notes: list[str] = field(default_factory=list)  # what a user should know, once each
+    # module path → its weight decoded straight into the native kernel's layout (the
+    # module's arrays are lazy views of it: packed_form.py)
+    prepacked: dict[str, Prepacked] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,15 +70,23 @@ class Undo:
     subtract: float = 0.0  # Gemma's norm weights were stored plus one
 
 
-def _narrow(scales_mx: mx.array, biases_mx: mx.array) -> tuple[mx.array, mx.array]:
-    """fp16 where every scale and bias is exactly one, else float32."""
+def _fp16_exact(scales_mx: mx.array, biases_mx: mx.array) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both as fp16 where every scale and bias is exactly an fp16 number, else None."""
     mx.eval(scales_mx, biases_mx)
     scales, biases = np.asarray(memoryview(scales_mx)), np.asarray(memoryview(biases_mx))
     with np.errstate(over="ignore"):
         s16, b16 = scales.astype(np.float16), biases.astype(np.float16)
     if np.array_equal(s16.astype(np.float32), scales) and \
             np.array_equal(b16.astype(np.float32), biases):
-        return mx.array(s16), mx.array(b16)
+        return s16, b16
+    return None
+
+
+def _narrow(scales_mx: mx.array, biases_mx: mx.array) -> tuple[mx.array, mx.array]:
+    """fp16 where every scale and bias is exactly one, else float32."""
+    exact = _fp16_exact(scales_mx, biases_mx)
+    if exact is not None:
+        return mx.array(exact[0]), mx.array(exact[1])
     return scales_mx, biases_mx
 
 
@@ -129,6 +141,28 @@ def _decode(t: GgufTensor) -> MxAffine | AffineTensor:
     return to_affine(t.data, t.kind)
 
 
+def _decode_packed(t: GgufTensor, u: Undo) -> Prepacked:
+    """A linear's weight straight into the native kernel's packed layout, its rows in the
+    model's order (a worker's job; the native call lets go of the GIL)."""
+    decode = _native_packed()
+    block, size = GGML_QUANT_SIZES[t.kind]
+    order = [] if u.row_order is None else [int(i) for i in u.row_order]
+    n, k = t.data.shape[0], t.data.shape[-1] // size * block
+    return Prepacked(*decode(int(t.kind), t.data.reshape(-1), n, k, order))
+
+
+def packable(t: GgufTensor) -> bool:
+    """Whether this tensor can be decoded straight into the packed layout (a 2-D weight of
+    a type with an affine form, whole 32-blocks a row, its bytes contiguous)."""
+    form = type_form(t.kind)
+    if form is None or t.kind in FLOAT_TYPES or t.data.ndim != 2 or \
+            not t.data.flags.c_contiguous or _native_packed() is None:
+        return False
+    block, size = GGML_QUANT_SIZES[t.kind]
+    k = t.data.shape[-1] // size * block
+    return k % 32 == 0 and k % form.group == 0
+
+
 def _in_order(a: MxAffine | AffineTensor, u: Undo) -> MxAffine:
     """The decoded tensor as MLX arrays, its rows in the model's order (the caller's thread)."""
     if isinstance(a, AffineTensor):
@@ -150,11 +184,21 @@ def _native_arrays():
     return native.built_function("ggml_to_affine_arrays")
 
 
+def _native_packed():
+    """engine.native's ggml_to_packed_arrays, or None where the extension is not built."""
+    from .. import native
+
+    return native.built_function("ggml_to_packed_arrays")
+
+
 def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
-            keep_quantized: bool, widen: bool, on_cpu: bool) -> Converted:
+            keep_quantized: bool, widen: bool, on_cpu: bool,
+            pack: frozenset[str] = frozenset()) -> Converted:
     """The model's arrays (mlx-lm names) from the file's tensors (``names``: mlx → GGUF).
     The numpy conversion of the quantized tensors runs on a thread per core (numpy lets go
-    of the GIL): a 1.5B Q4_K_M's ~1.5e9 weights took twice as long on one."""
+    of the GIL): a 1.5B Q4_K_M's ~1.5e9 weights took twice as long on one. The modules in
+    ``pack`` (linears the engine will run on its packed kernel, on the CPU) are decoded
+    straight into that kernel's layout, their arrays lazy views of it (packed_form.py)."""
     out = Converted()
     held: dict[GGMLQuantizationType, int] = {}  # the widest scale a type got, bytes
     floated: Counter[GGMLQuantizationType] = Counter()  # weights a type
@@ -165,10 +209,33 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
         quantized = (t.kind not in FLOAT_TYPES and leaf == "weight"
                      and type_form(t.kind) is not None and keep_quantized)
         plan.append((name, gguf_name, t, undo.get(gguf_name, Undo()), quantized))
+    packs = {name for name, _, t, u, q in plan
+             if q and on_cpu and name.rpartition(".")[0] in pack and not u.subtract
+             and packable(t)}
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
-        futures = [pool.submit(_decode, t) if q else None for _, _, t, _, q in plan]
+        futures = [(pool.submit(_decode_packed, t, u) if name in packs else pool.submit(
+            _decode, t)) if q else None for name, _, t, u, q in plan]
         for (name, gguf_name, t, u, quantized), future in zip(plan, futures, strict=True):
             module = name.rpartition(".")[0]
+            if name in packs:
+                try:
+                    pk = future.result()
+                except ValueError as e:
+                    raise ModelLoadError(f"{f.path}: tensor {gguf_name!r} ({t.kind.name}): "
+                                         f"{e}") from e
+                form = type_form(t.kind)
+                assert form is not None
+                narrow = (not gguf_name.startswith("token_embd.")
+                          and t.kind not in _PRODUCT_SCALES
+                          and _fp16_exact(pk.scales, pk.biases) is not None)
+                dtype = mx.float16 if narrow else mx.float32
+                w, s, b = affine_views(pk, t.shape[0], form.bits, dtype)
+                held[t.kind] = max(held.get(t.kind, 0), 2 if narrow else 4)
+                out.weights[name] = w
+                out.weights[f"{module}.scales"], out.weights[f"{module}.biases"] = s, b
+                out.modules[module] = Quantized(form.group, form.bits)
+                out.prepacked[module] = pk
+                continue
             if not quantized:
                 if t.kind not in FLOAT_TYPES:
                     floated[t.kind] += int(np.prod(t.shape))

@@ -23,6 +23,7 @@ import mlx.nn as nn
 
 from ..cpu_options import CpuOptions
 from ..loader.ggml_modules import Group16Embedding, Group16Linear, dequantize_groups
+from ..loader.packed_form import prepacked
 from ..module_tree import replace
 from . import available, dequantize_f32, extension, simd
 
@@ -78,8 +79,11 @@ class _NativeQuantized(nn.Module):
         pk = None
         if (options.invariant and options.int8
                 and self.weight.shape[1] * 32 // self.bits % 32 == 0):
-            pk = extension().pack_quantized(self.weight, self.scales, self.biases,
-                                            self.group_size, self.bits)
+            # the loader's copy when it decoded the GGUF straight into this layout (its
+            # weight/scales/biases are then lazy views of it: loader/packed_form.py)
+            made = prepacked(stock)
+            pk = made.arrays() if made is not None else extension().pack_quantized(
+                self.weight, self.scales, self.biases, self.group_size, self.bits)
         object.__setattr__(self, "_native_packed", pk)
         object.__setattr__(self, "_native_n", self.weight.shape[0])
         object.__setattr__(self, "_group", None)

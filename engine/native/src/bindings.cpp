@@ -102,6 +102,18 @@ NB_MODULE(_qmv, m) {
       "GGML blocks (a GGUF tensor's bytes) as MLX's affine triple [q uint32, scales, biases "
       "float32], decoded into arrays MLX owns (no copy).");
   m.def(
+      "ggml_to_packed_arrays",
+      [](int type, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> src, long N, long K,
+         std::vector<int> order) {
+        const uint8_t* data = src.data();
+        const size_t n = src.nbytes();
+        nb::gil_scoped_release unlocked;
+        return bc_native::ggml_to_packed_arrays(type, data, n, N, K, order);
+      },
+      "type"_a, "src"_a, "N"_a, "K"_a, "order"_a = std::vector<int>(),
+      "GGML blocks (a GGUF tensor's N x K weights) straight into pack_quantized's layout "
+      "[weights, scales, biases]; output row n is source row order[n] (empty: n).");
+  m.def(
       "gguf_string_spans",
       [](nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> buf, size_t pos,
          size_t count, nb::ndarray<int64_t, nb::c_contig, nb::device::cpu> spans) -> long {

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels.h"
+#include "packed.h"
 
 namespace bc_native {
 
@@ -242,29 +244,63 @@ long ggml_row_bytes(int type, long K) {
   return K / t.block * t.size;
 }
 
+namespace {
+
+// One row of `t` blocks into MLX's affine layout.
+void decode_row(int type, const Type& t, const uint8_t* x, long K, uint8_t* out, float* scales,
+                float* biases) {
+  const long blocks = K / t.block, per_block = t.block / t.group;
+  uint8_t q[256];
+  for (long i = 0; i < blocks; ++i) {
+    block(type, x + i * t.size, q, scales + i * per_block, biases + i * per_block);
+    if (t.bits == 8) {
+      std::memcpy(out + i * t.block, q, t.block);
+    } else {
+      uint8_t* o = out + i * t.block / 2;
+      for (int j = 0; j < t.block / 2; ++j) o[j] = (uint8_t)(q[2 * j] | (q[2 * j + 1] << 4));
+    }
+  }
+}
+
+}  // namespace
+
 void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
                     float* scales, float* biases) {
   Type t;
   if (!type_of(type, &t)) return;
-  const long blocks = K / t.block, groups = K / t.group, row_in = blocks * t.size;
-  const long row_out = K * t.bits / 8, per_block = t.block / t.group;
+  const long groups = K / t.group, row_in = K / t.block * t.size, row_out = K * t.bits / 8;
   const int threads = std::max(1, qmv_threads());
   const int chunks = (int)std::min<long>(rows, 4L * threads);
   parallel_chunks(chunks, rows * K, [&](int c) {
-    uint8_t q[256];
-    for (long r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) {
-      const uint8_t* x = src + r * row_in;
-      uint8_t* out = w + r * row_out;
-      for (long i = 0; i < blocks; ++i) {
-        block(type, x + i * t.size, q, scales + r * groups + i * per_block,
-              biases + r * groups + i * per_block);
-        if (t.bits == 8) {
-          std::memcpy(out + i * t.block, q, t.block);
-        } else {
-          uint8_t* o = out + i * t.block / 2;
-          for (int j = 0; j < t.block / 2; ++j)
-            o[j] = (uint8_t)(q[2 * j] | (q[2 * j + 1] << 4));
-        }
+    for (long r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r)
+      decode_row(type, t, src + r * row_in, K, w + r * row_out, scales + r * groups,
+                 biases + r * groups);
+  });
+}
+
+void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t* order,
+                    uint8_t* wp, float* sp, float* bp) {
+  Type t;
+  if (!type_of(type, &t)) return;
+  const long groups = K / t.group, row_in = K / t.block * t.size, row_out = K * t.bits / 8;
+  const size_t panel_bytes = (size_t)K * kPanel * t.bits / 8;
+  clear_last_panel((int)N, (int)K, t.group, t.bits, wp, sp, bp);
+  // A panel at a time: its 16 rows decoded into a row buffer (cache-resident) and put in
+  // their lanes at once, so the weights are written once, in the layout the kernel reads.
+  parallel_chunks(panels((int)N), N * K, [&](int pn) {
+    thread_local std::vector<uint8_t> row;
+    thread_local std::vector<float> s, b;
+    row.resize(row_out);
+    s.resize(groups);
+    b.resize(groups);
+    for (int ln = 0; ln < kPanel && (long)pn * kPanel + ln < N; ++ln) {
+      const long n = (long)pn * kPanel + ln, r = order ? order[n] : n;
+      decode_row(type, t, src + r * row_in, K, row.data(), s.data(), b.data());
+      pack_row(row.data(), (int)K, t.bits, ln, wp + (size_t)pn * panel_bytes);
+      for (long g = 0; g < groups; ++g) {
+        const size_t at = ((size_t)pn * groups + g) * kPanel + ln;
+        sp[at] = s[g];
+        bp[at] = b[g];
       }
     }
   });

@@ -21,4 +21,11 @@ long ggml_row_bytes(int type, long K);
 void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
                     float* scales, float* biases);
 
+// N rows of K weights of `type` straight into the packed layout of packed.h (wp:
+// packed_weight_bytes, sp and bp: packed_scale_count floats, groups of the type's form):
+// output row n is source row order[n] (order null: row n). The same bits as
+// ggml_to_affine followed by pack_weights, without the affine copy in between.
+void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t* order,
+                    uint8_t* wp, float* sp, float* bp);
+
 }  // namespace bc_native

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "ggml_decode.h"
+#include "packed.h"
 #include "weight_alloc.h"
 
 namespace bc_native {
@@ -38,6 +39,40 @@ std::vector<mx::array> ggml_to_affine_arrays(int type, const uint8_t* src, size_
   auto release = [](void* p) { std::free(p); };
   return {mx::array(w, ws, mx::uint32, release), mx::array(s, ss, mx::float32, release),
           mx::array(b, ss, mx::float32, release)};
+}
+
+std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_t src_bytes,
+                                             long N, long K, const std::vector<int>& order) {
+  int group = 0, bits = 0;
+  const long row = ggml_row_bytes(type, K);
+  if (!ggml_affine_form(type, &group, &bits) || row == 0 || K % 32)
+    throw std::invalid_argument("ggml_to_packed_arrays: not a type this decodes, or K is "
+                                "not a whole number of its blocks");
+  if ((long)src_bytes < N * row)
+    throw std::invalid_argument("ggml_to_packed_arrays: the source is too small");
+  if (!order.empty()) {
+    if ((long)order.size() != N)
+      throw std::invalid_argument("ggml_to_packed_arrays: order must have N entries");
+    for (int r : order)
+      if (r < 0 || r >= N) throw std::invalid_argument("ggml_to_packed_arrays: bad row order");
+  }
+  const size_t w_bytes = packed_weight_bytes((int)N, (int)K, bits);
+  const size_t s_count = packed_scale_count((int)N, (int)K, group);
+  auto* w = static_cast<uint8_t*>(weight_alloc(w_bytes));
+  auto* s = static_cast<float*>(weight_alloc(sizeof(float) * s_count));
+  auto* b = static_cast<float*>(weight_alloc(sizeof(float) * s_count));
+  if (!w || !s || !b) {
+    std::free(w);
+    std::free(s);
+    std::free(b);
+    throw std::bad_alloc();
+  }
+  ggml_to_packed(type, src, N, K, order.empty() ? nullptr : order.data(), w, s, b);
+  const int P = panels((int)N), G = (int)(K / group);
+  auto release = [](void* p) { std::free(p); };
+  return {mx::array(w, {P * kPanel, (int)(K * bits / 8)}, mx::uint8, release),
+          mx::array(s, {P, G, kPanel}, mx::float32, release),
+          mx::array(b, {P, G, kPanel}, mx::float32, release)};
 }
 
 }  // namespace bc_native

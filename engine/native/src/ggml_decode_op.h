@@ -16,4 +16,11 @@ namespace mx = mlx::core;
 std::vector<mx::array> ggml_to_affine_arrays(int type, const uint8_t* src, size_t src_bytes,
                                              const std::vector<int>& rows_shape, long K);
 
+// N rows of K weights of GGML `type` straight into pack_quantized's packed layout
+// (packed.h): [weights uint8 (panels * 16, K * bits / 8), scales and biases float32
+// (panels, K / group, 16)]; output row n is source row order[n] (empty: row n). The same
+// arrays pack_quantized gives for ggml_to_affine_arrays' triple, with no affine copy.
+std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_t src_bytes,
+                                             long N, long K, const std::vector<int>& order);
+
 }  // namespace bc_native

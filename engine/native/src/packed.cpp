@@ -269,38 +269,49 @@ const char* packed_kernel_name(bool force_scalar) {
   }
 }
 
+void pack_row(const uint8_t* row, int K, int bits, int ln, uint8_t* panel) {
+  const int blocks = K / 32, BB = block_bytes(bits);
+  for (int b = 0; b < blocks; ++b) {
+    uint8_t* blk = panel + (size_t)b * BB;
+    if (bits == 8) {  // value k is byte k
+      for (int j = 0; j < 8; ++j) std::memcpy(blk + j * 64 + 4 * ln, row + b * 32 + 4 * j, 4);
+    } else {  // value k is nibble k (low first): byte j*64 + 4n + i = q[8j+i] | q[8j+4+i]<<4
+      const uint8_t* src = row + b * 16;
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t* s8 = src + 4 * j;  // values 8j .. 8j+7
+        uint8_t* d = blk + j * 64 + 4 * ln;
+        d[0] = (uint8_t)((s8[0] & 0x0f) | (s8[2] << 4));
+        d[1] = (uint8_t)((s8[0] >> 4) | (s8[2] & 0xf0));
+        d[2] = (uint8_t)((s8[1] & 0x0f) | (s8[3] << 4));
+        d[3] = (uint8_t)((s8[1] >> 4) | (s8[3] & 0xf0));
+      }
+    }
+  }
+}
+
+void clear_last_panel(int N, int K, int group_size, int bits, uint8_t* wp, float* sp,
+                      float* bp) {
+  if (N % kPanel == 0) return;
+  const int P = panels(N), groups = K / group_size;
+  const size_t panel_bytes = (size_t)(K / 32) * block_bytes(bits);
+  const size_t panel_scales = (size_t)groups * kPanel;
+  std::memset(wp + (size_t)(P - 1) * panel_bytes, 0, panel_bytes);
+  std::fill(sp + (size_t)(P - 1) * panel_scales, sp + (size_t)P * panel_scales, 0.f);
+  std::fill(bp + (size_t)(P - 1) * panel_scales, bp + (size_t)P * panel_scales, 0.f);
+}
+
 void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp) {
   // Output rows in parallel, each row's blocks copied a k-step at a time (a 1.5B model's
   // ~1.5e9 weights: a per-weight loop with divisions took ~7 s of its load on 2 cores).
   const int N = a.N, K = a.K, bits = a.bits, groups = K / a.group_size, blocks = K / 32;
   const int BB = block_bytes(bits), P = panels(N);
   const size_t row_bytes = (size_t)K * bits / 8;
-  if (N % kPanel) {  // the last panel's rows past N are zero (every other byte is written)
-    const size_t panel_bytes = (size_t)blocks * BB, panel_scales = (size_t)groups * kPanel;
-    std::memset(wp + (size_t)(P - 1) * panel_bytes, 0, panel_bytes);
-    std::fill(sp + (size_t)(P - 1) * panel_scales, sp + (size_t)P * panel_scales, 0.f);
-    std::fill(bp + (size_t)(P - 1) * panel_scales, bp + (size_t)P * panel_scales, 0.f);
-  }
+  clear_last_panel(N, K, a.group_size, bits, wp, sp, bp);  // rows past N are zero
   parallel_chunks(P, (long)N * K, [&](int pn) {
     for (int ln = 0; ln < kPanel && pn * kPanel + ln < N; ++ln) {
       const int n = pn * kPanel + ln;
       const uint8_t* row = reinterpret_cast<const uint8_t*>(a.w) + (size_t)n * row_bytes;
-      for (int b = 0; b < blocks; ++b) {
-        uint8_t* blk = wp + ((size_t)pn * blocks + b) * BB;
-        if (bits == 8) {  // value k is byte k
-          for (int j = 0; j < 8; ++j) std::memcpy(blk + j * 64 + 4 * ln, row + b * 32 + 4 * j, 4);
-        } else {  // value k is nibble k (low first): byte j*64 + 4n + i = q[8j+i] | q[8j+4+i]<<4
-          const uint8_t* src = row + b * 16;
-          for (int j = 0; j < 4; ++j) {
-            const uint8_t* s8 = src + 4 * j;  // values 8j .. 8j+7
-            uint8_t* d = blk + j * 64 + 4 * ln;
-            d[0] = (uint8_t)((s8[0] & 0x0f) | (s8[2] << 4));
-            d[1] = (uint8_t)((s8[0] >> 4) | (s8[2] & 0xf0));
-            d[2] = (uint8_t)((s8[1] & 0x0f) | (s8[3] << 4));
-            d[3] = (uint8_t)((s8[1] >> 4) | (s8[3] & 0xf0));
-          }
-        }
-      }
+      pack_row(row, K, bits, ln, wp + (size_t)pn * blocks * BB);
       for (int g = 0; g < groups; ++g) {
         const size_t at = ((size_t)pn * groups + g) * kPanel + ln;
         sp[at] = load_scale(a.scales, (size_t)n * groups + g, a.stype);

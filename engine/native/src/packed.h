@@ -38,6 +38,14 @@ inline size_t packed_scale_count(int N, int K, int group_size) {
 // the packed one: wp packed_weight_bytes, sp and bp packed_scale_count floats.
 void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp);
 
+// One row in MLX's affine layout (q packed, K * bits / 8 bytes) into lane `ln` (0-15) of a
+// panel's weights (`panel`: the panel's first byte).
+void pack_row(const uint8_t* row, int K, int bits, int ln, uint8_t* panel);
+
+// Zeroes the last panel where N is not a whole number of panels (its rows past N).
+void clear_last_panel(int N, int K, int group_size, int bits, uint8_t* wp, float* sp,
+                      float* bp);
+
 struct PackedArgs {
   const uint8_t* w;
   const float* s;

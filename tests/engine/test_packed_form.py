@@ -1,0 +1,138 @@
+"""Issue #45 (load time): a GGUF's linears are decoded once, straight into the native packed
+kernel's layout, and mlx-lm's arrays are lazy views of that copy (engine/loader/
+packed_form.py). The packed bytes equal pack_quantized of the affine decoder's arrays, the
+views equal those arrays, and a loaded model gives the same arrays and logits, in mlx-lm and
+in the engine, as a load that decodes into the affine arrays and packs a second copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+from mlx.utils import tree_flatten
+
+from engine import cache as kv
+from engine.loader import gguf as gguf_loader
+from engine.loader import load_model
+from engine.loader.ggml_types import to_affine
+from engine.loader.packed_form import Prepacked, affine_views, prepacked
+from engine.model_runner import ModelRunner
+from tests.engine.test_ggml_types import TYPES, random_blocks
+from tests.gguf_models import CASES, build_model, gguf_tensors, quantize, write_gguf
+
+pytestmark = pytest.mark.usefixtures("native_built")
+T = GGMLQuantizationType
+ROWS = 67  # not a whole number of 16-row panels: the last one is padded with zeros
+
+
+def _ext():
+    from engine import native
+
+    return native.extension()
+
+
+def _u32(a) -> np.ndarray:
+    return (np.asarray(a, dtype=np.float32) + np.float32(0)).view(np.uint32)
+
+
+def _k(raw: np.ndarray, kind: T) -> int:
+    block, size = GGML_QUANT_SIZES[kind]
+    return raw.shape[-1] // size * block
+
+
+@pytest.mark.parametrize("order", [False, True], ids=["in order", "rows reordered"])
+@pytest.mark.parametrize("kind", TYPES, ids=[k.name for k in TYPES])
+def test_packed_decoder_gives_pack_quantized_of_the_affine_rows(kind: T, order: bool) -> None:
+    raw = random_blocks(kind, rows=ROWS, blocks=2 if GGML_QUANT_SIZES[kind][0] == 256 else 8,
+                        seed=int(kind) + 31)
+    k = _k(raw, kind)
+    rows = np.random.default_rng(int(kind)).permutation(ROWS) if order else np.arange(ROWS)
+    a = to_affine(raw, kind, native=False).rows(rows)
+    want = _ext().pack_quantized(mx.array(a.packed), mx.array(a.scales), mx.array(a.biases),
+                                 a.group, a.bits)
+    got = _ext().ggml_to_packed_arrays(int(kind), raw.reshape(-1), ROWS, k,
+                                       [int(r) for r in rows] if order else [])
+    assert [(g.shape, g.dtype) for g in got] == [(w.shape, w.dtype) for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert mx.array_equal(g, w).item()
+
+
+@pytest.mark.parametrize("scale_dtype", [mx.float32, mx.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("kind", TYPES, ids=[k.name for k in TYPES])
+def test_the_lazy_views_are_the_affine_arrays(kind: T, scale_dtype: mx.Dtype) -> None:
+    raw = random_blocks(kind, rows=ROWS, blocks=2 if GGML_QUANT_SIZES[kind][0] == 256 else 8,
+                        seed=int(kind) + 5)
+    a = to_affine(raw, kind, native=False)
+    pk = Prepacked(*_ext().ggml_to_packed_arrays(int(kind), raw.reshape(-1), ROWS,
+                                                 _k(raw, kind)))
+    w, s, b = affine_views(pk, ROWS, a.bits, scale_dtype)
+    assert (w.dtype, s.dtype, b.dtype) == (mx.uint32, scale_dtype, scale_dtype)
+    assert np.array_equal(np.asarray(w), a.packed)
+    want_s = mx.array(a.scales).astype(scale_dtype)
+    want_b = mx.array(a.biases).astype(scale_dtype)
+    assert mx.array_equal(s, want_s).item() and mx.array_equal(b, want_b).item()
+
+
+def test_the_packed_decoder_refuses_bad_input() -> None:
+    ext = _ext()
+    raw = random_blocks(T.Q4_0, rows=4, blocks=2, seed=1)
+    with pytest.raises(ValueError, match="not a type this decodes"):
+        ext.ggml_to_packed_arrays(16, raw.reshape(-1), 4, 64)  # IQ2_XXS
+    with pytest.raises(ValueError, match="too small"):
+        ext.ggml_to_packed_arrays(2, raw.reshape(-1)[:-1], 4, 64)
+    with pytest.raises(ValueError, match="N entries"):
+        ext.ggml_to_packed_arrays(2, raw.reshape(-1), 4, 64, [0, 1, 2])
+    with pytest.raises(ValueError, match="row order"):
+        ext.ggml_to_packed_arrays(2, raw.reshape(-1), 4, 64, [0, 1, 2, 4])
+
+
+def _types(name: str) -> T | None:
+    """Each block-32 type the tiny dimensions take, with fp16-exact (Q4_0, Q8_0, Q5_1) and
+    other scales, the embedding among them."""
+    if name == "token_embd.weight" or ".ffn_down" in name:
+        return T.Q8_0
+    if ".attn_v." in name or ".attn_output." in name:
+        return T.Q5_1
+    if ".ffn_up." in name:
+        return T.IQ4_NL
+    return T.Q4_0
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2"])  # q/k rows put back; biases
+def test_a_prepacked_load_equals_a_load_that_packs_a_second_copy(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    case = CASES[name]
+    tensors, raw = quantize(gguf_tensors(case, build_model(case, seed=4)), T.Q4_0, seed=9,
+                            which=_types)
+    path = write_gguf(tmp_path / f"{name}.gguf", case, tensors, raw_types=raw)
+    one = load_model(str(path))
+    monkeypatch.setattr(gguf_loader, "packs_weights", lambda cpu: False)
+    two = load_model(str(path))
+
+    # the engine first, while mlx-lm's arrays of the prepacked load are still unevaluated
+    ids = [1, 40, 50, 60, 70, 80, 3, 5, 7, 200]
+    r1, r2 = ModelRunner(one.model), ModelRunner(two.model)
+    l1 = r1.prefill(kv.new_cache(r1.model), ids, logits=True)
+    l2 = r2.prefill(kv.new_cache(r2.model), ids, logits=True)
+    assert mx.array_equal(l1, l2).item()  # the engine's packed kernels
+
+    linears = {p: m for p, m in one.model.named_modules() if prepacked(m) is not None}
+    stock = [p for p, m in two.model.named_modules() if type(m) is nn.QuantizedLinear]
+    assert sorted(linears) == sorted(stock) and len(stock) >= 7 * 2
+    assert not any(prepacked(m) is not None for _, m in two.model.named_modules())
+    theirs = dict(tree_flatten(two.model.parameters()))
+    for key, value in tree_flatten(one.model.parameters()):
+        assert value.dtype == theirs[key].dtype and value.shape == theirs[key].shape, key
+        assert mx.array_equal(value, theirs[key]).item(), key
+    mods = dict(two.model.named_modules())
+    for at, m in linears.items():
+        s = mods[at]
+        want = _ext().pack_quantized(s.weight, s.scales, s.biases, s.group_size, s.bits)
+        for g, w in zip(prepacked(m).arrays(), want, strict=True):
+            assert mx.array_equal(g, w).item(), at
+    x = mx.array([ids])
+    assert mx.array_equal(one.model(x), two.model(x)).item()  # mlx-lm's own path
