@@ -205,9 +205,9 @@ class EngineCore:
     def _end_tick(self, plan: TickPlan, run: TickRun, tokens: _TickTokens) -> list[TokenEvent]:
         """After the tick's passes (their tokens already taken): the tick is recorded, its
         tokens handed over, the rows that finished leave (their KV kept as prefixes), and
-        the prompts the tick finished join the batch where the runner did not join them
-        before a step (their second token comes next tick); returns the events not handed
-        over."""
+        the prompts a shared pass finished join the batch (their second token comes next
+        tick; where the passes ran apart, the runner joined them before the step); returns
+        the events not handed over."""
         # Recorded before finished rows leave: copying their KV out for the prefix cache
         # depends on neither the tick's rows nor its prefill, which the budget learns from,
         # and a client that has its reply then finds it counted.
@@ -216,7 +216,7 @@ class EngineCore:
                 and any(seq.is_finished for seq in self.batch.seqs)):
             tokens.hand_over(self._take_events())  # before that copy
         self._drop_finished_rows()
-        if not tokens.joined:
+        if run.shared:
             self._join_prefilled()
         return self._take_events()
 
@@ -356,14 +356,13 @@ def _logprobs(lp: TokenLogprobs | None) -> dict[str, object]:
 
 class _TickTokens:
     """One tick's post-processing as its passes end (`tick_passes.TickTokens`): each pass's
-    tokens accepted before the next pass runs, the prompts it finished joined the batch
-    where the runner steps the rows after them (once a tick: else at its end)."""
+    tokens accepted before the next pass runs; the prompts the prefill passes finished join
+    the batch when the runner steps the rows after them."""
 
     def __init__(self, core: EngineCore, hand_over: HandOver | None) -> None:
         self.core = core
         self.hand_over = hand_over
         self.taken = 0  # tokens accepted: first tokens and the rows' ones
-        self.joined = False
 
     def take(self, result: PassResult) -> None:
         self.core._take(result)
@@ -372,7 +371,6 @@ class _TickTokens:
     def join(self) -> None:
         core = self.core
         core._join_prefilled()
-        self.joined = True
         if self.hand_over is not None and len(core.batch) and core._events:
             self.hand_over(core._take_events())  # first tokens do not wait for the rows' step
 
