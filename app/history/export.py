@@ -33,9 +33,10 @@ from ..titles import whole_title
 from .paths import shown_path
 
 # 2 (issue #29): a chat is a tree. Messages carry parent_id and seq, sessions shown_leaf_id
-# and pinned; (issue #30) a reply that called tools its tool_calls and tool_results. Version
-# 1 files (no parents: each chat one path; no tool calls) still import.
-FORMAT_VERSION = 2
+# and pinned; (issue #30) a reply that called tools its tool_calls and tool_results. 3 (issue
+# #49): a reasoning model's reply its reasoning. Version 1 files (no parents: each chat one
+# path; no tool calls) and 2 still import.
+FORMAT_VERSION = 3
 EXPORT_FORMAT = "batchchat-export"
 SESSION_FORMAT = "batchchat-session"
 STATS_FORMAT = "batchchat-stats"
@@ -57,6 +58,8 @@ def session_to_markdown(loaded: LoadedSession) -> str:
     for shown in shown_path(loaded):
         message = shown.message
         parts += ["", f"## {_ROLE_HEADINGS.get(message.role, message.role.title())}", ""]
+        if message.reasoning:
+            parts += _thinking_block(message.reasoning)
         parts.append(_closed_fences(message.content))
         calls = _tool_lines(message)
         if calls:
@@ -68,6 +71,13 @@ def session_to_markdown(loaded: LoadedSession) -> str:
             parts += ["", f"*Version {shown.version} of {shown.versions} — the other "
                           "versions are in the JSON export*"]
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _thinking_block(reasoning: str) -> list[str]:
+    """A reply's thinking as a folded block above its answer (GitHub and most Markdown
+    viewers fold <details>; the blank lines let Markdown inside it render)."""
+    return ["<details>", "<summary>Thinking</summary>", "", _closed_fences(reasoning), "",
+            "</details>", ""]
 
 
 def _tool_lines(message: Message) -> list[str]:

@@ -162,6 +162,13 @@ def m007_request_stats_drafts(db: Database) -> None:
         db["request_stats"].add_column(column, int, not_null_default=0)
 
 
+@_migration
+def m008_message_reasoning(db: Database) -> None:
+    # Issue #49: a reasoning model's reply keeps its thinking beside the answer (the
+    # content), shown folded above it and saved apart from it; NULL for every other message
+    db["messages"].add_column("reasoning", str)
+
+
 def check_not_newer(db: Database, path: Path) -> None:
     """Refuse a database that has migrations this code does not know (read-only check)."""
     unknown = [m.name for m in migrations.applied(db) if m.name not in _NAMES]

@@ -161,6 +161,8 @@ class Message(Record):
     # ({"status": pending | running | done | failed | denied, "text": the result or why}).
     tool_calls: list[dict[str, Any]] | None = None
     tool_results: dict[str, Any] | None = None
+    # A reasoning model's thinking before the answer (`content`); None: none (issue #49)
+    reasoning: str | None = None
     id: str = field(default_factory=new_id)
     created_at: str = field(default_factory=utc_now)
     updated_at: str = field(default_factory=utc_now)

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from app.history.export import (
+    FORMAT_VERSION,
     export_all,
     request_stats_to_csv,
     session_to_json,
@@ -69,7 +70,7 @@ def test_markdown_says_how_many_prompt_tokens_came_from_cache(store: Store) -> N
 def test_session_json_parses_back_to_the_same_records(store: Store) -> None:
     loaded = chat_with_code(store)
     doc = json.loads(session_to_json(loaded))
-    assert doc["format"] == "batchchat-session" and doc["format_version"] == 2
+    assert doc["format"] == "batchchat-session" and doc["format_version"] == FORMAT_VERSION
     messages = doc["session"].pop("messages")
     assert doc["session"] == loaded.session.to_dict()
     assert [Message.from_dict(m) for m in messages] == loaded.messages

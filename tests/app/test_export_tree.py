@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.history.export import (
+    FORMAT_VERSION,
     export_all,
     export_all_json,
     session_to_json,
@@ -72,7 +73,7 @@ def test_a_tree_round_trips_into_a_fresh_database_identically(store: Store,
     add_chat(store, "plain", ("hi", "hello"))
     text = export_all_json(store)
     doc = json.loads(text)
-    assert doc["format_version"] == 2
+    assert doc["format_version"] == FORMAT_VERSION
     exported = next(s for s in doc["sessions"] if s["id"] == session.id)
     assert exported["shown_leaf_id"] == m["a2"].id and exported["pinned"] is True
     assert {x["id"]: x["parent_id"] for x in exported["messages"]}[m["a3b"].id] == m["q2b"].id
@@ -109,7 +110,7 @@ def test_an_export_from_before_trees_imports_each_chat_as_one_path(other: Store)
     assert loaded.messages[3].token_ids == [19, 30]
     # exported again, it is a version 2 file with the parents
     again = export_all(other)
-    assert again["format_version"] == 2
+    assert again["format_version"] == FORMAT_VERSION
     assert [x["parent_id"] for x in again["sessions"][0]["messages"]] == [None, *ids[:-1]]
 
 
