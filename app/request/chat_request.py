@@ -49,7 +49,9 @@ class ChatRequest:
     tool_road: bool = False
     forced: bool = False
     call_tools: tuple[Mapping[str, Any], ...] = ()
-    tool_choice: str = "none"  # "auto" | "none" | "required" | "function" | a tab's name
+    # OpenAI's form: "auto" | "none" | "required" | {"type": "function", "function": {"name"}}
+    # (app/request/tool_choice.py parses it, for the API server and the tabs alike)
+    tool_choice: str | Mapping[str, Any] = "none"
     parallel_tool_calls: bool = True
     n: int = 1  # choices: n engine requests sharing the prompt; choice i samples with seed+i
     stream: bool = False

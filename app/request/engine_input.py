@@ -114,8 +114,6 @@ def remote_call(request: ChatRequest) -> tuple[list[dict[str, Any]], Any, dict[s
         kwargs.setdefault("enable_thinking", controls.thinking)
     if kwargs:
         extra["chat_template_kwargs"] = kwargs
-    if request.call_tools:
-        choice = request.tool_choice
-        extra |= {"tools": list(request.call_tools), "tool_choice": choice if choice in (
-            "auto", "none", "required") else {"type": "function", "function": {"name": choice}}}
+    if request.call_tools:  # tool_choice is in OpenAI's form already (tool_choice.py)
+        extra |= {"tools": list(request.call_tools), "tool_choice": request.tool_choice}
     return plain_messages(request.messages or ()), request.params, extra

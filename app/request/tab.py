@@ -13,10 +13,18 @@ from typing import Any
 from ..output_format import APP_KEYS, OutputFormatError, grammar_of, response_format_of
 from ..tools import ToolSpecError, parse_tools
 from .chat_request import ChatRequest
-from .engine_input import forced_call_grammar
 from .refusal import Refusal, RefusalCode
+from .tool_choice import CHOICES, OpenAIChoice, named, parse_tool_choice
 
-CHOICES = ("auto", "none", "required")  # else a tab's tool_choice is a function's name
+
+def tab_choice(choice: str, names: Sequence[str] | None = None) -> OpenAIChoice:
+    """A tab's tool_choice (OpenAI's words, else a function's name) in OpenAI's form, which
+    app/request/tool_choice.py parses. A name none of `names` has any more (its server
+    changed its tools) asks for a call to any of them, "required", as tabs always did;
+    `names` None: not checked (a remote server is sent the name as it is)."""
+    if choice in CHOICES:
+        return choice
+    return named(choice) if names is None or choice in names else "required"
 
 
 def tab_request(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
@@ -33,7 +41,7 @@ def tab_request(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]
         raise Refusal(RefusalCode.INVALID_VALUE, str(exc), param="response_format") from None
     request = ChatRequest(messages=list(messages), params=sampling, response_format=fmt,
                           grammar=grammar, call_tools=tuple(tools or ()),
-                          tool_choice=tool_choice, tool_road=bool(tools))
+                          tool_choice=tab_choice(tool_choice), tool_road=bool(tools))
     if not local or not tools:
         return request
     try:
@@ -41,14 +49,11 @@ def tab_request(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]
     except ToolSpecError as exc:
         raise Refusal(RefusalCode.INVALID_SCHEMA if exc.schema else RefusalCode.INVALID_VALUE,
                       f"a tool cannot be offered: {exc}", param=exc.field) from None
-    if tool_choice not in CHOICES:  # a function's name: only it is offered
-        offered = [t for t in offered if t.name == tool_choice] or offered
-    forced = tool_choice not in ("auto", "none")
-    if forced:  # a call forced: its grammar replaces the format's
-        try:
-            grammar = forced_call_grammar(offered, parallel=False)
-        except ValueError as exc:
-            raise Refusal(RefusalCode.INVALID_SCHEMA, f"a tool cannot be offered: {exc}",
-                          param="tools") from None
-    return replace(request, grammar=grammar, forced=forced,
-                   tools=tuple(offered) if tool_choice != "none" else ())
+    # a tab forces one call at a time (it has no parallel_tool_calls setting)
+    choice = parse_tool_choice(tab_choice(tool_choice, [t.name for t in offered]), offered,
+                               parallel=False)
+    # a tab that names a function offers only it; a forced call's grammar replaces the
+    # format's
+    return replace(request, grammar=choice.grammar or grammar, forced=bool(choice.forced),
+                   tool_choice=choice.openai,
+                   tools=choice.forced if choice.mode == "function" else choice.offered)

@@ -7,21 +7,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..request import ChatRequest, Refusal, RefusalCode, ResponseFormat
+from ..request.tool_choice import CHOICES, ToolChoice, parse_tool_choice
 from .errors import bad_schema, invalid
-
-if TYPE_CHECKING:
-    from ..tools import Tool
 
 MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
 MAX_STOP = 16
 MAX_N = 8  # choices per request (`n`): each is one engine request
+TOOL_CHOICES = CHOICES  # tool_choice's words (app/request/tool_choice.py parses it)
 ROLES = ("system", "developer", "user", "assistant", "tool")
-TOOL_CHOICES = ("auto", "none", "required")
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
-FORCED = ("required", "function")  # tool_choice values that constrain the reply
 # Accepted only as null or a neutral value (of the same JSON type: `false` is not 0):
 # anything else would be silently ignored otherwise.
 NEUTRAL: dict[str, tuple[Any, ...]] = {
@@ -42,15 +39,16 @@ def parse_chat(body: Mapping[str, Any], default_max_tokens: int) -> ChatRequest:
     max_tokens = _opt_int(body, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _opt_int(body, "max_tokens", 1)
-    tools, choice, parallel, grammar = _tools(body)
+    choice, parallel = _tools(body)
+    tools = choice.offered
     # tools offered, or a conversation holding calls or results: the prompt is rendered
     # with the tool template
     road = bool(tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
     controls, kwargs = _reasoning(body)
     return _parsed("chat", body, messages=messages, logprobs=logprobs,
-                   max_tokens=max_tokens or default_max_tokens, grammar=grammar,
-                   tools=tools, tool_choice=choice, parallel_tool_calls=parallel,
-                   tool_road=road, forced=choice in FORCED,
+                   max_tokens=max_tokens or default_max_tokens, grammar=choice.grammar,
+                   tools=tools, tool_choice=choice.openai, parallel_tool_calls=parallel,
+                   tool_road=road, forced=bool(choice.forced),
                    call_tools=tuple(t.openai() for t in tools),
                    reasoning=controls, template_kwargs=kwargs)
 
@@ -250,9 +248,8 @@ def _response_format(value: Any) -> tuple[ResponseFormat | None, str | None]:
                                             f"be used: {exc}") from None
 
 
-def _tools(body: Mapping[str, Any]) -> tuple[tuple[Tool, ...], str, bool, str | None]:
-    """(tools offered, tool_choice, parallel_tool_calls, the grammar forcing a call)."""
-    from ..request.engine_input import forced_call_grammar
+def _tools(body: Mapping[str, Any]) -> tuple[ToolChoice, bool]:
+    """(`tools` with `tool_choice`, app/request/tool_choice.py's reading; parallel_tool_calls)."""
     from ..tools import ToolSpecError, parse_tools
 
     raw = body.get("tools")
@@ -262,37 +259,7 @@ def _tools(body: Mapping[str, Any]) -> tuple[tuple[Tool, ...], str, bool, str | 
         raise (bad_schema if exc.schema else invalid)(exc.field, str(exc)) from None
     parallel = _opt_bool(body, "parallel_tool_calls")
     parallel = True if parallel is None else parallel
-    choice = body.get("tool_choice")
-    if choice is None:
-        choice = "auto" if tools else "none"
-    forced: list[Tool] = []
-    if isinstance(choice, Mapping):
-        fn = choice.get("function")
-        name = fn.get("name") if isinstance(fn, Mapping) else None
-        forced = [t for t in tools if t.name == name]
-        if choice.get("type") != "function" or not forced:
-            raise invalid("tool_choice", "'tool_choice' must name one of 'tools' as "
-                                         "{\"type\": \"function\", \"function\": "
-                                         "{\"name\": ...}}")
-        choice = "function"
-    elif choice not in TOOL_CHOICES:
-        raise invalid("tool_choice", f"'tool_choice' must be one of {', '.join(TOOL_CHOICES)} "
-                                     "or a named function")
-    elif choice == "required":
-        if not tools:
-            raise invalid("tool_choice", "'tool_choice': 'required' needs 'tools'")
-        forced = tools
-    if choice == "auto" and not tools:
-        raise invalid("tool_choice", "'tool_choice': 'auto' needs 'tools'")
-    if choice == "none":
-        return (), choice, parallel, None
-    if not forced:
-        return tuple(tools), choice, parallel, None
-    try:
-        grammar = forced_call_grammar(forced, parallel=parallel and choice == "required")
-    except ValueError as exc:  # a GrammarError: the schemas together cannot be used
-        raise bad_schema("tools", f"'tools' cannot force a call: {exc}") from None
-    return tuple(tools), choice, parallel, grammar
+    return parse_tool_choice(body.get("tool_choice"), tools, parallel=parallel), parallel
 
 
 def _content(value: Any, where: str) -> str:
