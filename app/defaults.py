@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.public import SamplingParams, repair_text
 
+from . import reasoning_setting
 from .output_format import describe as describe_format
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,8 @@ LIMITS: dict[str, Limit] = {
 # every setting the defaults hold, in the order the panel and the dialog show them
 LABELS: dict[str, str] = {"system_prompt": "System prompt"} | {
     k: v.label for k, v in LIMITS.items()} | {"stop": "Stop strings",
-                                              "response_format": "Output format"}
+                                              "response_format": "Output format",
+                                              reasoning_setting.KEY: "Thinking"}
 
 
 class DefaultsError(ValueError):
@@ -99,6 +101,11 @@ def check_value(key: str, value: Any) -> Any:
         if value is not None and not isinstance(value, dict):
             raise DefaultsError(key, "Output format must be text, JSON or a JSON schema.")
         return value
+    if key == reasoning_setting.KEY:
+        try:
+            return reasoning_setting.check(value)
+        except reasoning_setting.ReasoningSettingError as exc:
+            raise DefaultsError(key, str(exc)) from None
     limit = LIMITS[key]
     if key == "seed" and value is None:
         return None
@@ -124,6 +131,10 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
         raise DefaultsError(key, f"{LABELS.get(key, 'Sampling')}: {exc}.") from None
     if params.get("response_format"):
         out["response_format"] = check_value("response_format", params["response_format"])
+    if params.get(reasoning_setting.KEY):
+        kept = check_value(reasoning_setting.KEY, params[reasoning_setting.KEY])
+        if kept:
+            out[reasoning_setting.KEY] = kept
     return out
 
 
@@ -139,6 +150,12 @@ def normalize_params(params: Mapping[str, Any]) -> dict[str, Any]:
     fmt = params.get("response_format")
     if isinstance(fmt, dict):  # else text: the saved params stay as they were
         out["response_format"] = fmt
+    try:  # a reasoning model's thinking, kept only when it asks for something
+        reasoning = reasoning_setting.check(params.get(reasoning_setting.KEY))
+    except reasoning_setting.ReasoningSettingError:
+        reasoning = None
+    if reasoning:
+        out[reasoning_setting.KEY] = reasoning
     # the MCP servers whose tools the tab offers, and how (only when some are on)
     servers = params.get("mcp_servers")
     if isinstance(servers, list) and servers:
@@ -190,15 +207,16 @@ class Defaults:
             prompt = DEFAULT_SYSTEM_PROMPT
         saved = raw.get("params") if isinstance(raw.get("params"), Mapping) else {}
         params = dict(DEFAULT_PARAMS)
-        for key in (*DEFAULT_PARAMS, "response_format"):
+        for key in (*DEFAULT_PARAMS, "response_format", reasoning_setting.KEY):
             if key not in saved:
                 continue
             try:
                 params[key] = check_value(key, saved[key])
             except DefaultsError as exc:
                 log.warning("ignoring a saved default: %s", exc)
-        if not params.get("response_format"):
-            params.pop("response_format", None)
+        for key in ("response_format", reasoning_setting.KEY):
+            if not params.get(key):
+                params.pop(key, None)
         return cls(repair_text(prompt), params)
 
     def to_dict(self) -> dict[str, Any]:
@@ -220,7 +238,7 @@ class Defaults:
 
 def same(key: str, a: Any, b: Any) -> bool:
     """Whether two values of setting `key` are the same (numbers as a spin box shows them)."""
-    if key == "response_format":
+    if key in ("response_format", reasoning_setting.KEY):
         return (a or None) == (b or None)
     if isinstance(a, float | int) and isinstance(b, float | int) \
             and not isinstance(a, bool) and not isinstance(b, bool):
@@ -237,6 +255,8 @@ def describe(key: str, value: Any) -> str:
         return ", ".join(repr(s) for s in value) if value else "none"
     if key == "response_format":
         return describe_format(value)
+    if key == reasoning_setting.KEY:
+        return reasoning_setting.describe(value)
     limit = LIMITS[key]
     if value is None or (limit.special and value == limit.lo):
         return limit.special

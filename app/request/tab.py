@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .. import reasoning_setting
 from ..output_format import APP_KEYS, OutputFormatError, grammar_of, response_format_of
 from ..tools import ToolSpecError, parse_tools
 from .chat_request import ChatRequest
@@ -41,6 +42,7 @@ def tab_request(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]
         raise Refusal(RefusalCode.INVALID_VALUE, str(exc), param="response_format") from None
     request = ChatRequest(messages=list(messages), params=sampling, response_format=fmt,
                           grammar=grammar, call_tools=tuple(tools or ()),
+                          reasoning=reasoning_setting.controls(params.get("reasoning")),
                           tool_choice=tab_choice(tool_choice), tool_road=bool(tools))
     if not local or not tools:
         return request

@@ -28,6 +28,7 @@ from app.settings import Settings, normalize_params
 from ..mcp.tools_box import ToolsBox
 from ..widgets import double_box, int_box
 from .output_format_box import OutputFormatBox
+from .reasoning_box import ReasoningBox
 
 CUSTOM = "(custom)"
 DEFAULTS = "(defaults)"  # no preset has the tab's settings; they are the defaults for new tabs
@@ -110,6 +111,10 @@ class SettingsPanel(QWidget):
         self.output_format = OutputFormatBox()
         self.output_format.changed.connect(self._edited)
         layout.addWidget(self.output_format)
+        layout.addLayout(self._heading("reasoning"))
+        self.reasoning = ReasoningBox()
+        self.reasoning.changed.connect(self._edited)
+        layout.addWidget(self.reasoning)
         layout.addWidget(QLabel("Tools (MCP servers)"))
         self.tools = ToolsBox(settings)
         self.tools.changed.connect(self._edited)
@@ -242,6 +247,7 @@ class SettingsPanel(QWidget):
         lines = self.stop.toPlainText().splitlines()
         out["stop"] = [s.replace("\\n", "\n") for s in lines if s]
         out["response_format"] = self.output_format.value()
+        out["reasoning"] = self.reasoning.value()
         out |= self.tools.params()
         return normalize_params(out)
 
@@ -253,6 +259,7 @@ class SettingsPanel(QWidget):
             box.setValue(-1 if value is None else value)
         self.stop.setPlainText("\n".join(s.replace("\n", "\\n") for s in p["stop"]))
         self.output_format.set_value(p.get("response_format"))
+        self.reasoning.set_value(p.get("reasoning"))
         self.tools.set_params(p)
         self._loading = was
         if not was:

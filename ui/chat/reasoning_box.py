@@ -1,0 +1,72 @@
+"""A tab's reasoning setting in its settings panel (issue #49): thinking as the model does
+by default, on or off; its effort; a thinking budget in tokens (kept in the tab's params as
+`reasoning`, app/reasoning_setting.py). A model that does not think ignores it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QFormLayout, QSpinBox, QWidget
+
+from app.reasoning_setting import MAX_BUDGET, check
+
+THINKING = (("Model default", None), ("On", "on"), ("Off", "off"))
+EFFORT = (("Model default", None), ("None", "none"), ("Low", "low"), ("Medium", "medium"),
+          ("High", "high"))
+NO_LIMIT = "no limit"
+
+
+class ReasoningBox(QWidget):
+    """`changed()` on every edit; `value()` is the setting (None: the model's way)."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        form = QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
+        self.thinking = QComboBox()
+        self.thinking.setObjectName("thinkingSwitch")
+        for text, value in THINKING:
+            self.thinking.addItem(text, value)
+        self.thinking.setToolTip("Whether a reasoning model thinks before it answers")
+        self.effort = QComboBox()
+        self.effort.setObjectName("thinkingEffort")
+        for text, value in EFFORT:
+            self.effort.addItem(text, value)
+        self.effort.setToolTip("How hard it thinks (reasoning_effort); None turns thinking "
+                               "off where the model can stop")
+        self.budget = QSpinBox()
+        self.budget.setObjectName("thinkingBudget")
+        self.budget.setRange(-1, MAX_BUDGET)
+        self.budget.setSpecialValueText(NO_LIMIT)
+        self.budget.setSuffix(" tokens")
+        self.budget.setToolTip("At most this many tokens of thinking, then the answer")
+        form.addRow("Thinking", self.thinking)
+        form.addRow("Effort", self.effort)
+        form.addRow("Budget", self.budget)
+        self.thinking.currentIndexChanged.connect(self._edited)
+        self.effort.currentIndexChanged.connect(self._edited)
+        self.budget.valueChanged.connect(self._edited)
+        self._loading = False
+        self.set_value(None)
+
+    def value(self) -> dict[str, Any] | None:
+        budget = self.budget.value()
+        return check({"thinking": self.thinking.currentData(),
+                      "effort": self.effort.currentData(),
+                      "budget": None if budget < 0 else budget})
+
+    def set_value(self, value: Any) -> None:
+        self._loading = True
+        kept = value if isinstance(value, dict) else {}
+        self.thinking.setCurrentIndex(max(0, self.thinking.findData(kept.get("thinking"))))
+        self.effort.setCurrentIndex(max(0, self.effort.findData(kept.get("effort"))))
+        budget = kept.get("budget")
+        self.budget.setValue(budget if isinstance(budget, int) else -1)
+        self._loading = False
+
+    def _edited(self) -> None:
+        if not self._loading:
+            self.changed.emit()
