@@ -154,11 +154,13 @@ def _display_name(path: Path, meta: dict[str, Any]) -> tuple[str, str]:
     return stem, ftype
 
 
-def _linears(model: nn.Module, config: dict[str, Any], arch: Arch) -> frozenset[str]:
-    """The modules the engine's packed kernel will run (plain linears: engine/native/
-    layers.py), less those whose columns the loader still moves (Qwen 3.5's ssm_out)."""
+def _packed_modules(model: nn.Module, config: dict[str, Any], arch: Arch) -> frozenset[str]:
+    """The modules the engine's packed kernel will run (plain linears and embeddings:
+    engine/native/layers.py; an embedding's lookup then reads the packed copy too), less
+    those whose columns the loader still moves (Qwen 3.5's ssm_out)."""
     moved = column_orders(config) if arch.linear_attention else None
-    return frozenset(p for p, m in model.named_modules() if type(m) is nn.Linear
+    return frozenset(p for p, m in model.named_modules()
+                     if type(m) in (nn.Linear, nn.Embedding)
                      and not (moved is not None and moved[0].search(p)))
 
 
@@ -200,7 +202,7 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
     converted: Converted = convert(
         f, {p: names[p] for p in params}, _undo(f, arch, config, traditional),
         keep_quantized=keep_quantized, widen=widen_floats(quantized), on_cpu=on_cpu(),
-        pack=_linears(model, config, arch) if pack and keep_quantized else frozenset())
+        pack=_packed_modules(model, config, arch) if pack and keep_quantized else frozenset())
     if arch.linear_attention:
         _reorder_columns(converted, config)
     _quantize_modules(model, converted.modules, converted.weights)

@@ -64,6 +64,34 @@ def affine_views(pk: Prepacked, n: int, bits: int, scale_dtype: mx.Dtype
             _rows(pk.biases, n).astype(scale_dtype))
 
 
+def _lanes(x: mx.array, ids: mx.array) -> mx.array:
+    """Rows `ids` of a (panels, 16, ...) array: one gather over both axes (a lazy transpose
+    feeds it; no whole copy is made)."""
+    return x[ids // PANEL, ids % PANEL]
+
+
+def lookup(pk: Prepacked, ids: mx.array, bits: int, scale_dtype: mx.Dtype
+           ) -> tuple[mx.array, mx.array, mx.array]:
+    """weight[ids], scales[ids], biases[ids] of `affine_views` (the same bits), gathered from
+    the packed arrays: an embedding's lookup without its affine copy."""
+    w = pk.weight
+    rows, width = w.shape
+    k = width * 8 // bits
+    panels, blocks = rows // PANEL, k // 32
+    if bits == 8:
+        q = _lanes(w.reshape(panels, blocks, 8, PANEL, 4).transpose(0, 3, 1, 2, 4), ids)
+        q = q.reshape(*ids.shape, k)
+    else:
+        b = _lanes(w.reshape(panels, blocks, 4, PANEL, 4).transpose(0, 3, 1, 2, 4), ids)
+        b = mx.expand_dims(b, -2)  # (..., blocks, j, 1, i)
+        v = mx.concatenate([b & 0x0F, b >> 4], axis=-2).reshape(*ids.shape, k // 2, 2)
+        q = v[..., 0] | (v[..., 1] << 4)
+    weight = mx.view(mx.contiguous(q), mx.uint32)
+    s, b_ = (_lanes(x.transpose(0, 2, 1), ids).astype(scale_dtype)
+             for x in (pk.scales, pk.biases))
+    return weight, s, b_
+
+
 def attach(module: nn.Module, pk: Prepacked) -> None:
     """Hands `pk` to the engine with the module (a plain attribute: not a parameter, so the
     module's parameters, names and class are mlx-lm's own)."""

@@ -23,7 +23,7 @@ import mlx.nn as nn
 
 from ..cpu_options import CpuOptions
 from ..loader.ggml_modules import Group16Embedding, Group16Linear, dequantize_groups
-from ..loader.packed_form import prepacked
+from ..loader.packed_form import lookup, prepacked
 from ..module_tree import replace
 from . import available, dequantize_f32, extension, simd
 
@@ -77,11 +77,12 @@ class _NativeQuantized(nn.Module):
             mx.eval(f32)
         object.__setattr__(self, "_native_f32", f32)
         pk = None
+        # the loader's copy when it decoded the GGUF straight into the packed layout (its
+        # weight/scales/biases are then lazy views of it: loader/packed_form.py)
+        made = prepacked(stock)
+        object.__setattr__(self, "_prepacked", made)
         if (options.invariant and options.int8
                 and self.weight.shape[1] * 32 // self.bits % 32 == 0):
-            # the loader's copy when it decoded the GGUF straight into this layout (its
-            # weight/scales/biases are then lazy views of it: loader/packed_form.py)
-            made = prepacked(stock)
             pk = made.arrays() if made is not None else extension().pack_quantized(
                 self.weight, self.scales, self.biases, self.group_size, self.bits)
         object.__setattr__(self, "_native_packed", pk)
@@ -152,11 +153,13 @@ class NativeQuantizedEmbedding(_NativeQuantized):
         self.num_embeddings, self.dims = stock.num_embeddings, stock.dims
 
     def __call__(self, x: mx.array) -> mx.array:  # nn.QuantizedEmbedding's lookup
+        if self._prepacked is not None:  # the same rows, from the packed copy
+            w, s, b = lookup(self._prepacked, x, self.bits, self["scales"].dtype)
+        else:
+            w, s, b = self["weight"][x], self["scales"][x], self["biases"][x]
         if self.group_size == 16:
-            return dequantize_groups(self["weight"][x], self["scales"][x], self["biases"][x],
-                                     16, self.bits)
-        return mx.dequantize(self["weight"][x], scales=self["scales"][x],
-                             biases=self["biases"][x], group_size=self.group_size,
+            return dequantize_groups(w, s, b, 16, self.bits)
+        return mx.dequantize(w, scales=s, biases=b, group_size=self.group_size,
                              bits=self.bits, mode=self.mode)
 
     def as_linear(self, x: mx.array) -> mx.array:

@@ -19,7 +19,7 @@ from engine import cache as kv
 from engine.loader import gguf as gguf_loader
 from engine.loader import load_model
 from engine.loader.ggml_types import to_affine
-from engine.loader.packed_form import Prepacked, affine_views, prepacked
+from engine.loader.packed_form import Prepacked, affine_views, lookup, prepacked
 from engine.model_runner import ModelRunner
 from tests.engine.test_ggml_types import TYPES, random_blocks
 from tests.gguf_models import CASES, build_model, gguf_tensors, quantize, write_gguf
@@ -77,6 +77,21 @@ def test_the_lazy_views_are_the_affine_arrays(kind: T, scale_dtype: mx.Dtype) ->
     assert mx.array_equal(s, want_s).item() and mx.array_equal(b, want_b).item()
 
 
+@pytest.mark.parametrize("kind", TYPES, ids=[k.name for k in TYPES])
+def test_an_embedding_lookup_from_the_packed_copy_is_the_views_rows(kind: T) -> None:
+    raw = random_blocks(kind, rows=ROWS, blocks=2 if GGML_QUANT_SIZES[kind][0] == 256 else 8,
+                        seed=int(kind) + 9)
+    pk = Prepacked(*_ext().ggml_to_packed_arrays(int(kind), raw.reshape(-1), ROWS,
+                                                 _k(raw, kind)))
+    bits = to_affine(raw[:1], kind, native=False).bits
+    w, s, b = affine_views(pk, ROWS, bits, mx.float32)
+    ids = mx.array([[3, 66, 0, 17, 64], [16, 15, 65, 3, 3]])  # the last panel's rows too
+    got = lookup(pk, ids, bits, mx.float32)
+    for g, want in zip(got, (w[ids], s[ids], b[ids]), strict=True):
+        assert g.shape == want.shape and g.dtype == want.dtype
+        assert mx.array_equal(g, want).item()
+
+
 def test_the_packed_decoder_refuses_bad_input() -> None:
     ext = _ext()
     raw = random_blocks(T.Q4_0, rows=4, blocks=2, seed=1)
@@ -121,8 +136,10 @@ def test_a_prepacked_load_equals_a_load_that_packs_a_second_copy(
     assert mx.array_equal(l1, l2).item()  # the engine's packed kernels
 
     linears = {p: m for p, m in one.model.named_modules() if prepacked(m) is not None}
-    stock = [p for p, m in two.model.named_modules() if type(m) is nn.QuantizedLinear]
-    assert sorted(linears) == sorted(stock) and len(stock) >= 7 * 2
+    stock = [p for p, m in two.model.named_modules()
+             if type(m) in (nn.QuantizedLinear, nn.QuantizedEmbedding)]
+    assert sorted(linears) == sorted(stock) and len(stock) >= 7 * 2 + 1
+    assert "model.embed_tokens" in linears
     assert not any(prepacked(m) is not None for _, m in two.model.named_modules())
     theirs = dict(tree_flatten(two.model.parameters()))
     for key, value in tree_flatten(one.model.parameters()):
