@@ -78,6 +78,8 @@ class HistoryDialog(QDialog):
 
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search titles, prompts and messages…")
+        self.search.setToolTip("A reasoning model's thinking is not searched: only the "
+                               "answers")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(lambda _text: self.refresh())
         self.list = QTreeWidget()

@@ -43,6 +43,9 @@ class Sidebar(QFrame):
         self.search = QLineEdit()
         self.search.setObjectName("sidebarSearch")
         self.search.setPlaceholderText("Search chats")
+        # a reasoning model's thinking is kept apart and not searched (issue #49)
+        self.search.setToolTip("Searches titles, system prompts and messages' text; not "
+                               "a reasoning model's thinking")
         self.search.setClearButtonEnabled(True)
         col.addWidget(self.search)
         # nothing found, an empty list, or why the history could not be read: under the
