@@ -133,8 +133,10 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"{'metric':<6} {'p50':>9} {'p90':>9} {'p99':>9} {'mean':>9}",
     ]
     for key, name in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"),
-                      ("e2e_s", "E2E")):
-        d = summary[key]
+                      ("e2e_s", "E2E"), ("ttfat_s", "TTFAT")):
+        d = summary.get(key)
+        if not d or not d["n"] and key == "ttfat_s":  # no reasoning model's replies
+            continue
         lines.append(f"{name:<6} " + " ".join(f"{d[k] * 1000:>7.0f}ms"
                                              for k in ("median", "p90", "p99", "mean")))
     if summary.get("goodput") is not None:

@@ -19,7 +19,7 @@ from app.backend import LoadBackend
 from app.events import Event
 from app.request import ChatRequest
 from app.storage.records import SimResult, SimRun, utc_now
-from engine.public import SamplingParams
+from engine.public import ReasoningSplit, SamplingParams
 
 from .config import SimConfig
 from .goodput import Slo, goodput
@@ -119,14 +119,15 @@ class SimulationRun:
         self._save()
         self._t0 = time.perf_counter()
         try:
+            recorder = _Recorder(self.target, self._streams)
             results, wall = await run_workload(
-                _Recorder(self.target, self._streams), prompts.expand, cfg.gaps(self.seed),
+                recorder, prompts.expand, cfg.gaps(self.seed),
                 cfg.num_requests,
                 lambda i, rng: SamplingParams.from_dict(cfg.sampling_for(rng)),
                 priority="background", cancel_probability=cfg.cancel_probability,
                 seed=self.seed, tag=f"{TAG_PREFIX}-{self.record.id[:8]}",
                 on_result=self._on_result, on_send=self._on_send, stop=self._stop,
-                duration_s=cfg.duration_s,
+                duration_s=cfg.duration_s, answer_split=recorder.answer_split,
             )
         finally:
             if previous_limit is not None:
@@ -172,14 +173,23 @@ class _Recorder:
     def __init__(self, target: LoadTarget, streams: dict[str, Any]) -> None:
         self._target = target
         self._streams = streams
+        self._shapes: dict[str, Any] = {}  # a reasoning model's replies: how they split
 
     def submit(self, messages: Sequence[Mapping[str, str]], *,
                params: SamplingParams | None = None, priority: Priority | str = "background",
                tag: str | None = None) -> EventStream:
         request = ChatRequest(messages=list(messages), params=params or SamplingParams())
-        stream = self._target.submit(request, priority=priority, tag=tag).stream
+        taken = self._target.submit(request, priority=priority, tag=tag)
+        stream = taken.stream
         self._streams[stream.request_id] = stream
+        if taken.shape is not None:
+            self._shapes[stream.request_id] = taken.shape
         return stream
+
+    def answer_split(self, stream: EventStream) -> ReasoningSplit | None:
+        """A splitter for the reply's thinking and answer (TTFAT), None: all answer."""
+        shape = self._shapes.pop(stream.request_id, None)
+        return None if shape is None else ReasoningSplit(shape.style, shape.inside)
 
 
 def take_server_counts(result: RequestResult, stream: Any) -> None:

@@ -2,7 +2,8 @@
 
 One implementation for the benchmark's online-serving scenario and the app's load
 simulator. Metrics follow `vllm bench serve`: TTFT = send -> first token; TPOT =
-(E2E - TTFT) / (tokens - 1); ITL = every gap between streamed tokens, pooled.
+(E2E - TTFT) / (tokens - 1); ITL = every gap between streamed tokens, pooled. A reasoning
+model's replies also have TTFAT = send -> first token of the answer (its thinking done).
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ class RequestResult:
     error: str | None = None
     send_t: float = 0.0
     ttft_s: float | None = None
+    # a reasoning model's reply: send -> first token of its answer (None: no split, or no
+    # answer yet)
+    ttfat_s: float | None = None
     e2e_s: float | None = None
     itl_s: list[float] = field(default_factory=list)
     queue_s: float | None = None
@@ -99,6 +103,7 @@ def summarize(results: Sequence[RequestResult], duration_s: float) -> dict[str, 
         "output_throughput": out_tokens / duration_s if duration_s > 0 else 0.0,
         "total_output_tokens": out_tokens,
         "ttft_s": dist([r.ttft_s for r in done if r.ttft_s is not None]),
+        "ttfat_s": dist([r.ttfat_s for r in done if r.ttfat_s is not None]),
         "tpot_s": dist([r.tpot_s for r in done if r.tpot_s is not None]),
         "itl_s": dist([g for r in done for g in r.itl_s]),
         "e2e_s": dist([r.e2e_s for r in done if r.e2e_s is not None]),
@@ -130,6 +135,7 @@ async def run_workload(
     stop: asyncio.Event | None = None,
     duration_s: float | None = None,
     on_send: Callable[[RequestResult], None] | None = None,
+    answer_split: Callable[[Any], Any] | None = None,
 ) -> tuple[list[RequestResult], float]:
     """Send requests at the given gaps; return results (in send order) and the wall time.
 
@@ -137,7 +143,9 @@ async def run_workload(
     first; at least one must be given); requests already sent then run to their end.
     `prompts` is a list used round-robin or a function of (index, rng). A request is
     cancelled mid-stream with `cancel_probability`. Setting `stop` ends the run early:
-    nothing more is sent and everything still running is cancelled.
+    nothing more is sent and everything still running is cancelled. `answer_split(stream)`:
+    a fresh engine.public ReasoningSplit for a reasoning model's reply (None: all answer),
+    which times the first token of the answer (TTFAT).
     """
     if num_requests is None and duration_s is None:
         raise ValueError("give num_requests, duration_s or both")
@@ -166,8 +174,12 @@ async def run_workload(
         result.prompt_tokens = len(stream.prompt_tokens)
         sent = time.perf_counter()
         last = None
+        split = answer_split(stream) if answer_split is not None else None
         async for event in stream:
             now = time.perf_counter()
+            if split is not None and result.ttfat_s is None and any(
+                    p.kind != "reasoning" for p in split.feed(event.text)):
+                result.ttfat_s = now - sent
             if event.token is not None:
                 if last is None:
                     result.ttft_s = now - sent

@@ -24,7 +24,10 @@ from ..reflow import ReflowGrid
 from ..stats.charts import nice_ceiling
 from ..theme import is_dark
 
-LATENCIES = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"))
+LATENCIES = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL"), ("e2e_s", "E2E"),
+             # a reasoning model's first answer token (its thinking done); runs saved
+             # before #49 have none
+             ("ttfat_s", "TTFAT"))
 PERCENTILES = (("median", "p50"), ("p90", "p90"), ("p99", "p99"))
 COUNTS = (("requests", "requests"), ("completed", "completed"), ("cancelled", "cancelled"),
           ("failed", "failed"))
@@ -106,7 +109,11 @@ class SummaryView(QWidget):
         for j, (_, head) in enumerate(PERCENTILES, start=1):
             grid.addWidget(QLabel(head), 0, j, Qt.AlignmentFlag.AlignRight)
         for i, (metric, name) in enumerate(LATENCIES, start=1):
-            grid.addWidget(QLabel(name), i, 0)
+            label = QLabel(name)
+            if metric == "ttfat_s":
+                label.setToolTip("time to first answer token: a reasoning model's first "
+                                 "token after its thinking (– for models that do not think)")
+            grid.addWidget(label, i, 0)
             for j, (_, head) in enumerate(PERCENTILES, start=1):
                 grid.addWidget(self._value(f"{metric}_{head}", ""), i, j)
         return box
@@ -182,7 +189,7 @@ class SummaryView(QWidget):
             "–" if goodput is None else
             f"{goodput:.2f} ({summary.get('slo_met')} of {summary['completed']} met)")
         for metric, _ in LATENCIES:
-            dist = summary[metric]
+            dist = summary.get(metric) or {"n": 0}
             for key, head in PERCENTILES:
                 self.values[f"{metric}_{head}"].setText(_duration(dist[key]) if dist["n"] else "–")
         self._plot(summary.get("ttft_by_request") or [], summary.get("e2e_by_request") or [],
