@@ -201,3 +201,36 @@ async def test_harmony_tool_calls_parse(oss, stream) -> None:
             reasoning = "".join(thought)
     assert calls == [("get_weather", '{"city": "Paris"}')]
     assert reasoning and reason == "tool_calls"
+
+
+async def test_openai_harmony_parses_a_whole_reply_where_its_encoding_loads(
+        oss, monkeypatch) -> None:
+    """Where openai-harmony's encoding can be loaded (a real gpt-oss, o200k's vocabulary at
+    hand: not on this project's offline machines), a whole reply is its parse of the
+    reply's token ids. The encoding here stands in for the vocabulary only: it returns
+    openai-harmony's own Message objects, which the server turns into the response."""
+    from openai_harmony import Message, Role
+
+    from engine.reasoning import harmony
+
+    asked: list[list[int]] = []
+
+    class Encoding:
+        def parse_messages_from_completion_tokens(self, tokens, role):
+            asked.append(list(tokens))
+            return [Message.from_role_and_content(Role.ASSISTANT, "thought by harmony")
+                    .with_channel("analysis"),
+                    Message.from_role_and_content(Role.ASSISTANT, '{"city": "Oslo"}')
+                    .with_channel("commentary").with_recipient("functions.get_weather")]
+
+    monkeypatch.setattr(harmony, "harmony_encoding", lambda: Encoding())
+    eng = engine_on(oss)
+    steered(eng, HARMONY_CALL)
+    async with serving(eng) as s:
+        r = await s.client.chat.completions.create(
+            model="tiny", messages=QUESTION, tools=WEATHER, max_tokens=160, temperature=0)
+    msg = r.choices[0].message
+    assert asked and asked[0]  # the reply's token ids went to openai-harmony
+    assert msg.model_extra["reasoning_content"] == "thought by harmony"
+    assert [(c.function.name, c.function.arguments) for c in msg.tool_calls] == [
+        ("get_weather", '{"city": "Oslo"}')]
