@@ -134,6 +134,19 @@ def _system_into_first_user(messages: Seq[Mapping[str, Any]]) -> list[dict[str, 
     return None
 
 
+def prompt_text(tokenizer: Any, messages: Seq[Mapping[str, Any]],
+                template_kwargs: Mapping[str, Any] | None = None) -> str:
+    """The rendered prompt of `messages` as `chat_tokens` renders it, as text (no
+    tokenizing: where a reasoning model's reply starts, engine/reasoning); "" where the
+    template refuses them (the request's submit says why)."""
+    try:
+        return render(tokenizer, [{"role": m["role"], "content": m["content"]}
+                                  | _reasoning_of(m) for m in messages],
+                      **dict(template_kwargs or {}))
+    except Exception:  # noqa: BLE001 - refused: said by chat_tokens at submit
+        return ""
+
+
 def _reasoning_of(message: Mapping[str, Any]) -> dict[str, str]:
     text = message.get("reasoning_content")
     if message.get("role") != "assistant" or not isinstance(text, str) or not text:

@@ -14,7 +14,6 @@ from engine.public import (
     CpuOptions,
     Priority,
     ReasoningStyle,
-    RequestRejected,
     RequestStream,
     SamplingParams,
     style_of,
@@ -135,10 +134,9 @@ class LocalTarget:
                     template_kwargs: Mapping[str, Any]) -> str:
         """The rendered prompt of `messages` as text (where the reply starts); "" where
         the template refuses them (the submit then says why)."""
-        try:
-            return self.decode(self.engine.prompt_tokens(messages, template_kwargs))
-        except RequestRejected:
-            return ""
+        from engine.chat_prompt import prompt_text
+
+        return prompt_text(self.engine.tokenizer, messages, template_kwargs)
 
     def is_token(self, text: str) -> bool:
         """Whether `text` is one token of the vocabulary (Qwen3's `<think>`)."""
