@@ -10,8 +10,11 @@ names), never on the loaded model or on mlx / mlx-lm's classes and modules:
 - `nn.RoPE` and `nn.RMSNorm` modules become the subclasses below, which run one native op
   inside the engine's passes (MLX's CPU backend composes mx.fast.rope and mx.fast.rms_norm
   from 5-15 small ops: ~130 and ~35 us a call at decode, against ~5 us native, which made
-  them a quarter of a solo decode step) and the stock op otherwise. Other RoPE variants
-  keep MLX's op. `CpuOptions.rowwise` (BATCHCHAT_NATIVE_ROWWISE=0) turns this off.
+  them a quarter of a solo decode step) and the stock op otherwise;
+- the pieces other architectures bring (mlx-lm's RoPE classes with a frequency table, such
+  as Llama 3.x's; Gemma's RMSNorm of 1 + weight and GELU-tanh MLP) become the classes of
+  engine/cpu_arch_layers.py, on the same native ops.
+`CpuOptions.rowwise` (BATCHCHAT_NATIVE_ROWWISE=0) turns the native ops off.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from types import ModuleType
 import mlx.core as mx
 import mlx.nn as nn
 
-from . import cpu_kernels, native
+from . import cpu_arch_layers, cpu_kernels, native
 from .cpu_options import CpuOptions
 from .module_tree import adopt, replace
 from .ragged_pass import Positions
@@ -90,7 +93,8 @@ def _routed_class(stock: type, module: ModuleType) -> type | None:
 def install(tree: nn.Module) -> bool:
     """In `tree`, the engine's own copy of a model's modules (module_tree.clone): route its
     SiLU and attention through the dispatchers and its nn.RoPE / nn.RMSNorm modules through
-    the native ops' subclasses; True if the model's mlx-lm module has either function.
+    the native ops' subclasses; True if some module was replaced or the model's mlx-lm
+    module has either function.
 
     Only on the CPU backend (Metal and CUDA have fast vectorized exp). Idempotent. What
     each pass may use is `CpuOptions`, read when the pass starts (cpu_kernels.active).
@@ -104,7 +108,8 @@ def install(tree: nn.Module) -> bool:
     modules = {module}
 
     def engine_layer(mod: nn.Module) -> nn.Module | None:
-        cls = _ROWWISE.get(type(mod)) or _routed_class(type(mod), module)
+        cls = (_ROWWISE.get(type(mod)) or cpu_arch_layers.engine_class(type(mod))
+               or _routed_class(type(mod), module))
         if cls is None:
             # a layer the architecture's module takes from another mlx-lm module (Qwen 3.5's
             # attention and MLP are qwen3_next's): routed with that module's functions
@@ -115,8 +120,10 @@ def install(tree: nn.Module) -> bool:
                     modules.add(home)
         return adopt(mod, cls) if cls is not None else None
 
-    replace(tree, engine_layer)
-    return any(callable(getattr(m, n, None)) for m in modules for n in cpu_kernels.DISPATCHERS)
+    # True as well where only the row-wise layers went in (Gemma 2's attention is its own)
+    replaced = replace(tree, engine_layer)
+    return replaced > 0 or any(callable(getattr(m, n, None)) for m in modules
+                               for n in cpu_kernels.DISPATCHERS)
 
 
 def _is_mlx_lm_model(module: ModuleType) -> bool:
@@ -132,7 +139,8 @@ def supports_ragged(tree: nn.Module, options: CpuOptions) -> bool:
     ropes = [m for name, m in tree.named_modules() if name.rsplit(".", 1)[-1] == "rope"]
     routed = any("scaled_dot_product_attention" in getattr(type(m), "routes", ())
                  for m in modules)
-    if not (routed and ropes and all(type(m) is _RoPE for m in ropes)):
+    native_ropes = all(type(m) is _RoPE or cpu_arch_layers.is_native_rope(m) for m in ropes)
+    if not (routed and ropes and native_ropes):
         return False
     on = cpu_kernels.Pass(options)
     return on.rowwise and on.attention

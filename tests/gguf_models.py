@@ -246,8 +246,37 @@ GEMMA4_ROPE = {
                           "partial_rotary_factor": 1.0}}
 GEMMA4_ROPE_FREQS = np.array([1.0] * 4 + [1e30] * 12, dtype=np.float32)
 
+# Llama 3.x's RoPE scaling, its wavelength bands set so the tests' 16-wide heads see all
+# three (kept, smoothed, scaled by `factor`)
+LLAMA3_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+
+
+def llama3_rope_factors(head_dim: int, theta: float, s: dict[str, Any]) -> np.ndarray:
+    """conversion/llama.py LlamaModel.generate_extra_tensors: Llama 3.x's rope_freqs tensor
+    (each frequency's divisor) from its rope_scaling."""
+    old = s["original_max_position_embeddings"]
+    low, high = s.get("low_freq_factor", 1.0), s.get("high_freq_factor", 4.0)
+    out = []
+    for freq in 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim):
+        wavelen = 2 * np.pi / freq
+        if wavelen < old / high:
+            out.append(1.0)
+        elif wavelen > old / low:
+            out.append(s["factor"])
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / s["factor"] + smooth))
+    return np.array(out, dtype=np.float32)
+
+
 CASES: dict[str, ArchCase] = {
     "llama": ArchCase("llama", _cfg("llama"), permute_qk=True, metadata=_llama_meta),
+    # Llama 3.x: its RoPE scaling written as the rope_freqs tensor (mlx-lm's Llama3RoPE)
+    "llama3": ArchCase("llama", _cfg("llama", rope_scaling=LLAMA3_SCALING), permute_qk=True,
+                       metadata=_llama_meta,
+                       extra={"rope_freqs.weight": llama3_rope_factors(16, 10000.0,
+                                                                       LLAMA3_SCALING)}),
     "qwen2": ArchCase("qwen2", _cfg("qwen2")),
     "qwen3": ArchCase("qwen3", _cfg("qwen3", head_dim=32), metadata=_key_length),
     "qwen3moe": ArchCase("qwen3moe", _cfg(

@@ -10,6 +10,7 @@
 #include "attention_op.h"
 #include "ggml_decode.h"
 #include "ggml_decode_op.h"
+#include "gelu_op.h"
 #include "kernels.h"
 #include "packed.h"
 #include "packed_op.h"
@@ -61,6 +62,9 @@ NB_MODULE(_qmv, m) {
   m.def("silu_mul", &bc_native::silu_mul, "gate"_a, "up"_a, nb::kw_only(),
         "force_scalar"_a = false, "stream"_a = nb::none(),
         "silu(gate) * up for float32 arrays, on the CPU.");
+  m.def("gelu_tanh_mul", &bc_native::gelu_tanh_mul, "gate"_a, "up"_a, nb::kw_only(),
+        "force_scalar"_a = false, "stream"_a = nb::none(),
+        "nn.gelu_approx(gate) * up for float32 arrays, on the CPU.");
   m.def("sample_tokens", &bc_native::sample_tokens, "logits"_a, "u"_a, "params"_a,
         nb::kw_only(), "stream"_a = nb::none(),
         "One token per row: mlx-lm's top-p, min-p and top-k filters, then the token where "

@@ -1,0 +1,154 @@
+"""The engine's layers for the pieces architectures other than llama bring, on the native
+row-wise ops (engine/cpu_layers.py puts them in the engine's own copy of the model's tree,
+beside its nn.RoPE / nn.RMSNorm ones; mlx and mlx-lm's classes are never touched).
+
+- mlx-lm's RoPE classes that take a table of frequencies (rope_utils: Llama 3.x's scaling,
+  YaRN, Phi-3's SuScaled, Gemma 4's proportional) run the same rotation as one native op
+  (mx.fast.rope with `freqs` is ~130 us a call on MLX's CPU backend at decode, ~5 us native),
+  and take a ragged pass's per-token positions like nn.RoPE's engine class;
+- Gemma's RMSNorm (weight stored less one: mx.fast.rms_norm(x, 1 + weight)) runs the native
+  RMSNorm with 1 + weight computed once;
+- Gemma 2 / 3's MLP (nn.gelu_approx(gate) * up, ~10 composed ops) runs gelu_tanh_mul, one op.
+
+Each runs its stock code outside the engine's passes and for anything but float32.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models import rope_utils
+
+from . import cpu_kernels, native
+from .ragged_pass import Positions
+
+
+def _cached(module: nn.Module, name: str, source: mx.array, make) -> mx.array:
+    """make(source), kept on the module (not a parameter) while `source` is the same array."""
+    held = module.__dict__.get(name)
+    if held is None or held[0] is not source:
+        value = make(source)
+        mx.eval(value)
+        held = (source, value)
+        object.__setattr__(module, name, held)
+    return held[1]
+
+
+class _FreqsRoPE:
+    """Mixed into an mlx-lm RoPE class whose __call__ is mx.fast.rope(x * pre on the rotated
+    features, dims, traditional, base=None, scale, offset, freqs=self._freqs)."""
+
+    def _rope_form(self) -> tuple[int, bool, float]:
+        """dims, traditional, the input's pre-scale (1.0: none)."""
+        raise NotImplementedError
+
+    def _native(self, x: mx.array, offset, scale: float = 1.0) -> mx.array | None:
+        if isinstance(offset, Positions):
+            # a ragged pass, (1, H, T, D): seen as (T, H, 1, D), each token a batch row
+            return self._native(x.swapaxes(0, 2), offset.array, scale).swapaxes(0, 2)
+        if cpu_kernels.native_rowwise(x) is None:
+            return None
+        dims, traditional, pre = self._rope_form()
+        if pre != 1.0:  # as the stock class scales its input (the same op, the same bits)
+            x = x.at[..., :dims].multiply(pre)
+        inv = _cached(self, "_inv_freq", self._freqs,
+                      lambda f: native.rope_inv_freq(dims, None, f))
+        return native.rope(x, dims, traditional=traditional, scale=scale, offset=offset,
+                           inv_freq=inv)
+
+
+class Llama3RoPE(_FreqsRoPE, rope_utils.Llama3RoPE):
+    def _rope_form(self) -> tuple[int, bool, float]:
+        return self.dims, self.traditional, 1.0
+
+    def __call__(self, x: mx.array, offset=0) -> mx.array:
+        out = self._native(x, offset)
+        return out if out is not None else super().__call__(x, offset)
+
+
+class ProportionalRoPE(_FreqsRoPE, rope_utils.ProportionalRoPE):
+    def _rope_form(self) -> tuple[int, bool, float]:
+        return self.dims, self.traditional, 1.0
+
+    def __call__(self, x: mx.array, offset=0) -> mx.array:
+        out = self._native(x, offset)
+        return out if out is not None else super().__call__(x, offset)
+
+
+class SuScaledRoPE(_FreqsRoPE, rope_utils.SuScaledRoPE):
+    def _rope_form(self) -> tuple[int, bool, float]:
+        return self.dim, False, self._scale
+
+    def __call__(self, x: mx.array, offset=0) -> mx.array:
+        out = self._native(x, offset)
+        return out if out is not None else super().__call__(x, offset)
+
+
+class YarnRoPE(_FreqsRoPE, rope_utils.YarnRoPE):
+    def _rope_form(self) -> tuple[int, bool, float]:
+        return self.dims, self.traditional, self.mscale
+
+    def __call__(self, x: mx.array, offset=0, scale: float = 1.0,
+                 inverse: bool = False) -> mx.array:
+        out = None if inverse else self._native(x, offset, scale)
+        return out if out is not None else super().__call__(x, offset, scale, inverse)
+
+
+FREQS_ROPES: dict[type, type] = {
+    rope_utils.Llama3RoPE: Llama3RoPE, rope_utils.ProportionalRoPE: ProportionalRoPE,
+    rope_utils.SuScaledRoPE: SuScaledRoPE, rope_utils.YarnRoPE: YarnRoPE}
+
+# mlx-lm modules whose RMSNorm is mx.fast.rms_norm(x, 1.0 + self.weight, self.eps) and whose
+# MLP is down_proj(nn.gelu_approx(gate_proj(x)) * up_proj(x))
+_GEMMA_NORMS = ("mlx_lm.models.gemma", "mlx_lm.models.gemma2", "mlx_lm.models.gemma3_text")
+_GEMMA_MLPS = ("mlx_lm.models.gemma2", "mlx_lm.models.gemma3_text")
+_MADE: dict[type, type] = {}
+
+
+def _one_plus_norm(stock: type) -> type:
+    def __call__(self, x: mx.array) -> mx.array:
+        weight = self["weight"]
+        on = cpu_kernels.native_rowwise(x)
+        if on is None or weight.dtype != mx.float32:
+            return stock.__call__(self, x)
+        w = _cached(self, "_one_plus", weight, lambda w: 1.0 + w)  # as stock adds it
+        return native.rms_norm(x, w, self.eps, force_scalar=on.scalar)
+    return __call__
+
+
+def _gelu_mlp(stock: type) -> type:
+    def __call__(self, x: mx.array) -> mx.array:
+        gate, up = self.gate_proj(x), self.up_proj(x)  # gate first: it leads their group
+        on = cpu_kernels.native_rowwise(gate)
+        if on is not None and up.dtype == mx.float32 and up.shape == gate.shape:
+            return self.down_proj(native.gelu_tanh_mul(gate, up, force_scalar=on.scalar))
+        return self.down_proj(nn.gelu_approx(gate) * up)
+    return __call__
+
+
+def engine_class(stock: type) -> type | None:
+    """The engine's class for modules of an mlx-lm class this file covers, else None."""
+    made = _MADE.get(stock)
+    if made is not None:
+        return made
+    made = FREQS_ROPES.get(stock)
+    home, name = stock.__module__, stock.__name__
+    if made is None and name == "RMSNorm" and home in _GEMMA_NORMS:
+        make = _one_plus_norm
+    elif made is None and name == "MLP" and home in _GEMMA_MLPS:
+        make = _gelu_mlp
+    else:
+        make = None
+    if make is not None and sys.modules.get(home) is not None:
+        made = type(name, (stock,), {"__call__": make(stock), "__module__": __name__,
+                                     "__qualname__": f"{home.rsplit('.', 1)[-1]}.{name}",
+                                     "__doc__": f"{home}.{name} on the native row-wise ops"})
+    if made is not None:
+        _MADE[stock] = made
+    return made
+
+
+def is_native_rope(module: nn.Module) -> bool:
+    return type(module) in FREQS_ROPES.values()

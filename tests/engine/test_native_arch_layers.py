@@ -1,0 +1,165 @@
+"""Issue #48 (1): the native path for each architecture's own pieces (engine/cpu_arch_layers.py):
+Llama 3.x's, YaRN's, Phi-3's and Gemma 4's frequency-table RoPEs, Gemma's RMSNorm of
+1 + weight and its GELU-tanh MLP.
+
+Each architecture's engine copy holds none of the stock classes these replace, and its
+forward (the engine's row-wise ops and attention, the stock quantized linears) gives the
+stock mlx-lm forward's logits on the same weights within a tolerance stated below. The
+same-answer guarantee per architecture (batched, chunked, cached; Llama 3.x's RoPE among
+them) is tests/engine/test_gguf_architectures.py's.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+from mlx_lm.models import rope_utils
+from mlx_lm.models.cache import make_prompt_cache
+
+from engine import cpu_arch_layers, cpu_kernels, cpu_layers, model_fixes, module_tree, native
+from engine.cpu_options import CpuOptions
+from tests.gguf_models import CASES, build_model
+
+pytestmark = pytest.mark.usefixtures("native_built")
+
+# architecture -> the stock classes the engine's copy must hold none of
+COVERED = {
+    "llama3": ("Llama3RoPE",),
+    "qwen3": ("RoPE", "RMSNorm"),
+    "gemma3": ("RoPE", "gemma3_text.RMSNorm", "gemma3_text.MLP"),
+    "gemma2": ("RoPE", "gemma2.RMSNorm", "gemma2.MLP"),
+    "mistral3": ("YarnRoPE", "RMSNorm"),
+    "phi3-longrope": ("SuScaledRoPE", "RMSNorm"),
+    "gemma4": ("ProportionalRoPE",),
+}
+IDS = [1, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 3, 5, 7, 9, 11, 13, 200]
+
+
+def _stock_names(tree: nn.Module) -> set[str]:
+    """The classes of `tree` from mlx / mlx-lm, as 'Name' and 'module.Name'."""
+    names = set()
+    for _, m in tree.named_modules():
+        cls = type(m)
+        if cls.__module__.startswith(("mlx.", "mlx_lm.")):
+            names |= {cls.__name__, f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"}
+    return names
+
+
+def engine_copy(model: nn.Module) -> nn.Module:
+    """The engine's copy with its row-wise ops and attention (ModelRunner's first steps;
+    the linears stay the stock quantized ones, so only the layers under test differ)."""
+    tree = module_tree.clone(model)
+    model_fixes.install(tree)
+    assert cpu_layers.install(tree)
+    return tree
+
+
+@pytest.mark.parametrize("name", sorted(COVERED))
+def test_each_architectures_native_path_gives_the_stock_forward(name: str) -> None:
+    """Prompt logits, then four decode steps on a KV cache (positions past the prompt), of
+    the engine's copy inside an engine pass against mlx-lm's model on the same 4-bit
+    weights. Tolerance: 2e-4 of the logits' range. Every replaced piece is float32 but not
+    bit-identical to MLX's composition (the native attention's and RMSNorm's sums in
+    another order, GELU through exp where MLX takes tanh, ~1e-7 relative each); through a
+    tiny random model's layers that grows to ~1e-5 of the range; a wrong rotation, norm
+    weight or activation moves logits by 1e-2 or more."""
+    case = CASES[name]
+    model = build_model(case, seed=4)
+    nn.quantize(model, group_size=32, bits=4, class_predicate=lambda _, m: (
+        isinstance(m, nn.Linear) and m.weight.shape[-1] % 32 == 0))
+    mx.eval(model.parameters())
+    tree = engine_copy(model)
+    assert not _stock_names(tree) & set(COVERED[name]), _stock_names(tree)
+    # the loaded model is untouched: mlx / mlx-lm's classes only
+    assert all(type(m).__module__.startswith(("mlx.", "mlx_lm.")) for _, m in model.named_modules())
+
+    def run(m: nn.Module, active: bool) -> list[np.ndarray]:
+        cache = make_prompt_cache(m)
+        outs = []
+        with cpu_kernels.active(CpuOptions()) if active else nullcontext():
+            outs.append(np.array(m(mx.array([IDS]), cache=cache)))
+            for token in (7, 90, 33, 5):
+                outs.append(np.array(m(mx.array([[token]]), cache=cache)))
+        return outs
+
+    want, got = run(model, False), run(tree, True)
+    for step, (w, g) in enumerate(zip(want, got, strict=True)):
+        span = np.abs(w).max()
+        assert np.abs(g - w).max() <= 2e-4 * span, (step, np.abs(g - w).max() / span)
+
+
+def test_freqs_ropes_give_mx_fast_ropes_rotation() -> None:
+    """Llama3RoPE and YaRN (with its input scale) as one native op, per-row offsets and a
+    ragged pass's per-token positions: within the rotation's rounding bound of the stock
+    op (test_native_rowwise's), the YaRN scale applied by the same op as stock."""
+    from engine.ragged_pass import Positions
+    from tests.engine.test_native_rowwise import _rope_bound
+
+    llama3 = rope_utils.Llama3RoPE(64, 4096, False, 500000.0,
+                                   {"factor": 32.0, "original_max_position_embeddings": 8192})
+    yarn = rope_utils.YarnRoPE(64, max_position_embeddings=32768, base=1e6, scaling_factor=16,
+                               original_max_position_embeddings=16, mscale=1.0,
+                               mscale_all_dim=0.0)
+    x = mx.random.normal((2, 9, 4, 64)).transpose(0, 2, 1, 3)  # (B, heads, T, D) view
+    offset = mx.array([4, 300])
+    for stock in (llama3, yarn):
+        ours = cpu_arch_layers.engine_class(type(stock))
+        assert ours is not None and issubclass(ours, type(stock))
+        mod = module_tree.adopt(stock, ours)
+        want = np.array(stock(x, offset=offset))
+        outside = np.array(mod(x, offset=offset))  # outside an engine pass: the stock op
+        assert np.array_equal(outside, want)
+        with cpu_kernels.active(CpuOptions()):
+            got = np.array(mod(x, offset=offset))
+        scaled = x * yarn.mscale if stock is yarn else x
+        assert np.all(np.abs(got - want) <= _rope_bound(scaled, 64, False)), type(stock)
+        # a ragged pass: (1, H, T, D) tokens at their own positions = each alone
+        tokens = mx.concatenate([x[:1, :, :2], x[1:, :, :3]], axis=2)
+        positions = Positions(mx.array([4, 5, 300, 301, 302]))
+        with cpu_kernels.active(CpuOptions()):
+            ragged = np.array(mod(tokens, offset=positions))
+            alone = [np.array(mod(x[b:b + 1, :, t:t + 1], offset=int(o)))
+                     for b, t, o in ((0, 0, 4), (0, 1, 5), (1, 0, 300), (1, 1, 301),
+                                     (1, 2, 302))]
+        assert np.array_equal(ragged, np.concatenate(alone, axis=2))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 2816), (8, 1, 2816), (3, 37), (1, 8203)])
+def test_gelu_tanh_mul_is_gelu_approx_times_up_and_row_invariant(shape) -> None:
+    """Against nn.gelu_approx(g) * u: |difference| <= 2.5e-7 |g u| (MLX's 0.5 x (1 + tanh)
+    loses the negative tail to cancellation, 1 + tanh being rounded to 6e-8; a few ulps
+    elsewhere). The portable loop and the AVX2 one give the same bits, so a row's result is
+    the same alone, in a batch, or at any offset into the array."""
+    mx.random.seed(shape[-1])
+    g = mx.random.normal(shape) * 4
+    u = mx.random.normal(shape)
+    got = np.array(native.gelu_tanh_mul(g, u))
+    want = np.array(nn.gelu_approx(g) * u)
+    assert np.all(np.abs(got - want) <= 2.5e-7 * np.abs(np.array(g) * np.array(u)))
+    assert np.array_equal(got, np.array(native.gelu_tanh_mul(g, u, force_scalar=True)))
+    flat_g, flat_u = g.reshape(-1), u.reshape(-1)
+    tail = np.array(native.gelu_tanh_mul(flat_g[5:], flat_u[5:]))  # another alignment
+    assert np.array_equal(tail, got.reshape(-1)[5:])
+    edges = mx.array([-1e4, -100.0, -20.0, 0.0, 20.0, 100.0, 1e4, float("inf")])
+    assert np.array_equal(np.array(native.gelu_tanh_mul(edges, mx.ones(8))),
+                          np.array(nn.gelu_approx(edges)))
+
+
+def test_gemma_norm_follows_a_new_weight() -> None:
+    """1 + weight is kept, but only while the weight is the same array."""
+    from mlx_lm.models import gemma3_text
+
+    stock = gemma3_text.RMSNorm(16)
+    mod = module_tree.adopt(stock, cpu_arch_layers.engine_class(gemma3_text.RMSNorm))
+    x = mx.random.normal((2, 16))
+    with cpu_kernels.active(CpuOptions()):
+        first = np.array(mod(x))
+        mod.weight = mx.full((16,), 0.5)
+        second = np.array(mod(x))
+    assert np.allclose(first, np.array(stock(x)), atol=1e-6)
+    assert np.allclose(second, np.array(mx.fast.rms_norm(x, 1.5 * mx.ones(16), 1e-5)),
+                       atol=1e-6)
