@@ -92,7 +92,7 @@ class Reply:
     # a reasoning model's reply (app/request/reasoning.py): its text split into
     # `reasoning_content` / `reasoning` and content as it comes
     shape: Shape | None = None
-    reasoning_tokens: int = 0  # tokens taken while the reply was thinking
+    reasoning_tokens: int = 0  # tokens that opened, continued or closed the thinking
     split: Any = None  # engine.public.ReasoningSplit, made from `shape`
     pieces: list[Piece] = field(default_factory=list)  # split, not yet sent
     harmony_calls: int = 0  # Harmony tool calls sent so far (their indexes)
@@ -112,9 +112,10 @@ class Reply:
     def add(self, event: TokenEvent) -> dict[str, Any] | None:
         """Take one event; its logprobs in the response's shape (None without)."""
         if self.split is not None:
-            if event.token is not None and self.split.thinking:
-                self.reasoning_tokens += 1
+            was = self.split.opened  # a token that opens, continues or closes the thinking
             self.pieces += self.split.feed(event.text)
+            if event.token is not None and (was or self.split.opened):
+                self.reasoning_tokens += 1
             if event.finish_reason is not None:
                 self.pieces += self.split.finish()
         if event.finish_reason is not None:

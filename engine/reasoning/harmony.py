@@ -39,6 +39,10 @@ class HarmonySplit(ReasoningSplit):
             return self._first
         return self._channel == "analysis"
 
+    @property
+    def opened(self) -> bool:
+        return self._state == "body" and self._channel == "analysis"
+
     def _drain(self, final: bool) -> list[Piece]:
         out: list[Piece] = []
         while True:

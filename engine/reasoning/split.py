@@ -46,6 +46,11 @@ class ReasoningSplit:
         """Whether the reply is in its thinking now (or may be about to open it)."""
         return self._state in ("before", "inside")
 
+    @property
+    def opened(self) -> bool:
+        """Inside the thinking for sure (its start read, its end not yet)."""
+        return self._state == "inside"
+
     def feed(self, text: str) -> list[Piece]:
         self._held += text
         return self._drain(final=False)

@@ -104,3 +104,21 @@ def test_openai_harmony_is_used_only_where_its_vocabulary_is_at_hand(monkeypatch
         assert parse_tokens([1, 2, 3]) is None
     finally:
         harmony_encoding.cache_clear()
+
+
+def test_opened_is_inside_the_thinking_for_sure() -> None:
+    split = ReasoningSplit(TAGS)
+    assert not split.opened  # a reply that may yet open it
+    split.feed("<thi")
+    assert not split.opened
+    split.feed("nk>a")
+    assert split.opened
+    split.feed("</think>b")
+    assert not split.opened
+    harmony = ReasoningSplit(HARMONY)
+    harmony.feed("<|channel|>analysis")
+    assert not harmony.opened
+    harmony.feed("<|message|>x")
+    assert harmony.opened
+    harmony.feed("<|end|><|start|>assistant<|channel|>final<|message|>y")
+    assert not harmony.opened

@@ -234,3 +234,24 @@ async def test_openai_harmony_parses_a_whole_reply_where_its_encoding_loads(
     assert msg.model_extra["reasoning_content"] == "thought by harmony"
     assert [(c.function.name, c.function.arguments) for c in msg.tool_calls] == [
         ("get_weather", '{"city": "Oslo"}')]
+
+
+async def test_a_reply_that_does_not_think_has_no_reasoning(qwen) -> None:
+    """Thinking off (Qwen3's template closes an empty block in the prompt): the reply is
+    all answer, no reasoning and no reasoning tokens, whole and streamed."""
+    async with serving(engine_on(qwen)) as s:
+        body = dict(model="tiny", messages=QUESTION, max_tokens=12, temperature=0,
+                    reasoning_effort="none")
+        whole = await s.client.chat.completions.create(**body)
+        streamed = await s.client.chat.completions.create(
+            **body, stream=True, stream_options={"include_usage": True})
+        said, usage = [], None
+        async for chunk in streamed:
+            usage = chunk.usage or usage
+            said += [c.delta.content or "" for c in chunk.choices
+                     if not (c.delta.model_extra or {}).get("reasoning_content")]
+    msg = whole.choices[0].message
+    assert msg.model_extra["reasoning_content"] == "" and msg.content
+    assert whole.usage.completion_tokens_details.reasoning_tokens == 0
+    assert "".join(said) == msg.content
+    assert usage.completion_tokens_details.reasoning_tokens == 0
