@@ -72,7 +72,8 @@ def _grammar(request: ChatRequest, style: ReasoningStyle, inside: bool,
     schema = None
     if fmt is not None:
         schema = {"type": "object"} if fmt.kind == "json_object" else dict(fmt.schema or {})
-    tokens = not style.harmony and target.is_token(style.start) and target.is_token(style.end)
+    tokens = (not style.harmony and target.is_token(style.start),
+              not style.harmony and target.is_token(style.end))
     try:
         return lark_grammar(budget_grammar(style, budget, inside=inside, answer_schema=schema,
                                            strict=fmt.strict if fmt else True,

@@ -21,12 +21,13 @@ FREE = "/(?s:.*)/"
 
 def budget_grammar(style: ReasoningStyle, budget: int | None, *, inside: bool = False,
                    answer_schema: Mapping[str, Any] | None = None, strict: bool = True,
-                   tag_tokens: bool = False) -> str:
+                   tag_tokens: bool | tuple[bool, bool] = False) -> str:
     """The Lark grammar of a reply that thinks for at most `budget` tokens (None: no
     limit) and then answers (`answer_schema`: a JSON schema the answer must match; None:
     free text). `inside`: the prompt opened the thinking, so the reply starts in it.
     `tag_tokens`: the start and end tags are single tokens of the vocabulary (Qwen3's
-    added `<think>`), which llguidance matches as tokens, never as their text."""
+    added `<think>`), which llguidance matches as tokens, never as their text; a pair says
+    it of each (start, end)."""
     limit = "" if budget is None else f"[max_tokens={int(budget)}]"
     answer = FREE if answer_schema is None else _json(answer_schema, strict)
     if style.harmony:
@@ -36,9 +37,9 @@ def budget_grammar(style: ReasoningStyle, budget: int | None, *, inside: bool = 
                  "<|message|> answer",
                  f"think{limit}: {FREE}"]
     else:
-        tag = _token if tag_tokens else _quote
-        head = "" if inside else f"{tag(style.start)} "
-        rules = [f"start: {head}think {tag(style.end)} answer",
+        start, end = tag_tokens if isinstance(tag_tokens, tuple) else (tag_tokens,) * 2
+        head = "" if inside else f"{(_token if start else _quote)(style.start)} "
+        rules = [f"start: {head}think {(_token if end else _quote)(style.end)} answer",
                  # lazy: the first end tag closes the thinking
                  f"think{limit}: /(?s:.*?)/"]
     rules.append(f"answer: {answer}")

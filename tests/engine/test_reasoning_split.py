@@ -122,3 +122,14 @@ def test_opened_is_inside_the_thinking_for_sure() -> None:
     assert harmony.opened
     harmony.feed("<|end|><|start|>assistant<|channel|>final<|message|>y")
     assert not harmony.opened
+
+
+def test_the_budget_grammar_names_each_tag_as_a_token_or_as_text() -> None:
+    from engine.reasoning import budget_grammar
+
+    both = budget_grammar(TAGS, 5, tag_tokens=True)
+    assert 'start: <think> think </think> answer' in both and "max_tokens=5" in both
+    mixed = budget_grammar(TAGS, None, tag_tokens=(False, True))
+    assert 'start: "<think>" think </think> answer' in mixed and "max_tokens" not in mixed
+    inside = budget_grammar(ReasoningStyle("tags", "[THINK]", "[/THINK]"), 0, inside=True)
+    assert 'start: think "[/THINK]" answer' in inside
