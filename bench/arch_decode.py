@@ -1,5 +1,5 @@
-"""`python -m bench.arch_decode ARCH [--hidden 1024] [--layers 4] [--rows 1 8] [--repeat 3]
-[--profile]`: decode tok/s of one stream and of a batch on a random-weight GGUF of one
+"""`python -m bench.arch_decode ARCH [--hidden 1024] [--layers 6] [--rows 1 8] [--repeat 3]
+[--profile] [--ab]`: decode tok/s of one stream and of a batch on a random-weight GGUF of one
 architecture (llama3: Llama 3.x's RoPE scaling with rope_freqs, qwen3, gemma3), written the
 way the tests' converter writes files (tests/gguf_models.py) with Q4_0 linears and a Q8_0
 embedding, loaded by the engine's GGUF loader and run by its engine (its CPU kernels).
@@ -61,9 +61,11 @@ def write(arch: str, hidden: int, layers: int, folder: Path) -> Path:
     return write_gguf(folder / f"{arch}.gguf", case, tensors, raw_types=raw)
 
 
-def decode_rate(loaded, rows: int, tokens: int) -> float:
-    """Generated tokens per second over all rows, prefill excluded (timed from every row's
-    first token to the end)."""
+def decode_rate(loaded, rows: int, tokens: int) -> tuple[float, float]:
+    """Generated tokens per second over all rows, and the process's CPU milliseconds (all
+    its threads) per generated token, prefill excluded (from every row's first token to the
+    end). On a shared machine the CPU time is the steadier figure: it does not count the
+    time other processes hold the cores."""
     from engine import Engine, EngineConfig, SamplingParams
 
     engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=[],
@@ -77,11 +79,11 @@ def decode_rate(loaded, rows: int, tokens: int) -> float:
         stream.listen(lambda e, i=i: firsts.__setitem__(i, 1) if e.token is not None else None)
     while not all(firsts):
         engine.step()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     while engine.has_work():
         engine.step()
-    elapsed = time.perf_counter() - start
-    return rows * tokens / elapsed
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return rows * tokens / elapsed, cpu * 1e3 / (rows * tokens)
 
 
 def profile(loaded) -> None:
@@ -117,31 +119,39 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.arch_decode", description=__doc__)
     p.add_argument("arch", choices=["llama3", "qwen3", "gemma3"])
     p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--layers", type=int, default=6)
     p.add_argument("--rows", type=int, nargs="+", default=[1, 8])
     p.add_argument("--tokens", type=int, default=48)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--profile", action="store_true")
-    p.add_argument("--without-arch-layers", action="store_true",
-                   help="the tree before engine/cpu_arch_layers.py (its pieces on MLX's "
-                        "stock ops), for an A/B in one build")
+    p.add_argument("--ab", action="store_true",
+                   help="alternate (A B B A per repeat) the tree before engine/cpu_arch_layers.py "
+                        "(A: its pieces on MLX's stock ops) and this one (B), in one build")
     args = p.parse_args(argv)
+    from engine import cpu_arch_layers
     from engine.loader import load_model
 
-    if args.without_arch_layers:
-        from engine import cpu_arch_layers
-
-        cpu_arch_layers.engine_class = lambda stock: None
-
+    ours = cpu_arch_layers.engine_class
+    modes = {"before": lambda stock: None, "after": ours}
     with tempfile.TemporaryDirectory() as folder:
         loaded = load_model(str(write(args.arch, args.hidden, args.layers, Path(folder))))
         if args.profile:
             profile(loaded)
         for rows in args.rows:
-            rates = sorted(decode_rate(loaded, rows, args.tokens) for _ in range(args.repeat))
-            print(f"{args.arch} hidden {args.hidden} x {args.layers} layers, {rows} rows: "
-                  f"median {rates[len(rates) // 2]:.1f} tok/s "
-                  f"(min {rates[0]:.1f}, max {rates[-1]:.1f}, {args.repeat} runs)")
+            order = ["before", "after", "after", "before"] if args.ab else ["after"]
+            rates: dict[str, list[tuple[float, float]]] = {}
+            for _ in range(args.repeat):
+                for mode in order:
+                    cpu_arch_layers.engine_class = modes[mode]
+                    rates.setdefault(mode, []).append(decode_rate(loaded, rows, args.tokens))
+            cpu_arch_layers.engine_class = ours
+            for mode, got in rates.items():
+                tps, cpu = sorted(g[0] for g in got), sorted(g[1] for g in got)
+                mid = len(got) // 2
+                print(f"{args.arch} hidden {args.hidden} x {args.layers} layers, {rows} rows, "
+                      f"{mode}: {tps[mid]:.1f} tok/s (min {tps[0]:.1f}, max {tps[-1]:.1f}); "
+                      f"CPU {cpu[mid]:.2f} ms/token (min {cpu[0]:.2f}, max {cpu[-1]:.2f}); "
+                      f"medians of {len(got)} runs", flush=True)
     return 0
 
 

@@ -8,7 +8,10 @@ beside its nn.RoPE / nn.RMSNorm ones; mlx and mlx-lm's classes are never touched
   and take a ragged pass's per-token positions like nn.RoPE's engine class;
 - Gemma's RMSNorm (weight stored less one: mx.fast.rms_norm(x, 1 + weight)) runs the native
   RMSNorm with 1 + weight computed once;
-- Gemma 2 / 3's MLP (nn.gelu_approx(gate) * up, ~10 composed ops) runs gelu_tanh_mul, one op.
+- Gemma 2 / 3 / 4's MLP (nn.gelu_approx(gate) * up, ~10 composed ops) runs gelu_tanh_mul,
+  one op; Gemma 4's RMSNormNoScale the native RMSNorm without a weight;
+- SmolLM 3's NoPE layers (no rotation) count as native RoPEs, so its model takes the ragged
+  pass.
 
 Each runs its stock code outside the engine's passes and for anything but float32.
 """
@@ -100,10 +103,15 @@ FREQS_ROPES: dict[type, type] = {
     rope_utils.Llama3RoPE: Llama3RoPE, rope_utils.ProportionalRoPE: ProportionalRoPE,
     rope_utils.SuScaledRoPE: SuScaledRoPE, rope_utils.YarnRoPE: YarnRoPE}
 
-# mlx-lm modules whose RMSNorm is mx.fast.rms_norm(x, 1.0 + self.weight, self.eps) and whose
-# MLP is down_proj(nn.gelu_approx(gate_proj(x)) * up_proj(x))
+# mlx-lm modules whose RMSNorm is mx.fast.rms_norm(x, 1.0 + self.weight, self.eps), whose
+# MLP is down_proj(nn.gelu_approx(gate_proj(x)) * up_proj(x)) (Gemma 4's through its
+# compiled geglu, the same expression), whose RMSNormNoScale is mx.fast.rms_norm(x, None, eps)
 _GEMMA_NORMS = ("mlx_lm.models.gemma", "mlx_lm.models.gemma2", "mlx_lm.models.gemma3_text")
-_GEMMA_MLPS = ("mlx_lm.models.gemma2", "mlx_lm.models.gemma3_text")
+_GEMMA_MLPS = ("mlx_lm.models.gemma2", "mlx_lm.models.gemma3_text", "mlx_lm.models.gemma4_text")
+_NO_SCALE_NORMS = ("mlx_lm.models.gemma4_text",)
+# RoPE stand-ins that rotate nothing (SmolLM 3's NoPE layers): any positions, a ragged
+# pass's included, leave x as it is
+_NO_ROPES = (("mlx_lm.models.smollm3", "NoPE"),)
 _MADE: dict[type, type] = {}
 
 
@@ -115,6 +123,15 @@ def _one_plus_norm(stock: type) -> type:
             return stock.__call__(self, x)
         w = _cached(self, "_one_plus", weight, lambda w: 1.0 + w)  # as stock adds it
         return native.rms_norm(x, w, self.eps, force_scalar=on.scalar)
+    return __call__
+
+
+def _no_scale_norm(stock: type) -> type:
+    def __call__(self, x: mx.array) -> mx.array:
+        on = cpu_kernels.native_rowwise(x)
+        if on is None:
+            return stock.__call__(self, x)
+        return native.rms_norm(x, None, self.eps, force_scalar=on.scalar)
     return __call__
 
 
@@ -139,6 +156,8 @@ def engine_class(stock: type) -> type | None:
         make = _one_plus_norm
     elif made is None and name == "MLP" and home in _GEMMA_MLPS:
         make = _gelu_mlp
+    elif made is None and name == "RMSNormNoScale" and home in _NO_SCALE_NORMS:
+        make = _no_scale_norm
     else:
         make = None
     if make is not None and sys.modules.get(home) is not None:
@@ -151,4 +170,6 @@ def engine_class(stock: type) -> type | None:
 
 
 def is_native_rope(module: nn.Module) -> bool:
-    return type(module) in FREQS_ROPES.values()
+    """A RoPE module of this file's, or one that rotates nothing (a ragged pass takes both)."""
+    cls = type(module)
+    return cls in FREQS_ROPES.values() or (cls.__module__, cls.__name__) in _NO_ROPES
