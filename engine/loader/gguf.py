@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,8 @@ def _packed_modules(model: nn.Module, config: dict[str, Any], arch: Arch) -> fro
 
 
 def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
-           report: ProgressReporter, pack: bool = False
+           report: ProgressReporter, pack: bool = False,
+           meanwhile: Callable[[], None] | None = None
            ) -> tuple[nn.Module, dict[str, Any], list[str]]:
     source = str(f.path)
     arch = architecture(f)
@@ -202,7 +204,8 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
     converted: Converted = convert(
         f, {p: names[p] for p in params}, _undo(f, arch, config, traditional),
         keep_quantized=keep_quantized, widen=widen_floats(quantized), on_cpu=on_cpu(),
-        pack=_packed_modules(model, config, arch) if pack and keep_quantized else frozenset())
+        pack=_packed_modules(model, config, arch) if pack and keep_quantized else frozenset(),
+        meanwhile=meanwhile)
     if arch.linear_attention:
         _reorder_columns(converted, config)
     _quantize_modules(model, converted.modules, converted.weights)
@@ -243,6 +246,33 @@ def _materialize(model: nn.Module, report: ProgressReporter) -> None:
         report("converting layers", 0.1 + 0.9 * (i + 1) / len(groups))
 
 
+def _tokenizer(meta: dict[str, Any], source: str) -> tuple[TokenizerWrapper, frozenset[int]]:
+    """mlx-lm's wrapper of the GGUF's tokenizer, and every end-of-turn id."""
+    hf_tok = build_gguf_tokenizer(meta, source)
+    # the end-of-turn markers' ids, without building the whole vocabulary's dict (152k
+    # entries for Qwen: a quarter of a second each time)
+    marks = {t: i for t in END_OF_TURN_TOKENS
+             if (i := hf_tok.convert_tokens_to_ids(t)) is not None
+             and hf_tok.convert_ids_to_tokens(i) == t}  # not the unknown token's id
+    eos_ids = [meta.get(k) for k in ("tokenizer.ggml.eos_token_id",
+                                     "tokenizer.ggml.eot_token_id",
+                                     "tokenizer.ggml.eom_token_id")]
+    eos = end_token_ids(eos_ids, marks, hf_tok.all_special_tokens)
+    # byte-level BPE streams through mlx-lm's BPE detokenizer; any other vocabulary through
+    # its naive one (the tokenizer's own decode, so the same text)
+    detokenizer = BPEStreamingDetokenizer if is_byte_level(meta) else NaiveStreamingDetokenizer
+    # mlx-lm's wrapper reads the whole vocabulary twice (a dict of 152k entries for Qwen,
+    # ~0.1 s each): it gets one, read once, for as long as it is built
+    vocab = hf_tok.get_vocab()
+    hf_tok.get_vocab = lambda: vocab
+    try:
+        tokenizer = TokenizerWrapper(hf_tok, detokenizer_class=detokenizer,
+                                     eos_token_ids=sorted(eos))
+    finally:
+        del hf_tok.get_vocab
+    return tokenizer, eos
+
+
 def load_gguf(path: Path, quantized: bool | None = None,
               report: ProgressReporter | None = None,
               cpu: CpuOptions | None = None) -> dict[str, Any]:
@@ -259,26 +289,15 @@ def load_gguf(path: Path, quantized: bool | None = None,
         raise ModelLoadError(f"{source}: {reason}")
     report("converting layers", 0.0)
     keep_quantized = resolve_quantized(quantized, cpu)
+    # The tokenizer is built here while the weights are decoded on the native decoder's
+    # threads (one call without the GIL: gguf_weights.convert): ~0.5 s of a 1.5B's load
+    made: list[tuple[TokenizerWrapper, frozenset[int]]] = []
     model, config, notes = _build(f, keep_quantized, quantized, report,
-                                  pack=on_cpu() and packs_weights(cpu))
-
+                                  pack=on_cpu() and packs_weights(cpu),
+                                  meanwhile=lambda: made.append(_tokenizer(f.metadata, source)))
     report("tokenizer", 0.0)
+    tokenizer, eos = made[0] if made else _tokenizer(f.metadata, source)
     meta = f.metadata
-    hf_tok = build_gguf_tokenizer(meta, source)
-    # the end-of-turn markers' ids, without building the whole vocabulary's dict (152k
-    # entries for Qwen: a quarter of a second each time)
-    marks = {t: i for t in END_OF_TURN_TOKENS
-             if (i := hf_tok.convert_tokens_to_ids(t)) is not None
-             and hf_tok.convert_ids_to_tokens(i) == t}  # not the unknown token's id
-    eos_ids = [meta.get(k) for k in ("tokenizer.ggml.eos_token_id",
-                                     "tokenizer.ggml.eot_token_id",
-                                     "tokenizer.ggml.eom_token_id")]
-    eos = end_token_ids(eos_ids, marks, hf_tok.all_special_tokens)
-    # byte-level BPE streams through mlx-lm's BPE detokenizer; any other vocabulary through
-    # its naive one (the tokenizer's own decode, so the same text)
-    detokenizer = BPEStreamingDetokenizer if is_byte_level(meta) else NaiveStreamingDetokenizer
-    tokenizer = TokenizerWrapper(hf_tok, detokenizer_class=detokenizer,
-                                 eos_token_ids=sorted(eos))
     name, ftype = _display_name(path, meta)
     kind = f"{ftype} GGUF" if ftype else "GGUF"
     return {

@@ -246,6 +246,21 @@ def is_byte_level(metadata: Mapping[str, Any]) -> bool:
     return metadata.get("tokenizer.ggml.model") == "gpt2"
 
 
+def _wrap(tok: Tokenizer, **kwargs: Any) -> PreTrainedTokenizerFast:
+    """A PreTrainedTokenizerFast over `tok` itself. Given as ``tokenizer_object``,
+    transformers deep-copies it (a JSON round trip: ~0.3 s of a 152k-token vocabulary's
+    load); `tok` was built here for this one wrapper, so the copy is needed by no one. An
+    instance whose backend is already set is one transformers' own __init__ takes as it is
+    (its `self._tokenizer is None` branches); a version that does not falls back."""
+    hf = PreTrainedTokenizerFast.__new__(PreTrainedTokenizerFast)
+    hf._tokenizer = tok
+    try:
+        hf.__init__(**kwargs)
+    except ValueError:  # this transformers needs a tokenizer source: hand it the object
+        return PreTrainedTokenizerFast(tokenizer_object=tok, **kwargs)
+    return hf
+
+
 def build_gguf_tokenizer(metadata: Mapping[str, Any], source: str) -> PreTrainedTokenizerFast:
     """A PreTrainedTokenizerFast equivalent to llama.cpp's tokenizer for this GGUF."""
     model_name = metadata.get("tokenizer.ggml.model")
@@ -298,8 +313,7 @@ def build_gguf_tokenizer(metadata: Mapping[str, Any], source: str) -> PreTrained
     chat_template = metadata.get("tokenizer.chat_template")
     if chat_template:
         kwargs["chat_template"] = str(chat_template)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, clean_up_tokenization_spaces=False,
-                                 **kwargs)
+    hf = _wrap(tok, clean_up_tokenization_spaces=False, **kwargs)
     # Every control token is special (so decode(skip_special_tokens=True) drops them).
     specials = [t for t, ty in zip(tokens, token_types, strict=True) if ty == TOKEN_CONTROL]
     missing = [t for t in specials if t not in hf.all_special_tokens]

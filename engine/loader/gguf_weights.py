@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -141,14 +142,17 @@ def _decode(t: GgufTensor) -> MxAffine | AffineTensor:
     return to_affine(t.data, t.kind)
 
 
-def _decode_packed(t: GgufTensor, u: Undo) -> Prepacked:
-    """A linear's weight straight into the native kernel's packed layout, its rows in the
-    model's order (a worker's job; the native call lets go of the GIL)."""
-    decode = _native_packed()
-    block, size = GGML_QUANT_SIZES[t.kind]
-    order = [] if u.row_order is None else [int(i) for i in u.row_order]
-    n, k = t.data.shape[0], t.data.shape[-1] // size * block
-    return Prepacked(*decode(int(t.kind), t.data.reshape(-1), n, k, order))
+def _decode_packed(jobs: list[tuple[GgufTensor, Undo]]) -> list[Prepacked]:
+    """Linears' weights straight into the native kernel's packed layout, rows in the
+    model's order: one native call for all of them, without the GIL throughout (a worker's
+    job, while the loader's thread builds the tokenizer)."""
+    args = []
+    for t, u in jobs:
+        block, size = GGML_QUANT_SIZES[t.kind]
+        order = [] if u.row_order is None else [int(i) for i in u.row_order]
+        args.append((int(t.kind), t.data.reshape(-1), t.data.shape[0],
+                     t.data.shape[-1] // size * block, order))
+    return [Prepacked(*triple) for triple in _native_packed_many()(args)]
 
 
 def packable(t: GgufTensor) -> bool:
@@ -156,7 +160,7 @@ def packable(t: GgufTensor) -> bool:
     a type with an affine form, whole 32-blocks a row, its bytes contiguous)."""
     form = type_form(t.kind)
     if form is None or t.kind in FLOAT_TYPES or t.data.ndim != 2 or \
-            not t.data.flags.c_contiguous or _native_packed() is None:
+            not t.data.flags.c_contiguous or _native_packed_many() is None:
         return False
     block, size = GGML_QUANT_SIZES[t.kind]
     k = t.data.shape[-1] // size * block
@@ -184,21 +188,23 @@ def _native_arrays():
     return native.built_function("ggml_to_affine_arrays")
 
 
-def _native_packed():
-    """engine.native's ggml_to_packed_arrays, or None where the extension is not built."""
+def _native_packed_many():
+    """engine.native's ggml_to_packed_many, or None where the extension is not built."""
     from .. import native
 
-    return native.built_function("ggml_to_packed_arrays")
+    return native.built_function("ggml_to_packed_many")
 
 
 def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
             keep_quantized: bool, widen: bool, on_cpu: bool,
-            pack: frozenset[str] = frozenset()) -> Converted:
+            pack: frozenset[str] = frozenset(),
+            meanwhile: Callable[[], None] | None = None) -> Converted:
     """The model's arrays (mlx-lm names) from the file's tensors (``names``: mlx → GGUF).
     The numpy conversion of the quantized tensors runs on a thread per core (numpy lets go
     of the GIL): a 1.5B Q4_K_M's ~1.5e9 weights took twice as long on one. The modules in
     ``pack`` (linears the engine will run on its packed kernel, on the CPU) are decoded
-    straight into that kernel's layout, their arrays lazy views of it (packed_form.py)."""
+    straight into that kernel's layout, their arrays lazy views of it (packed_form.py).
+    ``meanwhile`` runs on the calling thread while the tensors are decoded on others."""
     out = Converted()
     held: dict[GGMLQuantizationType, int] = {}  # the widest scale a type got, bytes
     floated: Counter[GGMLQuantizationType] = Counter()  # weights a type
@@ -213,16 +219,20 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
              if q and on_cpu and name.rpartition(".")[0] in pack and not u.subtract
              and packable(t)}
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
-        futures = [(pool.submit(_decode_packed, t, u) if name in packs else pool.submit(
-            _decode, t)) if q else None for name, _, t, u, q in plan]
+        packed_job = pool.submit(_decode_packed, [(t, u) for name, _, t, u, _ in plan
+                                                  if name in packs])
+        futures = [pool.submit(_decode, t) if q and name not in packs else None
+                   for name, _, t, _, q in plan]
+        if meanwhile is not None:
+            meanwhile()
+        try:
+            packed = iter(packed_job.result())
+        except ValueError as e:  # the checks of every tensor ran before any was decoded
+            raise ModelLoadError(f"{f.path}: {e}") from e
         for (name, gguf_name, t, u, quantized), future in zip(plan, futures, strict=True):
             module = name.rpartition(".")[0]
             if name in packs:
-                try:
-                    pk = future.result()
-                except ValueError as e:
-                    raise ModelLoadError(f"{f.path}: tensor {gguf_name!r} ({t.kind.name}): "
-                                         f"{e}") from e
+                pk = next(packed)
                 form = type_form(t.kind)
                 assert form is not None
                 narrow = (not gguf_name.startswith("token_embd.")

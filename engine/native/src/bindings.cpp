@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "attention_op.h"
@@ -117,6 +118,33 @@ NB_MODULE(_qmv, m) {
       "type"_a, "src"_a, "N"_a, "K"_a, "order"_a = std::vector<int>(),
       "GGML blocks (a GGUF tensor's N x K weights) straight into pack_quantized's layout "
       "[weights, scales, biases]; output row n is source row order[n] (empty: n).");
+  m.def(
+      "ggml_to_packed_many",
+      [](std::vector<std::tuple<int, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>,
+                                long, long, std::vector<int>>>
+             jobs) {
+        // A model's tensors in one call, all of it without the GIL: the loader builds the
+        // tokenizer in Python meanwhile (a call a tensor waited for the GIL between them).
+        struct Job {
+          int type;
+          const uint8_t* src;
+          size_t bytes;
+          long N, K;
+          const std::vector<int>* order;
+        };
+        std::vector<Job> todo;
+        for (auto& [type, src, N, K, order] : jobs)
+          todo.push_back({type, src.data(), src.nbytes(), N, K, &order});
+        std::vector<std::vector<bc_native::mx::array>> out;
+        nb::gil_scoped_release unlocked;
+        for (const Job& j : todo)
+          out.push_back(bc_native::ggml_to_packed_arrays(j.type, j.src, j.bytes, j.N, j.K,
+                                                         *j.order));
+        return out;
+      },
+      "jobs"_a,
+      "ggml_to_packed_arrays for each (type, src, N, K, order) job, in one call that lets go "
+      "of the GIL for all of them.");
   m.def(
       "gguf_string_spans",
       [](nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> buf, size_t pos,
