@@ -123,8 +123,10 @@ def gguf_tokenizer_unsupported(model: str | None) -> str:
 
 @dataclass(frozen=True)
 class MemoryNeed:
-    """What a model takes once loaded: weights as held, the native kernel's packed copy of
-    the quantized ones (on the CPU), the default KV budget, and a hybrid model's recurrent
+    """What a model takes once loaded: weights as held (floats; quantized ones where the
+    engine keeps MLX's affine arrays), the quantized weights in the native kernel's packed
+    layout (on the CPU: the loader decodes them straight into it and keeps no affine copy,
+    engine/loader/packed_form.py), the default KV budget, and a hybrid model's recurrent
     state (a fixed size a sequence, whatever its length: Qwen 3.5's Gated DeltaNet)."""
 
     weights: int
@@ -140,7 +142,7 @@ class MemoryNeed:
     def describe(self) -> str:
         parts = [f"weights {format_bytes(self.weights)}"]
         if self.packed:
-            parts.append(f"packed copy {format_bytes(self.packed)}")
+            parts.append(f"packed quantized weights {format_bytes(self.packed)}")
         parts.append(f"KV budget {format_bytes(self.kv_budget)}")
         if self.state:
             parts.append(f"recurrent state {format_bytes(self.state)}")
@@ -165,9 +167,11 @@ def gguf_memory(weights_by_type: Mapping[int, int], *, layers: int, kv_heads: in
             if kind not in GGUF_FLOAT_TYPES:
                 floated.append(ggml_type_name(kind))
             continue
-        weights += n * held.bits_per_weight / 8
-        if packed_copy:  # the packed kernel's copy: q as is, float32 scales and biases
+        if packed_copy:  # held once, packed: q as is, float32 scales and biases (stacked
+            # experts are held as MLX's arrays instead: about the same size)
             packed += n * (held.bits + 64 / held.group) / 8
+        else:
+            weights += n * held.bits_per_weight / 8
     per_token = 2 * layers * kv_heads * head_dim * 4  # keys and values, float32
     state = state_per_sequence * max_concurrent
     kv, _ = formula(per_token, context, max_concurrent,

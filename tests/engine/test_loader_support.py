@@ -22,6 +22,7 @@ from engine.loader.ggml_types import AFFINE_TYPES, type_form
 from engine.loader.gguf_arch import ARCHS
 from engine.loader.gguf_file import read_gguf_file
 from engine.loader.gguf_tokenizer import SUPPORTED_MODELS
+from engine.loader.packed_form import prepacked
 from tests.gguf_models import CASES, build_model, gguf_tensors, quantize, write_gguf
 
 T = GGMLQuantizationType
@@ -60,9 +61,19 @@ def test_the_weights_estimate_is_what_a_load_holds(tmp_path: Path) -> None:
         by_type[int(t.kind)] += int(np.prod(t.shape))
     need = support.gguf_memory(by_type, layers=2, kv_heads=2, head_dim=64, context=512)
     loaded = load_model(str(path))
-    held = sum(v.nbytes for _, v in tree_flatten(loaded.model.parameters()))
-    assert abs(need.weights - held) <= 0.02 * held, (need.weights, held)
-    assert need.packed > 0 and need.kv_budget >= 256 << 20
+    # on the CPU with the packed kernel the quantized weights are held once, packed (their
+    # MLX arrays are lazy views of it: engine/loader/packed_form.py); elsewhere as MLX's
+    packs = {id(m): pk for _, m in loaded.model.named_modules()
+             if (pk := prepacked(m)) is not None}
+    views = {id(m[k]) for _, m in loaded.model.named_modules() if id(m) in packs
+             for k in ("weight", "scales", "biases")}
+    held = sum(v.nbytes for _, v in tree_flatten(loaded.model.parameters()) if id(v) not in views)
+    held += sum(a.nbytes for pk in packs.values() for a in pk.arrays())
+    if not packs:
+        need = support.gguf_memory(by_type, layers=2, kv_heads=2, head_dim=64, context=512,
+                                   packed_copy=False)
+    assert abs(need.weights + need.packed - held) <= 0.03 * held, (need, held)
+    assert need.kv_budget >= 256 << 20
     assert "needs ~" in need.describe()
 
 
