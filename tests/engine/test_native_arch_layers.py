@@ -28,7 +28,12 @@ pytestmark = pytest.mark.usefixtures("native_built")
 
 # architecture -> the stock classes the engine's copy must hold none of
 COVERED = {
-    "llama3": ("Llama3RoPE",),
+    "llama": ("RoPE", "RMSNorm"),
+    "llama3": ("Llama3RoPE", "RMSNorm"),
+    "qwen2": ("RoPE", "RMSNorm"),
+    "granite": ("RoPE", "RMSNorm"),
+    "olmo2": ("RoPE", "RMSNorm"),
+    "phi3": ("RoPE", "RMSNorm"),
     "qwen3": ("RoPE", "RMSNorm"),
     "gemma3": ("RoPE", "gemma3_text.RMSNorm", "gemma3_text.MLP"),
     "gemma2": ("RoPE", "gemma2.RMSNorm", "gemma2.MLP"),
