@@ -1,6 +1,6 @@
 """`python -m bench.arch_decode ARCH [--hidden 1024] [--layers 6] [--rows 1 8] [--repeat 3]
 [--profile] [--ab]`: decode tok/s of one stream and of a batch on a random-weight GGUF of one
-architecture (llama3: Llama 3.x's RoPE scaling with rope_freqs, qwen3, gemma3), written the
+architecture (llama3: Llama 3.x's RoPE scaling with rope_freqs, qwen3, gemma3, gemma2), written the
 way the tests' converter writes files (tests/gguf_models.py) with Q4_0 linears and a Q8_0
 embedding, loaded by the engine's GGUF loader and run by its engine (its CPU kernels).
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from tests.gguf_models import (
 def arch_case(arch: str, hidden: int, layers: int) -> ArchCase:
     """The architecture at a realistic width: heads of 64 (gemma3: 128), an MLP 2.75x
     as wide."""
-    head = 128 if arch == "gemma3" else 64
+    head = 128 if arch.startswith("gemma") else 64
     dims = dict(hidden_size=hidden, num_hidden_layers=layers, intermediate_size=hidden * 11 // 4
                 // 32 * 32, num_attention_heads=hidden // head, num_key_value_heads=2,
                 head_dim=head, max_position_embeddings=4096)
@@ -46,7 +47,7 @@ def arch_case(arch: str, hidden: int, layers: int) -> ArchCase:
         extra = {"rope_freqs.weight": llama3_rope_factors(head, 500000.0, scaling)}
         return replace(case, config=config, extra=extra)
     case = CASES[arch]
-    extra = {"query_pre_attn_scalar": head} if arch == "gemma3" else {}
+    extra = {"query_pre_attn_scalar": head} if arch.startswith("gemma") else {}
     return replace(case, config={**case.config, **dims, **extra})
 
 
@@ -117,7 +118,7 @@ def profile(loaded) -> None:
 def main(argv: list[str] | None = None) -> int:
     ensure_fast_blas()
     p = argparse.ArgumentParser(prog="python -m bench.arch_decode", description=__doc__)
-    p.add_argument("arch", choices=["llama3", "qwen3", "gemma3"])
+    p.add_argument("arch", choices=["llama3", "qwen3", "gemma3", "gemma2"])
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--rows", type=int, nargs="+", default=[1, 8])
@@ -128,9 +129,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="alternate (A B B A per repeat) the tree before engine/cpu_arch_layers.py "
                         "(A: its pieces on MLX's stock ops) and this one (B), in one build")
     args = p.parse_args(argv)
-    from engine import cpu_arch_layers
     from engine.loader import load_model
 
+    try:
+        from engine import cpu_arch_layers
+    except ImportError:  # a tree from before it (an A/B across trees, one process each)
+        cpu_arch_layers = types.SimpleNamespace(engine_class=None)
     ours = cpu_arch_layers.engine_class
     modes = {"before": lambda stock: None, "after": ours}
     with tempfile.TemporaryDirectory() as folder:
