@@ -25,7 +25,7 @@ import mlx.nn as nn
 from mlx_lm.models import rope_utils
 
 from . import cpu_kernels, native
-from .ragged_pass import Positions
+from .ragged_pass import Positions, RaggedLayer
 
 
 def _cached(module: nn.Module, name: str, source: mx.array, make) -> mx.array:
@@ -145,6 +145,33 @@ def _gelu_mlp(stock: type) -> type:
     return __call__
 
 
+def _softcapped_attention(stock: type) -> type:
+    """Gemma 2's attention (scores capped to cap * tanh(s / cap) before the mask) on the
+    native attention kernel with its softcap; `stock` may be engine/model_fixes.py's
+    subclass, whose call then runs outside the engine's passes."""
+    def __call__(self, x: mx.array, mask=None, cache=None) -> mx.array:
+        on = cpu_kernels.native_attention(x)
+        usable = (on is not None and (mask is None or isinstance(mask, str)
+                                      or mask.dtype == mx.bool_)
+                  and not hasattr(cache, "bits") and not isinstance(cache, RaggedLayer))
+        if not usable:
+            return stock.__call__(self, x, mask=mask, cache=cache)
+        B, L, _ = x.shape
+        queries, keys, values = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        queries = queries.reshape(B, L, self.n_heads, -1).transpose(0, 2, 1, 3)
+        keys = keys.reshape(B, L, self.n_kv_heads, -1).transpose(0, 2, 1, 3)
+        values = values.reshape(B, L, self.n_kv_heads, -1).transpose(0, 2, 1, 3)
+        offset = cache.offset if cache is not None else 0
+        queries, keys = self.rope(queries, offset=offset), self.rope(keys, offset=offset)
+        if cache is not None:
+            keys, values = cache.update_and_fetch(keys, values)
+        out = native.cache_attention(queries, keys, values, self.scale, mask,
+                                     tiled_from=on.tiled_from, force_scalar=on.scalar,
+                                     softcap=self.attn_logit_softcapping)
+        return self.o_proj(out.transpose(0, 2, 1, 3).reshape(B, L, -1))
+    return __call__
+
+
 def engine_class(stock: type) -> type | None:
     """The engine's class for modules of an mlx-lm class this file covers, else None."""
     made = _MADE.get(stock)
@@ -158,6 +185,8 @@ def engine_class(stock: type) -> type | None:
         make = _gelu_mlp
     elif made is None and name == "RMSNormNoScale" and home in _NO_SCALE_NORMS:
         make = _no_scale_norm
+    elif made is None and _is_gemma2_attention(stock):
+        make, home = _softcapped_attention, "mlx_lm.models.gemma2"
     else:
         make = None
     if make is not None and sys.modules.get(home) is not None:
@@ -167,6 +196,12 @@ def engine_class(stock: type) -> type | None:
     if made is not None:
         _MADE[stock] = made
     return made
+
+
+def _is_gemma2_attention(stock: type) -> bool:
+    """mlx-lm's Gemma 2 attention or a subclass of it (engine/model_fixes.py's)."""
+    gemma2 = sys.modules.get("mlx_lm.models.gemma2")
+    return gemma2 is not None and issubclass(stock, gemma2.Attention)
 
 
 def is_native_rope(module: nn.Module) -> bool:

@@ -155,6 +155,12 @@ def native_rowwise(x: mx.array) -> Pass | None:
     return on if on is not None and on.rowwise and x.dtype == mx.float32 else None
 
 
+def native_attention(x: mx.array) -> Pass | None:
+    """The pass, when it is an engine pass on float32 with the native attention kernel on."""
+    on = getattr(_state, "on", None)
+    return on if on is not None and on.attention and x.dtype == mx.float32 else None
+
+
 def _swiglu_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     def dispatch(gate: mx.array, up: mx.array) -> mx.array:
         on = native_rowwise(gate)

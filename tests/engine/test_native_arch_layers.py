@@ -36,7 +36,7 @@ COVERED = {
     "phi3": ("RoPE", "RMSNorm"),
     "qwen3": ("RoPE", "RMSNorm"),
     "gemma3": ("RoPE", "gemma3_text.RMSNorm", "gemma3_text.MLP"),
-    "gemma2": ("RoPE", "gemma2.RMSNorm", "gemma2.MLP"),
+    "gemma2": ("RoPE", "gemma2.RMSNorm", "gemma2.MLP", "gemma2.Attention"),
     "mistral3": ("YarnRoPE", "RMSNorm"),
     "phi3-longrope": ("SuScaledRoPE", "RMSNorm"),
     "gemma4": ("ProportionalRoPE", "gemma4_text.MLP", "RMSNormNoScale"),
@@ -46,11 +46,12 @@ IDS = [1, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 3, 5, 7, 9, 11, 
 
 
 def _stock_names(tree: nn.Module) -> set[str]:
-    """The classes of `tree` from mlx / mlx-lm, as 'Name' and 'module.Name'."""
+    """The classes of `tree` from mlx / mlx-lm (or engine/model_fixes.py's subclasses of
+    theirs, which run their code), as 'Name' and 'module.Name'."""
     names = set()
     for _, m in tree.named_modules():
         cls = type(m)
-        if cls.__module__.startswith(("mlx.", "mlx_lm.")):
+        if cls.__module__.startswith(("mlx.", "mlx_lm.", "engine.model_fixes")):
             names |= {cls.__name__, f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"}
     return names
 
@@ -172,3 +173,33 @@ def test_gemma_norm_follows_a_new_weight() -> None:
     assert np.allclose(first, np.array(stock(x)), atol=1e-6)
     assert np.allclose(second, np.array(mx.fast.rms_norm(x, 1.5 * mx.ones(16), 1e-5)),
                        atol=1e-6)
+
+
+@pytest.mark.parametrize("tiled_from", [1, 0, 16], ids=["tiled", "two-pass", "variant"])
+@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "scalar"])
+def test_softcapped_attention_is_gemma2s_and_row_invariant(tiled_from: int, scalar: bool) -> None:
+    """cache_attention's softcap against Gemma 2's own composed attention (scores capped,
+    then the boolean mask): within 2e-6 (float32 sums in another order, tanh through exp);
+    without the cap the outputs differ by ~1, so the cap is applied. A batch row's output
+    equals the row alone (the tiled kernel's invariance holds with the cap)."""
+    mx.random.seed(tiled_from + scalar)
+    b, hq, hkv, n, t, d, cap = 3, 8, 2, 3, 77, 128, 5.0
+    q, k, v = (mx.random.normal(s) for s in ((b, hq, n, d), (b, hkv, t, d), (b, hkv, t, d)))
+    scale = 3 * d ** -0.5
+    mask = mx.broadcast_to(mx.arange(t)[None, None, None] <= (t - n + mx.arange(n))[:, None],
+                           (b, 1, n, t))
+    grouped = (q * scale).reshape(b, hkv, hq // hkv, n, d) @ mx.expand_dims(k, 2).swapaxes(-1, -2)
+    scores = mx.where(mask[:, :, None], mx.tanh(grouped / cap) * cap, mx.finfo(mx.float32).min)
+    want = np.array((mx.softmax(scores, axis=-1, precise=True) @ mx.expand_dims(v, 2))
+                    .reshape(b, hq, n, d))
+    got = np.array(native.cache_attention(q, k, v, scale, mask, softcap=cap,
+                                          tiled_from=tiled_from, force_scalar=scalar))
+    assert np.abs(got - want).max() <= 2e-6
+    plain = np.array(native.cache_attention(q, k, v, scale, mask, tiled_from=tiled_from))
+    assert np.abs(plain - want).max() > 0.1
+    if tiled_from == 1 and not scalar:
+        alone = np.array(native.cache_attention(q[1:2], k[1:2], v[1:2], scale, mask[1:2],
+                                                softcap=cap))
+        assert np.array_equal(alone[0], got[1])
+    with pytest.raises(ValueError, match="additive"):
+        native.cache_attention(q, k, v, scale, mx.zeros((b, 1, n, t)), softcap=cap)

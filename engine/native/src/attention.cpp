@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "softcap.h"
 
 #include "simd.h"
 
@@ -205,9 +206,12 @@ void task(const AttnArgs& a, int b, int g, bool simd) {
   float* s = scratch.data();
   float* sums = s + (size_t)R * a.T;
   float* acc = sums + R;
+  // soft-capping of the scores (masked keys already -inf: a boolean or causal mask only)
+  const bool cap = a.softcap > 0.f;
 #ifdef BC_X86
   if (simd) {
     scores_avx2(a, b, g, s);
+    if (cap) softcap_scalar(s, (int64_t)R * a.T, a.softcap);
     for (int r = 0; r < R; ++r) sums[r] = softmax_row_avx2(s + (size_t)r * a.T, a.T);
     values_avx2(a, b, g, s, sums, acc);
     return;
@@ -215,6 +219,7 @@ void task(const AttnArgs& a, int b, int g, bool simd) {
 #endif
   (void)acc;
   scores_scalar(a, b, g, s);
+  if (cap) softcap_scalar(s, (int64_t)R * a.T, a.softcap);
   for (int r = 0; r < R; ++r) sums[r] = softmax_row_scalar(s + (size_t)r * a.T, a.T);
   values_scalar(a, b, g, s, sums);
 }

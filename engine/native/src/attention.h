@@ -31,6 +31,10 @@ struct AttnArgs {
   float* out;  // (B, Hq, L, D) row-major
   int B, Hq, Hkv, L, T, D;
   float scale;
+  // > 0: each score s = scale * q.k is capped to softcap * tanh(s / softcap) before its
+  // mask (Gemma 2's attention logit soft-capping; softcap.h); 0: none. Not with an
+  // additive mask on the two-pass kernel (cache_attention refuses it).
+  float softcap = 0.f;
 };
 
 // out = softmax(scale * q @ k.T + mask) @ v, in float32. A row with every key masked out

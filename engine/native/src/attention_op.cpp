@@ -19,7 +19,7 @@ void check(bool ok, const std::string& msg) {
 
 mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
                           const mx::array& mask, float scale, int mask_kind, bool force_scalar,
-                          int tiled_from, mx::StreamOrDevice s) {
+                          int tiled_from, float softcap, mx::StreamOrDevice s) {
   check(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-D");
   check(q.dtype() == mx::float32 && k.dtype() == mx::float32 && v.dtype() == mx::float32,
         "q, k and v must be float32");
@@ -30,6 +30,8 @@ mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::arra
   check(Hkv > 0 && Hq % Hkv == 0, "query heads must be a multiple of key/value heads");
   check(mask_kind >= 0 && mask_kind <= 3, "mask_kind must be 0..3");
   check(mask_kind != 1 || L <= T, "a causal mask needs at most as many queries as keys");
+  check(softcap >= 0.f && (softcap == 0.f || mask_kind != 3),
+        "softcap must be >= 0, and takes no additive mask");
   auto stream = mx::to_stream(s);
   check(stream.device == mx::Device::cpu, "runs on the CPU only");
   std::vector<mx::array> inputs = {q, k, v};
@@ -41,7 +43,8 @@ mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::arra
   }
   return mx::array({B, Hq, L, D}, mx::float32,
                    std::make_shared<CacheAttention>(stream, scale, mask_kind, force_scalar,
-                                                    tiled_from < 0 ? kTiledFrom : tiled_from),
+                                                    tiled_from < 0 ? kTiledFrom : tiled_from,
+                                                    softcap),
                    std::move(inputs));
 }
 
@@ -81,6 +84,7 @@ void CacheAttention::eval_cpu(const std::vector<mx::array>& inputs, mx::array& o
   a.Hkv = k.shape(1);
   a.T = k.shape(2);
   a.scale = scale_;
+  a.softcap = softcap_;
   encoder.dispatch([a, scalar = force_scalar_, tiled = tiled_from_]() {
     attention_run(a, scalar, tiled);
   });
@@ -93,7 +97,7 @@ void CacheAttention::eval_gpu(const std::vector<mx::array>&, mx::array&) {
 bool CacheAttention::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const CacheAttention&>(other);
   return scale_ == o.scale_ && mask_kind_ == o.mask_kind_ && force_scalar_ == o.force_scalar_ &&
-         tiled_from_ == o.tiled_from_;
+         tiled_from_ == o.tiled_from_ && softcap_ == o.softcap_;
 }
 
 std::vector<mx::Shape> CacheAttention::output_shapes(const std::vector<mx::array>& inputs) {

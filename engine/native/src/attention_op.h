@@ -13,20 +13,23 @@ namespace mx = mlx::core;
 // 2: `mask` bool, true = attend; 3: `mask` float32 added to the scores. `mask` must be
 // broadcastable to (B, Hq, L, T) (ignored for kinds 0 and 1). tiled_from: query positions
 // from which the tiled kernel runs (-1: kTiledFrom, 0: never; tests and benchmarks).
+// softcap > 0: scores capped to softcap * tanh(s / softcap) before the mask (Gemma 2);
+// not with an additive mask (kind 3).
 mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
                           const mx::array& mask, float scale, int mask_kind,
                           bool force_scalar = false, int tiled_from = -1,
-                          mx::StreamOrDevice s = {});
+                          float softcap = 0.f, mx::StreamOrDevice s = {});
 
 class CacheAttention : public mx::UnaryPrimitive {
  public:
   CacheAttention(mx::Stream stream, float scale, int mask_kind, bool force_scalar,
-                 int tiled_from)
+                 int tiled_from, float softcap = 0.f)
       : mx::UnaryPrimitive(stream),
         scale_(scale),
         mask_kind_(mask_kind),
         force_scalar_(force_scalar),
-        tiled_from_(tiled_from) {}
+        tiled_from_(tiled_from),
+        softcap_(softcap) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
   void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
@@ -40,6 +43,7 @@ class CacheAttention : public mx::UnaryPrimitive {
   int mask_kind_;
   bool force_scalar_;
   int tiled_from_;  // query positions from which the tiled kernel runs; 0 never, -1 default
+  float softcap_;   // 0: none
 };
 
 }  // namespace bc_native

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels.h"
+#include "softcap.h"
 
 #include "simd.h"
 #ifdef BC_X86
@@ -281,6 +282,8 @@ BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int
       for (; r + 4 <= R; r += 4) qk_rows<4>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
       for (; r < R; ++r) qk_rows<1>(q + (size_t)r * D, kt, s + (size_t)r * kBk, D);
     }
+    if (a.softcap > 0.f)  // every lane of the tile, before its mask (softcap.h)
+      for (r = 0; r < R; ++r) softcap_avx2(s + (size_t)r * kBk, kBk, a.softcap);
     // Mask: keys past nk (padding of the last tile), then the mask itself where it can bite.
     const bool partial = causal || his ? t0 + nk - 1 > first_limit
                                        : a.mask_kind != MaskKind::none;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
+#include "exp1.h"
 #include "kernels.h"
 #include "simd.h"
 
@@ -14,30 +14,11 @@ namespace {
 constexpr float kCubic = 0.044715f;
 constexpr float kMinusTwoC = -1.5957691216057308f;  // -2 sqrt(2 / pi)
 
-// simd.h's exp8 one lane at a time: the same clip, rounding, polynomial and exponent bits.
-float exp1(float x) {
-  x = std::min(std::max(x, -88.f), 88.5f);
-  const float t = x * 1.4426950408889634f;
-  const float n = std::nearbyint(t);
-  const float f = t - n;
-  float p = 1.535336188319500e-4f;
-  p = std::fma(p, f, 1.339887440266574e-3f);
-  p = std::fma(p, f, 9.618437357674640e-3f);
-  p = std::fma(p, f, 5.550332471162809e-2f);
-  p = std::fma(p, f, 2.402264791363012e-1f);
-  p = std::fma(p, f, 6.931472028550421e-1f);
-  p = std::fma(p, f, 1.f);
-  const int32_t bits = ((int32_t)n + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
 void gelu_mul_scalar(const float* g, const float* u, float* y, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; ++i) {
     const float x = g[i];
     const float b = std::fma(x * x, kCubic, 1.f);
-    const float e = exp1((x * b) * kMinusTwoC);
+    const float e = exp1_cephes((x * b) * kMinusTwoC);
     y[i] = (x * u[i]) / (1.f + e);
   }
 }
