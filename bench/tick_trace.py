@@ -50,26 +50,26 @@ def trace(loaded: Any, label: str, speculative: str, prompts: list[list[int]], t
           every: int = 0, grammar: Any = None, **config: Any) -> None:
     """Run `prompts` (all at once, or one every `every` ticks; every other one with
     `grammar`) and print the trace."""
-    from engine import testing
     from engine.config import EngineConfig
     from engine.engine import Engine
     from engine.sampling import SamplingParams
+    from engine.worker import apply
 
     engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
                     context_length=loaded.context_length,
                     config=EngineConfig(max_concurrent=17, speculative=speculative, **config))
-    parts = testing.internals(engine)
-    parts.budget.observe = lambda *a, **k: None  # the plan must not follow measured times
+    core = engine._core  # (a bench may not import engine.testing: its internals directly)
+    core.scheduler.budget.observe = lambda *a, **k: None  # the plan must not follow times
     log: list[str] = []
     for name in SPIED["runner"]:
-        _spy(parts.runner, name, log)
+        _spy(core.runner, name, log)
     for name in SPIED["batch"]:
-        _spy(parts.batch, name, log)
+        _spy(core.batch, name, log)
     pending, streams, lines, tick = list(prompts), [], [], 0
 
     def hand_over(events: list[Any]) -> None:
         log.append(f"hand{len(events)}")
-        testing.deliver(engine, events)
+        engine._deliver(events)
 
     while pending or engine.has_work():
         while pending and (not every or tick % every == 0):
@@ -79,11 +79,13 @@ def trace(loaded: Any, label: str, speculative: str, prompts: list[list[int]], t
             if every:
                 break
         log.clear()
-        left = testing.tick(engine, hand_over)
-        facts = testing.facts(engine)
+        apply(core, engine._inbox.drain())  # one tick as the engine thread runs it
+        left = core.step(hand_over=hand_over)
+        engine._deliver(left)
+        batch = core.batch
         lines.append(f"  {tick}: {' '.join(log)} | end {len(left)} "
-                     f"ahead={facts.running_ahead} rows={len(facts.decode_rows)} "
-                     f"batched={facts.batched}")
+                     f"ahead={batch.ahead is not None} rows={len(batch.seqs)} "
+                     f"batched={batch.is_batched}")
         tick += 1
     print(label, "ticks", tick, "tokens", hash(tuple(tuple(s.tokens) for s in streams)))
     print("\n".join(lines))
