@@ -198,6 +198,50 @@ def engine_class(stock: type) -> type | None:
     return made
 
 
+class TiedHead(nn.Module):
+    """A tied model's output head as its own `__call__` does it after the inner model: the
+    embedding's as_linear, then the architecture's finish (Gemma 2/4's final logit
+    soft-capping, Granite's logit scaling), the same ops. Put in the engine's copy as its
+    `lm_head` (no parameters: the embedding is read through the inner model at each call,
+    after the native layers replaced it), so ModelRunner's output head is found and a
+    prompt chunk's logits are made for its last position only, not all of them."""
+
+    def __init__(self, inner: nn.Module, finish) -> None:
+        super().__init__()
+        object.__setattr__(self, "_inner", inner)
+        object.__setattr__(self, "_finish", finish)
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self._finish(self._inner.embed_tokens.as_linear(x))
+
+
+def _head_finish(tree: nn.Module):
+    """What a tied mlx-lm model's `__call__` does to as_linear's logits, where this file
+    knows it; None for any other model."""
+    home = type(tree).__module__
+    if type(tree).__name__ != "Model" or "lm_head" in tree:
+        return None
+    if home == "mlx_lm.models.gemma2":
+        cap = tree.final_logit_softcapping
+        return lambda out: mx.tanh(out / cap) * cap
+    if home == "mlx_lm.models.gemma4_text" and tree.final_logit_softcapping is not None:
+        softcap = sys.modules[home].logit_softcap
+        return lambda out: softcap(tree.final_logit_softcapping, out)
+    if home == "mlx_lm.models.granite":
+        return lambda out: out / tree.logits_scaling
+    return None
+
+
+def add_tied_head(tree: nn.Module) -> bool:
+    """The engine's copy of a tied Gemma 2 / Gemma 4 / Granite model gets a TiedHead as its
+    `lm_head`; True if it did."""
+    finish = _head_finish(tree)
+    if finish is None or not isinstance(tree.get("model"), nn.Module):
+        return False
+    tree["lm_head"] = TiedHead(tree["model"], finish)
+    return True
+
+
 def _is_gemma2_attention(stock: type) -> bool:
     """mlx-lm's Gemma 2 attention or a subclass of it (engine/model_fixes.py's)."""
     gemma2 = sys.modules.get("mlx_lm.models.gemma2")

@@ -121,7 +121,7 @@ def install(tree: nn.Module) -> bool:
         return adopt(mod, cls) if cls is not None else None
 
     # True as well where only the row-wise layers went in (Gemma 2's attention is its own)
-    replaced = replace(tree, engine_layer)
+    replaced = replace(tree, engine_layer) + cpu_arch_layers.add_tied_head(tree)
     return replaced > 0 or any(callable(getattr(m, n, None)) for m in modules
                                for n in cpu_kernels.DISPATCHERS)
 

@@ -203,3 +203,26 @@ def test_softcapped_attention_is_gemma2s_and_row_invariant(tiled_from: int, scal
         assert np.array_equal(alone[0], got[1])
     with pytest.raises(ValueError, match="additive"):
         native.cache_attention(q, k, v, scale, mx.zeros((b, 1, n, t)), softcap=cap)
+
+
+@pytest.mark.parametrize("name", ["gemma2", "gemma4"])
+def test_a_softcapped_tied_head_is_found_so_chunks_skip_other_positions_logits(name) -> None:
+    """Gemma 2/4 cap their logits after the tied embedding's as_linear: the engine's copy
+    gets that head as its lm_head (no parameters: the same names as the loaded model), so
+    ModelRunner's output head is found (a prompt chunk's logits for its last position
+    only); its logits are the model's own (within 1e-5 of their range: this float model's
+    matmuls are BLAS's, whose rounding depends on the row count; the engine's quantized
+    ones are the same for any rows). The loaded model stays as it was."""
+    from mlx.utils import tree_flatten
+
+    from engine.model_runner import ModelRunner
+
+    model = build_model(CASES[name], seed=4)
+    runner = ModelRunner(model)
+    assert runner.head is not None and "lm_head" not in model
+    assert ([k for k, _ in tree_flatten(runner.model.parameters())]
+            == [k for k, _ in tree_flatten(model.parameters())])
+    ids = mx.array([IDS])
+    whole = np.array(runner.model(ids)[:, -1])
+    last = np.array(runner.head(runner.model.model(ids)[:, -1:])[:, 0])
+    assert np.abs(whole - last).max() <= 1e-5 * np.abs(whole).max()
