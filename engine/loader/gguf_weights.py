@@ -220,13 +220,13 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
              and packable(t)}
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
         packed_job = pool.submit(_decode_packed, [(t, u) for name, _, t, u, _ in plan
-                                                  if name in packs])
+                                                  if name in packs]) if packs else None
         futures = [pool.submit(_decode, t) if q and name not in packs else None
                    for name, _, t, _, q in plan]
         if meanwhile is not None:
             meanwhile()
         try:
-            packed = iter(packed_job.result())
+            packed = iter(packed_job.result() if packed_job is not None else [])
         except ValueError as e:  # the checks of every tensor ran before any was decoded
             raise ModelLoadError(f"{f.path}: {e}") from e
         for (name, gguf_name, t, u, quantized), future in zip(plan, futures, strict=True):

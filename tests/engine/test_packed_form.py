@@ -153,3 +153,22 @@ def test_a_prepacked_load_equals_a_load_that_packs_a_second_copy(
             assert mx.array_equal(g, w).item(), at
     x = mx.array([ids])
     assert mx.array_equal(one.model(x), two.model(x)).item()  # mlx-lm's own path
+
+
+def test_without_the_packed_decoder_a_load_keeps_the_affine_arrays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the native extension lacks the packed decoder (or the engine will not pack),
+    the load is the affine one: nothing prepacked, the tokenizer still built."""
+    from engine.loader import gguf_weights
+
+    case = CASES["llama"]
+    tensors, raw = quantize(gguf_tensors(case, build_model(case, seed=4)), T.Q4_0, seed=9,
+                            which=_types)
+    path = write_gguf(tmp_path / "m.gguf", case, tensors, raw_types=raw)
+    monkeypatch.setattr(gguf_weights, "_native_packed_many", lambda: None)
+    lm = load_model(str(path))
+    assert not any(prepacked(m) is not None for _, m in lm.model.named_modules())
+    assert any(type(m) is nn.QuantizedLinear for _, m in lm.model.named_modules())
+    assert lm.tokenizer.encode("hello", add_special_tokens=False)
+    x = mx.array([[1, 40, 50]])
+    assert lm.model(x).shape == (1, 3, case.config["vocab_size"])
