@@ -282,25 +282,29 @@ void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t*
                     uint8_t* wp, float* sp, float* bp) {
   Type t;
   if (!type_of(type, &t)) return;
-  const long groups = K / t.group, row_in = K / t.block * t.size, row_out = K * t.bits / 8;
-  const size_t panel_bytes = (size_t)K * kPanel * t.bits / 8;
+  const long groups = K / t.group, blocks = K / t.block, row_in = blocks * t.size;
+  const long per_block = t.block / t.group, subs = t.block / 32;  // 32-blocks a GGML block
+  const size_t panel_bytes = (size_t)K * kPanel * t.bits / 8, bb = (size_t)kPanel * 4 * t.bits;
   clear_last_panel((int)N, (int)K, t.group, t.bits, wp, sp, bp);
-  // A panel at a time: its 16 rows decoded into a row buffer (cache-resident) and put in
-  // their lanes at once, so the weights are written once, in the layout the kernel reads.
+  // A row's GGML blocks decoded one at a time into values and put straight into the row's
+  // lane of its panel (packed.h's layout), scales and biases into theirs: the weights are
+  // written once, in the layout the kernel reads, with no affine row in between.
   parallel_chunks(panels((int)N), N * K, [&](int pn) {
-    thread_local std::vector<uint8_t> row;
-    thread_local std::vector<float> s, b;
-    row.resize(row_out);
-    s.resize(groups);
-    b.resize(groups);
+    uint8_t q[256];
+    float s[16], b[16];  // a GGML block's groups: at most 256 / 16
+    uint8_t* panel = wp + (size_t)pn * panel_bytes;
     for (int ln = 0; ln < kPanel && (long)pn * kPanel + ln < N; ++ln) {
       const long n = (long)pn * kPanel + ln, r = order ? order[n] : n;
-      decode_row(type, t, src + r * row_in, K, row.data(), s.data(), b.data());
-      pack_row(row.data(), (int)K, t.bits, ln, wp + (size_t)pn * panel_bytes);
-      for (long g = 0; g < groups; ++g) {
-        const size_t at = ((size_t)pn * groups + g) * kPanel + ln;
-        sp[at] = s[g];
-        bp[at] = b[g];
+      const uint8_t* x = src + r * row_in;
+      for (long i = 0; i < blocks; ++i) {
+        block(type, x + i * t.size, q, s, b);
+        for (long c = 0; c < subs; ++c)
+          pack_block32(q + 32 * c, t.bits, ln, panel + (size_t)(i * subs + c) * bb);
+        for (long g = 0; g < per_block; ++g) {
+          const size_t at = ((size_t)pn * groups + i * per_block + g) * kPanel + ln;
+          sp[at] = s[g];
+          bp[at] = b[g];
+        }
       }
     }
   });

@@ -269,6 +269,17 @@ const char* packed_kernel_name(bool force_scalar) {
   }
 }
 
+void pack_block32(const uint8_t* q, int bits, int ln, uint8_t* blk) {
+  if (bits == 8) {
+    for (int j = 0; j < 8; ++j) std::memcpy(blk + j * 64 + 4 * ln, q + 4 * j, 4);
+  } else {  // byte j*64 + 4n + i = q[8j+i] | q[8j+4+i]<<4
+    for (int j = 0; j < 4; ++j) {
+      uint8_t* d = blk + j * 64 + 4 * ln;
+      for (int i = 0; i < 4; ++i) d[i] = (uint8_t)(q[8 * j + i] | (q[8 * j + 4 + i] << 4));
+    }
+  }
+}
+
 void pack_row(const uint8_t* row, int K, int bits, int ln, uint8_t* panel) {
   const int blocks = K / 32, BB = block_bytes(bits);
   for (int b = 0; b < blocks; ++b) {

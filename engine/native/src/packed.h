@@ -42,6 +42,10 @@ void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp);
 // panel's weights (`panel`: the panel's first byte).
 void pack_row(const uint8_t* row, int K, int bits, int ln, uint8_t* panel);
 
+// One 32-block of a row given as 32 values (one byte each, below 2^bits) into lane `ln` of
+// the panel's block at `blk`.
+void pack_block32(const uint8_t* q, int bits, int ln, uint8_t* blk);
+
 // Zeroes the last panel where N is not a whole number of panels (its rows past N).
 void clear_last_panel(int N, int K, int group_size, int bits, uint8_t* wp, float* sp,
                       float* bp);
