@@ -176,13 +176,17 @@ def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
         on = getattr(_state, "on", None)
         if isinstance(cache, RaggedLayer):  # a tick's rows and chunks in one pass
             return cache.attend(queries, scale, on.tiled_from, on.scalar)
-        usable = (on is not None and sinks is None and not hasattr(cache, "bits")
+        usable = (on is not None and not hasattr(cache, "bits")
                   and queries.ndim == 4 and queries.shape[1] % keys.shape[1] == 0
                   and queries.dtype == mx.float32)
-        if usable and on.attention and keys.dtype == mx.float32:
+        # gpt-oss's sinks: the native kernel takes them (a key without a value a head)
+        sunk = sinks is not None and sinks.shape == (queries.shape[1],)
+        if usable and on.attention and keys.dtype == mx.float32 and (sinks is None or sunk):
             return native.cache_attention(queries, keys, values, scale, mask,
-                                          tiled_from=on.tiled_from, force_scalar=on.scalar)
-        if usable and _fast(queries, queries.size // queries.shape[-1] * keys.shape[2]):
+                                          tiled_from=on.tiled_from, force_scalar=on.scalar,
+                                          sinks=sinks)
+        if usable and sinks is None and _fast(queries, queries.size // queries.shape[-1]
+                                              * keys.shape[2]):
             return attention(queries, keys, values, scale, mask)
         return stock(queries, keys, values, cache, scale=scale, mask=mask, sinks=sinks)
     return dispatch

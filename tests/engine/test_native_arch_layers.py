@@ -41,6 +41,7 @@ COVERED = {
     "phi3-longrope": ("SuScaledRoPE", "RMSNorm"),
     "gemma4": ("ProportionalRoPE", "gemma4_text.MLP", "RMSNormNoScale"),
     "smollm3": ("RoPE", "RMSNorm"),
+    "gpt-oss": ("YarnRoPE", "RMSNorm"),
 }
 IDS = [1, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 3, 5, 7, 9, 11, 13, 200]
 
@@ -66,7 +67,7 @@ def engine_copy(model: nn.Module) -> nn.Module:
 
 
 @pytest.mark.parametrize("name", sorted(COVERED))
-def test_each_architectures_native_path_gives_the_stock_forward(name: str) -> None:
+def test_each_architectures_native_path_gives_the_stock_forward(name: str, monkeypatch) -> None:
     """Prompt logits, then four decode steps on a KV cache (positions past the prompt), of
     the engine's copy inside an engine pass against mlx-lm's model on the same 4-bit
     weights. Tolerance: 2e-4 of the logits' range. Every replaced piece is float32 but not
@@ -96,10 +97,22 @@ def test_each_architectures_native_path_gives_the_stock_forward(name: str) -> No
     # every RoPE native, or one that rotates nothing: a tick's rows and chunks may share a
     # pass (where the attention is the dispatcher's: not Gemma 2's own softcapped one)
     assert cpu_layers.supports_ragged(tree, CpuOptions()) is (name != "gemma2")
+    sunk = []
+    if name == "gpt-oss":  # its attention sinks reach the native kernel
+        monkeypatch.setattr(native, "cache_attention", _recording(native.cache_attention, sunk))
     want, got = run(model, False), run(tree, True)
     for step, (w, g) in enumerate(zip(want, got, strict=True)):
         span = np.abs(w).max()
         assert np.abs(g - w).max() <= 2e-4 * span, (step, np.abs(g - w).max() / span)
+    assert (len(sunk) == 2 * len(got)) if name == "gpt-oss" else not sunk
+
+
+def _recording(fn, seen: list):
+    def call(*args, **kwargs):
+        if kwargs.get("sinks") is not None:
+            seen.append(kwargs["sinks"])
+        return fn(*args, **kwargs)
+    return call
 
 
 def test_freqs_ropes_give_mx_fast_ropes_rotation() -> None:
@@ -226,3 +239,29 @@ def test_a_softcapped_tied_head_is_found_so_chunks_skip_other_positions_logits(n
     whole = np.array(runner.model(ids)[:, -1])
     last = np.array(runner.head(runner.model.model(ids)[:, -1:])[:, 0])
     assert np.abs(whole - last).max() <= 1e-5 * np.abs(whole).max()
+
+
+@pytest.mark.parametrize("tiled_from", [1, 0], ids=["tiled", "two-pass"])
+@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "scalar"])
+def test_attention_sinks_are_mx_fast_sdpas_and_row_invariant(tiled_from: int, scalar: bool) -> None:
+    """cache_attention's sinks (gpt-oss) against mx.fast.scaled_dot_product_attention's,
+    boolean and causal masks: within 1e-6 (sums in another order); without them
+    > 0.05 apart. A batch row's output equals the row alone."""
+    mx.random.seed(7 + tiled_from + scalar)
+    b, hq, hkv, n, t, d = 2, 8, 2, 3, 77, 64
+    q, k, v = (mx.random.normal(s) for s in ((b, hq, n, d), (b, hkv, t, d), (b, hkv, t, d)))
+    sinks = 4 + mx.random.normal((hq,))  # a sink that takes a good share of each row
+    mask = mx.broadcast_to(mx.arange(t)[None, None, None] <= (t - n + mx.arange(n))[:, None],
+                           (b, 1, n, t))
+    for m in (mask, "causal"):
+        want = np.array(mx.fast.scaled_dot_product_attention(q, k, v, scale=d ** -0.5, mask=m,
+                                                             sinks=sinks))
+        got = np.array(native.cache_attention(q, k, v, d ** -0.5, m, sinks=sinks,
+                                              tiled_from=tiled_from, force_scalar=scalar))
+        assert np.abs(got - want).max() <= 1e-6
+    plain = np.array(native.cache_attention(q, k, v, d ** -0.5, "causal", tiled_from=tiled_from))
+    assert np.abs(plain - want).max() > 0.05
+    alone = np.array(native.cache_attention(q[1:], k[1:], v[1:], d ** -0.5, "causal",
+                                            sinks=sinks, tiled_from=tiled_from,
+                                            force_scalar=scalar))
+    assert np.array_equal(alone[0], got[1])

@@ -64,14 +64,15 @@ void scores_scalar(const AttnArgs& a, int b, int g, float* s) {
 }
 
 // Turns a row of scores into unnormalized weights; returns their sum (0: all masked).
-float softmax_row_scalar(float* s, int T) {
-  float mx = -INFINITY;
+// `sink` (-inf: none) joins the max and the sum as a key without a value.
+float softmax_row_scalar(float* s, int T, float sink) {
+  float mx = sink;
   for (int t = 0; t < T; ++t) mx = std::max(mx, s[t]);
   if (mx == -INFINITY) {
     std::fill(s, s + T, 0.f);
     return 0.f;
   }
-  float sum = 0.f;
+  float sum = sink == -INFINITY ? 0.f : std::exp(sink - mx);
   for (int t = 0; t < T; ++t) sum += (s[t] = std::exp(s[t] - mx));
   return sum;
 }
@@ -151,8 +152,8 @@ BC_AVX2 void scores_avx2(const AttnArgs& a, int b, int g, float* s) {
   }
 }
 
-BC_AVX2 float softmax_row_avx2(float* s, int T) {
-  float mx = -INFINITY;
+BC_AVX2 float softmax_row_avx2(float* s, int T, float sink) {
+  float mx = sink;
   for (int t = 0; t < T; ++t) mx = std::max(mx, s[t]);
   if (mx == -INFINITY) {
     std::fill(s, s + T, 0.f);
@@ -171,7 +172,7 @@ BC_AVX2 float softmax_row_avx2(float* s, int T) {
   }
   float sum = hsum(acc);
   for (; t < T; ++t) sum += (s[t] = s[t] == -INFINITY ? 0.f : std::exp(s[t] - mx));
-  return sum;
+  return sink == -INFINITY ? sum : sum + std::exp(sink - mx);
 }
 
 BC_AVX2 void values_avx2(const AttnArgs& a, int b, int g, const float* p, const float* sums,
@@ -199,6 +200,11 @@ BC_AVX2 void values_avx2(const AttnArgs& a, int b, int g, const float* p, const 
 }
 #endif
 
+// Row r's sink (its query head's), -inf where there are none.
+inline float sink(const AttnArgs& a, int g, int r) {
+  return a.sinks ? a.sinks[g * (a.Hq / a.Hkv) + r / a.L] : -INFINITY;
+}
+
 void task(const AttnArgs& a, int b, int g, bool simd) {
   const int R = a.Hq / a.Hkv * a.L;
   thread_local std::vector<float> scratch;
@@ -212,7 +218,7 @@ void task(const AttnArgs& a, int b, int g, bool simd) {
   if (simd) {
     scores_avx2(a, b, g, s);
     if (cap) softcap_scalar(s, (int64_t)R * a.T, a.softcap);
-    for (int r = 0; r < R; ++r) sums[r] = softmax_row_avx2(s + (size_t)r * a.T, a.T);
+    for (int r = 0; r < R; ++r) sums[r] = softmax_row_avx2(s + (size_t)r * a.T, a.T, sink(a, g, r));
     values_avx2(a, b, g, s, sums, acc);
     return;
   }
@@ -220,7 +226,7 @@ void task(const AttnArgs& a, int b, int g, bool simd) {
   (void)acc;
   scores_scalar(a, b, g, s);
   if (cap) softcap_scalar(s, (int64_t)R * a.T, a.softcap);
-  for (int r = 0; r < R; ++r) sums[r] = softmax_row_scalar(s + (size_t)r * a.T, a.T);
+  for (int r = 0; r < R; ++r) sums[r] = softmax_row_scalar(s + (size_t)r * a.T, a.T, sink(a, g, r));
   values_scalar(a, b, g, s, sums);
 }
 

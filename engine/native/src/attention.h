@@ -35,6 +35,9 @@ struct AttnArgs {
   // mask (Gemma 2's attention logit soft-capping; softcap.h); 0: none. Not with an
   // additive mask on the two-pass kernel (cache_attention refuses it).
   float softcap = 0.f;
+  // Hq attention sinks or null: each query head's logit joins its softmax's denominator
+  // as a key with no value (gpt-oss; mx.fast.scaled_dot_product_attention's `sinks`).
+  const float* sinks = nullptr;
 };
 
 // out = softmax(scale * q @ k.T + mask) @ v, in float32. A row with every key masked out

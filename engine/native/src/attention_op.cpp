@@ -19,7 +19,8 @@ void check(bool ok, const std::string& msg) {
 
 mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
                           const mx::array& mask, float scale, int mask_kind, bool force_scalar,
-                          int tiled_from, float softcap, mx::StreamOrDevice s) {
+                          int tiled_from, float softcap, const mx::array& sinks,
+                          mx::StreamOrDevice s) {
   check(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-D");
   check(q.dtype() == mx::float32 && k.dtype() == mx::float32 && v.dtype() == mx::float32,
         "q, k and v must be float32");
@@ -40,6 +41,10 @@ mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::arra
     if (mask_kind == 2) m = mx::astype(m, mx::bool_, stream);
     else if (m.dtype() != mx::float32) m = mx::astype(m, mx::float32, stream);
     inputs.push_back(m);
+  }
+  if (sinks.size()) {  // the last input: the kernel finds it by count
+    check(sinks.ndim() == 1 && sinks.shape(0) == Hq, "sinks must have one entry a query head");
+    inputs.push_back(mx::astype(sinks, mx::float32, stream));
   }
   return mx::array({B, Hq, L, D}, mx::float32,
                    std::make_shared<CacheAttention>(stream, scale, mask_kind, force_scalar,
@@ -74,6 +79,12 @@ void CacheAttention::eval_cpu(const std::vector<mx::array>& inputs, mx::array& o
     encoder.set_input_array(m);
     a.mask = m.data<void>();
     for (int i = 0; i < 4; ++i) a.ms[i] = m.strides()[i];
+  }
+  const size_t n_fixed = mask_kind_ >= 2 ? 4 : 3;
+  if (inputs.size() > n_fixed) {
+    const mx::array& sk = inputs[n_fixed];
+    encoder.set_input_array(sk);
+    a.sinks = sk.data<float>();
   }
   encoder.set_output_array(out);
   a.out = out.data<float>();

@@ -14,11 +14,13 @@ namespace mx = mlx::core;
 // broadcastable to (B, Hq, L, T) (ignored for kinds 0 and 1). tiled_from: query positions
 // from which the tiled kernel runs (-1: kTiledFrom, 0: never; tests and benchmarks).
 // softcap > 0: scores capped to softcap * tanh(s / softcap) before the mask (Gemma 2);
-// not with an additive mask (kind 3).
+// not with an additive mask (kind 3). sinks: (Hq,) logits that join each head's softmax
+// denominator as keys without values (gpt-oss), or a 0-size array for none.
 mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
                           const mx::array& mask, float scale, int mask_kind,
                           bool force_scalar = false, int tiled_from = -1,
-                          float softcap = 0.f, mx::StreamOrDevice s = {});
+                          float softcap = 0.f, const mx::array& sinks = mx::zeros({0}, mx::float32),
+                          mx::StreamOrDevice s = {});
 
 class CacheAttention : public mx::UnaryPrimitive {
  public:

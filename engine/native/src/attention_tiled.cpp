@@ -244,6 +244,8 @@ BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int
   sc.o.assign((size_t)R * D, 0.f);
   sc.m.assign(R, -INFINITY);
   sc.l.assign(R, 0.f);
+  if (a.sinks)  // each row's sink as a key seen first, with no value: weight exp(sink - m)
+    for (int r = 0; r < R; ++r) sc.m[r] = a.sinks[hs[r]], sc.l[r] = 1.f;
   sc.corr.resize(R);
   sc.vrow.resize(kBk);
   float *q = sc.q.data(), *kt = sc.kt.data(), *s = sc.s.data(), *o = sc.o.data();
