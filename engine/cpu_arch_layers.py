@@ -61,32 +61,24 @@ class _FreqsRoPE:
         return native.rope(x, dims, traditional=traditional, scale=scale, offset=offset,
                            inv_freq=inv)
 
+    def __call__(self, x: mx.array, offset=0) -> mx.array:
+        out = self._native(x, offset)
+        return out if out is not None else super().__call__(x, offset)
+
 
 class Llama3RoPE(_FreqsRoPE, rope_utils.Llama3RoPE):
     def _rope_form(self) -> tuple[int, bool, float]:
         return self.dims, self.traditional, 1.0
-
-    def __call__(self, x: mx.array, offset=0) -> mx.array:
-        out = self._native(x, offset)
-        return out if out is not None else super().__call__(x, offset)
 
 
 class ProportionalRoPE(_FreqsRoPE, rope_utils.ProportionalRoPE):
     def _rope_form(self) -> tuple[int, bool, float]:
         return self.dims, self.traditional, 1.0
 
-    def __call__(self, x: mx.array, offset=0) -> mx.array:
-        out = self._native(x, offset)
-        return out if out is not None else super().__call__(x, offset)
-
 
 class SuScaledRoPE(_FreqsRoPE, rope_utils.SuScaledRoPE):
     def _rope_form(self) -> tuple[int, bool, float]:
         return self.dim, False, self._scale
-
-    def __call__(self, x: mx.array, offset=0) -> mx.array:
-        out = self._native(x, offset)
-        return out if out is not None else super().__call__(x, offset)
 
 
 class YarnRoPE(_FreqsRoPE, rope_utils.YarnRoPE):
@@ -96,7 +88,8 @@ class YarnRoPE(_FreqsRoPE, rope_utils.YarnRoPE):
     def __call__(self, x: mx.array, offset=0, scale: float = 1.0,
                  inverse: bool = False) -> mx.array:
         out = None if inverse else self._native(x, offset, scale)
-        return out if out is not None else super().__call__(x, offset, scale, inverse)
+        return out if out is not None else rope_utils.YarnRoPE.__call__(self, x, offset, scale,
+                                                                        inverse)
 
 
 FREQS_ROPES: dict[type, type] = {
