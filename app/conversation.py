@@ -22,6 +22,7 @@ from .bridge import EngineBridge, Generation
 from .conversation_tools import ToolTurns
 from .events import Event
 from .message_tree import ChatMessage, MessageTree, Removed
+from .reply_reasoning import take_text
 from .reply_tools import tool_result_text
 from .request import Refusal
 from .request.engine_input import choice_seed
@@ -310,14 +311,17 @@ class Conversation:
         for m in path:
             if m.tool_calls:  # the calls, then each one's result as a "tool" message
                 out.append({"role": "assistant", "content": m.content,
-                            "tool_calls": m.tool_calls})
+                            "tool_calls": m.tool_calls}
+                           | ({"reasoning_content": m.reasoning} if m.reasoning else {}))
                 out.extend({"role": "tool", "tool_call_id": c["id"],
                             "name": c["function"]["name"],
                             "content": tool_result_text(m.tool_results.get(c["id"]))}
                            for c in m.tool_calls)
             elif m.content or m.role == "user":
                 out.append({"role": m.role, "content": m.content}
-                           | ({"token_ids": m.token_ids} if m.token_ids else {}))
+                           | ({"token_ids": m.token_ids} if m.token_ids else {})
+                           # earlier thinking: the template keeps or drops it
+                           | ({"reasoning_content": m.reasoning} if m.reasoning else {}))
         return out
 
     # -- internals ----------------------------------------------------------------------
@@ -440,13 +444,13 @@ class Conversation:
 
     def _on_delta(self, msg: ChatMessage, gen: Generation) -> None:
         msg.wait_note = ""
-        msg.content = gen.text  # the stream's text (its one copy), not a second accumulated
+        take_text(msg, gen)  # the stream's text; a reasoning model's split from its thinking
         self.message_changed.emit(msg, "text")
 
     def _on_finished(self, msg: ChatMessage, gen: Generation) -> None:
         msg.streaming = False
         msg.wait_note = ""
-        msg.content = gen.text  # the message keeps it from now on (the stream is let go)
+        take_text(msg, gen, final=True)  # the message keeps it from now on
         msg.stats = gen.stats
         msg.finish_reason = gen.finish_reason
         msg.error = gen.error

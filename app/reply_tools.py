@@ -3,7 +3,10 @@ each call's outcome as the model reads it in the next prompt. Qt-free."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
+
+from engine.public import split_whole
 
 from .bridge import Generation
 from .tools import parse_reply
@@ -16,12 +19,26 @@ def reply_calls(gen: Generation, text: str) -> tuple[str, list[dict[str, Any]]] 
     remote = getattr(gen.stream, "tool_calls", None)
     if remote:
         return text, [dict(c) for c in remote]
+    harmony = harmony_calls(gen)
+    if harmony:
+        return text, harmony
     if gen.call_format is None or not text:
         return None
     parsed = parse_reply(text, gen.call_format, gen.tool_names)
     if not parsed.calls:
         return None
     return parsed.content or "", [c.openai() for c in parsed.calls]
+
+
+def harmony_calls(gen: Generation) -> list[dict[str, Any]]:
+    """A Harmony model's calls (gpt-oss: commentary to=functions.NAME), which its reply's
+    split takes out of the answer (engine/reasoning/harmony.py), in OpenAI's shape."""
+    shape = gen.shape
+    if shape is None or not shape.style.harmony:
+        return []
+    _thinking, _answer, found = split_whole(gen.text, shape.style, shape.inside)
+    return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": p.name, "arguments": p.text}} for p in found]
 
 
 def tool_result_text(outcome: dict[str, str] | None) -> str:

@@ -192,6 +192,7 @@ class EngineBridge:
         if route.local:  # a remote server sends its calls parsed (RemoteStream)
             gen.call_format = taken.call_format
             gen.tool_names = request.call_names
+            gen.shape = taken.shape
         self.frames.follow(gen)
         if route.local:
             self._waits.watch()

@@ -87,6 +87,9 @@ class Generation:
         # local replies) and the functions offered
         self.call_format: Any = None
         self.tool_names: list[str] = []
+        # a reasoning model's reply: how its text splits into thinking and answer
+        # (app/request/reasoning.py's Shape; None: all answer, and remote replies)
+        self.shape: Any = None
         # why the app ended it, when that says more than the engine's "cancelled" or
         # "shutdown": "switched" (a model switch stopped it, app/bridge/switch.py)
         self.ended_by: str | None = None

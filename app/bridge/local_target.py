@@ -138,10 +138,10 @@ class LocalTarget:
 
         return prompt_text(self.engine.tokenizer, messages, template_kwargs)
 
-    def is_token(self, text: str) -> bool:
-        """Whether `text` is one token of the vocabulary (Qwen3's `<think>`)."""
+    def token_of(self, text: str) -> int | None:
+        """The id of `text` where it is one token of the vocabulary (Qwen3's `<think>`)."""
         ids = self.engine.tokenizer.encode(text, add_special_tokens=False)
-        return len(ids) == 1
+        return int(ids[0]) if len(ids) == 1 else None
 
     def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
         """The prompt `submit(messages)` would run (RequestRejected if it would refuse

@@ -57,6 +57,8 @@ def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any
         out["answered_by"] = msg.answered_by  # "model" or "connection (model)"; never a key
     if msg.backend is not None:
         out["backend"] = msg.backend  # the connection's name (absent: the local engine)
+    if msg.reasoning:  # how long and how much it thought (issue #49), for the block's title
+        out.update(thinking_s=msg.thinking_s, reasoning_tokens=msg.reasoning_tokens)
     return out
 
 
@@ -69,6 +71,7 @@ def message_record(conv: Conversation, msg: ChatMessage, *, created_at: str | No
     if msg.tool_calls:  # copied: the record is queued and the outcomes change in place
         record.tool_calls = copy.deepcopy(msg.tool_calls)
         record.tool_results = copy.deepcopy(msg.tool_results)
+    record.reasoning = msg.reasoning or None  # a reasoning model's thinking, apart
     if created_at is not None:
         record.created_at = created_at
     return record
@@ -104,6 +107,7 @@ def chat_message(record: Message) -> ChatMessage:
                       parent_id=record.parent_id, seq=record.seq)
     if record.role != "assistant":
         return msg
+    msg.reasoning = record.reasoning or ""
     if not record.is_complete:
         msg.finish_reason = INTERRUPTED
         return msg
@@ -113,6 +117,9 @@ def chat_message(record: Message) -> ChatMessage:
     msg.error = _text(stats.get("error"))
     msg.backend = _text(stats.get("backend"))
     msg.answered_by = _text(stats.get("answered_by")) or ""
+    if msg.reasoning:
+        msg.thinking_s = _number(stats, "thinking_s", float)
+        msg.reasoning_tokens = _number(stats, "reasoning_tokens", int)
     if record.tool_calls:
         msg.tool_calls = copy.deepcopy(record.tool_calls)
         results = record.tool_results or {}

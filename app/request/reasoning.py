@@ -30,16 +30,18 @@ class Target(Protocol):
     def prompt_text(self, messages: Sequence[Mapping[str, Any]],
                     template_kwargs: Mapping[str, Any]) -> str: ...
 
-    def is_token(self, text: str) -> bool: ...
+    def token_of(self, text: str) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """How a reply to this request is split: the model's style, and whether its prompt
-    left the reply inside the thinking."""
+    """How a reply to this request is split: the model's style, whether its prompt left
+    the reply inside the thinking, and the id of the token that ends the thinking where
+    it is one (the reasoning tokens of a local reply are then counted exactly)."""
 
     style: ReasoningStyle
     inside: bool
+    end_token: int | None = None
 
 
 def prepared(request: ChatRequest, target: Target) -> tuple[ChatRequest, Shape | None]:
@@ -57,7 +59,7 @@ def prepared(request: ChatRequest, target: Target) -> tuple[ChatRequest, Shape |
     grammar = _grammar(ready, style, inside, target)
     if grammar is not None:
         ready = replace(ready, grammar=grammar)
-    return ready, Shape(style, inside)
+    return ready, Shape(style, inside, target.token_of(style.end))
 
 
 def _grammar(request: ChatRequest, style: ReasoningStyle, inside: bool,
@@ -72,8 +74,8 @@ def _grammar(request: ChatRequest, style: ReasoningStyle, inside: bool,
     schema = None
     if fmt is not None:
         schema = {"type": "object"} if fmt.kind == "json_object" else dict(fmt.schema or {})
-    tokens = (not style.harmony and target.is_token(style.start),
-              not style.harmony and target.is_token(style.end))
+    tokens = (not style.harmony and target.token_of(style.start) is not None,
+              not style.harmony and target.token_of(style.end) is not None)
     try:
         return lark_grammar(budget_grammar(style, budget, inside=inside, answer_schema=schema,
                                            strict=fmt.strict if fmt else True,

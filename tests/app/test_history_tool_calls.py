@@ -21,7 +21,12 @@ import pytest
 from app.bridge import EngineBridge
 from app.conversation import ChatMessage, Conversation
 from app.history.convert import CALL_INTERRUPTED
-from app.history.export import export_all, export_all_json, session_to_markdown
+from app.history.export import (
+    FORMAT_VERSION,
+    export_all,
+    export_all_json,
+    session_to_markdown,
+)
 from app.history.import_json import import_document
 from app.history.writer import HistoryWriter
 from app.mcp import McpManager
@@ -175,7 +180,7 @@ def tool_chat(store: Store) -> Session:
 def test_export_and_import_keep_the_calls(store: Store, tmp_path: Path) -> None:
     session = tool_chat(store)
     text = export_all_json(store)
-    assert json.loads(text)["format_version"] == 2
+    assert json.loads(text)["format_version"] == FORMAT_VERSION
     other = Store.open(tmp_path / "other.db")
     try:
         assert import_document(other, json.loads(text)).added["messages"] == 3

@@ -19,10 +19,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.conversation import FINISH_NOTES, ChatMessage
+from app.reply_reasoning import thinking_live
 
 from ..mcp.tool_block import ToolCallBlock
 from .render_throttle import RenderThrottle
 from .reply_body import ReplyBody
+from .thinking_block import ThinkingBlock
 
 COPY_LABEL = "Copy"
 CONFIRM_MS = 1500
@@ -55,6 +57,8 @@ def stats_text(msg: ChatMessage) -> str:
             return FINISH_NOTES["interrupted"]
         return msg.finish_reason or ""
     text = msg.stats.summary()
+    if msg.reasoning_tokens:  # a reasoning model's thinking, counted apart
+        text += f" · {msg.reasoning_tokens} thinking"
     if msg.backend is not None and msg.answered_by:  # measured on this side of the network
         text += f" · from {msg.answered_by}"
     note = FINISH_NOTES.get(msg.finish_reason or "")
@@ -153,6 +157,9 @@ class MessageWidget(QFrame):
             header.addWidget(copy)
         header.addWidget(self._more_button(message.role))
         layout.addLayout(header)
+        # a reasoning model's thinking, folded above the answer (hidden when there is none)
+        self.thinking = ThinkingBlock(self)
+        layout.addWidget(self.thinking)
         self.body = ReplyBody(self)  # prose wraps; each code block scrolls sideways
         self.body.copied.connect(lambda what: self._confirm(f"{what} copied ✓"))
         layout.addWidget(self.body)
@@ -216,7 +223,7 @@ class MessageWidget(QFrame):
         """Show the message's current state (deferred while hidden)."""
         self._dirty = True
         if self.isVisible() or not self.body.source_text:
-            if self.message.streaming and self.message.content:
+            if self.message.streaming and (self.message.content or self.message.reasoning):
                 self.throttle.request()
             else:  # the first text, a wait note, the finished reply: no waiting
                 self.throttle.render_now()
@@ -228,8 +235,13 @@ class MessageWidget(QFrame):
     def _render(self) -> None:
         self._dirty = False
         msg = self.message
-        # a reply that only called tools: its blocks, no empty text above them
-        self.body.setVisible(bool(msg.content) or msg.streaming or not msg.tool_calls)
+        live = thinking_live(msg)
+        self.thinking.show_thinking(msg.reasoning, live=live, seconds=msg.thinking_s,
+                                    tokens=msg.reasoning_tokens)
+        # a reply that only called tools: its blocks, no empty text above them; one that
+        # is thinking: its block, no empty answer under it
+        self.body.setVisible((bool(msg.content) or msg.streaming or not msg.tool_calls)
+                             and not live)
         if msg.content or not msg.streaming:
             self.body.set_markdown(msg.content)
         else:  # never a silent wait: where the request stands until its first token

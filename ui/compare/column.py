@@ -7,10 +7,12 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from app.conversation import ChatMessage, ReplyTarget
+from app.reply_reasoning import thinking_live
 
 from ..chat.markdown_view import MarkdownView
 from ..chat.message_view import stats_text
 from ..chat.render_throttle import RenderThrottle
+from ..chat.thinking_block import ThinkingBlock
 from ..widgets import ElidedLabel
 
 COLUMN_MIN_WIDTH = 180  # four columns still fit a 900 px window
@@ -40,6 +42,7 @@ class ReplyColumn(QFrame):
         layout.addWidget(self.title)
         layout.addWidget(self.model)
 
+        self.thinking = ThinkingBlock()  # a reasoning model's thinking, folded
         self.body = MarkdownView()
         self.scroll = QScrollArea()
         self.scroll.setObjectName("compareScroll")
@@ -50,6 +53,7 @@ class ReplyColumn(QFrame):
         inner.setObjectName("compareInner")
         col = QVBoxLayout(inner)
         col.setContentsMargins(0, 0, 0, 0)
+        col.addWidget(self.thinking)
         col.addWidget(self.body)
         col.addStretch(1)
         self.scroll.setWidget(inner)
@@ -86,7 +90,7 @@ class ReplyColumn(QFrame):
     def refresh(self) -> None:
         """The message changed: render now, or soon while it streams (at most 30 a second)."""
         msg = self.message
-        if msg is not None and msg.streaming and msg.content:
+        if msg is not None and msg.streaming and (msg.content or msg.reasoning):
             self.throttle.request()
         else:
             self.throttle.render_now()
@@ -97,6 +101,8 @@ class ReplyColumn(QFrame):
             self.body.set_markdown(f"**Not sent:** {self.refused}")
             text, failed = "refused", True
         else:
+            self.thinking.show_thinking(msg.reasoning, live=thinking_live(msg),
+                                        seconds=msg.thinking_s, tokens=msg.reasoning_tokens)
             if not msg.content and msg.finish_reason == "error":  # say so where one reads
                 self.body.set_markdown(f"**No answer:** {msg.error or 'unknown error'}")
             elif msg.content or not msg.streaming:

@@ -1,0 +1,50 @@
+"""A reasoning model's reply in a tab (issue #49): its stream's text split into the
+thinking (`ChatMessage.reasoning`) and the answer (`content`) at each frame, with how long
+and how many tokens it thought.
+
+The split reads the stream's whole text each frame (engine.public's ReasoningSplit, fed
+at once), so the message holds the two parts and no splitter state; a tag still arriving
+is held back until the reply ends. The thinking's time and tokens are taken at the last
+frame that was still thinking (the local engine's token count; a remote reply has none);
+at the end the tokens are counted exactly where the thinking ends on a token of its own
+(Qwen3's `</think>`, gpt-oss's `<|end|>`): those up to it."""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from engine.public import ReasoningSplit
+
+if TYPE_CHECKING:
+    from .message_tree import ChatMessage
+
+# a reply's first frame, by its Generation (gone with it)
+_started: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def take_text(msg: ChatMessage, gen: Any, *, final: bool = False) -> None:
+    """Set `msg`'s answer (and thinking) from `gen`'s stream text; `final`: the reply ended
+    (whatever was held back is given out)."""
+    shape = gen.shape
+    if shape is None:
+        msg.content = gen.text  # the stream's text (its one copy), not a second accumulated
+        return
+    split = ReasoningSplit(shape.style, shape.inside)
+    pieces = split.feed(gen.text) + (split.finish() if final else [])
+    msg.reasoning = "".join(p.text for p in pieces if p.kind == "reasoning")
+    msg.content = "".join(p.text for p in pieces if p.kind == "content")
+    now = time.monotonic()
+    start = _started.setdefault(gen, now)
+    tokens = getattr(gen.stream, "tokens", None)
+    if msg.reasoning and (split.opened and not final or msg.thinking_s is None):
+        msg.thinking_s = now - start
+        msg.reasoning_tokens = len(tokens) if tokens is not None else None
+    if final and msg.reasoning and tokens is not None and shape.end_token in tokens:
+        msg.reasoning_tokens = list(tokens).index(shape.end_token) + 1
+
+
+def thinking_live(msg: ChatMessage) -> bool:
+    """Whether the reply is still thinking (streaming, thinking and no answer yet)."""
+    return msg.streaming and bool(msg.reasoning) and not msg.content

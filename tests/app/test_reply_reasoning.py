@@ -1,0 +1,97 @@
+"""Issue #49 (E): a tab's reply of a reasoning model, split at each frame
+(app/reply_reasoning.py): the message's thinking and answer from its stream's text, a tag
+still arriving held back until the end, the thinking's time and tokens taken while it
+thinks; a model that does not think keeps the stream's very string."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from app.message_tree import ChatMessage
+from app.reply_reasoning import take_text, thinking_live
+from app.request.reasoning import Shape
+from engine.public import ReasoningStyle
+
+TAGS = Shape(ReasoningStyle("tags", "<think>", "</think>"), inside=False)
+
+
+class Reply(SimpleNamespace):
+    """A Generation as take_text reads it (its shape, its stream's text and tokens)."""
+
+    __hash__ = object.__hash__  # held weakly by its first frame's time
+
+
+def reply(shape, text: str, tokens: int | None = None) -> Reply:
+    stream = SimpleNamespace(text=text, tokens=None if tokens is None else [0] * tokens)
+    return Reply(shape=shape, stream=stream, text=text)
+
+
+def test_each_frame_splits_the_streams_text() -> None:
+    msg = ChatMessage("assistant", "", streaming=True)
+    gen = reply(TAGS, "<think>\nstep one", tokens=4)
+    take_text(msg, gen)
+    assert (msg.reasoning, msg.content) == ("step one", "")
+    assert thinking_live(msg) and msg.reasoning_tokens == 4 and msg.thinking_s is not None
+    gen.text = gen.stream.text = "<think>\nstep one\nstep two\n</thi"
+    gen.stream.tokens += [0] * 5
+    take_text(msg, gen)  # the closing tag still arriving: held back, never shown
+    assert (msg.reasoning, msg.content) == ("step one\nstep two", "")
+    assert msg.reasoning_tokens == 9
+    gen.text = gen.stream.text = "<think>\nstep one\nstep two\n</think>\n\nFour."
+    gen.stream.tokens += [0] * 4
+    take_text(msg, gen)
+    assert (msg.reasoning, msg.content) == ("step one\nstep two", "Four.")
+    assert msg.reasoning_tokens == 9  # taken while it thought
+    msg.streaming = False
+    take_text(msg, gen, final=True)
+    assert not thinking_live(msg) and msg.content == "Four."
+
+
+def test_a_reply_cut_inside_its_thinking_keeps_it_at_the_end() -> None:
+    msg = ChatMessage("assistant", "", streaming=True)
+    gen = reply(TAGS, "<think>cut off </thi", tokens=3)
+    take_text(msg, gen)
+    assert msg.reasoning == "cut off"
+    take_text(msg, gen, final=True)
+    assert (msg.reasoning, msg.content) == ("cut off </thi", "")
+
+
+def test_a_model_that_does_not_think_keeps_the_streams_string() -> None:
+    msg = ChatMessage("assistant", "", streaming=True)
+    gen = reply(None, " <think> is just text")
+    take_text(msg, gen)
+    assert msg.content is gen.text and msg.reasoning == ""
+    assert msg.thinking_s is None and not thinking_live(msg)
+
+
+def test_a_remote_reply_has_no_token_count() -> None:
+    msg = ChatMessage("assistant", "", streaming=True)
+    take_text(msg, reply(TAGS, "<think>hm"))
+    assert msg.reasoning == "hm" and msg.reasoning_tokens is None
+
+
+def test_a_harmony_replys_calls_are_taken_as_the_tabs_calls() -> None:
+    from app.reply_tools import reply_calls
+
+    shape = Shape(ReasoningStyle("harmony", "<|channel|>analysis<|message|>", "<|end|>"),
+                  inside=False)
+    text = ("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
+            "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+            '{"city": "Paris"}')
+    gen = reply(shape, text)
+    gen.call_format, gen.tool_names = None, ["get_weather"]
+    msg = ChatMessage("assistant", "", streaming=True)
+    take_text(msg, gen, final=True)
+    assert (msg.reasoning, msg.content) == ("Need the weather.", "")
+    answer, calls = reply_calls(gen, msg.content)
+    assert answer == "" and [(c["function"]["name"], c["function"]["arguments"])
+                             for c in calls] == [("get_weather", '{"city": "Paris"}')]
+
+
+def test_at_the_end_the_thinking_tokens_are_counted_up_to_its_end_token() -> None:
+    shape = Shape(TAGS.style, inside=False, end_token=99)
+    msg = ChatMessage("assistant", "", streaming=True)
+    gen = reply(shape, "<think>a b</think>answer")
+    gen.stream.tokens = [5, 6, 7, 99, 8, 9]
+    take_text(msg, gen, final=True)
+    assert msg.reasoning_tokens == 4 and msg.content == "answer"
