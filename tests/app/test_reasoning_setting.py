@@ -64,3 +64,9 @@ def test_the_defaults_keep_it_and_a_tab_names_it_as_an_override(tmp_path: Path) 
     settings.set_defaults(defaults.system_prompt, defaults.params)
     again = Settings.load(tmp_path / "settings.json")
     assert again.defaults.params["reasoning"] == HIGH
+
+
+def test_a_preset_keeps_it(tmp_path: Path) -> None:
+    settings = Settings(tmp_path / "settings.json")
+    settings.save_preset("Deep", DEFAULT_PARAMS | {"reasoning": HIGH})
+    assert Settings.load(tmp_path / "settings.json").preset("Deep")["reasoning"] == HIGH
