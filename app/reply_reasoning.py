@@ -30,19 +30,35 @@ def take_text(msg: ChatMessage, gen: Any, *, final: bool = False) -> None:
     shape = gen.shape
     if shape is None:
         msg.content = gen.text  # the stream's text (its one copy), not a second accumulated
+        remote = getattr(gen.stream, "reasoning", "")  # a server that split it (remote)
+        if remote:
+            msg.reasoning = remote
+            _clock(msg, gen, thinking=not msg.content and not final)
+            if final:  # the server's own count, where its usage says it
+                details = (getattr(gen.stream, "usage", None) or {}).get(
+                    "completion_tokens_details") or {}
+                count = details.get("reasoning_tokens")
+                msg.reasoning_tokens = count if isinstance(count, int) and count else None
         return
     split = ReasoningSplit(shape.style, shape.inside)
     pieces = split.feed(gen.text) + (split.finish() if final else [])
     msg.reasoning = "".join(p.text for p in pieces if p.kind == "reasoning")
     msg.content = "".join(p.text for p in pieces if p.kind == "content")
-    now = time.monotonic()
-    start = _started.setdefault(gen, now)
     tokens = getattr(gen.stream, "tokens", None)
-    if msg.reasoning and (split.opened and not final or msg.thinking_s is None):
-        msg.thinking_s = now - start
-        msg.reasoning_tokens = len(tokens) if tokens is not None else None
+    _clock(msg, gen, thinking=split.opened and not final)
     if final and msg.reasoning and tokens is not None and shape.end_token in tokens:
         msg.reasoning_tokens = list(tokens).index(shape.end_token) + 1
+
+
+def _clock(msg: ChatMessage, gen: Any, *, thinking: bool) -> None:
+    """How long and in how many tokens it has thought, while it thinks (and once, at the
+    first frame with thinking, for a reply whose thinking came whole)."""
+    now = time.monotonic()
+    start = _started.setdefault(gen, now)
+    if msg.reasoning and (thinking or msg.thinking_s is None):
+        msg.thinking_s = now - start
+        tokens = getattr(gen.stream, "tokens", None)
+        msg.reasoning_tokens = len(tokens) if tokens is not None else None
 
 
 def thinking_live(msg: ChatMessage) -> bool:

@@ -81,6 +81,7 @@ class Generation:
         self.progress: Any = None  # the engine's RequestProgress, until the first token
         # how much of the stream's text `delta` listeners have had (a count, not a copy)
         self.shown_chars = 0
+        self.shown_reasoning = 0  # as much, of a remote reply's thinking (RemoteStream)
         self.ended = False  # the stream ended (its finish may not be flushed yet)
         self.is_finished = False  # `finished` was emitted
         # with tools (routing): how the reply's calls are written (app.tools' CallFormat,
@@ -149,10 +150,15 @@ class Generation:
         """Hand `delta` listeners the stream's text that came since the last flush, then
         `finished` once the stream has ended."""
         text = self.stream.text
+        thought = len(getattr(self.stream, "reasoning", ""))  # a remote reply's thinking
         if len(text) > self.shown_chars:
             new = text[self.shown_chars:]
             self.shown_chars = len(text)
+            self.shown_reasoning = thought
             self.delta.emit(new)
+        elif thought > self.shown_reasoning:  # only thinking arrived: views read it there
+            self.shown_reasoning = thought
+            self.delta.emit("")
         if self.ended and not self.is_finished:
             self.is_finished = True
             self.finished.emit(self)

@@ -63,6 +63,16 @@ class RemoteStream(EventStream):
         self._server_finish: str | None = None  # the finish_reason the server sent
         # the reply's tool calls (OpenAI's shape), put together from the streamed deltas
         self.tool_calls: list[dict[str, Any]] = []
+        # a reasoning model's thinking, from the server's reasoning_content (llama.cpp,
+        # this server) or reasoning (vLLM) deltas: apart from the text
+        self._reasoning: list[str] = []
+
+    @property
+    def reasoning(self) -> str:
+        """The reply's thinking so far ("" from a server or model that sends none)."""
+        if len(self._reasoning) > 1:
+            self._reasoning[:] = ["".join(self._reasoning)]
+        return self._reasoning[0] if self._reasoning else ""
 
     def cancel(self) -> None:
         """Close the HTTP stream; the request ends with finish_reason "cancelled"."""
@@ -157,6 +167,9 @@ class RemoteStream(EventStream):
             delta = (choice.get("delta") or {}) if isinstance(choice, dict) else None
             if not isinstance(delta, dict):
                 raise MalformedStream(f"malformed chunk (bad choice): {str(chunk)[:80]!r}")
+            thought = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(thought, str) and thought:
+                self._on_reasoning(thought)
             text = delta.get("content")
             if text:
                 self._on_text(str(text))
@@ -187,6 +200,15 @@ class RemoteStream(EventStream):
                 call["function"]["arguments"] += fn["arguments"]
         if self._t_first is None:
             self._t_first = time.perf_counter()
+
+    def _on_reasoning(self, text: str) -> None:
+        """A piece of the thinking: a chunk (it counts as one, as text does) whose event
+        carries no text, so the views take the thinking from `reasoning`."""
+        if self._t_first is None:
+            self._t_first = time.perf_counter()
+        self.chunks += 1
+        self._reasoning.append(text)
+        self._queue(TokenEvent(self.request_id, PLACEHOLDER_TOKEN, ""))
 
     def _on_text(self, text: str) -> None:
         if self._t_first is None:
