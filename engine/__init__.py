@@ -28,6 +28,7 @@ _EXPORTS = {
     "TickRecord": ".stats",
     "RequestStream": ".stream",
     "tool_chat_tokens": ".tool_template",
+    "prompt_text": ".chat_prompt",  # where a reasoning model's reply starts (engine/reasoning)
     "tool_support": ".tool_template",
 }
 __all__ = sorted(_EXPORTS)

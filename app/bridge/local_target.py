@@ -134,7 +134,7 @@ class LocalTarget:
                     template_kwargs: Mapping[str, Any]) -> str:
         """The rendered prompt of `messages` as text (where the reply starts); "" where
         the template refuses them (the submit then says why)."""
-        from engine.chat_prompt import prompt_text
+        from engine import prompt_text
 
         return prompt_text(self.engine.tokenizer, messages, template_kwargs)
 
