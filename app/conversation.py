@@ -22,7 +22,7 @@ from .bridge import EngineBridge, Generation
 from .conversation_tools import ToolTurns
 from .events import Event
 from .message_tree import ChatMessage, MessageTree, Removed
-from .reply_reasoning import take_text
+from .reasoning.reply import take_text
 from .reply_tools import tool_result_text
 from .request import Refusal
 from .request.engine_input import choice_seed

@@ -16,8 +16,8 @@ from typing import Any
 
 from engine.public import SamplingParams, repair_text
 
-from . import reasoning_setting
 from .output_format import describe as describe_format
+from .reasoning import setting as reasoning_setting
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ class ChatMessage:
     tool_calls: list[dict[str, Any]] | None = None
     tool_results: dict[str, dict[str, str]] = field(default_factory=dict)
     # A reasoning model's reply (issue #49): its thinking apart from the answer (`content`),
-    # how long it thought and in how many tokens (app/reply_reasoning.py; None: unknown)
+    # how long it thought and in how many tokens (app/reasoning/reply.py; None: unknown)
     reasoning: str = ""
     thinking_s: float | None = None
     reasoning_tokens: int | None = None

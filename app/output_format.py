@@ -25,7 +25,7 @@ from .request.engine_input import format_grammar
 JSON_OBJECT: dict[str, Any] = {"type": "json_object"}
 # a tab's params beyond the engine's sampling settings: its output format, the MCP
 # servers whose tools it offers with its tool_choice (app.tool_runner), and a reasoning
-# model's thinking (app/reasoning_setting.py)
+# model's thinking (app/reasoning/setting.py)
 APP_KEYS = frozenset({"response_format", "mcp_servers", "tool_choice", "reasoning"})
 MAX_SCHEMA_FILE_BYTES = 1_000_000
 

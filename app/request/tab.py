@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .. import reasoning_setting
 from ..output_format import APP_KEYS, OutputFormatError, grammar_of, response_format_of
+from ..reasoning import setting as reasoning_setting
 from ..tools import ToolSpecError, parse_tools
 from .chat_request import ChatRequest
 from .refusal import Refusal, RefusalCode

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.defaults import DEFAULT_PARAMS, Defaults, DefaultsError, normalize_params
-from app.reasoning_setting import ReasoningSettingError, check, controls, describe
+from app.reasoning.setting import ReasoningSettingError, check, controls, describe
 from app.request.tab import tab_request
 from app.settings import Settings
 from engine.public import Controls

@@ -1,5 +1,5 @@
 """Issue #49 (E): a tab's reply of a reasoning model, split at each frame
-(app/reply_reasoning.py): the message's thinking and answer from its stream's text, a tag
+(app/reasoning/reply.py): the message's thinking and answer from its stream's text, a tag
 still arriving held back until the end, the thinking's time and tokens taken while it
 thinks; a model that does not think keeps the stream's very string."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from app.message_tree import ChatMessage
-from app.reply_reasoning import take_text, thinking_live
+from app.reasoning.reply import take_text, thinking_live
 from app.request.reasoning import Shape
 from engine.public import ReasoningStyle
 

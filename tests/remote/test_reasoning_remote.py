@@ -13,8 +13,8 @@ import pytest
 
 from app.bridge import Generation
 from app.message_tree import ChatMessage
+from app.reasoning.reply import take_text
 from app.remote import Connection, RemoteClient
-from app.reply_reasoning import take_text
 from tests.engine.conftest import skip_without_native
 from tests.reasoning_model import QWEN3, thinking_tiny
 from tests.server.conftest import serving

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.history.export import session_to_json, session_to_markdown
-from app.reply_reasoning import thinking_live
+from app.reasoning.reply import thinking_live
 from tests.engine.conftest import skip_without_native
 from tests.reasoning_model import QWEN3, thinking_tiny
 from tests.ui.conftest import LONG_CONTEXT, HistoryApp, run_until

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.conversation import FINISH_NOTES, ChatMessage
-from app.reply_reasoning import thinking_live
+from app.reasoning.reply import thinking_live
 
 from ..mcp.tool_block import ToolCallBlock
 from .render_throttle import RenderThrottle

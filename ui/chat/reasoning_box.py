@@ -1,6 +1,6 @@
 """A tab's reasoning setting in its settings panel (issue #49): thinking as the model does
 by default, on or off; its effort; a thinking budget in tokens (kept in the tab's params as
-`reasoning`, app/reasoning_setting.py). A model that does not think ignores it."""
+`reasoning`, app/reasoning/setting.py). A model that does not think ignores it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QFormLayout, QSpinBox, QWidget
 
-from app.reasoning_setting import MAX_BUDGET, check
+from app.reasoning.setting import MAX_BUDGET, check
 
 THINKING = (("Model default", None), ("On", "on"), ("Off", "off"))
 EFFORT = (("Model default", None), ("None", "none"), ("Low", "low"), ("Medium", "medium"),

@@ -7,7 +7,7 @@ from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from app.conversation import ChatMessage, ReplyTarget
-from app.reply_reasoning import thinking_live
+from app.reasoning.reply import thinking_live
 
 from ..chat.markdown_view import MarkdownView
 from ..chat.message_view import stats_text
