@@ -69,6 +69,7 @@ std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_
   auto* s = static_cast<float*>(sd.buffer().raw_ptr());
   auto* b = static_cast<float*>(bd.buffer().raw_ptr());
   if (!w || !s || !b) throw std::bad_alloc();
+  advise_huge(w, w_bytes);  // before the first write: the faults then take huge pages
   ggml_to_packed(type, src, N, K, order.empty() ? nullptr : order.data(), w, s, b);
   const int P = panels((int)N), G = (int)(K / group);
   return {mx::array(std::move(wd), {P * kPanel, (int)(K * bits / 8)}, mx::uint8),

@@ -1,5 +1,6 @@
 #include "weight_alloc.h"
 
+#include <cstdint>
 #include <cstdlib>
 
 #if defined(__linux__)
@@ -19,6 +20,18 @@ void* weight_alloc(size_t bytes) {
   madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // a hint: without THP, plain memory
 #endif
   return p;
+}
+
+void advise_huge(void* p, size_t bytes) {
+#if defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  if (end > start) madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 }  // namespace bc_native

@@ -11,4 +11,9 @@ namespace bc_native {
 // `bytes` (at least 1) of uninitialized memory, or nullptr.
 void* weight_alloc(size_t bytes);
 
+// Asks for transparent huge pages on the whole 2 MiB pages inside [p, p + bytes), memory
+// someone else allocated (MLX's allocator) and not yet written: a hint, nothing on other
+// systems. Weights in huge pages also take fewer TLB misses at every decode step.
+void advise_huge(void* p, size_t bytes);
+
 }  // namespace bc_native
