@@ -84,6 +84,9 @@ class Generation:
         self.shown_reasoning = 0  # as much, of a remote reply's thinking (RemoteStream)
         self.ended = False  # the stream ended (its finish may not be flushed yet)
         self.is_finished = False  # `finished` was emitted
+        # time.monotonic() of the first frame a reasoning model's reply was split at (the
+        # start of its "Thought for N s": app/reasoning/reply.py)
+        self.first_frame_at: float | None = None
         # with tools (routing): how the reply's calls are written (app.tools' CallFormat,
         # local replies) and the functions offered
         self.call_format: Any = None

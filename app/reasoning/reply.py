@@ -12,17 +12,12 @@ at the end the tokens are counted exactly where the thinking ends on a token of 
 from __future__ import annotations
 
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from engine.public import ReasoningSplit
 
 if TYPE_CHECKING:
     from .message_tree import ChatMessage
-
-# a reply's first frame, by its Generation (gone with it)
-_started: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
-
 
 def take_text(msg: ChatMessage, gen: Any, *, final: bool = False) -> None:
     """Set `msg`'s answer (and thinking) from `gen`'s stream text; `final`: the reply ended
@@ -54,7 +49,9 @@ def _clock(msg: ChatMessage, gen: Any, *, thinking: bool) -> None:
     """How long and in how many tokens it has thought, while it thinks (and once, at the
     first frame with thinking, for a reply whose thinking came whole)."""
     now = time.monotonic()
-    start = _started.setdefault(gen, now)
+    if gen.first_frame_at is None:
+        gen.first_frame_at = now
+    start = gen.first_frame_at
     if msg.reasoning and (thinking or msg.thinking_s is None):
         msg.thinking_s = now - start
         tokens = getattr(gen.stream, "tokens", None)

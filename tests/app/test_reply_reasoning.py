@@ -16,14 +16,13 @@ TAGS = Shape(ReasoningStyle("tags", "<think>", "</think>"), inside=False)
 
 
 class Reply(SimpleNamespace):
-    """A Generation as take_text reads it (its shape, its stream's text and tokens)."""
-
-    __hash__ = object.__hash__  # held weakly by its first frame's time
+    """A Generation as take_text reads it (its shape, its stream's text and tokens, the
+    time of its first frame)."""
 
 
 def reply(shape, text: str, tokens: int | None = None) -> Reply:
     stream = SimpleNamespace(text=text, tokens=None if tokens is None else [0] * tokens)
-    return Reply(shape=shape, stream=stream, text=text)
+    return Reply(shape=shape, stream=stream, text=text, first_frame_at=None)
 
 
 def test_each_frame_splits_the_streams_text() -> None:
