@@ -11,10 +11,11 @@ At open, the writes an earlier quit set aside are replayed before anything else
 What is written when (all through SafeStore, so a failed write is kept and retried):
 a session row when a tab opens, and again (after `meta_delay_s`) when its title,
 system prompt or settings change; its tab position on every add/close/move; a user
-message when it is sent; a reply at its first token (incomplete), its text again at
-most `checkpoint_s` after any new text arrived, and whole (complete, with its settings,
-stats and finish reason, and the tool calls it made) when it ends, and again whenever
-one of its calls' outcome changes; one request-stats row per finished request.
+message when it is sent; a reply at its first token (incomplete), its text (and a reasoning
+model's thinking) again at most `checkpoint_s` after any new text arrived, and whole
+(complete, with its settings, stats and finish reason, and the tool calls it made) when
+it ends, and again whenever one of its calls' outcome changes; one request-stats row per
+finished request.
 Every version is kept (a chat is a tree, app/message_tree.py), with the path the tab
 shows (the session's shown_leaf_id); messages the user deletes are deleted, and saved
 again by an undo. The delayed writes are app/history/timers.py's; what the state means
@@ -309,7 +310,9 @@ class HistoryWriter:
     def _checkpoint(self, t: _Tracked, msg: ChatMessage) -> None:
         if msg.streaming and msg.id in t.saved:
             t.last_checkpoint[msg.id] = time.monotonic()
-            self._write(self._store.checkpoint_message, msg.id, msg.content)
+            # the thinking too, so a kill during a long thought keeps the thought
+            self._write(self._store.checkpoint_message, msg.id, msg.content,
+                        msg.reasoning or None)
 
     def _on_finished(self, t: _Tracked, msg: ChatMessage) -> None:
         self._due.drop(("checkpoint", msg.id))

@@ -15,8 +15,10 @@ class MessagesMixin(StoreBase):
         message.updated_at = utc_now()
         self.upsert("messages", message.to_row())
 
-    def checkpoint_message(self, message_id: str, content: str) -> None:
-        """Store the text streamed so far (call every ~2 s).
+    def checkpoint_message(self, message_id: str, content: str,
+                           reasoning: str | None = None) -> None:
+        """Store the text streamed so far (call every ~2 s), and a reasoning model's
+        thinking so far where it has some (None leaves the row's as it is).
 
         Only touches a reply that is still incomplete, so a late checkpoint can never
         overwrite a finished message; token ids belong to the finished text, so any the
@@ -24,9 +26,9 @@ class MessagesMixin(StoreBase):
         saved."""
         with self.atomic() as db:
             cursor = db.execute(
-                "UPDATE messages SET content = ?, token_ids = NULL, updated_at = ? "
-                "WHERE id = ? AND is_complete = 0",
-                [content, utc_now(), message_id],
+                "UPDATE messages SET content = ?, reasoning = COALESCE(?, reasoning), "
+                "token_ids = NULL, updated_at = ? WHERE id = ? AND is_complete = 0",
+                [content, reasoning, utc_now(), message_id],
             )
             if cursor.rowcount == 0 and not db.execute(
                 "SELECT 1 FROM messages WHERE id = ?", [message_id]

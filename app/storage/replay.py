@@ -234,13 +234,15 @@ class _Replayer:
                              [message.session_id, message.seq]).fetchone()
         return row[0] if row is not None else None
 
-    def _checkpoint(self, when: datetime, message_id: str, content: str) -> bool:
+    def _checkpoint(self, when: datetime, message_id: str, content: str,
+                    reasoning: str | None = None) -> bool:
         if not self._not_changed_since(Message.TABLE, message_id, when):
             return False
         cursor = self.store.db.execute(
-            "UPDATE messages SET content = ?, token_ids = NULL, updated_at = ? "
-            "WHERE id = ? AND is_complete = 0 AND content IS NOT ?",
-            [content, utc_now(), message_id, content])
+            "UPDATE messages SET content = ?, reasoning = COALESCE(?, reasoning), "
+            "token_ids = NULL, updated_at = ? WHERE id = ? AND is_complete = 0 "
+            "AND (content IS NOT ? OR reasoning IS NOT COALESCE(?, reasoning))",
+            [content, reasoning, utc_now(), message_id, content, reasoning])
         if cursor.rowcount == 0:
             return False
         session_id = self.store.db.execute("SELECT session_id FROM messages WHERE id = ?",

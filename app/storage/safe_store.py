@@ -97,8 +97,11 @@ class SafeStore:
     def save_message(self, message: Message) -> bool:
         return self._submit("save_message", copy.copy(message))
 
-    def checkpoint_message(self, message_id: str, content: str) -> bool:
-        return self._submit("checkpoint_message", message_id, content)
+    def checkpoint_message(self, message_id: str, content: str,
+                           reasoning: str | None = None) -> bool:
+        if reasoning is None:  # the shape writes set aside before #49's thinking had
+            return self._submit("checkpoint_message", message_id, content)
+        return self._submit("checkpoint_message", message_id, content, reasoning)
 
     def delete_message(self, message_id: str) -> bool:
         return self._submit("delete_message", message_id)
