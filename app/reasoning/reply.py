@@ -35,7 +35,8 @@ def take_text(msg: ChatMessage, gen: Any, *, final: bool = False) -> None:
                 count = details.get("reasoning_tokens")
                 msg.reasoning_tokens = count if isinstance(count, int) and count else None
         return
-    split = ReasoningSplit(shape.style, shape.inside)
+    fmt = getattr(gen, "call_format", None)  # calls that close the thinking: the answer's
+    split = ReasoningSplit(shape.style, shape.inside, (fmt.start, fmt.end) if fmt else None)
     pieces = split.feed(gen.text) + (split.finish() if final else [])
     msg.reasoning = "".join(p.text for p in pieces if p.kind == "reasoning")
     msg.content = "".join(p.text for p in pieces if p.kind == "content")

@@ -21,7 +21,10 @@ from engine.public import (
     with_switch,
 )
 
+from ..tools import call_rules
 from .chat_request import ChatRequest
+from .refusal import Refusal
+from .tool_choice import parse_tool_choice
 
 
 class Target(Protocol):
@@ -64,21 +67,40 @@ def prepared(request: ChatRequest, target: Target) -> tuple[ChatRequest, Shape |
 
 def _grammar(request: ChatRequest, style: ReasoningStyle, inside: bool,
              target: Target) -> str | None:
-    """The thinking grammar where one is needed: a budget, or a response format (which
-    then applies to the answer after the thinking). A forced tool call keeps its own
-    grammar (the call is the whole reply) and no budget (said in docs/server.md)."""
+    """The thinking grammar where one is needed: a budget, a response format (which then
+    applies to the answer after the thinking), or a forced tool call (tool_choice
+    `required` or a named function: the reply thinks, within its budget, then calls, as
+    vLLM's and llama.cpp's grammars let a reasoning model do; thinking off, it calls at
+    once under the call's own grammar)."""
     budget, fmt = request.reasoning.budget, request.response_format
-    if request.forced or (budget is None and fmt is None) \
+    if (not request.forced and budget is None and fmt is None) \
             or request.reasoning.wants_thinking is False:
         return None
-    schema = None
-    if fmt is not None:
+    schema, calls = None, None
+    if request.forced:
+        calls = _forced_rules(request)
+        if calls is None:
+            return None
+    elif fmt is not None:
         schema = {"type": "object"} if fmt.kind == "json_object" else dict(fmt.schema or {})
     tokens = (not style.harmony and target.token_of(style.start) is not None,
               not style.harmony and target.token_of(style.end) is not None)
     try:
         return lark_grammar(budget_grammar(style, budget, inside=inside, answer_schema=schema,
                                            strict=fmt.strict if fmt else True,
-                                           tag_tokens=tokens))
+                                           tag_tokens=tokens, answer_rules=calls))
     except GrammarError:
         return None  # the format's own grammar stays (checked when the request was made)
+
+
+def _forced_rules(request: ChatRequest) -> str | None:
+    """The forced call's Lark rules (top rule `answer`), among the tools tool_choice forces
+    (the request's own grammar was built from the same; None if it cannot be again)."""
+    try:
+        choice = parse_tool_choice(request.tool_choice, request.tools,
+                                   parallel=request.parallel_tool_calls)
+        parallel = request.parallel_tool_calls and choice.mode == "required"
+        return call_rules(choice.forced, parallel=parallel, top="answer") \
+            if choice.forced else None
+    except Refusal:  # the request's own grammar stays
+        return None

@@ -103,7 +103,8 @@ class Reply:
         if self.shape is not None and self.kind == "chat":
             from engine.public import ReasoningSplit
 
-            self.split = ReasoningSplit(self.shape.style, self.shape.inside)
+            self.split = ReasoningSplit(self.shape.style, self.shape.inside,
+                                        _markers(self.calls))
 
     @property
     def object(self) -> str:
@@ -138,7 +139,7 @@ class Reply:
         thought: dict[str, Any] = {}
         harmony: list[dict[str, Any]] = []
         if self.split is not None and self.shape is not None:
-            reasoning, text, found = _split(text, tokens, self.shape)
+            reasoning, text, found = _split(text, tokens, self.shape, _markers(self.calls))
             thought = {"reasoning_content": reasoning, "reasoning": reasoning}
             harmony = [_call(p) for p in found]
         if self.kind == "chat" and (self.calls is not None or harmony):
@@ -275,15 +276,21 @@ class Reply:
                 "text_offset": offsets}
 
 
-def _split(text: str, tokens: Sequence[int] | None,
-           shape: Shape) -> tuple[str, str, list[Piece]]:
+def _markers(calls: CallStream | None) -> tuple[str, str] | None:
+    """The (start, end) markers of the reply's call format: calls that close the thinking
+    are the answer's (engine.public.ReasoningSplit)."""
+    return None if calls is None else (calls.fmt.start, calls.fmt.end)
+
+
+def _split(text: str, tokens: Sequence[int] | None, shape: Shape,
+           calls: tuple[str, str] | None = None) -> tuple[str, str, list[Piece]]:
     """(reasoning, answer, Harmony calls) of a whole reply: openai-harmony's parse of its
     tokens where that can be had (gpt-oss, its o200k vocabulary at hand), else the text's."""
     from engine.public import parse_harmony_tokens, split_whole
 
     pieces = parse_harmony_tokens(list(tokens)) if shape.style.harmony and tokens else None
     if pieces is None:
-        return split_whole(text, shape.style, shape.inside)
+        return split_whole(text, shape.style, shape.inside, calls)
     return ("".join(p.text for p in pieces if p.kind == "reasoning"),
             "".join(p.text for p in pieces if p.kind == "content"),
             [p for p in pieces if p.kind == "call"])

@@ -6,7 +6,7 @@ Used by app/server (the API's `tools`) and by the tabs. docs/server.md describes
 
 from .calls import ToolCall, new_call_id
 from .formats import HERMES, CallFormat, call_format
-from .grammar import call_grammar
+from .grammar import call_grammar, call_rules
 from .parse import CallStream, Parsed, StreamDelta, parse_reply
 from .prompt import Renderer, tool_prompt
 from .render import fallback_messages, template_messages, tools_section
@@ -24,6 +24,7 @@ __all__ = [
     "ToolSpecError",
     "call_format",
     "call_grammar",
+    "call_rules",
     "fallback_messages",
     "new_call_id",
     "parse_reply",

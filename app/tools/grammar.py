@@ -23,14 +23,21 @@ def call_schema(tools: Sequence[Tool]) -> dict:
     return schema | {"x-guidance": {"whitespace_flexible": False}}
 
 
-def call_grammar(tools: Sequence[Tool], *, parallel: bool = True) -> str:
-    """A reply of one call (or, `parallel`, 1 to MAX_PARALLEL calls, one per line) of
-    `tools` (give one tool to force that function)."""
-    from engine.public import lark_grammar
-
+def call_rules(tools: Sequence[Tool], *, parallel: bool = True, top: str = "start") -> str:
+    """The Lark rules of a reply of one call (or, `parallel`, 1 to MAX_PARALLEL calls, one
+    per line) of `tools`, its top rule named `top` (a reasoning model's thinking grammar
+    puts them after its thinking as its "answer")."""
     if not tools:
         raise ValueError("a forced call needs at least one tool")
     call = (f"call: {json.dumps(HERMES.start + chr(10))} %json "
             f"{json.dumps(call_schema(tools))} {json.dumps(chr(10) + HERMES.end)}")
     more = f' ("\\n" call){{0,{MAX_PARALLEL - 1}}}' if parallel else ""
-    return lark_grammar(f"start: call{more}\n{call}\n")
+    return f"{top}: call{more}\n{call}\n"
+
+
+def call_grammar(tools: Sequence[Tool], *, parallel: bool = True) -> str:
+    """A reply of one call (or, `parallel`, 1 to MAX_PARALLEL calls, one per line) of
+    `tools` (give one tool to force that function)."""
+    from engine.public import lark_grammar
+
+    return lark_grammar(call_rules(tools, parallel=parallel))

@@ -21,10 +21,13 @@ FREE = "/(?s:.*)/"
 
 def budget_grammar(style: ReasoningStyle, budget: int | None, *, inside: bool = False,
                    answer_schema: Mapping[str, Any] | None = None, strict: bool = True,
-                   tag_tokens: bool | tuple[bool, bool] = False) -> str:
+                   tag_tokens: bool | tuple[bool, bool] = False,
+                   answer_rules: str | None = None) -> str:
     """The Lark grammar of a reply that thinks for at most `budget` tokens (None: no
-    limit) and then answers (`answer_schema`: a JSON schema the answer must match; None:
-    free text). `inside`: the prompt opened the thinking, so the reply starts in it.
+    limit) and then answers (`answer_schema`: a JSON schema the answer must match;
+    `answer_rules`: Lark rules whose top rule is `answer`, a forced tool call's, after
+    blank space; neither: free text). `inside`: the prompt opened the thinking, so the
+    reply starts in it.
     `tag_tokens`: the start and end tags are single tokens of the vocabulary (Qwen3's
     added `<think>`), which llguidance matches as tokens, never as their text; a pair says
     it of each (start, end)."""
@@ -42,6 +45,9 @@ def budget_grammar(style: ReasoningStyle, budget: int | None, *, inside: bool = 
         rules = [f"start: {head}think {(_token if end else _quote)(style.end)} answer",
                  # lazy: the first end tag closes the thinking
                  f"think{limit}: /(?s:.*?)/"]
+    if answer_rules is not None:  # the family's blank space after its thinking, then them
+        rules[0] = rules[0].removesuffix(" answer") + ' /[ \\t\\n]*/ answer'
+        return "\n".join(rules) + "\n" + answer_rules
     rules.append(f"answer: {answer}")
     return "\n".join(rules) + "\n"
 

@@ -24,7 +24,10 @@ BODY_ENDS = (END, CALL, RETURN)
 
 
 class HarmonySplit(ReasoningSplit):
-    def __init__(self, style: ReasoningStyle | None, inside: bool = False) -> None:
+    def __init__(self, style: ReasoningStyle | None, inside: bool = False,
+                 calls: tuple[str, str] | None = None) -> None:
+        # Harmony's calls are messages addressed to=functions.NAME, read wherever they come
+        # (in the analysis channel too), so another format's markers are not needed
         super().__init__(style, inside)
         self._state = "header"
         self._channel = ""

@@ -94,3 +94,28 @@ def test_at_the_end_the_thinking_tokens_are_counted_up_to_its_end_token() -> Non
     gen.stream.tokens = [5, 6, 7, 99, 8, 9]
     take_text(msg, gen, final=True)
     assert msg.reasoning_tokens == 4 and msg.content == "answer"
+
+
+def test_a_call_that_closes_the_thinking_is_the_tabs_call() -> None:
+    """Qwen3.6 writes its call before `</think>` (LM Studio #1870): the tab runs it; a call
+    followed by more thinking is a rehearsal and stays in the thinking."""
+    from app.reply_tools import reply_calls
+    from app.tools import HERMES
+
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    gen = reply(TAGS, f"<think>Need the weather.\n{call}\n")
+    gen.call_format, gen.tool_names = HERMES, ["get_weather"]
+    msg = ChatMessage("assistant", "", streaming=True)
+    take_text(msg, gen)
+    assert (msg.reasoning, msg.content) == ("Need the weather.", "")  # the call held back
+    gen.text = gen.stream.text = gen.text + "</think>\n\n"
+    take_text(msg, gen, final=True)
+    assert msg.reasoning == "Need the weather."
+    answer, calls = reply_calls(gen, msg.content)
+    assert answer == "" and [(c["function"]["name"], c["function"]["arguments"])
+                             for c in calls] == [("get_weather", '{"city": "Paris"}')]
+    rehearsal = reply(TAGS, f"<think>Maybe {call} no.</think>Sunny, I guess.")
+    rehearsal.call_format, rehearsal.tool_names = HERMES, ["get_weather"]
+    take_text(msg, rehearsal, final=True)
+    assert call in msg.reasoning and msg.content == "Sunny, I guess."
+    assert reply_calls(rehearsal, msg.content) is None

@@ -133,3 +133,55 @@ def test_the_budget_grammar_names_each_tag_as_a_token_or_as_text() -> None:
     assert 'start: "<think>" think </think> answer' in mixed and "max_tokens" not in mixed
     inside = budget_grammar(ReasoningStyle("tags", "[THINK]", "[/THINK]"), 0, inside=True)
     assert 'start: think "[/THINK]" answer' in inside
+
+
+# Tool calls written inside the thinking (Hermes / Qwen's markers): those that close the
+# thinking are the answer's (Qwen3.6 acting before its </think>, LM Studio #1870), one
+# followed by more thinking is a rehearsal and stays thinking (LM Studio #1592, #453)
+CALLS = ("<tool_call>", "</tool_call>")
+CALL = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+CALL_REPLIES = [
+    (False, f"<think>I need f.\n{CALL}\n</think>\n\n", "I need f.", CALL),
+    (False, f"<think>I need f. {CALL}\n{CALL}</think>Then done.", "I need f.",
+     f"{CALL}\n{CALL}Then done."),
+    (True, f"Need f.\n{CALL}", "Need f.", CALL),  # the reply ends inside the thinking
+    (False, f"<think>Maybe {CALL} no, not yet.</think>Answer.",
+     f"Maybe {CALL} no, not yet.", "Answer."),
+    (False, "<think>Cut <tool_call>{\"name\": </think>Answer.", "Cut <tool_call>{\"name\":",
+     "Answer."),
+    (True, "Cut short <tool_call>{\"name\"", "Cut short <tool_call>{\"name\"", ""),
+    (False, f"<think>plain</think>{CALL}", "plain", CALL),
+]
+
+
+@pytest.mark.parametrize(("inside", "text", "reasoning", "answer"), CALL_REPLIES)
+def test_calls_that_close_the_thinking_are_the_answers(inside, text, reasoning, answer):
+    def run(cuts):
+        split = ReasoningSplit(TAGS, inside, calls=CALLS)
+        pieces, at = [], 0
+        for cut in sorted(cuts) + [len(text)]:
+            pieces += split.feed(text[at:cut])
+            at = cut
+        pieces += split.finish()
+        return ("".join(p.text for p in pieces if p.kind == "reasoning"),
+                "".join(p.text for p in pieces if p.kind == "content"))
+
+    assert split_whole(text, TAGS, inside, calls=CALLS)[:2] == (reasoning, answer)
+    assert run(range(1, len(text))) == (reasoning, answer)
+    rng = random.Random(3)
+    for _ in range(60):
+        assert run(rng.sample(range(1, len(text)), k=rng.randint(1, 10))) == (reasoning,
+                                                                                answer)
+    # without the call markers the thinking keeps all it holds, as before
+    assert CALL not in split_whole(text, TAGS, inside)[1] or text.endswith(
+        f"</think>{CALL}")
+
+
+def test_a_call_held_in_the_thinking_is_not_streamed_as_thinking() -> None:
+    split = ReasoningSplit(TAGS, inside=True, calls=CALLS)
+    assert [p.text for p in split.feed("Need f.\n<tool_call>\n{\"name\"")] == ["Need f."]
+    assert split.opened and split.thinking
+    assert split.feed(': "f", "arguments": {}}\n</tool_call>') == []
+    pieces = split.feed("\n</think>\n\nok")
+    assert [(p.kind, p.text) for p in pieces] == [("content", CALL + "ok")]
+    assert not split.thinking

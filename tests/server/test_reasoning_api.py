@@ -255,3 +255,27 @@ async def test_a_reply_that_does_not_think_has_no_reasoning(qwen) -> None:
     assert whole.usage.completion_tokens_details.reasoning_tokens == 0
     assert "".join(said) == msg.content
     assert usage.completion_tokens_details.reasoning_tokens == 0
+
+
+async def test_completions_return_a_thinking_models_text_unsplit(qwen) -> None:
+    """/v1/completions takes raw text, so the reply's thinking is not split off: as
+    llama.cpp's /completion and vLLM (whose reasoning parsers apply to chat only) do. A
+    prompt that opens Qwen3's `<think>` gets back the thinking, its end tag and the answer
+    as one text, with no reasoning field and no reasoning tokens counted."""
+    prompt = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    grammar = lark_grammar('start: /[a-z ]{4,10}/ </think> "\\n\\nFour."\n')
+    eng = engine_on(qwen)
+    steered(eng, grammar)
+    async with serving(eng) as s:
+        r = await s.client.completions.create(model="tiny", prompt=prompt, max_tokens=40,
+                                              temperature=0)
+        streamed = [c.choices[0].text async for c in await s.client.completions.create(
+            model="tiny", prompt=prompt, max_tokens=40, temperature=0, stream=True)
+            if c.choices]
+    choice = r.choices[0]
+    thought, answer = choice.text.split("</think>")
+    assert thought.strip() and answer == "\n\nFour."
+    assert not (choice.model_extra or {}).get("reasoning_content")
+    assert r.usage.completion_tokens_details is None or \
+        not r.usage.completion_tokens_details.reasoning_tokens
+    assert "".join(streamed) == choice.text
