@@ -19,7 +19,7 @@ from app.backend import LoadBackend
 from app.events import Event
 from app.request import ChatRequest
 from app.storage.records import SimResult, SimRun, utc_now
-from engine.public import ReasoningSplit, SamplingParams
+from engine.public import Piece, ReasoningSplit, SamplingParams
 
 from .config import SimConfig
 from .goodput import Slo, goodput
@@ -186,10 +186,27 @@ class _Recorder:
             self._shapes[stream.request_id] = taken.shape
         return stream
 
-    def answer_split(self, stream: EventStream) -> ReasoningSplit | None:
-        """A splitter for the reply's thinking and answer (TTFAT), None: all answer."""
+    def answer_split(self, stream: EventStream) -> ReasoningSplit | ServerSplit | None:
+        """A splitter for the reply's thinking and answer (TTFAT), None: all answer. A
+        remote server's reply comes split by the server (its `reasoning` apart)."""
         shape = self._shapes.pop(stream.request_id, None)
-        return None if shape is None else ReasoningSplit(shape.style, shape.inside)
+        if shape is not None:
+            return ReasoningSplit(shape.style, shape.inside)
+        return ServerSplit(stream) if hasattr(stream, "reasoning") else None
+
+
+class ServerSplit:
+    """A remote reply as its server split it: the thinking arrives as `reasoning_content`
+    (llama.cpp, this app's server) or `reasoning` (vLLM) deltas, kept apart on the stream
+    (app/remote/stream.py: events of no text), the answer as text. Its first text after
+    some thinking is the answer's first token (TTFAT); a reply that never thought has
+    none, as a local model that does not think."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def feed(self, text: str) -> list[Piece]:
+        return [Piece("content", text)] if text and self._stream.reasoning else []
 
 
 def take_server_counts(result: RequestResult, stream: Any) -> None:
