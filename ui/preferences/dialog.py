@@ -1,5 +1,6 @@
 """The Preferences dialog: the defaults for new tabs (system prompt, sampling, stop strings,
-output format), typed and checked by app/defaults.py before anything is saved."""
+output format, a reasoning model's thinking), typed and checked by app/defaults.py before
+anything is saved."""
 
 from __future__ import annotations
 
@@ -30,10 +31,12 @@ from app.defaults import (
 from app.settings import Settings
 
 from ..chat.output_format_box import OutputFormatBox
+from ..chat.reasoning_box import ReasoningBox
 
 INTRO = ("New tabs start with these. Open tabs keep their own settings; their settings "
          "panel marks each value that differs from these with •.")
 PICK_PRESET = "Fill in from a preset…"
+REASONING_LABEL = "Reasoning models"
 
 
 NUMBER_COLUMNS = 2  # the number settings side by side: the dialog fits a 600-pixel window
@@ -110,6 +113,11 @@ class PreferencesDialog(QDialog):
         form.addRow(LABELS["stop"], self.stop)
         self.output_format = OutputFormatBox()
         form.addRow(LABELS["response_format"], self.output_format)
+        # a reasoning model's thinking on/off, effort and budget: the settings panel's box
+        self.reasoning = ReasoningBox()
+        self.reasoning.setObjectName("reasoningDefaults")
+        self.reasoning.changed.connect(lambda: self.show_error(None))
+        form.addRow(REASONING_LABEL, self.reasoning)
         layout.addLayout(form)
 
         self.error = QLabel()
@@ -144,6 +152,7 @@ class PreferencesDialog(QDialog):
         stop = params.get("stop") or []
         self.stop.setPlainText("\n".join(s.replace("\n", "\\n") for s in stop))
         self.output_format.set_value(params.get("response_format"))
+        self.reasoning.set_value(params.get("reasoning"))
         self.show_error(None)
 
     def values(self) -> Defaults:
@@ -153,6 +162,7 @@ class PreferencesDialog(QDialog):
         lines = self.stop.toPlainText().splitlines()
         params["stop"] = [s.replace("\\n", "\n") for s in lines if s]
         params["response_format"] = self.output_format.value()
+        params["reasoning"] = self.reasoning.value()
         return Defaults.make(self.system.toPlainText(), params)
 
     def save(self) -> bool:
