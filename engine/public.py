@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .blas import ensure_fast_blas
 from .config import kv_budget_from_env
+from .cpu_memory import give_back_freed_memory
 from .cpu_options import CpuOptions, CpuOptionsError
 from .determinism import describe as describe_determinism
 from .errors import EngineError, EngineStopped, QueueFullError, RequestRejected
@@ -21,6 +22,7 @@ from .grammars import (
     lark_grammar,
     regex_grammar,
 )
+from .kv_formula import host_available_bytes
 from .loader.bundled import BUNDLED_FILENAME, model_cache_dir
 from .loader.errors import ModelLoadError
 from .loader.support import (
@@ -96,6 +98,8 @@ __all__ = [
     "ggml_type_name",
     "gguf_unsupported",
     "gguf_memory",
+    "host_available_bytes",
+    "give_back_freed_memory",
     "GGUF_FILE_TYPES",
     "gguf_tokenizer_unsupported",
     "MemoryNeed",

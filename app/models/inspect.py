@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.public import (
+    MemoryNeed,
     gguf_memory,
     gguf_refusal,
     mlx_lm_unsupported,
@@ -62,13 +63,31 @@ def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
 
 def _memory(header: Any, context: int | None) -> str:
     """What the model will take once loaded ("" when the header cannot say)."""
+    need = _header_need(header, context)
+    return need.describe() if need is not None else ""
+
+
+def _header_need(header: Any, context: int | None) -> MemoryNeed | None:
     width = kv_width(header)
     if not width:
-        return ""
-    need = gguf_memory(header.tensor_types, layers=1, kv_heads=width, head_dim=1,
+        return None
+    return gguf_memory(header.tensor_types, layers=1, kv_heads=width, head_dim=1,
                        context=min(context or 4096, 1 << 20),
                        state_per_sequence=recurrent_state_bytes(header))
-    return need.describe()
+
+
+def memory_need(path: Path) -> MemoryNeed | None:
+    """What the GGUF at `path` will take once loaded (weights, packed copy, the default KV
+    budget), from its header alone; None for a directory, a broken file or a header that
+    cannot say (the model manager then counts the files' size)."""
+    if path.is_dir():
+        return None
+    try:
+        header = read_gguf_header(path)
+    except (GgufError, OSError):
+        return None
+    context = header.arch_value("context_length")
+    return _header_need(header, context if isinstance(context, int) else None)
 
 
 def kv_width(header: Any) -> int:

@@ -49,6 +49,12 @@ def find_models(name: str, entries: Sequence[ModelEntry]) -> list[ModelEntry]:
     return [e for e in entries if low in e.name.lower()]
 
 
+def folder_models(folder: str | os.PathLike[str]) -> list[ModelEntry]:
+    """The models in one folder, named by their path under it (`batchchat serve
+    --models-dir`)."""
+    return list(_folder_models(Path(folder).expanduser(), places.FOLDER))
+
+
 def _real(path: Path | None) -> Path | None:
     try:
         return path.resolve() if path is not None else None

@@ -9,31 +9,11 @@ compared without regard to case, and an unknown name gets a 404 that lists them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from pathlib import PurePath
 
-REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")  # owner/name, as Hugging Face spells repo ids
+from ..models.names import aliases_of
 
-
-def aliases_of(source: str | None) -> tuple[str, ...]:
-    """The names a client may know a model loaded from `source` by ("bundled", a .gguf
-    path, an mlx-lm directory, a repo id)."""
-    if not source:
-        return ()
-    if source == "bundled":
-        from engine.public import BUNDLED_FILENAME
-
-        return ("bundled", *_file_names(BUNDLED_FILENAME))
-    names: list[str] = []
-    if REPO_ID.match(source) and not source.startswith("."):
-        names += [source, source.split("/", 1)[1]]  # a repo id, or a path of two parts
-    names += _file_names(PurePath(source).name)
-    return tuple(dict.fromkeys(n for n in names if n))
-
-
-def _file_names(name: str) -> list[str]:
-    return [name, name[: -len(".gguf")]] if name.lower().endswith(".gguf") else [name]
+__all__ = ["aliases_of", "known", "names"]
 
 
 def names(model_id: str, aliases: Sequence[str]) -> list[str]:
