@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QFormLayout, QSpinBox, QWidget
+from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QWidget
 
 from app.reasoning.setting import MAX_BUDGET, check
 
@@ -18,14 +18,14 @@ NO_LIMIT = "no limit"
 
 
 class ReasoningBox(QWidget):
-    """`changed()` on every edit; `value()` is the setting (None: the model's way)."""
+    """`changed()` on every edit; `value()` is the setting (None: the model's way).
+    `across`: the three side by side on one line (Preferences, which must fit a 600-pixel
+    window), else one under the other (the settings panel's column)."""
 
     changed = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, across: bool = False) -> None:
         super().__init__(parent)
-        form = QFormLayout(self)
-        form.setContentsMargins(0, 0, 0, 0)
         self.thinking = QComboBox()
         self.thinking.setObjectName("thinkingSwitch")
         for text, value in THINKING:
@@ -43,9 +43,18 @@ class ReasoningBox(QWidget):
         self.budget.setSpecialValueText(NO_LIMIT)
         self.budget.setSuffix(" tokens")
         self.budget.setToolTip("At most this many tokens of thinking, then the answer")
-        form.addRow("Thinking", self.thinking)
-        form.addRow("Effort", self.effort)
-        form.addRow("Budget", self.budget)
+        rows = (("Thinking", self.thinking), ("Effort", self.effort), ("Budget", self.budget))
+        if across:
+            line = QHBoxLayout(self)
+            line.setContentsMargins(0, 0, 0, 0)
+            for label, field in rows:
+                line.addWidget(QLabel(label))
+                line.addWidget(field, 1)
+        else:
+            form = QFormLayout(self)
+            form.setContentsMargins(0, 0, 0, 0)
+            for label, field in rows:
+                form.addRow(label, field)
         self.thinking.currentIndexChanged.connect(self._edited)
         self.effort.currentIndexChanged.connect(self._edited)
         self.budget.valueChanged.connect(self._edited)

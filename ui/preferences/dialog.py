@@ -114,7 +114,7 @@ class PreferencesDialog(QDialog):
         self.output_format = OutputFormatBox()
         form.addRow(LABELS["response_format"], self.output_format)
         # a reasoning model's thinking on/off, effort and budget: the settings panel's box
-        self.reasoning = ReasoningBox()
+        self.reasoning = ReasoningBox(across=True)
         self.reasoning.setObjectName("reasoningDefaults")
         self.reasoning.changed.connect(lambda: self.show_error(None))
         form.addRow(REASONING_LABEL, self.reasoning)
