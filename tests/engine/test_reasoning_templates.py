@@ -120,6 +120,29 @@ def test_qwen3_keeps_reasoning_between_the_tool_calls_of_one_turn() -> None:
     assert "SUNNY" in text
 
 
+@pytest.mark.parametrize(("name", "kept"), [
+    (QWEN3, "<think>\nTHOUGHTCALL\n</think>"), (QWEN35, "THOUGHTCALL"),
+    (GLM, "<think>THOUGHTCALL</think>"),
+    (GPT_OSS, "<|channel|>analysis<|message|>THOUGHTCALL<|end|>")])
+def test_the_thinking_between_one_turns_calls_is_kept_and_dropped_after(name, kept) -> None:
+    """A turn still going on (calls and their results after the last user message) keeps
+    its calls' thinking; once the turn is answered and the user speaks again, it is gone
+    (the message as the engine hands it: reasoning_content, and gpt-oss's `thinking`)."""
+    call = {"role": "assistant", "content": "", "reasoning_content": "THOUGHTCALL",
+            "thinking": "THOUGHTCALL", "tool_calls": [{"type": "function", "function": {
+                "name": "get_weather", "arguments": {"city": "Paris"}}}]}
+    turn = CHAT[:2] + [{"role": "user", "content": "USERTWO"}, call,
+                       {"role": "tool", "content": "SUNNY"}]
+    text = render(tokenizer(name), turn, TOOLS, **template_kwargs(style_of(source(name)),
+                                                                   Controls(thinking=True)))
+    assert kept in text and "SUNNY" in text
+    after = turn + [{"role": "assistant", "content": "It is sunny."},
+                    {"role": "user", "content": "USERTHREE"}]
+    text = render(tokenizer(name), after, TOOLS, **template_kwargs(style_of(source(name)),
+                                                                    Controls(thinking=True)))
+    assert "THOUGHTCALL" not in text and "USERTHREE" in text
+
+
 @pytest.mark.parametrize("name", [QWEN3, GPT_OSS, GLM])
 def test_tools_and_reasoning_together(name) -> None:
     text = prompt(name, Controls(effort="high"), tools=TOOLS)

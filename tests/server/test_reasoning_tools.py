@@ -157,3 +157,16 @@ async def test_a_forced_call_thinks_within_its_budget_then_calls(qwen, choice) -
         assert not msg.model_extra.get("reasoning_content")
         assert r.usage.completion_tokens_details.reasoning_tokens == 0
         assert [c.function.name for c in msg.tool_calls] == ["get_weather"]
+
+
+async def test_gpt_oss_forced_call_thinks_then_calls(oss) -> None:
+    """gpt-oss cannot stop thinking: its forced call comes after its analysis message,
+    in the final channel, in the forced call's format."""
+    async with serving(engine_on(oss)) as s:
+        r = await s.client.chat.completions.create(
+            model="tiny", messages=QUESTION, tools=CITIES, tool_choice="required",
+            max_tokens=200, temperature=0, extra_body={"thinking_token_budget": 6})
+    msg = r.choices[0].message
+    assert msg.model_extra["reasoning_content"]
+    assert [c.function.name for c in msg.tool_calls] == ["get_weather"]
+    assert r.choices[0].finish_reason == "tool_calls" and not msg.content
