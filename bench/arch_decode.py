@@ -1,6 +1,8 @@
 """`python -m bench.arch_decode ARCH [--hidden 1024] [--layers 6] [--rows 1 8] [--repeat 3]
-[--profile] [--ab]`: decode tok/s of one stream and of a batch on a random-weight GGUF of one
-architecture (llama3: Llama 3.x's RoPE scaling with rope_freqs, qwen3, gemma3, gemma2), written the
+[--profile] [--ab] [--experts 32 --used 4]`: decode tok/s of one stream and of a batch on a
+random-weight GGUF of one architecture (llama3: Llama 3.x's RoPE scaling with rope_freqs, qwen3,
+gemma3, gemma2; the MoE ones qwen3moe and gpt-oss, `--experts` experts of which `--used` a
+token, each expert's MLP half the hidden size wide), written the
 way the tests' converter writes files (tests/gguf_models.py) with Q4_0 linears and a Q8_0
 embedding, loaded by the engine's GGUF loader and run by its engine (its CPU kernels).
 
@@ -32,10 +34,12 @@ from tests.gguf_models import (
     write_gguf,
 )
 
+MOE = ("qwen3moe", "gpt-oss")
 
-def arch_case(arch: str, hidden: int, layers: int) -> ArchCase:
+
+def arch_case(arch: str, hidden: int, layers: int, experts: int = 32, used: int = 4) -> ArchCase:
     """The architecture at a realistic width: heads of 64 (gemma3: 128), an MLP 2.75x
-    as wide."""
+    as wide (a MoE's experts: `experts` MLPs half the hidden size wide, `used` a token)."""
     head = 128 if arch.startswith("gemma") else 64
     dims = dict(hidden_size=hidden, num_hidden_layers=layers, intermediate_size=hidden * 11 // 4
                 // 32 * 32, num_attention_heads=hidden // head, num_key_value_heads=2,
@@ -48,6 +52,14 @@ def arch_case(arch: str, hidden: int, layers: int) -> ArchCase:
         return replace(case, config=config, extra=extra)
     case = CASES[arch]
     extra = {"query_pre_attn_scalar": head} if arch.startswith("gemma") else {}
+    if arch == "qwen3moe":
+        extra = {"num_experts": experts, "num_experts_per_tok": used,
+                 "moe_intermediate_size": hidden // 2}
+    if arch == "gpt-oss":  # its experts' width is intermediate_size; layers alternate
+        extra = {"num_local_experts": experts, "num_experts_per_tok": used,
+                 "intermediate_size": hidden // 2, "sliding_window": 128,
+                 "layer_types": ["sliding_attention", "full_attention"] * (layers // 2)
+                 + ["sliding_attention"] * (layers % 2)}
     return replace(case, config={**case.config, **dims, **extra})
 
 
@@ -55,8 +67,9 @@ def _types(name: str) -> T | None:
     return T.Q8_0 if name in ("token_embd.weight", "output.weight") else T.Q4_0
 
 
-def write(arch: str, hidden: int, layers: int, folder: Path) -> Path:
-    case = arch_case(arch, hidden, layers)
+def write(arch: str, hidden: int, layers: int, folder: Path, experts: int = 32,
+          used: int = 4) -> Path:
+    case = arch_case(arch, hidden, layers, experts, used)
     tensors, raw = quantize(gguf_tensors(case, build_model(case, seed=1)), T.Q4_0, seed=3,
                             which=_types)
     return write_gguf(folder / f"{arch}.gguf", case, tensors, raw_types=raw)
@@ -118,16 +131,20 @@ def profile(loaded) -> None:
 def main(argv: list[str] | None = None) -> int:
     ensure_fast_blas()
     p = argparse.ArgumentParser(prog="python -m bench.arch_decode", description=__doc__)
-    p.add_argument("arch", choices=["llama3", "qwen3", "gemma3", "gemma2"])
+    p.add_argument("arch", choices=["llama3", "qwen3", "gemma3", "gemma2", *MOE])
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--layers", type=int, default=6)
     p.add_argument("--rows", type=int, nargs="+", default=[1, 8])
     p.add_argument("--tokens", type=int, default=48)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--experts", type=int, default=32)
+    p.add_argument("--used", type=int, default=4)
     p.add_argument("--profile", action="store_true")
     p.add_argument("--ab", action="store_true",
                    help="alternate (A B B A per repeat) the tree before engine/cpu_arch_layers.py "
-                        "(A: its pieces on MLX's stock ops) and this one (B), in one build")
+                        "(A: its pieces on MLX's stock ops; for a MoE, its experts on mlx-lm's "
+                        "gather_qmm, before engine/native/switch_layers.py) and this one (B), "
+                        "in one build")
     args = p.parse_args(argv)
     from engine.loader import load_model
 
@@ -135,10 +152,19 @@ def main(argv: list[str] | None = None) -> int:
         from engine import cpu_arch_layers
     except ImportError:  # a tree from before it (an A/B across trees, one process each)
         cpu_arch_layers = types.SimpleNamespace(engine_class=None)
-    ours = cpu_arch_layers.engine_class
-    modes = {"before": lambda stock: None, "after": ours}
+    if args.arch in MOE:  # A/B the experts only: the rest is the same native path in both
+        try:
+            from engine.native import switch_layers as target
+        except ImportError:
+            target = types.SimpleNamespace(engine_module=lambda mod, scalar: None)
+        attr = "engine_module"
+    else:
+        target, attr = cpu_arch_layers, "engine_class"
+    ours = getattr(target, attr)
+    modes = {"before": lambda *a: None, "after": ours}
     with tempfile.TemporaryDirectory() as folder:
-        loaded = load_model(str(write(args.arch, args.hidden, args.layers, Path(folder))))
+        loaded = load_model(str(write(args.arch, args.hidden, args.layers, Path(folder),
+                                      args.experts, args.used)))
         if args.profile:
             profile(loaded)
         for rows in args.rows:
@@ -146,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             rates: dict[str, list[tuple[float, float]]] = {}
             for _ in range(args.repeat):
                 for mode in order:
-                    cpu_arch_layers.engine_class = modes[mode]
+                    setattr(target, attr, modes[mode])
                     rates.setdefault(mode, []).append(decode_rate(loaded, rows, args.tokens))
-            cpu_arch_layers.engine_class = ours
+            setattr(target, attr, ours)
             for mode, got in rates.items():
                 tps, cpu = sorted(g[0] for g in got), sorted(g[1] for g in got)
                 mid = len(got) // 2

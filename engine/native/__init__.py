@@ -155,6 +155,27 @@ def packed_matvec_many(x: mx.array, packed: list[list[mx.array]], ns: list[int],
                                               force_scalar=scalar, stream=stream)
 
 
+def pack_experts(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
+                 bits: int = 4) -> list[mx.array]:
+    """Stacked experts (E, N, ...: a QuantizedSwitchLinear's arrays) in the layout of
+    `packed_experts_matvec`: each expert packed as `pack_quantized` packs one matrix, one
+    after another (a copy; evaluates its inputs)."""
+    return list(_ext_or_raise().pack_experts(w, scales, biases, group_size, bits))
+
+
+def packed_experts_matvec(x: mx.array, indices: mx.array, packed: list[list[mx.array]],
+                          ns: list[int], experts: int, group_size: int = 64, bits: int = 4, *,
+                          force_scalar: bool = False, stream: Any = None) -> list[mx.array]:
+    """MoE experts grouped: for x (M, X, K) (X is 1 or k) and indices (M, k), output i
+    (M, k, ns[i]) holds x[m, 0 or j] @ W_i[indices[m, j]].T. The (row, expert) pairs are
+    sorted by expert and each expert's rows run as one packed int8 product; a pair's bits
+    are those its row gets alone (src/packed.h), whatever rows share its expert."""
+    scalar = force_scalar or not simd()
+    flat = [a for triple in packed for a in triple]
+    return _ext_or_raise().packed_experts_matvec(x, indices, flat, ns, experts, group_size,
+                                                 bits, force_scalar=scalar, stream=stream)
+
+
 def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
                    bits: int = 4, *, force_scalar: bool = False, stream: Any = None) -> mx.array:
     """scales * q + biases as float32 (N, K): ``mx.dequantize``, many times faster on the CPU.

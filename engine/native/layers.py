@@ -11,6 +11,9 @@ inputs (prefill and big batches, only with BATCHCHAT_INVARIANT=0) use a float32 
 (`CpuOptions.float32_copies`). With batch invariance (the default) and int8 activations a
 packed copy of each weight takes every call, any row count (src/packed.h).
 
+A mixture-of-experts model's stacked experts (and their SwitchGLU) go on the packed kernel
+grouped by expert (engine/native/switch_layers.py), with the packed kernel's switches.
+
 Sibling projections that read one input (a layer's q/k/v, its gate/up) share a
 ProjectionGroup: the first one called computes all of them in one op (one preparation of x,
 one job for the threads) and the group hands the others theirs.
@@ -25,7 +28,7 @@ from ..cpu_options import CpuOptions
 from ..loader.ggml_modules import Group16Embedding, Group16Linear, dequantize_groups
 from ..loader.packed_form import lookup, prepacked
 from ..module_tree import replace
-from . import available, dequantize_f32, extension, simd
+from . import available, dequantize_f32, extension, simd, switch_layers
 
 # The lm_head (49152 x 576, 8-bit) stays on the kernel longer: dequantizing it costs more
 # than the float32 matmul gains until ~128 rows.
@@ -192,7 +195,8 @@ def install(tree: nn.Module, options: CpuOptions) -> int:
         if (type(mod) is nn.QuantizedEmbedding and _supported(mod)) or \
                 (type(mod) is Group16Embedding and packs):
             return NativeQuantizedEmbedding(mod, max(max_rows, LM_HEAD_MIN_ROWS), options)
-        return None
+        # a MoE model's stacked experts, grouped by expert on the packed kernel
+        return switch_layers.engine_module(mod, options.scalar) if packs else None
 
     count = replace(tree, native)
     _group_siblings(tree)

@@ -265,3 +265,182 @@ def test_attention_sinks_are_mx_fast_sdpas_and_row_invariant(tiled_from: int, sc
                                             sinks=sinks, tiled_from=tiled_from,
                                             force_scalar=scalar))
     assert np.array_equal(alone[0], got[1])
+
+
+# ---- MoE experts grouped by expert on the packed kernel (issue #48 (3)) ----
+
+MOE = ["qwen3moe", "gpt-oss", "gemma4-moe", "qwen35moe"]
+
+
+def _experts(e: int, n: int, k: int, bits: int, gs: int, seed: int):
+    """Random stacked experts in MLX's affine layout (any group size: groups of 16 too)."""
+    rng = np.random.default_rng(seed)
+    q = mx.array(rng.integers(0, 2**32, (e, n, k * bits // 32), dtype=np.uint32))
+    s = mx.array(rng.uniform(0.001, 0.02, (e, n, k // gs)).astype(np.float32))
+    b = mx.array(rng.uniform(-0.1, 0.1, (e, n, k // gs)).astype(np.float32))
+    return q, s, b
+
+
+def _each_pair_alone(x, idx, q, s, b, gs, bits, scalar=False) -> np.ndarray:
+    """(M, k, N): each (row, slot) pair through the dense packed kernel, its row alone, on its
+    expert's own pack_quantized copy: what the grouped op must give bit for bit."""
+    m, rows, _ = x.shape
+    k = idx.shape[1]
+    packs = {}
+    out = np.zeros((m, k, q.shape[1]), np.float32)
+    for i in range(m):
+        for j in range(k):
+            e = int(idx[i, j].item())
+            pk = packs.setdefault(e, native.pack_quantized(q[e], s[e], b[e], gs, bits))
+            row = x[i, 0 if rows == 1 else j][None]
+            out[i, j] = np.array(native.packed_matvec_many(row, [pk], [q.shape[1]], gs, bits,
+                                                           force_scalar=scalar)[0])[0]
+    return out
+
+
+@pytest.mark.parametrize(("bits", "gs", "n", "k"), [(4, 32, 40, 96), (8, 64, 48, 128),
+                                                    (4, 16, 33, 64), (8, 16, 16, 32)])
+@pytest.mark.parametrize("per_slot", [False, True], ids=["shared-x", "x-per-slot"])
+def test_experts_grouped_give_each_pair_its_rows_bits_alone(bits, gs, n, k, per_slot) -> None:
+    """packed_experts_matvec against each (row, expert) pair run alone on the dense packed
+    kernel: bit-equal (the grouping, the sort and the scatter add nothing to a pair's
+    arithmetic), on the SIMD and the portable paths, two outputs (gate, up) in one op; a row
+    alone gives its row of the batch; an expert out of range gives zeros. Against mlx-lm's
+    stock op (mx.gather_qmm, float32 x): within the int8 rounding bound of each pair
+    (test_native_qmv's _int8_bound), as every packed linear of the engine."""
+    from tests.engine.test_native_qmv import _int8_bound
+
+    e, m, used = 6, 9, 3
+    q, s, b = _experts(e, n, k, bits, gs, seed=bits + gs + n)
+    q2, s2, b2 = _experts(e, 24, k, bits, gs, seed=1)
+    mx.random.seed(n + per_slot)
+    x = mx.random.normal((m, used if per_slot else 1, k))
+    rng = np.random.default_rng(k)
+    idx = mx.array(np.stack([rng.permutation(e)[:used] for _ in range(m)]), dtype=mx.uint32)
+    packed = [native.pack_experts(q, s, b, gs, bits), native.pack_experts(q2, s2, b2, gs, bits)]
+    for scalar in (False, True):
+        got, got2 = (np.array(o) for o in native.packed_experts_matvec(
+            x, idx, packed, [n, 24], e, gs, bits, force_scalar=scalar))
+        assert np.array_equal(got, _each_pair_alone(x, idx, q, s, b, gs, bits, scalar))
+        assert np.array_equal(got2, _each_pair_alone(x, idx, q2, s2, b2, gs, bits, scalar))
+        if not scalar:
+            simd_out = got
+    assert np.array_equal(simd_out, got)  # the portable loop's bits are the SIMD ones
+    for i in (0, 4, 8):
+        alone = native.packed_experts_matvec(x[i:i + 1], idx[i:i + 1], packed[:1], [n], e,
+                                             gs, bits)[0]
+        assert np.array_equal(np.array(alone)[0], got[i])
+    if gs != 16:  # MLX's quantized kernels take groups of 32 and up
+        # mlx-lm's stock call (gather_qmm on float32 x): within the int8 rounding bound
+        stock = np.array(mx.gather_qmm(x[:, :, None], q, s, b, rhs_indices=idx, transpose=True,
+                                       group_size=gs, bits=bits))[:, :, 0]
+        for j in range(used):
+            for i in range(m):
+                ex = int(idx[i, j].item())
+                row = x[i:i + 1, j if per_slot else 0]
+                _, bound = _int8_bound(row, q[ex], s[ex], b[ex], gs, bits)
+                assert np.all(np.abs(got[i, j] - stock[i, j]) <= bound[0])
+    wild = mx.array(np.where(np.arange(m * used).reshape(m, used) == 4, e + 3,
+                             np.array(idx)), dtype=mx.uint32)
+    out = np.array(native.packed_experts_matvec(x, wild, packed[:1], [n], e, gs, bits)[0])
+    assert not out[1, 1].any() and np.array_equal(out[0], got[0])
+
+
+def _quantized(name: str, seed: int = 4) -> nn.Module:
+    model = build_model(CASES[name], seed=seed)
+    nn.quantize(model, group_size=32, bits=4, class_predicate=lambda _, m: (
+        hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0))
+    mx.eval(model.parameters())
+    return model
+
+
+def _run_steps(m: nn.Module, ids: list[list[int]], steps=((7,), (90,), (33,))) -> list[np.ndarray]:
+    """Prompt logits, then decode steps (each row the same next token) on a KV cache, in an
+    engine pass."""
+    cache = make_prompt_cache(m)
+    with cpu_kernels.active(CpuOptions()):
+        outs = [np.array(m(mx.array(ids), cache=cache))]
+        for token in steps:
+            outs.append(np.array(m(mx.array([list(token)] * len(ids)), cache=cache)))
+    return outs
+
+
+@pytest.mark.parametrize("name", MOE)
+def test_moe_experts_grouped_give_the_forward_of_each_pair_alone(name: str, monkeypatch) -> None:
+    """A MoE model's engine copy with its experts grouped by expert (engine/native/
+    switch_layers.py; everything else the engine's row-wise layers and the stock linears)
+    against the same copy whose experts compute each (row, expert) pair alone on the dense
+    packed kernel: the logits are bit-equal, prompt and decode, and every MoE layer ran
+    the grouped op (gate and up in one, then down). Against mlx-lm's stock op the experts
+    differ by their int8 activations only, as every packed linear of the engine
+    (test_experts_grouped_give_each_pair_its_rows_bits_alone: within the int8 bound)."""
+    from engine.native import switch_layers
+
+    model = _quantized(name)
+    tree = engine_copy(model)
+    grouped = module_tree.replace(tree, lambda m: switch_layers.engine_module(m, False))
+    kinds = {type(m).__name__ for _, m in tree.named_modules()
+             if type(m).__module__ == switch_layers.__name__}
+    assert grouped > 0 and kinds == {"SwitchGLU", "QuantizedSwitchLinear"}, kinds
+    calls = []
+
+    def recording(members, x, indices):
+        calls.append(len(members))
+        return real(members, x, indices)
+
+    real = switch_layers.grouped_call
+    monkeypatch.setattr(switch_layers, "grouped_call", recording)
+    got = _run_steps(tree, [IDS])
+    layers_moe = sum(type(m).__name__ == "SwitchGLU" for _, m in tree.named_modules())
+    assert calls.count(2) == calls.count(1) == layers_moe * len(got)  # gate+up, then down
+
+    def each_alone(members, x, indices):
+        outs = []
+        form = switch_layers._pairs(x, indices)
+        m, rows, k = form
+        xr, ir = x.reshape(m, rows, x.shape[-1]), indices.reshape(m, k)
+        for mem in members:
+            y = mx.array(_each_pair_alone(xr, ir, mem["weight"], mem["scales"], mem["biases"],
+                                          mem.group_size, mem.bits))
+            y = y.reshape(*indices.shape, 1, y.shape[-1])
+            if "bias" in mem:
+                y = y + mx.expand_dims(mem["bias"][indices], -2)
+            outs.append(y)
+        return outs
+
+    monkeypatch.setattr(switch_layers, "grouped_call", each_alone)
+    want = _run_steps(tree, [IDS])
+    for step, (w, g) in enumerate(zip(want, got, strict=True)):
+        assert np.array_equal(w, g), step
+
+
+@pytest.mark.parametrize("name", MOE)
+def test_a_moe_row_alone_equals_the_row_batched_with_rows_routed_elsewhere(name: str,
+                                                                          monkeypatch) -> None:
+    """The engine's copy as ModelRunner makes it (row-wise layers, native linears, experts
+    grouped): four prompts in one batch, whose rows share some experts and not others, give
+    each row's logits bit for bit as that row alone, prompt and decode steps."""
+    from engine.native import layers, switch_layers
+
+    model = _quantized(name)
+    tree = engine_copy(model)
+    layers.install(tree, CpuOptions())
+    routes = []
+    real = switch_layers.grouped_call
+
+    def recording(members, x, indices):
+        routes.append(np.array(indices).reshape(-1, indices.shape[-1]))
+        return real(members, x, indices)
+
+    monkeypatch.setattr(switch_layers, "grouped_call", recording)
+    rng = np.random.default_rng(5)
+    prompts = [rng.integers(3, 250, 12).tolist() for _ in range(4)]
+    batch = _run_steps(tree, prompts)
+    # in the batch's passes, rows (tokens) sharing an expert and rows routed elsewhere
+    sets = [{frozenset(r) for r in call} for call in routes]
+    assert routes and all(len(s) > 1 for s in sets[:1]), sets[:1]
+    assert any(len(s) > 1 and any(a & b for a in s for b in s if a != b) for s in sets)
+    for i, prompt in enumerate(prompts):
+        alone = _run_steps(tree, [prompt])
+        for step, (a, b) in enumerate(zip(alone, batch, strict=True)):
+            assert np.array_equal(a[0], b[i]), (i, step)

@@ -44,6 +44,14 @@ NB_MODULE(_qmv, m) {
         "stream"_a = nb::none(),
         "x @ W.T for each packed weight, x rounded to int8 per 32-block: the same arithmetic "
         "for any number of rows, on every CPU path.");
+  m.def("pack_experts", &bc_native::pack_experts, "w"_a, "scales"_a, "biases"_a,
+        "group_size"_a, "bits"_a,
+        "Stacked experts (E, N, ...) in pack_quantized's layout, one expert after another.");
+  m.def("packed_experts_matvec", &bc_native::packed_experts_matvec, "x"_a, "indices"_a,
+        "packed"_a, "ns"_a, "experts"_a, "group_size"_a, "bits"_a, nb::kw_only(),
+        "force_scalar"_a = false, "stream"_a = nb::none(),
+        "(M, k, N) per packed experts weight: each (row, slot) pair times its expert's "
+        "weight, the pairs run grouped by expert, each with the bits of its row alone.");
   m.def("packed_kernel", &bc_native::packed_kernel_name, "force_scalar"_a = false,
         "Which packed kernel runs here: avx512-vnni, avx2 or portable.");
   m.def("dequantize_f32", &bc_native::dequantize_f32, "w"_a, "scales"_a, "biases"_a,

@@ -363,4 +363,94 @@ void packed_run_many(const float* x, int M, const std::vector<PackedArgs>& parts
   });
 }
 
+void packed_run_experts(const float* x, int M, int X, int k, const uint32_t* idx, int E,
+                        const std::vector<PackedArgs>& parts, bool force_scalar) {
+  if (parts.empty() || M == 0 || k == 0) return;
+  const int K = parts[0].K, gs = parts[0].group_size, blocks = K / 32, groups = K / gs;
+  const int R = M * k;
+  // each source row of x rounded to int8 once (gate and up share it; per-row arithmetic)
+  thread_local std::vector<int8_t> q0, q;
+  thread_local std::vector<float> d0, xs0, d, xs;
+  const int S = M * X;
+  q0.resize((size_t)S * K);
+  d0.resize((size_t)S * blocks);
+  xs0.resize((size_t)S * groups);
+  quantize_rows_int8(x, S, K, gs, force_scalar, q0.data(), d0.data(), xs0.data());
+  // counting sort of the (row, slot) pairs by expert, stable
+  thread_local std::vector<int> start, order;
+  start.assign(E + 1, 0);
+  for (int r = 0; r < R; ++r)
+    if (idx[r] < (uint32_t)E) ++start[idx[r] + 1];
+  for (int e = 0; e < E; ++e) start[e + 1] += start[e];
+  const int used = start[E];
+  order.resize(used);
+  {
+    std::vector<int> at(start.begin(), start.end() - 1);
+    for (int r = 0; r < R; ++r)
+      if (idx[r] < (uint32_t)E) order[at[idx[r]]++] = r;
+  }
+  // the pairs' prepared rows in that order: each expert's rows contiguous
+  q.resize((size_t)used * K);
+  d.resize((size_t)used * blocks);
+  xs.resize((size_t)used * groups);
+  for (int i = 0; i < used; ++i) {
+    const int r = order[i], src = (r / k) * X + (X == 1 ? 0 : r % k);
+    std::memcpy(q.data() + (size_t)i * K, q0.data() + (size_t)src * K, K);
+    std::memcpy(d.data() + (size_t)i * blocks, d0.data() + (size_t)src * blocks,
+                sizeof(float) * blocks);
+    std::memcpy(xs.data() + (size_t)i * groups, xs0.data() + (size_t)src * groups,
+                sizeof(float) * groups);
+  }
+  thread_local std::vector<std::vector<float>> sorted;
+  sorted.resize(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) sorted[i].resize((size_t)used * parts[i].N);
+  const Path path = pick(force_scalar);
+  struct Chunk {
+    int part, expert, first;
+  };
+  std::vector<Chunk> chunks;
+  int total = 0;
+  for (const auto& p : parts)
+    for (int e = 0; e < E; ++e)
+      if (start[e + 1] > start[e]) total += panels(p.N);
+  const int threads = qmv_threads();
+  const int per = std::max(1, (total + 4 * threads - 1) / (4 * threads));
+  long work = 0;
+  for (int i = 0; i < (int)parts.size(); ++i) {
+    work += (long)used * parts[i].N * K;
+    for (int e = 0; e < E; ++e)
+      if (start[e + 1] > start[e])
+        for (int pn = 0; pn < panels(parts[i].N); pn += per) chunks.push_back({i, e, pn});
+  }
+  // thread_local buffers are named by pointer: inside the workers the names would be theirs
+  const int8_t* qs = q.data();
+  const float *ds = d.data(), *xss = xs.data();
+  const int* first_row = start.data();
+  std::vector<float*> outs;
+  for (auto& v : sorted) outs.push_back(v.data());
+  parallel_chunks((int)chunks.size(), work, [&](int c) {
+    const Chunk ch = chunks[c];
+    const PackedArgs& p = parts[ch.part];
+    const int P = panels(p.N), s0 = first_row[ch.expert];
+    const int rows = first_row[ch.expert + 1] - s0;
+    PackedArgs pe = p;
+    pe.w = p.w + (size_t)ch.expert * P * blocks * block_bytes(p.bits);
+    pe.s = p.s + (size_t)ch.expert * P * groups * kPanel;
+    pe.b = p.b + (size_t)ch.expert * P * groups * kPanel;
+    pe.y = outs[ch.part] + (size_t)s0 * p.N;
+    const Prep prep{qs + (size_t)s0 * K, ds + (size_t)s0 * blocks, xss + (size_t)s0 * groups,
+                    rows, K, blocks, groups};
+    for (int pn = ch.first; pn < std::min(P, ch.first + per); ++pn)
+      panel_rows(path, pe, prep, pn, 0, rows);
+  });
+  // back to each pair's own place; a pair with no expert gets zeros
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int N = parts[i].N;
+    if (used < R) std::fill(parts[i].y, parts[i].y + (size_t)R * N, 0.f);
+    for (int j = 0; j < used; ++j)
+      std::memcpy(parts[i].y + (size_t)order[j] * N, sorted[i].data() + (size_t)j * N,
+                  sizeof(float) * N);
+  }
+}
+
 }  // namespace bc_native

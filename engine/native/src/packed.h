@@ -62,6 +62,17 @@ struct PackedArgs {
 void packed_run_many(const float* x, int M, const std::vector<PackedArgs>& parts,
                      bool force_scalar);
 
+// A decode batch's rows routed to experts (MoE), grouped by expert. Each part holds E
+// experts' weights stacked, each expert packed as pack_weights packs one matrix (expert e's
+// panels right after expert e-1's); its w, s, b point at expert 0 and its y at the output
+// (M, k, N). Output (m, j) = x row (m, X == 1 ? 0 : j) @ W[idx[m * k + j]].T, x (M, X, K).
+// The (row, expert) pairs are sorted by expert (stable), and each expert's rows run as one
+// packed product of their own: a pair's arithmetic is the one packed_run_many gives that
+// row alone (packed.h's, which depends on nothing but the row), whatever rows share its
+// expert. Pairs whose expert is out of range get zeros.
+void packed_run_experts(const float* x, int M, int X, int k, const uint32_t* idx, int E,
+                        const std::vector<PackedArgs>& parts, bool force_scalar);
+
 // Which kernel runs here: "avx512-vnni", "avx2" or "portable" (BATCHCHAT_NATIVE_AVX512=0
 // skips the first).
 const char* packed_kernel_name(bool force_scalar);

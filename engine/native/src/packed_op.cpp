@@ -144,4 +144,138 @@ std::vector<mx::Shape> PackedMatvec::output_shapes(const std::vector<mx::array>&
   return shapes;
 }
 
+std::vector<mx::array> pack_experts(const mx::array& w, const mx::array& scales,
+                                    const mx::array& biases, int group_size, int bits) {
+  check(w.ndim() == 3 && scales.ndim() == 3 && biases.ndim() == 3,
+        "pack_experts takes stacked experts (E, N, ...)");
+  const int E = w.shape(0), N = w.shape(1), K = w.shape(2) * 32 / bits;
+  check_weights(mx::reshape(w, {E * N, w.shape(2)}), mx::reshape(scales, {E * N, scales.shape(2)}),
+                mx::reshape(biases, {E * N, biases.shape(2)}), group_size, bits, "pack_experts",
+                /*packed=*/true);
+  check(scales.shape(0) == E && scales.shape(1) == N, "scales must be (E, N, K / group_size)");
+  auto cpu = mx::Device::cpu;
+  mx::array wc = mx::contiguous(w, false, cpu), sc = mx::contiguous(scales, false, cpu),
+            bc = mx::contiguous(biases, false, cpu);
+  mx::eval({wc, sc, bc});
+  const int P = panels(N), G = K / group_size;
+  const size_t w_bytes = packed_weight_bytes(N, K, bits);
+  const size_t s_count = packed_scale_count(N, K, group_size);
+  auto* wp = static_cast<uint8_t*>(weight_alloc(w_bytes * E));
+  auto* sp = static_cast<float*>(weight_alloc(sizeof(float) * s_count * E));
+  auto* bp = static_cast<float*>(weight_alloc(sizeof(float) * s_count * E));
+  if (!wp || !sp || !bp) {
+    std::free(wp);
+    std::free(sp);
+    std::free(bp);
+    throw std::bad_alloc();
+  }
+  const size_t scale_bytes = mx::size_of(sc.dtype());
+  for (int e = 0; e < E; ++e) {
+    QmvArgs a{};
+    a.w = wc.data<uint32_t>() + (size_t)e * N * w.shape(2);
+    a.scales = static_cast<const char*>(sc.data<void>()) + (size_t)e * N * G * scale_bytes;
+    a.biases = static_cast<const char*>(bc.data<void>()) + (size_t)e * N * G * scale_bytes;
+    a.N = N;
+    a.K = K;
+    a.group_size = group_size;
+    a.bits = bits;
+    a.stype = sc.dtype() == mx::float32   ? ScaleType::f32
+              : sc.dtype() == mx::float16 ? ScaleType::f16
+                                          : ScaleType::bf16;
+    pack_weights(a, wp + w_bytes * e, sp + s_count * e, bp + s_count * e);
+  }
+  auto release = [](void* p) { std::free(p); };
+  return {mx::array(wp, {E * P * kPanel, K * bits / 8}, mx::uint8, release),
+          mx::array(sp, {E * P, G, kPanel}, mx::float32, release),
+          mx::array(bp, {E * P, G, kPanel}, mx::float32, release)};
+}
+
+std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array& indices,
+                                             const std::vector<mx::array>& packed,
+                                             const std::vector<int>& ns, int experts,
+                                             int group_size, int bits, bool force_scalar,
+                                             mx::StreamOrDevice s) {
+  check(!packed.empty() && packed.size() == 3 * ns.size(),
+        "packed must be (weights, scales, biases) for each N in ns");
+  check(x.ndim() == 3 && mx::issubdtype(x.dtype(), mx::floating), "x must be (M, X, K) floats");
+  check(indices.ndim() == 2 && indices.shape(0) == x.shape(0) &&
+            mx::issubdtype(indices.dtype(), mx::integer),
+        "indices must be (M, k) integers");
+  const int k = indices.shape(1);
+  check(x.shape(1) == 1 || x.shape(1) == k, "x's second axis must be 1 or k");
+  check(bits == 4 || bits == 8, "bits must be 4 or 8");
+  check(group_size == 16 || group_size == 32 || group_size == 64,
+        "group_size must be 16, 32 or 64");
+  check(experts > 0, "experts must be positive");
+  const int K = x.shape(-1);
+  check(K % 32 == 0 && K % group_size == 0, "x's last dimension must be whole groups");
+  auto stream = mx::to_stream(s);
+  check(stream.device == mx::Device::cpu, "runs on the CPU only");
+  std::vector<mx::Shape> shapes;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    const auto &w = packed[3 * i], &sc = packed[3 * i + 1], &bi = packed[3 * i + 2];
+    const int P = panels(ns[i]);
+    check(w.dtype() == mx::uint8 && w.ndim() == 2 && w.shape(0) == experts * P * kPanel &&
+              w.shape(1) == K * bits / 8,
+          "packed experts do not match x's K, N, bits or the expert count (pack_experts)");
+    check(sc.dtype() == mx::float32 && bi.dtype() == mx::float32 &&
+              sc.shape() == mx::Shape({experts * P, K / group_size, kPanel}) &&
+              bi.shape() == sc.shape(),
+          "packed experts' scales and biases do not match");
+    shapes.push_back({x.shape(0), k, ns[i]});
+  }
+  std::vector<mx::array> inputs = {mx::astype(x, mx::float32, stream),
+                                   mx::astype(indices, mx::uint32, stream)};
+  inputs.insert(inputs.end(), packed.begin(), packed.end());
+  auto outs = mx::array::make_arrays(
+      std::move(shapes), std::vector<mx::Dtype>(ns.size(), mx::float32),
+      std::make_shared<PackedExpertsMatvec>(stream, ns, experts, group_size, bits, force_scalar),
+      std::move(inputs));
+  if (x.dtype() != mx::float32)
+    for (auto& o : outs) o = mx::astype(o, x.dtype(), stream);
+  return outs;
+}
+
+void PackedExpertsMatvec::eval_cpu(const std::vector<mx::array>& inputs,
+                                   std::vector<mx::array>& outputs) {
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  mx::array x = dense(encoder, inputs[0]);
+  mx::array idx = dense(encoder, inputs[1]);
+  encoder.set_input_array(x);
+  encoder.set_input_array(idx);
+  const int M = x.shape(0), X = x.shape(1), k = idx.shape(1);
+  std::vector<PackedArgs> parts;
+  for (size_t i = 0; i < ns_.size(); ++i) {
+    const mx::array &w = inputs[2 + 3 * i], &sc = inputs[3 + 3 * i], &bi = inputs[4 + 3 * i];
+    mx::array& out = outputs[i];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    encoder.set_input_array(w);
+    encoder.set_input_array(sc);
+    encoder.set_input_array(bi);
+    encoder.set_output_array(out);
+    parts.push_back({w.data<uint8_t>(), sc.data<float>(), bi.data<float>(), out.data<float>(),
+                     ns_[i], x.shape(-1), group_size_, bits_});
+  }
+  encoder.dispatch([x = x.data<float>(), idx = idx.data<uint32_t>(), M, X, k, E = experts_,
+                    parts = std::move(parts), scalar = force_scalar_]() {
+    packed_run_experts(x, M, X, k, idx, E, parts, scalar);
+  });
+}
+
+void PackedExpertsMatvec::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("packed_experts_matvec has no GPU implementation");
+}
+
+bool PackedExpertsMatvec::is_equivalent(const mx::Primitive& other) const {
+  auto& o = static_cast<const PackedExpertsMatvec&>(other);
+  return ns_ == o.ns_ && experts_ == o.experts_ && group_size_ == o.group_size_ &&
+         bits_ == o.bits_ && force_scalar_ == o.force_scalar_;
+}
+
+std::vector<mx::Shape> PackedExpertsMatvec::output_shapes(const std::vector<mx::array>& inputs) {
+  std::vector<mx::Shape> shapes;
+  for (int n : ns_) shapes.push_back({inputs[0].shape(0), inputs[1].shape(1), n});
+  return shapes;
+}
+
 }  // namespace bc_native

@@ -23,6 +23,48 @@ std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<
                                           const std::vector<int>& ns, int group_size, int bits,
                                           bool force_scalar = false, mx::StreamOrDevice s = {});
 
+// pack_quantized for stacked experts: w (E, N, K * bits / 32), scales and biases (E, N,
+// K / group_size); each expert packed as one matrix, one after another: [weights uint8
+// (E * panels * 16, K * bits / 8), scales and biases float32 (E * panels, K / group_size,
+// 16)].
+std::vector<mx::array> pack_experts(const mx::array& w, const mx::array& scales,
+                                    const mx::array& biases, int group_size, int bits);
+
+// MoE: out_i (M, k, N_i), pair (m, j) = x[m, X == 1 ? 0 : j] @ W_i[indices[m, j]].T for each
+// pack_experts triple in `packed`, x (M, X, K) with X 1 or k, indices (M, k) integers below
+// `experts`. The pairs run grouped by expert (packed.h's packed_run_experts): each pair's
+// result is the bits its row gets alone.
+std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array& indices,
+                                             const std::vector<mx::array>& packed,
+                                             const std::vector<int>& ns, int experts,
+                                             int group_size, int bits, bool force_scalar = false,
+                                             mx::StreamOrDevice s = {});
+
+class PackedExpertsMatvec : public mx::Primitive {
+ public:
+  PackedExpertsMatvec(mx::Stream stream, std::vector<int> ns, int experts, int group_size,
+                      int bits, bool force_scalar)
+      : mx::Primitive(stream),
+        ns_(std::move(ns)),
+        experts_(experts),
+        group_size_(group_size),
+        bits_(bits),
+        force_scalar_(force_scalar) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  const char* name() const override { return "PackedExpertsMatvec"; }
+  bool is_equivalent(const mx::Primitive& other) const override;
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override;
+
+ private:
+  std::vector<int> ns_;
+  int experts_;
+  int group_size_;
+  int bits_;
+  bool force_scalar_;
+};
+
 class PackedMatvec : public mx::Primitive {
  public:
   PackedMatvec(mx::Stream stream, std::vector<int> ns, int group_size, int bits,
