@@ -62,6 +62,19 @@ class LocalBackend:
             raise refusal_of(exc, _field(request)) from None
         return Submission(streams, fmt, shape)
 
+    def prompt_tokens(self, request: ChatRequest) -> list[int]:
+        """The prompt `submit(request)` would run, without running it (the same reasoning
+        switch, template and tools); a Refusal where the engine would refuse it."""
+        target = self._serving()
+        try:
+            request, _ = reasoning.prepared(request, target)
+            what, _ = engine_input.prompt(request, target)
+            if "prompt_tokens" in what:
+                return list(what["prompt_tokens"])
+            return target.prompt_tokens(what["messages"], what.get("template_kwargs"))
+        except SUBMIT_ERRORS as exc:
+            raise refusal_of(exc, _field(request)) from None
+
     # -- the concurrency a simulator run sets -----------------------------------------------
     @property
     def max_concurrent(self) -> int:

@@ -143,10 +143,12 @@ class LocalTarget:
         ids = self.engine.tokenizer.encode(text, add_special_tokens=False)
         return int(ids[0]) if len(ids) == 1 else None
 
-    def prompt_tokens(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    def prompt_tokens(self, messages: Sequence[Mapping[str, Any]],
+                      template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
         """The prompt `submit(messages)` would run (RequestRejected if it would refuse
-        them); safe off the engine's and the UI's threads (app.bridge.prompt_size)."""
-        return self.engine.prompt_tokens(messages)
+        them); safe off the engine's and the UI's threads (app.bridge.prompt_size).
+        `template_kwargs`: the chat template's variables, as submit takes them."""
+        return self.engine.prompt_tokens(messages, template_kwargs)
 
     def encode(self, text: str) -> list[int]:
         return list(self.engine.tokenizer.encode(text))

@@ -13,7 +13,9 @@ import ipaddress
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,8 @@ from aiohttp import web
 from ..backend import LocalBackend
 from ..request import Refusal, RefusalCode
 from . import errors, model_names, openapi, responses, schemas, tooling
+from .anthropic import errors as anthropic_errors
+from .anthropic import handler as anthropic
 from .body import read_json
 from .choices import Choices
 from .connection import Limits, Runner
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
     from engine.public import EventStream, RequestStats
 
     from ..bridge import LocalTarget
+    from ..request import ChatRequest
+    from .fleet_api import FleetApi
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +92,18 @@ class ApiServer:
                  model_id: Callable[[], str | None],
                  config: ServerConfig | None = None,
                  on_finished: Callable[[RequestStats], None] | None = None,
-                 model_aliases: Callable[[], Sequence[str]] | None = None) -> None:
+                 model_aliases: Callable[[], Sequence[str]] | None = None,
+                 fleet: FleetApi | None = None) -> None:
         """`on_finished` gets each API request's engine stats when it ends (the app saves
         them to the history). `model_aliases()`: other names of the served model (its file
-        name, its repo id: model_names.aliases_of)."""
+        name, its repo id: model_names.aliases_of). `fleet`: several models (issue #50,
+        app/server/fleet_api.py), whose `target` and `model_id` are the two callables."""
         self.config = config or ServerConfig()
         self._on_finished = on_finished
         self._target = target
         self._model_id = model_id
         self._model_aliases = model_aliases or (lambda: ())
+        self.fleet = fleet
         self.metrics = ServerMetrics()
         self.closing = False
         self._runner: web.AppRunner | None = None
@@ -120,14 +129,18 @@ class ApiServer:
         cfg = self.config
         check_address(cfg)
         app = web.Application(client_max_size=cfg.max_body_bytes,
-                              middlewares=[self._errors, self._cors, self._gate])
+                              middlewares=[self._errors, self._cors, self._gate,
+                                           *([self.fleet.middleware] if self.fleet else [])])
         app.add_routes([
             web.get("/health", self._health),
             web.get("/metrics", self._metrics),
             web.get("/v1/models", self._models),
             web.post("/v1/chat/completions", self._chat),
             web.post("/v1/completions", self._completions),
+            web.post("/v1/messages", self._messages),
+            web.post("/v1/messages/count_tokens", self._count_tokens),
             web.get("/openapi.json", self._openapi),
+            *(self.fleet.routes() if self.fleet else []),
         ])
         # handler_cancellation: a client that disconnects cancels its handler, which
         # cancels its engine request (the engine drops it on its next tick)
@@ -184,17 +197,21 @@ class ApiServer:
     # -- middleware ---------------------------------------------------------------------
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Every error in OpenAI's shape, and a count per endpoint and status."""
+        """Every error in OpenAI's shape (Anthropic's under /v1/messages), and a count per
+        endpoint and status."""
+        anthropic_shape = anthropic_errors.speaks_anthropic(request.path)
         try:
             response = await handler(request)
         except Refusal as refusal:
-            response = errors.response(refusal, self.config.retry_after_s)
+            response = (anthropic_errors if anthropic_shape else errors).response(
+                refusal, self.config.retry_after_s)
         except web.HTTPException as exc:  # aiohttp's own: unknown route, wrong method
             if exc.status < 400:
                 raise
             code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status)
-            response = web.json_response(errors.error_body(exc.reason, exc.status, code=code),
-                                         status=exc.status, headers=_allow(exc))
+            body = anthropic_errors.error_body(exc.reason, exc.status) if anthropic_shape \
+                else errors.error_body(exc.reason, exc.status, code=code)
+            response = web.json_response(body, status=exc.status, headers=_allow(exc))
         resource = getattr(request.match_info.route, "resource", None)
         endpoint = resource.canonical if resource is not None else "other"
         self.metrics.count_response(endpoint, response.status)
@@ -223,33 +240,41 @@ class ApiServer:
         if key and request.path not in OPEN_PATHS:
             given = request.headers.get("Authorization", "")
             scheme, _, token = given.partition(" ")
+            if scheme.lower() != "bearer":  # Anthropic's clients send the key as x-api-key
+                token = request.headers.get("x-api-key", "")
             # compare_digest: the time taken does not tell how much of a guess was right
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    token.strip().encode(), key.encode()):
+            if not hmac.compare_digest(token.strip().encode(), key.encode()):
                 raise Refusal(RefusalCode.INVALID_API_KEY, "missing or wrong API key: send "
-                                                           "'Authorization: Bearer KEY'")
+                                                           "'Authorization: Bearer KEY' or "
+                                                           "'x-api-key: KEY'")
         return await handler(request)
 
     # -- simple endpoints ---------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
-        if self._target() is None:
+        if self.fleet is None and self._target() is None:  # several: loaded on demand
             raise Refusal(RefusalCode.MODEL_NOT_READY, "no model is loaded")
         return web.json_response({"status": "ok"})
 
     async def _metrics(self, request: web.Request) -> web.Response:
         target = self._target()
-        return web.Response(text=self.metrics.render(target.stats() if target else None),
+        text = self.fleet.metrics(self.metrics) if self.fleet is not None else \
+            self.metrics.render(target.stats() if target else None)
+        return web.Response(text=text,
                             content_type="text/plain", charset="utf-8",
                             headers={"X-Content-Type-Version": "0.0.4"})
 
     async def _openapi(self, request: web.Request) -> web.Response:
         """The description of this server as it validates now: the served model's names."""
+        if self.fleet is not None:
+            return web.json_response(self.fleet.document())
         served = self._model_id()
         names = [] if served is None else model_names.names(served, self._model_aliases())
         return web.json_response(openapi.document(names, any_name=not
                                                   self.config.strict_model_name))
 
     async def _models(self, request: web.Request) -> web.Response:
+        if self.fleet is not None:
+            return web.json_response(self.fleet.models())
         model = self._model_id()
         data = [] if model is None else [
             {"id": model, "object": "model", "created": 0, "owned_by": "batchchat"}]
@@ -262,20 +287,38 @@ class ApiServer:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, "completion")
 
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await anthropic.messages(self, request)
+
+    async def _count_tokens(self, request: web.Request) -> web.Response:
+        return await anthropic.count_tokens(self, request)
+
     async def _complete(self, request: web.Request, kind: str) -> web.StreamResponse:
         t0 = time.perf_counter()
         body = schemas.check_body(await read_json(request, self.config.max_body_bytes))
-        target, model = self._serving(schemas.model_name(body))
+        target, model = self.serving(schemas.model_name(body))
         if kind == "chat":
             parsed = schemas.parse_chat(body, self.config.default_max_tokens
                                         or target.context_length)
         else:
             parsed = schemas.parse_completion(body, 16)  # OpenAI's default for completions
+        async with self.answering(target, model, parsed) as (choices, replies):
+            if parsed.stream:
+                return await self._stream(request, choices, replies, parsed.include_usage, t0)
+            return await self._whole(choices, replies, t0)
+
+    @asynccontextmanager
+    async def answering(self, target: LocalTarget, model: str,
+                      parsed: ChatRequest) -> AsyncIterator[tuple[Choices, list[Reply]]]:
+        """`parsed` submitted (every API dialect's requests): its choices' streams and a
+        Reply per choice, for the block; a choice that has not ended when the block is left
+        (the client left) is cancelled and counted as an abort."""
         # the request's choices, all of them or none (LocalBackend.submit); "api-…" ids tell
         # API requests apart in the history's request stats
         taken = LocalBackend(target).submit(parsed, priority=self.config.priority,
                                             tag=self.config.tag,
                                             request_id=f"api-{uuid.uuid4().hex[:16]}")
+        kind = parsed.kind
         choices, fmt = Choices(taken.streams, self._ended), taken.call_format
         first = Reply(kind, model, self._text_of(target), parsed.logprobs,
                       calls=tooling.call_stream(parsed, fmt), shape=taken.shape)
@@ -285,9 +328,7 @@ class ApiServer:
                              for i in range(1, len(choices))]
         self._streams.update(choices.streams)
         try:
-            if parsed.stream:
-                return await self._stream(request, choices, replies, parsed.include_usage, t0)
-            return await self._whole(choices, replies, t0)
+            yield choices, replies
         finally:
             for reply in replies:
                 if reply.ended is None:  # the client left, or its socket broke, before the end
@@ -303,7 +344,9 @@ class ApiServer:
         if stream.stats is not None and self._on_finished is not None:
             self._on_finished(stream.stats)
 
-    def _serving(self, model: str) -> tuple[LocalTarget, str]:
+    def serving(self, model: str) -> tuple[LocalTarget, str]:
+        """(the model serving now, the id replies name) for a request naming `model`;
+        a Refusal while none is ready, or for a name not served (--strict-model-name)."""
         target, served = self._target(), self._model_id()
         if target is None or served is None:
             raise Refusal(RefusalCode.MODEL_NOT_READY, "no model is ready to serve yet (one is "
@@ -319,7 +362,7 @@ class ApiServer:
     async def _whole(self, choices: Choices, replies: list[Reply], t0: float) -> web.Response:
         last = [t0] * len(choices)
         async for i, event in choices.events():
-            last[i] = self._observe(event, t0, last[i])
+            last[i] = self.observe(event, t0, last[i])
             replies[i].add(event)
             if event.finish_reason == "error":  # the others are cancelled on the way out
                 raise Refusal(RefusalCode.ENGINE_ERROR, f"generation failed: {event.error}")
@@ -350,7 +393,7 @@ class ApiServer:
                 await response.write(sse(first))
         last = [t0] * len(choices)
         async for i, event in choices.events():
-            last[i] = self._observe(event, t0, last[i])
+            last[i] = self.observe(event, t0, last[i])
             reply = replies[i]
             logprobs = reply.add(event)
             if event.finish_reason == "error":
@@ -366,7 +409,9 @@ class ApiServer:
         await response.write(sse("[DONE]"))
         await response.write_eof()
 
-    def _observe(self, event: Any, t0: float, last: float) -> float:
+    def observe(self, event: Any, t0: float, last: float) -> float:
+        """One event into the latency histograms and finish counts; the time of the
+        request's latest token (`last`: the one before, t0 before the first)."""
         now = time.perf_counter()
         if event.token is not None:
             (self.metrics.ttft if last == t0 else self.metrics.itl).observe(now - last)
@@ -378,8 +423,10 @@ class ApiServer:
 
     def _text_of(self, target: LocalTarget) -> Callable[[int], str]:
         """A token's own text (for logprobs), cached per token while the model stays."""
-        if self._token_text[0] is not target:  # another model: start afresh
-            self._token_text = (target, {})
+        held = self._token_text[0]
+        if held is None or held() is not target:  # another model: start afresh
+            # a weak reference: an unloaded model is not kept alive for its token texts
+            self._token_text = (weakref.ref(target), {})
         cache = self._token_text[1]
 
         def text(token: int) -> str:

@@ -309,6 +309,8 @@ def model_field(names: Sequence[str], any_name: bool) -> dict[str, Any]:
 def document(names: Sequence[str] = (), any_name: bool = True) -> dict[str, Any]:
     """The OpenAPI description of this server; `names`: the served model's (empty: any
     string, as before a model is loaded)."""
+    from .anthropic import openapi as anthropic  # it builds on this module's pieces
+
     model = {"model": model_field(names, any_name)}
     chat = CHAT_REQUEST | {"properties": CHAT_REQUEST["properties"] | model}
     completion = COMPLETION_REQUEST | {"properties": COMPLETION_REQUEST["properties"] | model}
@@ -316,14 +318,18 @@ def document(names: Sequence[str] = (), any_name: bool = True) -> dict[str, Any]
         "openapi": OPENAPI_VERSION,
         "info": {"title": "BatchChat OpenAI-compatible API", "version": "1",
                  "description": "Errors are in OpenAI's shape: "
-                                "{\"error\": {\"message\", \"type\", \"param\", \"code\"}}."},
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+                                "{\"error\": {\"message\", \"type\", \"param\", \"code\"}}, "
+                                "under /v1/messages in Anthropic's: "
+                                "{\"type\": \"error\", \"error\": {\"type\", \"message\"}}."},
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                                           "apiKey": anthropic.SECURITY_SCHEME}},
         "security": [{"bearer": []}, {}],  # a key only when the server was given one
         "paths": {
             "/v1/chat/completions": _completion_op("chat, streamed (SSE) or not",
                                                    chat, CHAT_COMPLETION, CHAT_CHUNK),
             "/v1/completions": _completion_op("text completion of one prompt",
                                               completion, COMPLETION, COMPLETION_CHUNK),
+            **anthropic.paths(model["model"]),
             "/v1/models": _get("the served model", _json(MODELS), 401, 503),
             "/health": _get("200 while a model is loaded", _json(
                 _obj({"status": {"const": "ok"}})), 503, open_=True),

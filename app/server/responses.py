@@ -31,8 +31,9 @@ def finish_reason(reason: str) -> str:
 def json_logprob(value: float) -> float:
     """A logprob JSON can carry: -inf (a token ruled out, e.g. by an extreme repetition
     penalty) and NaN are not JSON numbers (json.dumps would write -Infinity / NaN, which
-    strict parsers refuse), so they are sent as LOGPROB_FLOOR, as vLLM does."""
-    return value if math.isfinite(value) else LOGPROB_FLOOR
+    strict parsers refuse), so they are sent as LOGPROB_FLOOR, as vLLM does; so is a finite
+    value below it (a repetition penalty near 0 gives -1e16: the documented minimum holds)."""
+    return value if math.isfinite(value) and value > LOGPROB_FLOOR else LOGPROB_FLOOR
 
 
 def sse(data: dict[str, Any] | str) -> bytes:

@@ -1,7 +1,8 @@
 """Property-based fuzzing of a real server on loopback with schemathesis, from its own
 GET /openapi.json: requests the document allows and requests it forbids, for every operation.
 
-Checked on every response: no 5xx, every error in OpenAI's JSON shape, the status, content
+Checked on every response: no 5xx, every error in OpenAI's JSON shape (Anthropic's under
+/v1/messages), the status, content
 type and body as documented (each SSE event's JSON too), forbidden data refused (4xx),
 allowed data served (2xx; the only 400s allowed are the engine's own refusal of a prompt this
 model cannot take, code invalid_request: too long for the context, no content, token ids
@@ -47,6 +48,7 @@ MAX_TOKENS = 16  # allowed requests' replies are cut to this many tokens, to sta
 VOCAB = 256  # token ids the tiny model's tokenizer has (the bytes)
 ENV = "BATCHCHAT_FUZZ_EXAMPLES"
 ERROR_FIELDS = {"message", "type", "param", "code"}
+ANTHROPIC = "/v1/messages"  # the paths answered in Anthropic's shapes
 
 
 @contextmanager
@@ -80,13 +82,18 @@ def server_thread(make_engine: Callable[..., Any]) -> Iterator[str]:
         loop.close()
 
 
-def openai_error_shape(ctx: Any, response: Any, case: Any) -> None:
-    """Every 4xx/5xx is {"error": {"message", "type", "param", "code"}}, a non-empty message."""
+def error_shape(ctx: Any, response: Any, case: Any) -> None:
+    """Every 4xx/5xx is {"error": {"message", "type", "param", "code"}}, a non-empty message;
+    under /v1/messages Anthropic's {"type": "error", "error": {"type", "message"}}."""
     if response.status_code < 400:
         return
     body = json.loads(response.content)
-    assert set(body) == {"error"}, body
-    assert set(body["error"]) == ERROR_FIELDS, body
+    if case.path.startswith(ANTHROPIC):
+        assert set(body) == {"type", "error"} and body["type"] == "error", body
+        assert set(body["error"]) == {"type", "message"}, body
+    else:
+        assert set(body) == {"error"}, body
+        assert set(body["error"]) == ERROR_FIELDS, body
     assert isinstance(body["error"]["message"], str) and body["error"]["message"], body
 
 
@@ -97,7 +104,10 @@ def allowed_data_served(ctx: Any, response: Any, case: Any) -> None:
         return
     if response.status_code == 400:
         error = json.loads(response.content)["error"]
-        assert error["code"] in ("invalid_request", "invalid_schema"), error
+        # Anthropic's error body has no code: the server sends it as a header
+        code = response.headers.get("x-batchchat-error-code", [None])[0] \
+            if case.path.startswith(ANTHROPIC) else error["code"]  # (headers: lists)
+        assert code in ("invalid_request", "invalid_schema"), error
         return
     assert 200 <= response.status_code < 300, response.content[:500]
 
@@ -106,7 +116,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance, negative_data_rejection]
 
 
-def shape(body: dict[str, Any], stream: bool) -> None:
+def shape(body: dict[str, Any], stream: bool, path: str) -> None:
     """Keep an allowed request allowed but more often served: short replies, token ids in
     the vocabulary, streamed half the time."""
     for name in ("max_tokens", "max_completion_tokens"):
@@ -130,11 +140,20 @@ def shape(body: dict[str, Any], stream: bool) -> None:
         for i, tool in enumerate(tools):  # a tool_choice that names one of them
             if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
                 tool["function"]["name"] = f"f{i}"
+            elif isinstance(tool, dict) and path.startswith(ANTHROPIC):
+                tool["name"] = f"f{i}"
     choice = body.get("tool_choice")
     if choice not in (None, "none") and not tools:
         del body["tool_choice"]
     elif isinstance(choice, dict) and isinstance(choice.get("function"), dict):
         choice["function"]["name"] = "f0"
+    elif isinstance(choice, dict) and choice.get("type") == "tool":  # Anthropic's
+        choice["name"] = "f0"
+    messages = body.get("messages")
+    if path.startswith(ANTHROPIC) and isinstance(messages, list) and messages \
+            and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+        # no prefill: the document says it, JSON Schema cannot (an array's last item)
+        messages.append({"role": "user", "content": "Go on."})
 
 
 def _json_object(text: Any) -> bool:
@@ -157,10 +176,10 @@ def fuzz(operation: Any, mode: GenerationMode, url: str, examples: int,
         # `model` needs no help: the served document lists the served id (and, one model
         # being served, takes any other name), so allowed cases reach the engine
         if mode is GenerationMode.POSITIVE and isinstance(body, dict):
-            shape(body, stream)
+            shape(body, stream, case.path)
         response = case.call(base_url=url, session=session, timeout=60)
         case.validate_response(response, checks=CHECKS,
-                               additional_checks=[openai_error_shape, allowed_data_served])
+                               additional_checks=[error_shape, allowed_data_served])
 
     one()
 

@@ -11,11 +11,17 @@ import schemathesis
 
 from app.request import Refusal
 from app.server import openapi, schemas
+from app.server.anthropic.request import parse_count, parse_messages
 from app.server.errors import status_of
 from tests.server.conftest import MODEL
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "logprobs": True}
 COMPLETION = {"model": MODEL, "prompt": "Hi"}
+MESSAGES = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4,
+            "metadata": None, "system": "Be brief.", "thinking": None,
+            "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "auto"}}
+COUNT = {k: v for k, v in MESSAGES.items() if k not in ("max_tokens", "metadata")}
 
 
 class Reads(dict):
@@ -54,6 +60,8 @@ def test_the_document_is_valid_openapi():
 @pytest.mark.parametrize(("path", "body", "parse"), [
     ("/v1/chat/completions", CHAT, schemas.parse_chat),
     ("/v1/completions", COMPLETION, schemas.parse_completion),
+    ("/v1/messages", MESSAGES, parse_messages),
+    ("/v1/messages/count_tokens", COUNT, lambda body, _: parse_count(body)),
 ])
 def test_documented_fields_are_the_fields_the_parser_reads(path, body, parse):
     reads = Reads(body)
@@ -92,9 +100,11 @@ def bounds(schema: dict[str, Any]) -> list[tuple[Any, bool]]:
 
 CASES = [(path, base, parse, name, value, ok)
          for path, base, parse in [("/v1/chat/completions", CHAT, schemas.parse_chat),
-                                   ("/v1/completions", COMPLETION, schemas.parse_completion)]
+                                   ("/v1/completions", COMPLETION, schemas.parse_completion),
+                                   ("/v1/messages", MESSAGES, parse_messages)]
          for name, schema in properties(path).items()
-         for value, ok in bounds(schema)]
+         for value, ok in bounds(schema)
+         if not (value is None and name == "max_tokens" and path == "/v1/messages")]
 
 
 @pytest.mark.parametrize(("path", "base", "parse", "name", "value", "ok"), CASES,

@@ -1,0 +1,128 @@
+"""`POST /v1/messages` and `POST /v1/messages/count_tokens`: an Anthropic body parsed into a
+ChatRequest (request.py) and run on the server's one road (ApiServer.answering: the same
+submit, the same Reply as the OpenAI routes), its events written as Anthropic's message
+(message.py) or event stream (events.py). The `anthropic-version` header is taken and not
+needed: one version of the API is spoken."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from ...backend import LocalBackend
+from ...request import Refusal, RefusalCode
+from .. import responses, schemas
+from ..body import read_json
+from . import message
+from .events import Events
+from .request import parse_count, parse_messages
+
+if TYPE_CHECKING:
+    from ...bridge import LocalTarget
+    from ...request import ChatRequest
+    from ..app import ApiServer
+    from ..choices import Choices
+    from ..responses import Reply
+
+log = logging.getLogger(__name__)
+
+# the engine's finish reasons that end a reply without an answer: the server is stopping
+ENDED_EARLY = ("cancelled", "shutdown")
+
+
+async def messages(server: ApiServer, request: web.Request) -> web.StreamResponse:
+    t0 = time.perf_counter()
+    body = schemas.check_body(await read_json(request, server.config.max_body_bytes))
+    target, model = server.serving(schemas.model_name(body))
+    parsed = parse_messages(body, target.context_length)
+    async with server.answering(target, model, parsed) as (choices, replies):
+        if parsed.stream:
+            return await _stream(server, request, target, parsed, choices, replies[0], t0)
+        return await _whole(server, target, parsed, choices, replies[0], t0)
+
+
+async def count_tokens(server: ApiServer, request: web.Request) -> web.Response:
+    """The prompt's tokens as /v1/messages would run it (the same template, tools and
+    thinking switch), without running it."""
+    body = schemas.check_body(await read_json(request, server.config.max_body_bytes))
+    target, _ = server.serving(schemas.model_name(body))
+    tokens = LocalBackend(target).prompt_tokens(parse_count(body))
+    return web.json_response({"input_tokens": len(tokens)})
+
+
+def _matched(target: LocalTarget, parsed: ChatRequest, choices: Choices,
+             finish: str) -> str | None:
+    """The stop sequence that ended the reply, if one did."""
+    stops = getattr(parsed.params, "stop", ())  # parse_chat's SamplingParams
+    if finish != "stop" or not stops:
+        return None
+    return message.stop_sequence(target.decode(choices.streams[0].tokens), stops)
+
+
+def _refusal(finish: str, error: str | None) -> Refusal | None:
+    if finish == "error":
+        return Refusal(RefusalCode.ENGINE_ERROR, f"generation failed: {error}")
+    if finish in ENDED_EARLY:
+        return Refusal(RefusalCode.SHUTTING_DOWN, "the server is stopping: the reply was "
+                                                  "cut short")
+    return None
+
+
+async def _whole(server: ApiServer, target: LocalTarget, parsed: ChatRequest,
+                 choices: Choices, reply: Reply, t0: float) -> web.Response:
+    last = t0
+    async for _, event in choices.events():
+        last = server.observe(event, t0, last)
+        reply.add(event)
+        if event.finish_reason is not None:
+            refused = _refusal(event.finish_reason, event.error)
+            if refused is not None:
+                raise refused
+    openai = responses.full([reply], choices.streams)
+    finish = openai["choices"][0]["finish_reason"]
+    return web.json_response(message.whole(openai, message.message_id(), reply.model,
+                                           _matched(target, parsed, choices, finish)))
+
+
+async def _stream(server: ApiServer, request: web.Request, target: LocalTarget,
+                  parsed: ChatRequest, choices: Choices, reply: Reply,
+                  t0: float) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})
+    if server.config.cors_origin is not None:
+        response.headers["Access-Control-Allow-Origin"] = server.config.cors_origin
+    events = Events(message.message_id(), reply.model)
+    try:
+        await response.prepare(request)
+        for data in events.start(len(choices.streams[0].prompt_tokens)):
+            await response.write(data)
+        last, finish = t0, "stop"
+        async for _, event in choices.events():
+            last = server.observe(event, t0, last)
+            reply.add(event)
+            refused = None if event.finish_reason is None \
+                else _refusal(event.finish_reason, event.error)
+            if refused is not None:
+                kind = "api_error" if refused.code is RefusalCode.ENGINE_ERROR \
+                    else "overloaded_error"
+                await response.write(events.error(kind, refused.message))
+                await response.write_eof()
+                return response
+            for chunk in reply.chunks(event.text, None, event.finish_reason):
+                choice = chunk["choices"][0]
+                for data in events.delta(choice["delta"]):
+                    await response.write(data)
+                finish = choice["finish_reason"] or finish
+        usage = message.usage(responses.usage([s.stats for s in choices.streams],
+                                              reply.reasoning_tokens))
+        matched = _matched(target, parsed, choices, finish)
+        for data in events.finish(message.stop_reason(finish, matched), matched, usage):
+            await response.write(data)
+        await response.write_eof()
+    except ConnectionError:
+        # the client left between two of our writes (app.py's _stream says more)
+        log.debug("a streaming client left before the end of its stream")
+    return response
