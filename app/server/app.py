@@ -223,7 +223,9 @@ class ApiServer:
         if origin is None:
             return await handler(request)
         headers = {"Access-Control-Allow-Origin": origin,
-                   "Access-Control-Allow-Headers": "Authorization, Content-Type",
+                   # x-api-key and anthropic-version: Anthropic's clients send them
+                   "Access-Control-Allow-Headers": "Authorization, Content-Type, x-api-key, "
+                                                   "anthropic-version",
                    "Access-Control-Allow-Methods": "GET, POST, OPTIONS"}
         if request.method == "OPTIONS":  # a preflight
             return web.Response(status=204, headers=headers)

@@ -185,6 +185,19 @@ def recording(eng: Engine) -> list[str]:
     return seen
 
 
+async def test_output_config_format_makes_the_text_json_of_the_schema(serve) -> None:
+    schema = {"type": "object", "properties": {"mood": {"enum": ["happy", "sad"]},
+                                               "level": {"type": "integer", "minimum": 1,
+                                                         "maximum": 9}},
+              "required": ["mood", "level"], "additionalProperties": False}
+    async with anthropic_on(serve) as (_, client):
+        r = await client.messages.create(
+            model=MODEL, max_tokens=100, messages=HI, output_config={
+                "format": {"type": "json_schema", "schema": schema}, "effort": "max"})
+        assert r.stop_reason == "end_turn"  # the grammar complete
+        jsonschema.validate(json.loads(r.content[0].text), schema)
+
+
 @pytest.mark.parametrize(("body", "says"), [
     ({"model": MODEL, "messages": HI}, "'max_tokens' is required"),
     ({"max_tokens": 4, "messages": HI}, "'model' is required"),
@@ -220,6 +233,12 @@ async def test_fields_refused_in_anthropic_shape(serve, body, says) -> None:
      "the last message must be the user's"),
     ({"max_tokens": 4, "messages": HI, "thinking": {"type": "enabled"}},
      "'thinking.budget_tokens' must"),
+    ({"max_tokens": 4, "messages": HI, "tools": [WEATHER], "tool_choice": {"type": "any"},
+      "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
+     "'output_config.format' cannot be combined with a forced tool call"),
+    ({"max_tokens": 4, "messages": HI, "output_config": {"format": {
+        "type": "json_schema", "schema": {"type": "banana"}}}},
+     "'output_config.format.schema' cannot be used"),
 ])
 async def test_errors_in_anthropic_shape(serve, body, says) -> None:
     async with anthropic_on(serve) as (s, client):
@@ -344,3 +363,17 @@ async def test_an_agent_loop_calls_two_tools_and_finishes(make_engine) -> None:
         assert [b.type for b in reply.content] == ["text"]
         assert reply.content[0].text == "It is sunny and 14:05 in Oslo."
         assert len(messages) == 6  # user, call, result, call, result, answer
+
+
+async def test_a_browser_may_send_the_anthropic_headers(serve) -> None:
+    """With --cors-origin, a preflight allows x-api-key and anthropic-version (what the
+    SDK sends from a browser)."""
+    s = await serve(cors_origin="*")
+    async with aiohttp.ClientSession() as http, http.options(
+            s.url + "/v1/messages", headers={
+                "Origin": "http://example.test", "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "x-api-key, anthropic-version"}) as r:
+        assert r.status == 204
+        allowed = {h.strip().lower() for h in
+                   r.headers["Access-Control-Allow-Headers"].split(",")}
+    assert {"x-api-key", "anthropic-version", "content-type"} <= allowed

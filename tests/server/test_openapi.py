@@ -20,7 +20,7 @@ COMPLETION = {"model": MODEL, "prompt": "Hi"}
 MESSAGES = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4,
             "metadata": None, "system": "Be brief.", "thinking": None,
             "tools": [{"name": "f", "input_schema": {"type": "object"}}],
-            "tool_choice": {"type": "auto"}}
+            "tool_choice": {"type": "auto"}, "output_config": {"effort": "low"}}
 COUNT = {k: v for k, v in MESSAGES.items() if k not in ("max_tokens", "metadata")}
 
 

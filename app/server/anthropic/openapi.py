@@ -21,7 +21,7 @@ from ..openapi import (
     _obj,
     nullable,
 )
-from .request import THINKING
+from .request import EFFORTS, THINKING
 
 TEXT_BLOCK = {"type": "object", "required": ["type", "text"],
               "properties": {"type": {"const": "text"}, "text": STR}}
@@ -64,7 +64,22 @@ THINKING_FIELD = {"anyOf": [
     {"type": "object", "required": ["type"], "properties": {
         "type": {"enum": [t for t in THINKING if t != "enabled"]}}}],
     "description": "a reasoning model's thinking: enabled with a budget of thinking tokens, "
-                   "adaptive (on, no budget) or disabled; absent: the model's default"}
+                   "adaptive or between_tools (on, no budget) or disabled; absent: the "
+                   "model's default"}
+OUTPUT_CONFIG = {"type": "object", "properties": {
+    "effort": nullable({"enum": list(EFFORTS), "description": "a reasoning model's effort "
+                                                              "(xhigh and max are high)"}),
+    "format": nullable({"type": "object", "required": ["type", "schema"], "properties": {
+        "type": {"const": "json_schema"}, "schema": JSON_SCHEMA},
+        "description": "the reply's text is one JSON value of this schema"})}}
+# JSON output and a forced tool call exclude each other (as response_format and tool_choice)
+FORMAT_OR_FORCED = [{
+    "if": {"required": ["output_config"], "properties": {"output_config": {
+        "type": "object", "required": ["format"],
+        "properties": {"format": {"type": "object"}}}}},
+    "then": {"properties": {"tool_choice": {"not": {
+        "type": "object", "required": ["type"],
+        "properties": {"type": {"enum": ["any", "tool"]}}}}}}}]
 
 # the prompt's fields, which count_tokens takes too
 PROMPT = {
@@ -76,6 +91,7 @@ PROMPT = {
                        "description": "distinct names"}),
     "tool_choice": nullable(TOOL_CHOICE),
     "thinking": nullable(THINKING_FIELD),
+    "output_config": nullable(OUTPUT_CONFIG),
 }
 MESSAGES_REQUEST = {
     "type": "object", "required": ["model", "messages", "max_tokens"],
@@ -89,9 +105,11 @@ MESSAGES_REQUEST = {
         "stream": nullable({"type": "boolean"}),
         "metadata": nullable({"type": "object", "description": "taken, not used"}),
     },
+    "allOf": FORMAT_OR_FORCED,
 }
 COUNT_REQUEST = {"type": "object", "required": ["model", "messages"],
-                 "description": "The prompt as /v1/messages takes it.", "properties": PROMPT}
+                 "description": "The prompt as /v1/messages takes it.", "properties": PROMPT,
+                 "allOf": FORMAT_OR_FORCED}
 
 # -- what the server sends ------------------------------------------------------------------
 STOP_REASONS = ["end_turn", "max_tokens", "stop_sequence", "tool_use"]

@@ -26,7 +26,11 @@ ASSISTANT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")
 # blocks of media this server cannot read yet (images have not landed): a 400 naming them
 MEDIA_BLOCKS = ("image", "document")
 TOOL_CHOICES = ("auto", "any", "tool", "none")
-THINKING = ("enabled", "disabled", "adaptive")
+# between_tools (the 2026 SDK's: thinking between tool calls) is taken as adaptive: a
+# reasoning model here thinks at the start of each reply, tool results included
+THINKING = ("enabled", "disabled", "adaptive", "between_tools")
+# output_config.effort in the reasoning effort's words (this server's highest is high)
+EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
 TEXT_JOIN = "\n"  # between a message's text blocks (and the system's)
 
 
@@ -55,16 +59,40 @@ def _parsed(body: Mapping[str, Any], sampling: dict[str, Any],
             default_max_tokens: int) -> ChatRequest:
     tools = _tools(body.get("tools"))
     choice, parallel = _tool_choice(body.get("tool_choice"), tools)
+    effort, response_format = _output_config(body.get("output_config"))
     openai = {"model": schemas.model_name(body),
               "messages": _system(body.get("system")) + _messages(body.get("messages")),
               "tools": tools or None, "tool_choice": choice,
-              "parallel_tool_calls": parallel} | sampling
-    controls = _thinking(body.get("thinking"))
+              "parallel_tool_calls": parallel, "response_format": response_format} | sampling
+    controls = replace(_thinking(body.get("thinking")), effort=effort)
     try:
         parsed = schemas.parse_chat(openai, default_max_tokens)
     except Refusal as refusal:
         raise _in_anthropic_terms(refusal) from None
     return replace(parsed, reasoning=controls)
+
+
+def _output_config(value: Any) -> tuple[str | None, dict[str, Any] | None]:
+    """(the reasoning effort, OpenAI's response_format) of `output_config`: `effort` (low,
+    medium, high; xhigh and max are high) and `format` ({type: json_schema, schema}: the
+    reply's text is one JSON value of that schema, compact, as a strict json_schema)."""
+    if value is None:
+        return None, None
+    if not isinstance(value, Mapping):
+        raise invalid("output_config", "'output_config' must be an object")
+    effort = value.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise invalid("output_config", "'output_config.effort' must be one of "
+                                       f"{', '.join(EFFORTS)}")
+    fmt = value.get("format")
+    if fmt is None:
+        return EFFORTS.get(effort or ""), None
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema" \
+            or not isinstance(fmt.get("schema"), Mapping):
+        raise invalid("output_config", "'output_config.format' must be {\"type\": "
+                                       "\"json_schema\", \"schema\": {...}}")
+    return EFFORTS.get(effort or ""), {"type": "json_schema", "json_schema": {
+        "name": "output", "schema": fmt["schema"], "strict": True}}
 
 
 # -- the conversation -----------------------------------------------------------------------
@@ -267,8 +295,8 @@ def _tool_choice(value: Any, tools: list[dict[str, Any]]) -> tuple[Any, bool | N
 
 def _thinking(value: Any) -> Any:
     """The reasoning controls of `thinking`: enabled (with `budget_tokens`, the most
-    thinking tokens), adaptive (on, the model decides how long), disabled; absent: the
-    model's own default."""
+    thinking tokens), adaptive or between_tools (on, the model decides how long),
+    disabled; absent: the model's own default."""
     from engine.public import Controls
 
     if value is None:
@@ -303,6 +331,8 @@ _OPENAI_NAMES = [  # a refusal of parse_chat's, named as the Anthropic body name
     (re.compile(r"tools\[(\d+)\]\.function\.parameters"), r"tools[\1].input_schema"),
     (re.compile(r"tools\[(\d+)\]\.function\.(\w+)"), r"tools[\1].\2"),
     (re.compile(r"'stop'"), "'stop_sequences'"),
+    (re.compile(r"response_format\.json_schema\.schema"), "output_config.format.schema"),
+    (re.compile(r"response_format"), "output_config.format"),
     (re.compile(r"^stop$"), "stop_sequences"),
 ]
 
