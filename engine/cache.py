@@ -112,6 +112,9 @@ def grow_ahead(batch: LayerCaches) -> None:
             return
 
 
-def extract(batch: LayerCaches, row: int) -> LayerCaches:
-    """One row as a solo cache, padding removed."""
+def extract(batch: LayerCaches, row: int, room: bool = False) -> LayerCaches:
+    """One row as a solo cache, padding removed; `room`: slot rows' with spare columns to
+    decode into (SlotKVCache.extract)."""
+    if room and isinstance(batch[0], SlotKVCache):
+        return [layer.extract(row, room=True) for layer in batch]
     return [layer.extract(row) for layer in batch]

@@ -24,12 +24,19 @@ from .sampling import TokenLogprobs
 from .sequence import Priority, Sequence, Status
 from .slot_cache import SlotKVCache, plain
 
+# (a finished row's sequence, the batch cache, its row) -> arrays written, or None
+KeepRow = Callable[[Sequence, kv.LayerCaches, int], list[mx.array] | None]
+
 
 class DecodeBatch:
     def __init__(self, runner: ModelRunner, context_length: int, keep_kv: bool,
                  batch_run_ahead: bool | None = None,
-                 drafting: Callable[[list[Sequence]], bool] | None = None) -> None:
+                 drafting: Callable[[list[Sequence]], bool] | None = None,
+                 keep_row: KeepRow | None = None) -> None:
         self.runner = runner
+        # A finished row's KV kept without a copy of the whole row (engine/kv_policy.py
+        # KvPolicy.keep_row): the arrays to evaluate, or None (then it is cut out)
+        self.keep_row: KeepRow = keep_row or (lambda seq, cache, row: None)
         # Whether the rows draft at their next step (engine/speculation.py): its input is
         # read before the step starts, so it never runs ahead
         self.drafting = drafting or (lambda seqs: False)
@@ -135,21 +142,31 @@ class DecodeBatch:
             return []
         self.roll_back_ahead()  # a started batch step fed the leaving rows too
         survivors = [self.seqs[i] for i in keep]
-        left = []
+        left: list[tuple[Sequence, kv.LayerCaches]] = []
         if self.cache is not None:
             if self.keep_kv:
-                left = [(s, kv.extract(self.cache, i)) for i, s in enumerate(self.seqs)
-                        if s.is_finished and wants_kv(s)]
+                written: list[mx.array] = []
+                for i, seq in enumerate(self.seqs):
+                    if not (seq.is_finished and wants_kv(seq)):
+                        continue
+                    # Its prompt's cached entry takes the row's new columns where it can
+                    # (KvPolicy.keep_row); else the whole row is copied out
+                    kept = self.keep_row(seq, self.cache, i)
+                    if kept is not None:
+                        written += kept
+                    else:
+                        left.append((seq, kv.extract(self.cache, i)))
                 # copied out before other rows move into their places (else the move
                 # would copy the whole buffer to keep them readable)
-                mx.eval([layer.state for _, cache in left for layer in cache])
+                mx.eval(written + [layer.state for _, cache in left for layer in cache])
             if len(keep) >= 2:
                 # rows may be reordered (the last ones fill the gaps)
                 survivors = [self.seqs[i] for i in kv.keep_rows(self.cache, keep)]
                 kv.shrink(self.cache)
             elif len(keep) == 1:
-                # Back to the solo fast path, with the cache as computed so far.
-                survivors[0].cache = kv.extract(self.cache, keep[0])
+                # Back to the solo fast path, with the cache as computed so far (with room
+                # for its next steps: an exact copy would be copied again to grow)
+                survivors[0].cache = kv.extract(self.cache, keep[0], room=True)
                 self.cache, self._spare = None, self.cache
             else:
                 self.cache, self._spare = None, self.cache

@@ -87,7 +87,8 @@ class EngineCore:
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=prefix is not None,
                                  batch_run_ahead=config.batch_run_ahead,
                                  drafting=(self.speculation.will_draft
-                                           if self.speculation is not None else None))
+                                           if self.speculation is not None else None),
+                                 keep_row=self.memory.keep_row)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)

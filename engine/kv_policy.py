@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import KVCache
 
@@ -20,6 +21,7 @@ from .cache import LayerCaches
 from .prefix_cache import PrefixCache, alias
 from .prefix_store import PrefixStore, fingerprint
 from .sequence import Sequence
+from .slot_cache import SlotKVCache
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,19 @@ class KvPolicy:
         if self.prefix is not None and wants_kv(seq):
             self.prefix.insert(seq.prompt_tokens + seq.output_tokens, cache)
             self.evict()
+
+    def keep_row(self, seq: Sequence, batch: LayerCaches, row: int) -> list[mx.array] | None:
+        """A finished slot row's KV (prompt and every token fed after it) kept as a prefix
+        by writing only what its prompt's entry lacks into that entry's buffer
+        (`PrefixCache.extend`): the arrays written (evaluated by the caller before the rows
+        move), or None when it must be copied out whole (`keep_finished`)."""
+        if self.prefix is None or not wants_kv(seq) or not isinstance(batch[0], SlotKVCache):
+            return None
+        tokens = (seq.prompt_tokens + seq.output_tokens)[:batch[0].lengths[row]]
+        written = self.prefix.extend(tokens, lambda i, a, b: batch[i].columns(row, a, b))
+        if written is not None:
+            self.evict()
+        return written
 
     def save(self, tokens: list[int]) -> int:
         """Save the longest cached prefix of `tokens` to disk; how many tokens it holds (0:

@@ -19,6 +19,7 @@ A state's arrays are shared between an entry and a restored cache: the model rep
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -26,6 +27,9 @@ import numpy as np
 from mlx_lm.models.cache import ArraysCache, KVCache
 
 from .cache import LayerCaches
+
+# (layer, start, stop) -> that layer's keys and values at positions [start, stop)
+ColumnReader = Callable[[int, int, int], tuple[mx.array, mx.array]]
 
 
 def supports(cache: LayerCaches) -> bool:
@@ -166,6 +170,57 @@ class PrefixCache:
         self.nbytes += entry.nbytes
         self.num_tokens += entry.num_tokens
         return True
+
+    def extend(self, tokens: list[int], read: ColumnReader) -> list[mx.array] | None:
+        """Keep the KV of `tokens` by writing only the positions an entry lacks into that
+        entry's buffer: the longest entry of plain KV layers holding a prefix of them, with
+        room for all of them (a prompt kept as it was prefilled, `alias`, whose buffer was
+        made with mlx-lm's spare columns). `read(layer, start, stop)`: the keys and values
+        of `tokens[start:stop]` in that layer. Returns the arrays written (to evaluate
+        before the source changes), [] when an entry already holds them all, None when no
+        entry can take them (the caller keeps a copy of the whole, `insert`).
+
+        The entry's buffer is written by `mx.slice_update` into new array objects: where
+        nothing else holds the buffer (the prompt's sequence went on as a batch row), MLX
+        writes it in place; where something does (a cache restored from it, a sequence
+        still decoding alone into it), MLX copies it first, so no holder sees a change."""
+        if self.whole_entries:
+            return None
+        n = len(tokens)
+        new = np.asarray(tokens, dtype=np.int32)
+        base: CachedPrefix | None = None
+        for entry in self.entries:
+            m = entry.num_tokens
+            if m >= n:
+                if np.array_equal(entry.tokens[:n], new):
+                    entry.last_used = self._tick()  # already held
+                    return []
+                continue
+            if (base is None or m > base.num_tokens) and kv_only(entry.cache) and all(
+                    layer.keys.shape[2] >= n for layer in entry.cache) and np.array_equal(
+                    entry.tokens, new[:m]):
+                base = entry
+        if base is None:
+            return None
+        m = base.num_tokens
+        start = mx.array([0, 0, m, 0])
+        cache: LayerCaches = []
+        for i, layer in enumerate(base.cache):
+            keys, values = read(i, m, n)
+            out = KVCache()
+            out.keys = mx.slice_update(layer.keys, keys, start, axes=(0, 1, 2, 3))
+            out.values = mx.slice_update(layer.values, values, start, axes=(0, 1, 2, 3))
+            out.offset = n
+            cache.append(out)
+        # it and every other entry holding a prefix of `tokens` are subsumed (as `insert`)
+        for entry in [e for e in self.entries
+                      if e.num_tokens < n and np.array_equal(new[: e.num_tokens], e.tokens)]:
+            self._remove(entry)
+        entry = CachedPrefix(new, cache, cache_bytes(cache), self._tick())
+        self.entries.append(entry)
+        self.nbytes += entry.nbytes
+        self.num_tokens += entry.num_tokens
+        return [a for layer in cache for a in (layer.keys, layer.values)]
 
     def evict_to(self, max_bytes: int) -> int:
         """Drop least recently used entries until at most `max_bytes` are kept; how many."""

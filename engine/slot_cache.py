@@ -206,14 +206,28 @@ class SlotKVCache:
                 self.values[row:row + 1, :, :length] = cache.values[..., :length, :]
             self.lengths.append(length)
 
-    def extract(self, row: int) -> KVCache:
-        """Row `row` as a solo cache of its own (a copy)."""
+    def extract(self, row: int, room: bool = False) -> KVCache:
+        """Row `row` as a solo cache of its own (a copy). `room`: in a buffer with spare
+        columns, as mlx-lm's cache grows (a row that goes on decoding alone: an exact copy
+        was copied again by its first step, to grow)."""
         length = self.lengths[row]
         cache = KVCache()
-        cache.keys = mx.contiguous(self.keys[row:row + 1, :, :length])
-        cache.values = mx.contiguous(self.values[row:row + 1, :, :length])
+        if room:
+            k_dim, v_dim = self._dims
+            width = _round_up(length + 1, KVCache.step)
+            cache.keys = mx.zeros((1, self._heads, width, k_dim), self._dtype)
+            cache.values = mx.zeros((1, self._heads, width, v_dim), self._dtype)
+            cache.keys[..., :length, :] = self.keys[row:row + 1, :, :length]
+            cache.values[..., :length, :] = self.values[row:row + 1, :, :length]
+        else:
+            cache.keys = mx.contiguous(self.keys[row:row + 1, :, :length])
+            cache.values = mx.contiguous(self.values[row:row + 1, :, :length])
         cache.offset = length
         return cache
+
+    def columns(self, row: int, start: int, stop: int) -> tuple[mx.array, mx.array]:
+        """Row `row`'s keys and values at positions [start, stop) (views, not copies)."""
+        return (self.keys[row:row + 1, :, start:stop], self.values[row:row + 1, :, start:stop])
 
     def keep(self, rows: list[int]) -> list[int]:
         """Keep only `rows` (ascending); the last kept rows move into the gaps left below
