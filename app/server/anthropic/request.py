@@ -330,10 +330,10 @@ def _stop_sequences(value: Any) -> list[str] | None:
 _OPENAI_NAMES = [  # a refusal of parse_chat's, named as the Anthropic body names it
     (re.compile(r"tools\[(\d+)\]\.function\.parameters"), r"tools[\1].input_schema"),
     (re.compile(r"tools\[(\d+)\]\.function\.(\w+)"), r"tools[\1].\2"),
-    (re.compile(r"'stop'"), "'stop_sequences'"),
+    (re.compile(r"'stop(?=['\[])"), "'stop_sequences"),  # 'stop' and 'stop[0]'
+    (re.compile(r"^stop(?=\[|$)"), "stop_sequences"),
     (re.compile(r"response_format\.json_schema\.schema"), "output_config.format.schema"),
     (re.compile(r"response_format"), "output_config.format"),
-    (re.compile(r"^stop$"), "stop_sequences"),
 ]
 
 
