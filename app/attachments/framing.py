@@ -50,4 +50,4 @@ def user_content(question: str, attachments: Sequence[Attachment],
     """The user message's text: the attachments framed (or `framed`, retrieved chunks
     already framed by fit.py), then the question."""
     blocks = list(framed) if framed is not None else [frame(a) for a in attachments]
-    return "\n\n".join([*blocks, question]) if blocks else question
+    return "\n\n".join([*blocks, question] if question else blocks) if blocks else question

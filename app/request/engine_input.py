@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from engine.public import SamplingParams, json_object_grammar, json_schema_grammar
 
 from ..tools import CallFormat, Tool, call_grammar, tool_prompt
+from . import attachments
 from .chat_request import ChatRequest, ResponseFormat
 
 
@@ -29,6 +30,9 @@ class Target(Protocol):
     def encode(self, text: str) -> list[int]: ...
 
     def start_tokens(self) -> list[int]: ...
+
+    @property
+    def context_length(self) -> int: ...  # the attachments' budget (attachments.py)
 
 
 # -- grammars -------------------------------------------------------------------------------
@@ -60,7 +64,9 @@ def prompt(request: ChatRequest, target: Target) -> tuple[dict[str, Any], CallFo
     calls are parsed in: None when no tools are offered). Plain chat messages go to the
     engine whole (its template splices reply `token_ids`); the tool road renders here
     (app.tools: the model's tool template, else the fallback section). RequestRejected
-    if the template refuses the messages."""
+    if the template refuses the messages. Attached files become message text first
+    (attachments.py: whole, or the passages that fit)."""
+    request, _ = attachments.fitted(request, target)
     if request.messages is None:
         if isinstance(request.prompt, str):  # "" starts from the start-of-text token
             return {"prompt_tokens": target.encode(request.prompt) or target.start_tokens()}, \
@@ -116,4 +122,4 @@ def remote_call(request: ChatRequest) -> tuple[list[dict[str, Any]], Any, dict[s
         extra["chat_template_kwargs"] = kwargs
     if request.call_tools:  # tool_choice is in OpenAI's form already (tool_choice.py)
         extra |= {"tools": list(request.call_tools), "tool_choice": request.tool_choice}
-    return plain_messages(request.messages or ()), request.params, extra
+    return plain_messages(attachments.whole(request.messages or ())), request.params, extra

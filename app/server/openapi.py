@@ -88,6 +88,17 @@ SHARED["response_format"] = nullable({"anyOf": [
 TEXT_PART = {"type": "object", "required": ["type", "text"],
              "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}
 CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": TEXT_PART}]}
+# a user message's files (issue #51): whole in the prompt when they fit, else the passages
+# most relevant to the message; one that cannot be read is a 400 naming its part
+FILE_PART = {"type": "object", "required": ["type", "file"], "properties": {
+    "type": {"const": "file"},
+    "file": {"type": "object", "required": ["file_data"], "properties": {
+        "filename": {"type": "string"},
+        "file_data": {"type": "string", "pattern": "^data:[^;,]*;base64,",
+                      "description": "the file as a base64 data URL: text, Markdown, code, "
+                                     "CSV, JSON, HTML, PDF (text layer) or DOCX"}}}}}
+USER_CONTENT = {"anyOf": [{"type": "string"},
+                          {"type": "array", "items": {"anyOf": [TEXT_PART, FILE_PART]}}]}
 JSON_OBJECT_TEXT = {"type": "string", "contentMediaType": "application/json",
                     "contentSchema": {"type": "object"},
                     "description": "a JSON object as text; \"\" is taken as {}"}
@@ -97,8 +108,10 @@ CALL_IN = {"type": "object", "required": ["function"], "properties": {
         "name": {"type": "string", "minLength": 1}, "arguments": JSON_OBJECT_TEXT}}}}
 MESSAGE = {"anyOf": [
     {"type": "object", "required": ["role", "content"], "properties": {
-        "role": {"enum": [r for r in schemas.ROLES if r not in ("assistant", "tool")]},
+        "role": {"enum": [r for r in schemas.ROLES if r not in ("assistant", "tool", "user")]},
         "content": CONTENT}},
+    {"type": "object", "required": ["role", "content"], "properties": {
+        "role": {"const": "user"}, "content": USER_CONTENT}},
     {"type": "object", "required": ["role"], "properties": {
         "role": {"const": "assistant"}, "content": nullable(CONTENT),
         "tool_calls": nullable({"type": "array", "items": CALL_IN}),

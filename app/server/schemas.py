@@ -9,9 +9,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..attachments.messages import ATTACHMENTS
 from ..request import ChatRequest, Refusal, RefusalCode, ResponseFormat
 from ..request.tool_choice import CHOICES, ToolChoice, parse_tool_choice
 from .errors import bad_schema, invalid
+from .file_parts import take_files
 
 MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
 MAX_STOP = 16
@@ -162,7 +164,10 @@ def _messages(value: Any) -> list[dict[str, Any]]:
         if role == "assistant" and m.get("content") is None and msg.get("tool_calls"):
             msg["content"] = ""  # a reply of calls only
         else:
-            msg["content"] = _content(m.get("content"), f"{where}.content")
+            content, files = take_files(m.get("content"), f"{where}.content", role)
+            msg["content"] = _content(content, f"{where}.content")
+            if files:  # the request road puts them in the prompt (app/request/attachments.py)
+                msg[ATTACHMENTS] = files
         reasoning = m.get("reasoning_content", m.get("reasoning")) \
             if role == "assistant" else None
         if reasoning is not None:  # earlier thinking: the template keeps or drops it
@@ -263,7 +268,8 @@ def _tools(body: Mapping[str, Any]) -> tuple[ToolChoice, bool]:
 
 
 def _content(value: Any, where: str) -> str:
-    """A string, or a list of text parts (images and audio are refused)."""
+    """A string, or a list of text parts (images and audio are refused; file parts were
+    taken out by file_parts.take_files)."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):

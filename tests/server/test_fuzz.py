@@ -135,6 +135,12 @@ def shape(body: dict[str, Any], stream: bool, path: str) -> None:
             if isinstance(fn, dict) and fn.get("arguments", "{}") != "" \
                     and not _json_object(fn.get("arguments", "{}")):
                 fn["arguments"] = "{}"  # contentSchema, which schemathesis does not read)
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else ():  # a file it can read:
+            file = part.get("file") if isinstance(part, dict) else None  # the document
+            if part.get("type") == "file" and isinstance(file, dict):  # cannot say it
+                file["file_data"] = "data:text/plain;base64,ZnV6eiBub3Rl"  # "fuzz note"
+                file.pop("filename", None)
     tools = body.get("tools")
     if isinstance(tools, list):  # what JSON Schema cannot say: distinct names, and
         for i, tool in enumerate(tools):  # a tool_choice that names one of them
