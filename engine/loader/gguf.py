@@ -18,6 +18,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
+from mlx_lm.models.switch_layers import SwitchLinear
 from mlx_lm.tokenizer_utils import (
     BPEStreamingDetokenizer,
     NaiveStreamingDetokenizer,
@@ -158,11 +159,12 @@ def _display_name(path: Path, meta: dict[str, Any]) -> tuple[str, str]:
 
 def _packed_modules(model: nn.Module, config: dict[str, Any], arch: Arch) -> frozenset[str]:
     """The modules the engine's packed kernel will run (plain linears and embeddings:
-    engine/native/layers.py; an embedding's lookup then reads the packed copy too), less
-    those whose columns the loader still moves (Qwen 3.5's ssm_out)."""
+    engine/native/layers.py; an embedding's lookup then reads the packed copy too; a MoE's
+    stacked experts: engine/native/switch_layers.py), less those whose columns the loader
+    still moves (Qwen 3.5's ssm_out)."""
     moved = column_orders(config) if arch.linear_attention else None
     return frozenset(p for p, m in model.named_modules()
-                     if type(m) in (nn.Linear, nn.Embedding)
+                     if type(m) in (nn.Linear, nn.Embedding, SwitchLinear)
                      and not (moved is not None and moved[0].search(p)))
 
 

@@ -42,7 +42,7 @@ from .ggml_types import (
     type_form,
 )
 from .gguf_file import GgufFile, GgufTensor
-from .packed_form import Prepacked, affine_views
+from .packed_form import PANEL, Prepacked, affine_views
 
 
 @dataclass(frozen=True)
@@ -150,16 +150,20 @@ def _decode_packed(jobs: list[tuple[GgufTensor, Undo]]) -> list[Prepacked]:
     for t, u in jobs:
         block, size = GGML_QUANT_SIZES[t.kind]
         order = [] if u.row_order is None else [int(i) for i in u.row_order]
-        args.append((int(t.kind), t.data.reshape(-1), t.data.shape[0],
+        # stacked experts (E, N, ...) as E * N rows: each expert's panels whole (packable)
+        args.append((int(t.kind), t.data.reshape(-1), int(np.prod(t.data.shape[:-1])),
                      t.data.shape[-1] // size * block, order))
     return [Prepacked(*triple) for triple in _native_packed_many()(args)]
 
 
 def packable(t: GgufTensor) -> bool:
     """Whether this tensor can be decoded straight into the packed layout (a 2-D weight of
-    a type with an affine form, whole 32-blocks a row, its bytes contiguous)."""
+    a type with an affine form, whole 32-blocks a row, its bytes contiguous; or stacked
+    experts (E, N, ...) whose N is whole 16-row panels, so that packing the E * N rows as
+    one matrix packs each expert as one: engine/native/switch_layers.py's layout)."""
     form = type_form(t.kind)
-    if form is None or t.kind in FLOAT_TYPES or t.data.ndim != 2 or \
+    stacked = t.data.ndim == 3 and t.data.shape[-2] % PANEL == 0
+    if form is None or t.kind in FLOAT_TYPES or not (t.data.ndim == 2 or stacked) or \
             not t.data.flags.c_contiguous or _native_packed_many() is None:
         return False
     block, size = GGML_QUANT_SIZES[t.kind]
@@ -239,7 +243,9 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
                           and t.kind not in _PRODUCT_SCALES
                           and _fp16_exact(pk.scales, pk.biases) is not None)
                 dtype = mx.float16 if narrow else mx.float32
-                w, s, b = affine_views(pk, t.shape[0], form.bits, dtype)
+                rows = int(np.prod(t.shape[:-1]))  # stacked experts: E * N rows, then (E, N)
+                w, s, b = (v.reshape(*t.shape[:-1], v.shape[-1])
+                           for v in affine_views(pk, rows, form.bits, dtype))
                 held[t.kind] = max(held.get(t.kind, 0), 2 if narrow else 4)
                 out.weights[name] = w
                 out.weights[f"{module}.scales"], out.weights[f"{module}.biases"] = s, b

@@ -4,7 +4,9 @@ mlx-lm runs stacked experts (QuantizedSwitchLinear; the loader's Group16SwitchLi
 GGUF's Q6_K / Q2_K) with `mx.gather_qmm` (or a whole dequantized copy of every expert per
 call, for groups of 16), which on MLX's CPU backend computes each (row, expert) pair on
 its own. Here, in the engine's copy of the model (engine/module_tree.py), they become
-subclasses holding a packed copy of the experts (`pack_experts`, made at install): a call
+subclasses holding a packed copy of the experts (the loader's, where it decoded a GGUF's
+experts straight into that layout: engine/loader/packed_form.py; else `pack_experts`, made
+at install): a call
 sorts the pairs of its rows by expert and runs each expert's rows as one packed int8
 product (`packed_experts_matvec`, one op; src/packed.h). A pair's bits depend only on its
 own row, so a row's answer is the same whichever rows share its expert, alone or batched,
@@ -24,6 +26,7 @@ import mlx.nn as nn
 from mlx_lm.models import switch_layers
 
 from ..loader.ggml_modules import Group16SwitchLinear
+from ..loader.packed_form import PANEL, prepacked
 from . import extension, simd
 
 _STOCK = (switch_layers.QuantizedSwitchLinear, Group16SwitchLinear)
@@ -140,8 +143,13 @@ def engine_module(mod: nn.Module, scalar: bool) -> nn.Module | None:
     if type(mod) not in _STOCK or not _packable(mod):
         return None
     new = adopt(mod, _engine_class(type(mod)))
-    packed = extension().pack_experts(mod["weight"], mod["scales"], mod["biases"],
-                                      mod.group_size, mod.bits)
+    experts, n = mod["weight"].shape[:2]
+    made = prepacked(mod)  # the loader's one copy (its arrays are lazy views of it)
+    if made is not None and made.weight.shape[0] == experts * -(-n // PANEL) * PANEL:
+        packed = made.arrays()
+    else:
+        packed = extension().pack_experts(mod["weight"], mod["scales"], mod["biases"],
+                                          mod.group_size, mod.bits)
     object.__setattr__(new, "_experts_packed", list(packed))
     object.__setattr__(new, "_experts_scalar", scalar or not simd())
     return new

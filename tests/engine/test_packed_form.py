@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from mlx.utils import tree_flatten
+from mlx_lm.models.switch_layers import QuantizedSwitchLinear
 
 from engine import cache as kv
 from engine.loader import gguf as gguf_loader
@@ -117,7 +118,8 @@ def _types(name: str) -> T | None:
     return T.Q4_0
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2"])  # q/k rows put back; biases
+# q/k rows put back; biases; a MoE's stacked experts (qwen3moe; gpt-oss with expert biases)
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3moe", "gpt-oss"])
 def test_a_prepacked_load_equals_a_load_that_packs_a_second_copy(
         name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     case = CASES[name]
@@ -137,8 +139,14 @@ def test_a_prepacked_load_equals_a_load_that_packs_a_second_copy(
 
     linears = {p: m for p, m in one.model.named_modules() if prepacked(m) is not None}
     stock = [p for p, m in two.model.named_modules()
-             if type(m) in (nn.QuantizedLinear, nn.QuantizedEmbedding)]
+             if type(m) in (nn.QuantizedLinear, nn.QuantizedEmbedding, QuantizedSwitchLinear)]
     assert sorted(linears) == sorted(stock) and len(stock) >= 7 * 2 + 1
+    experts = [p for p in stock if p.endswith(("switch_mlp.up_proj", "experts.down_proj"))]
+    assert bool(experts) == (name in ("qwen3moe", "gpt-oss")), stock
+    # the engine runs the experts on the loader's packed copy: no second one
+    engine_mods = dict(r1.model.named_modules())
+    for at in experts:
+        assert engine_mods[at]._experts_packed[0] is prepacked(linears[at]).weight
     assert "model.embed_tokens" in linears
     assert not any(prepacked(m) is not None for _, m in two.model.named_modules())
     theirs = dict(tree_flatten(two.model.parameters()))
@@ -148,7 +156,8 @@ def test_a_prepacked_load_equals_a_load_that_packs_a_second_copy(
     mods = dict(two.model.named_modules())
     for at, m in linears.items():
         s = mods[at]
-        want = _ext().pack_quantized(s.weight, s.scales, s.biases, s.group_size, s.bits)
+        pack = _ext().pack_experts if s.weight.ndim == 3 else _ext().pack_quantized
+        want = pack(s.weight, s.scales, s.biases, s.group_size, s.bits)
         for g, w in zip(prepacked(m).arrays(), want, strict=True):
             assert mx.array_equal(g, w).item(), at
     x = mx.array([ids])
