@@ -11,7 +11,8 @@ beside its nn.RoPE / nn.RMSNorm ones; mlx and mlx-lm's classes are never touched
 - Gemma 2 / 3 / 4's MLP (nn.gelu_approx(gate) * up, ~10 composed ops) runs gelu_tanh_mul,
   one op; Gemma 4's RMSNormNoScale the native RMSNorm without a weight;
 - SmolLM 3's NoPE layers (no rotation) count as native RoPEs, so its model takes the ragged
-  pass.
+  pass;
+- a tied Gemma 2 / 4's final logit soft-capping (in its TiedHead) runs native.softcap.
 
 Each runs its stock code outside the engine's passes and for anything but float32.
 """
@@ -216,13 +217,25 @@ def _head_finish(tree: nn.Module):
         return None
     if home == "mlx_lm.models.gemma2":
         cap = tree.final_logit_softcapping
-        return lambda out: mx.tanh(out / cap) * cap
+        return _softcap(cap, lambda out: mx.tanh(out / cap) * cap)
     if home == "mlx_lm.models.gemma4_text" and tree.final_logit_softcapping is not None:
-        softcap = sys.modules[home].logit_softcap
-        return lambda out: softcap(tree.final_logit_softcapping, out)
+        softcap, cap = sys.modules[home].logit_softcap, tree.final_logit_softcapping
+        return _softcap(cap, lambda out: softcap(cap, out))
     if home == "mlx_lm.models.granite":
         return lambda out: out / tree.logits_scaling
     return None
+
+
+def _softcap(cap: float, stock):
+    """The final logit soft-capping, cap * tanh(logits / cap): inside an engine pass one
+    native op (MLX's CPU tanh over a vocabulary a row is several composed passes), within
+    2.5e-7 * cap of the stock op's value; `stock` outside."""
+    def finish(out: mx.array) -> mx.array:
+        on = cpu_kernels.native_rowwise(out)
+        if on is None:
+            return stock(out)
+        return native.softcap(out, cap, force_scalar=on.scalar)
+    return finish
 
 
 def add_tied_head(tree: nn.Module) -> bool:

@@ -280,6 +280,14 @@ def silu_mul(gate: mx.array, up: mx.array, *, force_scalar: bool = False,
     return _ext_or_raise().silu_mul(gate, up, force_scalar=scalar, stream=stream)
 
 
+def softcap(x: mx.array, cap: float, *, force_scalar: bool = False,
+            stream: Any = None) -> mx.array:
+    """cap * tanh(x / cap) (Gemma 2 / 4's final logit soft-capping) for a float32 array, in
+    one CPU op; an element's bits do not depend on where it sits (src/softcap.h)."""
+    scalar = force_scalar or not simd()
+    return _ext_or_raise().softcap(x, cap, force_scalar=scalar, stream=stream)
+
+
 def gelu_tanh_mul(gate: mx.array, up: mx.array, *, force_scalar: bool = False,
                   stream: Any = None) -> mx.array:
     """nn.gelu_approx(gate) * up (Gemma's MLP) for float32 arrays of one shape, in one CPU

@@ -218,14 +218,37 @@ def test_softcapped_attention_is_gemma2s_and_row_invariant(tiled_from: int, scal
         native.cache_attention(q, k, v, scale, mx.zeros((b, 1, n, t)), softcap=cap)
 
 
+@pytest.mark.parametrize("cap", [30.0, 5.0])
+def test_native_softcap_is_stock_tanh_and_row_invariant(cap: float) -> None:
+    """native.softcap against mx.tanh(x / cap) * cap (Gemma 2 / 4's final logit
+    soft-capping): within 4e-7 * cap (tanh as 1 - 2 / (1 + exp(2y)): about one ulp of cap
+    near 0, where MLX's tanh is exact to its own ulp); the edges (+-inf, +-1e4) give +-cap.
+    The portable loop and the AVX2 one give the same bits, so a row alone (any offset)
+    gives its row of the batch."""
+    mx.random.seed(int(cap))
+    x = mx.random.normal((5, 32003)) * 2 * cap
+    want = np.array(mx.tanh(x / cap) * cap)
+    got = np.array(native.softcap(x, cap))
+    assert np.abs(got - want).max() <= 4e-7 * cap
+    assert np.abs(got - want).max() > 0 or cap == 5.0  # not the stock op itself
+    assert np.array_equal(got, np.array(native.softcap(x, cap, force_scalar=True)))
+    assert np.array_equal(np.array(native.softcap(x[3:4, 7:], cap))[0], got[3, 7:])
+    edges = mx.array([-float("inf"), -1e4, 1e4, float("inf")])
+    assert np.array_equal(np.array(native.softcap(edges, cap)), [-cap, -cap, cap, cap])
+    wrong = np.array(mx.tanh(x / (2 * cap)) * 2 * cap)  # another cap is far off
+    assert np.abs(wrong - want).max() > 1.0
+
+
 @pytest.mark.parametrize("name", ["gemma2", "gemma4"])
-def test_a_softcapped_tied_head_is_found_so_chunks_skip_other_positions_logits(name) -> None:
+def test_a_softcapped_tied_head_is_found_so_chunks_skip_other_positions_logits(
+        name, monkeypatch) -> None:
     """Gemma 2/4 cap their logits after the tied embedding's as_linear: the engine's copy
     gets that head as its lm_head (no parameters: the same names as the loaded model), so
     ModelRunner's output head is found (a prompt chunk's logits for its last position
     only); its logits are the model's own (within 1e-5 of their range: this float model's
     matmuls are BLAS's, whose rounding depends on the row count; the engine's quantized
-    ones are the same for any rows). The loaded model stays as it was."""
+    ones are the same for any rows). Inside an engine pass the soft-capping is one
+    native.softcap, within its bound of the stock tanh. The loaded model stays as it was."""
     from mlx.utils import tree_flatten
 
     from engine.model_runner import ModelRunner
@@ -239,6 +262,21 @@ def test_a_softcapped_tied_head_is_found_so_chunks_skip_other_positions_logits(n
     whole = np.array(runner.model(ids)[:, -1])
     last = np.array(runner.head(runner.model.model(ids)[:, -1:])[:, 0])
     assert np.abs(whole - last).max() <= 1e-5 * np.abs(whole).max()
+    # inside an engine pass the head's soft-capping is native.softcap (within its bound)
+    capped = []
+    real = native.softcap
+    monkeypatch.setattr(native, "softcap", lambda *a, **k: capped.append(a[1]) or real(*a, **k))
+    with cpu_kernels.active(runner.cpu):
+        hidden = runner.model.model(ids)[:, -1:]
+        passed = np.array(runner.head(hidden)[:, 0])
+    monkeypatch.setattr(native, "softcap", real)
+    stock = np.array(runner.head(hidden)[:, 0])  # outside a pass: the stock tanh
+    cap = capped[0] if capped else None
+    if name == "gemma2" or runner.model.final_logit_softcapping is not None:
+        assert capped == [cap] and cap > 0
+        assert np.abs(passed - stock).max() <= 4e-7 * cap
+    else:
+        assert not capped and np.array_equal(passed, stock)
 
 
 @pytest.mark.parametrize("tiled_from", [1, 0], ids=["tiled", "two-pass"])

@@ -12,6 +12,7 @@
 #include "ggml_decode.h"
 #include "ggml_decode_op.h"
 #include "gelu_op.h"
+#include "softcap_op.h"
 #include "kernels.h"
 #include "packed.h"
 #include "packed_op.h"
@@ -71,6 +72,8 @@ NB_MODULE(_qmv, m) {
   m.def("silu_mul", &bc_native::silu_mul, "gate"_a, "up"_a, nb::kw_only(),
         "force_scalar"_a = false, "stream"_a = nb::none(),
         "silu(gate) * up for float32 arrays, on the CPU.");
+  m.def("softcap", &bc_native::softcap, "x"_a, "cap"_a, nb::kw_only(), "force_scalar"_a = false,
+        "stream"_a = nb::none(), "cap * tanh(x / cap) for a float32 array, on the CPU.");
   m.def("gelu_tanh_mul", &bc_native::gelu_tanh_mul, "gate"_a, "up"_a, nb::kw_only(),
         "force_scalar"_a = false, "stream"_a = nb::none(),
         "nn.gelu_approx(gate) * up for float32 arrays, on the CPU.");

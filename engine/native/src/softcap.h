@@ -41,4 +41,10 @@ BC_AVX2 inline void softcap_avx2(float* s, int64_t n, float cap) {
 }
 #endif
 
+// y = cap * tanh(x / cap) for every element (the final logit soft-capping of Gemma 2 / 4),
+// softcap1's arithmetic on every path (the AVX2 loop's bits are the portable one's), so an
+// element's value never depends on where it sits: a row's logits alone or in a batch. -inf
+// gives -cap, as mx.tanh does.
+void softcap_run(const float* x, float* y, int64_t size, float cap, bool force_scalar);
+
 }  // namespace bc_native
