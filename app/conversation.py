@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from engine.public import lone_surrogate, repair_text
 
+from .attachments import Attachment
+from .attachments.messages import ATTACHMENTS
 from .branch_copy import branch_title, copy_path
 from .bridge import EngineBridge, Generation
 from .conversation_tools import ToolTurns
@@ -145,15 +148,16 @@ class Conversation:
         return self.tree.version(self.messages[index])
 
     # -- sending ------------------------------------------------------------------------
-    def send(self, text: str, n: int = 1) -> bool:
-        """Add a user message and start `n` replies (versions, one batch). False (with a
-        notice) if refused."""
+    def send(self, text: str, n: int = 1, attachments: Sequence[Any] = ()) -> bool:
+        """Add a user message (with its attached files, app.attachments' Attachments) and
+        start `n` replies (versions, one batch). False (with a notice) if refused."""
         if not self._can_send(text) or not self._valid_n(n):
             return False
         if not self.tree.nodes and self.title == self.default_title:
             # named after its first message until the user renames it
             self.rename(title_from_message(text) or self.title)
-        user = self._add(ChatMessage("user", text), self.tree.leaf)
+        user = self._add(ChatMessage("user", text, attachments=tuple(attachments)),
+                         self.tree.leaf)
         return self._start(user, self._same_targets(n))
 
     def regenerate(self, n: int = 1, index: int | None = None) -> bool:
@@ -174,7 +178,8 @@ class Conversation:
             return False
         old = self.messages[index]
         parent = self.tree.nodes.get(old.parent_id or "")
-        user = self._add(ChatMessage("user", text), parent)
+        # the new version asks about the same files
+        user = self._add(ChatMessage("user", text, attachments=old.attachments), parent)
         return self._start(user, self._same_targets(n))
 
     def compare(self, text: str, targets: list[ReplyTarget]) -> list[ChatMessage | Refusal]:
@@ -288,7 +293,8 @@ class Conversation:
             gen.detach()
             gen.cancel()
 
-    def next_prompt(self, text: str, editing: int | None = None) -> list[dict[str, Any]]:
+    def next_prompt(self, text: str, editing: int | None = None,
+                    attachments: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """The messages that sending `text` would submit (as a new version of shown message
         `editing`, when given): the system prompt, the path before it, then `text`. Tools
         an MCP server offers are not in it (they are listed only when sending)."""
@@ -298,7 +304,9 @@ class Conversation:
             parent = self.tree.nodes.get(self.messages[editing].parent_id or "")
             before = self.prompt_messages(parent) if parent is not None \
                 else self.prompt_messages(path=[])
-        return [*before, {"role": "user", "content": text}]
+        if editing is not None and not attachments:
+            attachments = self.messages[editing].attachments
+        return [*before, {"role": "user", "content": text} | _files(attachments)]
 
     def prompt_messages(self, upto: ChatMessage | None = None,
                         path: list[ChatMessage] | None = None) -> list[dict[str, Any]]:
@@ -320,6 +328,7 @@ class Conversation:
             elif m.content or m.role == "user":
                 out.append({"role": m.role, "content": m.content}
                            | ({"token_ids": m.token_ids} if m.token_ids else {})
+                           | _files(m.attachments)  # made text on the request road
                            # earlier thinking: the template keeps or drops it
                            | ({"reasoning_content": m.reasoning} if m.reasoning else {}))
         return out
@@ -471,3 +480,9 @@ class Conversation:
             self.notice.emit("Context full: the reply was cut. Start a new chat or edit an "
                              "earlier message.")
 
+
+def _files(attachments: Sequence[Any]) -> dict[str, Any]:
+    """A message's files as the request road takes them (app/request/attachments.py); a
+    file the history did not keep (a Refused) is left out."""
+    files = tuple(a for a in attachments if isinstance(a, Attachment))
+    return {ATTACHMENTS: files} if files else {}

@@ -50,6 +50,9 @@ class ChatMessage:
     reasoning: str = ""
     thinking_s: float | None = None
     reasoning_tokens: int | None = None
+    # A user message's files (issue #51): app.attachments' Attachment (read) or Refused
+    # (a file whose text the history did not keep); only Attachments go in the prompt
+    attachments: tuple[Any, ...] = ()
 
 
 @dataclass

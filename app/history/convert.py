@@ -6,6 +6,7 @@ import copy
 import math
 from typing import Any
 
+from app.attachments.stored import from_saved
 from app.bridge import EngineBridge, Generation, ReplyStats
 from app.conversation import ChatMessage, Conversation
 from app.storage import LoadedSession, Message, RequestStatsRecord, Session
@@ -142,7 +143,10 @@ def chat_message(record: Message) -> ChatMessage:
 
 def conversation(loaded: LoadedSession, bridge: EngineBridge) -> Conversation:
     s = loaded.session
-    tree = message_tree([chat_message(m) for m in loaded.messages], s.shown_leaf_id)
+    messages = [chat_message(m) for m in loaded.messages]
+    for msg in messages:  # a user message's files (#51)
+        msg.attachments = tuple(from_saved(f) for f in loaded.attachments.get(msg.id, ()))
+    tree = message_tree(messages, s.shown_leaf_id)
     params = dict(s.params)
     answers = params.pop(ANSWERS_KEY, 1)  # not a sampling setting: the tab's ×N
     conv = Conversation(bridge, title=s.title, system_prompt=s.system_prompt,

@@ -176,7 +176,26 @@ def sim_run_to_dict(loaded: LoadedSimRun) -> dict[str, Any]:
 
 def session_to_json(loaded: LoadedSession) -> str:
     return _dumps({"format": SESSION_FORMAT, "format_version": FORMAT_VERSION,
-                   "session": session_to_dict(loaded)})
+                   "session": session_to_dict(loaded)} | attachments_doc([loaded]))
+
+
+def attachments_doc(sessions: Iterable[LoadedSession]) -> dict[str, Any]:
+    """The chats' attached files (#51), beside the chats (top-level keys, so a BatchChat
+    from before reads the file and imports the chats without them): "attachments", each
+    message's files in order ({"message_id", "name", "kind", "size", "skipped",
+    "hash"}), and "attachment_texts", each distinct text once ({"hash", "kind", "size",
+    "parts"}). Nothing when no chat has files (the document is as before)."""
+    refs: list[dict[str, Any]] = []
+    texts: dict[str, dict[str, Any]] = {}
+    for loaded in sessions:
+        for message_id, files in loaded.attachments.items():
+            for f in files:
+                refs.append({"message_id": message_id} | {k: f[k] for k in (
+                    "name", "kind", "size", "skipped", "hash")})
+                if f["parts"] is not None:
+                    texts.setdefault(f["hash"], {"hash": f["hash"], "kind": f["kind"],
+                                                 "size": f["size"], "parts": f["parts"]})
+    return {"attachments": refs, "attachment_texts": list(texts.values())} if refs else {}
 
 
 def stats_to_json(requests: Iterable[RequestStatsRecord],
@@ -193,14 +212,15 @@ def sim_runs_to_json(runs: Iterable[LoadedSimRun]) -> str:
 
 def export_all(store: Store) -> dict[str, Any]:
     """Everything in the store as one JSON-ready document (import_json reads it back)."""
+    loaded = [store.load_session(s.id) for s in store.list_sessions()]
     return {
         "format": EXPORT_FORMAT,
         "format_version": FORMAT_VERSION,
-        "sessions": [session_to_dict(store.load_session(s.id)) for s in store.list_sessions()],
+        "sessions": [session_to_dict(one) for one in loaded],
         "sim_runs": [sim_run_to_dict(store.load_sim_run(r.id)) for r in store.list_sim_runs()],
         "request_stats": [r.to_dict() for r in store.list_request_stats()],
         "stats_snapshots": [s.to_dict() for s in store.list_stats_snapshots()],
-    }
+    } | attachments_doc(loaded)
 
 
 def export_all_json(store: Store) -> str:

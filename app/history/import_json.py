@@ -33,6 +33,7 @@ from app.storage.records import Record
 
 from ..plural import counted
 from .export import EXPORT_FORMAT, FORMAT_VERSION, SESSION_FORMAT
+from .import_files import files_by_message
 from .import_tree import link_messages
 
 R = TypeVar("R", bound=Record)
@@ -47,7 +48,8 @@ _NAMES = {"sessions": ("chat", "chats"), "messages": ("message", "messages"),
           "sim_runs": ("simulation run", "simulation runs"),
           "sim_results": ("simulation result", "simulation results"),
           "request_stats": ("request stats record", "request stats records"),
-          "stats_snapshots": ("stats snapshot", "stats snapshots")}
+          "stats_snapshots": ("stats snapshot", "stats snapshots"),
+          "message_attachments": ("attached file", "attached files")}
 
 
 @dataclass(slots=True)
@@ -87,6 +89,7 @@ def import_document(store: Store, doc: dict[str, Any], *, closed: bool = False) 
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise ValueError(f"This export has format version {version}; this BatchChat reads "
                          f"up to {FORMAT_VERSION}. Update BatchChat to import it.")
+    files = files_by_message(doc)  # before the single-chat form is rewritten
     if fmt == SESSION_FORMAT:
         if not isinstance(doc.get("session"), dict):
             raise ValueError("This single-chat export has no session object.")
@@ -109,6 +112,7 @@ def import_document(store: Store, doc: dict[str, Any], *, closed: bool = False) 
                  for where, r in _items(doc, "stats_snapshots", "")]
 
     report = ImportReport()
+    added_messages: list[str] = []
     with store.adding_new() as rows:
 
         def add(records: Sequence[Record]) -> None:
@@ -125,11 +129,16 @@ def import_document(store: Store, doc: dict[str, Any], *, closed: bool = False) 
                 continue
             if isinstance(parent, Session):  # only the messages added make its tree
                 new = [m for m in children if not rows.has(Message.TABLE, m.id)]
+                added_messages += [m.id for m in new]
                 report.notes += link_messages(parent, new, chain=parent.id in chained)
                 parent.is_open = parent.is_open and not closed
                 report.session_ids.append(parent.id)
             add([parent])
             add(children)
+        for message_id in added_messages:  # their files, with them (#51)
+            if files.get(message_id):
+                rows.add_files(message_id, files[message_id])
+                report.count("message_attachments", True, len(files[message_id]))
         add(_drop_dangling_links(requests, rows))
         add(snapshots)
     return report

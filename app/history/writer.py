@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.attachments import Attachment
+from app.attachments.stored import to_saved
 from app.bridge import EngineBridge, Generation
 from app.conversation import ChatMessage, Conversation, MessageChange
 from app.events import Event
@@ -360,8 +362,12 @@ class HistoryWriter:
     def _save_message(self, t: _Tracked, msg: ChatMessage,
                       gen: Generation | None = None) -> None:
         record = convert.message_record(t.conv, msg, created_at=t.saved.get(msg.id), gen=gen)
+        first = msg.id not in t.saved
         t.saved[msg.id] = record.created_at
         self._write(self._store.save_message, record)
+        files = [to_saved(a) for a in msg.attachments if isinstance(a, Attachment)]
+        if first and files:  # a message's files are written once, after its row (#51)
+            self._write(self._store.save_attachments, msg.id, files)
 
     def _write(self, method: Callable[..., bool], *args: object) -> None:
         before = (self._store.pending_count, self._store.last_error)

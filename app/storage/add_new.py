@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from sqlite_utils import Database
 
+from app.storage.attachments import write_files
 from app.storage.base import StoreBase
 from app.storage.records import Record
 
@@ -36,6 +38,10 @@ class NewRows:
             self._db.table(table).insert_all([r.to_row() for r in new])
             existing.update(r.id for r in new)
         return len(new)
+
+    def add_files(self, message_id: str, files: Sequence[dict[str, Any]]) -> None:
+        """A message's attached files (app/storage/attachments.py), its texts shared."""
+        write_files(self._db, message_id, files)
 
     def _existing(self, table: str) -> set[str]:
         if table not in self._ids:

@@ -47,3 +47,4 @@ class MessagesMixin(StoreBase):
         """Remove one message (e.g. a reply about to be regenerated)."""
         with self.atomic() as db:
             db.execute("DELETE FROM messages WHERE id = ?", [message_id])
+            self._drop_unused_texts(db)  # type: ignore[attr-defined]

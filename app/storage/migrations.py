@@ -169,6 +169,26 @@ def m008_message_reasoning(db: Database) -> None:
     db["messages"].add_column("reasoning", str)
 
 
+@_migration
+def m009_message_attachments(db: Database) -> None:
+    # Issue #51: the files a message carried. Their text is content-addressed (sha256 of
+    # the text read; zlib-compressed JSON of its parts) in attachment_texts, one row however
+    # many messages attach it; message_attachments names each message's files in order.
+    # A text over the cap is not kept (kept = 0: the message remembers its name and size).
+    strict = db.supports_strict
+    db["attachment_texts"].create(
+        {"hash": str, "kind": str, "size": int, "data": bytes},
+        pk="hash", not_null={"kind", "size", "data"}, strict=strict)
+    db["message_attachments"].create(
+        {"message_id": str, "position": int, "name": str, "kind": str, "size": int,
+         "skipped": int, "hash": str, "kept": int},
+        pk=("message_id", "position"),
+        not_null={"name", "kind", "size", "skipped", "hash", "kept"},
+        foreign_keys=[_cascade("message_attachments", "message_id", "messages")],
+        strict=strict)
+    db["message_attachments"].create_index(["hash"])
+
+
 def check_not_newer(db: Database, path: Path) -> None:
     """Refuse a database that has migrations this code does not know (read-only check)."""
     unknown = [m.name for m in migrations.applied(db) if m.name not in _NAMES]

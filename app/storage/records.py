@@ -291,6 +291,8 @@ class SimResult(Record):
 class LoadedSession:
     session: Session
     messages: list[Message]
+    # each message's attached files by message id (app/storage/attachments.py's dicts)
+    attachments: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

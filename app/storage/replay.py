@@ -169,7 +169,7 @@ class _Replayer:
             "set_pinned": self._pin,
             "open_session": self._open, "close_session": self._close,
             "reorder_sessions": self._reorder, "delete_session": self._delete_session,
-            "delete_message": self._delete_message,
+            "delete_message": self._delete_message, "save_attachments": self._attachments,
             "record_request_stats": self._request_stats,
             "add_stats_snapshot": self._snapshot, "save_sim_run": self._sim_run,
             "add_sim_results": self._sim_results, "delete_sim_run": self._delete_sim_run,
@@ -289,6 +289,16 @@ class _Replayer:
                 not self._not_changed_since(Message.TABLE, message_id, when):
             return False
         self.store.delete_message(message_id)
+        return True
+
+    def _attachments(self, _when: datetime, message_id: str,
+                     files: list[dict[str, Any]]) -> bool:
+        """A message's files (#51): written once, with the message; only where the
+        message is there and has none yet."""
+        if not self._exists(Message.TABLE, message_id) or self.store.message_attachments(
+                [message_id]):
+            return False
+        self.store.save_attachments(message_id, files)
         return True
 
     # -- records written once -----------------------------------------------------------

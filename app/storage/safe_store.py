@@ -106,6 +106,9 @@ class SafeStore:
     def delete_message(self, message_id: str) -> bool:
         return self._submit("delete_message", message_id)
 
+    def save_attachments(self, message_id: str, files: list[dict[str, Any]]) -> bool:
+        return self._submit("save_attachments", message_id, list(files))
+
     def record_request_stats(self, stats: RequestStatsRecord) -> bool:
         return self._submit("record_request_stats", copy.copy(stats))
 

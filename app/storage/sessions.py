@@ -63,7 +63,9 @@ class SessionsMixin(StoreBase):
                 raise KeyError(session_id)
             messages = list(db["messages"].rows_where(
                 "session_id = ?", [session_id], order_by="seq, created_at, id"))
-        return LoadedSession(Session.from_row(rows[0]), [Message.from_row(m) for m in messages])
+        files = self.message_attachments(m["id"] for m in messages)  # type: ignore[attr-defined]
+        return LoadedSession(Session.from_row(rows[0]), [Message.from_row(m) for m in messages],
+                             files)
 
     def rename_session(self, session_id: str, title: str) -> None:
         self._update_session(session_id, title=title)
@@ -91,6 +93,8 @@ class SessionsMixin(StoreBase):
         """Delete a session and its messages (cascade); its request stats are kept."""
         with self.atomic() as db:
             db.execute("DELETE FROM sessions WHERE id = ?", [session_id])
+            # its messages' files (cascade) go; texts another chat still uses stay
+            self._drop_unused_texts(db)  # type: ignore[attr-defined]
 
     def _update_session(self, session_id: str, **values: object) -> None:
         values["updated_at"] = utc_now()
