@@ -240,12 +240,31 @@ def _softcap(cap: float, stock):
 
 def add_tied_head(tree: nn.Module) -> bool:
     """The engine's copy of a tied Gemma 2 / Gemma 4 / Granite model gets a TiedHead as its
-    `lm_head`; True if it did."""
+    `lm_head`, and its root the class of `_headed` (its own call through that head, so a
+    decode step's soft-capping is the head's native one too); True if it did."""
     finish = _head_finish(tree)
     if finish is None or not isinstance(tree.get("model"), nn.Module):
         return False
     tree["lm_head"] = TiedHead(tree["model"], finish)
+    # in place: the caller (ModelRunner) holds this very root; only the engine's copy
+    # changes class, mlx-lm's Model and the loaded model stay as they are
+    tree.__class__ = _headed(type(tree))
     return True
+
+
+def _headed(stock: type) -> type:
+    """A tied model's class whose call is its inner model then its `lm_head` (the TiedHead:
+    as_linear and the stock finish, the same ops as the stock call)."""
+    made = _MADE.get(stock)
+    if made is None:
+        def __call__(self, inputs: mx.array, cache=None, **kwargs) -> mx.array:
+            return self.lm_head(self.model(inputs, cache, **kwargs))
+        made = type(stock.__name__, (stock,), {
+            "__call__": __call__, "__module__": __name__,
+            "__qualname__": f"{stock.__module__.rsplit('.', 1)[-1]}.{stock.__name__}",
+            "__doc__": f"{stock.__module__}.{stock.__name__} through its TiedHead"})
+        _MADE[stock] = made
+    return made
 
 
 def _is_gemma2_attention(stock: type) -> bool:

@@ -97,14 +97,20 @@ def test_each_architectures_native_path_gives_the_stock_forward(name: str, monke
     # every RoPE native, or one that rotates nothing: a tick's rows and chunks may share a
     # pass (where the attention is the dispatcher's: not Gemma 2's own softcapped one)
     assert cpu_layers.supports_ragged(tree, CpuOptions()) is (name != "gemma2")
-    sunk = []
+    sunk, capped = [], []
     if name == "gpt-oss":  # its attention sinks reach the native kernel
         monkeypatch.setattr(native, "cache_attention", _recording(native.cache_attention, sunk))
+    real_softcap = native.softcap
+    monkeypatch.setattr(native, "softcap",
+                        lambda *a, **k: capped.append(a[1]) or real_softcap(*a, **k))
     want, got = run(model, False), run(tree, True)
     for step, (w, g) in enumerate(zip(want, got, strict=True)):
         span = np.abs(w).max()
         assert np.abs(g - w).max() <= 2e-4 * span, (step, np.abs(g - w).max() / span)
     assert (len(sunk) == 2 * len(got)) if name == "gpt-oss" else not sunk
+    # a tied Gemma 2 / 4's final soft-capping: native in every pass, prompt and decode
+    cap = getattr(model, "final_logit_softcapping", None)
+    assert capped == ([cap] * len(got) if name in ("gemma2", "gemma4") and cap else []), capped
 
 
 def _recording(fn, seen: list):
