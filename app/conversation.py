@@ -464,6 +464,7 @@ class Conversation:
         msg.finish_reason = gen.finish_reason
         msg.error = gen.error
         msg.token_ids = gen.tokens or None
+        msg.citations = tuple(gen.citations)
         self.running.pop(msg.id, None)
         calls = self.tool_turns.take_calls(msg, gen)
         self.message_finished.emit(msg)

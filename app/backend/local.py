@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..request import SUBMIT_ERRORS, ChatRequest, Refusal, engine_input, reasoning, refusal_of
+from ..request import (
+    SUBMIT_ERRORS,
+    ChatRequest,
+    Refusal,
+    attachments,
+    engine_input,
+    reasoning,
+    refusal_of,
+)
 from .protocol import Submission
 
 if TYPE_CHECKING:
@@ -49,6 +57,9 @@ class LocalBackend:
         streams: list[EventStream] = []
         try:
             request, shape = reasoning.prepared(request, target)
+            # attached files made text here (engine_input.prompt would do it too), for
+            # the passages the reply may cite: the last message's that has files
+            request, files = attachments.fitted(request, target)
             what, fmt = engine_input.prompt(request, target)
             for i, params in enumerate(engine_input.choice_params(request)):
                 streams.append(target.submit(
@@ -60,7 +71,7 @@ class LocalBackend:
             for stream in streams:
                 stream.cancel()
             raise refusal_of(exc, _field(request)) from None
-        return Submission(streams, fmt, shape)
+        return Submission(streams, fmt, shape, files[-1].citations if files else ())
 
     def prompt_tokens(self, request: ChatRequest) -> list[int]:
         """The prompt `submit(request)` would run, without running it (the same reasoning

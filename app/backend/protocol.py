@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from engine.public import EventStream, Priority
 
+    from ..attachments.fit import Citation
     from ..request import ChatRequest
     from ..request.reasoning import Shape
     from ..tools import CallFormat
@@ -32,6 +33,9 @@ class Submission:
     # a reasoning model's reply: how its text splits into thinking and answer
     # (app/request/reasoning.py; None: all answer)
     shape: Shape | None = None
+    # the passages of attached files the prompt was given, numbered as in it (a message's
+    # files retrieved, app/attachments/fit.py; () when whole or none)
+    citations: tuple[Citation, ...] = ()
 
     @property
     def stream(self) -> EventStream:

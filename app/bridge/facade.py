@@ -193,6 +193,7 @@ class EngineBridge:
             gen.call_format = taken.call_format
             gen.tool_names = request.call_names
             gen.shape = taken.shape
+            gen.citations = taken.citations
         self.frames.follow(gen)
         if route.local:
             self._waits.watch()

@@ -94,6 +94,8 @@ class Generation:
         # a reasoning model's reply: how its text splits into thinking and answer
         # (app/request/reasoning.py's Shape; None: all answer, and remote replies)
         self.shape: Any = None
+        # the attached files' passages its prompt was given (app/attachments/fit.py)
+        self.citations: tuple[Any, ...] = ()
         # why the app ended it, when that says more than the engine's "cancelled" or
         # "shutdown": "switched" (a model switch stopped it, app/bridge/switch.py)
         self.ended_by: str | None = None

@@ -1,0 +1,51 @@
+"""A tab's reply to a file too large for the context (issue #51): the request road gives the
+prompt the message's passages, and the reply keeps the citations it was given, the planted
+fact's among them with its line range (the tiny model on a 2,048-token context)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from app.attachments import Attachment, read_attachment
+from app.bridge import EngineBridge
+from app.conversation import Conversation
+
+from .history_sync_helpers import FAST, start_bridge, wait_until
+
+
+@pytest.fixture
+async def bridge():
+    b = await start_bridge(context_length=2048)
+    yield b
+    await b.shutdown(timeout=2.0)
+
+
+async def test_a_reply_to_a_large_file_keeps_its_citations(bridge: EngineBridge,
+                                                           tmp_path: Path) -> None:
+    rng = random.Random(4)
+    words = "river stone market ledger harbor lantern vault code gate tower".split()
+    lines = [" ".join(rng.choice(words) for _ in range(10)) + "." for _ in range(1500)]
+    lines[700] = "The Osprey vault code is 7719."
+    doc = tmp_path / "ledger.txt"
+    doc.write_text("\n".join(lines) + "\n")
+    att = read_attachment(doc)
+    assert isinstance(att, Attachment)
+    conv = Conversation(bridge, system_prompt="", params=FAST)
+    assert conv.send("What is the Osprey vault code?", attachments=[att])
+    await wait_until(lambda: not conv.is_busy)
+    reply = conv.messages[-1]
+    assert reply.error is None and reply.stats.prompt_tokens <= 2048 - FAST["max_tokens"]
+    hit = [c for c in reply.citations if "Osprey vault code is 7719" in c.text]
+    assert len(hit) == 1 and hit[0].file == "ledger.txt"
+    assert hit[0].first_line <= 701 <= hit[0].last_line
+    assert [c.n for c in reply.citations] == list(range(1, len(reply.citations) + 1))
+    # a file that fits gives no citations: it went in whole
+    small = tmp_path / "note.md"
+    small.write_text("A short note.\n")
+    note = read_attachment(small)
+    assert conv.send("And this?", attachments=[note])
+    await wait_until(lambda: not conv.is_busy)
+    assert conv.messages[-1].citations == ()
