@@ -21,7 +21,7 @@ from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
 from .local_target import Loader, LocalTarget
-from .prompt_size import PromptSize, count_prompt
+from .prompt_size import PromptSize, count_attachments, count_prompt
 from .routing import Route, Router
 from .switch import Choice, ModelSwitch, PendingSwitch, Running
 from .wait_poll import WaitPoll
@@ -220,6 +220,12 @@ class EngineBridge:
         (counted off this thread); None without a model or when its template refuses them."""
         target = self.host.target
         return await count_prompt(target, messages) if target is not None else None
+
+    async def count_attachments(self, atts: Sequence[Any]) -> list[int] | None:
+        """Each attached file's tokens in the local model's tokenizer (off this thread);
+        None without a model."""
+        target = self.host.target
+        return await count_attachments(target, atts) if target is not None else None
 
     def stats(self) -> EngineStats | None:
         target = self.host.target

@@ -13,6 +13,9 @@ from typing import Any
 
 from engine.public import RequestRejected
 
+from ..attachments.framing import frame
+from ..attachments.messages import ATTACHMENTS, has_attachments
+from ..request import ChatRequest, attachments
 from .local_target import LocalTarget
 
 log = logging.getLogger(__name__)
@@ -36,15 +39,29 @@ class PromptSize:
 def measure(target: LocalTarget, messages: Sequence[Mapping[str, Any]]) -> PromptSize | None:
     """The size of `messages`' prompt (0 for one with no text yet); None when the model's
     template refuses them (a send would say why)."""
-    if not any(str(m.get("content") or "").strip() for m in messages):
+    if not any(str(m.get("content") or "").strip() or m.get(ATTACHMENTS) for m in messages):
         return PromptSize(0, target.context_length)
     try:
+        if has_attachments(messages):  # their text as a send puts it in (whole or passages)
+            request, _ = attachments.fitted(ChatRequest(messages=messages), target)
+            messages = list(request.messages or ())
         return PromptSize(len(target.prompt_tokens(messages)), target.context_length)
     except RequestRejected:
         return None
     except Exception:  # noqa: BLE001 - a count must never break typing; a send shows errors
         log.exception("counting a prompt's tokens failed")
         return None
+
+
+def attachment_tokens(target: LocalTarget, atts: Sequence[Any]) -> list[int]:
+    """Each attachment's tokens, framed as a send puts it in whole."""
+    return [len(target.encode(frame(a))) for a in atts]
+
+
+async def count_attachments(target: LocalTarget, atts: Sequence[Any]) -> list[int]:
+    """`attachment_tokens` on the worker thread."""
+    return await asyncio.get_running_loop().run_in_executor(_WORKER, attachment_tokens,
+                                                            target, list(atts))
 
 
 async def count_prompt(target: LocalTarget,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -33,9 +34,11 @@ from app.tool_runner import ToolRunner
 
 from ..connections_dialog import open_connections
 from ..refusals import notice_text
+from .attachment_chips import AttachmentChips
 from .backend_picker import BackendPicker
 from .input_box import InputBox
 from .message_view import MessageList
+from .paperclip import paperclip_icon
 from .settings_panel import SettingsPanel
 from .token_count import TokenCount
 
@@ -45,6 +48,13 @@ REGENERATE_TIP = ("A new version of the last reply; the old one is kept, ‹ ›
                   "between them (Ctrl+R)")
 # said when Send or Regenerate meets a reply still running; gone once none runs
 STILL_GENERATING = "Still generating: press Esc to stop it first."
+STILL_READING = "Not sent yet: the attached files are still being read."
+ATTACH_TIP = ("Attach files to the message: text, Markdown, code, CSV, JSON, HTML, PDF, DOCX "
+              "(or drop files and folders on the message box, or paste them). Whole when they "
+              "fit the context, else the passages most relevant to the message.")
+FILE_FILTER = ("Documents and text (*.txt *.md *.markdown *.pdf *.docx *.html *.htm *.csv "
+               "*.tsv *.json *.py *.js *.ts *.c *.h *.cpp *.rs *.go *.java *.sh *.yaml *.yml "
+               "*.toml *.xml *.sql);;All files (*)")
 EDIT_NOTE = ("Editing a message: Enter sends it as a new version (the old message and its "
              "replies stay as another version), Esc cancels.")
 
@@ -137,15 +147,32 @@ class ChatTab(QWidget):
         self.input = InputBox()
         self.input.submitted.connect(self.send_text)
         self.input.escape_pressed.connect(self.on_escape)
+        # the draft's files (#51): chips above the box; the paperclip, a drop or a paste
+        self.chips = AttachmentChips(self.ctx)
+        self.input.files_dropped.connect(self.attach_files)
         # the prompt the next Send makes, in tokens, against the context (under the box)
         self.token_count = TokenCount(self.ctx, self.conversation,
-                                      lambda: (self.input.toPlainText(), self.editing_index))
+                                      lambda: (self.input.toPlainText(), self.editing_index),
+                                      files=self.chips.attachments)
         self.input.textChanged.connect(self.token_count.schedule)
+        self.chips.changed.connect(self.token_count.schedule)
         self.token_count.shown.connect(self._count_shown)
+        self.attach_button = QToolButton()
+        self.attach_button.setObjectName("attachButton")
+        self.attach_button.setIcon(paperclip_icon())
+        self.attach_button.setText("Attach")
+        self.attach_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.attach_button.setToolTip(ATTACH_TIP)
+        self.attach_button.clicked.connect(self.choose_files)
+        under = QHBoxLayout()
+        under.setContentsMargins(0, 0, 0, 0)
+        under.addWidget(self.attach_button)
+        under.addWidget(self.token_count, 1)
         typing = QVBoxLayout()
         typing.setSpacing(2)
+        typing.addWidget(self.chips)
         typing.addWidget(self.input)
-        typing.addWidget(self.token_count)
+        typing.addLayout(under)
         row.addLayout(typing, 1)
         buttons = QVBoxLayout()
         self.send_button = QPushButton("Send")
@@ -298,17 +325,32 @@ class ChatTab(QWidget):
         self.show_notice(None)
         return self._send_now(text)
 
+    def choose_files(self) -> list[str]:
+        """The paperclip: pick files to attach (a folder: drop it on the box)."""
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", "", FILE_FILTER)
+        self.attach_files(paths)
+        return paths
+
+    def attach_files(self, paths: list[str]) -> None:
+        if paths:
+            self.chips.add_paths(paths)
+            self.input.setFocus(Qt.FocusReason.OtherFocusReason)
+
     def _send_now(self, text: str) -> bool:
         refusal = self.token_count.refusal()
         if refusal is not None:  # the engine would refuse it: say why in the user's words
             self.show_notice(refusal)
             return False
+        if self.chips.reading:
+            self.show_notice(STILL_READING)
+            return False
         if self.editing_index is not None:
             ok = self.conversation.edit_and_resend(self.editing_index, text, self.answers)
         else:
-            ok = self.conversation.send(text, self.answers)
+            ok = self.conversation.send(text, self.answers, self.chips.attachments())
         if ok:
             self.input.clear()
+            self.chips.clear()
             self.cancel_edit()
             self.show_notice(None)
         return ok
@@ -422,6 +464,7 @@ class ChatTab(QWidget):
         """Cancel a running reply and let go of shared objects."""
         self.undo_timer.stop()
         self.token_count.detach()
+        self.chips.detach()
         self.tools.cancel()
         self.conversation.close()
         self.detach()

@@ -1,8 +1,10 @@
-"""The message input: Enter sends, Shift+Enter starts a new line, Esc asks to stop."""
+"""The message input: Enter sends, Shift+Enter starts a new line, Esc asks to stop. Files
+dropped on it or pasted into it (local file URLs) are attached, not typed: `files_dropped`
+with their paths."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QMimeData, QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
@@ -10,6 +12,7 @@ from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 class InputBox(QPlainTextEdit):
     submitted = Signal(str)
     escape_pressed = Signal()
+    files_dropped = Signal(list)  # local paths dropped or pasted
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -28,6 +31,24 @@ class InputBox(QPlainTextEdit):
             event.ignore()
             return True
         return super().event(event)
+
+    @staticmethod
+    def local_files(source: QMimeData) -> list[str]:
+        """The local files a drop or a paste carries (none: it is text)."""
+        if not source.hasUrls():
+            return []
+        return [u.toLocalFile() for u in source.urls() if u.isLocalFile()]
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 - Qt override
+        return bool(self.local_files(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 - Qt override
+        # a drop and a paste both come here: files are attached, text is typed
+        files = self.local_files(source)
+        if files:
+            self.files_dropped.emit(files)
+            return
+        super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
         key, mods = event.key(), event.modifiers()

@@ -22,6 +22,7 @@ from app.conversation import FINISH_NOTES, ChatMessage
 from app.reasoning.reply import thinking_live
 
 from ..mcp.tool_block import ToolCallBlock
+from .message_files import FilesLine, Sources
 from .render_throttle import RenderThrottle
 from .reply_body import ReplyBody
 from .thinking_block import ThinkingBlock
@@ -157,6 +158,8 @@ class MessageWidget(QFrame):
             header.addWidget(copy)
         header.addWidget(self._more_button(message.role))
         layout.addLayout(header)
+        self.files = FilesLine(self)  # a user message's attached files
+        layout.addWidget(self.files)
         # a reasoning model's thinking, folded above the answer (hidden when there is none)
         self.thinking = ThinkingBlock(self)
         layout.addWidget(self.thinking)
@@ -175,6 +178,8 @@ class MessageWidget(QFrame):
         # chat's minimum width, and a narrow tab (stats dock open) cuts every message off.
         self.stats.setWordWrap(True)
         layout.addWidget(self.stats)
+        self.sources = Sources(self)  # the passages of files a reply was given
+        layout.addWidget(self.sources)
         self._dirty = True
         self.throttle = RenderThrottle(self._render_if_dirty, self)
         self.refresh()
@@ -247,6 +252,8 @@ class MessageWidget(QFrame):
         else:  # never a silent wait: where the request stands until its first token
             self.body.set_markdown(f"*{msg.wait_note}*" if msg.wait_note else "…")
         self._render_tools()
+        self.files.show_files(msg.attachments)
+        self.sources.show_citations(msg.citations)
         text = stats_text(msg)
         if text != self.stats.text():
             self.stats.setText(text)

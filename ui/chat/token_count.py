@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -22,7 +23,8 @@ from app.conversation import Conversation
 
 THROTTLE_MS = 250
 TIP = ("The prompt the next Send makes, in the model's tokens: the system prompt, the "
-       "messages shown and this draft. The model's context holds {context} tokens; the "
+       "messages shown and this draft with its files. The model's context holds {context} "
+       "tokens; the "
        "reply needs room in it too.")
 
 # (the draft's text, the index of the message it edits or None)
@@ -37,7 +39,8 @@ class TokenCount(QLabel):
     shown = Signal()
 
     def __init__(self, ctx: AppContext, conversation: Conversation, draft: Draft,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None,
+                 files: Callable[[], list[Any]] = list) -> None:
         super().__init__(parent)
         self.setObjectName("tokenCount")
         self.setProperty("over", "false")
@@ -45,6 +48,7 @@ class TokenCount(QLabel):
         self.ctx = ctx
         self.conversation = conversation
         self.draft = draft
+        self.files = files  # the draft's attached files: counted framed as a send puts them
         self.size: PromptSize | None = None
         self.current = False
         self.counts = 0
@@ -103,7 +107,7 @@ class TokenCount(QLabel):
         if loop.is_closed():
             return
         text, editing = self.draft()
-        messages = self.conversation.next_prompt(text, editing)
+        messages = self.conversation.next_prompt(text, editing, self.files())
         self.counts += 1
         self._task = loop.create_task(self._run(messages, self._changes))
 

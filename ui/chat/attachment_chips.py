@@ -1,0 +1,154 @@
+"""The files attached to the draft, as chips above the input: name, size and token count,
+or, for a file that cannot be given, its name and why (red). Files are read on a worker
+thread (a 40-page PDF takes a moment) and counted by the serving model's tokenizer off
+the UI thread; the chip says "reading…" meanwhile. A chip's × removes it; nothing typed
+is touched either way."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import shiboken6
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+
+from app.attachments import Attachment, Refused, read_attachment
+from app.attachments.read import size_text
+from app.context import AppContext
+
+REMOVE_TIP = "Remove this file from the message"
+
+
+class Chip(QWidget):
+    """One file: `item` is None while it is read, then its Attachment or Refused;
+    `tokens` its count once known."""
+
+    removed = Signal(object)  # the chip
+
+    def __init__(self, path: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("attachmentChip")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.path = path
+        self.item: Attachment | Refused | None = None
+        self.tokens: int | None = None
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 2, 2, 2)
+        row.setSpacing(4)
+        self.label = QLabel(f"{path.name or path} · reading…")
+        self.label.setObjectName("chipLabel")
+        row.addWidget(self.label)
+        self.remove_button = QPushButton("×")
+        self.remove_button.setObjectName("chipRemove")
+        self.remove_button.setToolTip(REMOVE_TIP)
+        self.remove_button.setAccessibleName(f"Remove {path.name}")
+        self.remove_button.clicked.connect(lambda: self.removed.emit(self))
+        row.addWidget(self.remove_button)
+        self._set_refused(False)
+
+    def set_item(self, item: Attachment | Refused) -> None:
+        self.item = item
+        self._set_refused(isinstance(item, Refused))
+        self._show()
+
+    def set_tokens(self, tokens: int | None) -> None:
+        self.tokens = tokens
+        self._show()
+
+    def _show(self) -> None:
+        item = self.item
+        if isinstance(item, Refused):
+            self.label.setText(f"{item.name} — {item.message}")
+            self.setToolTip(f"Not attached: {item.message}")
+            return
+        if item is None:
+            return
+        bits = [item.name, size_text(item.size)]
+        if self.tokens is not None:
+            bits.append(f"{self.tokens:,} tokens")
+        if item.kind == "folder":
+            bits.insert(1, f"{len(item.parts)} files")
+        self.label.setText(" · ".join(bits))
+        self.setToolTip(f"{item.name}: {item.kind}"
+                        + (f", {item.skipped} files left out (ignored or not text)"
+                           if item.skipped else ""))
+
+    def _set_refused(self, refused: bool) -> None:
+        value = "true" if refused else "false"
+        if self.property("refused") != value:
+            self.setProperty("refused", value)
+            self.style().unpolish(self)
+            self.style().polish(self)
+
+
+class AttachmentChips(QWidget):
+    """The draft's files. `changed` after a file is read, counted or removed."""
+
+    changed = Signal()
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("attachmentChips")
+        self.ctx = ctx
+        self.chips: list[Chip] = []
+        self._row = QHBoxLayout(self)
+        self._row.setContentsMargins(0, 0, 0, 4)
+        self._row.setSpacing(6)
+        self._row.addStretch(1)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self._tasks: set[asyncio.Future[None]] = set()
+        self.hide()
+
+    def add_paths(self, paths: list[str | Path]) -> list[Chip]:
+        """Chips for `paths`, each read (and counted) off the UI thread."""
+        added = []
+        for p in paths:
+            chip = Chip(Path(p))
+            chip.removed.connect(self.remove)
+            self._row.insertWidget(self._row.count() - 1, chip)
+            self.chips.append(chip)
+            added.append(chip)
+            task = asyncio.ensure_future(self._read(chip))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self.setVisible(bool(self.chips))
+        return added
+
+    async def _read(self, chip: Chip) -> None:
+        loop = asyncio.get_running_loop()
+        item = await loop.run_in_executor(None, read_attachment, chip.path)
+        if not shiboken6.isValid(chip) or chip not in self.chips:
+            return
+        chip.set_item(item)
+        self.changed.emit()
+        if isinstance(item, Attachment):
+            counts = await self.ctx.bridge.count_attachments([item])
+            if shiboken6.isValid(chip) and chip in self.chips:
+                chip.set_tokens(counts[0] if counts else None)
+
+    def remove(self, chip: Chip) -> None:
+        if chip in self.chips:
+            self.chips.remove(chip)
+            chip.deleteLater()
+        self.setVisible(bool(self.chips))
+        self.changed.emit()
+
+    def clear(self) -> None:
+        for chip in list(self.chips):
+            self.chips.remove(chip)
+            chip.deleteLater()
+        self.hide()
+        self.changed.emit()
+
+    def attachments(self) -> list[Attachment]:
+        """The files read and given (refused and unread ones are not)."""
+        return [c.item for c in self.chips if isinstance(c.item, Attachment)]
+
+    @property
+    def reading(self) -> bool:
+        return any(c.item is None for c in self.chips)
+
+    def detach(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
