@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from typing import Any
 
+from app.attachments.fit import Citation
 from app.attachments.stored import from_saved
 from app.bridge import EngineBridge, Generation, ReplyStats
 from app.conversation import ChatMessage, Conversation
@@ -60,6 +62,8 @@ def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any
         out["backend"] = msg.backend  # the connection's name (absent: the local engine)
     if msg.reasoning:  # how long and how much it thought (issue #49), for the block's title
         out.update(thinking_s=msg.thinking_s, reasoning_tokens=msg.reasoning_tokens)
+    if msg.citations:  # the passages of files it was given (#51), shown under it
+        out["citations"] = [dataclasses.asdict(c) for c in msg.citations]
     return out
 
 
@@ -125,6 +129,7 @@ def chat_message(record: Message) -> ChatMessage:
         msg.tool_calls = copy.deepcopy(record.tool_calls)
         results = record.tool_results or {}
         msg.tool_results = {c["id"]: _outcome(results.get(c["id"])) for c in msg.tool_calls}
+    msg.citations = _citations(stats.get("citations"))
     generated = _number(stats, "generated_tokens", int)
     if generated is not None:  # numbers of the wrong kind (an edited import) are left out
         msg.stats = ReplyStats(
@@ -168,6 +173,17 @@ def _outcome(saved: dict[str, str] | None) -> dict[str, str]:
     if saved is None or saved["status"] in ("pending", "running"):
         return dict(CALL_INTERRUPTED)
     return dict(saved)
+
+
+def _citations(saved: Any) -> tuple[Citation, ...]:
+    """A reply's saved citations; any of the wrong shape (an edited import) left out."""
+    out = []
+    for c in saved if isinstance(saved, list) else ():
+        try:
+            out.append(Citation(**c))
+        except TypeError:
+            continue
+    return tuple(out)
 
 
 def _number(stats: dict[str, Any], key: str, kind: type[int] | type[float]) -> Any:

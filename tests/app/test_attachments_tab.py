@@ -49,3 +49,29 @@ async def test_a_reply_to_a_large_file_keeps_its_citations(bridge: EngineBridge,
     assert conv.send("And this?", attachments=[note])
     await wait_until(lambda: not conv.is_busy)
     assert conv.messages[-1].citations == ()
+
+
+async def test_citations_come_back_after_a_restart(bridge: EngineBridge, tmp_path: Path) -> None:
+    from app.history.writer import HistoryWriter
+
+    rng = random.Random(9)
+    words = "river stone market ledger harbor lantern vault code gate tower".split()
+    lines = [" ".join(rng.choice(words) for _ in range(10)) + "." for _ in range(1500)]
+    lines[300] = "The Heron gate opens at dawn."
+    doc = tmp_path / "gates.txt"
+    doc.write_text("\n".join(lines) + "\n")
+    att = read_attachment(doc)
+    db = tmp_path / "h.db"
+    sync = HistoryWriter.open(db)
+    conv = Conversation(bridge, system_prompt="", params=FAST)
+    sync.attach(conv, 0)
+    assert conv.send("When does the Heron gate open?", attachments=[att])
+    await wait_until(lambda: not conv.is_busy)
+    given = conv.messages[-1].citations
+    assert any("Heron gate opens at dawn" in c.text for c in given)
+    sync.detach(conv)
+    assert sync.close()
+    again = HistoryWriter.open(db)
+    restored = again.load_conversation(conv.session_id, bridge)
+    assert restored.messages[-1].citations == given
+    again.close()
