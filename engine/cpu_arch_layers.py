@@ -26,6 +26,7 @@ import mlx.nn as nn
 from mlx_lm.models import rope_utils
 
 from . import cpu_kernels, native
+from .module_tree import adopt
 from .ragged_pass import Positions, RaggedLayer
 
 
@@ -209,11 +210,11 @@ class TiedHead(nn.Module):
         return self._finish(self._inner.embed_tokens.as_linear(x))
 
 
-def _head_finish(tree: nn.Module):
-    """What a tied mlx-lm model's `__call__` does to as_linear's logits, where this file
-    knows it; None for any other model."""
+def _head_finish(tree: nn.Module, tied: bool = True):
+    """What a tied (or, `tied` False, untied) mlx-lm model's `__call__` does to its head's
+    logits, where this file knows it; None for any other model."""
     home = type(tree).__module__
-    if type(tree).__name__ != "Model" or "lm_head" in tree:
+    if type(tree).__name__ != "Model" or ("lm_head" in tree) == tied:
         return None
     if home == "mlx_lm.models.gemma2":
         cap = tree.final_logit_softcapping
@@ -250,6 +251,36 @@ def add_tied_head(tree: nn.Module) -> bool:
     # changes class, mlx-lm's Model and the loaded model stay as they are
     tree.__class__ = _headed(type(tree))
     return True
+
+
+def finish_untied_head(tree: nn.Module) -> bool:
+    """An untied Granite / Gemma 4's engine copy: its `lm_head` (the engine's linear by now)
+    becomes a subclass that finishes its logits as the model's call does (Granite's
+    scaling, Gemma 4's soft-capping, native in an engine pass), and its root calls it as
+    the tied ones do, so ModelRunner finds the output head (a prompt chunk's logits for its
+    last position only). The head keeps its arrays under their names; True if done."""
+    finish = _head_finish(tree, tied=False)
+    head, inner = tree.get("lm_head"), tree.get("model")
+    if finish is None or not isinstance(head, nn.Module) or not isinstance(inner, nn.Module):
+        return False
+    new = adopt(head, _finished(type(head)))
+    object.__setattr__(new, "_finish", finish)
+    tree["lm_head"] = new
+    tree.__class__ = _headed(type(tree))  # in place, as add_tied_head
+    return True
+
+
+def _finished(stock: type) -> type:
+    """A head class whose call is the stock call, then the model's finish."""
+    made = _MADE.get(stock)
+    if made is None:
+        def __call__(self, x: mx.array) -> mx.array:
+            return self._finish(stock.__call__(self, x))
+        made = type(stock.__name__, (stock,), {
+            "__call__": __call__, "__module__": __name__,
+            "__doc__": f"{stock.__module__}.{stock.__name__} with its model's logit finish"})
+        _MADE[stock] = made
+    return made
 
 
 def _headed(stock: type) -> type:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import mlx.core as mx
 import mlx.nn as nn
 
+from .. import cpu_arch_layers
 from ..cpu_options import CpuOptions
 from ..loader.ggml_modules import Group16Embedding, Group16Linear, dequantize_groups
 from ..loader.packed_form import lookup, prepacked
@@ -200,6 +201,8 @@ def install(tree: nn.Module, options: CpuOptions) -> int:
 
     count = replace(tree, native)
     _group_siblings(tree)
+    # an untied Granite / Gemma 4's head finished as its model's call does (so it is found)
+    cpu_arch_layers.finish_untied_head(tree)
     return count
 
 

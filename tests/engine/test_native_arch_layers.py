@@ -488,3 +488,56 @@ def test_a_moe_row_alone_equals_the_row_batched_with_rows_routed_elsewhere(name:
         alone = _run_steps(tree, [prompt])
         for step, (a, b) in enumerate(zip(alone, batch, strict=True)):
             assert np.array_equal(a[0], b[i]), (i, step)
+
+
+@pytest.mark.parametrize("name", ["granite", "gemma4-untied"])
+def test_an_untied_finished_head_is_found_and_finishes_once(name: str, monkeypatch) -> None:
+    """An untied Granite (logits / logits_scaling) or Gemma 4 (soft-capped): the engine's
+    copy (as ModelRunner makes it) finds its output head, the engine's linear with the
+    model's finish, under the loaded model's parameter names; the copy's own call (decode
+    steps) and the head on the last position give the same logits (within 1e-5 of their
+    range: the quantized linears are the same for any rows, the rest float32), and the
+    head's logits are the raw linear's finished exactly once (Granite: the same bits;
+    Gemma 4: inside an engine pass native.softcap, within its bound of the stock tanh)."""
+    from dataclasses import replace
+
+    from mlx.utils import tree_flatten
+
+    from engine.model_runner import ModelRunner
+
+    case = CASES["gemma4" if name.startswith("gemma4") else name]
+    if name == "gemma4-untied":
+        case = replace(case, config={**case.config, "tie_word_embeddings": False})
+    model = _quantized_case(case)
+    assert "lm_head" in model
+    runner = ModelRunner(model)
+    assert runner.head is not None
+    assert ([k for k, _ in tree_flatten(runner.model.parameters())]
+            == [k for k, _ in tree_flatten(model.parameters())])
+    assert all(type(m).__module__.startswith(("mlx.", "mlx_lm.")) for _, m in model.named_modules())
+    ids = mx.array([IDS])
+    capped = []
+    real = native.softcap
+    monkeypatch.setattr(native, "softcap", lambda *a, **k: capped.append(a[1]) or real(*a, **k))
+    with cpu_kernels.active(runner.cpu):
+        whole = np.array(runner.model(ids)[:, -1])
+        hidden = runner.model.model(ids)[:, -1:]
+        last = np.array(runner.head(hidden)[:, 0])
+        raw = type(runner.model.lm_head).__mro__[1].__call__(runner.model.lm_head, hidden)[:, 0]
+    assert np.abs(whole - last).max() <= 1e-5 * np.abs(whole).max()
+    if name == "granite":
+        assert not capped
+        assert np.array_equal(last, np.array(raw / model.logits_scaling))
+    else:
+        cap = model.final_logit_softcapping
+        assert capped == [cap, cap]
+        stock = np.array(mx.tanh(raw / cap) * cap)
+        assert np.abs(last - stock).max() <= 4e-7 * cap
+
+
+def _quantized_case(case) -> nn.Module:
+    model = build_model(case, seed=4)
+    nn.quantize(model, group_size=32, bits=4, class_predicate=lambda _, m: (
+        hasattr(m, "to_quantized") and m.weight.shape[-1] % 32 == 0))
+    mx.eval(model.parameters())
+    return model
