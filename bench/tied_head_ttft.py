@@ -1,8 +1,9 @@
-"""`python -m bench.tied_head_ttft [REPEATS]`: the first token of one 512-token prompt on a
-random-weight Gemma 2 (hidden 1024, 6 layers, a 32,768-token vocabulary, 4-bit), with the
-engine's TiedHead (after: a prompt chunk's logits for its last position only) and without
-it (before: cpu_arch_layers.add_tied_head off, so ModelRunner finds no output head and the
-chunk makes every position's logits), alternated before after after before."""
+"""`python -m bench.tied_head_ttft [REPEATS] [gemma2|granite]`: the first token of one
+512-token prompt on a random-weight Gemma 2 (tied, soft-capped) or untied Granite (logits
+scaled) (hidden 1024, 6 layers, a 32,768-token vocabulary, 4-bit), with the engine's found
+head (after: a prompt chunk's logits for its last position only) and without it (before:
+cpu_arch_layers.add_tied_head / finish_untied_head off, so ModelRunner finds no output head
+and the chunk makes every position's logits), alternated before after after before."""
 
 import sys
 import time
@@ -31,23 +32,24 @@ def first_token(model, tokenizer) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def main(repeats: int) -> None:
+def main(repeats: int, arch: str = "gemma2") -> None:
     ensure_fast_blas()
-    cfg = {**CASES["gemma2"].config, "hidden_size": 1024, "num_hidden_layers": 6,
+    cfg = {**CASES[arch].config, "hidden_size": 1024, "num_hidden_layers": 6,
            "intermediate_size": 2816, "num_attention_heads": 8, "num_key_value_heads": 2,
            "head_dim": 128, "query_pre_attn_scalar": 128, "vocab_size": 32768,
            "max_position_embeddings": 4096}
-    model = build_model(replace(CASES["gemma2"], config=cfg), seed=1)
+    model = build_model(replace(CASES[arch], config=cfg), seed=1)
     nn.quantize(model, group_size=32, bits=4)
     mx.eval(model.parameters())
     tokenizer = make_tokenizer()
-    ours = cpu_arch_layers.add_tied_head
+    switch = "add_tied_head" if arch == "gemma2" else "finish_untied_head"
+    ours = getattr(cpu_arch_layers, switch)
     res: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
     for _ in range(repeats):
         for mode in ("before", "after", "after", "before"):
-            cpu_arch_layers.add_tied_head = (lambda t: False) if mode == "before" else ours
+            setattr(cpu_arch_layers, switch, (lambda t: False) if mode == "before" else ours)
             res[mode].append(first_token(model, tokenizer))
-    cpu_arch_layers.add_tied_head = ours
+    setattr(cpu_arch_layers, switch, ours)
     for mode, runs in res.items():
         w, c = sorted(x[0] for x in runs), sorted(x[1] for x in runs)
         print(f"{mode}: TTFT median {w[len(w) // 2]:.3f} s (min {w[0]:.3f}, max {w[-1]:.3f}); "
@@ -55,4 +57,4 @@ def main(repeats: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2, *sys.argv[2:3])
