@@ -84,7 +84,8 @@ def test_files_become_chips_counted_and_sent(window, loop, qtbot, tmp_path, monk
     for name, words in (("scan.pdf", "scanned PDF"), ("photo.jpg", "binary"),
                         ("gone.txt", "not found")):
         chip = chips[name]
-        assert chip.property("refused") == "true" and words in chip.label.text(), name
+        assert chip.property("refused") == "true" and words in chip.toolTip(), name
+        assert chip.label.text().startswith(f"{name} — ")  # cut to fit, the reason in full above
     readable = tab.chips.attachments()
     assert [a.name for a in readable] == ["notes.md", "report.pdf", "minutes.docx", "proj"]
 
@@ -124,6 +125,10 @@ def test_a_replys_sources_open_their_passage(window, loop, qtbot):
     assert sources.isVisible()
     assert "[1] ledger.txt, lines 690-712" in sources.text()
     assert "[2] report.pdf, page 17, lines 3-9" in sources.text()
+    assert 'color: #1a73e8' in sources.text()
+    window.set_theme("dark")  # the link keeps a readable blue in the dark look
+    run_until(loop, lambda: 'color: #8ab4f8' in sources.text())
+    window.set_theme("light")
     opened = []
     sources.opened.connect(opened.append)
     sources.linkActivated.emit("2")

@@ -18,6 +18,7 @@ from app.attachments.read import size_text
 from app.context import AppContext
 
 REMOVE_TIP = "Remove this file from the message"
+MAX_LABEL_PX = 300  # a refused chip's reason is cut here
 
 
 class Chip(QWidget):
@@ -59,8 +60,11 @@ class Chip(QWidget):
     def _show(self) -> None:
         item = self.item
         if isinstance(item, Refused):
-            self.label.setText(f"{item.name} — {item.message}")
-            self.setToolTip(f"Not attached: {item.message}")
+            # cut to fit beside other chips in a narrow window; the tooltip has it all
+            text = f"{item.name} — {item.message}"
+            self.label.setText(self.label.fontMetrics().elidedText(
+                text, Qt.TextElideMode.ElideRight, MAX_LABEL_PX))
+            self.setToolTip(f"{item.name} is not attached: {item.message}")
             return
         if item is None:
             return

@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -20,6 +20,9 @@ from PySide6.QtWidgets import (
 from app.attachments import Attachment
 from app.attachments.read import size_text
 
+from ..theme import is_dark
+
+LINK_LIGHT, LINK_DARK = "#1a73e8", "#8ab4f8"  # the looks' blues (ui/theme.py)
 SOURCES_TIP = ("The passages of the attached files this reply was given (the files were "
                "too long to go in whole). Click one to read it.")
 
@@ -68,9 +71,21 @@ class Sources(QLabel):
         if citations == self.citations:
             return
         self.citations = citations
-        links = [f'<a href="{c.n}">[{c.n}] {escape(c.where())}</a>' for c in citations]
+        self._render()
+
+    def _render(self) -> None:
+        # a rich-text link takes no style-sheet colour: the look's own blue, inline
+        colour = LINK_DARK if is_dark() else LINK_LIGHT
+        links = [f'<a style="color: {colour}" href="{c.n}">[{c.n}] {escape(c.where())}</a>'
+                 for c in self.citations]
         self.setText("Sources: " + " · ".join(links) if links else "")
         self.setVisible(bool(links))
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt override
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange) \
+                and self.citations:
+            self._render()  # the look switched
 
     def _open(self, href: str) -> None:
         cited = next((c for c in self.citations if str(c.n) == href), None)
