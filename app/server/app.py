@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..backend import LocalBackend
-from ..request import Refusal, RefusalCode
-from . import errors, model_names, openapi, responses, schemas, tooling
+from ..request import Refusal, RefusalCode, attachments
+from . import errors, file_parts, model_names, openapi, responses, schemas, tooling
 from .anthropic import errors as anthropic_errors
 from .anthropic import handler as anthropic
 from .body import read_json
@@ -299,7 +299,13 @@ class ApiServer:
         t0 = time.perf_counter()
         body = schemas.check_body(await read_json(request, self.config.max_body_bytes))
         target, model = self.serving(schemas.model_name(body))
-        if kind == "chat":
+        if kind == "chat" and file_parts.has_files(body):
+            # files are read, and indexed when they do not fit, off the loop (#51)
+            parsed = await asyncio.to_thread(schemas.parse_chat, body,
+                                             self.config.default_max_tokens
+                                             or target.context_length)
+            parsed, _ = await asyncio.to_thread(attachments.fitted, parsed, target)
+        elif kind == "chat":
             parsed = schemas.parse_chat(body, self.config.default_max_tokens
                                         or target.context_length)
         else:

@@ -15,6 +15,15 @@ from .errors import invalid
 _BLANK = {"type": "text", "text": ""}
 
 
+def has_files(body: Any) -> bool:
+    """Whether a chat body's messages carry file parts (read off the loop, app.py)."""
+    messages = body.get("messages") if isinstance(body, Mapping) else None
+    return isinstance(messages, list) and any(
+        isinstance(m, Mapping) and isinstance(m.get("content"), list)
+        and any(isinstance(p, Mapping) and p.get("type") == "file" for p in m["content"])
+        for m in messages)
+
+
 def take_files(value: Any, where: str, role: str) -> tuple[Any, tuple[Attachment, ...]]:
     """(`value` with its file parts blanked, so the text parts keep their indices in
     errors; the files read). Only a user message may carry files."""

@@ -52,7 +52,20 @@ async def test_files_go_in_whole_and_usage_counts_them(serve, tmp_path: Path) ->
     assert r.usage.prompt_tokens == len(prompt)
 
 
-async def test_a_document_over_the_context_is_retrieved(serve, tmp_path: Path) -> None:
+async def test_a_document_over_the_context_is_retrieved(serve, tmp_path: Path,
+                                                       monkeypatch) -> None:
+    import threading
+
+    from app.attachments import index
+
+    built_on: list[str] = []  # the index is built off the server's loop
+    real_init = index.ChunkIndex.__init__
+
+    def recording(self, chunks):
+        built_on.append(threading.current_thread().name)
+        real_init(self, chunks)
+
+    monkeypatch.setattr(index.ChunkIndex, "__init__", recording)
     s = await serve(engine={"context_length": 2048})
     rng = random.Random(2)
     words = "river stone market ledger harbor lantern vault code gate tower".split()
@@ -64,6 +77,7 @@ async def test_a_document_over_the_context_is_retrieved(serve, tmp_path: Path) -
         {"role": "user", "content": [file_part(doc),
                                      {"type": "text", "text": "What is the Osprey vault code?"}]}]}
     r = await s.client.chat.completions.create(**body)
+    assert built_on and threading.current_thread().name not in built_on
     # the same body read and fitted as the server does, to see the prompt it ran
     from app.bridge import LocalTarget
     from app.request import attachments
