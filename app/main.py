@@ -60,6 +60,10 @@ def main(argv: list[str] | None = None, *,
         from app.models.cli import main as models  # no MLX: reads headers only
 
         return models(argv[1:])
+    if argv[:1] in (["ps"], ["load"], ["unload"]):  # a running server's models (issue #50)
+        from app.fleet.cli import main as fleet  # no MLX: HTTP only
+
+        return fleet(argv[0], argv[1:])
     args = prepare(argv)
     if args.cli or not _can_show_window():
         if not args.cli:

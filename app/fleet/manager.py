@@ -210,7 +210,10 @@ class ModelManager:
         if hosted.state is ModelState.UNLOADING:
             await hosted.gone.wait()
             return True
-        await self._stop(hosted, cancel=cancel, timeout_s=timeout_s)
+        # a task of its own: a caller that leaves (an HTTP client gone) does not leave the
+        # model half-unloaded
+        await asyncio.shield(asyncio.get_running_loop().create_task(
+            self._stop(hosted, cancel=cancel, timeout_s=timeout_s)))
         return True
 
     def estimate(self, name: str) -> MemoryNeed:
@@ -258,7 +261,9 @@ class ModelManager:
                 await hosted.ready.wait()
             if hosted.state is ModelState.LOADED:
                 await self._stop(hosted, cancel=True, timeout_s=timeout_s)
-            elif hosted.state is ModelState.UNLOADING:
+            elif hosted.state is ModelState.UNLOADING:  # an unload waiting: cut it short
+                for _tag, stream in hosted.target.live() if hosted.target is not None else ():
+                    stream.cancel()
                 await hosted.gone.wait()
 
     # -- inside -------------------------------------------------------------------------

@@ -11,9 +11,10 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.public import ModelLoadError
+from engine.public import ModelLoadError, format_bytes
 
 from .. import speculative
 from .app import ApiServer, ServerConfig, check_address
@@ -99,6 +100,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-connections", type=_whole(1), default=None,
                    help="connections open at once; more get 503 (default: half the "
                         "file-descriptor limit, at most 4096)")
+    several = p.add_argument_group(
+        "several models (issue #50)", "with --models-dir, each request's `model` names one of "
+        "the folder's models, loaded on demand; idle ones are unloaded to make room")
+    several.add_argument("--models-dir", default=None, metavar="DIR",
+                         help="serve the .gguf files and mlx-lm folders under DIR by name "
+                              "(--model, if given, is loaded at start)")
+    several.add_argument("--max-models", type=_whole(1), default=None, metavar="N",
+                         help="at most N models loaded at once (default: as many as fit)")
+    several.add_argument("--memory-budget-mb", type=_mib, default=None, metavar="MB",
+                         help="what the loaded models' estimates may add up to (default: 3/4 "
+                              "of the memory free at start)")
+    several.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
+                         help="unload a model idle this long (default: only to make room; "
+                              "a load or a request's ttl / keep_alive sets its own)")
     p.add_argument("--cors-origin", default=None,
                    help='allow browser pages from this origin ("*" for any); default none')
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
@@ -143,9 +158,11 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     from app.bridge.local_target import load_target
     from app.settings import Settings
 
-    source = args.model or Settings.load().model
     check_address(config)  # refuse before spending time on loading a model
     check_bindable(config.host, config.port)
+    if args.models_dir is not None:
+        return await serve_several(args, config)
+    source = args.model or Settings.load().model
     print(f"Loading {source} …", file=sys.stderr, flush=True)
     # the engine's CPU switches are read from BATCHCHAT_* here, once (EngineConfig.cpu); a
     # bad value is a ValueError: one line and exit 2
@@ -174,3 +191,47 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
         await target.shutdown(timeout=5.0)
     return 0
 
+
+async def serve_several(args: argparse.Namespace, config: ServerConfig) -> int:
+    """`--models-dir`: the folder's models by name, on a ModelManager (app/fleet)."""
+    from app.fleet import Catalog, ModelManager
+    from app.models.library import folder_models
+
+    from ..request import Refusal
+    from .fleet_api import FleetApi
+
+    folder = Path(args.models_dir).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"--models-dir: no such folder: {folder}")
+    catalog = Catalog(lambda: folder_models(folder))
+    settings: dict[str, int | str] = {"max_concurrent": args.max_concurrent,
+                                      "max_queue": args.max_queue,
+                                      "speculative": args.speculative}
+    kv = max(1, int(args.kv_budget_mb * (1 << 20))) if args.kv_budget_mb else None
+    budget = int(args.memory_budget_mb * (1 << 20)) if args.memory_budget_mb else None
+    fleet = ModelManager(catalog, budget_bytes=budget, max_models=args.max_models,
+                         kv_budget_bytes=kv, default_ttl_s=args.ttl, **settings)
+    fleet.start()
+    api = FleetApi(fleet, config.max_body_bytes)
+    server = ApiServer(api.target, api.model_id, config, fleet=api)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if args.model:
+            print(f"Loading {args.model} …", file=sys.stderr, flush=True)
+            try:
+                (await api.acquire(args.model)).release()
+            except Refusal as refusal:
+                raise ValueError(f"--model: {refusal.message}") from None
+        names = [m.name for m in fleet.models()]
+        url = await server.start()
+        print(f"BatchChat API ready at {url}/v1 ({len(names)} models in {folder}, loaded on "
+              f"demand; budget {format_bytes(fleet.budget_bytes)}); Ctrl+C stops", flush=True)
+        await stop.wait()
+        print("Stopping: ending in-flight requests …", file=sys.stderr, flush=True)
+    finally:
+        await server.stop(linger_s=LINGER_S)
+        await fleet.close()
+    return 0

@@ -40,6 +40,7 @@ async def test_rss_stays_within_the_budget_in_a_load_use_evict_soak(models):
     assert sum(needs.values()) > budget
     fleet = ModelManager(catalog, budget_bytes=budget, kv_budget_bytes=KV, max_concurrent=8)
     import mlx_lm  # noqa: F401 - the runtime every engine shares counts in the base
+
     from engine import Engine  # noqa: F401
 
     base = resident_bytes()
