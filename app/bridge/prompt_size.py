@@ -14,7 +14,7 @@ from typing import Any
 from engine.public import RequestRejected
 
 from ..attachments.framing import frame
-from ..attachments.messages import ATTACHMENTS, has_attachments
+from ..attachments.messages import ATTACHMENTS, has_attachments, shared_cache
 from ..request import ChatRequest, attachments
 from .local_target import LocalTarget
 
@@ -54,8 +54,14 @@ def measure(target: LocalTarget, messages: Sequence[Mapping[str, Any]]) -> Promp
 
 
 def attachment_tokens(target: LocalTarget, atts: Sequence[Any]) -> list[int]:
-    """Each attachment's tokens, framed as a send puts it in whole."""
-    return [len(target.encode(frame(a))) for a in atts]
+    """Each attachment's tokens, framed as a send puts it in whole; one that cannot go in
+    whole (as many tokens as the context) is indexed now, here off the UI thread, so a
+    send finds its index cached."""
+    counts = [len(target.encode(frame(a))) for a in atts]
+    for att, n in zip(atts, counts, strict=True):
+        if n >= target.context_length:
+            shared_cache().get(att)
+    return counts
 
 
 async def count_attachments(target: LocalTarget, atts: Sequence[Any]) -> list[int]:

@@ -138,3 +138,37 @@ def test_a_replys_sources_open_their_passage(window, loop, qtbot):
     sources.dialog.close()
     assert not tab.messages.widgets[0].sources.isVisible()  # the question has none
 
+
+
+def test_a_file_too_long_for_the_context_is_indexed_off_the_ui_thread(window, loop, tmp_path,
+                                                                       monkeypatch):
+    import threading
+
+    from app.attachments import index
+    from app.attachments.messages import shared_cache
+
+    built_on: list[str] = []
+    real_init = index.ChunkIndex.__init__
+
+    def recording(self, chunks):
+        built_on.append(threading.current_thread().name)
+        real_init(self, chunks)
+
+    monkeypatch.setattr(index.ChunkIndex, "__init__", recording)
+    tab = window.current_tab()
+    big = tmp_path / "big.txt"  # 12,000 byte tokens against the 8,192-token context
+    big.write_text("\n".join(f"line {i} of the long ledger, nothing to see" for i in range(300)))
+    tab.attach_files([str(big)])
+    assert tab.chips.reading
+    _settled(loop, tab)
+    chip = tab.chips.chips[0]
+    assert chip.tokens > 8192 and "counting" not in chip.label.text()
+    assert len(built_on) == 1 and built_on[0] != threading.current_thread().name
+    cache = shared_cache()
+    before = cache.built
+    qtbot_text = "Which line mentions the ledger?"
+    tab.input.setPlainText(qtbot_text)
+    assert tab.send_text(qtbot_text)
+    run_until(loop, lambda: not tab.conversation.is_busy and len(tab.conversation.messages) == 2)
+    assert cache.built == before  # the send found the index built
+    assert tab.conversation.messages[1].citations

@@ -1,7 +1,8 @@
 """The files attached to the draft, as chips above the input: name, size and token count,
 or, for a file that cannot be given, its name and why (red). Files are read on a worker
 thread (a 40-page PDF takes a moment) and counted by the serving model's tokenizer off
-the UI thread; the chip says "reading…" meanwhile. A chip's × removes it; nothing typed
+the UI thread (a file too long to go in whole is indexed there too); the chip says
+"reading…", then "counting…", meanwhile. A chip's × removes it; nothing typed
 is touched either way."""
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Chip(QWidget):
         self.path = path
         self.item: Attachment | Refused | None = None
         self.tokens: int | None = None
+        self.counting = False  # its tokens are being counted (and its index built)
         row = QHBoxLayout(self)
         row.setContentsMargins(8, 2, 2, 2)
         row.setSpacing(4)
@@ -69,8 +71,8 @@ class Chip(QWidget):
         if item is None:
             return
         bits = [item.name, size_text(item.size)]
-        if self.tokens is not None:
-            bits.append(f"{self.tokens:,} tokens")
+        # counted off the UI thread; a file too long to go in whole is indexed meanwhile
+        bits.append(f"{self.tokens:,} tokens" if self.tokens is not None else "counting…")
         if item.kind == "folder":
             bits.insert(1, f"{len(item.parts)} files")
         self.label.setText(" · ".join(bits))
@@ -127,9 +129,14 @@ class AttachmentChips(QWidget):
         chip.set_item(item)
         self.changed.emit()
         if isinstance(item, Attachment):
-            counts = await self.ctx.bridge.count_attachments([item])
+            chip.counting = True
+            try:
+                counts = await self.ctx.bridge.count_attachments([item])
+            finally:
+                chip.counting = False
             if shiboken6.isValid(chip) and chip in self.chips:
                 chip.set_tokens(counts[0] if counts else None)
+                self.changed.emit()
 
     def remove(self, chip: Chip) -> None:
         if chip in self.chips:
@@ -151,7 +158,9 @@ class AttachmentChips(QWidget):
 
     @property
     def reading(self) -> bool:
-        return any(c.item is None for c in self.chips)
+        """A file is still being read, or counted and indexed."""
+        return any(c.item is None or (isinstance(c.item, Attachment) and c.tokens is None
+                                      and c.counting) for c in self.chips)
 
     def detach(self) -> None:
         for task in list(self._tasks):
