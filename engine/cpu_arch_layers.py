@@ -9,7 +9,8 @@ beside its nn.RoPE / nn.RMSNorm ones; mlx and mlx-lm's classes are never touched
 - Gemma's RMSNorm (weight stored less one: mx.fast.rms_norm(x, 1 + weight)) runs the native
   RMSNorm with 1 + weight computed once;
 - Gemma 2 / 3 / 4's MLP (nn.gelu_approx(gate) * up, ~10 composed ops) runs gelu_tanh_mul,
-  one op; Gemma 4's RMSNormNoScale the native RMSNorm without a weight;
+  one op, and so does Gemma 4's experts' GeGLU; Gemma 4's RMSNormNoScale the native
+  RMSNorm without a weight;
 - SmolLM 3's NoPE layers (no rotation) count as native RoPEs, so its model takes the ragged
   pass;
 - a tied Gemma 2 / 4's final logit soft-capping (in its TiedHead) runs native.softcap.
@@ -104,6 +105,9 @@ FREQS_ROPES: dict[type, type] = {
 _GEMMA_NORMS = ("mlx_lm.models.gemma", "mlx_lm.models.gemma2", "mlx_lm.models.gemma3_text")
 _GEMMA_MLPS = ("mlx_lm.models.gemma2", "mlx_lm.models.gemma3_text", "mlx_lm.models.gemma4_text")
 _NO_SCALE_NORMS = ("mlx_lm.models.gemma4_text",)
+# mlx-lm modules whose GeGLU (a SwitchGLU's activation: Gemma 4's experts) is
+# geglu(gate, x) = nn.gelu_approx(gate) * x
+_GEGLUS = ("mlx_lm.models.gemma4_text",)
 # RoPE stand-ins that rotate nothing (SmolLM 3's NoPE layers): any positions, a ragged
 # pass's included, leave x as it is
 _NO_ROPES = (("mlx_lm.models.smollm3", "NoPE"),)
@@ -137,6 +141,16 @@ def _gelu_mlp(stock: type) -> type:
         if on is not None and up.dtype == mx.float32 and up.shape == gate.shape:
             return self.down_proj(native.gelu_tanh_mul(gate, up, force_scalar=on.scalar))
         return self.down_proj(nn.gelu_approx(gate) * up)
+    return __call__
+
+
+def _geglu(stock: type) -> type:
+    """Gemma 4's experts' activation module: geglu(gate, x) = nn.gelu_approx(gate) * x."""
+    def __call__(self, x: mx.array, gate: mx.array) -> mx.array:
+        on = cpu_kernels.native_rowwise(gate)
+        if on is not None and x.dtype == mx.float32 and x.shape == gate.shape:
+            return native.gelu_tanh_mul(gate, x, force_scalar=on.scalar)
+        return stock.__call__(self, x, gate)
     return __call__
 
 
@@ -180,6 +194,8 @@ def engine_class(stock: type) -> type | None:
         make = _gelu_mlp
     elif made is None and name == "RMSNormNoScale" and home in _NO_SCALE_NORMS:
         make = _no_scale_norm
+    elif made is None and name == "GeGLU" and home in _GEGLUS:
+        make = _geglu
     elif made is None and _is_gemma2_attention(stock):
         make, home = _softcapped_attention, "mlx_lm.models.gemma2"
     else:
