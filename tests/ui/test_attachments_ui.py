@@ -172,3 +172,16 @@ def test_a_file_too_long_for_the_context_is_indexed_off_the_ui_thread(window, lo
     run_until(loop, lambda: not tab.conversation.is_busy and len(tab.conversation.messages) == 2)
     assert cache.built == before  # the send found the index built
     assert tab.conversation.messages[1].citations
+
+
+def test_the_paperclips_menu_attaches_a_folder(window, loop, tmp_path, monkeypatch):
+    tab = window.current_tab()
+    folder = make_code_folder(tmp_path / "proj")
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory",
+                        staticmethod(lambda *a, **k: str(folder)))
+    actions = {a.text(): a for a in tab.attach_button.menu().actions()}
+    actions["Folder…"].trigger()
+    _settled(loop, tab)
+    [chip] = tab.chips.chips
+    assert chip.item.kind == "folder" and "2 files" in chip.label.text()
+    assert [p.source for p in chip.item.parts] == ["src/main.py", "src/pkg/util.py"]

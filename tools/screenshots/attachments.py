@@ -81,11 +81,12 @@ def main() -> None:
     out = out_dir(args)
 
     from app.context import AppContext
+    from app.defaults import Defaults
 
     _app, loop = qt_app("attachments_shots", stylesheet=True)
     settings = scratch_settings()
-    settings.user_presets["Greedy"] = GREEDY | {"max_tokens": 80, "repetition_penalty": 1.0}
-    settings.default_preset = "Greedy"
+    greedy = GREEDY | {"max_tokens": 80, "repetition_penalty": 1.0}
+    settings.defaults = Defaults(params=greedy)  # a new tab starts greedy: the same reply
     ctx = AppContext.create(settings=settings)
     window = open_window(ctx, SIZES[0])
     folder = Path(tempfile.mkdtemp())

@@ -164,6 +164,12 @@ class ChatTab(QWidget):
         self.attach_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.attach_button.setToolTip(ATTACH_TIP)
         self.attach_button.clicked.connect(self.choose_files)
+        # its arrow: a folder (the file dialog picks files only)
+        attach_menu = QMenu(self.attach_button)
+        attach_menu.addAction("Files…", self.choose_files)
+        attach_menu.addAction("Folder…", self.choose_folder)
+        self.attach_button.setMenu(attach_menu)
+        self.attach_button.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
         under = QHBoxLayout()
         under.setContentsMargins(0, 0, 0, 0)
         under.addWidget(self.attach_button)
@@ -326,10 +332,16 @@ class ChatTab(QWidget):
         return self._send_now(text)
 
     def choose_files(self) -> list[str]:
-        """The paperclip: pick files to attach (a folder: drop it on the box)."""
+        """The paperclip: pick files to attach (a folder: its menu, or drop it on the box)."""
         paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", "", FILE_FILTER)
         self.attach_files(paths)
         return paths
+
+    def choose_folder(self) -> str:
+        """A folder's text files, as git sees them (its .gitignore rules applied)."""
+        folder = QFileDialog.getExistingDirectory(self, "Attach a folder")
+        self.attach_files([folder] if folder else [])
+        return folder
 
     def attach_files(self, paths: list[str]) -> None:
         if paths:
