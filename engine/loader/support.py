@@ -168,7 +168,7 @@ def gguf_memory(weights_by_type: Mapping[int, int], *, layers: int, kv_heads: in
                 floated.append(ggml_type_name(kind))
             continue
         if packed_copy:  # held once, packed: q as is, float32 scales and biases (stacked
-            # experts are held as MLX's arrays instead: about the same size)
+            # experts too where the loader packs them; else MLX's arrays: about the same size)
             packed += n * (held.bits + 64 / held.group) / 8
         else:
             weights += n * held.bits_per_weight / 8
