@@ -63,7 +63,7 @@ def passage(n: int, chunk: Chunk) -> str:
     return f"[{n}] {chunk.where()}\n{fenced(chunk.text, 'text')}"
 
 
-def _whole_tokens(attachments: Sequence[Attachment], encode: Callable[[str], list[int]],
+def whole_tokens(attachments: Sequence[Attachment], encode: Callable[[str], list[int]],
                   budget: int) -> int | None:
     """The framed attachments' tokens, None once they pass `budget`."""
     total = 0
@@ -85,7 +85,7 @@ def fit(question: str, attachments: Sequence[Attachment], *,
     (or after `cache.build` has finished)."""
     if not attachments:
         return Fitted(question, True, 0)
-    whole = _whole_tokens(attachments, encode, budget_tokens)
+    whole = whole_tokens(attachments, encode, budget_tokens)
     if whole is not None:
         return Fitted(user_content(question, attachments), True, whole)
     scored: list[tuple[int, ScoredChunk]] = []

@@ -2,7 +2,8 @@
 files under ATTACHMENTS until the request road turns them into text (app/request/
 attachments.py). Messages are fitted in order, so an earlier message's document keeps its
 whole framing on a follow-up (the same tokens: the prefix cache reuses them) and a later
-one gets what room is left."""
+one gets what room is left; when they do not all fit whole, the last message's files are
+kept at least half the budget."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .attachment import Attachment
-from .fit import Fitted, fit
+from .fit import Fitted, fit, whole_tokens
 from .framing import user_content
 from .index import IndexCache
 
@@ -48,11 +49,18 @@ def fitted_messages(messages: Sequence[Mapping[str, Any]], *,
     out = without_attachments(messages)
     fitted: list[Fitted] = []
     left = budget_tokens
-    for m, original in zip(out, messages, strict=True):
+    carrying = [i for i, m in enumerate(messages) if attachments_of(m)]
+    # when not everything fits whole, earlier messages' files leave the last one at least
+    # half the budget: the question being asked now gets its passages
+    everything = [a for i in carrying for a in attachments_of(messages[i])]
+    reserve = 0 if whole_tokens(everything, encode, budget_tokens) is not None \
+        else budget_tokens // 2
+    for i, (m, original) in enumerate(zip(out, messages, strict=True)):
         atts = attachments_of(original)
         if not atts:
             continue
-        got = fit(m.get("content") or "", atts, encode=encode, budget_tokens=max(0, left),
+        room = left if i == carrying[-1] else left - reserve
+        got = fit(m.get("content") or "", atts, encode=encode, budget_tokens=max(0, room),
                   cache=cache)
         m["content"] = got.content
         fitted.append(got)

@@ -133,3 +133,26 @@ def test_chunks_cover_the_text_with_their_line_ranges() -> None:
             assert c.text.splitlines() == lines[c.first_line - 1:c.last_line]
         assert len(c.text) <= 800 + 200  # a chunk ends at the first line end past the size
     assert chunks[-1].last_line == len(lines)
+
+
+def test_a_later_message_keeps_room_for_its_own_passages() -> None:
+    """Two messages each with a document too large: the earlier one's passages leave the
+    question being asked now at least half the budget, its fact in the prompt."""
+    from app.attachments.messages import ATTACHMENTS, fitted_messages
+
+    rng = random.Random(11)
+    first = _filler(rng, 3000)
+    first[100] = "The Osprey vault code is 7719."
+    second = _filler(rng, 3000)
+    second[2000] = "The Bittern gate opens at 0615."
+    a = Attachment("a.txt", "text", 0, (Part("\n".join(first)),))
+    b = Attachment("b.txt", "text", 0, (Part("\n".join(second)),))
+    messages = [{"role": "user", "content": "Osprey vault code code code vault?",
+                 ATTACHMENTS: (a,)},
+                {"role": "assistant", "content": "7719"},
+                {"role": "user", "content": "When does the Bittern gate open?", ATTACHMENTS: (b,)}]
+    encode = _encode()
+    out, got = fitted_messages(messages, encode=encode, budget_tokens=4000, cache=IndexCache())
+    assert "The Bittern gate opens at 0615." in out[2]["content"]
+    assert got[1].tokens >= 1500 and sum(g.tokens for g in got) <= 4000
+    assert all(ATTACHMENTS not in m for m in out)
