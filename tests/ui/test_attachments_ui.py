@@ -94,7 +94,8 @@ def test_files_become_chips_counted_and_sent(window, loop, qtbot, tmp_path, monk
     run_until(loop, lambda: count.current and count.size is not None)
     messages = tab.conversation.next_prompt("What is in these?")  # the tab's system prompt
     messages[-1]["content"] = user_content("What is in these?", readable)
-    assert count.size.tokens == _reference(window, messages)
+    counted = count.size.tokens
+    assert counted == _reference(window, messages)
     assert count.size.tokens > _reference(window, tab.conversation.next_prompt("What is in these?"))
 
     # a refused chip's × removes it; the others stay
@@ -105,7 +106,7 @@ def test_files_become_chips_counted_and_sent(window, loop, qtbot, tmp_path, monk
     run_until(loop, lambda: not tab.conversation.is_busy and len(tab.conversation.messages) == 2)
     sent = tab.conversation.messages[0]
     assert sent.attachments == tuple(readable)
-    assert tab.conversation.messages[1].stats.prompt_tokens == count.size.tokens
+    assert tab.conversation.messages[1].stats.prompt_tokens == counted  # the engine agrees
     assert not tab.chips.chips and not tab.chips.isVisible()
     shown = tab.messages.widgets[0].files
     assert shown.isVisible() and "report.pdf" in shown.text() and "proj" in shown.text()
