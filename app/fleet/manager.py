@@ -384,7 +384,10 @@ class ModelManager:
                       and now - hosted.last_used >= hosted.ttl_s):
                     log.info("unloading '%s': idle for its TTL (%.0f s)", hosted.name,
                              hosted.ttl_s)
-                    await self._stop(hosted)
+                    try:
+                        await self._stop(hosted)
+                    except Exception:  # noqa: BLE001 - the next model's TTL still counts
+                        log.exception("unloading '%s' failed", hosted.name)
 
     def _info(self, h: _Hosted) -> ModelInfo:
         busy = h.busy()

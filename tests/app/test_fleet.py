@@ -217,9 +217,9 @@ async def test_a_model_idle_for_its_ttl_is_unloaded_unless_pinned(tiny_dir):
     fleet = manager(tiny_dir, reap_interval_s=0.05)
     fleet.start()
     try:
-        await fleet.load("tiny-a", ttl_s=0.3)
         await fleet.load("tiny-b", ttl_s=0.3, pin=True)
-        async with await fleet.acquire("tiny-a"):
+        # (a TTL is the loaded model's: one unloaded meanwhile comes back with the default)
+        async with await fleet.acquire("tiny-a", ttl_s=0.3):
             await asyncio.sleep(0.5)  # in use: its TTL counts from the end of its use
             assert "tiny-a" in fleet.targets()
         for _ in range(100):
