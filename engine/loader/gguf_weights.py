@@ -146,14 +146,25 @@ def _decode_packed(jobs: list[tuple[GgufTensor, Undo]]) -> list[Prepacked]:
     """Linears' weights straight into the native kernel's packed layout, rows in the
     model's order: one native call for all of them, without the GIL throughout (a worker's
     job, while the loader's thread builds the tokenizer)."""
-    args = []
-    for t, u in jobs:
+    def job(t: GgufTensor, u: Undo) -> tuple:
         block, size = GGML_QUANT_SIZES[t.kind]
         order = [] if u.row_order is None else [int(i) for i in u.row_order]
         # stacked experts (E, N, ...) as E * N rows: each expert's panels whole (packable)
-        args.append((int(t.kind), t.data.reshape(-1), int(np.prod(t.data.shape[:-1])),
-                     t.data.shape[-1] // size * block, order))
-    return [Prepacked(*triple) for triple in _native_packed_many()(args)]
+        return (int(t.kind), t.data.reshape(-1), int(np.prod(t.data.shape[:-1])),
+                t.data.shape[-1] // size * block, order)
+
+    whole = [i for i, (t, _) in enumerate(jobs) if t.data.flags.c_contiguous]
+    out: list[Prepacked | None] = [None] * len(jobs)
+    for i, triple in zip(whole, _native_packed_many()([job(*jobs[i]) for i in whole]),
+                         strict=True):
+        out[i] = Prepacked(*triple)
+    for i, (t, u) in enumerate(jobs):
+        if out[i] is None:
+            # a view's rows (Gemma 4's fused gate/up experts' halves): its own call on a
+            # contiguous copy of its bytes, one tensor's at a time, not all at once
+            (triple,) = _native_packed_many()([job(t, u)])
+            out[i] = Prepacked(*triple)
+    return out  # type: ignore[return-value]
 
 
 def packable(t: GgufTensor) -> bool:
@@ -162,9 +173,11 @@ def packable(t: GgufTensor) -> bool:
     experts (E, N, ...) whose N is whole 16-row panels, so that packing the E * N rows as
     one matrix packs each expert as one: engine/native/switch_layers.py's layout)."""
     form = type_form(t.kind)
+    # stacked experts may be views (Gemma 4's fused gate/up halves: _decode_packed copies
+    # each alone)
     stacked = t.data.ndim == 3 and t.data.shape[-2] % PANEL == 0
     if form is None or t.kind in FLOAT_TYPES or not (t.data.ndim == 2 or stacked) or \
-            not t.data.flags.c_contiguous or _native_packed_many() is None:
+            not (stacked or t.data.flags.c_contiguous) or _native_packed_many() is None:
         return False
     block, size = GGML_QUANT_SIZES[t.kind]
     k = t.data.shape[-1] // size * block

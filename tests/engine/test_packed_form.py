@@ -118,8 +118,9 @@ def _types(name: str) -> T | None:
     return T.Q4_0
 
 
-# q/k rows put back; biases; a MoE's stacked experts (qwen3moe; gpt-oss with expert biases)
-@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3moe", "gpt-oss"])
+# q/k rows put back; biases; a MoE's stacked experts (qwen3moe; gpt-oss with expert biases;
+# Gemma 4's fused gate/up experts, whose halves are views of the file's rows)
+@pytest.mark.parametrize("name", ["llama", "qwen2", "qwen3moe", "gpt-oss", "gemma4-moe"])
 def test_a_prepacked_load_equals_a_load_that_packs_a_second_copy(
         name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     case = CASES[name]
@@ -141,8 +142,9 @@ def test_a_prepacked_load_equals_a_load_that_packs_a_second_copy(
     stock = [p for p, m in two.model.named_modules()
              if type(m) in (nn.QuantizedLinear, nn.QuantizedEmbedding, QuantizedSwitchLinear)]
     assert sorted(linears) == sorted(stock) and len(stock) >= 7 * 2 + 1
-    experts = [p for p in stock if p.endswith(("switch_mlp.up_proj", "experts.down_proj"))]
-    assert bool(experts) == (name in ("qwen3moe", "gpt-oss")), stock
+    experts = [p for p in stock if p.endswith(("switch_mlp.up_proj", "experts.down_proj",
+                                                "switch_glu.up_proj"))]
+    assert bool(experts) == (name in ("qwen3moe", "gpt-oss", "gemma4-moe")), stock
     # the engine runs the experts on the loader's packed copy: no second one
     engine_mods = dict(r1.model.named_modules())
     for at in experts:
