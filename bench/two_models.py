@@ -8,10 +8,12 @@ runs, each phase with a fresh set of chats (greedy, `--tokens` each):
 - both models at once, `--chats` chats each: each model's tokens/s, and the two's sum;
 - one model, 2 x `--chats` chats: the same number of chats on one engine.
 
-Per phase: aggregate tokens/s, each model's tokens/s, and the inter-token latency p50/p99
-of the streams (gaps between a stream's tokens as the asyncio loop sees them). Two engine
-threads share the cores: whether one starves the other shows as one model's tokens/s
-falling far below the other's.
+Per phase: aggregate tokens/s, each model's tokens/s (over the phase, and over its own
+first to last token), and the inter-token latency p50/p99 of the streams (gaps between a
+stream's tokens as the asyncio loop sees them). Two engine threads share the cores: whether
+one starves the other shows in the rates over each model's own span (over the whole phase
+they are equal by construction when both write all their tokens) and in how long each
+model's span is.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from .model_names import aliases_of
 
 if TYPE_CHECKING:
     from ..bridge import LocalTarget
+    from ..models.entry import ModelEntry
 
 KEY_ENV = "BATCHCHAT_API_KEY"  # a key here stays out of `ps` listings
 # After SIGTERM the port answers 503 for at least this long before it closes: a client that
@@ -203,7 +204,8 @@ async def serve_several(args: argparse.Namespace, config: ServerConfig) -> int:
     folder = Path(args.models_dir).expanduser()
     if not folder.is_dir():
         raise ValueError(f"--models-dir: no such folder: {folder}")
-    catalog = Catalog(lambda: folder_models(folder))
+    extra = _entries_for(args.model) if args.model else []  # --model, served beside them
+    catalog = Catalog(lambda: [*extra, *folder_models(folder)])
     settings: dict[str, int | str] = {"max_concurrent": args.max_concurrent,
                                       "max_queue": args.max_queue,
                                       "speculative": args.speculative}
@@ -235,3 +237,11 @@ async def serve_several(args: argparse.Namespace, config: ServerConfig) -> int:
         await server.stop(linger_s=LINGER_S)
         await fleet.close()
     return 0
+
+
+def _entries_for(source: str) -> list[ModelEntry]:
+    """The library's entry for `source` ("bundled", a library name, a path), if it has one."""
+    from app.models.library import find_models, list_models
+
+    found = find_models(source, list_models())
+    return found[:1] if len(found) == 1 or (found and found[0].source == source) else []

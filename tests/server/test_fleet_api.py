@@ -217,20 +217,26 @@ async def run(*args: str, env: dict | None = None) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
-async def test_serve_models_dir_with_ps_load_unload(models_dir):
+async def test_serve_models_dir_with_ps_load_unload(models_dir, tmp_path):
     env = os.environ | {"BATCHCHAT_API_KEY": ""}
+    (tmp_path / "tiny").mkdir()
+    for name in ("tiny-a", "tiny-b"):
+        (tmp_path / "tiny" / f"{name}.gguf").symlink_to(models_dir / f"{name}.gguf")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "batchchat", "serve", "--models-dir", str(models_dir),
-        "--max-models", "1", "--kv-budget-mb", "16", "--port", "0", cwd=ROOT,
+        sys.executable, "-m", "batchchat", "serve", "--models-dir", str(tmp_path / "tiny"),
+        "--model", "bundled", "--max-models", "1", "--kv-budget-mb", "16", "--port", "0",
+        cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, env=env)
     try:
         for _ in range(50):
             line = (await asyncio.wait_for(proc.stdout.readline(), 120)).decode()
             if "ready at" in line or not line:
                 break
-        assert "3 models in" in line, line
+        assert "3 models in" in line, line  # tiny-a, tiny-b and --model's
         base = line.split("ready at ", 1)[1].split()[0][:-3]
         env = env | {"BATCHCHAT_URL": base}
+        code, out, _ = await run("ps", env=env)
+        assert code == 0 and "(bundled)  loaded" in out.splitlines()[1], out  # --model's
         code, out, _ = await run("load", "tiny-a", "--ttl", "600", env=env)
         assert code == 0 and out.startswith("tiny-a loaded (needs ~"), out
         code, out, _ = await run("ps", env=env)
