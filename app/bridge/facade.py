@@ -21,7 +21,7 @@ from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
 from .local_target import Loader, LocalTarget
-from .prompt_size import PromptSize, count_attachments, count_prompt
+from .prompt_size import PromptSize, count_attachments, count_prompt, with_files
 from .routing import Route, Router
 from .switch import Choice, ModelSwitch, PendingSwitch, Running
 from .wait_poll import WaitPoll
@@ -213,7 +213,7 @@ class EngineBridge:
         target = self.host.target
         if target is None or self.state != BridgeState.READY:
             return 0
-        return await target.save_prefix(messages)
+        return await target.save_prefix(with_files(target, messages))
 
     async def count_prompt(self, messages: Sequence[Mapping[str, Any]]) -> PromptSize | None:
         """How many tokens `messages` make as the local model's prompt, and its context

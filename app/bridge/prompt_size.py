@@ -36,15 +36,23 @@ class PromptSize:
         return self.tokens >= self.context
 
 
+def with_files(target: LocalTarget, messages: Sequence[Mapping[str, Any]]
+               ) -> list[Mapping[str, Any]]:
+    """`messages` with their attached files as text, as a send puts them in (whole, or the
+    passages that fit); unchanged without files."""
+    if not has_attachments(messages):
+        return list(messages)
+    request, _ = attachments.fitted(ChatRequest(messages=messages), target)
+    return list(request.messages or ())
+
+
 def measure(target: LocalTarget, messages: Sequence[Mapping[str, Any]]) -> PromptSize | None:
     """The size of `messages`' prompt (0 for one with no text yet); None when the model's
     template refuses them (a send would say why)."""
     if not any(str(m.get("content") or "").strip() or m.get(ATTACHMENTS) for m in messages):
         return PromptSize(0, target.context_length)
     try:
-        if has_attachments(messages):  # their text as a send puts it in (whole or passages)
-            request, _ = attachments.fitted(ChatRequest(messages=messages), target)
-            messages = list(request.messages or ())
+        messages = with_files(target, messages)  # their text as a send puts it in
         return PromptSize(len(target.prompt_tokens(messages)), target.context_length)
     except RequestRejected:
         return None

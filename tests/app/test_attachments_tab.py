@@ -75,3 +75,29 @@ async def test_citations_come_back_after_a_restart(bridge: EngineBridge, tmp_pat
     restored = again.load_conversation(conv.session_id, bridge)
     assert restored.messages[-1].citations == given
     again.close()
+
+
+async def test_a_chat_with_a_file_saves_the_kv_of_the_prompt_that_ran(tmp_path: Path) -> None:
+    """The KV saved to disk for a chat is its prompt's, files included (the messages are
+    fitted as a send fits them before the engine looks its prefix up)."""
+    from engine import Engine, EngineConfig
+
+    from .history_sync_helpers import tiny
+
+    t = tiny()
+    bridge = EngineBridge()
+    await bridge.use_engine(Engine(t.model, t.tokenizer, eos_token_ids=[],
+                                   context_length=t.context_length,
+                                   config=EngineConfig(kv_disk_dir=str(tmp_path / "kv"))),
+                            "tiny")
+    try:
+        note = tmp_path / "note.md"
+        note.write_text("The widget ships on Friday. Ana writes the release notes.\n")
+        conv = Conversation(bridge, system_prompt="", params=FAST)
+        assert conv.send("When?", attachments=[read_attachment(note)])
+        await wait_until(lambda: not conv.is_busy)
+        prompt = conv.messages[-1].stats.prompt_tokens
+        saved = await bridge.save_kv(conv.prompt_messages())
+        assert saved >= prompt  # the file's tokens and the question's, not a short match
+    finally:
+        await bridge.shutdown(timeout=2.0)
