@@ -35,11 +35,13 @@ def main() -> None:
     from PySide6.QtWidgets import QApplication, QGroupBox
 
     from app.context import AppContext
+    from app.defaults import Defaults
 
     _app, loop = qt_app("speculative_shots", stylesheet=True)
     settings = scratch_settings()
     settings.user_presets["Greedy"] = GREEDY | {"max_tokens": 200, "repetition_penalty": 1.0}
-    settings.default_preset = "Greedy"
+    # a new tab starts from the app-wide defaults (the preset alone is only listed)
+    settings.defaults = Defaults.from_dict({"params": settings.user_presets["Greedy"]})
     ctx = AppContext.create(settings=settings)
     window = open_window(ctx, SIZES[0])
 

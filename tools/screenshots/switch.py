@@ -49,11 +49,13 @@ def main() -> None:
 
     from app.bridge import Choice
     from app.context import AppContext
+    from app.defaults import Defaults
 
     _app, loop = qt_app("switch_shots", stylesheet=True)
     settings = scratch_settings()
     settings.user_presets["Long"] = dict(LONG)
-    settings.default_preset = "Long"
+    # a new tab starts from the app-wide defaults (the preset alone is only listed)
+    settings.defaults = Defaults.from_dict({"params": settings.user_presets["Long"]})
     ctx = AppContext.create(settings=settings)
     window = app_start.open_window(ctx)
     window.move(0, 0)
