@@ -112,6 +112,9 @@ _GEGLUS = ("mlx_lm.models.gemma4_text",)
 # pass's included, leave x as it is
 _NO_ROPES = (("mlx_lm.models.smollm3", "NoPE"),)
 _MADE: dict[type, type] = {}
+# the head classes below, apart from _MADE (engine_class must never hand them out)
+_FINISHED: dict[type, type] = {}
+_HEADED: dict[type, type] = {}
 
 
 def _one_plus_norm(stock: type) -> type:
@@ -288,21 +291,21 @@ def finish_untied_head(tree: nn.Module) -> bool:
 
 def _finished(stock: type) -> type:
     """A head class whose call is the stock call, then the model's finish."""
-    made = _MADE.get(stock)
+    made = _FINISHED.get(stock)
     if made is None:
         def __call__(self, x: mx.array) -> mx.array:
             return self._finish(stock.__call__(self, x))
         made = type(stock.__name__, (stock,), {
             "__call__": __call__, "__module__": __name__,
             "__doc__": f"{stock.__module__}.{stock.__name__} with its model's logit finish"})
-        _MADE[stock] = made
+        _FINISHED[stock] = made
     return made
 
 
 def _headed(stock: type) -> type:
     """A tied model's class whose call is its inner model then its `lm_head` (the TiedHead:
     as_linear and the stock finish, the same ops as the stock call)."""
-    made = _MADE.get(stock)
+    made = _HEADED.get(stock)
     if made is None:
         def __call__(self, inputs: mx.array, cache=None, **kwargs) -> mx.array:
             return self.lm_head(self.model(inputs, cache, **kwargs))
@@ -310,7 +313,7 @@ def _headed(stock: type) -> type:
             "__call__": __call__, "__module__": __name__,
             "__qualname__": f"{stock.__module__.rsplit('.', 1)[-1]}.{stock.__name__}",
             "__doc__": f"{stock.__module__}.{stock.__name__} through its TiedHead"})
-        _MADE[stock] = made
+        _HEADED[stock] = made
     return made
 
 
