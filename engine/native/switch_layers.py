@@ -6,9 +6,8 @@ call, for groups of 16), which on MLX's CPU backend computes each (row, expert) 
 its own. Here, in the engine's copy of the model (engine/module_tree.py), they become
 subclasses holding a packed copy of the experts (the loader's, where it decoded a GGUF's
 experts straight into that layout: engine/loader/packed_form.py; else `pack_experts`, made
-at install): a call
-sorts the pairs of its rows by expert and runs each expert's rows as one packed int8
-product (`packed_experts_matvec`, one op; src/packed.h). A pair's bits depend only on its
+at install): a call sorts the pairs of its rows by expert and runs each expert's rows as
+one packed int8 product (`packed_experts_matvec`, one op; src/packed.h). A pair's bits depend only on its
 own row, so a row's answer is the same whichever rows share its expert, alone or batched,
 in a prompt chunk or a decode step (the engine's same-answer guarantee).
 
