@@ -7,9 +7,9 @@ its own. Here, in the engine's copy of the model (engine/module_tree.py), they b
 subclasses holding a packed copy of the experts (the loader's, where it decoded a GGUF's
 experts straight into that layout: engine/loader/packed_form.py; else `pack_experts`, made
 at install): a call sorts the pairs of its rows by expert and runs each expert's rows as
-one packed int8 product (`packed_experts_matvec`, one op; src/packed.h). A pair's bits depend only on its
-own row, so a row's answer is the same whichever rows share its expert, alone or batched,
-in a prompt chunk or a decode step (the engine's same-answer guarantee).
+one packed int8 product (`packed_experts_matvec`, one op; src/packed.h). A pair's bits
+depend only on its own row, so a row's answer is the same whichever rows share its expert,
+alone or batched, in a prompt chunk or a decode step (the engine's same-answer guarantee).
 
 mlx-lm's SwitchGLU becomes a subclass whose gate and up projections run as one such op
 (one rounding of x to int8, one job for the threads). Outside float32 or the layouts the
