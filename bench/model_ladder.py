@@ -76,10 +76,10 @@ def server_commands(args: argparse.Namespace, gguf: Path) -> dict[str, str]:
     return {
         "batchchat": f"{python} -m batchchat serve --model {gguf} --port {{port}} "
                      f"{args.batchchat_args}".strip(),
-        # 16 slots for the burst; the KV is unified (its default), so one slot may take the
-        # whole context for the long prompt
-        "llama": f"{args.llama_server} -m {gguf} -np {args.burst} -c {args.llama_ctx} -t 2 "
-                 f"--poll 0 --port {{port}} {args.llama_args}".strip()}
+        # 16 slots for the burst; one KV pool for all (-kvu: with -np given it is off, and a
+        # slot would get ctx / 16 tokens), so one slot may take the long prompt
+        "llama": f"{args.llama_server} -m {gguf} -np {args.burst} -c {args.llama_ctx} -kvu "
+                 f"-t 2 --poll 0 --port {{port}} {args.llama_args}".strip()}
 
 
 def resident_mib(server: Server) -> float | None:
@@ -159,7 +159,10 @@ async def run_cell(index: int, cell: str, gguf: Path, args: argparse.Namespace,
         for k, name in enumerate(args.scenarios):
             order = list(SERVERS) if (index + k) % 2 == 0 else list(SERVERS)[::-1]
             for server in order:
-                res = await scenario(name, session, targets[server], args, prompt)
+                try:
+                    res = await scenario(name, session, targets[server], args, prompt)
+                except (TimeoutError, RuntimeError, aiohttp.ClientError) as e:
+                    res = {"error": str(e)[:300]}  # the table shows '-'; the others still run
                 out.setdefault(server, {})[name] = res
                 print(f"  {cell} {name:5s} {server:9s} {json.dumps(_short(res))}", flush=True)
         for n, s in servers.items():
@@ -181,16 +184,22 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 def targets_met(row: dict[str, Any]) -> list[str]:
     """The issue's targets this cell misses (empty: all met)."""
-    ours, theirs = row["batchchat"], row["llama"]
+    def get(side: str, name: str, key: str) -> float | None:
+        return row[side].get(name, {}).get(key)
+
     miss = []
     for name in ("solo", "burst"):
-        if name in ours and ours[name]["tps"] < theirs[name]["tps"]:
+        ours, theirs = get("batchchat", name, "tps"), get("llama", name, "tps")
+        if ours is None and name in row["batchchat"]:
+            miss.append(f"{name} failed")
+        elif ours is not None and theirs is not None and ours < theirs:
             miss.append(f"{name} tok/s")
-    if "burst" in ours and ours["burst"]["itl_p99_s"] > theirs["burst"]["itl_p99_s"]:
+    ours, theirs = get("batchchat", "burst", "itl_p99_s"), get("llama", "burst", "itl_p99_s")
+    if ours is not None and theirs is not None and ours > theirs:
         miss.append("ITL p99")
-    if "solo" in ours and "-1.5b-" in row["cell"] + "-":
-        if ours["solo"]["tps"] < 0.5 * row["floor"]["floor_tps"]:
-            miss.append("50% of floor")
+    solo = get("batchchat", "solo", "tps")
+    if solo is not None and "-1.5b-" in row["cell"] and solo < 0.5 * row["floor"]["floor_tps"]:
+        miss.append("50% of floor")
     return miss
 
 
