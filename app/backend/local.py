@@ -60,6 +60,8 @@ class LocalBackend:
             # attached files made text here (engine_input.prompt would do it too), for
             # the passages the reply may cite: the last message's that has files
             request, files = attachments.fitted(request, target)
+            # then whole turns dropped by the context overflow policy, if it must
+            request, dropped = engine_input.overflow_fitted(request, target)
             what, fmt = engine_input.prompt(request, target)
             for i, params in enumerate(engine_input.choice_params(request)):
                 streams.append(target.submit(
@@ -71,7 +73,7 @@ class LocalBackend:
             for stream in streams:
                 stream.cancel()
             raise refusal_of(exc, _field(request)) from None
-        return Submission(streams, fmt, shape, files[-1].citations if files else ())
+        return Submission(streams, fmt, shape, files[-1].citations if files else (), dropped)
 
     def prompt_tokens(self, request: ChatRequest) -> list[int]:
         """The prompt `submit(request)` would run, without running it (the same reasoning
@@ -79,6 +81,7 @@ class LocalBackend:
         target = self._serving()
         try:
             request, _ = reasoning.prepared(request, target)
+            request, _ = engine_input.overflow_fitted(request, target)
             what, _ = engine_input.prompt(request, target)
             if "prompt_tokens" in what:
                 return list(what["prompt_tokens"])

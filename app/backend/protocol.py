@@ -9,8 +9,10 @@ one of them and never builds engine input itself (app/request/engine_input.py do
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
+
+from ..request.overflow import Dropped
 
 if TYPE_CHECKING:
     from engine.public import EventStream, Priority
@@ -36,6 +38,8 @@ class Submission:
     # the passages of attached files the prompt was given, numbered as in it (a message's
     # files retrieved, app/attachments/fit.py; () when whole or none)
     citations: tuple[Citation, ...] = ()
+    # what the context overflow policy left out of the prompt (app/request/overflow.py)
+    dropped: Dropped = field(default_factory=Dropped)
 
     @property
     def stream(self) -> EventStream:

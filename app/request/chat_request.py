@@ -62,6 +62,9 @@ class ChatRequest:
     # client sent them (`chat_template_kwargs`: they win over what the controls set)
     reasoning: Controls = field(default_factory=Controls)
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    # what to do when the chat outgrows the context (app/request/overflow.py): "stop",
+    # "truncate_middle" or "rolling_window"
+    context_overflow: str = "stop"
 
     @property
     def call_names(self) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from engine.public import SamplingParams, json_object_grammar, json_schema_grammar
 
 from ..tools import CallFormat, Tool, call_grammar, tool_prompt
-from . import attachments
+from . import attachments, overflow
 from .chat_request import ChatRequest, ResponseFormat
 
 
@@ -78,6 +78,30 @@ def prompt(request: ChatRequest, target: Target) -> tuple[dict[str, Any], CallFo
         return {"messages": list(request.messages)} | kwargs, None
     return tool_prompt(target, plain_messages(request.messages), request.tools,
                        forced=request.forced, template_kwargs=request.template_kwargs)
+
+
+def prompt_length(request: ChatRequest, target: Any) -> int:
+    """How many tokens `request`'s prompt is for `target` (a LocalTarget: its
+    `prompt_tokens`), rendered as `prompt` renders it."""
+    what, _ = prompt(request, target)
+    if "prompt_tokens" in what:
+        return len(what["prompt_tokens"])
+    return len(target.prompt_tokens(what["messages"], what.get("template_kwargs")))
+
+
+def overflow_fitted(request: ChatRequest, target: Any) -> tuple[ChatRequest, overflow.Dropped]:
+    """`request` with whole turns dropped by its context overflow policy until its prompt
+    leaves room for the reply in `target`'s context (overflow.py); unchanged under `stop`
+    or when it fits. Call it after attachments are made text (their fit comes first)."""
+    policy = overflow.parse_policy(request.context_overflow)
+    if policy is overflow.Policy.STOP or request.messages is None:
+        return request, overflow.Dropped()
+    context = target.context_length
+    messages, dropped = overflow.fit(
+        request.messages, lambda m: prompt_length(replace(request, messages=m), target),
+        context_length=context, answer_room=attachments.answer_room(request, context),
+        policy=policy)
+    return (replace(request, messages=messages) if dropped else request), dropped
 
 
 # -- sampling --------------------------------------------------------------------------------
