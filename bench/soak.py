@@ -109,7 +109,7 @@ def metrics(text: str) -> dict[str, float]:
 async def start_server(model: str, env: dict[str, str]) -> tuple[asyncio.subprocess.Process,
                                                                   str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app", "serve", "--model", model, "--port", "0",
+        sys.executable, "-m", "batchchat", "serve", "--model", model, "--port", "0",
         "--served-model-name", "soak", cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE)
     assert proc.stdout is not None
     while True:

@@ -45,6 +45,25 @@ def fixed_state(model: nn.Module) -> bool:
     return any(not c.is_trimmable() for c in new_cache(model))
 
 
+def size_for(cache: LayerCaches, positions: int) -> None:
+    """Let each plain KV layer's next growth make room for `positions` in all (a prompt and
+    its reply's room), instead of mlx-lm's 256 at a time: a prompt's chunks then write
+    into one buffer (each growth copied all it held), and the buffer that stays the
+    prompt's cached entry has room for the reply's positions (PrefixCache.extend).
+    `fit_growth` puts mlx-lm's step back once the prompt is in."""
+    for layer in cache:
+        if type(layer) is KVCache and positions > layer.offset:
+            layer.step = positions - layer.offset  # (mlx-lm reads self.step when it grows)
+
+
+def fit_growth(cache: LayerCaches) -> None:
+    """mlx-lm's own growth step again (`size_for`): a row decoding alone grows 256 at a
+    time, not by a prompt's length."""
+    for layer in cache:
+        if type(layer) is KVCache:
+            layer.__dict__.pop("step", None)
+
+
 def merge(caches: list[LayerCaches]) -> LayerCaches:
     """Batch several solo caches (left-padded to a common length), in the given order."""
     return [type(layers[0]).merge(list(layers)) for layers in zip(*caches, strict=True)]

@@ -84,11 +84,13 @@ class EngineCore:
         self.speculation = (Speculation(config.speculative, config.speculative_max_drafts,
                                         source=draft_source)
                             if self.speculative != "off" else None)
+        memory = self.memory  # (not self: the batch must not keep the core alive)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=prefix is not None,
                                  batch_run_ahead=config.batch_run_ahead,
                                  drafting=(self.speculation.will_draft
                                            if self.speculation is not None else None),
-                                 keep_row=self.memory.keep_row)
+                                 keep_row=lambda seq, cache, row: memory.keep_row(
+                                     seq, cache, row))  # (looked up when called: spies)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)

@@ -17,6 +17,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import KVCache
 
+from . import cache as kv
 from .cache import LayerCaches
 from .prefix_cache import PrefixCache, alias
 from .prefix_store import PrefixStore, fingerprint
@@ -112,6 +113,9 @@ class KvPolicy:
         for seq in admitted:
             cache, n = self._restore(seq.prompt_tokens)
             seq.cache = cache if cache is not None else new_cache()
+            # one buffer for the prompt and its reply's first positions (within its share)
+            kv.size_for(seq.cache, seq.num_prompt_tokens
+                        + min(seq.params.max_tokens, KVCache.step))
             seq.num_cached = seq.cached_tokens = n
         self.evict()
 
@@ -130,6 +134,9 @@ class KvPolicy:
         """Prompts now fully in cache are kept as prefixes at once (`ready`, returned), so
         requests sharing them (a system prompt, a template) reuse them while these still
         decode."""
+        for seq in ready:
+            if seq.cache is not None:
+                kv.fit_growth(seq.cache)
         if self.prefix is not None:
             for seq in ready:
                 if not seq.is_finished and seq.num_cached > seq.cached_tokens:

@@ -107,7 +107,7 @@ class Internals:
     core: EngineCore  # the tick itself: `step` (a tick that raises); a weak reference to it
     runner: ModelRunner  # the forward passes: decode, prefill, prefill_many, ragged; head
     batch: DecodeBatch  # the decode rows: roll_back_ahead
-    kv: KvPolicy  # every KV decision: keep_finished, evict, prefix_budget
+    kv: KvPolicy  # every KV decision: keep_finished, keep_row, evict, prefix_budget
     budget: BudgetController  # the tick's token budget: observe
     speculation: Speculation | None  # drafting and its measured costs; None: off
 

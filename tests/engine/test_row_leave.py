@@ -39,7 +39,7 @@ def _tail(n: int, seed: int) -> tuple[mx.array, mx.array]:
 def test_extend_writes_the_new_positions_into_the_prompt_entry():
     prefix = PrefixCache()
     prompt = list(range(10))
-    layers = [_filled(10, 256, seed) for seed in (1, 2)]
+    layers = [_filled(10, 20, seed) for seed in (1, 2)]
     assert prefix.insert(prompt, alias(layers), compact=False)
     del layers  # the prompt's sequence went on as a batch row: nobody else holds it
     tails = [_tail(5, seed) for seed in (3, 4)]
@@ -53,7 +53,7 @@ def test_extend_writes_the_new_positions_into_the_prompt_entry():
     [entry] = prefix.entries  # the prompt's entry is subsumed by the longer one
     assert entry.tokens.tolist() == prompt + [20, 21, 22, 23, 24]
     for layer, (keys, values), (tk, tv) in zip(entry.cache, before, tails, strict=True):
-        assert layer.offset == 15 and layer.keys.shape[2] == 256  # the same buffer's size
+        assert layer.offset == 15 and layer.keys.shape[2] == 20  # the same buffer's size
         assert mx.array_equal(layer.keys[..., :15, :], mx.concatenate([keys, tk], axis=2))
         assert mx.array_equal(layer.values[..., :15, :], mx.concatenate([values, tv], axis=2))
     assert prefix.nbytes == entry.nbytes
@@ -64,13 +64,13 @@ def test_extend_writes_the_new_positions_into_the_prompt_entry():
 def test_extend_writes_in_place_when_nothing_else_holds_the_buffer():
     prefix = PrefixCache()
     big = 1 << 14  # 1 MiB a layer's keys
-    layers = [_filled(100, big, 5)]
-    prefix.insert(list(range(100)), alias(layers), compact=False)
+    layers = [_filled(big - 100, big, 5)]
+    prefix.insert(list(range(big - 100)), alias(layers), compact=False)
     del layers
     tail = _tail(4, 6)
     mx.synchronize()
     before = mx.get_active_memory()
-    written = prefix.extend(list(range(104)), lambda i, a, b: tail)
+    written = prefix.extend(list(range(big - 96)), lambda i, a, b: tail)
     mx.eval(written)
     del written
     # a copy would allocate the buffers again (2 MiB); in place, nothing
@@ -80,7 +80,7 @@ def test_extend_writes_in_place_when_nothing_else_holds_the_buffer():
 def test_a_holder_of_the_old_entry_sees_no_change():
     prefix = PrefixCache()
     prompt = list(range(10))
-    layers = [_filled(10, 256, 7)]
+    layers = [_filled(10, 20, 7)]
     prefix.insert(prompt, alias(layers), compact=False)
     # a request restored the prompt, and the prompt's own sequence still decodes alone
     restored, n = prefix.restore(prompt + [99])
@@ -100,6 +100,9 @@ def test_extend_declines_what_it_cannot_hold():
     assert prefix.extend(list(range(20)), read) is None  # no room: copied whole instead
     assert prefix.extend([5] * 12, read) is None  # no entry holds a prefix of it
     assert prefix.extend(list(range(12)), read)  # fits in the spare columns
+    wide = PrefixCache()
+    wide.insert(list(range(10)), [_filled(10, 256, 9)], compact=False)
+    assert wide.extend(list(range(15)), read) is None  # would keep 241 unused: copied exact
     assert PrefixCache(whole_entries=True).extend(list(range(3)), read) is None
 
 

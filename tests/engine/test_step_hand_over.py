@@ -43,10 +43,14 @@ def test_a_ticks_tokens_are_handed_over_before_finished_rows_kv_is_kept(tiny, ma
     long = engine.submit(prompt_tokens=b, params=SamplingParams(max_tokens=N))
     log: list = []
     memory = testing.internals(engine).kv
-    keep = memory.keep_finished
+    keep, keep_row = memory.keep_finished, memory.keep_row
     monkeypatch.setattr(memory, "keep_finished",
                         lambda seq, cache: log.append(("kept", seq.request_id))
                         or keep(seq, cache))
+    # a batch row's KV is kept by its prompt's entry taking the row's new positions
+    monkeypatch.setattr(memory, "keep_row",
+                        lambda seq, cache, row: log.append(("kept", seq.request_id))
+                        or keep_row(seq, cache, row))
     while short.finish_reason is None:
         log.clear()
         _step(engine, log)
