@@ -23,6 +23,7 @@ from aiohttp import web
 
 from ..backend import LocalBackend
 from ..request import Refusal, RefusalCode, attachments
+from ..storage.stored_responses import StoredResponses
 from . import errors, file_parts, model_names, openapi, responses, schemas, tooling
 from .anthropic import errors as anthropic_errors
 from .anthropic import handler as anthropic
@@ -31,6 +32,7 @@ from .choices import Choices
 from .connection import Limits, Runner
 from .metrics import ServerMetrics
 from .responses import Reply, sse
+from .responses_api import handler as responses_api
 
 if TYPE_CHECKING:
     from engine.public import EventStream, RequestStats
@@ -93,17 +95,21 @@ class ApiServer:
                  config: ServerConfig | None = None,
                  on_finished: Callable[[RequestStats], None] | None = None,
                  model_aliases: Callable[[], Sequence[str]] | None = None,
-                 fleet: FleetApi | None = None) -> None:
+                 fleet: FleetApi | None = None,
+                 stored_responses: StoredResponses | None = None) -> None:
         """`on_finished` gets each API request's engine stats when it ends (the app saves
         them to the history). `model_aliases()`: other names of the served model (its file
         name, its repo id: model_names.aliases_of). `fleet`: several models (issue #50,
-        app/server/fleet_api.py), whose `target` and `model_id` are the two callables."""
+        app/server/fleet_api.py), whose `target` and `model_id` are the two callables.
+        `stored_responses`: where /v1/responses keeps responses (the history database's;
+        None: in memory, for this process only)."""
         self.config = config or ServerConfig()
         self._on_finished = on_finished
         self._target = target
         self._model_id = model_id
         self._model_aliases = model_aliases or (lambda: ())
         self.fleet = fleet
+        self.stored_responses = stored_responses or StoredResponses()
         self.metrics = ServerMetrics()
         self.closing = False
         self._runner: web.AppRunner | None = None
@@ -139,6 +145,9 @@ class ApiServer:
             web.post("/v1/completions", self._completions),
             web.post("/v1/messages", self._messages),
             web.post("/v1/messages/count_tokens", self._count_tokens),
+            web.post("/v1/responses", self._responses),
+            web.get("/v1/responses/{id}", self._get_response),
+            web.delete("/v1/responses/{id}", self._delete_response),
             web.get("/openapi.json", self._openapi),
             *(self.fleet.routes() if self.fleet else []),
         ])
@@ -226,7 +235,7 @@ class ApiServer:
                    # x-api-key and anthropic-version: Anthropic's clients send them
                    "Access-Control-Allow-Headers": "Authorization, Content-Type, x-api-key, "
                                                    "anthropic-version",
-                   "Access-Control-Allow-Methods": "GET, POST, OPTIONS"}
+                   "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS"}
         if request.method == "OPTIONS":  # a preflight
             return web.Response(status=204, headers=headers)
         response = await handler(request)
@@ -294,6 +303,15 @@ class ApiServer:
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
         return await anthropic.count_tokens(self, request)
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await responses_api.create(self, request)
+
+    async def _get_response(self, request: web.Request) -> web.Response:
+        return await responses_api.retrieve(self, request)
+
+    async def _delete_response(self, request: web.Request) -> web.Response:
+        return await responses_api.delete(self, request)
 
     async def _complete(self, request: web.Request, kind: str) -> web.StreamResponse:
         t0 = time.perf_counter()

@@ -189,6 +189,18 @@ def m009_message_attachments(db: Database) -> None:
     db["message_attachments"].create_index(["hash"])
 
 
+@_migration
+def m010_stored_responses(db: Database) -> None:
+    # Issue #53: the Responses API's stored responses (`store`, `previous_response_id`):
+    # each response's id, its whole input items and its response object (JSON), when it
+    # was made (retention: app/storage/stored_responses.py deletes the old ones)
+    db["api_responses"].create(
+        {"id": str, "created_at": float, "input": str, "response": str},
+        pk="id", not_null={"created_at", "input", "response"},
+        strict=db.supports_strict)
+    db["api_responses"].create_index(["created_at"])
+
+
 def check_not_newer(db: Database, path: Path) -> None:
     """Refuse a database that has migrations this code does not know (read-only check)."""
     unknown = [m.name for m in migrations.applied(db) if m.name not in _NAMES]

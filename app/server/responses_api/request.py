@@ -1,0 +1,244 @@
+"""A Responses API body -> a ChatRequest, refusing a bad or unsupported field with a 400
+that names it (in OpenAI's error shape: the server's default).
+
+As the Anthropic dialect does (app/server/anthropic/request.py), the body is checked here,
+then written as the OpenAI chat body it means and read by schemas.parse_chat, so sampling,
+tools, grammars and the reasoning controls are the chat route's own: `instructions` is the
+first (system) message, message items are messages, `function_call` items an assistant's
+`tool_calls`, `function_call_output` items `tool` messages, `reasoning` items the next
+assistant message's `reasoning_content`; `max_output_tokens` is `max_tokens`, `text.format`
+is `response_format`, `reasoning.effort` is `reasoning_effort` (and the chat route's
+`thinking_token_budget` is taken as it is)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...request import ChatRequest, Refusal
+from .. import schemas
+from ..errors import invalid
+
+ROLES = ("user", "assistant", "system", "developer")
+TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
+# items this server does not run or read (hosted tools' calls, media, MCP, ...): a 400
+# naming them; any other unknown type is refused the same way
+ITEMS = ("message", "function_call", "function_call_output", "reasoning")
+FORMATS = ("text", "json_object", "json_schema")
+# fields this server has no use for: accepted and ignored (as OpenAI's own defaults)
+IGNORED = ("user", "metadata", "service_tier", "include", "safety_identifier",
+           "prompt_cache_key", "stream_options", "store", "previous_response_id",
+           "parallel_tool_calls", "truncation", "background", "top_logprobs")
+
+
+def input_items(value: Any) -> list[dict[str, Any]]:
+    """`input` as a list of items (a string is one user message)."""
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    if not isinstance(value, list) or not value:
+        raise invalid("input", "'input' must be a string or a non-empty list of input items")
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise invalid(f"input[{i}]", f"'input[{i}]' must be an input item (an object)")
+    return [dict(item) for item in value]
+
+
+def parse_responses(body: Mapping[str, Any], items: list[dict[str, Any]],
+                    context_length: int) -> ChatRequest:
+    """The chat request of a Responses body whose whole input (the earlier responses'
+    items before its own, for `previous_response_id`) is `items`."""
+    _refuse_unsupported(body)
+    tools = _tools(body.get("tools"))
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise invalid("instructions", "'instructions' must be a string")
+    system = [{"role": "system", "content": instructions}] if instructions else []
+    reasoning = body.get("reasoning")
+    if reasoning is not None and not isinstance(reasoning, Mapping):
+        raise invalid("reasoning", "'reasoning' must be an object")
+    openai = {"model": schemas.model_name(body), "messages": system + messages(items),
+              "tools": tools or None, "tool_choice": _tool_choice(body.get("tool_choice")),
+              "parallel_tool_calls": body.get("parallel_tool_calls"),
+              "response_format": _format(body.get("text")),
+              "reasoning_effort": (reasoning or {}).get("effort"),
+              # vLLM's name for a thinking budget, as the chat route takes it (an extension)
+              "thinking_token_budget": body.get("thinking_token_budget"),
+              "max_tokens": body.get("max_output_tokens"),
+              "temperature": body.get("temperature"), "top_p": body.get("top_p"),
+              "stream": body.get("stream")}
+    try:
+        return schemas.parse_chat({k: v for k, v in openai.items() if v is not None},
+                                  context_length)
+    except Refusal as refusal:
+        raise _in_responses_terms(refusal) from None
+
+
+def _refuse_unsupported(body: Mapping[str, Any]) -> None:
+    if body.get("background"):
+        raise invalid("background", "'background' responses are not supported: run it in "
+                                    "the foreground (stream it to see it as it comes)")
+    for name in ("conversation", "prompt"):
+        if body.get(name) is not None:
+            raise invalid(name, f"'{name}' is not supported here: send the input itself, "
+                                "or continue with 'previous_response_id'")
+    if body.get("truncation") not in (None, "disabled"):
+        raise invalid("truncation", "'truncation' must be 'disabled': a prompt past the "
+                                    "context is refused, not truncated")
+
+
+# -- the conversation -----------------------------------------------------------------------
+def messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Input items as OpenAI chat messages, in order: consecutive function calls join one
+    assistant message, as a chat template expects."""
+    out: list[dict[str, Any]] = []
+    thought: list[str] = []  # reasoning items, for the next assistant message
+    for i, item in enumerate(items):
+        at = f"input[{i}]"
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind not in ITEMS:
+            raise invalid(f"{at}.type", f"'{at}.type' is '{kind}': this server reads "
+                          f"{', '.join(ITEMS)} items only ('{kind}' is not supported)")
+        if kind == "reasoning":
+            thought.append(_reasoning_text(item, at))
+        elif kind == "function_call":
+            call = _call(item, at)
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "assistant" and not thought \
+                    and (last.get("tool_calls") or not last["content"]):
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                out.append(_assistant("", thought) | {"tool_calls": [call]})
+                thought = []
+        elif kind == "function_call_output":
+            out.append(_output(item, at))
+        else:
+            role = item.get("role")
+            if role not in ROLES:
+                raise invalid(f"{at}.role", f"'{at}.role' must be one of {', '.join(ROLES)}")
+            text = _content(item.get("content"), f"{at}.content")
+            if role == "assistant":
+                out.append(_assistant(text, thought))
+                thought = []
+            else:
+                out.append({"role": "system" if role == "developer" else role,
+                            "content": text})
+    return out
+
+
+def _assistant(text: str, thought: list[str]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if thought:
+        message["reasoning_content"] = "\n".join(thought)
+    return message
+
+
+def _content(value: Any, where: str) -> str:
+    """A message's content: a string, or text parts (input_text / output_text) joined."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise invalid(where, f"'{where}' must be a string or a list of content parts")
+    texts = []
+    for j, part in enumerate(value):
+        at = f"{where}[{j}]"
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind not in TEXT_PARTS:
+            raise invalid(f"{at}.type", f"'{at}.type' is '{kind}': this server reads text "
+                          "parts only (input_text, output_text); images and files are not "
+                          "supported here yet")
+        text = part.get("refusal" if kind == "refusal" else "text")
+        if not isinstance(text, str):
+            raise invalid(at, f"'{at}' must carry its text as a string")
+        texts.append(text)
+    return "\n".join(texts)
+
+
+def _reasoning_text(item: Mapping[str, Any], where: str) -> str:
+    parts = [*(item.get("content") or []), *(item.get("summary") or [])]
+    texts = [p.get("text") for p in parts if isinstance(p, Mapping)]
+    if not all(isinstance(t, str) for t in texts):
+        raise invalid(where, f"'{where}' must carry its reasoning as text parts")
+    return "\n".join(texts)
+
+
+def _call(item: Mapping[str, Any], where: str) -> dict[str, Any]:
+    call_id, name, args = item.get("call_id"), item.get("name"), item.get("arguments")
+    if not all(isinstance(v, str) and v for v in (call_id, name)) \
+            or not isinstance(args, str):
+        raise invalid(where, f"'{where}' must be {{\"type\": \"function_call\", \"call_id\", "
+                             "\"name\", \"arguments\"}")
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def _output(item: Mapping[str, Any], where: str) -> dict[str, Any]:
+    call_id, output = item.get("call_id"), item.get("output")
+    if not isinstance(call_id, str) or not call_id:
+        raise invalid(f"{where}.call_id", f"'{where}.call_id' must be the call_id of the "
+                                          "function_call this answers")
+    text = output if isinstance(output, str) else _content(output, f"{where}.output")
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+# -- tools and formats ----------------------------------------------------------------------
+def _tools(value: Any) -> list[dict[str, Any]]:
+    """Function tools as the chat route's; hosted tools (web_search, file_search, computer
+    use, code_interpreter, mcp, ...) are refused by name: this server runs none."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise invalid("tools", "'tools' must be a list of tools")
+    out = []
+    for i, tool in enumerate(value):
+        at = f"tools[{i}]"
+        kind = tool.get("type") if isinstance(tool, Mapping) else None
+        if kind != "function":
+            raise invalid(f"{at}.type", f"'{at}.type' is '{kind}': this server runs function "
+                          f"tools only ('{kind}' tools are not supported)")
+        fn = {k: tool[k] for k in ("name", "description", "parameters", "strict")
+              if tool.get(k) is not None}
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def _tool_choice(value: Any) -> Any:
+    if value is None or value in ("auto", "none", "required"):
+        return value
+    if isinstance(value, Mapping) and value.get("type") == "function":
+        return {"type": "function", "function": {"name": value.get("name")}}
+    raise invalid("tool_choice", "'tool_choice' must be auto, none, required or "
+                                 "{\"type\": \"function\", \"name\": ...}")
+
+
+def _format(text: Any) -> dict[str, Any] | None:
+    """`text.format` as the chat route's response_format."""
+    if text is None:
+        return None
+    if not isinstance(text, Mapping):
+        raise invalid("text", "'text' must be an object")
+    fmt = text.get("format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, Mapping) else None
+    if kind not in FORMATS:
+        raise invalid("text.format", f"'text.format.type' must be one of {', '.join(FORMATS)}")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+    return {"type": "json_schema", "json_schema": schema}
+
+
+_RENAMES = [("response_format.json_schema", "text.format"), ("response_format", "text.format"),
+            ("max_tokens", "max_output_tokens"), ("reasoning_effort", "reasoning.effort"),
+            ("messages", "input")]
+
+
+def _in_responses_terms(refusal: Refusal) -> Refusal:
+    """A refusal of parse_chat's, named as the Responses body names the field (tools'
+    `function.` level is not in this body)."""
+    message, param = refusal.message, refusal.param
+    for old, new in [*_RENAMES, (".function.", ".")]:
+        message = message.replace(old, new)
+        param = param.replace(old, new) if param is not None else None
+    return Refusal(refusal.code, message, param=param)

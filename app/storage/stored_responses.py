@@ -1,0 +1,102 @@
+"""The Responses API's stored responses (issue #53): a response's input items and its
+response object by id, so that `previous_response_id` continues a conversation, also after
+the server restarts, and `GET` / `DELETE /v1/responses/{id}` find it.
+
+Kept in the history database's `api_responses` table (migration m010) or, with no file, in
+memory. Retention: responses older than `retention_days` are deleted as new ones are put,
+and at most `max_responses` are kept (the oldest go first), so a busy server's file does
+not grow without end."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from app.storage.migrations import check_not_newer, migrate
+
+RETENTION_DAYS = 30.0  # OpenAI keeps a stored response 30 days
+MAX_RESPONSES = 10_000  # the cap beside the age (a response's input can be long)
+TABLE = "api_responses"
+
+Stored = tuple[list[dict[str, Any]], dict[str, Any]]  # (its whole input items, the response)
+
+
+class StoredResponses:
+    """Responses by id. Thread-safe (one connection, a lock): the server calls it from its
+    event loop, briefly (one row)."""
+
+    def __init__(self, path: Path | None = None, retention_days: float = RETENTION_DAYS,
+                 max_responses: int = MAX_RESPONSES) -> None:
+        self.retention_s = retention_days * 86400.0
+        self.max_responses = max_responses
+        self._lock = threading.Lock()
+        self._memory: OrderedDict[str, tuple[float, str, str]] = OrderedDict()
+        self._db: Database | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # check_same_thread off (not db.connect's way): the server's loop and a test's
+            # thread both use it; the lock keeps one at a time
+            db = Database(sqlite3.connect(str(path), timeout=5.0, check_same_thread=False),
+                          execute_plugins=False)
+            db.execute("PRAGMA busy_timeout = 5000")
+            check_not_newer(db, path)
+            migrate(db)
+            self._db = db
+
+    def put(self, response_id: str, items: list[dict[str, Any]],
+            response: dict[str, Any]) -> None:
+        now = time.time()
+        row = (now, json.dumps(items), json.dumps(response))
+        with self._lock:
+            if self._db is None:
+                self._memory[response_id] = row
+                self._trim_memory(now)
+                return
+            with self._db.conn:
+                self._db.execute(f"INSERT OR REPLACE INTO {TABLE} (id, created_at, input, "
+                                 "response) VALUES (?, ?, ?, ?)", [response_id, *row])
+                self._db.execute(f"DELETE FROM {TABLE} WHERE created_at < ?",
+                                 [now - self.retention_s])
+                self._db.execute(f"DELETE FROM {TABLE} WHERE id NOT IN (SELECT id FROM "
+                                 f"{TABLE} ORDER BY created_at DESC LIMIT ?)",
+                                 [self.max_responses])
+
+    def get(self, response_id: str) -> Stored | None:
+        """(its whole input items, the response), or None: unknown, deleted or expired."""
+        with self._lock:
+            if self._db is None:
+                row = self._memory.get(response_id)
+            else:
+                row = self._db.execute(f"SELECT created_at, input, response FROM {TABLE} "
+                                       "WHERE id = ?", [response_id]).fetchone()
+        if row is None or row[0] < time.time() - self.retention_s:
+            return None
+        return json.loads(row[1]), json.loads(row[2])
+
+    def delete(self, response_id: str) -> bool:
+        """False: there was none of that id."""
+        with self._lock:
+            if self._db is None:
+                return self._memory.pop(response_id, None) is not None
+            with self._db.conn:
+                cur = self._db.execute(f"DELETE FROM {TABLE} WHERE id = ?", [response_id])
+            return cur.rowcount > 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.conn.close()
+                self._db: Database | None = None
+
+    def _trim_memory(self, now: float) -> None:
+        while self._memory and (len(self._memory) > self.max_responses or
+                                next(iter(self._memory.values()))[0]
+                                < now - self.retention_s):
+            self._memory.popitem(last=False)
