@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from engine.public import ModelLoadError, format_bytes
 
 from .. import speculative
+from ..storage.stored_responses import RETENTION_DAYS, StoredResponses
 from .app import ApiServer, ServerConfig, check_address
 from .bind_check import check_bindable
 from .model_names import aliases_of
@@ -115,6 +116,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     several.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
                          help="unload a model idle this long (default: only to make room; "
                               "a load or a request's ttl / keep_alive sets its own)")
+    p.add_argument("--responses-db", default=None, metavar="PATH",
+                   help="where /v1/responses stores responses for previous_response_id "
+                        "(default: the history database; 'memory': this process only)")
+    p.add_argument("--responses-retention-days", type=float, default=RETENTION_DAYS,
+                   metavar="DAYS", help="delete stored responses older than this "
+                                        f"(default {RETENTION_DAYS:g}, as OpenAI)")
     p.add_argument("--cors-origin", default=None,
                    help='allow browser pages from this origin ("*" for any); default none')
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
@@ -155,6 +162,16 @@ def main(argv: list[str]) -> int:
     return code
 
 
+def stored_responses(args: argparse.Namespace) -> StoredResponses:
+    """/v1/responses' store: the history database (opened on the first response) unless
+    --responses-db names another file or 'memory'."""
+    from app.paths import db_path
+
+    where = args.responses_db
+    path = None if where == "memory" else db_path(where)
+    return StoredResponses(path, retention_days=args.responses_retention_days)
+
+
 async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     from app.bridge.local_target import load_target
     from app.settings import Settings
@@ -177,7 +194,8 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     own = model_id(target, source)
     name = args.served_model_name or own
     aliases = (own, *aliases_of(source))  # the file name, the repo id
-    server = ApiServer(lambda: target, lambda: name, config, model_aliases=lambda: aliases)
+    server = ApiServer(lambda: target, lambda: name, config, model_aliases=lambda: aliases,
+                       stored_responses=stored_responses(args))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -215,7 +233,8 @@ async def serve_several(args: argparse.Namespace, config: ServerConfig) -> int:
                          kv_budget_bytes=kv, default_ttl_s=args.ttl, **settings)
     fleet.start()
     api = FleetApi(fleet, config.max_body_bytes)
-    server = ApiServer(api.target, api.model_id, config, fleet=api)
+    server = ApiServer(api.target, api.model_id, config, fleet=api,
+                       stored_responses=stored_responses(args))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

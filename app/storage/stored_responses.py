@@ -38,44 +38,37 @@ class StoredResponses:
         self.max_responses = max_responses
         self._lock = threading.Lock()
         self._memory: OrderedDict[str, tuple[float, str, str]] = OrderedDict()
-        self._db: Database | None = None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # check_same_thread off (not db.connect's way): the server's loop and a test's
-            # thread both use it; the lock keeps one at a time
-            db = Database(sqlite3.connect(str(path), timeout=5.0, check_same_thread=False),
-                          execute_plugins=False)
-            db.execute("PRAGMA busy_timeout = 5000")
-            check_not_newer(db, path)
-            migrate(db)
-            self._db = db
+        self.path = path
+        self._db: Database | None = None  # opened on first use (a server that is never
+        # asked for a response never touches the file)
 
     def put(self, response_id: str, items: list[dict[str, Any]],
             response: dict[str, Any]) -> None:
         now = time.time()
         row = (now, json.dumps(items), json.dumps(response))
         with self._lock:
-            if self._db is None:
+            db = self._open()
+            if db is None:
                 self._memory[response_id] = row
                 self._trim_memory(now)
                 return
-            with self._db.conn:
-                self._db.execute(f"INSERT OR REPLACE INTO {TABLE} (id, created_at, input, "
-                                 "response) VALUES (?, ?, ?, ?)", [response_id, *row])
-                self._db.execute(f"DELETE FROM {TABLE} WHERE created_at < ?",
-                                 [now - self.retention_s])
-                self._db.execute(f"DELETE FROM {TABLE} WHERE id NOT IN (SELECT id FROM "
-                                 f"{TABLE} ORDER BY created_at DESC LIMIT ?)",
-                                 [self.max_responses])
+            with db.conn:
+                db.execute(f"INSERT OR REPLACE INTO {TABLE} (id, created_at, input, "
+                           "response) VALUES (?, ?, ?, ?)", [response_id, *row])
+                db.execute(f"DELETE FROM {TABLE} WHERE created_at < ?",
+                           [now - self.retention_s])
+                db.execute(f"DELETE FROM {TABLE} WHERE id NOT IN (SELECT id FROM {TABLE} "
+                           "ORDER BY created_at DESC LIMIT ?)", [self.max_responses])
 
     def get(self, response_id: str) -> Stored | None:
         """(its whole input items, the response), or None: unknown, deleted or expired."""
         with self._lock:
-            if self._db is None:
+            db = self._open()
+            if db is None:
                 row = self._memory.get(response_id)
             else:
-                row = self._db.execute(f"SELECT created_at, input, response FROM {TABLE} "
-                                       "WHERE id = ?", [response_id]).fetchone()
+                row = db.execute(f"SELECT created_at, input, response FROM {TABLE} "
+                                 "WHERE id = ?", [response_id]).fetchone()
         if row is None or row[0] < time.time() - self.retention_s:
             return None
         return json.loads(row[1]), json.loads(row[2])
@@ -83,10 +76,11 @@ class StoredResponses:
     def delete(self, response_id: str) -> bool:
         """False: there was none of that id."""
         with self._lock:
-            if self._db is None:
+            db = self._open()
+            if db is None:
                 return self._memory.pop(response_id, None) is not None
-            with self._db.conn:
-                cur = self._db.execute(f"DELETE FROM {TABLE} WHERE id = ?", [response_id])
+            with db.conn:
+                cur = db.execute(f"DELETE FROM {TABLE} WHERE id = ?", [response_id])
             return cur.rowcount > 0
 
     def close(self) -> None:
@@ -94,6 +88,25 @@ class StoredResponses:
             if self._db is not None:
                 self._db.conn.close()
                 self._db: Database | None = None
+
+    def _open(self) -> Database | None:
+        """The database (None: in memory), opened and migrated on first use; the lock is
+        held."""
+        if self._db is None and self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # check_same_thread off (not db.connect's way): the server's loop and its
+            # worker threads both use it; the lock keeps one at a time
+            db = Database(sqlite3.connect(str(self.path), timeout=5.0,
+                                          check_same_thread=False), execute_plugins=False)
+            db.execute("PRAGMA busy_timeout = 5000")
+            try:
+                check_not_newer(db, self.path)
+                migrate(db)
+            except BaseException:
+                db.conn.close()
+                raise
+            self._db = db
+        return self._db
 
     def _trim_memory(self, now: float) -> None:
         while self._memory and (len(self._memory) > self.max_responses or

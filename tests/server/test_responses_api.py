@@ -319,3 +319,16 @@ async def test_reasoning_items_whole_and_streamed(qwen) -> None:
                                                        whole.output[0].model_dump(),
                                                        {"role": "user", "content": "And?"}])
         assert again.usage.input_tokens > 0
+
+
+def test_serve_stores_in_the_history_database_unless_told(monkeypatch, tmp_path) -> None:
+    from app.server.serve import parse_args, stored_responses
+
+    monkeypatch.setenv("BATCHCHAT_DB", str(tmp_path / "history.db"))
+    store = stored_responses(parse_args(["--responses-retention-days", "2"]))
+    assert store.path == tmp_path / "history.db" and store.retention_s == 2 * 86400
+    assert not store.path.exists()  # opened on the first response only
+    store.put("resp_1", [], {"id": "resp_1"})
+    assert store.path.exists() and store.get("resp_1") == ([], {"id": "resp_1"})
+    store.close()
+    assert stored_responses(parse_args(["--responses-db", "memory"])).path is None
