@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from .bridge import EngineBridge
 from .bridge.local_target import default_loader
+from .fleet import ModelManager
+from .fleet.window import window_fleet
 from .history.entries import HistoryRecords
 from .history.reader import HistoryReader
 from .mcp import McpManager
@@ -21,8 +23,15 @@ class AppContext:
     history_reader: HistoryReader | None = None
     records: HistoryRecords | None = None
     mcp: McpManager = field(default_factory=McpManager)  # MCP servers' tools (app.mcp)
+    # the library's models tabs may name beside the default one (issue #50); the bridge
+    # routes to it and closes it at shutdown
+    fleet: ModelManager | None = None
 
     def __post_init__(self) -> None:
+        if self.fleet is None:
+            self.fleet = self.bridge.fleet or window_fleet(
+                lambda: self.settings.model_folders, lambda source: self.bridge.loader(source))
+        self.bridge.fleet = self.fleet
         # tabs on a remote backend find its connection in the settings, as saved now
         self.bridge.remotes.find = self.settings.connection
         # the manager follows the saved MCP servers

@@ -10,7 +10,9 @@ goes on (app/conversation_tools.py).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +38,7 @@ from .waiting import wait_note
 __all__ = ["ChatMessage", "Conversation", "FINISH_NOTES", "MAX_ANSWERS", "MessageChange",
            "ReplyTarget"]
 
+log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 MAX_ANSWERS = 4  # several answers at once: 2 to this many
 # what changed in a message: its streamed text, its wait note, or a tool call's outcome
@@ -45,11 +48,13 @@ MessageChange = Literal["text", "waiting", "tools"]
 @dataclass(frozen=True)
 class ReplyTarget:
     """Where one reply comes from: a backend (None: the local engine, else a saved
-    connection's name) and the sampling settings; `label` names it in a compare view."""
+    connection's name) and the sampling settings; `label` names it in a compare view;
+    `model`: a local reply on a library model other than the default one (issue #50)."""
 
     backend: str | None
     params: dict[str, Any]
     label: str = ""
+    model: str | None = None
 
 
 FINISH_NOTES = {
@@ -85,7 +90,7 @@ class Conversation:
                  params: dict[str, Any] | None = None, session_id: str | None = None,
                  messages: list[ChatMessage] | None = None, preset: str | None = None,
                  backend: str | None = None, tree: MessageTree | None = None,
-                 default_title: str = "") -> None:
+                 default_title: str = "", model: str | None = None) -> None:
         """`messages`: one path (each follows the one before); `tree`: a whole tree.
         `default_title`: the name it has until named (the workspace numbers new chats)."""
         self.id = next(_ids)
@@ -98,6 +103,9 @@ class Conversation:
         self.params: dict[str, Any] = dict(params or {})
         self.preset = preset
         self.backend = backend  # None: the local engine; else a saved connection's name
+        # the local engine's model this tab asks (None: the default one); loaded on demand
+        self.model = model
+        self._loading: asyncio.Task[None] | None = None  # a send waiting for its model
         # answers Send and Regenerate ask for (the tab's ×N), saved with the chat's settings
         self.answers = 1
         self.tree = tree if tree is not None else MessageTree.chain(messages or [])
@@ -128,7 +136,7 @@ class Conversation:
 
     @property
     def is_busy(self) -> bool:
-        return bool(self.running or self.tool_wait)
+        return bool(self.running or self.tool_wait or self._loading is not None)
 
     @property
     def generation(self) -> Generation | None:
@@ -240,7 +248,7 @@ class Conversation:
         token ids, so the engine serves its prompt from the cached prefix)."""
         return Conversation(self.bridge, title=branch_title(self.title),
                             system_prompt=self.system_prompt, params=dict(self.params),
-                            preset=self.preset, backend=self.backend,
+                            preset=self.preset, backend=self.backend, model=self.model,
                             messages=copy_path(self.messages[:index + 1]))
 
     # -- settings -----------------------------------------------------------------------
@@ -272,7 +280,16 @@ class Conversation:
             self.backend = backend
             self.meta_changed.emit()
 
+    def set_model(self, model: str | None) -> None:
+        """The local model the next reply comes from (None: the default one; it loads at
+        the next send); the tab's replies running on another model finish there."""
+        if model != self.model:
+            self.model = model
+            self.meta_changed.emit()
+
     def stop(self) -> None:
+        if self._loading is not None:  # a send waiting for its model: given up (the load
+            self._loading.cancel()  # itself goes on: the model manager's, for everyone)
         for gen in list(self.running.values()):
             gen.cancel()
         # calls not answered yet: refused, and no reply follows
@@ -283,11 +300,15 @@ class Conversation:
         """Every call of reply `msg` has its outcome: the next reply answers them, where
         `msg` came from and with its settings (the model may call tools again)."""
         params = dict(msg.params or self.params) | {"tool_choice": "auto"}
-        if not self._start(msg, [ReplyTarget(msg.backend, params)]) and not self.is_busy:
+        if not self._start(msg, [ReplyTarget(msg.backend, params, model=msg.model)]) \
+                and not self.is_busy:
             self.busy_changed.emit(False)
 
     def close(self) -> None:
         """The tab is closing: cancel the replies and stop listening to them."""
+        loading, self._loading = self._loading, None
+        if loading is not None:
+            loading.cancel()
         running, self.running = list(self.running.values()), {}
         for gen in running:
             gen.detach()
@@ -358,9 +379,10 @@ class Conversation:
         """`n` answers with the chat's settings; with a seed s, answer i uses seed s + i
         (as the API's `n` does), so each one can be made again alone."""
         seed = self.params.get("seed")
+        model = self.model if self.backend is None else None
         return [ReplyTarget(self.backend, dict(self.params) | (
-            {"seed": choice_seed(seed, i)} if isinstance(seed, int) and i else {}))
-            for i in range(n)]
+            {"seed": choice_seed(seed, i)} if isinstance(seed, int) and i else {}),
+            model=model) for i in range(n)]
 
     def _reply_parent(self, index: int | None) -> ChatMessage | None:
         """The message new versions of reply `index` answer."""
@@ -384,7 +406,49 @@ class Conversation:
         return msg
 
     def _start(self, parent: ChatMessage, targets: list[ReplyTarget]) -> bool:
+        if self._load_first(parent, targets):
+            return True
         return any(isinstance(o, ChatMessage) for o in self._start_each(parent, targets))
+
+    def _load_first(self, parent: ChatMessage, targets: list[ReplyTarget]) -> bool:
+        """A target's model is not loaded: load it (other tabs keep streaming), then start
+        the replies; the chat is busy meanwhile. False when every model is loaded."""
+        models = list(dict.fromkeys(t.model for t in targets if t.backend is None
+                                    and t.model is not None and self.bridge.needs_load(t.model)))
+        if not models:
+            return False
+        was_busy = self.is_busy
+        self._loading = asyncio.ensure_future(self._start_after_load(parent, targets, models))
+        self.notice.emit(f"Loading {', '.join(models)} …")
+        if not was_busy:
+            self.busy_changed.emit(True)
+        return True
+
+    async def _start_after_load(self, parent: ChatMessage, targets: list[ReplyTarget],
+                                models: list[str]) -> None:
+        me = asyncio.current_task()
+        try:
+            for model in models:
+                try:
+                    await self.bridge.load_model(model)
+                except Exception as exc:  # noqa: BLE001 - UnknownModel, NoRoom, a bad file
+                    log.warning("loading %s for %s failed: %s", model, self.tag, exc)
+                    self._loading = None
+                    self.notice.emit(f"Could not load {model}: {exc}")
+                    if not self.is_busy:
+                        self.busy_changed.emit(False)
+                    return
+        except asyncio.CancelledError:  # Stop (close() lets go of it first: no events)
+            if self._loading is me:
+                self._loading = None
+                self.notice.emit("")
+                if not self.is_busy:
+                    self.busy_changed.emit(False)
+            raise
+        self._loading = None
+        self.notice.emit("")
+        if not self._start(parent, targets) and not self.is_busy:
+            self.busy_changed.emit(False)
 
     def _start_each(self, parent: ChatMessage,
                     targets: list[ReplyTarget]) -> list[ChatMessage | Refusal]:
@@ -398,7 +462,7 @@ class Conversation:
             tools = self.tool_turns.offered if target.params.get("mcp_servers") else None
             try:
                 # who answers first: "no model is ready" is said before a bad format
-                route = self.bridge.route(target.backend)
+                route = self.bridge.route(target.backend, target.model)
                 # a remote server gets the format and the tools as given (`local`)
                 request = tab_request(prompt, target.params, tools or None,
                                       target.params.get("tool_choice", "auto"),
@@ -428,7 +492,7 @@ class Conversation:
         self.generations.append(gen)
         msg = ChatMessage("assistant", "", streaming=True, request_id=gen.request_id,
                           params=dict(target.params), backend=gen.backend,
-                          answered_by=gen.answered_by)
+                          answered_by=gen.answered_by, model=gen.model)
         was_busy = self.is_busy
         self.tree.add(msg, parent)
         self.running[msg.id] = gen

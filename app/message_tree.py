@@ -38,6 +38,8 @@ class ChatMessage:
     # description ("SmolLM2 …" or "lab (qwen)"), saved with the reply's stats
     backend: str | None = None
     answered_by: str = ""
+    # a local reply's library model when not the default one (issue #50), saved likewise
+    model: str | None = None
     id: str = field(default_factory=lambda: str(uuid.uuid4()))  # its history row
     parent_id: str | None = None  # the message it follows (None: a first message)
     seq: int = 0  # when it was made, within its chat: versions sort by it

@@ -210,7 +210,8 @@ class Workspace:
             again = Conversation(
                 conv.bridge, title=conv.title, system_prompt=conv.system_prompt,
                 params=conv.params, session_id=conv.session_id, tree=conv.tree,
-                preset=conv.preset)  # the whole tree: every version, the path shown
+                preset=conv.preset,  # the whole tree: every version, the path shown
+                model=conv.model)
             again.set_answers(conv.answers)  # the tab's ×N, as the history keeps it
             return self.open(again, at=at)
         return None

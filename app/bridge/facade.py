@@ -24,11 +24,13 @@ from .local_target import Loader, LocalTarget
 from .prompt_size import PromptSize, count_attachments, count_prompt, with_files
 from .routing import Route, Router
 from .switch import Choice, ModelSwitch, PendingSwitch, Running
+from .tab_models import TabModels
 from .wait_poll import WaitPoll
 
 if TYPE_CHECKING:
     from engine.public import EngineStats
 
+    from ..fleet import ModelManager
     from .local_target import Engine
 
 
@@ -44,7 +46,10 @@ class EngineBridge:
         self._waits = WaitPoll(lambda: self.host.target, self.frames, self.host.event_loop)
         # chats on OpenAI-compatible servers (app/remote); AppContext points it at settings
         self.remotes = RemoteBackends()
-        self._router = Router(self.host, self.remotes)
+        # the library's other models a tab may name (issue #50): AppContext gives it the
+        # window's ModelManager (`fleet`); without one only the default model serves
+        self.models = TabModels(self.host)
+        self._router = Router(self.host, self.remotes, self.models)
         # the simulator panel's backend: what it times is the engine's own streams
         self.streams = LocalBackend(
             serving=self._sim_target,
@@ -149,6 +154,8 @@ class EngineBridge:
         """End every request (finish reason "shutdown") and stop the engine thread."""
         self.host.set_state(BridgeState.STOPPED, "Shutting down …")
         await self.remotes.close()  # remote replies end "cancelled", their sessions close
+        if self.fleet is not None:  # the other models' replies end, their engines stop
+            await self.fleet.close(timeout)
         await self.host.stop_target(timeout)
 
     def _sim_target(self) -> LocalTarget:
@@ -165,12 +172,36 @@ class EngineBridge:
         self._waits.cancel()
 
     # -- replies (a Backend from app.bridge.routing, coalesced by app.bridge.frames) -----
-    def route(self, backend: str | None = None) -> Route:
+    def route(self, backend: str | None = None, model: str | None = None) -> Route:
         """Who answers a tab's reply: the local engine (None) or the saved connection
         `backend`; Refusal if it takes no request now. A tab asks before it makes its
         request (app/request/tab.py), so "no model is ready" is said before anything wrong
-        with the request itself (its output format, its tools)."""
-        return self._router.route(backend)
+        with the request itself (its output format, its tools). `model`: a local reply on
+        a library model other than the default one (loaded first: `needs_load`,
+        `load_model`)."""
+        return self._router.route(backend, model)
+
+    @property
+    def fleet(self) -> ModelManager | None:
+        """The window's ModelManager: the models tabs name beside the default one."""
+        return self.models.fleet
+
+    @fleet.setter
+    def fleet(self, fleet: ModelManager | None) -> None:
+        self.models.fleet = fleet
+
+    def other_models(self) -> list[str]:
+        """The library's models a tab may pick beside the default one (the tab's picker)."""
+        return self.models.others()
+
+    def needs_load(self, model: str | None) -> bool:
+        """`model` is another model than the default one and is not loaded yet."""
+        return self.models.needs_load(model)
+
+    async def load_model(self, model: str) -> None:
+        """Load library model `model` beside the default one (ModelManager.acquire); the
+        replies running on any model go on meanwhile."""
+        await self.models.load(model)
 
     def submit(self, request: ChatRequest, route: Route | None = None, *,
                tag: str | None = None,
@@ -189,6 +220,7 @@ class EngineBridge:
         # the view's side: a Generation the frame pump coalesces, one flush a frame
         gen = Generation(taken.stream, tag, backend=route.name,
                          answered_by=route.backend.description)
+        gen.model = route.model
         if route.local:  # a remote server sends its calls parsed (RemoteStream)
             gen.call_format = taken.call_format
             gen.tool_names = request.call_names

@@ -71,6 +71,8 @@ class Generation:
         self.stream = stream
         self.tag = tag
         self.backend = backend  # None: the local engine, else a connection's name
+        # a local reply on a library model beside the default one (None: the default)
+        self.model: str | None = None
         self.answered_by = answered_by  # "model" or "connection (model)", for the history
         self.delta = Event()
         self.finished = Event()

@@ -16,6 +16,7 @@ from ..remote.backends import RemoteBackends, UnknownBackend
 from ..request import Refusal, RefusalCode
 from .hosting import BridgeState, ModelHost
 from .local_target import LocalTarget
+from .tab_models import TabModels
 
 
 def check_params(params: Mapping[str, Any]) -> str | None:
@@ -34,6 +35,7 @@ class Route:
 
     name: str | None
     backend: Backend
+    model: str | None = None  # a local reply on a library model beside the default one
 
     @property
     def local(self) -> bool:
@@ -43,9 +45,10 @@ class Route:
 class Router:
     """Which Backend answers a tab: the local engine, or a saved connection by name."""
 
-    def __init__(self, host: ModelHost, remotes: RemoteBackends) -> None:
+    def __init__(self, host: ModelHost, remotes: RemoteBackends, models: TabModels) -> None:
         self._host = host
         self.remotes = remotes
+        self.models = models
         # the local engine as the tabs reach it: refused while a switch waits or none serves
         self.local = LocalBackend(serving=self._tab_target, describe=lambda: host.description)
 
@@ -58,9 +61,15 @@ class Router:
             raise Refusal(RefusalCode.MODEL_NOT_READY, host.not_ready_reason())
         return host.target
 
-    def route(self, name: str | None) -> Route:
+    def route(self, name: str | None, model: str | None = None) -> Route:
         """The local engine (None) or the saved connection `name`; Refusal if it cannot
-        take a request now."""
+        take a request now. A local route on `model` (a library model other than the
+        default one) goes to that model's engine, which must be loaded (TabModels.load)."""
+        if name is None and not self.models.is_default(model):
+            if self._host.state == BridgeState.STOPPED:
+                raise Refusal(RefusalCode.SHUTTING_DOWN, "The app is shutting down.")
+            assert model is not None
+            return Route(None, self.models.backend(model), self.models.name_of(model))
         if name is None:
             self._tab_target()
             return Route(None, self.local)

@@ -159,8 +159,8 @@ class ModelSwitch:
         target = self._host.target
         if target is None:
             return 0
-        for gen in self._frames.active:
-            if gen.backend is None and not gen.ended:
+        for gen in self._frames.active:  # the default model's (another model's go on)
+            if gen.backend is None and gen.model is None and not gen.ended:
                 gen.ended_by = SWITCHED
         live = target.live()
         for _tag, stream in live:
@@ -189,7 +189,8 @@ class ModelSwitch:
     def _unflushed(self) -> bool:
         """A chat reply has ended in the engine but its tab has not shown the end yet (the
         next frame does): the load waits for that too, so the reply is whole first."""
-        return any(g.backend is None and not g.is_finished for g in self._frames.active)
+        return any(g.backend is None and g.model is None and not g.is_finished
+                   for g in self._frames.active)
 
     async def _wait_idle(self, refusing: str) -> bool:
         """Refuse new local requests until none runs; False if cancelled or stopping."""

@@ -60,6 +60,8 @@ def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any
         out["answered_by"] = msg.answered_by  # "model" or "connection (model)"; never a key
     if msg.backend is not None:
         out["backend"] = msg.backend  # the connection's name (absent: the local engine)
+    if msg.model is not None:
+        out["model"] = msg.model  # a library model beside the default one (issue #50)
     if msg.reasoning:  # how long and how much it thought (issue #49), for the block's title
         out.update(thinking_s=msg.thinking_s, reasoning_tokens=msg.reasoning_tokens)
     if msg.citations:  # the passages of files it was given (#51), shown under it
@@ -121,6 +123,7 @@ def chat_message(record: Message) -> ChatMessage:
     msg.finish_reason = _text(stats.get("finish_reason"))
     msg.error = _text(stats.get("error"))
     msg.backend = _text(stats.get("backend"))
+    msg.model = _text(stats.get("model"))
     msg.answered_by = _text(stats.get("answered_by")) or ""
     if msg.reasoning:
         msg.thinking_s = _number(stats, "thinking_s", float)
@@ -156,7 +159,8 @@ def conversation(loaded: LoadedSession, bridge: EngineBridge) -> Conversation:
     answers = params.pop(ANSWERS_KEY, 1)  # not a sampling setting: the tab's ×N
     conv = Conversation(bridge, title=s.title, system_prompt=s.system_prompt,
                         params=params, session_id=s.id, preset=s.preset,
-                        tree=tree, backend=last_backend(tree.path))
+                        tree=tree, backend=last_backend(tree.path),
+                        model=last_model(tree.path))
     if isinstance(answers, int) and not isinstance(answers, bool):
         conv.set_answers(answers)  # a hand-edited value is brought into range
     return conv
@@ -167,6 +171,13 @@ def last_backend(messages: list[ChatMessage]) -> str | None:
     local engine)."""
     replies = [m for m in messages if m.role == "assistant" and m.finish_reason is not None]
     return replies[-1].backend if replies else None
+
+
+def last_model(messages: list[ChatMessage]) -> str | None:
+    """A restored chat goes on with the library model of the shown path's last reply
+    (None: the default model), as with its backend."""
+    replies = [m for m in messages if m.role == "assistant" and m.finish_reason is not None]
+    return replies[-1].model if replies else None
 
 
 def _outcome(saved: dict[str, str] | None) -> dict[str, str]:

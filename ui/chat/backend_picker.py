@@ -1,6 +1,9 @@
-"""The chat tab's backend picker: the local engine or one of the saved connections."""
+"""The chat tab's backend picker: the local engine's default model, the library's other
+models (issue #50: each loads when the tab sends) or one of the saved connections."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QWidget
@@ -9,24 +12,32 @@ from app.settings import Settings
 
 LOCAL_TEXT = "Local engine"
 MANAGE = "__manage__"  # the last item opens the connections dialog
+MODEL = "model:"  # an item's data for a library model: this, then its name
 
 
 class BackendPicker(QComboBox):
-    """`chosen(name | None)` when the user picks a backend; `manage_requested()` for
-    "Connections…". Follows the settings' connections as they change."""
+    """`chosen(name | None)` when the user picks a connection (None: the local engine's
+    default model); `model_chosen(name)` for another library model; `manage_requested()`
+    for "Connections…". Follows the settings' connections as they change; `models()`
+    lists the library's other models, read each time the list is filled or opened."""
 
     chosen = Signal(object)
+    model_chosen = Signal(str)
     manage_requested = Signal()
 
     def __init__(self, settings: Settings, current: str | None,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, *, model: str | None = None,
+                 models: Callable[[], list[str]] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("backendPicker")
-        self.setToolTip("Which server answers this chat: the local engine or a connection "
-                        "(Chat → Connections…)")
+        self.setToolTip("Which model or server answers this chat: the local engine's model, "
+                        "another model of the library (it loads when you send), or a "
+                        "connection (Chat → Connections…)")
         self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.settings = settings
         self._current = current
+        self._model = model if current is None else None
+        self._models = models or (lambda: [])
         self._fill()
         self.activated.connect(self._on_activated)
         settings.connections_changed.connect(self._fill)
@@ -35,9 +46,24 @@ class BackendPicker(QComboBox):
     def backend(self) -> str | None:
         return self._current
 
+    @property
+    def model(self) -> str | None:
+        """The library model picked (None: the default model, or a connection)."""
+        return self._model
+
     def set_backend(self, name: str | None) -> None:
         self._current = name
+        if name is not None:
+            self._model = None
         self._fill()
+
+    def set_model(self, model: str | None) -> None:
+        self._current, self._model = None, model
+        self._fill()
+
+    def showPopup(self) -> None:  # noqa: N802 - Qt's name
+        self._fill()  # a model added to the library meanwhile is listed
+        super().showPopup()
 
     def detach(self) -> None:
         self.settings.connections_changed.disconnect(self._fill)
@@ -46,22 +72,37 @@ class BackendPicker(QComboBox):
         self.blockSignals(True)
         self.clear()
         self.addItem(LOCAL_TEXT, None)
+        models = self._models()
+        if self._model is not None and self._model not in models:
+            models = [*models, self._model]  # a model gone from the library: keep it shown
+        for name in models:
+            self.addItem(name, MODEL + name)
         for conn in self.settings.connections:
             self.addItem(conn.describe(), conn.name)
         if self._current is not None and self.settings.connection(self._current) is None:
             self.addItem(f"{self._current} (deleted)", self._current)  # say so, keep it
         self.insertSeparator(self.count())
         self.addItem("Connections…", MANAGE)
-        index = self.findData(self._current) if self._current is not None else 0
+        if self._model is not None:
+            index = self.findData(MODEL + self._model)
+        else:
+            index = self.findData(self._current) if self._current is not None else 0
         self.setCurrentIndex(max(0, index))
         self.blockSignals(False)
 
     def _on_activated(self, index: int) -> None:
         data = self.itemData(index)
         if data == MANAGE:
-            self.set_backend(self._current)  # show the tab's backend again
+            self._fill()  # show the tab's choice again
             self.manage_requested.emit()
             return
-        if data != self._current:
-            self._current = data
+        if isinstance(data, str) and data.startswith(MODEL) \
+                and self.settings.connection(data) is None:
+            model = data[len(MODEL):]
+            if model != self._model or self._current is not None:
+                self._current, self._model = None, model
+                self.model_chosen.emit(model)
+            return
+        if data != self._current or self._model is not None:
+            self._current, self._model = data, None
             self.chosen.emit(data)

@@ -285,8 +285,11 @@ class ChatTab(QWidget):
         layout = QHBoxLayout(row)
         layout.setContentsMargins(12, 4, 12, 2)
         label = QLabel("Backend")
-        self.backend_picker = BackendPicker(self.ctx.settings, self.conversation.backend)
+        self.backend_picker = BackendPicker(
+            self.ctx.settings, self.conversation.backend, model=self.conversation.model,
+            models=self.ctx.bridge.other_models)
         self.backend_picker.chosen.connect(self.set_backend)
+        self.backend_picker.model_chosen.connect(self.set_model)
         self.backend_picker.manage_requested.connect(
             lambda: open_connections(self.ctx.settings, self.window()))
         label.setBuddy(self.backend_picker)
@@ -304,10 +307,21 @@ class ChatTab(QWidget):
         QWidget.setTabOrder(self.backend_picker, widget)
 
     def set_backend(self, name: str | None) -> None:
-        """The local engine (None) or a saved connection answers the next reply."""
+        """The local engine's default model (None) or a saved connection answers the next
+        reply."""
+        self.conversation.set_model(None)
         self.conversation.set_backend(name)
-        if self.backend_picker.backend != name:
+        if self.backend_picker.backend != name or self.backend_picker.model is not None:
             self.backend_picker.set_backend(name)
+        self.token_count.schedule()
+
+    def set_model(self, model: str | None) -> None:
+        """A library model (None: the default one) answers the next reply, loaded then if
+        it is not loaded (issue #50)."""
+        self.conversation.set_backend(None)
+        self.conversation.set_model(model)
+        if self.backend_picker.model != model or self.backend_picker.backend is not None:
+            self.backend_picker.set_model(model)
         self.token_count.schedule()
 
     # -- actions ------------------------------------------------------------------------

@@ -1,0 +1,89 @@
+"""The models a tab may name beside the default one (issue #50): a tab on the default model
+(None, or the model the ModelHost serves) goes to the ModelHost as before; a tab naming
+another model of the library goes to the ModelManager's engine for it, loaded on demand.
+
+Each of those models is a LocalTarget of its own, so a switch of the default model counts
+and stops only the default model's replies (app/bridge/switch.py reads the host's target),
+and loading or unloading another model never touches a reply running elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..backend import LocalBackend
+from ..fleet import UnknownModel
+from ..request import Refusal, RefusalCode
+from .hosting import ModelHost
+
+if TYPE_CHECKING:
+    from ..fleet import ModelManager
+    from .local_target import LocalTarget
+
+
+class TabModels:
+    """`fleet`: the window's ModelManager (None: only the default model is served)."""
+
+    def __init__(self, host: ModelHost, fleet: ModelManager | None = None) -> None:
+        self._host = host
+        self.fleet = fleet
+
+    def name_of(self, model: str) -> str:
+        """The library's name for `model` (UnknownModel if it has none)."""
+        if self.fleet is None:
+            raise UnknownModel(model, [])
+        return self.fleet.catalog.find(model).name
+
+    def is_default(self, model: str | None) -> bool:
+        """True for None and for the model the host serves (by name or source)."""
+        if model is None or model == self._host.source:
+            return True
+        if self.fleet is None or self._host.source is None:
+            return False
+        try:
+            return self.fleet.catalog.find(model).source == self._host.source
+        except UnknownModel:
+            return False
+
+    def others(self) -> list[str]:
+        """The library's models a tab may pick beside the default one, by name."""
+        if self.fleet is None:
+            return []
+        return [e.name for e in self.fleet.catalog.available()
+                if e.source != self._host.source]
+
+    def loaded(self, model: str) -> LocalTarget | None:
+        """The engine serving `model` now (None: not loaded, or unknown)."""
+        try:
+            name = self.name_of(model)
+        except UnknownModel:
+            return None
+        assert self.fleet is not None
+        return self.fleet.targets().get(name)
+
+    def needs_load(self, model: str | None) -> bool:
+        """A model other than the default one, not loaded yet (the send awaits `load`)."""
+        return not self.is_default(model) and self.loaded(model or "") is None
+
+    async def load(self, model: str) -> None:
+        """Load `model` (ModelManager.acquire: waits for the load; UnknownModel, NoRoom or
+        the loader's error). The lease is let go at once: the reply submitted right after,
+        in the same turn of the loop, keeps the model busy (not evicted) while it runs."""
+        if self.fleet is None:
+            raise UnknownModel(model, [])
+        lease = await self.fleet.acquire(model)
+        lease.release()
+
+    def backend(self, model: str) -> LocalBackend:
+        """A LocalBackend on `model`'s loaded engine; Refusal if it is not loaded (the
+        conversation loads it first) or unknown."""
+        try:
+            name = self.name_of(model)
+        except UnknownModel as exc:
+            raise Refusal(RefusalCode.MODEL_NOT_FOUND, str(exc)) from None
+        assert self.fleet is not None
+        target = self.fleet.targets().get(name)
+        if target is None:
+            raise Refusal(RefusalCode.MODEL_NOT_READY,
+                          f"The model '{name}' is not loaded; send again to load it.")
+        return LocalBackend(target, describe=lambda: target.description or name)

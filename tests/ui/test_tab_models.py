@@ -1,0 +1,138 @@
+"""Issue #50, the window's side: each tab on its own model. The default model (the bundled
+one, the ModelHost's) and its Q8_0 copy made by gguf-py (the ModelManager's, loaded when a
+tab first sends to it), both real engines: two tabs stream at once, each reply the answer
+its model gives alone (greedy); a tab switching model (its model loading) leaves another
+tab's running reply untouched, and the default model's switch question counts only the
+default model's replies. The tab's model is saved with its replies, as its backend is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.bridge import EngineBridge
+from app.bridge.local_target import load_target
+from app.fleet import Catalog, ModelManager
+from app.history.convert import last_model, stats_dict
+from app.models.library import folder_models
+from tests.fleet_models import bundled_path, requantize
+
+from .conftest import run_until
+
+KV = 64 << 20  # each engine's KV budget: room for a long reply, small beside the machine
+OTHER = "smol-q8"
+TOKENS = 48  # greedy, long enough that the two models' answers differ
+LONG = 300  # a reply still streaming while the other model loads
+PROMPT = "Write a short story about a lighthouse keeper."
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory: Any) -> Path:
+    """The library's other model: the bundled model re-quantized as Q8_0 by gguf-py."""
+    d = tmp_path_factory.mktemp("tab-models")
+    requantize(bundled_path(), d / f"{OTHER}.gguf", "Q8_0")
+    return d
+
+
+@pytest.fixture
+def bridge(loop: Any, models_dir: Path) -> Any:
+    """The default model: the bundled one; beside it a ModelManager over `models_dir`."""
+    bridge = EngineBridge(
+        loader=lambda source: load_target(source, kv_budget_bytes=KV, max_concurrent=8).engine)
+    bridge.fleet = ModelManager(Catalog(lambda: folder_models(models_dir)),
+                                kv_budget_bytes=KV, max_concurrent=8)
+    assert loop.run_until_complete(bridge.load("bundled"))
+    yield bridge
+    loop.run_until_complete(bridge.shutdown(timeout=5.0))
+
+
+def on_model(window: Any, model: str | None, tokens: int = TOKENS) -> Any:
+    """A new tab on `model` (None: the default), picked in its header as a click would."""
+    tab = window.new_tab()
+    picker = tab.backend_picker
+    if model is not None:
+        index = picker.findData("model:" + model)
+        assert index > 0, "the picker lists the library's other model"
+        picker.setCurrentIndex(index)
+        picker.activated.emit(index)
+    assert tab.conversation.model == model and tab.conversation.backend is None
+    tab.panel.fields["max_tokens"].setValue(tokens)
+    return tab
+
+
+def reply_of(tab: Any, loop: Any) -> Any:
+    run_until(loop, lambda: not tab.conversation.is_busy, timeout=120)
+    reply = tab.conversation.messages[-1]
+    assert reply.role == "assistant" and reply.finish_reason in ("length", "stop")
+    return reply
+
+
+def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop):
+    window = make_window(bridge)
+    first = window.current_tab()
+    assert first.conversation.model is None  # a new tab starts on the default model
+    assert first.backend_picker.currentIndex() == 0
+    # each model alone (the other one loads at its tab's first send)
+    alone_tab = {None: on_model(window, None), OTHER: on_model(window, OTHER)}
+    alone = {}
+    for model, tab in alone_tab.items():
+        assert tab.send_text(PROMPT)
+        alone[model] = reply_of(tab, loop)
+    assert alone[OTHER].model == OTHER and alone[None].model is None
+    assert alone[None].content != alone[OTHER].content, "the two models answer differently"
+    assert [m.name for m in bridge.fleet.running()] == [OTHER]
+
+    # both at once, on their two engines
+    tabs = {None: on_model(window, None), OTHER: on_model(window, OTHER)}
+    for tab in tabs.values():
+        assert tab.send_text(PROMPT)
+    replies = {m: t.conversation.messages[-1] for m, t in tabs.items()}
+    run_until(loop, lambda: all(r.content and r.streaming for r in replies.values())
+              or not all(r.streaming for r in replies.values()), timeout=60)
+    assert all(r.streaming for r in replies.values()), "both streamed at the same time"
+    for model, tab in tabs.items():
+        assert reply_of(tab, loop).content == alone[model].content
+    # the default model's switch question counts only its own replies: none now
+    assert bridge.running().total == 0
+
+    # saved with the reply's stats, as the backend is; a restored chat goes on there
+    assert stats_dict(replies[OTHER])["model"] == OTHER
+    assert "model" not in stats_dict(replies[None])
+    assert last_model(tabs[OTHER].conversation.messages) == OTHER
+
+
+def test_a_tab_switching_model_leaves_another_tabs_stream_untouched(make_window, bridge,
+                                                                     loop):
+    window = make_window(bridge)
+    reference = on_model(window, None, LONG)
+    assert reference.send_text(PROMPT), reference.notice.text()
+    alone = reply_of(reference, loop).content
+
+    streaming = on_model(window, None, LONG)
+    assert streaming.send_text(PROMPT)
+    running = streaming.conversation.messages[-1]
+    run_until(loop, lambda: len(running.content) > 3)
+    assert running.streaming
+
+    # another tab switches to the other model while that reply streams: the model loads
+    # (a thread of its own), the tab waits for it, then streams on it
+    seen_at_load = []  # was that reply still streaming when the other model had loaded?
+    bridge.fleet.changed.connect(
+        lambda name, state: seen_at_load.append(running.streaming) if state == "loaded"
+        else None)
+    switcher = on_model(window, None)
+    switcher.set_model(OTHER)
+    assert switcher.backend_picker.currentData() == "model:" + OTHER
+    assert switcher.send_text(PROMPT)
+    assert switcher.conversation.is_busy
+    assert bridge.running().chats == {streaming.conversation.tag: 1}  # not the loading tab's
+    other = reply_of(switcher, loop)
+    assert other.model == OTHER and other.content
+    assert seen_at_load == [True]
+
+    done = reply_of(streaming, loop)
+    assert done is running and done.content == alone and done.finish_reason == "length"
+    # the model the tab left is loaded still (idle), and the default one kept serving
+    assert bridge.source == "bundled" and [m.name for m in bridge.fleet.running()] == [OTHER]
