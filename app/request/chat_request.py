@@ -63,8 +63,8 @@ class ChatRequest:
     reasoning: Controls = field(default_factory=Controls)
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     # what to do when the chat outgrows the context (app/request/overflow.py): "stop",
-    # "truncate_middle" or "rolling_window"
-    context_overflow: str = "stop"
+    # "truncate_middle" or "rolling_window"; None: the server's default (stop)
+    context_overflow: str | None = None
 
     @property
     def call_names(self) -> list[str]:

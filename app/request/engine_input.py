@@ -93,7 +93,7 @@ def overflow_fitted(request: ChatRequest, target: Any) -> tuple[ChatRequest, ove
     """`request` with whole turns dropped by its context overflow policy until its prompt
     leaves room for the reply in `target`'s context (overflow.py); unchanged under `stop`
     or when it fits. Call it after attachments are made text (their fit comes first)."""
-    policy = overflow.parse_policy(request.context_overflow)
+    policy = overflow.parse_policy(request.context_overflow or "stop")
     if policy is overflow.Policy.STOP or request.messages is None:
         return request, overflow.Dropped()
     context = target.context_length

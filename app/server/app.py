@@ -16,7 +16,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -71,6 +71,8 @@ class ServerConfig:
     # `model`: any name while one model is served (llama-server's way; the reply names the
     # served id); strict: only the id and its aliases, else 404 listing them (model_names.py)
     strict_model_name: bool = False
+    # when a chat outgrows the context and the request names no policy (overflow.py)
+    context_overflow: str = "stop"
 
 
 def is_loopback(host: str) -> bool:
@@ -341,13 +343,16 @@ class ApiServer:
         (the client left) is cancelled and counted as an abort."""
         # the request's choices, all of them or none (LocalBackend.submit); "api-…" ids tell
         # API requests apart in the history's request stats
+        if parsed.context_overflow is None:
+            parsed = replace(parsed, context_overflow=self.config.context_overflow)
         taken = LocalBackend(target).submit(parsed, priority=self.config.priority,
                                             tag=self.config.tag,
                                             request_id=f"api-{uuid.uuid4().hex[:16]}")
         kind = parsed.kind
         choices, fmt = Choices(taken.streams, self._ended), taken.call_format
         first = Reply(kind, model, self._text_of(target), parsed.logprobs,
-                      calls=tooling.call_stream(parsed, fmt), shape=taken.shape)
+                      calls=tooling.call_stream(parsed, fmt), shape=taken.shape,
+                      dropped=taken.dropped)
         replies = [first] + [Reply(kind, model, first.token_text, parsed.logprobs, index=i,
                                    id=first.id, created=first.created,
                                    calls=tooling.call_stream(parsed, fmt), shape=taken.shape)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..request.overflow import NAMES as POLICY_NAMES
 from . import schemas
 from .responses import LOGPROB_FLOOR
 
@@ -132,6 +133,17 @@ TOOL = {"type": "object", "required": ["type", "function"], "properties": {
         "parameters": nullable({**JSON_SCHEMA, "properties": {
             "type": {"const": "object"}}})}}}}
 
+# the context overflow policy (app/request/overflow.py); either name takes either's values
+OVERFLOW = {
+    "context_overflow": nullable({"enum": list(POLICY_NAMES), "description": (
+        "when the chat outgrows the context: stop (refuse, the default unless `batchchat "
+        "serve --context-overflow` says otherwise), truncate_middle (drop whole turns after "
+        "the system prompt and the first turn) or rolling_window (drop the oldest turns); "
+        "usage.prompt_tokens_details says what was dropped")}),
+    "contextOverflowPolicy": nullable({"enum": list(POLICY_NAMES), "description": (
+        "LM Studio's name for context_overflow (stopAtLimit, truncateMiddle, "
+        "rollingWindow); context_overflow wins when both are given")}),
+}
 CHAT_REQUEST = {
     "type": "object", "required": ["model", "messages"],
     "description": "Unknown fields are ignored.",
@@ -162,6 +174,7 @@ CHAT_REQUEST = {
                                              "(enable_thinking: the thinking switch)"}),
         "logprobs": nullable({"type": "boolean"}),
         "top_logprobs": _integer(minimum=0, maximum=schemas.MAX_TOP_LOGPROBS),
+        **OVERFLOW,
     },
     "allOf": [
         # top_logprobs (other than null) needs logprobs: true
@@ -201,7 +214,10 @@ def _obj(properties: dict[str, Any]) -> dict[str, Any]:
 INT, STR = {"type": "integer"}, {"type": "string"}
 BYTES = {"type": "array", "items": INT}
 USAGE = _obj({"prompt_tokens": INT, "completion_tokens": INT, "total_tokens": INT,
-              "prompt_tokens_details": _obj({"cached_tokens": INT}),
+              # dropped_*: what the context overflow policy left out, when it did
+              "prompt_tokens_details": _obj({"cached_tokens": INT})
+              | {"properties": {"cached_tokens": INT, "dropped_tokens": INT,
+                                "dropped_messages": INT}},
               # speculative decoding's drafts: accepted ones are in the completion
               "completion_tokens_details": _obj({"accepted_prediction_tokens": INT,
                                                  "rejected_prediction_tokens": INT,

@@ -15,6 +15,7 @@ from ..tools import CallStream, StreamDelta, parse_reply
 if TYPE_CHECKING:
     from engine.public import EventStream, Piece, RequestStats, TokenEvent
 
+    from ..request.overflow import Dropped
     from ..request.reasoning import Shape
 
 TokenText = Callable[[int], str]  # a token id's own text
@@ -41,23 +42,29 @@ def sse(data: dict[str, Any] | str) -> bytes:
     return f"data: {text}\n\n".encode()
 
 
-def usage(stats: Sequence[RequestStats | None], reasoning: int = 0) -> dict[str, Any]:
+def usage(stats: Sequence[RequestStats | None], reasoning: int = 0,
+          dropped: Dropped | None = None) -> dict[str, Any]:
     """One request's usage over its choices' engine stats: the prompt counted once (every
     choice reads the same one; its cached tokens are the first choice's, which read it),
     the completion tokens of every choice. A choice without stats (cut short by another's
     failure) counts nothing. Speculative decoding's drafts are OpenAI's prediction tokens
     (the server's own predictions here): accepted ones are part of the completion, rejected
     ones are not, and neither costs anything. `reasoning`: the completion tokens a
-    reasoning model spent thinking (its tags or Harmony headers included)."""
+    reasoning model spent thinking (its tags or Harmony headers included). `dropped`: what
+    the context overflow policy left out of the prompt, as prompt_tokens_details'
+    `dropped_tokens` and `dropped_messages` (only when it dropped something)."""
     first = next((s for s in stats if s is not None), None)
     prompt = first.prompt_tokens if first else 0
     cached = first.cached_tokens if first else 0
     done = sum(s.generated_tokens for s in stats if s is not None)
     drafted = sum(s.drafted_tokens for s in stats if s is not None)
     accepted = sum(s.accepted_tokens for s in stats if s is not None)
+    details: dict[str, int] = {"cached_tokens": cached}
+    if dropped:
+        details |= {"dropped_tokens": dropped.tokens, "dropped_messages": dropped.messages}
     return {"prompt_tokens": prompt, "completion_tokens": done,
             "total_tokens": prompt + done,
-            "prompt_tokens_details": {"cached_tokens": cached},
+            "prompt_tokens_details": details,
             "completion_tokens_details": {"accepted_prediction_tokens": accepted,
                                           "rejected_prediction_tokens": drafted - accepted,
                                           "reasoning_tokens": reasoning}}
@@ -70,7 +77,7 @@ def full(replies: Sequence[Reply], streams: Sequence[EventStream]) -> dict[str, 
     choices = [r.choice(r.ended or "stop", s.text, getattr(s, "tokens", None))
                for r, s in zip(replies, streams, strict=True)]
     return first.envelope(first.object, choices) | {"usage": usage(
-        [s.stats for s in streams], sum(r.reasoning_tokens for r in replies))}
+        [s.stats for s in streams], sum(r.reasoning_tokens for r in replies), first.dropped)}
 
 
 @dataclass
@@ -97,6 +104,7 @@ class Reply:
     split: Any = None  # engine.public.ReasoningSplit, made from `shape`
     pieces: list[Piece] = field(default_factory=list)  # split, not yet sent
     harmony_calls: int = 0  # Harmony tool calls sent so far (their indexes)
+    dropped: Dropped | None = None  # what the context overflow policy left out of the prompt
 
     def __post_init__(self) -> None:
         prefix = "chatcmpl" if self.kind == "chat" else "cmpl"
@@ -237,7 +245,8 @@ class Reply:
     def usage_chunk(self, stats: Sequence[RequestStats | None],
                     reasoning: int = 0) -> dict[str, Any]:
         """The last chunk with include_usage: no choice, the request's usage."""
-        return self.envelope(self._chunk_object, []) | {"usage": usage(stats, reasoning)}
+        return self.envelope(self._chunk_object, []) | {"usage": usage(stats, reasoning,
+                                                                        self.dropped)}
 
     # -- internals ------------------------------------------------------------------------
     @property

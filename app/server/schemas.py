@@ -52,7 +52,8 @@ def parse_chat(body: Mapping[str, Any], default_max_tokens: int) -> ChatRequest:
                    tools=tools, tool_choice=choice.openai, parallel_tool_calls=parallel,
                    tool_road=road, forced=bool(choice.forced),
                    call_tools=tuple(t.openai() for t in tools),
-                   reasoning=controls, template_kwargs=kwargs)
+                   reasoning=controls, template_kwargs=kwargs,
+                   context_overflow=_overflow(body))
 
 
 def parse_completion(body: Mapping[str, Any], default_max_tokens: int) -> ChatRequest:
@@ -144,6 +145,23 @@ def _reasoning(body: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     switch = kwargs.get("enable_thinking")
     return Controls(thinking=switch if isinstance(switch, bool) else None, effort=effort,
                     budget=budget), kwargs
+
+
+def _overflow(body: Mapping[str, Any]) -> str | None:
+    """The context overflow policy (app/request/overflow.py): `context_overflow`, else LM
+    Studio's `contextOverflowPolicy` (either takes its names or ours; both are checked);
+    None: the server's default."""
+    from ..request.overflow import parse_policy
+
+    policies = []
+    for name in ("context_overflow", "contextOverflowPolicy"):
+        value = body.get(name)
+        if value is not None:
+            try:
+                policies.append(parse_policy(value).value)
+            except ValueError as exc:
+                raise invalid(name, f"'{name}': {exc}") from None
+    return policies[0] if policies else None
 
 
 def _messages(value: Any) -> list[dict[str, Any]]:

@@ -116,6 +116,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     several.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
                          help="unload a model idle this long (default: only to make room; "
                               "a load or a request's ttl / keep_alive sets its own)")
+    p.add_argument("--context-overflow", choices=("stop", "truncate_middle", "rolling_window"),
+                   default="stop",
+                   help="when a chat outgrows the context and the request names no "
+                        "`context_overflow`: refuse it (stop, the default), drop whole turns "
+                        "after the first (truncate_middle) or the oldest (rolling_window)")
     p.add_argument("--responses-db", default=None, metavar="PATH",
                    help="where /v1/responses stores responses for previous_response_id "
                         "(default: the history database; 'memory': this process only)")
@@ -147,7 +152,8 @@ def main(argv: list[str]) -> int:
                           max_body_bytes=int(args.max_body_mb * (1 << 20)),
                           cors_origin=args.cors_origin, access_log=args.access_log,
                           max_connections=args.max_connections,
-                          strict_model_name=args.strict_model_name)
+                          strict_model_name=args.strict_model_name,
+                          context_overflow=args.context_overflow)
     try:
         code = asyncio.run(serve(args, config))
     except ModelLoadError as exc:  # as `batchchat --cli` says it

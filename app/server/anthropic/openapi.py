@@ -13,6 +13,7 @@ from ..openapi import (
     ERROR_STATUSES,
     INT,
     JSON_SCHEMA,
+    OVERFLOW,
     SHARED,
     STOP_STRING,
     STR,
@@ -92,6 +93,7 @@ PROMPT = {
     "tool_choice": nullable(TOOL_CHOICE),
     "thinking": nullable(THINKING_FIELD),
     "output_config": nullable(OUTPUT_CONFIG),
+    **OVERFLOW,
 }
 MESSAGES_REQUEST = {
     "type": "object", "required": ["model", "messages", "max_tokens"],

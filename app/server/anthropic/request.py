@@ -63,7 +63,10 @@ def _parsed(body: Mapping[str, Any], sampling: dict[str, Any],
     openai = {"model": schemas.model_name(body),
               "messages": _system(body.get("system")) + _messages(body.get("messages")),
               "tools": tools or None, "tool_choice": choice,
-              "parallel_tool_calls": parallel, "response_format": response_format} | sampling
+              "parallel_tool_calls": parallel, "response_format": response_format,
+              # the context overflow policy, by the OpenAI route's names (schemas.py)
+              "context_overflow": body.get("context_overflow"),
+              "contextOverflowPolicy": body.get("contextOverflowPolicy")} | sampling
     controls = replace(_thinking(body.get("thinking")), effort=effort)
     try:
         parsed = schemas.parse_chat(openai, default_max_tokens)
