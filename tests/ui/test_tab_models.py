@@ -136,3 +136,25 @@ def test_a_tab_switching_model_leaves_another_tabs_stream_untouched(make_window,
     assert done is running and done.content == alone and done.finish_reason == "length"
     # the model the tab left is loaded still (idle), and the default one kept serving
     assert bridge.source == "bundled" and [m.name for m in bridge.fleet.running()] == [OTHER]
+
+
+def test_the_tabs_model_comes_back_after_a_restart(history_app, loop):
+    """Saved as the tab's backend is: with its replies; the restored tab goes on there. (The
+    app's own ModelManager over the library, loading with the window's loader: here the
+    tiny model for any source.)"""
+    window = history_app.start()
+    model = window.ctx.bridge.other_models()[0]  # the library's first model but the default
+    tab = on_model(window, model, 12)
+    assert tab.send_text("Remember which model answered")
+    assert tab.conversation.is_busy  # waiting for its model to load
+    reply = reply_of(tab, loop)
+    assert reply.model == model and reply.content
+    session_id = tab.conversation.session_id
+    history_app.stop()
+
+    window = history_app.start()  # a restart on the same database and settings
+    tab = next(t for t in (window.tabs.tab_for(c) for c in window.workspace.conversations)
+               if t.conversation.session_id == session_id)
+    assert tab.conversation.messages[-1].model == model
+    assert tab.conversation.model == model and tab.conversation.backend is None
+    assert tab.backend_picker.currentData() == "model:" + model
