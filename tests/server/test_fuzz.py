@@ -49,6 +49,7 @@ VOCAB = 256  # token ids the tiny model's tokenizer has (the bytes)
 ENV = "BATCHCHAT_FUZZ_EXAMPLES"
 ERROR_FIELDS = {"message", "type", "param", "code"}
 ANTHROPIC = "/v1/messages"  # the paths answered in Anthropic's shapes
+RESPONSES = "/v1/responses"  # OpenAI's Responses API: its own body shapes
 
 
 @contextmanager
@@ -102,6 +103,8 @@ def allowed_data_served(ctx: Any, response: Any, case: Any) -> None:
     prompt this model cannot take (code invalid_request, not a field's invalid_value)."""
     if case.meta is None or not case.meta.generation.mode.is_positive:
         return
+    if case.path == RESPONSES + "/{id}" and response.status_code == 404:
+        return  # any id is allowed; one that was never stored is not found
     if response.status_code == 400:
         error = json.loads(response.content)["error"]
         # Anthropic's error body has no code: the server sends it as a header
@@ -119,7 +122,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 def shape(body: dict[str, Any], stream: bool, path: str) -> None:
     """Keep an allowed request allowed but more often served: short replies, token ids in
     the vocabulary, streamed half the time."""
-    for name in ("max_tokens", "max_completion_tokens"):
+    for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
         if isinstance(body.get(name), int | float):
             body[name] = min(body[name], MAX_TOKENS)
     prompt = body.get("prompt")
@@ -141,25 +144,38 @@ def shape(body: dict[str, Any], stream: bool, path: str) -> None:
             if part.get("type") == "file" and isinstance(file, dict):  # cannot say it
                 file["file_data"] = "data:text/plain;base64,ZnV6eiBub3Rl"  # "fuzz note"
                 file.pop("filename", None)
+    if path == RESPONSES:
+        _shape_responses(body)
     tools = body.get("tools")
     if isinstance(tools, list):  # what JSON Schema cannot say: distinct names, and
         for i, tool in enumerate(tools):  # a tool_choice that names one of them
             if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
                 tool["function"]["name"] = f"f{i}"
-            elif isinstance(tool, dict) and path.startswith(ANTHROPIC):
+            elif isinstance(tool, dict) and path.startswith((ANTHROPIC, RESPONSES)):
                 tool["name"] = f"f{i}"
     choice = body.get("tool_choice")
     if choice not in (None, "none") and not tools:
         del body["tool_choice"]
     elif isinstance(choice, dict) and isinstance(choice.get("function"), dict):
         choice["function"]["name"] = "f0"
-    elif isinstance(choice, dict) and choice.get("type") == "tool":  # Anthropic's
-        choice["name"] = "f0"
+    elif isinstance(choice, dict) and choice.get("type") in ("tool", "function"):
+        choice["name"] = "f0"  # Anthropic's and the Responses API's
     messages = body.get("messages")
     if path.startswith(ANTHROPIC) and isinstance(messages, list) and messages \
             and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
         # no prefill: the document says it, JSON Schema cannot (an array's last item)
         messages.append({"role": "user", "content": "Go on."})
+
+
+def _shape_responses(body: dict[str, Any]) -> None:
+    """A Responses body: no previous_response_id (a random id is not stored: a 400), and
+    function_call items' arguments a JSON object as text (the document's contentSchema)."""
+    body.pop("previous_response_id", None)
+    items = body.get("input")
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and item.get("type") == "function_call" \
+                and not _json_object(item.get("arguments")):
+            item["arguments"] = "{}"
 
 
 def _json_object(text: Any) -> bool:
@@ -197,7 +213,7 @@ def test_fuzz_every_operation_then_the_server_is_healthy(make_engine):
         schema = schemathesis.openapi.from_url(url + "/openapi.json")
         operations = [result.ok() for result in schema.get_all_operations()]
         # all but GET /openapi.json itself (schemathesis leaves the schema's own URL out)
-        assert len(operations) == len(openapi.document()["paths"]) - 1
+        assert len(operations) == sum(map(len, openapi.document()["paths"].values())) - 1
         for operation in operations:
             fuzz(operation, GenerationMode.POSITIVE, url, examples, derandomize)
             if operation.method.lower() == "post":  # the GETs take nothing to get wrong

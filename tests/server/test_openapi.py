@@ -13,6 +13,7 @@ from app.request import Refusal
 from app.server import openapi, schemas
 from app.server.anthropic.request import parse_count, parse_messages
 from app.server.errors import status_of
+from app.server.responses_api import request as responses_api
 from tests.server.conftest import MODEL
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "logprobs": True}
@@ -21,7 +22,20 @@ MESSAGES = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "ma
             "metadata": None, "system": "Be brief.", "thinking": None,
             "tools": [{"name": "f", "input_schema": {"type": "object"}}],
             "tool_choice": {"type": "auto"}, "output_config": {"effort": "low"}}
+RESPONSES = {"model": MODEL, "input": "Hi", "instructions": "Be brief.",
+             "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+             "tool_choice": "auto", "text": {"format": {"type": "text"}},
+             "reasoning": {"effort": "low"}}
 COUNT = {k: v for k, v in MESSAGES.items() if k not in ("max_tokens", "metadata")}
+
+
+def parse_responses(body: Any, context_length: int) -> Any:
+    """What POST /v1/responses reads (its handler's reads of store and
+    previous_response_id too)."""
+    responses_api.store_of(body)
+    responses_api.previous_of(body)
+    items = responses_api.input_items(body.get("input"))
+    return responses_api.parse_responses(body, items, context_length)
 
 
 class Reads(dict):
@@ -62,6 +76,7 @@ def test_the_document_is_valid_openapi():
     ("/v1/completions", COMPLETION, schemas.parse_completion),
     ("/v1/messages", MESSAGES, parse_messages),
     ("/v1/messages/count_tokens", COUNT, lambda body, _: parse_count(body)),
+    ("/v1/responses", RESPONSES, parse_responses),
 ])
 def test_documented_fields_are_the_fields_the_parser_reads(path, body, parse):
     reads = Reads(body)
@@ -101,7 +116,8 @@ def bounds(schema: dict[str, Any]) -> list[tuple[Any, bool]]:
 CASES = [(path, base, parse, name, value, ok)
          for path, base, parse in [("/v1/chat/completions", CHAT, schemas.parse_chat),
                                    ("/v1/completions", COMPLETION, schemas.parse_completion),
-                                   ("/v1/messages", MESSAGES, parse_messages)]
+                                   ("/v1/messages", MESSAGES, parse_messages),
+                                   ("/v1/responses", RESPONSES, parse_responses)]
          for name, schema in properties(path).items()
          for value, ok in bounds(schema)
          if not (value is None and name == "max_tokens" and path == "/v1/messages")]

@@ -17,11 +17,10 @@ from aiohttp import web
 from ...request import Refusal, RefusalCode
 from .. import errors, responses, schemas
 from ..body import read_json
-from ..errors import invalid
 from . import output
 from .events import Events
 from .output import Envelope
-from .request import input_items, parse_responses
+from .request import input_items, parse_responses, previous_of, store_of
 
 if TYPE_CHECKING:
     from ..app import ApiServer
@@ -36,11 +35,8 @@ ENDED_EARLY = ("cancelled", "shutdown")  # the server is stopping: no whole resp
 async def create(server: ApiServer, request: web.Request) -> web.StreamResponse:
     t0 = time.perf_counter()
     body = schemas.check_body(await read_json(request, server.config.max_body_bytes))
-    store = body.get("store", True)
-    if not isinstance(store, bool):
-        raise invalid("store", "'store' must be true or false")
-    items = await _earlier(server, body.get("previous_response_id")) \
-        + input_items(body.get("input"))
+    store = store_of(body)
+    items = await _earlier(server, previous_of(body)) + input_items(body.get("input"))
     target, model = server.serving(schemas.model_name(body))
     parsed = parse_responses(body, items, server.config.default_max_tokens
                              or target.context_length)
@@ -76,13 +72,11 @@ def _not_found(response_id: str) -> web.Response:
     return web.json_response(errors.error_body(message, 404, code="not_found"), status=404)
 
 
-async def _earlier(server: ApiServer, previous: Any) -> list[dict[str, Any]]:
+async def _earlier(server: ApiServer, previous: str | None) -> list[dict[str, Any]]:
     """The conversation so far of `previous_response_id`: its input items and its output
     items (reasoning, messages, calls), as the next input continues them."""
     if previous is None:
         return []
-    if not isinstance(previous, str) or not previous:
-        raise invalid("previous_response_id", "'previous_response_id' must be a response id")
     stored = await asyncio.to_thread(server.stored_responses.get, previous)
     if stored is None:
         raise Refusal(RefusalCode.INVALID_VALUE, f"'previous_response_id': no stored "

@@ -20,15 +20,29 @@ from .. import schemas
 from ..errors import invalid
 
 ROLES = ("user", "assistant", "system", "developer")
-TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
+TEXT_PARTS = ("input_text", "output_text", "text")
 # items this server does not run or read (hosted tools' calls, media, MCP, ...): a 400
 # naming them; any other unknown type is refused the same way
 ITEMS = ("message", "function_call", "function_call_output", "reasoning")
 FORMATS = ("text", "json_object", "json_schema")
-# fields this server has no use for: accepted and ignored (as OpenAI's own defaults)
-IGNORED = ("user", "metadata", "service_tier", "include", "safety_identifier",
-           "prompt_cache_key", "stream_options", "store", "previous_response_id",
-           "parallel_tool_calls", "truncation", "background", "top_logprobs")
+
+
+def store_of(body: Mapping[str, Any]) -> bool:
+    """`store`: keep the response for previous_response_id (OpenAI's default: true)."""
+    store = body.get("store")
+    if store is None:
+        return True
+    if not isinstance(store, bool):
+        raise invalid("store", "'store' must be true or false")
+    return store
+
+
+def previous_of(body: Mapping[str, Any]) -> str | None:
+    """`previous_response_id`: the stored response this one continues, if any."""
+    previous = body.get("previous_response_id")
+    if previous is not None and (not isinstance(previous, str) or not previous):
+        raise invalid("previous_response_id", "'previous_response_id' must be a response id")
+    return previous
 
 
 def input_items(value: Any) -> list[dict[str, Any]]:
@@ -74,7 +88,7 @@ def parse_responses(body: Mapping[str, Any], items: list[dict[str, Any]],
 
 
 def _refuse_unsupported(body: Mapping[str, Any]) -> None:
-    if body.get("background"):
+    if body.get("background") is not None and body["background"] is not False:
         raise invalid("background", "'background' responses are not supported: run it in "
                                     "the foreground (stream it to see it as it comes)")
     for name in ("conversation", "prompt"):
@@ -146,7 +160,7 @@ def _content(value: Any, where: str) -> str:
             raise invalid(f"{at}.type", f"'{at}.type' is '{kind}': this server reads text "
                           "parts only (input_text, output_text); images and files are not "
                           "supported here yet")
-        text = part.get("refusal" if kind == "refusal" else "text")
+        text = part.get("text")
         if not isinstance(text, str):
             raise invalid(at, f"'{at}' must carry its text as a string")
         texts.append(text)
@@ -154,11 +168,17 @@ def _content(value: Any, where: str) -> str:
 
 
 def _reasoning_text(item: Mapping[str, Any], where: str) -> str:
-    parts = [*(item.get("content") or []), *(item.get("summary") or [])]
-    texts = [p.get("text") for p in parts if isinstance(p, Mapping)]
-    if not all(isinstance(t, str) for t in texts):
-        raise invalid(where, f"'{where}' must carry its reasoning as text parts")
-    return "\n".join(texts)
+    """A reasoning item's text: its content's reasoning_text parts, else its summary's."""
+    texts: dict[str, list[str]] = {}
+    for name in ("content", "summary"):
+        parts = item.get(name)
+        if parts is None:
+            parts = []
+        if not isinstance(parts, list) or not all(
+                isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in parts):
+            raise invalid(f"{where}.{name}", f"'{where}.{name}' must be a list of text parts")
+        texts[name] = [p["text"] for p in parts]
+    return "\n".join(texts["content"] or texts["summary"])
 
 
 def _call(item: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -194,7 +214,9 @@ def _tools(value: Any) -> list[dict[str, Any]]:
         if kind != "function":
             raise invalid(f"{at}.type", f"'{at}.type' is '{kind}': this server runs function "
                           f"tools only ('{kind}' tools are not supported)")
-        fn = {k: tool[k] for k in ("name", "description", "parameters", "strict")
+        if tool.get("strict") is not None and not isinstance(tool["strict"], bool):
+            raise invalid(f"{at}.strict", f"'{at}.strict' must be true or false")
+        fn = {k: tool[k] for k in ("name", "description", "parameters")
               if tool.get(k) is not None}
         out.append({"type": "function", "function": fn})
     return out
