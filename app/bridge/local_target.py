@@ -248,3 +248,13 @@ def window_config(config: EngineConfig | None = None,
 
     base = config or EngineConfig(max_concurrent=16, kv_disk_dir=str(kv_cache_dir()))
     return base if speculative is None else replace(base, speculative=speculative())
+
+
+def load_model(source: str) -> Any:
+    """engine.loader's LoadedModel for `source` ("bundled", a .gguf file or an mlx-lm
+    directory), with no Engine: the embeddings' own model (app/server/embeddings). Call it
+    on the thread that will run the model: MLX evaluates a lazily loaded weight only on the
+    thread that loaded it."""
+    from engine.loader import load_model as load
+
+    return load(source)

@@ -30,6 +30,7 @@ from .anthropic import handler as anthropic
 from .body import read_json
 from .choices import Choices
 from .connection import Limits, Runner
+from .embeddings import handler as embeddings
 from .metrics import ServerMetrics
 from .responses import Reply, sse
 from .responses_api import handler as responses_api
@@ -71,6 +72,8 @@ class ServerConfig:
     # `model`: any name while one model is served (llama-server's way; the reply names the
     # served id); strict: only the id and its aliases, else 404 listing them (model_names.py)
     strict_model_name: bool = False
+    # /v1/embeddings' own model ("bundled", a .gguf, an mlx-lm dir); None: the chat model's
+    embedding_model: str | None = None
     # when a chat outgrows the context and the request names no policy (overflow.py)
     context_overflow: str = "stop"
 
@@ -150,6 +153,7 @@ class ApiServer:
             web.post("/v1/responses", self._responses),
             web.get("/v1/responses/{id}", self._get_response),
             web.delete("/v1/responses/{id}", self._delete_response),
+            web.post("/v1/embeddings", embeddings.route(self)),
             web.get("/openapi.json", self._openapi),
             *(self.fleet.routes() if self.fleet else []),
         ])

@@ -339,6 +339,7 @@ def document(names: Sequence[str] = (), any_name: bool = True) -> dict[str, Any]
     """The OpenAPI description of this server; `names`: the served model's (empty: any
     string, as before a model is loaded)."""
     from .anthropic import openapi as anthropic  # it builds on this module's pieces
+    from .embeddings import openapi as embeddings
     from .responses_api import openapi as responses_api
 
     model = {"model": model_field(names, any_name)}
@@ -361,6 +362,7 @@ def document(names: Sequence[str] = (), any_name: bool = True) -> dict[str, Any]
                                               completion, COMPLETION, COMPLETION_CHUNK),
             **anthropic.paths(model["model"]),
             **responses_api.paths(model["model"]),
+            **embeddings.paths(model["model"]),
             "/v1/models": _get("the served model", _json(MODELS), 401, 503),
             "/health": _get("200 while a model is loaded", _json(
                 _obj({"status": {"const": "ok"}})), 503, open_=True),
