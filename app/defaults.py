@@ -18,6 +18,7 @@ from engine.public import SamplingParams, repair_text
 
 from .output_format import describe as describe_format
 from .reasoning import setting as reasoning_setting
+from .request import overflow
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,8 @@ LIMITS: dict[str, Limit] = {
 LABELS: dict[str, str] = {"system_prompt": "System prompt"} | {
     k: v.label for k, v in LIMITS.items()} | {"stop": "Stop strings",
                                               "response_format": "Output format",
-                                              reasoning_setting.KEY: "Thinking"}
+                                              reasoning_setting.KEY: "Thinking",
+                                              overflow.KEY: "Context overflow"}
 
 
 class DefaultsError(ValueError):
@@ -106,6 +108,11 @@ def check_value(key: str, value: Any) -> Any:
             return reasoning_setting.check(value)
         except reasoning_setting.ReasoningSettingError as exc:
             raise DefaultsError(key, str(exc)) from None
+    if key == overflow.KEY:
+        try:
+            return overflow.setting(value)
+        except ValueError as exc:
+            raise DefaultsError(key, f"Context overflow: {exc}.") from None
     limit = LIMITS[key]
     if key == "seed" and value is None:
         return None
@@ -135,6 +142,10 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
         kept = check_value(reasoning_setting.KEY, params[reasoning_setting.KEY])
         if kept:
             out[reasoning_setting.KEY] = kept
+    if params.get(overflow.KEY):
+        policy = check_value(overflow.KEY, params[overflow.KEY])
+        if policy:
+            out[overflow.KEY] = policy
     return out
 
 
@@ -156,6 +167,12 @@ def normalize_params(params: Mapping[str, Any]) -> dict[str, Any]:
         reasoning = None
     if reasoning:
         out[reasoning_setting.KEY] = reasoning
+    try:  # the context overflow policy, kept only when it is not `stop`
+        policy = overflow.setting(params.get(overflow.KEY))
+    except ValueError:
+        policy = None
+    if policy:
+        out[overflow.KEY] = policy
     # the MCP servers whose tools the tab offers, and how (only when some are on)
     servers = params.get("mcp_servers")
     if isinstance(servers, list) and servers:
@@ -207,14 +224,14 @@ class Defaults:
             prompt = DEFAULT_SYSTEM_PROMPT
         saved = raw.get("params") if isinstance(raw.get("params"), Mapping) else {}
         params = dict(DEFAULT_PARAMS)
-        for key in (*DEFAULT_PARAMS, "response_format", reasoning_setting.KEY):
+        for key in (*DEFAULT_PARAMS, "response_format", reasoning_setting.KEY, overflow.KEY):
             if key not in saved:
                 continue
             try:
                 params[key] = check_value(key, saved[key])
             except DefaultsError as exc:
                 log.warning("ignoring a saved default: %s", exc)
-        for key in ("response_format", reasoning_setting.KEY):
+        for key in ("response_format", reasoning_setting.KEY, overflow.KEY):
             if not params.get(key):
                 params.pop(key, None)
         return cls(repair_text(prompt), params)
@@ -238,7 +255,7 @@ class Defaults:
 
 def same(key: str, a: Any, b: Any) -> bool:
     """Whether two values of setting `key` are the same (numbers as a spin box shows them)."""
-    if key in ("response_format", reasoning_setting.KEY):
+    if key in ("response_format", reasoning_setting.KEY, overflow.KEY):
         return (a or None) == (b or None)
     if isinstance(a, float | int) and isinstance(b, float | int) \
             and not isinstance(a, bool) and not isinstance(b, bool):
@@ -257,6 +274,8 @@ def describe(key: str, value: Any) -> str:
         return describe_format(value)
     if key == reasoning_setting.KEY:
         return reasoning_setting.describe(value)
+    if key == overflow.KEY:
+        return overflow.describe(value)
     limit = LIMITS[key]
     if value is None or (limit.special and value == limit.lo):
         return limit.special

@@ -25,8 +25,10 @@ from .request.engine_input import format_grammar
 JSON_OBJECT: dict[str, Any] = {"type": "json_object"}
 # a tab's params beyond the engine's sampling settings: its output format, the MCP
 # servers whose tools it offers with its tool_choice (app.tool_runner), and a reasoning
-# model's thinking (app/reasoning/setting.py)
-APP_KEYS = frozenset({"response_format", "mcp_servers", "tool_choice", "reasoning"})
+# model's thinking (app/reasoning/setting.py), the context overflow policy
+# (app/request/overflow.py)
+APP_KEYS = frozenset({"response_format", "mcp_servers", "tool_choice", "reasoning",
+                      "context_overflow"})
 MAX_SCHEMA_FILE_BYTES = 1_000_000
 
 

@@ -226,6 +226,7 @@ class EngineBridge:
             gen.tool_names = request.call_names
             gen.shape = taken.shape
             gen.citations = taken.citations
+            gen.dropped = taken.dropped
         self.frames.follow(gen)
         if route.local:
             self._waits.watch()

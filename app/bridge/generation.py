@@ -28,6 +28,9 @@ class ReplyStats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     decode_steps: int = 0
+    # what the tab's context overflow policy left out of the prompt (app/request/overflow.py)
+    dropped_tokens: int = 0
+    dropped_messages: int = 0
 
     @property
     def drafts(self) -> str:
@@ -50,6 +53,9 @@ class ReplyStats:
         parts.append(f"{self.tokens_per_s:.1f} tok/s")
         if self.drafts:
             parts.append(self.drafts)
+        if self.dropped_tokens > 0:
+            parts.append(f"{counted(self.dropped_tokens, 'token')} dropped "
+                         f"({counted(self.dropped_messages, 'message')})")
         parts.append(self.finish_reason)
         return " · ".join(parts)
 
@@ -98,6 +104,8 @@ class Generation:
         self.shape: Any = None
         # the attached files' passages its prompt was given (app/attachments/fit.py)
         self.citations: tuple[Any, ...] = ()
+        # what the context overflow policy left out of its prompt (app/request/overflow.py)
+        self.dropped: Any = None
         # why the app ended it, when that says more than the engine's "cancelled" or
         # "shutdown": "switched" (a model switch stopped it, app/bridge/switch.py)
         self.ended_by: str | None = None
@@ -132,7 +140,8 @@ class Generation:
         return ReplyStats(s.generated_tokens, s.prompt_tokens, s.ttft_s, s.tokens_per_s,
                           s.e2e_s, self._reason(s.finish_reason) or s.finish_reason, s.error,
                           s.cached_tokens, s.drafted_tokens, s.accepted_tokens,
-                          s.decode_steps)
+                          s.decode_steps, *((self.dropped.tokens, self.dropped.messages)
+                                            if self.dropped else ()))
 
     @property
     def tokens(self) -> list[int]:

@@ -51,6 +51,8 @@ def stats_dict(msg: ChatMessage, gen: Generation | None = None) -> dict[str, Any
         # speculative decoding (0 drafted: none); a restored reply's stats equal the live ones
         out.update(drafted_tokens=s.drafted_tokens, accepted_tokens=s.accepted_tokens,
                    decode_steps=s.decode_steps)
+        if s.dropped_tokens:  # the context overflow policy's
+            out.update(dropped_tokens=s.dropped_tokens, dropped_messages=s.dropped_messages)
     raw = gen.stream.stats if gen is not None else None
     if raw is not None:
         out.update(queue_s=raw.queue_s, decode_s=raw.decode_s)
@@ -145,7 +147,9 @@ def chat_message(record: Message) -> ChatMessage:
             cached_tokens=_number(stats, "cached_tokens", int) or 0,
             drafted_tokens=_number(stats, "drafted_tokens", int) or 0,
             accepted_tokens=_number(stats, "accepted_tokens", int) or 0,
-            decode_steps=_number(stats, "decode_steps", int) or 0)
+            decode_steps=_number(stats, "decode_steps", int) or 0,
+            dropped_tokens=_number(stats, "dropped_tokens", int) or 0,
+            dropped_messages=_number(stats, "dropped_messages", int) or 0)
     return msg
 
 

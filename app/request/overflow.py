@@ -111,3 +111,26 @@ def fit(messages: Sequence[Message], count: Callable[[list[Message]], int], *,
     out = kept(best)
     gone = sum(len(t) for t in chat[keep_first:keep_first + best])
     return out, Dropped(messages=gone, tokens=full - count(out))
+
+
+# -- a tab's setting (its params' `context_overflow`, kept only when not `stop`) ----------------
+KEY = "context_overflow"
+WORDS = {Policy.STOP: "Stop at the limit", Policy.TRUNCATE_MIDDLE: "Truncate the middle",
+         Policy.ROLLING_WINDOW: "Rolling window"}
+
+
+def setting(value: object) -> str | None:
+    """A tab's saved policy as kept in its params: None for `stop` (the default) and for
+    nothing; ValueError for a name that is no policy."""
+    if value is None:
+        return None
+    policy = parse_policy(value)
+    return None if policy is Policy.STOP else policy.value
+
+
+def describe(value: object) -> str:
+    """A tab's policy in words ("Stop at the limit" for none)."""
+    try:
+        return WORDS[parse_policy(value or "stop")]
+    except ValueError:
+        return str(value)

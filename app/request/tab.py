@@ -43,6 +43,7 @@ def tab_request(messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]
     request = ChatRequest(messages=list(messages), params=sampling, response_format=fmt,
                           grammar=grammar, call_tools=tuple(tools or ()),
                           reasoning=reasoning_setting.controls(params.get("reasoning")),
+                          context_overflow=params.get("context_overflow"),
                           tool_choice=tab_choice(tool_choice), tool_road=bool(tools))
     if not local or not tools:
         return request

@@ -28,6 +28,7 @@ from app.settings import Settings, normalize_params
 from ..mcp.tools_box import ToolsBox
 from ..widgets import double_box, int_box
 from .output_format_box import OutputFormatBox
+from .overflow_box import OverflowBox
 from .reasoning_box import ReasoningBox
 
 CUSTOM = "(custom)"
@@ -106,6 +107,10 @@ class SettingsPanel(QWidget):
         self.stop.setPlaceholderText("one per line; \\n for a newline")
         self.stop.setMaximumHeight(60)
         form.addRow(self._label("stop"), self._with_reset("stop", self.stop))
+        self.overflow = OverflowBox()
+        self.overflow.changed.connect(self._edited)
+        form.addRow(self._label("context_overflow"),
+                    self._with_reset("context_overflow", self.overflow))
         layout.addLayout(form)
         layout.addLayout(self._heading("response_format"))
         self.output_format = OutputFormatBox()
@@ -248,6 +253,7 @@ class SettingsPanel(QWidget):
         out["stop"] = [s.replace("\\n", "\n") for s in lines if s]
         out["response_format"] = self.output_format.value()
         out["reasoning"] = self.reasoning.value()
+        out["context_overflow"] = self.overflow.value()
         out |= self.tools.params()
         return normalize_params(out)
 
@@ -260,6 +266,7 @@ class SettingsPanel(QWidget):
         self.stop.setPlainText("\n".join(s.replace("\n", "\\n") for s in p["stop"]))
         self.output_format.set_value(p.get("response_format"))
         self.reasoning.set_value(p.get("reasoning"))
+        self.overflow.set_value(p.get("context_overflow"))
         self.tools.set_params(p)
         self._loading = was
         if not was:

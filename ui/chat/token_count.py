@@ -73,12 +73,17 @@ class TokenCount(QLabel):
     def refusal(self) -> str | None:
         """Why Send must not send the draft (the count is current and over the context)."""
         size = self.size
-        if not self.current or size is None or not size.over:
+        if not self.current or size is None or not size.over or self._drops():
             return None
         return (f"Not sent: with this message the prompt is {size.tokens} tokens, but the "
                 f"model's context holds {size.context} in all, the reply included. Shorten "
                 "the message, delete earlier messages (⋯ → Delete from here) or start a "
                 "new chat.")
+
+    def _drops(self) -> bool:
+        """The tab's context overflow policy leaves older messages out of a prompt that
+        does not fit (app/request/overflow.py), so Send goes on past the context."""
+        return bool(self.conversation.params.get("context_overflow"))
 
     def detach(self) -> None:
         """The tab is closing."""
@@ -129,7 +134,8 @@ class TokenCount(QLabel):
             return
         over = size.over
         self.setText(f"{size.tokens} / {size.context} tokens"
-                     + (": too long for the model's context" if over else ""))
+                     + ("" if not over else ": older messages will be left out"
+                        if self._drops() else ": too long for the model's context"))
         self.setToolTip(TIP.format(context=size.context))
         if self.property("over") != ("true" if over else "false"):
             self.setProperty("over", "true" if over else "false")

@@ -31,6 +31,7 @@ from app.defaults import (
 from app.settings import Settings
 
 from ..chat.output_format_box import OutputFormatBox
+from ..chat.overflow_box import OverflowBox
 from ..chat.reasoning_box import ReasoningBox
 
 INTRO = ("New tabs start with these. Open tabs keep their own settings; their settings "
@@ -118,6 +119,9 @@ class PreferencesDialog(QDialog):
         self.reasoning.setObjectName("reasoningDefaults")
         self.reasoning.changed.connect(lambda: self.show_error(None))
         form.addRow(REASONING_LABEL, self.reasoning)
+        self.overflow = OverflowBox()
+        self.overflow.changed.connect(lambda: self.show_error(None))
+        form.addRow(LABELS["context_overflow"], self.overflow)
         layout.addLayout(form)
 
         self.error = QLabel()
@@ -153,6 +157,7 @@ class PreferencesDialog(QDialog):
         self.stop.setPlainText("\n".join(s.replace("\n", "\\n") for s in stop))
         self.output_format.set_value(params.get("response_format"))
         self.reasoning.set_value(params.get("reasoning"))
+        self.overflow.set_value(params.get("context_overflow"))
         self.show_error(None)
 
     def values(self) -> Defaults:
@@ -163,6 +168,7 @@ class PreferencesDialog(QDialog):
         params["stop"] = [s.replace("\\n", "\n") for s in lines if s]
         params["response_format"] = self.output_format.value()
         params["reasoning"] = self.reasoning.value()
+        params["context_overflow"] = self.overflow.value()
         return Defaults.make(self.system.toPlainText(), params)
 
     def save(self) -> bool:
