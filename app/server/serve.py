@@ -127,11 +127,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--responses-retention-days", type=float, default=RETENTION_DAYS,
                    metavar="DAYS", help="delete stored responses older than this "
                                         f"(default {RETENTION_DAYS:g}, as OpenAI)")
+    p.add_argument("--embedding-model", default=None, metavar="SOURCE",
+                   help="the model /v1/embeddings pools (\"bundled\", a .gguf file or an "
+                        "mlx-lm directory; loaded at the first request); default: the chat "
+                        "model, when its weights allow (docs/server.md)")
     p.add_argument("--cors-origin", default=None,
                    help='allow browser pages from this origin ("*" for any); default none')
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
     args = p.parse_args(argv)
     from app.bridge.local_target import max_concurrent_limit
+
+    from .embeddings.source import check_source
+
+    if args.embedding_model is not None:
+        try:
+            check_source(args.embedding_model)
+        except ValueError as exc:
+            p.error(f"argument --embedding-model: {exc}")
 
     limit = max_concurrent_limit()  # every running request takes a token of each tick
     if args.max_concurrent > limit:
@@ -153,7 +165,8 @@ def main(argv: list[str]) -> int:
                           cors_origin=args.cors_origin, access_log=args.access_log,
                           max_connections=args.max_connections,
                           strict_model_name=args.strict_model_name,
-                          context_overflow=args.context_overflow)
+                          context_overflow=args.context_overflow,
+                          embedding_model=args.embedding_model)
     try:
         code = asyncio.run(serve(args, config))
     except ModelLoadError as exc:  # as `batchchat --cli` says it

@@ -163,3 +163,41 @@ async def test_forwards_run_off_the_loop_while_a_chat_streams(serve, monkeypatch
     assert all(r == replies[0] for r in replies)
     assert (await chat).usage.completion_tokens == 24
     assert threads == {"embeddings"} and threading.current_thread().name not in threads
+
+
+async def test_serve_with_an_embedding_model_as_a_real_process(tiny_dir):
+    """`batchchat serve --embedding-model DIR`: that model answers /v1/embeddings (loaded
+    on the forward thread at the first request), beside the chat model."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from openai import AsyncOpenAI
+
+    from tests.server.test_serve_command import read_until
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "batchchat", "serve", "--model", str(tiny_dir), "--port", "0",
+        "--served-model-name", "tiny", "--embedding-model", str(tiny_dir),
+        cwd=Path(__file__).resolve().parents[2], stdout=asyncio.subprocess.PIPE,
+        env=os.environ | {"BATCHCHAT_API_KEY": ""})
+    try:
+        url = (await read_until(proc, "ready at")).split("ready at ", 1)[1].split()[0]
+        async with AsyncOpenAI(base_url=url, api_key="unused", max_retries=0) as client:
+            r = await client.embeddings.create(model="anything", input=TEXTS,
+                                               encoding_format="float")
+            assert r.model == tiny_dir.name and len(r.data) == len(TEXTS)
+            assert all(abs(norm(d.embedding) - 1) < 1e-5 for d in r.data)
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+def test_serve_refuses_an_embedding_model_that_is_not_local(capsys, monkeypatch):
+    from app.main import main
+
+    monkeypatch.setenv("BATCHCHAT_NO_BLAS_PRELOAD", "1")  # no re-exec of the test process
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", "--model", "unused", "--embedding-model", "someone/some-repo"])
+    assert caught.value.code == 2
+    assert "--embedding-model" in capsys.readouterr().err
