@@ -100,3 +100,37 @@ async def test_anthropic_messages_take_the_policy(serve) -> None:
                 + MAX_TOKENS <= CONTEXT
     finally:
         await client.close()
+
+
+async def test_a_truncated_prompt_is_answered_as_that_prompt_sent_as_it_is(serve) -> None:
+    """The prefix cache stays exact: the reply to a truncated chat (streamed, its usage in
+    the last chunk) is token for token the reply to the kept messages sent under `stop`,
+    which then reads its prompt from the cache."""
+    from app.request.overflow import Policy, fit
+
+    s = await serve(engine={"max_concurrent": 2})
+    messages: list[dict[str, Any]] = [SYSTEM]
+    for i in range(30):
+        messages += [question(i), {"role": "assistant", "content": f"Answer {i}: water."}]
+    messages.append(question(30))
+    kept, dropped = fit(messages, lambda m: len(s.engine.prompt_tokens(m)),
+                        context_length=CONTEXT, answer_room=MAX_TOKENS,
+                        policy=Policy.TRUNCATE_MIDDLE)
+    assert dropped and kept[:3] == messages[:3] and kept[-1] == messages[-1]
+
+    stream = await s.client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=MAX_TOKENS, temperature=0, stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"context_overflow": "truncate_middle"})
+    text, usage = "", None
+    async for chunk in stream:
+        text += "".join(c.delta.content or "" for c in chunk.choices)
+        usage = chunk.usage or usage
+    assert dropped_of(usage) == (dropped.tokens, dropped.messages)
+
+    whole = await s.client.chat.completions.create(
+        model=MODEL, messages=kept, max_tokens=MAX_TOKENS, temperature=0)
+    assert whole.choices[0].message.content == text
+    assert whole.usage.prompt_tokens == usage.prompt_tokens
+    assert whole.usage.prompt_tokens_details.cached_tokens > 0  # the truncated prompt's
+    assert dropped_of(whole.usage) == (0, 0)
