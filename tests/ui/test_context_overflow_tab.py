@@ -76,7 +76,9 @@ def test_stop_refuses_once_the_chat_outgrows_the_context(small_window, loop) -> 
         if conv.messages[-1].finish_reason == "context" or tab.notice.isVisible():
             break
     assert len([m for m in conv.messages if m.role == "assistant"]) < 30
-    assert tab.notice.isVisible() or conv.messages[-1].finish_reason == "context"
+    # Send refused it, saying so (the count was current: it says what would help)
+    assert tab.notice.isVisible()
+    assert "Context overflow" in tab.notice.text()
 
 
 def test_preferences_hold_the_default_a_new_tab_starts_with(window, settings, loop,

@@ -77,8 +77,8 @@ class TokenCount(QLabel):
             return None
         return (f"Not sent: with this message the prompt is {size.tokens} tokens, but the "
                 f"model's context holds {size.context} in all, the reply included. Shorten "
-                "the message, delete earlier messages (⋯ → Delete from here) or start a "
-                "new chat.")
+                "the message, delete earlier messages (⋯ → Delete from here), let the "
+                "settings' Context overflow leave older ones out, or start a new chat.")
 
     def _drops(self) -> bool:
         """The tab's context overflow policy leaves older messages out of a prompt that
