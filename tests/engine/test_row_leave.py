@@ -135,3 +135,18 @@ def test_rows_leaving_a_batch_are_kept_without_copying_them_out(tiny, make_engin
         run_to_end(engine)
         assert again.stats.cached_tokens == len(prompt) + n - 1
         assert again.tokens == reference_tokens(tiny.model, turn, 6)
+
+
+def test_kept_rows_hold_few_unused_positions(make_engine):
+    """Rows kept in their prompts' buffers leave the prefix budget for tokens: each entry
+    keeps at most an eighth (or 16) of its positions unused (spare_allowed). Prompts'
+    buffers grown 256 positions at a time, kept as they were, held 36 entries in the soak's
+    budget where exact copies held 47."""
+    engine = make_engine(max_concurrent=8)
+    for prompt in prompts(6, seed=43):
+        engine.submit(prompt_tokens=prompt, params=SamplingParams(max_tokens=10))
+    run_to_end(engine)
+    stats = engine.stats()
+    assert stats.prefix_entries == 6
+    per_token, tokens = stats.kv_bytes_per_token, stats.prefix_cached_tokens
+    assert stats.prefix_cached_bytes <= per_token * (tokens + tokens // 8 + 16 * 6)
