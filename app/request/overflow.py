@@ -98,19 +98,25 @@ def fit(messages: Sequence[Message], count: Callable[[list[Message]], int], *,
         rest = chat[:keep_first] + chat[keep_first + k:]
         return system + [m for turn in rest for m in turn]
 
+    sizes: dict[int, int] = {}  # turns dropped -> the prompt's tokens (each rendered once)
+
+    def size(k: int) -> int:
+        if k not in sizes:
+            sizes[k] = count(kept(k))
+        return sizes[k]
+
     # the fewest turns dropped that fit: counts shrink as turns go, so a binary search
     lo, hi, best = 1, droppable, droppable
     while lo <= hi:
         mid = (lo + hi) // 2
-        if count(kept(mid)) <= limit:
+        if size(mid) <= limit:
             best, hi = mid, mid - 1
         else:
             lo = mid + 1
     if best <= 0:
         return messages, Dropped()
-    out = kept(best)
     gone = sum(len(t) for t in chat[keep_first:keep_first + best])
-    return out, Dropped(messages=gone, tokens=full - count(out))
+    return kept(best), Dropped(messages=gone, tokens=full - size(best))
 
 
 # -- a tab's setting (its params' `context_overflow`, kept only when not `stop`) ----------------
