@@ -1,7 +1,7 @@
-"""Issue #53 (4) in the tabs: a tab whose context overflow policy is truncate_middle goes on
-past the model's 512-token context for 30 turns, each prompt leaving the reply its room, and
-its stats line says what was dropped; a tab left at stop refuses as before. Preferences
-holds the default a new tab starts with."""
+"""Issue #53 (4) in the tabs: a tab whose context overflow policy is truncate_middle or
+rolling_window goes on past the model's 512-token context for 30 turns, each prompt leaving
+the reply its room, and its stats line says what was dropped; a tab left at stop refuses
+as before. Preferences holds the default a new tab starts with."""
 
 from __future__ import annotations
 
@@ -40,12 +40,13 @@ def turn(i: int) -> str:
     return f"Turn {i}: one more thing about rivers, please, in a few words."
 
 
-def test_truncate_middle_goes_on_past_the_context(small_window, loop) -> None:
+@pytest.mark.parametrize("policy", ["truncate_middle", "rolling_window"])
+def test_a_dropping_tab_goes_on_past_the_context(small_window, loop, policy) -> None:
     tab = small_window.current_tab()
     box = tab.panel.overflow
-    box.setCurrentIndex(box.findData("truncate_middle"))
+    box.setCurrentIndex(box.findData(policy))
     conv = tab.conversation
-    assert conv.params["context_overflow"] == "truncate_middle"
+    assert conv.params["context_overflow"] == policy
     for i in range(30):
         assert tab.send_text(turn(i)), tab.notice.text()
         run_until(loop, lambda: not conv.is_busy, timeout=30)
