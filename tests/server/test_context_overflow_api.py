@@ -134,3 +134,15 @@ async def test_a_truncated_prompt_is_answered_as_that_prompt_sent_as_it_is(serve
     assert whole.usage.prompt_tokens == usage.prompt_tokens
     assert whole.usage.prompt_tokens_details.cached_tokens > 0  # the truncated prompt's
     assert dropped_of(whole.usage) == (0, 0)
+
+
+def test_serve_takes_the_default_policy(capsys) -> None:
+    from app.server.serve import parse_args
+
+    assert parse_args([]).context_overflow == "stop"
+    assert parse_args(["--context-overflow", "rolling_window"]).context_overflow == \
+        "rolling_window"
+    with pytest.raises(SystemExit) as info:
+        parse_args(["--context-overflow", "shift"])
+    assert info.value.code == 2
+    assert "--context-overflow" in capsys.readouterr().err
