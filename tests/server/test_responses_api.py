@@ -274,6 +274,8 @@ def test_the_store_keeps_to_its_retention_and_cap(tmp_path: Path) -> None:
     ({"input": "x", "previous_response_id": "resp_nope"}, "no stored response",
      "previous_response_id"),
     ({"input": []}, "'input' must be", "input"),
+    ({"input": [{"type": "reasoning", "summary": []}]}, "the input holds no message",
+     "input"),
 ])
 async def test_refusals_name_the_field(serve, body, says, param) -> None:
     s = await serve()

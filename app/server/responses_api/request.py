@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...request import ChatRequest, Refusal
+from ...request import ChatRequest, Refusal, RefusalCode
 from .. import schemas
 from ..errors import invalid
 
@@ -70,7 +70,13 @@ def parse_responses(body: Mapping[str, Any], items: list[dict[str, Any]],
     reasoning = body.get("reasoning")
     if reasoning is not None and not isinstance(reasoning, Mapping):
         raise invalid("reasoning", "'reasoning' must be an object")
-    openai = {"model": schemas.model_name(body), "messages": system + messages(items),
+    conversation = system + messages(items)
+    if not conversation:  # only reasoning items: a prompt with nothing in it, as the
+        # engine refuses an empty prompt (not a bad field: the document allows it)
+        raise Refusal(RefusalCode.INVALID_REQUEST, "the input holds no message (only "
+                      "reasoning items) and there are no instructions: nothing to answer",
+                      param="input")
+    openai = {"model": schemas.model_name(body), "messages": conversation,
               "tools": tools or None, "tool_choice": _tool_choice(body.get("tool_choice")),
               "parallel_tool_calls": body.get("parallel_tool_calls"),
               "response_format": _format(body.get("text")),
