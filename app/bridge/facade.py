@@ -190,6 +190,10 @@ class EngineBridge:
     def fleet(self, fleet: ModelManager | None) -> None:
         self.models.fleet = fleet
 
+    def default_model(self) -> str:
+        """The default model's name as the library says it ("": none loaded)."""
+        return self.models.default_name()
+
     def other_models(self) -> list[str]:
         """The library's models a tab may pick beside the default one (the tab's picker)."""
         return self.models.others()

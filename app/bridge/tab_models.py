@@ -15,6 +15,7 @@ from ..backend import LocalBackend
 from ..fleet import UnknownModel
 from ..request import Refusal, RefusalCode
 from .hosting import ModelHost
+from .switch import model_name
 
 if TYPE_CHECKING:
     from ..fleet import ModelManager
@@ -44,6 +45,19 @@ class TabModels:
             return self.fleet.catalog.find(model).source == self._host.source
         except UnknownModel:
             return False
+
+    def default_name(self) -> str:
+        """The default model's name: the library's for it, else its short name ("" when
+        none is loaded)."""
+        source = self._host.source
+        if source is None:
+            return ""
+        if self.fleet is not None:
+            try:
+                return self.fleet.catalog.find(source).name
+            except UnknownModel:
+                pass
+        return model_name(source)
 
     def others(self) -> list[str]:
         """The library's models a tab may pick beside the default one, by name."""

@@ -18,6 +18,7 @@ from app.fleet import Catalog, ModelManager
 from app.history.convert import last_model, stats_dict
 from app.models.library import folder_models
 from tests.fleet_models import bundled_path, requantize
+from ui.chat.message_view import stats_text
 
 from .conftest import run_until
 
@@ -74,6 +75,7 @@ def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop):
     first = window.current_tab()
     assert first.conversation.model is None  # a new tab starts on the default model
     assert first.backend_picker.currentIndex() == 0
+    assert first.backend_picker.itemText(0) == "Local engine: the bundled model"
     # each model alone (the other one loads at its tab's first send)
     alone_tab = {None: on_model(window, None), OTHER: on_model(window, OTHER)}
     alone = {}
@@ -81,6 +83,9 @@ def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop):
         assert tab.send_text(PROMPT)
         alone[model] = reply_of(tab, loop)
     assert alone[OTHER].model == OTHER and alone[None].model is None
+    # the reply's line of figures names the model when it is not the default one
+    assert f" · {OTHER}" in stats_text(alone[OTHER])
+    assert OTHER not in stats_text(alone[None])
     assert alone[None].content != alone[OTHER].content, "the two models answer differently"
     assert [m.name for m in bridge.fleet.running()] == [OTHER]
 

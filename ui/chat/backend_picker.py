@@ -27,7 +27,8 @@ class BackendPicker(QComboBox):
 
     def __init__(self, settings: Settings, current: str | None,
                  parent: QWidget | None = None, *, model: str | None = None,
-                 models: Callable[[], list[str]] | None = None) -> None:
+                 models: Callable[[], list[str]] | None = None,
+                 default: Callable[[], str] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("backendPicker")
         self.setToolTip("Which model or server answers this chat: the local engine's model, "
@@ -38,6 +39,7 @@ class BackendPicker(QComboBox):
         self._current = current
         self._model = model if current is None else None
         self._models = models or (lambda: [])
+        self._default = default or (lambda: "")  # the default model's name, "" for none
         self._fill()
         self.activated.connect(self._on_activated)
         settings.connections_changed.connect(self._fill)
@@ -61,6 +63,10 @@ class BackendPicker(QComboBox):
         self._current, self._model = None, model
         self._fill()
 
+    def refresh(self) -> None:
+        """List again (the default model or the library changed)."""
+        self._fill()
+
     def showPopup(self) -> None:  # noqa: N802 - Qt's name
         self._fill()  # a model added to the library meanwhile is listed
         super().showPopup()
@@ -71,7 +77,8 @@ class BackendPicker(QComboBox):
     def _fill(self) -> None:
         self.blockSignals(True)
         self.clear()
-        self.addItem(LOCAL_TEXT, None)
+        default = self._default()
+        self.addItem(f"{LOCAL_TEXT}: {default}" if default else LOCAL_TEXT, None)
         models = self._models()
         if self._model is not None and self._model not in models:
             models = [*models, self._model]  # a model gone from the library: keep it shown

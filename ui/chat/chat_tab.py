@@ -287,7 +287,9 @@ class ChatTab(QWidget):
         label = QLabel("Backend")
         self.backend_picker = BackendPicker(
             self.ctx.settings, self.conversation.backend, model=self.conversation.model,
-            models=self.ctx.bridge.other_models)
+            models=self.ctx.bridge.other_models, default=self.ctx.bridge.default_model)
+        # the default model's name in the picker follows the model the window loads
+        self.ctx.bridge.state_changed.connect(self._on_engine_state)
         self.backend_picker.chosen.connect(self.set_backend)
         self.backend_picker.model_chosen.connect(self.set_model)
         self.backend_picker.manage_requested.connect(
@@ -499,7 +501,11 @@ class ChatTab(QWidget):
         """Stop listening to the shared settings (the tab closes, or the window does)."""
         self.panel.detach()
         self.backend_picker.detach()
+        self.ctx.bridge.state_changed.disconnect(self._on_engine_state)
         self.ctx.settings.settings_panel_changed.disconnect(self._show_panel)
+
+    def _on_engine_state(self, _state: object, _message: str) -> None:
+        self.backend_picker.refresh()
 
     # -- reactions ----------------------------------------------------------------------
     def _on_path_changed(self) -> None:

@@ -62,6 +62,8 @@ def stats_text(msg: ChatMessage) -> str:
         text += f" · {msg.reasoning_tokens} thinking"
     if msg.backend is not None and msg.answered_by:  # measured on this side of the network
         text += f" · from {msg.answered_by}"
+    elif msg.model is not None:  # a library model beside the default one (issue #50)
+        text += f" · {msg.model}"
     note = FINISH_NOTES.get(msg.finish_reason or "")
     if msg.finish_reason == "error":
         note = f"error: {msg.error or 'unknown'}"
