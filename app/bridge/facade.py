@@ -217,8 +217,10 @@ class EngineBridge:
         calls parsed with `gen.call_format` (local) or arriving as `gen.stream.tool_calls`
         (remote)."""
         route = route if route is not None else self.route(None)
+        # only a reply on the same engine shares its prefill (each model has its own)
         lead = (share_prompt_with.request_id if share_prompt_with is not None
-                and share_prompt_with.backend is None and route.local else None)
+                and share_prompt_with.backend is None and route.local
+                and share_prompt_with.model == route.model else None)
         taken = route.backend.submit(request, priority="interactive", tag=tag,
                                      share_prompt_with=lead)
         # the view's side: a Generation the frame pump coalesces, one flush a frame

@@ -163,3 +163,41 @@ def test_the_tabs_model_comes_back_after_a_restart(history_app, loop):
     assert tab.conversation.messages[-1].model == model
     assert tab.conversation.model == model and tab.conversation.backend is None
     assert tab.backend_picker.currentData() == "model:" + model
+
+
+def test_a_compare_across_two_models(make_window, bridge, loop):
+    """Compare offers the library's other model; it loads first, then both targets answer at
+    once, each as its model alone (the prefill is shared only on the same engine)."""
+    from ui.compare.dialog import CompareDialog
+    from ui.compare.targets import TAB_SETTINGS
+
+    window = make_window(bridge)
+    alone = {}
+    for model in (None, OTHER):
+        tab = on_model(window, model)
+        assert tab.send_text(PROMPT)
+        alone[model] = reply_of(tab, loop).content
+    loop.run_until_complete(bridge.fleet.unload(OTHER))  # the compare loads it again
+
+    tab = on_model(window, None)
+    tab.input.setPlainText(PROMPT)
+    window.actions_by_name["compare"].trigger()  # Chat → Compare…
+    dialog = tab.findChild(CompareDialog)
+    rows = dialog.target_list
+    while len(rows.rows) < 2:
+        rows.add_row()
+    for row, label in zip(rows.rows, (TAB_SETTINGS, f"{OTHER} · this tab's settings"),
+                          strict=True):
+        index = row.combo.findText(label)
+        assert index >= 0, f"{label!r} is offered"
+        row.combo.setCurrentIndex(index)
+        row.combo.activated.emit(index)
+    assert [t.model for t in rows.targets()] == [None, OTHER]
+    assert dialog.send()
+    assert dialog.error.text() == f"Loading {OTHER} …"
+    run_until(loop, lambda: len(dialog.columns) == 2, timeout=60)
+    run_until(loop, lambda: not tab.conversation.is_busy, timeout=120)
+    answers = [c.message for c in dialog.columns]
+    assert [m.model for m in answers] == [None, OTHER]
+    assert [m.content for m in answers] == [alone[None], alone[OTHER]]
+    dialog.close()

@@ -7,6 +7,8 @@ reply in the tab's Conversation (`Conversation.compare`), so closing the view lo
 
 from __future__ import annotations
 
+import asyncio
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent, QKeyEvent
 from PySide6.QtWidgets import (
@@ -42,6 +44,7 @@ class CompareDialog(QDialog):
         self.setWindowTitle(f"Compare — {conversation.title}")
         self.conversation = conversation
         self.columns: list[ReplyColumn] = []
+        self.loading: asyncio.Future[None] | None = None  # the targets' models loading first
         self.stack = QStackedWidget()
         self.stack.addWidget(self._setup_page(settings, text))
         self.stack.addWidget(self._answers_page())
@@ -65,7 +68,8 @@ class CompareDialog(QDialog):
         col.addWidget(intro)
         col.addWidget(QLabel("<b>Targets</b>"))
         conv = self.conversation
-        choices = target_choices(settings, conv.params, conv.preset)
+        choices = target_choices(settings, conv.params, conv.preset,
+                                 conv.bridge.other_models())
         first = next((i for i, t in enumerate(choices) if t.backend is None
                       and t.params == conv.params), 0)
         self.target_list = TargetList(choices, settings, first)
@@ -131,6 +135,15 @@ class CompareDialog(QDialog):
         if conv.is_busy:
             return self._refuse("This chat is still generating: stop it first.")
         targets = self.target_list.targets()
+        if self.loading is not None:
+            return self._refuse("Still loading a model: wait a moment.")
+        missing = [m for m in dict.fromkeys(t.model for t in targets if t.model is not None)
+                   if conv.bridge.needs_load(m)]
+        if missing:  # the models load first (other tabs keep streaming), then it is sent
+            self.loading = asyncio.ensure_future(self._load_then_send(missing))
+            self.error.setText(f"Loading {', '.join(missing)} …")
+            self.error.show()
+            return True
         # per target: its reply, or why it was refused
         outcomes = [o if isinstance(o, ChatMessage) else refusal_sentence(o)
                     for o in conv.compare(text, targets)]
@@ -150,7 +163,22 @@ class CompareDialog(QDialog):
         self.sent.emit()
         return True
 
+    async def _load_then_send(self, models: list[str]) -> None:
+        try:
+            for model in models:
+                try:
+                    await self.conversation.bridge.load_model(model)
+                except Exception as exc:  # noqa: BLE001 - UnknownModel, NoRoom, a bad file
+                    self._refuse(f"Could not load {model}: {exc}")
+                    return
+        finally:
+            self.loading = None
+        self.error.hide()
+        self.send()
+
     def stop(self) -> None:
+        if self.loading is not None:
+            self.loading.cancel()
         self.conversation.stop()
 
     def continue_with(self, msg: ChatMessage) -> None:
@@ -193,6 +221,8 @@ class CompareDialog(QDialog):
     def detach(self) -> None:
         """Stop following the conversation: the view is closing, and the replies it shows
         go on in the tab (twice is fine)."""
+        if self.loading is not None:  # nothing was sent yet: nothing is (the load goes on)
+            self.loading.cancel()
         conv = self.conversation
         conv.message_changed.disconnect(self._message_changed)
         conv.message_finished.disconnect(self._changed)

@@ -1,4 +1,5 @@
-"""The compare view's target rows: each a combo of "Local · <preset>" and saved connections."""
+"""The compare view's target rows: each a combo of "Local · <preset>", saved connections and
+the library's other models (issue #50: loaded before the message is sent)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ TAB_SETTINGS = "Local · this tab's settings"
 
 
 def target_choices(settings: Settings, tab_params: dict[str, Any],
-                   tab_preset: str | None) -> list[ReplyTarget]:
+                   tab_preset: str | None, models: list[str] | None = None) -> list[ReplyTarget]:
     """What a row offers: the local engine with the tab's settings (when they are no
-    preset), with each preset, then each saved connection (with the tab's settings)."""
+    preset), with each preset, then each saved connection, then each of the library's
+    other `models` (both with the tab's settings)."""
     out: list[ReplyTarget] = []
     if tab_preset not in settings.preset_names():
         out.append(ReplyTarget(None, dict(tab_params), TAB_SETTINGS))
@@ -33,6 +35,8 @@ def target_choices(settings: Settings, tab_params: dict[str, Any],
             for name in settings.preset_names()]
     out += [ReplyTarget(conn.name, dict(tab_params), conn.name)
             for conn in settings.connections]
+    out += [ReplyTarget(None, dict(tab_params), f"{model} · this tab's settings", model=model)
+            for model in models or ()]
     return out
 
 
@@ -48,6 +52,8 @@ def describe(target: ReplyTarget, settings: Settings) -> str:
     conn = settings.connection(target.backend) if target.backend is not None else None
     if conn is not None:
         parts.insert(0, conn.describe())
+    elif target.model is not None:
+        parts.insert(0, target.model)
     return " · ".join(parts)
 
 
