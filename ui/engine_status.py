@@ -1,5 +1,6 @@
 """The engine's state where the window shows it: the load banner, the model's name and the
-live numbers in the status bar (refreshed twice a second)."""
+live numbers in the status bar (refreshed twice a second), and the other models tabs loaded
+(issue #50: the ModelManager's, each with its state, estimate and running replies)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QLabel, QMainWindow
 
 from app.bridge import BridgeState, EngineBridge
+from app.fleet import ModelInfo
 
 from .load_banner import LoadBanner
 from .model_words import plain_description
@@ -23,7 +25,11 @@ class EngineStatus(QObject):
         self.model_label = ElidedLabel()  # a long model name: … in its middle, not cut off
         self.stats_label = QLabel()
         self.stats_label.setObjectName("engineStats")
+        self.others_label = QLabel()  # the other loaded models, hidden while there are none
+        self.others_label.setObjectName("otherModels")
+        self.others_label.hide()
         window.statusBar().addWidget(self.model_label, 1)
+        window.statusBar().addPermanentWidget(self.others_label)
         window.statusBar().addPermanentWidget(self.stats_label)
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
@@ -42,6 +48,7 @@ class EngineStatus(QObject):
             self.model_label.setText("No model loaded")
 
     def show_stats(self) -> None:
+        self.show_others()
         s = self.bridge.stats()
         if s is None:
             self.stats_label.clear()
@@ -50,7 +57,28 @@ class EngineStatus(QObject):
             f"{s.active} generating · {s.queued} queued · {s.tokens_per_s:.1f} tok/s · "
             f"batch {s.batch_size} · {s.completed} done")
 
+    def show_others(self) -> None:
+        """The models loaded beside the default one, e.g. "Also: smol-q8 (161 MiB, 2
+        running)"; the tooltip has each one's estimate in words."""
+        fleet = self.bridge.fleet
+        infos = fleet.running() if fleet is not None else []
+        self.others_label.setVisible(bool(infos))
+        if not infos:
+            return
+        self.others_label.setText("Also: " + ", ".join(_one_model(i) for i in infos))
+        self.others_label.setToolTip("\n".join(
+            f"{i.name}: {i.state.value}, estimate {i.need}" for i in infos))
+
     def stop(self) -> None:
         """The window is closing: no more refreshes, no more state changes shown."""
         self.timer.stop()
         self.bridge.state_changed.disconnect(self.show_state)
+
+
+def _one_model(info: ModelInfo) -> str:
+    parts = [f"{info.need_bytes / 2**20:.0f} MiB"]
+    if info.state != "loaded":
+        parts.insert(0, info.state.value)
+    if info.running:
+        parts.append(f"{info.running} running")
+    return f"{info.name} ({', '.join(parts)})"

@@ -7,6 +7,7 @@ default model's replies. The tab's model is saved with its replies, as its backe
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,11 @@ def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop):
     assert OTHER not in stats_text(alone[None])
     assert alone[None].content != alone[OTHER].content, "the two models answer differently"
     assert [m.name for m in bridge.fleet.running()] == [OTHER]
+    # the status bar lists the other model loaded, with its estimate
+    status = window.engine_status
+    status.show_others()
+    assert status.others_label.isVisible()
+    assert re.fullmatch(rf"Also: {OTHER} \(\d+ MiB\)", status.others_label.text())
 
     # both at once, on their two engines
     tabs = {None: on_model(window, None), OTHER: on_model(window, OTHER)}
@@ -100,6 +106,9 @@ def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop):
     for model, tab in tabs.items():
         assert reply_of(tab, loop).content == alone[model].content
     # the default model's switch question counts only its own replies: none now
+    loop.run_until_complete(bridge.fleet.unload(OTHER))
+    status.show_others()
+    assert not status.others_label.isVisible()  # none loaded beside the default one
     assert bridge.running().total == 0
 
     # saved with the reply's stats, as the backend is; a restored chat goes on there
