@@ -209,7 +209,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
           " (for times, lower is better)")
     head = (f"{'cell':<20}{'MB':>5}{'floor':>6} | {'solo B':>7}{'L':>7}{'B/L':>7}"
             f"{'%fl B':>6}{'L':>4} | {'burst B':>8}{'L':>7}{'B/L':>7} | {'TTFT50 B':>9}"
-            f"{'L':>6} | {'ITL99 B':>8}{'L':>6} | {'8k TTFT B':>10}{'L':>7}{'B/L':>7} |"
+            f"{'L':>7} | {'ITL99 B':>8}{'L':>6} | {'8k TTFT B':>10}{'L':>7}{'B/L':>7} |"
             f"{'RSS B':>6}{'L':>6} | short | load | misses")
     print(head)
     print("-" * len(head))
@@ -232,15 +232,15 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"{num(sb, 7)}{num(sl, 7)}{_ratio(sb, sl):>7}"
               f"{num(sb and sb / floor, 5, 100, '.0f')}%{num(sl and sl / floor, 3, 100, '.0f')}%"
               f" | {num(bb, 8)}{num(bl, 7)}{_ratio(bb, bl):>7} | "
-              f"{num(get(b, 'burst', 'ttft_p50_s'), 9, 1e3, '.0f')}"
-              f"{num(get(ll, 'burst', 'ttft_p50_s'), 6, 1e3, '.0f')} | "
+              f"{num(get(b, 'burst', 'ttft_p50_s'), 9, 1, '.1f')}"
+              f"{num(get(ll, 'burst', 'ttft_p50_s'), 7, 1, '.1f')} | "
               f"{num(get(b, 'burst', 'itl_p99_s'), 8, 1e3, '.0f')}"
               f"{num(get(ll, 'burst', 'itl_p99_s'), 6, 1e3, '.0f')} | "
               f"{num(lb, 10, 1, '.2f')}{num(lt, 7, 1, '.2f')}{_ratio(lb, lt):>7} |"
               f"{num(b.get('rss_mib'), 6, 1, '.0f')}{num(ll.get('rss_mib'), 6, 1, '.0f')} | "
               f"{short:5d} | {row['load_before']:4.1f} | {', '.join(targets_met(row)) or 'none'}")
-    print("floor: tok/s at the measured memory bandwidth over the file's bytes; TTFT50 and "
-          "ITL99 in ms (the burst's); 8k TTFT in s; RSS in MiB after the cell; load: the "
+    print("floor: tok/s at the measured memory bandwidth over the file's bytes; the burst's "
+          "TTFT50 in s and ITL99 in ms; 8k TTFT in s; RSS in MiB after the cell; load: the "
           "1-minute load average when the cell began (2 cores)")
 
 
