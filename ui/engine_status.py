@@ -25,11 +25,13 @@ class EngineStatus(QObject):
         self.model_label = ElidedLabel()  # a long model name: … in its middle, not cut off
         self.stats_label = QLabel()
         self.stats_label.setObjectName("engineStats")
-        self.others_label = QLabel()  # the other loaded models, hidden while there are none
+        # the other loaded models (hidden while there are none): shortened with the model's
+        # name, so that the figures keep their room at 900 px
+        self.others_label = ElidedLabel()
         self.others_label.setObjectName("otherModels")
         self.others_label.hide()
         window.statusBar().addWidget(self.model_label, 1)
-        window.statusBar().addPermanentWidget(self.others_label)
+        window.statusBar().addWidget(self.others_label, 1)
         window.statusBar().addPermanentWidget(self.stats_label)
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
@@ -59,15 +61,13 @@ class EngineStatus(QObject):
 
     def show_others(self) -> None:
         """The models loaded beside the default one, e.g. "Also: smol-q8 (161 MiB, 2
-        running)"; the tooltip has each one's estimate in words."""
+        running)" (its estimate, app.fleet.need_of)."""
         fleet = self.bridge.fleet
         infos = fleet.running() if fleet is not None else []
         self.others_label.setVisible(bool(infos))
         if not infos:
             return
         self.others_label.setText("Also: " + ", ".join(_one_model(i) for i in infos))
-        self.others_label.setToolTip("\n".join(
-            f"{i.name}: {i.state.value}, estimate {i.need}" for i in infos))
 
     def stop(self) -> None:
         """The window is closing: no more refreshes, no more state changes shown."""

@@ -93,7 +93,7 @@ def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop):
     status = window.engine_status
     status.show_others()
     assert status.others_label.isVisible()
-    assert re.fullmatch(rf"Also: {OTHER} \(\d+ MiB\)", status.others_label.text())
+    assert re.fullmatch(rf"Also: {OTHER} \(\d+ MiB\)", status.others_label.full_text())
 
     # both at once, on their two engines
     tabs = {None: on_model(window, None), OTHER: on_model(window, OTHER)}
