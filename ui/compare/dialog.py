@@ -62,7 +62,8 @@ class CompareDialog(QDialog):
         page = QWidget()
         col = QVBoxLayout(page)
         intro = QLabel("Send one message to several targets at once: the local engine with "
-                       "different presets, or saved connections. Local targets share the "
+                       "different presets, the library's other models (loaded first), or "
+                       "saved connections. Local targets on the same model share the "
                        "prompt's prefill. Every answer is kept as a version of the reply.")
         intro.setWordWrap(True)
         col.addWidget(intro)
