@@ -190,6 +190,12 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
     except (TypeError, ValueError, KeyError) as e:
         raise ModelLoadError(f"{source}: mlx-lm's {config['model_type']} model does not take "
                              f"this file's settings: {e}") from e
+    if config.get("tie_word_embeddings") and "lm_head" in model \
+            and hasattr(model, "tie_word_embeddings"):
+        # mlx-lm's Gemma 3 always builds a head and drops it in sanitize when the weights
+        # hold none; a tied file (Google's Gemma 3 checkpoints) has no output.weight
+        model.tie_word_embeddings = True
+        model.pop("lm_head")
     params = [n for n, _ in tree_flatten(model.parameters())]
     names = gguf_names(f, params, arch.tensors)
     absent = [p for p in params if names.get(p) not in f.tensors]

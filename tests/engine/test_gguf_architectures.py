@@ -147,3 +147,25 @@ def _next_turn_reuses_the_reply(model, engine, turn: list[int], params) -> None:
     run_to_end(engine)
     assert run.stream.stats.cached_tokens == len(turn) - 1
     assert _answer(run) == _answer(ref)
+
+
+def test_a_tied_gemma3_file_loads_with_its_embedding_as_the_head(tmp_path: Path) -> None:
+    """Google's Gemma 3 checkpoints tie the head, so llama.cpp's converter writes no
+    output.weight; mlx-lm's gemma3_text builds a head anyway and drops it only in sanitize.
+    The file must load (it was refused as 'missing lm_head.weight') and give mlx-lm's logits
+    on the same weights, the embedding serving as the head."""
+    from dataclasses import replace
+
+    case = replace(CASES["gemma3"], config=CASES["gemma3"].config | {"tie_word_embeddings": True})
+    reference = build_model(case, seed=3)
+    reference.sanitize({})  # what mlx-lm does for weights without lm_head: tie
+    assert reference.tie_word_embeddings and "lm_head" not in reference
+    tensors = gguf_tensors(case, reference)
+    assert "output.weight" not in tensors
+    path = write_gguf(tmp_path / "gemma3-tied.gguf", case, tensors)
+    loaded = load_model(str(path))
+    assert loaded.model.tie_word_embeddings and "lm_head" not in loaded.model
+    ids = mx.array([IDS])
+    ref, got = np.array(reference(ids)), np.array(loaded.model(ids))
+    assert got.shape == ref.shape
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
