@@ -201,3 +201,30 @@ def test_serve_refuses_an_embedding_model_that_is_not_local(capsys, monkeypatch)
         main(["serve", "--model", "unused", "--embedding-model", "someone/some-repo"])
     assert caught.value.code == 2
     assert "--embedding-model" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def gguf_dir(tmp_path_factory):
+    """Two tiny random GGUF models for a fleet."""
+    from tests.fleet_models import tiny_gguf
+
+    d = tmp_path_factory.mktemp("embeddings-fleet")
+    for i, name in enumerate("ab"):
+        tiny_gguf(d / f"tiny-{name}.gguf", seed=i)
+    return d
+
+
+async def test_a_fleet_loads_the_named_model_and_says_when_it_cannot_pool_it(gguf_dir):
+    """With several models (#50) the request's `model` is loaded just in time, as for chat;
+    a GGUF's mlx-lm weights are lazy on its loading thread, so the 400 names the way out
+    (--embedding-model); an unknown name is the fleet's 404."""
+    from tests.server.test_fleet_api import fleet_server
+
+    async with fleet_server(gguf_dir) as f:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await f.client.embeddings.create(model="tiny-a", input="hi")
+        assert "--embedding-model" in caught.value.message
+        listed = {m.id: m.model_extra["state"] for m in (await f.client.models.list()).data}
+        assert listed["tiny-a"] == "loaded" and listed["tiny-b"] == "available"
+        with pytest.raises(openai.NotFoundError):
+            await f.client.embeddings.create(model="nope", input="hi")
