@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 # the paths whose body names a model to answer with (Anthropic's too, where served)
 COMPLETION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/messages",
-                              "/v1/messages/count_tokens", "/v1/embeddings"})
+                              "/v1/messages/count_tokens", "/v1/responses",
+                              "/v1/embeddings"})
 # Ollama's durations: "30s", "5m", "1h", "-1" (ASCII digits: as the OpenAPI pattern reads)
 DURATION = re.compile(r"(-?[0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?")
 UNIT_S = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}

@@ -255,3 +255,15 @@ async def test_serve_models_dir_with_ps_load_unload(models_dir, tmp_path):
     finally:
         proc.terminate()
         assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def test_the_responses_api_loads_its_model_just_in_time(models_dir):
+    """POST /v1/responses names its model as a completion does: loaded on demand, and its
+    text is that model's chat answer (it was a 503 'no model is ready' before)."""
+    async with fleet_server(models_dir) as f:
+        response = await f.client.responses.create(model="tiny-a", input="Name three colours.",
+                                                   max_output_tokens=16, temperature=0)
+        assert response.status in ("completed", "incomplete") and response.model == "tiny-a"
+        chat = await f.client.chat.completions.create(model="tiny-a", messages=HELLO,
+                                                      max_tokens=16, temperature=0)
+        assert response.output_text == chat.choices[0].message.content
