@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import threading
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..daemon_thread import in_daemon_thread
 from ..events import Event
 from .local_target import Loader, LocalTarget, ProgressFn, default_loader
 
@@ -80,7 +80,7 @@ class ModelHost:
         if _takes_progress(loader):
             loader = partial(loader, progress=self._progress_from_thread(source))
         try:
-            engine = await _in_thread(loader, source)
+            engine = await in_daemon_thread(loader, source, "batchchat-load")
         except Exception as exc:  # noqa: BLE001 - any loader failure is shown to the user
             log.warning("loading %s failed: %s", source, exc)
             self.progress = None
@@ -174,28 +174,3 @@ def _takes_progress(loader: Loader) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.name == "progress" or p.kind == p.VAR_KEYWORD for p in params)
-
-
-async def _in_thread(fn: Callable[[str], Engine], arg: str) -> Engine:
-    """Run a blocking call in a daemon thread (so a slow load never blocks exiting)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Engine] = loop.create_future()
-
-    def settle(result: Engine | None, exc: BaseException | None) -> None:
-        if future.done():
-            return
-        if exc is not None:
-            future.set_exception(exc)
-        else:
-            future.set_result(result)  # type: ignore[arg-type]
-
-    def run() -> None:
-        try:
-            result, exc = fn(arg), None
-        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
-            result, exc = None, e
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(settle, result, exc)
-
-    threading.Thread(target=run, name="batchchat-load", daemon=True).start()
-    return await future

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from engine.public import (
     host_available_bytes,
 )
 
+from ..daemon_thread import in_daemon_thread
 from ..events import Event
 from ..process_memory import resident_bytes
 from .budget import default_budget_bytes, need_of
@@ -285,7 +285,8 @@ class ModelManager:
                              hosted.name)
                     await self._stop(victim)
                 before = resident_bytes()
-                target = await _in_thread(self._loader, hosted.entry.source)
+                target = await in_daemon_thread(self._loader, hosted.entry.source,
+                                                "batchchat-fleet-load")
                 await target.start()
                 after = resident_bytes()
         except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
@@ -407,28 +408,3 @@ def _default_loader(settings: dict[str, Any]) -> Loader:
         return load_target(source, **settings)
 
     return load
-
-
-async def _in_thread(fn: Loader, source: str) -> LocalTarget:
-    """`fn(source)` in a daemon thread (a slow load never blocks the process's exit)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[LocalTarget] = loop.create_future()
-
-    def settle(result: LocalTarget | None, exc: BaseException | None) -> None:
-        if future.done():
-            return
-        if exc is not None:
-            future.set_exception(exc)
-        else:
-            future.set_result(result)  # type: ignore[arg-type]
-
-    def run() -> None:
-        try:
-            result, exc = fn(source), None
-        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
-            result, exc = None, e
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(settle, result, exc)
-
-    threading.Thread(target=run, name="batchchat-fleet-load", daemon=True).start()
-    return await future
