@@ -44,24 +44,25 @@ def keep_alive(body: dict[str, Any]) -> Any:
     """The TTL a body asks for in seconds (None: kept until evicted; UNSET: not asked):
     `ttl` (LM Studio's: seconds) or `keep_alive` (Ollama's: seconds, or a duration such as
     "5m"); negative means for ever, 0 unloads the model once idle. A Refusal otherwise."""
-    for field in ("ttl", "keep_alive"):
-        if field not in body:
-            continue
-        value = body[field]
-        match = DURATION.fullmatch(value) if field == "keep_alive" and isinstance(value, str) \
-            else None
-        if match is not None:
-            seconds = float(match.group(1)) * UNIT_S[match.group(2)]
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            seconds = float(value)
-        else:
-            raise Refusal(RefusalCode.INVALID_VALUE, f"'{field}' must be a number of seconds"
-                          + (" or a duration such as \"5m\"" if field == "keep_alive" else ""),
-                          param=field)
-        if seconds != seconds or seconds in (float("inf"), float("-inf")):
-            raise Refusal(RefusalCode.INVALID_VALUE, f"'{field}' must be finite", param=field)
-        return None if seconds < 0 else seconds
-    return UNSET
+    asked = [_seconds(field, body[field]) for field in ("ttl", "keep_alive") if field in body]
+    return asked[0] if asked else UNSET  # both checked; `ttl` wins when both are given
+
+
+def _seconds(field: str, value: Any) -> float | None:
+    """One field's value: seconds, None for ever, or a Refusal."""
+    match = DURATION.fullmatch(value) if field == "keep_alive" and isinstance(value, str) \
+        else None
+    if match is not None:
+        seconds = float(match.group(1)) * UNIT_S[match.group(2)]
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise Refusal(RefusalCode.INVALID_VALUE, f"'{field}' must be a number of seconds"
+                      + (" or a duration such as \"5m\"" if field == "keep_alive" else ""),
+                      param=field)
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise Refusal(RefusalCode.INVALID_VALUE, f"'{field}' must be finite", param=field)
+    return None if seconds < 0 else seconds
 
 
 class FleetApi:
@@ -144,6 +145,7 @@ class FleetApi:
         if not isinstance(estimate_only, bool):
             raise Refusal(RefusalCode.INVALID_VALUE, "'estimate_only' must be true or false",
                           param="estimate_only")
+        ttl_s = keep_alive(body)  # checked even for an estimate: a bad body is refused
         if estimate_only:  # LM Studio's `lms load --estimate-only`
             try:
                 need = self.fleet.estimate(name)
@@ -153,7 +155,7 @@ class FleetApi:
                                       "estimate": need.describe(),
                                       "budget_bytes": self.fleet.budget_bytes,
                                       "used_bytes": self.fleet.used_bytes()})
-        lease = await self.acquire(name, ttl_s=keep_alive(body), pin=pin)
+        lease = await self.acquire(name, ttl_s=ttl_s, pin=pin)
         lease.release()
         info = next(i for i in self.fleet.running() if i.name == lease.name)
         return web.json_response({"model": info.as_json()})

@@ -267,3 +267,16 @@ async def test_the_responses_api_loads_its_model_just_in_time(models_dir):
         chat = await f.client.chat.completions.create(model="tiny-a", messages=HELLO,
                                                       max_tokens=16, temperature=0)
         assert response.output_text == chat.choices[0].message.content
+
+
+async def test_a_bad_keep_alive_beside_a_good_ttl_is_refused(models_dir):
+    """Both fields are checked, an estimate's too: a body with a valid `ttl` and
+    `keep_alive: true` was answered (found by the fleet fuzz's negative cases)."""
+    async with fleet_server(models_dir) as f:
+        async with f.http.post(f.url + "/models/load", json={
+                "model": "tiny-a", "ttl": 5, "keep_alive": True, "estimate_only": True}) as r:
+            error = (await r.json())["error"]
+            assert r.status == 400 and error["param"] == "keep_alive"
+        async with f.http.post(f.url + "/models/load", json={
+                "model": "tiny-a", "ttl": 5, "keep_alive": "5m", "estimate_only": True}) as r:
+            assert r.status == 200
