@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from ...backend import LocalBackend
-from ...request import Refusal, RefusalCode
+from ...request import RefusalCode
 from .. import responses, schemas
 from ..body import read_json
+from ..dialect_reply import collect, ended_badly
 from . import message
 from .events import Events
 from .request import parse_count, parse_messages
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # the engine's finish reasons that end a reply without an answer: the server is stopping
-ENDED_EARLY = ("cancelled", "shutdown")
 
 
 async def messages(server: ApiServer, request: web.Request) -> web.StreamResponse:
@@ -62,25 +62,9 @@ def _matched(target: LocalTarget, parsed: ChatRequest, choices: Choices,
     return message.stop_sequence(target.decode(choices.streams[0].tokens), stops)
 
 
-def _refusal(finish: str, error: str | None) -> Refusal | None:
-    if finish == "error":
-        return Refusal(RefusalCode.ENGINE_ERROR, f"generation failed: {error}")
-    if finish in ENDED_EARLY:
-        return Refusal(RefusalCode.SHUTTING_DOWN, "the server is stopping: the reply was "
-                                                  "cut short")
-    return None
-
-
 async def _whole(server: ApiServer, target: LocalTarget, parsed: ChatRequest,
                  choices: Choices, reply: Reply, t0: float) -> web.Response:
-    last = t0
-    async for _, event in choices.events():
-        last = server.observe(event, t0, last)
-        reply.add(event)
-        if event.finish_reason is not None:
-            refused = _refusal(event.finish_reason, event.error)
-            if refused is not None:
-                raise refused
+    await collect(server, choices, reply, t0, "reply")
     openai = responses.full([reply], choices.streams)
     finish = openai["choices"][0]["finish_reason"]
     return web.json_response(message.whole(openai, message.message_id(), reply.model,
@@ -104,7 +88,7 @@ async def _stream(server: ApiServer, request: web.Request, target: LocalTarget,
             last = server.observe(event, t0, last)
             reply.add(event)
             refused = None if event.finish_reason is None \
-                else _refusal(event.finish_reason, event.error)
+                else ended_badly(event.finish_reason, event.error, "reply")
             if refused is not None:
                 kind = "api_error" if refused.code is RefusalCode.ENGINE_ERROR \
                     else "overloaded_error"

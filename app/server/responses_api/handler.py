@@ -17,6 +17,7 @@ from aiohttp import web
 from ...request import Refusal, RefusalCode
 from .. import errors, responses, schemas
 from ..body import read_json
+from ..dialect_reply import collect, ended_badly
 from . import output
 from .events import Events
 from .output import Envelope
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ENDED_EARLY = ("cancelled", "shutdown")  # the server is stopping: no whole response
 
 
 async def create(server: ApiServer, request: web.Request) -> web.StreamResponse:
@@ -99,25 +99,9 @@ async def _put(server: ApiServer, response_id: str, items: list[dict[str, Any]],
     await asyncio.to_thread(server.stored_responses.put, response_id, items, response)
 
 
-def _refusal(finish: str, error: str | None) -> Refusal | None:
-    if finish == "error":
-        return Refusal(RefusalCode.ENGINE_ERROR, f"generation failed: {error}")
-    if finish in ENDED_EARLY:
-        return Refusal(RefusalCode.SHUTTING_DOWN, "the server is stopping: the response was "
-                                                  "cut short")
-    return None
-
-
 async def _whole(server: ApiServer, envelope: Envelope, choices: Choices, reply: Reply,
                  t0: float) -> dict[str, Any]:
-    last = t0
-    async for _, event in choices.events():
-        last = server.observe(event, t0, last)
-        reply.add(event)
-        if event.finish_reason is not None:
-            refused = _refusal(event.finish_reason, event.error)
-            if refused is not None:
-                raise refused
+    await collect(server, choices, reply, t0, "response")
     chat = responses.full([reply], choices.streams)
     choice = chat["choices"][0]
     return envelope.response("completed", output.items(choice["message"]),
@@ -141,7 +125,7 @@ async def _stream(server: ApiServer, request: web.Request, envelope: Envelope,
             last = server.observe(event, t0, last)
             reply.add(event)
             refused = None if event.finish_reason is None \
-                else _refusal(event.finish_reason, event.error)
+                else ended_badly(event.finish_reason, event.error, "response")
             if refused is not None:
                 await response.write(events.failed(refused.message))
                 await response.write_eof()
