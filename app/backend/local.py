@@ -46,6 +46,10 @@ class LocalBackend:
     def description(self) -> str:
         return self._describe() if self._describe is not None else self.target.description
 
+    @property
+    def sees_images(self) -> bool:
+        return False  # until the engine says its model sees images (#52, engine side)
+
     def submit(self, request: ChatRequest, *, priority: Priority | str = "interactive",
                tag: str | None = None, request_id: str | None = None,
                share_prompt_with: str | None = None) -> Submission:

@@ -61,6 +61,12 @@ class Backend(Protocol):
         """What answers (a model's description, a server's name): shown with each reply."""
         ...
 
+    @property
+    def sees_images(self) -> bool:
+        """Whether a request may carry images (`image_url` parts): False refuses them
+        before sending, in the window and as the API's 400 naming the part."""
+        ...
+
     def submit(self, request: ChatRequest, *, priority: Priority | str = "interactive",
                tag: str | None = None, request_id: str | None = None,
                share_prompt_with: str | None = None) -> Submission:

@@ -27,6 +27,10 @@ class RemoteBackend:
     def description(self) -> str:
         return self.client.description
 
+    @property
+    def sees_images(self) -> bool:
+        return True  # a remote server decides for itself, and says so in its own error
+
     def submit(self, request: ChatRequest, *, priority: Priority | str = "interactive",
                tag: str | None = None, request_id: str | None = None,
                share_prompt_with: str | None = None) -> Submission:
