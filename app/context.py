@@ -8,7 +8,7 @@ from .bridge import EngineBridge
 from .bridge.local_target import default_loader
 from .fleet import ModelManager
 from .fleet.window import window_fleet
-from .history.entries import HistoryRecords
+from .history.entries import ApiResponses, HistoryRecords
 from .history.reader import HistoryReader
 from .mcp import McpManager
 from .settings import Settings
@@ -22,6 +22,8 @@ class AppContext:
     # records handed in through `records`; the writer itself only the Workspace holds
     history_reader: HistoryReader | None = None
     records: HistoryRecords | None = None
+    # the API server's stored responses (/v1/responses), kept in the history (#53)
+    api_responses: ApiResponses | None = None
     mcp: McpManager = field(default_factory=McpManager)  # MCP servers' tools (app.mcp)
     # the library's models tabs may name beside the default one (issue #50); the bridge
     # routes to it and closes it at shutdown

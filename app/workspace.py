@@ -16,7 +16,7 @@ import logging
 from .bridge import EngineBridge
 from .conversation import Conversation
 from .events import Event
-from .history.entries import ChatEdits, HistoryRecords, HistoryUpkeep
+from .history.entries import ApiResponses, ChatEdits, HistoryRecords, HistoryUpkeep
 from .history.reader import HistoryReader
 from .history.writer import HistoryWriter
 from .kv_saver import KVSaver
@@ -42,6 +42,7 @@ class Workspace:
         self.records = HistoryRecords(history) if history is not None else None
         self.chat_edits = ChatEdits(history) if history is not None else None
         self.upkeep = HistoryUpkeep(history) if history is not None else None
+        self.api_responses = ApiResponses(history) if history is not None else None
         self.kv_saver = kv_saver or KVSaver(bridge)  # open chats' KV to disk when idle
         self.conversations: list[Conversation] = []
         self.front: Conversation | None = None

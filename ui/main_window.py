@@ -69,13 +69,15 @@ class MainWindow(QMainWindow):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None, *,
                  history: HistoryWriter | None = None) -> None:
         """`history`: the saved chats' writer, which only the Workspace holds; the context
-        gets its reader and its entry for records (the server, stats and simulator's)."""
+        gets its reader, its entry for records (the server, stats and simulator's) and the
+        API server's stored responses."""
         super().__init__(parent)
         self.ctx = ctx
         self.setWindowTitle("BatchChat")
         self.resize(1200, 780)
         self.workspace = Workspace(ctx.bridge, ctx.settings, history)
         ctx.history_reader, ctx.records = self.workspace.history_reader, self.workspace.records
+        ctx.api_responses = self.workspace.api_responses
         self.lifecycle = Lifecycle(self.workspace, ctx.bridge)
         self._closing = False
         self._closed = False

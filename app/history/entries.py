@@ -7,15 +7,20 @@ checks that by type. Qt-free."""
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import Any
 
 from app.events import Event
 from app.storage import StorageError
 from app.storage.records import RequestStatsRecord, SimResult, SimRun, StatsSnapshot
+from app.storage.stored_responses import Stored
 
 from .import_json import ImportReport
 from .status import HistoryStatus
 from .writer import HistoryWriter
+
+log = logging.getLogger(__name__)
 
 
 class HistoryRecords:
@@ -41,6 +46,51 @@ class HistoryRecords:
 
     def delete_sim_run(self, run_id: str) -> None:
         self._writer.delete_sim_run(run_id)
+
+
+class ApiResponses:
+    """The app's API server's stored responses (`store`, `previous_response_id`, GET and
+    DELETE /v1/responses/{id}; issue #53), kept in the history so they survive a restart.
+    Called on the loop's thread (the store's connection is bound to it), one row each.
+
+    A put or delete whose write is queued (the file locked, the disk full) is remembered
+    here until the queue is empty, so the next request sees it already."""
+
+    __slots__ = ("_unsaved", "_writer")
+
+    def __init__(self, writer: HistoryWriter) -> None:
+        self._writer = writer
+        self._unsaved: dict[str, Stored | None] = {}  # id -> queued put (None: delete)
+
+    def put(self, response_id: str, items: list[dict[str, Any]],
+            response: dict[str, Any]) -> None:
+        self._queued(response_id, (items, response),
+                     self._writer.put_api_response(response_id, items, response))
+
+    def get(self, response_id: str) -> Stored | None:
+        """(its whole input items, the response); None: unknown, deleted or expired."""
+        if self._unsaved and self._writer.pending_count == 0:
+            self._unsaved.clear()  # every queued write reached the file (or was set aside)
+        if response_id in self._unsaved:
+            return self._unsaved[response_id]
+        try:
+            return self._writer.reader.get_api_response(response_id)
+        except StorageError as err:  # the history cannot be read now: as if never stored
+            log.warning("stored response %s could not be read: %s", response_id, err)
+            return None
+
+    def delete(self, response_id: str) -> bool:
+        """False: there was none of that id."""
+        if self.get(response_id) is None:
+            return False
+        self._queued(response_id, None, self._writer.delete_api_response(response_id))
+        return True
+
+    def _queued(self, response_id: str, value: Stored | None, written: bool) -> None:
+        if written:
+            self._unsaved.pop(response_id, None)
+        else:
+            self._unsaved[response_id] = value
 
 
 class ChatEdits:

@@ -18,6 +18,7 @@ from app.storage import (
     Store,
 )
 from app.storage.chat_list import ChatSummary
+from app.storage.stored_responses import Stored
 
 
 class HistoryReader:
@@ -69,6 +70,10 @@ class HistoryReader:
 
     def list_stats_snapshots(self, since: str | None = None) -> list[StatsSnapshot]:
         return self._safe.reader.list_stats_snapshots(since)
+
+    def get_api_response(self, response_id: str) -> Stored | None:
+        """A response the app's API server stored (#53): (its input items, the response)."""
+        return self._safe.reader.get_api_response(response_id)
 
     def _whole(self) -> Store:
         """The store for app/history/export.py's whole-table reads (a full export), inside

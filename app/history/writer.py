@@ -15,7 +15,8 @@ message when it is sent; a reply at its first token (incomplete), its text (and 
 model's thinking) again at most `checkpoint_s` after any new text arrived, and whole
 (complete, with its settings, stats and finish reason, and the tool calls it made) when
 it ends, and again whenever one of its calls' outcome changes; one request-stats row per
-finished request.
+finished request; a stored response of the in-app API server's /v1/responses when it is
+stored or deleted (app/history/entries.py ApiResponses).
 Every version is kept (a chat is a tree, app/message_tree.py), with the path the tab
 shows (the session's shown_leaf_id); messages the user deletes are deleted, and saved
 again by an undo. The delayed writes are app/history/timers.py's; what the state means
@@ -29,6 +30,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.attachments import Attachment
 from app.attachments.stored import to_saved
@@ -252,6 +254,14 @@ class HistoryWriter:
     def delete_sim_run(self, run_id: str) -> None:
         self._write(self._store.delete_sim_run, run_id)
 
+    def put_api_response(self, response_id: str, items: list[dict[str, Any]],
+                         response: dict[str, Any]) -> bool:
+        """A response the app's API server stored (#53); True: written now (else queued)."""
+        return self._write(self._store.put_api_response, response_id, items, response)
+
+    def delete_api_response(self, response_id: str) -> bool:
+        return self._write(self._store.delete_api_response, response_id)
+
     def import_file(self, path: str | os.PathLike[str]) -> ImportReport:
         """Add what a BatchChat export holds that the history lacks: at once, not queued
         (app.history.files.import_file says why it failed, and nothing is added). Its chats
@@ -369,11 +379,13 @@ class HistoryWriter:
         if first and files:  # a message's files are written once, after its row (#51)
             self._write(self._store.save_attachments, msg.id, files)
 
-    def _write(self, method: Callable[..., bool], *args: object) -> None:
+    def _write(self, method: Callable[..., bool], *args: object) -> bool:
+        """True: written now; False: queued, retried later."""
         before = (self._store.pending_count, self._store.last_error)
-        method(*args)
+        done = method(*args)
         if (self._store.pending_count, self._store.last_error) != before:
             self.status_changed.emit()
+        return done
 
 
 def _generation(conv: Conversation, msg: ChatMessage) -> Generation | None:

@@ -34,6 +34,7 @@ from .embeddings import handler as embeddings
 from .metrics import ServerMetrics
 from .responses import Reply, sse
 from .responses_api import handler as responses_api
+from .responses_api.keeper import ResponseKeeper
 
 if TYPE_CHECKING:
     from engine.public import EventStream, RequestStats
@@ -101,20 +102,22 @@ class ApiServer:
                  on_finished: Callable[[RequestStats], None] | None = None,
                  model_aliases: Callable[[], Sequence[str]] | None = None,
                  fleet: FleetApi | None = None,
-                 stored_responses: StoredResponses | None = None) -> None:
+                 stored_responses: StoredResponses | ResponseKeeper | None = None) -> None:
         """`on_finished` gets each API request's engine stats when it ends (the app saves
         them to the history). `model_aliases()`: other names of the served model (its file
         name, its repo id: model_names.aliases_of). `fleet`: several models (issue #50,
         app/server/fleet_api.py), whose `target` and `model_id` are the two callables.
-        `stored_responses`: where /v1/responses keeps responses (the history database's;
-        None: in memory, for this process only)."""
+        `stored_responses`: where /v1/responses keeps responses (a StoredResponses:
+        `batchchat serve`'s history file, called in a thread; a ResponseKeeper: the app's
+        history; None: in memory, for this process only)."""
         self.config = config or ServerConfig()
         self._on_finished = on_finished
         self._target = target
         self._model_id = model_id
         self._model_aliases = model_aliases or (lambda: ())
         self.fleet = fleet
-        self.stored_responses = stored_responses or StoredResponses()
+        self.stored_responses = stored_responses if isinstance(stored_responses, ResponseKeeper) \
+            else ResponseKeeper(stored_responses or StoredResponses())
         self.metrics = ServerMetrics()
         self.closing = False
         self._runner: web.AppRunner | None = None

@@ -1,7 +1,8 @@
 """The window's Server toggle, Qt-free: an ApiServer on the model the bridge serves (so API
 requests batch with the chat tabs and the simulator and show in the stats panel), on the
 app's own loop, always on 127.0.0.1, with the port and key from the settings. Finished API
-requests are saved to the history's request stats (through the history's one writer)."""
+requests are saved to the history's request stats, and /v1/responses' stored responses to
+the history (issue #53: they survive a restart), both through the history's one writer."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 from ..events import Event
 from .app import ApiServer, ServerConfig
 from .model_names import aliases_of
+from .responses_api.keeper import ResponseKeeper
 from .serve import model_id
 
 if TYPE_CHECKING:
@@ -54,11 +56,14 @@ class AppServer:
         if self.running:
             return True
         s = self.ctx.settings
+        kept = self.ctx.api_responses  # the history's entry (None: no history, in memory)
         server = ApiServer(self._serving, self.model_id,
                            ServerConfig(host="127.0.0.1", port=s.server_port,
                                         api_key=s.server_api_key or None),
                            on_finished=self._record,
-                           model_aliases=lambda: aliases_of(self.ctx.bridge.source))
+                           model_aliases=lambda: aliases_of(self.ctx.bridge.source),
+                           stored_responses=None if kept is None
+                           else ResponseKeeper(kept, on_loop=True))
         try:
             await server.start()
         except (OSError, ValueError) as exc:  # most likely: the port is taken

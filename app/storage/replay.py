@@ -37,6 +37,7 @@ from app.storage.records import (
     utc_now,
 )
 from app.storage.store import Store
+from app.storage.stored_responses import TABLE as API_RESPONSES
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,8 @@ class _Replayer:
             "record_request_stats": self._request_stats,
             "add_stats_snapshot": self._snapshot, "save_sim_run": self._sim_run,
             "add_sim_results": self._sim_results, "delete_sim_run": self._delete_sim_run,
+            "put_api_response": self._api_response,
+            "delete_api_response": self._delete_api_response,
         }
 
     # -- what the row was before this replay ----------------------------------------------
@@ -341,6 +344,20 @@ class _Replayer:
         if not self._exists(SimRun.TABLE, run_id):
             return False
         self.store.delete_sim_run(run_id)
+        return True
+
+    # -- the API server's stored responses (#53) ----------------------------------------
+    def _api_response(self, _when: datetime, response_id: str, items: list[dict[str, Any]],
+                      response: dict[str, Any]) -> bool:
+        if self._was(API_RESPONSES, response_id, "id") is not _MISSING:
+            return False  # written once: the history has it already
+        self.store.put_api_response(response_id, items, response)
+        return True
+
+    def _delete_api_response(self, _when: datetime, response_id: str) -> bool:
+        if not self._exists(API_RESPONSES, response_id):
+            return False
+        self.store.delete_api_response(response_id)
         return True
 
 

@@ -109,6 +109,14 @@ class SafeStore:
     def save_attachments(self, message_id: str, files: list[dict[str, Any]]) -> bool:
         return self._submit("save_attachments", message_id, list(files))
 
+    def put_api_response(self, response_id: str, items: list[dict[str, Any]],
+                         response: dict[str, Any]) -> bool:
+        return self._submit("put_api_response", response_id, copy.deepcopy(items),
+                            copy.deepcopy(response))
+
+    def delete_api_response(self, response_id: str) -> bool:
+        return self._submit("delete_api_response", response_id)
+
     def record_request_stats(self, stats: RequestStatsRecord) -> bool:
         return self._submit("record_request_stats", copy.copy(stats))
 

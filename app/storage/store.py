@@ -12,6 +12,7 @@ from sqlite_utils import Database
 from app.paths import db_path
 from app.storage import db as dbfile
 from app.storage.add_new import AddNewMixin
+from app.storage.api_responses import ApiResponsesMixin
 from app.storage.attachments import AttachmentsMixin
 from app.storage.chat_list import ChatListMixin
 from app.storage.errors import StorageError, translate
@@ -25,7 +26,7 @@ from app.storage.stats import StatsMixin
 
 
 class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
-            AddNewMixin, ChatListMixin, AttachmentsMixin):
+            AddNewMixin, ChatListMixin, AttachmentsMixin, ApiResponsesMixin):
     """Every write is one transaction and touches only its own rows.
 
     Errors come out as StorageError (str() is a message for the user). Not

@@ -3,9 +3,13 @@ response object by id, so that `previous_response_id` continues a conversation, 
 the server restarts, and `GET` / `DELETE /v1/responses/{id}` find it.
 
 Kept in the history database's `api_responses` table (migration m010) or, with no file, in
-memory. Retention: responses older than `retention_days` are deleted as new ones are put,
-and at most `max_responses` are kept (the oldest go first), so a busy server's file does
-not grow without end."""
+memory. This class is `batchchat serve`'s, on a connection of its own; the app's built-in
+server writes the same table through the history's one writer (app/storage/api_responses.py
+on the Store, app/history/entries.py `ApiResponses`), with the row functions below.
+
+Retention: responses older than `retention_days` are deleted as new ones are put, and at
+most `max_responses` are kept (the oldest go first), so a busy server's file does not grow
+without end."""
 
 from __future__ import annotations
 
@@ -45,33 +49,24 @@ class StoredResponses:
     def put(self, response_id: str, items: list[dict[str, Any]],
             response: dict[str, Any]) -> None:
         now = time.time()
-        row = (now, json.dumps(items), json.dumps(response))
         with self._lock:
             db = self._open()
             if db is None:
-                self._memory[response_id] = row
+                self._memory[response_id] = (now, json.dumps(items), json.dumps(response))
                 self._trim_memory(now)
                 return
             with db.conn:
-                db.execute(f"INSERT OR REPLACE INTO {TABLE} (id, created_at, input, "
-                           "response) VALUES (?, ?, ?, ?)", [response_id, *row])
-                db.execute(f"DELETE FROM {TABLE} WHERE created_at < ?",
-                           [now - self.retention_s])
-                db.execute(f"DELETE FROM {TABLE} WHERE id NOT IN (SELECT id FROM {TABLE} "
-                           "ORDER BY created_at DESC LIMIT ?)", [self.max_responses])
+                put_row(db, response_id, items, response, self.retention_s,
+                        self.max_responses)
 
     def get(self, response_id: str) -> Stored | None:
         """(its whole input items, the response), or None: unknown, deleted or expired."""
         with self._lock:
             db = self._open()
-            if db is None:
-                row = self._memory.get(response_id)
-            else:
-                row = db.execute(f"SELECT created_at, input, response FROM {TABLE} "
-                                 "WHERE id = ?", [response_id]).fetchone()
-        if row is None or row[0] < time.time() - self.retention_s:
-            return None
-        return json.loads(row[1]), json.loads(row[2])
+            if db is not None:
+                return get_row(db, response_id, self.retention_s)
+            row = self._memory.get(response_id)
+        return None if row is None else _stored(row, self.retention_s)
 
     def delete(self, response_id: str) -> bool:
         """False: there was none of that id."""
@@ -80,8 +75,7 @@ class StoredResponses:
             if db is None:
                 return self._memory.pop(response_id, None) is not None
             with db.conn:
-                cur = db.execute(f"DELETE FROM {TABLE} WHERE id = ?", [response_id])
-            return cur.rowcount > 0
+                return delete_row(db, response_id)
 
     def close(self) -> None:
         with self._lock:
@@ -113,3 +107,36 @@ class StoredResponses:
                                 next(iter(self._memory.values()))[0]
                                 < now - self.retention_s):
             self._memory.popitem(last=False)
+
+
+# -- the table's rows, on any connection (this one's, or the app's history store's:
+# app/storage/api_responses.py), inside the caller's transaction --------------------------
+def put_row(db: Database, response_id: str, items: list[dict[str, Any]],
+            response: dict[str, Any], retention_s: float = RETENTION_DAYS * 86400.0,
+            max_responses: int = MAX_RESPONSES) -> None:
+    """Put one response; those past the retention, and the oldest past the cap, go."""
+    now = time.time()
+    db.execute(f"INSERT OR REPLACE INTO {TABLE} (id, created_at, input, response) "
+               "VALUES (?, ?, ?, ?)", [response_id, now, json.dumps(items),
+                                       json.dumps(response)])
+    db.execute(f"DELETE FROM {TABLE} WHERE created_at < ?", [now - retention_s])
+    db.execute(f"DELETE FROM {TABLE} WHERE id NOT IN (SELECT id FROM {TABLE} "
+               "ORDER BY created_at DESC LIMIT ?)", [max_responses])
+
+
+def get_row(db: Database, response_id: str,
+            retention_s: float = RETENTION_DAYS * 86400.0) -> Stored | None:
+    row = db.execute(f"SELECT created_at, input, response FROM {TABLE} WHERE id = ?",
+                     [response_id]).fetchone()
+    return None if row is None else _stored(tuple(row), retention_s)
+
+
+def delete_row(db: Database, response_id: str) -> bool:
+    """False: there was none of that id."""
+    return db.execute(f"DELETE FROM {TABLE} WHERE id = ?", [response_id]).rowcount > 0
+
+
+def _stored(row: tuple[float, str, str], retention_s: float) -> Stored | None:
+    if row[0] < time.time() - retention_s:
+        return None  # past the retention (deleted at the next put)
+    return json.loads(row[1]), json.loads(row[2])

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 from app.bridge import EngineBridge
 from app.context import AppContext
-from app.history.entries import ChatEdits, HistoryRecords, HistoryUpkeep
+from app.history.entries import ApiResponses, ChatEdits, HistoryRecords, HistoryUpkeep
 from app.history.reader import HistoryReader
 from app.history.writer import HistoryWriter
 from app.server.in_app import AppServer
@@ -145,7 +145,7 @@ def test_no_field_of_the_context_can_hold_the_writer():
         hint = typing.get_type_hints(AppContext)[f.name]
         kinds = [a for a in typing.get_args(hint) if isinstance(a, type)] or [hint]
         assert not any(isinstance(k, type) and issubclass(k, FORBIDDEN) for k in kinds), f.name
-    for cls in (HistoryRecords, ChatEdits, HistoryUpkeep):
+    for cls in (HistoryRecords, ChatEdits, HistoryUpkeep, ApiResponses):
         assert not hasattr(cls, "__dict__") or "__slots__" in vars(cls), cls  # no room for more
         assert all(n.startswith("_") or n in {"chats_changed", "status_changed"}
                    for n in cls.__slots__), cls.__slots__
@@ -163,14 +163,17 @@ def test_only_the_workspace_holds_the_writer(tmp_path):
         ws.open()
         ctx = AppContext(settings, bridge)
         ctx.history_reader, ctx.records = ws.history_reader, ws.records
+        ctx.api_responses = ws.api_responses
         assert isinstance(ctx.records, HistoryRecords)
+        assert isinstance(ctx.api_responses, ApiResponses)
         assert isinstance(ws.chat_edits, ChatEdits) and isinstance(ws.upkeep, HistoryUpkeep)
         server = AppServer(ctx)
         stats = StatsModel(ctx)
         run = SimulationRun(bridge.streams, SimConfig(), ctx.records)
         for root, name in ((ctx, "ctx"), (server, "server"), (stats, "stats"), (run, "run"),
                            (ws, "workspace"), (ws.records, "records"),
-                           (ws.chat_edits, "chat_edits"), (ws.upkeep, "upkeep")):
+                           (ws.chat_edits, "chat_edits"), (ws.upkeep, "upkeep"),
+                           (ws.api_responses, "api_responses")):
             assert not list(handed_out(root, name)), list(handed_out(root, name))
     finally:
         ws.close_history()

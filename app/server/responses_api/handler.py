@@ -2,11 +2,11 @@
 a ChatRequest (request.py) and run on the server's one road (ApiServer.answering: the same
 submit, the same Reply as the chat route), written as a response object (output.py) or its
 event stream (events.py). A response is stored (`store`, default true as OpenAI's) with its
-whole input, so `previous_response_id` continues from it (app/storage/stored_responses.py)."""
+whole input, so `previous_response_id` continues from it (keeper.py: `batchchat serve`'s
+file, or the app's history)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -52,7 +52,7 @@ async def create(server: ApiServer, request: web.Request) -> web.StreamResponse:
 
 
 async def retrieve(server: ApiServer, request: web.Request) -> web.Response:
-    stored = await asyncio.to_thread(server.stored_responses.get, request.match_info["id"])
+    stored = await server.stored_responses.get(request.match_info["id"])
     if stored is None:
         return _not_found(request.match_info["id"])
     return web.json_response(stored[1])
@@ -60,7 +60,7 @@ async def retrieve(server: ApiServer, request: web.Request) -> web.Response:
 
 async def delete(server: ApiServer, request: web.Request) -> web.Response:
     response_id = request.match_info["id"]
-    if not await asyncio.to_thread(server.stored_responses.delete, response_id):
+    if not await server.stored_responses.delete(response_id):
         return _not_found(response_id)
     return web.json_response({"id": response_id, "object": "response", "deleted": True})
 
@@ -77,7 +77,7 @@ async def _earlier(server: ApiServer, previous: str | None) -> list[dict[str, An
     items (reasoning, messages, calls), as the next input continues them."""
     if previous is None:
         return []
-    stored = await asyncio.to_thread(server.stored_responses.get, previous)
+    stored = await server.stored_responses.get(previous)
     if stored is None:
         raise Refusal(RefusalCode.INVALID_VALUE, f"'previous_response_id': no stored "
                       f"response with id '{previous}'", param="previous_response_id")
@@ -96,7 +96,7 @@ def _as_input(item: Mapping[str, Any]) -> dict[str, Any]:
 
 async def _put(server: ApiServer, response_id: str, items: list[dict[str, Any]],
                response: dict[str, Any]) -> None:
-    await asyncio.to_thread(server.stored_responses.put, response_id, items, response)
+    await server.stored_responses.put(response_id, items, response)
 
 
 async def _whole(server: ApiServer, envelope: Envelope, choices: Choices, reply: Reply,
