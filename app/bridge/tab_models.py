@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..backend import LocalBackend
-from ..fleet import UnknownModel
+from ..fleet import HeldOutside, UnknownModel, need_of
 from ..request import Refusal, RefusalCode
 from .hosting import ModelHost
 from .switch import model_name
@@ -23,11 +23,45 @@ if TYPE_CHECKING:
 
 
 class TabModels:
-    """`fleet`: the window's ModelManager (None: only the default model is served)."""
+    """`fleet`: the window's ModelManager (None: only the default model is served); it is
+    told what the default model holds (`held`), which counts in its budget."""
 
     def __init__(self, host: ModelHost, fleet: ModelManager | None = None) -> None:
         self._host = host
+        self._fleet: ModelManager | None = None
+        self._held: tuple[tuple[str, int], list[HeldOutside]] | None = None  # (key, value)
         self.fleet = fleet
+
+    @property
+    def fleet(self) -> ModelManager | None:
+        return self._fleet
+
+    @fleet.setter
+    def fleet(self, fleet: ModelManager | None) -> None:
+        self._fleet = fleet
+        if fleet is not None:
+            fleet.outside = self.held
+
+    def held(self) -> list[HeldOutside]:
+        """The default model as the manager counts it: its file's estimate with the KV
+        budget its engine was given (none while no model is loaded, or for an engine the
+        library does not know)."""
+        target, source = self._host.target, self._host.source
+        if target is None or source is None or self.fleet is None:
+            return []
+        stats = target.stats()
+        key = (source, stats.kv_budget_bytes)
+        if self._held is None or self._held[0] != key:  # the file is read once per model
+            try:
+                entry = self.fleet.catalog.find(source)
+            except UnknownModel:
+                held = []
+            else:
+                held = [HeldOutside(entry.name, source,
+                                    need_of(entry, stats.kv_budget_bytes or None))]
+            self._held = (key, held)
+        return [HeldOutside(h.name, h.source, h.need, len(target.live()))
+                for h in self._held[1]]
 
     def name_of(self, model: str) -> str:
         """The library's name for `model` (UnknownModel if it has none)."""

@@ -2,10 +2,10 @@
 kept within a memory budget (idle least-recently-used ones evicted, a TTL per model, pins).
 Qt-free; the API server (`batchchat serve --models-dir`) holds one."""
 
-from .budget import default_budget_bytes, need_of
+from .budget import HeldOutside, default_budget_bytes, need_of
 from .catalog import Catalog
 from .errors import NoRoom, UnknownModel
 from .manager import Lease, ModelInfo, ModelManager, ModelState
 
-__all__ = ["Catalog", "Lease", "ModelInfo", "ModelManager", "ModelState", "NoRoom",
-           "UnknownModel", "default_budget_bytes", "need_of"]
+__all__ = ["Catalog", "HeldOutside", "Lease", "ModelInfo", "ModelManager", "ModelState",
+           "NoRoom", "UnknownModel", "default_budget_bytes", "need_of"]

@@ -9,6 +9,7 @@ files' size plus the KV budget stands for it.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from engine.public import MemoryNeed, host_available_bytes
 
@@ -19,6 +20,18 @@ from ..models.inspect import memory_need
 # (the rest for the app, the loading model's transient copies and the system)
 MACHINE_SHARE = 0.75
 DEFAULT_KV_BYTES = 256 << 20  # engine/kv_formula.py's least default budget
+
+
+@dataclass(frozen=True)
+class HeldOutside:
+    """A model loaded beside the manager's that the manager neither loads nor unloads (the
+    window's default model, the ModelHost's): its need counts in the budget, so a load is
+    refused or evicts with the memory truly taken; it is never evicted by the manager."""
+
+    name: str
+    source: str
+    need: MemoryNeed
+    running: int = 0  # its requests not ended
 
 
 def default_budget_bytes() -> int:

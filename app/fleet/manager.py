@@ -18,7 +18,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ from engine.public import (
 from ..daemon_thread import in_daemon_thread
 from ..events import Event
 from ..process_memory import resident_bytes
-from .budget import default_budget_bytes, need_of
+from .budget import HeldOutside, default_budget_bytes, need_of
 from .catalog import Catalog
 from .errors import NoRoom
 
@@ -138,7 +138,9 @@ class ModelManager:
     the machine's free memory, budget.default_budget_bytes); `max_models`: how many may be
     loaded at once (None: as many as fit); `kv_budget_bytes`: each engine's KV budget
     (None: the engine's default, as in the estimate); `default_ttl_s`: a model's TTL unless
-    its load or a request sets one. Events: `changed(name, state)`."""
+    its load or a request sets one. `outside()`: the models loaded beside these that the
+    manager does not own (the window's default model, set by the bridge): counted in the
+    budget, never evicted. Events: `changed(name, state)`."""
 
     def __init__(self, catalog: Catalog, loader: Loader | None = None, *,
                  budget_bytes: int | None = None, max_models: int | None = None,
@@ -156,6 +158,7 @@ class ModelManager:
         self._kv_budget = kv_budget_bytes
         self._reap_interval = reap_interval_s
         self._hosted: dict[str, _Hosted] = {}
+        self.outside: Callable[[], Sequence[HeldOutside]] = tuple
         self._room = asyncio.Lock()  # one load plans and loads at a time
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
@@ -241,8 +244,9 @@ class ModelManager:
                 if h.state is ModelState.LOADED and h.target is not None}
 
     def used_bytes(self) -> int:
-        """The estimates of the models loading, loaded or unloading, added up."""
-        return sum(h.need.total for h in self._hosted.values())
+        """The estimates of the models loading, loaded or unloading, and of those held
+        outside (the window's default model), added up."""
+        return sum(h.need.total for h in [*self._hosted.values(), *self.outside()])
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -316,7 +320,8 @@ class ModelManager:
         even unloading every idle unpinned model is not enough."""
         others = [h for h in self._hosted.values() if h is not hosted]
         need = hosted.need.total
-        used = sum(h.need.total for h in others)
+        held = list(self.outside())  # never evicted here: the window unloads its own
+        used = sum(h.need.total for h in others) + sum(o.need.total for o in held)
         free = self.budget_bytes - used
         slots = (self.max_models - len(others)) if self.max_models else len(others) + 1
         idle = sorted((h for h in others if h.state is ModelState.LOADED and not h.pinned
@@ -329,7 +334,7 @@ class ModelManager:
             free += h.need.total
             slots += 1
         if need > free or slots < 1:
-            stuck = [h.name for h in others if h not in victims]
+            stuck = [h.name for h in others if h not in victims] + [o.name for o in held]
             raise NoRoom(hosted.name, need, self.budget_bytes, self.budget_bytes - used,
                          stuck, hosted.need.describe())
         machine = host_available_bytes() + sum(h.need.total for h in victims)

@@ -9,17 +9,23 @@
   `keep_alive`, Ollama's).
 - `/v1/models` lists loaded and available models with their state; `/metrics` gives each
   loaded model's engine figures labelled `model="…"`.
+- The window's own server (app/server/in_app.py) serves its default model beside the
+  manager's (`DefaultModel`): a request naming it, or a name the manager does not know (as a
+  server of one model answers any name), goes to that model, which the manager neither
+  loads nor unloads.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ..fleet import Lease, ModelManager, NoRoom, UnknownModel
+from ..fleet import Lease, ModelInfo, ModelManager, NoRoom, UnknownModel
 from ..fleet.manager import UNSET
 from ..request import Refusal, RefusalCode
 from . import openapi
@@ -37,7 +43,37 @@ COMPLETION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/me
 DURATION = re.compile(r"(-?[0-9]+(?:\.[0-9]+)?)(ms|s|m|h)?")
 UNIT_S = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
-_current: ContextVar[Lease | None] = ContextVar("batchchat_fleet_lease", default=None)
+
+
+@dataclass(frozen=True)
+class DefaultModel:
+    """The model served beside the manager's (the window's default model): `info` as the
+    listings show it, `target` None while it takes no request (a switch waits, none is
+    loaded), `names` the names that mean it besides its id (aliases, the library's name)."""
+
+    info: ModelInfo | None
+    target: LocalTarget | None
+    model_id: str | None
+    names: tuple[str, ...] = ()
+
+    def means(self, name: str) -> bool:
+        wanted = name.casefold()
+        return any(wanted == n.casefold() for n in (self.model_id or "", *self.names) if n)
+
+
+class _OnDefault:
+    """A request answered by the default model: held as a Lease is, with nothing to let go."""
+
+    def __init__(self, default: DefaultModel) -> None:
+        self.target = default.target
+        self.name = default.model_id
+
+    def release(self) -> None:
+        pass
+
+
+_current: ContextVar[Lease | _OnDefault | None] = ContextVar("batchchat_fleet_lease",
+                                                             default=None)
 
 
 def keep_alive(body: dict[str, Any]) -> Any:
@@ -67,11 +103,14 @@ def _seconds(field: str, value: Any) -> float | None:
 
 class FleetApi:
     """The model manager as the ApiServer serves it: `target()` / `model_id()` are the
-    server's (the model of the request being answered)."""
+    server's (the model of the request being answered). `default()`: the model served
+    beside the manager's (the window's server), None for `serve --models-dir`."""
 
-    def __init__(self, fleet: ModelManager, max_body_bytes: int = 4 << 20) -> None:
+    def __init__(self, fleet: ModelManager, max_body_bytes: int = 4 << 20,
+                 default: Callable[[], DefaultModel] | None = None) -> None:
         self.fleet = fleet
         self._limit = max_body_bytes
+        self._default = default
 
     # -- the request's model ------------------------------------------------------------
     def target(self) -> LocalTarget | None:
@@ -94,13 +133,42 @@ class FleetApi:
         name = body.get("model") if isinstance(body, dict) else None
         if not isinstance(name, str) or not name:
             return await handler(request)  # refused there: 'model' is required
-        lease = await self.acquire(name, ttl_s=keep_alive(body))
+        ttl_s = keep_alive(body)
+        default = self._on_default(name)
+        lease = _OnDefault(default) if default is not None \
+            else await self.acquire(name, ttl_s=ttl_s)
         token = _current.set(lease)
         try:
             return await handler(request)
         finally:
             _current.reset(token)
             lease.release()
+
+    def _on_default(self, name: str) -> DefaultModel | None:
+        """The default model when `name` names it, or names no model the manager knows
+        (any name: the default model answers, as a server of one model does)."""
+        if self._default is None:
+            return None
+        named = self._default_named(name)
+        if named is not None:
+            return named
+        try:
+            self.fleet.catalog.find(name)
+        except UnknownModel:
+            return self._default()
+        return None
+
+    def _default_named(self, name: str) -> DefaultModel | None:
+        """The default model when `name` is its id, one of its names, or its file."""
+        default = self._default() if self._default is not None else None
+        if default is None or default.means(name):
+            return default
+        try:
+            entry = self.fleet.catalog.find(name)
+        except UnknownModel:
+            return None
+        return default if default.info is not None and entry.source == default.info.source \
+            else None
 
     async def acquire(self, name: str, *, ttl_s: Any = UNSET,
                       pin: bool | None = None) -> Lease:
@@ -125,10 +193,18 @@ class FleetApi:
                 web.post("/models/load", self._load), web.post("/models/unload", self._unload)]
 
     async def _all(self, request: web.Request) -> web.Response:
-        return web.json_response(self._listing(self.fleet.models()))
+        return web.json_response(self._listing(self.listed(self.fleet.models())))
 
     async def _running(self, request: web.Request) -> web.Response:
-        return web.json_response(self._listing(self.fleet.running()))
+        return web.json_response(self._listing(self.listed(self.fleet.running())))
+
+    def listed(self, infos: list[ModelInfo]) -> list[ModelInfo]:
+        """`infos` with the default model first (the manager's entry for its file left out:
+        one model, served once)."""
+        default = self._default() if self._default is not None else None
+        if default is None or default.info is None:
+            return infos
+        return [default.info, *(i for i in infos if i.source != default.info.source)]
 
     def _listing(self, infos: list[Any]) -> dict[str, Any]:
         return {"object": "list", "budget_bytes": self.fleet.budget_bytes,
@@ -146,6 +222,9 @@ class FleetApi:
             raise Refusal(RefusalCode.INVALID_VALUE, "'estimate_only' must be true or false",
                           param="estimate_only")
         ttl_s = keep_alive(body)  # checked even for an estimate: a bad body is refused
+        default = self._default_named(name)
+        if default is not None and default.info is not None and not estimate_only:
+            return web.json_response({"model": default.info.as_json()})  # loaded, stays so
         if estimate_only:  # LM Studio's `lms load --estimate-only`
             try:
                 need = self.fleet.estimate(name)
@@ -173,6 +252,9 @@ class FleetApi:
                                     or not 0 <= timeout < 1e6):
             raise Refusal(RefusalCode.INVALID_VALUE, "'timeout' must be a number of seconds "
                           "from 0", param="timeout")
+        if self._default_named(name) is not None:
+            raise Refusal(RefusalCode.INVALID_VALUE, f"'{name}' is the window's default model: "
+                          "switch or unload it in the window", param="model")
         try:
             unloaded = await self.fleet.unload(name, cancel=cancel, timeout_s=timeout)
         except UnknownModel as exc:
@@ -191,13 +273,17 @@ class FleetApi:
         unloading, available) as LM Studio's list says it."""
         return {"object": "list", "data": [
             {"id": info.name, "object": "model", "created": 0, "owned_by": "batchchat",
-             "state": info.state.value} for info in self.fleet.models()]}
+             "state": info.state.value} for info in self.listed(self.fleet.models())]}
 
     def metrics(self, server: ServerMetrics) -> str:
-        """Each loaded model's engine figures labelled model="…", then the server's own."""
+        """Each loaded model's engine figures labelled model="…" (the default model's
+        first), then the server's own."""
         heads: dict[str, list[str]] = {}
         samples: dict[str, list[str]] = {}
-        for name, target in self.fleet.targets().items():
+        default = self._default() if self._default is not None else None
+        targets = {default.model_id: default.target} \
+            if default is not None and default.model_id and default.target else {}
+        for name, target in {**targets, **self.fleet.targets()}.items():
             label = name.replace("\\", "\\\\").replace('"', '\\"')
             for line in _engine_lines(target.stats()):
                 metric = line.split()[2] if line.startswith("#") else line.split()[0]
@@ -221,8 +307,9 @@ class FleetApi:
         """The OpenAPI description with every model's name in `model` and these paths."""
         from .fleet_openapi import extend
 
-        names = [info.name for info in self.fleet.models()]
-        return extend(openapi.document(names, any_name=False), names)
+        names = [info.name for info in self.listed(self.fleet.models())]
+        # beside a default model any other name is answered by it
+        return extend(openapi.document(names, any_name=self._default is not None), names)
 
 
 def _name(body: dict[str, Any]) -> str:

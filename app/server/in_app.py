@@ -2,7 +2,12 @@
 requests batch with the chat tabs and the simulator and show in the stats panel), on the
 app's own loop, always on 127.0.0.1, with the port and key from the settings. Finished API
 requests are saved to the history's request stats, and /v1/responses' stored responses to
-the history (issue #53: they survive a restart), both through the history's one writer."""
+the history (issue #53: they survive a restart), both through the history's one writer.
+
+With the window's ModelManager (issue #50) it serves every model as `serve --models-dir`
+does (fleet_api.py): a request naming a library model loads it just in time under the
+manager the tabs use; /v1/models lists the default model first, then the others with their
+state; any other name is answered by the default model, as before."""
 
 from __future__ import annotations
 
@@ -10,7 +15,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..events import Event
+from ..fleet import ModelInfo, ModelState
 from .app import ApiServer, ServerConfig
+from .fleet_api import DefaultModel, FleetApi
 from .model_names import aliases_of
 from .responses_api.keeper import ResponseKeeper
 from .serve import model_id
@@ -57,11 +64,15 @@ class AppServer:
             return True
         s = self.ctx.settings
         kept = self.ctx.api_responses  # the history's entry (None: no history, in memory)
-        server = ApiServer(self._serving, self.model_id,
-                           ServerConfig(host="127.0.0.1", port=s.server_port,
-                                        api_key=s.server_api_key or None),
+        config = ServerConfig(host="127.0.0.1", port=s.server_port,
+                              api_key=s.server_api_key or None)
+        fleet = self.ctx.bridge.fleet  # the tabs' models too, loaded just in time (#50)
+        api = FleetApi(fleet, config.max_body_bytes, self.default_model) \
+            if fleet is not None else None
+        server = ApiServer(api.target if api else self._serving,
+                           api.model_id if api else self.model_id, config,
                            on_finished=self._record,
-                           model_aliases=lambda: aliases_of(self.ctx.bridge.source),
+                           model_aliases=lambda: aliases_of(self.ctx.bridge.source), fleet=api,
                            stored_responses=None if kept is None
                            else ResponseKeeper(kept, on_loop=True))
         try:
@@ -95,6 +106,21 @@ class AppServer:
             return await self.start()
         finally:
             self._busy = False
+
+    def default_model(self) -> DefaultModel:
+        """The default model as the fleet's API serves it beside the manager's."""
+        bridge, local = self.ctx.bridge, self.ctx.bridge.local
+        if local is None:  # none loaded: any name is told no model is ready
+            return DefaultModel(None, None, None)
+        served = model_id(local, bridge.source or "model")
+        held = bridge.models.held()  # its file's estimate, as the manager counts it
+        need = held[0].need if held else None
+        # pinned: the manager never unloads it (the window's model button does)
+        info = ModelInfo(served, bridge.source or "", ModelState.LOADED,
+                         need.total if need else 0, need.describe() if need else "",
+                         pinned=True, running=len(local.live()))
+        return DefaultModel(info, self._serving(), served,
+                            (*aliases_of(bridge.source), bridge.default_model()))
 
     def _serving(self) -> LocalTarget | None:
         return self.ctx.bridge.serving
