@@ -26,10 +26,12 @@ from .branch_copy import branch_title, copy_path
 from .bridge import EngineBridge, Generation
 from .conversation_tools import ToolTurns
 from .events import Event
+from .images.parts import has_images, with_images
+from .images.refusal import images_refused
 from .message_tree import ChatMessage, MessageTree, Removed
 from .reasoning.reply import take_text
 from .reply_tools import tool_result_text
-from .request import Refusal
+from .request import Refusal, RefusalCode
 from .request.engine_input import choice_seed
 from .request.tab import tab_request
 from .titles import title_from_message
@@ -156,16 +158,20 @@ class Conversation:
         return self.tree.version(self.messages[index])
 
     # -- sending ------------------------------------------------------------------------
-    def send(self, text: str, n: int = 1, attachments: Sequence[Any] = ()) -> bool:
-        """Add a user message (with its attached files, app.attachments' Attachments) and
-        start `n` replies (versions, one batch). False (with a notice) if refused."""
-        if not self._can_send(text) or not self._valid_n(n):
+    def send(self, text: str, n: int = 1, attachments: Sequence[Any] = (),
+             images: Sequence[Any] = ()) -> bool:
+        """Add a user message (with its attached files, app.attachments' Attachments, and
+        its images, app.images' ImageData) and start `n` replies (versions, one batch).
+        False (with a notice) if refused: images for a model that reads text only are
+        refused before anything is added."""
+        if not self._can_send(text) or not self._valid_n(n) \
+                or not self._sees_images(images, self._same_targets(n)):
             return False
         if not self.tree.nodes and self.title == self.default_title:
             # named after its first message until the user renames it
             self.rename(title_from_message(text) or self.title)
-        user = self._add(ChatMessage("user", text, attachments=tuple(attachments)),
-                         self.tree.leaf)
+        user = self._add(ChatMessage("user", text, attachments=tuple(attachments),
+                                     images=tuple(images)), self.tree.leaf)
         return self._start(user, self._same_targets(n))
 
     def regenerate(self, n: int = 1, index: int | None = None) -> bool:
@@ -185,20 +191,25 @@ class Conversation:
                 or not self._valid_n(n):
             return False
         old = self.messages[index]
+        if not self._sees_images(old.images, self._same_targets(n)):
+            return False
         parent = self.tree.nodes.get(old.parent_id or "")
-        # the new version asks about the same files
-        user = self._add(ChatMessage("user", text, attachments=old.attachments), parent)
+        # the new version asks about the same files and images
+        user = self._add(ChatMessage("user", text, attachments=old.attachments,
+                                     images=old.images), parent)
         return self._start(user, self._same_targets(n))
 
-    def compare(self, text: str, targets: list[ReplyTarget]) -> list[ChatMessage | Refusal]:
-        """Send `text` once and ask every target at once; their replies are versions (the
-        first started is shown). Per target, in order: its reply, or its Refusal.
-        [] when nothing was sent (no targets, empty or invalid text, a reply running)."""
-        if not targets or not self._can_send(text):
+    def compare(self, text: str, targets: list[ReplyTarget],
+                images: Sequence[Any] = ()) -> list[ChatMessage | Refusal]:
+        """Send `text` (and `images`, to every target) once and ask every target at once;
+        their replies are versions (the first started is shown). Per target, in order: its
+        reply, or its Refusal. [] when nothing was sent (no targets, empty or invalid
+        text, a reply running, images for a target that reads text only)."""
+        if not targets or not self._can_send(text) or not self._sees_images(images, targets):
             return []
         if not self.tree.nodes and self.title == self.default_title:
             self.rename(title_from_message(text) or self.title)
-        user = self._add(ChatMessage("user", text), self.tree.leaf)
+        user = self._add(ChatMessage("user", text, images=tuple(images)), self.tree.leaf)
         return self._start_each(user, targets)
 
     # -- the tree -----------------------------------------------------------------------
@@ -315,7 +326,8 @@ class Conversation:
             gen.cancel()
 
     def next_prompt(self, text: str, editing: int | None = None,
-                    attachments: Sequence[Any] = ()) -> list[dict[str, Any]]:
+                    attachments: Sequence[Any] = (), images: Sequence[Any] = ()
+                    ) -> list[dict[str, Any]]:
         """The messages that sending `text` would submit (as a new version of shown message
         `editing`, when given): the system prompt, the path before it, then `text`. Tools
         an MCP server offers are not in it (they are listed only when sending)."""
@@ -327,7 +339,10 @@ class Conversation:
                 else self.prompt_messages(path=[])
         if editing is not None and not attachments:
             attachments = self.messages[editing].attachments
-        return [*before, {"role": "user", "content": text} | _files(attachments)]
+        if editing is not None and not images:
+            images = self.messages[editing].images
+        return [*before, {"role": "user", "content": with_images(text, tuple(images))}
+                | _files(attachments)]
 
     def prompt_messages(self, upto: ChatMessage | None = None,
                         path: list[ChatMessage] | None = None) -> list[dict[str, Any]]:
@@ -347,7 +362,8 @@ class Conversation:
                             "content": tool_result_text(m.tool_results.get(c["id"]))}
                            for c in m.tool_calls)
             elif m.content or m.role == "user":
-                out.append({"role": m.role, "content": m.content}
+                # a user message's images: its text part, then image_url parts
+                out.append({"role": m.role, "content": with_images(m.content, m.images)}
                            | ({"token_ids": m.token_ids} if m.token_ids else {})
                            | _files(m.attachments)  # made text on the request road
                            # earlier thinking: the template keeps or drops it
@@ -368,6 +384,27 @@ class Conversation:
         if bad is not None:
             self.notice.emit(f"Not sent: the message {bad}. Remove or retype that character.")
         return bad is None
+
+    def image_refusal(self, images: Sequence[Any], targets: list[ReplyTarget]) -> str | None:
+        """Why `images` cannot go to `targets` (one's model reads text only), or None."""
+        if not images:
+            return None
+        for target in targets:
+            try:
+                route = self.bridge.route(target.backend, target.model)
+            except Refusal:
+                continue  # not ready, or loaded first: said when it is started
+            if not route.backend.sees_images:
+                return images_refused(route.backend.description)
+        return None
+
+    def _sees_images(self, images: Sequence[Any], targets: list[ReplyTarget]) -> bool:
+        """False, with a notice at the input, when `images` go to a target whose model
+        reads text only (nothing is added: the draft and its images stay)."""
+        refusal = self.image_refusal(images, targets)
+        if refusal is not None:
+            self.notice.emit(refusal)
+        return refusal is None
 
     def _valid_n(self, n: int) -> bool:
         if 1 <= n <= MAX_ANSWERS:
@@ -463,6 +500,10 @@ class Conversation:
             try:
                 # who answers first: "no model is ready" is said before a bad format
                 route = self.bridge.route(target.backend, target.model)
+                if not route.backend.sees_images and has_images(prompt):
+                    # the chat holds images (sent to another model, or a switch since)
+                    raise Refusal(RefusalCode.INVALID_VALUE,
+                                  images_refused(route.backend.description, sent=False))
                 # a remote server gets the format and the tools as given (`local`)
                 request = tab_request(prompt, target.params, tools or None,
                                       target.params.get("tool_choice", "auto"),

@@ -55,6 +55,8 @@ class ChatMessage:
     # A user message's files (issue #51): app.attachments' Attachment (read) or Refused
     # (a file whose text the history did not keep); only Attachments go in the prompt
     attachments: tuple[Any, ...] = ()
+    # A user message's images (issue #52): app.images' ImageData, sent as image_url parts
+    images: tuple[Any, ...] = ()
     # A reply to files that did not fit: the passages it was given, numbered as in its
     # prompt (app.attachments.fit's Citation), shown under the answer
     citations: tuple[Any, ...] = ()

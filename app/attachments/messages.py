@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..images.parts import text_of, with_text
 from .attachment import Attachment
 from .fit import Fitted, fit, whole_tokens
 from .framing import user_content
@@ -37,7 +38,9 @@ def whole_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
     out = without_attachments(messages)
     for m, original in zip(out, messages, strict=True):
         if atts := attachments_of(original):
-            m["content"] = user_content(m.get("content") or "", atts)
+            # a message with images (#52): the files framed into its text part
+            m["content"] = with_text(m.get("content"), user_content(text_of(m.get("content")),
+                                                                    atts))
     return out
 
 
@@ -60,9 +63,9 @@ def fitted_messages(messages: Sequence[Mapping[str, Any]], *,
         if not atts:
             continue
         room = left if i == carrying[-1] else left - reserve
-        got = fit(m.get("content") or "", atts, encode=encode, budget_tokens=max(0, room),
-                  cache=cache)
-        m["content"] = got.content
+        got = fit(text_of(m.get("content")), atts, encode=encode,
+                  budget_tokens=max(0, room), cache=cache)
+        m["content"] = with_text(m.get("content"), got.content)
         fitted.append(got)
         left -= got.tokens
     return out, fitted

@@ -11,6 +11,8 @@ from app.attachments.fit import Citation
 from app.attachments.stored import from_saved
 from app.bridge import EngineBridge, Generation, ReplyStats
 from app.conversation import ChatMessage, Conversation
+from app.images.stored import from_saved as image_from_saved
+from app.images.stored import is_saved_image
 from app.storage import LoadedSession, Message, RequestStatsRecord, Session
 
 from .paths import message_tree
@@ -156,8 +158,11 @@ def chat_message(record: Message) -> ChatMessage:
 def conversation(loaded: LoadedSession, bridge: EngineBridge) -> Conversation:
     s = loaded.session
     messages = [chat_message(m) for m in loaded.messages]
-    for msg in messages:  # a user message's files (#51)
-        msg.attachments = tuple(from_saved(f) for f in loaded.attachments.get(msg.id, ()))
+    for msg in messages:  # a user message's files (#51) and images (#52), kept together
+        saved = loaded.attachments.get(msg.id, ())
+        msg.attachments = tuple(from_saved(f) for f in saved if not is_saved_image(f))
+        msg.images = tuple(i for i in map(image_from_saved, filter(is_saved_image, saved))
+                           if i is not None)
     tree = message_tree(messages, s.shown_leaf_id)
     params = dict(s.params)
     answers = params.pop(ANSWERS_KEY, 1)  # not a sampling setting: the tab's ×N

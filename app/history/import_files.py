@@ -25,6 +25,12 @@ def _part(p: Any, where: str) -> dict[str, Any]:
             and (p.get("page") is None or type(p.get("page")) is int)
             and (p.get("source") is None or isinstance(p.get("source"), str))):
         raise ValueError(f"{where} must be {{text, page, source}}")
+    if "image" in p:  # an image (#52: app/images/stored.py), its bytes in base64
+        if not (isinstance(p["image"], str) and all(
+                type(p.get(k)) is int for k in ("width", "height"))):
+            raise ValueError(f"{where} must be {{text, image, width, height}}")
+        return {"text": p["text"], "image": p["image"], "width": p["width"],
+                "height": p["height"]}
     return {"text": p["text"], "page": p.get("page"), "source": p.get("source")}
 
 

@@ -37,6 +37,7 @@ from app.attachments.stored import to_saved
 from app.bridge import EngineBridge, Generation
 from app.conversation import ChatMessage, Conversation, MessageChange
 from app.events import Event
+from app.images.stored import to_saved as image_saved
 from app.paths import db_path
 from app.storage import LoadedSession, SafeStore, StorageError
 from app.storage.records import RequestStatsRecord, SimResult, SimRun, StatsSnapshot
@@ -375,7 +376,8 @@ class HistoryWriter:
         first = msg.id not in t.saved
         t.saved[msg.id] = record.created_at
         self._write(self._store.save_message, record)
-        files = [to_saved(a) for a in msg.attachments if isinstance(a, Attachment)]
+        files = [to_saved(a) for a in msg.attachments if isinstance(a, Attachment)] \
+            + [image_saved(i) for i in msg.images]  # images (#52): in the files' tables
         if first and files:  # a message's files are written once, after its row (#51)
             self._write(self._store.save_attachments, msg.id, files)
 

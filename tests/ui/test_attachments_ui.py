@@ -33,7 +33,7 @@ def _reference(window, messages) -> int:
 def _files(tmp_path: Path) -> dict[str, Path]:
     notes = tmp_path / "notes.md"
     notes.write_text("# Plan\nShip the widget on Friday.\n")
-    blob = tmp_path / "photo.jpg"
+    blob = tmp_path / "data.bin"  # not an image's suffix (a .jpg goes to the image chips)
     blob.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(300))
     return {"md": notes, "pdf": make_pdf(tmp_path / "report.pdf", ["Revenue grew 12%."]),
             "docx": make_docx(tmp_path / "minutes.docx", ["Ana owns it"], [["a", "b"]]),
@@ -69,7 +69,7 @@ def test_files_become_chips_counted_and_sent(window, loop, qtbot, tmp_path, monk
     _settled(loop, tab)
     assert tab.input.toPlainText() == "What is in these?"  # nothing typed was lost
     chips = {c.path.name: c for c in tab.chips.chips}
-    assert set(chips) == {"notes.md", "report.pdf", "scan.pdf", "minutes.docx", "photo.jpg",
+    assert set(chips) == {"notes.md", "report.pdf", "scan.pdf", "minutes.docx", "data.bin",
                           "proj", "gone.txt"}
     tok = _tokenizer(window)
     for name in ("notes.md", "report.pdf", "minutes.docx", "proj"):
@@ -81,7 +81,7 @@ def test_files_become_chips_counted_and_sent(window, loop, qtbot, tmp_path, monk
         assert size_text(att.size) in chip.label.text()
         assert f"{expected:,} tokens" in chip.label.text()
         assert chip.property("refused") == "false"
-    for name, words in (("scan.pdf", "scanned PDF"), ("photo.jpg", "binary"),
+    for name, words in (("scan.pdf", "scanned PDF"), ("data.bin", "binary"),
                         ("gone.txt", "not found")):
         chip = chips[name]
         assert chip.property("refused") == "true" and words in chip.toolTip(), name
@@ -99,8 +99,8 @@ def test_files_become_chips_counted_and_sent(window, loop, qtbot, tmp_path, monk
     assert count.size.tokens > _reference(window, tab.conversation.next_prompt("What is in these?"))
 
     # a refused chip's × removes it; the others stay
-    qtbot.mouseClick(chips["photo.jpg"].remove_button, Qt.MouseButton.LeftButton)
-    assert "photo.jpg" not in {c.path.name for c in tab.chips.chips}
+    qtbot.mouseClick(chips["data.bin"].remove_button, Qt.MouseButton.LeftButton)
+    assert "data.bin" not in {c.path.name for c in tab.chips.chips}
 
     qtbot.keyClick(tab.input, Qt.Key.Key_Return)
     run_until(loop, lambda: not tab.conversation.is_busy and len(tab.conversation.messages) == 2)

@@ -36,6 +36,7 @@ from ..connections_dialog import open_connections
 from ..refusals import notice_text
 from .attachment_chips import AttachmentChips
 from .backend_picker import BackendPicker
+from .image_chips import ImageChips, is_image_path
 from .input_box import InputBox
 from .message_view import MessageList
 from .paperclip import paperclip_icon
@@ -49,12 +50,19 @@ REGENERATE_TIP = ("A new version of the last reply; the old one is kept, ‹ ›
 # said when Send or Regenerate meets a reply still running; gone once none runs
 STILL_GENERATING = "Still generating: press Esc to stop it first."
 STILL_READING = "Not sent yet: the attached files are still being read."
-ATTACH_TIP = ("Attach files to the message: text, Markdown, code, CSV, JSON, HTML, PDF, DOCX "
-              "(or drop files and folders on the message box, or paste them). Whole when they "
-              "fit the context, else the passages most relevant to the message.")
-FILE_FILTER = ("Documents and text (*.txt *.md *.markdown *.pdf *.docx *.html *.htm *.csv "
-               "*.tsv *.json *.py *.js *.ts *.c *.h *.cpp *.rs *.go *.java *.sh *.yaml *.yml "
-               "*.toml *.xml *.sql);;All files (*)")
+ATTACH_TIP = ("Attach files to the message: text, Markdown, code, CSV, JSON, HTML, PDF, DOCX, "
+              "and images for a model that sees them: PNG, JPEG, WebP, GIF, HEIC (or drop "
+              "files and folders on the message box, or paste them; Ctrl+V pastes a copied "
+              "image). Files go in whole when they fit the context, else the passages most "
+              "relevant to the message.")
+FILE_FILTER = ("Documents, text and images (*.txt *.md *.markdown *.pdf *.docx *.html *.htm "
+               "*.csv *.tsv *.json *.py *.js *.ts *.c *.h *.cpp *.rs *.go *.java *.sh *.yaml "
+               "*.yml *.toml *.xml *.sql *.png *.jpg *.jpeg *.webp *.gif *.heic *.heif);;"
+               "Images (*.png *.jpg *.jpeg *.webp *.gif *.heic *.heif *.bmp *.tif *.tiff);;"
+               "All files (*)")
+STILL_READING_IMAGES = "Not sent yet: the images are still being read."
+EDIT_IMAGES = ("An edited message keeps its own images: remove the new ones, or send them "
+               "as a new message.")
 EDIT_NOTE = ("Editing a message: Enter sends it as a new version (the old message and its "
              "replies stay as another version), Esc cancels.")
 
@@ -150,6 +158,9 @@ class ChatTab(QWidget):
         # the draft's files (#51): chips above the box; the paperclip, a drop or a paste
         self.chips = AttachmentChips(self.ctx)
         self.input.files_dropped.connect(self.attach_files)
+        # the draft's images (#52): thumbnail chips; a paste of a copied image, a drop
+        self.image_chips = ImageChips()
+        self.input.image_pasted.connect(self.attach_image)
         # the prompt the next Send makes, in tokens, against the context (under the box)
         self.token_count = TokenCount(self.ctx, self.conversation,
                                       lambda: (self.input.toPlainText(), self.editing_index),
@@ -177,6 +188,7 @@ class ChatTab(QWidget):
         typing = QVBoxLayout()
         typing.setSpacing(2)
         typing.addWidget(self.chips)
+        typing.addWidget(self.image_chips)
         typing.addWidget(self.input)
         typing.addLayout(under)
         row.addLayout(typing, 1)
@@ -360,11 +372,29 @@ class ChatTab(QWidget):
         return folder
 
     def attach_files(self, paths: list[str]) -> None:
+        """Files and folders as file chips; images (by their suffix) as image chips."""
+        images = [p for p in paths if is_image_path(p)]
+        files = [p for p in paths if not is_image_path(p)]
+        if files:
+            self.chips.add_paths(files)
+        if images:
+            self.image_chips.add_paths(images)
         if paths:
-            self.chips.add_paths(paths)
             self.input.setFocus(Qt.FocusReason.OtherFocusReason)
 
+    def attach_image(self, data: bytes) -> None:
+        """An image pasted from the clipboard (or dropped as data)."""
+        self.image_chips.add_data(data)
+        self.input.setFocus(Qt.FocusReason.OtherFocusReason)
+
     def _send_now(self, text: str) -> bool:
+        if self.image_chips.reading:
+            self.show_notice(STILL_READING_IMAGES)
+            return False
+        images = self.image_chips.images()
+        if images and self.editing_index is not None:
+            self.show_notice(EDIT_IMAGES)
+            return False
         refusal = self.token_count.refusal()
         if refusal is not None:  # the engine would refuse it: say why in the user's words
             self.show_notice(refusal)
@@ -375,10 +405,11 @@ class ChatTab(QWidget):
         if self.editing_index is not None:
             ok = self.conversation.edit_and_resend(self.editing_index, text, self.answers)
         else:
-            ok = self.conversation.send(text, self.answers, self.chips.attachments())
+            ok = self.conversation.send(text, self.answers, self.chips.attachments(), images)
         if ok:
             self.input.clear()
             self.chips.clear()
+            self.image_chips.clear()
             self.cancel_edit()
             self.show_notice(None)
         return ok
@@ -501,6 +532,7 @@ class ChatTab(QWidget):
         """Stop listening to the shared settings (the tab closes, or the window does)."""
         self.panel.detach()
         self.backend_picker.detach()
+        self.image_chips.detach()
         self.ctx.bridge.state_changed.disconnect(self._on_engine_state)
         self.ctx.settings.settings_panel_changed.disconnect(self._show_panel)
 

@@ -1,11 +1,12 @@
 """The message input: Enter sends, Shift+Enter starts a new line, Esc asks to stop. Files
 dropped on it or pasted into it (local file URLs) are attached, not typed: `files_dropped`
-with their paths."""
+with their paths; an image pasted from the clipboard (a screenshot, "Copy image" in a
+browser) is `image_pasted` with its PNG bytes."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QMimeData, QSize, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QKeySequence
+from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QSize, Qt, Signal
+from PySide6.QtGui import QImage, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
 
@@ -13,6 +14,7 @@ class InputBox(QPlainTextEdit):
     submitted = Signal(str)
     escape_pressed = Signal()
     files_dropped = Signal(list)  # local paths dropped or pasted
+    image_pasted = Signal(bytes)  # an image's PNG bytes, pasted or dropped as data
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -39,14 +41,32 @@ class InputBox(QPlainTextEdit):
             return []
         return [u.toLocalFile() for u in source.urls() if u.isLocalFile()]
 
+    @staticmethod
+    def image_png(source: QMimeData) -> bytes | None:
+        """The image a paste or a drop carries as data (not a file), as PNG bytes."""
+        if not source.hasImage():
+            return None
+        image = source.imageData()
+        if not isinstance(image, QImage) or image.isNull():
+            return None
+        buffer = QBuffer()
+        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+        image.save(buffer, "PNG")
+        return bytes(buffer.data().data())
+
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 - Qt override
-        return bool(self.local_files(source)) or super().canInsertFromMimeData(source)
+        return bool(self.local_files(source)) or source.hasImage() \
+            or super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 - Qt override
         # a drop and a paste both come here: files are attached, text is typed
         files = self.local_files(source)
         if files:
             self.files_dropped.emit(files)
+            return
+        png = self.image_png(source)
+        if png is not None:  # a screenshot or a copied image: attached, never typed
+            self.image_pasted.emit(png)
             return
         super().insertFromMimeData(source)
 

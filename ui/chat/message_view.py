@@ -22,6 +22,7 @@ from app.conversation import FINISH_NOTES, ChatMessage
 from app.reasoning.reply import thinking_live
 
 from ..mcp.tool_block import ToolCallBlock
+from .image_views import MessageImages
 from .message_files import FilesLine, Sources
 from .render_throttle import RenderThrottle
 from .reply_body import ReplyBody
@@ -162,6 +163,8 @@ class MessageWidget(QFrame):
         layout.addLayout(header)
         self.files = FilesLine(self)  # a user message's attached files
         layout.addWidget(self.files)
+        self.images = MessageImages(self)  # its images: thumbnails, a click opens one
+        layout.addWidget(self.images)
         # a reasoning model's thinking, folded above the answer (hidden when there is none)
         self.thinking = ThinkingBlock(self)
         layout.addWidget(self.thinking)
@@ -255,6 +258,7 @@ class MessageWidget(QFrame):
             self.body.set_markdown(f"*{msg.wait_note}*" if msg.wait_note else "…")
         self._render_tools()
         self.files.show_files(msg.attachments)
+        self.images.show_images(msg.images)
         self.sources.show_citations(msg.citations)
         text = stats_text(msg)
         if text != self.stats.text():

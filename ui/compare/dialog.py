@@ -8,6 +8,8 @@ reply in the tab's Conversation (`Conversation.compare`), so closing the view lo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent, QKeyEvent
@@ -24,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.conversation import ChatMessage, Conversation
+from app.plural import counted
 from app.settings import Settings
 
 from ..refusals import refusal_sentence
@@ -38,8 +41,9 @@ class CompareDialog(QDialog):
     sent = Signal()
 
     def __init__(self, conversation: Conversation, settings: Settings, text: str = "",
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, images: Sequence[Any] = ()) -> None:
         super().__init__(parent)
+        self.images = tuple(images)  # the draft's images (#52): every target gets them
         self.setObjectName("compareDialog")
         self.setWindowTitle(f"Compare — {conversation.title}")
         self.conversation = conversation
@@ -81,6 +85,11 @@ class CompareDialog(QDialog):
         self.message_box.setPlaceholderText("The message every target answers")
         self.message_box.setMaximumHeight(160)
         col.addWidget(self.message_box)
+        if self.images:
+            self.images_line = QLabel(f"With the draft's {counted(len(self.images), 'image')}"
+                                      ": every target is sent them.")
+            self.images_line.setObjectName("filesLine")
+            col.addWidget(self.images_line)
         self.error = QLabel()
         self.error.setObjectName("errorLabel")
         self.error.setWordWrap(True)
@@ -145,9 +154,12 @@ class CompareDialog(QDialog):
             self.error.setText(f"Loading {', '.join(missing)} …")
             self.error.show()
             return True
+        refused = conv.image_refusal(self.images, targets)
+        if refused is not None:  # a target reads text only: nothing is sent to any
+            return self._refuse(refused)
         # per target: its reply, or why it was refused
         outcomes = [o if isinstance(o, ChatMessage) else refusal_sentence(o)
-                    for o in conv.compare(text, targets)]
+                    for o in conv.compare(text, targets, self.images)]
         if not any(isinstance(o, ChatMessage) for o in outcomes):
             reasons = [o for o in outcomes if isinstance(o, str)]
             return self._refuse(" ".join(reasons) or "Nothing was sent.")

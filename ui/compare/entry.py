@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QTextCursor
@@ -12,6 +12,9 @@ from app.context import AppContext
 from app.conversation import Conversation
 
 from .dialog import CompareDialog
+
+if TYPE_CHECKING:
+    from ..chat.image_chips import ImageChips
 
 Q = TypeVar("Q", bound=QObject)
 
@@ -23,6 +26,7 @@ class ChatTab(Protocol):
     conversation: Conversation
     ctx: AppContext
     input: QPlainTextEdit
+    image_chips: ImageChips  # the draft's images, sent to every target
 
     def findChildren(self, kind: type[Q]) -> list[Q]: ...
     def window(self) -> QWidget: ...
@@ -39,10 +43,12 @@ def open_compare(tab: ChatTab) -> CompareDialog:
             dialog.activateWindow()
             return dialog
     dialog = CompareDialog(tab.conversation, tab.ctx.settings, tab.input.toPlainText(),
-                           cast(QWidget, tab))  # a ChatTab is a QWidget
+                           cast(QWidget, tab),  # a ChatTab is a QWidget
+                           images=tab.image_chips.images())
     # a tab closed under an open view takes the view with it; its chat holds the view's
     # listeners weakly (app/events.py), so nothing is left to detach
     dialog.sent.connect(tab.input.clear)  # the message went out, as Send clears it
+    dialog.sent.connect(tab.image_chips.clear)  # with the draft's images
     window = tab.window().geometry()
     width = min(MAX_SIZE[0], window.width() - 40)
     height = min(MAX_SIZE[1], window.height() - 40)
