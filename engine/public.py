@@ -48,7 +48,6 @@ from .reasoning import (
     template_kwargs,
     with_switch,
 )
-from .reasoning.harmony import parse_tokens as parse_harmony_tokens
 from .sampling_params import SamplingParams
 from .sequence import Priority
 from .speculation import DRAFT_PREFIX
@@ -60,7 +59,6 @@ from .units import format_bytes
 
 __all__ = [
     "EFFORTS",
-    "parse_harmony_tokens",
     "Controls",
     "Piece",
     "ReasoningSplit",

@@ -74,7 +74,7 @@ def full(replies: Sequence[Reply], streams: Sequence[EventStream]) -> dict[str, 
     """The whole response of a request's choices (each ended): each choice's text is its
     stream's (the one copy of a reply's text; a Reply keeps none)."""
     first = replies[0]
-    choices = [r.choice(r.ended or "stop", s.text, getattr(s, "tokens", None))
+    choices = [r.choice(r.ended or "stop", s.text)
                for r, s in zip(replies, streams, strict=True)]
     return first.envelope(first.object, choices) | {"usage": usage(
         [s.stats for s in streams], sum(r.reasoning_tokens for r in replies), first.dropped)}
@@ -140,15 +140,17 @@ class Reply:
         return out
 
     # -- whole responses ------------------------------------------------------------------
-    def choice(self, reason: str, text: str,
-               tokens: Sequence[int] | None = None) -> dict[str, Any]:
-        """This choice in a whole response, its text `text` (its stream's; `tokens`, its
-        token ids, are parsed by openai-harmony where a Harmony model's encoding loads)."""
+    def choice(self, reason: str, text: str) -> dict[str, Any]:
+        """This choice in a whole response, its text `text` (its stream's, split as the
+        stream was: a Harmony reply by openai-harmony's parser)."""
         logprobs = self._logprobs(self.entries, 0) if self.top is not None else None
         thought: dict[str, Any] = {}
         harmony: list[dict[str, Any]] = []
         if self.split is not None and self.shape is not None:
-            reasoning, text, found = _split(text, tokens, self.shape, _markers(self.calls))
+            from engine.public import split_whole
+
+            reasoning, text, found = split_whole(text, self.shape.style, self.shape.inside,
+                                                 _markers(self.calls))
             thought = {"reasoning_content": reasoning, "reasoning": reasoning}
             harmony = [_call(p) for p in found]
         if self.kind == "chat" and (self.calls is not None or harmony):
@@ -290,20 +292,6 @@ def _markers(calls: CallStream | None) -> tuple[str, str] | None:
     """The (start, end) markers of the reply's call format: calls that close the thinking
     are the answer's (engine.public.ReasoningSplit)."""
     return None if calls is None else (calls.fmt.start, calls.fmt.end)
-
-
-def _split(text: str, tokens: Sequence[int] | None, shape: Shape,
-           calls: tuple[str, str] | None = None) -> tuple[str, str, list[Piece]]:
-    """(reasoning, answer, Harmony calls) of a whole reply: openai-harmony's parse of its
-    tokens where that can be had (gpt-oss, its o200k vocabulary at hand), else the text's."""
-    from engine.public import parse_harmony_tokens, split_whole
-
-    pieces = parse_harmony_tokens(list(tokens)) if shape.style.harmony and tokens else None
-    if pieces is None:
-        return split_whole(text, shape.style, shape.inside, calls)
-    return ("".join(p.text for p in pieces if p.kind == "reasoning"),
-            "".join(p.text for p in pieces if p.kind == "content"),
-            [p for p in pieces if p.kind == "call"])
 
 
 def _call(piece: Piece) -> dict[str, Any]:

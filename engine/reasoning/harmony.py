@@ -1,13 +1,17 @@
-"""gpt-oss's Harmony channels split from a reply's text as it streams: the analysis
-channel is reasoning, final the answer, commentary addressed `to=functions.NAME` a tool
-call (commentary to no one is a preamble shown as answer).
+"""gpt-oss's Harmony channels split from a reply as it streams, by openai-harmony's own
+parser (its StreamableParser): the analysis channel is reasoning, final (and commentary to
+no one, a preamble) the answer, a message addressed `to=functions.NAME` a tool call,
+given out whole at its end.
 
-The `openai-harmony` package is the reference: where its encoding can be loaded
-(`harmony_encoding`), a whole reply's token ids are parsed by it (`parse_tokens`). Its
-encoding needs the o200k_base vocabulary, which it downloads on first use (or reads from
-TIKTOKEN_ENCODINGS_BASE); offline, and for models whose ids are not o200k's (the tests'
-tiny models), the text of the same markers is parsed here instead, which is the road a
-stream always takes (the engine streams text, the markers included)."""
+The engine streams text, Harmony's markers included, so the text is encoded back into
+the o200k_harmony tokens the parser reads; a marker still arriving is held back until it
+is whole. Where openai-harmony's encoding cannot be loaded (its o200k_base vocabulary is
+not at hand: harmony_vocab.py), harmony_markers.py reads the markers' text instead.
+
+Two leniencies around the reference parser, which refuses both: a reply that does not
+open as a header does (a marker, or `to=`) is all answer, and after a malformed message
+the parse starts afresh (what follows is read as the next message's header), so a stray
+token costs at most that message's header rather than the rest of the reply."""
 
 from __future__ import annotations
 
@@ -15,136 +19,167 @@ import functools
 import os
 from typing import Any
 
+from .harmony_vocab import ENV, vocabulary_dir
 from .split import Piece, ReasoningSplit
 from .style import ReasoningStyle
 
-MESSAGE, END, CALL, RETURN, START, CHANNEL = ("<|message|>", "<|end|>", "<|call|>",
-                                              "<|return|>", "<|start|>", "<|channel|>")
-BODY_ENDS = (END, CALL, RETURN)
+# how a reply's first header can open: a marker, or the recipient that openai-harmony's
+# renderer writes beside the role ("<|start|>assistant to=functions.f<|channel|>…")
+OPENINGS = ("<|", "to=")
+
+
+@functools.cache
+def harmony_encoding() -> Any | None:
+    """openai-harmony's gpt-oss encoding, or None where it cannot be loaded (the package or
+    the vocabulary is missing). Tried once a process, from local files only."""
+    folder = vocabulary_dir()
+    if folder is None:
+        return None
+    try:
+        from openai_harmony import HarmonyEncodingName, load_harmony_encoding
+    except ImportError:
+        return None
+    before = os.environ.get(ENV)
+    os.environ[ENV] = str(folder)  # the one way the crate is told where the file is
+    try:
+        return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    except Exception:  # noqa: BLE001 - a file it refuses: the markers' road
+        return None
+    finally:
+        if before is None:
+            del os.environ[ENV]
+        else:
+            os.environ[ENV] = before
+
+
+def split_class() -> type[ReasoningSplit]:
+    """The splitter a Harmony reply gets: openai-harmony's parse, else the markers'."""
+    if harmony_encoding() is not None:
+        return HarmonySplit
+    from .harmony_markers import HarmonyMarkerSplit
+
+    return HarmonyMarkerSplit
+
+
+@functools.cache
+def _special_prefixes(enc: Any) -> frozenset[str]:
+    """Every proper prefix of a special token's text: the tail of the text a stream may
+    hold back (a marker split across deltas)."""
+    return frozenset(s[:n] for s in enc.special_tokens_set for n in range(1, len(s)))
 
 
 class HarmonySplit(ReasoningSplit):
     def __init__(self, style: ReasoningStyle | None, inside: bool = False,
                  calls: tuple[str, str] | None = None) -> None:
-        # Harmony's calls are messages addressed to=functions.NAME, read wherever they come
-        # (in the analysis channel too), so another format's markers are not needed
+        # Harmony's calls are messages to=functions.NAME wherever they come (the analysis
+        # channel too), so another format's call markers are not needed
         super().__init__(style, inside)
-        self._state = "header"
+        from openai_harmony import Role
+
+        self._enc = harmony_encoding()
+        self._role = Role.ASSISTANT  # the prompt ends "<|start|>assistant": a header next
+        self._parser = self._new_parser()
+        self._mode = "start"  # "start": nothing read yet; "harmony"; "plain": no markers
+        self._lead = False  # a message's text is kept as openai-harmony gives it
+        self._body = False  # in a message's content (its header read)
         self._channel = ""
-        self._to = ""
-        self._call = ""  # a tool call's arguments so far (given out whole at its end)
-        self._first = True  # no message header read yet
+        self._to = ""  # the current message's function, where it is a call
+        self._call = ""  # that call's arguments so far (given out whole at its end)
+        self._read = False  # a message's header has been read
 
     @property
     def thinking(self) -> bool:
         """In the analysis channel, or before the reply's first header is read."""
-        if self._state == "header":
-            return self._first
-        return self._channel == "analysis"
+        if self._mode == "plain":
+            return False
+        return self._channel == "analysis" if self._body else not self._read
 
     @property
     def opened(self) -> bool:
-        return self._state == "body" and self._channel == "analysis"
+        return self._body and self._channel == "analysis" and not self._to
 
     def _drain(self, final: bool) -> list[Piece]:
         out: list[Piece] = []
-        while True:
-            if self._state == "header":
-                at = self._held.find(MESSAGE)
-                if at < 0:
-                    head = self._held.lstrip()
-                    if self._first and head and not "<|".startswith(head[:2]):
-                        self._channel, self._state = "final", "body"  # plain text: answer
-                        continue
-                    if final:
-                        self._held = ""
-                    return out
-                self._channel, self._to = _header(self._held[:at])
-                self._first = False
-                self._held, self._state, self._lead = self._held[at + len(MESSAGE):], \
-                    "body", True
-                continue
-            ends = [(i, m) for m in BODY_ENDS if (i := self._held.find(m)) >= 0]
-            if ends:
-                at, mark = min(ends)
-                self._body(out, self._held[:at], closing=True)
-                rest = self._held[at + len(mark):]
-                if rest.startswith(START):  # the next message: "<|start|>assistant…"
-                    rest = rest[len(START):]
-                self._held, self._state = rest, "header"
-                continue
-            keep = 0 if final else max(_kept(self._held, m) for m in BODY_ENDS)
-            self._body(out, self._held[:len(self._held) - keep], closing=final)
-            self._held = self._held[len(self._held) - keep:] if keep else ""
+        if self._mode == "start":
+            head = self._held.lstrip()
+            if not head or (not final and any(m.startswith(head) for m in OPENINGS)):
+                if final:
+                    self._held = ""
+                return out  # blank, or a header may be starting
+            self._mode = "harmony" if head.startswith(OPENINGS) else "plain"
+        if self._mode == "plain":
+            self._add(out, "content", self._held)
+            self._held = ""
             return out
+        cut = len(self._held) if final else len(self._held) - self._kept()
+        text, self._held = self._held[:cut], self._held[cut:]
+        if text:
+            for token in self._enc.encode(text, allowed_special="all"):
+                self._take(out, token)
+        if final:
+            self._end(out)
+        return out
 
-    def _body(self, out: list[Piece], text: str, closing: bool) -> None:
-        if self._to:
-            self._call += text
-            if closing:
-                out.append(Piece("call", self._call.strip(), self._to))
-                self._call = ""
-            return
-        kind = "reasoning" if self._channel == "analysis" else "content"
-        if kind == "content" and out and out[-1].kind == "reasoning":
-            self._lead = True
-        self._add(out, kind, text)
+    def _kept(self) -> int:
+        """How many characters at the held text's end may be a marker not yet whole."""
+        tail = self._held[self._held.rfind("<"):]  # no marker holds a second "<"
+        return len(tail) if tail in _special_prefixes(self._enc) else 0
 
+    def _take(self, out: list[Piece], token: int) -> None:
+        from openai_harmony import HarmonyError
 
-def _header(text: str) -> tuple[str, str]:
-    """(channel, recipient function name or "") of a message header such as
-    `assistant<|channel|>commentary to=functions.get_weather <|constrain|>json`."""
-    channel, to = "", ""
-    if CHANNEL in text:
-        channel = text.split(CHANNEL, 1)[1].split("<|", 1)[0].split()[0:1]
-        channel = channel[0] if channel else ""
-    for word in text.replace("<|", " <|").split():
-        if word.startswith("to="):
-            to = word[3:].removeprefix("functions.")
-    return channel, to
+        try:
+            self._parser.process(token)
+        except HarmonyError:
+            # a message the reference refuses (text where a header's <|start|> belongs,
+            # say): read on from this token as a new message's header
+            self._close(out)
+            self._parser = self._new_parser()
+            try:
+                self._parser.process(token)
+            except HarmonyError:
+                self._parser = self._new_parser()
+                return
+        delta = self._parser.last_content_delta
+        if self._enc.is_special_token(token):
+            self._follow(out)
+        if delta and self._body:
+            if self._to:
+                self._call += delta
+            else:
+                self._add(out, "reasoning" if self._channel == "analysis" else "content",
+                          delta)
 
+    def _follow(self, out: list[Piece]) -> None:
+        """After a marker: into a message's content (its header read) or out of it."""
+        from openai_harmony import StreamState
 
-def _kept(text: str, mark: str) -> int:
-    for n in range(min(len(mark) - 1, len(text)), 0, -1):
-        if mark.startswith(text[-n:]):
-            return n
-    return 0
+        body = self._parser.state == StreamState.CONTENT
+        if body and not self._body:
+            self._channel = self._parser.current_channel or ""
+            to = self._parser.current_recipient or ""
+            self._to = to.removeprefix("functions.") if to.startswith("functions.") else ""
+            self._read = True
+        elif self._body and not body:
+            self._close(out)
+        self._body = body
 
+    def _close(self, out: list[Piece]) -> None:
+        """The current message ended (or was cut short): its call, if it is one, whole."""
+        if self._to and self._body:
+            out.append(Piece("call", self._call, self._to))
+        self._call, self._to, self._body = "", "", False
 
-@functools.cache
-def harmony_encoding() -> Any | None:
-    """openai-harmony's gpt-oss encoding, or None where it cannot be loaded: its vocabulary
-    file is not at hand (no network and no TIKTOKEN_ENCODINGS_BASE) or the package is
-    missing. Tried once a process; only with the file present locally, never fetched in
-    the middle of a request."""
-    base = os.environ.get("TIKTOKEN_ENCODINGS_BASE")
-    if not base or not os.path.isfile(os.path.join(base, "o200k_base.tiktoken")):
-        return None
-    try:
-        from openai_harmony import HarmonyEncodingName, load_harmony_encoding
+    def _end(self, out: list[Piece]) -> None:
+        from openai_harmony import HarmonyError
 
-        return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
-    except Exception:  # noqa: BLE001 - no encoding: the text road
-        return None
+        try:
+            self._parser.process_eos()
+        except HarmonyError:
+            pass  # ended inside a header: nothing of it is text
+        self._close(out)
 
+    def _new_parser(self) -> Any:
+        from openai_harmony import StreamableParser
 
-def parse_tokens(tokens: list[int]) -> list[Piece] | None:
-    """A whole reply's pieces parsed by openai-harmony from its token ids (o200k's: a real
-    gpt-oss model's), or None where the encoding is not at hand or refuses them."""
-    enc = harmony_encoding()
-    if enc is None:
-        return None
-    from openai_harmony import Role
-
-    try:
-        messages = enc.parse_messages_from_completion_tokens(tokens, Role.ASSISTANT)
-    except Exception:  # noqa: BLE001 - not Harmony after all: the text road
-        return None
-    out = []
-    for m in messages:
-        text = "".join(c.text for c in m.content if hasattr(c, "text"))
-        if m.recipient and m.recipient.startswith("functions."):
-            out.append(Piece("call", text, m.recipient.removeprefix("functions.")))
-        else:
-            out.append(Piece("reasoning" if m.channel == "analysis" else "content", text))
-    return out
+        return StreamableParser(self._enc, self._role, strict=False)

@@ -1,7 +1,8 @@
 """A reply's text split into reasoning and answer as it streams: think tags here, Harmony
-channels in harmony.py. A tag split across deltas is held back until it can be told
-apart from text (nothing of a tag ever reaches either side), and the whole text split at
-once gives the same pieces as the deltas (`split_whole`)."""
+channels in harmony.py (openai-harmony's parser; harmony_markers.py where it cannot
+load). A tag split across deltas is held back until it can be told apart from text
+(nothing of a tag ever reaches either side), and the whole text split at once gives the
+same pieces as the deltas (`split_whole`)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ class ReasoningSplit:
     def __new__(cls, style: ReasoningStyle | None, inside: bool = False,
                 calls: tuple[str, str] | None = None) -> ReasoningSplit:
         if cls is ReasoningSplit and style is not None and style.harmony:
-            from .harmony import HarmonySplit
+            from .harmony import split_class
 
-            return super().__new__(HarmonySplit)
+            return super().__new__(split_class())
         return super().__new__(cls)
 
     def __init__(self, style: ReasoningStyle | None, inside: bool = False,

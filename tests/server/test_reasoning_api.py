@@ -203,37 +203,52 @@ async def test_harmony_tool_calls_parse(oss, stream) -> None:
     assert reasoning and reason == "tool_calls"
 
 
-async def test_openai_harmony_parses_a_whole_reply_where_its_encoding_loads(
-        oss, monkeypatch) -> None:
-    """Where openai-harmony's encoding can be loaded (a real gpt-oss, o200k's vocabulary at
-    hand: not on this project's offline machines), a whole reply is its parse of the
-    reply's token ids. The encoding here stands in for the vocabulary only: it returns
-    openai-harmony's own Message objects, which the server turns into the response."""
-    from openai_harmony import Message, Role
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_server_splits_a_harmony_reply_by_openai_harmonys_parse(
+        oss, monkeypatch, stream) -> None:
+    """The reply's text, as the server's splitter was fed it, parsed by openai-harmony
+    itself (re-encoded in o200k_harmony): its analysis is the reasoning sent, its call to
+    functions.get_weather the tool call sent, streamed or whole."""
+    from openai_harmony import Role
 
     from engine.reasoning import harmony
 
-    asked: list[list[int]] = []
+    fed: dict[int, list[str]] = {}  # each splitter's text (a whole reply's is split anew)
+    feed = harmony.HarmonySplit.feed
 
-    class Encoding:
-        def parse_messages_from_completion_tokens(self, tokens, role):
-            asked.append(list(tokens))
-            return [Message.from_role_and_content(Role.ASSISTANT, "thought by harmony")
-                    .with_channel("analysis"),
-                    Message.from_role_and_content(Role.ASSISTANT, '{"city": "Oslo"}')
-                    .with_channel("commentary").with_recipient("functions.get_weather")]
+    def recording(self, text):
+        fed.setdefault(id(self), []).append(text)
+        return feed(self, text)
 
-    monkeypatch.setattr(harmony, "harmony_encoding", lambda: Encoding())
+    monkeypatch.setattr(harmony.HarmonySplit, "feed", recording)
     eng = engine_on(oss)
     steered(eng, HARMONY_CALL)
+    body = dict(model="tiny", messages=QUESTION, tools=WEATHER, max_tokens=160,
+                temperature=0)
     async with serving(eng) as s:
-        r = await s.client.chat.completions.create(
-            model="tiny", messages=QUESTION, tools=WEATHER, max_tokens=160, temperature=0)
-    msg = r.choices[0].message
-    assert asked and asked[0]  # the reply's token ids went to openai-harmony
-    assert msg.model_extra["reasoning_content"] == "thought by harmony"
-    assert [(c.function.name, c.function.arguments) for c in msg.tool_calls] == [
-        ("get_weather", '{"city": "Oslo"}')]
+        if stream:
+            thought, names, args = [], [], []
+            async for chunk in await s.client.chat.completions.create(**body, stream=True):
+                for c in chunk.choices:
+                    thought.append((c.delta.model_extra or {}).get("reasoning_content") or "")
+                    names += [t.function.name for t in c.delta.tool_calls or ()
+                              if t.function.name]
+                    args += [t.function.arguments or "" for t in c.delta.tool_calls or ()]
+            reasoning, calls = "".join(thought), [(n, "".join(args)) for n in names]
+        else:
+            msg = (await s.client.chat.completions.create(**body)).choices[0].message
+            reasoning = msg.model_extra["reasoning_content"]
+            calls = [(c.function.name, c.function.arguments) for c in msg.tool_calls]
+    enc = harmony.harmony_encoding()
+    assert fed and enc is not None
+    texts = {"".join(t) for t in fed.values()}
+    assert len(texts) == 1  # the stream's splitter and the whole reply's read the same
+    tokens = enc.encode(texts.pop(), allowed_special="all")
+    reference = enc.parse_messages_from_completion_tokens(tokens, Role.ASSISTANT)
+    assert [m.channel for m in reference] == ["analysis", "commentary"]
+    assert reasoning == reference[0].content[0].text and reasoning
+    assert reference[1].recipient == "functions.get_weather"
+    assert calls == [("get_weather", reference[1].content[0].text)]
 
 
 async def test_a_reply_that_does_not_think_has_no_reasoning(qwen) -> None:
