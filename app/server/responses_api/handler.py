@@ -136,7 +136,7 @@ async def _stream(server: ApiServer, request: web.Request, envelope: Envelope,
                     await response.write(data)
                 finish = choice["finish_reason"] or finish
         usage = output.usage(responses.usage([s.stats for s in choices.streams],
-                                             reply.reasoning_tokens))
+                                             reply.reasoning_tokens, reply.dropped))
         done, whole = events.finish(usage, finish)
         if store:  # stored before the client reads the end: a next request can follow it
             await _put(server, whole["id"], items, whole)

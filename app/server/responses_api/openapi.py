@@ -15,6 +15,7 @@ from ..openapi import (
     INT,
     JSON_OBJECT_TEXT,
     JSON_SCHEMA,
+    OVERFLOW,
     SHARED,
     STR,
     _integer,
@@ -95,7 +96,10 @@ REQUEST = {
                                                         "input, or previous_response_id"},
         "prompt": {"type": "null", "description": "not supported (refused): prompt "
                                                   "templates are OpenAI's"},
-        "truncation": nullable({"const": "disabled"}),
+        "truncation": nullable({"enum": ["auto", "disabled"], "description": (
+            "auto: as context_overflow truncate_middle; disabled: as stop; context_overflow "
+            "wins when both are given")}),
+        **OVERFLOW,
     },
     "allOf": [  # JSON output and a forced tool call exclude each other
         {"if": {"required": ["text"], "properties": {"text": {
@@ -109,7 +113,11 @@ REQUEST = {
 # -- what the server sends ------------------------------------------------------------------
 ITEM_OUT = {"type": "object", "required": ["type", "id"], "properties": {
     "type": {"enum": ["message", "function_call", "reasoning"]}, "id": STR}}
-USAGE = _obj({"input_tokens": INT, "input_tokens_details": _obj({"cached_tokens": INT}),
+USAGE = _obj({"input_tokens": INT,
+              # dropped_*: what the context overflow policy left out, when it did
+              "input_tokens_details": _obj({"cached_tokens": INT})
+              | {"properties": {"cached_tokens": INT, "dropped_tokens": INT,
+                                "dropped_messages": INT}},
               "output_tokens": INT,
               "output_tokens_details": _obj({"reasoning_tokens": INT}),
               "total_tokens": INT})

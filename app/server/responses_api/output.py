@@ -48,9 +48,10 @@ def items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def usage(openai: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat usage in Responses' shape; `dropped_tokens` and `dropped_messages` (what
+    the context overflow policy left out) only when it dropped something, as in chat."""
     return {"input_tokens": openai["prompt_tokens"],
-            "input_tokens_details": {"cached_tokens":
-                                     openai["prompt_tokens_details"]["cached_tokens"]},
+            "input_tokens_details": dict(openai["prompt_tokens_details"]),
             "output_tokens": openai["completion_tokens"],
             "output_tokens_details": {"reasoning_tokens": openai["completion_tokens_details"]
                                       ["reasoning_tokens"]},
@@ -90,6 +91,7 @@ class Envelope:
             "store": b.get("store", True),
             "text": b.get("text") or {"format": {"type": "text"}},
             "reasoning": {"effort": reasoning.get("effort"), "summary": None},
-            "truncation": "disabled", "metadata": b.get("metadata") or {},
+            "truncation": b.get("truncation") or "disabled",
+            "metadata": b.get("metadata") or {},
             "user": b.get("user"), "usage": usage,
         }

@@ -85,12 +85,22 @@ def parse_responses(body: Mapping[str, Any], items: list[dict[str, Any]],
               "thinking_token_budget": body.get("thinking_token_budget"),
               "max_tokens": body.get("max_output_tokens"),
               "temperature": body.get("temperature"), "top_p": body.get("top_p"),
-              "stream": body.get("stream")}
+              "stream": body.get("stream"),
+              # the context overflow policy, by the chat route's names (schemas.py), else
+              # OpenAI's own `truncation` (None: the server's default)
+              "context_overflow": body.get("context_overflow") or TRUNCATION.get(
+                  body.get("truncation")),
+              "contextOverflowPolicy": body.get("contextOverflowPolicy")}
     try:
         return schemas.parse_chat({k: v for k, v in openai.items() if v is not None},
                                   context_length)
     except Refusal as refusal:
         raise _in_responses_terms(refusal) from None
+
+
+# OpenAI's `truncation` as a context overflow policy (app/request/overflow.py): "auto" drops
+# input items from the middle of the conversation, "disabled" fails a prompt that is too long
+TRUNCATION = {"auto": "truncate_middle", "disabled": "stop"}
 
 
 def _refuse_unsupported(body: Mapping[str, Any]) -> None:
@@ -101,9 +111,9 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
         if body.get(name) is not None:
             raise invalid(name, f"'{name}' is not supported here: send the input itself, "
                                 "or continue with 'previous_response_id'")
-    if body.get("truncation") not in (None, "disabled"):
-        raise invalid("truncation", "'truncation' must be 'disabled': a prompt past the "
-                                    "context is refused, not truncated")
+    if body.get("truncation") not in (None, *TRUNCATION):
+        raise invalid("truncation", "'truncation' must be 'auto' (drop turns from the "
+                                    "middle to fit the context) or 'disabled' (refuse)")
 
 
 # -- the conversation -----------------------------------------------------------------------
