@@ -43,9 +43,11 @@ class Engine:
 
     def __init__(self, model: nn.Module, tokenizer: Any, *, eos_token_ids: Seq[int],
                  context_length: int, config: EngineConfig | None = None,
-                 description: str = "", notes: Seq[str] = ()) -> None:
+                 description: str = "", notes: Seq[str] = (), vision: Any = None) -> None:
         self.config = config or EngineConfig()
         self.model = model
+        # a VLM's image side (engine/vision/prompt.py VisionTower); None: text only
+        self.vision = vision
         self.tokenizer = tokenizer
         self.description = description
         # how the model runs here that a user should know (LoadedModel.notes): a tensor type
@@ -61,7 +63,7 @@ class Engine:
         self._grammars = GrammarTokenizer(tokenizer, eos_token_ids)
         self._core = EngineCore(model, frozenset(eos_token_ids), self.context_length,
                                self.config, on_admit=self._admitted, on_finish=self._finished,
-                               draft_source=self._draft_model(tokenizer))
+                               draft_source=self._draft_model(tokenizer), vision=vision)
         self.notes += tuple(self._core.notes)  # features the model runs without, and why
         self._inbox = Inbox()
         self._streams: dict[str, RequestStream] = {}
@@ -101,7 +103,8 @@ class Engine:
         report("starting the engine", 0.0)
         engine = cls(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids,
                      context_length=loaded.context_length, config=config,
-                     description=loaded.description, notes=loaded.notes)
+                     description=loaded.description, notes=loaded.notes,
+                     vision=loaded.vision)
         engine._grammars.warm()
         report.finish()
         return engine
@@ -141,7 +144,8 @@ class Engine:
                priority: Priority | str = Priority.INTERACTIVE,
                request_id: str | None = None, tag: str | None = None,
                share_prompt_with: str | None = None,
-               template_kwargs: Mapping[str, Any] | None = None, **unknown: Any) -> RequestStream:
+               template_kwargs: Mapping[str, Any] | None = None,
+               images: Seq[bytes] | None = None, **unknown: Any) -> RequestStream:
         """Queue a request; refuse a bad one at once with RequestRejected naming the problem.
 
         `share_prompt_with`: the id of a request submitted before this one with the same
@@ -151,7 +155,9 @@ class Engine:
         as without (the engine's answers do not depend on what was cached). An id that is
         no longer running is ignored; without a prefix cache, or when the prompt was not
         kept (the KV budget), the request prefills its own prompt. `template_kwargs`: the
-        chat template's variables (engine/reasoning: thinking on or off, its effort)."""
+        chat template's variables (engine/reasoning: thinking on or off, its effort).
+        `images`: the encoded image files that the messages' `{"type": "image"}` content
+        parts stand for, in order (a model that `sees_images`; engine/vision/)."""
         if unknown:
             raise RequestRejected(f"unknown request field(s): {', '.join(sorted(unknown))}")
         if self._closed:
@@ -161,7 +167,12 @@ class Engine:
             priority = Priority.parse(priority)
         except (TypeError, ValueError) as exc:
             raise RequestRejected(str(exc)) from None
-        tokens = self._prompt_tokens(messages, prompt_tokens, template_kwargs)
+        seen = None
+        if images:
+            seen = self._seen(messages, images, template_kwargs)
+            tokens = seen.ids
+        else:
+            tokens = self._prompt_tokens(messages, prompt_tokens, template_kwargs)
         if len(tokens) >= self.context_length:
             raise RequestRejected(
                 f"prompt is {len(tokens)} tokens but the context holds {self.context_length} "
@@ -185,12 +196,13 @@ class Engine:
                 message = str(exc)
                 raise RequestRejected(message if message.startswith("grammar")
                                       else f"grammar: {message}") from None
-        detok, skip = after(self.tokenizer, tokens)  # the reply decoded after its prompt
+        real = seen.token_ids if seen is not None else tokens  # (image tokens keyed apart)
+        detok, skip = after(self.tokenizer, real)  # the reply decoded after its prompt
         seq = Sequence(
             request_id=request_id, prompt_tokens=tokens, params=params, priority=priority,
             text=TextStream(detok, params.stop, skip=skip), seed=seed,
             sampler=RowSampler(params, seed, batched_draw(self.config.cpu)), matcher=matcher,
-            tag=tag, share_prompt_with=share_prompt_with,
+            tag=tag, share_prompt_with=share_prompt_with, vision=seen,
         )
         with self._lock:
             free = max(0, self.config.max_concurrent - self._active)
@@ -202,10 +214,24 @@ class Engine:
                     f"(max_queue={self.config.max_queue}); try again later"
                 )
             self._unadmitted[priority] += 1
-        stream = RequestStream(request_id, tokens, self.cancel)
+        stream = RequestStream(request_id, real, self.cancel)
         self._streams[request_id] = stream
         self._inbox.put(("add", seq))
         return stream
+
+    @property
+    def sees_images(self) -> bool:
+        """Whether the model reads images (a VLM loaded through mlx-vlm)."""
+        return self.vision is not None
+
+    def _seen(self, messages: Seq[Mapping[str, Any]] | None, images: Seq[bytes],
+              template_kwargs: Mapping[str, Any] | None) -> Any:
+        """An image request's prompt (engine/vision/prompt.py VisionPrompt), or refused."""
+        if self.vision is None:
+            raise RequestRejected("this model does not see images (it reads text only)")
+        if messages is None:
+            raise RequestRejected("images need messages, not prompt_tokens")
+        return self.vision.prepare(messages, list(images), template_kwargs)
 
     def prompt_tokens(self, messages: Seq[Mapping[str, Any]],
                       template_kwargs: Mapping[str, Any] | None = None) -> list[int]:

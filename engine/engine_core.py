@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import mlx.nn as nn
 
@@ -43,11 +44,13 @@ class EngineCore:
         on_admit: Callable[[Sequence], None] | None = None,
         on_finish: Callable[[Sequence, bool], None] | None = None,
         draft_source: DraftSource | None = None,
+        vision: Any = None,
     ) -> None:
         """`draft_source`: the loaded draft model of speculative="draft:PATH"
         (engine/draft_model.py); None: n-gram drafts, when speculation is on."""
         self.config = config
         self.model = model
+        self.vision = vision  # a VLM's image side (engine/vision/prompt.py); None: text only
         self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels,
                                   compiled_decode=config.compiled_decode, cpu=config.cpu)
         self.eos_token_ids = eos_token_ids
@@ -166,11 +169,25 @@ class EngineCore:
             seq.t_admit = now
             self._on_admit(seq)
         self.memory.start(admitted, lambda: kv.new_cache(self.model))
+        for seq in admitted:
+            if seq.vision is not None:
+                self._see(seq)
         plan = self.scheduler.plan(len(self.batch), self.batch.has_interactive,
                                    self.batch.interactive_streaming_since)
         plan.rows, plan.t0 = list(self.batch.seqs), now
         plan.drafts = self._plan_drafts(plan)
         return plan
+
+    def _see(self, seq: Sequence) -> None:
+        """An admitted image request's vision-tower pass, as part of its prefill: its prompt's
+        embeddings, unless the prefix cache already holds every image token (a follow-up
+        about the same image: its tokens past the images are plain text)."""
+        if seq.num_cached >= seq.vision.images_end:
+            return
+        try:
+            seq.prompt_embeddings = self.vision.embed(seq.vision)
+        except Exception as exc:  # noqa: BLE001 - this request fails, the engine goes on
+            self._fail(seq, exc)
 
     def _plan_drafts(self, plan: TickPlan) -> dict[int, list[int]]:
         """This tick's drafts by decode row (engine/speculation.py): none without

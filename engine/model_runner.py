@@ -179,10 +179,14 @@ class ModelRunner:
         return cpu_kernels.active(self.cpu) if self.fast_cpu_kernels else nullcontext()
 
     def prefill(self, cache: LayerCaches, tokens: list[int],
-                logits: bool = False) -> mx.array | None:
+                logits: bool = False, embeddings: mx.array | None = None) -> mx.array | None:
         """Run prompt tokens into `cache`. With `logits`, also return the last token's
-        logits (shape (1, vocab), evaluated); otherwise none are computed."""
-        out = self._forward(mx.array(tokens)[None], cache, [len(tokens) - 1] if logits else None)
+        logits (shape (1, vocab), evaluated); otherwise none are computed. `embeddings`
+        (len(tokens), hidden): the tokens' input rows, fed instead of looking them up (an
+        image request's prompt, engine/vision/)."""
+        out = self._forward(mx.array([max(t, 0) for t in tokens])[None], cache,
+                            [len(tokens) - 1] if logits else None,
+                            embeddings=None if embeddings is None else embeddings[None])
         mx.eval([layer.state for layer in cache] + ([] if out is None else [out]))
         return out
 
@@ -214,23 +218,27 @@ class ModelRunner:
         return rows, out
 
     def _forward(self, inputs: mx.array, cache: LayerCaches, positions: list[int] | None,
-                 rows: list[int] | None = None) -> mx.array | None:
-        """The model over `inputs` (B, L); with `positions`, the logits of token
-        `positions[j]` of row `rows[j]` (default: row j), shape (len(positions), vocab)."""
+                 rows: list[int] | None = None,
+                 embeddings: mx.array | None = None) -> mx.array | None:
+        """The model over `inputs` (B, L) (or over `embeddings` (B, L, hidden), their input
+        rows); with `positions`, the logits of token `positions[j]` of row `rows[j]`
+        (default: row j), shape (len(positions), vocab)."""
         rows = list(range(len(positions))) if positions is not None and rows is None else rows
+        fed = {} if embeddings is None else {"input_embeddings": embeddings}
         with self._kernels():
             if positions is None:  # logits built lazily and never evaluated: not computed
-                self.model(inputs, cache=cache)
+                self.model(inputs, cache=cache, **fed)
                 return None
             if self.head is None:  # a model whose head is unknown: all positions' logits
-                full = self.model(inputs, cache=cache)
+                full = self.model(inputs, cache=cache, **fed)
                 return full[mx.array(rows), mx.array(positions)]
-            hidden = self.model.model(inputs, cache=cache)
+            hidden = self.model.model(inputs, cache=cache, **fed)
             return self.head(hidden[mx.array(rows), mx.array(positions)][:, None])[:, 0]
 
     def ragged(self, decode: LayerCaches | None, tokens: list[int],
                chunks: list[tuple[LayerCaches, list[int]]], logits: list[bool],
                drafts: list[list[int]] | None = None,
+               embeddings: list[mx.array | None] | None = None,
                ) -> tuple[mx.array | None, mx.array | None]:
         """One pass over decode rows (`decode`: the batch cache, or a lone row's cache;
         `tokens`: one per row) and prefill chunks (each its own cache and tokens). Returns
@@ -241,7 +249,11 @@ class ModelRunner:
         `drafts` (one list per row, engine/speculation.py): tokens each row also feeds
         after its input, to check them; the rows' logits are then, row after row, those
         after its input and after each of its drafts (1 + len(drafts) each), and each row's
-        cache holds its input and all its drafts (the caller takes back those refused)."""
+        cache holds its input and all its drafts (the caller takes back those refused).
+
+        `embeddings` (one per chunk, None for a text chunk): a chunk's input rows, fed in
+        its segment instead of its tokens' (an image request's prompt); the other segments'
+        rows are the embedding table's, as the model would look them up."""
         assert self.head is not None
         rows = len(tokens)
         counts = [len(d) for d in drafts] if drafts is not None else None
@@ -265,9 +277,13 @@ class ModelRunner:
             flat += piece
             if last:
                 picks.append(len(flat) - 1)
+        fed = {}
+        if embeddings is not None and any(e is not None for e in embeddings):
+            fed["input_embeddings"] = self._rows_fed(flat, chunks, embeddings)
         try:
             with self._kernels():
-                hidden = self.model.model(mx.array(flat)[None], cache=ragged.layers)
+                hidden = self.model.model(mx.array([max(t, 0) for t in flat])[None],
+                                          cache=ragged.layers, **fed)
                 out = self.head(hidden[0, mx.array(picks)][:, None])[:, 0] if picks else None
             mx.eval(ragged.cache_states() + ([] if out is None else [out]))
         except Exception:
@@ -278,6 +294,25 @@ class ModelRunner:
         if out is None:
             return None, None
         return (out[:n_rows] if rows else None), (out[n_rows:] if len(picks) > n_rows else None)
+
+    def _rows_fed(self, flat: list[int], chunks: list[tuple[LayerCaches, list[int]]],
+                  embeddings: list[mx.array | None]) -> mx.array:
+        """A ragged pass's input rows (1, T, hidden): the table's rows of the pass's tokens,
+        with each chunk that has embeddings given its own in its segment (chunks are the
+        pass's last segments, in order)."""
+        table = self.model.model.embed_tokens
+        start = len(flat) - sum(len(piece) for _, piece in chunks)
+        parts, at = [], 0
+        for (_, piece), given in zip(chunks, embeddings, strict=True):
+            if given is not None:
+                if start > at:
+                    parts.append(table(mx.array([max(t, 0) for t in flat[at:start]])))
+                parts.append(given)
+                at = start + len(piece)
+            start += len(piece)
+        if at < len(flat):
+            parts.append(table(mx.array([max(t, 0) for t in flat[at:]])))
+        return mx.concatenate(parts)[None]
 
     def prefill_rows(self, chunks: list[tuple[LayerCaches, list[int]]],
                      logits: list[bool]) -> mx.array | None:

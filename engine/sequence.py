@@ -49,6 +49,11 @@ class Sequence:
     # ...that request, while this one waits for its prompt to be prefilled and kept as a
     # cached prefix (set by EngineCore.add; None: no wait, or no longer)
     prompt_leader: Sequence | None = None
+    # an image request's prompt (engine/vision/prompt.py VisionPrompt; prompt_tokens are its
+    # keyed ids) and, from admission while some image token is still to prefill, its
+    # embeddings (tokens, hidden): its chunks are fed as those rows, not looked up
+    vision: Any = None
+    prompt_embeddings: Any = None
     status: Status = Status.WAITING
     output_tokens: list[int] = field(default_factory=list)
     num_cached: int = 0  # prompt tokens already in the KV cache
@@ -109,7 +114,23 @@ class Sequence:
             return []
         out = self.output_tokens[-window:]
         short = window - len(out)
-        return (self.prompt_tokens[-short:] + out) if short > 0 else list(out)
+        if short <= 0:
+            return list(out)
+        # an image's keyed ids (negative) are no tokens to penalise
+        return [t for t in self.prompt_tokens[-short:] if t >= 0] + out
+
+    def chunk_embeddings(self, n: int) -> Any:
+        """The embeddings of the next `n` prompt tokens to prefill (None: a text chunk, fed
+        as token ids)."""
+        if self.prompt_embeddings is None:
+            return None
+        return self.prompt_embeddings[self.num_cached : self.num_cached + n]
+
+    def past_images(self) -> None:
+        """Let the embeddings go once every image token is prefilled: the prompt's other
+        tokens are plain ids, looked up as in any text prompt (the same rows)."""
+        if self.vision is not None and self.num_cached >= self.vision.images_end:
+            self.prompt_embeddings = None
 
     @property
     def next_input(self) -> int:

@@ -288,8 +288,10 @@ class Speculation:
     # -- rows ---------------------------------------------------------------------------
     def eligible(self, seq: Any) -> bool:
         """Whether a row may draft at all: no grammar (its matcher takes one token at a
-        time) and no log-probabilities asked (read per position as they come)."""
-        return seq.matcher is None and seq.params.logprobs is None
+        time), no log-probabilities asked (read per position as they come), no image."""
+        # (an image request's keyed prompt ids are no tokens to draft from: engine/vision)
+        return (seq.matcher is None and seq.params.logprobs is None
+                and getattr(seq, "vision", None) is None)
 
     def row(self, seq: Any) -> RowSpec | None:
         """The row's drafting state, made at its first decode step (None: not eligible)."""

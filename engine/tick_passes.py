@@ -72,18 +72,20 @@ def run_shared(runner: ModelRunner, plan: TickPlan, batch: DecodeBatch, tokens: 
     rows = list(batch.seqs)
     pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in chunks]
     last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in chunks]
+    fed = [seq.chunk_embeddings(n) for seq, n in chunks]  # an image request's rows
     cache, inputs = batch.step_inputs() if rows else (None, [])
     row_drafts = [drafts.get(i, []) for i in range(len(rows))] if drafts else None
     try:
         row_logits, first_logits = runner.ragged(
             cache, inputs, [(seq.cache, piece) for (seq, _), piece
-                            in zip(chunks, pieces, strict=True)], last, row_drafts)
+                            in zip(chunks, pieces, strict=True)], last, row_drafts, fed)
     except Exception as exc:  # noqa: BLE001 - retried as separate passes
         log.warning("a shared pass failed (%s: %s); running the tick's passes apart",
                     type(exc).__name__, exc)
         return False
     for seq, n in chunks:
         seq.num_cached += n
+        seq.past_images()
     firsts = [seq for (seq, _), done in zip(chunks, last, strict=True) if done]
     run.shared = bool(chunks)
     if first_logits is not None:
@@ -111,12 +113,14 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
     first output token is sampled from that pass's logits (vLLM and llama.cpp do the same):
     a chat's next turn costs one forward pass, not a prefill pass and then a decode pass."""
     t = time.perf_counter()
-    for group in group_prefill(chunks, max_history=max_history):
+    for group in _embedded_alone(group_prefill(chunks, max_history=max_history)):
         pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in group]
         last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in group]
         try:
             if len(group) == 1:
-                logits = runner.prefill(group[0][0].cache, pieces[0], logits=last[0])
+                seq, n = group[0]
+                logits = runner.prefill(seq.cache, pieces[0], logits=last[0],
+                                        embeddings=seq.chunk_embeddings(n))
             else:
                 caches, logits = runner.prefill_many(
                     [seq.cache for seq, _ in group], pieces, logits=last)
@@ -124,6 +128,7 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
                     seq.cache = cache
             for seq, n in group:
                 seq.num_cached += n
+                seq.past_images()
             firsts = [seq for (seq, _), done in zip(group, last, strict=True) if done]
             result = sample_pass(firsts, logits) if logits is not None else None
         except Exception as exc:  # noqa: BLE001 - these requests fail, the engine goes on
@@ -131,6 +136,23 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
         if result is not None:
             tokens.take(result)
     run.prefill_s = time.perf_counter() - t
+
+
+def _embedded_alone(groups: list[list[tuple[Sequence, int]]],
+                    ) -> list[list[tuple[Sequence, int]]]:
+    """The prefill groups with each chunk fed as embeddings (an image request's) in a pass
+    of its own: a padded pass of several prompts takes token ids."""
+    out = []
+    for group in groups:
+        given = [c for c in group if c[0].prompt_embeddings is not None]
+        if given and len(group) > 1:
+            out += [[c] for c in given]
+            rest = [c for c in group if c[0].prompt_embeddings is None]
+            if rest:
+                out.append(rest)
+        else:
+            out.append(group)
+    return out
 
 
 def run_decode(batch: DecodeBatch, more_coming: bool, tokens: TickTokens,

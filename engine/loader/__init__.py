@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .bundled import BUNDLED_FILENAME, BUNDLED_PACKAGE, bundled_model_path, model_cache_dir
 from .errors import ModelLoadError
@@ -46,6 +46,9 @@ class LoadedModel:
     # what a user should know about how it runs here, once each (a tensor type held wider
     # than in its file, say); empty when nothing
     notes: tuple[str, ...] = ()
+    # a vision-language model's image side (engine/vision/prompt.py VisionTower); None:
+    # the model reads text only
+    vision: Any = None
 
 
 def load_model(source: str = "bundled", *, quantized: bool | None = None,
@@ -77,6 +80,13 @@ def _load(source: str, quantized: bool | None, report: ProgressReporter,
     else:
         path = Path(source).expanduser()
     if path.is_dir():
+        from ..vision.support import is_vision_config, read_config
+
+        config = read_config(path)
+        if is_vision_config(config):  # images in chats (#52): through mlx-vlm
+            from ..vision.load import load_vlm
+
+            return LoadedModel(**load_vlm(str(path), config, quantized, report, cpu))
         from .mlx_dir import load_mlx_dir
 
         return LoadedModel(**load_mlx_dir(path, quantized, report, cpu))

@@ -1,0 +1,126 @@
+"""Load a vision-language model directory (or hub repo) through mlx-vlm.
+
+mlx-vlm's `load` builds the VLM with its own classes and processor. The engine runs the
+language model as mlx-lm's own class for the text config's architecture, over the very
+same weight arrays (no copy): the engine's kernels, ragged passes and caches know mlx-lm's
+modules. The VLM keeps its vision tower, connector and merge (`VisionTower`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mlx.nn as nn
+from mlx.utils import tree_flatten
+
+from ..loader.common import (
+    cast_floats_to_float32,
+    device_name,
+    end_token_ids,
+    resolve_quantized,
+    weights_description,
+    widen_floats,
+)
+from ..loader.errors import ModelLoadError
+from ..loader.progress import ProgressReporter
+from .prompt import VisionTower
+from .support import vision_refusal
+
+
+def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
+             report: ProgressReporter, cpu: Any) -> dict[str, Any]:
+    """The LoadedModel fields of the VLM at `source` (a directory or a repo id), `vision`
+    among them."""
+    from mlx_lm.tokenizer_utils import TokenizerWrapper
+    from mlx_lm.utils import dequantize_model
+    from mlx_vlm.utils import load as vlm_load
+
+    kind = config.get("model_type")
+    reason = vision_refusal(kind)
+    if reason:
+        raise ModelLoadError(f"{source}: {reason}")
+    report("reading file", 0.0)
+    try:
+        vlm, processor = vlm_load(source)
+    except Exception as e:  # noqa: BLE001 - mlx-vlm's and transformers' many errors
+        raise ModelLoadError(f"{source}: mlx-vlm cannot load it: {type(e).__name__}: {e}") from e
+    report("converting layers", 0.0)
+    if not resolve_quantized(quantized, cpu) and _quantized(vlm):
+        vlm = dequantize_model(vlm)
+    if widen_floats(quantized):
+        cast_floats_to_float32(vlm)  # both towers, so image and text embeddings agree
+    model = text_model(vlm, config, source)
+    report("tokenizer", 0.0)
+    hf_tok = getattr(processor, "tokenizer", processor)
+    eos = end_token_ids([*_config_eos(config), hf_tok.eos_token_id], hf_tok.get_vocab(),
+                        hf_tok.all_special_tokens)
+    tokenizer = TokenizerWrapper(hf_tok, eos_token_ids=sorted(eos))
+    image_token = config.get("image_token_id", config.get("image_token_index"))
+    if not isinstance(image_token, int):
+        raise ModelLoadError(f"{source}: its config names no image token id")
+    text = config["text_config"]
+    name = Path(source).name if Path(source).is_dir() else source
+    return {
+        "model": model,
+        "tokenizer": tokenizer,
+        "eos_token_ids": eos,
+        "context_length": int(text.get("max_position_embeddings") or 4096),
+        "source": str(Path(source).resolve()) if Path(source).is_dir() else source,
+        "description": (f"{name} (mlx-vlm, sees images), {weights_description(model)} on "
+                        f"{device_name()}"),
+        "vision": VisionTower(vlm, processor, image_token),
+    }
+
+
+def text_model(vlm: nn.Module, config: dict[str, Any], source: str) -> nn.Module:
+    """The VLM's language model as mlx-lm's class for its text config, on the same arrays
+    (quantized where the VLM's are). ModelLoadError when mlx-lm has no such class or the
+    weights do not map one to one."""
+    from mlx_lm.utils import _get_classes
+
+    text = dict(config["text_config"])
+    text.setdefault("vocab_size", config.get("vocab_size"))
+    try:
+        model_class, args_class = _get_classes(text)
+    except ValueError as e:
+        raise ModelLoadError(f"{source}: mlx-lm has no language model "
+                             f"{text.get('model_type')!r}: {e}") from e
+    own = dict(tree_flatten(vlm.language_model.parameters()))
+    if "lm_head.weight" in own:
+        text["tie_word_embeddings"] = False
+    model = model_class(args_class.from_dict(text))
+    modules = dict(vlm.language_model.named_modules())
+
+    def theirs(name: str) -> str | None:
+        for candidate in (name, name.removeprefix("model.")):
+            if candidate in own or candidate in modules:
+                return candidate
+        return None
+
+    def quantized_like(path: str, module: nn.Module) -> Any:
+        match = modules.get(theirs(path) or "")
+        if isinstance(match, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+            return {"group_size": match.group_size, "bits": match.bits, "mode": match.mode}
+        return False
+
+    if _quantized(vlm.language_model):
+        nn.quantize(model, class_predicate=quantized_like)
+    weights = []
+    for name, _ in tree_flatten(model.parameters()):
+        other = theirs(name)
+        if other is None or other not in own:
+            raise ModelLoadError(f"{source}: the language model has no weight for {name}")
+        weights.append((name, own[other]))
+    model.load_weights(weights, strict=True)
+    return model
+
+
+def _quantized(model: nn.Module) -> bool:
+    return any(isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))
+               for _, m in model.named_modules())
+
+
+def _config_eos(config: dict[str, Any]) -> list[int]:
+    eos = config.get("eos_token_id")
+    return [e for e in (eos if isinstance(eos, list) else [eos]) if isinstance(e, int)]

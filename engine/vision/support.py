@@ -1,0 +1,46 @@
+"""Which vision-language models the engine runs, read from a config alone (no MLX: the
+loader and the model library both ask)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+# The VLM families whose language model takes plain positions (RoPE by token index), so an
+# image request's prefill is an ordinary text prefill of its embeddings. Qwen2-VL / 2.5-VL /
+# 3-VL's M-RoPE gives image tokens 2-D positions (a per-image position delta): not yet.
+SUPPORTED = ("idefics3", "smolvlm")
+NOT_YET = {
+    "qwen2_vl": "its M-RoPE gives image tokens 2-D positions, which the engine's passes do "
+                "not carry yet",
+    "qwen2_5_vl": "its M-RoPE gives image tokens 2-D positions, which the engine's passes "
+                  "do not carry yet",
+    "qwen3_vl": "its M-RoPE gives image tokens 2-D positions, which the engine's passes do "
+                "not carry yet",
+}
+
+
+def is_vision_config(config: Any) -> bool:
+    """Whether a model's config.json describes a VLM (it has a vision config)."""
+    return isinstance(config, dict) and isinstance(config.get("vision_config"), dict)
+
+
+def vision_refusal(model_type: str | None) -> str | None:
+    """Why this engine cannot run a VLM of `model_type` yet (None: it can)."""
+    if model_type in SUPPORTED:
+        return None
+    reason = NOT_YET.get(model_type or "")
+    if reason:
+        return f"a {model_type} vision model: {reason}"
+    return (f"a {model_type or 'unknown'} vision model: the engine runs images for "
+            f"{', '.join(SUPPORTED)} so far")
+
+
+def read_config(path: Path) -> dict[str, Any] | None:
+    """A directory's config.json, or None when it has none or it is unreadable."""
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None

@@ -1,0 +1,179 @@
+"""Images in chats (issue #52), engine side: tiny random-weight VLMs in mlx-vlm's format
+(tests/vision_models.py) for two families, Idefics3 and SmolVLM, each with its own
+processor class.
+
+- Loading goes through mlx-vlm's classes; the engine's language model is mlx-lm's class on
+  the same arrays, and an image request's answer is mlx-vlm's own language model's greedy
+  answer on mlx-vlm's own merged embeddings.
+- Same answer: a text request alone and batched beside image requests; an image request
+  alone and batched; in one ragged pass (native kernels) and in passes apart.
+- The prefix cache keys an image by its digest: a follow-up with the same image shows its
+  image tokens cached, a different image reuses nothing past the text before it, and both
+  answer as without a cache.
+- Bad images, a count that does not match the parts, and a text-only model are refused
+  with a reason.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+
+from engine import Engine, EngineConfig, RequestRejected, SamplingParams
+from engine.loader import ModelLoadError
+from tests.engine.conftest import run_to_end
+from tests.vision_models import FAMILIES, make_tiny_vlm, png_bytes
+
+pytestmark = pytest.mark.usefixtures("native_built")
+
+GREEDY = SamplingParams(max_tokens=10, temperature=0.0)
+SEEDED = SamplingParams(max_tokens=10, temperature=0.8, top_p=0.9, seed=7)
+RED, GREEN = png_bytes((200, 10, 10)), png_bytes((10, 200, 10), size=(24, 40))
+
+
+def ask(text: str) -> list[dict]:
+    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+
+
+def chat(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def vlm_dir(request, tmp_path_factory) -> Path:
+    return make_tiny_vlm(tmp_path_factory.mktemp(request.param) / request.param,
+                         request.param)
+
+
+def answers(engine: Engine, requests: list[tuple[list[dict], list[bytes] | None]],
+            params: SamplingParams = GREEDY) -> list[list[int]]:
+    """Each request's tokens, all submitted at once and run to the end."""
+    got: list[list[int]] = []
+    for messages, images in requests:
+        tokens: list[int] = []
+        stream = engine.submit(messages=messages, params=params, images=images)
+        stream.listen(lambda e, t=tokens: t.append(e.token) if e.token is not None else None)
+        got.append(tokens)
+    run_to_end(engine)
+    return got
+
+
+def cached(engine: Engine) -> int:
+    return engine.finished_requests()[-1].cached_tokens
+
+
+def test_loads_through_mlx_vlm_and_answers_as_its_language_model(vlm_dir):
+    from mlx_vlm.models.cache import make_prompt_cache
+
+    engine = Engine.load(str(vlm_dir))
+    assert engine.sees_images and "sees images" in engine.description
+    assert type(engine.vision.vlm).__module__.startswith("mlx_vlm.models.")
+    [got] = answers(engine, [(ask("what is it?"), [RED])])
+    # mlx-vlm's own path: its merge (get_input_embeddings), its language model, greedy
+    vision = engine.vision
+    prompt = vision.prepare(ask("what is it?"), [RED])
+    lm = vision.vlm.language_model
+    merged = vision.vlm.get_input_embeddings(mx.array([prompt.token_ids]),
+                                             **prompt.arrays).inputs_embeds
+    cache = make_prompt_cache(lm)
+    logits = lm(mx.array([prompt.token_ids]), inputs_embeds=merged, cache=cache).logits
+    want = []
+    for _ in range(GREEDY.max_tokens):
+        want.append(int(mx.argmax(logits[0, -1]).item()))
+        logits = lm(mx.array([[want[-1]]]), cache=cache).logits
+    assert got == want
+    # the image matters: another image, another answer
+    assert answers(engine, [(ask("what is it?"), [GREEN])])[0] != got
+
+
+@pytest.mark.parametrize("kernels", [True, False], ids=["ragged", "passes-apart"])
+@pytest.mark.parametrize("params", [GREEDY, SEEDED], ids=["greedy", "seeded"])
+def test_same_answer_alone_and_batched(vlm_dir, kernels, params):
+    def engine() -> Engine:  # no prefix cache: every answer is computed from scratch
+        return Engine.load(str(vlm_dir), config=EngineConfig(prefix_cache=False,
+                                                             cpu_kernels=kernels))
+
+    text = [(chat(f"tell me about the number {i} please"), None) for i in range(3)]
+    seen = [(ask("what is it?"), [RED]), (ask("and this one, what colour?"), [GREEN])]
+    alone = [answers(engine(), [r], params)[0] for r in text + seen]
+    together = answers(engine(), [text[0], seen[0], text[1], seen[1], text[2]], params)
+    assert together == [alone[0], alone[3], alone[1], alone[4], alone[2]]
+
+
+def test_prefix_cache_keys_an_image_by_its_content(vlm_dir):
+    engine = Engine.load(str(vlm_dir))
+    fresh = Engine.load(str(vlm_dir), config=EngineConfig(prefix_cache=False))
+    first = ask("what is it?")
+    [reply] = answers(engine, [(first, [RED])])
+    prompt = engine.vision.prepare(first, [RED])
+    assert cached(engine) == 0
+    follow = first + [{"role": "assistant", "content": engine.tokenizer.decode(reply)},
+                      {"role": "user", "content": "say more"}]
+    # the same image again: everything up to the reply is reused, images included
+    [again] = answers(engine, [(follow, [RED])])
+    assert cached(engine) >= prompt.images_end
+    assert again == answers(fresh, [(follow, [RED])])[0]
+    # a different image with the same tokens around it: nothing past the text before it
+    [other] = answers(engine, [(follow, [GREEN])])
+    first_image_token = prompt.token_ids.index(engine.vision.image_token_id)
+    assert cached(engine) <= first_image_token
+    assert other == answers(fresh, [(follow, [GREEN])])[0]
+
+
+def test_a_follow_up_needs_no_vision_pass(vlm_dir, monkeypatch):
+    engine = Engine.load(str(vlm_dir))
+    answers(engine, [(ask("what is it?"), [RED])])
+    passes = []
+    real = engine.vision.embed
+    monkeypatch.setattr(engine.vision, "embed", lambda p: passes.append(p) or real(p))
+    answers(engine, [(ask("what is it?") + [{"role": "assistant", "content": "red"},
+                                            {"role": "user", "content": "sure?"}], [RED])])
+    assert passes == []  # its image tokens all came from the prefix cache
+    answers(engine, [(ask("what is it?"), [GREEN])])
+    assert len(passes) == 1
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG that claims width x height pixels and holds no image data."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data)))
+    return (b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    (b"hello, not an image", "image 1: not a readable image"),
+    (RED[: len(RED) // 2], "image 1: not a readable image"),
+    (_png_header(20_000, 20_000), "image 1: too many pixels"),
+    (_png_header(10_000, 9_000), "image 1: too many pixels"),
+])
+def test_bad_images_are_refused_with_a_reason(vlm_dir, data, words):
+    engine = Engine.load(str(vlm_dir))
+    with pytest.raises(RequestRejected, match=words):
+        engine.submit(messages=ask("what is it?"), params=GREEDY, images=[data])
+    with pytest.raises(RequestRejected, match="2 image part"):
+        engine.submit(messages=ask("a") + ask("b"), params=GREEDY, images=[RED])
+    assert not engine.has_work()
+
+
+def test_a_text_model_refuses_images(make_engine):
+    engine = make_engine()
+    assert not engine.sees_images
+    with pytest.raises(RequestRejected, match="does not see images"):
+        engine.submit(messages=ask("what is it?"), params=GREEDY, images=[RED])
+
+
+def test_vision_models_not_run_yet_are_refused_at_load(tmp_path):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"model_type": "qwen2_5_vl", "vision_config": {"depth": 1},
+         "text_config": {"model_type": "qwen2"}}))
+    with pytest.raises(ModelLoadError, match="M-RoPE"):
+        Engine.load(str(tmp_path))

@@ -1,0 +1,116 @@
+"""Tiny random-weight vision-language models in mlx-vlm's own format, for fast tests.
+
+`make_tiny_vlm(folder, family)` writes what `mlx_vlm.load` reads from a hub repo: the
+config (text and vision configs), the weights of mlx-vlm's own model class built from it,
+and a processor (a byte-level tokenizer with the image tokens, the family's own image
+processor at a small size, a chat template that places image parts). Nothing is
+re-implemented: the model, its config and the processor are mlx-vlm's and transformers'
+classes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import mlx.core as mx
+from mlx.utils import tree_flatten
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+# A ChatML template whose user turns may be a list of parts: an image part becomes the
+# processor's <image> placeholder, which the processor expands to the image's tokens.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+    "{% for p in m['content'] %}{% if p['type'] == 'image' %}<image>"
+    "{% else %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+IMAGE_SIDE = 32  # pixels: the vision tower's input, one tile
+PATCH = 8
+FAMILIES = ("idefics3", "smolvlm")
+
+
+def _tokenizer(extra: list[str]) -> PreTrainedTokenizerFast:
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>", *extra])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
+        pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE)
+
+
+def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0) -> Path:
+    """Write a tiny random-weight `family` VLM (one of FAMILIES) into `folder`; returns it.
+
+    Both families are Idefics3's layout in mlx-vlm (a SigLIP-style vision tower, a pixel
+    shuffle connector, a llama text model), with each its own processor class
+    (Idefics3Processor, SmolVLMProcessor) and image processor."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    import importlib
+
+    classes = importlib.import_module(f"mlx_vlm.models.{family}")
+    folder.mkdir(parents=True, exist_ok=True)
+    specials = ["<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>"]
+    tokenizer = _tokenizer(specials)
+    vocab = len(tokenizer)
+    image_id = tokenizer.convert_tokens_to_ids("<image>")
+    scale = 2  # the connector's pixel shuffle: (32/8)^2 = 16 patches -> 4 image tokens
+    text = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+            "rms_norm_eps": 1e-5, "vocab_size": vocab, "rope_theta": 10000.0,
+            "max_position_embeddings": 512, "tie_word_embeddings": False}
+    vision = {"model_type": f"{family}_vision",
+              "hidden_size": 32, "num_attention_heads": 2, "patch_size": PATCH,
+              "num_hidden_layers": 1, "intermediate_size": 64, "image_size": IMAGE_SIDE,
+              "num_channels": 3, "layer_norm_eps": 1e-6}
+    config = {"model_type": family, "text_config": text, "vision_config": vision,
+              "vocab_size": vocab, "scale_factor": scale, "image_token_id": image_id,
+              "eos_token_id": [tokenizer.convert_tokens_to_ids("<|im_end|>")]}
+    model_config = classes.ModelConfig.from_dict(
+        {**config, "text_config": classes.TextConfig.from_dict(text),
+         "vision_config": classes.VisionConfig.from_dict(vision)})
+    mx.random.seed(seed)
+    model = classes.Model(model_config)
+    head = model.language_model.lm_head
+    head.weight = mx.random.normal(head.weight.shape) * 0.5  # greedy text that varies
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    _save_processor(folder, family, tokenizer, IMAGE_SIDE * IMAGE_SIDE // (PATCH * PATCH)
+                    // (scale * scale))
+    return folder
+
+
+def _save_processor(folder: Path, family: str, tokenizer: PreTrainedTokenizerFast,
+                    image_seq_len: int) -> None:
+    from transformers import Idefics3ImageProcessorPil, SmolVLMImageProcessorPil
+
+    cls = Idefics3ImageProcessorPil if family == "idefics3" else SmolVLMImageProcessorPil
+    image_processor = cls(do_resize=True, size={"longest_edge": IMAGE_SIDE},
+                          max_image_size={"longest_edge": IMAGE_SIDE},
+                          do_image_splitting=False)
+    image_processor.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "processor_config.json").write_text(json.dumps(
+        {"image_seq_len": image_seq_len,
+         "processor_class": "Idefics3Processor" if family == "idefics3"
+         else "SmolVLMProcessor"}))
+    (folder / "chat_template.json").write_text(json.dumps({"chat_template": CHAT_TEMPLATE}))
+
+
+def png_bytes(colour: tuple[int, int, int], size: tuple[int, int] = (40, 24)) -> bytes:
+    """A plain PNG of one colour (with a stripe, so resizing has something to do)."""
+    from PIL import Image
+
+    image = Image.new("RGB", size, colour)
+    for x in range(size[0]):
+        image.putpixel((x, size[1] // 2), (255 - colour[0], 255 - colour[1], 255 - colour[2]))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
