@@ -102,6 +102,7 @@ class Generation:
         # a reasoning model's reply: how its text splits into thinking and answer
         # (app/request/reasoning.py's Shape; None: all answer, and remote replies)
         self.shape: Any = None
+        self.reply_split: Any = None  # its splitter, fed as frames come (reasoning/reply.py)
         # the attached files' passages its prompt was given (app/attachments/fit.py)
         self.citations: tuple[Any, ...] = ()
         # what the context overflow policy left out of its prompt (app/request/overflow.py)

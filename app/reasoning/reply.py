@@ -2,12 +2,13 @@
 thinking (`ChatMessage.reasoning`) and the answer (`content`) at each frame, with how long
 and how many tokens it thought.
 
-The split reads the stream's whole text each frame (engine.public's ReasoningSplit, fed
-at once), so the message holds the two parts and no splitter state; a tag still arriving
-is held back until the reply ends. The thinking's time and tokens are taken at the last
-frame that was still thinking (the local engine's token count; a remote reply has none);
-at the end the tokens are counted exactly where the thinking ends on a token of its own
-(Qwen3's `</think>`, gpt-oss's `<|end|>`): those up to it."""
+The split is engine.public's ReasoningSplit, kept on the Generation (`reply_split`) and
+fed at each frame the text that came since the last, so the message holds the two parts
+and no splitter state; a tag still arriving is held back until the reply ends. The
+thinking's time and tokens are taken at the last frame that was still thinking (the local
+engine's token count; a remote reply has none); at the end the tokens are counted exactly
+where the thinking ends on a token of its own (Qwen3's `</think>`, gpt-oss's `<|end|>`):
+those up to it."""
 
 from __future__ import annotations
 
@@ -35,15 +36,39 @@ def take_text(msg: ChatMessage, gen: Any, *, final: bool = False) -> None:
                 count = details.get("reasoning_tokens")
                 msg.reasoning_tokens = count if isinstance(count, int) and count else None
         return
-    fmt = getattr(gen, "call_format", None)  # calls that close the thinking: the answer's
-    split = ReasoningSplit(shape.style, shape.inside, (fmt.start, fmt.end) if fmt else None)
-    pieces = split.feed(gen.text) + (split.finish() if final else [])
-    msg.reasoning = "".join(p.text for p in pieces if p.kind == "reasoning")
-    msg.content = "".join(p.text for p in pieces if p.kind == "content")
+    split = getattr(gen, "reply_split", None)
+    text = gen.text
+    if split is None or len(text) < split.read:  # the first frame (or a text begun anew)
+        fmt = getattr(gen, "call_format", None)  # calls that close the thinking: answer's
+        split = gen.reply_split = ReplySplit(ReasoningSplit(
+            shape.style, shape.inside, (fmt.start, fmt.end) if fmt else None))
+    split.take(text, final)
+    msg.reasoning, msg.content = split.reasoning, split.content
     tokens = getattr(gen.stream, "tokens", None)
-    _clock(msg, gen, thinking=split.opened and not final)
+    _clock(msg, gen, thinking=split.split.opened and not final)
     if final and msg.reasoning and tokens is not None and shape.end_token in tokens:
         msg.reasoning_tokens = list(tokens).index(shape.end_token) + 1
+
+
+class ReplySplit:
+    """A reply's splitter, fed at each frame the text that came since the last one (a
+    Harmony reply is parsed by openai-harmony at some microseconds a token, so the whole
+    text each frame would cost more the longer the reply), and the two parts so far."""
+
+    def __init__(self, split: ReasoningSplit) -> None:
+        self.split = split
+        self.read = 0  # how much of the stream's text it has been fed
+        self.reasoning = ""
+        self.content = ""
+        self.done = False
+
+    def take(self, text: str, final: bool) -> None:
+        if self.done:
+            return
+        pieces = self.split.feed(text[self.read:]) + (self.split.finish() if final else [])
+        self.read, self.done = len(text), final
+        self.reasoning += "".join(p.text for p in pieces if p.kind == "reasoning")
+        self.content += "".join(p.text for p in pieces if p.kind == "content")
 
 
 def _clock(msg: ChatMessage, gen: Any, *, thinking: bool) -> None:

@@ -84,8 +84,12 @@ class HarmonySplit(ReasoningSplit):
         self._body = False  # in a message's content (its header read)
         self._channel = ""
         self._to = ""  # the current message's function, where it is a call
-        self._call = ""  # that call's arguments so far (given out whole at its end)
         self._read = False  # a message's header has been read
+        self._run: list[str] = []  # text of one kind not yet made a piece (joined once)
+        self._run_kind = ""
+        from openai_harmony import HarmonyError
+
+        self._error = HarmonyError
 
     @property
     def thinking(self) -> bool:
@@ -118,6 +122,7 @@ class HarmonySplit(ReasoningSplit):
                 self._take(out, token)
         if final:
             self._end(out)
+        self._flush(out)
         return out
 
     def _kept(self) -> int:
@@ -126,29 +131,35 @@ class HarmonySplit(ReasoningSplit):
         return len(tail) if tail in _special_prefixes(self._enc) else 0
 
     def _take(self, out: list[Piece], token: int) -> None:
-        from openai_harmony import HarmonyError
-
         try:
             self._parser.process(token)
-        except HarmonyError:
+        except self._error:
             # a message the reference refuses (text where a header's <|start|> belongs,
             # say): read on from this token as a new message's header
             self._close(out)
             self._parser = self._new_parser()
             try:
                 self._parser.process(token)
-            except HarmonyError:
+            except self._error:
                 self._parser = self._new_parser()
                 return
         delta = self._parser.last_content_delta
         if self._enc.is_special_token(token):
             self._follow(out)
         if delta and self._body:
-            if self._to:
-                self._call += delta
-            else:
-                self._add(out, "reasoning" if self._channel == "analysis" else "content",
-                          delta)
+            kind = "call" if self._to else \
+                "reasoning" if self._channel == "analysis" else "content"
+            if kind != self._run_kind:
+                self._flush(out)
+                self._run_kind = kind
+            self._run.append(delta)
+
+    def _flush(self, out: list[Piece]) -> None:
+        """The run of text of one kind so far into a piece (a call's stays until its end:
+        its arguments are given out whole)."""
+        if self._run and self._run_kind != "call":
+            self._add(out, self._run_kind, "".join(self._run))
+            self._run = []
 
     def _follow(self, out: list[Piece]) -> None:
         """After a marker: into a message's content (its header read) or out of it."""
@@ -166,16 +177,19 @@ class HarmonySplit(ReasoningSplit):
 
     def _close(self, out: list[Piece]) -> None:
         """The current message ended (or was cut short): its call, if it is one, whole."""
-        if self._to and self._body:
-            out.append(Piece("call", self._call, self._to))
-        self._call, self._to, self._body = "", "", False
+        self._flush(out)  # text before it goes out first
+        if self._run_kind == "call":
+            if self._to and self._body:
+                out.append(Piece("call", "".join(self._run), self._to))
+            self._run, self._run_kind = [], ""
+        elif self._to and self._body:
+            out.append(Piece("call", "", self._to))  # a call with no arguments
+        self._to, self._body = "", False
 
     def _end(self, out: list[Piece]) -> None:
-        from openai_harmony import HarmonyError
-
         try:
             self._parser.process_eos()
-        except HarmonyError:
+        except self._error:
             pass  # ended inside a header: nothing of it is text
         self._close(out)
 

@@ -119,3 +119,35 @@ def test_a_call_that_closes_the_thinking_is_the_tabs_call() -> None:
     take_text(msg, rehearsal, final=True)
     assert call in msg.reasoning and msg.content == "Sunny, I guess."
     assert reply_calls(rehearsal, msg.content) is None
+
+
+def test_each_frame_feeds_the_splitter_only_the_new_text(monkeypatch) -> None:
+    """A Harmony reply is parsed by openai-harmony a token at a time: each frame gives the
+    splitter the text since the last frame, never the whole text again, and the parts are
+    those of the whole reply split at once."""
+    from app.reasoning import reply as reply_module
+    from engine.public import ReasoningSplit, split_whole
+
+    fed: list[str] = []
+
+    def recording(*args):
+        split = ReasoningSplit(*args)
+        feed = split.feed
+        split.feed = lambda t: fed.append(t) or feed(t)
+        return split
+
+    monkeypatch.setattr(reply_module, "ReasoningSplit", recording)
+    style = ReasoningStyle("harmony", "<|channel|>analysis<|message|>", "<|end|>")
+    text = ("<|channel|>analysis<|message|>Step one. Step two.<|end|><|start|>assistant"
+            "<|channel|>final<|message|>Four.<|return|>")
+    gen = reply(Shape(style, inside=False), "")
+    msg = ChatMessage("assistant", "", streaming=True)
+    for cut in range(7, len(text), 7):
+        gen.text = gen.stream.text = text[:cut]
+        take_text(msg, gen)
+        assert "Step one. Step two.".startswith(msg.reasoning)  # no marker ever shown
+    gen.text = gen.stream.text = text
+    take_text(msg, gen, final=True)
+    assert "".join(fed) == text  # each character fed once
+    assert (msg.reasoning, msg.content) == split_whole(text, style)[:2] == (
+        "Step one. Step two.", "Four.")
