@@ -24,7 +24,7 @@ from aiohttp import web
 from ..backend import LocalBackend
 from ..request import Refusal, RefusalCode, attachments
 from ..storage.stored_responses import StoredResponses
-from . import errors, file_parts, model_names, openapi, responses, schemas, tooling
+from . import errors, file_parts, image_parts, model_names, openapi, responses, schemas, tooling
 from .anthropic import errors as anthropic_errors
 from .anthropic import handler as anthropic
 from .body import read_json
@@ -326,8 +326,9 @@ class ApiServer:
         t0 = time.perf_counter()
         body = schemas.check_body(await read_json(request, self.config.max_body_bytes))
         target, model = self.serving(schemas.model_name(body))
-        if kind == "chat" and file_parts.has_files(body):
-            # files are read, and indexed when they do not fit, off the loop (#51)
+        if kind == "chat" and (file_parts.has_files(body) or image_parts.has_images(body)):
+            # files are read, and indexed when they do not fit, off the loop (#51); images
+            # decoded and checked there too (#52)
             parsed = await asyncio.to_thread(schemas.parse_chat, body,
                                              self.config.default_max_tokens
                                              or target.context_length)
@@ -337,6 +338,9 @@ class ApiServer:
                                         or target.context_length)
         else:
             parsed = schemas.parse_completion(body, 16)  # OpenAI's default for completions
+        # a model that reads text only: a 400 naming the first image part (#52)
+        image_parts.refuse_if_text_only(parsed.messages, LocalBackend(target).sees_images,
+                                        model)
         async with self.answering(target, model, parsed) as (choices, replies):
             if parsed.stream:
                 return await self._stream(request, choices, replies, parsed.include_usage, t0)

@@ -98,8 +98,17 @@ FILE_PART = {"type": "object", "required": ["type", "file"], "properties": {
         "file_data": {"type": "string", "pattern": "^data:[^;,]*;base64,",
                       "description": "the file as a base64 data URL: text, Markdown, code, "
                                      "CSV, JSON, HTML, PDF (text layer) or DOCX"}}}}}
-USER_CONTENT = {"anyOf": [{"type": "string"},
-                          {"type": "array", "items": {"anyOf": [TEXT_PART, FILE_PART]}}]}
+# a user message's images (issue #52), for a model that sees images: a model that reads text
+# only answers a 400 naming the part; http(s) URLs are refused (the server runs offline)
+IMAGE_PART = {"type": "object", "required": ["type", "image_url"], "properties": {
+    "type": {"const": "image_url"},
+    "image_url": {"type": "object", "required": ["url"], "properties": {
+        "url": {"type": "string", "pattern": "^data:image/[^;,]*;base64,",
+                "description": "the image as a base64 data URL: PNG, JPEG, WebP, GIF (its "
+                               "first frame) or HEIC; a vision model only"},
+        "detail": {"enum": ["auto", "low", "high"]}}}}}
+USER_CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": {
+    "anyOf": [TEXT_PART, FILE_PART, IMAGE_PART]}}]}
 JSON_OBJECT_TEXT = {"type": "string", "contentMediaType": "application/json",
                     "contentSchema": {"type": "object"},
                     "description": "a JSON object as text; \"\" is taken as {}"}

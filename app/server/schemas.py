@@ -14,6 +14,7 @@ from ..request import ChatRequest, Refusal, RefusalCode, ResponseFormat
 from ..request.tool_choice import CHOICES, ToolChoice, parse_tool_choice
 from .errors import bad_schema, invalid
 from .file_parts import take_files
+from .image_parts import read_part
 
 MAX_TOP_LOGPROBS = 20  # = engine.sampling_params.MAX_TOP_LOGPROBS (OpenAI's limit)
 MAX_STOP = 16
@@ -183,7 +184,7 @@ def _messages(value: Any) -> list[dict[str, Any]]:
             msg["content"] = ""  # a reply of calls only
         else:
             content, files = take_files(m.get("content"), f"{where}.content", role)
-            msg["content"] = _content(content, f"{where}.content")
+            msg["content"] = _content(content, f"{where}.content", role)
             if files:  # the request road puts them in the prompt (app/request/attachments.py)
                 msg[ATTACHMENTS] = files
         reasoning = m.get("reasoning_content", m.get("reasoning")) \
@@ -285,20 +286,27 @@ def _tools(body: Mapping[str, Any]) -> tuple[ToolChoice, bool]:
     return parse_tool_choice(body.get("tool_choice"), tools, parallel=parallel), parallel
 
 
-def _content(value: Any, where: str) -> str:
-    """A string, or a list of text parts (images and audio are refused; file parts were
-    taken out by file_parts.take_files)."""
+def _content(value: Any, where: str, role: str = "user") -> str | list[dict[str, Any]]:
+    """A string, or a list of text parts (joined into one string), or, with images, the
+    list of its text and image_url parts, each image read (image_parts.py; the parts keep
+    their indices, so a refusal names the part as sent). Audio is refused; file parts
+    were taken out by file_parts.take_files."""
     if isinstance(value, str):
         return value
     if isinstance(value, list):
-        parts = []
+        parts: list[dict[str, Any]] = []
         for j, part in enumerate(value):
+            if isinstance(part, Mapping) and part.get("type") == "image_url":
+                parts.append(read_part(part, f"{where}[{j}]", role))
+                continue
             if not (isinstance(part, Mapping) and part.get("type") == "text"
                     and isinstance(part.get("text"), str)):
-                raise invalid(f"{where}[{j}]",
-                              f"'{where}[{j}]' must be a text part: this model reads text only")
-            parts.append(part["text"])
-        return "".join(parts)
+                raise invalid(f"{where}[{j}]", f"'{where}[{j}]' must be a text or image_url "
+                                               "part")
+            parts.append({"type": "text", "text": part["text"]})
+        if any(p["type"] == "image_url" for p in parts):
+            return parts
+        return "".join(p["text"] for p in parts)
     raise invalid(where, f"'{where}' must be a string or a list of text parts")
 
 
