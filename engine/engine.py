@@ -234,9 +234,13 @@ class Engine:
         return self.vision.prepare(messages, list(images), template_kwargs)
 
     def prompt_tokens(self, messages: Seq[Mapping[str, Any]],
-                      template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+                      template_kwargs: Mapping[str, Any] | None = None,
+                      images: Seq[bytes] | None = None) -> list[int]:
         """The prompt's token ids `submit(messages=...)` would run (the chat template, reply
-        `token_ids` spliced in); RequestRejected for messages it would refuse. Any thread."""
+        `token_ids` spliced in; with `images`, the model's image tokens as its processor
+        puts them); RequestRejected for messages it would refuse. Any thread."""
+        if images:
+            return list(self._seen(messages, images, template_kwargs).token_ids)
         return self._prompt_tokens(messages, None, template_kwargs)
 
     def cancel(self, request_id: str) -> None:

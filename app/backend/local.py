@@ -48,7 +48,11 @@ class LocalBackend:
 
     @property
     def sees_images(self) -> bool:
-        return False  # until the engine says its model sees images (#52, engine side)
+        """Whether the model serving now reads images (a VLM); False while none serves."""
+        try:
+            return self._serving().sees_images
+        except Refusal:
+            return False
 
     def submit(self, request: ChatRequest, *, priority: Priority | str = "interactive",
                tag: str | None = None, request_id: str | None = None,
@@ -89,7 +93,8 @@ class LocalBackend:
             what, _ = engine_input.prompt(request, target)
             if "prompt_tokens" in what:
                 return list(what["prompt_tokens"])
-            return target.prompt_tokens(what["messages"], what.get("template_kwargs"))
+            return target.prompt_tokens(what["messages"], what.get("template_kwargs"),
+                                        images=what.get("images"))
         except SUBMIT_ERRORS as exc:
             raise refusal_of(exc, _field(request)) from None
 

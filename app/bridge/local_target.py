@@ -88,15 +88,17 @@ class LocalTarget:
                priority: Priority | str = "interactive", tag: str | None = None,
                request_id: str | None = None,
                share_prompt_with: str | None = None,
-               template_kwargs: Mapping[str, Any] | None = None) -> RequestStream:
+               template_kwargs: Mapping[str, Any] | None = None,
+               images: Sequence[bytes] | None = None) -> RequestStream:
         """Queue a request; refusals raise the engine's errors (engine.public).
         `share_prompt_with`: the id of a request submitted before with the same prompt,
         whose prefilled prompt this one reuses (Engine.submit); `template_kwargs`: the
-        chat template's variables (a reasoning model's switch)."""
+        chat template's variables (a reasoning model's switch); `images`: the encoded images
+        the messages' {"type": "image"} parts stand for (app/request/images.py)."""
         stream = self.engine.submit(messages=messages, prompt_tokens=prompt_tokens,
                                     params=params, priority=priority, tag=tag,
                                     request_id=request_id, share_prompt_with=share_prompt_with,
-                                    template_kwargs=template_kwargs)
+                                    template_kwargs=template_kwargs, images=images or None)
         self._live[stream.request_id] = (tag, stream)
         return stream
 
@@ -144,11 +146,23 @@ class LocalTarget:
         return int(ids[0]) if len(ids) == 1 else None
 
     def prompt_tokens(self, messages: Sequence[Mapping[str, Any]],
-                      template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+                      template_kwargs: Mapping[str, Any] | None = None,
+                      images: Sequence[bytes] | None = None) -> list[int]:
         """The prompt `submit(messages)` would run (RequestRejected if it would refuse
         them); safe off the engine's and the UI's threads (app.bridge.prompt_size).
-        `template_kwargs`: the chat template's variables, as submit takes them."""
-        return self.engine.prompt_tokens(messages, template_kwargs)
+        `template_kwargs`: the chat template's variables, as submit takes them. Messages
+        with OpenAI image_url parts and no `images`: the images read from them for a model
+        that sees images, left out for one that reads text only."""
+        if images is None:
+            from ..request.images import for_target
+
+            messages, images = for_target(messages, self.sees_images)
+        return self.engine.prompt_tokens(messages, template_kwargs, images=images or None)
+
+    @property
+    def sees_images(self) -> bool:
+        """Whether the model reads images (a VLM loaded through mlx-vlm; #52)."""
+        return self.engine.sees_images
 
     def encode(self, text: str) -> list[int]:
         return list(self.engine.tokenizer.encode(text))

@@ -11,11 +11,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from engine.public import SamplingParams, json_object_grammar, json_schema_grammar
+from engine.public import (
+    RequestRejected,
+    SamplingParams,
+    json_object_grammar,
+    json_schema_grammar,
+)
 
 from ..tools import CallFormat, Tool, call_grammar, tool_prompt
 from . import attachments, overflow
 from .chat_request import ChatRequest, ResponseFormat
+from .images import engine_images
 
 
 class Target(Protocol):
@@ -74,8 +80,12 @@ def prompt(request: ChatRequest, target: Target) -> tuple[dict[str, Any], CallFo
         return {"prompt_tokens": list(request.prompt or ())}, None
     kwargs = {"template_kwargs": dict(request.template_kwargs)} \
         if request.template_kwargs else {}
+    # images (#52): the engine's image parts, their bytes beside (Engine.submit's images)
+    messages, images = engine_images(request.messages)
+    if images and request.tool_road:
+        raise RequestRejected("images with tools are not supported by the local engine yet")
     if not request.tool_road:
-        return {"messages": list(request.messages)} | kwargs, None
+        return {"messages": messages} | kwargs | ({"images": images} if images else {}), None
     return tool_prompt(target, plain_messages(request.messages), request.tools,
                        forced=request.forced, template_kwargs=request.template_kwargs)
 
@@ -86,7 +96,8 @@ def prompt_length(request: ChatRequest, target: Any) -> int:
     what, _ = prompt(request, target)
     if "prompt_tokens" in what:
         return len(what["prompt_tokens"])
-    return len(target.prompt_tokens(what["messages"], what.get("template_kwargs")))
+    return len(target.prompt_tokens(what["messages"], what.get("template_kwargs"),
+                                    **({"images": what["images"]} if "images" in what else {})))
 
 
 def overflow_fitted(request: ChatRequest, target: Any) -> tuple[ChatRequest, overflow.Dropped]:
