@@ -169,3 +169,33 @@ def test_a_pasted_image_is_sent_shown_and_kept_across_restart_and_export(
     assert view.message.text().startswith("Imported 1 chat"), view.message.text()
     loaded = history_app.history.load_conversation(session_id, window.ctx.bridge)
     assert loaded.messages[0].images == (image,)
+
+
+def test_n_answers_and_compare_send_the_images_to_every_target(
+        window, loop, qtbot, settings, scripted):
+    from app.conversation import ReplyTarget
+
+    tab = _on_remote(window, settings, scripted.url)
+    tab.set_answers(2)
+    qtbot.keyClicks(tab.input, "Two takes")
+    _paste_image(qtbot, tab, _png(40, 30))
+    _read(loop, tab)
+    [image] = tab.image_chips.images()
+    qtbot.keyClick(tab.input, Qt.Key.Key_Return)
+    run_until(loop, lambda: not tab.conversation.is_busy)
+    assert len(scripted.requests) == 2  # one request per answer, each with the image
+    for body in scripted.requests:
+        assert body["messages"][-1]["content"][1] == {
+            "type": "image_url", "image_url": {"url": to_data_url(image)}}
+    # Compare: two targets on the connection, and the local text-only model refusing it
+    conv = tab.conversation
+    targets = [ReplyTarget("vision", {"temperature": 0.0}, "a"),
+               ReplyTarget("vision", {"temperature": 1.0}, "b")]
+    outcomes = conv.compare("Compare takes", targets, [image])
+    run_until(loop, lambda: not conv.is_busy)
+    assert len(outcomes) == 2 and len(scripted.requests) == 4
+    assert all(b["messages"][-1]["content"][1]["image_url"]["url"] == to_data_url(image)
+               for b in scripted.requests[2:])
+    assert conv.compare("Again", [*targets, ReplyTarget(None, {})], [image]) == []
+    assert len(scripted.requests) == 4  # nothing sent: one target reads text only
+    assert TEXT_ONLY in (conv.image_refusal([image], [ReplyTarget(None, {})]) or "")
