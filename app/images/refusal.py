@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-TEXT_ONLY = "reads text only: it cannot see images"
+TEXT_ONLY = "reads text only and cannot see images"
 
 
 def images_refused(model: str, *, sent: bool = True) -> str:
-    """The sentence shown at the input (`sent`: a message being sent, kept in the box)."""
-    who = model or "This model"
+    """The sentence shown at the input (`sent`: a message being sent, kept in the box;
+    else a chat holding images sent on to such a model)."""
+    who = f" ({model})" if model else ""
     if sent:
-        return (f"Not sent: {who} {TEXT_ONLY}. Remove the images, or pick a model that sees "
-                "images (a vision model: docs/app.md, Images).")
-    return (f"{who} {TEXT_ONLY}, and this chat has images. Pick a model that sees images, "
-            "or start a new chat.")
+        return (f"Not sent: this model {TEXT_ONLY}{who}. Remove the images, or pick a vision "
+                "model as the Backend.")
+    return (f"This chat has images, and this model {TEXT_ONLY}{who}. Pick a vision model as "
+            "the Backend, or start a new chat.")

@@ -49,5 +49,5 @@ def refuse_if_text_only(messages: Sequence[Mapping[str, Any]] | None, sees_image
     """A 400 naming the first image part when the model serving reads text only."""
     where = next(image_parts(messages or ()), None)
     if where is not None and not sees_images:
-        raise invalid(where, f"'{where}' is an image, and the model '{model}' {TEXT_ONLY}; "
+        raise invalid(where, f"'{where}' is an image, and the model '{model}' {TEXT_ONLY}: "
                              "send text only, or serve a vision model")

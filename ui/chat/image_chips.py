@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 import shiboken6
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
 
 from app.images import ImageData, ImageRefused, read_image
@@ -79,7 +79,6 @@ class ImageChip(QWidget):
             self.setToolTip(f"{self.name} is not attached: {item.reason}")
             return
         self.thumb = ImageThumb(item, CHIP_THUMB_PX, self)
-        self.thumb.setIconSize(QSize(CHIP_THUMB_PX, CHIP_THUMB_PX))
         self._row.insertWidget(0, self.thumb)
         self.label.setText(f"{item.width} x {item.height}")
         self.setToolTip(f"{self.name}: {image_words(item)}")

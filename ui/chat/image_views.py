@@ -23,7 +23,7 @@ from app.attachments.read import size_text
 from app.images import ImageData
 from app.images.thumbnail import full_png, thumbnail_png
 
-THUMB_PX = 96  # a sent message's thumbnails (the draft's chips are smaller)
+THUMB_PX = 160  # a sent message's thumbnails fit this square (the draft's chips are smaller)
 OPEN_TIP = "Click to see it full size"
 
 
@@ -75,8 +75,9 @@ class ImageThumb(QToolButton):
         super().__init__(parent)
         self.setObjectName("imageThumb")
         self.image = image
-        self.setIcon(QIcon(pixmap(thumbnail_png(image, size))))
-        self.setIconSize(QSize(size, size))
+        small = pixmap(thumbnail_png(image, size))
+        self.setIcon(QIcon(small))
+        self.setIconSize(small.size())  # the picture's own shape: no band above and below
         self.setAutoRaise(True)
         self.setToolTip(f"{image_words(image)}. {OPEN_TIP}")
         self.setAccessibleName(f"Image {image.width} x {image.height}")
