@@ -1,16 +1,20 @@
 """The engine's state where the window shows it: the load banner, the model's name and the
 live numbers in the status bar (refreshed twice a second), and the other models tabs loaded
-(issue #50: the ModelManager's, each with its state, estimate and running replies)."""
+(issue #50: the ModelManager's, each with its state, estimate and running replies, and an
+Unload menu for them: ui/model_unload.py asks first when replies run on the model)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtWidgets import QLabel, QMainWindow
+from PySide6.QtWidgets import QLabel, QMainWindow, QMenu, QToolButton
 
 from app.bridge import BridgeState, EngineBridge
 from app.fleet import ModelInfo
 
 from .load_banner import LoadBanner
+from .model_unload import ModelUnloader
 from .model_words import plain_description
 from .widgets import ElidedLabel
 
@@ -18,7 +22,8 @@ REFRESH_MS = 500
 
 
 class EngineStatus(QObject):
-    def __init__(self, window: QMainWindow, bridge: EngineBridge, banner: LoadBanner) -> None:
+    def __init__(self, window: QMainWindow, bridge: EngineBridge, banner: LoadBanner,
+                 titles: Callable[[], Mapping[str, str]] = dict) -> None:
         super().__init__(window)
         self.bridge = bridge
         self.banner = banner
@@ -30,8 +35,20 @@ class EngineStatus(QObject):
         self.others_label = ElidedLabel()
         self.others_label.setObjectName("otherModels")
         self.others_label.hide()
+        # Unload ▾: one item per other model loaded (asks first when replies run on it)
+        self.unloader = ModelUnloader(window, bridge, titles)
+        self.unload_menu = QMenu(window)
+        self.unload_menu.aboutToShow.connect(self._fill_unload_menu)
+        self.unload_button = QToolButton()
+        self.unload_button.setObjectName("unloadModels")
+        self.unload_button.setText("Unload")
+        self.unload_button.setToolTip("Unload a model loaded beside the default one")
+        self.unload_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.unload_button.setMenu(self.unload_menu)
+        self.unload_button.hide()
         window.statusBar().addWidget(self.model_label, 1)
         window.statusBar().addWidget(self.others_label, 1)
+        window.statusBar().addWidget(self.unload_button)
         window.statusBar().addPermanentWidget(self.stats_label)
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
@@ -65,9 +82,21 @@ class EngineStatus(QObject):
         fleet = self.bridge.fleet
         infos = fleet.running() if fleet is not None else []
         self.others_label.setVisible(bool(infos))
+        self.unload_button.setVisible(bool(infos))
         if not infos:
             return
         self.others_label.setText("Also: " + ", ".join(_one_model(i) for i in infos))
+
+    def _fill_unload_menu(self) -> None:
+        """The models loaded beside the default one, each an item that unloads it."""
+        self.unload_menu.clear()
+        fleet = self.bridge.fleet
+        for info in fleet.running() if fleet is not None else []:
+            running = f" ({info.running} running)" if info.running else ""
+            action = self.unload_menu.addAction(f"Unload {info.name}{running}")
+            action.setEnabled(info.state == "loaded")  # loading or unloading: not yet
+            action.setData(info.name)
+            action.triggered.connect(lambda _=False, name=info.name: self.unloader.unload(name))
 
     def stop(self) -> None:
         """The window is closing: no more refreshes, no more state changes shown."""

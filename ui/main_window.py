@@ -110,7 +110,7 @@ class MainWindow(QMainWindow):
             col.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
-        self.engine_status = EngineStatus(self, ctx.bridge, self.banner)
+        self.engine_status = EngineStatus(self, ctx.bridge, self.banner, self.workspace.titles)
         self.model_button = ModelButton(ctx.bridge, self.choose_model)
         self.statusBar().insertWidget(0, self.model_button)  # the model's name, first
         self._make_docks()

@@ -207,6 +207,15 @@ class EngineBridge:
         replies running on any model go on meanwhile."""
         await self.models.load(model)
 
+    def model_running(self, model: str) -> Running:
+        """The replies running on library model `model` (loaded beside the default one)."""
+        return self.models.running(model)
+
+    async def unload_model(self, model: str, stop: bool = False) -> bool:
+        """Unload library model `model` once its replies finished, or (`stop`) stopping
+        them; the default model and the other models' replies run on."""
+        return await self.models.unload(model, stop)
+
     def submit(self, request: ChatRequest, route: Route | None = None, *,
                tag: str | None = None,
                share_prompt_with: Generation | None = None) -> Generation:

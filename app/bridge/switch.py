@@ -16,11 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from ..events import Event
 from ..models.names import model_name as hub_model_name
 from .frames import FramePump
 from .hosting import BridgeState, ModelHost
+
+if TYPE_CHECKING:
+    from .local_target import LocalTarget
 
 SWITCHED = "switched"  # the finish reason of a reply a model switch stopped
 SIMULATOR_TAG = "sim"  # app.simulator.run.TAG_PREFIX: "sim-<run>-<n>"
@@ -75,7 +79,11 @@ class Running:
 
 def running_on(host: ModelHost) -> Running:
     """The requests the model serving now has not ended (none without a model)."""
-    target = host.target
+    return running_of(host.target)
+
+
+def running_of(target: LocalTarget | None) -> Running:
+    """The requests `target` has not ended, by where they come from (none without one)."""
     if target is None:
         return Running()
     chats: dict[str, int] = {}

@@ -15,7 +15,7 @@ from ..backend import LocalBackend
 from ..fleet import HeldOutside, UnknownModel, need_of
 from ..request import Refusal, RefusalCode
 from .hosting import ModelHost
-from .switch import model_name
+from .switch import Running, model_name, running_of
 
 if TYPE_CHECKING:
     from ..fleet import ModelManager
@@ -112,6 +112,19 @@ class TabModels:
     def needs_load(self, model: str | None) -> bool:
         """A model other than the default one, not loaded yet (the send awaits `load`)."""
         return not self.is_default(model) and self.loaded(model or "") is None
+
+    def running(self, model: str) -> Running:
+        """The replies running on library model `model`, by where they come from (none
+        when it is not loaded)."""
+        return running_of(self.loaded(model))
+
+    async def unload(self, model: str, stop: bool = False) -> bool:
+        """Unload library model `model`: its running replies finish first, or with `stop`
+        end now (finish reason "cancelled", their text kept); replies on the other models
+        run on. False if it was not loaded."""
+        if self.fleet is None:
+            return False
+        return await self.fleet.unload(model, cancel=stop)
 
     async def load(self, model: str) -> None:
         """Load `model` (ModelManager.acquire: waits for the load; UnknownModel, NoRoom or
