@@ -56,6 +56,7 @@ from .stream import EventStream, RequestStream
 from .text_check import lone_surrogate, repair_text
 from .token_event import TokenEvent
 from .units import format_bytes
+from .vision.support import is_vision_config, vision_refusal
 
 __all__ = [
     "EFFORTS",
@@ -70,6 +71,8 @@ __all__ = [
     "template_kwargs",
     "with_switch",
     "gguf_refusal",
+    "is_vision_config",
+    "vision_refusal",
     "DRAFT_PREFIX",
     "BUNDLED_FILENAME",
     "CpuOptions",

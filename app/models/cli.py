@@ -23,7 +23,8 @@ from .places import hub_cache_dir
 from .pull import DEFAULT_PATTERNS, PullError, PullProgress, pull
 
 COLUMNS = (("name", "NAME"), ("arch", "ARCH"), ("params", "PARAMS"), ("quant", "QUANT"),
-           ("size", "SIZE"), ("context", "CONTEXT"), ("loads", "LOADS"), ("where", "WHERE"))
+           ("size", "SIZE"), ("context", "CONTEXT"), ("loads", "LOADS"), ("where", "WHERE"),
+           ("input", "INPUT"))
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -80,7 +81,9 @@ def _fields(e: ModelEntry) -> dict[str, object]:
             "where": e.place, "format": e.format, "architecture": e.architecture,
             "parameters": e.parameters, "quantization": e.quantization,
             "size_bytes": e.size_bytes, "context_length": e.context_length,
-            "loads": e.loads, "reason": e.reason, "note": e.note}
+            "loads": e.loads, "reason": e.reason, "note": e.note,
+            "sees_images": e.sees_images and not e.images_reason,
+            "images_reason": e.images_reason}
 
 
 def _info(name: str, entries: Sequence[ModelEntry], out: TextIO, err: TextIO) -> int:
@@ -105,6 +108,7 @@ def _info(name: str, entries: Sequence[ModelEntry], out: TextIO, err: TextIO) ->
                 ("Size on disk", size),
                 ("Context length", f"{e.context_length:,}" if e.context_length else "?"),
                 ("Loads here", "yes" if e.loads else f"no: {e.reason}"),
+                ("Reads", e.input + (f": {e.images_reason}" if e.images_reason else "")),
                 ("Note", e.note)):
             if value:
                 out.write(f"{label + ':':<16}{value}\n")

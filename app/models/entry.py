@@ -22,6 +22,10 @@ class ModelEntry:
     context_length: int | None = None
     reason: str = ""  # why it does not load on this backend ("" when it does)
     note: str = ""  # anything else worth saying (e.g. fetched on first load)
+    # a vision-language model (#52): a VLM directory (vision / preprocessor config), or a
+    # GGUF with an mmproj*.gguf projector beside it
+    sees_images: bool = False
+    images_reason: str = ""  # why its images do not load here yet ("" when they do)
 
     @property
     def loads(self) -> bool:
@@ -33,7 +37,15 @@ class ModelEntry:
                 "params": format_params(self.parameters), "quant": self.quantization or "?",
                 "size": format_bytes(self.size_bytes) if self.size_bytes else "—",
                 "context": format_context(self.context_length),
-                "loads": "yes" if self.loads else "no", "where": self.place}
+                "loads": "yes" if self.loads else "no", "where": self.place,
+                "input": self.input}
+
+    @property
+    def input(self) -> str:
+        """What it reads: "text", "text + images", or "text (images: not yet)"."""
+        if not self.sees_images:
+            return "text"
+        return "text (images: not yet)" if self.images_reason else "text + images"
 
 
 def format_params(n: int | None) -> str:

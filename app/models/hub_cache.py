@@ -13,7 +13,7 @@ from huggingface_hub.errors import CacheNotFound
 
 from . import places
 from .entry import ModelEntry
-from .inspect import describe
+from .inspect import describe, is_mmproj
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def _repo_models(repo: CachedRepoInfo, rev: CachedRevisionInfo) -> Iterator[Mode
         entries.append(describe(snapshot, name=repo.repo_id, place=places.HUGGING_FACE))
     entries += [describe(p, name=f"{repo.repo_id}/{p.relative_to(snapshot).as_posix()}"
                          .removesuffix(".gguf"), place=places.HUGGING_FACE)
-                for p in sorted(snapshot.rglob("*.gguf"))]
+                for p in sorted(snapshot.rglob("*.gguf")) if not is_mmproj(p)]
     if not entries and partial:  # a pull stopped before its config arrived
         entries.append(ModelEntry(name=repo.repo_id, source=str(snapshot),
                                   place=places.HUGGING_FACE, path=snapshot, format="mlx-lm"))

@@ -18,7 +18,9 @@ from engine.public import (
     MemoryNeed,
     gguf_memory,
     gguf_refusal,
+    is_vision_config,
     mlx_lm_unsupported,
+    vision_refusal,
 )
 
 from .entry import ModelEntry
@@ -54,11 +56,36 @@ def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
                           data_end=header.data_end, size=size)
     context = header.arch_value("context_length")
     context = context if isinstance(context, int) else None
+    projector = mmproj_beside(path)
     return ModelEntry(format="GGUF", architecture=header.architecture or "",
                       parameters=header.parameters or None, quantization=header.quantization,
                       size_bytes=size, context_length=context, reason=reason,
                       note=base.pop("note", "") or ("" if reason else _memory(header, context)),
+                      sees_images=projector is not None,
+                      images_reason=MMPROJ_NOT_YET.format(projector.name) if projector else "",
                       **base)
+
+
+# A GGUF's vision is llama.cpp's CLIP projector file beside it (`--mmproj`); mlx-vlm loads
+# only its own and Hugging Face's layouts, so the pair's images cannot run here yet.
+MMPROJ_NOT_YET = ("its images need {} (llama.cpp's CLIP projector), which the engine does not "
+                  "load yet (mlx-vlm reads no GGUF projector): it runs here reading text "
+                  "only; for images use the model's mlx-vlm directory (docs/engine.md, Images)")
+
+
+def is_mmproj(path: Path) -> bool:
+    """A GGUF that is a vision projector (llama.cpp's mmproj-*.gguf), not a model."""
+    return path.suffix.lower() == ".gguf" and path.name.lower().startswith("mmproj")
+
+
+def mmproj_beside(path: Path) -> Path | None:
+    """The mmproj*.gguf in a model GGUF's folder (the first by name), or None."""
+    if is_mmproj(path):
+        return None
+    try:
+        return next(iter(sorted(p for p in path.parent.glob("*.gguf") if is_mmproj(p))), None)
+    except OSError:
+        return None
 
 
 def _memory(header: Any, context: int | None) -> str:
@@ -169,10 +196,17 @@ def _describe_dir(path: Path, base: dict[str, Any]) -> ModelEntry:
     weights, reason = _weights(path)
     if not reason and not any((path / f).is_file() for f in TOKENIZER_FILES):
         reason = "no tokenizer files (tokenizer.json)"
-    reason = mlx_lm_unsupported(arch) or reason
-    return ModelEntry(format="mlx-lm", architecture=arch, parameters=_parameters(weights, config),
+    # a VLM (#52): loaded through mlx-vlm, whatever mlx-lm thinks of its model_type
+    # (a family whose images do not run here yet loads its text through mlx-lm, if it can)
+    vlm = is_vision_config(config) or (path / "preprocessor_config.json").is_file()
+    images_reason = (vision_refusal(arch) or "") if vlm else ""
+    if not vlm or images_reason:
+        reason = mlx_lm_unsupported(arch) or reason
+    return ModelEntry(format="mlx-vlm" if vlm and not images_reason else "mlx-lm",
+                      architecture=arch, parameters=_parameters(weights, config),
                       quantization=_quantization(config, weights), size_bytes=size,
-                      context_length=_context(path, config), reason=reason, **base)
+                      context_length=_context(path, config), reason=reason,
+                      sees_images=vlm, images_reason=images_reason, **base)
 
 
 def _weights(path: Path) -> tuple[dict[str, Tensor], str]:

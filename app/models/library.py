@@ -12,7 +12,7 @@ from engine.public import BUNDLED_FILENAME
 from . import places
 from .entry import ModelEntry
 from .hub_cache import hub_models
-from .inspect import describe
+from .inspect import describe, is_mmproj
 
 BUNDLED_NAME = "SmolLM2-135M-Instruct (bundled)"
 WALK_DEPTH = 3  # folder / publisher / repo / model: deep enough for LM Studio's layout
@@ -103,7 +103,7 @@ def _walk(root: Path, depth: int) -> Iterator[Path]:
                     yield path
                 elif depth > 1:
                     yield from _walk(path, depth - 1)
-            elif entry.name.lower().endswith(".gguf"):
-                yield path
+            elif entry.name.lower().endswith(".gguf") and not is_mmproj(path):
+                yield path  # (a projector is its model's, said on the model's entry)
         except OSError:
             continue

@@ -80,14 +80,20 @@ def _load(source: str, quantized: bool | None, report: ProgressReporter,
     else:
         path = Path(source).expanduser()
     if path.is_dir():
-        from ..vision.support import is_vision_config, read_config
+        from ..vision.support import is_vision_config, read_config, vision_refusal
+        from .mlx_dir import load_mlx_dir
 
         config = read_config(path)
         if is_vision_config(config):  # images in chats (#52): through mlx-vlm
-            from ..vision.load import load_vlm
+            not_yet = vision_refusal(config.get("model_type"))
+            if not_yet is None:
+                from ..vision.load import load_vlm
 
-            return LoadedModel(**load_vlm(str(path), config, quantized, report, cpu))
-        from .mlx_dir import load_mlx_dir
+                return LoadedModel(**load_vlm(str(path), config, quantized, report, cpu))
+            # a family whose images do not run here yet: its text, where mlx-lm reads it
+            loaded = LoadedModel(**load_mlx_dir(path, quantized, report, cpu))
+            loaded.notes += (f"it reads text only here: images of {not_yet}",)
+            return loaded
 
         return LoadedModel(**load_mlx_dir(path, quantized, report, cpu))
     if path.is_file():

@@ -45,11 +45,11 @@ async def test_list_and_info_show_a_model_in_the_hub_cache(env, tiny, tmp_path):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == ["NAME", "ARCH", "PARAMS", "QUANT", "SIZE", "CONTEXT", "LOADS",
-                                "WHERE"]
+                                "WHERE", "INPUT"]
     row = next(line for line in lines if line.startswith(REPO + " ")).split()
     params = sum(v.size for _, v in tree_flatten(tiny.model.parameters()))
     assert row[1:4] == ["llama", f"{params / 1000:.0f}K", "f32"]
-    assert row[-4:] == ["2K", "yes", "Hugging", "Face"]
+    assert row[-5:] == ["2K", "yes", "Hugging", "Face", "text"]
     broken = next(line for line in lines if line.startswith("test-org/broken "))
     assert " no " in broken
     assert any("test-org/broken: missing weights" in line or "no model_type" in line

@@ -60,7 +60,7 @@ def test_the_library_lists_the_hub_model_and_load_loads_it(make_window, loop, qt
     from engine.public import format_bytes
 
     assert cells(dialog)[REPO] == [REPO, "llama", f"{params / 1000:.0f}K", "f32",
-                                   format_bytes(size), "1K", "yes", "Hugging Face"]
+                                   format_bytes(size), "1K", "yes", "Hugging Face", "text"]
     assert "SmolLM2-135M-Instruct (bundled)" in cells(dialog)
 
     dialog.table.selectRow(row_of(dialog, REPO))

@@ -19,7 +19,7 @@ from app.models.entry import ModelEntry
 
 COLUMNS = (("name", "Name"), ("arch", "Architecture"), ("params", "Params"),
            ("quant", "Quantization"), ("size", "Size"), ("context", "Context"),
-           ("loads", "Loads"), ("where", "Where"))
+           ("loads", "Loads"), ("where", "Where"), ("input", "Input"))
 ENTRY_ROLE = Qt.ItemDataRole.UserRole + 1
 SORT_ROLE = Qt.ItemDataRole.UserRole + 2
 Index = QModelIndex | QPersistentModelIndex

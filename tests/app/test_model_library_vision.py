@@ -1,0 +1,62 @@
+"""Issue #52, the model library: a VLM directory (a vision config; mlx-vlm's format) is
+listed as seeing images and loads as one; a family whose images do not run here yet says
+so and why; a GGUF with an mmproj*.gguf beside it says it sees images but that the pair
+does not load here yet (and why), and the projector is not listed as a model of its own."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from app.models.cli import table
+from app.models.library import list_models
+from engine import Engine
+from tests.engine.test_loader import make_tiny_gguf
+from tests.vision_models import make_tiny_vlm
+
+
+@pytest.fixture
+def disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("BATCHCHAT_MODEL_DIR", str(tmp_path / "batchchat"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "batchchat").mkdir()
+    return tmp_path / "batchchat"
+
+
+def by_name():
+    return {e.name: e for e in list_models()}
+
+
+def test_a_vlm_directory_sees_images_and_loads_as_one(disk):
+    make_tiny_vlm(disk / "tiny-smolvlm", "smolvlm")
+    e = by_name()["tiny-smolvlm"]
+    assert (e.format, e.architecture, e.sees_images, e.loads) == ("mlx-vlm", "smolvlm",
+                                                                   True, True)
+    assert e.input == "text + images" and e.row()["input"] == "text + images"
+    assert "text + images" in table([e])
+    assert Engine.load(e.source).sees_images  # what the library says is what loads
+
+
+def test_a_vision_family_not_run_yet_says_why(disk):
+    folder = make_tiny_vlm(disk / "tiny-qwen-vl", "idefics3")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"model_type": "qwen2_5_vl"}))
+    e = by_name()["tiny-qwen-vl"]
+    assert e.sees_images and e.input == "text (images: not yet)"
+    assert "M-RoPE" in e.images_reason
+
+
+def test_a_gguf_with_an_mmproj_beside_it(disk):
+    make_tiny_gguf(disk / "tiny-llama.F32.gguf")
+    models = by_name()
+    assert models["tiny-llama.F32"].input == "text"  # no projector: text only
+    shutil.copy(disk / "tiny-llama.F32.gguf", disk / "mmproj-tiny-f16.gguf")
+    models = by_name()
+    e = models["tiny-llama.F32"]
+    assert e.sees_images and e.loads  # its text loads; its images not yet, and why
+    assert e.input == "text (images: not yet)"
+    assert "mmproj-tiny-f16.gguf" in e.images_reason and "not load yet" in e.images_reason
+    assert not any("mmproj" in name for name in models)  # the projector is not a model
