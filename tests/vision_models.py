@@ -44,12 +44,17 @@ def _tokenizer(extra: list[str]) -> PreTrainedTokenizerFast:
         pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE)
 
 
-def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0) -> Path:
+def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
+                  hidden: int = 64, layers: int = 2, vision_hidden: int = 32,
+                  vision_layers: int = 1, image_side: int = IMAGE_SIDE,
+                  patch: int = PATCH) -> Path:
     """Write a tiny random-weight `family` VLM (one of FAMILIES) into `folder`; returns it.
 
     Both families are Idefics3's layout in mlx-vlm (a SigLIP-style vision tower, a pixel
     shuffle connector, a llama text model), with each its own processor class
-    (Idefics3Processor, SmolVLMProcessor) and image processor."""
+    (Idefics3Processor, SmolVLMProcessor) and image processor. The defaults make an image 4
+    tokens; bench/images.py asks for a larger one (`image_side` / `patch` / 2 squared
+    tokens an image)."""
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     import importlib
@@ -61,13 +66,14 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0) -> Path
     vocab = len(tokenizer)
     image_id = tokenizer.convert_tokens_to_ids("<image>")
     scale = 2  # the connector's pixel shuffle: (32/8)^2 = 16 patches -> 4 image tokens
-    text = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+    text = {"model_type": "llama", "hidden_size": hidden, "intermediate_size": 2 * hidden,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": layers,
             "rms_norm_eps": 1e-5, "vocab_size": vocab, "rope_theta": 10000.0,
             "max_position_embeddings": 512, "tie_word_embeddings": False}
     vision = {"model_type": f"{family}_vision",
-              "hidden_size": 32, "num_attention_heads": 2, "patch_size": PATCH,
-              "num_hidden_layers": 1, "intermediate_size": 64, "image_size": IMAGE_SIDE,
+              "hidden_size": vision_hidden, "num_attention_heads": 2, "patch_size": patch,
+              "num_hidden_layers": vision_layers, "intermediate_size": 2 * vision_hidden,
+              "image_size": image_side,
               "num_channels": 3, "layer_norm_eps": 1e-6}
     config = {"model_type": family, "text_config": text, "vision_config": vision,
               "vocab_size": vocab, "scale_factor": scale, "image_token_id": image_id,
@@ -82,18 +88,18 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0) -> Path
     mx.eval(model.parameters())
     mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
     (folder / "config.json").write_text(json.dumps(config, indent=1))
-    _save_processor(folder, family, tokenizer, IMAGE_SIDE * IMAGE_SIDE // (PATCH * PATCH)
-                    // (scale * scale))
+    _save_processor(folder, family, tokenizer, image_side,
+                    image_side * image_side // (patch * patch) // (scale * scale))
     return folder
 
 
 def _save_processor(folder: Path, family: str, tokenizer: PreTrainedTokenizerFast,
-                    image_seq_len: int) -> None:
+                    side: int, image_seq_len: int) -> None:
     from transformers import Idefics3ImageProcessorPil, SmolVLMImageProcessorPil
 
     cls = Idefics3ImageProcessorPil if family == "idefics3" else SmolVLMImageProcessorPil
-    image_processor = cls(do_resize=True, size={"longest_edge": IMAGE_SIDE},
-                          max_image_size={"longest_edge": IMAGE_SIDE},
+    image_processor = cls(do_resize=True, size={"longest_edge": side},
+                          max_image_size={"longest_edge": side},
                           do_image_splitting=False)
     image_processor.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
