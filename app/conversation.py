@@ -35,7 +35,7 @@ from .request import Refusal, RefusalCode
 from .request.engine_input import choice_seed
 from .request.tab import tab_request
 from .titles import title_from_message
-from .waiting import wait_note
+from .waiting import load_note, wait_note
 
 __all__ = ["ChatMessage", "Conversation", "FINISH_NOTES", "MAX_ANSWERS", "MessageChange",
            "ReplyTarget"]
@@ -165,7 +165,7 @@ class Conversation:
         False (with a notice) if refused: images for a model that reads text only are
         refused before anything is added."""
         if not self._can_send(text) or not self._valid_n(n) \
-                or not self._sees_images(images, self._same_targets(n)):
+                or not self._sees_images(images, self._same_targets(n), self.messages):
             return False
         if not self.tree.nodes and self.title == self.default_title:
             # named after its first message until the user renames it
@@ -182,7 +182,10 @@ class Conversation:
         parent = self._reply_parent(index)
         if parent is None:
             return False
-        return self._start(parent, self._same_targets(n))
+        targets = self._same_targets(n)
+        if not self._sees_images((), targets, [*self.tree.ancestors(parent), parent]):
+            return False
+        return self._start(parent, targets)
 
     def edit_and_resend(self, index: int, text: str, n: int = 1) -> bool:
         """A new version of user message `index`, and replies to it; the old message and
@@ -191,7 +194,7 @@ class Conversation:
                 or not self._valid_n(n):
             return False
         old = self.messages[index]
-        if not self._sees_images(old.images, self._same_targets(n)):
+        if not self._sees_images(old.images, self._same_targets(n), self.messages[:index]):
             return False
         parent = self.tree.nodes.get(old.parent_id or "")
         # the new version asks about the same files and images
@@ -205,7 +208,8 @@ class Conversation:
         their replies are versions (the first started is shown). Per target, in order: its
         reply, or its Refusal. [] when nothing was sent (no targets, empty or invalid
         text, a reply running, images for a target that reads text only)."""
-        if not targets or not self._can_send(text) or not self._sees_images(images, targets):
+        if not targets or not self._can_send(text) \
+                or not self._sees_images(images, targets, self.messages):
             return []
         if not self.tree.nodes and self.title == self.default_title:
             self.rename(title_from_message(text) or self.title)
@@ -385,9 +389,12 @@ class Conversation:
             self.notice.emit(f"Not sent: the message {bad}. Remove or retype that character.")
         return bad is None
 
-    def image_refusal(self, images: Sequence[Any], targets: list[ReplyTarget]) -> str | None:
-        """Why `images` cannot go to `targets` (one's model reads text only), or None."""
-        if not images:
+    def image_refusal(self, images: Sequence[Any], targets: list[ReplyTarget],
+                      before: Sequence[ChatMessage] = ()) -> str | None:
+        """Why `images` (or the images of the messages `before` them, which go in the
+        prompt too) cannot go to `targets` (one's model reads text only), or None."""
+        earlier = any(m.images for m in before)
+        if not images and not earlier:
             return None
         for target in targets:
             try:
@@ -395,13 +402,15 @@ class Conversation:
             except Refusal:
                 continue  # not ready, or loaded first: said when it is started
             if not route.backend.sees_images:
-                return images_refused(route.backend.description)
+                return images_refused(route.backend.description, sent=bool(images))
         return None
 
-    def _sees_images(self, images: Sequence[Any], targets: list[ReplyTarget]) -> bool:
-        """False, with a notice at the input, when `images` go to a target whose model
-        reads text only (nothing is added: the draft and its images stay)."""
-        refusal = self.image_refusal(images, targets)
+    def _sees_images(self, images: Sequence[Any], targets: list[ReplyTarget],
+                     before: Sequence[ChatMessage] = ()) -> bool:
+        """False, with a notice at the input, when `images` (or those of the messages
+        `before` them) go to a target whose model reads text only (nothing is added: the
+        draft and its images stay)."""
+        refusal = self.image_refusal(images, targets, before)
         if refusal is not None:
             self.notice.emit(refusal)
         return refusal is None
@@ -456,7 +465,7 @@ class Conversation:
             return False
         was_busy = self.is_busy
         self._loading = asyncio.ensure_future(self._start_after_load(parent, targets, models))
-        self.notice.emit(f"Loading {', '.join(models)} …")
+        self.notice.emit(load_note(", ".join(models)))
         if not was_busy:
             self.busy_changed.emit(True)
         return True
@@ -467,7 +476,8 @@ class Conversation:
         try:
             for model in models:
                 try:
-                    await self.bridge.load_model(model)
+                    await self.bridge.load_model(
+                        model, lambda share, m=model: self.notice.emit(load_note(m, share)))
                 except Exception as exc:  # noqa: BLE001 - UnknownModel, NoRoom, a bad file
                     log.warning("loading %s for %s failed: %s", model, self.tag, exc)
                     self._loading = None
@@ -503,7 +513,8 @@ class Conversation:
                 if not route.backend.sees_images and has_images(prompt):
                     # the chat holds images (sent to another model, or a switch since)
                     raise Refusal(RefusalCode.INVALID_VALUE,
-                                  images_refused(route.backend.description, sent=False))
+                                  images_refused(route.backend.description, sent=False,
+                                                 lead=""))
                 # a remote server gets the format and the tools as given (`local`)
                 request = tab_request(prompt, target.params, tools or None,
                                       target.params.get("tool_choice", "auto"),

@@ -6,12 +6,13 @@ from __future__ import annotations
 TEXT_ONLY = "reads text only and cannot see images"
 
 
-def images_refused(model: str, *, sent: bool = True) -> str:
-    """The sentence shown at the input (`sent`: a message being sent, kept in the box;
-    else a chat holding images sent on to such a model)."""
+def images_refused(model: str, *, sent: bool = True, lead: str = "Not sent: ") -> str:
+    """The sentence shown at the input: `sent`, the message being sent has images (it is
+    kept in the box); else the chat's earlier messages have them. `lead` opens it (a
+    reply's Refusal is worded 'Request refused: ' by the window instead)."""
     who = f" ({model})" if model else ""
     if sent:
-        return (f"Not sent: this model {TEXT_ONLY}{who}. Remove the images, or pick a vision "
+        return (f"{lead}this model {TEXT_ONLY}{who}. Remove the images, or pick a vision "
                 "model as the Backend.")
-    return (f"This chat has images, and this model {TEXT_ONLY}{who}. Pick a vision model as "
-            "the Backend, or start a new chat.")
+    return (f"{lead}this chat has images, and this model {TEXT_ONLY}{who}. Pick a vision "
+            "model as the Backend, or start a new chat.")

@@ -199,3 +199,23 @@ def test_n_answers_and_compare_send_the_images_to_every_target(
     assert conv.compare("Again", [*targets, ReplyTarget(None, {})], [image]) == []
     assert len(scripted.requests) == 4  # nothing sent: one target reads text only
     assert TEXT_ONLY in (conv.image_refusal([image], [ReplyTarget(None, {})]) or "")
+
+
+def test_a_chat_with_images_switched_to_a_text_only_model_refuses_before_adding(
+        window, loop, qtbot, settings, scripted):
+    tab = _on_remote(window, settings, scripted.url)
+    qtbot.keyClicks(tab.input, "Look")
+    _paste_image(qtbot, tab, _png())
+    _read(loop, tab)
+    qtbot.keyClick(tab.input, Qt.Key.Key_Return)
+    run_until(loop, lambda: not tab.conversation.is_busy)
+    index = tab.backend_picker.findData(None)  # the local engine: the tiny text-only model
+    tab.backend_picker.setCurrentIndex(index)
+    tab.backend_picker.activated.emit(index)
+    assert tab.conversation.backend is None
+    qtbot.keyClicks(tab.input, "and now?")
+    qtbot.keyClick(tab.input, Qt.Key.Key_Return)
+    assert "this chat has images" in tab.notice.text() and TEXT_ONLY in tab.notice.text()
+    assert len(tab.conversation.messages) == 2 and tab.input.toPlainText() == "and now?"
+    assert not tab.regenerate()  # the reply to the image cannot be made here either
+    assert len(tab.conversation.messages) == 2 and len(scripted.requests) == 1

@@ -1,7 +1,8 @@
 """A chat tab on a tiny vision-language model (issue #52; tests/vision_models.py: random
-weights through mlx-vlm's classes): a pasted image is sent with the message (the local
-engine sees images, so nothing is refused), the reply streams, and Regenerate gives the
-same greedy answer with the image's prompt read from the prefix cache."""
+weights through mlx-vlm's classes): a pasted image is counted under the box and sent with
+the message (the local engine sees images, so nothing is refused), the reply streams, and
+Regenerate gives the same greedy answer with the image's prompt read from the prefix
+cache."""
 
 from __future__ import annotations
 
@@ -27,8 +28,20 @@ def test_a_tab_on_a_vision_model_sends_a_pasted_image(loop: Any, make_window: An
         tab.panel.fields["max_tokens"].setValue(6)
         tab.panel.fields["temperature"].setValue(0.0)
         qtbot.keyClicks(tab.input, "What colour is it?")
+        run_until(loop, lambda: tab.token_count.current and tab.token_count.size is not None)
+        text_only = tab.token_count.size.tokens
         _paste_image(qtbot, tab, png_bytes((200, 10, 10)))
         _read(loop, tab)
+        # the count under the box takes the image's tokens in (the model's processor)
+        run_until(loop, lambda: tab.token_count.current and tab.token_count.size is not None
+                  and tab.token_count.size.tokens != text_only)
+        [image] = tab.image_chips.images()
+        system = [{"role": "system", "content": tab.conversation.system_prompt}] \
+            if tab.conversation.system_prompt.strip() else []
+        asked = [*system, {"role": "user", "content": [
+            {"type": "text", "text": "What colour is it?"}, {"type": "image"}]}]
+        assert tab.token_count.size.tokens == len(engine.prompt_tokens(asked,
+                                                                       images=[image.data]))
         qtbot.keyClick(tab.input, Qt.Key.Key_Return)
         assert not tab.notice.isVisible(), tab.notice.text()
         run_until(loop, lambda: not tab.conversation.is_busy, timeout=60)

@@ -164,9 +164,11 @@ class ChatTab(QWidget):
         # the prompt the next Send makes, in tokens, against the context (under the box)
         self.token_count = TokenCount(self.ctx, self.conversation,
                                       lambda: (self.input.toPlainText(), self.editing_index),
-                                      files=self.chips.attachments)
+                                      files=self.chips.attachments,
+                                      images=self.image_chips.images)
         self.input.textChanged.connect(self.token_count.schedule)
         self.chips.changed.connect(self.token_count.schedule)
+        self.image_chips.changed.connect(self.token_count.schedule)
         self.token_count.shown.connect(self._count_shown)
         self.attach_button = QToolButton()
         self.attach_button.setObjectName("attachButton")

@@ -23,9 +23,8 @@ from app.conversation import Conversation
 
 THROTTLE_MS = 250
 TIP = ("The prompt the next Send makes, in the model's tokens: the system prompt, the "
-       "messages shown and this draft with its files. The model's context holds {context} "
-       "tokens; the "
-       "reply needs room in it too.")
+       "messages shown and this draft with its files and images. The model's context holds "
+       "{context} tokens; the reply needs room in it too.")
 
 # (the draft's text, the index of the message it edits or None)
 Draft = Callable[[], tuple[str, int | None]]
@@ -40,7 +39,8 @@ class TokenCount(QLabel):
 
     def __init__(self, ctx: AppContext, conversation: Conversation, draft: Draft,
                  parent: QWidget | None = None,
-                 files: Callable[[], list[Any]] = list) -> None:
+                 files: Callable[[], list[Any]] = list,
+                 images: Callable[[], list[Any]] = list) -> None:
         super().__init__(parent)
         self.setObjectName("tokenCount")
         self.setProperty("over", "false")
@@ -49,6 +49,8 @@ class TokenCount(QLabel):
         self.conversation = conversation
         self.draft = draft
         self.files = files  # the draft's attached files: counted framed as a send puts them
+        # the draft's images (#52): a vision model counts their tokens, a text-only one none
+        self.images = images
         self.size: PromptSize | None = None
         self.current = False
         self.counts = 0
@@ -112,7 +114,7 @@ class TokenCount(QLabel):
         if loop.is_closed():
             return
         text, editing = self.draft()
-        messages = self.conversation.next_prompt(text, editing, self.files())
+        messages = self.conversation.next_prompt(text, editing, self.files(), self.images())
         self.counts += 1
         self._task = loop.create_task(self._run(messages, self._changes))
 
