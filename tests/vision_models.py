@@ -19,21 +19,28 @@ from mlx.utils import tree_flatten
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-# A ChatML template whose user turns may be a list of parts: an image part becomes the
-# processor's <image> placeholder, which the processor expands to the image's tokens.
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
-    "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
-    "{% for p in m['content'] %}{% if p['type'] == 'image' %}<image>"
-    "{% else %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+
+def chat_template(placeholder: str) -> str:
+    """A ChatML template whose user turns may be a list of parts: an image part becomes the
+    processor's `placeholder`, which the processor expands to the image's tokens."""
+    return (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+        "{% if m['content'] is string %}{{ m['content'] }}{% else %}"
+        "{% for p in m['content'] %}{% if p['type'] == 'image' %}" + placeholder +
+        "{% else %}{{ p['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
 IMAGE_SIDE = 32  # pixels: the vision tower's input, one tile
 PATCH = 8
-FAMILIES = ("idefics3", "smolvlm")
+# Idefics3 and SmolVLM: Idefics3's layout (a SigLIP tower, a pixel-shuffle connector, a
+# llama text model); Gemma 3: a SigLIP tower, an average-pooling projector, Gemma 3's text
+# model (sliding-window layers, embeddings scaled in the model)
+FAMILIES = ("idefics3", "smolvlm", "gemma3")
 
 
-def _tokenizer(extra: list[str]) -> PreTrainedTokenizerFast:
+def _tokenizer(extra: list[str], placeholder: str,
+               named: dict[str, str] | None = None) -> PreTrainedTokenizerFast:
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     tok = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -41,7 +48,8 @@ def _tokenizer(extra: list[str]) -> PreTrainedTokenizerFast:
     tok.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>", *extra])
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
-        pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE)
+        pad_token="<|endoftext|>", chat_template=chat_template(placeholder),
+        extra_special_tokens=named or {})
 
 
 def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
@@ -61,8 +69,11 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
 
     classes = importlib.import_module(f"mlx_vlm.models.{family}")
     folder.mkdir(parents=True, exist_ok=True)
+    if family == "gemma3":
+        return _gemma3(folder, seed, hidden=hidden, layers=layers, vision_hidden=vision_hidden,
+                       vision_layers=vision_layers, image_side=image_side, patch=patch)
     specials = ["<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>"]
-    tokenizer = _tokenizer(specials)
+    tokenizer = _tokenizer(specials, "<image>")
     vocab = len(tokenizer)
     image_id = tokenizer.convert_tokens_to_ids("<image>")
     scale = 2  # the connector's pixel shuffle: (32/8)^2 = 16 patches -> 4 image tokens
@@ -107,7 +118,58 @@ def _save_processor(folder: Path, family: str, tokenizer: PreTrainedTokenizerFas
         {"image_seq_len": image_seq_len,
          "processor_class": "Idefics3Processor" if family == "idefics3"
          else "SmolVLMProcessor"}))
-    (folder / "chat_template.json").write_text(json.dumps({"chat_template": CHAT_TEMPLATE}))
+    (folder / "chat_template.json").write_text(json.dumps(
+        {"chat_template": tokenizer.chat_template}))
+
+
+def _gemma3(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidden: int,
+            vision_layers: int, image_side: int, patch: int) -> Path:
+    from mlx_vlm.models import gemma3
+    from transformers import Gemma3ImageProcessorPil
+
+    named = {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>",
+             "eoi_token": "<end_of_image>"}
+    tokenizer = _tokenizer(list(named.values()), named["boi_token"], named)
+    vocab = len(tokenizer)
+    per_side = 2  # the projector pools each image to 2 x 2 = 4 tokens
+    head_dim = 16
+    text = {"model_type": "gemma3_text", "hidden_size": hidden, "num_hidden_layers": layers,
+            "intermediate_size": 2 * hidden, "num_attention_heads": 4, "head_dim": head_dim,
+            "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "vocab_size": vocab,
+            "rope_theta": 1_000_000.0, "rope_global_base_freq": 1_000_000.0,
+            "rope_local_base_freq": 10_000.0, "query_pre_attn_scalar": head_dim,
+            "sliding_window": 16, "sliding_window_pattern": 2,
+            "mm_tokens_per_image": per_side * per_side, "max_position_embeddings": 512}
+    vision = {"model_type": "siglip_vision_model", "num_hidden_layers": vision_layers,
+              "hidden_size": vision_hidden, "intermediate_size": 2 * vision_hidden,
+              "num_attention_heads": 2, "patch_size": patch, "image_size": image_side,
+              "num_channels": 3, "layer_norm_eps": 1e-6}
+    config = {"model_type": "gemma3", "text_config": text, "vision_config": vision,
+              "vocab_size": vocab, "hidden_size": hidden,
+              "image_token_index": tokenizer.convert_tokens_to_ids(named["image_token"]),
+              "pad_token_id": tokenizer.pad_token_id,
+              "eos_token_id": [tokenizer.convert_tokens_to_ids("<|im_end|>")]}
+    model_config = gemma3.ModelConfig.from_dict(
+        {**config, "text_config": gemma3.TextConfig.from_dict(text),
+         "vision_config": gemma3.VisionConfig.from_dict(vision)})
+    mx.random.seed(seed)
+    model = gemma3.Model(model_config)
+    head = model.language_model.lm_head
+    head.weight = mx.random.normal(head.weight.shape) * 0.5
+    projector = model.multi_modal_projector
+    projector.mm_input_projection_weight = mx.random.normal(
+        projector.mm_input_projection_weight.shape) * 0.1  # (its default: ones)
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    Gemma3ImageProcessorPil(size={"height": image_side, "width": image_side},
+                            do_pan_and_scan=False).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "processor_config.json").write_text(json.dumps(
+        {"image_seq_length": per_side * per_side, "processor_class": "Gemma3Processor"}))
+    (folder / "chat_template.json").write_text(json.dumps(
+        {"chat_template": tokenizer.chat_template}))
+    return folder
 
 
 def png_bytes(colour: tuple[int, int, int], size: tuple[int, int] = (40, 24)) -> bytes:

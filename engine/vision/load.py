@@ -106,13 +106,14 @@ def text_model(vlm: nn.Module, config: dict[str, Any], source: str) -> nn.Module
 
     if _quantized(vlm.language_model):
         nn.quantize(model, class_predicate=quantized_like)
-    weights = []
-    for name, _ in tree_flatten(model.parameters()):
-        other = theirs(name)
-        if other is None or other not in own:
-            raise ModelLoadError(f"{source}: the language model has no weight for {name}")
-        weights.append((name, own[other]))
-    model.load_weights(weights, strict=True)
+    found = {name: own[other] for name, _ in tree_flatten(model.parameters())
+             if (other := theirs(name)) is not None and other in own}
+    # mlx-lm's own sanitize sees what the VLM has (a tied head: Gemma 3's drops lm_head)
+    found = model.sanitize(found) if hasattr(model, "sanitize") else found
+    missing = [n for n, _ in tree_flatten(model.parameters()) if n not in found]
+    if missing:
+        raise ModelLoadError(f"{source}: the language model has no weight for {missing[0]}")
+    model.load_weights(list(found.items()), strict=True)
     return model
 
 

@@ -70,8 +70,10 @@ class VisionTower:
             raise RequestRejected(f"the model's image processor cannot take the image(s): "
                                   f"{type(exc).__name__}: {exc}") from None
         token_ids = [int(t) for t in _rows(out["input_ids"])[0]]
-        arrays = {k: v for k, v in out.items() if k not in ("input_ids", "attention_mask")
-                  and v is not None}
+        # (the attention mask goes to get_input_embeddings as `mask`, as mlx-vlm's generate
+        # hands it: Gemma 3's merge reads it)
+        arrays = {("mask" if k == "attention_mask" else k): v for k, v in out.items()
+                  if k != "input_ids" and v is not None}
         digests = [hashlib.sha256(data).hexdigest() for data in images]
         ids, end = self._keyed(token_ids, digests)
         if end == 0:

@@ -10,7 +10,7 @@ from typing import Any
 # The VLM families whose language model takes plain positions (RoPE by token index), so an
 # image request's prefill is an ordinary text prefill of its embeddings. Qwen2-VL / 2.5-VL /
 # 3-VL's M-RoPE gives image tokens 2-D positions (a per-image position delta): not yet.
-SUPPORTED = ("idefics3", "smolvlm")
+SUPPORTED = ("idefics3", "smolvlm", "gemma3")
 NOT_YET = {
     "qwen2_vl": "its M-RoPE gives image tokens 2-D positions, which the engine's passes do "
                 "not carry yet",

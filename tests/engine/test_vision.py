@@ -1,6 +1,7 @@
 """Images in chats (issue #52), engine side: tiny random-weight VLMs in mlx-vlm's format
-(tests/vision_models.py) for two families, Idefics3 and SmolVLM, each with its own
-processor class.
+(tests/vision_models.py): Idefics3 and SmolVLM (a llama text model, each its own processor
+class) and Gemma 3 (its own text model with sliding-window layers, an average-pooling
+projector, its own processor).
 
 - Loading goes through mlx-vlm's classes; the engine's language model is mlx-lm's class on
   the same arrays, and an image request's answer is mlx-vlm's own language model's greedy
