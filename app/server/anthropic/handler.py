@@ -6,6 +6,7 @@ needed: one version of the API is spoken."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ from ..body import read_json
 from ..dialect_reply import collect, ended_badly
 from . import message
 from .events import Events
-from .request import parse_count, parse_messages
+from .request import has_image_blocks, parse_count, parse_messages
 
 if TYPE_CHECKING:
     from ...bridge import LocalTarget
@@ -37,7 +38,12 @@ async def messages(server: ApiServer, request: web.Request) -> web.StreamRespons
     t0 = time.perf_counter()
     body = schemas.check_body(await read_json(request, server.config.max_body_bytes))
     target, model = server.serving(schemas.model_name(body))
-    parsed = parse_messages(body, target.context_length)
+    sees = LocalBackend(target).sees_images
+    if has_image_blocks(body):  # images are decoded and checked off the loop (#52)
+        parsed = await asyncio.to_thread(parse_messages, body, target.context_length,
+                                         sees_images=sees)
+    else:
+        parsed = parse_messages(body, target.context_length, sees_images=sees)
     async with server.answering(target, model, parsed) as (choices, replies):
         if parsed.stream:
             return await _stream(server, request, target, parsed, choices, replies[0], t0)
@@ -49,7 +55,8 @@ async def count_tokens(server: ApiServer, request: web.Request) -> web.Response:
     thinking switch), without running it."""
     body = schemas.check_body(await read_json(request, server.config.max_body_bytes))
     target, _ = server.serving(schemas.model_name(body))
-    tokens = LocalBackend(target).prompt_tokens(parse_count(body))
+    backend = LocalBackend(target)
+    tokens = backend.prompt_tokens(parse_count(body, sees_images=backend.sees_images))
     return web.json_response({"input_tokens": len(tokens)})
 
 

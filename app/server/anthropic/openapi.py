@@ -45,7 +45,9 @@ MESSAGE = {"anyOf": [
         "role": {"const": "assistant"}, "content": {"anyOf": [STR, {
             "type": "array", "items": {"anyOf": [TEXT_BLOCK, TOOL_USE, THINKING_IN,
                                                  REDACTED]}}]}}}],
-    "description": "image and document blocks are refused (400 naming the block)"}
+    "description": "a user's image blocks (base64 source) are read for a model that sees "
+                   "images; a text-only model, a URL source and document blocks are refused "
+                   "(400 naming the block)"}
 TOOL = {"type": "object", "required": ["name", "input_schema"], "properties": {
     "type": nullable({"const": "custom"}),
     "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$"},

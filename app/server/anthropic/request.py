@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from ...images import ImageRefused, image_from_url
+from ...images.parts import with_images
+from ...images.refusal import TEXT_ONLY
 from ...request import ChatRequest, Refusal
 from .. import schemas
 from ..errors import invalid
@@ -23,7 +26,8 @@ from ..errors import invalid
 ROLES = ("user", "assistant")
 USER_BLOCKS = ("text", "tool_result")
 ASSISTANT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")
-# blocks of media this server cannot read yet (images have not landed): a 400 naming them
+# blocks of media: a 400 naming them, but for a user's image block to a model that sees
+# images (#52: read as the chat route's image_url parts are); documents are not read here
 MEDIA_BLOCKS = ("image", "document")
 TOOL_CHOICES = ("auto", "any", "tool", "none")
 # between_tools (the 2026 SDK's: thinking between tool calls) is taken as adaptive: a
@@ -34,9 +38,10 @@ EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "m
 TEXT_JOIN = "\n"  # between a message's text blocks (and the system's)
 
 
-def parse_messages(body: Mapping[str, Any], context_length: int) -> ChatRequest:
+def parse_messages(body: Mapping[str, Any], context_length: int, *,
+                   sees_images: bool = False) -> ChatRequest:
     """`POST /v1/messages`' body as a ChatRequest (`max_tokens` is required, as Anthropic
-    requires it)."""
+    requires it); a user's image blocks are taken when the model `sees_images`."""
     metadata = body.get("metadata")  # Anthropic's user id for abuse reports: not used here
     if metadata is not None and not isinstance(metadata, Mapping):
         raise invalid("metadata", "'metadata' must be an object")
@@ -47,21 +52,31 @@ def parse_messages(body: Mapping[str, Any], context_length: int) -> ChatRequest:
         "max_tokens": max_tokens, "temperature": body.get("temperature"),
         "top_p": body.get("top_p"), "top_k": body.get("top_k"),
         "stop": _stop_sequences(body.get("stop_sequences")), "stream": body.get("stream")},
-        context_length)
+        context_length, sees_images)
 
 
-def parse_count(body: Mapping[str, Any]) -> ChatRequest:
+def parse_count(body: Mapping[str, Any], *, sees_images: bool = False) -> ChatRequest:
     """`POST /v1/messages/count_tokens`' body: the prompt's fields only."""
-    return _parsed(body, {}, 1)
+    return _parsed(body, {}, 1, sees_images)
+
+
+def has_image_blocks(body: Any) -> bool:
+    """Whether a body's messages carry image blocks (read off the loop: handler.py)."""
+    messages = body.get("messages") if isinstance(body, Mapping) else None
+    return isinstance(messages, list) and any(
+        isinstance(m, Mapping) and isinstance(m.get("content"), list)
+        and any(isinstance(b, Mapping) and b.get("type") == "image" for b in m["content"])
+        for m in messages)
 
 
 def _parsed(body: Mapping[str, Any], sampling: dict[str, Any],
-            default_max_tokens: int) -> ChatRequest:
+            default_max_tokens: int, sees_images: bool = False) -> ChatRequest:
     tools = _tools(body.get("tools"))
     choice, parallel = _tool_choice(body.get("tool_choice"), tools)
     effort, response_format = _output_config(body.get("output_config"))
     openai = {"model": schemas.model_name(body),
-              "messages": _system(body.get("system")) + _messages(body.get("messages")),
+              "messages": _system(body.get("system")) + _messages(body.get("messages"),
+                                                                  sees_images),
               "tools": tools or None, "tool_choice": choice,
               "parallel_tool_calls": parallel, "response_format": response_format,
               # the context overflow policy, by the OpenAI route's names (schemas.py)
@@ -134,11 +149,14 @@ def _block_type(block: Any, where: str) -> Any:
 
 
 def _media(kind: str, where: str) -> Refusal:
-    return invalid(where, f"'{where}' is an {kind} block: this server reads text only "
+    if kind == "image":  # read in a user message only (_user), for a model that sees them
+        return invalid(where, f"'{where}' is an image block: images are read in a user "
+                              "message's content only")
+    return invalid(where, f"'{where}' is a {kind} block: this server reads text only "
                           f"({kind}s are not supported yet)")
 
 
-def _messages(value: Any) -> list[dict[str, Any]]:
+def _messages(value: Any, sees_images: bool = False) -> list[dict[str, Any]]:
     if not isinstance(value, list) or not value:
         raise invalid("messages", "'messages' must be a non-empty list of messages")
     out: list[dict[str, Any]] = []
@@ -157,7 +175,8 @@ def _messages(value: Any) -> list[dict[str, Any]]:
         elif not isinstance(content, list) or (role == "user" and not content):
             raise invalid(f"{where}.content", f"'{where}.content' must be a string or a "
                                               "list of content blocks")
-        out += (_user if role == "user" else _assistant)(content, f"{where}.content")
+        out += _user(content, f"{where}.content", sees_images) if role == "user" \
+            else _assistant(content, f"{where}.content")
     if value[-1].get("role") == "assistant":
         # Anthropic continues a last assistant message (a prefill); the chat templates here
         # close every assistant turn, so the reply would not continue it
@@ -166,27 +185,53 @@ def _messages(value: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _user(blocks: list[Any], where: str) -> list[dict[str, Any]]:
-    """A user turn: its tool results as `tool` messages, its text as a user message, in
-    the blocks' order."""
+def _user(blocks: list[Any], where: str, sees_images: bool = False) -> list[dict[str, Any]]:
+    """A user turn: its tool results as `tool` messages, its text (and its images, after
+    the text, as image_url parts) as a user message, in the blocks' order."""
     out: list[dict[str, Any]] = []
     texts: list[str] = []
+    images: list[Any] = []
     for j, block in enumerate(blocks):
         at = f"{where}[{j}]"
         kind = _block_type(block, at)
-        if kind == "tool_result":
-            if texts:
-                out.append({"role": "user", "content": TEXT_JOIN.join(texts)})
-                texts = []
+        if kind == "image" and sees_images:
+            images.append(_image(block, at))
+        elif kind == "image":
+            raise invalid(at, f"'{at}' is an image block, and this model {TEXT_ONLY}: send "
+                              "text only, or serve a vision model")
+        elif kind == "tool_result":
+            if texts or images:
+                out.append({"role": "user", "content": with_images(TEXT_JOIN.join(texts),
+                                                                   images)})
+                texts, images = [], []
             out.append(_tool_result(block, at))
         elif kind in USER_BLOCKS or kind in MEDIA_BLOCKS:
             texts.append(_text_block(block, at))
         else:
             raise invalid(f"{at}.type", f"'{at}.type' must be one of "
                                         f"{', '.join(USER_BLOCKS)} in a user message")
-    if texts or not out:
-        out.append({"role": "user", "content": TEXT_JOIN.join(texts)})
+    if texts or images or not out:
+        out.append({"role": "user", "content": with_images(TEXT_JOIN.join(texts), images)})
     return out
+
+
+def _image(block: Mapping[str, Any], where: str) -> Any:
+    """An image block's image (`source`: base64 data and its media type; a URL is refused:
+    the server runs offline and fetches nothing)."""
+    source = block.get("source")
+    kind = source.get("type") if isinstance(source, Mapping) else None
+    if kind == "url":
+        raise invalid(f"{where}.source", f"'{where}.source': image URLs are not fetched (the "
+                                         "server runs offline); send the image as base64")
+    data, media = (source or {}).get("data"), (source or {}).get("media_type")
+    if kind != "base64" or not isinstance(data, str) or not isinstance(media, str):
+        raise invalid(f"{where}.source", f"'{where}.source' must be {{\"type\": \"base64\", "
+                                         "\"media_type\", \"data\"}")
+    try:
+        return image_from_url(f"data:{media};base64,{data}")
+    except ImageRefused as refused:
+        raise invalid(f"{where}.source.data", f"'{where}.source.data' cannot be used: "
+                                              f"{refused.reason}") from None
 
 
 def _tool_result(block: Mapping[str, Any], where: str) -> dict[str, Any]:
