@@ -70,7 +70,7 @@ def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
 # only its own and Hugging Face's layouts, so the pair's images cannot run here yet.
 MMPROJ_NOT_YET = ("its images need {} (llama.cpp's CLIP projector), which the engine does not "
                   "load yet (mlx-vlm reads no GGUF projector): it runs here reading text "
-                  "only; for images use the model's mlx-vlm directory (docs/engine.md, Images)")
+                  "only; for images use the model's mlx-vlm directory (docs/loader.md)")
 
 
 def is_mmproj(path: Path) -> bool:
