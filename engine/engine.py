@@ -249,15 +249,18 @@ class Engine:
             self._inbox.put(("cancel", request_id))
 
     async def save_prefix(self, messages: Seq[Mapping[str, Any]] | None = None, *,
-                          prompt_tokens: Seq[int] | None = None) -> int:
+                          prompt_tokens: Seq[int] | None = None,
+                          images: Seq[bytes] | None = None) -> int:
         """Save the KV cached for a conversation (its messages, assistant replies with their
         `token_ids`, or its token ids) to `EngineConfig.kv_disk_dir`, so that it is reused
         after a restart; returns how many tokens it holds (0 if nothing is cached for it,
-        no directory is set, or the file could not be written: logged, never raised)."""
+        no directory is set, or the file could not be written: logged, never raised).
+        `images`: as submit's, for a chat with images (its image tokens keyed by digest)."""
         if self._closed:
             return 0
         try:
-            tokens = self._prompt_tokens(messages, prompt_tokens)
+            tokens = (self._seen(messages, images, None).ids if images
+                      else self._prompt_tokens(messages, prompt_tokens))
         except RequestRejected:
             return 0
         done: concurrent.futures.Future[int] = concurrent.futures.Future()

@@ -14,6 +14,7 @@ from engine.public import (
     CpuOptions,
     Priority,
     ReasoningStyle,
+    RequestRejected,
     RequestStream,
     SamplingParams,
     style_of,
@@ -180,8 +181,16 @@ class LocalTarget:
         return []
 
     async def save_prefix(self, messages: Sequence[Mapping[str, Any]]) -> int:
-        """Save the KV held for this conversation to disk; how many tokens it holds."""
-        return await self.engine.save_prefix(list(messages))
+        """Save the KV held for this conversation to disk; how many tokens it holds. A chat
+        with images: as a send gives them (app/request/images.py; left out for a model that
+        reads text only)."""
+        from ..request.images import for_target
+
+        try:
+            messages, images = for_target(messages, self.sees_images)
+        except RequestRejected:
+            return 0
+        return await self.engine.save_prefix(list(messages), images=images or None)
 
     # -- concurrency limit --------------------------------------------------------------
     @property

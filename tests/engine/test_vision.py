@@ -24,7 +24,7 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
-from engine import Engine, EngineConfig, RequestRejected, SamplingParams
+from engine import Engine, EngineConfig, RequestRejected, SamplingParams, testing
 from engine.loader import ModelLoadError
 from tests.engine.conftest import run_to_end
 from tests.vision_models import FAMILIES, make_tiny_vlm, png_bytes
@@ -136,6 +136,29 @@ def test_a_follow_up_needs_no_vision_pass(vlm_dir, monkeypatch):
     assert passes == []  # its image tokens all came from the prefix cache
     answers(engine, [(ask("what is it?"), [GREEN])])
     assert len(passes) == 1
+
+
+async def test_an_image_chat_s_kv_outlives_a_restart(vlm_dir, tmp_path, monkeypatch):
+    first = ask("what is it?")
+    saving = Engine.load(str(vlm_dir), config=EngineConfig(kv_disk_dir=str(tmp_path)))
+    if testing.internals(saving).kv.store is None:
+        pytest.skip("no disk store for this model's caches (sliding-window layers)")
+    [reply] = answers(saving, [(first, [RED])])
+    chat = first + [{"role": "assistant", "content": saving.tokenizer.decode(reply)}]
+    images_end = saving.vision.prepare(first, [RED]).images_end
+    assert await saving.save_prefix(chat, images=[RED]) >= images_end
+    restarted = Engine.load(str(vlm_dir), config=EngineConfig(kv_disk_dir=str(tmp_path)))
+    passes = []
+    real = restarted.vision.embed
+    monkeypatch.setattr(restarted.vision, "embed", lambda p: passes.append(p) or real(p))
+    follow = chat + [{"role": "user", "content": "say more"}]
+    [again] = answers(restarted, [(follow, [RED])])
+    assert cached(restarted) >= images_end and passes == []  # the image from the disk
+    fresh = Engine.load(str(vlm_dir), config=EngineConfig(prefix_cache=False))
+    assert again == answers(fresh, [(follow, [RED])])[0]
+    # another image in the same words: nothing of the first image's KV
+    [_] = answers(restarted, [(follow, [GREEN])])
+    assert cached(restarted) < images_end
 
 
 def _png_header(width: int, height: int) -> bytes:
