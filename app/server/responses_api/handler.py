@@ -7,6 +7,7 @@ file, or the app's history)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from ...backend import LocalBackend
 from ...request import Refusal, RefusalCode
 from .. import errors, responses, schemas
 from ..body import read_json
@@ -21,7 +23,7 @@ from ..dialect_reply import collect, ended_badly
 from . import output
 from .events import Events
 from .output import Envelope
-from .request import input_items, parse_responses, previous_of, store_of
+from .request import has_images, input_items, parse_responses, previous_of, store_of
 
 if TYPE_CHECKING:
     from ..app import ApiServer
@@ -38,8 +40,13 @@ async def create(server: ApiServer, request: web.Request) -> web.StreamResponse:
     store = store_of(body)
     items = await _earlier(server, previous_of(body)) + input_items(body.get("input"))
     target, model = server.serving(schemas.model_name(body))
-    parsed = parse_responses(body, items, server.config.default_max_tokens
-                             or target.context_length)
+    context = server.config.default_max_tokens or target.context_length
+    sees = LocalBackend(target).sees_images
+    if has_images(items):  # images are decoded and checked off the loop (#52)
+        parsed = await asyncio.to_thread(parse_responses, body, items, context,
+                                         sees_images=sees)
+    else:
+        parsed = parse_responses(body, items, context, sees_images=sees)
     envelope = Envelope(body, model)
     async with server.answering(target, model, parsed) as (choices, replies):
         if parsed.stream:

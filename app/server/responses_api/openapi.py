@@ -31,7 +31,9 @@ TEXT_PART = {"type": "object", "required": ["type", "text"], "properties": {
 MESSAGE_IN = {"type": "object", "required": ["role", "content"], "properties": {
     "type": {"const": "message"}, "role": {"enum": list(ROLES)},
     "content": {"anyOf": [STR, {"type": "array", "items": TEXT_PART}]}},
-    "description": "input_image, input_file and other parts are refused (400 naming them)"}
+    "description": "a user's input_image parts (base64 data URLs) are read for a model that "
+                   "sees images; for a text-only model, and input_file and other parts, a "
+                   "400 naming the part"}
 CALL_IN = {"type": "object", "required": ["type", "call_id", "name", "arguments"],
            "properties": {"type": {"const": "function_call"},
                           "call_id": {"type": "string", "minLength": 1},

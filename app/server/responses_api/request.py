@@ -15,6 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...images import ImageRefused, image_from_url
+from ...images.parts import with_images
+from ...images.refusal import TEXT_ONLY
 from ...request import ChatRequest, Refusal, RefusalCode
 from .. import schemas
 from ..errors import invalid
@@ -58,9 +61,10 @@ def input_items(value: Any) -> list[dict[str, Any]]:
 
 
 def parse_responses(body: Mapping[str, Any], items: list[dict[str, Any]],
-                    context_length: int) -> ChatRequest:
+                    context_length: int, *, sees_images: bool = False) -> ChatRequest:
     """The chat request of a Responses body whose whole input (the earlier responses'
-    items before its own, for `previous_response_id`) is `items`."""
+    items before its own, for `previous_response_id`) is `items`; a user's input_image
+    parts are taken when the model `sees_images` (#52)."""
     _refuse_unsupported(body)
     tools = _tools(body.get("tools"))
     instructions = body.get("instructions")
@@ -70,7 +74,7 @@ def parse_responses(body: Mapping[str, Any], items: list[dict[str, Any]],
     reasoning = body.get("reasoning")
     if reasoning is not None and not isinstance(reasoning, Mapping):
         raise invalid("reasoning", "'reasoning' must be an object")
-    conversation = system + messages(items)
+    conversation = system + messages(items, sees_images)
     if not conversation:  # only reasoning items: a prompt with nothing in it, as the
         # engine refuses an empty prompt (not a bad field: the document allows it)
         raise Refusal(RefusalCode.INVALID_REQUEST, "the input holds no message (only "
@@ -117,7 +121,14 @@ def _refuse_unsupported(body: Mapping[str, Any]) -> None:
 
 
 # -- the conversation -----------------------------------------------------------------------
-def messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def has_images(items: list[dict[str, Any]]) -> bool:
+    """Whether input items carry input_image parts (read off the loop: handler.py)."""
+    return any(isinstance(item.get("content"), list) and any(
+        isinstance(p, Mapping) and p.get("type") == "input_image" for p in item["content"])
+        for item in items)
+
+
+def messages(items: list[dict[str, Any]], sees_images: bool = False) -> list[dict[str, Any]]:
     """Input items as OpenAI chat messages, in order: consecutive function calls join one
     assistant message, as a chat template expects."""
     out: list[dict[str, Any]] = []
@@ -145,6 +156,10 @@ def messages(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             role = item.get("role")
             if role not in ROLES:
                 raise invalid(f"{at}.role", f"'{at}.role' must be one of {', '.join(ROLES)}")
+            if role == "user":  # its images (#52) after its text, as image_url parts
+                out.append({"role": "user", "content": _user_content(
+                    item.get("content"), f"{at}.content", sees_images)})
+                continue
             text = _content(item.get("content"), f"{at}.content")
             if role == "assistant":
                 out.append(_assistant(text, thought))
@@ -162,8 +177,36 @@ def _assistant(text: str, thought: list[str]) -> dict[str, Any]:
     return message
 
 
-def _content(value: Any, where: str) -> str:
-    """A message's content: a string, or text parts (input_text / output_text) joined."""
+def _user_content(value: Any, where: str, sees_images: bool) -> Any:
+    """A user message's content: its text parts joined (_content), then its input_image
+    parts read with app.images, for a model that sees images; a 400 naming the part for a
+    text-only model, a URL (nothing is fetched) or a bad image."""
+    if not isinstance(value, list) or not any(
+            isinstance(p, Mapping) and p.get("type") == "input_image" for p in value):
+        return _content(value, where)
+    images = []
+    for j, part in enumerate(value):
+        at = f"{where}[{j}]"
+        if not (isinstance(part, Mapping) and part.get("type") == "input_image"):
+            continue
+        if not sees_images:
+            raise invalid(at, f"'{at}' is an image, and this model {TEXT_ONLY}: send text "
+                              "only, or serve a vision model")
+        url = part.get("image_url")
+        if not isinstance(url, str):
+            raise invalid(f"{at}.image_url", f"'{at}.image_url' must be a base64 data URL "
+                                             "(file_id is not supported: no files are kept)")
+        try:
+            images.append(image_from_url(url))
+        except ImageRefused as refused:
+            raise invalid(f"{at}.image_url", f"'{at}.image_url' cannot be used: "
+                                             f"{refused.reason}") from None
+    return with_images(_content(value, where, images_taken=True), images)
+
+
+def _content(value: Any, where: str, *, images_taken: bool = False) -> str:
+    """A message's content: a string, or text parts (input_text / output_text) joined
+    (`images_taken`: its input_image parts were read by _user_content)."""
     if isinstance(value, str):
         return value
     if not isinstance(value, list):
@@ -172,10 +215,15 @@ def _content(value: Any, where: str) -> str:
     for j, part in enumerate(value):
         at = f"{where}[{j}]"
         kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "input_image" and images_taken:
+            continue
+        if kind == "input_image":
+            raise invalid(f"{at}.type", f"'{at}.type' is 'input_image': images are read in "
+                                        "a user message only")
         if kind not in TEXT_PARTS:
             raise invalid(f"{at}.type", f"'{at}.type' is '{kind}': this server reads text "
-                          "parts only (input_text, output_text); images and files are not "
-                          "supported here yet")
+                          "and image parts only (input_text, output_text, input_image); "
+                          "files are not supported here yet")
         text = part.get("text")
         if not isinstance(text, str):
             raise invalid(at, f"'{at}' must carry its text as a string")
