@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from . import cpu_memory
 from .engine_core import EngineCore
 from .token_event import TokenEvent
 
@@ -115,5 +116,6 @@ class EngineLoop:
                 events = core.abort_all("error", error=f"{type(exc).__name__}: {exc}")
             if events:
                 self.deliver(events)
+            cpu_memory.bound_freed_memory()  # busy for long: glibc's spare stays bounded
             release_due = release_due or (worked and not core.has_work())
         self.deliver(core.abort_all("shutdown"))
