@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from .bridge import EngineBridge
@@ -11,7 +12,10 @@ from .fleet.window import window_fleet
 from .history.entries import ApiResponses, HistoryRecords
 from .history.reader import HistoryReader
 from .mcp import McpManager
+from .server.embeddings.retrieval import use_for_retrieval
 from .settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,6 +44,12 @@ class AppContext:
         self.mcp.set_servers(self.settings.mcp_servers)
         self.settings.mcp_servers_changed.connect(
             lambda: self.mcp.set_servers(self.settings.mcp_servers))
+        # attachment retrieval's embedding model, beside BM25 (#51); a missing file: BM25
+        try:
+            use_for_retrieval(self.settings.retrieval_model or None)
+        except ValueError as exc:
+            use_for_retrieval(None)
+            log.warning("retrieval_model in the settings is not used: %s", exc)
 
     @classmethod
     def create(cls, settings: Settings | None = None,

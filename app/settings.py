@@ -68,6 +68,9 @@ class Settings:
         self.front_chat = ""  # session id of the chat tab in front
         self.recent_models: list[str] = []  # models that loaded, most recent first
         self.model_folders: list[str] = []  # folders the model library also looks in
+        # the embedding model attachment retrieval ranks with beside BM25 (#51): "bundled",
+        # a .gguf file or an mlx-lm folder; "": BM25 alone (read at start)
+        self.retrieval_model = ""
         self.settings_panel_changed = Event()
         # OpenAI-compatible servers a tab or the simulator can use (app/remote); their API
         # keys live in a separate 0600 file (app/remote/keys.py), never in settings.json
@@ -133,6 +136,8 @@ class Settings:
             settings.server_port = port
         if isinstance(data.get("server_api_key"), str):
             settings.server_api_key = data["server_api_key"]
+        if isinstance(data.get("retrieval_model"), str):
+            settings.retrieval_model = data["retrieval_model"].strip()
         for key in ("window_geometry", "window_state", "front_chat"):
             if isinstance(data.get(key), str):
                 setattr(settings, key, data[key])
@@ -219,6 +224,7 @@ class Settings:
         data["show_sidebar"] = self.show_sidebar
         data["theme"] = self.theme
         data["last_folder"] = self.last_folder
+        data["retrieval_model"] = self.retrieval_model
         data.update(window_geometry=self.window_geometry, window_state=self.window_state,
                     front_chat=self.front_chat, drafts=self.drafts,
                     recent_models=self.recent_models, model_folders=self.model_folders)

@@ -2,10 +2,11 @@
 attachments become, given the tokens the prompt can still spend on them (the context less
 the rest of the chat, the question and room for the answer: the caller's count).
 
-Whole: every attachment framed (framing.py). Retrieved: the question's best BM25 chunks
-across the attachments (index.py), as many as fit, in document order, each numbered and
-labelled with where it is, and the citations recorded: number, file, page, line range,
-the chunk's text (what the answer's citation shows and links to)."""
+Whole: every attachment framed (framing.py). Retrieved: the question's best chunks across
+the attachments (index.py: BM25, fused with the embedding ranking when a model is set), as
+many as fit, in document order, each numbered and labelled with where it is, and the
+citations recorded: number, file, page, line range, the chunk's text (what the answer's
+citation shows and links to)."""
 
 from __future__ import annotations
 
@@ -89,8 +90,10 @@ def fit(question: str, attachments: Sequence[Attachment], *,
     if whole is not None:
         return Fitted(user_content(question, attachments), True, whole)
     scored: list[tuple[int, ScoredChunk]] = []
+    query_vector = cache.query_vector(question)  # None: no embedding model, BM25 alone
     for i, att in enumerate(attachments):
-        scored.extend((i, s) for s in cache.get(att).search(question, CANDIDATES))
+        scored.extend((i, s) for s in cache.get(att).search(question, CANDIDATES,
+                                                            query_vector))
     scored.sort(key=lambda t: -t[1].score)
     head_tokens = len(encode(PASSAGES_HEAD + "\n\n"))
     spent = head_tokens

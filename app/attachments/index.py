@@ -1,8 +1,11 @@
-"""Keyword retrieval over an attachment's chunks: BM25 by bm25s (numpy only, no model to
-download, indexes millions of words in seconds). An index is built once per file content
-(its sha256) and chunk size and kept in a small cache, so a follow-up on the same document
-does not index it again; `IndexCache.build` runs the work on a thread of its own, so the
-UI thread and the server's event loop never wait on it."""
+"""Retrieval over an attachment's chunks: BM25 by bm25s (numpy only, no model to download,
+indexes millions of words in seconds), and, when an embedding model is set
+(`IndexCache.embedder`), the chunks' embedding vectors beside it, the two rankings joined
+by reciprocal rank fusion (vectors.py). An index is built once per file content (its
+sha256) and chunk size and kept in a small cache, the vectors cached by chunk hash, so a
+follow-up on the same document does not index or embed it again; `IndexCache.build` runs
+the work on a thread of its own, so the UI thread and the server's event loop never wait
+on it."""
 
 from __future__ import annotations
 
@@ -13,10 +16,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import bm25s
+import numpy as np
 from bm25s.tokenization import Tokenizer
 
 from .attachment import Attachment
 from .chunks import CHUNK_CHARS, Chunk, chunk_attachment
+from .vectors import Embedder, VectorCache, reciprocal_rank_fusion
+
+FUSED_DEPTH = 50  # how deep each ranking goes into the fusion
+# Files of more chunks are ranked by BM25 alone: a decoder's forward on the CPU embeds
+# ~0.1-1 chunk a second (bench.attachments), so 512 chunks (~600 KB of text) is already
+# minutes; a 100 MB file would be days
+EMBED_AT_MOST = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +38,8 @@ class ScoredChunk:
 
 
 class ChunkIndex:
-    """One attachment's chunks and their BM25 index."""
+    """One attachment's chunks, their BM25 index and (with an embedding model) their
+    vectors, `vectors_of` naming the model."""
 
     def __init__(self, chunks: Sequence[Chunk]) -> None:
         self.chunks = list(chunks)
@@ -36,11 +48,28 @@ class ChunkIndex:
                                        show_progress=False)
         self._bm25 = bm25s.BM25()
         self._bm25.index(ids, show_progress=False)
+        self.vectors: np.ndarray | None = None  # (chunks, width) unit rows
+        self.vectors_of = ""
 
-    def search(self, query: str, k: int) -> list[ScoredChunk]:
-        """The k best chunks for `query`, best first (chunks scoring 0 left out)."""
+    def search(self, query: str, k: int,
+               query_vector: np.ndarray | None = None) -> list[ScoredChunk]:
+        """The k best chunks for `query`, best first: by BM25 (chunks scoring 0 left out),
+        or, given the query's vector and the chunks' (of the same model), by the fusion of
+        the BM25 and the cosine rankings (its score the fused one)."""
         if not self.chunks:
             return []
+        dense = query_vector is not None and self.vectors is not None \
+            and len(self.vectors) == len(self.chunks)
+        keyword = self._keyword(query, max(k, FUSED_DEPTH) if dense else k)
+        if not dense:
+            return keyword
+        similarity = self.vectors @ np.asarray(query_vector, dtype=np.float32)
+        nearest = np.argsort(-similarity, kind="stable")[:max(k, FUSED_DEPTH)]
+        fused = reciprocal_rank_fusion([[s.order for s in keyword],
+                                        [int(i) for i in nearest]])
+        return [ScoredChunk(self.chunks[i], score, i) for i, score in fused[:k]]
+
+    def _keyword(self, query: str, k: int) -> list[ScoredChunk]:
         q = self._tokenizer.tokenize([query], update_vocab=False, return_as="ids",
                                      show_progress=False)
         docs, scores = self._bm25.retrieve(q, k=min(k, len(self.chunks)),
@@ -50,30 +79,52 @@ class ChunkIndex:
 
 
 class IndexCache:
-    """Indexes by (content hash, chunk size), the `size` most recent kept."""
+    """Indexes by (content hash, chunk size), the `size` most recent kept. `embedder`: the
+    embedding model retrieval uses beside BM25 (None: BM25 alone); set it from the server's
+    `--embedding-model` or the app's setting."""
 
-    def __init__(self, size: int = 16, chunk_chars: int = CHUNK_CHARS) -> None:
+    def __init__(self, size: int = 16, chunk_chars: int = CHUNK_CHARS,
+                 embedder: Embedder | None = None) -> None:
         self._size = size
         self._chunk_chars = chunk_chars
         self._lock = threading.Lock()
         self._indexes: OrderedDict[tuple[str, int], ChunkIndex] = OrderedDict()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attachment-index")
+        self.embedder = embedder
+        self.vector_cache = VectorCache()
         self.built = 0  # indexes built (not found in the cache): what tests count
 
-    def get(self, att: Attachment) -> ChunkIndex:
-        """The attachment's index, built here if not cached (call it off the UI thread)."""
+    def get(self, att: Attachment,
+            progress: Callable[[int, int], None] | None = None) -> ChunkIndex:
+        """The attachment's index, built here if not cached, with its chunks' vectors when
+        an embedder is set (call it off the UI thread); `progress(done, total)`: chunks
+        embedded so far."""
         key = (att.content_hash(), self._chunk_chars)
         with self._lock:
-            if key in self._indexes:
+            index = self._indexes.get(key)
+            if index is not None:
                 self._indexes.move_to_end(key)
-                return self._indexes[key]
-        index = ChunkIndex(chunk_attachment(att, self._chunk_chars))
-        with self._lock:
-            self.built += 1
-            self._indexes[key] = index
-            while len(self._indexes) > self._size:
-                self._indexes.popitem(last=False)
+        if index is None:
+            index = ChunkIndex(chunk_attachment(att, self._chunk_chars))
+            with self._lock:
+                self.built += 1
+                self._indexes[key] = index
+                while len(self._indexes) > self._size:
+                    self._indexes.popitem(last=False)
+        embedder = self.embedder
+        if embedder is not None and index.vectors_of != embedder.name \
+                and len(index.chunks) <= EMBED_AT_MOST:
+            index.vectors = self.vector_cache.vectors(
+                embedder, [c.text for c in index.chunks], progress)
+            index.vectors_of = embedder.name
         return index
+
+    def query_vector(self, text: str) -> np.ndarray | None:
+        """The question's vector (cached as the chunks' are); None without an embedder."""
+        embedder = self.embedder
+        if embedder is None:
+            return None
+        return self.vector_cache.vectors(embedder, [text])[0]
 
     def build(self, attachments: Sequence[Attachment],
               progress: Callable[[int, int], None] | None = None

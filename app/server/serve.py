@@ -167,6 +167,10 @@ def main(argv: list[str]) -> int:
                           strict_model_name=args.strict_model_name,
                           context_overflow=args.context_overflow,
                           embedding_model=args.embedding_model)
+    if args.embedding_model:  # files in chat requests are retrieved with it too (#51)
+        from .embeddings.retrieval import use_for_retrieval
+
+        use_for_retrieval(args.embedding_model)
     try:
         code = asyncio.run(serve(args, config))
     except ModelLoadError as exc:  # as `batchchat --cli` says it

@@ -30,8 +30,8 @@ def _work() -> None:
             done.set_exception(exc)
 
 
-async def run(job: Callable[[], T]) -> T:
-    """`job()`'s result, computed on the forward thread."""
+def submit(job: Callable[[], T]) -> concurrent.futures.Future[T]:
+    """`job()` queued for the forward thread (started at the first job)."""
     global _thread
     with _started:
         if _thread is None:
@@ -39,4 +39,17 @@ async def run(job: Callable[[], T]) -> T:
             _thread.start()
     done: concurrent.futures.Future[T] = concurrent.futures.Future()
     _jobs.put((job, done))
-    return await asyncio.wrap_future(done)
+    return done
+
+
+async def run(job: Callable[[], T]) -> T:
+    """`job()`'s result, computed on the forward thread."""
+    return await asyncio.wrap_future(submit(job))
+
+
+def call(job: Callable[[], T]) -> T:
+    """`job()`'s result, computed on the forward thread and waited for here: from a worker
+    thread (attachment retrieval), never from the forward thread itself or the loop."""
+    if threading.current_thread() is _thread:
+        raise RuntimeError("forward_thread.call from the forward thread would wait forever")
+    return submit(job).result()

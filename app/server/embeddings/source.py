@@ -50,6 +50,11 @@ async def dedicated(source: str) -> EmbeddingModel:
     return await forward_thread.run(lambda: _load(source))
 
 
+def loaded(source: str) -> EmbeddingModel:
+    """The model `source` names, loaded at the first call; on the forward thread only."""
+    return _load(source)
+
+
 def _load(source: str) -> EmbeddingModel:  # forward thread
     with _lock:
         if source not in _loaded:
