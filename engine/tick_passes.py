@@ -73,12 +73,13 @@ def run_shared(runner: ModelRunner, plan: TickPlan, batch: DecodeBatch, tokens: 
     pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in chunks]
     last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in chunks]
     fed = [seq.chunk_embeddings(n) for seq, n in chunks]  # an image request's rows
+    given = {"embeddings": fed} if any(f is not None for f in fed) else {}
     cache, inputs = batch.step_inputs() if rows else (None, [])
     row_drafts = [drafts.get(i, []) for i in range(len(rows))] if drafts else None
     try:
         row_logits, first_logits = runner.ragged(
             cache, inputs, [(seq.cache, piece) for (seq, _), piece
-                            in zip(chunks, pieces, strict=True)], last, row_drafts, fed)
+                            in zip(chunks, pieces, strict=True)], last, row_drafts, **given)
     except Exception as exc:  # noqa: BLE001 - retried as separate passes
         log.warning("a shared pass failed (%s: %s); running the tick's passes apart",
                     type(exc).__name__, exc)
@@ -119,8 +120,9 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
         try:
             if len(group) == 1:
                 seq, n = group[0]
+                given = seq.chunk_embeddings(n)  # an image request's rows
                 logits = runner.prefill(seq.cache, pieces[0], logits=last[0],
-                                        embeddings=seq.chunk_embeddings(n))
+                                        **({"embeddings": given} if given is not None else {}))
             else:
                 caches, logits = runner.prefill_many(
                     [seq.cache for seq, _ in group], pieces, logits=last)
