@@ -18,12 +18,14 @@ from sqlite_utils import Database
 
 from app.storage.records import Session
 
-# Parents before children, so foreign keys find their rows.
-TABLES = ("sessions", "messages", "sim_runs", "sim_results", "request_stats",
-          "stats_snapshots")
+# Parents before children, so foreign keys find their rows: a message's files after the
+# messages (#51), their texts first; the API server's stored responses (#53) stand alone.
+TABLES = ("sessions", "messages", "attachment_texts", "message_attachments", "sim_runs",
+          "sim_results", "request_stats", "stats_snapshots", "api_responses")
 _WORDS = {"sessions": "chats", "messages": "messages", "sim_runs": "simulation runs",
           "sim_results": "simulated requests", "request_stats": "request stats",
-          "stats_snapshots": "stats snapshots"}
+          "stats_snapshots": "stats snapshots", "attachment_texts": "attached file texts",
+          "message_attachments": "attached files", "api_responses": "stored API responses"}
 
 
 @dataclass
