@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 
 from .image_data import ImageData, ImageRefused
@@ -35,6 +36,8 @@ def image_from_url(url: str) -> ImageData:
     return read_image(data)
 
 
+@functools.lru_cache(maxsize=16)
 def to_data_url(image: ImageData) -> str:
-    """`data:<mime>;base64,...` for an `image_url` part."""
+    """`data:<mime>;base64,...` for an `image_url` part. Kept for the chat's latest images:
+    a tab makes its prompt again for each token count and send, images and all."""
     return f"data:{image.mime};base64,{base64.b64encode(image.data).decode('ascii')}"
