@@ -138,6 +138,21 @@ def test_a_follow_up_needs_no_vision_pass(vlm_dir, monkeypatch):
     assert len(passes) == 1
 
 
+def test_several_answers_share_one_vision_pass(vlm_dir, monkeypatch):
+    engine = Engine.load(str(vlm_dir))
+    passes = []
+    real = engine.vision.embed
+    monkeypatch.setattr(engine.vision, "embed", lambda p: passes.append(p) or real(p))
+    got: list[list[int]] = [[], []]
+    lead = engine.submit(messages=ask("what is it?"), params=GREEDY, images=[RED])
+    follow = engine.submit(messages=ask("what is it?"), params=GREEDY, images=[RED],
+                           share_prompt_with=lead.request_id)
+    for stream, tokens in zip((lead, follow), got, strict=True):
+        stream.listen(lambda e, t=tokens: t.append(e.token) if e.token is not None else None)
+    run_to_end(engine)
+    assert got[0] == got[1] and len(passes) == 1  # the follower reused the lead's prompt
+
+
 async def test_an_image_chat_s_kv_outlives_a_restart(vlm_dir, tmp_path, monkeypatch):
     first = ask("what is it?")
     saving = Engine.load(str(vlm_dir), config=EngineConfig(kv_disk_dir=str(tmp_path)))
