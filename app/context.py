@@ -36,7 +36,7 @@ class AppContext:
     def __post_init__(self) -> None:
         if self.fleet is None:
             self.fleet = self.bridge.fleet or window_fleet(
-                lambda: self.settings.model_folders, lambda source: self.bridge.loader(source))
+                lambda: self.settings.model_folders, lambda: self.bridge.loader)
         self.bridge.fleet = self.fleet
         # tabs on a remote backend find its connection in the settings, as saved now
         self.bridge.remotes.find = self.settings.connection

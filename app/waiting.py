@@ -1,5 +1,7 @@
 """What a reply bubble says before its first token: queued (how many go first) or reading
-its prompt (how far). Worded here, Qt-free; the engine's RequestProgress has the numbers."""
+its prompt (how far); and what a tab says while its model loads first (issue #50: how far).
+Worded here, Qt-free; the engine's RequestProgress and the loader's reports have the
+numbers."""
 
 from __future__ import annotations
 
@@ -16,3 +18,9 @@ def wait_note(progress: RequestProgress | None) -> str:
         ahead = progress.queue_position or 0
         return f"queued — {ahead} ahead" if ahead else "queued — next in line"
     return f"reading prompt {progress.prefill_fraction * 100:.0f} %"
+
+
+def load_note(model: str, fraction: float | None = None) -> str:
+    """'Loading smol-q8 … 40 %' (no share before the loader's first report)."""
+    return f"Loading {model} … {fraction * 100:.0f} %" if fraction is not None \
+        else f"Loading {model} …"

@@ -106,7 +106,9 @@ class EngineStatus(QObject):
 
 def _one_model(info: ModelInfo) -> str:
     parts = [f"{info.need_bytes / 2**20:.0f} MiB"]
-    if info.state != "loaded":
+    if info.progress is not None:  # loading, as far as its loader said
+        parts.insert(0, f"loading {info.progress * 100:.0f} %")
+    elif info.state != "loaded":
         parts.insert(0, info.state.value)
     if info.running:
         parts.append(f"{info.running} running")

@@ -9,7 +9,7 @@ asyncio loop is current (qasync's, in the app).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.public import EngineStopped
@@ -202,10 +202,11 @@ class EngineBridge:
         """`model` is another model than the default one and is not loaded yet."""
         return self.models.needs_load(model)
 
-    async def load_model(self, model: str) -> None:
+    async def load_model(self, model: str,
+                         on_progress: Callable[[float], None] | None = None) -> None:
         """Load library model `model` beside the default one (ModelManager.acquire); the
-        replies running on any model go on meanwhile."""
-        await self.models.load(model)
+        replies running on any model go on meanwhile; `on_progress(fraction)` as it loads."""
+        await self.models.load(model, on_progress)
 
     def model_running(self, model: str) -> Running:
         """The replies running on library model `model` (loaded beside the default one)."""

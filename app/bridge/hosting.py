@@ -9,16 +9,16 @@ failed (the state is then READY again if the previous model kept serving, else F
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..daemon_thread import in_daemon_thread
 from ..events import Event
-from .local_target import Loader, LocalTarget, ProgressFn, default_loader
+from ..load_progress import progress_on_loop, takes_progress
+from .local_target import Loader, LocalTarget, default_loader
 
 if TYPE_CHECKING:
     from .local_target import Engine
@@ -77,8 +77,9 @@ class ModelHost:
         self.progress = None
         self.set_state(BridgeState.LOADING, f"Loading {source} …")
         loader = self.loader
-        if _takes_progress(loader):
-            loader = partial(loader, progress=self._progress_from_thread(source))
+        if takes_progress(loader):
+            loader = partial(loader, progress=progress_on_loop(partial(self._on_progress,
+                                                                       source)))
         try:
             engine = await in_daemon_thread(loader, source, "batchchat-load")
         except Exception as exc:  # noqa: BLE001 - any loader failure is shown to the user
@@ -109,21 +110,6 @@ class ModelHost:
             return False
         await self.use_engine(engine, source)
         return True
-
-    def _progress_from_thread(self, source: str) -> ProgressFn:
-        """A progress callback for the loading thread: hands (stage, fraction) to this loop,
-        at most once per percent or stage (a loader may report thousands of steps)."""
-        loop = asyncio.get_running_loop()
-        sent: list[Any] = [None, -1.0]
-
-        def report(stage: str, fraction: float) -> None:
-            if stage == sent[0] and fraction < 1.0 and fraction - sent[1] < 0.01:
-                return
-            sent[:] = [stage, fraction]
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(self._on_progress, source, stage, fraction)
-
-        return report
 
     def _on_progress(self, source: str, stage: str, fraction: float) -> None:
         if self.state == BridgeState.LOADING and self.attempted == source:
@@ -166,11 +152,3 @@ class ModelHost:
         if self.state == BridgeState.STOPPED:
             return "The engine is shut down."
         return "No model is loaded yet."
-
-
-def _takes_progress(loader: Loader) -> bool:
-    try:
-        params = inspect.signature(loader).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "progress" or p.kind == p.VAR_KEYWORD for p in params)

@@ -9,6 +9,7 @@ and loading or unloading another model never touches a reply running elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..backend import LocalBackend
@@ -126,13 +127,26 @@ class TabModels:
             return False
         return await self.fleet.unload(model, cancel=stop)
 
-    async def load(self, model: str) -> None:
+    async def load(self, model: str,
+                   on_progress: Callable[[float], None] | None = None) -> None:
         """Load `model` (ModelManager.acquire: waits for the load; UnknownModel, NoRoom or
-        the loader's error). The lease is let go at once: the reply submitted right after,
-        in the same turn of the loop, keeps the model busy (not evicted) while it runs."""
-        if self.fleet is None:
+        the loader's error); `on_progress(fraction)` while it loads. The lease is let go at
+        once: the reply submitted right after, in the same turn of the loop, keeps the model
+        busy (not evicted) while it runs."""
+        fleet = self.fleet
+        if fleet is None:
             raise UnknownModel(model, [])
-        lease = await self.fleet.acquire(model)
+        name = fleet.catalog.find(model).name
+
+        def progress(loading: str, _stage: str, fraction: float) -> None:
+            if loading == name and on_progress is not None:
+                on_progress(fraction)
+
+        fleet.load_progress.connect(progress)
+        try:
+            lease = await fleet.acquire(model)
+        finally:
+            fleet.load_progress.disconnect(progress)
         lease.release()
 
     def backend(self, model: str) -> LocalBackend:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from engine.public import (
@@ -32,6 +33,7 @@ from engine.public import (
 
 from ..daemon_thread import in_daemon_thread
 from ..events import Event
+from ..load_progress import progress_on_loop, takes_progress
 from ..process_memory import resident_bytes
 from .budget import HeldOutside, default_budget_bytes, need_of
 from .catalog import Catalog
@@ -43,8 +45,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# source -> a LocalTarget not started yet (blocking: run on a loading thread)
-Loader = Callable[[str], "LocalTarget"]
+# source -> a LocalTarget not started yet (blocking: run on a loading thread); one that
+# takes a `progress=` keyword gets the load's (stage, fraction) reports
+Loader = Callable[..., "LocalTarget"]
 POLL_S = 0.05  # how often an unload looks whether the model's replies ended
 UNSET: Any = object()  # `acquire(ttl_s=UNSET)`: keep the model's TTL as it is
 
@@ -70,12 +73,14 @@ class ModelInfo:
     idle_s: float | None = None  # since its last use (None: busy, or not loaded)
     running: int = 0  # requests on it not ended
     resident_growth_bytes: int | None = None  # the process's RSS growth while it loaded
+    progress: float | None = None  # while loading: the share loaded, as its loader says
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.name, "source": self.source, "state": self.state.value,
                 "estimate_bytes": self.need_bytes, "estimate": self.need,
                 "pinned": self.pinned, "ttl": self.ttl_s, "idle_s": self.idle_s,
-                "running": self.running, "resident_growth_bytes": self.resident_growth_bytes}
+                "running": self.running, "resident_growth_bytes": self.resident_growth_bytes,
+                "progress": self.progress}
 
 
 class _Hosted:
@@ -94,6 +99,7 @@ class _Hosted:
         self.gone = asyncio.Event()  # unloaded (or never loaded)
         self.error: BaseException | None = None
         self.rss_growth: int | None = None
+        self.progress: float | None = None  # while loading, as the loader reports
         self.task: asyncio.Task[None] | None = None
 
     @property
@@ -140,7 +146,8 @@ class ModelManager:
     (None: the engine's default, as in the estimate); `default_ttl_s`: a model's TTL unless
     its load or a request sets one. `outside()`: the models loaded beside these that the
     manager does not own (the window's default model, set by the bridge): counted in the
-    budget, never evicted. Events: `changed(name, state)`."""
+    budget, never evicted. Events: `changed(name, state)`, `load_progress(name, stage,
+    fraction)` while a model loads (at most once a percent)."""
 
     def __init__(self, catalog: Catalog, loader: Loader | None = None, *,
                  budget_bytes: int | None = None, max_models: int | None = None,
@@ -163,6 +170,7 @@ class ModelManager:
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
         self.changed = Event()
+        self.load_progress = Event()
 
     # -- using a model ------------------------------------------------------------------
     async def acquire(self, name: str, *, ttl_s: float | None = UNSET,
@@ -289,7 +297,11 @@ class ModelManager:
                              hosted.name)
                     await self._stop(victim)
                 before = resident_bytes()
-                target = await in_daemon_thread(self._loader, hosted.entry.source,
+                loader = self._loader
+                if takes_progress(loader):
+                    loader = partial(loader, progress=progress_on_loop(
+                        partial(self._on_progress, hosted)))
+                target = await in_daemon_thread(loader, hosted.entry.source,
                                                 "batchchat-fleet-load")
                 await target.start()
                 after = resident_bytes()
@@ -305,6 +317,7 @@ class ModelManager:
                 raise
             return
         hosted.target = target
+        hosted.progress = None
         hosted.rss_growth = after - before if before is not None and after is not None \
             else None
         hosted.state = ModelState.LOADED
@@ -313,6 +326,11 @@ class ModelManager:
         self._emit(hosted)
         if self._closed:
             await self._stop(hosted, cancel=True)
+
+    def _on_progress(self, hosted: _Hosted, stage: str, fraction: float) -> None:
+        if hosted.state is ModelState.LOADING:
+            hosted.progress = fraction
+            self.load_progress.emit(hosted.name, stage, fraction)
 
     def _make_room(self, hosted: _Hosted) -> list[_Hosted]:
         """The idle models to unload, least recently used first, so that `hosted` fits
@@ -400,16 +418,16 @@ class ModelManager:
         idle = None if busy or h.state is not ModelState.LOADED \
             else round(time.monotonic() - h.last_used, 3)
         return ModelInfo(h.name, h.entry.source, h.state, h.need.total, h.need.describe(),
-                         h.pinned, h.ttl_s, idle, h.running(), h.rss_growth)
+                         h.pinned, h.ttl_s, idle, h.running(), h.rss_growth, h.progress)
 
     def _emit(self, hosted: _Hosted) -> None:
         self.changed.emit(hosted.name, hosted.state)
 
 
 def _default_loader(settings: dict[str, Any]) -> Loader:
-    def load(source: str) -> LocalTarget:
+    def load(source: str, progress: Callable[[str, float], None] | None = None) -> LocalTarget:
         from ..bridge.local_target import load_target
 
-        return load_target(source, **settings)
+        return load_target(source, progress=progress, **settings)
 
     return load

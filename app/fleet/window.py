@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..load_progress import ProgressFn, takes_progress
 from ..models.library import list_models
 from .catalog import Catalog
 from .manager import ModelManager
@@ -16,12 +17,16 @@ if TYPE_CHECKING:
 
 
 def window_fleet(folders: Callable[[], Sequence[str]],
-                 loader: Callable[[str], Any]) -> ModelManager:
+                 loader: Callable[[], Callable[..., Any]]) -> ModelManager:
     """A ModelManager over `list_models(folders())`, read at each look-up (a folder added
-    later is found), loading with `loader` (the bridge's: source -> Engine)."""
-    def load(source: str) -> LocalTarget:
+    later is found), loading with `loader()` (the bridge's, as it is at the load: source ->
+    Engine; its progress reported when it takes a `progress=` keyword)."""
+    def load(source: str, progress: ProgressFn | None = None) -> LocalTarget:
         from ..bridge.local_target import LocalTarget
 
-        return LocalTarget(loader(source))
+        load_engine = loader()
+        if progress is not None and takes_progress(load_engine):
+            return LocalTarget(load_engine(source, progress=progress))
+        return LocalTarget(load_engine(source))
 
     return ModelManager(Catalog(lambda: list_models(folders())), load)

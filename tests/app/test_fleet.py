@@ -250,3 +250,25 @@ async def test_waiting_requests_share_one_load(tiny_dir):
             lease.release()
     finally:
         await fleet.close()
+
+
+async def test_a_load_reports_its_progress(tiny_dir):
+    """The manager hands the loader's (stage, fraction) to the loop while the model loads
+    (the window's tab and status bar say how far), and lists it on the model."""
+    fleet = manager(tiny_dir)
+    seen: list[tuple[str, float, float | None]] = []
+
+    def progress(name: str, _stage: str, fraction: float) -> None:
+        info = next(i for i in fleet.running() if i.name == name)
+        seen.append((name, fraction, info.progress))
+
+    fleet.load_progress.connect(progress)
+    try:
+        info = await fleet.load("tiny-b")
+        fractions = [f for _, f, _ in seen]
+        assert {n for n, _, _ in seen} == {"tiny-b"} and len(fractions) >= 2
+        assert fractions == sorted(fractions) and fractions[-1] == 1.0
+        assert all(listed == f for _, f, listed in seen)  # ModelInfo.progress follows
+        assert info.progress is None and info.as_json()["progress"] is None  # loaded
+    finally:
+        await fleet.close()

@@ -104,6 +104,12 @@ def test_a_tab_switching_model_leaves_another_tabs_stream_untouched(make_window,
         lambda name, state: seen_at_load.append(running.streaming) if state == "loaded"
         else None)
     switcher = on_model(window, None)
+    notices: list[str] = []
+    switcher.conversation.notice.connect(notices.append)
+    also: list[str] = []  # the status bar's other models while it loads
+    bridge.fleet.load_progress.connect(
+        lambda *_: also.append(window.engine_status.show_others()
+                               or window.engine_status.others_label.full_text()))
     switcher.set_model(OTHER)
     assert switcher.backend_picker.currentData() == "model:" + OTHER
     assert switcher.send_text(PROMPT)
@@ -112,6 +118,12 @@ def test_a_tab_switching_model_leaves_another_tabs_stream_untouched(make_window,
     other = reply_of(switcher, loop)
     assert other.model == OTHER and other.content
     assert seen_at_load == [True]
+    # the tab said how far its model had loaded, as did the status bar
+    assert notices[0] == f"Loading {OTHER} …" and notices[-1] == ""
+    shares = [int(m.group(1)) for n in notices
+              if (m := re.fullmatch(rf"Loading {OTHER} … (\d+) %", n))]
+    assert len(shares) >= 2 and shares == sorted(shares) and shares[-1] == 100
+    assert any(re.fullmatch(rf"Also: {OTHER} \(loading \d+ %, \d+ MiB\)", a) for a in also)
 
     done = reply_of(streaming, loop)
     assert done is running and done.content == alone and done.finish_reason == "length"
