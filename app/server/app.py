@@ -326,13 +326,16 @@ class ApiServer:
         t0 = time.perf_counter()
         body = schemas.check_body(await read_json(request, self.config.max_body_bytes))
         target, model = self.serving(schemas.model_name(body))
+        citations: tuple[Any, ...] = ()
         if kind == "chat" and (file_parts.has_files(body) or image_parts.has_images(body)):
             # files are read, and indexed when they do not fit, off the loop (#51); images
             # decoded and checked there too (#52)
             parsed = await asyncio.to_thread(schemas.parse_chat, body,
                                              self.config.default_max_tokens
                                              or target.context_length)
-            parsed, _ = await asyncio.to_thread(attachments.fitted, parsed, target)
+            parsed, files = await asyncio.to_thread(attachments.fitted, parsed, target)
+            # the passages retrieved for the last message with files: `citations`
+            citations = files[-1].citations if files else ()
         elif kind == "chat":
             parsed = schemas.parse_chat(body, self.config.default_max_tokens
                                         or target.context_length)
@@ -341,17 +344,19 @@ class ApiServer:
         # a model that reads text only: a 400 naming the first image part (#52)
         image_parts.refuse_if_text_only(parsed.messages, LocalBackend(target).sees_images,
                                         model)
-        async with self.answering(target, model, parsed) as (choices, replies):
+        async with self.answering(target, model, parsed, citations) as (choices, replies):
             if parsed.stream:
                 return await self._stream(request, choices, replies, parsed.include_usage, t0)
             return await self._whole(choices, replies, t0)
 
     @asynccontextmanager
-    async def answering(self, target: LocalTarget, model: str,
-                      parsed: ChatRequest) -> AsyncIterator[tuple[Choices, list[Reply]]]:
+    async def answering(self, target: LocalTarget, model: str, parsed: ChatRequest,
+                        citations: tuple[Any, ...] = ()
+                        ) -> AsyncIterator[tuple[Choices, list[Reply]]]:
         """`parsed` submitted (every API dialect's requests): its choices' streams and a
         Reply per choice, for the block; a choice that has not ended when the block is left
-        (the client left) is cancelled and counted as an abort."""
+        (the client left) is cancelled and counted as an abort. `citations`: the passages
+        of its files (#51), which each reply lists."""
         # the request's choices, all of them or none (LocalBackend.submit); "api-…" ids tell
         # API requests apart in the history's request stats
         if parsed.context_overflow is None:
@@ -363,10 +368,11 @@ class ApiServer:
         choices, fmt = Choices(taken.streams, self._ended), taken.call_format
         first = Reply(kind, model, self._text_of(target), parsed.logprobs,
                       calls=tooling.call_stream(parsed, fmt), shape=taken.shape,
-                      dropped=taken.dropped)
+                      dropped=taken.dropped, citations=citations or taken.citations)
         replies = [first] + [Reply(kind, model, first.token_text, parsed.logprobs, index=i,
                                    id=first.id, created=first.created,
-                                   calls=tooling.call_stream(parsed, fmt), shape=taken.shape)
+                                   calls=tooling.call_stream(parsed, fmt), shape=taken.shape,
+                                   citations=first.citations)
                              for i in range(1, len(choices))]
         self._streams.update(choices.streams)
         try:

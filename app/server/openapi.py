@@ -246,11 +246,20 @@ COMPLETION_LOGPROBS = _obj({
 FINISH = {"enum": FINISH_REASONS}
 
 
+# the passages of attached files a reply was given (#51), when they did not fit whole
+CITATIONS = {"type": "array", "items": _obj({
+    "index": INT, "file": STR, "source": nullable(STR), "page": nullable(INT),
+    "first_line": INT, "last_line": INT, "text": STR})}
+
+
 def _completion(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
-    return _obj({"id": STR, "object": {"const": obj}, "created": INT, "model": STR,
-                 "choices": {"type": "array", "minItems": 1, "maxItems": schemas.MAX_N,
-                             "items": _obj({"index": INT, **choice})},
-                 "usage": USAGE})
+    completion = _obj({"id": STR, "object": {"const": obj}, "created": INT, "model": STR,
+                       "choices": {"type": "array", "minItems": 1,
+                                   "maxItems": schemas.MAX_N,
+                                   "items": _obj({"index": INT, **choice})},
+                       "usage": USAGE})
+    completion["properties"]["citations"] = CITATIONS  # the optional one
+    return completion
 
 
 def _chunk(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
@@ -259,7 +268,8 @@ def _chunk(obj: str, choice: dict[str, Any]) -> dict[str, Any]:
     chunk = _obj({"id": STR, "object": {"const": obj}, "created": INT, "model": STR,
                   "choices": {"type": "array", "maxItems": 1,
                               "items": _obj({"index": INT, **choice})}})
-    chunk["properties"]["usage"] = USAGE  # the optional one
+    chunk["properties"]["usage"] = USAGE  # the optional ones
+    chunk["properties"]["citations"] = CITATIONS
     return chunk
 
 

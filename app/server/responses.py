@@ -76,8 +76,19 @@ def full(replies: Sequence[Reply], streams: Sequence[EventStream]) -> dict[str, 
     first = replies[0]
     choices = [r.choice(r.ended or "stop", s.text)
                for r, s in zip(replies, streams, strict=True)]
-    return first.envelope(first.object, choices) | {"usage": usage(
+    whole = first.envelope(first.object, choices) | {"usage": usage(
         [s.stats for s in streams], sum(r.reasoning_tokens for r in replies), first.dropped)}
+    if first.citations:
+        whole["citations"] = citations_json(first.citations)
+    return whole
+
+
+def citations_json(citations: Sequence[Any]) -> list[dict[str, Any]]:
+    """The retrieved passages a reply was given (app/attachments/fit.py Citation), as the
+    `citations` field lists them: `index` is the [n] the prompt numbered them by."""
+    return [{"index": c.n, "file": c.file, "source": c.source, "page": c.page,
+             "first_line": c.first_line, "last_line": c.last_line, "text": c.text}
+            for c in citations]
 
 
 @dataclass
@@ -105,6 +116,8 @@ class Reply:
     pieces: list[Piece] = field(default_factory=list)  # split, not yet sent
     harmony_calls: int = 0  # Harmony tool calls sent so far (their indexes)
     dropped: Dropped | None = None  # what the context overflow policy left out of the prompt
+    # the passages of attached files that did not fit whole (#51), as `citations` says them
+    citations: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         prefix = "chatcmpl" if self.kind == "chat" else "cmpl"
@@ -263,7 +276,10 @@ class Reply:
         else:
             choice = {"index": self.index, "text": delta.get("content", ""),
                       "logprobs": logprobs, "finish_reason": reason}
-        return self.envelope(self._chunk_object, [choice])
+        out = self.envelope(self._chunk_object, [choice])
+        if reason is not None and self.citations:  # streamed: once, with the choice's end
+            out["citations"] = citations_json(self.citations)
+        return out
 
     def envelope(self, obj: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
