@@ -93,7 +93,7 @@ def test_loads_through_mlx_vlm_and_answers_as_its_language_model(vlm_dir):
 
 @pytest.mark.parametrize("kernels", [True, False], ids=["ragged", "passes-apart"])
 @pytest.mark.parametrize("params", [GREEDY, SEEDED], ids=["greedy", "seeded"])
-def test_same_answer_alone_and_batched(vlm_dir, kernels, params):
+def test_same_answer_alone_and_batched(vlm_dir, kernels, params, monkeypatch):
     def engine() -> Engine:  # no prefix cache: every answer is computed from scratch
         return Engine.load(str(vlm_dir), config=EngineConfig(prefix_cache=False,
                                                              cpu_kernels=kernels))
@@ -103,6 +103,30 @@ def test_same_answer_alone_and_batched(vlm_dir, kernels, params):
     alone = [answers(engine(), [r], params)[0] for r in text + seen]
     together = answers(engine(), [text[0], seen[0], text[1], seen[1], text[2]], params)
     assert together == [alone[0], alone[3], alone[1], alone[4], alone[2]]
+    # the images arrive while the text rows decode (their prefill beside the rows), and a
+    # text prompt arrives while an image prompt is prefilled in small chunks
+    chunked = Engine.load(str(vlm_dir), config=EngineConfig(
+        prefix_cache=False, cpu_kernels=kernels, prefill_burst=5, whole_prompt_tokens=0))
+    runner = testing.internals(chunked).runner
+    beside_rows = []  # ragged passes feeding an image chunk's rows beside decode rows
+    ragged = runner.ragged
+
+    def spy(*args, **kwargs):
+        beside_rows.append(bool(kwargs.get("embeddings") and args[1]))
+        return ragged(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "ragged", spy)
+    staggered = []
+    for messages, images in [text[0], text[1], seen[0], text[2], seen[1]]:
+        tokens: list[int] = []
+        stream = chunked.submit(messages=messages, params=params, images=images)
+        stream.listen(lambda e, t=tokens: t.append(e.token) if e.token is not None else None)
+        staggered.append(tokens)
+        for _ in range(10):  # (a text prompt is prefilled in ~8 ticks of 5 tokens)
+            chunked.step()
+    run_to_end(chunked)
+    assert staggered == [alone[0], alone[1], alone[3], alone[2], alone[4]]
+    assert any(beside_rows) == testing.facts(chunked).ragged
 
 
 def test_prefix_cache_keys_an_image_by_its_content(vlm_dir):
