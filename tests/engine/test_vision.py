@@ -129,6 +129,26 @@ def test_same_answer_alone_and_batched(vlm_dir, kernels, params, monkeypatch):
     assert any(beside_rows) == testing.facts(chunked).ragged
 
 
+def test_a_vlm_quantized_by_mlx_vlm_runs_on_the_native_kernels(vlm_dir, tmp_path):
+    """mlx-vlm's own convert (4-bit, as mlx-community's repos): the engine's text model is
+    quantized like the VLM's, and an image answer is the same alone and batched."""
+    import shutil
+
+    from mlx_vlm import convert
+
+    quantized = tmp_path / "q4"
+    convert(str(vlm_dir), mlx_path=str(quantized), quantize=True, q_group_size=32, q_bits=4)
+    for f in vlm_dir.iterdir():  # the processor's files convert does not copy
+        if not (quantized / f.name).exists():
+            shutil.copy(f, quantized / f.name)
+    engine = Engine.load(str(quantized), config=EngineConfig(prefix_cache=False))
+    assert "4-bit quantized" in engine.description
+    alone = answers(engine, [(ask("what is it?"), [RED])])[0]
+    text = answers(engine, [(chat("hello there"), None)])[0]
+    assert answers(engine, [(chat("hello there"), None), (ask("what is it?"), [RED])]) == \
+        [text, alone]
+
+
 def test_prefix_cache_keys_an_image_by_its_content(vlm_dir):
     engine = Engine.load(str(vlm_dir))
     fresh = Engine.load(str(vlm_dir), config=EngineConfig(prefix_cache=False))
