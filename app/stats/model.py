@@ -1,6 +1,7 @@
 """What the stats panel shows, read from the engine's own read-outs (no Qt, no mlx).
 
-Every number comes from the bridge's local model (`bridge.local`, an app.bridge LocalTarget):
+Every number comes from the bridge's local model (`bridge.local`, an app.bridge LocalTarget;
+or one of the models loaded beside it, `StatsModel.chosen`):
 its `stats()`, `telemetry()`, `request_rows()` or `finished_requests()`; snapshots are saved
 through the history's one writer. Nothing here counts tokens or requests itself, so the panel
 cannot drift from the engine. `poll()` runs every 0.5 s (cheap: a few copies under the
@@ -160,9 +161,10 @@ def source_name(tag: str | None, titles: Mapping[str, str]) -> str:
 
 
 class StatsModel:
-    """Polls the engine the bridge serves with. When the model changes, the engine's
-    figures start again from zero: the charts keep their history and `loaded` says when
-    each model came (the panel names it and marks the charts)."""
+    """Polls the engine the bridge serves with, or (`chosen`, issue #50) one of the models
+    loaded beside it. When the model changes, the engine's figures start again from zero:
+    the charts keep their history and `loaded` says when each model came (the panel names
+    it and marks the charts)."""
 
     def __init__(self, ctx: AppContext, history_s: float = HISTORY_S,
                  snapshot_every_s: float = SNAPSHOT_EVERY_S,
@@ -183,14 +185,31 @@ class StatsModel:
         self._ticks: list[TickRecord] = []
         self._last_index = -1
         self._last_snapshot: float | None = None
+        # a model loaded beside the default one whose figures are read (None: the default;
+        # back to it once that model is unloaded)
+        self.chosen: str | None = None
 
     @property
     def engine(self) -> LocalTarget | None:
         return self._engine
 
+    def choices(self) -> list[str]:
+        """The models loaded beside the default one, by name (the panel's chooser)."""
+        fleet = self.ctx.bridge.fleet
+        return list(fleet.targets()) if fleet is not None else []
+
+    def _target(self) -> LocalTarget | None:
+        if self.chosen is not None:
+            fleet = self.ctx.bridge.fleet
+            target = fleet.targets().get(self.chosen) if fleet is not None else None
+            if target is not None:
+                return target
+            self.chosen = None  # unloaded: the default model's figures again
+        return self.ctx.bridge.local
+
     def poll(self) -> EngineStats | None:
         """Read the engine's stats and new ticks; add a chart sample; maybe snapshot."""
-        engine = self.ctx.bridge.local
+        engine = self._target()
         if engine is not self._engine:
             self._reset(engine)
         if engine is None:

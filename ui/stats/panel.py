@@ -14,6 +14,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
+    QComboBox,
     QDockWidget,
     QGridLayout,
     QGroupBox,
@@ -48,6 +49,8 @@ KV_TIP = ("KV memory set aside by running requests plus held by cached prefixes,
 MODEL_TIP = ("The engine's numbers count from when this model was loaded. The charts keep "
              "the minutes before, with a dashed line where the model changed; snapshots "
              "saved before stay in the history.")
+CHOICE_TIP = ("Each loaded model has its own engine and its own figures: choose whose the "
+              "numbers, charts and requests below are.")
 
 GAPS_TIP = ("The gaps between a stream's tokens as its tokens come out, all streams, over the "
             "engine's recent window: the 99th percentile and the largest. A large gap is a "
@@ -180,8 +183,14 @@ class StatsPanel(QWidget):
         self.model_line.setObjectName("statsModelLine")
         self.model_line.setWordWrap(True)
         self.model_line.setToolTip(MODEL_TIP)
+        # whose figures: the default model's or one loaded beside it (hidden without those)
+        self.model_choice = QComboBox()
+        self.model_choice.setObjectName("statsModelChoice")
+        self.model_choice.setToolTip(CHOICE_TIP)
+        self.model_choice.hide()
         col = QVBoxLayout(self)
         col.setContentsMargins(4, 4, 4, 4)
+        col.addWidget(self.model_choice)
         col.addWidget(self.model_line)
         col.addWidget(numbers)
         col.addWidget(split, 1)
@@ -218,9 +227,28 @@ class StatsPanel(QWidget):
                                  ("kv", f"{KV_TIP} {model.memory.kv_detail}".strip())):
                     if self.values[key].toolTip() != tip:
                         self.values[key].setToolTip(tip)
+        self._show_choices(model)
         _set(self.model_line, model_line(model.model))
         self.charts.update_from(model.samples, now, model.loaded)
         self.table_model.set_rows(model.rows)
+
+
+    def _show_choices(self, model: StatsModel) -> None:
+        """The chooser's items: the default model, then each model loaded beside it."""
+        names = model.choices()
+        items = [(DEFAULT_CHOICE, None), *((f"Model: {n}", n) for n in names)]
+        combo = self.model_choice
+        if [(combo.itemText(i), combo.itemData(i)) for i in range(combo.count())] != items:
+            combo.clear()
+            for text, data in items:
+                combo.addItem(text, data)
+        index = combo.findData(model.chosen) if model.chosen is not None else 0
+        if combo.currentIndex() != index:
+            combo.setCurrentIndex(index)
+        combo.setVisible(bool(names))
+
+
+DEFAULT_CHOICE = "The default model"
 
 
 def _speculation(s: Any) -> tuple[tuple[str, str], ...]:
@@ -276,8 +304,15 @@ class StatsDock(QDockWidget):
             # a connection's server load, above the engine's numbers (app/remote/metrics.py)
             self.server_box = ServerStatsBox(self.ctx)
             self.panel.layout().insertWidget(0, self.server_box)
+            self.panel.model_choice.activated.connect(self._choose)
             self.setWidget(scrolled(self.panel, DOCK_MIN_WIDTH))
         self.refresh()
+
+    def _choose(self, index: int) -> None:
+        """Show the figures of the model chosen (None: the default one)."""
+        assert self.panel is not None
+        self.model.chosen = self.panel.model_choice.itemData(index)
+        self.refresh(poll=True)
 
     def _tick(self) -> None:
         self.model.poll()
