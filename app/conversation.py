@@ -21,6 +21,7 @@ from typing import Any, Literal
 from engine.public import lone_surrogate, repair_text
 
 from .attachments import Attachment
+from .attachments.framing import FILES_ONLY_QUESTION
 from .attachments.messages import ATTACHMENTS
 from .branch_copy import branch_title, copy_path
 from .bridge import EngineBridge, Generation
@@ -163,7 +164,9 @@ class Conversation:
         """Add a user message (with its attached files, app.attachments' Attachments, and
         its images, app.images' ImageData) and start `n` replies (versions, one batch).
         False (with a notice) if refused: images for a model that reads text only are
-        refused before anything is added."""
+        refused before anything is added. Files without text ask FILES_ONLY_QUESTION."""
+        if attachments and not text.strip():  # the message is its files (#51)
+            text = FILES_ONLY_QUESTION
         if not self._can_send(text) or not self._valid_n(n) \
                 or not self._sees_images(images, self._same_targets(n), self.messages):
             return False

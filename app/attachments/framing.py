@@ -25,6 +25,9 @@ from .attachment import Attachment
 from .kinds import kind_of
 
 _TICKS = re.compile(r"`{3,}")
+# A message that is only files (#51): what the tab's message asks, and what retrieval looks
+# for when an API message's files come without text
+FILES_ONLY_QUESTION = "Summarize the attached files."
 
 
 def fenced(text: str, language: str) -> str:

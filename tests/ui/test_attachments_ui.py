@@ -186,3 +186,30 @@ def test_the_paperclips_menu_attaches_a_folder(window, loop, tmp_path, monkeypat
     [chip] = tab.chips.chips
     assert chip.item.kind == "folder" and "2 files" in chip.label.text()
     assert [p.source for p in chip.item.parts] == ["src/main.py", "src/pkg/util.py"]
+
+
+def test_files_alone_are_sent_with_the_default_question(window, loop, qtbot, tmp_path):
+    """Enter with an empty box and a file attached sends the file alone: the message asks
+    FILES_ONLY_QUESTION about it; an empty box with no file sends nothing."""
+    from app.attachments.framing import FILES_ONLY_QUESTION
+
+    tab = window.current_tab()
+    before = len(tab.conversation.messages)
+    qtbot.keyClick(tab.input, Qt.Key.Key_Return)  # nothing typed, nothing attached
+    assert len(tab.conversation.messages) == before
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Plan\nShip the widget on Friday.\n")
+    tab.attach_files([str(notes)])
+    _settled(loop, tab)
+    tab.input.setFocus()
+    qtbot.keyClick(tab.input, Qt.Key.Key_Return)
+    run_until(loop, lambda: not tab.conversation.is_busy)
+    user = tab.conversation.messages[before]
+    assert user.role == "user" and user.content == FILES_ONLY_QUESTION
+    assert [a.name for a in user.attachments] == ["notes.md"]
+    assert not tab.chips.chips  # sent: the chips go
+    # the prompt held the file and the question (the tab's system prompt before them)
+    messages = [m for m in tab.conversation.next_prompt("x")[:-1] if m["role"] == "system"]
+    messages.append({"role": "user", "content": user_content(FILES_ONLY_QUESTION,
+                                                             list(user.attachments))})
+    assert tab.conversation.messages[-1].stats.prompt_tokens == _reference(window, messages)

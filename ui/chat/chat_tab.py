@@ -153,7 +153,7 @@ class ChatTab(QWidget):
         row = QHBoxLayout(bottom)
         row.setContentsMargins(12, 8, 12, 10)
         self.input = InputBox()
-        self.input.submitted.connect(self.send_text)
+        self.input.submitted.connect(self._submitted)
         self.input.escape_pressed.connect(self.on_escape)
         # the draft's files (#51): chips above the box; the paperclip, a drop or a paste
         self.chips = AttachmentChips(self.ctx)
@@ -342,12 +342,18 @@ class ChatTab(QWidget):
         self.token_count.schedule()
 
     # -- actions ------------------------------------------------------------------------
+    def _submitted(self, text: str) -> None:
+        """Enter: the text, or the attached files alone; a blank box with none does nothing."""
+        if text.strip() or self.chips.attachments():
+            self.send_text(text)
+
     def send_text(self, text: str) -> bool:
         if self.conversation.is_busy or (self.tool_prep and not self.tool_prep.done()):
             self.show_notice(STILL_GENERATING)
             return False
         servers = self.conversation.params.get("mcp_servers")
-        if servers and text.strip():  # the tools are listed first (their servers may start)
+        # the tools are listed first (their servers may start)
+        if servers and (text.strip() or self.chips.attachments()):
             self.tool_prep = asyncio.ensure_future(self._send_with_tools(text, servers))
             return True
         return self._send_now(text)

@@ -74,9 +74,8 @@ class InputBox(QPlainTextEdit):
         key, mods = event.key(), event.modifiers()
         if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter) \
                 and not mods & Qt.KeyboardModifier.ShiftModifier:
-            text = self.toPlainText()
-            if text.strip():
-                self.submitted.emit(text)
+            # blank too: files alone may be sent (the tab decides)
+            self.submitted.emit(self.toPlainText())
             event.accept()
             return
         if key == Qt.Key.Key_Escape:
