@@ -41,7 +41,9 @@ class EngineStatus(QObject):
         self.unload_menu.aboutToShow.connect(self._fill_unload_menu)
         self.unload_button = QToolButton()
         self.unload_button.setObjectName("unloadModels")
-        self.unload_button.setText("Unload")
+        self.unload_button.setText("Unload ▾")
+        # the text carries the arrow: Qt's indicator would sit on the text's last letter
+        self.unload_button.setStyleSheet("QToolButton::menu-indicator { image: none; }")
         self.unload_button.setToolTip("Unload a model loaded beside the default one")
         self.unload_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.unload_button.setMenu(self.unload_menu)
