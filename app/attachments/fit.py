@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .attachment import Attachment
 from .chunks import Chunk
-from .framing import FILES_ONLY_QUESTION, fenced, frame, user_content
+from .framing import fenced, frame, user_content
 from .index import IndexCache, ScoredChunk
 
 # No tokenizer averages more than this many bytes a token on real text: a framed text
@@ -90,11 +90,14 @@ def fit(question: str, attachments: Sequence[Attachment], *,
     if whole is not None:
         return Fitted(user_content(question, attachments), True, whole)
     scored: list[tuple[int, ScoredChunk]] = []
-    query = question if question.strip() else FILES_ONLY_QUESTION  # files without text
-    query_vector = cache.query_vector(query)  # None: no embedding model, BM25 alone
+    query_vector = cache.query_vector(question) if question.strip() else None
     for i, att in enumerate(attachments):
-        scored.extend((i, s) for s in cache.get(att).search(query, CANDIDATES,
-                                                            query_vector))
+        index = cache.get(att)
+        if question.strip():  # None: no embedding model, BM25 alone
+            scored.extend((i, s) for s in index.search(question, CANDIDATES, query_vector))
+        else:  # files without text (FILES_ONLY_QUESTION's summary): each file's beginning
+            scored.extend((i, ScoredChunk(c, 1.0 / (1 + n), n))
+                          for n, c in enumerate(index.chunks[:CANDIDATES]))
     scored.sort(key=lambda t: -t[1].score)
     head_tokens = len(encode(PASSAGES_HEAD + "\n\n"))
     spent = head_tokens

@@ -156,17 +156,17 @@ def test_the_bundled_models_pooled_states_rank_the_chunks() -> None:
     assert len(got.content.encode()) <= 1500 + len("What colour is my car?") + 200
 
 
-def test_files_without_text_are_retrieved_for_the_default_question() -> None:
+def test_files_without_text_give_their_beginning() -> None:
     """An API message of files alone (no text) is fitted too: whole, the files alone; too
-    long, retrieved for FILES_ONLY_QUESTION rather than for nothing."""
-    from app.attachments.framing import FILES_ONLY_QUESTION
-
+    long, each file's first passages, in order, as many as fit (there is no question to
+    rank by)."""
     whole = fit("", [document()], encode=encode, budget_tokens=100_000,
                 cache=IndexCache(chunk_chars=200))
     assert whole.whole and "car is painted red" in whole.content
-    assert FILES_ONLY_QUESTION not in whole.content  # just the files
-    summary = Attachment("notes.txt", "text", 60, (Part(
-        "Filler line.\n" * 80 + "In summary, the attached files list rivers.\n"),))
-    got = fit("", [summary], encode=encode, budget_tokens=300,
+    got = fit("", [document()], encode=encode, budget_tokens=600,
               cache=IndexCache(chunk_chars=200))
-    assert not got.whole and any("In summary" in c.text for c in got.citations)
+    assert not got.whole and got.citations
+    assert [c.first_line for c in got.citations] == sorted(c.first_line for c in got.citations)
+    assert got.citations[0].first_line == 1
+    lines = [c.last_line - c.first_line + 1 for c in got.citations]
+    assert got.citations[-1].last_line == sum(lines)  # the beginning, no gaps

@@ -76,3 +76,22 @@ def test_the_document_describes_citations() -> None:
     del response["citations"][0]["text"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(response, openapi.CHAT_COMPLETION)
+
+
+async def test_a_message_of_files_alone(serve, tmp_path) -> None:
+    """File parts and no text: a file that fits goes in alone; one that does not gives its
+    first passages, listed from line 1."""
+    from app.attachments import read_attachment, user_content
+
+    s = await serve(engine={"context_length": 2048})
+    note = tmp_path / "notes.md"
+    note.write_text("# Plan\nShip it on Friday.\n")
+    r = await s.client.chat.completions.create(
+        model=MODEL, max_tokens=2, messages=[{"role": "user", "content": [file_part(note)]}])
+    alone = user_content("", [read_attachment(note)])
+    assert r.usage.prompt_tokens == len(s.engine.prompt_tokens(
+        [{"role": "user", "content": alone}]))
+    raw = await s.client.chat.completions.with_raw_response.create(
+        model=MODEL, max_tokens=2,
+        messages=[{"role": "user", "content": [file_part(ledger(tmp_path))]}])
+    assert raw.http_response.json()["citations"][0]["first_line"] == 1
