@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .attachment import Attachment
 from .chunks import Chunk
-from .framing import fenced, frame, user_content
+from .framing import FILES_ONLY_QUESTION, fenced, frame, user_content
 from .index import IndexCache, ScoredChunk
 
 # No tokenizer averages more than this many bytes a token on real text: a framed text
@@ -90,12 +90,14 @@ def fit(question: str, attachments: Sequence[Attachment], *,
     if whole is not None:
         return Fitted(user_content(question, attachments), True, whole)
     scored: list[tuple[int, ScoredChunk]] = []
-    query_vector = cache.query_vector(question) if question.strip() else None
-    for i, att in enumerate(attachments):
-        index = cache.get(att)
-        if question.strip():  # None: no embedding model, BM25 alone
+    asks = question.strip() and question != FILES_ONLY_QUESTION
+    query_vector = cache.query_vector(question) if asks else None
+    indexes = [cache.get(att) for att in attachments]
+    for i, index in enumerate(indexes):
+        if asks:  # query_vector None: no embedding model, BM25 alone
             scored.extend((i, s) for s in index.search(question, CANDIDATES, query_vector))
-        else:  # files without text (FILES_ONLY_QUESTION's summary): each file's beginning
+    if not scored:  # files alone, or no passage shares a word: each file's beginning
+        for i, index in enumerate(indexes):
             scored.extend((i, ScoredChunk(c, 1.0 / (1 + n), n))
                           for n, c in enumerate(index.chunks[:CANDIDATES]))
     scored.sort(key=lambda t: -t[1].score)

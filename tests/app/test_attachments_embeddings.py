@@ -170,3 +170,10 @@ def test_files_without_text_give_their_beginning() -> None:
     assert got.citations[0].first_line == 1
     lines = [c.last_line - c.first_line + 1 for c in got.citations]
     assert got.citations[-1].last_line == sum(lines)  # the beginning, no gaps
+    # the tab's files-only question, and a question no passage shares a word with, the same
+    from app.attachments.framing import FILES_ONLY_QUESTION
+
+    for question in (FILES_ONLY_QUESTION, "Zyxwv?"):
+        again = fit(question, [document()], encode=encode, budget_tokens=600,
+                    cache=IndexCache(chunk_chars=200))
+        assert again.citations == got.citations
