@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QAbstractButton, QApplication, QMessageBox, QWidget
+from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMessageBox, QWidget
 
 from app.bridge import EngineBridge
 from app.bridge.switch import Choice, Running
@@ -25,6 +25,9 @@ class UnloadQuestion(QMessageBox):
                          f"Unload {model}?", QMessageBox.StandardButton.NoButton, parent)
         self.setObjectName("unloadQuestion")
         self.setTextFormat(Qt.TextFormat.PlainText)  # a model's name is never markup
+        question = self.findChild(QLabel, "qt_msgbox_label")
+        if question is not None:  # the question stands out, as the switch question's does
+            question.setStyleSheet("font-weight: bold")
         them, they = ("it", "it ends") if running.total == 1 else ("them", "they end")
         self.setInformativeText(
             f"{running.describe(titles)}\n\n"
