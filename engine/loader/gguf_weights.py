@@ -42,7 +42,7 @@ from .ggml_types import (
     type_form,
 )
 from .gguf_file import GgufFile, GgufTensor
-from .packed_form import PANEL, Prepacked, affine_views
+from .packed_form import AFFINE, PANEL, Prepacked, affine_views
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,8 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
                 rows = int(np.prod(t.shape[:-1]))  # stacked experts: E * N rows, then (E, N)
                 w, s, b = (v.reshape(*t.shape[:-1], v.shape[-1])
                            for v in affine_views(pk, rows, form.bits, dtype))
-                held[t.kind] = max(held.get(t.kind, 0), 2 if narrow else 4)
+                if pk.form == AFFINE:  # Q4_K / Q6_K: their own forms, near the file's width
+                    held[t.kind] = max(held.get(t.kind, 0), 2 if narrow else 4)
                 out.weights[name] = w
                 out.weights[f"{module}.scales"], out.weights[f"{module}.biases"] = s, b
                 out.modules[module] = Quantized(form.group, form.bits)

@@ -10,6 +10,11 @@ that are *unevaluated* MLX views of the packed ones (a reshape, a transpose, a s
 4-bit nibbles re-paired): the engine reads the packed arrays (attached to the module as
 `Prepacked`, not a parameter), and whoever evaluates the mlx-lm model's arrays (mlx-lm's own
 generators, tests, an export) gets the same bits the affine decoder gives, made then.
+
+Q4_K and Q6_K are packed in forms of their own, near their file's width (issue #48,
+src/packed.h): the file's sub-scales and super-block scales, whose products the kernel forms
+in float32 as gguf-py does. Their views compute those products in MLX (float32, one
+rounding each, the same bits), and Q6_K's 6-bit values are put back together as bytes.
 """
 
 from __future__ import annotations
@@ -20,25 +25,91 @@ import mlx.core as mx
 import mlx.nn as nn
 
 PANEL = 16  # rows a panel (kPanel in packed.h)
+SUPER = 256  # a K-quant's super-block (kSuper)
 ATTR = "_batchchat_prepacked"  # the module attribute that holds a Prepacked
+# packed.h's Form: MLX's affine scales and biases, or Q4_K's / Q6_K's own parts
+AFFINE, Q4K, Q6K = 0, 1, 2
+_KERNEL_LAYOUT = {Q4K: (32, 4), Q6K: (16, 6)}  # a K form's (group size, bits) in the kernel
 
 
 @dataclass(frozen=True, eq=False)
 class Prepacked:
-    """pack_quantized's triple for a module's weight, made by the loader."""
+    """The loader's packed triple for a module's weight: pack_quantized's (weights uint8
+    (panels * 16, K * bits / 8), scales and biases float32 (panels, K / group, 16)), or a
+    K-quant's form (scales: its sub-scales, uint8 for Q4_K and int8 for Q6_K; biases: its
+    super-blocks' d (and dmin), float32; packed.h)."""
 
-    weight: mx.array  # uint8 (panels * 16, K * bits / 8)
-    scales: mx.array  # float32 (panels, K / group, 16)
+    weight: mx.array
+    scales: mx.array
     biases: mx.array
 
     def arrays(self) -> list[mx.array]:
         return [self.weight, self.scales, self.biases]
 
+    @property
+    def form(self) -> int:
+        """packed.h's Form, told by the sub-scales' dtype (ggml_to_packed_arrays')."""
+        return {mx.uint8: Q4K, mx.int8: Q6K}.get(self.scales.dtype, AFFINE)
+
+    def kernel_layout(self, group_size: int, bits: int) -> tuple[int, int]:
+        """The (group size, bits) the packed kernel takes for this weight: a K form's own,
+        else the module's."""
+        return _KERNEL_LAYOUT.get(self.form, (group_size, bits))
+
+
+def _lane_major(x: mx.array) -> mx.array:
+    """(panels, G, lanes) → (panels, lanes, G)."""
+    return x.transpose(0, 2, 1)
+
+
+def _scale_parts(pk: Prepacked) -> list[mx.array]:
+    """The arrays the scales and biases are made of, each (panels, 16, ...) lane-major
+    (lazy transposes): affine [scales, biases]; Q4_K [sc, m, d, dmin]; Q6_K [sc, d]."""
+    sub, sup = _lane_major(pk.scales), _lane_major(pk.biases)
+    if pk.form == Q4K:
+        return [sub[:, :PANEL], sub[:, PANEL:], sup[:, :PANEL], sup[:, PANEL:]]
+    return [sub, sup]
+
+
+def _scales_biases(form: int, parts: list[mx.array]) -> tuple[mx.array, mx.array]:
+    """Affine scales and biases (..., K / group) float32 from `_scale_parts` (or rows of
+    them): a K form's products formed as ggml_decode.cpp and gguf-py form them, in float32
+    with one rounding each (the sub-scales are small integers: exact as floats)."""
+    if form == AFFINE:
+        return parts[0], parts[1]
+    if form == Q4K:  # groups of 32, 8 a super-block: d * sc and -(dmin * m)
+        sc, m, d, dmin = parts
+        return (mx.repeat(d, 8, axis=-1) * sc.astype(mx.float32),
+                -(mx.repeat(dmin, 8, axis=-1) * m.astype(mx.float32)))
+    sc, d = parts  # Q6_K: groups of 16, 16 a super-block: d * sc and (d * sc) * -32
+    scales = mx.repeat(d, 16, axis=-1) * sc.astype(mx.float32)
+    return scales, scales * -32.0
+
+
+def _six_bit_parts(w: mx.array, k: int) -> tuple[mx.array, mx.array]:
+    """Q6_K's packed bytes lane-major (packed.h): the low nibbles (panels, 16, blocks, j 4,
+    i 4) in the 4-bit layout and the high bit pairs (panels, 16, blocks, h 2, i 4)."""
+    panels, blocks = w.shape[0] // PANEL, k // 32
+    blk = w.reshape(panels, blocks, 384)
+    nib = blk[..., :256].reshape(panels, blocks, 4, PANEL, 4).transpose(0, 3, 1, 2, 4)
+    pairs = blk[..., 256:].reshape(panels, blocks, 2, PANEL, 4).transpose(0, 3, 1, 2, 4)
+    return nib, pairs
+
+
+def _six_bit_values(nib: mx.array, pairs: mx.array, k: int) -> mx.array:
+    """(..., K) uint8 values from `_six_bit_parts` (or rows of them): byte 4n + i of high
+    plane h holds in bits 2t the high bits of step j = 2h + t // 2, nibble t % 2."""
+    lead = nib.shape[:-3]
+    low = mx.stack([nib & 0x0F, nib >> 4], axis=-2)  # (..., blocks, j, half, i)
+    high = mx.stack([(pairs >> (2 * t)) & 3 for t in range(4)], axis=-2)  # (.., h, t, i)
+    high = high.reshape(*lead, k // 32, 4, 2, 4)  # t = 2 * (j % 2) + half
+    return (low | (high << 4)).reshape(*lead, k)
+
 
 def _rows(x: mx.array, n: int) -> mx.array:
-    """(panels, G, 16) → (n, G): a panel's lanes back to rows."""
-    p, g, _ = x.shape
-    return x.transpose(0, 2, 1).reshape(p * PANEL, g)[:n]
+    """(panels, 16, G) → (n, G): a panel's lanes as rows."""
+    p, _, g = x.shape
+    return x.reshape(p * PANEL, g)[:n]
 
 
 def affine_views(pk: Prepacked, n: int, bits: int, scale_dtype: mx.Dtype
@@ -46,12 +117,15 @@ def affine_views(pk: Prepacked, n: int, bits: int, scale_dtype: mx.Dtype
     """MLX's affine (weight uint32 (n, K * bits / 32), scales, biases (n, K / group)) as
     unevaluated views of the packed arrays: nothing is computed until someone evaluates
     them. Layout (packed.h): per panel and 32-block, 8-bit: byte 64j + 4·lane + i holds
-    q[4j + i]; 4-bit: byte 64j + 4·lane + i holds q[8j + i] low, q[8j + 4 + i] high."""
+    q[4j + i]; 4-bit: byte 64j + 4·lane + i holds q[8j + i] low, q[8j + 4 + i] high (Q6_K:
+    their low nibbles, then the high bit pairs). `bits`: the module's (Q6_K's is 8)."""
     w = pk.weight
     rows, width = w.shape
-    k = width * 8 // bits
+    k = width * 8 // (6 if pk.form == Q6K else bits)
     panels, blocks = rows // PANEL, k // 32
-    if bits == 8:
+    if pk.form == Q6K:  # MLX's 8-bit form: a value a byte
+        q = _six_bit_values(*_six_bit_parts(w, k), k).reshape(panels * PANEL, k)[:n]
+    elif bits == 8:
         q = w.reshape(panels, blocks, 8, PANEL, 4).transpose(0, 3, 1, 2, 4)
         q = q.reshape(panels * PANEL, k)[:n]
     else:
@@ -60,8 +134,8 @@ def affine_views(pk: Prepacked, n: int, bits: int, scale_dtype: mx.Dtype
         v = nib.transpose(0, 4, 1, 2, 3, 5).reshape(panels * PANEL, k // 2, 2)[:n]
         q = v[..., 0] | (v[..., 1] << 4)  # two values a byte, the lower index low
     weight = mx.view(mx.contiguous(q), mx.uint32)
-    return (weight, _rows(pk.scales, n).astype(scale_dtype),
-            _rows(pk.biases, n).astype(scale_dtype))
+    scales, biases = _scales_biases(pk.form, _scale_parts(pk))
+    return (weight, _rows(scales, n).astype(scale_dtype), _rows(biases, n).astype(scale_dtype))
 
 
 def _lanes(x: mx.array, ids: mx.array) -> mx.array:
@@ -76,9 +150,11 @@ def lookup(pk: Prepacked, ids: mx.array, bits: int, scale_dtype: mx.Dtype
     the packed arrays: an embedding's lookup without its affine copy."""
     w = pk.weight
     rows, width = w.shape
-    k = width * 8 // bits
+    k = width * 8 // (6 if pk.form == Q6K else bits)
     panels, blocks = rows // PANEL, k // 32
-    if bits == 8:
+    if pk.form == Q6K:  # the rows' bytes gathered first, then put together
+        q = _six_bit_values(*(_lanes(a, ids) for a in _six_bit_parts(w, k)), k)
+    elif bits == 8:
         q = _lanes(w.reshape(panels, blocks, 8, PANEL, 4).transpose(0, 3, 1, 2, 4), ids)
         q = q.reshape(*ids.shape, k)
     else:
@@ -87,9 +163,8 @@ def lookup(pk: Prepacked, ids: mx.array, bits: int, scale_dtype: mx.Dtype
         v = mx.concatenate([b & 0x0F, b >> 4], axis=-2).reshape(*ids.shape, k // 2, 2)
         q = v[..., 0] | (v[..., 1] << 4)
     weight = mx.view(mx.contiguous(q), mx.uint32)
-    s, b_ = (_lanes(x.transpose(0, 2, 1), ids).astype(scale_dtype)
-             for x in (pk.scales, pk.biases))
-    return weight, s, b_
+    s, b_ = _scales_biases(pk.form, [_lanes(a, ids) for a in _scale_parts(pk)])
+    return weight, s.astype(scale_dtype), b_.astype(scale_dtype)
 
 
 def attach(module: nn.Module, pk: Prepacked) -> None:

@@ -145,14 +145,16 @@ def pack_quantized(w: mx.array, scales: mx.array, biases: mx.array, group_size: 
 
 def packed_matvec_many(x: mx.array, packed: list[list[mx.array]], ns: list[int],
                        group_size: int = 64, bits: int = 4, *, force_scalar: bool = False,
-                       stream: Any = None) -> list[mx.array]:
+                       form: int = 0, stream: Any = None) -> list[mx.array]:
     """x @ W.T for each packed weight (N = ns[i] outputs), x rounded to int8 per 32-block
     once for all of them. The arithmetic of an output row depends only on its own x row
-    and is the same on the AVX-512, AVX2 and portable paths (issue #25, src/packed.h)."""
+    and is the same on the AVX-512, AVX2 and portable paths (issue #25, src/packed.h).
+    `form`: src/packed.h's Form of the weights (1: Q4_K's, group 32 and 4 bits; 2: Q6_K's,
+    group 16 and 6 bits; as the loader packs them: loader/packed_form.py)."""
     scalar = force_scalar or not simd()
     flat = [a for triple in packed for a in triple]
     return _ext_or_raise().packed_matvec_many(x, flat, ns, group_size, bits,
-                                              force_scalar=scalar, stream=stream)
+                                              force_scalar=scalar, form=form, stream=stream)
 
 
 def pack_experts(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
@@ -165,15 +167,18 @@ def pack_experts(w: mx.array, scales: mx.array, biases: mx.array, group_size: in
 
 def packed_experts_matvec(x: mx.array, indices: mx.array, packed: list[list[mx.array]],
                           ns: list[int], experts: int, group_size: int = 64, bits: int = 4, *,
-                          force_scalar: bool = False, stream: Any = None) -> list[mx.array]:
+                          force_scalar: bool = False, form: int = 0,
+                          stream: Any = None) -> list[mx.array]:
     """MoE experts grouped: for x (M, X, K) (X is 1 or k) and indices (M, k), output i
     (M, k, ns[i]) holds x[m, 0 or j] @ W_i[indices[m, j]].T. The (row, expert) pairs are
     sorted by expert and each expert's rows run as one packed int8 product; a pair's bits
-    are those its row gets alone (src/packed.h), whatever rows share its expert."""
+    are those its row gets alone (src/packed.h), whatever rows share its expert. `form`:
+    as packed_matvec_many's."""
     scalar = force_scalar or not simd()
     flat = [a for triple in packed for a in triple]
     return _ext_or_raise().packed_experts_matvec(x, indices, flat, ns, experts, group_size,
-                                                 bits, force_scalar=scalar, stream=stream)
+                                                 bits, force_scalar=scalar, form=form,
+                                                 stream=stream)
 
 
 def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,

@@ -27,7 +27,7 @@ import mlx.nn as nn
 from .. import cpu_arch_layers
 from ..cpu_options import CpuOptions
 from ..loader.ggml_modules import Group16Embedding, Group16Linear, dequantize_groups
-from ..loader.packed_form import lookup, prepacked
+from ..loader.packed_form import AFFINE, lookup, prepacked
 from ..module_tree import replace
 from . import available, dequantize_f32, extension, simd, switch_layers
 
@@ -82,7 +82,8 @@ class _NativeQuantized(nn.Module):
         object.__setattr__(self, "_native_f32", f32)
         pk = None
         # the loader's copy when it decoded the GGUF straight into the packed layout (its
-        # weight/scales/biases are then lazy views of it: loader/packed_form.py)
+        # weight/scales/biases are then lazy views of it: loader/packed_form.py); Q4_K and
+        # Q6_K in forms of their own, with the kernel's group size and bits
         made = prepacked(stock)
         object.__setattr__(self, "_prepacked", made)
         if (options.invariant and options.int8
@@ -90,6 +91,10 @@ class _NativeQuantized(nn.Module):
             pk = made.arrays() if made is not None else extension().pack_quantized(
                 self.weight, self.scales, self.biases, self.group_size, self.bits)
         object.__setattr__(self, "_native_packed", pk)
+        use_made = pk is not None and made is not None
+        object.__setattr__(self, "_packed_form", made.form if use_made else AFFINE)
+        object.__setattr__(self, "_packed_layout", made.kernel_layout(
+            self.group_size, self.bits) if use_made else (self.group_size, self.bits))
         object.__setattr__(self, "_native_n", self.weight.shape[0])
         object.__setattr__(self, "_group", None)
         object.__setattr__(self, "_index", 0)
@@ -108,9 +113,10 @@ class _NativeQuantized(nn.Module):
             return handed
         group = self._leads()
         members = group.members if group is not None else (self,)
+        group_size, bits = self._packed_layout
         outs = extension().packed_matvec_many(
             x, [a for m in members for a in m._native_packed], [m._native_n for m in members],
-            self.group_size, self.bits, force_scalar=self._native_scalar)
+            group_size, bits, force_scalar=self._native_scalar, form=self._packed_form)
         return group.hand_out(x, outs) if group is not None else outs[0]
 
     def _matmul(self, x: mx.array) -> mx.array:
@@ -219,6 +225,7 @@ def _group_siblings(tree: nn.Module) -> None:
                    and m.scales.dtype == first.scales.dtype
                    and m._native_max_rows == first._native_max_rows
                    and (m._native_packed is None) == (first._native_packed is None)
+                   and m._packed_form == first._packed_form
                    for m in members):
                 group = ProjectionGroup(members)
                 for i, m in enumerate(members):

@@ -25,7 +25,7 @@ import mlx.nn as nn
 from mlx_lm.models import switch_layers
 
 from ..loader.ggml_modules import Group16SwitchLinear
-from ..loader.packed_form import PANEL, prepacked
+from ..loader.packed_form import AFFINE, PANEL, prepacked
 from . import extension, simd
 
 _STOCK = (switch_layers.QuantizedSwitchLinear, Group16SwitchLinear)
@@ -37,6 +37,8 @@ class _PackedExperts:
 
     _experts_packed: list[mx.array] | None = None
     _experts_scalar: bool = False
+    _experts_form: int = AFFINE  # src/packed.h's Form of the packed copy
+    _experts_layout: tuple[int, int] = (0, 0)  # the kernel's (group size, bits) for it
 
     def grouped(self, x: mx.array, indices: mx.array) -> mx.array | None:
         """The stock call's result through the grouped op, or None where it cannot run."""
@@ -68,7 +70,8 @@ def grouped_call(members: tuple, x: mx.array, indices: mx.array) -> list[mx.arra
     K, their group size, bits and expert count), or None where the op cannot run."""
     first = members[0]
     if first._experts_packed is None or x.dtype != mx.float32 or \
-            any(m._experts_packed is None for m in members):
+            any(m._experts_packed is None or m._experts_form != first._experts_form
+                for m in members):
         return None
     form = _pairs(x, indices)
     if form is None:
@@ -76,10 +79,11 @@ def grouped_call(members: tuple, x: mx.array, indices: mx.array) -> list[mx.arra
     m, rows, k = form
     experts = first["weight"].shape[0]
     ns = [mem["weight"].shape[1] for mem in members]
+    group_size, bits = first._experts_layout
     outs = extension().packed_experts_matvec(
         x.reshape(m, rows, x.shape[-1]), indices.reshape(m, k),
-        [a for mem in members for a in mem._experts_packed], ns, experts, first.group_size,
-        first.bits, force_scalar=first._experts_scalar)
+        [a for mem in members for a in mem._experts_packed], ns, experts, group_size, bits,
+        force_scalar=first._experts_scalar, form=first._experts_form)
     result = []
     for mem, out, n in zip(members, outs, ns, strict=True):
         y = out.reshape(*indices.shape, 1, n)
@@ -144,11 +148,15 @@ def engine_module(mod: nn.Module, scalar: bool) -> nn.Module | None:
     new = adopt(mod, _engine_class(type(mod)))
     experts, n = mod["weight"].shape[:2]
     made = prepacked(mod)  # the loader's one copy (its arrays are lazy views of it)
+    form, layout = AFFINE, (mod.group_size, mod.bits)
     if made is not None and made.weight.shape[0] == experts * -(-n // PANEL) * PANEL:
         packed = made.arrays()
+        form, layout = made.form, made.kernel_layout(mod.group_size, mod.bits)
     else:
         packed = extension().pack_experts(mod["weight"], mod["scales"], mod["biases"],
                                           mod.group_size, mod.bits)
     object.__setattr__(new, "_experts_packed", list(packed))
+    object.__setattr__(new, "_experts_form", form)
+    object.__setattr__(new, "_experts_layout", layout)
     object.__setattr__(new, "_experts_scalar", scalar or not simd())
     return new

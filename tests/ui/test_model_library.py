@@ -204,7 +204,7 @@ def test_the_model_button_shortens_a_long_name_in_its_middle(window, loop):
 
 
 def test_the_model_button_says_how_a_gguf_runs_here(make_window, loop, tmp_path):
-    """A GGUF whose tensors are held wider than in the file (Q6_K: 8-bit groups of 16) says
+    """A GGUF whose tensors are held wider than in the file (Q2_K: 4-bit groups of 16) says
     so where the model is named, not only in the log."""
     from gguf import GGMLQuantizationType
 
@@ -214,15 +214,15 @@ def test_the_model_button_says_how_a_gguf_runs_here(make_window, loop, tmp_path)
     base = CASES["llama"]
     case = ArchCase("llama", dict(base.config, hidden_size=256, intermediate_size=512),
                     permute_qk=True, metadata=base.metadata)
-    tensors, raw = quantize(gguf_tensors(case, build_model(case)), GGMLQuantizationType.Q6_K)
-    path = write_gguf(tmp_path / "tiny-Q6_K.gguf", case, tensors, raw_types=raw)
+    tensors, raw = quantize(gguf_tensors(case, build_model(case)), GGMLQuantizationType.Q2_K)
+    path = write_gguf(tmp_path / "tiny-Q2_K.gguf", case, tensors, raw_types=raw)
     bridge = EngineBridge(loader=lambda source: Engine.load(source))
     loop.run_until_complete(bridge.use_engine(Engine.load(str(path)), str(path)))
     try:
         window = make_window(bridge)
         tip = window.model_button.toolTip()
         assert str(path) in tip
-        assert "Q6_K tensors are held as 8-bit groups of 16" in tip, tip
-        assert window.model_button.text() == "tiny-Q6_K ▾"
+        assert "Q2_K tensors are held as 4-bit groups of 16" in tip, tip
+        assert window.model_button.text() == "tiny-Q2_K ▾"
     finally:
         loop.run_until_complete(bridge.shutdown(timeout=2.0))

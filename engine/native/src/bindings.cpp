@@ -41,7 +41,7 @@ NB_MODULE(_qmv, m) {
         "(w, scales, biases) in the packed layout of packed_matvec_many: [weights, scales, "
         "biases] (a copy; evaluates its inputs).");
   m.def("packed_matvec_many", &bc_native::packed_matvec_many, "x"_a, "packed"_a, "ns"_a,
-        "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false,
+        "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false, "form"_a = 0,
         "stream"_a = nb::none(),
         "x @ W.T for each packed weight, x rounded to int8 per 32-block: the same arithmetic "
         "for any number of rows, on every CPU path.");
@@ -50,7 +50,7 @@ NB_MODULE(_qmv, m) {
         "Stacked experts (E, N, ...) in pack_quantized's layout, one expert after another.");
   m.def("packed_experts_matvec", &bc_native::packed_experts_matvec, "x"_a, "indices"_a,
         "packed"_a, "ns"_a, "experts"_a, "group_size"_a, "bits"_a, nb::kw_only(),
-        "force_scalar"_a = false, "stream"_a = nb::none(),
+        "force_scalar"_a = false, "form"_a = 0, "stream"_a = nb::none(),
         "(M, k, N) per packed experts weight: each (row, slot) pair times its expert's "
         "weight, the pairs run grouped by expert, each with the bits of its row alone.");
   m.def("packed_kernel", &bc_native::packed_kernel_name, "force_scalar"_a = false,
@@ -127,8 +127,11 @@ NB_MODULE(_qmv, m) {
         return bc_native::ggml_to_packed_arrays(type, data, n, N, K, order);
       },
       "type"_a, "src"_a, "N"_a, "K"_a, "order"_a = std::vector<int>(),
-      "GGML blocks (a GGUF tensor's N x K weights) straight into pack_quantized's layout "
-      "[weights, scales, biases]; output row n is source row order[n] (empty: n).");
+      "GGML blocks (a GGUF tensor's N x K weights) straight into the packed layout "
+      "[weights, scales, biases] (Q4_K, Q6_K: their own forms, ggml_packed_form); output row "
+      "n is source row order[n] (empty: n).");
+  m.def("ggml_packed_form", &bc_native::ggml_packed_form, "type"_a,
+        "The packed form a GGML type decodes into: 0 affine, 1 Q4_K's, 2 Q6_K's.");
   m.def(
       "ggml_to_packed_many",
       [](std::vector<std::tuple<int, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>,

@@ -74,6 +74,50 @@ inline void k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
+// Q4_K / Q5_K: a block's 256 values (below 16 / 32), its 8 sub-scales and minimums (6-bit)
+// and its d and dmin (fp16, widened exactly).
+void k4_parts(int type, const uint8_t* x, uint8_t* q, uint8_t* sc, uint8_t* m, float* d,
+              float* dmin) {
+  *d = f16(x);
+  *dmin = f16(x + 2);
+  const uint8_t* sc6 = x + 4;
+  const uint8_t* qh = x + 16;  // Q5_K only
+  const uint8_t* qs = x + (type == Q4_K ? 16 : 48);
+  for (int j = 0; j < 8; ++j) {
+    int a, b;
+    k_scale_min(sc6, j, &a, &b);
+    sc[j] = (uint8_t)a;
+    m[j] = (uint8_t)b;
+  }
+  for (int c = 0; c < 4; ++c)
+    for (int i = 0; i < 32; ++i) {
+      const uint8_t byte = qs[c * 32 + i];
+      int lo = byte & 0x0f, hi = byte >> 4;
+      if (type == Q5_K) {
+        lo |= ((qh[i] >> (2 * c)) & 1) << 4;
+        hi |= ((qh[i] >> (2 * c + 1)) & 1) << 4;
+      }
+      q[c * 64 + i] = (uint8_t)lo;
+      q[c * 64 + 32 + i] = (uint8_t)hi;
+    }
+}
+
+// Q6_K: a block's 256 values (below 64), its 16 int8 sub-scales and d.
+void k6_parts(const uint8_t* x, uint8_t* q, int8_t* sc, float* d) {
+  const uint8_t* ql = x;
+  const uint8_t* qh = x + 128;
+  std::memcpy(sc, x + 192, 16);
+  *d = f16(x + 208);
+  for (int h = 0; h < 2; ++h)
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 32; ++i) {
+        const uint8_t l = ql[h * 64 + (c % 2) * 32 + i];
+        const int lo = c < 2 ? l & 0x0f : l >> 4;
+        const int hi = (qh[h * 32 + i] >> (2 * c)) & 3;
+        q[h * 128 + c * 32 + i] = (uint8_t)(lo | (hi << 4));
+      }
+}
+
 // One block: its values into q (block of them) and its groups' scale/bias into s, b.
 void block(int type, const uint8_t* x, uint8_t* q, float* s, float* b) {
   switch (type) {
@@ -124,46 +168,23 @@ void block(int type, const uint8_t* x, uint8_t* q, float* s, float* b) {
       return;
     }
     case Q4_K: case Q5_K: {
-      const float d = f16(x), dmin = f16(x + 2);
-      const uint8_t* sc6 = x + 4;
-      const uint8_t* qh = x + 16;  // Q5_K only
-      const uint8_t* qs = x + (type == Q4_K ? 16 : 48);
+      uint8_t sc[8], m[8];
+      float d, dmin;
+      k4_parts(type, x, q, sc, m, &d, &dmin);
       for (int j = 0; j < 8; ++j) {
-        int sc, m;
-        k_scale_min(sc6, j, &sc, &m);
-        s[j] = d * (float)sc;
-        b[j] = -(dmin * (float)m);
+        s[j] = d * (float)sc[j];
+        b[j] = -(dmin * (float)m[j]);
       }
-      for (int c = 0; c < 4; ++c)
-        for (int i = 0; i < 32; ++i) {
-          const uint8_t byte = qs[c * 32 + i];
-          int lo = byte & 0x0f, hi = byte >> 4;
-          if (type == Q5_K) {
-            lo |= ((qh[i] >> (2 * c)) & 1) << 4;
-            hi |= ((qh[i] >> (2 * c + 1)) & 1) << 4;
-          }
-          q[c * 64 + i] = (uint8_t)lo;
-          q[c * 64 + 32 + i] = (uint8_t)hi;
-        }
       return;
     }
     case Q6_K: {
-      const uint8_t* ql = x;
-      const uint8_t* qh = x + 128;
-      const int8_t* sc = reinterpret_cast<const int8_t*>(x + 192);
-      const float d = f16(x + 208);
+      int8_t sc[16];
+      float d;
+      k6_parts(x, q, sc, &d);
       for (int g = 0; g < 16; ++g) {
         s[g] = d * (float)sc[g];
         b[g] = s[g] * -32.f;
       }
-      for (int h = 0; h < 2; ++h)
-        for (int c = 0; c < 4; ++c)
-          for (int i = 0; i < 32; ++i) {
-            const uint8_t l = ql[h * 64 + (c % 2) * 32 + i];
-            const int lo = c < 2 ? l & 0x0f : l >> 4;
-            const int hi = (qh[h * 32 + i] >> (2 * c)) & 3;
-            q[h * 128 + c * 32 + i] = (uint8_t)(lo | (hi << 4));
-          }
       return;
     }
     case Q2_K: {
@@ -278,33 +299,63 @@ void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
   });
 }
 
+int ggml_packed_form(int type) {
+  return type == Q4_K ? kQ4K : type == Q6_K ? kQ6K : kAffine;
+}
+
 void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t* order,
-                    uint8_t* wp, float* sp, float* bp) {
+                    uint8_t* wp, void* sp, float* bp) {
   Type t;
   if (!type_of(type, &t)) return;
-  const long groups = K / t.group, blocks = K / t.block, row_in = blocks * t.size;
+  const int form = ggml_packed_form(type);
+  int group = t.group, bits = t.bits;
+  form_layout(form, &group, &bits);
+  const long blocks = K / t.block, row_in = blocks * t.size;
   const long per_block = t.block / t.group, subs = t.block / 32;  // 32-blocks a GGML block
-  const size_t panel_bytes = (size_t)K * kPanel * t.bits / 8, bb = (size_t)kPanel * 4 * t.bits;
-  clear_last_panel((int)N, (int)K, t.group, t.bits, wp, sp, bp);
+  const size_t panel_bytes = (size_t)K * kPanel * bits / 8, bb = (size_t)kPanel * 4 * bits;
+  const size_t s_bytes = panel_scale_bytes(form, (int)K, group);
+  const size_t b_count = panel_bias_count(form, (int)K, group);
+  clear_last_panel((int)N, (int)K, group, bits, wp, sp, bp, form);
   // A row's GGML blocks decoded one at a time into values and put straight into the row's
-  // lane of its panel (packed.h's layout), scales and biases into theirs: the weights are
-  // written once, in the layout the kernel reads, with no affine row in between.
+  // lane of its panel (packed.h's layout), scales and biases (or a K-quant's parts) into
+  // theirs: the weights are written once, in the layout the kernel reads.
   parallel_chunks(panels((int)N), N * K, [&](int pn) {
     uint8_t q[256];
     float s[16], b[16];  // a GGML block's groups: at most 256 / 16
     uint8_t* panel = wp + (size_t)pn * panel_bytes;
+    uint8_t* ps = static_cast<uint8_t*>(sp) + (size_t)pn * s_bytes;
+    float* pb = bp + (size_t)pn * b_count;
     for (int ln = 0; ln < kPanel && (long)pn * kPanel + ln < N; ++ln) {
       const long n = (long)pn * kPanel + ln, r = order ? order[n] : n;
       const uint8_t* x = src + r * row_in;
       for (long i = 0; i < blocks; ++i) {
-        block(type, x + i * t.size, q, s, b);
-        for (long c = 0; c < subs; ++c)
-          pack_block32(q + 32 * c, t.bits, ln, panel + (size_t)(i * subs + c) * bb);
-        for (long g = 0; g < per_block; ++g) {
-          const size_t at = ((size_t)pn * groups + i * per_block + g) * kPanel + ln;
-          sp[at] = s[g];
-          bp[at] = b[g];
+        const uint8_t* blk = x + i * t.size;
+        if (form == kQ4K) {  // sc, m a 32-block; d, dmin a super-block (packed.h)
+          uint8_t sc[8], m[8];
+          float d, dmin;
+          k4_parts(type, blk, q, sc, m, &d, &dmin);
+          for (int g = 0; g < 8; ++g) {
+            ps[(i * 8 + g) * 2 * kPanel + ln] = sc[g];
+            ps[(i * 8 + g) * 2 * kPanel + kPanel + ln] = m[g];
+          }
+          pb[i * 2 * kPanel + ln] = d;
+          pb[i * 2 * kPanel + kPanel + ln] = dmin;
+        } else if (form == kQ6K) {
+          int8_t sc[16];
+          float d;
+          k6_parts(blk, q, sc, &d);
+          for (int g = 0; g < 16; ++g) ps[(i * 16 + g) * kPanel + ln] = (uint8_t)sc[g];
+          pb[i * kPanel + ln] = d;
+        } else {
+          block(type, blk, q, s, b);
+          float* fs = reinterpret_cast<float*>(ps);
+          for (long g = 0; g < per_block; ++g) {
+            fs[(i * per_block + g) * kPanel + ln] = s[g];
+            pb[(i * per_block + g) * kPanel + ln] = b[g];
+          }
         }
+        for (long c = 0; c < subs; ++c)
+          pack_block32(q + 32 * c, bits, ln, panel + (size_t)(i * subs + c) * bb);
       }
     }
   });

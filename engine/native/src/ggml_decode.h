@@ -21,11 +21,16 @@ long ggml_row_bytes(int type, long K);
 void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
                     float* scales, float* biases);
 
-// N rows of K weights of `type` straight into the packed layout of packed.h (wp:
-// packed_weight_bytes, sp and bp: packed_scale_count floats, groups of the type's form):
-// output row n is source row order[n] (order null: row n). The same bits as
-// ggml_to_affine followed by pack_weights, without the affine copy in between.
+// The packed form (packed.h's Form) `type` is decoded into: kQ4K for Q4_K, kQ6K for Q6_K
+// (held near their file's width), kAffine for the others.
+int ggml_packed_form(int type);
+
+// N rows of K weights of `type` straight into the packed layout of packed.h in the type's
+// form (wp: packed_weight_bytes; sp: panel_scale_bytes and bp: panel_bias_count floats a
+// panel): output row n is source row order[n] (order null: row n). kAffine: the same bits
+// as ggml_to_affine followed by pack_weights, without the affine copy in between; a K form:
+// the file's parts, whose scales and biases the kernel forms as ggml_to_affine does.
 void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t* order,
-                    uint8_t* wp, float* sp, float* bp);
+                    uint8_t* wp, void* sp, float* bp);
 
 }  // namespace bc_native

@@ -57,23 +57,33 @@ std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_
     for (int r : order)
       if (r < 0 || r >= N) throw std::invalid_argument("ggml_to_packed_arrays: bad row order");
   }
+  const int form = ggml_packed_form(type);
+  form_layout(form, &group, &bits);  // a K-quant's own form: its bits and groups
+  const int P = panels((int)N);
   const size_t w_bytes = packed_weight_bytes((int)N, (int)K, bits);
-  const size_t s_count = packed_scale_count((int)N, (int)K, group);
+  const size_t s_bytes = (size_t)P * panel_scale_bytes(form, (int)K, group);
+  const size_t b_count = (size_t)P * panel_bias_count(form, (int)K, group);
   // In buffers of MLX's own allocator, handed over as they are: an array made from a raw
   // pointer is copied by MLX's CPU allocator (it keeps a size header before the data), a
   // second pass over every byte and a second set of page faults (~1.6 GB for a 1.5B).
   mx::allocator::Data wd = mx::allocator::malloc(w_bytes);
-  mx::allocator::Data sd = mx::allocator::malloc(sizeof(float) * s_count);
-  mx::allocator::Data bd = mx::allocator::malloc(sizeof(float) * s_count);
+  mx::allocator::Data sd = mx::allocator::malloc(s_bytes);
+  mx::allocator::Data bd = mx::allocator::malloc(sizeof(float) * b_count);
   auto* w = static_cast<uint8_t*>(wd.buffer().raw_ptr());
-  auto* s = static_cast<float*>(sd.buffer().raw_ptr());
+  auto* s = sd.buffer().raw_ptr();
   auto* b = static_cast<float*>(bd.buffer().raw_ptr());
   if (!w || !s || !b) throw std::bad_alloc();
   advise_huge(w, w_bytes);  // before the first write: the faults then take huge pages
   ggml_to_packed(type, src, N, K, order.empty() ? nullptr : order.data(), w, s, b);
-  const int P = panels((int)N), G = (int)(K / group);
-  return {mx::array(std::move(wd), {P * kPanel, (int)(K * bits / 8)}, mx::uint8),
-          mx::array(std::move(sd), {P, G, kPanel}, mx::float32),
+  mx::array wa(std::move(wd), {P * kPanel, (int)(K * bits / 8)}, mx::uint8);
+  if (form == kQ4K)  // sc and m a 32-block; d and dmin a super-block (packed.h)
+    return {wa, mx::array(std::move(sd), {P, (int)(K / 32), 2 * kPanel}, mx::uint8),
+            mx::array(std::move(bd), {P, (int)(K / kSuper), 2 * kPanel}, mx::float32)};
+  if (form == kQ6K)  // sc a 16-group; d a super-block
+    return {wa, mx::array(std::move(sd), {P, (int)(K / 16), kPanel}, mx::int8),
+            mx::array(std::move(bd), {P, (int)(K / kSuper), kPanel}, mx::float32)};
+  const int G = (int)(K / group);
+  return {wa, mx::array(std::move(sd), {P, G, kPanel}, mx::float32),
           mx::array(std::move(bd), {P, G, kPanel}, mx::float32)};
 }
 

@@ -29,13 +29,29 @@ inline int block_bytes(int bits) { return kPanel * 32 * bits / 8; }
 
 struct PanelData {
   const uint8_t* w;  // the panel's weights, block after block
-  const float* s;    // its scales, 16 a group
-  const float* b;    // its biases
+  const uint8_t* s;  // its scales (float32, 16 a group) or a K-quant's sub-scales
+  const float* b;    // its biases (16 a group) or a K-quant's super-block d (and dmin)
 };
 
 inline PanelData panel_at(const PackedArgs& p, const Prep& x, int pn, int block_bytes) {
-  return {p.w + (size_t)pn * x.blocks * block_bytes, p.s + (size_t)pn * x.groups * kPanel,
-          p.b + (size_t)pn * x.groups * kPanel};
+  return {p.w + (size_t)pn * x.blocks * block_bytes,
+          static_cast<const uint8_t*>(p.s) + (size_t)pn * panel_scale_bytes(p.form, p.K, p.group_size),
+          p.b + (size_t)pn * panel_bias_count(p.form, p.K, p.group_size)};
+}
+
+// Group g's scale and bias of lane n, as ggml_decode.cpp (and gguf-py) compute them.
+inline float scale_of(int form, const PanelData& pd, int g, int n) {
+  if (form == kQ4K) return pd.b[(g / 8) * 2 * kPanel + n] * (float)pd.s[g * 2 * kPanel + n];
+  if (form == kQ6K)
+    return pd.b[(g / 16) * kPanel + n] * (float)(int8_t)pd.s[g * kPanel + n];
+  return reinterpret_cast<const float*>(pd.s)[g * kPanel + n];
+}
+
+inline float bias_of(int form, const PanelData& pd, int g, int n) {
+  if (form == kQ4K)
+    return -(pd.b[(g / 8) * 2 * kPanel + kPanel + n] * (float)pd.s[g * 2 * kPanel + kPanel + n]);
+  if (form == kQ6K) return scale_of(form, pd, g, n) * -32.f;
+  return pd.b[g * kPanel + n];
 }
 
 // ---------------------------------------------------------------- portable ----
@@ -43,33 +59,37 @@ void panel_portable(const PackedArgs& p, const Prep& x, int pn, int m0, int rows
   // subs: a block's sub-blocks with a scale of their own (2 for groups of 16)
   const int subs = p.group_size == 16 ? 2 : 1, width = 32 / subs;
   const int bpg = p.group_size >= 32 ? p.group_size / 32 : 1, BB = block_bytes(p.bits);
-  const auto [wb, sb, bb] = panel_at(p, x, pn, BB);
+  const PanelData pd = panel_at(p, x, pn, BB);
   for (int n = 0; n < kPanel && pn * kPanel + n < p.N; ++n)
     for (int m = m0; m < m0 + rows; ++m) {
       const int8_t* xq = x.q + (size_t)m * x.K;
       float acc = 0.f;
       for (int b = 0; b < x.blocks; ++b) {
-        const uint8_t* blk = wb + (size_t)b * BB;
+        const uint8_t* blk = pd.w + (size_t)b * BB;
         for (int sub = 0; sub < subs; ++sub) {
           int32_t sum = 0;
           for (int k = sub * width; k < (sub + 1) * width; ++k) {
             int q;
-            if (p.bits == 4) {
+            if (p.bits == 4 || p.bits == 6) {
               const int j = k / 8, i = k % 4, high = (k % 8) >= 4;
               const uint8_t byte = blk[j * 64 + 4 * n + i];
               q = high ? byte >> 4 : byte & 0x0f;
+              if (p.bits == 6) {
+                const int t = 2 * (j % 2) + high;
+                q |= ((blk[256 + (j / 2) * 64 + 4 * n + i] >> (2 * t)) & 3) << 4;
+              }
             } else {
               q = blk[(k / 4) * 64 + 4 * n + k % 4];
             }
             sum += q * xq[b * 32 + k];
           }
           const int g = subs == 2 ? 2 * b + sub : b / bpg;
-          const float f = sb[(size_t)g * kPanel + n] * x.d[(size_t)m * x.blocks + b];
+          const float f = scale_of(p.form, pd, g, n) * x.d[(size_t)m * x.blocks + b];
           acc = std::fma((float)sum, f, acc);
         }
       }
       for (int g = 0; g < x.groups; ++g)
-        acc = std::fma(bb[(size_t)g * kPanel + n], x.xs[(size_t)m * x.groups + g], acc);
+        acc = std::fma(bias_of(p.form, pd, g, n), x.xs[(size_t)m * x.groups + g], acc);
       p.y[(size_t)m * p.N + pn * kPanel + n] = acc;
     }
 }
@@ -85,26 +105,64 @@ inline int32_t x4(const int8_t* p) {
 }
 
 // ------------------------------------------------------------- AVX-512 VNNI ----
-template <int BITS, int R, int SUBS>
+template <int FORM>
+BC_AVX512VNNI inline __m512 scale16(const PanelData& pd, int g) {
+  if constexpr (FORM == kQ4K) {
+    const __m512i sc = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel)));
+    return _mm512_mul_ps(_mm512_loadu_ps(pd.b + (g / 8) * 2 * kPanel), _mm512_cvtepi32_ps(sc));
+  } else if constexpr (FORM == kQ6K) {
+    const __m512i sc = _mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * kPanel)));
+    return _mm512_mul_ps(_mm512_loadu_ps(pd.b + (g / 16) * kPanel), _mm512_cvtepi32_ps(sc));
+  } else {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(pd.s) + g * kPanel);
+  }
+}
+
+template <int FORM>
+BC_AVX512VNNI inline __m512 bias16(const PanelData& pd, int g) {
+  if constexpr (FORM == kQ4K) {
+    const __m512i m = _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel + kPanel)));
+    const __m512 dm =
+        _mm512_mul_ps(_mm512_loadu_ps(pd.b + (g / 8) * 2 * kPanel + kPanel), _mm512_cvtepi32_ps(m));
+    return _mm512_xor_ps(dm, _mm512_set1_ps(-0.f));  // -(dmin * m), as the decoder negates
+  } else if constexpr (FORM == kQ6K) {
+    return _mm512_mul_ps(scale16<FORM>(pd, g), _mm512_set1_ps(-32.f));
+  } else {
+    return _mm512_loadu_ps(pd.b + g * kPanel);
+  }
+}
+
+template <int BITS, int R, int SUBS, int FORM>
 BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0) {
   const int bpg = p.group_size >= 32 ? p.group_size / 32 : 1, BB = block_bytes(BITS);
-  const auto [wb, sb, bb] = panel_at(p, x, pn, BB);
+  const PanelData pd = panel_at(p, x, pn, BB);
   const int8_t* xq[R];
   for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
+  [[maybe_unused]] const __m512i bits45 = _mm512_set1_epi8(0x30);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  constexpr int steps = BITS == 4 ? 4 : 8, per_sub = steps / SUBS;
+  constexpr int steps = BITS == 8 ? 8 : 4, per_sub = steps / SUBS;
   for (int b = 0; b < x.blocks; ++b) {
-    const uint8_t* blk = wb + (size_t)b * BB;
+    const uint8_t* blk = pd.w + (size_t)b * BB;
     for (int sub = 0; sub < SUBS; ++sub) {
       __m512i ia[R];
       for (int r = 0; r < R; ++r) ia[r] = _mm512_setzero_si512();
       for (int j = sub * per_sub; j < (sub + 1) * per_sub; ++j) {
-        if constexpr (BITS == 4) {
+        if constexpr (BITS == 4 || BITS == 6) {
           const __m512i v = _mm512_loadu_si512(blk + 64 * j);
-          const __m512i lo = _mm512_and_si512(v, low4);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          __m512i lo = _mm512_and_si512(v, low4);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+          if constexpr (BITS == 6) {  // the high bit pairs into bits 4-5 (packed.h)
+            const __m512i hp = _mm512_loadu_si512(blk + 256 + 64 * (j / 2));
+            const __m512i hl = j % 2 ? hp : _mm512_slli_epi16(hp, 4);
+            const __m512i hh = j % 2 ? _mm512_srli_epi16(hp, 2) : _mm512_slli_epi16(hp, 2);
+            lo = _mm512_or_si512(lo, _mm512_and_si512(hl, bits45));
+            hi = _mm512_or_si512(hi, _mm512_and_si512(hh, bits45));
+          }
           for (int r = 0; r < R; ++r) {
             ia[r] = _mm512_dpbusd_epi32(ia[r], lo, _mm512_set1_epi32(x4(xq[r] + b * 32 + 8 * j)));
             ia[r] = _mm512_dpbusd_epi32(ia[r], hi,
@@ -117,7 +175,7 @@ BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0)
         }
       }
       const int g = SUBS == 2 ? 2 * b + sub : b / bpg;
-      const __m512 sv = _mm512_loadu_ps(sb + (size_t)g * kPanel);
+      const __m512 sv = scale16<FORM>(pd, g);
       for (int r = 0; r < R; ++r) {
         const __m512 f = _mm512_mul_ps(sv, _mm512_set1_ps(x.d[(size_t)(m0 + r) * x.blocks + b]));
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), f, acc[r]);
@@ -125,7 +183,7 @@ BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0)
     }
   }
   for (int g = 0; g < x.groups; ++g) {
-    const __m512 bv = _mm512_loadu_ps(bb + (size_t)g * kPanel);
+    const __m512 bv = bias16<FORM>(pd, g);
     for (int r = 0; r < R; ++r)
       acc[r] = _mm512_fmadd_ps(bv, _mm512_set1_ps(x.xs[(size_t)(m0 + r) * x.groups + g]), acc[r]);
   }
@@ -136,11 +194,11 @@ BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0)
 
 // -------------------------------------------------------------------- AVX2 ----
 // The integer sum of 4 products per lane, as vpdpbusd gives it: maddubs (pairs into int16,
-// no saturation: 4-bit q * 127 * 2 and 8-bit halves stay far below 32767) then madd.
+// no saturation: 6-bit q * 127 * 2 and 8-bit halves stay far below 32767) then madd.
 template <int BITS>
 BC_AVX2 inline __m256i dot4(__m256i w, __m256i xb) {
   const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (BITS == 4) {
+  if constexpr (BITS == 4 || BITS == 6) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w, xb), ones);
   } else {  // q = 16 hi + lo: a byte q up to 255 times 127 would saturate maddubs' pairs
     const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -152,31 +210,74 @@ BC_AVX2 inline __m256i dot4(__m256i w, __m256i xb) {
   }
 }
 
-template <int BITS, int R, int SUBS>
+// scale16 / bias16 for 8 lanes: half h of the panel
+template <int FORM>
+BC_AVX2 inline __m256 scale8(const PanelData& pd, int g, int h) {
+  if constexpr (FORM == kQ4K) {
+    const __m256i sc = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel + 8 * h)));
+    return _mm256_mul_ps(_mm256_loadu_ps(pd.b + (g / 8) * 2 * kPanel + 8 * h),
+                         _mm256_cvtepi32_ps(sc));
+  } else if constexpr (FORM == kQ6K) {
+    const __m256i sc = _mm256_cvtepi8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pd.s + g * kPanel + 8 * h)));
+    return _mm256_mul_ps(_mm256_loadu_ps(pd.b + (g / 16) * kPanel + 8 * h),
+                         _mm256_cvtepi32_ps(sc));
+  } else {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(pd.s) + g * kPanel + 8 * h);
+  }
+}
+
+template <int FORM>
+BC_AVX2 inline __m256 bias8(const PanelData& pd, int g, int h) {
+  if constexpr (FORM == kQ4K) {
+    const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+        reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel + kPanel + 8 * h)));
+    const __m256 dm = _mm256_mul_ps(_mm256_loadu_ps(pd.b + (g / 8) * 2 * kPanel + kPanel + 8 * h),
+                                    _mm256_cvtepi32_ps(m));
+    return _mm256_xor_ps(dm, _mm256_set1_ps(-0.f));
+  } else if constexpr (FORM == kQ6K) {
+    return _mm256_mul_ps(scale8<FORM>(pd, g, h), _mm256_set1_ps(-32.f));
+  } else {
+    return _mm256_loadu_ps(pd.b + g * kPanel + 8 * h);
+  }
+}
+
+template <int BITS, int R, int SUBS, int FORM>
 BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
   const int bpg = p.group_size >= 32 ? p.group_size / 32 : 1, BB = block_bytes(BITS);
-  const auto [wb, sb, bb] = panel_at(p, x, pn, BB);
+  const PanelData pd = panel_at(p, x, pn, BB);
   const int8_t* xq[R];
   for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
+  [[maybe_unused]] const __m256i bits45 = _mm256_set1_epi8(0x30);
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  constexpr int steps = BITS == 4 ? 4 : 8, per_sub = steps / SUBS;
+  constexpr int steps = BITS == 8 ? 8 : 4, per_sub = steps / SUBS;
   for (int b = 0; b < x.blocks; ++b) {
-    const uint8_t* blk = wb + (size_t)b * BB;
+    const uint8_t* blk = pd.w + (size_t)b * BB;
     for (int sub = 0; sub < SUBS; ++sub) {
       __m256i ia[R][2];
       for (int r = 0; r < R; ++r) ia[r][0] = ia[r][1] = _mm256_setzero_si256();
       for (int j = sub * per_sub; j < (sub + 1) * per_sub; ++j) {
         for (int h = 0; h < 2; ++h) {
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * j + 32 * h));
-          if constexpr (BITS == 4) {
-            const __m256i lo = _mm256_and_si256(v, low4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          if constexpr (BITS == 4 || BITS == 6) {
+            __m256i lo = _mm256_and_si256(v, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            if constexpr (BITS == 6) {
+              const __m256i hp = _mm256_loadu_si256(
+                  reinterpret_cast<const __m256i*>(blk + 256 + 64 * (j / 2) + 32 * h));
+              const __m256i hl = j % 2 ? hp : _mm256_slli_epi16(hp, 4);
+              const __m256i hh = j % 2 ? _mm256_srli_epi16(hp, 2) : _mm256_slli_epi16(hp, 2);
+              lo = _mm256_or_si256(lo, _mm256_and_si256(hl, bits45));
+              hi = _mm256_or_si256(hi, _mm256_and_si256(hh, bits45));
+            }
             for (int r = 0; r < R; ++r) {
               const __m256i xl = _mm256_set1_epi32(x4(xq[r] + b * 32 + 8 * j));
               const __m256i xh = _mm256_set1_epi32(x4(xq[r] + b * 32 + 8 * j + 4));
-              ia[r][h] = _mm256_add_epi32(ia[r][h], _mm256_add_epi32(dot4<4>(lo, xl), dot4<4>(hi, xh)));
+              ia[r][h] = _mm256_add_epi32(ia[r][h],
+                                          _mm256_add_epi32(dot4<BITS>(lo, xl), dot4<BITS>(hi, xh)));
             }
           } else {
             for (int r = 0; r < R; ++r)
@@ -187,7 +288,7 @@ BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
       }
       const int g = SUBS == 2 ? 2 * b + sub : b / bpg;
       for (int h = 0; h < 2; ++h) {
-        const __m256 sv = _mm256_loadu_ps(sb + (size_t)g * kPanel + 8 * h);
+        const __m256 sv = scale8<FORM>(pd, g, h);
         for (int r = 0; r < R; ++r) {
           const __m256 f = _mm256_mul_ps(sv, _mm256_set1_ps(x.d[(size_t)(m0 + r) * x.blocks + b]));
           acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), f, acc[r][h]);
@@ -197,7 +298,7 @@ BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
   }
   for (int g = 0; g < x.groups; ++g)
     for (int h = 0; h < 2; ++h) {
-      const __m256 bv = _mm256_loadu_ps(bb + (size_t)g * kPanel + 8 * h);
+      const __m256 bv = bias8<FORM>(pd, g, h);
       for (int r = 0; r < R; ++r)
         acc[r][h] = _mm256_fmadd_ps(
             bv, _mm256_set1_ps(x.xs[(size_t)(m0 + r) * x.groups + g]), acc[r][h]);
@@ -221,23 +322,23 @@ BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
 enum class Path { portable, avx2, avx512 };
 
 // One panel for rows [m0, m0 + rows): tiles of 8, 4, 2, 1 rows (AVX2: 2, 1).
-template <int BITS, int SUBS>
+template <int BITS, int SUBS, int FORM>
 void panel_rows_as(Path path, const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
 #ifdef BC_X86
   if (path == Path::avx512) {
     for (int m = m0, end = m0 + rows; m < end;) {
       const int left = end - m;
-      if (left >= 8) { panel_512<BITS, 8, SUBS>(p, x, pn, m); m += 8; }
-      else if (left >= 4) { panel_512<BITS, 4, SUBS>(p, x, pn, m); m += 4; }
-      else if (left >= 2) { panel_512<BITS, 2, SUBS>(p, x, pn, m); m += 2; }
-      else { panel_512<BITS, 1, SUBS>(p, x, pn, m); m += 1; }
+      if (left >= 8) { panel_512<BITS, 8, SUBS, FORM>(p, x, pn, m); m += 8; }
+      else if (left >= 4) { panel_512<BITS, 4, SUBS, FORM>(p, x, pn, m); m += 4; }
+      else if (left >= 2) { panel_512<BITS, 2, SUBS, FORM>(p, x, pn, m); m += 2; }
+      else { panel_512<BITS, 1, SUBS, FORM>(p, x, pn, m); m += 1; }
     }
     return;
   }
   if (path == Path::avx2) {
     for (int m = m0, end = m0 + rows; m < end;) {
-      if (end - m >= 2) { panel_avx2<BITS, 2, SUBS>(p, x, pn, m); m += 2; }
-      else { panel_avx2<BITS, 1, SUBS>(p, x, pn, m); m += 1; }
+      if (end - m >= 2) { panel_avx2<BITS, 2, SUBS, FORM>(p, x, pn, m); m += 2; }
+      else { panel_avx2<BITS, 1, SUBS, FORM>(p, x, pn, m); m += 1; }
     }
     return;
   }
@@ -247,11 +348,13 @@ void panel_rows_as(Path path, const PackedArgs& p, const Prep& x, int pn, int m0
 }
 
 void panel_rows(Path path, const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
+  if (p.form == kQ4K) return panel_rows_as<4, 1, kQ4K>(path, p, x, pn, m0, rows);
+  if (p.form == kQ6K) return panel_rows_as<6, 2, kQ6K>(path, p, x, pn, m0, rows);
   const bool four = p.bits == 4, g16 = p.group_size == 16;
-  if (four) g16 ? panel_rows_as<4, 2>(path, p, x, pn, m0, rows)
-                : panel_rows_as<4, 1>(path, p, x, pn, m0, rows);
-  else g16 ? panel_rows_as<8, 2>(path, p, x, pn, m0, rows)
-           : panel_rows_as<8, 1>(path, p, x, pn, m0, rows);
+  if (four) g16 ? panel_rows_as<4, 2, kAffine>(path, p, x, pn, m0, rows)
+                : panel_rows_as<4, 1, kAffine>(path, p, x, pn, m0, rows);
+  else g16 ? panel_rows_as<8, 2, kAffine>(path, p, x, pn, m0, rows)
+           : panel_rows_as<8, 1, kAffine>(path, p, x, pn, m0, rows);
 }
 
 Path pick(bool force_scalar) {
@@ -272,11 +375,24 @@ const char* packed_kernel_name(bool force_scalar) {
 void pack_block32(const uint8_t* q, int bits, int ln, uint8_t* blk) {
   if (bits == 8) {
     for (int j = 0; j < 8; ++j) std::memcpy(blk + j * 64 + 4 * ln, q + 4 * j, 4);
-  } else {  // byte j*64 + 4n + i = q[8j+i] | q[8j+4+i]<<4
-    for (int j = 0; j < 4; ++j) {
-      uint8_t* d = blk + j * 64 + 4 * ln;
-      for (int i = 0; i < 4; ++i) d[i] = (uint8_t)(q[8 * j + i] | (q[8 * j + 4 + i] << 4));
-    }
+    return;
+  }
+  // byte j*64 + 4n + i = q[8j+i] | q[8j+4+i]<<4 (the low nibbles of 6-bit values)
+  for (int j = 0; j < 4; ++j) {
+    uint8_t* d = blk + j * 64 + 4 * ln;
+    for (int i = 0; i < 4; ++i)
+      d[i] = (uint8_t)((q[8 * j + i] & 0x0f) | ((q[8 * j + 4 + i] & 0x0f) << 4));
+  }
+  if (bits == 6) {  // the high bit pairs: plane h, byte 4n + i, bits 2t (packed.h)
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 4; ++i) {
+        int byte = 0;
+        for (int t = 0; t < 4; ++t) {
+          const int j = 2 * h + t / 2, k = 8 * j + 4 * (t % 2) + i;
+          byte |= (q[k] >> 4) << (2 * t);
+        }
+        blk[256 + h * 64 + 4 * ln + i] = (uint8_t)byte;
+      }
   }
 }
 
@@ -300,15 +416,16 @@ void pack_row(const uint8_t* row, int K, int bits, int ln, uint8_t* panel) {
   }
 }
 
-void clear_last_panel(int N, int K, int group_size, int bits, uint8_t* wp, float* sp,
-                      float* bp) {
+void clear_last_panel(int N, int K, int group_size, int bits, uint8_t* wp, void* sp,
+                      float* bp, int form) {
   if (N % kPanel == 0) return;
-  const int P = panels(N), groups = K / group_size;
+  const int P = panels(N);
   const size_t panel_bytes = (size_t)(K / 32) * block_bytes(bits);
-  const size_t panel_scales = (size_t)groups * kPanel;
+  const size_t s_bytes = panel_scale_bytes(form, K, group_size);
+  const size_t b_count = panel_bias_count(form, K, group_size);
   std::memset(wp + (size_t)(P - 1) * panel_bytes, 0, panel_bytes);
-  std::fill(sp + (size_t)(P - 1) * panel_scales, sp + (size_t)P * panel_scales, 0.f);
-  std::fill(bp + (size_t)(P - 1) * panel_scales, bp + (size_t)P * panel_scales, 0.f);
+  std::memset(static_cast<uint8_t*>(sp) + (size_t)(P - 1) * s_bytes, 0, s_bytes);
+  std::fill(bp + (size_t)(P - 1) * b_count, bp + (size_t)P * b_count, 0.f);
 }
 
 void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp) {
@@ -435,8 +552,9 @@ void packed_run_experts(const float* x, int M, int X, int k, const uint32_t* idx
     const int rows = first_row[ch.expert + 1] - s0;
     PackedArgs pe = p;
     pe.w = p.w + (size_t)ch.expert * P * blocks * block_bytes(p.bits);
-    pe.s = p.s + (size_t)ch.expert * P * groups * kPanel;
-    pe.b = p.b + (size_t)ch.expert * P * groups * kPanel;
+    pe.s = static_cast<const uint8_t*>(p.s) +
+           (size_t)ch.expert * P * panel_scale_bytes(p.form, K, p.group_size);
+    pe.b = p.b + (size_t)ch.expert * P * panel_bias_count(p.form, K, p.group_size);
     pe.y = outs[ch.part] + (size_t)s0 * p.N;
     const Prep prep{qs + (size_t)s0 * K, ds + (size_t)s0 * blocks, xss + (size_t)s0 * groups,
                     rows, K, blocks, groups};

@@ -14,6 +14,21 @@
 // group g in order acc = fma(bias_g, d-weighted sum of x'_g, acc). No horizontal sums.
 // Groups of 16 (GGUF's Q6_K, Q2_K): each half of a block is a sum I of its own, fma'd with
 // its own group's scale, first half first; the bias term sums x' per 16.
+//
+// GGUF's K-quants held near their file's width (issue #48), each a form of its own whose
+// scales and biases the kernel forms from the file's parts, in float32, as gguf-py and
+// ggml_decode.cpp do (so the arithmetic above, and every output bit, is the affine form's):
+// - kQ4K (Q4_K, groups of 32, 4-bit values as above): per (panel, 32-block) a uint8 sub-scale
+//   sc and minimum m for each lane ("scales": (panels, K / 32, 32), sc in lanes 0-15, m in
+//   16-31), per (panel, 256-block) d and dmin ("biases": float32 (panels, K / 256, 32));
+//   scale = d * sc, bias = -(dmin * m). 4.75 bits a weight (file: 4.5).
+// - kQ6K (Q6_K, groups of 16, 6-bit values q in [0, 63]): per (panel, 32-block) the 4-bit
+//   layout above for the low nibbles (256 bytes) then 2 x 64 bytes of high bit pairs, byte
+//   4n + i of the h-th holding, in bits 2t and 2t + 1, the high bits of the value whose
+//   nibble sits in step j = 2h + t / 2, low (t even) or high (t odd) nibble; an int8 sc per
+//   (panel, 16-group, lane) ("scales": int8 (panels, K / 16, 16)), d per (panel, 256-block,
+//   lane) ("biases": float32 (panels, K / 256, 16)); scale = d * sc, bias = scale * -32.
+//   6.625 bits a weight (file: 6.5625).
 #pragma once
 
 #include <cstddef>
@@ -25,8 +40,29 @@
 namespace bc_native {
 
 constexpr int kPanel = 16;
+constexpr int kSuper = 256;  // a K-quant's super-block: the weights one d (and dmin) covers
+
+// The packed forms (above): MLX's affine scales and biases, or a K-quant's own parts.
+enum Form : int { kAffine = 0, kQ4K = 1, kQ6K = 2 };
 
 inline int panels(int N) { return (N + kPanel - 1) / kPanel; }
+// The bytes of "scales" and the floats of "biases" one panel of a form holds.
+inline size_t panel_scale_bytes(int form, int K, int group_size) {
+  if (form == kQ4K) return (size_t)(K / 32) * 2 * kPanel;
+  if (form == kQ6K) return (size_t)(K / 16) * kPanel;
+  return sizeof(float) * (K / group_size) * kPanel;
+}
+inline size_t panel_bias_count(int form, int K, int group_size) {
+  if (form == kQ4K) return (size_t)(K / kSuper) * 2 * kPanel;
+  if (form == kQ6K) return (size_t)(K / kSuper) * kPanel;
+  return (size_t)(K / group_size) * kPanel;
+}
+// What a form's weights, group and bits must be (false: not a form).
+inline bool form_layout(int form, int* group_size, int* bits) {
+  if (form == kQ4K) { *group_size = 32; *bits = 4; return true; }
+  if (form == kQ6K) { *group_size = 16; *bits = 6; return true; }
+  return form == kAffine;
+}
 inline size_t packed_weight_bytes(int N, int K, int bits) {
   return (size_t)panels(N) * kPanel * K * bits / 8;
 }
@@ -42,20 +78,21 @@ void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp);
 // panel's weights (`panel`: the panel's first byte).
 void pack_row(const uint8_t* row, int K, int bits, int ln, uint8_t* panel);
 
-// One 32-block of a row given as 32 values (one byte each, below 2^bits) into lane `ln` of
-// the panel's block at `blk`.
+// One 32-block of a row given as 32 values (one byte each, below 2^bits; bits 4, 6 or 8)
+// into lane `ln` of the panel's block at `blk`.
 void pack_block32(const uint8_t* q, int bits, int ln, uint8_t* blk);
 
 // Zeroes the last panel where N is not a whole number of panels (its rows past N).
-void clear_last_panel(int N, int K, int group_size, int bits, uint8_t* wp, float* sp,
-                      float* bp);
+void clear_last_panel(int N, int K, int group_size, int bits, uint8_t* wp, void* sp,
+                      float* bp, int form = kAffine);
 
 struct PackedArgs {
   const uint8_t* w;
-  const float* s;
-  const float* b;
+  const void* s;   // scales: float32 (kAffine), or the K-quant's sub-scales (bytes)
+  const float* b;  // biases (kAffine), or the K-quant's super-block d (and dmin)
   float* y;  // (M, N) row-major
   int N, K, group_size, bits;
+  int form = kAffine;
 };
 
 // y = x @ W.T for each part (all with x's K and group size); x (M, K) float32.

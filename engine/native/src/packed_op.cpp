@@ -21,6 +21,36 @@ void check(bool ok, const std::string& msg) {
   if (!ok) throw std::invalid_argument("packed_matvec: " + msg);
 }
 
+// The form's group size and bits agree with the call's (packed.h: a K-quant's are fixed).
+void check_form(int form, int group_size, int bits) {
+  int g = group_size, b = bits;
+  check(form_layout(form, &g, &b), "form must be 0 (affine), 1 (Q4_K) or 2 (Q6_K)");
+  check(g == group_size && b == bits,
+        form == kAffine ? "bits must be 4 or 8" : "a K-quant form's group size and bits are its own");
+  check(form != kAffine || bits == 4 || bits == 8, "bits must be 4 or 8");
+}
+
+// One packed (weights, scales, biases) of `rows` rows (a multiple of 16) for K and the form.
+void check_packed(const mx::array& w, const mx::array& sc, const mx::array& bi, int rows, int K,
+                  int group_size, int bits, int form, const std::string& what) {
+  const int P = rows / kPanel;
+  check(w.dtype() == mx::uint8 && w.ndim() == 2 && w.shape(0) == rows &&
+            w.shape(1) == K * bits / 8,
+        what + " weights do not match x's K, N or bits");
+  if (form == kAffine) {
+    check(sc.dtype() == mx::float32 && bi.dtype() == mx::float32 &&
+              sc.shape() == mx::Shape({P, K / group_size, kPanel}) && bi.shape() == sc.shape(),
+          what + " scales and biases do not match");
+    return;
+  }
+  check(K % kSuper == 0, "a K-quant form needs whole 256-blocks");
+  const int lanes = form == kQ4K ? 2 * kPanel : kPanel;
+  check(sc.dtype() == (form == kQ4K ? mx::uint8 : mx::int8) && bi.dtype() == mx::float32 &&
+            sc.shape() == mx::Shape({P, K / group_size, lanes}) &&
+            bi.shape() == mx::Shape({P, K / kSuper, lanes}),
+        what + " sub-scales and super-block scales do not match the form");
+}
+
 }  // namespace
 
 std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scales,
@@ -65,27 +95,21 @@ std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scale
 
 std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<mx::array>& packed,
                                           const std::vector<int>& ns, int group_size, int bits,
-                                          bool force_scalar, mx::StreamOrDevice s) {
+                                          bool force_scalar, int form, mx::StreamOrDevice s) {
   check(!packed.empty() && packed.size() == 3 * ns.size(),
         "packed must be (weights, scales, biases) for each N in ns");
   check(x.ndim() >= 1 && mx::issubdtype(x.dtype(), mx::floating), "x must be floating point");
-  check(bits == 4 || bits == 8, "bits must be 4 or 8");
   check(group_size == 16 || group_size == 32 || group_size == 64,
         "group_size must be 16, 32 or 64");
+  check_form(form, group_size, bits);
   const int K = x.shape(-1);
   check(K % group_size == 0, "x's last dimension must be a multiple of group_size");
   auto stream = mx::to_stream(s);
   check(stream.device == mx::Device::cpu, "runs on the CPU only");
   std::vector<mx::Shape> shapes;
   for (size_t i = 0; i < ns.size(); ++i) {
-    const auto &w = packed[3 * i], &sc = packed[3 * i + 1], &bi = packed[3 * i + 2];
-    check(w.dtype() == mx::uint8 && w.ndim() == 2 && w.shape(0) == panels(ns[i]) * kPanel &&
-              w.shape(1) == K * bits / 8,
-          "packed weights do not match x's K, N or bits (pack them with pack_quantized)");
-    check(sc.dtype() == mx::float32 && bi.dtype() == mx::float32 &&
-              sc.shape() == mx::Shape({panels(ns[i]), K / group_size, kPanel}) &&
-              bi.shape() == sc.shape(),
-          "packed scales and biases do not match");
+    check_packed(packed[3 * i], packed[3 * i + 1], packed[3 * i + 2], panels(ns[i]) * kPanel, K,
+                 group_size, bits, form, "packed");
     auto shape = x.shape();
     shape.back() = ns[i];
     shapes.push_back(std::move(shape));
@@ -94,7 +118,7 @@ std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<
   inputs.insert(inputs.end(), packed.begin(), packed.end());
   auto outs = mx::array::make_arrays(
       std::move(shapes), std::vector<mx::Dtype>(ns.size(), mx::float32),
-      std::make_shared<PackedMatvec>(stream, ns, group_size, bits, force_scalar),
+      std::make_shared<PackedMatvec>(stream, ns, group_size, bits, force_scalar, form),
       std::move(inputs));
   if (x.dtype() != mx::float32)
     for (auto& o : outs) o = mx::astype(o, x.dtype(), stream);
@@ -116,8 +140,8 @@ void PackedMatvec::eval_cpu(const std::vector<mx::array>& inputs,
     encoder.set_input_array(sc);
     encoder.set_input_array(bi);
     encoder.set_output_array(out);
-    parts.push_back({w.data<uint8_t>(), sc.data<float>(), bi.data<float>(), out.data<float>(),
-                     ns_[i], K, group_size_, bits_});
+    parts.push_back({w.data<uint8_t>(), sc.data<void>(), bi.data<float>(), out.data<float>(),
+                     ns_[i], K, group_size_, bits_, form_});
   }
   encoder.dispatch([x = x.data<float>(), M, parts = std::move(parts), scalar = force_scalar_]() {
     packed_run_many(x, M, parts, scalar);
@@ -131,7 +155,7 @@ void PackedMatvec::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array
 bool PackedMatvec::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const PackedMatvec&>(other);
   return ns_ == o.ns_ && group_size_ == o.group_size_ && bits_ == o.bits_ &&
-         force_scalar_ == o.force_scalar_;
+         force_scalar_ == o.force_scalar_ && form_ == o.form_;
 }
 
 std::vector<mx::Shape> PackedMatvec::output_shapes(const std::vector<mx::array>& inputs) {
@@ -194,7 +218,7 @@ std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array
                                              const std::vector<mx::array>& packed,
                                              const std::vector<int>& ns, int experts,
                                              int group_size, int bits, bool force_scalar,
-                                             mx::StreamOrDevice s) {
+                                             int form, mx::StreamOrDevice s) {
   check(!packed.empty() && packed.size() == 3 * ns.size(),
         "packed must be (weights, scales, biases) for each N in ns");
   check(x.ndim() == 3 && mx::issubdtype(x.dtype(), mx::floating), "x must be (M, X, K) floats");
@@ -203,9 +227,9 @@ std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array
         "indices must be (M, k) integers");
   const int k = indices.shape(1);
   check(x.shape(1) == 1 || x.shape(1) == k, "x's second axis must be 1 or k");
-  check(bits == 4 || bits == 8, "bits must be 4 or 8");
   check(group_size == 16 || group_size == 32 || group_size == 64,
         "group_size must be 16, 32 or 64");
+  check_form(form, group_size, bits);
   check(experts > 0, "experts must be positive");
   const int K = x.shape(-1);
   check(K % 32 == 0 && K % group_size == 0, "x's last dimension must be whole groups");
@@ -213,15 +237,9 @@ std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array
   check(stream.device == mx::Device::cpu, "runs on the CPU only");
   std::vector<mx::Shape> shapes;
   for (size_t i = 0; i < ns.size(); ++i) {
-    const auto &w = packed[3 * i], &sc = packed[3 * i + 1], &bi = packed[3 * i + 2];
-    const int P = panels(ns[i]);
-    check(w.dtype() == mx::uint8 && w.ndim() == 2 && w.shape(0) == experts * P * kPanel &&
-              w.shape(1) == K * bits / 8,
-          "packed experts do not match x's K, N, bits or the expert count (pack_experts)");
-    check(sc.dtype() == mx::float32 && bi.dtype() == mx::float32 &&
-              sc.shape() == mx::Shape({experts * P, K / group_size, kPanel}) &&
-              bi.shape() == sc.shape(),
-          "packed experts' scales and biases do not match");
+    check_packed(packed[3 * i], packed[3 * i + 1], packed[3 * i + 2],
+                 experts * panels(ns[i]) * kPanel, K, group_size, bits, form,
+                 "packed experts (pack_experts): the expert count or");
     shapes.push_back({x.shape(0), k, ns[i]});
   }
   std::vector<mx::array> inputs = {mx::astype(x, mx::float32, stream),
@@ -229,7 +247,8 @@ std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array
   inputs.insert(inputs.end(), packed.begin(), packed.end());
   auto outs = mx::array::make_arrays(
       std::move(shapes), std::vector<mx::Dtype>(ns.size(), mx::float32),
-      std::make_shared<PackedExpertsMatvec>(stream, ns, experts, group_size, bits, force_scalar),
+      std::make_shared<PackedExpertsMatvec>(stream, ns, experts, group_size, bits, force_scalar,
+                                            form),
       std::move(inputs));
   if (x.dtype() != mx::float32)
     for (auto& o : outs) o = mx::astype(o, x.dtype(), stream);
@@ -253,8 +272,8 @@ void PackedExpertsMatvec::eval_cpu(const std::vector<mx::array>& inputs,
     encoder.set_input_array(sc);
     encoder.set_input_array(bi);
     encoder.set_output_array(out);
-    parts.push_back({w.data<uint8_t>(), sc.data<float>(), bi.data<float>(), out.data<float>(),
-                     ns_[i], x.shape(-1), group_size_, bits_});
+    parts.push_back({w.data<uint8_t>(), sc.data<void>(), bi.data<float>(), out.data<float>(),
+                     ns_[i], x.shape(-1), group_size_, bits_, form_});
   }
   encoder.dispatch([x = x.data<float>(), idx = idx.data<uint32_t>(), M, X, k, E = experts_,
                     parts = std::move(parts), scalar = force_scalar_]() {
@@ -269,7 +288,7 @@ void PackedExpertsMatvec::eval_gpu(const std::vector<mx::array>&, std::vector<mx
 bool PackedExpertsMatvec::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const PackedExpertsMatvec&>(other);
   return ns_ == o.ns_ && experts_ == o.experts_ && group_size_ == o.group_size_ &&
-         bits_ == o.bits_ && force_scalar_ == o.force_scalar_;
+         bits_ == o.bits_ && force_scalar_ == o.force_scalar_ && form_ == o.form_;
 }
 
 std::vector<mx::Shape> PackedExpertsMatvec::output_shapes(const std::vector<mx::array>& inputs) {

@@ -19,9 +19,11 @@ std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scale
 
 // x @ W_i.T for each packed (weights, scales, biases) in `packed`, N_i = ns[i] outputs, in
 // one op: x (..., K) rounded to int8 once. Outputs float32 (..., N_i), x's dtype if other.
+// form: packed.h's Form of every weight (kQ4K: group 32, bits 4; kQ6K: group 16, bits 6).
 std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<mx::array>& packed,
                                           const std::vector<int>& ns, int group_size, int bits,
-                                          bool force_scalar = false, mx::StreamOrDevice s = {});
+                                          bool force_scalar = false, int form = 0,
+                                          mx::StreamOrDevice s = {});
 
 // pack_quantized for stacked experts: w (E, N, K * bits / 32), scales and biases (E, N,
 // K / group_size); each expert packed as one matrix, one after another: [weights uint8
@@ -38,18 +40,19 @@ std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array
                                              const std::vector<mx::array>& packed,
                                              const std::vector<int>& ns, int experts,
                                              int group_size, int bits, bool force_scalar = false,
-                                             mx::StreamOrDevice s = {});
+                                             int form = 0, mx::StreamOrDevice s = {});
 
 class PackedExpertsMatvec : public mx::Primitive {
  public:
   PackedExpertsMatvec(mx::Stream stream, std::vector<int> ns, int experts, int group_size,
-                      int bits, bool force_scalar)
+                      int bits, bool force_scalar, int form)
       : mx::Primitive(stream),
         ns_(std::move(ns)),
         experts_(experts),
         group_size_(group_size),
         bits_(bits),
-        force_scalar_(force_scalar) {}
+        force_scalar_(force_scalar),
+        form_(form) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
@@ -63,17 +66,19 @@ class PackedExpertsMatvec : public mx::Primitive {
   int group_size_;
   int bits_;
   bool force_scalar_;
+  int form_;
 };
 
 class PackedMatvec : public mx::Primitive {
  public:
   PackedMatvec(mx::Stream stream, std::vector<int> ns, int group_size, int bits,
-               bool force_scalar)
+               bool force_scalar, int form)
       : mx::Primitive(stream),
         ns_(std::move(ns)),
         group_size_(group_size),
         bits_(bits),
-        force_scalar_(force_scalar) {}
+        force_scalar_(force_scalar),
+        form_(form) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
@@ -86,6 +91,7 @@ class PackedMatvec : public mx::Primitive {
   int group_size_;
   int bits_;
   bool force_scalar_;
+  int form_;
 };
 
 }  // namespace bc_native
