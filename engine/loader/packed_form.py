@@ -11,10 +11,10 @@ that are *unevaluated* MLX views of the packed ones (a reshape, a transpose, a s
 `Prepacked`, not a parameter), and whoever evaluates the mlx-lm model's arrays (mlx-lm's own
 generators, tests, an export) gets the same bits the affine decoder gives, made then.
 
-Q4_K and Q6_K are packed in forms of their own, near their file's width (issue #48,
+Q4_K, Q5_K and Q6_K are packed in forms of their own, near their file's width (issue #48,
 src/packed.h): the file's sub-scales and super-block scales, whose products the kernel forms
 in float32 as gguf-py does. Their views compute those products in MLX (float32, one
-rounding each, the same bits), and Q6_K's 6-bit values are put back together as bytes.
+rounding each, the same bits), and Q5_K's / Q6_K's values are put back together as bytes.
 """
 
 from __future__ import annotations
@@ -27,17 +27,18 @@ import mlx.nn as nn
 PANEL = 16  # rows a panel (kPanel in packed.h)
 SUPER = 256  # a K-quant's super-block (kSuper)
 ATTR = "_batchchat_prepacked"  # the module attribute that holds a Prepacked
-# packed.h's Form: MLX's affine scales and biases, or Q4_K's / Q6_K's own parts
-AFFINE, Q4K, Q6K = 0, 1, 2
-_KERNEL_LAYOUT = {Q4K: (32, 4), Q6K: (16, 6)}  # a K form's (group size, bits) in the kernel
+# packed.h's Form: MLX's affine scales and biases, or Q4_K's / Q6_K's / Q5_K's own parts
+AFFINE, Q4K, Q6K, Q5K = 0, 1, 2, 3
+# a K form's (group size, bits) in the kernel
+_KERNEL_LAYOUT = {Q4K: (32, 4), Q6K: (16, 6), Q5K: (32, 5)}
 
 
 @dataclass(frozen=True, eq=False)
 class Prepacked:
     """The loader's packed triple for a module's weight: pack_quantized's (weights uint8
     (panels * 16, K * bits / 8), scales and biases float32 (panels, K / group, 16)), or a
-    K-quant's form (scales: its sub-scales, uint8 for Q4_K and int8 for Q6_K; biases: its
-    super-blocks' d (and dmin), float32; packed.h)."""
+    K-quant's form (scales: its sub-scales, uint8 for Q4_K / Q5_K (sc and m) and int8 for
+    Q6_K; biases: its super-blocks' d (and dmin), float32; packed.h)."""
 
     weight: mx.array
     scales: mx.array
@@ -48,8 +49,14 @@ class Prepacked:
 
     @property
     def form(self) -> int:
-        """packed.h's Form, told by the sub-scales' dtype (ggml_to_packed_arrays')."""
-        return {mx.uint8: Q4K, mx.int8: Q6K}.get(self.scales.dtype, AFFINE)
+        """packed.h's Form, told by the sub-scales' dtype (ggml_to_packed_arrays') and, for
+        Q4_K / Q5_K, the weights' bytes a row against the super-blocks' K."""
+        if self.scales.dtype == mx.int8:
+            return Q6K
+        if self.scales.dtype != mx.uint8:
+            return AFFINE
+        k = self.biases.shape[1] * SUPER
+        return Q5K if self.weight.shape[1] * 8 == 5 * k else Q4K
 
     def kernel_layout(self, group_size: int, bits: int) -> tuple[int, int]:
         """The (group size, bits) the packed kernel takes for this weight: a K form's own,
@@ -66,7 +73,7 @@ def _scale_parts(pk: Prepacked) -> list[mx.array]:
     """The arrays the scales and biases are made of, each (panels, 16, ...) lane-major
     (lazy transposes): affine [scales, biases]; Q4_K [sc, m, d, dmin]; Q6_K [sc, d]."""
     sub, sup = _lane_major(pk.scales), _lane_major(pk.biases)
-    if pk.form == Q4K:
+    if pk.form in (Q4K, Q5K):
         return [sub[:, :PANEL], sub[:, PANEL:], sup[:, :PANEL], sup[:, PANEL:]]
     return [sub, sup]
 
@@ -77,7 +84,7 @@ def _scales_biases(form: int, parts: list[mx.array]) -> tuple[mx.array, mx.array
     with one rounding each (the sub-scales are small integers: exact as floats)."""
     if form == AFFINE:
         return parts[0], parts[1]
-    if form == Q4K:  # groups of 32, 8 a super-block: d * sc and -(dmin * m)
+    if form in (Q4K, Q5K):  # groups of 32, 8 a super-block: d * sc and -(dmin * m)
         sc, m, d, dmin = parts
         return (mx.repeat(d, 8, axis=-1) * sc.astype(mx.float32),
                 -(mx.repeat(dmin, 8, axis=-1) * m.astype(mx.float32)))
@@ -106,6 +113,41 @@ def _six_bit_values(nib: mx.array, pairs: mx.array, k: int) -> mx.array:
     return (low | (high << 4)).reshape(*lead, k)
 
 
+def _five_bit_parts(w: mx.array, k: int) -> tuple[mx.array, mx.array]:
+    """Q5_K's packed bytes lane-major (packed.h): the low nibbles (panels, 16, blocks, j 4,
+    i 4) in the 4-bit layout and the high bits (panels, 16, blocks, i 4)."""
+    panels, blocks = w.shape[0] // PANEL, k // 32
+    blk = w.reshape(panels, blocks, 320)
+    nib = blk[..., :256].reshape(panels, blocks, 4, PANEL, 4).transpose(0, 3, 1, 2, 4)
+    bits = blk[..., 256:].reshape(panels, blocks, PANEL, 4).transpose(0, 2, 1, 3)
+    return nib, bits
+
+
+def _five_bit_values(nib: mx.array, bits: mx.array, k: int) -> mx.array:
+    """(..., K) uint8 values from `_five_bit_parts` (or rows of them): bit t of byte 4n + i
+    is the high bit of step j = t // 2, nibble t % 2."""
+    lead = nib.shape[:-3]
+    low = mx.stack([nib & 0x0F, nib >> 4], axis=-2)  # (..., blocks, j, half, i)
+    high = mx.stack([(bits >> t) & 1 for t in range(8)], axis=-2)  # (..., blocks, t, i)
+    high = high.reshape(*lead, k // 32, 4, 2, 4)
+    return (low | (high << 4)).reshape(*lead, k)
+
+
+# the forms whose values are put back as bytes: (their bits, parts, values)
+_BYTE_FORMS = {Q6K: (6, _six_bit_parts, _six_bit_values),
+               Q5K: (5, _five_bit_parts, _five_bit_values)}
+
+
+def _byte_values(pk: Prepacked, k: int, ids: mx.array | None = None) -> mx.array:
+    """A Q5_K / Q6_K weight's values, (panels, 16, K) or, for `ids`, (*ids.shape, K) uint8
+    (the rows' bytes gathered first: an embedding's lookup decodes only its rows)."""
+    _, split, join = _BYTE_FORMS[pk.form]
+    parts = split(pk.weight, k)
+    if ids is not None:
+        parts = tuple(_lanes(a, ids) for a in parts)
+    return join(*parts, k)
+
+
 def _rows(x: mx.array, n: int) -> mx.array:
     """(panels, 16, G) → (n, G): a panel's lanes as rows."""
     p, _, g = x.shape
@@ -117,14 +159,14 @@ def affine_views(pk: Prepacked, n: int, bits: int, scale_dtype: mx.Dtype
     """MLX's affine (weight uint32 (n, K * bits / 32), scales, biases (n, K / group)) as
     unevaluated views of the packed arrays: nothing is computed until someone evaluates
     them. Layout (packed.h): per panel and 32-block, 8-bit: byte 64j + 4·lane + i holds
-    q[4j + i]; 4-bit: byte 64j + 4·lane + i holds q[8j + i] low, q[8j + 4 + i] high (Q6_K:
-    their low nibbles, then the high bit pairs). `bits`: the module's (Q6_K's is 8)."""
+    q[4j + i]; 4-bit: byte 64j + 4·lane + i holds q[8j + i] low, q[8j + 4 + i] high (Q5_K,
+    Q6_K: their low nibbles, then the high bits). `bits`: the module's (8 for those two)."""
     w = pk.weight
     rows, width = w.shape
-    k = width * 8 // (6 if pk.form == Q6K else bits)
+    k = width * 8 // (_BYTE_FORMS[pk.form][0] if pk.form in _BYTE_FORMS else bits)
     panels, blocks = rows // PANEL, k // 32
-    if pk.form == Q6K:  # MLX's 8-bit form: a value a byte
-        q = _six_bit_values(*_six_bit_parts(w, k), k).reshape(panels * PANEL, k)[:n]
+    if pk.form in _BYTE_FORMS:  # MLX's 8-bit form: a value a byte
+        q = _byte_values(pk, k).reshape(panels * PANEL, k)[:n]
     elif bits == 8:
         q = w.reshape(panels, blocks, 8, PANEL, 4).transpose(0, 3, 1, 2, 4)
         q = q.reshape(panels * PANEL, k)[:n]
@@ -150,10 +192,10 @@ def lookup(pk: Prepacked, ids: mx.array, bits: int, scale_dtype: mx.Dtype
     the packed arrays: an embedding's lookup without its affine copy."""
     w = pk.weight
     rows, width = w.shape
-    k = width * 8 // (6 if pk.form == Q6K else bits)
+    k = width * 8 // (_BYTE_FORMS[pk.form][0] if pk.form in _BYTE_FORMS else bits)
     panels, blocks = rows // PANEL, k // 32
-    if pk.form == Q6K:  # the rows' bytes gathered first, then put together
-        q = _six_bit_values(*(_lanes(a, ids) for a in _six_bit_parts(w, k)), k)
+    if pk.form in _BYTE_FORMS:
+        q = _byte_values(pk, k, ids)
     elif bits == 8:
         q = _lanes(w.reshape(panels, blocks, 8, PANEL, 4).transpose(0, 3, 1, 2, 4), ids)
         q = q.reshape(*ids.shape, k)

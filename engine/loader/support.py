@@ -61,10 +61,10 @@ GGUF_KEPT_TYPES = {2: HeldType(4, 32, 2), 3: HeldType(4, 32, 2), 12: HeldType(4,
                    8: HeldType(8, 32, 2), 11: HeldType(8, 32, 2), 20: HeldType(8, 32, 2),
                    23: HeldType(8, 32, 4), 39: HeldType(8, 32, 2), 14: HeldType(8, 16, 4),
                    10: HeldType(4, 16, 4)}
-# Bits a weight in the native kernel's own forms for K-quants (packed.h: Q4_K 4-bit values,
-# uint8 sub-scale and minimum a 32, float32 d and dmin a 256; Q6_K 6-bit values, int8
+# Bits a weight in the native kernel's own forms for K-quants (packed.h: Q4_K / Q5_K 4- / 5-bit
+# values, uint8 sub-scale and minimum a 32, float32 d and dmin a 256; Q6_K 6-bit values, int8
 # sub-scale a 16, float32 d a 256); the other kept types: bits + float32 scale and bias.
-PACKED_BITS = {12: 4.75, 14: 6.625}
+PACKED_BITS = {12: 4.75, 13: 5.75, 14: 6.625}
 GGUF_FLOAT_TYPES = frozenset({0, 1, 30})  # F32, F16, BF16
 # gguf-py dequantizes these and nothing runs them quantized here: float32, said at load.
 GGUF_FLOAT32_TYPES = frozenset({16, 17, 18, 19, 21, 22, 29, 34, 35, 40})
@@ -173,7 +173,7 @@ def gguf_memory(weights_by_type: Mapping[int, int], *, layers: int, kv_heads: in
             continue
         if packed_copy:  # held once, packed: q as is, float32 scales and biases (stacked
             # experts too where the loader packs them; else MLX's arrays: about the same size),
-            # Q4_K and Q6_K in forms of their own (engine/native/src/packed.h)
+            # Q4_K, Q5_K and Q6_K in forms of their own (engine/native/src/packed.h)
             packed += n * PACKED_BITS.get(kind, held.bits + 64 / held.group) / 8
         else:
             weights += n * held.bits_per_weight / 8

@@ -1,9 +1,9 @@
-"""Issue #48 on whole models: a GGUF in Q4_K and Q6_K (a Q4_K_M-like mix: Q6_K for the
-embedding, attn_v and ffn_down) loads with its linears, embedding and experts in the packed
-kernel's K-quant forms (src/packed.h), gives the engine's logits and mlx-lm's arrays and
-logits bit for bit as a load that holds the affine form, and keeps the same-answer
-guarantee (batched, chunked, cached; the test of tests/engine/test_gguf_architectures.py
-run on these files).
+"""Issue #48 on whole models: a GGUF in Q4_K or Q5_K and Q6_K (a Q4_K_M- or Q5_K_M-like mix:
+Q6_K for the embedding, attn_v and ffn_down) loads with its linears, embedding and experts
+in the packed kernel's K-quant forms (src/packed.h), gives the engine's logits and mlx-lm's
+arrays and logits bit for bit as a load that holds the affine form, and keeps the
+same-answer guarantee (batched, chunked, cached; the test of
+tests/engine/test_gguf_architectures.py run on these files).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from mlx.utils import tree_flatten
 from engine import cache as kv
 from engine.loader import gguf as gguf_loader
 from engine.loader import load_model
-from engine.loader.packed_form import AFFINE, Q4K, Q6K, prepacked
+from engine.loader.packed_form import AFFINE, Q4K, Q5K, Q6K, prepacked
 from engine.model_runner import ModelRunner
 from tests.engine.test_gguf_architectures import (  # noqa: F401  (collected here too)
     test_the_same_answer_batched_chunked_and_cached,
@@ -36,42 +36,46 @@ MODELS = {
 }
 
 
-def _q4_k_m(name: str) -> T:
-    if name == "token_embd.weight" or ".attn_v." in name or ".ffn_down" in name:
-        return T.Q6_K
-    return T.Q4_K
+MIXES = {"Q4_K_M": (T.Q4_K, Q4K), "Q5_K_M": (T.Q5_K, Q5K)}  # the main type and its form
+FILES = [("llama", "Q4_K_M"), ("qwen3moe", "Q4_K_M"), ("llama", "Q5_K_M")]
 
 
-def _write(name: str, directory: Path) -> Path:
-    case = MODELS[name]
-    tensors, raw = quantize(gguf_tensors(case, build_model(case, seed=2)), T.Q4_K, seed=5,
-                            which=_q4_k_m)
+def _write(name: str, mix: str, directory: Path) -> Path:
+    case, main = MODELS[name], MIXES[mix][0]
+
+    def kind(tensor: str) -> T:
+        wide = tensor == "token_embd.weight" or ".attn_v." in tensor or ".ffn_down" in tensor
+        return T.Q6_K if wide else main
+
+    tensors, raw = quantize(gguf_tensors(case, build_model(case, seed=2)), main, seed=5,
+                            which=kind)
     # every matrix quantized (a float32 linear is another kernel: not what this tests)
     assert {n for n, w in tensors.items() if n not in raw and w.ndim >= 2} == set()
-    assert set(raw.values()) == {T.Q4_K, T.Q6_K}
-    return write_gguf(directory / f"{name}-kq.gguf", case, tensors, raw_types=raw)
+    assert set(raw.values()) == {main, T.Q6_K}
+    return write_gguf(directory / f"{name}-{mix}.gguf", case, tensors, raw_types=raw)
 
 
-@pytest.fixture(scope="module", params=sorted(MODELS))
+@pytest.fixture(scope="module", params=FILES, ids=[f"{n}-{m}" for n, m in FILES])
 def quantized(request, tmp_path_factory):
     """The same-answer test's model (its fixture's name)."""
-    return load_model(str(_write(request.param, tmp_path_factory.mktemp(request.param))))
+    return load_model(str(_write(*request.param, tmp_path_factory.mktemp(request.param[0]))))
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
-def test_k_forms_give_the_affine_loads_bits(name: str, tmp_path: Path,
+@pytest.mark.parametrize(("name", "mix"), FILES, ids=[f"{n}-{m}" for n, m in FILES])
+def test_k_forms_give_the_affine_loads_bits(name: str, mix: str, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _write(name, tmp_path)
+    path = _write(name, mix, tmp_path)
     one = load_model(str(path))
     monkeypatch.setattr(gguf_loader, "packs_weights", lambda cpu: False)
     two = load_model(str(path))  # the affine arrays, packed again by the engine
 
     forms = {p: prepacked(m).form for p, m in one.model.named_modules()
              if prepacked(m) is not None}
+    main = MIXES[mix][1]
     assert forms["model.embed_tokens"] == Q6K
-    assert {Q4K, Q6K} <= set(forms.values()) and AFFINE not in forms.values()
+    assert set(forms.values()) == {main, Q6K} and AFFINE not in forms.values()
     if name == "qwen3moe":
-        assert forms["model.layers.0.mlp.switch_mlp.up_proj"] == Q4K
+        assert forms["model.layers.0.mlp.switch_mlp.up_proj"] == main
         assert forms["model.layers.0.mlp.switch_mlp.down_proj"] == Q6K
 
     ids = [1, 40, 50, 60, 70, 80, 3, 5, 7, 200]

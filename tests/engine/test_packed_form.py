@@ -45,8 +45,8 @@ def _k(raw: np.ndarray, kind: T) -> int:
     return raw.shape[-1] // size * block
 
 
-# Q4_K and Q6_K are packed in forms of their own (tests/engine/test_packed_kquants.py)
-AFFINE_PACKED = [k for k in TYPES if k not in (T.Q4_K, T.Q6_K)]
+# Q4_K, Q5_K and Q6_K are packed in forms of their own (tests/engine/test_packed_kquants.py)
+AFFINE_PACKED = [k for k in TYPES if k not in (T.Q4_K, T.Q5_K, T.Q6_K)]
 
 
 @pytest.mark.parametrize("order", [False, True], ids=["in order", "rows reordered"])

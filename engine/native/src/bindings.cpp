@@ -128,10 +128,10 @@ NB_MODULE(_qmv, m) {
       },
       "type"_a, "src"_a, "N"_a, "K"_a, "order"_a = std::vector<int>(),
       "GGML blocks (a GGUF tensor's N x K weights) straight into the packed layout "
-      "[weights, scales, biases] (Q4_K, Q6_K: their own forms, ggml_packed_form); output row "
-      "n is source row order[n] (empty: n).");
+      "[weights, scales, biases] (Q4_K, Q5_K, Q6_K: their own forms, ggml_packed_form); output "
+      "row n is source row order[n] (empty: n).");
   m.def("ggml_packed_form", &bc_native::ggml_packed_form, "type"_a,
-        "The packed form a GGML type decodes into: 0 affine, 1 Q4_K's, 2 Q6_K's.");
+        "The packed form a GGML type decodes into: 0 affine, 1 Q4_K's, 2 Q6_K's, 3 Q5_K's.");
   m.def(
       "ggml_to_packed_many",
       [](std::vector<std::tuple<int, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>,

@@ -300,7 +300,7 @@ void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
 }
 
 int ggml_packed_form(int type) {
-  return type == Q4_K ? kQ4K : type == Q6_K ? kQ6K : kAffine;
+  return type == Q4_K ? kQ4K : type == Q5_K ? kQ5K : type == Q6_K ? kQ6K : kAffine;
 }
 
 void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t* order,
@@ -330,7 +330,7 @@ void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t*
       const uint8_t* x = src + r * row_in;
       for (long i = 0; i < blocks; ++i) {
         const uint8_t* blk = x + i * t.size;
-        if (form == kQ4K) {  // sc, m a 32-block; d, dmin a super-block (packed.h)
+        if (form == kQ4K || form == kQ5K) {  // sc, m a 32-block; d, dmin a super-block
           uint8_t sc[8], m[8];
           float d, dmin;
           k4_parts(type, blk, q, sc, m, &d, &dmin);

@@ -21,8 +21,8 @@ long ggml_row_bytes(int type, long K);
 void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
                     float* scales, float* biases);
 
-// The packed form (packed.h's Form) `type` is decoded into: kQ4K for Q4_K, kQ6K for Q6_K
-// (held near their file's width), kAffine for the others.
+// The packed form (packed.h's Form) `type` is decoded into: kQ4K, kQ5K, kQ6K for Q4_K, Q5_K,
+// Q6_K (held near their file's width), kAffine for the others.
 int ggml_packed_form(int type);
 
 // N rows of K weights of `type` straight into the packed layout of packed.h in the type's

@@ -19,8 +19,8 @@ std::vector<mx::array> ggml_to_affine_arrays(int type, const uint8_t* src, size_
 // N rows of K weights of GGML `type` straight into the packed layout (packed.h), output
 // row n is source row order[n] (empty: row n). Most types: pack_quantized's [weights uint8
 // (panels * 16, K * bits / 8), scales and biases float32 (panels, K / group, 16)], the same
-// arrays pack_quantized gives for ggml_to_affine_arrays' triple, with no affine copy. Q4_K
-// and Q6_K: their own forms (ggml_packed_form; the arrays' shapes and dtypes in packed.h).
+// arrays pack_quantized gives for ggml_to_affine_arrays' triple, with no affine copy. Q4_K,
+// Q5_K and Q6_K: their own forms (ggml_packed_form; the arrays' shapes and dtypes in packed.h).
 std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_t src_bytes,
                                              long N, long K, const std::vector<int>& order);
 

@@ -41,14 +41,14 @@ inline PanelData panel_at(const PackedArgs& p, const Prep& x, int pn, int block_
 
 // Group g's scale and bias of lane n, as ggml_decode.cpp (and gguf-py) compute them.
 inline float scale_of(int form, const PanelData& pd, int g, int n) {
-  if (form == kQ4K) return pd.b[(g / 8) * 2 * kPanel + n] * (float)pd.s[g * 2 * kPanel + n];
+  if (form == kQ4K || form == kQ5K) return pd.b[(g / 8) * 2 * kPanel + n] * (float)pd.s[g * 2 * kPanel + n];
   if (form == kQ6K)
     return pd.b[(g / 16) * kPanel + n] * (float)(int8_t)pd.s[g * kPanel + n];
   return reinterpret_cast<const float*>(pd.s)[g * kPanel + n];
 }
 
 inline float bias_of(int form, const PanelData& pd, int g, int n) {
-  if (form == kQ4K)
+  if (form == kQ4K || form == kQ5K)
     return -(pd.b[(g / 8) * 2 * kPanel + kPanel + n] * (float)pd.s[g * 2 * kPanel + kPanel + n]);
   if (form == kQ6K) return scale_of(form, pd, g, n) * -32.f;
   return pd.b[g * kPanel + n];
@@ -70,13 +70,15 @@ void panel_portable(const PackedArgs& p, const Prep& x, int pn, int m0, int rows
           int32_t sum = 0;
           for (int k = sub * width; k < (sub + 1) * width; ++k) {
             int q;
-            if (p.bits == 4 || p.bits == 6) {
+            if (p.bits == 4 || p.bits == 5 || p.bits == 6) {
               const int j = k / 8, i = k % 4, high = (k % 8) >= 4;
               const uint8_t byte = blk[j * 64 + 4 * n + i];
               q = high ? byte >> 4 : byte & 0x0f;
               if (p.bits == 6) {
                 const int t = 2 * (j % 2) + high;
                 q |= ((blk[256 + (j / 2) * 64 + 4 * n + i] >> (2 * t)) & 3) << 4;
+              } else if (p.bits == 5) {
+                q |= ((blk[256 + 4 * n + i] >> (2 * j + high)) & 1) << 4;
               }
             } else {
               q = blk[(k / 4) * 64 + 4 * n + k % 4];
@@ -107,7 +109,7 @@ inline int32_t x4(const int8_t* p) {
 // ------------------------------------------------------------- AVX-512 VNNI ----
 template <int FORM>
 BC_AVX512VNNI inline __m512 scale16(const PanelData& pd, int g) {
-  if constexpr (FORM == kQ4K) {
+  if constexpr (FORM == kQ4K || FORM == kQ5K) {
     const __m512i sc = _mm512_cvtepu8_epi32(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel)));
     return _mm512_mul_ps(_mm512_loadu_ps(pd.b + (g / 8) * 2 * kPanel), _mm512_cvtepi32_ps(sc));
@@ -122,7 +124,7 @@ BC_AVX512VNNI inline __m512 scale16(const PanelData& pd, int g) {
 
 template <int FORM>
 BC_AVX512VNNI inline __m512 bias16(const PanelData& pd, int g) {
-  if constexpr (FORM == kQ4K) {
+  if constexpr (FORM == kQ4K || FORM == kQ5K) {
     const __m512i m = _mm512_cvtepu8_epi32(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel + kPanel)));
     const __m512 dm =
@@ -142,7 +144,7 @@ BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0)
   const int8_t* xq[R];
   for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
-  [[maybe_unused]] const __m512i bits45 = _mm512_set1_epi8(0x30);
+  [[maybe_unused]] const __m512i bits45 = _mm512_set1_epi8(0x30), one8 = _mm512_set1_epi8(1);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   constexpr int steps = BITS == 8 ? 8 : 4, per_sub = steps / SUBS;
@@ -152,7 +154,7 @@ BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0)
       __m512i ia[R];
       for (int r = 0; r < R; ++r) ia[r] = _mm512_setzero_si512();
       for (int j = sub * per_sub; j < (sub + 1) * per_sub; ++j) {
-        if constexpr (BITS == 4 || BITS == 6) {
+        if constexpr (BITS == 4 || BITS == 5 || BITS == 6) {
           const __m512i v = _mm512_loadu_si512(blk + 64 * j);
           __m512i lo = _mm512_and_si512(v, low4);
           __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
@@ -162,6 +164,14 @@ BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0)
             const __m512i hh = j % 2 ? _mm512_srli_epi16(hp, 2) : _mm512_slli_epi16(hp, 2);
             lo = _mm512_or_si512(lo, _mm512_and_si512(hl, bits45));
             hi = _mm512_or_si512(hi, _mm512_and_si512(hh, bits45));
+          } else if constexpr (BITS == 5) {  // bits 2j and 2j + 1 of the plane into bit 4
+            // (16-bit shifts by at most 7: the other byte's bits never reach bit 0)
+            const __m512i hp = _mm512_loadu_si512(blk + 256);
+            const __m512i bl = _mm512_and_si512(_mm512_srl_epi16(hp, _mm_cvtsi32_si128(2 * j)), one8);
+            const __m512i bh =
+                _mm512_and_si512(_mm512_srl_epi16(hp, _mm_cvtsi32_si128(2 * j + 1)), one8);
+            lo = _mm512_or_si512(lo, _mm512_slli_epi16(bl, 4));
+            hi = _mm512_or_si512(hi, _mm512_slli_epi16(bh, 4));
           }
           for (int r = 0; r < R; ++r) {
             ia[r] = _mm512_dpbusd_epi32(ia[r], lo, _mm512_set1_epi32(x4(xq[r] + b * 32 + 8 * j)));
@@ -194,11 +204,11 @@ BC_AVX512VNNI void panel_512(const PackedArgs& p, const Prep& x, int pn, int m0)
 
 // -------------------------------------------------------------------- AVX2 ----
 // The integer sum of 4 products per lane, as vpdpbusd gives it: maddubs (pairs into int16,
-// no saturation: 6-bit q * 127 * 2 and 8-bit halves stay far below 32767) then madd.
+// no saturation: 5/6-bit q * 127 * 2 and 8-bit halves stay far below 32767) then madd.
 template <int BITS>
 BC_AVX2 inline __m256i dot4(__m256i w, __m256i xb) {
   const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (BITS == 4 || BITS == 6) {
+  if constexpr (BITS != 8) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w, xb), ones);
   } else {  // q = 16 hi + lo: a byte q up to 255 times 127 would saturate maddubs' pairs
     const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -213,7 +223,7 @@ BC_AVX2 inline __m256i dot4(__m256i w, __m256i xb) {
 // scale16 / bias16 for 8 lanes: half h of the panel
 template <int FORM>
 BC_AVX2 inline __m256 scale8(const PanelData& pd, int g, int h) {
-  if constexpr (FORM == kQ4K) {
+  if constexpr (FORM == kQ4K || FORM == kQ5K) {
     const __m256i sc = _mm256_cvtepu8_epi32(
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel + 8 * h)));
     return _mm256_mul_ps(_mm256_loadu_ps(pd.b + (g / 8) * 2 * kPanel + 8 * h),
@@ -230,7 +240,7 @@ BC_AVX2 inline __m256 scale8(const PanelData& pd, int g, int h) {
 
 template <int FORM>
 BC_AVX2 inline __m256 bias8(const PanelData& pd, int g, int h) {
-  if constexpr (FORM == kQ4K) {
+  if constexpr (FORM == kQ4K || FORM == kQ5K) {
     const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
         reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel + kPanel + 8 * h)));
     const __m256 dm = _mm256_mul_ps(_mm256_loadu_ps(pd.b + (g / 8) * 2 * kPanel + kPanel + 8 * h),
@@ -250,7 +260,7 @@ BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
   const int8_t* xq[R];
   for (int r = 0; r < R; ++r) xq[r] = x.q + (size_t)(m0 + r) * x.K;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  [[maybe_unused]] const __m256i bits45 = _mm256_set1_epi8(0x30);
+  [[maybe_unused]] const __m256i bits45 = _mm256_set1_epi8(0x30), one8 = _mm256_set1_epi8(1);
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   constexpr int steps = BITS == 8 ? 8 : 4, per_sub = steps / SUBS;
@@ -262,7 +272,7 @@ BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
       for (int j = sub * per_sub; j < (sub + 1) * per_sub; ++j) {
         for (int h = 0; h < 2; ++h) {
           const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * j + 32 * h));
-          if constexpr (BITS == 4 || BITS == 6) {
+          if constexpr (BITS == 4 || BITS == 5 || BITS == 6) {
             __m256i lo = _mm256_and_si256(v, low4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
             if constexpr (BITS == 6) {
@@ -272,6 +282,15 @@ BC_AVX2 void panel_avx2(const PackedArgs& p, const Prep& x, int pn, int m0) {
               const __m256i hh = j % 2 ? _mm256_srli_epi16(hp, 2) : _mm256_slli_epi16(hp, 2);
               lo = _mm256_or_si256(lo, _mm256_and_si256(hl, bits45));
               hi = _mm256_or_si256(hi, _mm256_and_si256(hh, bits45));
+            } else if constexpr (BITS == 5) {
+              const __m256i hp =
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 256 + 32 * h));
+              const __m256i bl =
+                  _mm256_and_si256(_mm256_srl_epi16(hp, _mm_cvtsi32_si128(2 * j)), one8);
+              const __m256i bh =
+                  _mm256_and_si256(_mm256_srl_epi16(hp, _mm_cvtsi32_si128(2 * j + 1)), one8);
+              lo = _mm256_or_si256(lo, _mm256_slli_epi16(bl, 4));
+              hi = _mm256_or_si256(hi, _mm256_slli_epi16(bh, 4));
             }
             for (int r = 0; r < R; ++r) {
               const __m256i xl = _mm256_set1_epi32(x4(xq[r] + b * 32 + 8 * j));
@@ -350,6 +369,7 @@ void panel_rows_as(Path path, const PackedArgs& p, const Prep& x, int pn, int m0
 void panel_rows(Path path, const PackedArgs& p, const Prep& x, int pn, int m0, int rows) {
   if (p.form == kQ4K) return panel_rows_as<4, 1, kQ4K>(path, p, x, pn, m0, rows);
   if (p.form == kQ6K) return panel_rows_as<6, 2, kQ6K>(path, p, x, pn, m0, rows);
+  if (p.form == kQ5K) return panel_rows_as<5, 1, kQ5K>(path, p, x, pn, m0, rows);
   const bool four = p.bits == 4, g16 = p.group_size == 16;
   if (four) g16 ? panel_rows_as<4, 2, kAffine>(path, p, x, pn, m0, rows)
                 : panel_rows_as<4, 1, kAffine>(path, p, x, pn, m0, rows);
@@ -382,6 +402,13 @@ void pack_block32(const uint8_t* q, int bits, int ln, uint8_t* blk) {
     uint8_t* d = blk + j * 64 + 4 * ln;
     for (int i = 0; i < 4; ++i)
       d[i] = (uint8_t)((q[8 * j + i] & 0x0f) | ((q[8 * j + 4 + i] & 0x0f) << 4));
+  }
+  if (bits == 5) {  // the high bits: byte 4n + i, bit t = 2j + half (packed.h)
+    for (int i = 0; i < 4; ++i) {
+      int byte = 0;
+      for (int t = 0; t < 8; ++t) byte |= ((q[8 * (t / 2) + 4 * (t % 2) + i] >> 4) & 1) << t;
+      blk[256 + 4 * ln + i] = (uint8_t)byte;
+    }
   }
   if (bits == 6) {  // the high bit pairs: plane h, byte 4n + i, bits 2t (packed.h)
     for (int h = 0; h < 2; ++h)

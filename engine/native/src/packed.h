@@ -29,6 +29,10 @@
 //   (panel, 16-group, lane) ("scales": int8 (panels, K / 16, 16)), d per (panel, 256-block,
 //   lane) ("biases": float32 (panels, K / 256, 16)); scale = d * sc, bias = scale * -32.
 //   6.625 bits a weight (file: 6.5625).
+// - kQ5K (Q5_K, as kQ4K with 5-bit values): per (panel, 32-block) the 4-bit layout of the
+//   low nibbles then 64 bytes of high bits, byte 4n + i holding in bit t the high bit of the
+//   value whose nibble sits in step j = t / 2, low (t even) or high (t odd) nibble.
+//   5.75 bits a weight (file: 5.5).
 #pragma once
 
 #include <cstddef>
@@ -43,17 +47,17 @@ constexpr int kPanel = 16;
 constexpr int kSuper = 256;  // a K-quant's super-block: the weights one d (and dmin) covers
 
 // The packed forms (above): MLX's affine scales and biases, or a K-quant's own parts.
-enum Form : int { kAffine = 0, kQ4K = 1, kQ6K = 2 };
+enum Form : int { kAffine = 0, kQ4K = 1, kQ6K = 2, kQ5K = 3 };
 
 inline int panels(int N) { return (N + kPanel - 1) / kPanel; }
 // The bytes of "scales" and the floats of "biases" one panel of a form holds.
 inline size_t panel_scale_bytes(int form, int K, int group_size) {
-  if (form == kQ4K) return (size_t)(K / 32) * 2 * kPanel;
+  if (form == kQ4K || form == kQ5K) return (size_t)(K / 32) * 2 * kPanel;
   if (form == kQ6K) return (size_t)(K / 16) * kPanel;
   return sizeof(float) * (K / group_size) * kPanel;
 }
 inline size_t panel_bias_count(int form, int K, int group_size) {
-  if (form == kQ4K) return (size_t)(K / kSuper) * 2 * kPanel;
+  if (form == kQ4K || form == kQ5K) return (size_t)(K / kSuper) * 2 * kPanel;
   if (form == kQ6K) return (size_t)(K / kSuper) * kPanel;
   return (size_t)(K / group_size) * kPanel;
 }
@@ -61,6 +65,7 @@ inline size_t panel_bias_count(int form, int K, int group_size) {
 inline bool form_layout(int form, int* group_size, int* bits) {
   if (form == kQ4K) { *group_size = 32; *bits = 4; return true; }
   if (form == kQ6K) { *group_size = 16; *bits = 6; return true; }
+  if (form == kQ5K) { *group_size = 32; *bits = 5; return true; }
   return form == kAffine;
 }
 inline size_t packed_weight_bytes(int N, int K, int bits) {
@@ -78,7 +83,7 @@ void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp);
 // panel's weights (`panel`: the panel's first byte).
 void pack_row(const uint8_t* row, int K, int bits, int ln, uint8_t* panel);
 
-// One 32-block of a row given as 32 values (one byte each, below 2^bits; bits 4, 6 or 8)
+// One 32-block of a row given as 32 values (one byte each, below 2^bits; bits 4, 5, 6 or 8)
 // into lane `ln` of the panel's block at `blk`.
 void pack_block32(const uint8_t* q, int bits, int ln, uint8_t* blk);
 

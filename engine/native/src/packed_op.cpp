@@ -24,7 +24,7 @@ void check(bool ok, const std::string& msg) {
 // The form's group size and bits agree with the call's (packed.h: a K-quant's are fixed).
 void check_form(int form, int group_size, int bits) {
   int g = group_size, b = bits;
-  check(form_layout(form, &g, &b), "form must be 0 (affine), 1 (Q4_K) or 2 (Q6_K)");
+  check(form_layout(form, &g, &b), "form must be 0 (affine), 1 (Q4_K), 2 (Q6_K) or 3 (Q5_K)");
   check(g == group_size && b == bits,
         form == kAffine ? "bits must be 4 or 8" : "a K-quant form's group size and bits are its own");
   check(form != kAffine || bits == 4 || bits == 8, "bits must be 4 or 8");
@@ -44,8 +44,9 @@ void check_packed(const mx::array& w, const mx::array& sc, const mx::array& bi, 
     return;
   }
   check(K % kSuper == 0, "a K-quant form needs whole 256-blocks");
-  const int lanes = form == kQ4K ? 2 * kPanel : kPanel;
-  check(sc.dtype() == (form == kQ4K ? mx::uint8 : mx::int8) && bi.dtype() == mx::float32 &&
+  const bool with_min = form == kQ4K || form == kQ5K;  // sc and m; d and dmin
+  const int lanes = with_min ? 2 * kPanel : kPanel;
+  check(sc.dtype() == (with_min ? mx::uint8 : mx::int8) && bi.dtype() == mx::float32 &&
             sc.shape() == mx::Shape({P, K / group_size, lanes}) &&
             bi.shape() == mx::Shape({P, K / kSuper, lanes}),
         what + " sub-scales and super-block scales do not match the form");

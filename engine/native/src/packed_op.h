@@ -19,7 +19,8 @@ std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scale
 
 // x @ W_i.T for each packed (weights, scales, biases) in `packed`, N_i = ns[i] outputs, in
 // one op: x (..., K) rounded to int8 once. Outputs float32 (..., N_i), x's dtype if other.
-// form: packed.h's Form of every weight (kQ4K: group 32, bits 4; kQ6K: group 16, bits 6).
+// form: packed.h's Form of every weight (kQ4K: group 32, bits 4; kQ6K: group 16, bits 6;
+// kQ5K: group 32, bits 5).
 std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<mx::array>& packed,
                                           const std::vector<int>& ns, int group_size, int bits,
                                           bool force_scalar = false, int form = 0,
