@@ -344,6 +344,12 @@ class ApiServer:
         # a model that reads text only: a 400 naming the first image part (#52)
         image_parts.refuse_if_text_only(parsed.messages, LocalBackend(target).sees_images,
                                         model)
+        if kind == "chat" and image_parts.has_images(body):
+            # the model's image processor (decode, resize) off the loop: the submit below
+            # finds its work done (engine/vision/prepared.py); a refusal is the 400 here
+            await asyncio.to_thread(LocalBackend(target).prompt_tokens, replace(
+                parsed, context_overflow=parsed.context_overflow
+                or self.config.context_overflow))
         async with self.answering(target, model, parsed, citations) as (choices, replies):
             if parsed.stream:
                 return await self._stream(request, choices, replies, parsed.include_usage, t0)

@@ -2,10 +2,10 @@
 its embeddings (the vision tower's pass), all through mlx-vlm's own code.
 
 `VisionTower.prepare` (at submit, on the caller's thread: the chat template, the processor's
-decoding and resizing) refuses what the processor cannot take with a reason;
-`VisionTower.embed` (at admission, on the engine thread) runs mlx-vlm's
-`get_input_embeddings`: the text embeddings with the image features merged at the image
-tokens.
+decoding and resizing, unless made off the loop just before: prepared.py) refuses what the
+processor cannot take with a reason; `VisionTower.embed` (at admission, on the engine
+thread) runs mlx-vlm's `get_input_embeddings`: the text embeddings with the image features
+merged at the image tokens.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import hashlib
 import io
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import mlx.core as mx
@@ -22,6 +22,7 @@ import mlx.nn as nn
 
 from ..errors import RequestRejected
 from .keys import image_ids
+from .prepared import PreparedPrompts
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,25 +46,45 @@ class VisionTower:
         self.processor = processor
         self.image_token_id = image_token_id
         self.tokenizer = getattr(processor, "tokenizer", processor)
+        self._prepared = PreparedPrompts()
 
     def prepare(self, messages: Sequence[Mapping[str, Any]], images: Sequence[bytes],
                 template_kwargs: Mapping[str, Any] | None = None) -> VisionPrompt:
         """The prompt of `messages` whose `{"type": "image"}` parts stand, in order, for
-        `images` (encoded files). RequestRejected names what is wrong."""
-        from mlx_vlm.utils import process_inputs
+        `images` (encoded files). RequestRejected names what is wrong. The processor's
+        work is kept for the last few prompts (prepared.py): asked again for the same
+        text and images (a submit after a count made off the loop), it is not redone."""
 
         parts = sum(1 for m in messages if isinstance(m.get("content"), list)
                     for p in m["content"] if isinstance(p, Mapping) and p.get("type") == "image")
         if parts != len(images):
             raise RequestRejected(f"the messages have {parts} image part(s) but "
                                   f"{len(images)} image(s) were given")
-        pictures = [_decoded(i, data) for i, data in enumerate(images)]
+        for i, data in enumerate(images):
+            if not isinstance(data, (bytes, bytearray)):
+                raise RequestRejected(f"image {i + 1}: expected the file's bytes, got "
+                                      f"{type(data).__name__}")
         try:
             text = self.tokenizer.apply_chat_template(
                 [dict(m) for m in messages], add_generation_prompt=True, tokenize=False,
                 **dict(template_kwargs or {}))
         except Exception as exc:  # noqa: BLE001 - a template that cannot take these parts
             raise RequestRejected(f"the chat template cannot place the images: {exc}") from None
+        digests = [hashlib.sha256(data).hexdigest() for data in images]
+        key = (text, *digests)
+        made = self._prepared.get(key)  # made off the loop before (prepared.py)
+        if made is None:
+            made = self._processed(text, images, digests)
+            self._prepared.put(key, made)
+        # lists of its own: a Sequence's prompt ids are its to keep
+        return replace(made, ids=list(made.ids), token_ids=list(made.token_ids))
+
+    def _processed(self, text: str, images: Sequence[bytes],
+                   digests: list[str]) -> VisionPrompt:
+        """The processor's work (decoding, resizing, patching): the slow part of prepare."""
+        from mlx_vlm.utils import process_inputs
+
+        pictures = [_decoded(i, data) for i, data in enumerate(images)]
         try:
             out = process_inputs(self.processor, prompts=[text], images=pictures)
         except Exception as exc:  # noqa: BLE001 - whatever the processor refuses
@@ -74,7 +95,6 @@ class VisionTower:
         # hands it: Gemma 3's merge reads it)
         arrays = {("mask" if k == "attention_mask" else k): v for k, v in out.items()
                   if k != "input_ids" and v is not None}
-        digests = [hashlib.sha256(data).hexdigest() for data in images]
         ids, end = self._keyed(token_ids, digests)
         if end == 0:
             raise RequestRejected("the model's processor put no image tokens in the prompt")
@@ -125,9 +145,6 @@ def _decoded(index: int, data: bytes) -> Any:
     taken as an error: ~89 M pixels), before the processor resizes it."""
     from PIL import Image
 
-    if not isinstance(data, (bytes, bytearray)):
-        raise RequestRejected(f"image {index + 1}: expected the file's bytes, got "
-                              f"{type(data).__name__}")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
