@@ -293,6 +293,15 @@ def softcap(x: mx.array, cap: float, *, force_scalar: bool = False,
     return _ext_or_raise().softcap(x, cap, force_scalar=scalar, stream=stream)
 
 
+def float_matmul(x: mx.array, w: mx.array, *, force_scalar: bool = False,
+                 stream: Any = None) -> mx.array:
+    """x @ w.T for float32 x (..., K) and w (N, K) in one CPU op, each output summed in one
+    fixed order (src/float_matmul.h): a row's bits do not depend on the other rows, and the
+    portable and AVX2 paths agree (BLAS picks another kernel for one row than for many)."""
+    scalar = force_scalar or not simd()
+    return _ext_or_raise().float_matmul(x, w, force_scalar=scalar, stream=stream)
+
+
 def gelu_tanh_mul(gate: mx.array, up: mx.array, *, force_scalar: bool = False,
                   stream: Any = None) -> mx.array:
     """nn.gelu_approx(gate) * up (Gemma's MLP) for float32 arrays of one shape, in one CPU

@@ -29,7 +29,7 @@ from ..cpu_options import CpuOptions
 from ..loader.ggml_modules import Group16Embedding, Group16Linear, dequantize_groups
 from ..loader.packed_form import AFFINE, lookup, prepacked
 from ..module_tree import replace
-from . import available, dequantize_f32, extension, simd, switch_layers
+from . import available, dequantize_f32, extension, float_layers, simd, switch_layers
 
 # The lm_head (49152 x 576, 8-bit) stays on the kernel longer: dequantizing it costs more
 # than the float32 matmul gains until ~128 rows.
@@ -203,7 +203,10 @@ def install(tree: nn.Module, options: CpuOptions) -> int:
                 (type(mod) is Group16Embedding and packs):
             return NativeQuantizedEmbedding(mod, max(max_rows, LM_HEAD_MIN_ROWS), options)
         # a MoE model's stacked experts, grouped by expert on the packed kernel
-        return switch_layers.engine_module(mod, options.scalar) if packs else None
+        if packs and (experts := switch_layers.engine_module(mod, options.scalar)):
+            return experts
+        # an unquantized linear (a GGUF's F32/F16/BF16 tensors): the fixed-order float kernel
+        return float_layers.engine_module(mod, options)
 
     count = replace(tree, native)
     _group_siblings(tree)

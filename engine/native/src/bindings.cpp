@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "attention_op.h"
+#include "float_matmul_op.h"
 #include "ggml_decode.h"
 #include "ggml_decode_op.h"
 #include "gelu_op.h"
@@ -77,6 +78,10 @@ NB_MODULE(_qmv, m) {
   m.def("gelu_tanh_mul", &bc_native::gelu_tanh_mul, "gate"_a, "up"_a, nb::kw_only(),
         "force_scalar"_a = false, "stream"_a = nb::none(),
         "nn.gelu_approx(gate) * up for float32 arrays, on the CPU.");
+  m.def("float_matmul", &bc_native::float_matmul, "x"_a, "w"_a, nb::kw_only(),
+        "force_scalar"_a = false, "stream"_a = nb::none(),
+        "x @ w.T for float32 x (..., K) and w (N, K), on the CPU, each output summed in one "
+        "order whatever the number of rows.");
   m.def("sample_tokens", &bc_native::sample_tokens, "logits"_a, "u"_a, "params"_a,
         nb::kw_only(), "stream"_a = nb::none(),
         "One token per row: mlx-lm's top-p, min-p and top-k filters, then the token where "
