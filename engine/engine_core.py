@@ -169,21 +169,23 @@ class EngineCore:
             seq.t_admit = now
             self._on_admit(seq)
         self.memory.start(admitted, lambda: kv.new_cache(self.model))
-        for seq in admitted:
-            if seq.vision is not None:
-                self._see(seq)
+        self._see_one()
         plan = self.scheduler.plan(len(self.batch), self.batch.has_interactive,
                                    self.batch.interactive_streaming_since)
         plan.rows, plan.t0 = list(self.batch.seqs), now
         plan.drafts = self._plan_drafts(plan)
         return plan
 
-    def _see(self, seq: Sequence) -> None:
-        """An admitted image request's vision-tower pass, as part of its prefill: its prompt's
-        embeddings, unless the prefix cache already holds every image token (a follow-up
-        about the same image: its tokens past the images are plain text)."""
-        if seq.num_cached >= seq.vision.images_end:
+    def _see_one(self) -> None:
+        """One admitted image request's vision-tower pass, as part of its prefill: its
+        prompt's embeddings (none is needed when the prefix cache holds every image token:
+        a follow-up about the same image). One a tick, first in line first: the decoding
+        rows wait for one pass at a time (two images admitted together stalled them for
+        both); the others' prompts wait in prefill meanwhile (Scheduler.plan skips them)."""
+        waiting = [s for s in self.scheduler.prefilling if s.awaits_vision]
+        if not waiting:
             return
+        seq = min(waiting, key=lambda s: (s.priority, s.t_submit))
         try:
             seq.prompt_embeddings = self.vision.embed(seq.vision)
         except Exception as exc:  # noqa: BLE001 - this request fails, the engine goes on

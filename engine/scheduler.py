@@ -224,7 +224,9 @@ class Scheduler:
         left = budget - decode_rows
         room = cfg.max_token_budget - decode_rows
         beyond_pace = False  # the tick is sized by a prompt's pace, not the allowance
-        order = sorted(self.prefilling, key=lambda s: (s.priority, s.t_submit))
+        # (an image request waits for its vision-tower pass: EngineCore runs one a tick)
+        order = sorted((s for s in self.prefilling if not s.awaits_vision),
+                       key=lambda s: (s.priority, s.t_submit))
         if interactive and decode_rows and order:
             # the first prompt in line keeps its pace (a long one does not crawl at 1.5x)
             first = order[0]

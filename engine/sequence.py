@@ -126,6 +126,13 @@ class Sequence:
             return None
         return self.prompt_embeddings[self.num_cached : self.num_cached + n]
 
+    @property
+    def awaits_vision(self) -> bool:
+        """An image request whose vision-tower pass has not run yet (and must: some image
+        token is not in its cache): none of its prompt is prefilled until it has."""
+        return (self.vision is not None and self.prompt_embeddings is None
+                and self.num_cached < self.vision.images_end)
+
     def past_images(self) -> None:
         """Let the embeddings go once every image token is prefilled: the prompt's other
         tokens are plain ids, looked up as in any text prompt (the same rows)."""

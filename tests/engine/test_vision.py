@@ -197,6 +197,33 @@ def test_several_answers_share_one_vision_pass(vlm_dir, monkeypatch):
     assert got[0] == got[1] and len(passes) == 1  # the follower reused the lead's prompt
 
 
+def test_one_vision_pass_a_tick(vlm_dir, monkeypatch):
+    """Two image requests admitted together: their vision-tower passes run on two ticks,
+    first in line first (the decoding rows wait for one at a time), and every answer is
+    the one given alone."""
+    engine = Engine.load(str(vlm_dir))
+    ticks, passes = [0], []
+    real = engine.vision.embed
+    monkeypatch.setattr(engine.vision, "embed",
+                        lambda p: passes.append((ticks[0], p.ids)) or real(p))
+    requests = [(chat("hello there"), None), (ask("what is it?"), [RED]),
+                (ask("and this?"), [GREEN])]
+    got: list[list[int]] = []
+    for messages, images in requests:
+        tokens: list[int] = []
+        engine.submit(messages=messages, params=GREEDY, images=images).listen(
+            lambda e, t=tokens: t.append(e.token) if e.token is not None else None)
+        got.append(tokens)
+    while engine.has_work():
+        engine.step()
+        ticks[0] += 1
+    assert [t for t, _ in passes] == [0, 1]
+    assert [ids for _, ids in passes] == [engine.vision.prepare(m, i).ids
+                                          for m, i in requests[1:]]
+    for request, tokens in zip(requests, got, strict=True):
+        assert tokens == answers(Engine.load(str(vlm_dir)), [request])[0]
+
+
 async def test_an_image_chat_s_kv_outlives_a_restart(vlm_dir, tmp_path, monkeypatch):
     first = ask("what is it?")
     saving = Engine.load(str(vlm_dir), config=EngineConfig(kv_disk_dir=str(tmp_path)))
