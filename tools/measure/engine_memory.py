@@ -45,14 +45,15 @@ async def session(args: argparse.Namespace) -> None:
     await engine.start()
     chats = [[{"role": "user", "content": f"Tell me a long story about topic number {i}, "
                "with many details."}] for i in range(args.chats)]
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
 
     def report(label: str) -> None:
         used, held = cpu_memory.heap_bytes() or (0, 0)
-        print(f"{label}: {time.monotonic() - t0:.0f} s, RSS {(resident_bytes() or 0) // MIB}"
+        print(f"{label}: {time.monotonic() - t0:.0f} s ({time.process_time() - c0:.0f} s of "
+              f"CPU), RSS {(resident_bytes() or 0) // MIB}"
               f" MiB, MLX live {mx.get_active_memory() // MIB} cache "
               f"{mx.get_cache_memory() // MIB} peak {mx.get_peak_memory() // MIB} MiB, glibc"
-              f" in use {used // MIB} freed held {held // MIB} MiB, given back while busy "
+              f" in use {used // MIB} freed held {held // MIB} MiB, given back (busy and idle) "
               f"{trims[0]}x ({trims[1] * 1000:.0f} ms)", flush=True)
 
     report("ready")
