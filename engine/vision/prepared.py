@@ -12,7 +12,9 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-KEPT = 4  # prompts: each holds its images' pixel arrays (a few MB for a tiled photo)
+# prompts: one made off the loop is asked for again at once (a count, then the send), so
+# two are enough, and each holds its images' pixel arrays (a tiled photo: tens of MB)
+KEPT = 2
 
 
 class PreparedPrompts:
