@@ -197,6 +197,27 @@ def test_several_answers_share_one_vision_pass(vlm_dir, monkeypatch):
     assert got[0] == got[1] and len(passes) == 1  # the follower reused the lead's prompt
 
 
+def test_the_processor_s_work_is_kept_for_the_submit(vlm_dir, monkeypatch):
+    """prompt_tokens made off the loop, then submit with the same prompt: the processor
+    runs once; another image or other words run it again; each
+    caller gets lists of its own."""
+    import mlx_vlm.utils
+
+    engine = Engine.load(str(vlm_dir))
+    real, runs = mlx_vlm.utils.process_inputs, []
+    monkeypatch.setattr(mlx_vlm.utils, "process_inputs",
+                        lambda *a, **k: runs.append(1) or real(*a, **k))
+    first = engine.prompt_tokens(ask("what is it?"), images=[RED])
+    stream = engine.submit(messages=ask("what is it?"), params=GREEDY, images=[RED])
+    assert len(runs) == 1 and stream.prompt_tokens == first
+    first.append(7)  # a caller's list is its own
+    assert engine.prompt_tokens(ask("what is it?"), images=[RED]) == stream.prompt_tokens
+    engine.prompt_tokens(ask("what is it?"), images=[GREEN])
+    engine.prompt_tokens(ask("what is that?"), images=[RED])
+    assert len(runs) == 3
+    run_to_end(engine)
+
+
 def test_one_vision_pass_a_tick(vlm_dir, monkeypatch):
     """Two image requests admitted together: their vision-tower passes run on two ticks,
     first in line first (the decoding rows wait for one at a time), and every answer is
