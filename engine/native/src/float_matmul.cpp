@@ -33,7 +33,8 @@ void block_scalar(const float* x, const float* w, float* y, int64_t N, int64_t K
 }
 
 #ifdef BC_X86
-// R rows x C outputs, each output its own 8-lane accumulator: the weight vector is loaded
+// R rows x C outputs (4 x 3: 12 accumulators, 3 weight vectors and one x vector fill the 16
+// registers), each output its own 8-lane accumulator: the weight vector is loaded
 // once for R rows and each x vector once for C outputs.
 template <int R, int C>
 BC_AVX2 inline void tile_avx2(const float* x, const float* w, float* y, int64_t N, int64_t K,
@@ -65,7 +66,7 @@ BC_AVX2 inline void tile_avx2(const float* x, const float* w, float* y, int64_t 
 template <int R>
 BC_AVX2 void rows_avx2(const float* x, const float* w, float* y, int64_t N, int64_t K,
                        int64_t m, int64_t n0, int64_t n1, __m256i mask, int64_t full) {
-  constexpr int C = R == 1 ? 4 : 2;
+  constexpr int C = R == 1 ? 4 : 3;
   int64_t n = n0;
   for (; n + C <= n1; n += C) tile_avx2<R, C>(x, w, y, N, K, m, n, mask, full);
   for (; n < n1; ++n) tile_avx2<R, 1>(x, w, y, N, K, m, n, mask, full);
