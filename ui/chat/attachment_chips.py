@@ -12,11 +12,13 @@ from pathlib import Path
 
 import shiboken6
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.attachments import Attachment, Refused, read_attachment
 from app.attachments.read import size_text
 from app.context import AppContext
+
+from .chip_row import ChipRow
 
 REMOVE_TIP = "Remove this file from the message"
 MAX_LABEL_PX = 300  # a refused chip's reason is cut here
@@ -88,37 +90,20 @@ class Chip(QWidget):
             self.style().polish(self)
 
 
-class AttachmentChips(QWidget):
+class AttachmentChips(ChipRow):
     """The draft's files. `changed` after a file is read, counted or removed."""
 
-    changed = Signal()
-
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("attachmentChips")
+        super().__init__("attachmentChips", parent)
         self.ctx = ctx
-        self.chips: list[Chip] = []
-        self._row = QHBoxLayout(self)
-        self._row.setContentsMargins(0, 0, 0, 4)
-        self._row.setSpacing(6)
-        self._row.addStretch(1)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self._tasks: set[asyncio.Future[None]] = set()
-        self.hide()
 
     def add_paths(self, paths: list[str | Path]) -> list[Chip]:
         """Chips for `paths`, each read (and counted) off the UI thread."""
         added = []
         for p in paths:
             chip = Chip(Path(p))
-            chip.removed.connect(self.remove)
-            self._row.insertWidget(self._row.count() - 1, chip)
-            self.chips.append(chip)
+            self._place(chip, self._read(chip))
             added.append(chip)
-            task = asyncio.ensure_future(self._read(chip))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        self.setVisible(bool(self.chips))
         return added
 
     async def _read(self, chip: Chip) -> None:
@@ -138,20 +123,6 @@ class AttachmentChips(QWidget):
                 chip.set_tokens(counts[0] if counts else None)
                 self.changed.emit()
 
-    def remove(self, chip: Chip) -> None:
-        if chip in self.chips:
-            self.chips.remove(chip)
-            chip.deleteLater()
-        self.setVisible(bool(self.chips))
-        self.changed.emit()
-
-    def clear(self) -> None:
-        for chip in list(self.chips):
-            self.chips.remove(chip)
-            chip.deleteLater()
-        self.hide()
-        self.changed.emit()
-
     def attachments(self) -> list[Attachment]:
         """The files read and given (refused and unread ones are not)."""
         return [c.item for c in self.chips if isinstance(c.item, Attachment)]
@@ -161,7 +132,3 @@ class AttachmentChips(QWidget):
         """A file is still being read, or counted and indexed."""
         return any(c.item is None or (isinstance(c.item, Attachment) and c.tokens is None
                                       and c.counting) for c in self.chips)
-
-    def detach(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()

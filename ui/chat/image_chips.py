@@ -10,11 +10,12 @@ from pathlib import Path
 
 import shiboken6
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.images import ImageData, ImageRefused, read_image
 from app.images.thumbnail import thumbnail_png
 
+from .chip_row import ChipRow
 from .image_views import ImageThumb, image_words
 
 CHIP_THUMB_PX = 36
@@ -84,22 +85,11 @@ class ImageChip(QWidget):
         self.setToolTip(f"{self.name}: {image_words(item)}")
 
 
-class ImageChips(QWidget):
+class ImageChips(ChipRow):
     """The draft's images. `changed` after one is read or removed."""
 
-    changed = Signal()
-
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("imageChips")
-        self.chips: list[ImageChip] = []
-        self._row = QHBoxLayout(self)
-        self._row.setContentsMargins(0, 0, 0, 4)
-        self._row.setSpacing(6)
-        self._row.addStretch(1)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self._tasks: set[asyncio.Future[None]] = set()
-        self.hide()
+        super().__init__("imageChips", parent)
 
     def add_paths(self, paths: list[str | Path]) -> list[ImageChip]:
         return [self._add(Path(p).name or str(p), Path(p)) for p in paths]
@@ -110,13 +100,7 @@ class ImageChips(QWidget):
 
     def _add(self, name: str, source: bytes | Path) -> ImageChip:
         chip = ImageChip(name)
-        chip.removed.connect(self.remove)
-        self._row.insertWidget(self._row.count() - 1, chip)
-        self.chips.append(chip)
-        task = asyncio.ensure_future(self._read(chip, source))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        self.show()
+        self._place(chip, self._read(chip, source))
         return chip
 
     async def _read(self, chip: ImageChip, source: bytes | Path) -> None:
@@ -125,20 +109,6 @@ class ImageChips(QWidget):
             chip.set_item(item)
             self.changed.emit()
 
-    def remove(self, chip: ImageChip) -> None:
-        if chip in self.chips:
-            self.chips.remove(chip)
-            chip.deleteLater()
-        self.setVisible(bool(self.chips))
-        self.changed.emit()
-
-    def clear(self) -> None:
-        for chip in list(self.chips):
-            self.chips.remove(chip)
-            chip.deleteLater()
-        self.hide()
-        self.changed.emit()
-
     def images(self) -> list[ImageData]:
         """The images read and given (refused and unread ones are not)."""
         return [c.item for c in self.chips if isinstance(c.item, ImageData)]
@@ -146,7 +116,3 @@ class ImageChips(QWidget):
     @property
     def reading(self) -> bool:
         return any(c.item is None for c in self.chips)
-
-    def detach(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
