@@ -8,54 +8,31 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 
-from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMessageBox, QWidget
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.bridge import EngineBridge
 from app.bridge.switch import Choice, Running
 
+from .finish_or_stop import FinishOrStopQuestion, them_they
 
-class UnloadQuestion(QMessageBox):
-    """Non-blocking (the app runs inside qasync's loop): `answer` is a future that gets
-    FINISH, STOP, or None for Cancel (also Esc or closing the box)."""
+
+class UnloadQuestion(FinishOrStopQuestion):
+    """Unload `model` while replies run on it?"""
 
     def __init__(self, model: str, running: Running, titles: Mapping[str, str],
                  parent: QWidget | None = None) -> None:
-        super().__init__(QMessageBox.Icon.Question, "BatchChat: unload model",
-                         f"Unload {model}?", QMessageBox.StandardButton.NoButton, parent)
-        self.setObjectName("unloadQuestion")
-        self.setTextFormat(Qt.TextFormat.PlainText)  # a model's name is never markup
-        question = self.findChild(QLabel, "qt_msgbox_label")
-        if question is not None:  # the question stands out, as the switch question's does
-            question.setStyleSheet("font-weight: bold")
-        them, they = ("it", "it ends") if running.total == 1 else ("them", "they end")
-        self.setInformativeText(
-            f"{running.describe(titles)}\n\n"
-            f"Let {them} finish: {model} writes {them} to the end, then it is unloaded.\n\n"
-            f"Stop {them}: {they} now; the text so far stays in the chat.\n\n"
-            "Replies on the other models go on either way.")
-        self.buttons = {
-            Choice.FINISH: self.addButton(f"Let {them} finish, then unload",
-                                          QMessageBox.ButtonRole.AcceptRole),
-            Choice.STOP: self.addButton(f"Stop {them} and unload",
-                                        QMessageBox.ButtonRole.DestructiveRole),
-            None: self.addButton("Cancel", QMessageBox.ButtonRole.RejectRole),
-        }
-        self.setDefaultButton(self.buttons[Choice.FINISH])  # type: ignore[arg-type]
-        self.setEscapeButton(self.buttons[None])
-        self.answer: asyncio.Future[Choice | None] = \
-            asyncio.get_event_loop().create_future()
-        self.buttonClicked.connect(self._clicked)
-        self.finished.connect(lambda _result: self._settle(None))  # Esc, closed
-        self.setWindowModality(Qt.WindowModality.WindowModal)
-        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-
-    def _clicked(self, button: QAbstractButton) -> None:
-        self._settle(next((c for c, b in self.buttons.items() if b is button), None))
-
-    def _settle(self, choice: Choice | None) -> None:
-        if not self.answer.done():
-            self.answer.set_result(choice)
+        them, they = them_they(running)
+        super().__init__(
+            object_name="unloadQuestion", title="BatchChat: unload model",
+            question=f"Unload {model}?",
+            explanation=(
+                f"{running.describe(titles)}\n\n"
+                f"Let {them} finish: {model} writes {them} to the end, then it is unloaded.\n\n"
+                f"Stop {them}: {they} now; the text so far stays in the chat.\n\n"
+                "Replies on the other models go on either way."),
+            finish=f"Let {them} finish, then unload", stop=f"Stop {them} and unload",
+            parent=parent)
 
 
 class ModelUnloader(QObject):
