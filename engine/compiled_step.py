@@ -70,9 +70,11 @@ class CompiledDecode:
     slot rows or a lone sequence's cache, from the compiled graph; the caches' buffers and
     lengths move on as the step built op by op would move them."""
 
-    def __init__(self, model: nn.Module, kernels: Callable[[], Any]) -> None:
+    def __init__(self, model: nn.Module, kernels: Callable[[], Any],
+                 view: Callable[[list[Any]], list[Any]] = lambda layers: layers) -> None:
         self.model = model
         self._kernels = kernels  # the engine's CPU kernels, active while a graph is traced
+        self._view = view  # the model's view of the layers (quantized KV: ModelRunner.view)
         self._step = mx.compile(self._pure_step)
         _LIVE.add(self)
         self.traces = 0  # graphs traced so far (one per shape)
@@ -98,7 +100,7 @@ class CompiledDecode:
         n = len(buffers) // 2
         width = min(b.shape[2] for b in buffers)
         layers = [_TracedLayer(buffers[i], buffers[n + i], lengths, width) for i in range(n)]
-        logits = self.model(tokens[:, None], cache=layers)[:, -1, :]
+        logits = self.model(tokens[:, None], cache=self._view(layers))[:, -1, :]
         return (logits, *[t.keys for t in layers], *[t.values for t in layers])
 
     def step(self, cache: list[Any], tokens: list[int] | mx.array) -> mx.array:

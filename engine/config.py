@@ -80,6 +80,10 @@ class EngineConfig:
     # may take (least recently used deleted first); None = not saved (engine/prefix_store.py)
     kv_disk_dir: str | None = None
     kv_disk_bytes: int = 4 << 30
+    # Bits a KV value is stored in (engine/kv_quant.py, docs/memory.md "KV bits"): None =
+    # the model's float dtype (today's path, untouched), 8 or 4 = quantized in groups along
+    # the head dimension, a float scale and bias a group; every cache follows it.
+    kv_bits: int | None = None
     # Speculative decoding (engine/speculation.py): "off", "ngram" (drafts looked up in
     # each row's own prompt and output, checked inside the batch's pass) or "draft:PATH"
     # (a smaller model with the same tokenizer drafts, engine/draft_model.py)
@@ -139,6 +143,9 @@ class EngineConfig:
         if self.kv_budget_bytes is not None and self.kv_budget_bytes <= 0:
             raise ValueError(
                 f"EngineConfig.kv_budget_bytes must be > 0, got {self.kv_budget_bytes}")
+        if self.kv_bits is not None and self.kv_bits not in (4, 8):
+            raise ValueError("EngineConfig.kv_bits must be None (float), 8 or 4, "
+                             f"got {self.kv_bits!r}")
         if self.whole_prompt_tokens < 0:
             raise ValueError("EngineConfig.whole_prompt_tokens must be >= 0, "
                              f"got {self.whole_prompt_tokens}")

@@ -26,6 +26,7 @@ import mlx.core as mx
 
 from . import native  # the extension itself loads lazily, at the first engine pass
 from .cpu_options import CpuOptions
+from .kv_quant import PackedLayer
 from .ragged_pass import RaggedLayer
 
 _DEFAULTS = CpuOptions()
@@ -174,17 +175,25 @@ def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
     def dispatch(queries: mx.array, keys: mx.array, values: mx.array, cache: Any,
                  scale: float, mask: Any, sinks: mx.array | None = None) -> mx.array:
         on = getattr(_state, "on", None)
+        packing = None
+        if isinstance(cache, PackedLayer):  # quantized KV (engine/kv_quant.py)
+            if keys.dtype == mx.uint8:
+                packing = cache.packing
+            cache = cache.inner
         if isinstance(cache, RaggedLayer):  # a tick's rows and chunks in one pass
-            return cache.attend(queries, scale, on.tiled_from, on.scalar)
+            return cache.attend(queries, scale, on.tiled_from, on.scalar, packing)
         usable = (on is not None and not hasattr(cache, "bits")
                   and queries.ndim == 4 and queries.shape[1] % keys.shape[1] == 0
                   and queries.dtype == mx.float32)
         # gpt-oss's sinks: the native kernel takes them (a key without a value a head)
         sunk = sinks is not None and sinks.shape == (queries.shape[1],)
-        if usable and on.attention and keys.dtype == mx.float32 and (sinks is None or sunk):
+        if usable and on.attention and (sinks is None or sunk) and (
+                keys.dtype == mx.float32 or packing is not None):
             return native.cache_attention(queries, keys, values, scale, mask,
                                           tiled_from=on.tiled_from, force_scalar=on.scalar,
-                                          sinks=sinks)
+                                          sinks=sinks, packing=packing)
+        if packing is not None:  # no native kernel for this call: the rows as floats
+            keys, values = packing.unpack(keys), packing.unpack(values)
         if usable and sinks is None and _fast(queries, queries.size // queries.shape[-1]
                                               * keys.shape[2]):
             return attention(queries, keys, values, scale, mask)

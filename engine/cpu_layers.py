@@ -130,6 +130,19 @@ def _is_mlx_lm_model(module: ModuleType) -> bool:
     return module.__name__.startswith("mlx_lm.models.")
 
 
+def reads_packed_kv(tree: nn.Module, options: CpuOptions) -> bool:
+    """Whether every attention of this model (each module holding a `rope`) runs through
+    the dispatcher with the native kernel on, which reads quantized KV rows as they are
+    stored (engine/kv_quant.py); otherwise (Gemma 2's attention of its own, a GPU) the
+    rows are dequantized for it."""
+    holders = {name.rsplit(".", 1)[0] for name, _ in tree.named_modules()
+               if name.rsplit(".", 1)[-1] == "rope" and "." in name}
+    modules = dict(tree.named_modules())
+    routed = [("scaled_dot_product_attention" in getattr(type(modules[n]), "routes", ()))
+              for n in holders if n in modules]
+    return bool(routed) and all(routed) and cpu_kernels.Pass(options).attention
+
+
 def supports_ragged(tree: nn.Module, options: CpuOptions) -> bool:
     """Whether this model's passes can lay a tick's rows and chunks end to end
     (engine/ragged_pass.py): installed here, attention on the dispatcher, every RoPE the

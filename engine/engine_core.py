@@ -52,23 +52,29 @@ class EngineCore:
         self.model = model
         self.vision = vision  # a VLM's image side (engine/vision/prompt.py); None: text only
         self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels,
-                                  compiled_decode=config.compiled_decode, cpu=config.cpu)
+                                  compiled_decode=config.compiled_decode, cpu=config.cpu,
+                                  kv_bits=config.kv_bits)
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
         self.scheduler = Scheduler(config, shared_passes=self.runner.shares_passes)
         self.stats = StatsCollector(config.stats_window_s, config.telemetry_size)
-        per_token = kv_memory.bytes_per_token(model)
+        float_per_token = kv_memory.bytes_per_token(model)
+        per_token = (float_per_token if self.runner.packing is None
+                     else kv_memory.bytes_per_token(model, self.runner.packing))
         fixed = kv.fixed_state(model)
         # A recurrent state (fixed) cannot be cut back: its entries are reused only whole
         prefix = (PrefixCache(whole_entries=fixed) if config.prefix_cache
                   and supports(kv.new_cache(model)) else None)
         # The disk store keeps plain KV only: a hybrid model's entries stay in memory
         store = (open_store(config.kv_disk_dir, model, self.runner.fast_cpu_kernels,
-                            config.kv_disk_bytes) if prefix is not None and not fixed else None)
+                            config.kv_disk_bytes, self.runner.packing)
+                 if prefix is not None and not fixed else None)
         # a recurrent state a sequence, counted in each running request's share
         per_sequence = kv_memory.state_bytes(model) if fixed else 0
+        # The default budget is the float KV's memory: quantized KV holds more tokens in it
+        # (the point of kv_bits), not the same tokens in less memory.
         budget = kv_memory.choose_budget(config.kv_budget_bytes, model, context_length,
-                                         config.max_concurrent, per_token, per_sequence)
+                                         config.max_concurrent, float_per_token, per_sequence)
         self.memory = KvPolicy(budget.nbytes, per_token, context_length, prefix, store,
                                basis=budget.basis, prefix_budget=budget.prefix_nbytes,
                                per_sequence=per_sequence)

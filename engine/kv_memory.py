@@ -30,6 +30,7 @@ from mlx.utils import tree_flatten
 from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
+from . import kv_quant
 from .kv_formula import (  # noqa: F401 - kv_memory's names since issue #28
     MEMORY_SHARE,
     MIN_DEFAULT_BUDGET,
@@ -39,6 +40,7 @@ from .kv_formula import (  # noqa: F401 - kv_memory's names since issue #28
     host_available_bytes,
     wanted_tokens,
 )
+from .kv_quant import KvPacking
 from .units import format_bytes
 
 
@@ -52,17 +54,32 @@ class KvBudget:
     basis: str
 
 
-def bytes_per_token(model: nn.Module) -> int:
+def bytes_per_token(model: nn.Module, packing: KvPacking | None = None) -> int:
     """KV bytes one more token adds to a sequence's cache (all layers, keys and values),
-    from the shapes a one-token forward pass leaves in a fresh cache."""
+    from the shapes a one-token forward pass leaves in a fresh cache; `packing`: with KV
+    quantized so (engine/kv_quant.py)."""
     probe = kv.new_cache(model)
-    model(mx.array([[0]]), cache=probe)
+    model(mx.array([[0]]), cache=kv_quant.wrap(probe, packing, fused=False))
     total = 0
     for layer in probe:
         for arr in (getattr(layer, "keys", None), getattr(layer, "values", None)):
             if isinstance(arr, mx.array):  # (batch, heads, positions, dim)
                 total += arr.shape[1] * arr.shape[3] * arr.dtype.size
     return max(total, 1)
+
+
+def kv_packing(model: nn.Module, bits: int | None) -> KvPacking | None:
+    """The quantized form of this model's KV at `bits` (None: float): groups that divide
+    every layer's key and value head size (from a one-token pass)."""
+    if bits is None:
+        return None
+    probe = kv.new_cache(model)
+    model(mx.array([[0]]), cache=probe)
+    dims = {arr.shape[3] for layer in probe for arr in (getattr(layer, "keys", None),
+                                                      getattr(layer, "values", None))
+            if isinstance(arr, mx.array)}
+    packings = {KvPacking.for_head(bits, d) for d in dims}
+    return min(packings, key=lambda p: p.group) if packings else None
 
 
 def state_bytes(model: nn.Module) -> int:

@@ -19,6 +19,7 @@ from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
 from .cache import LayerCaches
+from .kv_quant import KvPacking
 from .prefix_cache import PrefixCache, alias
 from .prefix_store import PrefixStore, fingerprint
 from .sequence import Sequence
@@ -34,7 +35,7 @@ def wants_kv(seq: Sequence) -> bool:
 
 
 def open_store(directory: str | None, model: nn.Module, fast_cpu_kernels: bool,
-               max_bytes: int) -> PrefixStore | None:
+               max_bytes: int, packing: KvPacking | None = None) -> PrefixStore | None:
     """The files that keep cached prefixes across restarts (None: no directory, or it
     cannot be used: an optional speed-up, so the engine runs without it)."""
     if not directory:
@@ -42,7 +43,7 @@ def open_store(directory: str | None, model: nn.Module, fast_cpu_kernels: bool,
     # The CPU kernels change the last bits of SiLU and softmax, hence of the KV.
     model_id = fingerprint(model, f"cpu_kernels={fast_cpu_kernels}")
     try:
-        return PrefixStore(Path(directory), model_id, max_bytes)
+        return PrefixStore(Path(directory), model_id, max_bytes, packing)
     except OSError as exc:
         log.warning("KV cache across restarts is off: cannot use %s: %s", directory, exc)
         return None

@@ -16,13 +16,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import mlx.core as mx
 import mlx.nn as nn
 
 from . import cache as kv
-from . import cpu_kernels, cpu_layers, cpu_memory, kv_memory, model_fixes, module_tree
+from . import cpu_kernels, cpu_layers, cpu_memory, kv_memory, kv_quant, model_fixes, module_tree
 from . import tick_passes as passes
 from .cache import LayerCaches
 from .compiled_step import CompiledDecode
@@ -45,13 +45,18 @@ DraftCheck = Literal["ragged", "alone", "padded"]
 
 class ModelRunner:
     def __init__(self, model: nn.Module, fast_cpu_kernels: bool = True,
-                 compiled_decode: bool = True, cpu: CpuOptions | None = None) -> None:
+                 compiled_decode: bool = True, cpu: CpuOptions | None = None,
+                 kv_bits: int | None = None) -> None:
         # The CPU switches: the same value the loader decided from (EngineConfig.cpu)
         self.cpu = cpu if cpu is not None else CpuOptions.from_env()
+        # Quantized KV (EngineConfig.kv_bits, engine/kv_quant.py): every pass's caches are
+        # seen through `view`, which packs the new keys and values; None: float, untouched
+        self.packing = kv_memory.kv_packing(model, kv_bits)
         # Copying a history into a batched prefill and back (2 x its KV) should cost at most
         # half the weight read of the pass it saves (group_prefill).
-        self.max_batched_history = (kv_memory.weights_bytes(model)
-                                    // (4 * kv_memory.bytes_per_token(model)))
+        per_token = (kv_memory.bytes_per_token(model) if self.packing is None
+                     else kv_memory.bytes_per_token(model, self.packing))
+        self.max_batched_history = kv_memory.weights_bytes(model) // (4 * per_token)
         # The engine's own modules over the same arrays (engine/module_tree.py), where its
         # kernels go; the loaded model and mlx / mlx-lm's classes stay untouched.
         self.model = model = module_tree.clone(model)
@@ -66,13 +71,16 @@ class ModelRunner:
             # engine.native (issue #19): a quantized model's linears on the native kernels
             layers.install(model, self.cpu)
         self.head = output_head(model)
+        # the native kernel reads the packed rows (else they are dequantized for attention)
+        self.fused_kv = (self.packing is not None and self.fast_cpu_kernels and on_cpu
+                         and cpu_layers.reads_packed_kv(model, self.cpu))
         self._ragged_model = (self.fast_cpu_kernels and self.head is not None
                               and not kv.windowed(model)  # its masks have no window
                               and cpu_layers.supports_ragged(model, self.cpu)
                               and self._ragged_agrees())
         # A batch's decode step from one compiled graph (engine/compiled_step.py): checked
         # with the native kernels, so only with them
-        self.compiled = (CompiledDecode(model, self._kernels)
+        self.compiled = (CompiledDecode(model, self._kernels, self.view)
                          if compiled_decode and self.fast_cpu_kernels and on_cpu
                          and self.cpu.native else None)
 
@@ -175,6 +183,11 @@ class ModelRunner:
                 and batch.can_verify_rows())
 
     # -- the calls --------------------------------------------------------------------------
+    def view(self, cache: list[Any]) -> list[Any]:
+        """The caches as the model's layers get them: as they are with float KV; behind
+        kv_quant.PackedLayer with quantized KV."""
+        return kv_quant.wrap(cache, self.packing, self.fused_kv)
+
     def _kernels(self) -> AbstractContextManager[None]:
         return cpu_kernels.active(self.cpu) if self.fast_cpu_kernels else nullcontext()
 
@@ -227,12 +240,12 @@ class ModelRunner:
         fed = {} if embeddings is None else {"input_embeddings": embeddings}
         with self._kernels():
             if positions is None:  # logits built lazily and never evaluated: not computed
-                self.model(inputs, cache=cache, **fed)
+                self.model(inputs, cache=self.view(cache), **fed)
                 return None
             if self.head is None:  # a model whose head is unknown: all positions' logits
-                full = self.model(inputs, cache=cache, **fed)
+                full = self.model(inputs, cache=self.view(cache), **fed)
                 return full[mx.array(rows), mx.array(positions)]
-            hidden = self.model.model(inputs, cache=cache, **fed)
+            hidden = self.model.model(inputs, cache=self.view(cache), **fed)
             return self.head(hidden[mx.array(rows), mx.array(positions)][:, None])[:, 0]
 
     def ragged(self, decode: LayerCaches | None, tokens: list[int],
@@ -283,7 +296,7 @@ class ModelRunner:
         try:
             with self._kernels():
                 hidden = self.model.model(mx.array([max(t, 0) for t in flat])[None],
-                                          cache=ragged.layers, **fed)
+                                          cache=self.view(ragged.layers), **fed)
                 out = self.head(hidden[0, mx.array(picks)][:, None])[:, 0] if picks else None
             mx.eval(ragged.cache_states() + ([] if out is None else [out]))
         except Exception:
@@ -350,7 +363,7 @@ class ModelRunner:
             return self.compiled.step(cache, tokens)
         inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens)
         with self._kernels():
-            return self.model(inputs[:, None], cache=cache)[:, -1, :]
+            return self.model(inputs[:, None], cache=self.view(cache))[:, -1, :]
 
 
 def output_head(model: nn.Module) -> Head | None:

@@ -9,6 +9,12 @@ another model, an unexpected shape) means it is ignored with a log line, and the
 is computed as usual; a file that cannot be read at all is renamed `<name>.corrupt` (one
 warning, not one at every start). A folder that cannot be written is said so once, by
 path; its files are still read, and nothing is saved. Engine-thread only.
+
+Quantized KV (EngineConfig.kv_bits, engine/kv_quant.py): a file's metadata says its form
+("kv": "float" or the packing's tag, format batchchat-kv-2; files of format 1 are float).
+A file in the engine's form loads as it is; a float file into a quantized engine is packed
+as it loads (old files still serve), a quantized file into an engine of another form is
+left for the engine that wrote it (as another model's).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 from mlx_lm.models.cache import load_prompt_cache, save_prompt_cache
 
 from .cache import LayerCaches
+from .kv_quant import KvPacking
 from .prefix_cache import cache_len, compacted
 from .prefix_cache import kv_only as supports  # a file holds plain KV only
 
@@ -39,7 +46,8 @@ log = logging.getLogger(__name__)
 SUFFIX = ".safetensors"
 PARTIAL = ".partial" + SUFFIX  # mlx names every file it saves *.safetensors
 CORRUPT = ".corrupt"  # appended to a file that cannot be read (out of the index's glob)
-FORMAT = "batchchat-kv-1"
+FORMAT = "batchchat-kv-2"  # 2: "kv" names the form (issue #54)
+FORMATS = ("batchchat-kv-1", FORMAT)  # 1: float KV, before the form was written
 
 
 def fingerprint(model: nn.Module, extra: str = "") -> str:
@@ -67,10 +75,18 @@ class SavedPrefix:
         return len(self.tokens)
 
 
+def kv_form(meta: dict[str, str]) -> str:
+    """A file's KV form from its metadata: "float" or a KvPacking tag."""
+    return meta.get("kv") or "float"
+
+
 class PrefixStore:
-    def __init__(self, directory: Path, model_id: str, max_bytes: int) -> None:
+    def __init__(self, directory: Path, model_id: str, max_bytes: int,
+                 packing: KvPacking | None = None) -> None:
         self.directory = directory
         self.model_id = model_id
+        self.packing = packing  # the engine's KV form (None: float)
+        self.form = packing.tag if packing is not None else "float"
         self.max_bytes = max_bytes
         self.saved: list[SavedPrefix] = []  # this model's files
         self.loads = self.saves = 0
@@ -95,10 +111,12 @@ class PrefixStore:
     def _index(self, path: Path) -> SavedPrefix | None:
         try:
             meta = _read_metadata(path)
-            if meta.get("format") != FORMAT:
+            if meta.get("format") not in FORMATS:
                 raise ValueError("not a BatchChat KV file")
             if meta.get("model") != self.model_id:
                 return None  # another model's: kept for it, unless space runs out
+            if kv_form(meta) not in (self.form, "float"):
+                return None  # another KV form's: kept for an engine of that form
             tokens = np.asarray(json.loads(meta["tokens"]), dtype=np.int32)
             if tokens.ndim != 1 or not tokens.size:
                 raise ValueError("no tokens")
@@ -142,10 +160,11 @@ class PrefixStore:
                 return True
         if not self.writable:
             return False
-        name = hashlib.sha256(self.model_id.encode() + tokens.tobytes()).hexdigest()[:24]
+        form = b"" if self.packing is None else self.form.encode()  # float: names as before
+        name = hashlib.sha256(self.model_id.encode() + form + tokens.tobytes()).hexdigest()[:24]
         path = self.directory / f"{name}{SUFFIX}"
         tmp = self.directory / f"{name}{PARTIAL}"
-        meta = {"format": FORMAT, "model": self.model_id,
+        meta = {"format": FORMAT, "model": self.model_id, "kv": self.form,
                 "tokens": json.dumps(tokens.tolist())}
         try:
             save_prompt_cache(str(tmp), compacted(cache, len(tokens)), meta)
@@ -160,7 +179,7 @@ class PrefixStore:
                 log.warning("could not save KV cache to %s: %s", path, exc)
             return False
         # Files holding a prefix of these tokens are covered by the new one.
-        for entry in [e for e in self.saved if e.num_tokens < len(tokens)
+        for entry in [e for e in self.saved if e.num_tokens < len(tokens) and e.path != path
                       and np.array_equal(tokens[: e.num_tokens], e.tokens)]:
             self._delete(entry)
         self.saved.append(SavedPrefix(path, tokens, path.stat().st_size, time.time()))
@@ -214,6 +233,12 @@ class PrefixStore:
             if meta.get("model") != self.model_id or not supports(cache) \
                     or cache_len(cache) != entry.num_tokens:
                 raise ValueError("its contents don't match its header")
+            if kv_form(meta) != self.form:  # float KV into a quantized engine: packed now
+                if kv_form(meta) != "float" or self.packing is None:
+                    raise ValueError(f"its KV form {kv_form(meta)} is not {self.form}")
+                for layer in cache:
+                    layer.keys = self.packing.pack(layer.keys)
+                    layer.values = self.packing.pack(layer.values)
             mx.eval([(layer.keys, layer.values) for layer in cache])
         except Exception as exc:  # noqa: BLE001 - any unreadable file is skipped, not fatal
             log.warning("ignoring KV cache file %s: %s", entry.path, exc)

@@ -167,24 +167,27 @@ class RaggedLayer:
         return keys, values
 
     def attend(self, queries: mx.array, scale: float, tiled_from: int,
-               force_scalar: bool = False) -> mx.array:
+               force_scalar: bool = False, packing: Any = None) -> mx.array:
         """Each segment's attention over its own keys, as a pass of its own would run it;
-        the outputs laid end to end again, (1, Hq, T, D)."""
+        the outputs laid end to end again, (1, Hq, T, D). `packing`: the keys are quantized
+        rows (engine/kv_quant.py), written so by the PackedLayer in front of this one."""
         p = self.ragged
         outs = []
         if self._slot_kv is not None:
             k, v = self._slot_kv
             q = queries.swapaxes(0, 2)[:p.rows]  # (rows, Hq, 1, D)
             out = native.cache_attention(q, k, v, scale, p.decode_mask, tiled_from=tiled_from,
-                                         force_scalar=force_scalar)
+                                         force_scalar=force_scalar, packing=packing)
             outs.append(out.swapaxes(0, 2))
         for (_, a, n), (k, v) in zip(p.drafted, self._draft_kv, strict=True):
             # a row's drafts over its row's keys: its input's and theirs are the last 1 + n
             outs.append(native.cache_attention(queries[:, :, a:a + n], k, v, scale,
                                                "causal" if n > 1 else None,
-                                               tiled_from=tiled_from, force_scalar=force_scalar))
+                                               tiled_from=tiled_from, force_scalar=force_scalar,
+                                               packing=packing))
         for (_, a, n), (k, v), mask in zip(p.segments, self._kv, p.masks, strict=True):
             outs.append(native.cache_attention(queries[:, :, a:a + n], k, v, scale, mask,
-                                               tiled_from=tiled_from, force_scalar=force_scalar))
+                                               tiled_from=tiled_from, force_scalar=force_scalar,
+                                               packing=packing))
         self._slot_kv, self._draft_kv, self._kv = None, [], []
         return outs[0] if len(outs) == 1 else mx.concatenate(outs, axis=2)

@@ -46,6 +46,8 @@ def engine_stats(core: EngineCore) -> EngineStats:
             peak_memory_bytes=mx.get_peak_memory(),
             uptime_s=now - st.t_start,
             kv_bytes_per_token=core.memory.per_token,
+            kv_bits=core.runner.packing.bits if core.runner.packing is not None else 0,
+            kv_tokens_per_mib=(1 << 20) / core.memory.per_token,
             kv_budget_bytes=core.memory.budget,
             kv_budget_basis=core.memory.basis,
             kv_prefix_budget_bytes=core.memory.prefix_budget,

@@ -143,6 +143,8 @@ class EngineStats:
     uptime_s: float
     # KV memory (engine/kv_memory.py) and conversation memory (engine/prefix_cache.py)
     kv_bytes_per_token: int = 0
+    kv_bits: int = 0  # bits a KV value is stored in: 0 = the model's float (EngineConfig.kv_bits)
+    kv_tokens_per_mib: float = 0.0  # tokens of KV one MiB holds (all layers), at kv_bits
     kv_budget_bytes: int = 0
     kv_budget_basis: str = ""  # how the budget was chosen: "default: ..." or "set: ..."
     kv_prefix_budget_bytes: int = 0  # the most cached prefixes keep, of kv_budget_bytes

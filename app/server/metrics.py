@@ -100,6 +100,10 @@ def _engine_lines(s: EngineStats) -> list[str]:
          "cached prefixes", s.kv_used_bytes),
         ("kv_cache_bytes_per_token", "gauge", "KV bytes one token takes (all layers)",
          s.kv_bytes_per_token),
+        ("kv_cache_tokens_per_mib", "gauge", "tokens of KV one MiB holds, at the engine's "
+         "KV bits", s.kv_tokens_per_mib),
+        ("kv_cache_bits", "gauge", "bits a KV value is stored in (0: the model's float)",
+         s.kv_bits),
         ("prefix_cache_bytes", "gauge", "KV held by cached prefixes", s.prefix_cached_bytes),
         ("prefix_cache_budget_bytes", "gauge", "the most KV cached prefixes keep, of the "
          "budget", s.kv_prefix_budget_bytes),

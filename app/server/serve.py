@@ -93,6 +93,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--kv-budget-mb", type=_mib, default=None,
                    help="KV cache memory for running requests and cached prefixes, in MiB "
                         "(default: sized from the machine's memory)")
+    p.add_argument("--kv-bits", type=int, choices=(16, 8, 4), default=16,
+                   help="bits a KV value is kept in: 16 = the model's float (default), 8 "
+                        "or 4 = quantized, about 3x or 6x the tokens a MiB on the CPU "
+                        "(docs/memory.md)")
     p.add_argument("--speculative", type=_speculative, default=speculative.DEFAULT,
                    metavar="off|ngram|draft:PATH",
                    help="speculative decoding: drafts checked inside the batch; ngram looks "
@@ -210,6 +214,8 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     settings: dict[str, int | str] = {"max_concurrent": args.max_concurrent,
                                       "max_queue": args.max_queue,
                                       "speculative": args.speculative}
+    if args.kv_bits != 16:
+        settings["kv_bits"] = args.kv_bits
     if args.kv_budget_mb is not None:  # else BATCHCHAT_KV_BUDGET_MB, else the default
         settings["kv_budget_bytes"] = max(1, int(args.kv_budget_mb * (1 << 20)))
     target = await asyncio.to_thread(load_target, source, **settings)
@@ -250,6 +256,8 @@ async def serve_several(args: argparse.Namespace, config: ServerConfig) -> int:
     settings: dict[str, int | str] = {"max_concurrent": args.max_concurrent,
                                       "max_queue": args.max_queue,
                                       "speculative": args.speculative}
+    if args.kv_bits != 16:
+        settings["kv_bits"] = args.kv_bits
     kv = max(1, int(args.kv_budget_mb * (1 << 20))) if args.kv_budget_mb else None
     budget = int(args.memory_budget_mb * (1 << 20)) if args.memory_budget_mb else None
     fleet = ModelManager(catalog, budget_bytes=budget, max_models=args.max_models,

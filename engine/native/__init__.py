@@ -195,7 +195,7 @@ def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: 
 def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: float,
                     mask: mx.array | str | None = None, *, force_scalar: bool = False,
                     tiled_from: int = -1, softcap: float = 0.0, sinks: mx.array | None = None,
-                    stream: Any = None) -> mx.array:
+                    packing: Any = None, stream: Any = None) -> mx.array:
     """``mx.fast.scaled_dot_product_attention`` for float32 queries (B, Hq, L, D) over
     keys/values (B, Hkv, T, D), in one CPU op: grouped heads share a pass over K and V,
     strided cache views are read in place. `mask`: None, "causal", or an array (bool:
@@ -208,6 +208,9 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
     `softcap` > 0: each score capped to softcap * tanh(score / softcap) before the mask
     (Gemma 2's attention logit soft-capping); not with an additive mask. `sinks` (Hq,):
     each head's logit joins its softmax's denominator as a key without a value (gpt-oss).
+
+    `packing` (engine/kv_quant.py KvPacking): keys and values are its packed uint8 rows,
+    dequantized a tile at a time inside the tiled kernel (every query count).
 
     Raises RuntimeError when the extension is not loaded (check `available()` first).
     """
@@ -223,7 +226,9 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
     scalar = force_scalar or not simd()
     return ext.cache_attention(queries, keys, values, arr, scale, kind,
                                 force_scalar=scalar, tiled_from=tiled_from, softcap=softcap,
-                                sinks=_NO_WEIGHT if sinks is None else sinks, stream=stream)
+                                sinks=_NO_WEIGHT if sinks is None else sinks,
+                                kv_bits=0 if packing is None else packing.bits,
+                                kv_group=0 if packing is None else packing.group, stream=stream)
 
 
 def extension_if_built() -> ModuleType | None:

@@ -99,6 +99,7 @@ def test_a_cut_copy_of_the_bundled_model_is_one_line_and_exit_1(tmp_path: Path) 
     (["--max-queue", "-5"], "argument --max-queue: must be at least 0, got -5"),
     (["--max-body-mb", "nan"], "argument --max-body-mb: must be a number > 0, got nan"),
     (["--kv-budget-mb", "0"], "argument --kv-budget-mb: must be a number > 0, got 0"),
+    (["--kv-bits", "5"], "argument --kv-bits: invalid choice: 5"),
     (["--speculative", "fast"], "argument --speculative: speculative decoding must be "
                                 "'off', 'ngram' or 'draft:PATH', got 'fast'"),
     (["--speculative", "draft:"], "argument --speculative: draft: needs the draft model's "

@@ -232,7 +232,33 @@ void task(const AttnArgs& a, int b, int g, bool simd) {
 
 }  // namespace
 
-void attention_run(const AttnArgs& a, bool force_scalar, int tiled_from) {
+void attention_run(const AttnArgs& in, bool force_scalar, int tiled_from) {
+  // Quantized KV takes the tiled kernel at every query count (one arithmetic); where it
+  // cannot run (no AVX2, or forced scalar), the rows are dequantized whole first.
+  if (in.kv_bits && !force_scalar && attention_tiled_run(in)) return;
+  std::vector<float> kf, vf;
+  AttnArgs a = in;
+  if (in.kv_bits) {
+    const size_t rows = (size_t)a.B * a.Hkv * a.T;
+    kf.resize(rows * a.D);
+    vf.resize(rows * a.D);
+    for (int b = 0; b < a.B; ++b)
+      for (int h = 0; h < a.Hkv; ++h)
+        for (int t = 0; t < a.T; ++t) {
+          const size_t at = (((size_t)b * a.Hkv + h) * a.T + t) * a.D;
+          dequantize_row(in.kq + b * in.ks[0] + h * in.ks[1] + t * in.ks[2], a.D, a.kv_bits,
+                         a.kv_group, kf.data() + at);
+          dequantize_row(in.vq + b * in.vs[0] + h * in.vs[1] + t * in.vs[2], a.D, a.kv_bits,
+                         a.kv_group, vf.data() + at);
+        }
+    a.k = kf.data();
+    a.v = vf.data();
+    a.ks[0] = a.vs[0] = (int64_t)a.Hkv * a.T * a.D;
+    a.ks[1] = a.vs[1] = (int64_t)a.T * a.D;
+    a.ks[2] = a.vs[2] = a.D;
+    a.kv_bits = 0;
+    tiled_from = 1;
+  }
   if (!force_scalar && tiled_from > 0 && a.L >= tiled_from && attention_tiled_run(a)) return;
   const bool simd = !force_scalar && cpu_has_avx2_fma() && a.D % 8 == 0;
   const long work = 2L * a.B * a.Hq * a.L * a.T * a.D;

@@ -38,7 +38,36 @@ struct AttnArgs {
   // Hq attention sinks or null: each query head's logit joins its softmax's denominator
   // as a key with no value (gpt-oss; mx.fast.scaled_dot_product_attention's `sinks`).
   const float* sinks = nullptr;
+  // Quantized KV (engine/kv_quant.py; EngineConfig.kv_bits): kv_bits 8 or 4 and k, v null;
+  // kq and vq then hold, per (batch row, head, position), a packed row of bytes: the
+  // D * kv_bits / 8 bytes of values (element e in byte e (8 bits) or in byte e / 2's low
+  // nibble when e is even, high when odd (4 bits)), D / kv_group float32 scales, then as
+  // many float32 biases (value = q * scale + bias). Strides in bytes. 0: float k and v.
+  int kv_bits = 0, kv_group = 0;
+  const uint8_t* kq = nullptr;
+  const uint8_t* vq = nullptr;
 };
+
+// One packed row (see AttnArgs.kq) as D floats: the one dequantization every path uses.
+inline void dequantize_row(const uint8_t* row, int D, int bits, int group, float* out) {
+  const int nw = D * bits / 8, groups = D / group;
+  for (int g = 0; g < groups; ++g) {
+    float scale, bias;
+    __builtin_memcpy(&scale, row + nw + 4 * g, 4);
+    __builtin_memcpy(&bias, row + nw + 4 * (groups + g), 4);
+    float* o = out + g * group;
+    if (bits == 8) {
+      const uint8_t* w = row + g * group;
+      for (int i = 0; i < group; ++i) o[i] = __builtin_fmaf((float)w[i], scale, bias);
+    } else {
+      const uint8_t* w = row + g * group / 2;
+      for (int i = 0; i < group; i += 2) {
+        o[i] = __builtin_fmaf((float)(w[i / 2] & 15), scale, bias);
+        o[i + 1] = __builtin_fmaf((float)(w[i / 2] >> 4), scale, bias);
+      }
+    }
+  }
+}
 
 // out = softmax(scale * q @ k.T + mask) @ v, in float32. A row with every key masked out
 // gives zeros. From `tiled_from` query positions on (0: never) the tiled kernel of

@@ -20,14 +20,22 @@ void check(bool ok, const std::string& msg) {
 mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
                           const mx::array& mask, float scale, int mask_kind, bool force_scalar,
                           int tiled_from, float softcap, const mx::array& sinks,
-                          mx::StreamOrDevice s) {
+                          int kv_bits, int kv_group, mx::StreamOrDevice s) {
   check(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-D");
-  check(q.dtype() == mx::float32 && k.dtype() == mx::float32 && v.dtype() == mx::float32,
-        "q, k and v must be float32");
+  const mx::Dtype kv_dtype = kv_bits ? mx::uint8 : mx::float32;
+  check(q.dtype() == mx::float32 && k.dtype() == kv_dtype && v.dtype() == kv_dtype,
+        "q must be float32, k and v float32 (uint8 with kv_bits)");
   const int B = q.shape(0), Hq = q.shape(1), L = q.shape(2), D = q.shape(3);
   const int Hkv = k.shape(1), T = k.shape(2);
-  check(k.shape() == v.shape() && k.shape(0) == B && k.shape(3) == D,
-        "k and v must have shape (B, Hkv, T, D) matching q");
+  int width = D;
+  if (kv_bits) {
+    check((kv_bits == 8 || kv_bits == 4) && (kv_group == 32 || kv_group == 64) &&
+              D % kv_group == 0,
+          "kv_bits must be 8 or 4, kv_group 32 or 64 dividing the head size");
+    width = D * kv_bits / 8 + 8 * (D / kv_group);
+  }
+  check(k.shape() == v.shape() && k.shape(0) == B && k.shape(3) == width,
+        "k and v must have shape (B, Hkv, T, D) matching q (packed rows with kv_bits)");
   check(Hkv > 0 && Hq % Hkv == 0, "query heads must be a multiple of key/value heads");
   check(mask_kind >= 0 && mask_kind <= 3, "mask_kind must be 0..3");
   check(mask_kind != 1 || L <= T, "a causal mask needs at most as many queries as keys");
@@ -49,7 +57,7 @@ mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::arra
   return mx::array({B, Hq, L, D}, mx::float32,
                    std::make_shared<CacheAttention>(stream, scale, mask_kind, force_scalar,
                                                     tiled_from < 0 ? kTiledFrom : tiled_from,
-                                                    softcap),
+                                                    softcap, kv_bits, kv_group),
                    std::move(inputs));
 }
 
@@ -66,8 +74,16 @@ void CacheAttention::eval_cpu(const std::vector<mx::array>& inputs, mx::array& o
   encoder.set_input_array(v);
   AttnArgs a;
   a.q = q.data<float>();
-  a.k = k.data<float>();
-  a.v = v.data<float>();
+  if (kv_bits_) {
+    a.kq = k.data<uint8_t>();
+    a.vq = v.data<uint8_t>();
+    a.k = a.v = nullptr;
+  } else {
+    a.k = k.data<float>();
+    a.v = v.data<float>();
+  }
+  a.kv_bits = kv_bits_;
+  a.kv_group = kv_group_;
   for (int i = 0; i < 3; ++i) {
     a.qs[i] = q.strides()[i];
     a.ks[i] = k.strides()[i];
@@ -108,7 +124,8 @@ void CacheAttention::eval_gpu(const std::vector<mx::array>&, mx::array&) {
 bool CacheAttention::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const CacheAttention&>(other);
   return scale_ == o.scale_ && mask_kind_ == o.mask_kind_ && force_scalar_ == o.force_scalar_ &&
-         tiled_from_ == o.tiled_from_ && softcap_ == o.softcap_;
+         tiled_from_ == o.tiled_from_ && softcap_ == o.softcap_ && kv_bits_ == o.kv_bits_ &&
+         kv_group_ == o.kv_group_;
 }
 
 std::vector<mx::Shape> CacheAttention::output_shapes(const std::vector<mx::array>& inputs) {

@@ -16,22 +16,26 @@ namespace mx = mlx::core;
 // softcap > 0: scores capped to softcap * tanh(s / softcap) before the mask (Gemma 2);
 // not with an additive mask (kind 3). sinks: (Hq,) logits that join each head's softmax
 // denominator as keys without values (gpt-oss), or a 0-size array for none.
+// kv_bits 8 or 4: k and v are uint8 (B, Hkv, T, W), packed rows of D values in groups of
+// kv_group (engine/kv_quant.py; attention.h AttnArgs.kq), read by the tiled kernel.
 mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
                           const mx::array& mask, float scale, int mask_kind,
                           bool force_scalar = false, int tiled_from = -1,
                           float softcap = 0.f, const mx::array& sinks = mx::zeros({0}, mx::float32),
-                          mx::StreamOrDevice s = {});
+                          int kv_bits = 0, int kv_group = 0, mx::StreamOrDevice s = {});
 
 class CacheAttention : public mx::UnaryPrimitive {
  public:
   CacheAttention(mx::Stream stream, float scale, int mask_kind, bool force_scalar,
-                 int tiled_from, float softcap = 0.f)
+                 int tiled_from, float softcap = 0.f, int kv_bits = 0, int kv_group = 0)
       : mx::UnaryPrimitive(stream),
         scale_(scale),
         mask_kind_(mask_kind),
         force_scalar_(force_scalar),
         tiled_from_(tiled_from),
-        softcap_(softcap) {}
+        softcap_(softcap),
+        kv_bits_(kv_bits),
+        kv_group_(kv_group) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
   void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
@@ -46,6 +50,8 @@ class CacheAttention : public mx::UnaryPrimitive {
   bool force_scalar_;
   int tiled_from_;  // query positions from which the tiled kernel runs; 0 never, -1 default
   float softcap_;   // 0: none
+  int kv_bits_;     // 0: float k and v; 8 or 4: packed rows
+  int kv_group_;
 };
 
 }  // namespace bc_native

@@ -202,7 +202,7 @@ BC_AVX2 inline void transpose_tile(const float* kbase, int64_t stride, int t0, i
 }
 
 struct Scratch {
-  std::vector<float> q, kt, s, o, m, l, corr;
+  std::vector<float> q, kt, s, o, m, l, corr, kf, vf;  // kf, vf: a quantized tile, as floats
   std::vector<const float*> vrow;
 };
 
@@ -270,13 +270,31 @@ BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int
     }
     ++t_end;
   }
-  const float* kbase = a.k + b * a.ks[0] + g * a.ks[1];
-  const float* vbase = a.v + b * a.vs[0] + g * a.vs[1];
+  const bool packed = a.kv_bits != 0;
+  const float* kbase = packed ? nullptr : a.k + b * a.ks[0] + g * a.ks[1];
+  const float* vbase = packed ? nullptr : a.v + b * a.vs[0] + g * a.vs[1];
+  if (packed) {
+    sc.kf.resize((size_t)kBk * D);
+    sc.vf.resize((size_t)kBk * D);
+  }
   for (int t0 = origin; t0 < t_end; t0 += kBk) {
     const int nk = std::min(kBk, t_end - t0);
-    transpose_tile(kbase, a.ks[2], t0, nk, D, kt);
-    for (int j = 0; j < kBk; ++j)
-      sc.vrow[j] = vbase + (int64_t)(t0 + std::min(j, nk - 1)) * a.vs[2];
+    if (packed) {  // the tile's rows as floats, then the float path's very steps
+      const uint8_t* kq = a.kq + b * a.ks[0] + g * a.ks[1];
+      const uint8_t* vq = a.vq + b * a.vs[0] + g * a.vs[1];
+      for (int j = 0; j < nk; ++j) {
+        dequantize_row(kq + (int64_t)(t0 + j) * a.ks[2], D, a.kv_bits, a.kv_group,
+                       sc.kf.data() + (size_t)j * D);
+        dequantize_row(vq + (int64_t)(t0 + j) * a.vs[2], D, a.kv_bits, a.kv_group,
+                       sc.vf.data() + (size_t)j * D);
+      }
+      transpose_tile(sc.kf.data(), D, 0, nk, D, kt);
+      for (int j = 0; j < kBk; ++j) sc.vrow[j] = sc.vf.data() + (size_t)std::min(j, nk - 1) * D;
+    } else {
+      transpose_tile(kbase, a.ks[2], t0, nk, D, kt);
+      for (int j = 0; j < kBk; ++j)
+        sc.vrow[j] = vbase + (int64_t)(t0 + std::min(j, nk - 1)) * a.vs[2];
+    }
     int r = 0;
     if (wide) {
       qk_tile512(q, kt, s, R, D);

@@ -61,7 +61,8 @@ NB_MODULE(_qmv, m) {
         "stream"_a = nb::none(), "scales * q + biases as a float32 (N, K) array, on the CPU.");
   m.def("cache_attention", &bc_native::cache_attention, "q"_a, "k"_a, "v"_a, "mask"_a,
         "scale"_a, "mask_kind"_a, nb::kw_only(), "force_scalar"_a = false,
-        "tiled_from"_a = -1, "softcap"_a = 0.f, "sinks"_a, "stream"_a = nb::none(),
+        "tiled_from"_a = -1, "softcap"_a = 0.f, "sinks"_a, "kv_bits"_a = 0,
+        "kv_group"_a = 0, "stream"_a = nb::none(),
         "softmax(scale * q @ k.T + mask) @ v over a KV cache, on the CPU (tiled for long "
         "queries from tiled_from positions; -1 default, 0 never).");
   m.def("rope", &bc_native::rope, "x"_a, "dims"_a, "traditional"_a, "scale"_a, "offset"_a,
