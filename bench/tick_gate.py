@@ -16,6 +16,8 @@ higher is better for tok/s and lower for s:
 - constrained: 16 rows of which 8 carry a JSON schema, step mode, 32 tokens: decode tok/s
   (median of 2).
 
+`--kv-bits 8` (or 4) runs the scenario with quantized KV (EngineConfig.kv_bits, issue #54).
+
 The scenarios are bench/scenarios.py's, bench/multiturn.py's, bench/speculative.py's
 prompts and bench/constrained.py's `run`, cut short.
 """
@@ -30,6 +32,7 @@ from typing import Any
 from engine.blas import ensure_fast_blas
 
 SCENARIOS = ("solo", "offline16", "chats", "burst", "hol", "spec_code", "constrained")
+_CONFIG: dict[str, Any] = {}  # every engine's extra settings (--kv-bits)
 
 
 def _engine(loaded: Any, eos: list[int] | None = None, **config: Any) -> Any:
@@ -39,7 +42,7 @@ def _engine(loaded: Any, eos: list[int] | None = None, **config: Any) -> Any:
     return Engine(loaded.model, loaded.tokenizer,
                   eos_token_ids=loaded.eos_token_ids if eos is None else eos,
                   context_length=loaded.context_length,
-                  config=EngineConfig(max_queue=4096, **config),
+                  config=EngineConfig(max_queue=4096, **(_CONFIG | config)),
                   description=getattr(loaded, "description", ""))
 
 
@@ -96,9 +99,13 @@ def _constrained(loaded: Any) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--kv-bits"] and len(args) > 1 and args[1] in ("8", "4"):
+        _CONFIG["kv_bits"] = int(args[1])
+        args = args[2:]
     if len(args) != 1 or args[0] not in SCENARIOS:
-        print(f"usage: python -m bench.tick_gate {{{','.join(SCENARIOS)}}}", file=sys.stderr)
+        print(f"usage: python -m bench.tick_gate [--kv-bits 8|4] {{{','.join(SCENARIOS)}}}",
+              file=sys.stderr)
         return 2
     name = args[0]
     ensure_fast_blas()

@@ -101,6 +101,9 @@ def test_the_native_kernel_reads_packed_rows(bits_, queries) -> None:
     ref = mx.fast.scaled_dot_product_attention(q, p.unpack(kp), p.unpack(vp), scale=0.125,
                                                mask=mask)
     assert mx.allclose(got, ref, rtol=1e-4, atol=1e-4).item()
+    # without the SIMD kernel (force_scalar): the rows dequantized whole, the same result
+    scalar = native.cache_attention(q, kp, vp, 0.125, mask, packing=p, force_scalar=True)
+    assert mx.allclose(scalar, got, rtol=1e-5, atol=1e-5).item()
     # one batch row alone gives that row's bits in the batch
     alone = native.cache_attention(q[1:], kp[1:], vp[1:], 0.125, mask, packing=p)
     assert mx.array_equal(alone, got[1:]).item()
