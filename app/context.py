@@ -55,6 +55,7 @@ class AppContext:
     def create(cls, settings: Settings | None = None,
                bridge: EngineBridge | None = None) -> AppContext:
         settings = settings or Settings.load()
-        if bridge is None:  # the local engine speculates as the settings say at each load
-            bridge = EngineBridge(default_loader(speculative=lambda: settings.speculative))
+        if bridge is None:  # the local engine speculates and keeps its KV as the settings say
+            bridge = EngineBridge(default_loader(speculative=lambda: settings.speculative,
+                                                 kv_bits=lambda: settings.kv_bits))
         return cls(settings, bridge)

@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.public import repair_text
 
+from . import kv_bits as kv
 from . import speculative as spec
 from .defaults import DEFAULT_PARAMS as DEFAULT_PARAMS
 from .defaults import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
@@ -83,6 +84,19 @@ class Settings:
         # default of this version, app/speculative.py); read when a model loads
         self.speculative_choice: str | None = None
         self.speculative_changed = Event()
+        # The KV cache's form (app/kv_bits.py): None = float, 8 or 4 bits; read when a
+        # model loads (Preferences)
+        self.kv_bits: int | None = kv.DEFAULT
+
+    def set_kv_bits(self, bits: int | None) -> bool:
+        """Choose the KV cache's form (ValueError for a bad one); saved; applies at the next
+        load. True if it changed."""
+        bits = kv.check(bits)
+        if bits == self.kv_bits:
+            return False
+        self.kv_bits = bits
+        self.save()
+        return True
 
     @property
     def speculative(self) -> str:
@@ -169,6 +183,11 @@ class Settings:
                 settings.speculative_choice = spec.check(data["speculative"])
             except ValueError as exc:  # a hand edit, or draft:PATH saved by another build
                 log.warning("ignoring the saved speculative setting: %s", exc)
+        if "kv_bits" in data:
+            try:
+                settings.kv_bits = kv.check(data["kv_bits"])
+            except ValueError as exc:  # a hand edit
+                log.warning("ignoring the saved KV cache setting: %s", exc)
         return settings
 
     def _set_aside(self, why: str) -> None:
@@ -232,6 +251,7 @@ class Settings:
         data["mcp_servers"] = [s.to_dict() for s in self.mcp_servers]
         if self.speculative_choice is not None:  # else the default follows new versions
             data["speculative"] = self.speculative_choice
+        data["kv_bits"] = self.kv_bits  # null: float
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(".tmp")

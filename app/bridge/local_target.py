@@ -249,19 +249,23 @@ def load_target(source: str, progress: ProgressFn | None = None,
 
 
 def default_loader(config: EngineConfig | None = None,
-                   speculative: Callable[[], str] | None = None) -> Loader:
+                   speculative: Callable[[], str] | None = None,
+                   kv_bits: Callable[[], int | None] | None = None) -> Loader:
     """The window's loader: 16 at once, chats' KV kept on disk across restarts;
-    `speculative()` (the app's setting, read at each load) sets EngineConfig.speculative."""
+    `speculative()` and `kv_bits()` (the app's settings, read at each load) set
+    EngineConfig.speculative and EngineConfig.kv_bits."""
     def load(source: str, progress: ProgressFn | None = None) -> Engine:
         from engine import Engine
 
-        return Engine.load(source, window_config(config, speculative), progress=progress)
+        return Engine.load(source, window_config(config, speculative, kv_bits),
+                           progress=progress)
 
     return load
 
 
 def window_config(config: EngineConfig | None = None,
-                  speculative: Callable[[], str] | None = None) -> EngineConfig:
+                  speculative: Callable[[], str] | None = None,
+                  kv_bits: Callable[[], int | None] | None = None) -> EngineConfig:
     """The EngineConfig the window's loader uses now (ValueError for a bad setting)."""
     from dataclasses import replace
 
@@ -270,7 +274,9 @@ def window_config(config: EngineConfig | None = None,
     from ..paths import kv_cache_dir
 
     base = config or EngineConfig(max_concurrent=16, kv_disk_dir=str(kv_cache_dir()))
-    return base if speculative is None else replace(base, speculative=speculative())
+    if speculative is not None:
+        base = replace(base, speculative=speculative())
+    return base if kv_bits is None else replace(base, kv_bits=kv_bits())
 
 
 def load_model(source: str) -> Any:

@@ -4,6 +4,7 @@ anything is saved."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtWidgets import (
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import kv_bits as kv
 from app.defaults import (
     DEFAULT_PARAMS,
     LABELS,
@@ -38,6 +40,12 @@ INTRO = ("New tabs start with these. Open tabs keep their own settings; their se
          "panel marks each value that differs from these with •.")
 PICK_PRESET = "Fill in from a preset…"
 REASONING_LABEL = "Reasoning models"
+KV_LABEL = "KV cache"
+KV_TIP = ("How each chat's keys and values are kept. 8-bit holds about twice the tokens of "
+          "float in the same memory (more chats or longer context) and measures level with "
+          "llama.cpp's q8_0; 4-bit about three times, with answers clearly further from "
+          "float's. Applies at the next model load: Save reloads the model now (running "
+          "replies are asked about first).")
 
 
 NUMBER_COLUMNS = 2  # the number settings side by side: the dialog fits a 600-pixel window
@@ -58,11 +66,13 @@ class PreferencesDialog(QDialog):
     """Shows the saved defaults; Save checks every value first and saves nothing (with the
     reason, at the field) when one cannot be a default."""
 
-    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: Settings, parent: QWidget | None = None,
+                 reload: Callable[[], object] | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Preferences")
         self.setObjectName("preferencesDialog")
         self.settings = settings
+        self._reload = reload  # loads the model serving now again (its switch question)
         layout = QVBoxLayout(self)
         heading = QLabel("Defaults for new tabs")
         heading.setObjectName("dialogHeading")
@@ -123,6 +133,7 @@ class PreferencesDialog(QDialog):
         self.overflow.changed.connect(lambda: self.show_error(None))
         form.addRow(LABELS["context_overflow"], self.overflow)
         layout.addLayout(form)
+        layout.addLayout(self._engine_rows())
 
         self.error = QLabel()
         self.error.setObjectName("errorLabel")
@@ -143,6 +154,32 @@ class PreferencesDialog(QDialog):
         layout.addWidget(buttons)
         self.fill(settings.defaults)
         self.resize(640, self.sizeHint().height())
+
+    def _engine_rows(self) -> QFormLayout:
+        """The engine's own settings: they apply at a model load, not to new tabs."""
+        heading = QLabel("Engine (applies at the next model load)")
+        heading.setObjectName("dialogHeading")
+        self.kv_bits = QComboBox()
+        self.kv_bits.setObjectName("kvBits")
+        for bits in kv.CHOICES:
+            self.kv_bits.addItem(kv.label(bits), bits)
+        self.kv_bits.setToolTip(KV_TIP)
+        hint = QLabel("8-bit: about twice the tokens a MiB")
+        hint.setObjectName("hintLabel")
+        hint.setToolTip(KV_TIP)
+        row = QGridLayout()
+        row.addWidget(self.kv_bits, 0, 0)
+        row.addWidget(hint, 0, 1)
+        row.setColumnStretch(1, 1)
+        form = QFormLayout()
+        form.addRow(heading)
+        form.addRow(KV_LABEL, row)
+        self.fill_kv_bits()
+        return form
+
+    def fill_kv_bits(self) -> None:
+        """Show the saved KV cache form (nothing saved)."""
+        self.kv_bits.setCurrentIndex(self.kv_bits.findData(self.settings.kv_bits))
 
     # -- the form ---------------------------------------------------------------------
     def fill(self, defaults: Defaults) -> None:
@@ -180,7 +217,10 @@ class PreferencesDialog(QDialog):
             self.show_error(str(exc), exc.key)
             return False
         self.settings.set_defaults(defaults.system_prompt, defaults.params)
+        kv_changed = self.settings.set_kv_bits(self.kv_bits.currentData())
         self.accept()
+        if kv_changed and self._reload is not None:
+            self._reload()  # None when no model is loaded: the next load takes it
         return True
 
     def show_error(self, text: str | None, key: str | None = None) -> None:
@@ -208,13 +248,16 @@ class PreferencesDialog(QDialog):
         self.preset.setCurrentIndex(0)
 
 
-def open_preferences(settings: Settings, parent: QWidget) -> PreferencesDialog:
-    """The window's one Preferences dialog, opened (raised if it is open already)."""
+def open_preferences(settings: Settings, parent: QWidget,
+                     reload: Callable[[], object] | None = None) -> PreferencesDialog:
+    """The window's one Preferences dialog, opened (raised if it is open already);
+    `reload()` loads the model again when Save changed an engine setting."""
     dialog = parent.findChild(PreferencesDialog)
     if dialog is None:
-        dialog = PreferencesDialog(settings, parent)
-    elif not dialog.isVisible():  # closed before: it shows the defaults as saved now
+        dialog = PreferencesDialog(settings, parent, reload)
+    elif not dialog.isVisible():  # closed before: it shows the settings as saved now
         dialog.fill(settings.defaults)
+        dialog.fill_kv_bits()
     dialog.open()  # never exec(): qasync runs this loop
     dialog.raise_()
     dialog.activateWindow()

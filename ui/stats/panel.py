@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import kv_bits as kv
 from app import speculative as spec
 from app.context import AppContext
 from app.stats.model import INTERVAL_S, Latency, ModelLoaded, StatsModel
@@ -45,6 +46,10 @@ PROCESS_TIP = ("This process's resident memory (RSS), of its bound: its memory o
                "allocator's spare (docs/memory.md). Shown in red above the bound.")
 KV_TIP = ("KV memory set aside by running requests plus held by cached prefixes, of the "
           "engine's KV budget (cached prefixes are evicted when running requests need room).")
+KV_FORM_TIP = ("How the engine keeps each token's keys and values (Preferences → KV cache; "
+               "applies at a model load), and how many tokens of context one MiB of KV "
+               "holds over all layers: 8-bit holds about twice float's, 4-bit about three "
+               "times, for answers a little (8-bit) or clearly (4-bit) further from float's.")
 
 MODEL_TIP = ("The engine's numbers count from when this model was loaded. The charts keep "
              "the minutes before, with a dashed line where the model changed; snapshots "
@@ -102,6 +107,7 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         ("hit_rate", "hit rate", HIT_TIP),
         ("hits", "requests hit", "requests that reused at least one cached token, of all "
                                  "admitted"),
+        ("kv_form", "KV cache", KV_FORM_TIP),
         ("kv", "KV in use", KV_TIP),
         ("running", "running", "KV set aside by running requests (their longest possible "
                                "sequence)"),
@@ -216,6 +222,7 @@ class StatsPanel(QWidget):
                 ("gaps", f"{s.itl_p99_s * 1000:.0f} / {s.itl_max_s * 1000:.0f} ms"
                  if s.itl_max_s else "–"),
                 *_speculation(s),
+                ("kv_form", kv_form(s)),
                 *(model.memory.texts() if model.memory is not None else ()),
             ):
                 _set(self.values[key], text)
@@ -258,6 +265,12 @@ def _speculation(s: Any) -> tuple[tuple[str, str], ...]:
             ("acceptance", f"{rate:.0%}" if rate is not None else "–"),
             ("tokens_per_step", f"{s.tokens_per_step:.2f}" if s.decode_row_steps else "–"),
             ("drafted", f"{s.accepted_tokens} / {s.drafted_tokens}"))
+
+
+def kv_form(s: Any) -> str:
+    """ "8-bit · 1,234 tokens/MiB" (s: EngineStats; kv_bits 0 is the model's float)."""
+    per_mib = f" · {s.kv_tokens_per_mib:,.0f} tokens/MiB" if s.kv_tokens_per_mib else ""
+    return kv.label(s.kv_bits) + per_mib
 
 
 def model_line(loaded: ModelLoaded | None) -> str:
