@@ -172,6 +172,7 @@ class PreferencesDialog(QDialog):
         row.addWidget(hint, 0, 1)
         row.setColumnStretch(1, 1)
         form = QFormLayout()
+        form.setContentsMargins(0, 6, 0, 0)  # apart from the defaults above: not a tab's
         form.addRow(heading)
         form.addRow(KV_LABEL, row)
         self.fill_kv_bits()
