@@ -41,11 +41,11 @@ INTRO = ("New tabs start with these. Open tabs keep their own settings; their se
 PICK_PRESET = "Fill in from a preset…"
 REASONING_LABEL = "Reasoning models"
 KV_LABEL = "KV cache"
-KV_TIP = ("How each chat's keys and values are kept. 8-bit holds about twice the tokens of "
-          "float in the same memory (more chats or longer context) and measures level with "
-          "llama.cpp's q8_0; 4-bit about three times, with answers clearly further from "
-          "float's. Applies at the next model load: Save reloads the model now (running "
-          "replies are asked about first).")
+KV_TIP = ("How each chat's keys and values are kept. 8-bit holds 1.8 (a float16 cache) to "
+          "3.6 (float32, as on the CPU) times float's tokens in the same memory: more chats "
+          "or a longer context, measured level with llama.cpp's q8_0. 4-bit holds 2.7 to "
+          "5.3 times, with answers clearly further from float's. Applies at the next model "
+          "load: Save reloads the model now (running replies are asked about first).")
 
 
 NUMBER_COLUMNS = 2  # the number settings side by side: the dialog fits a 600-pixel window
@@ -164,7 +164,7 @@ class PreferencesDialog(QDialog):
         for bits in kv.CHOICES:
             self.kv_bits.addItem(kv.label(bits), bits)
         self.kv_bits.setToolTip(KV_TIP)
-        hint = QLabel("8-bit: about twice the tokens a MiB")
+        hint = QLabel("8-bit: 1.8–3.6× the tokens a MiB")
         hint.setObjectName("hintLabel")
         hint.setToolTip(KV_TIP)
         row = QGridLayout()

@@ -48,8 +48,9 @@ KV_TIP = ("KV memory set aside by running requests plus held by cached prefixes,
           "engine's KV budget (cached prefixes are evicted when running requests need room).")
 KV_FORM_TIP = ("How the engine keeps each token's keys and values (Preferences → KV cache; "
                "applies at a model load), and how many tokens of context one MiB of KV "
-               "holds over all layers: 8-bit holds about twice float's, 4-bit about three "
-               "times, for answers a little (8-bit) or clearly (4-bit) further from float's.")
+               "holds over all layers: 8-bit holds 1.8 to 3.6 times float's (float16 or "
+               "float32), 4-bit 2.7 to 5.3 times, for answers a little (8-bit) or clearly "
+               "(4-bit) further from float's.")
 
 MODEL_TIP = ("The engine's numbers count from when this model was loaded. The charts keep "
              "the minutes before, with a dashed line where the model changed; snapshots "
