@@ -5,6 +5,7 @@ form and its tokens per MiB."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -104,7 +105,7 @@ def test_save_without_a_change_reloads_nothing(make_window, make_engine, loop, s
     assert loop.run_until_complete(window.load_model("tiny"))
     old = window.ctx.bridge.local.engine
     choose(window, "float")
-    loop.run_until_complete(__import__("asyncio").sleep(0.2))
+    loop.run_until_complete(asyncio.sleep(0.2))  # time for a reload, were one started
     assert len(built) == 1 and window.ctx.bridge.local.engine is old
     loop.run_until_complete(window.ctx.bridge.shutdown(timeout=2.0))
 
