@@ -44,7 +44,9 @@ def focus_first(dock: QDockWidget) -> None:
         widget = widget.nextInFocusChain()
         if widget is start or not start.isAncestorOf(widget):
             break
-        if widget.isEnabled() and widget.focusPolicy() & Qt.FocusPolicy.TabFocus:
+        # a hidden widget (the stats panel's model chooser with one model) takes no focus
+        if (widget.isVisible() and widget.isEnabled()
+                and widget.focusPolicy() & Qt.FocusPolicy.TabFocus):
             widget.setFocus(Qt.FocusReason.ShortcutFocusReason)
             return
     dock.setFocus(Qt.FocusReason.ShortcutFocusReason)

@@ -20,7 +20,9 @@ TTL = {"ttl": {**NUMBER, "description": "seconds the model stays loaded once idl
 INFO = _obj({"id": STR, "source": STR, "state": STATE, "estimate_bytes": INT,
              "estimate": STR, "pinned": {"type": "boolean"}, "ttl": nullable(NUMBER),
              "idle_s": nullable(NUMBER), "running": INT,
-             "resident_growth_bytes": nullable(INT)})
+             "resident_growth_bytes": nullable(INT),
+             "progress": nullable({**NUMBER, "minimum": 0, "maximum": 1,
+                                   "description": "while loading: the share loaded"})})
 LISTING = _obj({"object": {"const": "list"}, "budget_bytes": INT, "used_bytes": INT,
                 "max_models": nullable(INT), "data": {"type": "array", "items": INFO}})
 MODELS = _obj({"object": {"const": "list"}, "data": {"type": "array", "items": _obj({

@@ -56,8 +56,10 @@ async def test_a_document_over_the_context_is_retrieved(serve, tmp_path: Path,
                                                        monkeypatch) -> None:
     import threading
 
-    from app.attachments import index
+    from app.attachments import index, messages
 
+    # a fresh index cache: another test of this process may have indexed the same text
+    monkeypatch.setattr(messages, "_shared", None)
     built_on: list[str] = []  # the index is built off the server's loop
     real_init = index.ChunkIndex.__init__
 
