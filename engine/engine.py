@@ -106,6 +106,7 @@ class Engine:
                      description=loaded.description, notes=loaded.notes,
                      vision=loaded.vision)
         engine._grammars.warm()
+        _warm_reasoning(loaded.tokenizer)
         report.finish()
         return engine
 
@@ -385,3 +386,15 @@ def _give_back_memory() -> None:  # engine thread, idle for IDLE_RELEASE_S (engi
     only (issue #46: an app kept a busy spell's peak, 1.9 GB, after 8 tabs x 8 turns)."""
     mx.clear_cache()
     cpu_memory.give_back_freed_memory()
+
+
+def _warm_reasoning(tokenizer: Any) -> None:
+    """A Harmony model's (gpt-oss) openai-harmony encoding is read here, on the loading
+    thread, once a process (~200 ms): not at its first reply, on the caller's event loop."""
+    from .reasoning.harmony import harmony_encoding
+    from .reasoning.style import style_of
+
+    style = style_of(getattr(tokenizer, "chat_template", None))
+    if style is not None and style.harmony:
+        harmony_encoding()
+

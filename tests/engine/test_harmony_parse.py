@@ -194,3 +194,26 @@ def test_a_malformed_message_costs_only_its_header() -> None:
             "<|end|><|channel|>final<|message|>c")
     for cls in (harmony.HarmonySplit, HarmonyMarkerSplit):
         assert streamed(cls, [text]) == ("a", "bc", [])
+
+
+def test_a_harmony_model_s_encoding_is_read_at_load_not_at_its_first_reply(
+        fresh_encoding) -> None:
+    # ~200 ms once a process: on the loading thread, not on the caller's event loop
+    from engine.engine import _warm_reasoning
+    from tests.reasoning_model import GPT_OSS, QWEN3, thinking_tokenizer
+
+    _warm_reasoning(thinking_tokenizer(QWEN3))
+    assert harmony.harmony_encoding.cache_info().currsize == 0  # a <think> model: not read
+    _warm_reasoning(thinking_tokenizer(GPT_OSS))
+    assert harmony.harmony_encoding.cache_info().currsize == 1
+    assert harmony.harmony_encoding() is not None
+
+
+def test_engine_load_warms_the_model_s_reasoning(monkeypatch) -> None:
+    from engine import Engine
+    from engine import engine as engine_module
+
+    seen: list[object] = []
+    monkeypatch.setattr(engine_module, "_warm_reasoning", seen.append)
+    engine = Engine.load("bundled")
+    assert seen == [engine.tokenizer]
