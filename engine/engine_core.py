@@ -188,6 +188,8 @@ class EngineCore:
         a follow-up about the same image). One a tick, first in line first: the decoding
         rows wait for one pass at a time (two images admitted together stalled them for
         both); the others' prompts wait in prefill meanwhile (Scheduler.plan skips them)."""
+        if self.vision is None:  # a text-only model: nothing to see, every tick
+            return
         waiting = [s for s in self.scheduler.prefilling if s.awaits_vision]
         if not waiting:
             return
