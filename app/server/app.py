@@ -31,6 +31,7 @@ from .body import read_json
 from .choices import Choices
 from .connection import Limits, Runner
 from .embeddings import handler as embeddings
+from .load_stream import sse_response
 from .metrics import ServerMetrics
 from .responses import Reply, sse
 from .responses_api import handler as responses_api
@@ -116,6 +117,8 @@ class ApiServer:
         self._model_id = model_id
         self._model_aliases = model_aliases or (lambda: ())
         self.fleet = fleet
+        if fleet is not None:  # its streams opened early while a model loads carry it too
+            fleet.cors_origin = self.config.cors_origin
         self.stored_responses = stored_responses if isinstance(stored_responses, ResponseKeeper) \
             else ResponseKeeper(stored_responses or StoredResponses())
         self.metrics = ServerMetrics()
@@ -426,10 +429,8 @@ class ApiServer:
                       include_usage: bool, t0: float) -> web.StreamResponse:
         """SSE chunks of every choice as they come, each carrying its choice's index (each
         choice has its own role chunk and its own finish_reason chunk)."""
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                               "Cache-Control": "no-cache"})
-        if self.config.cors_origin is not None:
-            response.headers["Access-Control-Allow-Origin"] = self.config.cors_origin
+        # the one opened while its model loaded (load_stream.py), or a new one
+        response = sse_response(request, self.config.cors_origin)
         try:
             await response.prepare(request)
             await self._send_events(response, choices, replies, include_usage, t0)

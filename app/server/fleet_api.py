@@ -9,6 +9,8 @@
   `keep_alive`, Ollama's).
 - `/v1/models` lists loaded and available models with their state; `/metrics` gives each
   loaded model's engine figures labelled `model="…"`.
+- A streamed completion whose model is still loading gets the load's progress as SSE
+  comment lines before its first chunk (load_stream.py).
 - The window's own server (app/server/in_app.py) serves its default model beside the
   manager's (`DefaultModel`): a request naming it, or a name the manager does not know (as a
   server of one model answers any name), goes to that model, which the manager neither
@@ -17,6 +19,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -30,6 +33,15 @@ from ..fleet.manager import UNSET
 from ..request import Refusal, RefusalCode
 from . import openapi
 from .body import read_json
+from .load_stream import (
+    error_event,
+    forget,
+    loaded_line,
+    open_early,
+    opened,
+    progress_line,
+    streams,
+)
 from .metrics import ServerMetrics, _engine_lines
 
 if TYPE_CHECKING:
@@ -111,6 +123,7 @@ class FleetApi:
         self.fleet = fleet
         self._limit = max_body_bytes
         self._default = default
+        self.cors_origin: str | None = None  # the server's (ApiServer sets it): early SSE
 
     # -- the request's model ------------------------------------------------------------
     def target(self) -> LocalTarget | None:
@@ -135,14 +148,87 @@ class FleetApi:
             return await handler(request)  # refused there: 'model' is required
         ttl_s = keep_alive(body)
         default = self._on_default(name)
-        lease = _OnDefault(default) if default is not None \
-            else await self.acquire(name, ttl_s=ttl_s)
+        lease: Lease | _OnDefault | None
+        if default is not None:
+            lease = _OnDefault(default)
+        elif streams(request.path, body) and not self._loaded(name):
+            lease = await self._acquire_reporting(request, name, ttl_s)
+            if lease is None:  # the load failed after the stream began, or the client left
+                early = opened()
+                forget()
+                return early if early is not None else web.Response(status=499)
+        else:
+            lease = await self.acquire(name, ttl_s=ttl_s)
         token = _current.set(lease)
         try:
             return await handler(request)
+        except Refusal as refusal:
+            early = opened()
+            if early is None:
+                raise
+            # the stream has begun: the refusal is its one error event, not a status
+            await early.write(error_event(request.path, refusal))
+            await early.write_eof()
+            return early
         finally:
             _current.reset(token)
+            forget()
             lease.release()
+
+    def _loaded(self, name: str) -> bool:
+        """Whether `name` is loaded now (an unknown name counts as loaded: acquire refuses
+        it at once, with a status)."""
+        try:
+            return self.fleet.catalog.find(name).name in self.fleet.targets()
+        except UnknownModel:
+            return True
+
+    async def _acquire_reporting(self, request: web.Request, name: str,
+                                 ttl_s: Any) -> Lease | None:
+        """`acquire`, with the load's progress as SSE comment lines: the request's SSE
+        response opens at the first report (load_stream.py), so a refusal before the load
+        begins (unknown model, no room) is still a status. None when the load failed after
+        the stream began (its error event written) or the client left."""
+        wanted = self.fleet.catalog.find(name).name
+        reports: asyncio.Queue[tuple[str, float]] = asyncio.Queue()
+
+        def on_progress(model: str, stage: str, fraction: float) -> None:
+            if model == wanted:
+                reports.put_nowait((stage, fraction))
+
+        self.fleet.load_progress.connect(on_progress)
+        acquiring = asyncio.ensure_future(self.acquire(name, ttl_s=ttl_s))
+        early = None
+        report: asyncio.Future[tuple[str, float]] | None = None
+        handed = False
+        try:
+            while True:
+                report = asyncio.ensure_future(reports.get())
+                await asyncio.wait({acquiring, report}, return_when=asyncio.FIRST_COMPLETED)
+                if not report.done():
+                    break
+                if early is None:
+                    early = await open_early(request, self.cors_origin)
+                await early.write(progress_line(wanted, *report.result()))
+            lease = acquiring.result()
+            if early is not None:
+                await early.write(loaded_line(wanted))
+            handed = True
+            return lease
+        except Refusal as refusal:
+            if early is None:
+                raise
+            await early.write(error_event(request.path, refusal))
+            await early.write_eof()
+            return None
+        except ConnectionError:  # the client left while its model loaded
+            return None
+        finally:
+            self.fleet.load_progress.disconnect(on_progress)
+            if report is not None:
+                report.cancel()
+            if not handed:
+                _let_go(acquiring)
 
     def _on_default(self, name: str) -> DefaultModel | None:
         """The default model when `name` names it, or names no model the manager knows
@@ -310,6 +396,17 @@ class FleetApi:
         names = [info.name for info in self.listed(self.fleet.models())]
         # beside a default model any other name is answered by it
         return extend(openapi.document(names, any_name=self._default is not None), names)
+
+
+def _let_go(acquiring: asyncio.Future[Lease]) -> None:
+    """A lease asked for and not handed on (the client left, the stream failed): the wait
+    cancelled, or the lease released once it comes (the load itself goes on)."""
+    def release(done: asyncio.Future[Lease]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            done.result().release()
+
+    acquiring.cancel()
+    acquiring.add_done_callback(release)
 
 
 def _name(body: dict[str, Any]) -> str:

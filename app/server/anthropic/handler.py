@@ -18,6 +18,7 @@ from ...request import RefusalCode
 from .. import responses, schemas
 from ..body import read_json
 from ..dialect_reply import collect, ended_badly
+from ..load_stream import sse_response
 from . import message
 from .events import Events
 from .request import has_image_blocks, parse_count, parse_messages
@@ -81,10 +82,8 @@ async def _whole(server: ApiServer, target: LocalTarget, parsed: ChatRequest,
 async def _stream(server: ApiServer, request: web.Request, target: LocalTarget,
                   parsed: ChatRequest, choices: Choices, reply: Reply,
                   t0: float) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})
-    if server.config.cors_origin is not None:
-        response.headers["Access-Control-Allow-Origin"] = server.config.cors_origin
+    # the one opened while its model loaded (load_stream.py), or a new one
+    response = sse_response(request, server.config.cors_origin)
     events = Events(message.message_id(), reply.model)
     try:
         await response.prepare(request)

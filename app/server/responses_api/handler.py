@@ -20,6 +20,7 @@ from ...request import Refusal, RefusalCode
 from .. import errors, responses, schemas
 from ..body import read_json
 from ..dialect_reply import collect, ended_badly
+from ..load_stream import sse_response
 from . import output
 from .events import Events
 from .output import Envelope
@@ -118,10 +119,8 @@ async def _whole(server: ApiServer, envelope: Envelope, choices: Choices, reply:
 async def _stream(server: ApiServer, request: web.Request, envelope: Envelope,
                   items: list[dict[str, Any]], store: bool, choices: Choices, reply: Reply,
                   t0: float) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})
-    if server.config.cors_origin is not None:
-        response.headers["Access-Control-Allow-Origin"] = server.config.cors_origin
+    # the one opened while its model loaded (load_stream.py), or a new one
+    response = sse_response(request, server.config.cors_origin)
     events = Events(envelope)
     try:
         await response.prepare(request)
