@@ -466,12 +466,14 @@ def gguf_tensors(case: ArchCase, model: nn.Module) -> dict[str, np.ndarray]:
 
 def write_gguf(path: Path, case: ArchCase, tensors: dict[str, np.ndarray], *,
                raw_types: dict[str, GGMLQuantizationType] | None = None,
-               file_type: int = 0) -> Path:
-    """A GGUF of these tensors with the case's metadata and the tiny BPE vocabulary.
+               file_type: int = 0, name: str | None = None,
+               vocabulary: Callable[[GGUFWriter], None] | None = None) -> Path:
+    """A GGUF of these tensors with the case's metadata and the tiny BPE vocabulary
+    (or what `vocabulary` writes instead: a VLM's own, tests/mmproj_models.py).
     ``raw_types``: tensors given as raw blocks (uint8 rows) of that GGML type."""
     c = case.config
     w = GGUFWriter(str(path), case.gguf_arch)
-    w.add_name("tiny " + case.gguf_arch)
+    w.add_name(name or "tiny " + case.gguf_arch)
     w.add_context_length(c["max_position_embeddings"])
     w.add_embedding_length(c["hidden_size"])
     w.add_block_count(c["num_hidden_layers"])
@@ -484,6 +486,24 @@ def write_gguf(path: Path, case: ArchCase, tensors: dict[str, np.ndarray], *,
     w.add_file_type(file_type)
     if case.metadata is not None:
         case.metadata(w, c)
+    if vocabulary is not None:
+        vocabulary(w)
+    else:
+        _tiny_vocabulary(w)
+    for tensor, value in tensors.items():
+        kind = (raw_types or {}).get(tensor)
+        if kind is None:
+            w.add_tensor(tensor, np.ascontiguousarray(value, dtype=np.float32))
+        else:
+            w.add_tensor(tensor, value, raw_dtype=kind)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _tiny_vocabulary(w: GGUFWriter) -> None:
     tokens, types = vocab()
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("smollm")
@@ -495,17 +515,6 @@ def write_gguf(path: Path, case: ArchCase, tensors: dict[str, np.ndarray], *,
     w.add_pad_token_id(2)
     w.add_add_bos_token(False)
     w.add_chat_template(CHAT_TEMPLATE)
-    for name, value in tensors.items():
-        kind = (raw_types or {}).get(name)
-        if kind is None:
-            w.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32))
-        else:
-            w.add_tensor(name, value, raw_dtype=kind)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 # Where each type's fp16 scales sit in its block (bytes), from ggml-common.h's structs.

@@ -53,7 +53,7 @@ class LoadedModel:
 
 def load_model(source: str = "bundled", *, quantized: bool | None = None,
                progress: LoadProgress | None = None,
-               cpu: CpuOptions | None = None) -> LoadedModel:
+               cpu: CpuOptions | None = None, mmproj: str | None = None) -> LoadedModel:
     """Load a model and its tokenizer.
 
     source: "bundled", a .gguf file, an mlx-lm model directory, or a Hugging Face repo id.
@@ -63,22 +63,26 @@ def load_model(source: str = "bundled", *, quantized: bool | None = None,
     cpu: the CPU switches the engine will run with (EngineConfig.cpu; None: from the
     environment): on the CPU, quantized=None keeps the weights quantized exactly when the
     engine's quantized linears will run on the native kernel.
+    mmproj: a GGUF's vision projector (llama.cpp's mmproj file) to load with it as one VLM;
+    None: the mmproj*.gguf beside the GGUF, if any (engine/vision/mmproj.py).
     """
     report = progress if isinstance(progress, ProgressReporter) else ProgressReporter(progress)
     try:
-        return _load(source, quantized, report, cpu)
+        return _load(source, quantized, report, cpu, mmproj)
     except OSError as e:  # an unreadable file or directory (permissions, I/O)
         where = e.filename or source
         raise ModelLoadError(f"{source}: cannot read {where}: {e.strerror or e}") from e
 
 
 def _load(source: str, quantized: bool | None, report: ProgressReporter,
-          cpu: CpuOptions | None) -> LoadedModel:
+          cpu: CpuOptions | None, mmproj: str | None = None) -> LoadedModel:
     if source == "bundled":
         report("fetching the bundled model", 0.0)
         path = bundled_model_path(fetch=True)
     else:
         path = Path(source).expanduser()
+    if mmproj is not None and not (path.is_file() and path.suffix.lower() == ".gguf"):
+        raise ModelLoadError(f"{source}: an mmproj pairs with a GGUF file only")
     if path.is_dir():
         from ..vision.support import is_vision_config, read_config, vision_refusal
         from .mlx_dir import load_mlx_dir
@@ -97,9 +101,11 @@ def _load(source: str, quantized: bool | None, report: ProgressReporter,
 
         return LoadedModel(**load_mlx_dir(path, quantized, report, cpu))
     if path.is_file():
-        from .gguf import load_gguf
+        from ..vision.mmproj import load_gguf_with_vision
 
-        return LoadedModel(**load_gguf(path.resolve(), quantized, report, cpu))
+        return LoadedModel(**load_gguf_with_vision(path.resolve(), mmproj, quantized, report,
+                                                   cpu))
+
     if path.suffix.lower() == ".gguf" or source.startswith((".", "/", "~")) \
             or not _REPO_ID_RE.match(source):
         raise ModelLoadError(f"{source}: no such file or directory")

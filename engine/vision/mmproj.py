@@ -1,0 +1,267 @@
+"""A GGUF language model and its llama.cpp mmproj file loaded as one VLM (issue #52).
+
+The text GGUF loads as any GGUF does (engine/loader/gguf.py: mlx-lm's class, the engine's
+kernels). The mmproj's vision tower and projector become mlx-vlm's own modules for the
+family (Gemma 3's SigLIP + average-pooling projector, Idefics3 / SmolVLM's SigLIP +
+pixel-shuffle connector), their weights found by gguf-py's MMPROJ name map of mlx-vlm's
+names and put back in mlx-vlm's layout (what convert_hf_to_gguf.py did: the patch
+embedding as torch's conv weight, Gemma 3's soft embedding norm plus one). mlx-vlm's merge
+reads the text GGUF's own embedding table. The processor is mlx-vlm's for the family,
+with transformers' image processor built from the mmproj's sizes, mean and std, and the
+GGUF's tokenizer and chat template.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gguf
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+from gguf import GGMLQuantizationType
+from mlx.utils import tree_flatten, tree_unflatten
+
+from ..loader.errors import ModelLoadError
+from ..loader.gguf_file import GgufFile, read_gguf_file
+from ..loader.progress import ProgressReporter
+from .mmproj_support import mmproj_beside, projector_refusal, projector_type
+from .prompt import VisionTower
+
+K = gguf.Keys.ClipVision
+# the named tokens each family's processor reads from its tokenizer
+GEMMA3_TOKENS = {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>",
+                 "eoi_token": "<end_of_image>"}
+IDEFICS3_IMAGE = "<image>"
+# mlx-lm's model type of a text GGUF -> its GGUF architecture (mmproj_support.PROJECTORS)
+TEXT_ARCHITECTURES = {"gemma3_text": "gemma3"}
+
+
+def load_pair(text: Path, mmproj: Path, quantized: bool | None, report: ProgressReporter,
+              cpu: Any) -> dict[str, Any]:
+    """The LoadedModel fields of the GGUF `text` with the vision of `mmproj`, `vision`
+    among them. ModelLoadError names what does not fit (the projector type first)."""
+    from ..loader.gguf import load_gguf
+
+    proj = read_projector(mmproj, report)
+    return with_vision(load_gguf(text, quantized, report, cpu), text, proj)
+
+
+def read_projector(mmproj: Path, report: ProgressReporter) -> GgufFile:
+    """The mmproj file, refused (ModelLoadError) when its projector type is not mapped."""
+    report("reading file", 0.0)
+    proj = read_gguf_file(mmproj)
+    reason = projector_refusal(proj.metadata, None)
+    if reason:
+        raise ModelLoadError(f"{mmproj}: {reason}")
+    return proj
+
+
+def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str, Any]:
+    """A loaded text GGUF's fields given the image side of the projector `proj`."""
+    mmproj = proj.path
+    model, tokenizer = fields["model"], fields["tokenizer"]
+    kind = getattr(getattr(model, "args", None), "model_type", None)
+    reason = projector_refusal(proj.metadata, TEXT_ARCHITECTURES.get(kind, kind))
+    if reason:
+        raise ModelLoadError(f"{mmproj}: {reason}")
+    hidden = _text_hidden(model)
+    if int(proj.metadata.get(K.PROJECTION_DIM, hidden)) != hidden:
+        raise ModelLoadError(f"{mmproj}: its projector gives {proj.metadata[K.PROJECTION_DIM]}"
+                             f"-wide features, {text.name}'s embeddings are {hidden} wide "
+                             "(the projector of another model?)")
+    family = projector_type(proj.metadata)
+    hf_tok = tokenizer._tokenizer
+    # SmolVLM and Idefics3 share the projector type; their processors differ a little
+    # (SmolVLM's image prompt): told apart by the files' names
+    names = f"{proj.metadata.get('general.name', '')} {mmproj.name} {text.name}"
+    try:
+        if family == "gemma3":
+            vlm, image_token, processor = _gemma3(proj, model, hf_tok)
+        else:
+            vlm, image_token, processor = _idefics3(proj, model, hf_tok,
+                                                    "smolvlm" in names.lower())
+    except (KeyError, TypeError, ValueError) as e:  # a key the mmproj lacks, a config
+        raise ModelLoadError(f"{mmproj}: mlx-vlm cannot build its {family} vision side: "
+                             f"{type(e).__name__}: {e}") from e
+    _load_vision_weights(vlm, proj, family)
+    return {**fields, "vision": VisionTower(vlm, processor, image_token),
+            "description": fields["description"].replace(
+                " GGUF,", f" GGUF + {mmproj.name} (sees images),", 1)}
+
+
+def _text_hidden(model: nn.Module) -> int:
+    """The text model's embedding width (its embeddings may be packed: ask the model)."""
+    return int(model.args.hidden_size)
+
+
+def _vision_config(m: dict[str, Any], model_type: str) -> dict[str, Any]:
+    return {"model_type": model_type, "num_hidden_layers": int(m[K.BLOCK_COUNT]),
+            "hidden_size": int(m[K.EMBEDDING_LENGTH]),
+            "intermediate_size": int(m[K.FEED_FORWARD_LENGTH]),
+            "num_attention_heads": int(m[K.Attention.HEAD_COUNT]),
+            "patch_size": int(m[K.PATCH_SIZE]), "image_size": int(m[K.IMAGE_SIZE]),
+            "num_channels": 3, "layer_norm_eps": float(m.get(K.Attention.LAYERNORM_EPS, 1e-6))}
+
+
+def _placeholder_text(hidden: int, model_type: str, **more: Any) -> dict[str, Any]:
+    """A text config for mlx-vlm's class whose language model is never run (the engine
+    runs the GGUF's): one tiny layer, the real width the projector and merge read."""
+    return {"model_type": model_type, "hidden_size": hidden, "num_hidden_layers": 1,
+            "intermediate_size": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
+            "head_dim": 1, "vocab_size": 1, "rms_norm_eps": 1e-6, **more}
+
+
+def _token_id(hf_tok: Any, token: str, mmproj: str) -> int:
+    found = hf_tok.convert_tokens_to_ids(token)
+    if not isinstance(found, int) or hf_tok.convert_ids_to_tokens(found) != token:
+        raise ModelLoadError(f"{mmproj}: the GGUF's vocabulary has no {token} token for "
+                             "its images")
+    return found
+
+
+def _gemma3(proj: GgufFile, model: nn.Module, hf_tok: Any) -> tuple[nn.Module, int, Any]:
+    from mlx_vlm.models import gemma3
+    from mlx_vlm.models.gemma3.processing_gemma3 import Gemma3Processor
+    from transformers import Gemma3ImageProcessorPil
+
+    m = proj.metadata
+    vision = _vision_config(m, "siglip_vision_model")
+    # clip.cpp: the projector pools (image / patch) patches a side by this (4 unless written)
+    per_side = vision["image_size"] // vision["patch_size"] // int(
+        m.get(K.Projector.SCALE_FACTOR, 4))
+    hidden = _text_hidden(model)
+    # the tokens mlx-vlm's processor reads as the tokenizer's attributes (a Gemma 3
+    # checkpoint's tokenizer_config names them; a GGUF's vocabulary only holds them)
+    for name, token in GEMMA3_TOKENS.items():
+        setattr(hf_tok, name, token)
+        setattr(hf_tok, f"{name}_id", _token_id(hf_tok, token, str(proj.path)))
+    image_token = hf_tok.image_token_id
+    text = _placeholder_text(hidden, "gemma3_text", mm_tokens_per_image=per_side * per_side)
+    config = {"model_type": "gemma3", "hidden_size": hidden, "image_token_index": image_token,
+              # mlx-vlm's merge zeroes the pad token's embeddings
+              "pad_token_id": hf_tok.pad_token_id if hf_tok.pad_token_id is not None else 0,
+              "text_config": gemma3.TextConfig.from_dict(text),
+              "vision_config": gemma3.VisionConfig.from_dict(vision)}
+    vlm = gemma3.Model(gemma3.ModelConfig.from_dict(config))
+    lm = nn.Module()  # what mlx-vlm's merge reads of its language model: the embeddings
+    lm.model = nn.Module()
+    lm.model.embed_tokens = model.model.embed_tokens
+    vlm.language_model = lm
+    size = vision["image_size"]
+    images = Gemma3ImageProcessorPil(size={"height": size, "width": size},
+                                     image_mean=list(m[K.IMAGE_MEAN]),
+                                     image_std=list(m[K.IMAGE_STD]), do_pan_and_scan=False)
+    processor = Gemma3Processor(images, hf_tok, chat_template=hf_tok.chat_template,
+                                image_seq_length=per_side * per_side)
+    return vlm, image_token, processor
+
+
+def _idefics3(proj: GgufFile, model: nn.Module, hf_tok: Any,
+              smol: bool) -> tuple[nn.Module, int, Any]:
+    import importlib
+
+    from transformers import Idefics3ImageProcessorPil, SmolVLMImageProcessorPil
+
+    family = "smolvlm" if smol else "idefics3"
+    classes = importlib.import_module(f"mlx_vlm.models.{family}")
+    processing = importlib.import_module(f"mlx_vlm.models.{family}.processing_{family}")
+    m = proj.metadata
+    vision = _vision_config(m, f"{family}_vision")
+    scale = int(m.get(K.Projector.SCALE_FACTOR, 2))
+    hidden = _text_hidden(model)
+    image_token = _token_id(hf_tok, IDEFICS3_IMAGE, str(proj.path))
+    text = _placeholder_text(hidden, "llama")
+    config = {"model_type": family, "scale_factor": scale, "image_token_id": image_token,
+              "text_config": classes.TextConfig.from_dict(text),
+              "vision_config": classes.VisionConfig.from_dict(vision)}
+    vlm = classes.Model(classes.ModelConfig.from_dict(config))
+    lm = nn.Module()  # what mlx-vlm's merge reads of its language model: the embeddings
+    lm.embed_tokens = model.model.embed_tokens
+    vlm.language_model = lm
+    side = vision["image_size"]
+    longest = int(m.get(K.PREPROC_IMAGE_SIZE, side))
+    cls = SmolVLMImageProcessorPil if smol else Idefics3ImageProcessorPil
+    # clip.cpp tiles an image larger than the tower's side, as the model's processor does
+    images = cls(do_resize=True, size={"longest_edge": longest},
+                 max_image_size={"longest_edge": side}, do_image_splitting=longest > side,
+                 image_mean=list(m[K.IMAGE_MEAN]), image_std=list(m[K.IMAGE_STD]))
+    tokens = (side // vision["patch_size"]) ** 2 // (scale * scale)
+    processor_class = processing.SmolVLMProcessor if smol else processing.Idefics3Processor
+    processor = processor_class(images, hf_tok, image_seq_len=tokens,
+                                chat_template=hf_tok.chat_template)
+    return vlm, image_token, processor
+
+
+def _load_vision_weights(vlm: nn.Module, proj: GgufFile, family: str) -> None:
+    """The mmproj's tensors as mlx-vlm's vision tower and projector weights, float32."""
+    source = str(proj.path)
+    own = [(n, v) for n, v in tree_flatten(vlm.parameters())
+           if not n.startswith("language_model.")]
+    blocks = int(proj.metadata[K.BLOCK_COUNT])
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
+    weights, used = [], set()
+    for name, value in own:
+        # Hugging Face's name of the parameter (Idefics3 keeps its towers under model.;
+        # Gemma 3's projection is a bare parameter the converter names .weight)
+        hf = (name if family == "gemma3" else f"model.{name}").replace("_weight", ".weight")
+        base, _, suffix = hf.rpartition(".")
+        mapped = names.get_name(base)
+        tensor = proj.tensors.get(f"{mapped}.{suffix}") if mapped else None
+        if tensor is None:
+            raise ModelLoadError(f"{source}: the projector has no tensor for {name} "
+                                 f"({mapped or 'no GGUF name'}.{suffix})")
+        used.add(tensor.name)
+        w = _floats(tensor)
+        if name.endswith("patch_embedding.weight"):
+            w = w.transpose(0, 2, 3, 1)  # torch's (out, in, kh, kw) -> mlx's (out, kh, kw, in)
+        if "soft_emb_norm" in name:
+            w = w - np.float32(1.0)  # the converter stored Gemma3RMSNorm's 1 + weight
+        if tuple(w.shape) != tuple(value.shape):
+            raise ModelLoadError(f"{source}: tensor {tensor.name} is {tuple(w.shape)}, "
+                                 f"mlx-vlm's {name} is {tuple(value.shape)}")
+        weights.append((name, mx.array(w)))
+    extra = sorted(set(proj.tensors) - used)
+    if extra:
+        raise ModelLoadError(f"{source}: unexpected tensor {extra[0]!r} for a "
+                             f"{family} projector ({len(extra)} such)")
+    vlm.update(tree_unflatten(weights))
+    vlm.eval()
+    mx.eval([w for _, w in weights])
+
+
+def _floats(tensor: Any) -> np.ndarray:
+    if tensor.kind in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+        return np.asarray(tensor.data, dtype=np.float32).reshape(tensor.shape)
+    return gguf.quants.dequantize(np.asarray(tensor.data), tensor.kind).reshape(tensor.shape)
+
+
+def load_gguf_with_vision(text: Path, mmproj: str | None, quantized: bool | None,
+                          report: ProgressReporter, cpu: Any) -> dict[str, Any]:
+    """A GGUF's LoadedModel fields, with the images of `mmproj` (refused with the reason
+    when it does not pair) or, when none is given, of the mmproj*.gguf beside it: one
+    that does not pair leaves the model reading text, with a note that says why."""
+    from ..loader.gguf import load_gguf
+
+    if mmproj is not None:
+        path = Path(mmproj).expanduser()
+        if not path.is_file():
+            raise ModelLoadError(f"{mmproj}: no such mmproj file")
+        return load_pair(text, path.resolve(), quantized, report, cpu)
+    beside = mmproj_beside(text)
+    if beside is None:
+        return load_gguf(text, quantized, report, cpu)
+    try:
+        proj = read_projector(beside, report)
+    except ModelLoadError as e:
+        return _text_only(load_gguf(text, quantized, report, cpu), e)
+    fields = load_gguf(text, quantized, report, cpu)
+    try:
+        return with_vision(fields, text, proj)
+    except ModelLoadError as e:
+        return _text_only(fields, e)
+
+
+def _text_only(fields: dict[str, Any], why: ModelLoadError) -> dict[str, Any]:
+    return {**fields, "notes": (*fields.get("notes", ()), f"it reads text only here: {why}")}

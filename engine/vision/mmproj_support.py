@@ -1,0 +1,64 @@
+"""Which llama.cpp vision projectors (an `mmproj*.gguf` beside a GGUF, `--mmproj`) the engine
+pairs with a text GGUF, read from headers alone (no MLX: the loader and the model library
+both ask)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+# llama.cpp's projector type (clip.projector_type, conversion/*.py) -> the text GGUF
+# architectures it pairs with. Both are SigLIP towers mlx-vlm's classes hold one to one:
+# Gemma 3's average-pooling projector, Idefics3 / SmolVLM's pixel-shuffle connector.
+PROJECTORS: dict[str, tuple[str, ...]] = {"gemma3": ("gemma3",), "idefics3": ("llama",)}
+# Those whose language model gives image tokens 2-D positions (M-RoPE), which the engine's
+# passes do not carry yet (engine/vision/support.py NOT_YET)
+NOT_YET = {"qwen2vl_merger": "qwen2_vl", "qwen2.5vl_merger": "qwen2_5_vl",
+           "qwen25vl": "qwen2_5_vl", "qwen3vl_merger": "qwen3_vl"}
+
+
+def is_mmproj(path: Path) -> bool:
+    """A GGUF named as a vision projector (llama.cpp's mmproj-*.gguf), not a model."""
+    return path.suffix.lower() == ".gguf" and path.name.lower().startswith("mmproj")
+
+
+def mmproj_beside(path: Path) -> Path | None:
+    """The mmproj*.gguf in a model GGUF's folder (the first by name), or None."""
+    if is_mmproj(path):
+        return None
+    try:
+        return next(iter(sorted(p for p in path.parent.glob("*.gguf") if is_mmproj(p))), None)
+    except OSError:
+        return None
+
+
+def projector_type(metadata: Mapping[str, Any]) -> str | None:
+    """An mmproj's projector type (clip.projector_type, or the vision one of a file with
+    an audio encoder too), or None when the file is no CLIP projector."""
+    if metadata.get("general.architecture") != "clip":
+        return None
+    kind = metadata.get("clip.vision.projector_type") or metadata.get("clip.projector_type")
+    return str(kind) if kind else None
+
+
+def projector_refusal(metadata: Mapping[str, Any], text_arch: str | None) -> str | None:
+    """Why the mmproj of `metadata` cannot give images to a text GGUF of `text_arch`
+    (None: it can; `text_arch` None: any the projector type pairs with); the reason names
+    the projector type."""
+    if metadata.get("general.architecture") != "clip":
+        return (f"it is not a CLIP projector (its architecture is "
+                f"{metadata.get('general.architecture') or 'unknown'})")
+    if metadata.get("clip.has_vision_encoder") is False:
+        return "the projector has no vision encoder (audio only)"
+    kind = projector_type(metadata)
+    if kind in NOT_YET:
+        return (f"projector type {kind!r}: its M-RoPE gives image tokens 2-D positions, "
+                "which the engine's passes do not carry yet")
+    if kind not in PROJECTORS:
+        return (f"projector type {kind or 'unknown'!r} is not one the engine maps "
+                f"({', '.join(PROJECTORS)} so far)")
+    if text_arch is not None and text_arch not in PROJECTORS[kind]:
+        return (f"projector type {kind!r} does not pair with a {text_arch} "
+                f"GGUF (it pairs with {', '.join(PROJECTORS[kind])})")
+    return None

@@ -1,0 +1,141 @@
+"""A GGUF language model with its llama.cpp mmproj beside it, loaded as one VLM (issue #52):
+tiny random VLMs of each family written as the converter writes a pair
+(tests/mmproj_models.py), against the very same weights loaded as an mlx-vlm folder.
+
+- The pair answers an image request (greedy, and seeded) and a text request as the folder
+  does, token for token: the same prompt ids, the same merged embeddings.
+- Same answer: an image row from the pair alone and batched beside text rows.
+- An mmproj given by path (`mmproj=`, the CLI's --mmproj) pairs from anywhere; a projector
+  type the engine does not map, or one for another text architecture, is refused with its
+  name when asked for, and leaves a GGUF it sits beside reading text, with a note.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from engine import Engine, EngineConfig, SamplingParams
+from engine.loader import ModelLoadError
+from tests.engine.conftest import run_to_end
+from tests.mmproj_models import PROJECTOR, make_tiny_pair, mmproj_tensors, write_mmproj
+from tests.vision_models import png_bytes
+
+pytestmark = pytest.mark.usefixtures("native_built")
+
+GREEDY = SamplingParams(max_tokens=10, temperature=0.0)
+SEEDED = SamplingParams(max_tokens=10, temperature=0.8, top_p=0.9, seed=7)
+RED, GREEN = png_bytes((200, 10, 10)), png_bytes((10, 200, 10), size=(24, 40))
+
+
+def ask(text: str) -> list[dict]:
+    return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+
+
+def chat(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+@pytest.fixture(scope="module", params=sorted(PROJECTOR))
+def pair(request, tmp_path_factory) -> tuple[Path, Path, Path]:
+    """(the mlx-vlm folder, the text GGUF, the mmproj beside it)."""
+    return make_tiny_pair(tmp_path_factory.mktemp(request.param), request.param)
+
+
+def answers(engine: Engine, requests: list[tuple[list[dict], list[bytes] | None]],
+            params: SamplingParams = GREEDY) -> list[list[int]]:
+    got: list[list[int]] = []
+    for messages, images in requests:
+        tokens: list[int] = []
+        stream = engine.submit(messages=messages, params=params, images=images)
+        stream.listen(lambda e, t=tokens: t.append(e.token) if e.token is not None else None)
+        got.append(tokens)
+    run_to_end(engine)
+    return got
+
+
+def test_the_pair_answers_as_the_mlx_vlm_folder(pair):
+    folder, text, mmproj = pair
+    ours, theirs = Engine.load(str(text)), Engine.load(str(folder))
+    assert ours.sees_images and mmproj.name in ours.description
+    assert "sees images" in ours.description and not ours.notes
+    assert type(ours.vision.processor) is type(theirs.vision.processor)
+    a, b = ours.vision.prepare(ask("what is it?"), [RED]), theirs.vision.prepare(
+        ask("what is it?"), [RED])
+    assert a.ids == b.ids and a.token_ids == b.token_ids
+    assert mx.array_equal(ours.vision.embed(a), theirs.vision.embed(b))
+    requests = [(ask("what is it?"), [RED]), (chat("tell me a story"), None),
+                (ask("and the colour?"), [GREEN])]
+    for params in (GREEDY, SEEDED):
+        got = answers(ours, requests, params)
+        assert got == answers(theirs, requests, params)
+        assert all(got)  # each answered something
+    assert answers(ours, [requests[0]])[0] != answers(ours, [requests[2]])[0]
+
+
+def test_an_image_row_from_the_pair_same_alone_and_batched(pair):
+    _, text, _ = pair
+
+    def engine() -> Engine:  # no prefix cache: every answer computed from scratch
+        return Engine.load(str(text), config=EngineConfig(prefix_cache=False))
+
+    rows = [(chat(f"tell me about the number {i} please"), None) for i in range(3)]
+    seen = [(ask("what is it?"), [RED]), (ask("and this one, what colour?"), [GREEN])]
+    alone = [answers(engine(), [r], SEEDED)[0] for r in rows + seen]
+    together = answers(engine(), [rows[0], seen[0], rows[1], seen[1], rows[2]], SEEDED)
+    assert together == [alone[0], alone[3], alone[1], alone[4], alone[2]]
+
+
+def test_an_mmproj_given_by_path_pairs_from_anywhere(pair, tmp_path):
+    folder, text, mmproj = pair
+    alone = tmp_path / "alone" / text.name
+    alone.parent.mkdir()
+    shutil.copy(text, alone)
+    assert not Engine.load(str(alone)).sees_images  # nothing beside it: text only
+    elsewhere = tmp_path / "projector.gguf"  # any name, given by path
+    shutil.copy(mmproj, elsewhere)
+    engine = Engine.load(str(alone), mmproj=str(elsewhere))
+    assert engine.sees_images
+    assert answers(engine, [(ask("what is it?"), [RED])]) == answers(
+        Engine.load(str(folder)), [(ask("what is it?"), [RED])])
+    with pytest.raises(ModelLoadError, match="GGUF file only"):
+        Engine.load(str(folder), mmproj=str(elsewhere))
+    with pytest.raises(ModelLoadError, match="no such mmproj"):
+        Engine.load(str(alone), mmproj=str(tmp_path / "missing.gguf"))
+
+
+@pytest.mark.parametrize("projector", ["pixtral", "qwen2.5vl_merger"])
+def test_a_projector_type_not_mapped_is_refused_with_its_name(pair, tmp_path, projector):
+    folder, text, _ = pair
+    other = write_mmproj(folder, tmp_path / "mmproj-other.gguf", projector=projector)
+    with pytest.raises(ModelLoadError, match=f"projector type '{projector}'"):
+        Engine.load(str(text), mmproj=str(other))
+    beside = tmp_path / "m"
+    beside.mkdir()
+    shutil.copy(text, beside / text.name)
+    shutil.copy(other, beside / other.name)
+    engine = Engine.load(str(beside / text.name))  # the model still loads, reading text
+    assert not engine.sees_images
+    [note] = engine.notes
+    assert "reads text only" in note and projector in note
+
+
+def test_a_projector_for_another_model_is_refused(tmp_path):
+    _, llama_text, _ = make_tiny_pair(tmp_path, "idefics3")
+    gemma, _, gemma_proj = make_tiny_pair(tmp_path, "gemma3")
+    with pytest.raises(ModelLoadError, match="'gemma3' does not pair with a llama GGUF"):
+        Engine.load(str(llama_text), mmproj=str(gemma_proj))
+    # a tensor missing, one too many: named
+    tensors = mmproj_tensors(gemma)
+    del tensors["mm.soft_emb_norm.weight"]
+    short = write_mmproj(gemma, tmp_path / "short.gguf", tensors=tensors)
+    with pytest.raises(ModelLoadError, match="no tensor for .*soft_emb_norm"):
+        Engine.load(str(tmp_path / "gemma3-gguf" / "tiny-gemma3.F32.gguf"), mmproj=str(short))
+    tensors = mmproj_tensors(gemma) | {"mm.extra.weight": np.zeros((2, 2), np.float32)}
+    extra = write_mmproj(gemma, tmp_path / "extra.gguf", tensors=tensors)
+    with pytest.raises(ModelLoadError, match="unexpected tensor 'mm.extra.weight'"):
+        Engine.load(str(tmp_path / "gemma3-gguf" / "tiny-gemma3.F32.gguf"), mmproj=str(extra))

@@ -1,0 +1,179 @@
+"""Tiny GGUF + mmproj pairs (issue #52): a tiny random VLM (tests/vision_models.py) written
+as llama.cpp's convert_hf_to_gguf.py writes a VLM: its language model as a text GGUF and
+its vision tower and projector as an mmproj GGUF (`--mmproj`), so a test compares the pair
+with the very same weights loaded as an mlx-vlm folder.
+
+The text GGUF goes through tests/gguf_models.py's writer (gguf-py's names, q/k rows
+permuted for llama, Gemma's norms plus one) with the VLM's own vocabulary. The mmproj's
+names are gguf-py's MMPROJ map of Hugging Face's names, its layout the converter's
+(conversion/base.py MmprojModel, gemma.py Gemma3VisionModel, smolvlm.py SmolVLMModel): the
+patch embedding as torch's (out, in, kh, kw), Gemma 3's soft embedding norm plus one, its
+input projection float16, everything else float32 (`--outtype f32`).
+tests/engine/test_mmproj_converter_parity.py holds this writer to llama.cpp's converter.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gguf
+import mlx.core as mx
+import numpy as np
+from gguf import GGUFWriter
+
+from tests.gguf_models import CASES, ArchCase, gguf_tensors, write_gguf
+from tests.vision_models import make_tiny_vlm
+
+# llama.cpp's projector type of each family (conversion/gemma.py, conversion/smolvlm.py)
+PROJECTOR = {"gemma3": "gemma3", "idefics3": "idefics3", "smolvlm": "idefics3"}
+
+
+def make_tiny_pair(folder: Path, family: str, seed: int = 0) -> tuple[Path, Path, Path]:
+    """A tiny `family` VLM as an mlx-vlm folder `folder / family` and as a GGUF + mmproj
+    pair in `folder / (family + "-gguf")`: (the VLM folder, the text GGUF, the mmproj)."""
+    # Gemma 3: six layers, as llama.cpp fixes every sixth layer global (below)
+    vlm = make_tiny_vlm(folder / family, family, seed, layers=6 if family == "gemma3" else 2)
+    if family == "gemma3":
+        _as_llama_cpp_gemma3(vlm)
+    out = folder / f"{family}-gguf"
+    out.mkdir(parents=True, exist_ok=True)
+    text = write_text_gguf(vlm, out / f"tiny-{family}.F32.gguf")
+    return vlm, text, write_mmproj(vlm, out / f"mmproj-tiny-{family}-f32.gguf")
+
+
+def _as_llama_cpp_gemma3(vlm: Path) -> None:
+    """What a GGUF of Gemma 3 can hold: the sliding pattern llama.cpp fixes (every sixth
+    layer global: src/models/gemma3.cpp), and the input projection the converter always
+    writes as float16 (Gemma3VisionModel.tensor_force_quant), rounded so in the folder."""
+    config = json.loads((vlm / "config.json").read_text())
+    config["text_config"]["sliding_window_pattern"] = 6
+    (vlm / "config.json").write_text(json.dumps(config, indent=1))
+    weights = mx.load(str(vlm / "model.safetensors"))
+    key = "multi_modal_projector.mm_input_projection_weight"
+    weights[key] = weights[key].astype(mx.float16).astype(mx.float32)
+    mx.save_safetensors(str(vlm / "model.safetensors"), weights)
+
+
+def text_case(vlm: Path) -> ArchCase:
+    """The ArchCase (tests/gguf_models.py) of the VLM's language model."""
+    config = json.loads((vlm / "config.json").read_text())
+    text = dict(config["text_config"], vocab_size=config["vocab_size"],
+                tie_word_embeddings=False)
+    if config["model_type"] == "gemma3":
+        return ArchCase("gemma3", text, norm_shift=1.0, metadata=CASES["gemma3"].metadata)
+    return ArchCase("llama", text, permute_qk=True, metadata=CASES["llama"].metadata)
+
+
+def write_text_gguf(vlm: Path, path: Path) -> Path:
+    """The VLM's language model as a text GGUF with the VLM's vocabulary and template."""
+    from mlx_vlm.utils import load
+
+    from engine.vision.load import text_model
+
+    config = json.loads((vlm / "config.json").read_text())
+    model, processor = load(str(vlm))
+    lm = text_model(model, config, str(vlm))  # mlx-lm's class on the VLM's arrays
+    case = text_case(vlm)
+    return write_gguf(path, case, gguf_tensors(case, lm), name=f"tiny {config['model_type']}",
+                      vocabulary=lambda w: _vocabulary(w, processor.tokenizer, config))
+
+
+def _vocabulary(w: GGUFWriter, tok: Any, config: dict[str, Any]) -> None:
+    """The VLM's byte-level vocabulary as a GGUF's (no merges: every byte a token), its
+    added tokens control tokens, as the converter's _set_vocab_gpt2 writes them."""
+    added = set(tok.get_added_vocab())
+    tokens = tok.convert_ids_to_tokens(list(range(len(tok))))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smollm")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in added else 1 for t in tokens])
+    w.add_token_merges([])
+    w.add_bos_token_id(tok.bos_token_id)
+    w.add_eos_token_id(config["eos_token_id"][0])
+    w.add_pad_token_id(tok.pad_token_id)
+    w.add_add_bos_token(False)
+    w.add_chat_template(tok.chat_template)
+
+
+def hf_vision_weights(vlm: Path) -> dict[str, np.ndarray]:
+    """The folder's vision tower and projector under Hugging Face's names and layouts (as
+    the VLM's checkpoint on the hub holds them)."""
+    config = json.loads((vlm / "config.json").read_text())
+    out = {}
+    for name, value in mx.load(str(vlm / "model.safetensors")).items():
+        if name.startswith("language_model."):
+            continue
+        w = np.array(value)
+        if name.endswith("patch_embedding.weight"):
+            w = w.transpose(0, 3, 1, 2)  # mlx's (out, kh, kw, in) -> torch's (out, in, kh, kw)
+        if config["model_type"] != "gemma3":
+            name = "model." + name  # Idefics3ForConditionalGeneration's model.vision_model
+        out[name] = w
+    return out
+
+
+def mmproj_tensors(vlm: Path) -> dict[str, np.ndarray]:
+    """The mmproj's tensors, by GGUF name, as the converter leaves them."""
+    config = json.loads((vlm / "config.json").read_text())
+    blocks = config["vision_config"]["num_hidden_layers"]
+    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
+    out = {}
+    for hf, w in hf_vision_weights(vlm).items():
+        hf = hf.replace("_weight", ".weight")  # Gemma3VisionModel.filter_tensors
+        base, _, suffix = hf.rpartition(".")
+        new = name_map.get_name(base)
+        assert new is not None, f"gguf-py has no MMPROJ name for {hf}"
+        if "soft_emb_norm" in hf:
+            w = w + np.float32(1.0)  # Gemma3VisionModel.modify_tensors
+        if "input_projection" in hf:
+            w = w.astype(np.float16)
+        out[f"{new}.{suffix}"] = w
+    return out
+
+
+def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
+                 tensors: dict[str, np.ndarray] | None = None) -> Path:
+    """The VLM's mmproj GGUF (`projector`: another projector type to write, for refusals;
+    `tensors`: other tensors)."""
+    config = json.loads((vlm / "config.json").read_text())
+    family = config["model_type"]
+    v = config["vision_config"]
+    pre = json.loads((vlm / "preprocessor_config.json").read_text())
+    processor = json.loads((vlm / "processor_config.json").read_text())
+    w = GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.MMPROJ])
+    w.add_type(gguf.GGUFType.MMPROJ)
+    w.add_name(f"tiny {family}")
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_clip_has_vision_encoder(True)
+    w.add_vision_projection_dim(config["text_config"]["hidden_size"])
+    w.add_vision_image_size(v["image_size"])
+    w.add_vision_patch_size(v["patch_size"])
+    w.add_vision_embedding_length(v["hidden_size"])
+    w.add_vision_feed_forward_length(v["intermediate_size"])
+    w.add_vision_block_count(v["num_hidden_layers"])
+    w.add_vision_head_count(v["num_attention_heads"])
+    w.add_vision_image_mean(list(pre["image_mean"]))
+    w.add_vision_image_std(list(pre["image_std"]))
+    w.add_clip_projector_type(projector or PROJECTOR[family])
+    if family == "gemma3":
+        w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-6))
+        w.add_vision_use_gelu(True)
+        per_side = int(processor.get("image_seq_length", 256) ** 0.5)
+        scale = (v["image_size"] // v["patch_size"]) // per_side
+        if scale > 0 and scale != 4:  # the converter writes it only when not the default
+            w.add_vision_projector_scale_factor(scale)
+    else:
+        w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-5))
+        w.add_vision_projector_scale_factor(config.get("scale_factor", 2))
+        w.add_vision_use_gelu(True)
+        w.add_vision_preproc_image_size(pre.get("size", {}).get("longest_edge",
+                                                                v["image_size"]))
+    for name, value in (mmproj_tensors(vlm) if tensors is None else tensors).items():
+        w.add_tensor(name, np.ascontiguousarray(value))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
