@@ -111,6 +111,8 @@ _GEGLUS = ("mlx_lm.models.gemma4_text",)
 # RoPE stand-ins that rotate nothing (SmolLM 3's NoPE layers): any positions, a ragged
 # pass's included, leave x as it is
 _NO_ROPES = (("mlx_lm.models.smollm3", "NoPE"),)
+# RoPEs of the engine's own that take a ragged pass's per-token positions (Qwen2-VL's M-RoPE)
+_POSITIONED_ROPES = (("engine.vision.mrope", "MRoPE"),)
 _MADE: dict[type, type] = {}
 # the head classes below, apart from _MADE (engine_class must never hand them out)
 _FINISHED: dict[type, type] = {}
@@ -326,4 +328,5 @@ def _is_gemma2_attention(stock: type) -> bool:
 def is_native_rope(module: nn.Module) -> bool:
     """A RoPE module of this file's, or one that rotates nothing (a ragged pass takes both)."""
     cls = type(module)
-    return cls in FREQS_ROPES.values() or (cls.__module__, cls.__name__) in _NO_ROPES
+    return (cls in FREQS_ROPES.values() or (cls.__module__, cls.__name__) in _NO_ROPES
+            or (cls.__module__, cls.__name__) in _POSITIONED_ROPES)

@@ -32,6 +32,7 @@ from .ragged_pass import RaggedPass
 from .scheduler import TickPlan
 from .sequence import Status
 from .slot_cache import plain
+from .vision import mrope
 
 if TYPE_CHECKING:
     from .decode_batch import DecodeBatch
@@ -60,6 +61,8 @@ class ModelRunner:
         # The engine's own modules over the same arrays (engine/module_tree.py), where its
         # kernels go; the loaded model and mlx / mlx-lm's classes stay untouched.
         self.model = model = module_tree.clone(model)
+        # M-RoPE (a Qwen2-VL's text model): where each pass says its positions
+        self.positions = mrope.feed_of(model)
         model_fixes.install(model)  # where mlx-lm's module cannot take a batch
         # On the CPU backend the model's SiLU and softmax go through faster kernels, but
         # only for the passes built here (engine/cpu_layers.py, engine/cpu_kernels.py).
@@ -149,7 +152,7 @@ class ModelRunner:
         if not len(batch):
             return None
         if batch.is_batched:
-            if self.ragged_ok and batch.can_share_pass():
+            if self.ragged_ok and batch.can_share_pass() and self.may_share(plan, batch):
                 return "ragged"
             return "padded" if self._rows_check_apart(plan, batch) else None
         if plan.prefill:
@@ -161,7 +164,8 @@ class ModelRunner:
         """Whether the tick runs as one ragged pass: its chunks may share it, or a batch's
         rows check drafts in it."""
         return self._shares_pass(plan, batch) or bool(plan.drafts and batch.is_batched
-                                                      and self.ragged_ok)
+                                                      and self.ragged_ok
+                                                      and self.may_share(plan, batch))
 
     def _shares_pass(self, plan: TickPlan, batch: DecodeBatch) -> bool:
         """Whether the model allows one ragged pass and the tick has chunks to prefill beside
@@ -170,6 +174,8 @@ class ModelRunner:
         if not (self.ragged_ok and plan.prefill):
             return False
         if len(batch) and not batch.can_share_pass():
+            return False
+        if not self.may_share(plan, batch):
             return False
         if not len(batch) and len(plan.prefill) < 2:
             return False
@@ -182,6 +188,19 @@ class ModelRunner:
         return (batch.is_batched and not self.ragged_ok and not plan.prefill
                 and batch.can_verify_rows())
 
+    def may_share(self, plan: TickPlan, batch: DecodeBatch) -> bool:
+        """Whether the tick's sequences may share a ragged pass: not an M-RoPE image
+        request's rows or chunks (its positions are not its indices; the pass carries one
+        position a token and no delta: engine/vision/mrope.py)."""
+        return self.positions is None or not any(
+            mrope.placed(seq) for seq in [*batch.seqs, *(s for s, _ in plan.prefill)])
+
+    def shifted(self, seqs: list[Any]) -> AbstractContextManager[None]:
+        """The passes inside run the rows of `seqs` (a batch's, in row order) each at its
+        own M-RoPE delta (nothing to do for other models and text rows)."""
+        deltas = mrope.shifts(seqs) if self.positions is not None else None
+        return nullcontext() if deltas is None else self.positions.feeding(shifts=deltas)
+
     # -- the calls --------------------------------------------------------------------------
     def view(self, cache: list[Any]) -> list[Any]:
         """The caches as the model's layers get them: as they are with float KV; behind
@@ -192,14 +211,19 @@ class ModelRunner:
         return cpu_kernels.active(self.cpu) if self.fast_cpu_kernels else nullcontext()
 
     def prefill(self, cache: LayerCaches, tokens: list[int],
-                logits: bool = False, embeddings: mx.array | None = None) -> mx.array | None:
+                logits: bool = False, embeddings: mx.array | None = None,
+                positions: mx.array | None = None) -> mx.array | None:
         """Run prompt tokens into `cache`. With `logits`, also return the last token's
         logits (shape (1, vocab), evaluated); otherwise none are computed. `embeddings`
         (len(tokens), hidden): the tokens' input rows, fed instead of looking them up (an
-        image request's prompt, engine/vision/)."""
-        out = self._forward(mx.array([max(t, 0) for t in tokens])[None], cache,
-                            [len(tokens) - 1] if logits else None,
-                            embeddings=None if embeddings is None else embeddings[None])
+        image request's prompt, engine/vision/); `positions` (3, len(tokens)): an M-RoPE
+        image request's (engine/vision/mrope.py)."""
+        fed = (nullcontext() if positions is None or self.positions is None
+               else self.positions.feeding(positions=positions))
+        with fed:
+            out = self._forward(mx.array([max(t, 0) for t in tokens])[None], cache,
+                                [len(tokens) - 1] if logits else None,
+                                embeddings=None if embeddings is None else embeddings[None])
         mx.eval([layer.state for layer in cache] + ([] if out is None else [out]))
         return out
 
@@ -359,7 +383,8 @@ class ModelRunner:
 
         `tokens` may itself be unevaluated (the run-ahead step feeds the previous sample).
         """
-        if self.compiled is not None and CompiledDecode.usable(cache):
+        if (self.compiled is not None and CompiledDecode.usable(cache)
+                and not (self.positions is not None and self.positions.busy)):
             return self.compiled.step(cache, tokens)
         inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens)
         with self._kernels():

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .next_token import PassResult, sample_drafted, sample_pass
 from .scheduler import TickPlan, group_prefill
+from .vision.mrope import placed
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -121,7 +122,9 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
             if len(group) == 1:
                 seq, n = group[0]
                 given = seq.chunk_embeddings(n)  # an image request's rows
-                logits = runner.prefill(seq.cache, pieces[0], logits=last[0],
+                at = (seq.vision.positions[:, seq.num_cached : seq.num_cached + n]
+                      if placed(seq) else None)  # and its M-RoPE positions
+                logits = runner.prefill(seq.cache, pieces[0], logits=last[0], positions=at,
                                         **({"embeddings": given} if given is not None else {}))
             else:
                 caches, logits = runner.prefill_many(
@@ -142,14 +145,15 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
 
 def _embedded_alone(groups: list[list[tuple[Sequence, int]]],
                     ) -> list[list[tuple[Sequence, int]]]:
-    """The prefill groups with each chunk fed as embeddings (an image request's) in a pass
-    of its own: a padded pass of several prompts takes token ids."""
+    """The prefill groups with each chunk fed as embeddings (an image request's) or at
+    M-RoPE positions in a pass of its own: a padded pass of several prompts takes token ids
+    at their indices."""
     out = []
     for group in groups:
-        given = [c for c in group if c[0].prompt_embeddings is not None]
-        if given and len(group) > 1:
-            out += [[c] for c in given]
-            rest = [c for c in group if c[0].prompt_embeddings is None]
+        alone = [c for c in group if c[0].prompt_embeddings is not None or placed(c[0])]
+        if alone and len(group) > 1:
+            out += [[c] for c in alone]
+            rest = [c for c in group if c not in alone]
             if rest:
                 out.append(rest)
         else:
@@ -163,7 +167,8 @@ def run_decode(batch: DecodeBatch, more_coming: bool, tokens: TickTokens,
     compiled step and runs ahead where it may)."""
     t = time.perf_counter()
     try:
-        result = batch.step(more_coming)
+        with batch.runner.shifted(batch.seqs):  # M-RoPE image rows: each its delta
+            result = batch.step(more_coming)
     except Exception as exc:  # noqa: BLE001 - the tick's requests fail, the engine goes on
         result = PassResult.failed(batch.seqs, exc)
     run.forward_s = time.perf_counter() - t
@@ -176,7 +181,8 @@ def run_checked_alone(batch: DecodeBatch, drafts: list[int], tokens: TickTokens,
     t = time.perf_counter()
     seq = batch.seqs[0]
     try:
-        logits = batch.verify_alone(drafts)
+        with batch.runner.shifted(batch.seqs):
+            logits = batch.verify_alone(drafts)
         result = checked([seq], {0: drafts}, logits, batch, tokens)
     except Exception as exc:  # noqa: BLE001 - the row fails, the engine goes on
         result = PassResult.failed([seq], exc)
@@ -194,7 +200,8 @@ def run_checked_rows(batch: DecodeBatch, drafts: dict[int, list[int]], tokens: T
     row_drafts = [drafts.get(i, []) for i in range(len(seqs))]
     run.drafted = len(seqs) * max(map(len, row_drafts))
     try:
-        logits = batch.verify_rows(row_drafts)
+        with batch.runner.shifted(batch.seqs):
+            logits = batch.verify_rows(row_drafts)
         result = checked(seqs, drafts, logits, batch, tokens)
     except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
         result = PassResult.failed(seqs, exc)

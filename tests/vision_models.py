@@ -35,8 +35,9 @@ IMAGE_SIDE = 32  # pixels: the vision tower's input, one tile
 PATCH = 8
 # Idefics3 and SmolVLM: Idefics3's layout (a SigLIP tower, a pixel-shuffle connector, a
 # llama text model); Gemma 3: a SigLIP tower, an average-pooling projector, Gemma 3's text
-# model (sliding-window layers, embeddings scaled in the model)
-FAMILIES = ("idefics3", "smolvlm", "gemma3")
+# model (sliding-window layers, embeddings scaled in the model); Qwen2.5-VL: its windowed ViT
+# and patch merger, Qwen2's text model with M-RoPE (3-D positions for image tokens)
+FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_5_vl")
 
 
 def _tokenizer(extra: list[str], placeholder: str,
@@ -69,6 +70,9 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
 
     classes = importlib.import_module(f"mlx_vlm.models.{family}")
     folder.mkdir(parents=True, exist_ok=True)
+    if family == "qwen2_5_vl":
+        return _qwen2_5_vl(folder, seed, hidden=hidden, layers=layers,
+                           vision_hidden=vision_hidden, vision_layers=vision_layers)
     if family == "gemma3":
         return _gemma3(folder, seed, hidden=hidden, layers=layers, vision_hidden=vision_hidden,
                        vision_layers=vision_layers, image_side=image_side, patch=patch)
@@ -167,6 +171,63 @@ def _gemma3(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidden:
     tokenizer.save_pretrained(folder)
     (folder / "processor_config.json").write_text(json.dumps(
         {"image_seq_length": per_side * per_side, "processor_class": "Gemma3Processor"}))
+    (folder / "chat_template.json").write_text(json.dumps(
+        {"chat_template": tokenizer.chat_template}))
+    return folder
+
+
+def _qwen2_5_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidden: int,
+                vision_layers: int) -> Path:
+    """Qwen2.5-VL: an image resized to 56 x 56 pixels is a 4 x 4 grid of 14-pixel patches,
+    merged 2 x 2 into 4 tokens at 3-D positions (t, h, w); the text after it goes on from
+    the image's largest position + 1, 2 below its index (the rope delta)."""
+    from mlx_vlm.models import qwen2_5_vl
+
+    specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    tokenizer = _tokenizer(specials, "<|vision_start|><|image_pad|><|vision_end|>")
+    vocab = len(tokenizer)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in specials}
+    side, patch = 56, 14
+    text = {"model_type": "qwen2_5_vl", "hidden_size": hidden, "num_hidden_layers": layers,
+            "intermediate_size": 2 * hidden, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "vocab_size": vocab,
+            # a low base: every frequency turns within a short prompt, so the positions an
+            # image's tokens and the text after it get change the answer
+            "rope_theta": 20.0, "max_position_embeddings": 512,
+            # head_dim 16: 8 frequencies, 2 for time, 3 for height, 3 for width
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+            "tie_word_embeddings": False}
+    vision = {"model_type": "qwen2_5_vl", "depth": vision_layers, "hidden_size": vision_hidden,
+              "intermediate_size": 2 * vision_hidden, "out_hidden_size": hidden,
+              "num_heads": 2, "patch_size": patch, "spatial_patch_size": patch,
+              "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 56,
+              "fullatt_block_indexes": [0], "in_channels": 3}
+    # flat, as Qwen2.5-VL's own config.json: the text model's keys at the top
+    config = {**text, "vision_config": vision, "image_token_id": ids["<|image_pad|>"],
+              "video_token_id": ids["<|video_pad|>"],
+              "vision_start_token_id": ids["<|vision_start|>"],
+              "vision_end_token_id": ids["<|vision_end|>"],
+              "eos_token_id": [tokenizer.convert_tokens_to_ids("<|im_end|>")]}
+    model_config = qwen2_5_vl.ModelConfig.from_dict(dict(config))
+    model_config.text_config = qwen2_5_vl.TextConfig.from_dict(text)
+    model_config.vision_config = qwen2_5_vl.VisionConfig.from_dict(vision)
+    mx.random.seed(seed)
+    model = qwen2_5_vl.Model(model_config)
+    head = model.language_model.lm_head
+    head.weight = mx.random.normal(head.weight.shape) * 0.5
+    for layer in model.language_model.model.layers:  # sharp attention: positions matter
+        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+            proj.weight = proj.weight * 4
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    (folder / "preprocessor_config.json").write_text(json.dumps(
+        {"patch_size": patch, "temporal_patch_size": 2, "merge_size": 2,
+         "min_pixels": side * side, "max_pixels": side * side,
+         "image_processor_type": "Qwen2VLImageProcessor"}))
+    tokenizer.save_pretrained(folder)
+    (folder / "processor_config.json").write_text(json.dumps(
+        {"processor_class": "Qwen2_5_VLProcessor"}))
     (folder / "chat_template.json").write_text(json.dumps(
         {"chat_template": tokenizer.chat_template}))
     return folder

@@ -24,8 +24,9 @@ from ..loader.common import (
 )
 from ..loader.errors import ModelLoadError
 from ..loader.progress import ProgressReporter
+from . import mrope
 from .prompt import VisionTower
-from .support import vision_refusal
+from .support import text_config, vision_refusal
 
 
 def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
@@ -51,6 +52,7 @@ def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
     if widen_floats(quantized):
         cast_floats_to_float32(vlm)  # both towers, so image and text embeddings agree
     model = text_model(vlm, config, source)
+    positioned = mrope.install(model, kind, text_config(config)) is not None
     report("tokenizer", 0.0)
     hf_tok = getattr(processor, "tokenizer", processor)
     eos = end_token_ids([*_config_eos(config), hf_tok.eos_token_id], hf_tok.get_vocab(),
@@ -59,7 +61,7 @@ def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
     image_token = config.get("image_token_id", config.get("image_token_index"))
     if not isinstance(image_token, int):
         raise ModelLoadError(f"{source}: its config names no image token id")
-    text = config["text_config"]
+    text = text_config(config)
     name = Path(source).name if Path(source).is_dir() else source
     return {
         "model": model,
@@ -69,7 +71,7 @@ def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
         "source": str(Path(source).resolve()) if Path(source).is_dir() else source,
         "description": (f"{name} (mlx-vlm, sees images), {weights_description(model)} on "
                         f"{device_name()}"),
-        "vision": VisionTower(vlm, processor, image_token),
+        "vision": VisionTower(vlm, processor, image_token, positioned=positioned),
     }
 
 
@@ -79,8 +81,13 @@ def text_model(vlm: nn.Module, config: dict[str, Any], source: str) -> nn.Module
     weights do not map one to one."""
     from mlx_lm.utils import _get_classes
 
-    text = dict(config["text_config"])
+    text = dict(text_config(config))
     text.setdefault("vocab_size", config.get("vocab_size"))
+    if config.get("model_type") in mrope.MROPE_STYLES:
+        # the language model itself (mlx-lm's qwen2_vl wraps it under other names); its
+        # rotation is the engine's M-RoPE (mrope.install), not the rope_scaling's
+        text["model_type"] = "qwen2"
+        text.pop("rope_scaling", None)
     try:
         model_class, args_class = _get_classes(text)
     except ValueError as e:

@@ -22,6 +22,7 @@ import mlx.nn as nn
 
 from ..errors import RequestRejected
 from .keys import image_ids
+from .mrope import rope_positions
 from .prepared import PreparedPrompts
 
 
@@ -35,14 +36,20 @@ class VisionPrompt:
     token_ids: list[int]
     arrays: dict[str, Any]  # pixel_values and the like, as mlx-vlm's processor made them
     images_end: int  # one past the last image token: a prefix cached past it needs no tower
+    # M-RoPE (engine/vision/mrope.py): every prompt token's (t, h, w), (3, tokens), and the
+    # delta from a token's index to its position after the prompt; None / 0 elsewhere
+    positions: Any = None
+    rope_delta: int = 0
 
 
 class VisionTower:
     """A loaded VLM's image side: mlx-vlm's model (its vision tower, connector and merge)
     and processor."""
 
-    def __init__(self, vlm: nn.Module, processor: Any, image_token_id: int) -> None:
+    def __init__(self, vlm: nn.Module, processor: Any, image_token_id: int,
+                 positioned: bool = False) -> None:
         self.vlm = vlm
+        self.positioned = positioned  # M-RoPE: prompts carry their 3-D positions
         self.processor = processor
         self.image_token_id = image_token_id
         self.tokenizer = getattr(processor, "tokenizer", processor)
@@ -98,7 +105,10 @@ class VisionTower:
         ids, end = self._keyed(token_ids, digests)
         if end == 0:
             raise RequestRejected("the model's processor put no image tokens in the prompt")
-        return VisionPrompt(ids, token_ids, arrays, end)
+        if not self.positioned:
+            return VisionPrompt(ids, token_ids, arrays, end)
+        positions, delta = rope_positions(self.vlm, token_ids, arrays)
+        return VisionPrompt(ids, token_ids, arrays, end, positions, delta)
 
     def _keyed(self, token_ids: list[int], digests: list[str]) -> tuple[list[int], int]:
         """The prompt ids with each image token replaced by its key, and one past the last

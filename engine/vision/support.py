@@ -7,17 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-# The VLM families whose language model takes plain positions (RoPE by token index), so an
-# image request's prefill is an ordinary text prefill of its embeddings. Qwen2-VL / 2.5-VL /
-# 3-VL's M-RoPE gives image tokens 2-D positions (a per-image position delta): not yet.
-SUPPORTED = ("idefics3", "smolvlm", "gemma3")
+# The VLM families the engine runs: those whose language model takes plain positions (RoPE
+# by token index), whose image request's prefill is an ordinary text prefill of its
+# embeddings, and Qwen2.5-VL, whose M-RoPE gives image tokens 3-D positions and shifts the
+# text after them (engine/vision/mrope.py).
+SUPPORTED = ("idefics3", "smolvlm", "gemma3", "qwen2_5_vl")
 NOT_YET = {
-    "qwen2_vl": "its M-RoPE gives image tokens 2-D positions, which the engine's passes do "
-                "not carry yet",
-    "qwen2_5_vl": "its M-RoPE gives image tokens 2-D positions, which the engine's passes "
-                  "do not carry yet",
-    "qwen3_vl": "its M-RoPE gives image tokens 2-D positions, which the engine's passes do "
-                "not carry yet",
+    "qwen3_vl": "its DeepStack adds image features to the first layers' hidden states, "
+                "which the engine's passes do not carry yet",
+    "qwen3_vl_moe": "its DeepStack adds image features to the first layers' hidden states, "
+                    "which the engine's passes do not carry yet",
 }
 
 
@@ -35,6 +34,13 @@ def vision_refusal(model_type: str | None) -> str | None:
         return f"a {model_type} vision model: {reason}"
     return (f"a {model_type or 'unknown'} vision model: the engine runs images for "
             f"{', '.join(SUPPORTED)} so far")
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A VLM config's language model part: its `text_config`, or the config itself where
+    the text model's keys are at the top (Qwen2-VL / 2.5-VL's own config.json)."""
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config
 
 
 def read_config(path: Path) -> dict[str, Any] | None:

@@ -43,10 +43,10 @@ def test_a_vlm_directory_sees_images_and_loads_as_one(disk):
 def test_a_vision_family_not_run_yet_says_why(disk):
     folder = make_tiny_vlm(disk / "tiny-qwen-vl", "idefics3")
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(config | {"model_type": "qwen2_5_vl"}))
+    (folder / "config.json").write_text(json.dumps(config | {"model_type": "qwen3_vl"}))
     e = by_name()["tiny-qwen-vl"]
     assert e.sees_images and e.input == "text (images: not yet)"
-    assert "M-RoPE" in e.images_reason
+    assert "DeepStack" in e.images_reason
 
 
 def test_a_gguf_with_an_mmproj_beside_it(disk):

@@ -67,28 +67,39 @@ def cached(engine: Engine) -> int:
     return engine.finished_requests()[-1].cached_tokens
 
 
-def test_loads_through_mlx_vlm_and_answers_as_its_language_model(vlm_dir):
-    from mlx_vlm.models.cache import make_prompt_cache
+def mlx_vlm_generate(engine: Engine, messages: list[dict], image: bytes) -> list[int]:
+    """mlx-vlm's own greedy generation (generate_step: its merge, its language model with
+    its own positions, M-RoPE's included) on the engine's prompt, up to the first end
+    token (which it yields and goes on past)."""
+    from mlx_vlm.generate import generate_step
 
+    prompt = engine.vision.prepare(messages, [image])
+    arrays = dict(prompt.arrays)
+    pixels, mask = arrays.pop("pixel_values"), arrays.pop("mask", None)
+    want = []
+    for token, _ in generate_step(mx.array([prompt.token_ids]), engine.vision.vlm, pixels,
+                                  mask, max_tokens=GREEDY.max_tokens, temperature=0.0,
+                                  **arrays):
+        want.append(int(token))
+        if want[-1] in engine.tokenizer.eos_token_ids:
+            break
+    return want
+
+
+def test_loads_through_mlx_vlm_and_answers_as_its_generate(vlm_dir):
     engine = Engine.load(str(vlm_dir))
     assert engine.sees_images and "sees images" in engine.description
     assert type(engine.vision.vlm).__module__.startswith("mlx_vlm.models.")
-    [got] = answers(engine, [(ask("what is it?"), [RED])])
-    # mlx-vlm's own path: its merge (get_input_embeddings), its language model, greedy
-    vision = engine.vision
-    prompt = vision.prepare(ask("what is it?"), [RED])
-    lm = vision.vlm.language_model
-    merged = vision.vlm.get_input_embeddings(mx.array([prompt.token_ids]),
-                                             **prompt.arrays).inputs_embeds
-    cache = make_prompt_cache(lm)
-    logits = lm(mx.array([prompt.token_ids]), inputs_embeds=merged, cache=cache).logits
-    want = []
-    for _ in range(GREEDY.max_tokens):
-        want.append(int(mx.argmax(logits[0, -1]).item()))
-        logits = lm(mx.array([[want[-1]]]), cache=cache).logits
-    assert got == want
-    # the image matters: another image, another answer
-    assert answers(engine, [(ask("what is it?"), [GREEN])])[0] != got
+    got = [answers(engine, [(ask("what is it?"), [image])])[0] for image in (RED, GREEN)]
+    assert got == [mlx_vlm_generate(engine, ask("what is it?"), image)
+                   for image in (RED, GREEN)]
+    assert got[0] != got[1]  # the image matters
+    if engine.vision.positioned:
+        # M-RoPE: the image's 3-D positions and the text's delta matter (the model is made
+        # to turn at these positions): at plain positions another answer
+        plain = Engine.load(str(vlm_dir))
+        plain.vision.positioned = False
+        assert answers(plain, [(ask("what is it?"), [RED])])[0] != got[0]
 
 
 @pytest.mark.parametrize("kernels", [True, False], ids=["ragged", "passes-apart"])
@@ -126,7 +137,13 @@ def test_same_answer_alone_and_batched(vlm_dir, kernels, params, monkeypatch):
             chunked.step()
     run_to_end(chunked)
     assert staggered == [alone[0], alone[1], alone[3], alone[2], alone[4]]
-    assert any(beside_rows) == testing.facts(chunked).ragged
+    if chunked.vision.positioned:
+        # M-RoPE: an image request's chunks and rows run their passes apart (their
+        # positions are not their indices); the text rows' ticks still share ragged passes
+        assert not any(beside_rows)
+        assert bool(beside_rows) == testing.facts(chunked).ragged
+    else:
+        assert any(beside_rows) == testing.facts(chunked).ragged
 
 
 def test_a_vlm_quantized_by_mlx_vlm_runs_on_the_native_kernels(vlm_dir, tmp_path):
@@ -305,10 +322,10 @@ def test_a_vision_family_not_run_yet_loads_its_text_through_mlx_lm(tmp_path):
 
     from engine.public import vision_refusal
 
-    assert "M-RoPE" in vision_refusal("qwen2_5_vl")
+    assert "DeepStack" in vision_refusal("qwen3_vl")
     (tmp_path / "config.json").write_text(json.dumps(
-        {"model_type": "qwen2_5_vl", "vision_config": {"depth": 1},
-         "text_config": {"model_type": "qwen2"}}))
+        {"model_type": "qwen3_vl", "vision_config": {"depth": 1},
+         "text_config": {"model_type": "qwen3"}}))
     # not mlx-vlm's load: mlx-lm's, which finds no weights in this folder
     with pytest.raises(ModelLoadError, match="cannot load mlx-lm model directory"):
         Engine.load(str(tmp_path))
