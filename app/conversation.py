@@ -22,7 +22,7 @@ from engine.public import lone_surrogate, repair_text
 
 from .attachments import Attachment
 from .attachments.framing import FILES_ONLY_QUESTION
-from .attachments.messages import ATTACHMENTS
+from .attachments.messages import ATTACHMENTS, has_attachments
 from .branch_copy import branch_title, copy_path
 from .bridge import EngineBridge, Generation
 from .conversation_tools import ToolTurns
@@ -44,6 +44,9 @@ __all__ = ["ChatMessage", "Conversation", "FINISH_NOTES", "MAX_ANSWERS", "Messag
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 MAX_ANSWERS = 4  # several answers at once: 2 to this many
+# said at the input when a send's files take this long to make ready (indexing, embedding)
+FILES_NOTE = "Finding the passages of the attached files…"
+FILES_NOTE_AFTER_S = 0.5
 # what changed in a message: its streamed text, its wait note, or a tool call's outcome
 MessageChange = Literal["text", "waiting", "tools"]
 
@@ -454,10 +457,68 @@ class Conversation:
         self.path_changed.emit()  # appended, or a new version of an earlier message
         return msg
 
-    def _start(self, parent: ChatMessage, targets: list[ReplyTarget]) -> bool:
+    def _start(self, parent: ChatMessage, targets: list[ReplyTarget],
+               files_ready: bool = False) -> bool:
         if self._load_first(parent, targets):
             return True
+        if not files_ready and self._fit_files_first(parent, targets):
+            return True
         return any(isinstance(o, ChatMessage) for o in self._start_each(parent, targets))
+
+    def _fit_files_first(self, parent: ChatMessage, targets: list[ReplyTarget]) -> bool:
+        """The prompt has attached files and a local model answers: their indexes and the
+        question's vector are made off the UI thread first (an embedding model takes
+        seconds), then the replies start; the chat is busy meanwhile. False otherwise."""
+        prompt = self.prompt_messages(parent)
+        if not has_attachments(prompt) or all(t.backend is not None for t in targets):
+            return False
+        was_busy = self.is_busy
+        self._loading = asyncio.ensure_future(self._start_after_files(parent, targets, prompt))
+        if not was_busy:
+            self.busy_changed.emit(True)
+        return True
+
+    async def _start_after_files(self, parent: ChatMessage, targets: list[ReplyTarget],
+                                 prompt: list[dict[str, Any]]) -> None:
+        me = asyncio.current_task()
+        noted: list[bool] = []
+
+        def note() -> None:  # only a slow one is said: most take milliseconds
+            noted.append(True)
+            self.notice.emit(FILES_NOTE)
+
+        slow = asyncio.get_running_loop().call_later(FILES_NOTE_AFTER_S, note)
+        try:
+            for model in dict.fromkeys(t.model for t in targets if t.backend is None):
+                target = next(t for t in targets if t.backend is None and t.model == model)
+                tools = self.tool_turns.offered if target.params.get("mcp_servers") else None
+                try:
+                    route = self.bridge.route(None, model)
+                    request = tab_request(prompt, target.params, tools or None,
+                                          target.params.get("tool_choice", "auto"),
+                                          local=True)
+                    await self.bridge.fit_files(request, route)
+                except Refusal:
+                    continue  # the send itself refuses it, and says why
+                except Exception:  # noqa: BLE001 - the send meets it again and says so
+                    log.exception("preparing the attached files for %s failed", self.tag)
+        except asyncio.CancelledError:  # Stop, or the tab closed
+            slow.cancel()
+            if self._loading is me:
+                self._loading = None
+                if noted:
+                    self.notice.emit("")
+                if not self.is_busy:
+                    self.busy_changed.emit(False)
+            raise
+        slow.cancel()
+        if self._loading is not me:
+            return
+        self._loading = None
+        if noted:
+            self.notice.emit("")
+        if not self._start(parent, targets, files_ready=True) and not self.is_busy:
+            self.busy_changed.emit(False)
 
     def _load_first(self, parent: ChatMessage, targets: list[ReplyTarget]) -> bool:
         """A target's model is not loaded: load it (other tabs keep streaming), then start

@@ -21,6 +21,7 @@ from bm25s.tokenization import Tokenizer
 
 from .attachment import Attachment
 from .chunks import CHUNK_CHARS, Chunk, chunk_attachment
+from .index_progress import STEPS, TOKENIZE_SHARE, CountedDocs, IndexProgress, Reporter
 from .vectors import Embedder, VectorCache, reciprocal_rank_fusion
 
 FUSED_DEPTH = 50  # how deep each ranking goes into the fusion
@@ -39,15 +40,27 @@ class ScoredChunk:
 
 class ChunkIndex:
     """One attachment's chunks, their BM25 index and (with an embedding model) their
-    vectors, `vectors_of` naming the model."""
+    vectors, `vectors_of` naming the model. `progress("indexing", fraction)` as the BM25
+    index is built (index_progress.py)."""
 
-    def __init__(self, chunks: Sequence[Chunk]) -> None:
+    def __init__(self, chunks: Sequence[Chunk],
+                 progress: IndexProgress | None = None) -> None:
         self.chunks = list(chunks)
         self._tokenizer = Tokenizer(stopwords="en")
-        ids = self._tokenizer.tokenize([c.text for c in self.chunks], return_as="ids",
-                                       show_progress=False)
+        report = Reporter(progress)
+        report(0.0)
+        every = max(1, len(self.chunks) // STEPS)
+        ids = []
+        # streamed one chunk at a time (the same ids as one call: the vocabulary grows in
+        # order), so the tokenizing reports its progress
+        for i, doc in enumerate(self._tokenizer.tokenize(
+                [c.text for c in self.chunks], update_vocab=True, return_as="stream")):
+            ids.append(doc)
+            if (i + 1) % every == 0:
+                report(TOKENIZE_SHARE * (i + 1) / len(self.chunks))
         self._bm25 = bm25s.BM25()
-        self._bm25.index(ids, show_progress=False)
+        self._bm25.index(CountedDocs(ids, report), show_progress=False)
+        report(1.0)
         self.vectors: np.ndarray | None = None  # (chunks, width) unit rows
         self.vectors_of = ""
 
@@ -94,18 +107,18 @@ class IndexCache:
         self.vector_cache = VectorCache()
         self.built = 0  # indexes built (not found in the cache): what tests count
 
-    def get(self, att: Attachment,
-            progress: Callable[[int, int], None] | None = None) -> ChunkIndex:
+    def get(self, att: Attachment, progress: IndexProgress | None = None) -> ChunkIndex:
         """The attachment's index, built here if not cached, with its chunks' vectors when
-        an embedder is set (call it off the UI thread); `progress(done, total)`: chunks
-        embedded so far."""
+        an embedder is set (call it off the UI thread); `progress(stage, fraction)`:
+        "indexing" as BM25's index is built, then "embedding" as the chunks are embedded
+        (neither when cached)."""
         key = (att.content_hash(), self._chunk_chars)
         with self._lock:
             index = self._indexes.get(key)
             if index is not None:
                 self._indexes.move_to_end(key)
         if index is None:
-            index = ChunkIndex(chunk_attachment(att, self._chunk_chars))
+            index = ChunkIndex(chunk_attachment(att, self._chunk_chars), progress)
             with self._lock:
                 self.built += 1
                 self._indexes[key] = index
@@ -114,8 +127,10 @@ class IndexCache:
         embedder = self.embedder
         if embedder is not None and index.vectors_of != embedder.name \
                 and len(index.chunks) <= EMBED_AT_MOST:
+            embedded = None if progress is None else \
+                (lambda done, total: progress("embedding", done / max(1, total)))
             index.vectors = self.vector_cache.vectors(
-                embedder, [c.text for c in index.chunks], progress)
+                embedder, [c.text for c in index.chunks], embedded)
             index.vectors_of = embedder.name
         return index
 

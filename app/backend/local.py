@@ -83,6 +83,14 @@ class LocalBackend:
             raise refusal_of(exc, _field(request)) from None
         return Submission(streams, fmt, shape, files[-1].citations if files else (), dropped)
 
+    def fit_files(self, request: ChatRequest) -> None:
+        """What `submit(request)` does first for its attached files, done now and thrown
+        away (call it off the UI thread): the indexes it builds and the question's vector
+        it embeds are then cached, and the submit finds them (issue #51)."""
+        target = self._serving()
+        request, _ = reasoning.prepared(request, target)
+        attachments.fitted(request, target)
+
     def prompt_tokens(self, request: ChatRequest) -> list[int]:
         """The prompt `submit(request)` would run, without running it (the same reasoning
         switch, template and tools); a Refusal where the engine would refuse it."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.public import EngineStopped
 
+from ..attachments.messages import has_attachments
 from ..backend import LocalBackend
 from ..remote.backends import RemoteBackends
 from ..request import ChatRequest, refusal_of
@@ -21,7 +22,14 @@ from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
 from .local_target import Loader, LocalTarget
-from .prompt_size import PromptSize, count_attachments, count_prompt, with_files
+from .prompt_size import (
+    AttachmentProgress,
+    PromptSize,
+    count_attachments,
+    count_prompt,
+    fit_files,
+    with_files,
+)
 from .routing import Route, Router
 from .switch import Choice, ModelSwitch, PendingSwitch, Running
 from .tab_models import TabModels
@@ -270,11 +278,23 @@ class EngineBridge:
         target = self.host.target
         return await count_prompt(target, messages) if target is not None else None
 
-    async def count_attachments(self, atts: Sequence[Any]) -> list[int] | None:
+    async def count_attachments(self, atts: Sequence[Any],
+                                progress: AttachmentProgress | None = None
+                                ) -> list[int] | None:
         """Each attached file's tokens in the local model's tokenizer (off this thread);
-        None without a model."""
+        None without a model. `progress(i, stage, fraction)`, on the counting thread, while
+        a file too long to go in whole is indexed."""
         target = self.host.target
-        return await count_attachments(target, atts) if target is not None else None
+        return await count_attachments(target, atts, progress) if target is not None \
+            else None
+
+    async def fit_files(self, request: ChatRequest, route: Route) -> None:
+        """A local reply's attached files made ready off this thread: their indexes built
+        and the question embedded, so `submit(request, route)` (on this thread) finds them
+        cached; nothing for a remote route (its server gets the files whole)."""
+        if route.local and isinstance(route.backend, LocalBackend) and request.messages \
+                and has_attachments(request.messages):
+            await fit_files(route.backend, request)
 
     def stats(self) -> EngineStats | None:
         target = self.host.target

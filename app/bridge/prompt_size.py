@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.public import RequestRejected
 
 from ..attachments.framing import frame
+from ..attachments.index_progress import IndexProgress
 from ..attachments.messages import ATTACHMENTS, has_attachments, shared_cache
 from ..request import ChatRequest, attachments
 from .local_target import LocalTarget
+
+if TYPE_CHECKING:
+    from ..backend import LocalBackend
 
 log = logging.getLogger(__name__)
 
@@ -61,21 +65,40 @@ def measure(target: LocalTarget, messages: Sequence[Mapping[str, Any]]) -> Promp
         return None
 
 
-def attachment_tokens(target: LocalTarget, atts: Sequence[Any]) -> list[int]:
+# (attachment's place in the list, stage, fraction): an index being built, on the worker
+AttachmentProgress = Callable[[int, str, float], None]
+
+
+def attachment_tokens(target: LocalTarget, atts: Sequence[Any],
+                      progress: AttachmentProgress | None = None) -> list[int]:
     """Each attachment's tokens, framed as a send puts it in whole; one that cannot go in
     whole (as many tokens as the context) is indexed now, here off the UI thread, so a
-    send finds its index cached."""
+    send finds its index cached; `progress(i, stage, fraction)` meanwhile."""
     counts = [len(target.encode(frame(a))) for a in atts]
-    for att, n in zip(atts, counts, strict=True):
+    for i, (att, n) in enumerate(zip(atts, counts, strict=True)):
         if n >= target.context_length:
-            shared_cache().get(att)
+            shared_cache().get(att, _for(progress, i))
     return counts
 
 
-async def count_attachments(target: LocalTarget, atts: Sequence[Any]) -> list[int]:
-    """`attachment_tokens` on the worker thread."""
+def _for(progress: AttachmentProgress | None, i: int) -> IndexProgress | None:
+    if progress is None:
+        return None
+    return lambda stage, fraction: progress(i, stage, fraction)
+
+
+async def count_attachments(target: LocalTarget, atts: Sequence[Any],
+                            progress: AttachmentProgress | None = None) -> list[int]:
+    """`attachment_tokens` on the worker thread (`progress` is called there)."""
     return await asyncio.get_running_loop().run_in_executor(_WORKER, attachment_tokens,
-                                                            target, list(atts))
+                                                            target, list(atts), progress)
+
+
+async def fit_files(backend: LocalBackend, request: ChatRequest) -> None:
+    """`backend.fit_files(request)` on the worker thread: the indexes of files that do not
+    fit whole and, with an embedding model, the question's vector made there and cached
+    where the send (on the UI thread) finds them (issue #51)."""
+    await asyncio.get_running_loop().run_in_executor(_WORKER, backend.fit_files, request)
 
 
 async def count_prompt(target: LocalTarget,

@@ -63,9 +63,9 @@ async def test_a_document_over_the_context_is_retrieved(serve, tmp_path: Path,
     built_on: list[str] = []  # the index is built off the server's loop
     real_init = index.ChunkIndex.__init__
 
-    def recording(self, chunks):
+    def recording(self, chunks, *rest):
         built_on.append(threading.current_thread().name)
-        real_init(self, chunks)
+        real_init(self, chunks, *rest)
 
     monkeypatch.setattr(index.ChunkIndex, "__init__", recording)
     s = await serve(engine={"context_length": 2048})

@@ -151,9 +151,9 @@ def test_a_file_too_long_for_the_context_is_indexed_off_the_ui_thread(window, lo
     built_on: list[str] = []
     real_init = index.ChunkIndex.__init__
 
-    def recording(self, chunks):
+    def recording(self, chunks, *rest):
         built_on.append(threading.current_thread().name)
-        real_init(self, chunks)
+        real_init(self, chunks, *rest)
 
     monkeypatch.setattr(index.ChunkIndex, "__init__", recording)
     tab = window.current_tab()

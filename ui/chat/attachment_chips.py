@@ -2,7 +2,8 @@
 or, for a file that cannot be given, its name and why (red). Files are read on a worker
 thread (a 40-page PDF takes a moment) and counted by the serving model's tokenizer off
 the UI thread (a file too long to go in whole is indexed there too); the chip says
-"reading…", then "counting…", meanwhile. A chip's × removes it; nothing typed
+"reading…", then "counting…", then the index's "indexing 42 %" (and "embedding 10 %" with
+a retrieval model) meanwhile. A chip's × removes it; nothing typed
 is touched either way."""
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Chip(QWidget):
         self.item: Attachment | Refused | None = None
         self.tokens: int | None = None
         self.counting = False  # its tokens are being counted (and its index built)
+        self.progress: tuple[str, int] | None = None  # ("indexing", percent) while indexed
         row = QHBoxLayout(self)
         row.setContentsMargins(8, 2, 2, 2)
         row.setSpacing(4)
@@ -59,7 +61,14 @@ class Chip(QWidget):
 
     def set_tokens(self, tokens: int | None) -> None:
         self.tokens = tokens
+        self.progress = None
         self._show()
+
+    def set_progress(self, stage: str, fraction: float) -> None:
+        """Its index being built: `stage` ("indexing", "embedding") `fraction` done."""
+        if self.tokens is None:
+            self.progress = (stage, int(fraction * 100))
+            self._show()
 
     def _show(self) -> None:
         item = self.item
@@ -74,7 +83,12 @@ class Chip(QWidget):
             return
         bits = [item.name, size_text(item.size)]
         # counted off the UI thread; a file too long to go in whole is indexed meanwhile
-        bits.append(f"{self.tokens:,} tokens" if self.tokens is not None else "counting…")
+        if self.tokens is not None:
+            bits.append(f"{self.tokens:,} tokens")
+        elif self.progress is not None:
+            bits.append(f"{self.progress[0]} {self.progress[1]} %")
+        else:
+            bits.append("counting…")
         if item.kind == "folder":
             bits.insert(1, f"{len(item.parts)} files")
         self.label.setText(" · ".join(bits))
@@ -115,13 +129,21 @@ class AttachmentChips(ChipRow):
         self.changed.emit()
         if isinstance(item, Attachment):
             chip.counting = True
+
+            def progress(_i: int, stage: str, fraction: float) -> None:  # count's thread
+                loop.call_soon_threadsafe(self._progressed, chip, stage, fraction)
+
             try:
-                counts = await self.ctx.bridge.count_attachments([item])
+                counts = await self.ctx.bridge.count_attachments([item], progress)
             finally:
                 chip.counting = False
             if shiboken6.isValid(chip) and chip in self.chips:
                 chip.set_tokens(counts[0] if counts else None)
                 self.changed.emit()
+
+    def _progressed(self, chip: Chip, stage: str, fraction: float) -> None:
+        if shiboken6.isValid(chip) and chip in self.chips:
+            chip.set_progress(stage, fraction)
 
     def attachments(self) -> list[Attachment]:
         """The files read and given (refused and unread ones are not)."""
