@@ -1,16 +1,18 @@
 """Images in chats (issue #52), engine side: tiny random-weight VLMs in mlx-vlm's format
 (tests/vision_models.py): Idefics3 and SmolVLM (a llama text model, each its own processor
-class) and Gemma 3 (its own text model with sliding-window layers, an average-pooling
-projector, its own processor).
+class), Gemma 3 (its own text model with sliding-window layers, an average-pooling
+projector, its own processor) and Qwen2.5-VL (Qwen2's text model with M-RoPE: 3-D positions
+for image tokens, the text after them shifted; engine/vision/mrope.py).
 
 - Loading goes through mlx-vlm's classes; the engine's language model is mlx-lm's class on
-  the same arrays, and an image request's answer is mlx-vlm's own language model's greedy
-  answer on mlx-vlm's own merged embeddings.
+  the same arrays, and an image request's answer is mlx-vlm's own generate_step's greedy
+  answer (for M-RoPE, one that plain positions would not give).
 - Same answer: a text request alone and batched beside image requests; an image request
   alone and batched; in one ragged pass (native kernels) and in passes apart.
 - The prefix cache keys an image by its digest: a follow-up with the same image shows its
   image tokens cached, a different image reuses nothing past the text before it, and both
-  answer as without a cache.
+  answer as without a cache; a follow-up adding a second image answers as a fresh engine
+  and as mlx-vlm.
 - Bad images, a count that does not match the parts, and a text-only model are refused
   with a reason.
 """
@@ -67,13 +69,13 @@ def cached(engine: Engine) -> int:
     return engine.finished_requests()[-1].cached_tokens
 
 
-def mlx_vlm_generate(engine: Engine, messages: list[dict], image: bytes) -> list[int]:
+def mlx_vlm_generate(engine: Engine, messages: list[dict], *images: bytes) -> list[int]:
     """mlx-vlm's own greedy generation (generate_step: its merge, its language model with
     its own positions, M-RoPE's included) on the engine's prompt, up to the first end
     token (which it yields and goes on past)."""
     from mlx_vlm.generate import generate_step
 
-    prompt = engine.vision.prepare(messages, [image])
+    prompt = engine.vision.prepare(messages, list(images))
     arrays = dict(prompt.arrays)
     pixels, mask = arrays.pop("pixel_values"), arrays.pop("mask", None)
     want = []
@@ -184,6 +186,23 @@ def test_prefix_cache_keys_an_image_by_its_content(vlm_dir):
     first_image_token = prompt.token_ids.index(engine.vision.image_token_id)
     assert cached(engine) <= first_image_token
     assert other == answers(fresh, [(follow, [GREEN])])[0]
+
+
+def test_a_second_image_in_a_follow_up(vlm_dir):
+    """A follow-up that adds another image: the first image's KV comes from the prefix
+    cache, the second is seen, and the answer is a fresh engine's and mlx-vlm's own (for
+    M-RoPE: the second image's positions go on from the first's and the text between)."""
+    engine = Engine.load(str(vlm_dir))
+    first = ask("what is it?")
+    [reply] = answers(engine, [(first, [RED])])
+    follow = first + [{"role": "assistant", "content": engine.tokenizer.decode(reply)},
+                      {"role": "user", "content": [{"type": "image"},
+                                                   {"type": "text", "text": "and this?"}]}]
+    [got] = answers(engine, [(follow, [RED, GREEN])])
+    assert cached(engine) >= engine.vision.prepare(first, [RED]).images_end
+    fresh = Engine.load(str(vlm_dir), config=EngineConfig(prefix_cache=False))
+    assert got == answers(fresh, [(follow, [RED, GREEN])])[0]
+    assert got == mlx_vlm_generate(engine, follow, RED, GREEN)
 
 
 def test_a_follow_up_needs_no_vision_pass(vlm_dir, monkeypatch):
