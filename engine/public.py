@@ -56,6 +56,7 @@ from .stream import EventStream, RequestStream
 from .text_check import lone_surrogate, repair_text
 from .token_event import TokenEvent
 from .units import format_bytes
+from .vision.mmproj_support import is_mmproj, mmproj_beside, projector_refusal
 from .vision.support import is_vision_config, vision_refusal
 
 __all__ = [
@@ -71,7 +72,10 @@ __all__ = [
     "template_kwargs",
     "with_switch",
     "gguf_refusal",
+    "is_mmproj",
     "is_vision_config",
+    "mmproj_beside",
+    "projector_refusal",
     "vision_refusal",
     "DRAFT_PREFIX",
     "BUNDLED_FILENAME",

@@ -11,9 +11,11 @@ from pathlib import Path
 from huggingface_hub import CachedRepoInfo, CachedRevisionInfo, scan_cache_dir
 from huggingface_hub.errors import CacheNotFound
 
+from engine.public import is_mmproj
+
 from . import places
 from .entry import ModelEntry
-from .inspect import describe, is_mmproj
+from .inspect import describe
 
 log = logging.getLogger(__name__)
 

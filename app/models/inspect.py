@@ -20,6 +20,8 @@ from engine.public import (
     gguf_refusal,
     is_vision_config,
     mlx_lm_unsupported,
+    mmproj_beside,
+    projector_refusal,
     vision_refusal,
 )
 
@@ -62,30 +64,20 @@ def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
                       size_bytes=size, context_length=context, reason=reason,
                       note=base.pop("note", "") or ("" if reason else _memory(header, context)),
                       sees_images=projector is not None,
-                      images_reason=MMPROJ_NOT_YET.format(projector.name) if projector else "",
+                      images_reason=_projector_reason(projector, header.architecture)
+                      if projector else "",
                       **base)
 
 
-# A GGUF's vision is llama.cpp's CLIP projector file beside it (`--mmproj`); mlx-vlm loads
-# only its own and Hugging Face's layouts, so the pair's images cannot run here yet.
-MMPROJ_NOT_YET = ("its images need {} (llama.cpp's CLIP projector), which the engine does not "
-                  "load yet (mlx-vlm reads no GGUF projector): it runs here reading text "
-                  "only; for images use the model's mlx-vlm directory (docs/loader.md)")
-
-
-def is_mmproj(path: Path) -> bool:
-    """A GGUF that is a vision projector (llama.cpp's mmproj-*.gguf), not a model."""
-    return path.suffix.lower() == ".gguf" and path.name.lower().startswith("mmproj")
-
-
-def mmproj_beside(path: Path) -> Path | None:
-    """The mmproj*.gguf in a model GGUF's folder (the first by name), or None."""
-    if is_mmproj(path):
-        return None
+def _projector_reason(projector: Path, architecture: str | None) -> str:
+    """Why the mmproj beside a GGUF gives it no images here ("" when the pair loads:
+    engine/vision/mmproj.py), from the projector's header."""
     try:
-        return next(iter(sorted(p for p in path.parent.glob("*.gguf") if is_mmproj(p))), None)
-    except OSError:
-        return None
+        metadata = read_gguf_header(projector).metadata
+    except (GgufError, OSError) as e:
+        return f"its projector {projector.name} is unreadable ({e}): it runs reading text only"
+    reason = projector_refusal(metadata, architecture)
+    return f"{projector.name}: {reason}: it runs here reading text only" if reason else ""
 
 
 def _memory(header: Any, context: int | None) -> str:

@@ -7,12 +7,12 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from engine.public import BUNDLED_FILENAME
+from engine.public import BUNDLED_FILENAME, is_mmproj
 
 from . import places
 from .entry import ModelEntry
 from .hub_cache import hub_models
-from .inspect import describe, is_mmproj
+from .inspect import describe
 
 BUNDLED_NAME = "SmolLM2-135M-Instruct (bundled)"
 WALK_DEPTH = 3  # folder / publisher / repo / model: deep enough for LM Studio's layout

@@ -1,7 +1,8 @@
 """Issue #52, the model library: a VLM directory (a vision config; mlx-vlm's format) is
 listed as seeing images and loads as one; a family whose images do not run here yet says
-so and why; a GGUF with an mmproj*.gguf beside it says it sees images but that the pair
-does not load here yet (and why), and the projector is not listed as a model of its own."""
+so and why; a GGUF with an mmproj*.gguf beside it sees images and loads as the pair
+(engine/vision/mmproj.py), or, when the projector does not pair, says why and reads text;
+the projector is not listed as a model of its own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from app.models.cli import table
 from app.models.library import list_models
 from engine import Engine
 from tests.engine.test_loader import make_tiny_gguf
+from tests.mmproj_models import make_tiny_pair, write_mmproj
 from tests.vision_models import make_tiny_vlm
 
 
@@ -43,20 +45,36 @@ def test_a_vlm_directory_sees_images_and_loads_as_one(disk):
 def test_a_vision_family_not_run_yet_says_why(disk):
     folder = make_tiny_vlm(disk / "tiny-qwen-vl", "idefics3")
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(config | {"model_type": "qwen3_vl"}))
+    (folder / "config.json").write_text(json.dumps(config | {"model_type": "qwen3_vl_moe"}))
     e = by_name()["tiny-qwen-vl"]
     assert e.sees_images and e.input == "text (images: not yet)"
-    assert "DeepStack" in e.images_reason
+    assert "not tried here yet" in e.images_reason
 
 
-def test_a_gguf_with_an_mmproj_beside_it(disk):
+def test_a_gguf_with_an_mmproj_beside_it_loads_as_a_pair(disk):
+    _, text, mmproj = make_tiny_pair(disk, "smolvlm")
+    models = by_name()
+    e = models[text.relative_to(disk).as_posix().removesuffix(".gguf")]
+    assert (e.format, e.sees_images, e.loads, e.images_reason) == ("GGUF", True, True, "")
+    assert e.input == "text + images" and "text + images" in table([e])
+    assert not any("mmproj" in name for name in models)  # the projector is not a model
+    engine = Engine.load(e.source)  # what the library says is what loads: the pair
+    assert engine.sees_images and mmproj.name in engine.description
+
+
+def test_a_projector_that_does_not_pair_says_why(disk):
     make_tiny_gguf(disk / "tiny-llama.F32.gguf")
     models = by_name()
     assert models["tiny-llama.F32"].input == "text"  # no projector: text only
-    shutil.copy(disk / "tiny-llama.F32.gguf", disk / "mmproj-tiny-f16.gguf")
-    models = by_name()
-    e = models["tiny-llama.F32"]
-    assert e.sees_images and e.loads  # its text loads; its images not yet, and why
+    shutil.copy(disk / "tiny-llama.F32.gguf", disk / "mmproj-tiny-f16.gguf")  # no CLIP file
+    e = by_name()["tiny-llama.F32"]
+    assert e.sees_images and e.loads  # its text loads; its images do not, and why
     assert e.input == "text (images: not yet)"
-    assert "mmproj-tiny-f16.gguf" in e.images_reason and "not load yet" in e.images_reason
-    assert not any("mmproj" in name for name in models)  # the projector is not a model
+    assert "mmproj-tiny-f16.gguf" in e.images_reason and "not a CLIP projector" in e.images_reason
+    (disk / "mmproj-tiny-f16.gguf").unlink()
+    vlm, _, _ = make_tiny_pair(disk.parent / "elsewhere", "idefics3")
+    write_mmproj(vlm, disk / "mmproj-other.gguf", projector="pixtral")
+    e = by_name()["tiny-llama.F32"]
+    assert e.input == "text (images: not yet)" and "projector type 'pixtral'" in e.images_reason
+    engine = Engine.load(e.source)  # it loads reading text, and says why
+    assert not engine.sees_images and "pixtral" in engine.notes[0]
