@@ -44,7 +44,13 @@ class AppContext:
         self.mcp.set_servers(self.settings.mcp_servers)
         self.settings.mcp_servers_changed.connect(
             lambda: self.mcp.set_servers(self.settings.mcp_servers))
-        # attachment retrieval's embedding model, beside BM25 (#51); a missing file: BM25
+        # attachment retrieval's embedding model, beside BM25 (#51), now and as changed
+        self.use_retrieval_model()
+        self.settings.retrieval_model_changed.connect(self.use_retrieval_model)
+
+    def use_retrieval_model(self) -> None:
+        """Retrieval embeds with the model the settings name from now on; one that is not
+        a local file (moved, deleted): BM25 alone, and the log says why."""
         try:
             use_for_retrieval(self.settings.retrieval_model or None)
         except ValueError as exc:

@@ -70,8 +70,9 @@ class Settings:
         self.recent_models: list[str] = []  # models that loaded, most recent first
         self.model_folders: list[str] = []  # folders the model library also looks in
         # the embedding model attachment retrieval ranks with beside BM25 (#51): "bundled",
-        # a .gguf file or an mlx-lm folder; "": BM25 alone (read at start)
+        # a .gguf file or an mlx-lm folder; "": BM25 alone (Preferences; AppContext applies it)
         self.retrieval_model = ""
+        self.retrieval_model_changed = Event()
         self.settings_panel_changed = Event()
         # OpenAI-compatible servers a tab or the simulator can use (app/remote); their API
         # keys live in a separate 0600 file (app/remote/keys.py), never in settings.json
@@ -102,6 +103,17 @@ class Settings:
     def speculative(self) -> str:
         """The engine's speculative mode: the user's choice, else the default."""
         return self.speculative_choice or spec.DEFAULT
+
+    def set_retrieval_model(self, source: str) -> bool:
+        """Choose the model file retrieval embeds with ("": keyword only); saved, and
+        `retrieval_model_changed` tells who applies it. True if it changed."""
+        source = source.strip()
+        if source == self.retrieval_model:
+            return False
+        self.retrieval_model = source
+        self.save()
+        self.retrieval_model_changed.emit()
+        return True
 
     def set_speculative(self, choice: str) -> None:
         """Choose the mode (ValueError for a bad one); saved; applies at the next load."""

@@ -192,7 +192,8 @@ class MainWindow(QMainWindow):
                 open_connections(self.ctx.settings, self)),
             "mcp_servers": lambda: self.keys_back_after(open_mcp_servers(self.ctx, self)),
             "preferences": lambda: self.keys_back_after(
-                open_preferences(self.ctx.settings, self, self.reload_model)),
+                open_preferences(self.ctx.settings, self, self.reload_model,
+                                 [s for s in [self.ctx.bridge.source] if s])),
             "compare": lambda: (tab := self.current_tab()) and open_compare(tab),
             "reopen_tab": self.reopen_closed_tab, "quit": self.close,
             "undo_delete": self.undo_delete,

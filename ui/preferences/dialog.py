@@ -4,7 +4,7 @@ anything is saved."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtWidgets import (
@@ -35,12 +35,14 @@ from app.settings import Settings
 from ..chat.output_format_box import OutputFormatBox
 from ..chat.overflow_box import OverflowBox
 from ..chat.reasoning_box import ReasoningBox
+from .retrieval_box import RetrievalModelBox, usable
 
 INTRO = ("New tabs start with these. Open tabs keep their own settings; their settings "
          "panel marks each value that differs from these with •.")
 PICK_PRESET = "Fill in from a preset…"
 REASONING_LABEL = "Reasoning models"
 KV_LABEL = "KV cache"
+RETRIEVAL_LABEL = "Retrieval model"  # chat with files (#51)
 KV_TIP = ("How each chat's keys and values are kept. 8-bit holds 1.8 (a float16 cache) to "
           "3.6 (float32, as on the CPU) times float's tokens in the same memory: more chats "
           "or a longer context, measured level with llama.cpp's q8_0. 4-bit holds 2.7 to "
@@ -67,7 +69,8 @@ class PreferencesDialog(QDialog):
     reason, at the field) when one cannot be a default."""
 
     def __init__(self, settings: Settings, parent: QWidget | None = None,
-                 reload: Callable[[], object] | None = None) -> None:
+                 reload: Callable[[], object] | None = None,
+                 loaded: Sequence[str] = ()) -> None:
         super().__init__(parent)
         self.setWindowTitle("Preferences")
         self.setObjectName("preferencesDialog")
@@ -134,6 +137,7 @@ class PreferencesDialog(QDialog):
         form.addRow(LABELS["context_overflow"], self.overflow)
         layout.addLayout(form)
         layout.addLayout(self._engine_rows())
+        layout.addLayout(self._files_rows(loaded))
 
         self.error = QLabel()
         self.error.setObjectName("errorLabel")
@@ -178,6 +182,23 @@ class PreferencesDialog(QDialog):
         self.fill_kv_bits()
         return form
 
+    def _files_rows(self, loaded: Sequence[str]) -> QFormLayout:
+        """Chat with files: the model retrieval embeds with (applies to the next question)."""
+        self.retrieval = RetrievalModelBox([s for s in loaded if usable(s)])
+        self.retrieval.list_library(self.settings.model_folders)
+        heading = QLabel("Chat with files (applies to the next question)")
+        heading.setObjectName("dialogHeading")
+        form = QFormLayout()
+        form.setContentsMargins(0, 6, 0, 0)
+        form.addRow(heading)
+        form.addRow(RETRIEVAL_LABEL, self.retrieval)
+        self.fill_retrieval()
+        return form
+
+    def fill_retrieval(self) -> None:
+        """Show the saved retrieval model (nothing saved)."""
+        self.retrieval.set_value(self.settings.retrieval_model)
+
     def fill_kv_bits(self) -> None:
         """Show the saved KV cache form (nothing saved)."""
         self.kv_bits.setCurrentIndex(self.kv_bits.findData(self.settings.kv_bits))
@@ -219,6 +240,7 @@ class PreferencesDialog(QDialog):
             return False
         self.settings.set_defaults(defaults.system_prompt, defaults.params)
         kv_changed = self.settings.set_kv_bits(self.kv_bits.currentData())
+        self.settings.set_retrieval_model(self.retrieval.value())  # the next question's
         self.accept()
         if kv_changed and self._reload is not None:
             self._reload()  # None when no model is loaded: the next load takes it
@@ -250,15 +272,18 @@ class PreferencesDialog(QDialog):
 
 
 def open_preferences(settings: Settings, parent: QWidget,
-                     reload: Callable[[], object] | None = None) -> PreferencesDialog:
+                     reload: Callable[[], object] | None = None,
+                     loaded: Sequence[str] = ()) -> PreferencesDialog:
     """The window's one Preferences dialog, opened (raised if it is open already);
-    `reload()` loads the model again when Save changed an engine setting."""
+    `reload()` loads the model again when Save changed an engine setting; `loaded`: the
+    sources of the models loaded now (offered for retrieval)."""
     dialog = parent.findChild(PreferencesDialog)
     if dialog is None:
-        dialog = PreferencesDialog(settings, parent, reload)
+        dialog = PreferencesDialog(settings, parent, reload, loaded)
     elif not dialog.isVisible():  # closed before: it shows the settings as saved now
         dialog.fill(settings.defaults)
         dialog.fill_kv_bits()
+        dialog.fill_retrieval()
     dialog.open()  # never exec(): qasync runs this loop
     dialog.raise_()
     dialog.activateWindow()
