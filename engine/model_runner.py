@@ -33,6 +33,7 @@ from .scheduler import TickPlan
 from .sequence import Status
 from .slot_cache import plain
 from .vision import mrope
+from .vision.deepstack import StackedRows
 
 if TYPE_CHECKING:
     from .decode_batch import DecodeBatch
@@ -218,8 +219,11 @@ class ModelRunner:
         (len(tokens), hidden): the tokens' input rows, fed instead of looking them up (an
         image request's prompt, engine/vision/); `positions` (3, len(tokens)): an M-RoPE
         image request's (engine/vision/mrope.py)."""
+        levels = None
+        if isinstance(embeddings, StackedRows):  # Qwen3-VL: DeepStack's rows beside
+            embeddings, levels = embeddings.rows, embeddings.levels
         fed = (nullcontext() if positions is None or self.positions is None
-               else self.positions.feeding(positions=positions))
+               else self.positions.feeding(positions=positions, levels=levels))
         with fed:
             out = self._forward(mx.array([max(t, 0) for t in tokens])[None], cache,
                                 [len(tokens) - 1] if logits else None,

@@ -36,8 +36,10 @@ PATCH = 8
 # Idefics3 and SmolVLM: Idefics3's layout (a SigLIP tower, a pixel-shuffle connector, a
 # llama text model); Gemma 3: a SigLIP tower, an average-pooling projector, Gemma 3's text
 # model (sliding-window layers, embeddings scaled in the model); Qwen2.5-VL: its windowed ViT
-# and patch merger, Qwen2's text model with M-RoPE (3-D positions for image tokens)
-FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_5_vl")
+# and patch merger, Qwen2's text model with M-RoPE (3-D positions for image tokens);
+# Qwen3-VL: Qwen3's text model, M-RoPE's frequencies interleaved, DeepStack (image features
+# of the tower's middle layers added to the first layers' hidden states)
+FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_5_vl", "qwen3_vl")
 
 
 def _tokenizer(extra: list[str], placeholder: str,
@@ -70,6 +72,9 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
 
     classes = importlib.import_module(f"mlx_vlm.models.{family}")
     folder.mkdir(parents=True, exist_ok=True)
+    if family == "qwen3_vl":
+        return _qwen3_vl(folder, seed, hidden=hidden, layers=layers,
+                         vision_hidden=vision_hidden, vision_layers=vision_layers)
     if family == "qwen2_5_vl":
         return _qwen2_5_vl(folder, seed, hidden=hidden, layers=layers,
                            vision_hidden=vision_hidden, vision_layers=vision_layers)
@@ -228,6 +233,59 @@ def _qwen2_5_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hid
     tokenizer.save_pretrained(folder)
     (folder / "processor_config.json").write_text(json.dumps(
         {"processor_class": "Qwen2_5_VLProcessor"}))
+    (folder / "chat_template.json").write_text(json.dumps(
+        {"chat_template": tokenizer.chat_template}))
+    return folder
+
+
+def _qwen3_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidden: int,
+              vision_layers: int) -> Path:
+    """Qwen3-VL: 16-pixel patches merged 2 x 2, an image of 64 x 64 pixels 4 tokens; two
+    DeepStack levels (the tower's layers 0 and 1) added after the text model's first two
+    layers at the image's tokens."""
+    from mlx_vlm.models import qwen3_vl
+
+    specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    tokenizer = _tokenizer(specials, "<|vision_start|><|image_pad|><|vision_end|>")
+    vocab = len(tokenizer)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in specials}
+    side, patch = 64, 16
+    head_dim = 16
+    text = {"model_type": "qwen3_vl_text", "hidden_size": hidden,
+            "num_hidden_layers": max(layers, 2), "intermediate_size": 2 * hidden,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": head_dim,
+            "rms_norm_eps": 1e-6, "vocab_size": vocab, "rope_theta": 20.0,
+            "max_position_embeddings": 512, "tie_word_embeddings": False,
+            "rope_scaling": {"rope_type": "default", "mrope_interleaved": True,
+                             "mrope_section": [2, 3, 3]}}
+    vision = {"model_type": "qwen3_vl", "depth": max(vision_layers, 2),
+              "hidden_size": vision_hidden, "intermediate_size": 2 * vision_hidden,
+              "out_hidden_size": hidden, "num_heads": 2, "patch_size": patch,
+              "spatial_merge_size": 2, "temporal_patch_size": 2,
+              "num_position_embeddings": 16, "in_channels": 3,
+              "deepstack_visual_indexes": [0, 1]}
+    config = {"model_type": "qwen3_vl", "text_config": text, "vision_config": vision,
+              "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
+              "vision_start_token_id": ids["<|vision_start|>"],
+              "vision_end_token_id": ids["<|vision_end|>"],
+              "eos_token_id": [tokenizer.convert_tokens_to_ids("<|im_end|>")]}
+    mx.random.seed(seed)
+    model = qwen3_vl.Model(qwen3_vl.ModelConfig.from_dict(json.loads(json.dumps(config))))
+    head = model.language_model.lm_head
+    head.weight = mx.random.normal(head.weight.shape) * 0.5
+    for layer in model.language_model.model.layers:  # sharp attention: positions matter
+        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+            proj.weight = proj.weight * 4
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    (folder / "preprocessor_config.json").write_text(json.dumps(
+        {"patch_size": patch, "temporal_patch_size": 2, "merge_size": 2,
+         "size": {"shortest_edge": side * side, "longest_edge": side * side},
+         "image_processor_type": "Qwen2VLImageProcessor"}))
+    tokenizer.save_pretrained(folder)
+    (folder / "processor_config.json").write_text(json.dumps(
+        {"processor_class": "Qwen3VLProcessor"}))
     (folder / "chat_template.json").write_text(json.dumps(
         {"chat_template": tokenizer.chat_template}))
     return folder

@@ -24,7 +24,7 @@ from ..loader.common import (
 )
 from ..loader.errors import ModelLoadError
 from ..loader.progress import ProgressReporter
-from . import mrope
+from . import deepstack, mrope
 from .prompt import VisionTower
 from .support import text_config, vision_refusal
 
@@ -52,7 +52,10 @@ def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
     if widen_floats(quantized):
         cast_floats_to_float32(vlm)  # both towers, so image and text embeddings agree
     model = text_model(vlm, config, source)
-    positioned = mrope.install(model, kind, text_config(config)) is not None
+    feed = mrope.install(model, kind, text_config(config))
+    if feed is not None:
+        deepstack.install(model, feed, len(config["vision_config"].get(
+            "deepstack_visual_indexes") or ()))
     report("tokenizer", 0.0)
     hf_tok = getattr(processor, "tokenizer", processor)
     eos = end_token_ids([*_config_eos(config), hf_tok.eos_token_id], hf_tok.get_vocab(),
@@ -71,7 +74,7 @@ def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
         "source": str(Path(source).resolve()) if Path(source).is_dir() else source,
         "description": (f"{name} (mlx-vlm, sees images), {weights_description(model)} on "
                         f"{device_name()}"),
-        "vision": VisionTower(vlm, processor, image_token, positioned=positioned),
+        "vision": VisionTower(vlm, processor, image_token, positioned=feed is not None),
     }
 
 
@@ -86,7 +89,7 @@ def text_model(vlm: nn.Module, config: dict[str, Any], source: str) -> nn.Module
     if config.get("model_type") in mrope.MROPE_STYLES:
         # the language model itself (mlx-lm's qwen2_vl wraps it under other names); its
         # rotation is the engine's M-RoPE (mrope.install), not the rope_scaling's
-        text["model_type"] = "qwen2"
+        text["model_type"] = mrope.TEXT_MODELS[config["model_type"]]
         text.pop("rope_scaling", None)
     try:
         model_class, args_class = _get_classes(text)

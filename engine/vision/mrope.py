@@ -32,7 +32,9 @@ from ..ragged_pass import Positions
 
 # families whose language model takes 3-D positions, and how their frequencies are laid out
 # among the three (mlx-vlm's style names)
-MROPE_STYLES = {"qwen2_5_vl": "chunked"}
+MROPE_STYLES = {"qwen2_5_vl": "chunked", "qwen3_vl": "interleaved"}
+# the language model class of each (mlx-lm's own, on the VLM's arrays)
+TEXT_MODELS = {"qwen2_5_vl": "qwen2", "qwen3_vl": "qwen3"}
 
 
 class PositionFeed:
@@ -41,15 +43,17 @@ class PositionFeed:
     def __init__(self) -> None:
         self.positions: mx.array | None = None  # (3, L): a lone image prompt chunk's
         self.shifts: mx.array | None = None  # (rows,): each row's rope delta
+        # DeepStack (engine/vision/deepstack.py): a lone chunk's rows of each level
+        self.levels: tuple[mx.array, ...] | None = None
 
     @contextmanager
-    def feeding(self, positions: mx.array | None = None,
-                shifts: mx.array | None = None) -> Iterator[None]:
-        self.positions, self.shifts = positions, shifts
+    def feeding(self, positions: mx.array | None = None, shifts: mx.array | None = None,
+                levels: tuple[mx.array, ...] | None = None) -> Iterator[None]:
+        self.positions, self.shifts, self.levels = positions, shifts, levels
         try:
             yield
         finally:
-            self.positions = self.shifts = None
+            self.positions = self.shifts = self.levels = None
 
     @property
     def busy(self) -> bool:

@@ -21,6 +21,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from ..errors import RequestRejected
+from .deepstack import StackedRows, stacked
 from .keys import image_ids
 from .mrope import rope_positions
 from .prepared import PreparedPrompts
@@ -134,15 +135,16 @@ class VisionTower:
             seen = 0 if one_each else seen + b - a
         return ids, runs[-1][1]
 
-    def embed(self, prompt: VisionPrompt) -> mx.array:
+    def embed(self, prompt: VisionPrompt) -> mx.array | StackedRows:
         """The prompt's embeddings, (tokens, hidden), evaluated: mlx-vlm's
-        get_input_embeddings (the vision tower, its connector, the merge)."""
+        get_input_embeddings (the vision tower, its connector, the merge); with the
+        DeepStack levels' rows beside them where the model has any (deepstack.py)."""
         arrays = {k: (v if isinstance(v, mx.array) else mx.array(v))
                   for k, v in prompt.arrays.items()}
         got = self.vlm.get_input_embeddings(mx.array([prompt.token_ids]), **arrays)
         embeds = getattr(got, "inputs_embeds", got)[0]
         mx.eval(embeds)
-        return embeds
+        return stacked(embeds, got)
 
 
 def _rows(ids: Any) -> list[list[int]]:
