@@ -39,7 +39,7 @@ PATCH = 8
 # and patch merger, Qwen2's text model with M-RoPE (3-D positions for image tokens);
 # Qwen3-VL: Qwen3's text model, M-RoPE's frequencies interleaved, DeepStack (image features
 # of the tower's middle layers added to the first layers' hidden states)
-FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_5_vl", "qwen3_vl")
+FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_5_vl", "qwen3_vl", "mistral3")
 
 
 def _tokenizer(extra: list[str], placeholder: str,
@@ -72,6 +72,9 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
 
     classes = importlib.import_module(f"mlx_vlm.models.{family}")
     folder.mkdir(parents=True, exist_ok=True)
+    if family == "mistral3":
+        return _mistral3(folder, seed, hidden=hidden, layers=layers,
+                         vision_hidden=vision_hidden, vision_layers=vision_layers)
     if family == "qwen3_vl":
         return _qwen3_vl(folder, seed, hidden=hidden, layers=layers,
                          vision_hidden=vision_hidden, vision_layers=vision_layers)
@@ -286,6 +289,56 @@ def _qwen3_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidde
     tokenizer.save_pretrained(folder)
     (folder / "processor_config.json").write_text(json.dumps(
         {"processor_class": "Qwen3VLProcessor"}))
+    (folder / "chat_template.json").write_text(json.dumps(
+        {"chat_template": tokenizer.chat_template}))
+    return folder
+
+
+def _mistral3(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidden: int,
+              vision_layers: int) -> Path:
+    """Mistral 3 (Mistral Small 3.1's layout): a Pixtral tower (8-pixel patches, its own 2-D
+    RoPE), a 2 x 2 patch merger, a Mistral (llama) text model; an image of 32 x 32 pixels is
+    2 rows of 2 [IMG] tokens, [IMG_BREAK] after each row but the last, then [IMG_END]."""
+    from mlx_vlm.models import mistral3
+
+    specials = ["[IMG]", "[IMG_BREAK]", "[IMG_END]"]
+    tokenizer = _tokenizer(specials, "[IMG]")
+    vocab = len(tokenizer)
+    side, patch = 32, 8
+    text = {"model_type": "mistral", "hidden_size": hidden, "num_hidden_layers": layers,
+            "intermediate_size": 2 * hidden, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-5,
+            "vocab_size": vocab, "rope_theta": 10000.0, "max_position_embeddings": 512,
+            "tie_word_embeddings": False}
+    vision = {"model_type": "pixtral", "num_hidden_layers": vision_layers,
+              "hidden_size": vision_hidden, "head_dim": vision_hidden // 2,
+              "intermediate_size": 2 * vision_hidden, "num_attention_heads": 2,
+              "image_size": side, "patch_size": patch, "num_channels": 3,
+              "rope_theta": 10000.0}
+    config = {"model_type": "mistral3", "text_config": text, "vision_config": vision,
+              "image_token_index": tokenizer.convert_tokens_to_ids("[IMG]"),
+              "spatial_merge_size": 2, "vision_feature_layer": -1,
+              "eos_token_id": [tokenizer.convert_tokens_to_ids("<|im_end|>")]}
+    model_config = mistral3.ModelConfig.from_dict(dict(config))
+    model_config.text_config = mistral3.TextConfig.from_dict(text)
+    model_config.vision_config = mistral3.VisionConfig.from_dict(vision)
+    mx.random.seed(seed)
+    model = mistral3.Model(model_config)
+    head = model.language_model.lm_head
+    head.weight = mx.random.normal(head.weight.shape) * 0.5
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    (folder / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "PixtralImageProcessor", "do_resize": True,
+         "size": {"longest_edge": side}, "patch_size": {"height": patch, "width": patch},
+         "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
+         "image_mean": [0.48, 0.46, 0.41], "image_std": [0.27, 0.26, 0.28],
+         "do_convert_rgb": True}))
+    tokenizer.save_pretrained(folder)
+    (folder / "processor_config.json").write_text(json.dumps(
+        {"processor_class": "Mistral3Processor", "patch_size": patch,
+         "spatial_merge_size": 2}))
     (folder / "chat_template.json").write_text(json.dumps(
         {"chat_template": tokenizer.chat_template}))
     return folder

@@ -54,6 +54,11 @@ class VisionTower:
         self.processor = processor
         self.image_token_id = image_token_id
         self.tokenizer = getattr(processor, "tokenizer", processor)
+        # Pixtral / Mistral 3 lay an image out as rows of image tokens with a break token
+        # between rows: one image, one run of keys (_keyed)
+        brk = getattr(processor, "image_break_token", None)
+        self.break_token_id = (self.tokenizer.convert_tokens_to_ids(brk)
+                               if isinstance(brk, str) else None)
         self._prepared = PreparedPrompts()
 
     def prepare(self, messages: Sequence[Mapping[str, Any]], images: Sequence[bytes],
@@ -113,14 +118,17 @@ class VisionTower:
 
     def _keyed(self, token_ids: list[int], digests: list[str]) -> tuple[list[int], int]:
         """The prompt ids with each image token replaced by its key, and one past the last
-        image token. Each run of image tokens is one image where the runs and the images
-        are as many (most processors); otherwise every image token is keyed by all the
-        images together (sound, though a follow-up adding an image then reuses less)."""
+        image token. Each run of image tokens (rows joined by the processor's break token,
+        which is keyed with them: it is fed from the image's embeddings like them) is one
+        image where the runs and the images are as many (most processors); otherwise every
+        image token is keyed by all the images together (sound, though a follow-up adding an
+        image then reuses less)."""
         runs: list[tuple[int, int]] = []
         for i, t in enumerate(token_ids):
             if t == self.image_token_id:
-                if runs and runs[-1][1] == i:
-                    runs[-1] = (runs[-1][0], i + 1)
+                if runs and (runs[-1][1] == i or (runs[-1][1] == i - 1 and
+                                                  token_ids[i - 1] == self.break_token_id)):
+                    runs[-1] = (runs[-1][0], i + 1)  # (a row break inside an image: keyed too)
                 else:
                     runs.append((i, i + 1))
         ids = list(token_ids)
