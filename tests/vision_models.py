@@ -39,7 +39,7 @@ PATCH = 8
 # and patch merger, Qwen2's text model with M-RoPE (3-D positions for image tokens);
 # Qwen3-VL: Qwen3's text model, M-RoPE's frequencies interleaved, DeepStack (image features
 # of the tower's middle layers added to the first layers' hidden states)
-FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_5_vl", "qwen3_vl", "mistral3")
+FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3")
 
 
 def _tokenizer(extra: list[str], placeholder: str,
@@ -78,9 +78,10 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
     if family == "qwen3_vl":
         return _qwen3_vl(folder, seed, hidden=hidden, layers=layers,
                          vision_hidden=vision_hidden, vision_layers=vision_layers)
-    if family == "qwen2_5_vl":
+    if family in ("qwen2_5_vl", "qwen2_vl"):
         return _qwen2_5_vl(folder, seed, hidden=hidden, layers=layers,
-                           vision_hidden=vision_hidden, vision_layers=vision_layers)
+                           vision_hidden=vision_hidden, vision_layers=vision_layers,
+                           family=family)
     if family == "gemma3":
         return _gemma3(folder, seed, hidden=hidden, layers=layers, vision_hidden=vision_hidden,
                        vision_layers=vision_layers, image_side=image_side, patch=patch)
@@ -185,18 +186,21 @@ def _gemma3(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidden:
 
 
 def _qwen2_5_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidden: int,
-                vision_layers: int) -> Path:
-    """Qwen2.5-VL: an image resized to 56 x 56 pixels is a 4 x 4 grid of 14-pixel patches,
-    merged 2 x 2 into 4 tokens at 3-D positions (t, h, w); the text after it goes on from
-    the image's largest position + 1, 2 below its index (the rope delta)."""
-    from mlx_vlm.models import qwen2_5_vl
+                vision_layers: int, family: str = "qwen2_5_vl") -> Path:
+    """Qwen2.5-VL (or Qwen2-VL, `family`: another vision tower, the same text model): an
+    image resized to about 56 x 56 pixels is a grid of 14-pixel patches, merged 2 x 2 into
+    tokens at 3-D positions (t, h, w); the text after it goes on from the image's largest
+    position + 1, below its index (the rope delta)."""
+    import importlib
+
+    classes = importlib.import_module(f"mlx_vlm.models.{family}")
 
     specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
     tokenizer = _tokenizer(specials, "<|vision_start|><|image_pad|><|vision_end|>")
     vocab = len(tokenizer)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in specials}
     side, patch = 56, 14
-    text = {"model_type": "qwen2_5_vl", "hidden_size": hidden, "num_hidden_layers": layers,
+    text = {"model_type": family, "hidden_size": hidden, "num_hidden_layers": layers,
             "intermediate_size": 2 * hidden, "num_attention_heads": 4,
             "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "vocab_size": vocab,
             # a low base: every frequency turns within a short prompt, so the positions an
@@ -210,17 +214,22 @@ def _qwen2_5_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hid
               "num_heads": 2, "patch_size": patch, "spatial_patch_size": patch,
               "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 56,
               "fullatt_block_indexes": [0], "in_channels": 3}
+    if family == "qwen2_vl":  # its tower's own names: embed_dim inside, hidden_size out
+        vision = {"model_type": "qwen2_vl", "depth": vision_layers, "embed_dim": vision_hidden,
+                  "hidden_size": hidden, "num_heads": 2, "mlp_ratio": 2,
+                  "patch_size": patch, "spatial_patch_size": patch, "spatial_merge_size": 2,
+                  "temporal_patch_size": 2, "in_channels": 3}
     # flat, as Qwen2.5-VL's own config.json: the text model's keys at the top
     config = {**text, "vision_config": vision, "image_token_id": ids["<|image_pad|>"],
               "video_token_id": ids["<|video_pad|>"],
               "vision_start_token_id": ids["<|vision_start|>"],
               "vision_end_token_id": ids["<|vision_end|>"],
               "eos_token_id": [tokenizer.convert_tokens_to_ids("<|im_end|>")]}
-    model_config = qwen2_5_vl.ModelConfig.from_dict(dict(config))
-    model_config.text_config = qwen2_5_vl.TextConfig.from_dict(text)
-    model_config.vision_config = qwen2_5_vl.VisionConfig.from_dict(vision)
+    model_config = classes.ModelConfig.from_dict(dict(config))
+    model_config.text_config = classes.TextConfig.from_dict(text)
+    model_config.vision_config = classes.VisionConfig.from_dict(vision)
     mx.random.seed(seed)
-    model = qwen2_5_vl.Model(model_config)
+    model = classes.Model(model_config)
     head = model.language_model.lm_head
     head.weight = mx.random.normal(head.weight.shape) * 0.5
     for layer in model.language_model.model.layers:  # sharp attention: positions matter
@@ -235,7 +244,8 @@ def _qwen2_5_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hid
          "image_processor_type": "Qwen2VLImageProcessor"}))
     tokenizer.save_pretrained(folder)
     (folder / "processor_config.json").write_text(json.dumps(
-        {"processor_class": "Qwen2_5_VLProcessor"}))
+        {"processor_class": "Qwen2_5_VLProcessor" if family == "qwen2_5_vl"
+         else "Qwen2VLProcessor"}))
     (folder / "chat_template.json").write_text(json.dumps(
         {"chat_template": tokenizer.chat_template}))
     return folder
