@@ -1,7 +1,9 @@
 """`python -m bench.images`: what two image requests cost eight text chats (issue #52).
 
 On a small random-weight SmolVLM in mlx-vlm's format (tests/vision_models.py; no real VLM
-weights are available offline), two phases, alternated `--rounds` times (A B A B ...):
+weights are available offline; `--family` another of its families: Qwen2.5-VL's image
+requests, M-RoPE, decode beside the chats in passes apart with no compiled step), two
+phases, alternated `--rounds` times (A B A B ...):
 
 - A, text alone: 8 text chats submitted at once, `--tokens` greedy tokens each;
 - B, text and images: the same 8 chats (other words, so no prefix is shared with A), and
@@ -90,14 +92,16 @@ async def _phase(engine: Engine, tokens: int, salt: str, images: list[bytes]) ->
 async def main_async(args: argparse.Namespace) -> None:
     from tests.vision_models import make_tiny_vlm, png_bytes
 
-    folder = make_tiny_vlm(Path(tempfile.mkdtemp(prefix="bench-images-")) / "smolvlm",
-                           "smolvlm", hidden=args.hidden, layers=args.layers,
+    folder = make_tiny_vlm(Path(tempfile.mkdtemp(prefix="bench-images-")) / args.family,
+                           args.family, hidden=args.hidden, layers=args.layers,
                            vision_hidden=args.vision_hidden, vision_layers=args.vision_layers,
                            image_side=args.image_side, patch=args.patch)
     engine = Engine.load(str(folder), config=EngineConfig(prefix_cache=False))
-    tokens_an_image = (args.image_side // args.patch) ** 2 // 4
-    print(f"model: text {args.layers} layers x {args.hidden}, vision {args.vision_layers} "
-          f"layers x {args.vision_hidden}, an image {args.image_side} px = "
+    probe = png_bytes((200, 30, 40), (300, 200))
+    tokens_an_image = engine.vision.prepare(_asking(0), [probe]).token_ids.count(
+        engine.vision.image_token_id)
+    print(f"model: {args.family}, text {args.layers} layers x {args.hidden}, vision "
+          f"{args.vision_layers} layers x {args.vision_hidden}, an image = "
           f"{tokens_an_image} tokens; {engine.description}")
     await engine.start()
     try:
@@ -132,6 +136,8 @@ def _line(r: dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.images", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--family", default="smolvlm", help="tests/vision_models.py's FAMILIES "
+                   "(--image-side and --patch are SmolVLM / Idefics3's)")
     p.add_argument("--tokens", type=int, default=48, help="tokens each text chat writes")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--hidden", type=int, default=256, help="the text model's width")
