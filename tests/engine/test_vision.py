@@ -108,6 +108,9 @@ def test_loads_through_mlx_vlm_and_answers_as_its_generate(vlm_dir):
         plain = Engine.load(str(vlm_dir))
         plain.vision.positioned = False
         assert answers(plain, [(ask("what is it?"), [RED])])[0] != got[0]
+        # the MLX-ops rotation (no native kernels: a GPU's path) answers the same
+        ops = Engine.load(str(vlm_dir), config=EngineConfig(cpu_kernels=False))
+        assert answers(ops, [(ask("what is it?"), [RED])])[0] == got[0]
 
 
 @pytest.mark.parametrize("kernels", [True, False], ids=["ragged", "passes-apart"])
