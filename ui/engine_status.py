@@ -1,7 +1,9 @@
 """The engine's state where the window shows it: the load banner, the model's name and the
 live numbers in the status bar (refreshed twice a second), and the other models tabs loaded
 (issue #50: the ModelManager's, each with its state, estimate and running replies, and an
-Unload menu for them: ui/model_unload.py asks first when replies run on the model)."""
+Unload menu for them: ui/model_unload.py asks first when replies run on the model). The
+live figures are those of the front chat's model (`front_model`), named when it is not the
+default one, and fitted to the bar's width (ui/status_fit.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from app.fleet import ModelInfo
 from .load_banner import LoadBanner
 from .model_unload import ModelUnloader
 from .model_words import plain_description
+from .status_fit import StatusFit
 from .widgets import ElidedLabel
 
 REFRESH_MS = 500
@@ -23,9 +26,12 @@ REFRESH_MS = 500
 
 class EngineStatus(QObject):
     def __init__(self, window: QMainWindow, bridge: EngineBridge, banner: LoadBanner,
-                 titles: Callable[[], Mapping[str, str]] = dict) -> None:
+                 titles: Callable[[], Mapping[str, str]] = dict,
+                 front_model: Callable[[], str | None] = lambda: None) -> None:
+        """`front_model()`: the local model of the chat in front (None: the default one)."""
         super().__init__(window)
         self.bridge = bridge
+        self.front_model = front_model
         self.banner = banner
         self.model_label = ElidedLabel()  # a long model name: … in its middle, not cut off
         self.stats_label = QLabel()
@@ -52,6 +58,8 @@ class EngineStatus(QObject):
         window.statusBar().addWidget(self.others_label, 1)
         window.statusBar().addWidget(self.unload_button)
         window.statusBar().addPermanentWidget(self.stats_label)
+        self.fit = StatusFit(window.statusBar(), self.stats_label, self.model_label,
+                             [self.others_label])
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
         self.timer.timeout.connect(self.show_stats)
@@ -70,13 +78,15 @@ class EngineStatus(QObject):
 
     def show_stats(self) -> None:
         self.show_others()
-        s = self.bridge.stats()
-        if s is None:
-            self.stats_label.clear()
+        model = self.front_model()
+        named = None if self.bridge.models.is_default(model) else model
+        s = self.bridge.stats(named)
+        if s is None:  # no default model, or the front chat's one is not loaded yet
+            self.fit.show(named, "not loaded" if named else "", "not loaded")
             return
-        self.stats_label.setText(
-            f"{s.active} generating · {s.queued} queued · {s.tokens_per_s:.1f} tok/s · "
-            f"batch {s.batch_size} · {s.completed} done")
+        rate = f"{s.queued} queued · {s.tokens_per_s:.1f} tok/s"
+        self.fit.show(named, f"{s.active} generating · {rate} · batch {s.batch_size} · "
+                             f"{s.completed} done", f"{s.active} gen · {rate}")
 
     def show_others(self) -> None:
         """The models loaded beside the default one, e.g. "Also: smol-q8 (161 MiB, 2
@@ -87,7 +97,9 @@ class EngineStatus(QObject):
         self.unload_button.setVisible(bool(infos))
         if not infos:
             return
-        self.others_label.setText("Also: " + ", ".join(_one_model(i) for i in infos))
+        # short of room: the names alone (their sizes and states in the tooltip)
+        self.others_label.set_texts("Also: " + ", ".join(_one_model(i) for i in infos),
+                                    "Also: " + ", ".join(i.name for i in infos))
 
     def _fill_unload_menu(self) -> None:
         """The models loaded beside the default one, each an item that unloads it."""

@@ -110,7 +110,8 @@ class MainWindow(QMainWindow):
             col.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
 
-        self.engine_status = EngineStatus(self, ctx.bridge, self.banner, self.workspace.titles)
+        self.engine_status = EngineStatus(self, ctx.bridge, self.banner, self.workspace.titles,
+                                          self._front_model)
         self.model_button = ModelButton(ctx.bridge, self.choose_model)
         self.statusBar().insertWidget(0, self.model_button)  # the model's name, first
         self._make_docks()
@@ -268,6 +269,12 @@ class MainWindow(QMainWindow):
 
     def current_tab(self) -> ChatTab | None:
         return self.tabs.currentWidget()  # type: ignore[return-value]
+
+    def _front_model(self) -> str | None:
+        """The local model of the chat in front (None: the default one, or a remote
+        backend's chat): the status bar's figures are that model's."""
+        front = self.workspace.front
+        return front.model if front is not None and front.backend is None else None
 
     def new_tab(self, conversation: Conversation | None = None) -> ChatTab:
         """A new chat, or a tab for `conversation`, in front."""

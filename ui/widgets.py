@@ -84,11 +84,14 @@ def readonly_table(model: QAbstractItemModel, name: str, widths: Sequence[int]) 
 class ElidedLabel(QLabel):
     """One line that shortens its middle with … when it gets less room than its text (a
     status bar at 900 px and a long model name): never cut off mid-word at the edge. The
-    whole text is `full_text()`, and the tooltip while it is shortened."""
+    whole text is `full_text()`, and the tooltip while it is shortened. `set_texts(full,
+    short)`: `short` (less said: what to keep when room is short) shown instead of a
+    shortened `full`."""
 
     def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._full = ""
+        self._short = ""
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setText(text)
 
@@ -96,7 +99,10 @@ class ElidedLabel(QLabel):
         return self._full
 
     def setText(self, text: str) -> None:  # noqa: N802 - Qt override
-        self._full = text
+        self.set_texts(text, "")
+
+    def set_texts(self, full: str, short: str) -> None:
+        self._full, self._short = full, short
         self._fit()
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
@@ -113,7 +119,10 @@ class ElidedLabel(QLabel):
 
     def _fit(self) -> None:
         room = self.contentsRect().width()
-        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideMiddle, room)
+        metrics = self.fontMetrics()
+        text = self._short if self._short and metrics.horizontalAdvance(self._full) > room \
+            else self._full
+        shown = metrics.elidedText(text, Qt.TextElideMode.ElideMiddle, room)
         if shown != super().text():
             super().setText(shown)
         tip = self._full if shown != self._full else ""

@@ -272,10 +272,12 @@ class EngineBridge:
             return 0
         return await target.save_prefix(with_files(target, messages))
 
-    async def count_prompt(self, messages: Sequence[Mapping[str, Any]]) -> PromptSize | None:
-        """How many tokens `messages` make as the local model's prompt, and its context
-        (counted off this thread); None without a model or when its template refuses them."""
-        target = self.host.target
+    async def count_prompt(self, messages: Sequence[Mapping[str, Any]],
+                           model: str | None = None) -> PromptSize | None:
+        """How many tokens `messages` make as the prompt of local model `model` (None: the
+        default one), and its context (counted off this thread); None while that model is
+        not loaded, or when its template refuses them."""
+        target = self.local_of(model)
         return await count_prompt(target, messages) if target is not None else None
 
     async def count_attachments(self, atts: Sequence[Any],
@@ -296,9 +298,17 @@ class EngineBridge:
                 and has_attachments(request.messages):
             await fit_files(route.backend, request)
 
-    def stats(self) -> EngineStats | None:
-        target = self.host.target
+    def stats(self, model: str | None = None) -> EngineStats | None:
+        """The engine figures of local model `model` (None: the default one); None while it
+        is not loaded."""
+        target = self.local_of(model)
         return target.stats() if target is not None else None
+
+    def local_of(self, model: str | None) -> LocalTarget | None:
+        """The engine serving local model `model` (None, or the default model's name: the
+        default one's); None while it is not loaded."""
+        return self.host.target if self.models.is_default(model) \
+            else self.models.loaded(model or "")
 
     # -- concurrency limit (the load simulator sets it for a run) ------------------------
     @property

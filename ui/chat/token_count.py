@@ -1,11 +1,12 @@
 """The input box's token count: how big the prompt the next Send makes is (system prompt,
 the chat shown and the draft), against the model's context: "123 / 8192 tokens".
 
-Counted by the serving model's tokenizer on a worker thread (app.bridge.prompt_size), at
+Counted by the tokenizer of the tab's model against its context (the default model, or the
+library model the tab picked: issue #50) on a worker thread (app.bridge.prompt_size), at
 most once per THROTTLE_MS while the draft or the chat changes, so a keystroke never waits
 for it. Over the context it turns into a warning, and `refusal()` is what Send says
 instead of sending. Hidden for a tab on a remote backend (its server has its own
-tokenizer) and while no model is loaded."""
+tokenizer) and while the tab's model is not loaded (counted again once it is)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,10 @@ class TokenCount(QLabel):
         self._timer.setInterval(THROTTLE_MS)
         self._timer.timeout.connect(self._count)
         ctx.bridge.state_changed.connect(self._on_state)
+        # a model beside the default one loaded or went: the tab's may be that one
+        self._fleet = ctx.bridge.fleet
+        if self._fleet is not None:
+            self._fleet.changed.connect(self._on_model_changed)
         self.hide()
         self.schedule()
 
@@ -91,6 +96,8 @@ class TokenCount(QLabel):
         """The tab is closing."""
         self._timer.stop()
         self.ctx.bridge.state_changed.disconnect(self._on_state)
+        if self._fleet is not None:
+            self._fleet.changed.disconnect(self._on_model_changed)
         if self._task is not None:
             self._task.cancel()
 
@@ -99,6 +106,12 @@ class TokenCount(QLabel):
             self.ctx.bridge.state_changed.disconnect(self._on_state)
             return
         self.schedule()  # a model loaded (another tokenizer, another context) or went
+
+    def _on_model_changed(self, _name: str, _state: object) -> None:
+        if not shiboken6.isValid(self):  # the window went without closing its tabs (quit)
+            return  # held weakly: gone with this label
+        if self.conversation.model is not None:
+            self.schedule()
 
     def _count(self) -> None:
         if self._task is not None and not self._task.done():
@@ -119,7 +132,7 @@ class TokenCount(QLabel):
         self._task = loop.create_task(self._run(messages, self._changes))
 
     async def _run(self, messages: list[dict[str, object]], changes: int) -> None:
-        size = await self.ctx.bridge.count_prompt(messages)
+        size = await self.ctx.bridge.count_prompt(messages, self.conversation.model)
         if not shiboken6.isValid(self):  # the tab went meanwhile
             return
         if changes == self._changes:
