@@ -239,13 +239,15 @@ def max_concurrent_limit() -> int:
     return default["max_token_budget"] - default["min_prefill_tokens"]
 
 
-def load_target(source: str, progress: ProgressFn | None = None,
+def load_target(source: str, progress: ProgressFn | None = None, mmproj: str | None = None,
                 **settings: Any) -> LocalTarget:
-    """Load `source` (blocking: call it off the event loop) with EngineConfig `settings`;
-    ModelLoadError (engine.public) if it cannot be loaded. Not started yet."""
+    """Load `source` (blocking: call it off the event loop) with EngineConfig `settings`
+    (and a GGUF's `mmproj`, else the one beside it); ModelLoadError (engine.public) if it
+    cannot be loaded. Not started yet."""
     from engine import Engine
 
-    return LocalTarget(Engine.load(source, engine_config(**settings), progress=progress))
+    return LocalTarget(Engine.load(source, engine_config(**settings), progress=progress,
+                                   mmproj=mmproj))
 
 
 def default_loader(config: EngineConfig | None = None,

@@ -77,6 +77,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--model", default=None,
                    help='"bundled", a .gguf file, an mlx-lm model directory or a repo id '
                         "(default: the app's last model, else bundled)")
+    p.add_argument("--mmproj", default=None, metavar="PATH",
+                   help="a GGUF model's vision projector (llama.cpp's mmproj file), loaded "
+                        "with it as one model that sees images (default: the mmproj*.gguf "
+                        "beside the GGUF, if any; docs/server.md)")
     p.add_argument("--served-model-name", default=None,
                    help="the model id clients send (default: the model's name)")
     p.add_argument("--strict-model-name", action="store_true",
@@ -206,6 +210,9 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     check_address(config)  # refuse before spending time on loading a model
     check_bindable(config.host, config.port)
     if args.models_dir is not None:
+        if args.mmproj is not None:
+            raise ValueError("--mmproj: with --models-dir each GGUF's images come from the "
+                             "mmproj*.gguf beside it")
         return await serve_several(args, config)
     source = args.model or Settings.load().model
     print(f"Loading {source} …", file=sys.stderr, flush=True)
@@ -218,7 +225,7 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
         settings["kv_bits"] = args.kv_bits
     if args.kv_budget_mb is not None:  # else BATCHCHAT_KV_BUDGET_MB, else the default
         settings["kv_budget_bytes"] = max(1, int(args.kv_budget_mb * (1 << 20)))
-    target = await asyncio.to_thread(load_target, source, **settings)
+    target = await asyncio.to_thread(load_target, source, mmproj=args.mmproj, **settings)
     await target.start()
     own = model_id(target, source)
     name = args.served_model_name or own
