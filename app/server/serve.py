@@ -226,6 +226,8 @@ async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
     if args.kv_budget_mb is not None:  # else BATCHCHAT_KV_BUDGET_MB, else the default
         settings["kv_budget_bytes"] = max(1, int(args.kv_budget_mb * (1 << 20)))
     target = await asyncio.to_thread(load_target, source, mmproj=args.mmproj, **settings)
+    for note in target.notes:  # how it runs here (an mmproj beside it that does not pair)
+        print(f"Note: {note}", file=sys.stderr, flush=True)
     await target.start()
     own = model_id(target, source)
     name = args.served_model_name or own

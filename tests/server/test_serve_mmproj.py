@@ -1,7 +1,8 @@
 """`batchchat serve --model X.gguf --mmproj P` (issue #52): a GGUF and its llama.cpp
 projector served as one model that sees images: through the official `openai` client a
 data-URL image request streams the answer the engine gives the pair directly; a projector
-the engine does not map stops the start with its type named."""
+the engine does not map stops the start with its type named (beside the GGUF instead, the
+model is served reading text and the start says why)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,15 @@ async def test_serve_refuses_a_projector_type_it_does_not_map(tmp_path) -> None:
     assert await asyncio.wait_for(proc.wait(), 60) == 1
     err = (await proc.stderr.read()).decode()
     assert "cannot load the model" in err and "projector type 'pixtral'" in err
+    # beside the GGUF instead: the model is served reading text, and the start says why
+    beside = text.parent / "mmproj-pixtral.gguf"
+    text.with_name("mmproj-tiny-idefics3-f32.gguf").unlink()
+    other.rename(beside)
+    proc, url = await start("--model", str(text))
+    try:
+        assert url
+    finally:
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    err = (await proc.stderr.read()).decode()
+    assert "Note: it reads text only here" in err and "pixtral" in err
