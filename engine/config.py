@@ -89,6 +89,10 @@ class EngineConfig:
     # (a smaller model with the same tokenizer drafts, engine/draft_model.py)
     speculative: str = "off"
     speculative_max_drafts: int = 16  # the most tokens a row drafts in a step
+    # a "draft:PATH" model whose tokenizer is not this model's: refuse the load (False), or
+    # load without it, drafting by n-gram and saying why in Engine.notes (True: the other
+    # models of a model manager, whose draft was chosen for another model, issue #50)
+    speculative_draft_optional: bool = False
 
     def __post_init__(self) -> None:
         # Kinds first: a string or NaN would slip through every comparison below (NaN

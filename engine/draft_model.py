@@ -130,8 +130,20 @@ def vocab_of(tokenizer: Any) -> dict[str, int]:
     return dict(tokenizer.get_vocab())
 
 
+class DraftTokenizerDiffers(ModelLoadError):
+    """The draft model at `path` has another tokenizer than the model (`why`): it cannot
+    draft for it."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"draft model {path}: its tokenizer differs from the model's ({why}); "
+                         "a draft model must use the same tokenizer")
+        self.path = path
+        self.why = why
+
+
 def check_same_tokenizer(path: str, target: Mapping[str, int], draft: Mapping[str, int]) -> None:
-    """ModelLoadError unless the draft model's tokenizer has the target's tokens and ids."""
+    """DraftTokenizerDiffers (a ModelLoadError) unless the draft model's tokenizer has the
+    target's tokens and ids."""
     if target == draft:
         return
     if len(target) != len(draft):
@@ -141,8 +153,7 @@ def check_same_tokenizer(path: str, target: Mapping[str, int], draft: Mapping[st
         token, i = next((t, i) for t, i in sorted(draft.items(), key=lambda x: x[1])
                         if by_id.get(i) != t)
         why = f"token {i} is {token!r} there, {by_id.get(i)!r} in the model"
-    raise ModelLoadError(f"draft model {path}: its tokenizer differs from the model's ({why}); "
-                         "a draft model must use the same tokenizer")
+    raise DraftTokenizerDiffers(path, why)
 
 
 def load_draft(path: str, tokenizer: Any, cpu: CpuOptions | None = None,

@@ -10,6 +10,7 @@ import secrets
 import threading
 from collections.abc import Callable, Mapping
 from collections.abc import Sequence as Seq
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
@@ -61,9 +62,10 @@ class Engine:
         self._active = 0
         # llguidance's view of the tokenizer, built on the first request with a grammar
         self._grammars = GrammarTokenizer(tokenizer, eos_token_ids)
+        draft = self._draft_model(tokenizer)  # first: it may leave the draft model out
         self._core = EngineCore(model, frozenset(eos_token_ids), self.context_length,
                                self.config, on_admit=self._admitted, on_finish=self._finished,
-                               draft_source=self._draft_model(tokenizer), vision=vision)
+                               draft_source=draft, vision=vision)
         self.notes += tuple(self._core.notes)  # features the model runs without, and why
         self._inbox = Inbox()
         self._streams: dict[str, RequestStream] = {}
@@ -76,14 +78,23 @@ class Engine:
 
     def _draft_model(self, tokenizer: Any) -> DraftModel | None:
         """speculative="draft:PATH": the draft model, loaded and checked to share the
-        model's tokenizer (ModelLoadError naming the path and the reason otherwise)."""
+        model's tokenizer (ModelLoadError naming the path and the reason otherwise; with
+        speculative_draft_optional, another tokenizer leaves it out: n-gram drafts, a note)."""
         path = draft_path(self.config.speculative)
         if path is None:
             return None
-        from .draft_model import load_draft
+        from .draft_model import DraftTokenizerDiffers, load_draft
 
-        return load_draft(path, tokenizer, cpu=self.config.cpu,
-                          fast_cpu_kernels=self.config.cpu_kernels)
+        try:
+            return load_draft(path, tokenizer, cpu=self.config.cpu,
+                              fast_cpu_kernels=self.config.cpu_kernels)
+        except DraftTokenizerDiffers as exc:
+            if not self.config.speculative_draft_optional:
+                raise
+            self.config = replace(self.config, speculative="ngram")
+            self.notes += (f"draft model {exc.path} left out: its tokenizer differs from this "
+                           f"model's ({exc.why}); drafting by n-gram (prompt lookup) instead",)
+            return None
 
     @classmethod
     def load(cls, source: str = "bundled", config: EngineConfig | None = None,

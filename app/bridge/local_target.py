@@ -255,12 +255,19 @@ def default_loader(config: EngineConfig | None = None,
                    kv_bits: Callable[[], int | None] | None = None) -> Loader:
     """The window's loader: 16 at once, chats' KV kept on disk across restarts;
     `speculative()` and `kv_bits()` (the app's settings, read at each load) set
-    EngineConfig.speculative and EngineConfig.kv_bits."""
-    def load(source: str, progress: ProgressFn | None = None) -> Engine:
+    EngineConfig.speculative and EngineConfig.kv_bits; `draft_optional`: a draft model with
+    another tokenizer is left out rather than refusing the load (the ModelManager's other
+    models: the draft was chosen for the default one)."""
+    def load(source: str, progress: ProgressFn | None = None,
+             draft_optional: bool = False) -> Engine:
+        from dataclasses import replace
+
         from engine import Engine
 
-        return Engine.load(source, window_config(config, speculative, kv_bits),
-                           progress=progress)
+        config_now = window_config(config, speculative, kv_bits)
+        if draft_optional:
+            config_now = replace(config_now, speculative_draft_optional=True)
+        return Engine.load(source, config_now, progress=progress)
 
     return load
 

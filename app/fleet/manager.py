@@ -425,6 +425,10 @@ class ModelManager:
 
 
 def _default_loader(settings: dict[str, Any]) -> Loader:
+    # a draft model (`serve --speculative draft:PATH`) drafts only for the models that share
+    # its tokenizer; the others load without it (n-gram drafts, said in their notes)
+    settings = {"speculative_draft_optional": True, **settings}
+
     def load(source: str, progress: Callable[[str, float], None] | None = None) -> LocalTarget:
         from ..bridge.local_target import load_target
 

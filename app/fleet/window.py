@@ -1,9 +1,11 @@
 """The window's ModelManager (issue #50): the model library's list (with the folders the user
 added) as its catalog, and the window's loader, so a model a tab names loads as the default
-one does (the same EngineConfig: speculation, the KV kept on disk)."""
+one does (the same EngineConfig: speculation, the KV kept on disk), except that a draft
+model chosen for the default one drafts only for the models sharing its tokenizer."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +27,18 @@ def window_fleet(folders: Callable[[], Sequence[str]],
         from ..bridge.local_target import LocalTarget
 
         load_engine = loader()
+        options: dict[str, Any] = {}
         if progress is not None and takes_progress(load_engine):
-            return LocalTarget(load_engine(source, progress=progress))
-        return LocalTarget(load_engine(source))
+            options["progress"] = progress
+        if _takes(load_engine, "draft_optional"):  # the window's own loader does
+            options["draft_optional"] = True
+        return LocalTarget(load_engine(source, **options))
 
     return ModelManager(Catalog(lambda: list_models(folders())), load)
+
+
+def _takes(loader: Callable[..., Any], keyword: str) -> bool:
+    try:
+        return keyword in inspect.signature(loader).parameters
+    except (TypeError, ValueError):
+        return False

@@ -165,6 +165,30 @@ def test_a_draft_model_with_another_tokenizer_is_refused(qtiny, tmp_path) -> Non
     assert str(path) in str(e.value) and "260 tokens" in str(e.value)
 
 
+def test_an_optional_draft_model_with_another_tokenizer_is_left_out(qtiny, tmp_path) -> None:
+    """speculative_draft_optional (a model manager's other models, issue #50): the model
+    loads without the draft, drafts by n-gram, says why, and answers as without it; a
+    draft that cannot be read at all is still refused."""
+    other = make_tokenizer()
+    other._tokenizer.add_special_tokens({"additional_special_tokens": ["<|tool|>"]})
+    path = save_mlx_dir(qtiny, tmp_path / "other", tokenizer=other)
+    engine = engine_on(qtiny, speculative=f"draft:{path}", speculative_draft_optional=True)
+    assert engine.stats().speculative == "ngram"
+    assert not isinstance(testing.facts(engine).draft_source, DraftModel)
+    assert [n for n in engine.notes if f"draft model {path} left out" in n
+            and "260 tokens" in n and "n-gram" in n]
+    prompts = [open_prompt(7), open_prompt(8)]
+    params = [greedy(40), greedy(40)]
+    streams = [engine.submit(prompt_tokens=p, params=q)
+               for p, q in zip(prompts, params, strict=True)]
+    run_to_end(engine)
+    expected, _, _ = run(qtiny, "off", prompts, params)
+    assert [list(s.tokens) for s in streams] == expected
+    with pytest.raises(ModelLoadError, match="no such file"):
+        engine_on(qtiny, speculative=f"draft:{tmp_path / 'nope.gguf'}",
+                  speculative_draft_optional=True)
+
+
 def test_tokenizers_with_the_same_size_but_other_tokens_differ() -> None:
     check_same_tokenizer("d", {"a": 0, "b": 1}, {"a": 0, "b": 1})
     with pytest.raises(ModelLoadError, match="token 1 is 'c' there, 'b' in the model"):

@@ -1,0 +1,92 @@
+"""Draft models across models (issue #50, follow-up 4): a draft model (`--speculative
+draft:PATH`, the window's Speculative decoding setting) drafts only for a model that shares
+its tokenizer. A model manager's other model with another tokenizer (a tab or a request on
+model B) used to fail its load ("draft model …: its tokenizer differs"); it now loads
+without the draft, drafting by n-gram, and says so in its notes, through both loaders: the
+manager's own (`batchchat serve --models-dir`) and the window's (app/fleet/window.py).
+Real engines: the bundled model, its Q8_0 copy (the same tokenizer) and a tiny random llama
+(another one). Qt-free."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.bridge.local_target import LocalTarget, default_loader, load_target
+from app.fleet import Catalog, ModelManager
+from app.fleet.window import window_fleet
+from app.models.library import folder_models
+from engine.public import ModelLoadError
+from tests.fleet_models import bundled_path, requantize, tiny_gguf
+
+PROMPT = [{"role": "user", "content": "Count from one to twelve in words."}]
+GREEDY = {"max_tokens": 32, "temperature": 0.0}
+KV = 16 << 20
+
+
+@pytest.fixture(scope="module")
+def models_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("fleet-drafts")
+    requantize(bundled_path(), d / "smol-q8.gguf", "Q8_0")
+    tiny_gguf(d / "tiny-a.gguf", seed=0)
+    return d
+
+
+async def answer(target: LocalTarget) -> str:
+    stream = target.submit(PROMPT, params=GREEDY)
+    async for _ in stream:
+        pass
+    return stream.text
+
+
+async def alone(source: Path) -> str:
+    target = load_target(str(source), kv_budget_bytes=KV, speculative="off")
+    await target.start()
+    try:
+        return await answer(target)
+    finally:
+        await target.shutdown()
+
+
+async def check_the_two_models(fleet: ModelManager, models_dir: Path, draft: str) -> None:
+    """smol-q8 drafts with the draft model; tiny-a loads without it; both answer as alone."""
+    async with await fleet.acquire("tiny-a") as tiny:
+        stats = tiny.stats()
+        assert stats.speculative == "ngram"
+        assert any(f"draft model {draft} left out: its tokenizer differs" in note
+                   for note in tiny.notes), tiny.notes
+        assert await answer(tiny) == await alone(models_dir / "tiny-a.gguf")
+    async with await fleet.acquire("smol-q8") as smol:
+        assert smol.stats().speculative == f"draft:{draft}"
+        assert not any("left out" in note for note in smol.notes)
+        text = await answer(smol)
+        assert smol.stats().drafted_tokens > 0, "the draft model drafted for it"
+        assert text == await alone(models_dir / "smol-q8.gguf")
+
+
+async def test_serve_models_dir_drafts_only_for_a_model_with_the_same_tokenizer(models_dir):
+    draft = str(bundled_path())
+    fleet = ModelManager(Catalog(lambda: folder_models(models_dir)), kv_budget_bytes=KV,
+                         max_concurrent=4, speculative=f"draft:{draft}")
+    try:
+        await check_the_two_models(fleet, models_dir, draft)
+    finally:
+        await fleet.close()
+
+
+async def test_the_windows_models_draft_only_with_the_same_tokenizer(models_dir):
+    from engine import EngineConfig
+
+    draft = str(bundled_path())
+    loader = default_loader(EngineConfig(max_concurrent=4, kv_budget_bytes=KV),
+                            speculative=lambda: f"draft:{draft}")
+    fleet = window_fleet(lambda: [str(models_dir)], lambda: loader)
+    try:
+        await check_the_two_models(fleet, models_dir, draft)
+    finally:
+        await fleet.close()
+    # the default model itself (the same loader, as the ModelHost calls it) is still
+    # refused a draft with another tokenizer: the user chose it for that model
+    with pytest.raises(ModelLoadError, match="tokenizer differs"):
+        loader(str(models_dir / "tiny-a.gguf"))
