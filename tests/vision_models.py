@@ -39,7 +39,10 @@ PATCH = 8
 # and patch merger, Qwen2's text model with M-RoPE (3-D positions for image tokens);
 # Qwen3-VL: Qwen3's text model, M-RoPE's frequencies interleaved, DeepStack (image features
 # of the tower's middle layers added to the first layers' hidden states)
-FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3")
+# Mistral 3: a Pixtral tower, a Mistral text model; LFM2-VL: a SigLIP2 tower, LFM2's hybrid
+# text model (short convolutions and attention layers)
+FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3",
+            "lfm2_vl")
 
 
 def _tokenizer(extra: list[str], placeholder: str,
@@ -72,6 +75,9 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
 
     classes = importlib.import_module(f"mlx_vlm.models.{family}")
     folder.mkdir(parents=True, exist_ok=True)
+    if family == "lfm2_vl":
+        return _lfm2_vl(folder, seed, hidden=hidden, vision_hidden=vision_hidden,
+                        vision_layers=vision_layers)
     if family == "mistral3":
         return _mistral3(folder, seed, hidden=hidden, layers=layers,
                          vision_hidden=vision_hidden, vision_layers=vision_layers)
@@ -349,6 +355,57 @@ def _mistral3(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidde
     (folder / "processor_config.json").write_text(json.dumps(
         {"processor_class": "Mistral3Processor", "patch_size": patch,
          "spatial_merge_size": 2}))
+    (folder / "chat_template.json").write_text(json.dumps(
+        {"chat_template": tokenizer.chat_template}))
+    return folder
+
+
+def _lfm2_vl(folder: Path, seed: int, *, hidden: int, vision_hidden: int,
+             vision_layers: int) -> Path:
+    """LFM2-VL: a SigLIP2 tower on 8-pixel patches, pixel-unshuffled 2 x 2 (an image is 4 to
+    16 tokens between <|image_start|> and <|image_end|>), LFM2's text model: a convolution
+    layer, an attention layer, a convolution layer; tied embeddings (as every LFM2-VL)."""
+    from mlx_vlm.models import lfm2_vl
+
+    tokenizer = _tokenizer(["<image>", "<|image_start|>", "<|image_end|>", "<|img_thumbnail|>"],
+                           "<image>")
+    vocab = len(tokenizer)
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    text = {"model_type": "lfm2", "hidden_size": hidden, "num_hidden_layers": 3,
+            "intermediate_size": 2 * hidden, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "max_position_embeddings": 512, "rope_theta": 10000.0,
+            "vocab_size": vocab, "norm_eps": 1e-5, "conv_bias": False, "conv_L_cache": 3,
+            "block_dim": hidden, "block_ff_dim": 2 * hidden, "block_auto_adjust_ff_dim": False,
+            "block_multiple_of": 256, "block_ffn_dim_multiplier": 1.0, "conv_dim": hidden,
+            "conv_dim_out": hidden, "layer_types": ["conv", "full_attention", "conv"],
+            "full_attn_idxs": [1], "tie_word_embeddings": True, "eos_token_id": end}
+    vision = {"model_type": "lfm2_vl", "hidden_size": vision_hidden,
+              "intermediate_size": 2 * vision_hidden, "num_hidden_layers": vision_layers,
+              "num_attention_heads": 2, "num_channels": 3, "image_size": 32, "patch_size": 8,
+              "num_patches": 64}
+    config = {"model_type": "lfm2-vl", "text_config": text, "vision_config": vision,
+              "downsample_factor": 2, "encoder_patch_size": 8,
+              "image_token_id": tokenizer.convert_tokens_to_ids("<image>"),
+              "min_image_tokens": 4, "max_image_tokens": 16, "do_image_splitting": False,
+              "projector_hidden_size": hidden, "max_num_patches": 64, "eos_token_id": end}
+    model_config = lfm2_vl.ModelConfig.from_dict(dict(config))
+    model_config.text_config = lfm2_vl.TextConfig.from_dict(text)
+    model_config.vision_config = lfm2_vl.VisionConfig.from_dict(vision)
+    mx.random.seed(seed)
+    model = lfm2_vl.Model(model_config)
+    for layer in model.language_model.model.layers:  # (tied embeddings: else each token
+        ffn = layer.feed_forward.w2                   # would predict itself)
+        ffn.weight = mx.random.normal(ffn.weight.shape) * 0.5
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    (folder / "preprocessor_config.json").write_text(json.dumps(
+        {"image_processor_type": "Siglip2ImageProcessor", "encoder_patch_size": 8,
+         "patch_size": 8, "downsample_factor": 2, "min_image_tokens": 4,
+         "max_image_tokens": 16, "tile_size": 64, "max_num_patches": 64}))
+    tokenizer.save_pretrained(folder)
+    (folder / "processor_config.json").write_text(json.dumps(
+        {"processor_class": "Lfm2VlProcessor"}))
     (folder / "chat_template.json").write_text(json.dumps(
         {"chat_template": tokenizer.chat_template}))
     return folder
