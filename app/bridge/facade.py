@@ -27,8 +27,8 @@ from .prompt_size import (
     PromptSize,
     count_attachments,
     count_prompt,
+    files_as_text,
     fit_files,
-    with_files,
 )
 from .routing import Route, Router
 from .switch import Choice, ModelSwitch, PendingSwitch, Running
@@ -270,7 +270,7 @@ class EngineBridge:
         target = self.host.target
         if target is None or self.state != BridgeState.READY:
             return 0
-        return await target.save_prefix(with_files(target, messages))
+        return await target.save_prefix(await files_as_text(target, messages))
 
     async def count_prompt(self, messages: Sequence[Mapping[str, Any]],
                            model: str | None = None) -> PromptSize | None:

@@ -94,6 +94,15 @@ async def count_attachments(target: LocalTarget, atts: Sequence[Any],
                                                             target, list(atts), progress)
 
 
+async def files_as_text(target: LocalTarget, messages: Sequence[Mapping[str, Any]]
+                        ) -> list[Mapping[str, Any]]:
+    """`with_files` on the worker thread (a file whose index left the cache is indexed
+    again there, not on the caller's loop)."""
+    messages = [dict(m) for m in messages]
+    return await asyncio.get_running_loop().run_in_executor(_WORKER, with_files, target,
+                                                            messages)
+
+
 async def fit_files(backend: LocalBackend, request: ChatRequest) -> None:
     """`backend.fit_files(request)` on the worker thread: the indexes of files that do not
     fit whole and, with an embedding model, the question's vector made there and cached

@@ -101,3 +101,33 @@ async def test_a_chat_with_a_file_saves_the_kv_of_the_prompt_that_ran(tmp_path: 
         assert saved >= prompt  # the file's tokens and the question's, not a short match
     finally:
         await bridge.shutdown(timeout=2.0)
+
+
+async def test_saving_the_kv_reindexes_a_file_off_the_loop(bridge: EngineBridge, tmp_path: Path,
+                                                          monkeypatch) -> None:
+    """A chat's KV is saved with its files fitted as a send fits them; a file whose index has
+    left the cache since (16 are kept) is indexed again on the worker thread, never on the
+    loop (the app's UI thread)."""
+    import threading
+
+    from app.attachments import index, messages
+
+    rng = random.Random(6)
+    lines = [f"line {i}: " + " ".join(rng.choice(("tide", "quay", "rope", "buoy"))
+                                      for _ in range(8)) for i in range(1500)]
+    doc = tmp_path / "log.txt"
+    doc.write_text("\n".join(lines) + "\n")
+    conv = Conversation(bridge, system_prompt="", params=FAST)
+    assert conv.send("Which line mentions the buoy first?", attachments=[read_attachment(doc)])
+    await wait_until(lambda: not conv.is_busy)
+    monkeypatch.setattr(messages, "_shared", None)  # the index is gone from the cache
+    built_on: list[str] = []
+    real_init = index.ChunkIndex.__init__
+
+    def recording(self, chunks, *rest):
+        built_on.append(threading.current_thread().name)
+        real_init(self, chunks, *rest)
+
+    monkeypatch.setattr(index.ChunkIndex, "__init__", recording)
+    await bridge.save_kv(conv.prompt_messages())
+    assert len(built_on) == 1 and built_on[0] != threading.current_thread().name
