@@ -8,7 +8,8 @@ permuted for llama, Gemma's norms plus one) with the VLM's own vocabulary. The m
 names are gguf-py's MMPROJ map of Hugging Face's names, its layout the converter's
 (conversion/base.py MmprojModel, gemma.py Gemma3VisionModel, smolvlm.py SmolVLMModel): the
 patch embedding as torch's (out, in, kh, kw), Gemma 3's soft embedding norm plus one, its
-input projection float16, everything else float32 (`--outtype f32`).
+input projection float16, the tower's and connector's matrices as `--outtype` says (f32,
+f16, q8_0), norms, biases and embeddings float32.
 tests/engine/test_mmproj_converter_parity.py holds this writer to llama.cpp's converter.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 import gguf
 import mlx.core as mx
 import numpy as np
-from gguf import GGUFWriter
+from gguf import GGMLQuantizationType, GGUFWriter
 
 from tests.gguf_models import CASES, ArchCase, gguf_tensors, write_gguf
 from tests.vision_models import make_tiny_vlm
@@ -114,8 +115,15 @@ def hf_vision_weights(vlm: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def mmproj_tensors(vlm: Path) -> dict[str, np.ndarray]:
-    """The mmproj's tensors, by GGUF name, as the converter leaves them."""
+# --outtype: the file type, and the GGML type of the tower's and connector's matrices
+OUTTYPES = {"f32": (gguf.LlamaFileType.ALL_F32, GGMLQuantizationType.F32),
+            "f16": (gguf.LlamaFileType.MOSTLY_F16, GGMLQuantizationType.F16),
+            "q8_0": (gguf.LlamaFileType.MOSTLY_Q8_0, GGMLQuantizationType.Q8_0)}
+
+
+def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
+    """The mmproj's tensors, by GGUF name, as the converter leaves them (a Q8_0 tensor as
+    its raw blocks, uint8: write_mmproj tells them by their dtype)."""
     config = json.loads((vlm / "config.json").read_text())
     blocks = config["vision_config"]["num_hidden_layers"]
     name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
@@ -128,15 +136,18 @@ def mmproj_tensors(vlm: Path) -> dict[str, np.ndarray]:
         if "soft_emb_norm" in hf:
             w = w + np.float32(1.0)  # Gemma3VisionModel.modify_tensors
         if "input_projection" in hf:
-            w = w.astype(np.float16)
+            w = w.astype(np.float16)  # whatever the outtype (tensor_force_quant)
+        elif w.ndim == 2 and ".embeddings." not in hf:  # the rest: 1-D and embeddings F32
+            w = gguf.quants.quantize(w, OUTTYPES[outtype][1]) if outtype == "q8_0" \
+                else w.astype(np.float16 if outtype == "f16" else np.float32)
         out[f"{new}.{suffix}"] = w
     return out
 
 
 def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
-                 tensors: dict[str, np.ndarray] | None = None) -> Path:
+                 tensors: dict[str, np.ndarray] | None = None, outtype: str = "f32") -> Path:
     """The VLM's mmproj GGUF (`projector`: another projector type to write, for refusals;
-    `tensors`: other tensors)."""
+    `tensors`: other tensors; `outtype`: the converter's --outtype, f32, f16 or q8_0)."""
     config = json.loads((vlm / "config.json").read_text())
     family = config["model_type"]
     v = config["vision_config"]
@@ -145,7 +156,7 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
     w = GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.MMPROJ])
     w.add_type(gguf.GGUFType.MMPROJ)
     w.add_name(f"tiny {family}")
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_file_type(OUTTYPES[outtype][0])
     w.add_clip_has_vision_encoder(True)
     w.add_vision_projection_dim(config["text_config"]["hidden_size"])
     w.add_vision_image_size(v["image_size"])
@@ -170,8 +181,9 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
         w.add_vision_use_gelu(True)
         w.add_vision_preproc_image_size(pre.get("size", {}).get("longest_edge",
                                                                 v["image_size"]))
-    for name, value in (mmproj_tensors(vlm) if tensors is None else tensors).items():
-        w.add_tensor(name, np.ascontiguousarray(value))
+    for name, value in (mmproj_tensors(vlm, outtype) if tensors is None else tensors).items():
+        raw = GGMLQuantizationType.Q8_0 if value.dtype == np.uint8 else None
+        w.add_tensor(name, np.ascontiguousarray(value), raw_dtype=raw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

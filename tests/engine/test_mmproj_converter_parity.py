@@ -2,7 +2,8 @@
 
 For each family, the tiny VLM's vision tower and projector are saved as a Hugging Face
 checkpoint (Hugging Face's names and layouts, its config, preprocessor and processor
-configs) and converted by llama.cpp's ``convert_hf_to_gguf.py --mmproj`` (F32): the
+configs) and converted by llama.cpp's ``convert_hf_to_gguf.py --mmproj`` (F32, F16 and
+Q8_0): the
 converter's file must hold the same keys, tensor names, types, shapes and values as the
 tiny writer's, and the engine must load it beside the text GGUF with the same answer.
 Like test_gguf_converter_parity.py, this needs BATCHCHAT_LLAMA_CPP (llama.cpp's tree) and
@@ -25,7 +26,13 @@ import pytest
 from engine import Engine, SamplingParams
 from engine.loader.gguf_file import read_gguf_file
 from tests.engine.conftest import run_to_end
-from tests.mmproj_models import PROJECTOR, hf_vision_weights, make_tiny_pair
+from tests.mmproj_models import (
+    OUTTYPES,
+    PROJECTOR,
+    hf_vision_weights,
+    make_tiny_pair,
+    write_mmproj,
+)
 from tests.vision_models import png_bytes
 
 LLAMA_CPP = os.environ.get("BATCHCHAT_LLAMA_CPP")
@@ -57,15 +64,19 @@ def _save_hf(vlm: Path, dest: Path) -> None:
     mx.save_safetensors(str(dest / "model.safetensors"), weights, metadata={"format": "pt"})
 
 
+@pytest.mark.parametrize("outtype", sorted(OUTTYPES))
 @pytest.mark.parametrize("family", sorted(PROJECTOR))
-def test_llama_cpp_converter_writes_what_the_tiny_mmproj_writer_writes(family, tmp_path):
+def test_llama_cpp_converter_writes_what_the_tiny_mmproj_writer_writes(family, outtype,
+                                                                     tmp_path):
     vlm, text, ours = make_tiny_pair(tmp_path, family)
+    if outtype != "f32":
+        ours = write_mmproj(vlm, ours, outtype=outtype)
     _save_hf(vlm, tmp_path / "hf")
     theirs = tmp_path / "converted" / "mmproj-theirs.gguf"
     theirs.parent.mkdir()
     run = subprocess.run(
         [PYTHON, str(Path(LLAMA_CPP) / "convert_hf_to_gguf.py"), str(tmp_path / "hf"),
-         "--mmproj", "--outtype", "f32", "--outfile", str(theirs)],
+         "--mmproj", "--outtype", outtype, "--outfile", str(theirs)],
         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     f_theirs, f_ours = read_gguf_file(theirs), read_gguf_file(ours)
@@ -85,7 +96,8 @@ def test_llama_cpp_converter_writes_what_the_tiny_mmproj_writer_writes(family, t
         other = f_theirs.tensors[t.name]
         assert (other.kind, other.shape) == (t.kind, t.shape), t.name
         np.testing.assert_array_equal(np.asarray(other.data), np.asarray(t.data), t.name)
-    # the converter's own file beside the text GGUF answers as the tiny writer's
+    # the converter's own file beside the text GGUF answers as the tiny writer's (and, F32,
+    # as the folder: test_mmproj_pair)
     shutil.copy(text, theirs.parent / text.name)
     params = SamplingParams(max_tokens=8, temperature=0.0)
     messages = [{"role": "user", "content": [{"type": "image"},

@@ -18,9 +18,11 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx.utils import tree_flatten
 
 from engine import Engine, EngineConfig, SamplingParams
 from engine.loader import ModelLoadError
+from engine.loader.gguf_file import read_gguf_file
 from tests.engine.conftest import run_to_end
 from tests.mmproj_models import PROJECTOR, make_tiny_pair, mmproj_tensors, write_mmproj
 from tests.vision_models import png_bytes
@@ -122,6 +124,29 @@ def test_a_projector_type_not_mapped_is_refused_with_its_name(pair, tmp_path, pr
     assert not engine.sees_images
     [note] = engine.notes
     assert "reads text only" in note and projector in note
+
+
+@pytest.mark.parametrize("outtype", ["f16", "q8_0"])
+def test_a_half_or_8_bit_mmproj_loads_its_weights(pair, tmp_path, outtype):
+    """The converter's default (f16) and a q8_0 projector: the tower's matrices in the file
+    as F16 / Q8_0 blocks, read back within their rounding of the folder's weights."""
+    folder, text, _ = pair
+    shutil.copy(text, tmp_path / text.name)
+    mmproj = write_mmproj(folder, tmp_path / f"mmproj-{outtype}.gguf", outtype=outtype)
+    kinds = {t.kind.name for t in read_gguf_file(mmproj).tensors.values()}
+    assert outtype.upper() in kinds
+    engine = Engine.load(str(tmp_path / text.name))
+    assert engine.sees_images
+    ours = dict(tree_flatten(engine.vision.vlm.parameters()))
+    for name, w in tree_flatten(Engine.load(str(folder)).vision.vlm.parameters()):
+        if name.startswith("language_model."):
+            continue
+        # F16: 11 significant bits; Q8_0: a block's largest / 127 a step, half of it off,
+        # plus the step's own float16 rounding times 127
+        bound = (2.0 ** -11 if outtype == "f16" else 0.6 / 127) * mx.abs(w).max().item()
+        assert mx.abs(ours[name] - w).max().item() <= bound * 1.0001, name
+    [got] = answers(engine, [(ask("what is it?"), [RED])])
+    assert got
 
 
 def test_a_projector_for_another_model_is_refused(tmp_path):
