@@ -184,10 +184,11 @@ class ModelRunner:
 
     def _rows_check_apart(self, plan: TickPlan, batch: DecodeBatch) -> bool:
         """Whether the batch checks drafts in a pass of its own: it cannot share the ragged
-        pass, its KV is slot rows, and no prefill pass runs before its step (the prompts it
-        finishes would join the batch first)."""
-        return (batch.is_batched and not self.ragged_ok and not plan.prefill
-                and batch.can_verify_rows())
+        pass (the model's, or this tick's: an M-RoPE image request's rows), its KV is slot
+        rows, and no prefill pass runs before its step (the prompts it finishes would join
+        the batch first)."""
+        return (batch.is_batched and not (self.ragged_ok and self.may_share(plan, batch))
+                and not plan.prefill and batch.can_verify_rows())
 
     def may_share(self, plan: TickPlan, batch: DecodeBatch) -> bool:
         """Whether the tick's sequences may share a ragged pass: not an M-RoPE image

@@ -171,6 +171,29 @@ def test_same_answer_alone_and_batched(vlm_dir, kernels, params, monkeypatch):
         assert any(beside_rows) == testing.facts(chunked).ragged
 
 
+@pytest.mark.parametrize("kernels", [True, False], ids=["ragged", "passes-apart"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+def test_m_rope_rows_beside_text_rows_that_draft(family, kernels, tmp_path):
+    """Speculation on: the text rows draft (n-gram) and check their drafts beside an M-RoPE
+    image request's rows, which keep their delta (a tick holding them runs its passes
+    apart, and its rows check no drafts); every answer is the one given alone without
+    speculation."""
+    folder = make_tiny_vlm(tmp_path / family, family)
+    params = SamplingParams(max_tokens=24, temperature=0.0)
+
+    def engine(speculative: str) -> Engine:
+        return Engine.load(str(folder), config=EngineConfig(
+            prefix_cache=False, speculative=speculative, cpu_kernels=kernels))
+
+    text = [(chat("abc abc abc abc abc abc abc abc " * (i + 1)), None) for i in range(3)]
+    seen = [(ask("what is it? abc abc abc abc"), [RED]), (ask("and this? abc abc"), [GREEN])]
+    alone = [answers(engine("off"), [r], params)[0] for r in text + seen]
+    drafting = engine("ngram")
+    together = answers(drafting, [text[0], seen[0], text[1], seen[1], text[2]], params)
+    assert together == [alone[0], alone[3], alone[1], alone[4], alone[2]]
+    assert sum(r.drafted_tokens for r in drafting.finished_requests()) > 0
+
+
 def test_a_vlm_quantized_by_mlx_vlm_runs_on_the_native_kernels(vlm_dir, tmp_path):
     """mlx-vlm's own convert (4-bit, as mlx-community's repos): the engine's text model is
     quantized like the VLM's, and an image answer is the same alone and batched."""
