@@ -102,6 +102,6 @@ def test_a_sends_question_is_embedded_off_the_ui_thread(window, loop, tmp_path, 
     assert asked, embedder.calls  # the question was embedded for this send...
     assert all(t != threading.main_thread().name for t, _ in asked)  # ...off the UI thread
     gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
-    assert ticks and max(gaps) < 0.75, max(gaps)  # the UI thread kept ticking meanwhile
+    assert ticks and max(gaps) < 1.0, max(gaps)  # kept ticking: an embed here waits 1.5 s
     reply = tab.conversation.messages[1]
     assert reply.citations and any("Heron gate" in c.text for c in reply.citations)
