@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from dataclasses import replace
 from math import prod
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,8 @@ def _describe_gguf(path: Path, base: dict[str, Any]) -> ModelEntry:
     return ModelEntry(format="GGUF", architecture=header.architecture or "",
                       parameters=header.parameters or None, quantization=header.quantization,
                       size_bytes=size, context_length=context, reason=reason,
-                      note=base.pop("note", "") or ("" if reason else _memory(header, context)),
+                      note=base.pop("note", "") or ("" if reason else _memory(header, context,
+                                                                               path)),
                       sees_images=projector is not None,
                       images_reason=_projector_reason(projector, header.architecture)
                       if projector else "",
@@ -80,19 +82,33 @@ def _projector_reason(projector: Path, architecture: str | None) -> str:
     return f"{projector.name}: {reason}: it runs here reading text only" if reason else ""
 
 
-def _memory(header: Any, context: int | None) -> str:
+def _memory(header: Any, context: int | None, path: Path) -> str:
     """What the model will take once loaded ("" when the header cannot say)."""
-    need = _header_need(header, context)
+    need = _header_need(header, context, path)
     return need.describe() if need is not None else ""
 
 
-def _header_need(header: Any, context: int | None) -> MemoryNeed | None:
+def _header_need(header: Any, context: int | None, path: Path) -> MemoryNeed | None:
     width = kv_width(header)
     if not width:
         return None
-    return gguf_memory(header.tensor_types, layers=1, kv_heads=width, head_dim=1,
+    need = gguf_memory(header.tensor_types, layers=1, kv_heads=width, head_dim=1,
                        context=min(context or 4096, 1 << 20),
                        state_per_sequence=recurrent_state_bytes(header))
+    return replace(need, weights=need.weights + _projector_bytes(path, header.architecture))
+
+
+def _projector_bytes(path: Path, architecture: str | None) -> int:
+    """The vision tower and projector the mmproj beside a GGUF adds once loaded with it
+    (engine/vision/mmproj.py holds them float32); 0 when none pairs with it."""
+    projector = mmproj_beside(path)
+    if projector is None:
+        return 0
+    try:
+        header = read_gguf_header(projector)
+    except (GgufError, OSError):
+        return 0
+    return 0 if projector_refusal(header.metadata, architecture) else 4 * header.parameters
 
 
 def memory_need(path: Path) -> MemoryNeed | None:
@@ -106,7 +122,7 @@ def memory_need(path: Path) -> MemoryNeed | None:
     except (GgufError, OSError):
         return None
     context = header.arch_value("context_length")
-    return _header_need(header, context if isinstance(context, int) else None)
+    return _header_need(header, context if isinstance(context, int) else None, path)
 
 
 def kv_width(header: Any) -> int:

@@ -7,13 +7,16 @@ the projector is not listed as a model of its own."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
 
 from app.models.cli import table
+from app.models.inspect import memory_need
 from app.models.library import list_models
 from engine import Engine
+from engine.loader.gguf_file import read_gguf_file
 from tests.engine.test_loader import make_tiny_gguf
 from tests.mmproj_models import make_tiny_pair, write_mmproj
 from tests.vision_models import make_tiny_vlm
@@ -60,6 +63,12 @@ def test_a_gguf_with_an_mmproj_beside_it_loads_as_a_pair(disk):
     assert not any("mmproj" in name for name in models)  # the projector is not a model
     engine = Engine.load(e.source)  # what the library says is what loads: the pair
     assert engine.sees_images and mmproj.name in engine.description
+    # the model manager's estimate counts the tower and projector, held float32
+    alone = disk.parent / "alone" / text.name
+    alone.parent.mkdir()
+    shutil.copy(text, alone)
+    elements = sum(math.prod(t.shape) for t in read_gguf_file(mmproj).tensors.values())
+    assert memory_need(text).weights - memory_need(alone).weights == 4 * elements
 
 
 def test_a_projector_that_does_not_pair_says_why(disk):
