@@ -24,7 +24,8 @@ TIP = ("When an attached file is too long to go in whole, its passages most rele
        "the question are chosen by keywords (BM25). With a model chosen here they are also "
        "ranked by that model's embeddings, which finds passages worded differently from "
        "the question; embedding a long file takes a while on the CPU (its chip shows how "
-       "far). Applies to the next question.")
+       "far). Choose a model trained for embeddings: a chat model such as the bundled one "
+       "ranked worse than keywords alone here (docs/app.md). Applies to the next question.")
 
 
 def usable(source: str) -> bool:
