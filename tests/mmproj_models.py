@@ -24,7 +24,7 @@ import mlx.core as mx
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 
-from tests.gguf_models import CASES, ArchCase, gguf_tensors, write_gguf
+from tests.gguf_models import CASES, ArchCase, gguf_tensors, quantize, write_gguf
 from tests.vision_models import make_tiny_vlm
 
 # llama.cpp's projector type of each family (conversion/gemma.py, conversion/smolvlm.py)
@@ -67,8 +67,10 @@ def text_case(vlm: Path) -> ArchCase:
     return ArchCase("llama", text, permute_qk=True, metadata=CASES["llama"].metadata)
 
 
-def write_text_gguf(vlm: Path, path: Path) -> Path:
-    """The VLM's language model as a text GGUF with the VLM's vocabulary and template."""
+def write_text_gguf(vlm: Path, path: Path,
+                    kind: GGMLQuantizationType | None = None) -> Path:
+    """The VLM's language model as a text GGUF with the VLM's vocabulary and template
+    (`kind`: its matrices random blocks of that quantized type, tests/gguf_models.py)."""
     from mlx_vlm.utils import load
 
     from engine.vision.load import text_model
@@ -77,7 +79,10 @@ def write_text_gguf(vlm: Path, path: Path) -> Path:
     model, processor = load(str(vlm))
     lm = text_model(model, config, str(vlm))  # mlx-lm's class on the VLM's arrays
     case = text_case(vlm)
-    return write_gguf(path, case, gguf_tensors(case, lm), name=f"tiny {config['model_type']}",
+    tensors, raw = gguf_tensors(case, lm), {}
+    if kind is not None:
+        tensors, raw = quantize(tensors, kind)
+    return write_gguf(path, case, tensors, raw_types=raw, name=f"tiny {config['model_type']}",
                       vocabulary=lambda w: _vocabulary(w, processor.tokenizer, config))
 
 

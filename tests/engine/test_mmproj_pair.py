@@ -18,13 +18,20 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
+from gguf import GGMLQuantizationType
 from mlx.utils import tree_flatten
 
 from engine import Engine, EngineConfig, SamplingParams
 from engine.loader import ModelLoadError
 from engine.loader.gguf_file import read_gguf_file
 from tests.engine.conftest import run_to_end
-from tests.mmproj_models import PROJECTOR, make_tiny_pair, mmproj_tensors, write_mmproj
+from tests.mmproj_models import (
+    PROJECTOR,
+    make_tiny_pair,
+    mmproj_tensors,
+    write_mmproj,
+    write_text_gguf,
+)
 from tests.vision_models import png_bytes
 
 pytestmark = pytest.mark.usefixtures("native_built")
@@ -124,6 +131,26 @@ def test_a_projector_type_not_mapped_is_refused_with_its_name(pair, tmp_path, pr
     assert not engine.sees_images
     [note] = engine.notes
     assert "reads text only" in note and projector in note
+
+
+@pytest.mark.parametrize("kernels", [True, False], ids=["ragged", "passes-apart"])
+def test_a_quantized_gguf_s_image_rows_same_alone_and_batched(pair, tmp_path, kernels):
+    """A Q4_0 text GGUF (kept quantized: on the CPU packed for the native kernels, its
+    embedding table read by mlx-vlm's merge as by the engine) with its mmproj."""
+    folder, _, mmproj = pair
+    text = write_text_gguf(folder, tmp_path / "tiny-Q4_0.gguf", GGMLQuantizationType.Q4_0)
+    shutil.copy(mmproj, tmp_path / mmproj.name)
+
+    def engine() -> Engine:
+        return Engine.load(str(text), config=EngineConfig(prefix_cache=False,
+                                                          cpu_kernels=kernels))
+
+    assert "quantized" in engine().description and engine().sees_images
+    rows = [(chat(f"count to {i} please"), None) for i in range(2)]
+    seen = [(ask("what is it?"), [RED]), (ask("which colour?"), [GREEN])]
+    alone = [answers(engine(), [r], SEEDED)[0] for r in rows + seen]
+    together = answers(engine(), [seen[0], rows[0], seen[1], rows[1]], SEEDED)
+    assert together == [alone[2], alone[0], alone[3], alone[1]]
 
 
 @pytest.mark.parametrize("outtype", ["f16", "q8_0"])
