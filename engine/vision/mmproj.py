@@ -29,7 +29,7 @@ from ..loader.progress import ProgressReporter
 from .mmproj_support import mmproj_beside, projector_refusal, projector_type
 from .prompt import VisionTower
 
-K = gguf.Keys.ClipVision
+CLIP = gguf.Keys.ClipVision  # the mmproj's vision keys (clip.vision.*)
 # the named tokens each family's processor reads from its tokenizer
 GEMMA3_TOKENS = {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>",
                  "eoi_token": "<end_of_image>"}
@@ -67,8 +67,8 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
     if reason:
         raise ModelLoadError(f"{mmproj}: {reason}")
     hidden = _text_hidden(model)
-    if int(proj.metadata.get(K.PROJECTION_DIM, hidden)) != hidden:
-        raise ModelLoadError(f"{mmproj}: its projector gives {proj.metadata[K.PROJECTION_DIM]}"
+    if int(proj.metadata.get(CLIP.PROJECTION_DIM, hidden)) != hidden:
+        raise ModelLoadError(f"{mmproj}: its projector gives {proj.metadata[CLIP.PROJECTION_DIM]}"
                              f"-wide features, {text.name}'s embeddings are {hidden} wide "
                              "(the projector of another model?)")
     family = projector_type(proj.metadata)
@@ -97,12 +97,12 @@ def _text_hidden(model: nn.Module) -> int:
 
 
 def _vision_config(m: dict[str, Any], model_type: str) -> dict[str, Any]:
-    return {"model_type": model_type, "num_hidden_layers": int(m[K.BLOCK_COUNT]),
-            "hidden_size": int(m[K.EMBEDDING_LENGTH]),
-            "intermediate_size": int(m[K.FEED_FORWARD_LENGTH]),
-            "num_attention_heads": int(m[K.Attention.HEAD_COUNT]),
-            "patch_size": int(m[K.PATCH_SIZE]), "image_size": int(m[K.IMAGE_SIZE]),
-            "num_channels": 3, "layer_norm_eps": float(m.get(K.Attention.LAYERNORM_EPS, 1e-6))}
+    return {"model_type": model_type, "num_hidden_layers": int(m[CLIP.BLOCK_COUNT]),
+            "hidden_size": int(m[CLIP.EMBEDDING_LENGTH]),
+            "intermediate_size": int(m[CLIP.FEED_FORWARD_LENGTH]),
+            "num_attention_heads": int(m[CLIP.Attention.HEAD_COUNT]),
+            "patch_size": int(m[CLIP.PATCH_SIZE]), "image_size": int(m[CLIP.IMAGE_SIZE]),
+            "num_channels": 3, "layer_norm_eps": float(m.get(CLIP.Attention.LAYERNORM_EPS, 1e-6))}
 
 
 def _placeholder_text(hidden: int, model_type: str, **more: Any) -> dict[str, Any]:
@@ -130,7 +130,7 @@ def _gemma3(proj: GgufFile, model: nn.Module, hf_tok: Any) -> tuple[nn.Module, i
     vision = _vision_config(m, "siglip_vision_model")
     # clip.cpp: the projector pools (image / patch) patches a side by this (4 unless written)
     per_side = vision["image_size"] // vision["patch_size"] // int(
-        m.get(K.Projector.SCALE_FACTOR, 4))
+        m.get(CLIP.Projector.SCALE_FACTOR, 4))
     hidden = _text_hidden(model)
     # the tokens mlx-vlm's processor reads as the tokenizer's attributes (a Gemma 3
     # checkpoint's tokenizer_config names them; a GGUF's vocabulary only holds them)
@@ -151,8 +151,8 @@ def _gemma3(proj: GgufFile, model: nn.Module, hf_tok: Any) -> tuple[nn.Module, i
     vlm.language_model = lm
     size = vision["image_size"]
     images = Gemma3ImageProcessorPil(size={"height": size, "width": size},
-                                     image_mean=list(m[K.IMAGE_MEAN]),
-                                     image_std=list(m[K.IMAGE_STD]), do_pan_and_scan=False)
+                                     image_mean=list(m[CLIP.IMAGE_MEAN]),
+                                     image_std=list(m[CLIP.IMAGE_STD]), do_pan_and_scan=False)
     processor = Gemma3Processor(images, hf_tok, chat_template=hf_tok.chat_template,
                                 image_seq_length=per_side * per_side)
     return vlm, image_token, processor
@@ -169,7 +169,7 @@ def _idefics3(proj: GgufFile, model: nn.Module, hf_tok: Any,
     processing = importlib.import_module(f"mlx_vlm.models.{family}.processing_{family}")
     m = proj.metadata
     vision = _vision_config(m, f"{family}_vision")
-    scale = int(m.get(K.Projector.SCALE_FACTOR, 2))
+    scale = int(m.get(CLIP.Projector.SCALE_FACTOR, 2))
     hidden = _text_hidden(model)
     image_token = _token_id(hf_tok, IDEFICS3_IMAGE, str(proj.path))
     text = _placeholder_text(hidden, "llama")
@@ -181,12 +181,12 @@ def _idefics3(proj: GgufFile, model: nn.Module, hf_tok: Any,
     lm.embed_tokens = model.model.embed_tokens
     vlm.language_model = lm
     side = vision["image_size"]
-    longest = int(m.get(K.PREPROC_IMAGE_SIZE, side))
+    longest = int(m.get(CLIP.PREPROC_IMAGE_SIZE, side))
     cls = SmolVLMImageProcessorPil if smol else Idefics3ImageProcessorPil
     # clip.cpp tiles an image larger than the tower's side, as the model's processor does
     images = cls(do_resize=True, size={"longest_edge": longest},
                  max_image_size={"longest_edge": side}, do_image_splitting=longest > side,
-                 image_mean=list(m[K.IMAGE_MEAN]), image_std=list(m[K.IMAGE_STD]))
+                 image_mean=list(m[CLIP.IMAGE_MEAN]), image_std=list(m[CLIP.IMAGE_STD]))
     tokens = (side // vision["patch_size"]) ** 2 // (scale * scale)
     processor_class = processing.SmolVLMProcessor if smol else processing.Idefics3Processor
     processor = processor_class(images, hf_tok, image_seq_len=tokens,
@@ -199,7 +199,7 @@ def _load_vision_weights(vlm: nn.Module, proj: GgufFile, family: str) -> None:
     source = str(proj.path)
     own = [(n, v) for n, v in tree_flatten(vlm.parameters())
            if not n.startswith("language_model.")]
-    blocks = int(proj.metadata[K.BLOCK_COUNT])
+    blocks = int(proj.metadata[CLIP.BLOCK_COUNT])
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
     weights, used = [], set()
     for name, value in own:
