@@ -4,7 +4,9 @@ tiny random VLMs of each family written as the converter writes a pair
 
 - The pair answers an image request (greedy, and seeded) and a text request as the folder
   does, token for token: the same prompt ids, the same merged embeddings.
-- Same answer: an image row from the pair alone and batched beside text rows.
+- Same answer: an image row from the pair alone and batched beside text rows (also from a
+  Q4_0 text GGUF on the native kernels); a follow-up with the same image is cached.
+- A float16 or Q8_0 mmproj loads within its rounding.
 - An mmproj given by path (`mmproj=`, the CLI's --mmproj) pairs from anywhere; a projector
   type the engine does not map, or one for another text architecture, is refused with its
   name when asked for, and leaves a GGUF it sits beside reading text, with a note.
@@ -97,6 +99,17 @@ def test_an_image_row_from_the_pair_same_alone_and_batched(pair):
     alone = [answers(engine(), [r], SEEDED)[0] for r in rows + seen]
     together = answers(engine(), [rows[0], seen[0], rows[1], seen[1], rows[2]], SEEDED)
     assert together == [alone[0], alone[3], alone[1], alone[4], alone[2]]
+
+
+def test_a_follow_up_with_the_same_image_is_cached(pair):
+    _, text, _ = pair
+    engine = Engine.load(str(text))
+    first = answers(engine, [(ask("what is it?"), [RED])])
+    image_end = engine.vision.prepare(ask("what is it?"), [RED]).images_end
+    assert answers(engine, [(ask("what is it?"), [RED])]) == first
+    assert engine.finished_requests()[-1].cached_tokens >= image_end
+    answers(engine, [(ask("what is it?"), [GREEN])])  # another image: nothing past the text
+    assert engine.finished_requests()[-1].cached_tokens < image_end
 
 
 def test_an_mmproj_given_by_path_pairs_from_anywhere(pair, tmp_path):
