@@ -12,10 +12,6 @@ from typing import Any
 # architectures it pairs with. Both are SigLIP towers mlx-vlm's classes hold one to one:
 # Gemma 3's average-pooling projector, Idefics3 / SmolVLM's pixel-shuffle connector.
 PROJECTORS: dict[str, tuple[str, ...]] = {"gemma3": ("gemma3",), "idefics3": ("llama",)}
-# Those whose language model gives image tokens 2-D positions (M-RoPE), which the engine's
-# passes do not carry yet (engine/vision/support.py NOT_YET)
-NOT_YET = {"qwen2vl_merger": "qwen2_vl", "qwen2.5vl_merger": "qwen2_5_vl",
-           "qwen25vl": "qwen2_5_vl", "qwen3vl_merger": "qwen3_vl"}
 
 
 def is_mmproj(path: Path) -> bool:
@@ -52,12 +48,10 @@ def projector_refusal(metadata: Mapping[str, Any], text_arch: str | None) -> str
     if metadata.get("clip.has_vision_encoder") is False:
         return "the projector has no vision encoder (audio only)"
     kind = projector_type(metadata)
-    if kind in NOT_YET:
-        return (f"projector type {kind!r}: its M-RoPE gives image tokens 2-D positions, "
-                "which the engine's passes do not carry yet")
     if kind not in PROJECTORS:
         return (f"projector type {kind or 'unknown'!r} is not one the engine maps "
-                f"({', '.join(PROJECTORS)} so far)")
+                f"({', '.join(PROJECTORS)} so far; the model's mlx-vlm folder may run its "
+                "images: docs/loader.md)")
     if text_arch is not None and text_arch not in PROJECTORS[kind]:
         return (f"projector type {kind!r} does not pair with a {text_arch} "
                 f"GGUF (it pairs with {', '.join(PROJECTORS[kind])})")
