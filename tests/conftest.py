@@ -11,6 +11,7 @@ import pytest
 
 if TYPE_CHECKING:
     from engine import Engine
+    from tests.mlx_reference import ReferenceCache
     from tests.tiny_model import TinyModel
 
 
@@ -34,3 +35,17 @@ def make_engine(tiny: TinyModel) -> Callable[..., Engine]:
                       config=EngineConfig(**config), description="tiny test model")
 
     return build
+
+
+@pytest.fixture(scope="session")
+def mlx_lm_greedy(tmp_path_factory: pytest.TempPathFactory) -> ReferenceCache:
+    """mlx-lm's greedy tokens (`.greedy(model, tokenizer, prompts, n)`), each computed once a
+    session and shared by the xdist workers (tests/mlx_reference.py)."""
+    import os
+
+    from tests.mlx_reference import ReferenceCache
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base is under the session's
+        base = base.parent
+    return ReferenceCache(base / "mlx-lm-greedy")

@@ -1,7 +1,6 @@
 """Golden tokens on the bundled SmolLM2 model: the engine against mlx-lm's own generator."""
 
 import pytest
-from mlx_lm import stream_generate
 
 from engine import Engine, EngineConfig, SamplingParams
 from tests.engine.conftest import run_to_end
@@ -32,32 +31,30 @@ def bundled() -> Engine:
                   context_length=loaded.context_length, config=config)
 
 
-def mlx_lm_tokens(engine: Engine, prompt_tokens: list[int], n: int) -> list[int]:
-    out = []
-    for response in stream_generate(engine.model, engine.tokenizer, prompt_tokens,
-                                    max_tokens=n):
-        out.append(response.token)
-        if response.finish_reason is not None:
-            break
-    return out
+def mlx_lm_tokens(reference, engine: Engine, prompts: list[list[int]],
+                  n: int) -> list[list[int]]:
+    """mlx-lm's greedy tokens on the model the engine was made from (its weights part of
+    the kept reference's key: tests/mlx_reference.py)."""
+    return reference.greedy(engine.model, engine.tokenizer, prompts, n)
 
 
 def chat(question: str) -> list[dict]:
     return [{"role": "user", "content": question}]
 
 
-def test_solo_greedy_equals_mlx_lm_generate(bundled):
+def test_solo_greedy_equals_mlx_lm_generate(bundled, mlx_lm_greedy):
     stream = bundled.submit(messages=chat(QUESTIONS[0]), params=SamplingParams(max_tokens=N))
     run_to_end(bundled)
-    expected = mlx_lm_tokens(bundled, stream.prompt_tokens, N)
+    [expected] = mlx_lm_tokens(mlx_lm_greedy, bundled, [stream.prompt_tokens], N)
     assert stream.tokens == expected
     assert "Paris" in stream.text
 
 
-def test_batched_greedy_equals_each_solo_run(bundled):
+def test_batched_greedy_equals_each_solo_run(bundled, mlx_lm_greedy):
     streams = [bundled.submit(messages=chat(q), params=SamplingParams(max_tokens=N))
                for q in QUESTIONS]
     run_to_end(bundled)
     assert max(t.decode_rows for t in bundled.telemetry()[-N:]) == len(QUESTIONS)
-    for s in streams:
-        assert s.tokens == mlx_lm_tokens(bundled, s.prompt_tokens, N), s.text
+    refs = mlx_lm_tokens(mlx_lm_greedy, bundled, [s.prompt_tokens for s in streams], N)
+    for s, ref in zip(streams, refs, strict=True):
+        assert s.tokens == ref, s.text

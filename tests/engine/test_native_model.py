@@ -133,10 +133,9 @@ def test_cpu_default_keeps_weights_quantized_unless_switched_off() -> None:
 
 
 @pytest.mark.bundled
-def test_bundled_greedy_equals_mlx_quantized_path() -> None:
-    from mlx_lm import stream_generate
-
+def test_bundled_greedy_equals_mlx_quantized_path(mlx_lm_greedy) -> None:
     from engine.loader import load_model
+    from tests.mlx_reference import greedy_tokens
 
     lm = load_model("bundled", quantized=True)
     questions = ["What is the capital of France?", "Write a haiku about the sea.",
@@ -145,9 +144,11 @@ def test_bundled_greedy_equals_mlx_quantized_path() -> None:
                                                 add_generation_prompt=True) for q in questions]
 
     def greedy(p: list[int]) -> list[int]:
-        return [r.token for r in stream_generate(lm.model, lm.tokenizer, p, max_tokens=24)]
+        return greedy_tokens(lm.model, lm.tokenizer, p, 24)
 
-    ref = [greedy(p) for p in prompts]
+    # MLX's quantized path on the freshly loaded model (kept for the session: the golden
+    # tests ask for the same replies)
+    ref = mlx_lm_greedy.greedy(lm.model, lm.tokenizer, prompts, 24)
     tree = module_tree.clone(lm.model)
     options = CpuOptions(qmv_max_rows=32, int8=False, invariant=False)
     assert layers.install(tree, options) == 211  # 30 layers x 7 linears + the tied lm_head
@@ -160,11 +161,9 @@ def test_bundled_greedy_equals_mlx_quantized_path() -> None:
 
 
 @pytest.mark.bundled
-def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path() -> None:
+def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path(mlx_lm_greedy) -> None:
     """By default on the CPU the loader keeps weights quantized, ModelRunner installs the
     kernel, and a batch of 4 (padded batched decode) gives MLX's quantized greedy tokens."""
-    from mlx_lm import stream_generate
-
     from engine import Engine, EngineConfig, SamplingParams
     from engine.loader import load_model
     from tests.engine.conftest import run_to_end
@@ -183,9 +182,9 @@ def test_bundled_engine_batch_with_switch_equals_mlx_quantized_path() -> None:
                              params=SamplingParams(max_tokens=24)) for q in questions]
     run_to_end(engine)
     # the reference: MLX's own quantized path, on the loaded model the engine left as it was
-    for s in streams:
-        ref = [r.token for r in stream_generate(lm.model, lm.tokenizer, s.prompt_tokens,
-                                                max_tokens=24)]
+    # (its weights are part of the reference's key)
+    refs = mlx_lm_greedy.greedy(lm.model, lm.tokenizer, [s.prompt_tokens for s in streams], 24)
+    for s, ref in zip(streams, refs, strict=True):
         assert s.tokens == ref[:len(s.tokens)], s.text
 
 
