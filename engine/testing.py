@@ -11,6 +11,10 @@ tests/engine/test_testing_surface.py fails if one does reach in again).
 - `internals(engine)`: the hook. The live parts, for spies (count passes, watch a decision)
   and fault injection (a pass or a tick that raises); anything a test only reads belongs in
   `facts` instead.
+- `runs_ragged(runner)`, `without_ragged_passes(monkeypatch)`: whether a model runner (a
+  draft model's, one a test built) shares a tick's rows and chunks in one ragged pass, and
+  every runner as on a GPU (no ragged pass) for one test: the one place tests name how the
+  runner decides it.
 
 Facts that the app could use too are in `Engine.stats()` (`kv_bytes_per_token`, the KV
 budget, the prefix cache): tests read those there. Nothing outside tests imports this module
@@ -26,6 +30,7 @@ from .worker import apply
 
 if TYPE_CHECKING:
     import mlx.nn as nn
+    import pytest
 
     from .cpu_options import CpuOptions
     from .decode_batch import DecodeBatch
@@ -61,7 +66,7 @@ def facts(engine: Engine) -> EngineFacts:
     core = engine._core
     runner, batch = core.runner, core.batch
     return EngineFacts(
-        ragged=runner.shares_passes,
+        ragged=runs_ragged(runner),
         running_ahead=batch.ahead is not None,
         batched=batch.is_batched,
         decode_rows=tuple(s.request_id for s in batch.seqs),
@@ -117,3 +122,17 @@ def internals(engine: Engine) -> Internals:
     core = engine._core
     return Internals(core=core, runner=core.runner, batch=core.batch, kv=core.memory,
                      budget=core.scheduler.budget, speculation=core.speculation)
+
+
+def runs_ragged(runner: ModelRunner) -> bool:
+    """Whether `runner` (an engine's, a draft model's, or one a test built) runs a tick's
+    decode rows and prompt chunks in one ragged pass (the CPU kernels' model)."""
+    return runner.ragged_ok
+
+
+def without_ragged_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every model runner, for the rest of the test, as on a GPU: no ragged pass, so a
+    batch's step is its own pass and drafts are checked in a padded pass of their own."""
+    from .model_runner import ModelRunner
+
+    monkeypatch.setattr(ModelRunner, "ragged_ok", property(lambda self: False))

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from engine import cache as kv
+from engine import testing
 from engine.cpu_options import CpuOptions
 from engine.model_runner import ModelRunner
 
@@ -399,7 +400,7 @@ def check_in_ragged_passes(s: Subject, rows: int, seed: int) -> None:
 
 @pytest.mark.parametrize("rows", [1, 2, 9])
 def test_rows_and_chunks_in_ragged_passes_equal_token_by_token(subject, rows) -> None:
-    if not subject.runner.ragged_ok:
+    if not testing.runs_ragged(subject.runner):
         pytest.skip("this model's passes are not ragged here")
     for seed in range(1 if subject.name == "bundled" else 3):
         check_in_ragged_passes(subject, rows, seed=100 * rows + seed)

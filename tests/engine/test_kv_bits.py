@@ -120,7 +120,7 @@ def test_the_engine_keeps_packed_rows_and_its_kernel_reads_them(qtiny) -> None:
     runner = testing.internals(engine).runner
     assert runner.packing == KvPacking(8, 32) and runner.fused_kv
     assert all(isinstance(c, PackedLayer) for c in runner.view(engine_cache(qtiny)))
-    assert runner.ragged_ok  # rows and chunks share a pass over packed rows too
+    assert testing.runs_ragged(runner)  # rows and chunks share a pass over packed rows too
     run = Run(engine, target_prompt(), KINDS["greedy"]())
     others = start_others(engine, random.Random(1), 4)
     run_to_end(engine)

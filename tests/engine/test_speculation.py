@@ -407,10 +407,10 @@ def test_a_uniform_pass_drafts_only_the_columns_its_rows_pay_for() -> None:
 def without_ragged_pass(monkeypatch):
     """The engine as on a GPU, on this CPU: no ragged pass, so a batch's step is its own
     pass and a drafting batch checks its drafts in `DecodeBatch.verify_rows` (counted)."""
+    from engine import testing
     from engine.decode_batch import DecodeBatch
-    from engine.model_runner import ModelRunner
 
-    monkeypatch.setattr(ModelRunner, "ragged_ok", property(lambda self: False))
+    testing.without_ragged_passes(monkeypatch)
     calls = []
     verify = DecodeBatch.verify_rows
 

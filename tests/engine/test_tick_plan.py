@@ -10,7 +10,6 @@ import pytest
 
 from engine import SamplingParams, testing
 from engine.decode_batch import DecodeBatch
-from engine.model_runner import ModelRunner
 from tests.engine.conftest import drafting_pays, engine_on, native_quantized_tiny, run_to_end
 
 
@@ -84,7 +83,7 @@ def test_without_the_ragged_pass_drafting_rows_check_in_a_padded_pass(qtiny,
     """As on a GPU: the runner checks a batch's drafts in a pass of its own in a tick
     without prefill, each row padded to the most drafts; the plan's drafts are those it
     checks."""
-    monkeypatch.setattr(ModelRunner, "ragged_ok", property(lambda self: False))
+    testing.without_ragged_passes(monkeypatch)
     engine = drafting_pays(engine_on(qtiny, speculative="ngram", max_concurrent=8))
     ticks = traced(engine, monkeypatch)
     checked: list[list[int]] = []
