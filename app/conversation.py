@@ -46,6 +46,7 @@ _ids = itertools.count(1)
 MAX_ANSWERS = 4  # several answers at once: 2 to this many
 # said at the input when a send's files take this long to make ready (indexing, embedding)
 FILES_NOTE = "Finding the passages of the attached files…"
+IMAGES_NOTE = "Preparing the images for the model…"
 FILES_NOTE_AFTER_S = 0.5
 # what changed in a message: its streamed text, its wait note, or a tool call's outcome
 MessageChange = Literal["text", "waiting", "tools"]
@@ -466,11 +467,13 @@ class Conversation:
         return any(isinstance(o, ChatMessage) for o in self._start_each(parent, targets))
 
     def _fit_files_first(self, parent: ChatMessage, targets: list[ReplyTarget]) -> bool:
-        """The prompt has attached files and a local model answers: their indexes and the
-        question's vector are made off the UI thread first (an embedding model takes
-        seconds), then the replies start; the chat is busy meanwhile. False otherwise."""
+        """The prompt has attached files or images and a local model answers: the files'
+        indexes and the question's vector (an embedding model takes seconds), and the
+        images' processing (decoding, resizing: #52), are made off the UI thread first,
+        then the replies start; the chat is busy meanwhile. False otherwise."""
         prompt = self.prompt_messages(parent)
-        if not has_attachments(prompt) or all(t.backend is not None for t in targets):
+        if not (has_attachments(prompt) or has_images(prompt)) \
+                or all(t.backend is not None for t in targets):
             return False
         was_busy = self.is_busy
         self._loading = asyncio.ensure_future(self._start_after_files(parent, targets, prompt))
@@ -485,7 +488,7 @@ class Conversation:
 
         def note() -> None:  # only a slow one is said: most take milliseconds
             noted.append(True)
-            self.notice.emit(FILES_NOTE)
+            self.notice.emit(FILES_NOTE if has_attachments(prompt) else IMAGES_NOTE)
 
         slow = asyncio.get_running_loop().call_later(FILES_NOTE_AFTER_S, note)
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..images.parts import has_images
 from ..request import (
     SUBMIT_ERRORS,
     ChatRequest,
@@ -86,10 +87,14 @@ class LocalBackend:
     def fit_files(self, request: ChatRequest) -> None:
         """What `submit(request)` does first for its attached files, done now and thrown
         away (call it off the UI thread): the indexes it builds and the question's vector
-        it embeds are then cached, and the submit finds them (issue #51)."""
+        it embeds are then cached, and the submit finds them (issue #51); a vision model's
+        images are processed (decoded, resized) and kept where the submit finds them
+        (engine/vision/prepared.py, #52)."""
         target = self._serving()
-        request, _ = reasoning.prepared(request, target)
-        attachments.fitted(request, target)
+        prepared, _ = reasoning.prepared(request, target)
+        attachments.fitted(prepared, target)
+        if target.sees_images and has_images(request.messages):
+            self.prompt_tokens(request)
 
     def prompt_tokens(self, request: ChatRequest) -> list[int]:
         """The prompt `submit(request)` would run, without running it (the same reasoning

@@ -16,6 +16,7 @@ from engine.public import EngineStopped
 
 from ..attachments.messages import has_attachments
 from ..backend import LocalBackend
+from ..images.parts import has_images
 from ..remote.backends import RemoteBackends
 from ..request import ChatRequest, refusal_of
 from .frames import FramePump
@@ -291,11 +292,12 @@ class EngineBridge:
             else None
 
     async def fit_files(self, request: ChatRequest, route: Route) -> None:
-        """A local reply's attached files made ready off this thread: their indexes built
-        and the question embedded, so `submit(request, route)` (on this thread) finds them
-        cached; nothing for a remote route (its server gets the files whole)."""
+        """A local reply's attached files and images made ready off this thread: the
+        files' indexes built and the question embedded, the images processed by the
+        model's processor, so `submit(request, route)` (on this thread) finds them cached;
+        nothing for a remote route (its server gets them whole)."""
         if route.local and isinstance(route.backend, LocalBackend) and request.messages \
-                and has_attachments(request.messages):
+                and (has_attachments(request.messages) or has_images(request.messages)):
             await fit_files(route.backend, request)
 
     def stats(self, model: str | None = None) -> EngineStats | None:
