@@ -27,17 +27,26 @@ from gguf import GGMLQuantizationType, GGUFWriter
 from tests.gguf_models import CASES, ArchCase, gguf_tensors, quantize, write_gguf
 from tests.vision_models import make_tiny_vlm
 
-# llama.cpp's projector type of each family (conversion/gemma.py, conversion/smolvlm.py)
-PROJECTOR = {"gemma3": "gemma3", "idefics3": "idefics3", "smolvlm": "idefics3"}
+# llama.cpp's projector type of each family (conversion/gemma.py, smolvlm.py, qwenvl.py)
+PROJECTOR = {"gemma3": "gemma3", "idefics3": "idefics3", "smolvlm": "idefics3",
+             "qwen2_vl": "qwen2vl_merger", "qwen2_5_vl": "qwen2.5vl_merger"}
+QWEN = ("qwen2_vl", "qwen2_5_vl")
+# Qwen-VL's processor mean and std (preprocessor_config.json of the Qwen checkpoints)
+QWEN_MEAN, QWEN_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
 
 
 def make_tiny_pair(folder: Path, family: str, seed: int = 0) -> tuple[Path, Path, Path]:
     """A tiny `family` VLM as an mlx-vlm folder `folder / family` and as a GGUF + mmproj
     pair in `folder / (family + "-gguf")`: (the VLM folder, the text GGUF, the mmproj)."""
     # Gemma 3: six layers, as llama.cpp fixes every sixth layer global (below)
-    vlm = make_tiny_vlm(folder / family, family, seed, layers=6 if family == "gemma3" else 2)
+    # Qwen-VL: four tower layers, as the converter's name map has the merger's second
+    # matrix (mm.2) only for a tower of three or more blocks
+    vlm = make_tiny_vlm(folder / family, family, seed, layers=6 if family == "gemma3" else 2,
+                        vision_layers=4 if family in QWEN else 1)
     if family == "gemma3":
         _as_llama_cpp_gemma3(vlm)
+    if family in QWEN:
+        _as_llama_cpp_qwen(vlm)
     out = folder / f"{family}-gguf"
     out.mkdir(parents=True, exist_ok=True)
     text = write_text_gguf(vlm, out / f"tiny-{family}.F32.gguf")
@@ -57,9 +66,31 @@ def _as_llama_cpp_gemma3(vlm: Path) -> None:
     mx.save_safetensors(str(vlm / "model.safetensors"), weights)
 
 
+def _as_llama_cpp_qwen(vlm: Path) -> None:
+    """What an mmproj of Qwen-VL implies: clip.cpp's 8 to 4096 image tokens an image (the
+    processor's min and max pixels; the file holds neither), the checkpoints' mean and std
+    (the converter writes them), Qwen2.5-VL's 112-pixel windows (clip.cpp's; the file has
+    only the period of the full-attention layers)."""
+    config = json.loads((vlm / "config.json").read_text())
+    if "fullatt_block_indexes" in config["vision_config"]:  # Qwen2.5-VL
+        # window attention every other layer, in clip.cpp's 112-pixel windows
+        config["vision_config"].update(fullatt_block_indexes=[1, 3], window_size=112)
+        (vlm / "config.json").write_text(json.dumps(config, indent=1))
+    pre = json.loads((vlm / "preprocessor_config.json").read_text())
+    unit = pre["patch_size"] * pre["merge_size"]
+    pre.update(min_pixels=8 * unit * unit, max_pixels=4096 * unit * unit,
+               image_mean=QWEN_MEAN, image_std=QWEN_STD)
+    (vlm / "preprocessor_config.json").write_text(json.dumps(pre))
+
+
 def text_case(vlm: Path) -> ArchCase:
     """The ArchCase (tests/gguf_models.py) of the VLM's language model."""
     config = json.loads((vlm / "config.json").read_text())
+    if config["model_type"] in QWEN:  # flat: the text model's keys at the top
+        text = {k: v for k, v in config.items() if not isinstance(v, dict) or k == "rope_scaling"}
+        sections = [*text["rope_scaling"]["mrope_section"], 0]  # padded to 4 (conversion/base.py)
+        return ArchCase("qwen2vl", dict(text, model_type="qwen2"),
+                        metadata=lambda w, c: w.add_rope_dimension_sections(sections))
     text = dict(config["text_config"], vocab_size=config["vocab_size"],
                 tie_word_embeddings=False)
     if config["model_type"] == "gemma3":
@@ -114,6 +145,11 @@ def hf_vision_weights(vlm: Path) -> dict[str, np.ndarray]:
         w = np.array(value)
         if name.endswith("patch_embedding.weight"):
             w = w.transpose(0, 3, 1, 2)  # mlx's (out, kh, kw, in) -> torch's (out, in, kh, kw)
+        if config["model_type"] in QWEN:  # Qwen2_5_VLForConditionalGeneration's visual.
+            if name.endswith("patch_embed.proj.weight"):  # Conv3D: (out, in, t, kh, kw)
+                w = w.transpose(0, 4, 1, 2, 3)
+            out[name.replace("vision_tower.", "visual.", 1)] = w
+            continue
         if config["model_type"] != "gemma3":
             name = "model." + name  # Idefics3ForConditionalGeneration's model.vision_model
         out[name] = w
@@ -130,10 +166,14 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
     """The mmproj's tensors, by GGUF name, as the converter leaves them (a Q8_0 tensor as
     its raw blocks, uint8: write_mmproj tells them by their dtype)."""
     config = json.loads((vlm / "config.json").read_text())
-    blocks = config["vision_config"]["num_hidden_layers"]
+    blocks = config["vision_config"].get("num_hidden_layers") or config["vision_config"]["depth"]
     name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
     out = {}
-    for hf, w in hf_vision_weights(vlm).items():
+    for hf, w in _split_qwen(hf_vision_weights(vlm)).items():
+        if hf.endswith(".patch_embd.weight") or hf.endswith(".patch_embd.weight.1"):
+            # Qwen2VLVisionModel's Conv2D slices: F16 at --outtype f16, else F32
+            out[hf] = w.astype(np.float16 if outtype == "f16" else np.float32)
+            continue
         hf = hf.replace("_weight", ".weight")  # Gemma3VisionModel.filter_tensors
         base, _, suffix = hf.rpartition(".")
         new = name_map.get_name(base)
@@ -146,6 +186,21 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
             w = gguf.quants.quantize(w, OUTTYPES[outtype][1]) if outtype == "q8_0" \
                 else w.astype(np.float16 if outtype == "f16" else np.float32)
         out[f"{new}.{suffix}"] = w
+    return out
+
+
+def _split_qwen(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """conversion/qwenvl.py Qwen2VLVisionModel.modify_tensors: the fused qkv as q, k, v;
+    the Conv3D patch embedding as its two temporal slices, named as the GGUF's already."""
+    out = {}
+    for hf, w in weights.items():
+        if ".attn.qkv." in hf:
+            for part, rows in zip("qkv", np.split(w, 3), strict=True):
+                out[hf.replace(".qkv.", f".{part}.")] = rows
+        elif hf.endswith("patch_embed.proj.weight"):
+            out["v.patch_embd.weight"], out["v.patch_embd.weight.1"] = w[:, :, 0], w[:, :, 1]
+        else:
+            out[hf] = w
     return out
 
 
@@ -163,7 +218,13 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
     w.add_name(f"tiny {family}")
     w.add_file_type(OUTTYPES[outtype][0])
     w.add_clip_has_vision_encoder(True)
-    w.add_vision_projection_dim(config["text_config"]["hidden_size"])
+    if family in QWEN:  # Qwen2VLVisionModel.__init__'s renames (Qwen2-VL: FFN = out width)
+        v = {**v, "image_size": v.get("image_size", 560), "num_attention_heads": v["num_heads"],
+             "num_hidden_layers": v["depth"]}
+        if "embed_dim" in v:
+            v.update(intermediate_size=v["hidden_size"], hidden_size=v["embed_dim"])
+    text_width = config["hidden_size"] if family in QWEN else config["text_config"]["hidden_size"]
+    w.add_vision_projection_dim(text_width)
     w.add_vision_image_size(v["image_size"])
     w.add_vision_patch_size(v["patch_size"])
     w.add_vision_embedding_length(v["hidden_size"])
@@ -180,6 +241,11 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
         scale = (v["image_size"] // v["patch_size"]) // per_side
         if scale > 0 and scale != 4:  # the converter writes it only when not the default
             w.add_vision_projector_scale_factor(scale)
+    elif family in QWEN:  # conversion/qwenvl.py Qwen2VLVisionModel.set_gguf_parameters
+        if family == "qwen2_5_vl":
+            w.add_vision_use_silu(True)
+            w.add_vision_n_wa_pattern(v["fullatt_block_indexes"][0] + 1)
+        w.add_vision_attention_layernorm_eps(config.get("rms_norm_eps", 1e-6))
     else:
         w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-5))
         w.add_vision_projector_scale_factor(config.get("scale_factor", 2))

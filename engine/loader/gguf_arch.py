@@ -106,6 +106,17 @@ def _gpt_oss(f: GgufFile, c: dict[str, Any]) -> None:
                         for i in range(c["num_hidden_layers"])]
 
 
+def _qwen2vl(f: GgufFile, c: dict[str, Any]) -> None:
+    """Qwen2-VL / Qwen2.5-VL's language model (conversion/qwenvl.py Qwen2VLModel): Qwen2
+    with M-RoPE, its (t, h, w) frequency sections as rope.dimension_sections (padded to 4).
+    mlx-lm's qwen2 takes them as a plain RoPE (text alone: the three positions are one);
+    a pair with its mmproj runs the engine's M-RoPE on them (engine/vision/mmproj_qwen.py)."""
+    sections = f.arch_value("rope.dimension_sections")
+    if sections is None:
+        raise ModelLoadError(f"{f.path}: a qwen2vl GGUF without rope.dimension_sections")
+    c["rope_scaling"] = {"type": "mrope", "mrope_section": [int(s) for s in sections[:3]]}
+
+
 def _phi3(f: GgufFile, c: dict[str, Any]) -> None:
     window = f.arch_value("attention.sliding_window")
     if window:
@@ -256,6 +267,7 @@ _GEMMA4_EXPERT_TENSORS = {
 ARCHS: dict[str, Arch] = {
     "llama": Arch("llama", interleaved_rope=True),
     "qwen2": Arch("qwen2"),
+    "qwen2vl": Arch("qwen2", hook=_qwen2vl),
     "qwen3": Arch("qwen3"),
     "qwen3moe": Arch("qwen3_moe", hook=_moe, defaults={"norm_topk_prob": True}),
     "gemma2": Arch("gemma2", norm_offset=1.0, hook=_gemma2),

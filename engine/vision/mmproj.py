@@ -26,6 +26,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 from ..loader.errors import ModelLoadError
 from ..loader.gguf_file import GgufFile, read_gguf_file
 from ..loader.progress import ProgressReporter
+from . import mmproj_qwen
 from .mmproj_support import mmproj_beside, projector_refusal, projector_type
 from .prompt import VisionTower
 
@@ -36,6 +37,15 @@ GEMMA3_TOKENS = {"boi_token": "<start_of_image>", "image_token": "<image_soft_to
 IDEFICS3_IMAGE = "<image>"
 # mlx-lm's model type of a text GGUF -> its GGUF architecture (mmproj_support.PROJECTORS)
 TEXT_ARCHITECTURES = {"gemma3_text": "gemma3"}
+
+
+def _text_architecture(model: nn.Module) -> str | None:
+    """The GGUF architecture of the loaded text model (a qwen2 model with M-RoPE sections
+    is a qwen2vl GGUF's: engine/loader/gguf_arch.py)."""
+    kind = getattr(getattr(model, "args", None), "model_type", None)
+    if kind == "qwen2" and mmproj_qwen.mrope_sections(model) is not None:
+        return "qwen2vl"
+    return TEXT_ARCHITECTURES.get(kind, kind)
 
 
 def load_pair(text: Path, mmproj: Path, quantized: bool | None, report: ProgressReporter,
@@ -62,8 +72,7 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
     """A loaded text GGUF's fields given the image side of the projector `proj`."""
     mmproj = proj.path
     model, tokenizer = fields["model"], fields["tokenizer"]
-    kind = getattr(getattr(model, "args", None), "model_type", None)
-    reason = projector_refusal(proj.metadata, TEXT_ARCHITECTURES.get(kind, kind))
+    reason = projector_refusal(proj.metadata, _text_architecture(model))
     if reason:
         raise ModelLoadError(f"{mmproj}: {reason}")
     hidden = _text_hidden(model)
@@ -79,14 +88,20 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
     try:
         if family == "gemma3":
             vlm, image_token, processor = _gemma3(proj, model, hf_tok)
+        elif family in mmproj_qwen.FAMILIES:
+            vlm, image_token, processor = mmproj_qwen.build(proj, model, hf_tok)
         else:
             vlm, image_token, processor = _idefics3(proj, model, hf_tok,
                                                     "smolvlm" in names.lower())
     except (KeyError, TypeError, ValueError) as e:  # a key the mmproj lacks, a config
         raise ModelLoadError(f"{mmproj}: mlx-vlm cannot build its {family} vision side: "
                              f"{type(e).__name__}: {e}") from e
-    _load_vision_weights(vlm, proj, family)
-    return {**fields, "vision": VisionTower(vlm, processor, image_token),
+    positioned = family in mmproj_qwen.FAMILIES
+    if positioned:  # M-RoPE: the text model rotates by the image's 3-D positions
+        mmproj_qwen.install_mrope(model, mmproj_qwen.family_of(proj))
+    else:  # the Qwen-VL builder loads its own (its qkv and patch embedding split apart)
+        _load_vision_weights(vlm, proj, family)
+    return {**fields, "vision": VisionTower(vlm, processor, image_token, positioned=positioned),
             "description": fields["description"].replace(
                 " GGUF,", f" GGUF + {mmproj.name} (sees images),", 1)}
 
@@ -113,7 +128,7 @@ def _placeholder_text(hidden: int, model_type: str, **more: Any) -> dict[str, An
             "head_dim": 1, "vocab_size": 1, "rms_norm_eps": 1e-6, **more}
 
 
-def _token_id(hf_tok: Any, token: str, mmproj: str) -> int:
+def token_id(hf_tok: Any, token: str, mmproj: str) -> int:
     found = hf_tok.convert_tokens_to_ids(token)
     if not isinstance(found, int) or hf_tok.convert_ids_to_tokens(found) != token:
         raise ModelLoadError(f"{mmproj}: the GGUF's vocabulary has no {token} token for "
@@ -136,7 +151,7 @@ def _gemma3(proj: GgufFile, model: nn.Module, hf_tok: Any) -> tuple[nn.Module, i
     # checkpoint's tokenizer_config names them; a GGUF's vocabulary only holds them)
     for name, token in GEMMA3_TOKENS.items():
         setattr(hf_tok, name, token)
-        setattr(hf_tok, f"{name}_id", _token_id(hf_tok, token, str(proj.path)))
+        setattr(hf_tok, f"{name}_id", token_id(hf_tok, token, str(proj.path)))
     image_token = hf_tok.image_token_id
     text = _placeholder_text(hidden, "gemma3_text", mm_tokens_per_image=per_side * per_side)
     config = {"model_type": "gemma3", "hidden_size": hidden, "image_token_index": image_token,
@@ -171,7 +186,7 @@ def _idefics3(proj: GgufFile, model: nn.Module, hf_tok: Any,
     vision = _vision_config(m, f"{family}_vision")
     scale = int(m.get(CLIP.Projector.SCALE_FACTOR, 2))
     hidden = _text_hidden(model)
-    image_token = _token_id(hf_tok, IDEFICS3_IMAGE, str(proj.path))
+    image_token = token_id(hf_tok, IDEFICS3_IMAGE, str(proj.path))
     text = _placeholder_text(hidden, "llama")
     config = {"model_type": family, "scale_factor": scale, "image_token_id": image_token,
               "text_config": classes.TextConfig.from_dict(text),
@@ -213,7 +228,7 @@ def _load_vision_weights(vlm: nn.Module, proj: GgufFile, family: str) -> None:
             raise ModelLoadError(f"{source}: the projector has no tensor for {name} "
                                  f"({mapped or 'no GGUF name'}.{suffix})")
         used.add(tensor.name)
-        w = _floats(tensor)
+        w = floats(tensor)
         if name.endswith("patch_embedding.weight"):
             w = w.transpose(0, 2, 3, 1)  # torch's (out, in, kh, kw) -> mlx's (out, kh, kw, in)
         if "soft_emb_norm" in name:
@@ -231,7 +246,8 @@ def _load_vision_weights(vlm: nn.Module, proj: GgufFile, family: str) -> None:
     mx.eval([w for _, w in weights])
 
 
-def _floats(tensor: Any) -> np.ndarray:
+def floats(tensor: Any) -> np.ndarray:
+    """A tensor's values as float32 (quantized ones dequantized by gguf-py)."""
     if tensor.kind in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
         return np.asarray(tensor.data, dtype=np.float32).reshape(tensor.shape)
     return gguf.quants.dequantize(np.asarray(tensor.data), tensor.kind).reshape(tensor.shape)

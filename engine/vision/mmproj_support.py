@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 # llama.cpp's projector type (clip.projector_type, conversion/*.py) -> the text GGUF
-# architectures it pairs with. Both are SigLIP towers mlx-vlm's classes hold one to one:
-# Gemma 3's average-pooling projector, Idefics3 / SmolVLM's pixel-shuffle connector.
-PROJECTORS: dict[str, tuple[str, ...]] = {"gemma3": ("gemma3",), "idefics3": ("llama",)}
+# architectures it pairs with, each onto mlx-vlm's classes: Gemma 3's SigLIP and
+# average-pooling projector, Idefics3 / SmolVLM's SigLIP and pixel-shuffle connector,
+# Qwen2-VL / Qwen2.5-VL's tower and patch merger (with the text GGUF's M-RoPE).
+PROJECTORS: dict[str, tuple[str, ...]] = {
+    "gemma3": ("gemma3",), "idefics3": ("llama",),
+    "qwen2vl_merger": ("qwen2vl",), "qwen2.5vl_merger": ("qwen2vl",)}
 
 
 def is_mmproj(path: Path) -> bool:

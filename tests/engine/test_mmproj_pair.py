@@ -14,6 +14,7 @@ tiny random VLMs of each family written as the converter writes a pair
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -88,6 +89,24 @@ def test_the_pair_answers_as_the_mlx_vlm_folder(pair):
     assert answers(ours, [requests[0]])[0] != answers(ours, [requests[2]])[0]
 
 
+def test_the_text_gguf_alone_reads_text_as_the_pair(pair, tmp_path):
+    """Without its mmproj the text GGUF reads text, with the same answers (a qwen2vl
+    GGUF: plain RoPE alone, the engine's M-RoPE in the pair, one rotation for text), and
+    a qwen2vl GGUF's rope.dimension_sections are the folder's M-RoPE sections."""
+    folder, text, _ = pair
+    alone = tmp_path / text.name
+    shutil.copy(text, alone)
+    requests = [(chat("tell me a story"), None), (chat("count to three"), None)]
+    engine = Engine.load(str(alone))
+    assert not engine.sees_images
+    assert answers(engine, requests) == answers(Engine.load(str(text)), requests)
+    config = json.loads((folder / "config.json").read_text())
+    if "rope_scaling" in config:  # Qwen-VL: the sections as the folder's config says
+        scaling = engine.model.args.rope_scaling
+        assert scaling == {"type": "mrope",
+                           "mrope_section": config["rope_scaling"]["mrope_section"]}
+
+
 def test_an_image_row_from_the_pair_same_alone_and_batched(pair):
     _, text, _ = pair
 
@@ -130,7 +149,7 @@ def test_an_mmproj_given_by_path_pairs_from_anywhere(pair, tmp_path):
         Engine.load(str(alone), mmproj=str(tmp_path / "missing.gguf"))
 
 
-@pytest.mark.parametrize("projector", ["pixtral", "qwen2.5vl_merger"])
+@pytest.mark.parametrize("projector", ["pixtral", "lfm2"])
 def test_a_projector_type_not_mapped_is_refused_with_its_name(pair, tmp_path, projector):
     folder, text, _ = pair
     other = write_mmproj(folder, tmp_path / "mmproj-other.gguf", projector=projector)
