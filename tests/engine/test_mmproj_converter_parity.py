@@ -44,7 +44,9 @@ pytestmark = pytest.mark.skipif(
 
 HF_CLASSES = {"gemma3": "Gemma3ForConditionalGeneration",
               "idefics3": "Idefics3ForConditionalGeneration",
-              "smolvlm": "SmolVLMForConditionalGeneration"}
+              "smolvlm": "SmolVLMForConditionalGeneration",
+              "qwen2_vl": "Qwen2VLForConditionalGeneration",
+              "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration"}
 
 
 def _save_hf(vlm: Path, dest: Path) -> None:
