@@ -77,6 +77,14 @@ def _llama_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     w.add_rope_dimension_count(c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"])
 
 
+MROPE = {"type": "mrope", "mrope_section": [2, 3, 3]}
+
+
+def qwen2vl_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    """conversion/base.py: the (t, h, w) M-RoPE sections, padded to 4."""
+    w.add_rope_dimension_sections([*c["rope_scaling"]["mrope_section"], 0])
+
+
 def _key_length(w: GGUFWriter, c: dict[str, Any]) -> None:
     w.add_key_length(c["head_dim"])
     w.add_value_length(c["head_dim"])
@@ -278,6 +286,8 @@ CASES: dict[str, ArchCase] = {
                        extra={"rope_freqs.weight": llama3_rope_factors(16, 10000.0,
                                                                        LLAMA3_SCALING)}),
     "qwen2": ArchCase("qwen2", _cfg("qwen2")),
+    # Qwen2-VL / Qwen2.5-VL's language model: M-RoPE sections (head_dim 16: 8 frequencies)
+    "qwen2vl": ArchCase("qwen2vl", _cfg("qwen2", rope_scaling=MROPE), metadata=qwen2vl_meta),
     "qwen3": ArchCase("qwen3", _cfg("qwen3", head_dim=32), metadata=_key_length),
     "qwen3moe": ArchCase("qwen3moe", _cfg(
         "qwen3_moe", head_dim=16, num_experts=4, num_experts_per_tok=2,

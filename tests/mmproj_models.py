@@ -24,7 +24,14 @@ import mlx.core as mx
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 
-from tests.gguf_models import CASES, ArchCase, gguf_tensors, quantize, write_gguf
+from tests.gguf_models import (
+    CASES,
+    ArchCase,
+    gguf_tensors,
+    quantize,
+    qwen2vl_meta,
+    write_gguf,
+)
 from tests.vision_models import make_tiny_vlm
 
 # llama.cpp's projector type of each family (conversion/gemma.py, smolvlm.py, qwenvl.py)
@@ -88,9 +95,7 @@ def text_case(vlm: Path) -> ArchCase:
     config = json.loads((vlm / "config.json").read_text())
     if config["model_type"] in QWEN:  # flat: the text model's keys at the top
         text = {k: v for k, v in config.items() if not isinstance(v, dict) or k == "rope_scaling"}
-        sections = [*text["rope_scaling"]["mrope_section"], 0]  # padded to 4 (conversion/base.py)
-        return ArchCase("qwen2vl", dict(text, model_type="qwen2"),
-                        metadata=lambda w, c: w.add_rope_dimension_sections(sections))
+        return ArchCase("qwen2vl", dict(text, model_type="qwen2"), metadata=qwen2vl_meta)
     text = dict(config["text_config"], vocab_size=config["vocab_size"],
                 tie_word_embeddings=False)
     if config["model_type"] == "gemma3":

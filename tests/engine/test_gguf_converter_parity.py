@@ -77,6 +77,8 @@ def _save_hf(case, model, dest: Path, tmp: Path) -> None:
                   torch_dtype="float32", bos_token_id=1, eos_token_id=2)
     if config["model_type"] == "gemma3_text":
         config["rope_scaling"] = {"rope_type": "linear", "factor": 8.0}
+    if case.gguf_arch == "qwen2vl":  # Qwen2-VL's checkpoint (its vision tower left out)
+        config.update(model_type="qwen2_vl", architectures=["Qwen2VLForConditionalGeneration"])
     if config["model_type"] in ("qwen3_5", "qwen3_5_moe"):  # the *ForCausalLM text config
         config["model_type"] += "_text"
         rope = dict(config["rope_parameters"])
