@@ -415,6 +415,8 @@ class MainWindow(QMainWindow):
         self._tasks.add(asyncio.ensure_future(self._shutdown()))
 
     async def _shutdown(self) -> None:
+        for tab in self.chat_tabs():  # cancelled now, so the loop sees them end before it stops
+            tab.stop_drafts_work()
         self.engine_status.stop()
         self.model_button.stop()
         if self.history is not None:

@@ -12,6 +12,11 @@ BATCHCHAT_TEST_AUTOSEND='[["prompt", max_tokens], ...]'
 
 BATCHCHAT_TEST_WINDOW_SIZE='WIDTHxHEIGHT'
     Resize the window to this before it shows (saved in settings.json only at a clean quit).
+
+BATCHCHAT_TEST_ATTACH='PATH'
+    Once the model is ready, attach this file in the current tab and print
+    "attach <stage> <percent>" each time its chip's progress changes (a file too long to go
+    in whole is indexed), then "attach counted" when its tokens are counted.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ if TYPE_CHECKING:  # mlx loads only after prepare() (it may re-execute with Open
 
 AUTOSEND_ENV = "BATCHCHAT_TEST_AUTOSEND"
 WINDOW_SIZE_ENV = "BATCHCHAT_TEST_WINDOW_SIZE"
+ATTACH_ENV = "BATCHCHAT_TEST_ATTACH"
 GREEDY: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
           "repetition_penalty": 1.0, "seed": None, "stop": []}
 
@@ -86,8 +92,41 @@ def install_autosend(window: MainWindow) -> None:
     bridge.frame.connect(on_frame)
 
 
+def install_attach(window: MainWindow) -> None:
+    path = os.environ.get(ATTACH_ENV)
+    if not path:
+        return
+    from PySide6.QtCore import QTimer
+
+    said: list[str] = []
+    watch = QTimer(window)  # the chip's progress, as often as the UI thread looks
+    watch.setInterval(20)
+
+    def look() -> None:
+        tab = window.current_tab()
+        chips = tab.chips.chips if tab is not None else []
+        if not chips:
+            return
+        chip = chips[0]
+        line = "attach counted" if chip.tokens is not None else (
+            f"attach {chip.progress[0]} {chip.progress[1]}" if chip.progress else "")
+        if line and (not said or said[-1] != line):
+            said.append(line)
+            print(line, flush=True)
+
+    def on_state(new: BridgeState, _message: str) -> None:
+        tab = window.current_tab()
+        if new == BridgeState.READY and tab is not None and not watch.isActive():
+            tab.attach_files([path])
+            watch.timeout.connect(look)
+            watch.start()
+
+    window.ctx.bridge.state_changed.connect(on_state)
+
+
 def install_test_hooks(window: MainWindow) -> None:
     install_autosend(window)
+    install_attach(window)
     size = os.environ.get(WINDOW_SIZE_ENV)
     if size:
         width, height = (int(n) for n in size.split("x"))

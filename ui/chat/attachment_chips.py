@@ -9,6 +9,7 @@ is touched either way."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import shiboken6
@@ -23,6 +24,10 @@ from .chip_row import ChipRow
 
 REMOVE_TIP = "Remove this file from the message"
 MAX_LABEL_PX = 300  # a refused chip's reason is cut here
+
+
+class IndexingStopped(Exception):
+    """Raised on the count's thread to end an index build nobody waits for any more."""
 
 
 class Chip(QWidget):
@@ -110,6 +115,9 @@ class AttachmentChips(ChipRow):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__("attachmentChips", parent)
         self.ctx = ctx
+        # set when the chips go (the tab closes, the app quits): an index still being
+        # built for one stops at its next progress report instead of holding the exit
+        self._stopped = threading.Event()
 
     def add_paths(self, paths: list[str | Path]) -> list[Chip]:
         """Chips for `paths`, each read (and counted) off the UI thread."""
@@ -131,6 +139,8 @@ class AttachmentChips(ChipRow):
             chip.counting = True
 
             def progress(_i: int, stage: str, fraction: float) -> None:  # count's thread
+                if self._stopped.is_set():  # the app quits: the index is not wanted
+                    raise IndexingStopped
                 loop.call_soon_threadsafe(self._progressed, chip, stage, fraction)
 
             try:
@@ -140,6 +150,10 @@ class AttachmentChips(ChipRow):
             if shiboken6.isValid(chip) and chip in self.chips:
                 chip.set_tokens(counts[0] if counts else None)
                 self.changed.emit()
+
+    def detach(self) -> None:
+        self._stopped.set()
+        super().detach()
 
     def _progressed(self, chip: Chip, stage: str, fraction: float) -> None:
         if shiboken6.isValid(chip) and chip in self.chips:

@@ -537,6 +537,13 @@ class ChatTab(QWidget):
         self.conversation.close()
         self.detach()
 
+    def stop_drafts_work(self) -> None:
+        """The app quits: the draft's token count and its files' and images' reads (an
+        index being built) are cancelled, so nothing is left running at the exit."""
+        self.token_count.stop()
+        self.chips.detach()
+        self.image_chips.detach()
+
     def detach(self) -> None:
         """Stop listening to the shared settings (the tab closes, or the window does)."""
         self.panel.detach()

@@ -94,10 +94,14 @@ class TokenCount(QLabel):
 
     def detach(self) -> None:
         """The tab is closing."""
-        self._timer.stop()
         self.ctx.bridge.state_changed.disconnect(self._on_state)
         if self._fleet is not None:
             self._fleet.changed.disconnect(self._on_model_changed)
+        self.stop()
+
+    def stop(self) -> None:
+        """No more counts: the one running is cancelled (the tab or the app is closing)."""
+        self._timer.stop()
         if self._task is not None:
             self._task.cancel()
 
