@@ -42,6 +42,7 @@ pytestmark = pytest.mark.usefixtures("native_built")
 GREEDY = SamplingParams(max_tokens=10, temperature=0.0)
 SEEDED = SamplingParams(max_tokens=10, temperature=0.8, top_p=0.9, seed=7)
 RED, GREEN = png_bytes((200, 10, 10)), png_bytes((10, 200, 10), size=(24, 40))
+BIG = png_bytes((30, 60, 200), size=(260, 200))
 
 
 def ask(text: str) -> list[dict]:
@@ -80,6 +81,10 @@ def test_the_pair_answers_as_the_mlx_vlm_folder(pair):
         ask("what is it?"), [RED])
     assert a.ids == b.ids and a.token_ids == b.token_ids
     assert mx.array_equal(ours.vision.embed(a), theirs.vision.embed(b))
+    # a larger image: tiles (Idefics3), several 112-pixel windows (Qwen2.5-VL's tower)
+    a, b = ours.vision.prepare(ask("and this?"), [BIG]), theirs.vision.prepare(
+        ask("and this?"), [BIG])
+    assert a.ids == b.ids and mx.array_equal(ours.vision.embed(a), theirs.vision.embed(b))
     requests = [(ask("what is it?"), [RED]), (chat("tell me a story"), None),
                 (ask("and the colour?"), [GREEN])]
     for params in (GREEDY, SEEDED):
