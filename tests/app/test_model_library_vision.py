@@ -54,8 +54,9 @@ def test_a_vision_family_not_run_yet_says_why(disk):
     assert "not tried here yet" in e.images_reason
 
 
-def test_a_gguf_with_an_mmproj_beside_it_loads_as_a_pair(disk):
-    _, text, mmproj = make_tiny_pair(disk, "smolvlm")
+@pytest.mark.parametrize("family", ["smolvlm", "qwen2_5_vl"])  # qwen: a qwen2vl GGUF
+def test_a_gguf_with_an_mmproj_beside_it_loads_as_a_pair(disk, family):
+    _, text, mmproj = make_tiny_pair(disk, family)
     models = by_name()
     e = models[text.relative_to(disk).as_posix().removesuffix(".gguf")]
     assert (e.format, e.sees_images, e.loads, e.images_reason) == ("GGUF", True, True, "")
