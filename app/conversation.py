@@ -28,7 +28,7 @@ from .bridge import EngineBridge, Generation
 from .conversation_tools import ToolTurns
 from .events import Event
 from .images.parts import has_images, with_images
-from .images.refusal import images_refused
+from .images.refusal import IMAGES_WITH_TOOLS, images_refused
 from .message_tree import ChatMessage, MessageTree, Removed
 from .reasoning.reply import take_text
 from .reply_tools import tool_result_text
@@ -399,7 +399,8 @@ class Conversation:
     def image_refusal(self, images: Sequence[Any], targets: list[ReplyTarget],
                       before: Sequence[ChatMessage] = ()) -> str | None:
         """Why `images` (or the images of the messages `before` them, which go in the
-        prompt too) cannot go to `targets` (one's model reads text only), or None."""
+        prompt too) cannot go to `targets` (one's model reads text only, or a local one is
+        offered the chat's tools), or None."""
         earlier = any(m.images for m in before)
         if not images and not earlier:
             return None
@@ -410,6 +411,8 @@ class Conversation:
                 continue  # not ready, or loaded first: said when it is started
             if not route.backend.sees_images:
                 return images_refused(route.backend.description, sent=bool(images))
+            if route.local and target.params.get("mcp_servers"):
+                return f"Not sent: {IMAGES_WITH_TOOLS} (this chat's tools: the settings)."
         return None
 
     def _sees_images(self, images: Sequence[Any], targets: list[ReplyTarget],

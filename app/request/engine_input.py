@@ -12,16 +12,18 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from engine.public import (
-    RequestRejected,
     SamplingParams,
     json_object_grammar,
     json_schema_grammar,
 )
 
+from ..images.parts import image_parts
+from ..images.refusal import IMAGES_WITH_TOOLS
 from ..tools import CallFormat, Tool, call_grammar, tool_prompt
 from . import attachments, overflow
 from .chat_request import ChatRequest, ResponseFormat
 from .images import engine_images
+from .refusal import Refusal, RefusalCode
 
 
 class Target(Protocol):
@@ -83,7 +85,8 @@ def prompt(request: ChatRequest, target: Target) -> tuple[dict[str, Any], CallFo
     # images (#52): the engine's image parts, their bytes beside (Engine.submit's images)
     messages, images = engine_images(request.messages)
     if images and request.tool_road:
-        raise RequestRejected("images with tools are not supported by the local engine yet")
+        part = next(image_parts(request.messages))
+        raise Refusal(RefusalCode.INVALID_REQUEST, f"{part}: {IMAGES_WITH_TOOLS}", param=part)
     if not request.tool_road:
         return {"messages": messages} | kwargs | ({"images": images} if images else {}), None
     return tool_prompt(target, plain_messages(request.messages), request.tools,

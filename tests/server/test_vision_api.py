@@ -60,3 +60,28 @@ async def test_a_text_only_model_refuses_it_naming_the_part(serve) -> None:
     assert e.value.status_code == 400
     assert e.value.body["param"] == "messages[0].content[1]"
     assert "reads text only" in e.value.message
+
+
+LOOKUP = [{"type": "function", "function": {
+    "name": "lookup", "description": "Look a word up",
+    "parameters": {"type": "object", "properties": {"word": {"type": "string"}}}}}]
+
+
+async def test_an_image_with_tools_is_refused_naming_the_part_and_why(tmp_path) -> None:
+    """Tools render the prompt into tokens here (app.tools), where a vision model's image
+    cannot be placed: a 400 naming the image part and why, streamed or not, and the same
+    image without tools is answered."""
+    engine = Engine.load(str(make_tiny_vlm(tmp_path / "smolvlm", "smolvlm")))
+    async with serving(engine) as s:
+        for stream in (False, True):
+            with pytest.raises(openai.BadRequestError) as e:
+                await s.client.chat.completions.create(
+                    model=MODEL, messages=_asking("What is it?"), tools=LOOKUP,
+                    max_tokens=4, stream=stream)
+            assert e.value.status_code == 400
+            assert e.value.body["param"] == "messages[0].content[1]"
+            assert "cannot be sent with tools" in e.value.message
+            assert "image processor" in e.value.message  # why
+        ok = await s.client.chat.completions.create(
+            model=MODEL, messages=_asking("What is it?"), max_tokens=2, temperature=0)
+        assert ok.usage.completion_tokens == 2
