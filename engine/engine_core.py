@@ -16,9 +16,11 @@ from . import cache as kv
 from . import kv_memory
 from .config import EngineConfig
 from .decode_batch import DecodeBatch
+from .grammar_planner import GrammarPlanner
 from .kv_policy import KvPolicy, open_store
 from .model_runner import ModelRunner
 from .next_token import PassResult
+from .planners import DecodeRows, Planner
 from .prefix_cache import PrefixCache, supports
 from .sampling import TokenLogprobs
 from .scheduler import Scheduler, TickPlan
@@ -56,7 +58,6 @@ class EngineCore:
                                   kv_bits=config.kv_bits)
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
-        self.scheduler = Scheduler(config, shared_passes=self.runner.shares_passes)
         self.stats = StatsCollector(config.stats_window_s, config.telemetry_size)
         float_per_token = kv_memory.bytes_per_token(model)
         per_token = (float_per_token if self.runner.packing is None
@@ -93,11 +94,16 @@ class EngineCore:
         self.speculation = (Speculation(config.speculative, config.speculative_max_drafts,
                                         source=draft_source)
                             if self.speculative != "off" else None)
+        # Who adds positions to decode rows (engine/planners.py): a grammar's rows first
+        planners: list[Planner] = [GrammarPlanner()]
+        if self.speculation is not None:
+            planners.append(self.speculation)
+        self.scheduler = Scheduler(config, shared_passes=self.runner.shares_passes,
+                                   planners=planners)
         memory = self.memory  # (not self: the batch must not keep the core alive)
         self.batch = DecodeBatch(self.runner, context_length, keep_kv=prefix is not None,
                                  batch_run_ahead=config.batch_run_ahead,
-                                 drafting=(self.speculation.will_draft
-                                           if self.speculation is not None else None),
+                                 drafting=self.scheduler.will_draft,
                                  keep_row=lambda seq, cache, row: memory.keep_row(
                                      seq, cache, row))  # (looked up when called: spies)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
@@ -167,8 +173,9 @@ class EngineCore:
     # -- schedule -----------------------------------------------------------------------
     def _schedule(self) -> TickPlan:
         """Admit waiting requests while their KV fits (each starts from the longest cached
-        prefix of its prompt), split the tick's budget, and ask the speculation planner for
-        the decode rows' drafts: how many positions each sequence runs."""
+        prefix of its prompt); the scheduler's plan then says how many positions each
+        sequence runs (its budget, the prompt chunks, the decode rows' drafts from its
+        planners)."""
         now = time.perf_counter()
         admitted = self.scheduler.admit(self.num_active, self.memory.reserve)
         for seq in admitted:
@@ -176,10 +183,12 @@ class EngineCore:
             self._on_admit(seq)
         self.memory.start(admitted, lambda: kv.new_cache(self.model))
         self._see_one()
-        plan = self.scheduler.plan(len(self.batch), self.batch.has_interactive,
-                                   self.batch.interactive_streaming_since)
-        plan.rows, plan.t0 = list(self.batch.seqs), now
-        plan.drafts = self._plan_drafts(plan)
+        batch = self.batch
+        plan = self.scheduler.schedule(DecodeRows(
+            batch.seqs, batch.has_interactive, batch.interactive_streaming_since,
+            started_ahead=batch.ahead is not None, context_length=self.context_length,
+            check=lambda planned: self.runner.draft_check(planned, batch)))
+        plan.t0 = now
         return plan
 
     def _see_one(self) -> None:
@@ -198,22 +207,6 @@ class EngineCore:
             seq.prompt_embeddings = self.vision.embed(seq.vision)
         except Exception as exc:  # noqa: BLE001 - this request fails, the engine goes on
             self._fail(seq, exc)
-
-    def _plan_drafts(self, plan: TickPlan) -> dict[int, list[int]]:
-        """This tick's drafts by decode row (engine/speculation.py): none without
-        speculation, with a step started ahead (it is used as it is), or where the runner
-        could not check them this tick (`ModelRunner.draft_check`)."""
-        batch = self.batch
-        if self.speculation is None or not len(batch):
-            return {}
-        if batch.ahead is not None:
-            self.speculation.skip(batch.seqs)
-            return {}
-        check = self.runner.draft_check(plan, batch)
-        if check is None:
-            return {}
-        return self.speculation.plan(batch.seqs, self.context_length,
-                                     can_measure=not plan.prefill, uniform=check == "padded")
 
     # -- post-process -------------------------------------------------------------------
     def until_end(self, seq: Sequence, tokens: list[int]) -> list[int]:
@@ -256,11 +249,12 @@ class EngineCore:
             for seq in result.seqs:
                 self._fail(seq, result.error)
             return
-        if result.drafts is not None and self.speculation is not None:
-            # how many of each row's drafts held, told before a row that ends forgets them
+        if result.drafts is not None:
+            # how many of each row's drafts held, told its planner before a row that ends
+            # forgets them
             for seq, d, rest in zip(result.seqs, result.drafts, result.more or [], strict=True):
                 if d:
-                    self.speculation.checked(seq, d, min(len(rest), len(d)))
+                    self.scheduler.checked(seq, d, min(len(rest), len(d)))
         now = time.perf_counter()
         more = result.more or [[]] * len(result.seqs)
         for seq, token, lp, rest in zip(result.seqs, result.tokens, result.logprobs, more,
@@ -331,8 +325,7 @@ class EngineCore:
         seq.t_finish = time.perf_counter()
         delta += seq.text.finish()
         cache = self.batch.release(seq)
-        if self.speculation is not None:
-            self.speculation.forget(seq)  # a draft model's KV for the row goes now
+        self.scheduler.forget(seq)  # its planners' state (a draft model's KV for the row)
         if cache is not None:
             self.memory.keep_finished(seq, cache)
         if was_active:
@@ -358,12 +351,8 @@ class EngineCore:
     def _record_tick(self, plan: TickPlan, run: TickRun, tokens_out: int) -> None:
         t_end = time.perf_counter()
         step_s = t_end - plan.t0
-        if self.speculation is not None and run.rows and not plan.prefill:
-            if run.drafted:
-                self.speculation.costs.observe_checked(run.rows, run.drafted, step_s)
-            else:
-                self.speculation.costs.observe_plain(run.rows, step_s,
-                                                     self.speculation.max_drafts)
+        if run.rows and not plan.prefill:  # what drafts cost, for the planners that weigh it
+            self.scheduler.measured(run.rows, run.drafted, step_s)
         self.scheduler.budget.observe(run.rows, run.decode_s, plan.num_prefill_tokens,
                                       run.prefill_s, step_s, plan.interactive,
                                       budgeted=plan.decode_rows > 0 and not plan.beyond_allowance)

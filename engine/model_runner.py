@@ -4,7 +4,7 @@
 ragged pass for decode rows and prompt chunks, or prefill passes (padded where several
 prompts share one) then the rows' step (its compiled replay and run-ahead are the decode
 batch's), with drafts checked in the ragged pass, alone, or in a padded pass of the rows
-(engine/tick_passes.py runs each). `draft_check` tells the speculation planner which of
+(engine/tick_passes.py runs each). `draft_check` tells the scheduler's planners which of
 those this tick's rows would get. The calls themselves: prefill chunks (one sequence, or
 several in one pass), a ragged pass, a decode step, draft checks. A chunk that ends a
 prompt also returns the logits of its last token, so a prompt's first token costs no extra
@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -28,6 +28,7 @@ from .cache import LayerCaches
 from .compiled_step import CompiledDecode
 from .cpu_options import CpuOptions
 from .native import layers
+from .planners import DraftCheck
 from .ragged_pass import RaggedPass
 from .scheduler import TickPlan
 from .sequence import Status
@@ -39,10 +40,6 @@ if TYPE_CHECKING:
     from .decode_batch import DecodeBatch
 
 Head = Callable[[mx.array], mx.array]
-# How a tick's decode rows would check drafts (ModelRunner.draft_check): in the ragged pass
-# beside everything else, a lone row's own pass, or a pass of the batch's rows padded to
-# the most drafts
-DraftCheck = Literal["ragged", "alone", "padded"]
 
 
 class ModelRunner:

@@ -10,6 +10,10 @@ of every interactive stream now decoding (a burst's members, when the first of t
 stream) is not held to the allowance. Spreading a burst's prefill over many small ticks
 stalled every stream that had started in each of them: 16 chats opened at once gave ~6 % of
 their inter-token gaps at ~300 ms (the ITL p99); prefilled together, a few streams wait once.
+
+The decode rows' drafts (1 + k positions for a row that checks k) are its planners' to say
+(engine/planners.py): `Scheduler.schedule` gives each row to the first planner that owns it
+(a grammar's rows, then speculation's) and asks each for its rows' drafts.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .config import EngineConfig
+from .planners import DecodeRows, Planner, RowsTick
 from .sequence import Priority, Sequence, Status
 
 
@@ -34,9 +39,9 @@ class TickPlan:
     interactive: bool  # an interactive sequence is among them (its ITL is protected)
     prefill: list[tuple[Sequence, int]]  # (sequence, prompt tokens to run now)
     beyond_allowance: bool = False  # short prompts or a burst's were run past the allowance
-    # Set by the engine core once the planners were consulted (engine/engine_core.py):
+    # Set by `Scheduler.schedule` once the planners were asked (engine/planners.py):
     rows: list[Sequence] = field(default_factory=list)  # the decode rows, in batch order
-    drafts: dict[int, list[int]] = field(default_factory=dict)  # by row (speculation)
+    drafts: dict[int, list[int]] = field(default_factory=dict)  # by row (the planners')
     t0: float = 0.0  # when the tick began (perf_counter)
 
     @property
@@ -148,13 +153,17 @@ class BudgetController:
 
 
 class Scheduler:
-    """Waiting queues per priority class, and the prefilling set."""
+    """Waiting queues per priority class, the prefilling set, and the decode rows' planners."""
 
-    def __init__(self, config: EngineConfig, shared_passes: bool = False) -> None:
+    def __init__(self, config: EngineConfig, shared_passes: bool = False,
+                 planners: list[Planner] | None = None) -> None:
+        """`planners`: who adds positions to decode rows, in order (a row is the first
+        owner's; engine/planners.py)."""
         self.config = config
         self.waiting: dict[Priority, deque[Sequence]] = {p: deque() for p in Priority}
         self.prefilling: list[Sequence] = []
         self.budget = BudgetController(config, shared_passes)
+        self.planners: list[Planner] = list(planners or [])
 
     @staticmethod
     def is_next_turn(seq: Sequence) -> bool:
@@ -260,6 +269,68 @@ class Scheduler:
                 used += n
                 turn_planned = turn_planned or turn
         return TickPlan(budget, decode_rows, interactive, chunks, beyond)
+
+    def schedule(self, rows: DecodeRows) -> TickPlan:
+        """The tick's plan (`plan`: the budget and the prompt chunks) with the decode rows
+        `rows` and the drafts their planners give them: how many positions each sequence
+        runs (`TickPlan.positions`)."""
+        plan = self.plan(len(rows.seqs), rows.interactive, rows.streaming_since)
+        plan.rows = list(rows.seqs)
+        if plan.rows and self.planners:
+            plan.drafts = self._drafts(plan, rows)
+        return plan
+
+    def _drafts(self, plan: TickPlan, rows: DecodeRows) -> dict[int, list[int]]:
+        """Each planner's drafts for the rows it owns: none where the rows' step was started
+        ahead (it is used as it is) or where the runner could not check them this tick."""
+        mine = self._owned(plan.rows)
+        if rows.started_ahead:
+            for planner, own in zip(self.planners, mine, strict=True):
+                planner.skip(plan.rows, own)
+            return {}
+        check = rows.check(plan)
+        if check is None:
+            return {}
+        tick = RowsTick(plan.rows, rows.context_length, check, can_measure=not plan.prefill)
+        drafts: dict[int, list[int]] = {}
+        for planner, own in zip(self.planners, mine, strict=True):
+            drafts.update(planner.drafts(tick, own))
+        return drafts
+
+    def _owned(self, seqs: list[Sequence]) -> list[list[int]]:
+        """For each planner, the indices of the rows it owns (each row: its first owner)."""
+        mine: list[list[int]] = [[] for _ in self.planners]
+        for i, seq in enumerate(seqs):
+            for own, planner in zip(mine, self.planners, strict=True):
+                if planner.owns(seq):
+                    own.append(i)
+                    break
+        return mine
+
+    def will_draft(self, seqs: list[Sequence]) -> bool:
+        """Whether a planner is likely to give one of the rows drafts at their next step
+        (engine/decode_batch.py: that step is then not started ahead)."""
+        if not self.planners:
+            return False
+        return any(planner.will_draft(seqs, own)
+                   for planner, own in zip(self.planners, self._owned(seqs), strict=True))
+
+    def checked(self, seq: Sequence, drafts: list[int], taken: int) -> None:
+        """A pass checked the row's drafts and `taken` held: told to the row's planner."""
+        for planner in self.planners:
+            if planner.owns(seq):
+                planner.checked(seq, drafts, taken)
+                return
+
+    def measured(self, rows: int, drafted: int, seconds: float) -> None:
+        """A tick without prefill: its time, for the planners that weigh what drafts cost."""
+        for planner in self.planners:
+            planner.measured(rows, drafted, seconds)
+
+    def forget(self, seq: Sequence) -> None:
+        """The sequence ended: every planner lets go of what it kept for it."""
+        for planner in self.planners:
+            planner.forget(seq)
 
     def take_ready(self) -> list[Sequence]:
         """Prefilled sequences, in arrival order, ready for their first decode step."""

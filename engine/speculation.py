@@ -18,17 +18,24 @@ tokens it expects to gain (from its recent acceptance) are worth more of the bat
 than its drafted positions cost; a row whose drafts keep failing stops for a while and
 tries again later; a large batch, where every position costs about as much as a row's
 share of the step, stops drafting by the same rule.
+
+`Speculation` is one of the scheduler's planners (engine/planners.py): it owns the decode
+rows it may draft for, after the grammar planner has taken those with a grammar.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Collection
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .drafting import NgramDrafter
+
+if TYPE_CHECKING:
+    from .planners import RowsTick
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +273,8 @@ def _nearest(by_rows: dict[int, Any], rows: int) -> int | None:
 
 
 class Speculation:
-    """The engine's drafting policy (one per EngineCore; engine thread only)."""
+    """The engine's drafting policy (one per EngineCore; engine thread only), a planner of
+    the scheduler's (engine/planners.py `Planner`)."""
 
     def __init__(self, mode: str, max_drafts: int = 16,
                  source: DraftSource | None = None) -> None:
@@ -287,11 +295,26 @@ class Speculation:
 
     # -- rows ---------------------------------------------------------------------------
     def eligible(self, seq: Any) -> bool:
-        """Whether a row may draft at all: no grammar (its matcher takes one token at a
-        time), no log-probabilities asked (read per position as they come), no image."""
+        """Whether a row may draft at all: no log-probabilities asked (read per position as
+        they come), no image. (A row with a grammar is the grammar planner's, which comes
+        first: engine/grammar_planner.py.)"""
         # (an image request's keyed prompt ids are no tokens to draft from: engine/vision)
-        return (seq.matcher is None and seq.params.logprobs is None
-                and getattr(seq, "vision", None) is None)
+        return seq.params.logprobs is None and getattr(seq, "vision", None) is None
+
+    # -- as a planner (engine/planners.py) -----------------------------------------------
+    def owns(self, seq: Any) -> bool:
+        return self.eligible(seq)
+
+    def drafts(self, tick: RowsTick, mine: list[int]) -> dict[int, list[int]]:
+        return self.plan(tick.rows, tick.context_length, can_measure=tick.can_measure,
+                         uniform=tick.check == "padded", mine=mine)
+
+    def measured(self, rows: int, drafted: int, seconds: float) -> None:
+        """A tick without prefill: a checked tick's time, or a plain one's."""
+        if drafted:
+            self.costs.observe_checked(rows, drafted, seconds)
+        else:
+            self.costs.observe_plain(rows, seconds, self.max_drafts)
 
     def row(self, seq: Any) -> RowSpec | None:
         """The row's drafting state, made at its first decode step (None: not eligible)."""
@@ -310,22 +333,25 @@ class Speculation:
             return False
         return self.source.likely(seq)
 
-    def will_draft(self, seqs: Seq[Any]) -> bool:
-        """Whether any of a batch's rows is likely to draft at its next step: drafting can
-        pay at its row count (or a check of the costs is due there) and a row wants to."""
+    def will_draft(self, seqs: Seq[Any], mine: Collection[int] | None = None) -> bool:
+        """Whether any of a batch's rows (`mine`: of those rows; None: all) is likely to
+        draft at its next step: drafting can pay at its row count (or a check of the costs
+        is due there) and a row wants to."""
         rows = len(seqs)
         if not (self.costs.pays(rows, self.max_drafts) or self.costs.probe_due(rows)):
             return False
-        return any(self.wants_to_draft(seq) for seq in seqs)
+        return any(self.wants_to_draft(seqs[i])
+                   for i in (range(rows) if mine is None else mine))
 
-    def skip(self, seqs: Seq[Any]) -> None:
+    def skip(self, seqs: Seq[Any], mine: Collection[int] | None = None) -> None:
         """A tick that does not plan (its step was started ahead): resting rows count it."""
-        for seq in seqs:
-            if seq.spec is not None:
-                seq.spec.resting()
+        for i in range(len(seqs)) if mine is None else mine:
+            if seqs[i].spec is not None:
+                seqs[i].spec.resting()
 
     def plan(self, seqs: Seq[Any], context_length: int, can_measure: bool = False,
-             uniform: bool = False) -> dict[int, list[int]]:
+             uniform: bool = False, mine: Collection[int] | None = None,
+             ) -> dict[int, list[int]]:
         """Each row's drafts for this tick, by row index (rows without drafts are absent).
         A row's j-th draft is wanted while the token it is likely to gain is worth more of
         the batch's time than its position costs, and the tick checks the rows' drafts
@@ -335,9 +361,11 @@ class Speculation:
         plain step at this row count is still to be measured, or is stale. `uniform`: every
         row of the pass gets as many positions as the row with most drafts (a batch that
         checks drafts apart from the ragged pass): a k-th position then costs one for every
-        row, and is used only while the rows' likely gains from it pay for that."""
+        row, and is used only while the rows' likely gains from it pay for that. `mine`:
+        the rows it may draft for (None: all); the others still count in the costs."""
         wanted: list[tuple[int, int]] = []  # (row index, draft length)
         rows = len(seqs)
+        mine = None if mine is None else set(mine)
         if can_measure and self.costs.wants_plain(rows):
             return {}
         plain, cost = self.costs.plain(rows), self.costs.check(rows)
@@ -350,6 +378,8 @@ class Speculation:
                 return {}
             self.costs.probed(rows)
         for i, seq in enumerate(seqs):
+            if mine is not None and i not in mine:
+                continue
             spec = self.row(seq)
             if spec is None or seq.is_finished:
                 continue
