@@ -93,6 +93,10 @@ class EngineConfig:
     # load without it, drafting by n-gram and saying why in Engine.notes (True: the other
     # models of a model manager, whose draft was chosen for another model, issue #50)
     speculative_draft_optional: bool = False
+    # A grammar row's forced tokens (llguidance's fast-forward tokens: a JSON schema's keys
+    # and punctuation) checked as its drafts, several taken in one pass; the same tokens
+    # as one a tick (engine/grammar_planner.py). Any speculative setting.
+    grammar_drafts: bool = True
 
     def __post_init__(self) -> None:
         # Kinds first: a string or NaN would slip through every comparison below (NaN

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
 from llguidance import LLExecutor, LLMatcher, LLTokenizer
 from llguidance.hf import from_tokenizer
-from llguidance.numpy import fill_next_token_bitmask_par
+from llguidance.numpy import (
+    fill_next_token_bitmask_par,
+    fill_next_token_bitmask_par_with_draft_tokens,
+)
 
 from .grammars import GrammarError
 
@@ -80,23 +83,36 @@ class GrammarTokenizer:
                                f"{m.get_error().strip()}")
         return RowMatcher(m, tok, self)
 
-    def packed_masks(self, matchers: Sequence[RowMatcher | None]) -> mx.array:
+    def packed_masks(self, matchers: Sequence[RowMatcher | None],
+                     drafts: Mapping[int, list[int]] | None = None) -> mx.array:
         """(rows, words) int32, as llguidance packs a mask (bit j of word w: token 32 w + j
         allowed; bits past the vocabulary 0) for each row with a matcher, all ones for a row
-        without. llguidance fills one buffer kept for the next step (no allocation a step);
-        the mx.array made of it is its copy."""
-        rows = [(m.matcher, i) for i, m in enumerate(matchers) if m is not None]
+        without. `drafts` {i: tokens}: row i's matcher also gives rows i+1 .. i+len(tokens)
+        the masks that follow each of those tokens in turn (a row checking drafts,
+        engine/grammar_planner.py; llguidance takes them and rolls them back). llguidance
+        fills one buffer kept for the next step (no allocation a step); the mx.array made
+        of it is its copy."""
         vocab = next(m.vocab for m in matchers if m is not None)
         words = (vocab + 31) // 32
+        drafts = {i: d for i, d in (drafts or {}).items() if d}
+        after = {i + j for i, d in drafts.items() for j in range(1, len(d) + 1)}
+        rows = [(m.matcher, i) for i, m in enumerate(matchers)
+                if m is not None and i not in after]
         with self._bits_lock:
             if self._bits.shape[0] < len(matchers) or self._bits.shape[1] != words:
                 self._bits = np.empty((max(len(matchers), 16), words), dtype=np.int32)
             bits = self._bits[: len(matchers)]
             bits.fill(-1)
-            fill_next_token_bitmask_par(self.executor, rows, bits)
+            plain = [(m, i) for m, i in rows if i not in drafts]
+            if plain:
+                fill_next_token_bitmask_par(self.executor, plain, bits)
+            if drafts:  # (llguidance takes no empty drafts: those rows are `plain`)
+                fill_next_token_bitmask_par_with_draft_tokens(
+                    self.executor, [(m, i, drafts[i]) for m, i in rows if i in drafts], bits)
             if vocab % 32:  # the last word's bits past the vocabulary: no token (as
                 # llguidance leaves them; said here so the mask does not rest on it)
-                bits[[i for _, i in rows], -1] &= (1 << vocab % 32) - 1
+                bits[[i for i, m in enumerate(matchers) if m is not None], -1] &= \
+                    (1 << vocab % 32) - 1
             return mx.array(bits)
 
 
@@ -135,6 +151,12 @@ class RowMatcher:
         why = self.matcher.get_error().strip() or f"token {token} is not allowed here"
         return f"grammar: {why}"
 
+    def forced(self) -> list[int]:
+        """The tokens the grammar forces next, in its tokenizer's canonical form (llguidance's
+        fast-forward tokens; [] when the next token is free). The model may still spell
+        those bytes in other tokens the grammar allows: they are drafts, not outputs."""
+        return self.matcher.compute_ff_tokens()
+
     @property
     def took_early(self) -> bool:
         return self._early is not None
@@ -160,15 +182,18 @@ def _shifts() -> mx.array:
     return mx.arange(32, dtype=mx.int32)
 
 
-def mask_logits(matchers: Sequence[RowMatcher | None], logits: mx.array) -> mx.array:
+def mask_logits(matchers: Sequence[RowMatcher | None], logits: mx.array,
+                drafts: Mapping[int, list[int]] | None = None) -> mx.array:
     """`logits` (B, V) with each constrained row's disallowed tokens at -inf and its allowed
     ones as they were; rows whose matcher is None keep their own values bit for bit (all
-    their bits are set). The masks are computed while the logits' graph runs (they do not
-    depend on it); nothing here waits for the device."""
+    their bits are set). `drafts` {i: tokens}: rows i+1 .. i+len(tokens) are the positions
+    after each of those tokens, masked as the grammar stands after it (`packed_masks`).
+    The masks are computed while the logits' graph runs (they do not depend on it);
+    nothing here waits for the device."""
     if all(m is None for m in matchers):
         return logits
     mx.async_eval(logits)  # the forward pass runs while llguidance computes the masks
-    words = next(m for m in matchers if m is not None).owner.packed_masks(matchers)
+    words = next(m for m in matchers if m is not None).owner.packed_masks(matchers, drafts)
     rows, width = logits.shape
     need = -(-width // 32)
     if need < words.shape[1]:  # logits narrower than the tokenizer's vocabulary

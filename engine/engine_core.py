@@ -95,7 +95,10 @@ class EngineCore:
                                         source=draft_source)
                             if self.speculative != "off" else None)
         # Who adds positions to decode rows (engine/planners.py): a grammar's rows first
-        planners: list[Planner] = [GrammarPlanner()]
+        # (their forced tokens as drafts; not where refused drafts cannot be taken back)
+        grammar_drafts = config.speculative_max_drafts if config.grammar_drafts and not fixed else 0
+        planners: list[Planner] = [GrammarPlanner(grammar_drafts,
+                                                  in_batches=self.runner.shares_passes)]
         if self.speculation is not None:
             planners.append(self.speculation)
         self.scheduler = Scheduler(config, shared_passes=self.runner.shares_passes,

@@ -49,19 +49,23 @@ def sample_drafted(seqs: list[Sequence], drafts: list[list[int]], logits: mx.arr
     the rows' log-probabilities where asked. `logits` holds, per row in order, the logits
     after its input and after each of its drafts (1 + len(drafts) rows; a row without
     drafts has one). Position i draws as plain decoding would at that step: the row's
-    grammar mask and sampler, its penalty history with the drafts before i, its step's
-    uniform. Rows with a grammar or log-probabilities never draft (Speculation.eligible)."""
+    grammar mask as it stands after the drafts before i, its sampler, its penalty history
+    with those drafts, its step's uniform. Rows with log-probabilities never draft (only
+    the first position's are returned)."""
     matchers, samplers, histories, steps, first = [], [], [], [], []
+    grammar_drafts: dict[int, list[int]] = {}  # a constrained row's first position: drafts
     for seq, row_drafts in zip(seqs, drafts, strict=True):
         window = seq.sampler.penalty_window
         history = seq.penalty_history()
         first.append(len(samplers))
+        if seq.matcher is not None and row_drafts:
+            grammar_drafts[len(samplers)] = row_drafts
         for i in range(len(row_drafts) + 1):
-            matchers.append(seq.matcher if i == 0 else None)
+            matchers.append(seq.matcher)
             samplers.append(seq.sampler)
             histories.append((history + row_drafts[:i])[-window:] if window else [])
             steps.append(seq.num_output_tokens + i)
-    logits = mask_logits(matchers, logits)
+    logits = mask_logits(matchers, logits, grammar_drafts)
     picked = sample_rows(samplers, histories, steps, logits)
     lps = row_logprobs(samplers, histories, logits, picked)
     drawn = picked.tolist()

@@ -331,7 +331,7 @@ def test_matcher_error_ends_the_row_with_an_error(qtiny, monkeypatch) -> None:
     free = Reply(engine, [4, 5, 6], SamplingParams(max_tokens=10))
     engine.step()
     engine.step()
-    monkeypatch.setattr(next_token, "mask_logits", lambda matchers, logits: logits)
+    monkeypatch.setattr(next_token, "mask_logits", lambda matchers, logits, *drafts: logits)
     engine.step()
     monkeypatch.undo()
     run_to_end(engine)
