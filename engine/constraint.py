@@ -106,9 +106,11 @@ class GrammarTokenizer:
             plain = [(m, i) for m, i in rows if i not in drafts]
             if plain:
                 fill_next_token_bitmask_par(self.executor, plain, bits)
-            if drafts:  # (llguidance takes no empty drafts: those rows are `plain`)
+            if drafts:  # (llguidance takes no empty drafts: those rows are `plain`); on
+                # copies, so the rows' own matchers are never rolled back
                 fill_next_token_bitmask_par_with_draft_tokens(
-                    self.executor, [(m, i, drafts[i]) for m, i in rows if i in drafts], bits)
+                    self.executor, [(m.deep_copy(), i, drafts[i]) for m, i in rows
+                                    if i in drafts], bits)
             if vocab % 32:  # the last word's bits past the vocabulary: no token (as
                 # llguidance leaves them; said here so the mask does not rest on it)
                 bits[[i for i, m in enumerate(matchers) if m is not None], -1] &= \
@@ -156,6 +158,14 @@ class RowMatcher:
         fast-forward tokens; [] when the next token is free). The model may still spell
         those bytes in other tokens the grammar allows: they are drafts, not outputs."""
         return self.matcher.compute_ff_tokens()
+
+    def can_check(self, tokens: list[int]) -> bool:
+        """Whether `tokens` can be checked as drafts from here: the grammar takes them and
+        gives them back (llguidance rolls back no max_tokens= or stop= lexeme, as in a
+        thinking budget's grammar). Tried on a copy (a copy costs under a microsecond)."""
+        probe = self.matcher.deep_copy()
+        return (probe.consume_tokens(tokens) and probe.rollback(len(tokens))
+                and not probe.is_error())
 
     @property
     def took_early(self) -> bool:

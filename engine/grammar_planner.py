@@ -11,7 +11,9 @@ is refused like any other.
 
 Drafts go where the runner checks them in the ragged pass or in a lone row's own pass, not
 in a batch's padded pass (every row would pay the padding). A row asking for
-log-probabilities or with an image never drafts. Pure Python: no MLX.
+log-probabilities or with an image never drafts, nor does one whose grammar cannot take its
+drafts back (a thinking budget's max_tokens lexeme: `RowMatcher.can_check`). Pure Python:
+no MLX.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class GrammarPlanner:
                        tick.context_length - seq.num_tokens - 1)
             if room > 0 and self._may_draft(seq):
                 forced = seq.matcher.forced()[:room]
-                if forced:
+                if forced and seq.matcher.can_check(forced):
                     out[i] = forced
         return out
 

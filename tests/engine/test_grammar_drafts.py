@@ -107,6 +107,24 @@ def test_a_row_that_asks_for_log_probabilities_never_drafts(qtiny) -> None:
     assert [e.logprob for e in replies[0].events] == [e.logprob for e in without[0].events]
 
 
+def test_a_grammar_that_cannot_take_drafts_back_is_given_none(qtiny) -> None:
+    """llguidance rolls back no max_tokens= lexeme (a thinking budget's grammar): such a
+    row's forced tokens are not checked as drafts, and asking leaves its matcher as it was
+    (tests/engine/test_reasoning_budget.py runs budgeted rows in a batch)."""
+    from engine.constraint import GrammarTokenizer
+    from engine.grammars import lark_grammar
+
+    grammars = GrammarTokenizer(qtiny.tokenizer, [])
+    limited = grammars.matcher(lark_grammar('start: "ab" think "cd" rest\n'
+                                            "think[max_tokens=3]: /(?s:.*?)/\n"
+                                            "rest: /(?s:.*)/\n"))
+    forced = limited.forced()
+    assert forced and not limited.can_check(forced)
+    assert not limited.matcher.is_error() and limited.forced() == forced
+    plain = grammars.matcher(regex_grammar("abcd[0-9]+"))
+    assert plain.forced() and plain.can_check(plain.forced())
+
+
 def test_grammar_drafts_off_checks_no_forced_tokens(qtiny) -> None:
     replies, _ = run(qtiny, [(prompts(1, seed=26)[0], person({}))], False)
     assert drafted(replies) == 0
