@@ -95,8 +95,10 @@ class EngineCore:
                                         source=draft_source)
                             if self.speculative != "off" else None)
         # Who adds positions to decode rows (engine/planners.py): a grammar's rows first
-        # (their forced tokens as drafts; not where refused drafts cannot be taken back)
-        grammar_drafts = config.speculative_max_drafts if config.grammar_drafts and not fixed else 0
+        # (their forced tokens as drafts; not where refused drafts cannot be taken back: a
+        # recurrent state, or a sliding window's cache once it wraps)
+        grammar_drafts = (config.speculative_max_drafts if config.grammar_drafts
+                          and not fixed and not kv.windowed(model) else 0)
         planners: list[Planner] = [GrammarPlanner(grammar_drafts,
                                                   in_batches=self.runner.shares_passes)]
         if self.speculation is not None:

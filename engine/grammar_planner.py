@@ -12,8 +12,9 @@ is refused like any other.
 Drafts go where the runner checks them in the ragged pass or in a lone row's own pass, not
 in a batch's padded pass (every row would pay the padding). A row asking for
 log-probabilities or with an image never drafts, nor does one whose grammar cannot take its
-drafts back (a thinking budget's max_tokens lexeme: `RowMatcher.can_check`). Pure Python:
-no MLX.
+drafts back (a thinking budget's max_tokens lexeme: `RowMatcher.can_check`). A model with
+recurrent layers or a sliding window gets none (its cache cannot always take refused drafts
+back: engine/engine_core.py). Pure Python: no MLX.
 """
 
 from __future__ import annotations

@@ -125,6 +125,23 @@ def test_a_grammar_that_cannot_take_drafts_back_is_given_none(qtiny) -> None:
     assert plain.forced() and plain.can_check(plain.forced())
 
 
+def test_a_sliding_window_model_gets_no_grammar_drafts(monkeypatch) -> None:
+    """A sliding window's cache cannot always take refused drafts back (once it wraps):
+    such a model's grammar rows run 1 position a tick, and answer as before."""
+    from mlx_lm.models.cache import RotatingKVCache
+
+    tiny = native_quantized_tiny(seed=8)
+    layers = len(tiny.model.layers)
+    monkeypatch.setattr(tiny.model, "make_cache",
+                        lambda: [RotatingKVCache(max_size=64) for _ in range(layers)],
+                        raising=False)
+    engine = engine_on(tiny, grammar_drafts=True)
+    assert testing.internals(engine).core.scheduler.planners[0].max_drafts == 0
+    reply = Reply(engine, prompts(1, seed=27)[0], person({}, max_tokens=40))
+    run_to_end(engine)
+    assert drafted([reply]) == 0 and reply.tokens
+
+
 def test_grammar_drafts_off_checks_no_forced_tokens(qtiny) -> None:
     replies, _ = run(qtiny, [(prompts(1, seed=26)[0], person({}))], False)
     assert drafted(replies) == 0
