@@ -19,6 +19,7 @@
 #include "packed_op.h"
 #include "qmv.h"
 #include "rowwise_op.h"
+#include "kv_pack_op.h"
 #include "kv_write_op.h"
 #include "sample_op.h"
 
@@ -87,6 +88,10 @@ NB_MODULE(_qmv, m) {
         nb::kw_only(), "stream"_a = nb::none(),
         "One token per row: mlx-lm's top-p, min-p and top-k filters, then the token where "
         "the cumulative probability at the row's temperature first exceeds u.");
+  m.def("kv_pack", &bc_native::kv_pack, "x"_a, "bits"_a, "group"_a, nb::kw_only(),
+        "stream"_a = nb::none(),
+        "float32 rows (..., D) -> (..., width) uint8: mx.quantize's words, scales and biases "
+        "laid end to end, bit for bit.");
   m.def("kv_write", &bc_native::kv_write, "buffer"_a, "update"_a, "lengths"_a, nb::kw_only(),
         "stream"_a = nb::none(),
         "buffer (B, H, T, D) with update (n, H, S, D) written at each row's own length.");
