@@ -17,6 +17,15 @@ is its own) the rows are dequantized with `mx.dequantize` and attention runs on 
 Bytes a head a token, D = 64: float32 256; 8 bits in groups of 64 (mlx-lm's default) 64 +
 8 = 72 (3.6x fewer); 4 bits in groups of 32 (finer: measured, `for_head`) 32 + 16 = 48
 (5.3x).
+
+4 bits turn each row first (`turned`, tag "q4g32h"): the row times the orthonormal
+Walsh-Hadamard matrix H (`mx.hadamard_transform`, one op on every backend, each row on its
+own) is what is rounded, as llama.cpp does whenever its cache is quantized (attn_rot_k /
+attn_rot_v). A few large channels of a key otherwise set every group's step; turned, the
+row's energy is spread over all of them (on the bundled model 4-bit mean KL 0.08 -> 0.05,
+docs/memory.md "KV bits"). H is symmetric and H @ H = I, so q . k = (qH) . (kH) and
+sum p v = (sum p vH) H: the native kernel reads the turned rows with the query turned and
+turns its output back (engine.native.cache_attention); `unpack` turns the rows back.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ SCALE_BYTES = 4  # scales and biases are float32, whatever the model's dtype
 class KvPacking:
     bits: int  # 8 or 4
     group: int  # values a scale and bias
+    turned: bool = False  # rows rounded times the Walsh-Hadamard matrix (the module's doc)
 
     @staticmethod
     def for_head(bits: int, head_dim: int) -> KvPacking:
@@ -42,7 +52,9 @@ class KvPacking:
         group = 64 if head_dim % 64 == 0 and bits == 8 else 32
         if head_dim % group or head_dim * bits % 32:
             raise ValueError(f"kv_bits={bits}: head size {head_dim} is not a multiple of 32")
-        return KvPacking(bits, group)
+        # 4 bits turned (a power-of-two head: H's plain form); 8 bits are at float16's
+        # own noise either way (docs/memory.md "KV bits"), so left as they were
+        return KvPacking(bits, group, turned=bits == 4 and head_dim & (head_dim - 1) == 0)
 
     def width(self, head_dim: int) -> int:
         """Bytes of one packed (token, head) row."""
@@ -55,12 +67,14 @@ class KvPacking:
     def pack(self, x: mx.array, native: bool = False) -> mx.array:
         """(..., D) floats -> (..., width) uint8 rows. `native`: in one op of the native
         extension (CPU only; the same bytes, without mx.quantize's five ops a call)."""
+        x = x.astype(mx.float32)
+        if self.turned:
+            x = mx.hadamard_transform(x)
         if native:
             from . import native as ext
 
-            return ext.kv_pack(x.astype(mx.float32), self.bits, self.group)
-        w, scales, biases = mx.quantize(x.astype(mx.float32), group_size=self.group,
-                                        bits=self.bits)
+            return ext.kv_pack(x, self.bits, self.group)
+        w, scales, biases = mx.quantize(x, group_size=self.group, bits=self.bits)
         return mx.concatenate([w.view(mx.uint8), scales.view(mx.uint8),
                                biases.view(mx.uint8)], axis=-1)
 
@@ -72,20 +86,38 @@ class KvPacking:
         scales = mx.contiguous(packed[..., nw:nw + ns]).view(mx.float32)
         biases = mx.contiguous(packed[..., nw + ns:]).view(mx.float32)
         out = mx.dequantize(w, scales, biases, group_size=self.group, bits=self.bits)
+        if self.turned:
+            out = mx.hadamard_transform(out)
         return out if dtype == mx.float32 else out.astype(dtype)
 
     @property
     def tag(self) -> str:
         """The form's name in a KV file's metadata (engine/prefix_store.py)."""
-        return f"q{self.bits}g{self.group}"
+        return f"q{self.bits}g{self.group}" + ("h" if self.turned else "")
 
     @staticmethod
     def from_tag(tag: str) -> KvPacking | None:
         """The form a file's tag names; None for float ("" or "float")."""
         if not tag or tag == "float":
             return None
-        bits, group = tag[1:].split("g")
-        return KvPacking(int(bits), int(group))
+        turned = tag.endswith("h")
+        bits, group = tag[1:len(tag) - turned].split("g")
+        return KvPacking(int(bits), int(group), turned)
+
+    def reads(self, tag: str) -> bool:
+        """Whether a KV file of form `tag` loads into this form: its own, float (packed as
+        it loads: the bytes a fresh prefill packs), or the same bits and group turned the
+        other way (a 4-bit file from before the turn: unpacked and packed again, so not
+        the bytes a fresh prefill gives)."""
+        other = KvPacking.from_tag(tag)
+        return other is None or (other.bits, other.group) == (self.bits, self.group)
+
+    def repack(self, rows: mx.array, tag: str) -> mx.array:
+        """Rows of a file of form `tag` (self.reads(tag)) in this form."""
+        other = KvPacking.from_tag(tag)
+        if other == self:
+            return rows
+        return self.pack(rows if other is None else other.unpack(rows))
 
 
 def packed(keys: mx.array | None) -> bool:

@@ -13,8 +13,9 @@ path; its files are still read, and nothing is saved. Engine-thread only.
 Quantized KV (EngineConfig.kv_bits, engine/kv_quant.py): a file's metadata says its form
 ("kv": "float" or the packing's tag, format batchchat-kv-2; files of format 1 are float).
 A file in the engine's form loads as it is; a float file into a quantized engine is packed
-as it loads (old files still serve), a quantized file into an engine of another form is
-left for the engine that wrote it (as another model's).
+as it loads (old files still serve), and so is a 4-bit file from before 4-bit rows were
+turned (q4g32 into q4g32h: unpacked, packed again; KvPacking.reads); a quantized file into
+an engine of another form is left for the engine that wrote it (as another model's).
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ class PrefixStore:
                 raise ValueError("not a BatchChat KV file")
             if meta.get("model") != self.model_id:
                 return None  # another model's: kept for it, unless space runs out
-            if kv_form(meta) not in (self.form, "float"):
+            if kv_form(meta) != self.form and (self.packing is None
+                                               or not self.packing.reads(kv_form(meta))):
                 return None  # another KV form's: kept for an engine of that form
             tokens = np.asarray(json.loads(meta["tokens"]), dtype=np.int32)
             if tokens.ndim != 1 or not tokens.size:
@@ -233,12 +235,13 @@ class PrefixStore:
             if meta.get("model") != self.model_id or not supports(cache) \
                     or cache_len(cache) != entry.num_tokens:
                 raise ValueError("its contents don't match its header")
-            if kv_form(meta) != self.form:  # float KV into a quantized engine: packed now
-                if kv_form(meta) != "float" or self.packing is None:
-                    raise ValueError(f"its KV form {kv_form(meta)} is not {self.form}")
+            form = kv_form(meta)
+            if form != self.form:  # float KV (or an older form) into this one: packed now
+                if self.packing is None or not self.packing.reads(form):
+                    raise ValueError(f"its KV form {form} is not {self.form}")
                 for layer in cache:
-                    layer.keys = self.packing.pack(layer.keys)
-                    layer.values = self.packing.pack(layer.values)
+                    layer.keys = self.packing.repack(layer.keys, form)
+                    layer.values = self.packing.repack(layer.values, form)
             mx.eval([(layer.keys, layer.values) for layer in cache])
         except Exception as exc:  # noqa: BLE001 - any unreadable file is skipped, not fatal
             log.warning("ignoring KV cache file %s: %s", entry.path, exc)

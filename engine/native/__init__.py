@@ -210,7 +210,9 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
     each head's logit joins its softmax's denominator as a key without a value (gpt-oss).
 
     `packing` (engine/kv_quant.py KvPacking): keys and values are its packed uint8 rows,
-    dequantized a tile at a time inside the tiled kernel (every query count).
+    dequantized a tile at a time inside the tiled kernel (every query count). A turned
+    form's rows are K H and V H: the queries are turned the same way and the output turned
+    back (H symmetric, H @ H = I), each row on its own (mx.hadamard_transform).
 
     Raises RuntimeError when the extension is not loaded (check `available()` first).
     """
@@ -224,11 +226,14 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
     else:
         kind, arr = (2 if mask.dtype == mx.bool_ else 3), mask
     scalar = force_scalar or not simd()
-    return ext.cache_attention(queries, keys, values, arr, scale, kind,
-                                force_scalar=scalar, tiled_from=tiled_from, softcap=softcap,
-                                sinks=_NO_WEIGHT if sinks is None else sinks,
-                                kv_bits=0 if packing is None else packing.bits,
-                                kv_group=0 if packing is None else packing.group, stream=stream)
+    turned = packing is not None and packing.turned
+    out = ext.cache_attention(mx.hadamard_transform(queries) if turned else queries, keys,
+                              values, arr, scale, kind, force_scalar=scalar,
+                              tiled_from=tiled_from, softcap=softcap,
+                              sinks=_NO_WEIGHT if sinks is None else sinks,
+                              kv_bits=0 if packing is None else packing.bits,
+                              kv_group=0 if packing is None else packing.group, stream=stream)
+    return mx.hadamard_transform(out) if turned else out
 
 
 def extension_if_built() -> ModuleType | None:

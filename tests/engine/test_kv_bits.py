@@ -74,9 +74,14 @@ def test_packed_rows_are_mlx_quantization_laid_end_to_end(bits_, dim) -> None:
     rows = p.pack(x)
     assert rows.dtype == mx.uint8 and rows.shape == (2, 3, 5, p.width(dim))
     assert p.head_dim(rows.shape[-1]) == dim
-    w, s, b = mx.quantize(x, group_size=p.group, bits=bits_)
-    want = mx.dequantize(w, s, b, group_size=p.group, bits=bits_)
+    assert p.turned == (bits_ == 4)  # 4 bits round the rows times Walsh-Hadamard's H
+    turn = mx.hadamard_transform if p.turned else (lambda a: a)
+    w, s, b = mx.quantize(turn(x), group_size=p.group, bits=bits_)
+    assert mx.array_equal(rows, mx.concatenate([w.view(mx.uint8), s.view(mx.uint8),
+                                                b.view(mx.uint8)], axis=-1)).item()
+    want = turn(mx.dequantize(w, s, b, group_size=p.group, bits=bits_))
     assert mx.array_equal(p.unpack(rows), want).item()
+    assert KvPacking.from_tag(p.tag) == p and p.tag == f"q{bits_}g{p.group}" + "h" * p.turned
     # a row depends on its own token only: packing one position alone gives its bytes
     assert mx.array_equal(p.pack(x[1:2, :, 3:4]), rows[1:2, :, 3:4]).item()
     err = mx.abs(p.unpack(rows) - x).max().item()
@@ -253,7 +258,8 @@ async def test_a_prefix_restored_from_a_quantized_file(qtiny, references, bits, 
     await saving.shutdown()
     (path,) = tmp_path.glob("*.safetensors")
     meta = _metadata(path)
-    assert meta["format"] == "batchchat-kv-2" and meta["kv"] == f"q{bits}g32"
+    assert meta["format"] == "batchchat-kv-2"
+    assert meta["kv"] == {8: "q8g32", 4: "q4g32h"}[bits]  # head 32: groups of 32
 
     restarted = engine_on(qtiny, kv_bits=bits, kv_disk_dir=str(tmp_path), max_concurrent=4)
     start_others(restarted, random.Random(7), 2)
@@ -305,6 +311,39 @@ async def test_files_are_smaller_and_forms_do_not_mix(qtiny, tmp_path) -> None:
     run_to_end(engine)
     assert engine.stats().prefix_disk_loads == 0 and run.stream.stats.cached_tokens == 0
     assert list((tmp_path / "8").glob("*.safetensors"))  # left for an 8-bit engine
+
+
+async def test_a_4_bit_file_from_before_the_turn_still_loads(qtiny, tmp_path) -> None:
+    """A 4-bit file of the form before rows were turned (q4g32, mx.quantize of the rows
+    themselves) loads into today's 4-bit engine (q4g32h): unpacked and packed again."""
+    from mlx_lm.models.cache import load_prompt_cache, save_prompt_cache
+
+    prompt = target_prompt()
+    engine = engine_on(qtiny, kv_bits=4, kv_disk_dir=str(tmp_path))
+    Run(engine, prompt, KINDS["greedy"]())
+    run_to_end(engine)
+    assert await engine.save_prefix(prompt_tokens=prompt) > 0
+    await engine.shutdown()
+    (path,) = tmp_path.glob("*.safetensors")
+    new, old = KvPacking(4, 32, turned=True), KvPacking(4, 32)
+    cache, meta = load_prompt_cache(str(path), return_metadata=True)
+    assert meta["kv"] == new.tag == "q4g32h"
+    for layer in cache:  # the same KV in the old form
+        layer.keys, layer.values = old.pack(new.unpack(layer.keys)), old.pack(new.unpack(
+            layer.values))
+    save_prompt_cache(str(path), cache, meta | {"kv": "q4g32"})
+    want = [new.pack(old.unpack(layer.keys)) for layer in cache]
+
+    engine = engine_on(qtiny, kv_bits=4, kv_disk_dir=str(tmp_path))
+    run = Run(engine, prompt, KINDS["greedy"]())
+    run_to_end(engine)
+    assert engine.stats().prefix_disk_loads == 1
+    assert run.stream.stats.cached_tokens == len(prompt) - 1 and len(run.events) == 16
+    entry = testing.internals(engine).kv.prefix.entries[0]
+    n = len(prompt) - 1
+    for layer, rows in zip(entry.cache, want, strict=True):
+        assert mx.array_equal(layer.keys[..., :n, :], rows[..., :n, :]).item()
+    await engine.shutdown()
 
 
 # -- the KV budget ---------------------------------------------------------------------------
