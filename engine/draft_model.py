@@ -14,6 +14,7 @@ runner allows that; otherwise they run one row after another.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,8 @@ from . import cache as kv
 from .cpu_options import CpuOptions
 from .loader.errors import ModelLoadError
 from .model_runner import ModelRunner
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -44,9 +47,17 @@ class DraftModel:
 
     def __init__(self, model: nn.Module, context_length: int, vocab_limit: int,
                  cpu: CpuOptions | None = None, fast_cpu_kernels: bool = True,
-                 chunk: int = 512, description: str = "") -> None:
-        self.runner = ModelRunner(model, fast_cpu_kernels=fast_cpu_kernels,
-                                  compiled_decode=False, cpu=cpu)
+                 chunk: int = 512, description: str = "", kv_bits: int | None = None) -> None:
+        # The draft KV follows the engine's kv_bits (docs/memory.md "KV bits"): drafts are
+        # only proposals, so its form changes how many are accepted, never an answer. A
+        # head the packed form cannot take keeps float KV.
+        try:
+            self.runner = ModelRunner(model, fast_cpu_kernels=fast_cpu_kernels,
+                                      compiled_decode=False, cpu=cpu, kv_bits=kv_bits)
+        except ValueError as exc:
+            log.warning("draft model %s keeps float KV: %s", description, exc)
+            self.runner = ModelRunner(model, fast_cpu_kernels=fast_cpu_kernels,
+                                      compiled_decode=False, cpu=cpu)
         self.context_length = context_length
         self.vocab_limit = vocab_limit  # drafts are cut at the first id the target lacks
         self.chunk = chunk
@@ -157,9 +168,10 @@ def check_same_tokenizer(path: str, target: Mapping[str, int], draft: Mapping[st
 
 
 def load_draft(path: str, tokenizer: Any, cpu: CpuOptions | None = None,
-               fast_cpu_kernels: bool = True) -> DraftModel:
+               fast_cpu_kernels: bool = True, kv_bits: int | None = None) -> DraftModel:
     """The draft model at `path` (anything engine.loader's load_model takes), checked to
-    share `tokenizer`; ModelLoadError naming the path and the reason otherwise."""
+    share `tokenizer`; ModelLoadError naming the path and the reason otherwise. `kv_bits`:
+    its KV's form (EngineConfig.kv_bits), float where its heads cannot take it."""
     from .loader import load_model
 
     try:
@@ -174,4 +186,5 @@ def load_draft(path: str, tokenizer: Any, cpu: CpuOptions | None = None,
         raise ModelLoadError(f"draft model {path}: its KV cache cannot be rolled back "
                              "(a sliding-window or recurrent model); pick another draft model")
     return DraftModel(loaded.model, loaded.context_length, max(target.values()) + 1, cpu=cpu,
-                      fast_cpu_kernels=fast_cpu_kernels, description=loaded.description)
+                      fast_cpu_kernels=fast_cpu_kernels, description=loaded.description,
+                      kv_bits=kv_bits)

@@ -87,7 +87,8 @@ class Engine:
 
         try:
             return load_draft(path, tokenizer, cpu=self.config.cpu,
-                              fast_cpu_kernels=self.config.cpu_kernels)
+                              fast_cpu_kernels=self.config.cpu_kernels,
+                              kv_bits=self.config.kv_bits)
         except DraftTokenizerDiffers as exc:
             if not self.config.speculative_draft_optional:
                 raise

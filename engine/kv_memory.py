@@ -79,7 +79,10 @@ def kv_packing(model: nn.Module, bits: int | None) -> KvPacking | None:
                                                       getattr(layer, "values", None))
             if isinstance(arr, mx.array)}
     packings = {KvPacking.for_head(bits, d) for d in dims}
-    return min(packings, key=lambda p: p.group) if packings else None
+    if not packings:
+        return None
+    # one form for every layer: the finest group, turned only if every head size can be
+    return KvPacking(bits, min(p.group for p in packings), all(p.turned for p in packings))
 
 
 def state_bytes(model: nn.Module) -> int:

@@ -25,6 +25,7 @@ from tests.engine.test_same_answer import (
     REFERENCE_CONFIG,
     Run,
     Watch,
+    greedy,
     other_prompt,
     start_others,
     target_prompt,
@@ -344,6 +345,27 @@ async def test_a_4_bit_file_from_before_the_turn_still_loads(qtiny, tmp_path) ->
     for layer, rows in zip(entry.cache, want, strict=True):
         assert mx.array_equal(layer.keys[..., :n, :], rows[..., :n, :]).item()
     await engine.shutdown()
+
+
+def test_a_draft_model_keeps_its_kv_in_the_same_form(qtiny, references, bits,
+                                                     tmp_path) -> None:
+    """speculative="draft:PATH" (the target saved as its own draft model): the draft KV is
+    packed as the target's, and the answer is the one without speculation at that setting."""
+    from engine.draft_model import DraftModel
+    from tests import tiny_model
+    from tests.engine.conftest import drafting_pays
+
+    prompt, refs = references
+    path = tiny_model.save_mlx_dir(qtiny, tmp_path / "draft", {"group_size": 32, "bits": 4})
+    engine = drafting_pays(engine_on(qtiny, kv_bits=bits, speculative=f"draft:{path}"))
+    source = testing.facts(engine).draft_source
+    assert isinstance(source, DraftModel)
+    assert source.runner.packing == testing.internals(engine).runner.packing is not None
+    assert all(isinstance(c, PackedLayer) for c in source.runner.view(engine_cache(qtiny)))
+    run = Run(engine, prompt, greedy(logprobs=None))  # rows asking for log-probs don't draft
+    run_to_end(engine)
+    assert run.answer.tokens == refs["greedy"].tokens
+    assert run.stream.stats.drafted_tokens > 0 and run.stream.stats.accepted_tokens > 0
 
 
 # -- the KV budget ---------------------------------------------------------------------------
