@@ -69,7 +69,7 @@ class KvPacking:
         extension (CPU only; the same bytes, without mx.quantize's five ops a call)."""
         x = x.astype(mx.float32)
         if self.turned:
-            x = mx.hadamard_transform(x)
+            x = turn(x)
         if native:
             from . import native as ext
 
@@ -87,7 +87,7 @@ class KvPacking:
         biases = mx.contiguous(packed[..., nw + ns:]).view(mx.float32)
         out = mx.dequantize(w, scales, biases, group_size=self.group, bits=self.bits)
         if self.turned:
-            out = mx.hadamard_transform(out)
+            out = turn(out)
         return out if dtype == mx.float32 else out.astype(dtype)
 
     @property
@@ -118,6 +118,12 @@ class KvPacking:
         if other == self:
             return rows
         return self.pack(rows if other is None else other.unpack(rows))
+
+
+def turn(x: mx.array) -> mx.array:
+    """Each row (last axis, a power of two) times the orthonormal Walsh-Hadamard matrix, its
+    own inverse (mx.hadamard_transform; an empty array, which it refuses, as it is)."""
+    return mx.hadamard_transform(x) if x.size else x
 
 
 def packed(keys: mx.array | None) -> bool:

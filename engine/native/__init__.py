@@ -226,7 +226,7 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
     else:
         kind, arr = (2 if mask.dtype == mx.bool_ else 3), mask
     scalar = force_scalar or not simd()
-    turned = packing is not None and packing.turned
+    turned = packing is not None and packing.turned and queries.size > 0
     out = ext.cache_attention(mx.hadamard_transform(queries) if turned else queries, keys,
                               values, arr, scale, kind, force_scalar=scalar,
                               tiled_from=tiled_from, softcap=softcap,
