@@ -68,12 +68,12 @@ class KvPacking:
         """(..., D) floats -> (..., width) uint8 rows. `native`: in one op of the native
         extension (CPU only; the same bytes, without mx.quantize's five ops a call)."""
         x = x.astype(mx.float32)
-        if self.turned:
-            x = turn(x)
-        if native:
+        if native:  # turned in the same op
             from . import native as ext
 
-            return ext.kv_pack(x, self.bits, self.group)
+            return ext.kv_pack(x, self.bits, self.group, turn=self.turned)
+        if self.turned:
+            x = turn(x)
         w, scales, biases = mx.quantize(x, group_size=self.group, bits=self.bits)
         return mx.concatenate([w.view(mx.uint8), scales.view(mx.uint8),
                                biases.view(mx.uint8)], axis=-1)

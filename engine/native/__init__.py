@@ -339,11 +339,13 @@ def kv_write(buffer: mx.array, update: mx.array, lengths: mx.array, *,
     return _ext_or_raise().kv_write(buffer, update, lengths, stream=stream)
 
 
-def kv_pack(x: mx.array, bits: int, group: int, *, stream: Any = None) -> mx.array:
+def kv_pack(x: mx.array, bits: int, group: int, *, turn: bool = False,
+            stream: Any = None) -> mx.array:
     """Quantized KV rows (engine/kv_quant.py) in one CPU op: float32 `x` (..., D) ->
     (..., width) uint8, each row mx.quantize(x, group, bits)'s uint32 words, float32 scales
-    and float32 biases laid end to end, bit for bit (src/kv_pack_op.cpp)."""
-    return _ext_or_raise().kv_pack(x, bits, group, stream=stream)
+    and float32 biases laid end to end, bit for bit (src/kv_pack_op.cpp). `turn`: of
+    mx.hadamard_transform(x) instead (D a power of two), bit for bit too."""
+    return _ext_or_raise().kv_pack(x, bits, group, turn=turn, stream=stream)
 
 
 _NO_WEIGHT = mx.zeros((0,), dtype=mx.float32)

@@ -42,6 +42,19 @@ def test_the_same_bytes_as_mx_quantize(bits, group, dim) -> None:
 
 
 @pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("dim", [32, 64, 128, 256])
+def test_turned_the_same_bytes_as_mx_hadamard_transform_then_mx_quantize(bits, dim) -> None:
+    """turn=True (the 4-bit form's rows, kv_quant.KvPacking.turned): the row turned as
+    mx.hadamard_transform turns it (its butterflies, its 1/sqrt(D)), then packed."""
+    p = KvPacking(bits, 32, turned=True)
+    x = rows_to_pack(dim)
+    got = native.kv_pack(x, bits, 32, turn=True)
+    assert mx.array_equal(got, p.pack(x)).item()  # mx.hadamard_transform, mx.quantize
+    assert mx.array_equal(got, p.pack(x, native=True)).item()
+    assert not mx.array_equal(got, native.kv_pack(x, bits, 32)).item()
+
+
+@pytest.mark.parametrize("bits", [8, 4])
 def test_strided_views_and_one_row_alone(bits) -> None:
     p = KvPacking(bits, 64 if bits == 8 else 32)  # the op packs rows as given (not turned)
     x = rows_to_pack(64)
@@ -75,3 +88,5 @@ def test_bad_arguments() -> None:
                         ((mx.zeros((2, 96)), 8, 64), "multiple")]:
         with pytest.raises(ValueError, match=match):
             native.kv_pack(*args)
+    with pytest.raises(ValueError, match="power-of-two"):
+        native.kv_pack(mx.zeros((2, 96)), 8, 32, turn=True)

@@ -89,7 +89,7 @@ NB_MODULE(_qmv, m) {
         "One token per row: mlx-lm's top-p, min-p and top-k filters, then the token where "
         "the cumulative probability at the row's temperature first exceeds u.");
   m.def("kv_pack", &bc_native::kv_pack, "x"_a, "bits"_a, "group"_a, nb::kw_only(),
-        "stream"_a = nb::none(),
+        "turn"_a = false, "stream"_a = nb::none(),
         "float32 rows (..., D) -> (..., width) uint8: mx.quantize's words, scales and biases "
         "laid end to end, bit for bit.");
   m.def("kv_write", &bc_native::kv_write, "buffer"_a, "update"_a, "lengths"_a, nb::kw_only(),

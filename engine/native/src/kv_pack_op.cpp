@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "dense.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -66,19 +67,39 @@ void pack_row(const float* w, uint8_t* out, int64_t d, int bits, int group) {
   }
 }
 
+// mlx/backend/cpu/hadamard.cpp hadamard_n<float> on one row of n = 2^k values, in place.
+void turn_row(float* data, int n, float scale) {
+  const int n_over_2 = n / 2;
+  for (int h = 1; h < n; h <<= 1) {
+    for (int i = 0; i < n_over_2; i++) {
+      const int k = i & (h - 1);
+      const int j = ((i - k) << 1) + k;
+      const float x = data[j];
+      const float y = data[j + h];
+      data[j] = x + y;
+      data[j + h] = x - y;
+      if (h == n_over_2) {
+        data[j] *= scale;
+        data[j + h] *= scale;
+      }
+    }
+  }
+}
+
 }  // namespace
 
-mx::array kv_pack(const mx::array& x, int bits, int group, mx::StreamOrDevice s) {
+mx::array kv_pack(const mx::array& x, int bits, int group, bool turn, mx::StreamOrDevice s) {
   check(x.dtype() == mx::float32, "x must be float32");
   check(x.ndim() >= 1, "x must have a last axis");
   check(bits == 4 || bits == 8, "bits must be 4 or 8");
   check(group == 32 || group == 64 || group == 128, "group must be 32, 64 or 128");
   check(x.shape(-1) % group == 0, "the last axis must be a multiple of the group");
+  check(!turn || (x.shape(-1) & (x.shape(-1) - 1)) == 0, "turn needs a power-of-two axis");
   auto stream = mx::to_stream(s);
   check(stream.device == mx::Device::cpu, "runs on the CPU only");
   auto shape = x.shape();
   shape.back() = (int)row_width(x.shape(-1), bits, group);
-  return mx::array(shape, mx::uint8, std::make_shared<KvPack>(stream, bits, group), {x});
+  return mx::array(shape, mx::uint8, std::make_shared<KvPack>(stream, bits, group, turn), {x});
 }
 
 std::vector<mx::Shape> KvPack::output_shapes(const std::vector<mx::array>& inputs) {
@@ -95,9 +116,21 @@ void KvPack::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
   encoder.set_output_array(out);
   const int64_t d = x.shape(-1);
   encoder.dispatch([from = x.data<float>(), to = out.data<uint8_t>(), d,
-                    rows = d ? (int64_t)x.size() / d : 0, bits = bits_, group = group_]() {
+                    rows = d ? (int64_t)x.size() / d : 0, bits = bits_, group = group_,
+                    turn = turn_]() {
     const int64_t width = row_width(d, bits, group);
-    for (int64_t r = 0; r < rows; ++r) pack_row(from + r * d, to + r * width, d, bits, group);
+    // mlx::core::hadamard_transform's default scale, computed as it computes it
+    const float scale = 1.0f / std::sqrt((int)d);
+    std::vector<float> row(turn ? d : 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = from + r * d;
+      if (turn) {
+        std::memcpy(row.data(), src, d * sizeof(float));
+        turn_row(row.data(), (int)d, scale);
+        src = row.data();
+      }
+      pack_row(src, to + r * width, d, bits, group);
+    }
   });
 }
 
