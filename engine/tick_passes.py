@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from .next_token import PassResult, sample_drafted, sample_pass
 from .scheduler import TickPlan, group_prefill
 from .vision.mrope import placed
+from .staged_rows import staged, unstage
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -130,6 +131,8 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
                 caches, logits = runner.prefill_many(
                     [seq.cache for seq, _ in group], pieces, logits=last)
                 for (seq, _), cache in zip(group, caches, strict=True):
+                    if staged(seq.cache):  # its KV went through a padded batch: a copy
+                        unstage(seq.cache)
                     seq.cache = cache
             for seq, n in group:
                 seq.num_cached += n
