@@ -149,9 +149,9 @@ class RaggedLayer:
         p = self.ragged
         # Staged slot rows (engine/staged_rows.py) are written first: their buffer is the
         # batch's, and a view of it read before another write would make that write copy it
-        rows = [caches[self.index] for caches, _, _ in p.segments]
-        staged = [isinstance(c, RowCache) for c in rows]
-        for cache, (_, a, n), is_row in zip(rows, p.segments, staged, strict=True):
+        own = [caches[self.index] for caches, _, _ in p.segments]
+        staged = [isinstance(c, RowCache) for c in own]
+        for cache, (_, a, n), is_row in zip(own, p.segments, staged, strict=True):
             if is_row:
                 cache.write(keys[:, :, a:a + n], values[:, :, a:a + n])
         if self.slot is not None and p.write_index is not None:
@@ -171,7 +171,7 @@ class RaggedLayer:
                                                        values.swapaxes(0, 2)[:p.rows])
         self._kv = [cache.fetch() if is_row else
                     cache.update_and_fetch(keys[:, :, a:a + n], values[:, :, a:a + n])
-                    for cache, (_, a, n), is_row in zip(rows, p.segments, staged, strict=True)]
+                    for cache, (_, a, n), is_row in zip(own, p.segments, staged, strict=True)]
         return keys, values
 
     def attend(self, queries: mx.array, scale: float, tiled_from: int,
