@@ -13,7 +13,8 @@ prompt's buffer stayed as its cached prefix, so its KV was held twice while it d
   and join the busy batch), everything run to the end (`--reply` tokens each).
 
 Prints one JSON line: RSS when the second wave is submitted, the RSS peak while it
-prefills and joins (sampled after every tick until every prompt decodes), at the end; MLX's
+prefills and joins (sampled after every tick until every prompt decodes), at the end, and
+over the whole run; MLX's
 peak of allocated memory in that window (mx.get_peak_memory after a reset); the KV the
 prefix cache holds when the wave has joined and at the end. Compare two trees:
 
@@ -52,12 +53,14 @@ def run(busy: int, joining: int, history: int, reply: int) -> dict:
     step = max(1, (len(text) - history) // count)
     prompts = [text[i * step:i * step + history] for i in range(count)]
     params = SamplingParams(max_tokens=reply)
-    first = [engine.submit(prompt_tokens=p, params=params) for p in prompts[:busy]]
-    while not all(len(s.tokens) >= 2 for s in first):  # every busy row decodes
-        engine.step()
-
     def rss() -> int:
         return resident_bytes(os.getpid()) or 0
+
+    first = [engine.submit(prompt_tokens=p, params=params) for p in prompts[:busy]]
+    whole = rss()
+    while not all(len(s.tokens) >= 2 for s in first):  # every busy row decodes
+        engine.step()
+        whole = max(whole, rss())
 
     rss_submit = rss()
     mx.reset_peak_memory()
@@ -70,14 +73,16 @@ def run(busy: int, joining: int, history: int, reply: int) -> dict:
         peak = max(peak, rss())
     mlx_peak = mx.get_peak_memory()
     cached_joined = engine.stats().prefix_cached_bytes
+    whole = max(whole, peak)
     while engine.has_work():
         engine.step()
+        whole = max(whole, rss())
     stats = engine.stats()
     assert all(s.finish_reason == "length" for s in first + second)
     return {"busy": busy, "joining": joining, "history": history, "reply": reply,
             "rss_at_submit_mib": round(rss_submit / MIB),
             "rss_peak_while_joining_mib": round(peak / MIB),
-            "rss_end_mib": round(rss() / MIB),
+            "rss_end_mib": round(rss() / MIB), "rss_peak_whole_run_mib": round(whole / MIB),
             "mlx_peak_while_joining_mib": round(mlx_peak / MIB),
             "prefix_cached_when_joined_mib": round(cached_joined / MIB, 1),
             "prefix_cached_end_mib": round(stats.prefix_cached_bytes / MIB, 1)}
