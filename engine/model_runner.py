@@ -33,9 +33,9 @@ from .ragged_pass import RaggedPass
 from .scheduler import TickPlan
 from .sequence import Status
 from .slot_cache import plain
+from .staged_rows import staged
 from .vision import mrope
 from .vision.deepstack import StackedRows
-from .staged_rows import staged
 
 if TYPE_CHECKING:
     from .decode_batch import DecodeBatch

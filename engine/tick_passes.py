@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from .next_token import PassResult, sample_drafted, sample_pass
 from .scheduler import TickPlan, group_prefill
-from .vision.mrope import placed
 from .staged_rows import staged, unstage
+from .vision.mrope import placed
 
 if TYPE_CHECKING:
     import mlx.core as mx
