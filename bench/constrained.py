@@ -83,14 +83,14 @@ class MaskClock:
         # On a GPU an evaluation here would wait for the step started ahead (see above)
         self.sync = mx.default_device() == mx.cpu
 
-        def timed_mask(matchers, logits):
+        def timed_mask(matchers, logits, drafts=None):
             if not any(m is not None for m in matchers):
                 return logits
             if self.sync:
                 mx.eval(logits)  # the forward pass first, not counted: the masks' own
             t = time.perf_counter()  # cost, as if none of it overlapped the pass
             c = time.thread_time()
-            out = self.inner(matchers, logits)
+            out = self.inner(matchers, logits, drafts)
             self.cpu += time.thread_time() - c  # this thread's CPU: the machine's load
             self.built += time.perf_counter() - t  # does not add waits for a core to it
             if self.sync:
@@ -114,8 +114,10 @@ class MaskClock:
         return out
 
 
-def mask_before(matchers, logits):
-    """The mask path before the packed masks (engine/constraint.py until 2026-11-26)."""
+def mask_before(matchers, logits, drafts=None):
+    """The mask path before the packed masks (engine/constraint.py until 2026-11-26); it
+    has no drafts (the engine here runs without grammar drafts)."""
+    assert not drafts, "the mask path before takes no grammar drafts"
     import mlx.core as mx
     import numpy as np
     from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask_par
@@ -255,7 +257,8 @@ def main(args: argparse.Namespace) -> None:
     loaded = load_model(args.model)
     engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=[],
                     context_length=loaded.context_length,
-                    config=EngineConfig(max_concurrent=16), description=loaded.description)
+                    config=EngineConfig(max_concurrent=16, grammar_drafts=False),
+                    description=loaded.description)  # one mask a row a step: the paths compared
     # each way: rows, of them constrained, the mask path ("ab": both paths, alternated)
     paths = ["now", "before"] if args.mask == "ab" else [args.mask]
     ways = {"16 rows, 8 constrained" + ("" if p == "now" else f", {p}"): (16, 8, p)
