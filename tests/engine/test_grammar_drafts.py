@@ -20,7 +20,6 @@ import pytest
 
 from engine import SamplingParams, testing
 from engine.grammars import json_schema_grammar, regex_grammar
-from engine.model_runner import ModelRunner
 from engine.scheduler import Scheduler
 from tests.engine.conftest import engine_on, native_quantized_tiny, prompts, run_to_end
 from tests.engine.test_constrained import PERSON, Reply
@@ -56,7 +55,7 @@ def drafted(replies: list[Reply]) -> int:
 def test_a_lone_json_row_takes_its_forced_tokens_in_fewer_ticks(qtiny, monkeypatch,
                                                                   sampling, ragged) -> None:
     if not ragged:  # as on a GPU: the lone row checks its drafts in a pass of its own
-        monkeypatch.setattr(ModelRunner, "ragged_ok", property(lambda self: False))
+        testing.without_ragged_passes(monkeypatch)
     request = [(prompts(1, seed=21)[0], person(sampling))]
     with_drafts, ticks = run(qtiny, request, True)
     without, plain_ticks = run(qtiny, request, False)
