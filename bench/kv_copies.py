@@ -103,49 +103,12 @@ def instrument() -> None:
     new = SlotKVCache.__init__
 
     def slot_init(self: Any, caches: list[Any], *args: Any, **kwargs: Any) -> None:
-        first = next((c for c in caches if c.keys is not None), None)
-        if first is not None:  # (none: a buffer made for staged rows, engine/staged_rows.py)
-            COPIED["join"] += sum(c.offset for c in caches) * _column_bytes(first.keys,
-                                                                            first.values)
+        first = next(c for c in caches if c.keys is not None)
+        COPIED["join"] += sum(c.offset for c in caches) * _column_bytes(first.keys,
+                                                                        first.values)
         new(self, caches, *args, **kwargs)
 
     SlotKVCache.__init__ = slot_init  # type: ignore[method-assign]
-
-    if hasattr(SlotKVCache, "move_row"):  # the tree with staged rows (engine/staged_rows.py)
-        from engine import staged_rows
-
-        move_row, staged_out = SlotKVCache.move_row, staged_rows.extract
-
-        def slot_move_row(self: Any, source: int, target: int, length: int) -> None:
-            COPIED["staged row moves"] += 2 * length * slot_bytes(self)
-            return move_row(self, source, target, length)
-
-        def staged_extract(cache: list[Any], room: bool = False) -> Any:
-            for layer in cache:
-                COPIED["staged row out"] += layer.offset * slot_bytes(layer.layer)
-            return staged_out(cache, room)
-
-        SlotKVCache.move_row = slot_move_row  # type: ignore[method-assign]
-        staged_rows.extract = staged_extract
-        stage = staged_rows.stage
-
-        def staged_start(pool: list[Any], start: Any, columns: int) -> Any:
-            if start is not None:
-                COPIED["restored into a staged row"] += sum(
-                    c.offset * _column_bytes(c.keys, c.values) for c in start)
-            return stage(pool, start, columns)
-
-        staged_rows.stage = staged_start
-        read = prefix_cache.PrefixCache.read
-
-        def prefix_read(self: Any, entry: Any, n: int) -> Any:
-            out = read(self, entry, n)
-            if entry.live is not None:
-                COPIED["restore from a running row"] += sum(
-                    n * _column_bytes(c.keys, c.values) for c in out)
-            return out
-
-        prefix_cache.PrefixCache.read = prefix_read
 
     compacted = prefix_cache.compacted
 

@@ -17,13 +17,12 @@ from collections.abc import Callable
 import mlx.core as mx
 
 from . import cache as kv
-from . import staged_rows
 from .kv_policy import wants_kv
 from .model_runner import ModelRunner
 from .next_token import PassResult, sample_next
 from .sampling import TokenLogprobs
 from .sequence import Priority, Sequence, Status
-from .slot_cache import RowIndex, SlotKVCache, plain
+from .slot_cache import SlotKVCache, plain
 
 # (a finished row's sequence, the batch cache, its row) -> arrays written, or None
 KeepRow = Callable[[Sequence, kv.LayerCaches, int], list[mx.array] | None]
@@ -96,99 +95,34 @@ class DecodeBatch:
             seq.status = Status.DECODING
         rows = len(self.seqs) + len(ready) + coming
         if self.cache is not None:
-            if isinstance(self.cache[0], SlotKVCache):
-                _place(self.cache, ready, rows)
-            else:
-                kv.add_rows(self.cache, [s.cache for s in ready], rows)
+            kv.add_rows(self.cache, [s.cache for s in ready], rows)
             moved = ready
-            self.seqs.extend(ready)
         elif self.seqs or len(ready) > 1:
-            # Promotion: the solo decoder's cache joins the batch as it is, no recompute;
-            # prompts prefilled in staged rows first, at their rows (engine/staged_rows.py)
-            moved = sorted([s for s in self.seqs + ready if staged_rows.staged(s.cache)],
-                           key=lambda s: s.cache[0].row.index)
-            moved += [s for s in self.seqs + ready if not staged_rows.staged(s.cache)]
-            pool = self._spare
-            if pool is not None and isinstance(pool[0], SlotKVCache) and all(
-                    staged_rows.staged(s.cache) or layer.fits(c)
-                    for s in moved for layer, c in zip(pool, s.cache, strict=True)):
-                for layer in pool:
-                    layer.reset()
-                _place(pool, moved, rows)
-                self.cache = pool
-            else:
-                self.cache = kv.start_batch([s.cache for s in moved], rows, reuse=self._spare,
-                                            allow_native=self.runner.cpu.native)
+            # Promotion: the solo decoder's cache joins the batch as it is, no recompute.
+            moved = self.seqs + ready
+            self.cache = kv.start_batch([s.cache for s in moved], rows, reuse=self._spare,
+                                        allow_native=self.runner.cpu.native)
             self._spare = None
-            self.seqs = moved
         else:
-            # one sequence alone: it stays on the solo fast path (a staged row is copied
-            # out, with room to decode: the batch it was staged for has gone)
-            seq = ready[0]
-            if staged_rows.staged(seq.cache):
-                seq.cache = staged_rows.extract(seq.cache, room=True)
-            moved = []
-            self.seqs.extend(ready)
+            moved = []  # one sequence alone: it stays on the solo fast path
         for seq in moved:
             seq.cache = None
-
-    def stage(self, seq: Sequence, layout: list[tuple[int, int, int, object]]) -> None:
-        """`seq` (just admitted, its cache new or a restored prefix) prefills into a row of
-        the batch's buffer, where it will decode: joining is then no copy
-        (engine/staged_rows.py). `layout`: each layer's (heads, key size, value size,
-        dtype), for a buffer made now. A batch of another kind than slot rows leaves it
-        as it is."""
-        pool = self.cache
-        if pool is None:
-            if self._spare is None:
-                index = RowIndex()
-                self._spare = [SlotKVCache([], 0, index, self.runner.cpu.native, layout=shape)
-                               for shape in layout]
-            pool = self._spare
-        if not isinstance(pool[0], SlotKVCache):
-            return
-        restored = seq.cache if seq.cache is not None and seq.cache[0].offset else None
-        seq.cache = staged_rows.stage(pool, restored, seq.num_prompt_tokens + 1)
-
-    def columns_of(self, seq: Sequence, layer: int, start: int, stop: int
-                   ) -> tuple[mx.array, mx.array]:
-        """`seq`'s keys and values at positions [start, stop) of layer `layer` (views),
-        wherever its KV is now: a batch row, a staged row, its own cache (a prompt's
-        cached entry reads a running sequence's KV through this: KvPolicy.keep_prompts)."""
-        if self.cache is not None:
-            for row, other in enumerate(self.seqs):
-                if other is seq:
-                    return self.cache[layer].columns(row, start, stop)
-        cache = seq.cache[layer]
-        if isinstance(cache, staged_rows.RowCache):
-            r = cache.row.index
-            return (cache.layer.keys[r:r + 1, :, start:stop],
-                    cache.layer.values[r:r + 1, :, start:stop])
-        return cache.keys[..., start:stop, :], cache.values[..., start:stop, :]
+        self.seqs.extend(ready)
 
     def drop_spare(self) -> None:
         """Let the last batch's buffers go (the engine is idle: nobody streams whom a fresh
-        batch could stall, and a desktop app should not hold that memory); kept while
-        prompts prefill in staged rows of them."""
-        if not self._staging():
-            self._spare = None
-
-    def _staging(self) -> bool:
-        return (self._spare is not None and isinstance(self._spare[0], SlotKVCache)
-                and bool(self._spare[0].staged))
+        batch could stall, and a desktop app should not hold that memory)."""
+        self._spare = None
 
     @property
     def has_spare(self) -> bool:
-        return self._spare is not None and not self._staging()
+        return self._spare is not None
 
     @property
     def spare_nbytes(self) -> int:
         """What the kept buffers hold (they are not any request's: the KV budget's free
-        room must have it, engine_core._drop_finished_rows); 0 while prompts prefill in
-        them (their shares are those requests')."""
-        if not self.has_spare:
-            return 0
-        return sum(layer.nbytes for layer in self._spare)
+        room must have it, engine_core._drop_finished_rows)."""
+        return sum(layer.nbytes for layer in self._spare) if self._spare is not None else 0
 
     def release(self, seq: Sequence) -> kv.LayerCaches | None:
         """`seq` finished: forget its started step and hand back its own cache, if it has
@@ -198,8 +132,6 @@ class DecodeBatch:
             # Its started step already fed the last token, so the cache holds it: kept.
             self.ahead = None
         cache, seq.cache = seq.cache, None
-        if staged_rows.staged(cache):  # a prompt prefilling in a staged row: copied out
-            cache = staged_rows.extract(cache)
         return cache
 
     def drop_finished(self) -> list[tuple[Sequence, kv.LayerCaches]]:
@@ -231,20 +163,13 @@ class DecodeBatch:
                 # rows may be reordered (the last ones fill the gaps)
                 survivors = [self.seqs[i] for i in kv.keep_rows(self.cache, keep)]
                 kv.shrink(self.cache)
-                if isinstance(self.cache[0], SlotKVCache):
-                    # staged prompts' rows move down next to the rows left (what they have
-                    # prefilled so far: less than when they join)
-                    staged_rows.compact(self.cache)
-            else:
-                if len(keep) == 1:
-                    # Back to the solo fast path, with the cache as computed so far (with
-                    # room for its next steps: an exact copy would be copied again to grow)
-                    survivors[0].cache = kv.extract(self.cache, keep[0], room=True)
+            elif len(keep) == 1:
+                # Back to the solo fast path, with the cache as computed so far (with room
+                # for its next steps: an exact copy would be copied again to grow)
+                survivors[0].cache = kv.extract(self.cache, keep[0], room=True)
                 self.cache, self._spare = None, self.cache
-                if isinstance(self._spare[0], SlotKVCache):
-                    for layer in self._spare:
-                        layer.reset()
-                    staged_rows.compact(self._spare)  # staged rows move down to row 0
+            else:
+                self.cache, self._spare = None, self.cache
         self.seqs = survivors
         return left
 
@@ -386,18 +311,3 @@ class DecodeBatch:
         elif seqs[0].cache is not None:
             for layer in seqs[0].cache:
                 layer.trim(1)
-
-
-def _place(pool: kv.LayerCaches, seqs: list[Sequence], rows: int) -> None:
-    """`seqs` become the next decoding rows of slot buffer `pool`, in order: a staged row
-    where it is (engine/staged_rows.py), a solo cache copied in (room for `rows` rows)."""
-    longest = max(seq.cache[0].offset for seq in seqs)
-    for layer in pool:  # one growth for all of them, if any
-        layer.reserve_row(max(rows, len(layer.lengths) + len(seqs)) - 1, longest + 1)
-    for seq in seqs:
-        if staged_rows.staged(seq.cache):
-            staged_rows.join(pool, seq.cache)
-            continue
-        staged_rows.vacate(pool, len(pool[0].lengths))
-        for layer, cache in zip(pool, seq.cache, strict=True):
-            layer.add([cache], rows)

@@ -25,7 +25,6 @@ from .prefix_cache import PrefixCache, supports
 from .sampling import TokenLogprobs
 from .scheduler import Scheduler, TickPlan
 from .sequence import Sequence, Status
-from .slot_cache import plain
 from .speculation import DraftSource, Speculation
 from .stats import RequestStats, StatsCollector, TickRecord
 from .tick_passes import TickRun
@@ -188,7 +187,6 @@ class EngineCore:
             seq.t_admit = now
             self._on_admit(seq)
         self.memory.start(admitted, lambda: kv.new_cache(self.model))
-        self._stage(admitted)
         self._see_one()
         batch = self.batch
         plan = self.scheduler.schedule(DecodeRows(
@@ -197,21 +195,6 @@ class EngineCore:
             check=lambda planned: self.runner.draft_check(planned, batch)))
         plan.t0 = now
         return plan
-
-    def _stage(self, admitted: list[Sequence]) -> None:
-        """Admitted prompts that will decode beside others prefill straight into the slot
-        rows they will decode in (engine/staged_rows.py: joining the batch is then no
-        copy). Where the runner has no slot layout (no ragged pass: a GPU, the native
-        extension off, a hybrid or sliding-window model) or a prompt will decode alone,
-        its own mlx-lm cache, as before."""
-        layout = self.runner.kv_layout
-        if layout is None or not admitted:
-            return
-        if len(self.batch) + len(self.scheduler.prefilling) < 2:
-            return  # it will decode alone: the solo fast path
-        for seq in admitted:
-            if plain(seq.cache):
-                self.batch.stage(seq, layout)
 
     def _see_one(self) -> None:
         """One admitted image request's vision-tower pass, as part of its prefill: its
@@ -244,8 +227,7 @@ class EngineCore:
 
     def _join_prefilled(self) -> None:
         """Prompts now fully in cache start decoding (kept as prefixes first)."""
-        self.batch.join(self.memory.keep_prompts(self.scheduler.take_ready(),
-                                                 self.batch.columns_of),
+        self.batch.join(self.memory.keep_prompts(self.scheduler.take_ready()),
                         coming=len(self.scheduler.prefilling))
 
     def _end_tick(self, plan: TickPlan, run: TickRun, tokens: _TickTokens) -> list[TokenEvent]:

@@ -18,7 +18,6 @@ import mlx.nn as nn
 from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
-from . import staged_rows
 from .cache import LayerCaches
 from .kv_quant import KvPacking
 from .prefix_cache import PrefixCache, alias
@@ -128,34 +127,20 @@ class KvPolicy:
         return self.budget - self.reserved - cached
 
     def release(self, seq: Sequence) -> None:
-        """An admitted request ended: its share is free again, and its live prompt entry
-        goes (its row is kept, if at all, by `keep_row` or `keep_finished`)."""
+        """An admitted request ended: its share is free again."""
         self.reserved -= seq.kv_reserved
-        if self.prefix is not None:
-            self.prefix.drop_live(seq)
 
     # -- cached prefixes ----------------------------------------------------------------
-    def keep_prompts(self, ready: list[Sequence],
-                     read: Callable[[Sequence, int, int, int], tuple[mx.array, mx.array]]
-                     | None = None) -> list[Sequence]:
+    def keep_prompts(self, ready: list[Sequence]) -> list[Sequence]:
         """Prompts now fully in cache are kept as prefixes at once (`ready`, returned), so
         requests sharing them (a system prompt, a template) reuse them while these still
-        decode. A prompt prefilled in a staged slot row (engine/staged_rows.py) is kept as
-        a live entry, read where the sequence's KV is (`read(seq, layer, start, stop)`):
-        its KV is held once, and copied out only when the row ends (`keep_row`)."""
+        decode."""
         for seq in ready:
-            if seq.cache is not None and not staged_rows.staged(seq.cache):
+            if seq.cache is not None:
                 kv.fit_growth(seq.cache)
         if self.prefix is not None:
             for seq in ready:
-                if seq.is_finished or seq.num_cached <= seq.cached_tokens:
-                    continue
-                if staged_rows.staged(seq.cache):
-                    if read is not None:
-                        self.prefix.insert_live(
-                            seq.prompt_tokens, lambda i, a, b, s=seq: read(s, i, a, b),
-                            len(seq.cache), seq)
-                else:
+                if not seq.is_finished and seq.num_cached > seq.cached_tokens:
                     self.prefix.insert(seq.prompt_tokens, alias(seq.cache), compact=False)
             self.evict()
         return ready
@@ -188,7 +173,7 @@ class KvPolicy:
         entry, n = self.prefix.longest(list(tokens) + [-1])  # + [-1]: all of them may match
         if entry is None:
             return 0
-        return n if self.store.save(entry.tokens[:n], self.prefix.read(entry, n)) else 0
+        return n if self.store.save(entry.tokens[:n], entry.cache) else 0
 
     def evict(self) -> None:
         """Cached prefixes give way until everything fits, and they fit their own part

@@ -33,7 +33,6 @@ from .ragged_pass import RaggedPass
 from .scheduler import TickPlan
 from .sequence import Status
 from .slot_cache import plain
-from .staged_rows import staged
 from .vision import mrope
 from .vision.deepstack import StackedRows
 
@@ -80,10 +79,6 @@ class ModelRunner:
                               and not kv.windowed(model)  # its masks have no window
                               and cpu_layers.supports_ragged(model, self.cpu)
                               and self._ragged_agrees())
-        # Each layer's KV form (heads, key size, value size, dtype), for slot rows a prompt
-        # is staged in before it decodes (engine/staged_rows.py); only where the ragged
-        # pass runs (None: prompts prefill into their own caches, copied in at joining)
-        self.kv_layout = self._kv_layout() if self._ragged_model else None
         # A batch's decode step from one compiled graph (engine/compiled_step.py): checked
         # with the native kernels, so only with them
         self.compiled = (CompiledDecode(model, self._kernels, self.view)
@@ -102,14 +97,6 @@ class ModelRunner:
             return got is not None and mx.array_equal(got, want).item()
         except Exception:  # noqa: BLE001 - any reason at all: the separate passes
             return False
-
-    def _kv_layout(self) -> list[tuple[int, int, int, Any]]:
-        """What a layer's cache holds (as the passes write it: packed rows with quantized
-        KV), from a one-token prefill."""
-        cache = kv.new_cache(self.model)
-        self.prefill(cache, [1])
-        return [(c.keys.shape[1], c.keys.shape[3], c.values.shape[3], c.keys.dtype)
-                for c in cache]
 
     @property
     def ragged_ok(self) -> bool:
@@ -190,7 +177,7 @@ class ModelRunner:
             return False
         if not len(batch) and len(plan.prefill) < 2:
             return False
-        return all(plain(seq.cache) or staged(seq.cache) for seq, _ in plan.prefill)
+        return all(plain(seq.cache) for seq, _ in plan.prefill)
 
     def _rows_check_apart(self, plan: TickPlan, batch: DecodeBatch) -> bool:
         """Whether the batch checks drafts in a pass of its own: it cannot share the ragged

@@ -61,12 +61,6 @@ class CachedPrefix:
     nbytes: int  # buffer bytes it keeps alive
     last_used: int  # LRU clock
     source: str = "memory"  # memory | disk: where it came from (stats only)
-    # A running sequence's prompt, read where its KV is (a slot row: nothing is copied for
-    # the entry, `insert_live`); `cache` is then empty and `nbytes` 0 (the KV is the
-    # running request's share), and `owner` the sequence whose end drops it (`drop_live`)
-    live: ColumnReader | None = None
-    owner: object = None
-    cache_layers: tuple[int, ...] = ()  # a live entry's layers (their indices)
 
     @property
     def num_tokens(self) -> int:
@@ -140,22 +134,7 @@ class PrefixCache:
         if entry is None:
             return None, 0
         entry.last_used = self._tick()
-        return self.read(entry, n), n
-
-    def read(self, entry: CachedPrefix, n: int) -> LayerCaches:
-        """The first `n` positions of `entry` as a fresh cache: views of its buffers, or,
-        for a live entry, a copy (evaluated now: a view of a running sequence's buffer
-        would make each of its writes copy it)."""
-        if entry.live is None:
-            return [_slice(layer, n) for layer in entry.cache]  # (n: the whole entry if whole)
-        out: LayerCaches = []
-        for i in range(len(entry.cache_layers)):
-            keys, values = entry.live(i, 0, n)
-            layer = KVCache()
-            layer.keys, layer.values, layer.offset = keys * 1, values * 1, n  # exact copies
-            out.append(layer)
-        mx.eval([a for layer in out for a in (layer.keys, layer.values)])
-        return out
+        return [_slice(layer, n) for layer in entry.cache], n  # (n: the whole entry if whole)
 
     # -- keeping ------------------------------------------------------------------------
     def insert(self, tokens: list[int], cache: LayerCaches, *, compact: bool = True,
@@ -191,31 +170,6 @@ class PrefixCache:
         self.nbytes += entry.nbytes
         self.num_tokens += entry.num_tokens
         return True
-
-    def insert_live(self, tokens: list[int], read: ColumnReader, layers: int,
-                    owner: object) -> bool:
-        """Keep a running sequence's prompt `tokens` as an entry read where its KV is
-        (`read(layer, start, stop)`, `layers` of them) until `drop_live(owner)`: a request
-        sharing the prompt restores it meanwhile (a copy), nothing is copied for the entry
-        itself. False if an entry already holds these tokens."""
-        n = len(tokens)
-        if n == 0:
-            return False
-        new = np.asarray(tokens, dtype=np.int32)
-        for entry in self.entries:
-            if entry.num_tokens >= n and np.array_equal(entry.tokens[:n], new):
-                entry.last_used = self._tick()
-                return False
-        self.entries.append(CachedPrefix(new, [], 0, self._tick(), live=read, owner=owner,
-                                         cache_layers=tuple(range(layers))))
-        self.num_tokens += n
-        return True
-
-    def drop_live(self, owner: object) -> None:
-        """`owner`'s live entry goes (the sequence ended: its KV is kept, if at all, by
-        `insert` or `extend`)."""
-        for entry in [e for e in self.entries if e.live is not None and e.owner is owner]:
-            self._remove(entry)
 
     def extend(self, tokens: list[int], read: ColumnReader) -> list[mx.array] | None:
         """Keep the KV of `tokens` by writing only the positions an entry lacks into that
@@ -273,11 +227,7 @@ class PrefixCache:
         """Drop least recently used entries until at most `max_bytes` are kept; how many."""
         dropped = 0
         while self.entries and self.nbytes > max_bytes:
-            # a live entry frees nothing (its KV is a running request's)
-            held = [e for e in self.entries if e.live is None]
-            if not held:
-                break
-            self._remove(min(held, key=lambda e: e.last_used))
+            self._remove(min(self.entries, key=lambda e: e.last_used))
             dropped += 1
         self.evictions += dropped
         return dropped

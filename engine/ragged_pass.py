@@ -31,7 +31,6 @@ from mlx_lm.models.cache import KVCache
 
 from . import native
 from .slot_cache import SlotKVCache
-from .staged_rows import RowCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,13 +146,6 @@ class RaggedLayer:
         """Write each segment's new keys into its own cache. Returns the inputs: attention
         reads each segment's keys from here (`attend`)."""
         p = self.ragged
-        # Staged slot rows (engine/staged_rows.py) are written first: their buffer is the
-        # batch's, and a view of it read before another write would make that write copy it
-        own = [caches[self.index] for caches, _, _ in p.segments]
-        staged = [isinstance(c, RowCache) for c in own]
-        for cache, (_, a, n), is_row in zip(own, p.segments, staged, strict=True):
-            if is_row:
-                cache.write(keys[:, :, a:a + n], values[:, :, a:a + n])
         if self.slot is not None and p.write_index is not None:
             # each row's input and drafts, (rows, H, 1 + most drafts, D), in one write
             rows, width = p.write_index.shape
@@ -169,9 +161,9 @@ class RaggedLayer:
         elif self.slot is not None:  # (1, H, T, D) -> the rows' (rows, H, 1, D)
             self._slot_kv = self.slot.update_and_fetch(keys.swapaxes(0, 2)[:p.rows],
                                                        values.swapaxes(0, 2)[:p.rows])
-        self._kv = [cache.fetch() if is_row else
-                    cache.update_and_fetch(keys[:, :, a:a + n], values[:, :, a:a + n])
-                    for cache, (_, a, n), is_row in zip(own, p.segments, staged, strict=True)]
+        self._kv = [caches[self.index].update_and_fetch(keys[:, :, a:a + n],
+                                                        values[:, :, a:a + n])
+                    for caches, a, n in p.segments]
         return keys, values
 
     def attend(self, queries: mx.array, scale: float, tiled_from: int,

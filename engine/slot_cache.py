@@ -14,15 +14,12 @@ length), so its attention gives the same bits as in any other batch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
 from . import native
-
-if TYPE_CHECKING:
-    from .staged_rows import RowCache
 
 _COLUMN_STEP = 256  # columns are added in steps, as mlx-lm's caches grow
 _ROW_STEP = 8
@@ -75,26 +72,19 @@ class SlotKVCache:
     make_mask). Rows are kept dense: row i is the batch's i-th sequence."""
 
     def __init__(self, caches: list[KVCache], rows: int = 0,
-                 index: RowIndex | None = None, allow_native: bool = True,
-                 layout: tuple[int, int, int, Any] | None = None) -> None:
-        """`layout` (heads, key size, value size, dtype): a buffer with no rows yet, for
-        prompts staged before any row decodes (engine/staged_rows.py); else `caches`' own."""
+                 index: RowIndex | None = None, allow_native: bool = True) -> None:
         self._index = index or RowIndex()
         # allow_native: the engine's CpuOptions.native (False: the extension is not loaded)
         self._native = (allow_native and mx.default_device() == mx.cpu
                         and native.unavailable_reason() is None)
-        if layout is None:
-            first = next(c for c in caches if c.keys is not None)
-            layout = (first.keys.shape[1], first.keys.shape[3], first.values.shape[3],
-                      first.keys.dtype)
-        self._heads, k_dim, v_dim, self._dtype = layout
+        first = next(c for c in caches if c.keys is not None)
+        _, self._heads, _, k_dim = first.keys.shape
+        v_dim = first.values.shape[3]
         self._dims = (k_dim, v_dim)
+        self._dtype = first.keys.dtype
         self.lengths: list[int] = []
-        # prompts prefilling into rows past the decoding ones (engine/staged_rows.py)
-        self.staged: list[RowCache] = []
         self.keys = self.values = mx.zeros((0, self._heads, 0, k_dim), self._dtype)
-        if caches:
-            self.add(caches, rows)
+        self.add(caches, rows)
 
     # -- mlx-lm's cache interface ---------------------------------------------------------
     @property
@@ -199,40 +189,9 @@ class SlotKVCache:
                 and cache.keys.dtype == self._dtype)
 
     def reset(self) -> None:
-        """No decoding rows; the buffer stays, for the next batch's rows (nothing is
-        cleared: a row's columns past its length are masked). Staged rows stay."""
+        """No rows; the buffer stays, for the next batch's rows (nothing is cleared: a
+        row's columns past its length are masked)."""
         self.lengths = []
-
-    # -- staged rows (engine/staged_rows.py) ----------------------------------------------
-    def free_row(self) -> int:
-        """The lowest row past the decoding ones that no staged prompt holds."""
-        taken = {c.row.index for c in self.staged}
-        row = len(self.lengths)
-        while row in taken:
-            row += 1
-        return row
-
-    def reserve_row(self, row: int, columns: int) -> None:
-        """Room for row `row` to hold `columns` positions."""
-        self._ensure(row + 1, columns)
-
-    def adopt(self, cache: RowCache) -> None:
-        """A staged row that sits right after the decoding rows becomes the next one (its
-        prompt joins the batch: nothing is copied)."""
-        assert cache.row.index == len(self.lengths), "a staged row joins at the rows' end"
-        self.staged.remove(cache)
-        self.lengths.append(cache.offset)
-
-    def move_row(self, source: int, target: int, length: int) -> None:
-        """Copy row `source`'s first `length` positions to row `target` (a staged row
-        re-placed; `target` holds nothing anyone reads)."""
-        self._ensure(target + 1, length + 1)
-        if length:
-            keys = self.keys[source:source + 1, :, :length] * 1  # x * 1: an exact copy,
-            values = self.values[source:source + 1, :, :length] * 1  # out before it goes in
-            mx.eval(keys, values)
-            self.keys[target:target + 1, :, :length] = keys
-            self.values[target:target + 1, :, :length] = values
 
     # -- rows coming and going ------------------------------------------------------------
     def add(self, caches: list[KVCache], rows: int = 0) -> None:
@@ -303,8 +262,6 @@ class SlotKVCache:
         """A buffer more than twice what its rows use (rows left, the longest one among
         them) is copied into one that fits them: kept, it held 720 MiB for 2 rows that
         reserved 185 (issue #46). True if it shrank."""
-        if self.staged:
-            return False  # staged prompts' rows sit past the decoding ones
         n, width = len(self.lengths), max(self.lengths, default=0)
         rows, cols = max(n, 1), _round_up(width + 1, _COLUMN_STEP)  # a new row grows it
         area = self.keys.shape[0] * self.keys.shape[2]
@@ -329,9 +286,7 @@ class SlotKVCache:
         k_dim, v_dim = self._dims
         keys = mx.zeros((new_rows, self._heads, new_cols, k_dim), self._dtype)
         values = mx.zeros((new_rows, self._heads, new_cols, v_dim), self._dtype)
-        # the rows in use: the decoding ones, and staged prompts' rows past them
-        n = min(have_rows, max([len(self.lengths)] + [c.row.index + 1 for c in self.staged]))
-        width = min(have_cols, max(self.lengths + [c.offset for c in self.staged], default=0))
+        n, width = len(self.lengths), max(self.lengths, default=0)
         if n and width:
             keys[:n, :, :width] = self.keys[:n, :, :width]
             values[:n, :, :width] = self.values[:n, :, :width]

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from .next_token import PassResult, sample_drafted, sample_pass
 from .scheduler import TickPlan, group_prefill
-from .staged_rows import staged, unstage
 from .vision.mrope import placed
 
 if TYPE_CHECKING:
@@ -131,8 +130,6 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
                 caches, logits = runner.prefill_many(
                     [seq.cache for seq, _ in group], pieces, logits=last)
                 for (seq, _), cache in zip(group, caches, strict=True):
-                    if staged(seq.cache):  # its KV went through a padded batch: a copy
-                        unstage(seq.cache)
                     seq.cache = cache
             for seq, n in group:
                 seq.num_cached += n

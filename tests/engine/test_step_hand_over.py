@@ -47,17 +47,10 @@ def test_a_ticks_tokens_are_handed_over_before_finished_rows_kv_is_kept(tiny, ma
     monkeypatch.setattr(memory, "keep_finished",
                         lambda seq, cache: log.append(("kept", seq.request_id))
                         or keep(seq, cache))
-    # a batch row's KV is kept by its prompt's entry taking the row's new positions where
-    # it has a buffer of its own; a prompt prefilled in a staged slot row has none: its
-    # row is copied out and kept by keep_finished
-
-    def row_kept(seq, cache, row):
-        written = keep_row(seq, cache, row)
-        if written is not None:
-            log.append(("kept", seq.request_id))
-        return written
-
-    monkeypatch.setattr(memory, "keep_row", row_kept)
+    # a batch row's KV is kept by its prompt's entry taking the row's new positions
+    monkeypatch.setattr(memory, "keep_row",
+                        lambda seq, cache, row: log.append(("kept", seq.request_id))
+                        or keep_row(seq, cache, row))
     while short.finish_reason is None:
         log.clear()
         _step(engine, log)
