@@ -237,9 +237,16 @@ def _load_vision_weights(vlm: nn.Module, proj: GgufFile, family: str) -> None:
             raise ModelLoadError(f"{source}: tensor {tensor.name} is {tuple(w.shape)}, "
                                  f"mlx-vlm's {name} is {tuple(value.shape)}")
         weights.append((name, mx.array(w)))
+    install(vlm, weights, proj, used, family)
+
+
+def install(vlm: nn.Module, weights: list[tuple[str, mx.array]], proj: GgufFile,
+            used: set[str], family: str) -> None:
+    """Put a projector's mapped `weights` into `vlm`, once every tensor of the file was
+    `used` (one left over means the file is not the family's layout: refused by name)."""
     extra = sorted(set(proj.tensors) - used)
     if extra:
-        raise ModelLoadError(f"{source}: unexpected tensor {extra[0]!r} for a "
+        raise ModelLoadError(f"{proj.path}: unexpected tensor {extra[0]!r} for a "
                              f"{family} projector ({len(extra)} such)")
     vlm.update(tree_unflatten(weights))
     vlm.eval()

@@ -19,7 +19,7 @@ import gguf
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
-from mlx.utils import tree_flatten, tree_unflatten
+from mlx.utils import tree_flatten
 
 from ..loader.errors import ModelLoadError
 from ..loader.gguf_file import GgufFile
@@ -132,7 +132,7 @@ def _vision_config(m: dict[str, Any], family: str, hidden: int,
 
 def _load_weights(vlm: nn.Module, proj: GgufFile) -> None:
     """The mmproj's tensors as the tower's and merger's weights, float32."""
-    from .mmproj import floats
+    from .mmproj import floats, install
 
     source = str(proj.path)
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, int(proj.metadata[CLIP.BLOCK_COUNT]))
@@ -171,10 +171,4 @@ def _load_weights(vlm: nn.Module, proj: GgufFile) -> None:
             raise ModelLoadError(f"{source}: tensor {label} is {tuple(w.shape)}, "
                                  f"mlx-vlm's {name} is {tuple(value.shape)}")
         weights.append((name, mx.array(w)))
-    extra = sorted(set(proj.tensors) - used)
-    if extra:
-        raise ModelLoadError(f"{source}: unexpected tensor {extra[0]!r} for a Qwen-VL "
-                             f"projector ({len(extra)} such)")
-    vlm.update(tree_unflatten(weights))
-    vlm.eval()
-    mx.eval([w for _, w in weights])
+    install(vlm, weights, proj, used, "Qwen-VL")
