@@ -339,7 +339,8 @@ class ModelRunner:
         """A ragged pass's input rows (1, T, hidden): the table's rows of the pass's tokens,
         with each chunk that has embeddings given its own in its segment (chunks are the
         pass's last segments, in order)."""
-        table = self.model.model.embed_tokens
+        # (Gemma 4: the rows its merge gives text tokens, scaled: engine/vision/scaled_rows.py)
+        table = getattr(self.model.model, "input_rows", None) or self.model.model.embed_tokens
         start = len(flat) - sum(len(piece) for _, piece in chunks)
         parts, at = [], 0
         for (_, piece), given in zip(chunks, embeddings, strict=True):

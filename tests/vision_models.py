@@ -41,8 +41,10 @@ PATCH = 8
 # of the tower's middle layers added to the first layers' hidden states)
 # Mistral 3: a Pixtral tower, a Mistral text model; LFM2-VL: a SigLIP2 tower, LFM2's hybrid
 # text model (short convolutions and attention layers)
+# Gemma 4: its own vision encoder (2-D RoPE, pooled 2 x 2), Gemma 4's text model with
+# per-layer inputs, sliding-window layers and a layer sharing an earlier one's KV
 FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3",
-            "lfm2_vl")
+            "lfm2_vl", "gemma4")
 
 
 def _tokenizer(extra: list[str], placeholder: str,
@@ -75,6 +77,9 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
 
     classes = importlib.import_module(f"mlx_vlm.models.{family}")
     folder.mkdir(parents=True, exist_ok=True)
+    if family == "gemma4":
+        return _gemma4(folder, seed, hidden=hidden, vision_hidden=vision_hidden,
+                       vision_layers=vision_layers)
     if family == "lfm2_vl":
         return _lfm2_vl(folder, seed, hidden=hidden, vision_hidden=vision_hidden,
                         vision_layers=vision_layers)
@@ -406,6 +411,70 @@ def _lfm2_vl(folder: Path, seed: int, *, hidden: int, vision_hidden: int,
     tokenizer.save_pretrained(folder)
     (folder / "processor_config.json").write_text(json.dumps(
         {"processor_class": "Lfm2VlProcessor"}))
+    (folder / "chat_template.json").write_text(json.dumps(
+        {"chat_template": tokenizer.chat_template}))
+    return folder
+
+
+def _gemma4(folder: Path, seed: int, *, hidden: int, vision_hidden: int,
+            vision_layers: int) -> Path:
+    """Gemma 4 (E2B / E4B's layout): its vision encoder on 8-pixel patches pooled 2 x 2 (at
+    most 4 tokens an image, its aspect kept: a 40 x 24 image is 2), Gemma 4's text model:
+    per-layer inputs, a sliding-window layer, a full one, and a last (full) layer reading the
+    one before's KV (num_kv_shared_layers), tied embeddings, a soft-capped head."""
+    from mlx_vlm.models import gemma4
+
+    named = {"boi_token": "<start_of_image>", "image_token": "<|image|>",
+             "eoi_token": "<end_of_image>"}
+    tokenizer = _tokenizer([*named.values(), "<|audio|>"], named["image_token"], named)
+    vocab = len(tokenizer)
+    ids = {k: tokenizer.convert_tokens_to_ids(v) for k, v in named.items()}
+    patch, pooling, soft_tokens = 8, 2, 4
+    text = {"model_type": "gemma4_text", "hidden_size": hidden, "num_hidden_layers": 3,
+            "intermediate_size": 2 * hidden, "num_attention_heads": 4, "head_dim": 16,
+            "global_head_dim": 16, "num_key_value_heads": 2, "num_kv_shared_layers": 1,
+            "rms_norm_eps": 1e-6, "vocab_size": vocab, "vocab_size_per_layer_input": vocab,
+            "hidden_size_per_layer_input": 8, "sliding_window": 16,
+            "layer_types": ["sliding_attention", "full_attention", "full_attention"],
+            "max_position_embeddings": 512, "final_logit_softcapping": 30.0,
+            "tie_word_embeddings": True,
+            # as Gemma 4's config.json says (mlx-vlm's and mlx-lm's defaults differ)
+            "rope_parameters": {
+                "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1_000_000.0,
+                                   "rope_type": "proportional"},
+                "sliding_attention": {"partial_rotary_factor": 1.0, "rope_theta": 10_000.0,
+                                      "rope_type": "default"}}}
+    vision = {"model_type": "gemma4_vision", "hidden_size": vision_hidden,
+              "intermediate_size": 2 * vision_hidden, "num_hidden_layers": vision_layers,
+              "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 16,
+              "global_head_dim": 16, "patch_size": patch, "position_embedding_size": 64,
+              "pooling_kernel_size": pooling, "default_output_length": soft_tokens}
+    config = {"model_type": "gemma4", "text_config": text, "vision_config": vision,
+              "vocab_size": vocab, "hidden_size": hidden, "image_token_id": ids["image_token"],
+              "boi_token_id": ids["boi_token"], "eoi_token_id": ids["eoi_token"],
+              "audio_token_id": tokenizer.convert_tokens_to_ids("<|audio|>"),
+              "vision_soft_tokens_per_image": soft_tokens,
+              "pad_token_id": tokenizer.pad_token_id,
+              "eos_token_id": [tokenizer.convert_tokens_to_ids("<|im_end|>")]}
+    model_config = gemma4.ModelConfig.from_dict(dict(config))
+    model_config.text_config = gemma4.TextConfig.from_dict(text)
+    model_config.vision_config = gemma4.VisionConfig.from_dict(vision)
+    mx.random.seed(seed)
+    model = gemma4.Model(model_config)
+    embedder = model.vision_tower.patch_embedder  # (its position table's default: ones)
+    embedder.position_embedding_table = mx.random.normal(
+        embedder.position_embedding_table.shape) * 0.5
+    for layer in model.language_model.model.layers:  # (tied embeddings: else each token
+        down = layer.mlp.down_proj                    # would predict itself)
+        down.weight = mx.random.normal(down.weight.shape) * 0.5
+    mx.eval(model.parameters())
+    mx.save_safetensors(str(folder / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    tokenizer.save_pretrained(folder)
+    (folder / "processor_config.json").write_text(json.dumps(
+        {"processor_class": "Gemma4Processor",
+         "image_processor": {"patch_size": patch, "max_soft_tokens": soft_tokens,
+                             "pooling_kernel_size": pooling}}))
     (folder / "chat_template.json").write_text(json.dumps(
         {"chat_template": tokenizer.chat_template}))
     return folder

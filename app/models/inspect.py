@@ -207,7 +207,7 @@ def _describe_dir(path: Path, base: dict[str, Any]) -> ModelEntry:
     # a VLM (#52): loaded through mlx-vlm, whatever mlx-lm thinks of its model_type
     # (a family whose images do not run here yet loads its text through mlx-lm, if it can)
     vlm = is_vision_config(config) or (path / "preprocessor_config.json").is_file()
-    images_reason = (vision_refusal(arch) or "") if vlm else ""
+    images_reason = (vision_refusal(arch, config) or "") if vlm else ""
     if not vlm or images_reason:
         reason = mlx_lm_unsupported(arch) or reason
     return ModelEntry(format="mlx-vlm" if vlm and not images_reason else "mlx-lm",

@@ -89,7 +89,7 @@ def _load(source: str, quantized: bool | None, report: ProgressReporter,
 
         config = read_config(path)
         if is_vision_config(config):  # images in chats (#52): through mlx-vlm
-            not_yet = vision_refusal(config.get("model_type"))
+            not_yet = vision_refusal(config.get("model_type"), config)
             if not_yet is None:
                 from ..vision.load import load_vlm
 

@@ -24,7 +24,7 @@ from ..loader.common import (
 )
 from ..loader.errors import ModelLoadError
 from ..loader.progress import ProgressReporter
-from . import deepstack, mrope
+from . import deepstack, mrope, scaled_rows
 from .prompt import VisionTower
 from .support import text_config, vision_refusal
 
@@ -38,7 +38,7 @@ def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
     from mlx_vlm.utils import load as vlm_load
 
     kind = config.get("model_type")
-    reason = vision_refusal(kind)
+    reason = vision_refusal(kind, config)
     if reason:
         raise ModelLoadError(f"{source}: {reason}")
     report("reading file", 0.0)
@@ -52,6 +52,7 @@ def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
     if widen_floats(quantized):
         cast_floats_to_float32(vlm)  # both towers, so image and text embeddings agree
     model = text_model(vlm, config, source)
+    scaled_rows.install(model, kind)
     feed = mrope.install(model, kind, text_config(config))
     if feed is not None:
         deepstack.install(model, feed, len(config["vision_config"].get(

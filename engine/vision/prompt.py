@@ -147,12 +147,19 @@ class VisionTower:
         """The prompt's embeddings, (tokens, hidden), evaluated: mlx-vlm's
         get_input_embeddings (the vision tower, its connector, the merge); with the
         DeepStack levels' rows beside them where the model has any (deepstack.py)."""
-        arrays = {k: (v if isinstance(v, mx.array) else mx.array(v))
-                  for k, v in prompt.arrays.items()}
+        arrays = {k: as_mx(v) for k, v in prompt.arrays.items()}
         got = self.vlm.get_input_embeddings(mx.array([prompt.token_ids]), **arrays)
         embeds = getattr(got, "inputs_embeds", got)[0]
         mx.eval(embeds)
         return stacked(embeds, got)
+
+
+def as_mx(value: Any) -> Any:
+    """A processor's array as MLX's; a list of them (Gemma 4's images of different sizes,
+    which its tower takes one by one) as a list of MLX arrays."""
+    if isinstance(value, (list, tuple)):
+        return [as_mx(v) for v in value]
+    return value if isinstance(value, mx.array) else mx.array(value)
 
 
 def _rows(ids: Any) -> list[list[int]]:

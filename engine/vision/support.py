@@ -9,10 +9,11 @@ from typing import Any
 
 # The VLM families the engine runs: those whose language model takes plain positions (RoPE
 # by token index), whose image request's prefill is an ordinary text prefill of its
-# embeddings, and Qwen2-VL / 2.5-VL / 3-VL, whose M-RoPE gives image tokens 3-D positions and
+# embeddings (Gemma 4's rows fed as its merge scales them: engine/vision/scaled_rows.py), and
+# Qwen2-VL / 2.5-VL / 3-VL, whose M-RoPE gives image tokens 3-D positions and
 # shifts the text after them (engine/vision/mrope.py; Qwen3-VL's DeepStack: deepstack.py).
 SUPPORTED = ("idefics3", "smolvlm", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-             "mistral3", "lfm2-vl")
+             "mistral3", "lfm2-vl", "gemma4")
 NOT_YET = {
     "qwen3_vl_moe": "its mixture-of-experts text model with M-RoPE is not tried here yet",
 }
@@ -23,8 +24,16 @@ def is_vision_config(config: Any) -> bool:
     return isinstance(config, dict) and isinstance(config.get("vision_config"), dict)
 
 
-def vision_refusal(model_type: str | None) -> str | None:
-    """Why this engine cannot run a VLM of `model_type` yet (None: it can)."""
+def vision_refusal(model_type: str | None,
+                   config: dict[str, Any] | None = None) -> str | None:
+    """Why this engine cannot run a VLM of `model_type` (its `config`, where given) yet
+    (None: it can)."""
+    if model_type == "gemma4" and isinstance(config, dict) and \
+            text_config(config).get("use_bidirectional_attention") == "vision":
+        # its image tokens attend to each other both ways in its sliding-window layers (mlx-vlm's
+        # mask overlay): an image's tokens would have to be prefilled in one pass with that mask
+        return ("a gemma4 vision model whose image tokens attend both ways "
+                "(use_bidirectional_attention: vision): not run here yet")
     if model_type in SUPPORTED:
         return None
     reason = NOT_YET.get(model_type or "")

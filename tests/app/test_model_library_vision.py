@@ -35,10 +35,11 @@ def by_name():
     return {e.name: e for e in list_models()}
 
 
-def test_a_vlm_directory_sees_images_and_loads_as_one(disk):
-    make_tiny_vlm(disk / "tiny-smolvlm", "smolvlm")
-    e = by_name()["tiny-smolvlm"]
-    assert (e.format, e.architecture, e.sees_images, e.loads) == ("mlx-vlm", "smolvlm",
+@pytest.mark.parametrize("family", ["smolvlm", "gemma4"])
+def test_a_vlm_directory_sees_images_and_loads_as_one(disk, family):
+    make_tiny_vlm(disk / f"tiny-{family}", family)
+    e = by_name()[f"tiny-{family}"]
+    assert (e.format, e.architecture, e.sees_images, e.loads) == ("mlx-vlm", family,
                                                                    True, True)
     assert e.input == "text + images" and e.row()["input"] == "text + images"
     assert "text + images" in table([e])

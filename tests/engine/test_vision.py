@@ -28,6 +28,7 @@ import pytest
 
 from engine import Engine, EngineConfig, RequestRejected, SamplingParams, testing
 from engine.loader import ModelLoadError
+from engine.vision.prompt import as_mx
 from tests.engine.conftest import run_to_end
 from tests.vision_models import FAMILIES, make_tiny_vlm, png_bytes
 
@@ -96,7 +97,7 @@ def mlx_vlm_generate(engine: Engine, messages: list[dict], *images: bytes) -> li
     from mlx_vlm.generate import generate_step
 
     prompt = engine.vision.prepare(messages, list(images))
-    arrays = {k: v if isinstance(v, mx.array) else mx.array(v) for k, v in prompt.arrays.items()}
+    arrays = {k: as_mx(v) for k, v in prompt.arrays.items()}
     pixels, mask = arrays.pop("pixel_values"), arrays.pop("mask", None)
     want = []
     for token, _ in generate_step(mx.array([prompt.token_ids]), engine.vision.vlm, pixels,
@@ -245,6 +246,7 @@ def test_a_second_image_in_a_follow_up(vlm_dir):
                       {"role": "user", "content": [{"type": "image"},
                                                    {"type": "text", "text": "and this?"}]}]
     [got] = answers(engine, [(follow, [RED, GREEN])])
+    assert got  # (a request that failed would have no tokens)
     assert cached(engine) >= engine.vision.prepare(first, [RED]).images_end
     fresh = Engine.load(str(vlm_dir), config=EngineConfig(prefix_cache=False))
     assert got == answers(fresh, [(follow, [RED, GREEN])])[0]
@@ -396,3 +398,19 @@ def test_a_vision_family_not_run_yet_loads_its_text_through_mlx_lm(tmp_path):
     # not mlx-vlm's load: mlx-lm's, which finds no weights in this folder
     with pytest.raises(ModelLoadError, match="cannot load mlx-lm model directory"):
         Engine.load(str(tmp_path))
+
+
+def test_a_gemma4_whose_image_tokens_attend_both_ways_reads_text_only(tmp_path):
+    """Gemma 4 with use_bidirectional_attention "vision" (an image's tokens see each other
+    both ways in its sliding-window layers): its images are refused with the reason, and
+    its text loads through mlx-lm's gemma4 and answers."""
+    import json
+
+    folder = make_tiny_vlm(tmp_path / "gemma4", "gemma4")
+    config = json.loads((folder / "config.json").read_text())
+    config["text_config"]["use_bidirectional_attention"] = "vision"
+    (folder / "config.json").write_text(json.dumps(config))
+    engine = Engine.load(str(folder))
+    assert not engine.sees_images
+    assert any("attend both ways" in note for note in engine.notes)
+    assert answers(engine, [(chat("hello there"), None)])[0]
