@@ -16,6 +16,8 @@ import qasync
 from PySide6.QtCore import QSocketNotifier, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
+from .ui_thread_gc import UiThreadCollector
+
 log = logging.getLogger(__name__)
 
 
@@ -46,7 +48,16 @@ class _Handle(asyncio.Handle):
 
 class QtLoop(qasync.QEventLoop):
     """qasync's loop, whose callbacks see it as running even when Qt dispatches them outside
-    `run_forever` (nested dialog loops, pytest-qt's processEvents)."""
+    `run_forever` (nested dialog loops, pytest-qt's processEvents). While it is open, Python's
+    cyclic garbage is collected on the UI thread only (ui/ui_thread_gc.py)."""
+
+    collector: UiThreadCollector | None = None
+
+    def close(self) -> None:
+        if self.collector is not None:
+            self.collector.stop()
+            self.collector = None
+        super().close()
 
     def call_later(self, delay: float, callback: Callable[..., Any], *args: Any,
                    context: Any = None) -> Any:
@@ -76,6 +87,7 @@ class QtLoop(qasync.QEventLoop):
 
 def make_loop(app: QApplication) -> QtLoop:
     loop = QtLoop(app)
+    loop.collector = UiThreadCollector()
     asyncio.set_event_loop(loop)
     loop.set_exception_handler(_loop_exception_handler)
     return loop

@@ -43,6 +43,11 @@ def _collect_qt_garbage() -> Iterator[None]:
 @pytest.fixture
 def loop(qapp: Any) -> Iterator[qasync.QEventLoop]:
     qapp.setQuitOnLastWindowClosed(False)  # as the app: closing the window must not exit()
+    # Earlier tests' cyclic garbage is collected now, with no loop running: once the loop
+    # is open, collection moves into its timer (ui/ui_thread_gc.py), and a finalizer that
+    # schedules its close on the running loop (openai's and httpx's async clients) would
+    # run on this test's loop, against transports of a loop already closed.
+    gc.collect()
     loop = make_loop(qapp)
     yield loop
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]

@@ -1,0 +1,52 @@
+"""While the app's Qt loop is open, cyclic garbage is collected on the UI thread, never on
+the thread that happens to allocate (the engine's worker): PySide crashes destroying Qt
+wrappers off their thread (ui/ui_thread_gc.py). Closing the loop gives the collection back."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+
+from ui.event_loop import make_loop
+
+
+class Cycle:
+    """Half of a reference cycle that records the thread it was collected on."""
+
+    collected_on: list[str] = []
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        Cycle.collected_on.append(threading.current_thread().name)
+
+
+def test_a_worker_threads_allocations_never_collect_there(qapp) -> None:
+    was_enabled = gc.isenabled()
+    gc.enable()
+    loop = make_loop(qapp)
+    try:
+        assert not gc.isenabled()
+        Cycle.collected_on = []
+
+        def allocate() -> None:  # the engine's worker: many objects, some in cycles
+            for _ in range(50):
+                _ = [[i] for i in range(20_000)]  # well past generation 0's threshold
+                for _ in range(20):
+                    Cycle()
+
+        worker = threading.Thread(target=allocate, name="worker")
+        worker.start()
+        worker.join()
+        assert "worker" not in Cycle.collected_on
+        loop.run_until_complete(asyncio.sleep(0.5))  # the UI thread's timer collects
+        assert len(Cycle.collected_on) == 1000
+        assert set(Cycle.collected_on) == {threading.main_thread().name}
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
+    assert gc.isenabled()
+    if not was_enabled:
+        gc.disable()
