@@ -4,6 +4,7 @@
                                 [--sampling tabs|greedy]
     python -m bench.constrained --micro [--steps 400]   # the mask path alone
     python -m bench.constrained --clock --mask ab   # + the constrained ways on the old mask path
+    python -m bench.constrained --grammar-drafts    # as the engine runs by default
 
 On the engine in this process (step mode, no server), the same chat prompts, max_tokens and
 sampling every way (by default the chat tabs' sampling, what users run, each request with
@@ -257,8 +258,8 @@ def main(args: argparse.Namespace) -> None:
     loaded = load_model(args.model)
     engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=[],
                     context_length=loaded.context_length,
-                    config=EngineConfig(max_concurrent=16, grammar_drafts=False),
-                    description=loaded.description)  # one mask a row a step: the paths compared
+                    config=EngineConfig(max_concurrent=16, grammar_drafts=args.grammar_drafts),
+                    description=loaded.description)
     # each way: rows, of them constrained, the mask path ("ab": both paths, alternated)
     paths = ["now", "before"] if args.mask == "ab" else [args.mask]
     ways = {"16 rows, 8 constrained" + ("" if p == "now" else f", {p}"): (16, 8, p)
@@ -347,6 +348,14 @@ if __name__ == "__main__":
     p.add_argument("--mask", choices=["now", "before", "ab"], default="now",
                    help="the engine's mask path, the one before (mask_before), or both: "
                         "the constrained ways run with each, alternated in each trial")
-    main(p.parse_args())
+    p.add_argument("--grammar-drafts", action="store_true",
+                   help="the engine's default: a grammar's forced tokens checked as drafts "
+                        "(off by default here, one mask a row a step, so that the mask "
+                        "paths compare alike; not with --mask before/ab)")
+    parsed = p.parse_args()
+    if parsed.grammar_drafts and parsed.mask != "now":
+        p.error("--grammar-drafts runs the engine's mask path only (the one before has no "
+                "drafts): leave out --mask")
+    main(parsed)
     sys.stdout.flush()
     os._exit(0)  # MLX's static destructors can abort after worker-thread use (mlx#3126)

@@ -145,7 +145,7 @@ def test_constrained_bench_times_grammars_and_counts_steps_started_ahead(capsys,
     monkeypatch.setattr(constraint.RowMatcher, "_take", constraint.RowMatcher._take)
     constrained.main(argparse.Namespace(model="bundled", max_tokens=8, repeats=1, clock=True,
                                         micro=False, steps=0, mask="now", sampling="tabs",
-                                        batch_ahead=True))
+                                        batch_ahead=True, grammar_drafts=False))
     out = capsys.readouterr().out
     lines = {m.group(1).strip(): (int(m.group(2)), int(m.group(3)))
              for m in re.finditer(r"trial 1 (.+?) decode .*?, (\d+)/(\d+) steps started ahead",
@@ -156,6 +156,31 @@ def test_constrained_bench_times_grammars_and_counts_steps_started_ahead(capsys,
         assert steps >= 6 and started >= steps - 2, (way, out)
     assert "grammar work" in out and "ratio 16 rows (8 constrained / none)" in out
     assert "sampling tabs ({'temperature': 0.7" in out, out
+
+
+def test_constrained_bench_with_grammar_drafts_takes_forced_tokens_in_fewer_steps(
+        capsys, monkeypatch) -> None:
+    """bench.constrained --grammar-drafts (the engine's default) runs every way through the
+    clock's mask wrapper, and a constrained stream takes its schema's forced tokens as
+    drafts: fewer decode steps than the free stream for the same tokens."""
+    import argparse
+    import re
+
+    from bench import constrained
+    from engine import constraint, next_token
+
+    monkeypatch.setattr(next_token, "mask_logits", next_token.mask_logits)
+    monkeypatch.setattr(constraint.RowMatcher, "_take", constraint.RowMatcher._take)
+    constrained.main(argparse.Namespace(model="bundled", max_tokens=16, repeats=1, clock=True,
+                                        micro=False, steps=0, mask="now", sampling="tabs",
+                                        batch_ahead=False, grammar_drafts=True))
+    out = capsys.readouterr().out
+    steps = {m.group(1).strip(): int(m.group(2))
+             for m in re.finditer(r"trial 1 (.+?) decode .*?, \d+/(\d+) steps started ahead",
+                                  out)}
+    assert set(steps) == {"16 rows, 8 constrained", "16 rows, none constrained",
+                          "1 stream, constrained", "1 stream, free"}, out
+    assert steps["1 stream, constrained"] < steps["1 stream, free"], out
 
 
 def test_grammar_engines_probes_hold_for_the_engines_json_grammars() -> None:
