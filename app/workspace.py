@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from typing import Any
 
 from .bridge import EngineBridge
 from .conversation import Conversation
@@ -31,7 +32,8 @@ CLOSED_TAGS_KEPT = 200  # closed chats whose requests the stats panel still name
 
 class Workspace:
     """Events: `opened(conv, index)`, `closed(conv, index)`, `moved(conv, index)`,
-    `front_changed(conv)`, `reopenable_changed(bool)`, `draft_restored(conv, text)`."""
+    `front_changed(conv)`, `reopenable_changed(bool)`, `draft_restored(conv, text)`,
+    `draft_files_restored(conv, files)`."""
 
     def __init__(self, bridge: EngineBridge, settings: Settings,
                  history: HistoryWriter | None = None, kv_saver: KVSaver | None = None) -> None:
@@ -51,6 +53,9 @@ class Workspace:
         # a closed chat's request tag -> (session id, title): its requests keep its name
         self.closed_tags: dict[str, tuple[str, str]] = {}
         self.drafts: dict[int, str] = {}  # unsent text by Conversation.id
+        # the unsent draft's files and images by Conversation.id, in their saved form
+        # (#52): kept in the history (its content-addressed texts), not the settings file
+        self.draft_files: dict[int, list[dict[str, Any]]] = {}
         self.closing = False  # the app is quitting: the last chat closed is not replaced
         self.opened = Event()
         self.closed = Event()
@@ -58,6 +63,7 @@ class Workspace:
         self.front_changed = Event()
         self.reopenable_changed = Event()
         self.draft_restored = Event()
+        self.draft_files_restored = Event()
 
     # -- opening and closing ------------------------------------------------------------
     def open(self, conversation: Conversation | None = None,
@@ -109,6 +115,8 @@ class Workspace:
         self._remember_closed(conv, index)
         self.conversations.remove(conv)
         self.drafts.pop(conv.id, None)
+        if self.draft_files.get(conv.id):  # a closed tab's draft leaves with it
+            self.set_draft_files(conv, [])
         if self.front is conv:
             self.front = None
         self.closed.emit(conv, index)
@@ -247,6 +255,19 @@ class Workspace:
     def draft(self, conv: Conversation) -> str:
         return self.drafts.get(conv.id, "")
 
+    def set_draft_files(self, conv: Conversation, files: list[dict[str, Any]]) -> None:
+        """The draft's files and images now (app/attachments/stored.py's and app/images/
+        stored.py's saved forms, in the chips' order): written to the history at once when
+        they differ (a chip is added or removed: rare, unlike keystrokes)."""
+        if _names(files) == _names(self.draft_files.get(conv.id, [])):
+            return
+        if files:
+            self.draft_files[conv.id] = list(files)
+        else:
+            self.draft_files.pop(conv.id, None)
+        if self._history is not None:
+            self._history.save_draft_files(conv.session_id, list(files))
+
     def remember(self) -> None:
         """Unsent drafts (by session id) and the chat in front into the settings (the
         caller saves them)."""
@@ -262,16 +283,21 @@ class Workspace:
         else into a new chat. The chat that was in front comes back in front (or the one
         its draft went into), else the front one stays."""
         left = dict(self.settings.drafts)
+        files_left = self._saved_draft_files()
         placed: dict[str, Conversation] = {}
         for conv in self.conversations:
-            text = left.pop(conv.session_id, None)
-            if text and not self.draft(conv):
-                self._put_draft(conv, text)
+            text = left.pop(conv.session_id, "")
+            files = files_left.pop(conv.session_id, [])
+            if (text or files) and not self._has_draft(conv):
+                self._put_draft(conv, text, files, moved=False)
                 placed[conv.session_id] = conv
-        free = [c for c in self.conversations if not c.messages and not self.draft(c)]
-        for session_id, text in left.items():
+        free = [c for c in self.conversations if not c.messages and not self._has_draft(c)]
+        for session_id in dict.fromkeys([*left, *files_left]):
             conv = free.pop(0) if free else self.open()
-            self._put_draft(conv, text)
+            self._put_draft(conv, left.get(session_id, ""), files_left.get(session_id, []),
+                            moved=True)
+            if session_id in files_left and self._history is not None:
+                self._history.save_draft_files(session_id, [])  # now under conv's id
             placed[session_id] = conv
         wanted = self.settings.front_chat
         front = (self.find(wanted) or placed.get(wanted)) if wanted else None
@@ -280,6 +306,31 @@ class Workspace:
             self.set_front(front)
             self.settings.front_chat = front.session_id  # its id now (a draft's chat: new)
 
-    def _put_draft(self, conv: Conversation, text: str) -> None:
-        self.set_draft(conv, text)
-        self.draft_restored.emit(conv, text)
+    def _saved_draft_files(self) -> dict[str, list[dict[str, Any]]]:
+        if self._history is None:
+            return {}
+        try:
+            return self._history.reader.draft_files()
+        except StorageError as exc:  # the drafts' text still comes back
+            log.warning("the drafts' files could not be read: %s", exc)
+            return {}
+
+    def _has_draft(self, conv: Conversation) -> bool:
+        return bool(self.draft(conv) or self.draft_files.get(conv.id))
+
+    def _put_draft(self, conv: Conversation, text: str, files: list[dict[str, Any]], *,
+                   moved: bool) -> None:
+        """`moved`: the draft was another chat's (its files are written under this one)."""
+        if text:
+            self.set_draft(conv, text)
+            self.draft_restored.emit(conv, text)
+        if files:
+            self.draft_files[conv.id] = list(files)
+            if moved and self._history is not None:
+                self._history.save_draft_files(conv.session_id, list(files))
+            self.draft_files_restored.emit(conv, files)
+
+
+def _names(files: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What tells two drafts' files apart: each one's content hash and name, in order."""
+    return [(str(f.get("hash")), str(f.get("name"))) for f in files]

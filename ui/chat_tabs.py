@@ -15,6 +15,7 @@ from app.conversation import Conversation
 from app.workspace import Workspace
 
 from .chat.chat_tab import ChatTab
+from .chat.draft_chips import restore_draft_files, saved_draft_files
 from .compare import compare_button
 from .rename_dialog import ask_rename
 from .tab_bar import ChatTabBar
@@ -50,6 +51,8 @@ class ChatTabs(QTabWidget):
         workspace.front_changed.connect(self._front_changed)
         workspace.draft_restored.connect(lambda conv, text: self.tab_for(conv).input
                                          .setPlainText(text))
+        workspace.draft_files_restored.connect(
+            lambda conv, files: restore_draft_files(self.tab_for(conv), files))
 
     def tabs(self) -> list[ChatTab]:
         return [self.widget(i) for i in range(self.count())]  # type: ignore[misc]
@@ -68,6 +71,9 @@ class ChatTabs(QTabWidget):
         tab.meta_changed.connect(lambda t=tab: self._mark_busy(t, t.conversation.is_busy))
         self._mark_busy(tab, conv.is_busy)  # its tooltip, and the numbers of the tabs after it
         tab.input.textChanged.connect(lambda t=tab: self._typed(t))
+        # the draft's files and images (#52): kept in the history as they change
+        tab.chips.changed.connect(lambda t=tab: self._chips_changed(t))
+        tab.image_chips.changed.connect(lambda t=tab: self._chips_changed(t))
         if self.currentWidget() is tab:  # the first tab: already in front
             tab.input.setFocus()
 
@@ -120,6 +126,9 @@ class ChatTabs(QTabWidget):
     def _typed(self, tab: ChatTab) -> None:
         self.workspace.set_draft(tab.conversation, tab.input.toPlainText())
         self.draft_typed()
+
+    def _chips_changed(self, tab: ChatTab) -> None:
+        self.workspace.set_draft_files(tab.conversation, saved_draft_files(tab))
 
     def step(self, step: int) -> None:
         """The next (1) or previous (-1) tab, wrapping around."""

@@ -4,6 +4,8 @@ history view, the simulator's export and the tests read through this. Qt-free.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.storage import (
     LoadedSession,
     LoadedSimRun,
@@ -74,6 +76,10 @@ class HistoryReader:
     def get_api_response(self, response_id: str) -> Stored | None:
         """A response the app's API server stored (#53): (its input items, the response)."""
         return self._safe.reader.get_api_response(response_id)
+
+    def draft_files(self) -> dict[str, list[dict[str, Any]]]:
+        """Unsent drafts' files and images by session id (#52), in their saved form."""
+        return self._safe.reader.draft_files()
 
     def _whole(self) -> Store:
         """The store for app/history/export.py's whole-table reads (a full export), inside

@@ -238,6 +238,11 @@ class HistoryWriter:
         self._write(self._store.delete_session, session_id)
         self.chats_changed.emit()
 
+    def save_draft_files(self, session_id: str, files: list[dict[str, Any]]) -> None:
+        """The files and images of chat `session_id`'s unsent draft, in their saved form
+        ([]: none), so they come back after a restart (the Workspace's drafts)."""
+        self._write(self._store.save_draft_files, session_id, files)
+
     # -- records the rest of the app hands in -------------------------------------------
     def record_request_stats(self, record: RequestStatsRecord) -> None:
         """A finished request's stats (the API server's; the tabs' are saved here)."""

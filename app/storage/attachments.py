@@ -49,9 +49,10 @@ def write_files(db: Any, message_id: str, files: Sequence[dict[str, Any]]) -> No
 
 
 def drop_unused_texts(db: Any) -> None:
-    """Texts no message attaches any more."""
+    """Texts no message attaches any more, nor an unsent draft (app/storage/draft_files.py)."""
     db.execute("DELETE FROM attachment_texts WHERE hash NOT IN "
-               "(SELECT hash FROM message_attachments)")
+               "(SELECT hash FROM message_attachments) AND hash NOT IN "
+               "(SELECT hash FROM draft_attachments)")
 
 
 class AttachmentsMixin(StoreBase):

@@ -201,6 +201,19 @@ def m010_stored_responses(db: Database) -> None:
     db["api_responses"].create_index(["created_at"])
 
 
+@_migration
+def m011_draft_attachments(db: Database) -> None:
+    # Issue #52: the files and images of a tab's unsent draft, kept across a restart: the
+    # texts content-addressed in attachment_texts as a message's are, named by session id
+    # (no foreign key: an empty chat's row goes at quit while its draft waits)
+    db["draft_attachments"].create(
+        {"session_id": str, "position": int, "name": str, "kind": str, "size": int,
+         "skipped": int, "hash": str},
+        pk=("session_id", "position"), not_null={"name", "kind", "size", "skipped", "hash"},
+        strict=db.supports_strict)
+    db["draft_attachments"].create_index(["hash"])
+
+
 def check_not_newer(db: Database, path: Path) -> None:
     """Refuse a database that has migrations this code does not know (read-only check)."""
     unknown = [m.name for m in migrations.applied(db) if m.name not in _NAMES]

@@ -176,6 +176,7 @@ class _Replayer:
             "add_sim_results": self._sim_results, "delete_sim_run": self._delete_sim_run,
             "put_api_response": self._api_response,
             "delete_api_response": self._delete_api_response,
+            "save_draft_files": self._draft_files,
         }
 
     # -- what the row was before this replay ----------------------------------------------
@@ -302,6 +303,12 @@ class _Replayer:
                 [message_id]):
             return False
         self.store.save_attachments(message_id, files)
+        return True
+
+    def _draft_files(self, _when: datetime, session_id: str,
+                     files: list[dict[str, Any]]) -> bool:
+        """A draft's files (#52): the last write set aside is what the draft held."""
+        self.store.save_draft_files(session_id, files)
         return True
 
     # -- records written once -----------------------------------------------------------

@@ -109,6 +109,9 @@ class SafeStore:
     def save_attachments(self, message_id: str, files: list[dict[str, Any]]) -> bool:
         return self._submit("save_attachments", message_id, list(files))
 
+    def save_draft_files(self, session_id: str, files: list[dict[str, Any]]) -> bool:
+        return self._submit("save_draft_files", session_id, list(files))
+
     def put_api_response(self, response_id: str, items: list[dict[str, Any]],
                          response: dict[str, Any]) -> bool:
         return self._submit("put_api_response", response_id, copy.deepcopy(items),

@@ -19,13 +19,16 @@ from sqlite_utils import Database
 from app.storage.records import Session
 
 # Parents before children, so foreign keys find their rows: a message's files after the
-# messages (#51), their texts first; the API server's stored responses (#53) stand alone.
+# messages (#51), their texts first; the API server's stored responses (#53) and drafts'
+# files (#52) stand alone.
 TABLES = ("sessions", "messages", "attachment_texts", "message_attachments", "sim_runs",
-          "sim_results", "request_stats", "stats_snapshots", "api_responses")
+          "sim_results", "request_stats", "stats_snapshots", "api_responses",
+          "draft_attachments")
 _WORDS = {"sessions": "chats", "messages": "messages", "sim_runs": "simulation runs",
           "sim_results": "simulated requests", "request_stats": "request stats",
           "stats_snapshots": "stats snapshots", "attachment_texts": "attached file texts",
-          "message_attachments": "attached files", "api_responses": "stored API responses"}
+          "message_attachments": "attached files", "api_responses": "stored API responses",
+          "draft_attachments": "unsent drafts' files"}
 
 
 @dataclass

@@ -15,6 +15,7 @@ from app.storage.add_new import AddNewMixin
 from app.storage.api_responses import ApiResponsesMixin
 from app.storage.attachments import AttachmentsMixin
 from app.storage.chat_list import ChatListMixin
+from app.storage.draft_files import DraftFilesMixin
 from app.storage.errors import StorageError, translate
 from app.storage.messages import MessagesMixin
 from app.storage.migrations import check_not_newer, has_pending, migrate, schema_version
@@ -26,7 +27,8 @@ from app.storage.stats import StatsMixin
 
 
 class Store(SessionsMixin, MessagesMixin, StatsMixin, SimRunsMixin, SearchMixin,
-            AddNewMixin, ChatListMixin, AttachmentsMixin, ApiResponsesMixin):
+            AddNewMixin, ChatListMixin, AttachmentsMixin, ApiResponsesMixin,
+            DraftFilesMixin):
     """Every write is one transaction and touches only its own rows.
 
     Errors come out as StorageError (str() is a message for the user). Not

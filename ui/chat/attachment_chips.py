@@ -128,6 +128,20 @@ class AttachmentChips(ChipRow):
             added.append(chip)
         return added
 
+    def add_items(self, items: list[Attachment]) -> list[Chip]:
+        """Chips for files already read (a draft's, back after a restart: #52), counted
+        off the UI thread; `changed` once."""
+        added = []
+        for item in items:
+            chip = Chip(Path(item.name))
+            chip.set_item(item)
+            chip.counting = True  # a send waits for its count, as for a file just read
+            self._place(chip, self._count(chip, item))
+            added.append(chip)
+        if added:
+            self.changed.emit()
+        return added
+
     async def _read(self, chip: Chip) -> None:
         loop = asyncio.get_running_loop()
         item = await loop.run_in_executor(None, read_attachment, chip.path)
@@ -136,20 +150,26 @@ class AttachmentChips(ChipRow):
         chip.set_item(item)
         self.changed.emit()
         if isinstance(item, Attachment):
-            chip.counting = True
+            await self._count(chip, item)
 
-            def progress(_i: int, stage: str, fraction: float) -> None:  # count's thread
-                if self._stopped.is_set():  # the app quits: the index is not wanted
-                    raise IndexingStopped
-                loop.call_soon_threadsafe(self._progressed, chip, stage, fraction)
+    async def _count(self, chip: Chip, item: Attachment) -> None:
+        """`item`'s tokens in the serving model's tokenizer (a file too long to go in whole
+        is indexed meanwhile)."""
+        loop = asyncio.get_running_loop()
 
-            try:
-                counts = await self.ctx.bridge.count_attachments([item], progress)
-            finally:
-                chip.counting = False
-            if shiboken6.isValid(chip) and chip in self.chips:
-                chip.set_tokens(counts[0] if counts else None)
-                self.changed.emit()
+        def progress(_i: int, stage: str, fraction: float) -> None:  # count's thread
+            if self._stopped.is_set():  # the app quits: the index is not wanted
+                raise IndexingStopped
+            loop.call_soon_threadsafe(self._progressed, chip, stage, fraction)
+
+        chip.counting = True
+        try:
+            counts = await self.ctx.bridge.count_attachments([item], progress)
+        finally:
+            chip.counting = False
+        if shiboken6.isValid(chip) and chip in self.chips:
+            chip.set_tokens(counts[0] if counts else None)
+            self.changed.emit()
 
     def detach(self) -> None:
         self._stopped.set()

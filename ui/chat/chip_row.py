@@ -30,15 +30,18 @@ class ChipRow(QWidget):
         self._tasks: set[asyncio.Future[None]] = set()
         self.hide()
 
-    def _place(self, chip: Any, reading: Coroutine[Any, Any, None]) -> None:
-        """Shows `chip` (which has a `removed` signal) and runs `reading` for it."""
+    def _place(self, chip: Any, reading: Coroutine[Any, Any, None] | None) -> None:
+        """Shows `chip` (which has a `removed` signal) and runs `reading` for it (None: its
+        item is there already)."""
         chip.removed.connect(self.remove)
         self._row.insertWidget(self._row.count() - 1, chip)
         self.chips.append(chip)
+        self.show()
+        if reading is None:
+            return
         task = asyncio.ensure_future(reading)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        self.show()
 
     def remove(self, chip: QWidget) -> None:
         if chip in self.chips:

@@ -98,6 +98,18 @@ class ImageChips(ChipRow):
         """An image given as bytes (a paste from the clipboard)."""
         return self._add(name, data)
 
+    def add_images(self, images: list[tuple[str, ImageData]]) -> list[ImageChip]:
+        """Images already read (a draft's, back after a restart), by name; `changed` once."""
+        chips = []
+        for name, image in images:
+            chip = ImageChip(name)
+            chip.set_item(image)
+            self._place(chip, None)
+            chips.append(chip)
+        if chips:
+            self.changed.emit()
+        return chips
+
     def _add(self, name: str, source: bytes | Path) -> ImageChip:
         chip = ImageChip(name)
         self._place(chip, self._read(chip, source))
