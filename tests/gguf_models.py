@@ -90,6 +90,14 @@ def _key_length(w: GGUFWriter, c: dict[str, Any]) -> None:
     w.add_value_length(c["head_dim"])
 
 
+def qwen3vl_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    """conversion/qwen3vl.py Qwen3VLTextModel: Qwen3's head size keys, the M-RoPE sections
+    (padded to 4) and the DeepStack level count (its vision config's)."""
+    _key_length(w, c)
+    qwen2vl_meta(w, c)
+    w.add_num_deepstack_layers(c["num_deepstack_layers"])
+
+
 def _moe_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     _key_length(w, c)
     w.add_expert_count(c["num_experts"])
@@ -289,6 +297,9 @@ CASES: dict[str, ArchCase] = {
     # Qwen2-VL / Qwen2.5-VL's language model: M-RoPE sections (head_dim 16: 8 frequencies)
     "qwen2vl": ArchCase("qwen2vl", _cfg("qwen2", rope_scaling=MROPE), metadata=qwen2vl_meta),
     "qwen3": ArchCase("qwen3", _cfg("qwen3", head_dim=32), metadata=_key_length),
+    # Qwen3-VL's language model: Qwen3 with M-RoPE sections and two DeepStack levels
+    "qwen3vl": ArchCase("qwen3vl", _cfg("qwen3", head_dim=16, rope_scaling=MROPE,
+                                        num_deepstack_layers=2), metadata=qwen3vl_meta),
     "qwen3moe": ArchCase("qwen3moe", _cfg(
         "qwen3_moe", head_dim=16, num_experts=4, num_experts_per_tok=2,
         moe_intermediate_size=32, decoder_sparse_step=1, mlp_only_layers=[],

@@ -6,7 +6,8 @@ with the very same weights loaded as an mlx-vlm folder.
 The text GGUF goes through tests/gguf_models.py's writer (gguf-py's names, q/k rows
 permuted for llama, Gemma's norms plus one) with the VLM's own vocabulary. The mmproj's
 names are gguf-py's MMPROJ map of Hugging Face's names, its layout the converter's
-(conversion/base.py MmprojModel, gemma.py Gemma3VisionModel, smolvlm.py SmolVLMModel): the
+(conversion/base.py MmprojModel, gemma.py Gemma3VisionModel, smolvlm.py SmolVLMModel,
+qwenvl.py Qwen2VLVisionModel, qwen3vl.py Qwen3VLVisionModel): the
 patch embedding as torch's (out, in, kh, kw), Gemma 3's soft embedding norm plus one, its
 input projection float16, the tower's and connector's matrices as `--outtype` says (f32,
 f16, q8_0), norms, biases and embeddings float32.
@@ -30,14 +31,16 @@ from tests.gguf_models import (
     gguf_tensors,
     quantize,
     qwen2vl_meta,
+    qwen3vl_meta,
     write_gguf,
 )
 from tests.vision_models import make_tiny_vlm
 
 # llama.cpp's projector type of each family (conversion/gemma.py, smolvlm.py, qwenvl.py)
 PROJECTOR = {"gemma3": "gemma3", "idefics3": "idefics3", "smolvlm": "idefics3",
-             "qwen2_vl": "qwen2vl_merger", "qwen2_5_vl": "qwen2.5vl_merger"}
-QWEN = ("qwen2_vl", "qwen2_5_vl")
+             "qwen2_vl": "qwen2vl_merger", "qwen2_5_vl": "qwen2.5vl_merger",
+             "qwen3_vl": "qwen3vl_merger"}
+QWEN = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Qwen-VL's processor mean and std (preprocessor_config.json of the Qwen checkpoints)
 QWEN_MEAN, QWEN_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
 
@@ -85,14 +88,24 @@ def _as_llama_cpp_qwen(vlm: Path) -> None:
         (vlm / "config.json").write_text(json.dumps(config, indent=1))
     pre = json.loads((vlm / "preprocessor_config.json").read_text())
     unit = pre["patch_size"] * pre["merge_size"]
-    pre.update(min_pixels=8 * unit * unit, max_pixels=4096 * unit * unit,
-               image_mean=QWEN_MEAN, image_std=QWEN_STD)
+    least, most = 8 * unit * unit, 4096 * unit * unit
+    pre.update(min_pixels=least, max_pixels=most, image_mean=QWEN_MEAN, image_std=QWEN_STD)
+    if config["model_type"] == "qwen3_vl":  # its processor's limits, and Qwen3-VL's mean/std
+        pre.update(size={"shortest_edge": least, "longest_edge": most},
+                   image_mean=[0.5] * 3, image_std=[0.5] * 3)
     (vlm / "preprocessor_config.json").write_text(json.dumps(pre))
 
 
 def text_case(vlm: Path) -> ArchCase:
     """The ArchCase (tests/gguf_models.py) of the VLM's language model."""
     config = json.loads((vlm / "config.json").read_text())
+    if config["model_type"] == "qwen3_vl":  # conversion/qwen3vl.py Qwen3VLTextModel
+        text = config["text_config"]
+        deepstack = len(config["vision_config"]["deepstack_visual_indexes"])
+        return ArchCase("qwen3vl", dict(
+            text, model_type="qwen3", num_deepstack_layers=deepstack,
+            rope_scaling={"type": "mrope", "mrope_section": text["rope_scaling"]["mrope_section"]}),
+            metadata=qwen3vl_meta)
     if config["model_type"] in QWEN:  # flat: the text model's keys at the top
         text = {k: v for k, v in config.items() if not isinstance(v, dict) or k == "rope_scaling"}
         return ArchCase("qwen2vl", dict(text, model_type="qwen2"), metadata=qwen2vl_meta)
@@ -174,32 +187,46 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
     blocks = config["vision_config"].get("num_hidden_layers") or config["vision_config"]["depth"]
     name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
     out = {}
-    for hf, w in _split_qwen(hf_vision_weights(vlm)).items():
+    for hf, w in _split_qwen(hf_vision_weights(vlm), config).items():
         if hf.endswith(".patch_embd.weight") or hf.endswith(".patch_embd.weight.1"):
             # Qwen2VLVisionModel's Conv2D slices: F16 at --outtype f16, else F32
             out[hf] = w.astype(np.float16 if outtype == "f16" else np.float32)
             continue
         hf = hf.replace("_weight", ".weight")  # Gemma3VisionModel.filter_tensors
         base, _, suffix = hf.rpartition(".")
-        new = name_map.get_name(base)
+        # Qwen3VLVisionModel's own renames are GGUF names already
+        new = base if base.startswith(("v.", "mm.")) else name_map.get_name(base)
         assert new is not None, f"gguf-py has no MMPROJ name for {hf}"
         if "soft_emb_norm" in hf:
             w = w + np.float32(1.0)  # Gemma3VisionModel.modify_tensors
         if "input_projection" in hf:
             w = w.astype(np.float16)  # whatever the outtype (tensor_force_quant)
-        elif w.ndim == 2 and ".embeddings." not in hf:  # the rest: 1-D and embeddings F32
+        elif w.ndim == 2 and ".embeddings." not in hf and new != "v.position_embd":
+            # the rest: 1-D and position tables F32 (base.py prepare_tensors)
             w = gguf.quants.quantize(w, OUTTYPES[outtype][1]) if outtype == "q8_0" \
                 else w.astype(np.float16 if outtype == "f16" else np.float32)
         out[f"{new}.{suffix}"] = w
     return out
 
 
-def _split_qwen(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _split_qwen(weights: dict[str, np.ndarray],
+                config: dict[str, Any]) -> dict[str, np.ndarray]:
     """conversion/qwenvl.py Qwen2VLVisionModel.modify_tensors: the fused qkv as q, k, v;
-    the Conv3D patch embedding as its two temporal slices, named as the GGUF's already."""
+    the Conv3D patch embedding as its two temporal slices, named as the GGUF's already.
+    Qwen3VLVisionModel: qkv kept; the merger as v.post_ln, mm.0, mm.2; the DeepStack mergers
+    as v.deepstack.{the tower layer each reads}.norm / fc1 / fc2."""
+    qwen3 = config["model_type"] == "qwen3_vl"
+    levels = config["vision_config"].get("deepstack_visual_indexes", [])
+    merger = {"norm": "v.post_ln", "linear_fc1": "mm.0", "linear_fc2": "mm.2"}
+    deepstack = {"norm": "norm", "linear_fc1": "fc1", "linear_fc2": "fc2"}
     out = {}
     for hf, w in weights.items():
-        if ".attn.qkv." in hf:
+        parts = hf.split(".")
+        if qwen3 and parts[1] == "merger":
+            out[f"{merger[parts[2]]}.{parts[3]}"] = w
+        elif qwen3 and parts[1] == "deepstack_merger_list":
+            out[f"v.deepstack.{levels[int(parts[2])]}.{deepstack[parts[3]]}.{parts[4]}"] = w
+        elif ".attn.qkv." in hf and not qwen3:
             for part, rows in zip("qkv", np.split(w, 3), strict=True):
                 out[hf.replace(".qkv.", f".{part}.")] = rows
         elif hf.endswith("patch_embed.proj.weight"):
@@ -224,11 +251,15 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
     w.add_file_type(OUTTYPES[outtype][0])
     w.add_clip_has_vision_encoder(True)
     if family in QWEN:  # Qwen2VLVisionModel.__init__'s renames (Qwen2-VL: FFN = out width)
-        v = {**v, "image_size": v.get("image_size", 560), "num_attention_heads": v["num_heads"],
+        # (Qwen3VLVisionModel: the side from the position table, its square's side in patches)
+        side = (int(v["num_position_embeddings"] ** 0.5) * v["patch_size"]
+                if family == "qwen3_vl" else 560)
+        v = {**v, "image_size": v.get("image_size", side), "num_attention_heads": v["num_heads"],
              "num_hidden_layers": v["depth"]}
         if "embed_dim" in v:
             v.update(intermediate_size=v["hidden_size"], hidden_size=v["embed_dim"])
-    text_width = config["hidden_size"] if family in QWEN else config["text_config"]["hidden_size"]
+    text_width = (config["hidden_size"] if family in QWEN and family != "qwen3_vl"
+                  else config["text_config"]["hidden_size"])
     w.add_vision_projection_dim(text_width)
     w.add_vision_image_size(v["image_size"])
     w.add_vision_patch_size(v["patch_size"])
@@ -246,6 +277,12 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
         scale = (v["image_size"] // v["patch_size"]) // per_side
         if scale > 0 and scale != 4:  # the converter writes it only when not the default
             w.add_vision_projector_scale_factor(scale)
+    elif family == "qwen3_vl":  # conversion/qwen3vl.py Qwen3VLVisionModel.set_gguf_parameters
+        w.add_vision_use_gelu(True)
+        w.add_vision_spatial_merge_size(v["spatial_merge_size"])
+        w.add_vision_attention_layernorm_eps(config["text_config"].get("rms_norm_eps", 1e-6))
+        w.add_vision_is_deepstack_layers([i in v["deepstack_visual_indexes"]
+                                          for i in range(v["depth"])])
     elif family in QWEN:  # conversion/qwenvl.py Qwen2VLVisionModel.set_gguf_parameters
         if family == "qwen2_5_vl":
             w.add_vision_use_silu(True)

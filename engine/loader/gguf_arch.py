@@ -108,9 +108,11 @@ def _gpt_oss(f: GgufFile, c: dict[str, Any]) -> None:
 
 def _qwen2vl(f: GgufFile, c: dict[str, Any]) -> None:
     """Qwen2-VL / Qwen2.5-VL's language model (conversion/qwenvl.py Qwen2VLModel): Qwen2
-    with M-RoPE, its (t, h, w) frequency sections as rope.dimension_sections (padded to 4).
-    mlx-lm's qwen2 takes them as a plain RoPE (text alone: the three positions are one);
-    a pair with its mmproj runs the engine's M-RoPE on them (engine/vision/mmproj_qwen.py)."""
+    with M-RoPE, its (t, h, w) frequency sections as rope.dimension_sections (padded to 4);
+    Qwen3-VL's (conversion/qwen3vl.py Qwen3VLTextModel) is Qwen3 with them the same way.
+    mlx-lm's qwen2 / qwen3 take them as a plain RoPE (text alone: the three positions are
+    one); a pair with its mmproj runs the engine's M-RoPE on them (and Qwen3-VL's DeepStack,
+    as many levels as its mmproj has: engine/vision/mmproj_qwen.py)."""
     sections = f.arch_value("rope.dimension_sections")
     if sections is None:
         raise ModelLoadError(f"{f.path}: a qwen2vl GGUF without rope.dimension_sections")
@@ -269,6 +271,7 @@ ARCHS: dict[str, Arch] = {
     "qwen2": Arch("qwen2"),
     "qwen2vl": Arch("qwen2", hook=_qwen2vl),
     "qwen3": Arch("qwen3"),
+    "qwen3vl": Arch("qwen3", hook=_qwen2vl),
     "qwen3moe": Arch("qwen3_moe", hook=_moe, defaults={"norm_topk_prob": True}),
     "gemma2": Arch("gemma2", norm_offset=1.0, hook=_gemma2),
     "gemma3": Arch("gemma3_text", norm_offset=1.0, transformers_name="gemma3", hook=_gemma3),

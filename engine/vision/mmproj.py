@@ -40,11 +40,11 @@ TEXT_ARCHITECTURES = {"gemma3_text": "gemma3"}
 
 
 def _text_architecture(model: nn.Module) -> str | None:
-    """The GGUF architecture of the loaded text model (a qwen2 model with M-RoPE sections
-    is a qwen2vl GGUF's: engine/loader/gguf_arch.py)."""
+    """The GGUF architecture of the loaded text model (a qwen2 / qwen3 model with M-RoPE
+    sections is a qwen2vl / qwen3vl GGUF's: engine/loader/gguf_arch.py)."""
     kind = getattr(getattr(model, "args", None), "model_type", None)
-    if kind == "qwen2" and mmproj_qwen.mrope_sections(model) is not None:
-        return "qwen2vl"
+    if kind in ("qwen2", "qwen3") and mmproj_qwen.mrope_sections(model) is not None:
+        return f"{kind}vl"
     return TEXT_ARCHITECTURES.get(kind, kind)
 
 
@@ -98,7 +98,7 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
                              f"{type(e).__name__}: {e}") from e
     positioned = family in mmproj_qwen.FAMILIES
     if positioned:  # M-RoPE: the text model rotates by the image's 3-D positions
-        mmproj_qwen.install_mrope(model, mmproj_qwen.family_of(proj))
+        mmproj_qwen.install_mrope(model, mmproj_qwen.family_of(proj), vlm)
     else:  # the Qwen-VL builder loads its own (its qkv and patch embedding split apart)
         _load_vision_weights(vlm, proj, family)
     return {**fields, "vision": VisionTower(vlm, processor, image_token, positioned=positioned),

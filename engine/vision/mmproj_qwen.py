@@ -1,5 +1,6 @@
-"""Qwen2-VL / Qwen2.5-VL's mmproj (projector types qwen2vl_merger, qwen2.5vl_merger) onto
-mlx-vlm's own vision tower and merger, beside a `qwen2vl` text GGUF (issue #52).
+"""Qwen2-VL / Qwen2.5-VL / Qwen3-VL's mmproj (projector types qwen2vl_merger,
+qwen2.5vl_merger, qwen3vl_merger) onto mlx-vlm's own vision tower and merger, beside a
+`qwen2vl` / `qwen3vl` text GGUF (issue #52).
 
 What conversion/qwenvl.py Qwen2VLVisionModel did, undone here: the tower's fused qkv split
 into q, k and v (joined back), the Conv3D patch embedding split into its two temporal
@@ -8,6 +9,13 @@ to MLX's (out, t, kh, kw, in)); `fullatt_block_indexes` written as the window-at
 period `clip.vision.n_wa_pattern`. What the file leaves out is what clip.cpp assumes: a
 2 x 2 spatial merge, a 112-pixel attention window, 8 to 4096 image tokens an image.
 The text GGUF's rotation becomes the engine's M-RoPE on the sections the GGUF carries.
+
+Qwen3-VL (conversion/qwen3vl.py Qwen3VLVisionModel): its qkv stays fused, the Conv3D split
+as above (its bias kept); the merger's norm and two matrices written as `v.post_ln`, `mm.0`
+and `mm.2`, each DeepStack merger as `v.deepstack.{layer}.*` under the tower layer it reads
+(`clip.vision.is_deepstack_layers` marks them); the position table's side is read from
+`v.position_embd`. Its M-RoPE interleaves the sections' frequencies (llama.cpp's IMROPE, by
+architecture), and the text model's first layers add the DeepStack levels.
 """
 
 from __future__ import annotations
@@ -23,11 +31,16 @@ from mlx.utils import tree_flatten
 
 from ..loader.errors import ModelLoadError
 from ..loader.gguf_file import GgufFile
-from . import mrope
+from . import deepstack, mrope
 
 CLIP = gguf.Keys.ClipVision
 # llama.cpp's projector type -> mlx-vlm's family
-FAMILIES = {"qwen2vl_merger": "qwen2_vl", "qwen2.5vl_merger": "qwen2_5_vl"}
+FAMILIES = {"qwen2vl_merger": "qwen2_vl", "qwen2.5vl_merger": "qwen2_5_vl",
+            "qwen3vl_merger": "qwen3_vl"}
+# Qwen3-VL's merger pieces (its Hugging Face names) -> the converter's GGUF names
+QWEN3_MERGER = {"merger.norm": "v.post_ln", "merger.linear_fc1": "mm.0",
+                "merger.linear_fc2": "mm.2"}
+QWEN3_DEEPSTACK = {"norm": "norm", "linear_fc1": "fc1", "linear_fc2": "fc2"}
 # clip.cpp (PROJECTOR_TYPE_QWEN2VL / QWEN25VL): what it takes when the file says nothing
 MERGE, WINDOW, MIN_TOKENS, MAX_TOKENS = 2, 112, 8, 4096
 SPECIALS = ("<|vision_start|>", "<|image_pad|>", "<|video_pad|>")
@@ -61,8 +74,11 @@ def build(proj: GgufFile, model: nn.Module, hf_tok: Any) -> tuple[nn.Module, int
     if up is None:
         raise ModelLoadError(f"{proj.path}: the projector has no tensor v.blk.0.ffn_up.weight")
     vision = _vision_config(m, family, hidden, int(up.shape[0]))
+    if family == "qwen3_vl":
+        vision.update(_qwen3_vision(proj))
     text = {"model_type": family, "hidden_size": hidden, "num_hidden_layers": 1,
             "intermediate_size": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
+            "head_dim": 1, "max_position_embeddings": 1,
             "vocab_size": 1, "rms_norm_eps": 1e-6, "rope_theta": float(args.rope_theta),
             "rope_scaling": {"type": "mrope", "mrope_section": mrope_sections(model)},
             "tie_word_embeddings": True}
@@ -83,21 +99,24 @@ def build(proj: GgufFile, model: nn.Module, hf_tok: Any) -> tuple[nn.Module, int
         merge_size=vision["spatial_merge_size"], min_pixels=MIN_TOKENS * unit * unit,
         max_pixels=MAX_TOKENS * unit * unit, image_mean=list(m[CLIP.IMAGE_MEAN]),
         image_std=list(m[CLIP.IMAGE_STD]))
-    processor_class = (processing.Qwen2_5_VLProcessor if family == "qwen2_5_vl"
-                       else processing.Qwen2VLProcessor)
+    processor_class = {"qwen2_5_vl": "Qwen2_5_VLProcessor", "qwen2_vl": "Qwen2VLProcessor",
+                       "qwen3_vl": "Qwen3VLProcessor"}[family]
+    processor_class = getattr(processing, processor_class)
     processor = processor_class(images, hf_tok, chat_template=hf_tok.chat_template)
     return vlm, ids["<|image_pad|>"], processor
 
 
-def install_mrope(model: nn.Module, family: str) -> mrope.PositionFeed:
+def install_mrope(model: nn.Module, family: str, vlm: nn.Module) -> mrope.PositionFeed:
     """The engine's M-RoPE in the GGUF's text model (plain RoPE until then: a text token's
-    three positions are equal, so text alone runs the same either way)."""
+    three positions are equal, so text alone runs the same either way), and Qwen3-VL's
+    DeepStack levels in its first layers (as many as `vlm`'s tower gives)."""
     args = model.args
     text = {"num_attention_heads": args.num_attention_heads, "hidden_size": args.hidden_size,
-            "rope_theta": args.rope_theta,
+            "head_dim": getattr(args, "head_dim", None), "rope_theta": args.rope_theta,
             "rope_scaling": {"type": "mrope", "mrope_section": mrope_sections(model)}}
     feed = mrope.install(model, family, text)
     assert feed is not None
+    deepstack.install(model, feed, deepstack_levels(vlm))
     return feed
 
 
@@ -120,6 +139,9 @@ def _vision_config(m: dict[str, Any], family: str, hidden: int,
               "patch_size": patch, "spatial_patch_size": patch,
               "spatial_merge_size": int(m.get(CLIP.SPATIAL_MERGE_SIZE, MERGE)),
               "temporal_patch_size": 2, "in_channels": 3}
+    if family == "qwen3_vl":
+        return {**common, "hidden_size": width, "intermediate_size": ffn_width,
+                "out_hidden_size": hidden}
     if family == "qwen2_vl":  # embed_dim inside the tower, hidden_size what it gives
         return {**common, "embed_dim": width, "hidden_size": hidden,
                 "mlp_ratio": ffn_width / width}
@@ -130,6 +152,36 @@ def _vision_config(m: dict[str, Any], family: str, hidden: int,
             "out_hidden_size": hidden, "window_size": WINDOW, "fullatt_block_indexes": full}
 
 
+def _qwen3_vision(proj: GgufFile) -> dict[str, Any]:
+    """Qwen3-VL's tower keys the file holds as tensors and flags: the position table's
+    size, the layers DeepStack reads."""
+    table = proj.tensors.get("v.position_embd.weight")
+    if table is None:
+        raise ModelLoadError(f"{proj.path}: the projector has no tensor v.position_embd.weight")
+    marks = np.asarray(proj.metadata.get(CLIP.IS_DEEPSTACK_LAYERS, ()), dtype=bool).tolist()
+    return {"num_position_embeddings": int(table.shape[0]),
+            "deepstack_visual_indexes": [i for i, on in enumerate(marks) if on]}
+
+
+def deepstack_levels(vlm: nn.Module) -> int:
+    """How many DeepStack levels mlx-vlm's tower gives (0: none, or not Qwen3-VL)."""
+    return len(getattr(vlm.vision_tower, "deepstack_visual_indexes", None) or ())
+
+
+def _gguf_name(hf: str, names: Any, vlm: nn.Module) -> str | None:
+    """The converter's GGUF name of a tower / merger parameter's Hugging Face name."""
+    base, _, suffix = hf.rpartition(".")
+    inner = base.removeprefix("visual.")
+    if inner in QWEN3_MERGER:
+        return f"{QWEN3_MERGER[inner]}.{suffix}"
+    if inner.startswith("deepstack_merger_list."):
+        _, index, part = inner.split(".")
+        layer = vlm.vision_tower.deepstack_visual_indexes[int(index)]
+        return f"v.deepstack.{layer}.{QWEN3_DEEPSTACK[part]}.{suffix}"
+    mapped = names.get_name(base)
+    return f"{mapped}.{suffix}" if mapped else None
+
+
 def _load_weights(vlm: nn.Module, proj: GgufFile) -> None:
     """The mmproj's tensors as the tower's and merger's weights, float32."""
     from .mmproj import floats, install
@@ -137,14 +189,14 @@ def _load_weights(vlm: nn.Module, proj: GgufFile) -> None:
     source = str(proj.path)
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, int(proj.metadata[CLIP.BLOCK_COUNT]))
     weights, used = [], set()
+    split_qkv = family_of(proj) != "qwen3_vl"  # Qwen3-VL's converter keeps it fused
 
     def tensor(hf: str) -> tuple[str, np.ndarray]:
-        base, _, suffix = hf.rpartition(".")
-        mapped = names.get_name(base)
-        t = proj.tensors.get(f"{mapped}.{suffix}") if mapped else None
+        mapped = _gguf_name(hf, names, vlm)
+        t = proj.tensors.get(mapped) if mapped else None
         if t is None:
             raise ModelLoadError(f"{source}: the projector has no tensor for {hf} "
-                                 f"({mapped or 'no GGUF name'}.{suffix})")
+                                 f"({mapped or 'no GGUF name'})")
         used.add(t.name)
         return t.name, floats(t)
 
@@ -162,7 +214,7 @@ def _load_weights(vlm: nn.Module, proj: GgufFile) -> None:
             # the converter's two Conv2D slices back into the Conv3D, in MLX's layout
             w = np.stack([w0, floats(w1)], axis=2).transpose(0, 2, 3, 4, 1)
             label = first
-        elif ".attn.qkv." in hf:
+        elif ".attn.qkv." in hf and split_qkv:
             parts = [tensor(hf.replace(".qkv.", f".{x}.")) for x in "qkv"]
             w, label = np.concatenate([p[1] for p in parts]), parts[0][0]
         else:

@@ -11,10 +11,12 @@ from typing import Any
 # llama.cpp's projector type (clip.projector_type, conversion/*.py) -> the text GGUF
 # architectures it pairs with, each onto mlx-vlm's classes: Gemma 3's SigLIP and
 # average-pooling projector, Idefics3 / SmolVLM's SigLIP and pixel-shuffle connector,
-# Qwen2-VL / Qwen2.5-VL's tower and patch merger (with the text GGUF's M-RoPE).
+# Qwen2-VL / Qwen2.5-VL / Qwen3-VL's tower and patch merger (with the text GGUF's M-RoPE;
+# Qwen3-VL's DeepStack mergers too).
 PROJECTORS: dict[str, tuple[str, ...]] = {
     "gemma3": ("gemma3",), "idefics3": ("llama",),
-    "qwen2vl_merger": ("qwen2vl",), "qwen2.5vl_merger": ("qwen2vl",)}
+    "qwen2vl_merger": ("qwen2vl",), "qwen2.5vl_merger": ("qwen2vl",),
+    "qwen3vl_merger": ("qwen3vl",)}
 
 
 def is_mmproj(path: Path) -> bool:

@@ -79,6 +79,15 @@ def _save_hf(case, model, dest: Path, tmp: Path) -> None:
         config["rope_scaling"] = {"rope_type": "linear", "factor": 8.0}
     if case.gguf_arch == "qwen2vl":  # Qwen2-VL's checkpoint (its vision tower left out)
         config.update(model_type="qwen2_vl", architectures=["Qwen2VLForConditionalGeneration"])
+    if case.gguf_arch == "qwen3vl":  # Qwen3-VL's checkpoint: its text config nested
+        rope = {"rope_type": "default", "mrope_interleaved": True,
+                "mrope_section": config.pop("rope_scaling")["mrope_section"]}
+        del config["architectures"]  # the text config's own would name Qwen3's class
+        config = {"model_type": "qwen3_vl", "architectures": ["Qwen3VLForConditionalGeneration"],
+                  "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2,
+                  "text_config": dict(config, model_type="qwen3_vl_text", rope_scaling=rope),
+                  "vision_config": {"deepstack_visual_indexes": list(range(
+                      config.pop("num_deepstack_layers")))}}
     if config["model_type"] in ("qwen3_5", "qwen3_5_moe"):  # the *ForCausalLM text config
         config["model_type"] += "_text"
         rope = dict(config["rope_parameters"])

@@ -46,7 +46,8 @@ HF_CLASSES = {"gemma3": "Gemma3ForConditionalGeneration",
               "idefics3": "Idefics3ForConditionalGeneration",
               "smolvlm": "SmolVLMForConditionalGeneration",
               "qwen2_vl": "Qwen2VLForConditionalGeneration",
-              "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration"}
+              "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
+              "qwen3_vl": "Qwen3VLForConditionalGeneration"}
 
 
 def _save_hf(vlm: Path, dest: Path) -> None:
