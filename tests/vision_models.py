@@ -42,9 +42,10 @@ PATCH = 8
 # Mistral 3: a Pixtral tower, a Mistral text model; LFM2-VL: a SigLIP2 tower, LFM2's hybrid
 # text model (short convolutions and attention layers)
 # Gemma 4: its own vision encoder (2-D RoPE, pooled 2 x 2), Gemma 4's text model with
-# per-layer inputs, sliding-window layers and a layer sharing an earlier one's KV
+# per-layer inputs, sliding-window layers and a layer sharing an earlier one's KV;
+# Qwen3-VL MoE: Qwen3-VL with Qwen3's mixture-of-experts text model
 FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3",
-            "lfm2_vl", "gemma4")
+            "lfm2_vl", "gemma4", "qwen3_vl_moe")
 
 
 def _tokenizer(extra: list[str], placeholder: str,
@@ -86,9 +87,10 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
     if family == "mistral3":
         return _mistral3(folder, seed, hidden=hidden, layers=layers,
                          vision_hidden=vision_hidden, vision_layers=vision_layers)
-    if family == "qwen3_vl":
+    if family in ("qwen3_vl", "qwen3_vl_moe"):
         return _qwen3_vl(folder, seed, hidden=hidden, layers=layers,
-                         vision_hidden=vision_hidden, vision_layers=vision_layers)
+                         vision_hidden=vision_hidden, vision_layers=vision_layers,
+                         family=family)
     if family in ("qwen2_5_vl", "qwen2_vl"):
         return _qwen2_5_vl(folder, seed, hidden=hidden, layers=layers,
                            vision_hidden=vision_hidden, vision_layers=vision_layers,
@@ -263,11 +265,14 @@ def _qwen2_5_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hid
 
 
 def _qwen3_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidden: int,
-              vision_layers: int) -> Path:
+              vision_layers: int, family: str = "qwen3_vl") -> Path:
     """Qwen3-VL: 16-pixel patches merged 2 x 2, an image of 64 x 64 pixels 4 tokens; two
     DeepStack levels (the tower's layers 0 and 1) added after the text model's first two
-    layers at the image's tokens."""
-    from mlx_vlm.models import qwen3_vl
+    layers at the image's tokens. Qwen3-VL MoE (`family`): the same with a mixture-of-experts
+    text model (8 experts, 2 a token, every layer but the first sparse)."""
+    import importlib
+
+    classes = importlib.import_module(f"mlx_vlm.models.{family}")
 
     specials = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
     tokenizer = _tokenizer(specials, "<|vision_start|><|image_pad|><|vision_end|>")
@@ -282,19 +287,23 @@ def _qwen3_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidde
             "max_position_embeddings": 512, "tie_word_embeddings": False,
             "rope_scaling": {"rope_type": "default", "mrope_interleaved": True,
                              "mrope_section": [2, 3, 3]}}
-    vision = {"model_type": "qwen3_vl", "depth": max(vision_layers, 2),
+    if family == "qwen3_vl_moe":
+        text |= {"model_type": "qwen3_vl_moe_text", "num_experts": 8,
+                 "num_experts_per_tok": 2, "decoder_sparse_step": 1, "mlp_only_layers": [0],
+                 "moe_intermediate_size": hidden, "norm_topk_prob": True}
+    vision = {"model_type": family, "depth": max(vision_layers, 2),
               "hidden_size": vision_hidden, "intermediate_size": 2 * vision_hidden,
               "out_hidden_size": hidden, "num_heads": 2, "patch_size": patch,
               "spatial_merge_size": 2, "temporal_patch_size": 2,
               "num_position_embeddings": 16, "in_channels": 3,
               "deepstack_visual_indexes": [0, 1]}
-    config = {"model_type": "qwen3_vl", "text_config": text, "vision_config": vision,
+    config = {"model_type": family, "text_config": text, "vision_config": vision,
               "image_token_id": ids["<|image_pad|>"], "video_token_id": ids["<|video_pad|>"],
               "vision_start_token_id": ids["<|vision_start|>"],
               "vision_end_token_id": ids["<|vision_end|>"],
               "eos_token_id": [tokenizer.convert_tokens_to_ids("<|im_end|>")]}
     mx.random.seed(seed)
-    model = qwen3_vl.Model(qwen3_vl.ModelConfig.from_dict(json.loads(json.dumps(config))))
+    model = classes.Model(classes.ModelConfig.from_dict(json.loads(json.dumps(config))))
     head = model.language_model.lm_head
     head.weight = mx.random.normal(head.weight.shape) * 0.5
     for layer in model.language_model.model.layers:  # sharp attention: positions matter

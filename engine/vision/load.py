@@ -111,8 +111,11 @@ def text_model(vlm: nn.Module, config: dict[str, Any], source: str) -> nn.Module
 
     def quantized_like(path: str, module: nn.Module) -> Any:
         match = modules.get(theirs(path) or "")
-        if isinstance(match, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
-            return {"group_size": match.group_size, "bits": match.bits, "mode": match.mode}
+        # (mlx-vlm's own QuantizedSwitchLinear too: a MoE text model's stacked experts)
+        if isinstance(match, (nn.QuantizedLinear, nn.QuantizedEmbedding)) or \
+                _quantized_experts(match):
+            return {"group_size": match.group_size, "bits": match.bits,
+                    "mode": getattr(match, "mode", "affine")}
         return False
 
     if _quantized(vlm.language_model):
@@ -130,7 +133,14 @@ def text_model(vlm: nn.Module, config: dict[str, Any], source: str) -> nn.Module
 
 def _quantized(model: nn.Module) -> bool:
     return any(isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding))
-               for _, m in model.named_modules())
+               or _quantized_experts(m) for _, m in model.named_modules())
+
+
+def _quantized_experts(module: Any) -> bool:
+    """Whether `module` is a quantized stack of experts (mlx-vlm's QuantizedSwitchLinear)."""
+    from mlx_vlm.models.switch_layers import QuantizedSwitchLinear
+
+    return isinstance(module, QuantizedSwitchLinear)
 
 
 def _config_eos(config: dict[str, Any]) -> list[int]:

@@ -32,9 +32,11 @@ from ..ragged_pass import Positions
 
 # families whose language model takes 3-D positions, and how their frequencies are laid out
 # among the three (mlx-vlm's style names)
-MROPE_STYLES = {"qwen2_vl": "chunked", "qwen2_5_vl": "chunked", "qwen3_vl": "interleaved"}
+MROPE_STYLES = {"qwen2_vl": "chunked", "qwen2_5_vl": "chunked", "qwen3_vl": "interleaved",
+                "qwen3_vl_moe": "interleaved"}
 # the language model class of each (mlx-lm's own, on the VLM's arrays)
-TEXT_MODELS = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2", "qwen3_vl": "qwen3"}
+TEXT_MODELS = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2", "qwen3_vl": "qwen3",
+               "qwen3_vl_moe": "qwen3_moe"}
 
 
 class PositionFeed:

@@ -173,7 +173,7 @@ def test_same_answer_alone_and_batched(vlm_dir, kernels, params, monkeypatch):
 
 
 @pytest.mark.parametrize("kernels", [True, False], ids=["ragged", "passes-apart"])
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"])
 def test_m_rope_rows_beside_text_rows_that_draft(family, kernels, tmp_path):
     """Speculation on: the text rows draft (n-gram) and check their drafts beside an M-RoPE
     image request's rows, which keep their delta (a tick holding them runs its passes
@@ -195,9 +195,8 @@ def test_m_rope_rows_beside_text_rows_that_draft(family, kernels, tmp_path):
     assert sum(r.drafted_tokens for r in drafting.finished_requests()) > 0
 
 
-def test_a_vlm_quantized_by_mlx_vlm_runs_on_the_native_kernels(vlm_dir, tmp_path):
-    """mlx-vlm's own convert (4-bit, as mlx-community's repos): the engine's text model is
-    quantized like the VLM's, and an image answer is the same alone and batched."""
+def quantized_copy(vlm_dir: Path, tmp_path: Path) -> Path:
+    """The VLM converted by mlx-vlm's own convert (4-bit, as mlx-community's repos)."""
     import shutil
 
     from mlx_vlm import convert
@@ -207,12 +206,42 @@ def test_a_vlm_quantized_by_mlx_vlm_runs_on_the_native_kernels(vlm_dir, tmp_path
     for f in vlm_dir.iterdir():  # the processor's files convert does not copy
         if not (quantized / f.name).exists():
             shutil.copy(f, quantized / f.name)
+    return quantized
+
+
+def test_a_vlm_quantized_by_mlx_vlm_runs_on_the_native_kernels(vlm_dir, tmp_path):
+    """mlx-vlm's own convert (4-bit, as mlx-community's repos): the engine's text model is
+    quantized like the VLM's, and an image answer is the same alone and batched."""
+    quantized = quantized_copy(vlm_dir, tmp_path)
     engine = Engine.load(str(quantized), config=EngineConfig(prefix_cache=False))
     assert "4-bit quantized" in engine.description
     alone = answers(engine, [(ask("what is it?"), [RED])])[0]
     text = answers(engine, [(chat("hello there"), None)])[0]
     assert answers(engine, [(chat("hello there"), None), (ask("what is it?"), [RED])]) == \
         [text, alone]
+
+
+def test_a_moe_vlm_s_experts_run_grouped_on_the_native_kernel(tmp_path, monkeypatch):
+    """Qwen3-VL MoE, 4-bit by mlx-vlm's convert: its text model is mlx-lm's qwen3_moe, whose
+    experts the engine runs grouped by expert on the packed kernel (engine/native/
+    switch_layers.py) for an image request and the text rows beside it; every answer is
+    the one given alone."""
+    from engine.native import switch_layers
+
+    quantized = quantized_copy(make_tiny_vlm(tmp_path / "moe", "qwen3_vl_moe"), tmp_path)
+
+    def engine() -> Engine:
+        return Engine.load(str(quantized), config=EngineConfig(prefix_cache=False))
+
+    ran = []
+    real = switch_layers.grouped_call
+    monkeypatch.setattr(switch_layers, "grouped_call",
+                        lambda *a: ran.append(out := real(*a)) or out)
+    requests = [(chat("hello there"), None), (ask("what is it?"), [RED]),
+                (chat("tell me about the number 7"), None), (ask("and this?"), [GREEN])]
+    alone = [answers(engine(), [r])[0] for r in requests]
+    assert answers(engine(), requests) == alone
+    assert ran and all(out is not None for out in ran)  # the grouped op, every call
 
 
 def test_prefix_cache_keys_an_image_by_its_content(vlm_dir):
@@ -391,10 +420,10 @@ def test_a_vision_family_not_run_yet_loads_its_text_through_mlx_lm(tmp_path):
 
     from engine.public import vision_refusal
 
-    assert "not tried here yet" in vision_refusal("qwen3_vl_moe")
+    assert "the engine runs images for" in vision_refusal("kimi_vl")
     (tmp_path / "config.json").write_text(json.dumps(
-        {"model_type": "qwen3_vl_moe", "vision_config": {"depth": 1},
-         "text_config": {"model_type": "qwen3_moe"}}))
+        {"model_type": "kimi_vl", "vision_config": {"depth": 1},
+         "text_config": {"model_type": "deepseek_v3"}}))
     # not mlx-vlm's load: mlx-lm's, which finds no weights in this folder
     with pytest.raises(ModelLoadError, match="cannot load mlx-lm model directory"):
         Engine.load(str(tmp_path))
