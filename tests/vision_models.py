@@ -43,9 +43,10 @@ PATCH = 8
 # text model (short convolutions and attention layers)
 # Gemma 4: its own vision encoder (2-D RoPE, pooled 2 x 2), Gemma 4's text model with
 # per-layer inputs, sliding-window layers and a layer sharing an earlier one's KV;
-# Qwen3-VL MoE: Qwen3-VL with Qwen3's mixture-of-experts text model
+# Qwen3-VL MoE: Qwen3-VL with Qwen3's mixture-of-experts text model; Pixtral (Pixtral 12B's
+# own layout): a Pixtral tower, LLaVA's two-layer projector, no patch merger, a Mistral text model
 FAMILIES = ("idefics3", "smolvlm", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "mistral3",
-            "lfm2_vl", "gemma4", "qwen3_vl_moe")
+            "lfm2_vl", "gemma4", "qwen3_vl_moe", "pixtral")
 
 
 def _tokenizer(extra: list[str], placeholder: str,
@@ -84,9 +85,10 @@ def make_tiny_vlm(folder: Path, family: str = "idefics3", seed: int = 0, *,
     if family == "lfm2_vl":
         return _lfm2_vl(folder, seed, hidden=hidden, vision_hidden=vision_hidden,
                         vision_layers=vision_layers)
-    if family == "mistral3":
+    if family in ("mistral3", "pixtral"):
         return _mistral3(folder, seed, hidden=hidden, layers=layers,
-                         vision_hidden=vision_hidden, vision_layers=vision_layers)
+                         vision_hidden=vision_hidden, vision_layers=vision_layers,
+                         family=family)
     if family in ("qwen3_vl", "qwen3_vl_moe"):
         return _qwen3_vl(folder, seed, hidden=hidden, layers=layers,
                          vision_hidden=vision_hidden, vision_layers=vision_layers,
@@ -325,11 +327,16 @@ def _qwen3_vl(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidde
 
 
 def _mistral3(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidden: int,
-              vision_layers: int) -> Path:
+              vision_layers: int, family: str = "mistral3") -> Path:
     """Mistral 3 (Mistral Small 3.1's layout): a Pixtral tower (8-pixel patches, its own 2-D
     RoPE), a 2 x 2 patch merger, a Mistral (llama) text model; an image of 32 x 32 pixels is
-    2 rows of 2 [IMG] tokens, [IMG_BREAK] after each row but the last, then [IMG_END]."""
-    from mlx_vlm.models import mistral3
+    2 rows of 2 [IMG] tokens, [IMG_BREAK] after each row but the last, then [IMG_END].
+    Pixtral (`family`, Pixtral 12B's layout): the same tower with LLaVA's projector and no
+    merger, a token a patch: 4 rows of 4."""
+    import importlib
+
+    classes = importlib.import_module(f"mlx_vlm.models.{family}")
+    merge = 2 if family == "mistral3" else 1
 
     specials = ["[IMG]", "[IMG_BREAK]", "[IMG_END]"]
     tokenizer = _tokenizer(specials, "[IMG]")
@@ -345,15 +352,17 @@ def _mistral3(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidde
               "intermediate_size": 2 * vision_hidden, "num_attention_heads": 2,
               "image_size": side, "patch_size": patch, "num_channels": 3,
               "rope_theta": 10000.0}
-    config = {"model_type": "mistral3", "text_config": text, "vision_config": vision,
+    config = {"model_type": family, "text_config": text, "vision_config": vision,
               "image_token_index": tokenizer.convert_tokens_to_ids("[IMG]"),
-              "spatial_merge_size": 2, "vision_feature_layer": -1,
+              "vision_feature_layer": -1,
               "eos_token_id": [tokenizer.convert_tokens_to_ids("<|im_end|>")]}
-    model_config = mistral3.ModelConfig.from_dict(dict(config))
-    model_config.text_config = mistral3.TextConfig.from_dict(text)
-    model_config.vision_config = mistral3.VisionConfig.from_dict(vision)
+    if merge > 1:
+        config["spatial_merge_size"] = merge
+    model_config = classes.ModelConfig.from_dict(dict(config))
+    model_config.text_config = classes.TextConfig.from_dict(text)
+    model_config.vision_config = classes.VisionConfig.from_dict(vision)
     mx.random.seed(seed)
-    model = mistral3.Model(model_config)
+    model = classes.Model(model_config)
     head = model.language_model.lm_head
     head.weight = mx.random.normal(head.weight.shape) * 0.5
     mx.eval(model.parameters())
@@ -367,8 +376,8 @@ def _mistral3(folder: Path, seed: int, *, hidden: int, layers: int, vision_hidde
          "do_convert_rgb": True}))
     tokenizer.save_pretrained(folder)
     (folder / "processor_config.json").write_text(json.dumps(
-        {"processor_class": "Mistral3Processor", "patch_size": patch,
-         "spatial_merge_size": 2}))
+        {"processor_class": "Mistral3Processor" if family == "mistral3"
+         else "PixtralProcessor", "patch_size": patch, "spatial_merge_size": merge}))
     (folder / "chat_template.json").write_text(json.dumps(
         {"chat_template": tokenizer.chat_template}))
     return folder

@@ -13,7 +13,7 @@ from typing import Any
 # Qwen2-VL / 2.5-VL / 3-VL, whose M-RoPE gives image tokens 3-D positions and
 # shifts the text after them (engine/vision/mrope.py; Qwen3-VL's DeepStack: deepstack.py).
 SUPPORTED = ("idefics3", "smolvlm", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
-             "qwen3_vl_moe", "mistral3", "lfm2-vl", "gemma4")
+             "qwen3_vl_moe", "mistral3", "pixtral", "lfm2-vl", "gemma4")
 NOT_YET: dict[str, str] = {}
 
 

@@ -35,7 +35,7 @@ def by_name():
     return {e.name: e for e in list_models()}
 
 
-@pytest.mark.parametrize("family", ["smolvlm", "gemma4", "qwen3_vl_moe"])
+@pytest.mark.parametrize("family", ["smolvlm", "gemma4", "qwen3_vl_moe", "pixtral"])
 def test_a_vlm_directory_sees_images_and_loads_as_one(disk, family):
     make_tiny_vlm(disk / f"tiny-{family}", family)
     e = by_name()[f"tiny-{family}"]
