@@ -97,6 +97,10 @@ def text_model(vlm: nn.Module, config: dict[str, Any], source: str) -> nn.Module
     except ValueError as e:
         raise ModelLoadError(f"{source}: mlx-lm has no language model "
                              f"{text.get('model_type')!r}: {e}") from e
+    if config.get("model_type") in scaled_rows.FAMILIES and "rope_parameters" not in text:
+        # Gemma 4: a config without them gets mlx-vlm's defaults there, which are not
+        # mlx-lm's (the full layers' partial rotation): the text model takes mlx-vlm's
+        text["rope_parameters"] = vlm.config.text_config.rope_parameters
     own = dict(tree_flatten(vlm.language_model.parameters()))
     if "lm_head.weight" in own:
         text["tie_word_embeddings"] = False

@@ -429,6 +429,22 @@ def test_a_vision_family_not_run_yet_loads_its_text_through_mlx_lm(tmp_path):
         Engine.load(str(tmp_path))
 
 
+def test_a_gemma4_config_without_rope_parameters_answers_as_mlx_vlm(tmp_path):
+    """Gemma 4's config.json without rope_parameters: mlx-vlm fills its defaults, which
+    mlx-lm's gemma4_text does not share (the full layers' partial rotation); the engine's
+    text model takes mlx-vlm's, so the answers are still mlx-vlm's own."""
+    import json
+
+    folder = make_tiny_vlm(tmp_path / "gemma4", "gemma4")
+    config = json.loads((folder / "config.json").read_text())
+    del config["text_config"]["rope_parameters"]
+    (folder / "config.json").write_text(json.dumps(config))
+    engine = Engine.load(str(folder))
+    for image in (RED, GREEN):
+        assert answers(engine, [(ask("what is it?"), [image])])[0] == \
+            mlx_vlm_generate(engine, ask("what is it?"), image)
+
+
 def test_a_gemma4_whose_image_tokens_attend_both_ways_reads_text_only(tmp_path):
     """Gemma 4 with use_bidirectional_attention "vision" (an image's tokens see each other
     both ways in its sliding-window layers): its images are refused with the reason, and
