@@ -7,7 +7,7 @@ The text GGUF goes through tests/gguf_models.py's writer (gguf-py's names, q/k r
 permuted for llama, Gemma's norms plus one) with the VLM's own vocabulary. The mmproj's
 names are gguf-py's MMPROJ map of Hugging Face's names, its layout the converter's
 (conversion/base.py MmprojModel, gemma.py Gemma3VisionModel, smolvlm.py SmolVLMModel,
-qwenvl.py Qwen2VLVisionModel, qwen3vl.py Qwen3VLVisionModel): the
+qwenvl.py Qwen2VLVisionModel, qwen3vl.py Qwen3VLVisionModel, llava.py LlavaVisionModel): the
 patch embedding as torch's (out, in, kh, kw), Gemma 3's soft embedding norm plus one, its
 input projection float16, the tower's and connector's matrices as `--outtype` says (f32,
 f16, q8_0), norms, biases and embeddings float32.
@@ -28,6 +28,7 @@ from gguf import GGMLQuantizationType, GGUFWriter
 from tests.gguf_models import (
     CASES,
     ArchCase,
+    _permute,
     gguf_tensors,
     quantize,
     qwen2vl_meta,
@@ -39,7 +40,7 @@ from tests.vision_models import make_tiny_vlm
 # llama.cpp's projector type of each family (conversion/gemma.py, smolvlm.py, qwenvl.py)
 PROJECTOR = {"gemma3": "gemma3", "idefics3": "idefics3", "smolvlm": "idefics3",
              "qwen2_vl": "qwen2vl_merger", "qwen2_5_vl": "qwen2.5vl_merger",
-             "qwen3_vl": "qwen3vl_merger"}
+             "qwen3_vl": "qwen3vl_merger", "mistral3": "pixtral"}
 QWEN = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Qwen-VL's processor mean and std (preprocessor_config.json of the Qwen checkpoints)
 QWEN_MEAN, QWEN_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
@@ -51,8 +52,9 @@ def make_tiny_pair(folder: Path, family: str, seed: int = 0) -> tuple[Path, Path
     # Gemma 3: six layers, as llama.cpp fixes every sixth layer global (below)
     # Qwen-VL: four tower layers, as the converter's name map has the merger's second
     # matrix (mm.2) only for a tower of three or more blocks
+    # (Mistral 3 likewise: mm.2, its projector's second matrix)
     vlm = make_tiny_vlm(folder / family, family, seed, layers=6 if family == "gemma3" else 2,
-                        vision_layers=4 if family in QWEN else 1)
+                        vision_layers=4 if family in (*QWEN, "mistral3") else 1)
     if family == "gemma3":
         _as_llama_cpp_gemma3(vlm)
     if family in QWEN:
@@ -109,10 +111,12 @@ def text_case(vlm: Path) -> ArchCase:
     if config["model_type"] in QWEN:  # flat: the text model's keys at the top
         text = {k: v for k, v in config.items() if not isinstance(v, dict) or k == "rope_scaling"}
         return ArchCase("qwen2vl", dict(text, model_type="qwen2"), metadata=qwen2vl_meta)
-    text = dict(config["text_config"], vocab_size=config["vocab_size"],
-                tie_word_embeddings=False)
+    text = dict(config["text_config"], tie_word_embeddings=False)
+    text["vocab_size"] = config.get("vocab_size", text.get("vocab_size"))
     if config["model_type"] == "gemma3":
         return ArchCase("gemma3", text, norm_shift=1.0, metadata=CASES["gemma3"].metadata)
+    if config["model_type"] == "mistral3":  # conversion/mistral3.py Ministral3Model: llama's
+        return ArchCase("mistral3", text, permute_qk=True, metadata=CASES["llama"].metadata)
     return ArchCase("llama", text, permute_qk=True, metadata=CASES["llama"].metadata)
 
 
@@ -161,14 +165,16 @@ def hf_vision_weights(vlm: Path) -> dict[str, np.ndarray]:
         if name.startswith("language_model."):
             continue
         w = np.array(value)
-        if name.endswith("patch_embedding.weight"):
+        if config["model_type"] == "mistral3":  # Mistral3ForConditionalGeneration's names
+            name = name.replace("vision_tower.vision_model.", "vision_tower.", 1)
+        if name.endswith(("patch_embedding.weight", "patch_conv.weight")):
             w = w.transpose(0, 3, 1, 2)  # mlx's (out, kh, kw, in) -> torch's (out, in, kh, kw)
         if config["model_type"] in QWEN:  # Qwen2_5_VLForConditionalGeneration's visual.
             if name.endswith("patch_embed.proj.weight"):  # Conv3D: (out, in, t, kh, kw)
                 w = w.transpose(0, 4, 1, 2, 3)
             out[name.replace("vision_tower.", "visual.", 1)] = w
             continue
-        if config["model_type"] != "gemma3":
+        if config["model_type"] not in ("gemma3", "mistral3"):
             name = "model." + name  # Idefics3ForConditionalGeneration's model.vision_model
         out[name] = w
     return out
@@ -187,6 +193,7 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
     blocks = config["vision_config"].get("num_hidden_layers") or config["vision_config"]["depth"]
     name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
     out = {}
+    heads = config["vision_config"].get("num_attention_heads")
     for hf, w in _split_qwen(hf_vision_weights(vlm), config).items():
         if hf.endswith(".patch_embd.weight") or hf.endswith(".patch_embd.weight.1"):
             # Qwen2VLVisionModel's Conv2D slices: F16 at --outtype f16, else F32
@@ -199,8 +206,13 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
         assert new is not None, f"gguf-py has no MMPROJ name for {hf}"
         if "soft_emb_norm" in hf:
             w = w + np.float32(1.0)  # Gemma3VisionModel.modify_tensors
+        if config["model_type"] == "mistral3" and base.endswith(("q_proj", "k_proj")):
+            w = _permute(w, heads)  # LlavaVisionModel.modify_tensors (LlamaModel.permute)
         if "input_projection" in hf:
             w = w.astype(np.float16)  # whatever the outtype (tensor_force_quant)
+        elif config["model_type"] == "mistral3" and new in ("v.patch_embd", "mm.patch_merger"):
+            # MmprojModel.tensor_force_quant: F16 at --outtype f16, else F32
+            w = w.astype(np.float16 if outtype == "f16" else np.float32)
         elif w.ndim == 2 and ".embeddings." not in hf and new != "v.position_embd":
             # the rest: 1-D and position tables F32 (base.py prepare_tensors)
             w = gguf.quants.quantize(w, OUTTYPES[outtype][1]) if outtype == "q8_0" \
@@ -288,6 +300,10 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
             w.add_vision_use_silu(True)
             w.add_vision_n_wa_pattern(v["fullatt_block_indexes"][0] + 1)
         w.add_vision_attention_layernorm_eps(config.get("rms_norm_eps", 1e-6))
+    elif family == "mistral3":  # LlavaVisionModel.set_gguf_parameters (a pixtral tower)
+        w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-5))
+        w.add_vision_use_silu(True)  # Mistral Small 3.1's hidden_act
+        w.add_vision_spatial_merge_size(config["spatial_merge_size"])
     else:
         w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-5))
         w.add_vision_projector_scale_factor(config.get("scale_factor", 2))

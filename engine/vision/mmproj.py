@@ -26,7 +26,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 from ..loader.errors import ModelLoadError
 from ..loader.gguf_file import GgufFile, read_gguf_file
 from ..loader.progress import ProgressReporter
-from . import mmproj_qwen
+from . import mmproj_pixtral, mmproj_qwen
 from .mmproj_support import mmproj_beside, projector_refusal, projector_type
 from .prompt import VisionTower
 
@@ -36,7 +36,7 @@ GEMMA3_TOKENS = {"boi_token": "<start_of_image>", "image_token": "<image_soft_to
                  "eoi_token": "<end_of_image>"}
 IDEFICS3_IMAGE = "<image>"
 # mlx-lm's model type of a text GGUF -> its GGUF architecture (mmproj_support.PROJECTORS)
-TEXT_ARCHITECTURES = {"gemma3_text": "gemma3"}
+TEXT_ARCHITECTURES = {"gemma3_text": "gemma3", "ministral3": "mistral3"}
 
 
 def _text_architecture(model: nn.Module) -> str | None:
@@ -90,6 +90,8 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
             vlm, image_token, processor = _gemma3(proj, model, hf_tok)
         elif family in mmproj_qwen.FAMILIES:
             vlm, image_token, processor = mmproj_qwen.build(proj, model, hf_tok)
+        elif family == "pixtral":
+            vlm, image_token, processor = mmproj_pixtral.build(proj, model, hf_tok)
         else:
             vlm, image_token, processor = _idefics3(proj, model, hf_tok,
                                                     "smolvlm" in names.lower())
@@ -99,7 +101,7 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
     positioned = family in mmproj_qwen.FAMILIES
     if positioned:  # M-RoPE: the text model rotates by the image's 3-D positions
         mmproj_qwen.install_mrope(model, mmproj_qwen.family_of(proj), vlm)
-    else:  # the Qwen-VL builder loads its own (its qkv and patch embedding split apart)
+    elif family != "pixtral":  # the Qwen-VL and Pixtral builders load their own
         _load_vision_weights(vlm, proj, family)
     return {**fields, "vision": VisionTower(vlm, processor, image_token, positioned=positioned),
             "description": fields["description"].replace(

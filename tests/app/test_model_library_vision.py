@@ -84,8 +84,8 @@ def test_a_projector_that_does_not_pair_says_why(disk):
     assert "mmproj-tiny-f16.gguf" in e.images_reason and "not a CLIP projector" in e.images_reason
     (disk / "mmproj-tiny-f16.gguf").unlink()
     vlm, _, _ = make_tiny_pair(disk.parent / "elsewhere", "idefics3")
-    write_mmproj(vlm, disk / "mmproj-other.gguf", projector="pixtral")
+    write_mmproj(vlm, disk / "mmproj-other.gguf", projector="llava")
     e = by_name()["tiny-llama.F32"]
-    assert e.input == "text (images: not yet)" and "projector type 'pixtral'" in e.images_reason
+    assert e.input == "text (images: not yet)" and "projector type 'llava'" in e.images_reason
     engine = Engine.load(e.source)  # it loads reading text, and says why
-    assert not engine.sees_images and "pixtral" in engine.notes[0]
+    assert not engine.sees_images and "llava" in engine.notes[0]

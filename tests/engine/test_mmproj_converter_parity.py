@@ -47,7 +47,8 @@ HF_CLASSES = {"gemma3": "Gemma3ForConditionalGeneration",
               "smolvlm": "SmolVLMForConditionalGeneration",
               "qwen2_vl": "Qwen2VLForConditionalGeneration",
               "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
-              "qwen3_vl": "Qwen3VLForConditionalGeneration"}
+              "qwen3_vl": "Qwen3VLForConditionalGeneration",
+              "mistral3": "Mistral3ForConditionalGeneration"}
 
 
 def _save_hf(vlm: Path, dest: Path) -> None:
@@ -57,10 +58,18 @@ def _save_hf(vlm: Path, dest: Path) -> None:
     config = json.loads((vlm / "config.json").read_text())
     config["architectures"] = [HF_CLASSES[config["model_type"]]]
     config["torch_dtype"] = "float32"
+    if config["model_type"] == "mistral3":  # Mistral Small 3.1's tower activation; the
+        config["vision_config"]["hidden_act"] = "silu"  # converter finds [IMG_BREAK] by name
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(vlm / name, dest / name)
     (dest / "config.json").write_text(json.dumps(config))
     for name in ("preprocessor_config.json", "processor_config.json"):
         shutil.copy(vlm / name, dest / name)
     weights = {k: mx.array(v) for k, v in hf_vision_weights(vlm).items()}
+    if config["model_type"] == "mistral3":  # (LlavaVisionModel would copy [IMG_BREAK]'s row
+        # out of it, but MmprojModel.filter_tensors drops language_model.* first)
+        key = "language_model.model.embed_tokens.weight"
+        weights[key] = mx.load(str(vlm / "model.safetensors"))[key]
     if config["model_type"] == "gemma3":  # the hub's bare parameter name
         weights = {k.replace("mm_input_projection.weight", "mm_input_projection_weight"): v
                    for k, v in weights.items()}

@@ -166,7 +166,7 @@ def test_an_mmproj_given_by_path_pairs_from_anywhere(pair, tmp_path):
         Engine.load(str(alone), mmproj=str(tmp_path / "missing.gguf"))
 
 
-@pytest.mark.parametrize("projector", ["pixtral", "lfm2"])
+@pytest.mark.parametrize("projector", ["llava", "lfm2"])
 def test_a_projector_type_not_mapped_is_refused_with_its_name(pair, tmp_path, projector):
     folder, text, _ = pair
     other = write_mmproj(folder, tmp_path / "mmproj-other.gguf", projector=projector)
@@ -240,3 +240,23 @@ def test_a_projector_for_another_model_is_refused(tmp_path):
     extra = write_mmproj(gemma, tmp_path / "extra.gguf", tensors=tensors)
     with pytest.raises(ModelLoadError, match="unexpected tensor 'mm.extra.weight'"):
         Engine.load(str(tmp_path / "gemma3-gguf" / "tiny-gemma3.F32.gguf"), mmproj=str(extra))
+
+
+def test_a_pixtral_projector_with_the_img_break_copy_or_no_patch_merger(tmp_path):
+    """An older conversion's copy of [IMG_BREAK]'s embedding (v.token_embd.img_break) is
+    taken as read (the prompt's [IMG_BREAK] tokens read the text GGUF's own table); a
+    pixtral projector without Mistral 3's patch merger (Pixtral 12B's) is refused."""
+    folder, text, _ = make_tiny_pair(tmp_path, "mistral3")
+    tensors = mmproj_tensors(folder)
+    embeddings = mx.load(str(folder / "model.safetensors"))[
+        "language_model.model.embed_tokens.weight"]
+    row = Engine.load(str(folder)).vision.break_token_id
+    older = write_mmproj(folder, tmp_path / "older.gguf", tensors=tensors | {
+        "v.token_embd.img_break": np.array(embeddings[row])})
+    request = [(ask("what is it?"), [RED])]
+    assert answers(Engine.load(str(text), mmproj=str(older)), request) == answers(
+        Engine.load(str(text)), request)
+    no_merger = {k: v for k, v in tensors.items() if not k.startswith("mm.patch_merger")}
+    pixtral_12b = write_mmproj(folder, tmp_path / "pixtral.gguf", tensors=no_merger)
+    with pytest.raises(ModelLoadError, match="without a patch merger"):
+        Engine.load(str(text), mmproj=str(pixtral_12b))

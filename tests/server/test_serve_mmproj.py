@@ -71,14 +71,14 @@ async def test_serve_gguf_with_mmproj_streams_an_image_answer(tmp_path) -> None:
 
 async def test_serve_refuses_a_projector_type_it_does_not_map(tmp_path) -> None:
     vlm, text, _ = make_tiny_pair(tmp_path, "idefics3")
-    other = write_mmproj(vlm, tmp_path / "other.gguf", projector="pixtral")
+    other = write_mmproj(vlm, tmp_path / "other.gguf", projector="llava")
     proc, url = await start("--model", str(text), "--mmproj", str(other))
     assert not url
     assert await asyncio.wait_for(proc.wait(), 60) == 1
     err = (await proc.stderr.read()).decode()
-    assert "cannot load the model" in err and "projector type 'pixtral'" in err
+    assert "cannot load the model" in err and "projector type 'llava'" in err
     # beside the GGUF instead: the model is served reading text, and the start says why
-    beside = text.parent / "mmproj-pixtral.gguf"
+    beside = text.parent / "mmproj-llava.gguf"
     text.with_name("mmproj-tiny-idefics3-f32.gguf").unlink()
     other.rename(beside)
     proc, url = await start("--model", str(text))
@@ -88,4 +88,4 @@ async def test_serve_refuses_a_projector_type_it_does_not_map(tmp_path) -> None:
         proc.terminate()
         assert await asyncio.wait_for(proc.wait(), 30) == 0
     err = (await proc.stderr.read()).decode()
-    assert "Note: it reads text only here" in err and "pixtral" in err
+    assert "Note: it reads text only here" in err and "llava" in err
