@@ -104,6 +104,16 @@ def test_refusals_name_the_anthropic_field(fields, param):
     assert f"'{param}'" in caught.value.message
 
 
+@pytest.mark.parametrize("effort", ["huge", {}, ["low"], 3])
+def test_an_effort_that_is_not_a_level_is_refused(effort):
+    # an object or a list was a TypeError (unhashable) and a 500 (the fuzz found it)
+    with pytest.raises(Refusal) as caught:
+        parse_messages(body(messages=[{"role": "user", "content": "Hi"}],
+                            output_config={"effort": effort}), 9)
+    assert caught.value.param == "output_config"
+    assert "'output_config.effort' must be one of" in caught.value.message
+
+
 def test_count_tokens_reads_the_prompt_only():
     parsed = parse_count({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
                           "max_tokens": "ignored", "temperature": "ignored"})

@@ -99,7 +99,7 @@ def _output_config(value: Any) -> tuple[str | None, dict[str, Any] | None]:
     if not isinstance(value, Mapping):
         raise invalid("output_config", "'output_config' must be an object")
     effort = value.get("effort")
-    if effort is not None and effort not in EFFORTS:
+    if effort is not None and (not isinstance(effort, str) or effort not in EFFORTS):
         raise invalid("output_config", "'output_config.effort' must be one of "
                                        f"{', '.join(EFFORTS)}")
     fmt = value.get("format")
