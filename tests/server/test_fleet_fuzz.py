@@ -1,11 +1,12 @@
 """tests/server/test_fuzz.py's property-based fuzzing, on a server of several models (issue
 #50): every operation of its own /openapi.json, the load / unload / running paths and a TTL
-per request included, checked the same way; afterwards it is healthy and answers."""
+per request included, checked the same way; afterwards it is healthy and answers. One test
+per operation, as test_fuzz.py, so xdist spreads them; a worker's operations share one server.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,15 +14,13 @@ from pathlib import Path
 
 import pytest
 import requests
-import schemathesis
-from schemathesis import GenerationMode
 
 from app.fleet import Catalog, ModelManager
 from app.models.library import folder_models
-from app.server import ApiServer, ServerConfig
+from app.server import ApiServer, ServerConfig, fleet_openapi, openapi
 from app.server.fleet_api import FleetApi
 from tests.fleet_models import tiny_gguf
-from tests.server.test_fuzz import ENV, FUZZ_EXAMPLES, fuzz
+from tests.server.test_fuzz import fuzz_operation, operation_names, served_operations
 
 NEW_PATHS = {"/models", "/models/running", "/models/load", "/models/unload"}
 
@@ -63,20 +62,27 @@ def fleet_thread(folder: Path) -> Iterator[str]:
         loop.close()
 
 
-def test_fuzz_every_operation_of_a_server_of_several_models(models_dir):
-    more = os.environ.get(ENV)
-    examples, derandomize = (int(more), False) if more else (FUZZ_EXAMPLES, True)
+# the fleet's document as it serves it (the model names only narrow `model`'s values)
+OPERATIONS = operation_names(fleet_openapi.extend(openapi.document(), []))
+
+
+@pytest.fixture(scope="module")
+def fleet_url(models_dir: Path) -> Iterator[str]:
     with fleet_thread(models_dir) as url:
-        schema = schemathesis.openapi.from_url(url + "/openapi.json")
-        operations = [result.ok() for result in schema.get_all_operations()]
-        assert NEW_PATHS <= {op.path for op in operations}
-        for operation in operations:
-            fuzz(operation, GenerationMode.POSITIVE, url, examples, derandomize)
-            if operation.method.lower() == "post":
-                fuzz(operation, GenerationMode.NEGATIVE, url, examples, derandomize)
-        assert requests.get(url + "/health", timeout=10).json() == {"status": "ok"}
-        r = requests.post(url + "/v1/chat/completions", timeout=60, json={
-            "model": "tiny-b", "messages": [{"role": "user", "content": "Hi"}],
-            "max_tokens": 4, "keep_alive": "5m"})
-        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 4
-        assert r.json()["model"] == "tiny-b"
+        yield url
+
+
+def test_every_operation_of_the_served_document_is_fuzzed(fleet_url):
+    assert NEW_PATHS <= {name.split(" ", 1)[1] for name in OPERATIONS}
+    assert sorted(served_operations(fleet_url)) == sorted(OPERATIONS)
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
+def test_fuzz_an_operation_of_a_server_of_several_models(fleet_url, name):
+    fuzz_operation(served_operations(fleet_url)[name], fleet_url)
+    assert requests.get(fleet_url + "/health", timeout=10).json() == {"status": "ok"}
+    r = requests.post(fleet_url + "/v1/chat/completions", timeout=60, json={
+        "model": "tiny-b", "messages": [{"role": "user", "content": "Hi"}],
+        "max_tokens": 4, "keep_alive": "5m"})
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 4
+    assert r.json()["model"] == "tiny-b"

@@ -13,6 +13,11 @@ Allowed requests are shaped to stay allowed but be served more often
 Bounded for CI: FUZZ_EXAMPLES examples per operation and mode, derandomized (the same cases
 every run). BATCHCHAT_FUZZ_EXAMPLES=N runs N per operation and mode from a fresh random seed
 each run (docs/server.md).
+
+One test per operation (the same cases as one test walking them all: derandomized cases are
+seeded by the inner test function, which is the same), so pytest-xdist spreads the fuzz over
+its workers instead of one worker ending the suite with it; the server is shared by a
+worker's operations (module scope) and must be healthy after each.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -211,20 +217,57 @@ def fuzz(operation: Any, mode: GenerationMode, url: str, examples: int,
     one()
 
 
-def test_fuzz_every_operation_then_the_server_is_healthy(make_engine):
+def operation_names(document: dict[str, Any]) -> list[str]:
+    """"METHOD /path" for each operation of an OpenAPI document but GET /openapi.json itself
+    (schemathesis leaves the schema's own URL out)."""
+    return [f"{method.upper()} {path}" for path, methods in document["paths"].items()
+            for method in methods if path != "/openapi.json"]
+
+
+def served_operations(url: str) -> dict[str, Any]:
+    """The server's own /openapi.json as schemathesis reads it: its operations by name."""
+    schema = schemathesis.openapi.from_url(url + "/openapi.json")
+    operations = (result.ok() for result in schema.get_all_operations())
+    return {f"{op.method.upper()} {op.path}": op for op in operations}
+
+
+def fuzz_operation(operation: Any, url: str) -> None:
+    """Both modes on one operation (the GETs take nothing to get wrong: allowed data only)."""
     more = os.environ.get(ENV)
     examples, derandomize = (int(more), False) if more else (FUZZ_EXAMPLES, True)
+    fuzz(operation, GenerationMode.POSITIVE, url, examples, derandomize)
+    if operation.method.lower() == "post":
+        fuzz(operation, GenerationMode.NEGATIVE, url, examples, derandomize)
+
+
+OPERATIONS = operation_names(openapi.document())
+
+
+@pytest.fixture(scope="module")
+def fuzzed_url(tiny: Any) -> Iterator[str]:
+    """One server for a worker's run of this module's tests (make_engine, module-scoped)."""
+    from engine import Engine, EngineConfig
+
+    def make_engine(context_length: int) -> Any:
+        return Engine(tiny.model, tiny.tokenizer, eos_token_ids=[],
+                      context_length=context_length, config=EngineConfig(),
+                      description="tiny test model")
+
     with server_thread(make_engine) as url:
-        schema = schemathesis.openapi.from_url(url + "/openapi.json")
-        operations = [result.ok() for result in schema.get_all_operations()]
-        # all but GET /openapi.json itself (schemathesis leaves the schema's own URL out)
-        assert len(operations) == sum(map(len, openapi.document()["paths"].values())) - 1
-        for operation in operations:
-            fuzz(operation, GenerationMode.POSITIVE, url, examples, derandomize)
-            if operation.method.lower() == "post":  # the GETs take nothing to get wrong
-                fuzz(operation, GenerationMode.NEGATIVE, url, examples, derandomize)
-        # healthy afterwards: /health, and a normal completion
-        assert requests.get(url + "/health", timeout=10).json() == {"status": "ok"}
-        r = requests.post(url + "/v1/chat/completions", timeout=60, json={
-            "model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
-        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 4
+        yield url
+
+
+def test_every_operation_of_the_served_document_is_fuzzed(fuzzed_url):
+    assert sorted(served_operations(fuzzed_url)) == sorted(OPERATIONS)
+    # all but GET /openapi.json itself
+    assert len(OPERATIONS) == sum(map(len, openapi.document()["paths"].values())) - 1
+
+
+@pytest.mark.parametrize("name", OPERATIONS)
+def test_fuzz_an_operation_then_the_server_is_healthy(fuzzed_url, name):
+    fuzz_operation(served_operations(fuzzed_url)[name], fuzzed_url)
+    # healthy afterwards: /health, and a normal completion
+    assert requests.get(fuzzed_url + "/health", timeout=10).json() == {"status": "ok"}
+    r = requests.post(fuzzed_url + "/v1/chat/completions", timeout=60, json={
+        "model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 4
