@@ -90,6 +90,20 @@ def _key_length(w: GGUFWriter, c: dict[str, Any]) -> None:
     w.add_value_length(c["head_dim"])
 
 
+def lfm2_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    """conversion/lfm2.py LFM2Model.set_gguf_parameters: head_count_kv a layer (0 for a
+    convolution layer), the convolution's cache length, the vocabulary size."""
+    w.add_head_count_kv([c["num_key_value_heads"] if t == "full_attention" else 0
+                         for t in c["layer_types"]])
+    w.add_shortconv_l_cache(c["conv_L_cache"])
+    w.add_vocab_size(c["vocab_size"])
+
+
+def lfm2_tensor(name: str, w: np.ndarray, c: dict[str, Any]) -> np.ndarray:
+    """LFM2Model.modify_tensors: a convolution kernel squeezed to (channels, width)."""
+    return w.squeeze(1) if name.endswith(".shortconv.conv.weight") else w
+
+
 def qwen3vl_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     """conversion/qwen3vl.py Qwen3VLTextModel: Qwen3's head size keys, the M-RoPE sections
     (padded to 4) and the DeepStack level count (its vision config's)."""
@@ -297,6 +311,12 @@ CASES: dict[str, ArchCase] = {
     # Qwen2-VL / Qwen2.5-VL's language model: M-RoPE sections (head_dim 16: 8 frequencies)
     "qwen2vl": ArchCase("qwen2vl", _cfg("qwen2", rope_scaling=MROPE), metadata=qwen2vl_meta),
     "qwen3": ArchCase("qwen3", _cfg("qwen3", head_dim=32), metadata=_key_length),
+    # LFM2: a short-convolution layer, an attention layer (q / k norms), a convolution layer
+    "lfm2": ArchCase("lfm2", _cfg(
+        "lfm2", num_hidden_layers=3, norm_eps=1e-6, conv_bias=False, conv_L_cache=3,
+        block_dim=64, block_ff_dim=96, block_multiple_of=256, block_ffn_dim_multiplier=1.0,
+        block_auto_adjust_ff_dim=False, layer_types=["conv", "full_attention", "conv"],
+        full_attn_idxs=[1]), metadata=lfm2_meta, transform=lfm2_tensor),
     # Qwen3-VL's language model: Qwen3 with M-RoPE sections and two DeepStack levels
     "qwen3vl": ArchCase("qwen3vl", _cfg("qwen3", head_dim=16, rope_scaling=MROPE,
                                         num_deepstack_layers=2), metadata=qwen3vl_meta),
@@ -433,6 +453,8 @@ def hf_parameters(model: nn.Module) -> dict[str, np.ndarray]:
     qwen35 = getattr(model, "model_type", "").startswith("qwen3_5")
     out = {}
     for name, w in params.items():
+        if name.endswith(".conv.conv.weight"):  # LFM2: Hugging Face's (channels, 1, width)
+            w = np.moveaxis(w, 2, 1)
         head, sep, leaf = name.partition(".experts.switch_glu.")
         if qwen35:
             name = name.removeprefix("language_model.")

@@ -51,6 +51,7 @@ from .gguf_arch import (
 )
 from .gguf_file import GgufFile, check_gguf_header, read_gguf_file
 from .gguf_linear_attn import column_orders, fix_file, row_orders
+from .gguf_shortconv import unsqueeze_kernels
 from .gguf_tokenizer import build_gguf_tokenizer, is_byte_level
 from .gguf_weights import Converted, Quantized, Undo, convert
 from .packed_form import attach, prepacked
@@ -181,6 +182,8 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
     config = hf_config(f, arch)
     if arch.linear_attention:  # A, dt and conv1d as Hugging Face has them, no MTP blocks
         f = fix_file(f, config)
+    if arch.short_convolutions:  # LFM2's kernels as mlx-lm's Conv1d holds them
+        f = unsqueeze_kernels(f)
     model_cls, args_cls = model_classes(config, source)
     traditional = arch.interleaved_rope and uses_traditional_rope(args_cls)
     if traditional:

@@ -50,6 +50,8 @@ class Arch:
     tensors: dict[str, tuple[gguf.MODEL_TENSOR, str]] = field(default_factory=dict)
     # Gated DeltaNet layers as conversion/qwen.py writes them (gguf_linear_attn.py undoes it)
     linear_attention: bool = False
+    # LFM2's short-convolution kernels squeezed to 2-D (gguf_shortconv.py undoes it)
+    short_convolutions: bool = False
 
 
 def _gemma2(f: GgufFile, c: dict[str, Any]) -> None:
@@ -205,6 +207,25 @@ def _gemma4(f: GgufFile, c: dict[str, Any]) -> None:
     }
 
 
+def _lfm2(f: GgufFile, c: dict[str, Any]) -> None:
+    """LFM2 (conversion/lfm2.py LFM2Model, read back as src/models/lfm2.cpp reads it): a
+    layer is attention where its head_count_kv is not 0, a short convolution elsewhere;
+    feed_forward_length is the width after the converter's own auto-adjustment; the
+    convolutions' projections have biases where the file holds them."""
+    kv = f.arch_value("attention.head_count_kv")
+    heads = [int(x) for x in np.asarray(kv).reshape(-1)] if kv is not None else []
+    if len(heads) != c["num_hidden_layers"]:
+        raise ModelLoadError(f"{f.path}: an lfm2 GGUF needs attention.head_count_kv for "
+                             "each layer (0 for a convolution layer)")
+    c["layer_types"] = ["full_attention" if h else "conv" for h in heads]
+    c["full_attn_idxs"] = [i for i, h in enumerate(heads) if h]
+    c["num_key_value_heads"] = max(heads)
+    c.update(norm_eps=c["rms_norm_eps"], block_dim=c["hidden_size"],
+             block_ff_dim=c["intermediate_size"], block_auto_adjust_ff_dim=False,
+             block_multiple_of=256, block_ffn_dim_multiplier=1.0,
+             conv_bias=any(n.endswith(".shortconv.in_proj.bias") for n in f.tensors))
+
+
 def _qwen35(f: GgufFile, c: dict[str, Any]) -> None:
     """Qwen 3.5 (conversion/qwen.py Qwen3NextModel.set_gguf_parameters, read back as
     src/models/qwen35.cpp reads it): the Gated DeltaNet sizes as ssm.* keys, a full
@@ -296,6 +317,8 @@ ARCHS: dict[str, Arch] = {
     # conversion/mistral3.py: a LlamaModel (q/k permuted); mlx-lm's module has no
     # rope_traditional, so the rows are put back
     "mistral3": Arch("ministral3", interleaved_rope=True, hook=_ministral3),
+    # LFM2 (LFM2-VL's language model too): attention and short-convolution layers
+    "lfm2": Arch("lfm2", hook=_lfm2, short_convolutions=True),
 }
 
 

@@ -23,7 +23,8 @@ from ..units import format_bytes
 # gguf_arch.ARCHS
 GGUF_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen2vl", "qwen3", "qwen3vl", "qwen3moe",
                                 "gemma2", "gemma3", "gemma4", "phi3", "granite", "olmo2",
-                                "smollm3", "gpt-oss", "mistral3", "qwen35", "qwen35moe"})
+                                "smollm3", "gpt-oss", "mistral3", "qwen35", "qwen35moe",
+                                "lfm2"})
 # gguf_tokenizer.SUPPORTED_MODELS (tokenizer.ggml.model)
 GGUF_TOKENIZERS = frozenset({"gpt2", "llama", "gemma4", "t5", "bert"})
 # llama.cpp's LLAMA_FTYPE values (general.file_type): the quantization a file names

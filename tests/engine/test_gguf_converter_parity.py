@@ -39,7 +39,8 @@ HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
               "phi3": "Phi3ForCausalLM", "granite": "GraniteForCausalLM",
               "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
               "ministral3": "Ministral3ForCausalLM", "gemma4_text": "Gemma4ForCausalLM",
-              "qwen3_5": "Qwen3_5ForCausalLM", "qwen3_5_moe": "Qwen3_5MoeForCausalLM"}
+              "qwen3_5": "Qwen3_5ForCausalLM", "qwen3_5_moe": "Qwen3_5MoeForCausalLM",
+              "lfm2": "Lfm2ForCausalLM"}
 # The converter hashes a tokenizer's output to name its pre-tokenizer; the tiny one is
 # unknown to it, so the run names it as the tiny writer does, and writes it as the BPE
 # vocabulary it is (the tokenizer is not what this test is about).
