@@ -570,10 +570,10 @@ class Conversation:
     def _start_each(self, parent: ChatMessage,
                     targets: list[ReplyTarget]) -> list[ChatMessage | Refusal]:
         """Start one reply to `parent` per target, the first shown: per target, its reply
-        or its Refusal (also a notice). Local replies to the same prompt share its
-        prefill (the engine prefills it once)."""
+        or its Refusal (also a notice). Local replies to the same prompt on the same model
+        share its prefill (that model's engine prefills it once and batches them)."""
         prompt = self.prompt_messages(parent)
-        leader: Generation | None = None
+        leaders: dict[str | None, Generation] = {}  # by model: each model's engine its own
         outcomes: list[ChatMessage | Refusal] = []
         for target in targets:
             tools = self.tool_turns.offered if target.params.get("mcp_servers") else None
@@ -589,14 +589,15 @@ class Conversation:
                 request = tab_request(prompt, target.params, tools or None,
                                       target.params.get("tool_choice", "auto"),
                                       local=route.local)
-                gen = self.bridge.submit(request, route, tag=self.tag,
-                                         share_prompt_with=leader if route.local else None)
+                gen = self.bridge.submit(
+                    request, route, tag=self.tag,
+                    share_prompt_with=leaders.get(route.model) if route.local else None)
             except Refusal as refusal:  # ui/refusals.py words it
                 self.notice.emit(refusal)
                 outcomes.append(refusal)
                 continue
-            if target.backend is None and leader is None:
-                leader = gen
+            if route.local:
+                leaders.setdefault(route.model, gen)
             outcomes.append(self._follow(gen, parent, target))
         started = [o for o in outcomes if isinstance(o, ChatMessage)]
         if started and self.tree.leaf is not started[0]:

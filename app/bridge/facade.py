@@ -282,12 +282,13 @@ class EngineBridge:
         return await count_prompt(target, messages) if target is not None else None
 
     async def count_attachments(self, atts: Sequence[Any],
-                                progress: AttachmentProgress | None = None
-                                ) -> list[int] | None:
-        """Each attached file's tokens in the local model's tokenizer (off this thread);
-        None without a model. `progress(i, stage, fraction)`, on the counting thread, while
-        a file too long to go in whole is indexed."""
-        target = self.host.target
+                                progress: AttachmentProgress | None = None,
+                                model: str | None = None) -> list[int] | None:
+        """Each attached file's tokens in the tokenizer of local model `model` (None: the
+        default one; off this thread); None while that model is not loaded.
+        `progress(i, stage, fraction)`, on the counting thread, while a file too long to go
+        in whole is indexed."""
+        target = self.local_of(model)
         return await count_attachments(target, atts, progress) if target is not None \
             else None
 

@@ -30,13 +30,13 @@ def other_model_dir(tmp_path_factory: Any) -> Path:
     return d
 
 
-def two_model_bridge(loop: Any, models_dir: Path) -> Iterator[EngineBridge]:
+def two_model_bridge(loop: Any, models_dir: Path, kv: int = KV) -> Iterator[EngineBridge]:
     """The default model: the bundled one; beside it a ModelManager over `models_dir`
-    (a fixture's body: shut down after the test)."""
+    (a fixture's body: shut down after the test); `kv`: each engine's KV budget."""
     bridge = EngineBridge(
-        loader=lambda source: load_target(source, kv_budget_bytes=KV, max_concurrent=8).engine)
+        loader=lambda source: load_target(source, kv_budget_bytes=kv, max_concurrent=8).engine)
     bridge.fleet = ModelManager(Catalog(lambda: folder_models(models_dir)),
-                                kv_budget_bytes=KV, max_concurrent=8)
+                                kv_budget_bytes=kv, max_concurrent=8)
     assert loop.run_until_complete(bridge.load("bundled"))
     yield bridge
     loop.run_until_complete(bridge.shutdown(timeout=5.0))

@@ -1,15 +1,17 @@
 """The files attached to the draft, as chips above the input: name, size and token count,
 or, for a file that cannot be given, its name and why (red). Files are read on a worker
-thread (a 40-page PDF takes a moment) and counted by the serving model's tokenizer off
-the UI thread (a file too long to go in whole is indexed there too); the chip says
-"reading…", then "counting…", then the index's "indexing 42 %" (and "embedding 10 %" with
-a retrieval model) meanwhile. A chip's × removes it; nothing typed
-is touched either way."""
+thread (a 40-page PDF takes a moment) and counted by the tokenizer of the tab's model (the
+default one, or the library model the tab picked: issue #50; counted again when the tab's
+model changes or loads) off the UI thread (a file too long to go in whole is indexed there
+too); the chip says "reading…", then "counting…", then the index's "indexing 42 %" (and
+"embedding 10 %" with a retrieval model) meanwhile. A chip's × removes it; nothing typed is
+touched either way."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import shiboken6
@@ -112,9 +114,17 @@ class Chip(QWidget):
 class AttachmentChips(ChipRow):
     """The draft's files. `changed` after a file is read, counted or removed."""
 
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None,
+                 model: Callable[[], str | None] = lambda: None) -> None:
+        """`model()`: the tab's local model now (None: the default one), whose tokenizer
+        counts the files."""
         super().__init__("attachmentChips", parent)
         self.ctx = ctx
+        self.model = model
+        # the tab's model, beside the default one, loaded: its tokenizer counts now
+        self._fleet = ctx.bridge.fleet
+        if self._fleet is not None:
+            self._fleet.changed.connect(self._on_model_changed)
         # set when the chips go (the tab closes, the app quits): an index still being
         # built for one stops at its next progress report instead of holding the exit
         self._stopped = threading.Event()
@@ -153,8 +163,8 @@ class AttachmentChips(ChipRow):
             await self._count(chip, item)
 
     async def _count(self, chip: Chip, item: Attachment) -> None:
-        """`item`'s tokens in the serving model's tokenizer (a file too long to go in whole
-        is indexed meanwhile)."""
+        """`item`'s tokens in the tab's model's tokenizer, again if the model changed while
+        it counted."""
         loop = asyncio.get_running_loop()
 
         def progress(_i: int, stage: str, fraction: float) -> None:  # count's thread
@@ -164,15 +174,40 @@ class AttachmentChips(ChipRow):
 
         chip.counting = True
         try:
-            counts = await self.ctx.bridge.count_attachments([item], progress)
+            while True:
+                model = self.model()
+                counts = await self.ctx.bridge.count_attachments([item], progress, model)
+                if model == self.model():
+                    break
         finally:
             chip.counting = False
         if shiboken6.isValid(chip) and chip in self.chips:
             chip.set_tokens(counts[0] if counts else None)
             self.changed.emit()
 
+    def recount(self) -> None:
+        """The tab's model changed: each file counted again in its tokenizer (a count under
+        way counts again when it ends)."""
+        for chip in self.chips:
+            if isinstance(chip.item, Attachment) and not chip.counting:
+                chip.set_tokens(None)
+                task = asyncio.ensure_future(self._count(chip, chip.item))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    def _on_model_changed(self, name: str, _state: object) -> None:
+        if not shiboken6.isValid(self):  # held weakly: gone with the chips
+            return
+        model = self.model()
+        if model is not None and self.ctx.bridge.local_of(model) is not None \
+                and any(c.tokens is None for c in self.chips):
+            self.recount()
+
     def detach(self) -> None:
         self._stopped.set()
+        if self._fleet is not None:
+            self._fleet.changed.disconnect(self._on_model_changed)
+            self._fleet = None
         super().detach()
 
     def _progressed(self, chip: Chip, stage: str, fraction: float) -> None:

@@ -156,7 +156,7 @@ class ChatTab(QWidget):
         self.input.submitted.connect(self._submitted)
         self.input.escape_pressed.connect(self.on_escape)
         # the draft's files (#51): chips above the box; the paperclip, a drop or a paste
-        self.chips = AttachmentChips(self.ctx)
+        self.chips = AttachmentChips(self.ctx, model=lambda: self.conversation.model)
         self.input.files_dropped.connect(self.attach_files)
         # the draft's images (#52): thumbnail chips; a paste of a copied image, a drop
         self.image_chips = ImageChips()
@@ -330,6 +330,7 @@ class ChatTab(QWidget):
         self.conversation.set_backend(name)
         if self.backend_picker.backend != name or self.backend_picker.model is not None:
             self.backend_picker.set_backend(name)
+        self.chips.recount()
         self.token_count.schedule()
 
     def set_model(self, model: str | None) -> None:
@@ -339,6 +340,7 @@ class ChatTab(QWidget):
         self.conversation.set_model(model)
         if self.backend_picker.model != model or self.backend_picker.backend is not None:
             self.backend_picker.set_model(model)
+        self.chips.recount()
         self.token_count.schedule()
 
     # -- actions ------------------------------------------------------------------------
