@@ -15,9 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-import bm25s
 import numpy as np
-from bm25s.tokenization import Tokenizer
 
 from .attachment import Attachment
 from .chunks import CHUNK_CHARS, Chunk, chunk_attachment
@@ -45,6 +43,11 @@ class ChunkIndex:
 
     def __init__(self, chunks: Sequence[Chunk],
                  progress: IndexProgress | None = None) -> None:
+        # bm25s imports scipy: loaded with the first index, not with every process that
+        # could read files (`batchchat serve`, the simulator: ~1-3 s a start)
+        import bm25s
+        from bm25s.tokenization import Tokenizer
+
         self.chunks = list(chunks)
         self._tokenizer = Tokenizer(stopwords="en")
         report = Reporter(progress)

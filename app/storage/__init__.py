@@ -9,6 +9,8 @@ Use from one thread only (the Qt main thread). Typical use::
     safe.retry_pending()
 """
 
+from typing import TYPE_CHECKING, Any
+
 from app.storage.errors import SchemaTooNewError, StorageError
 from app.storage.records import (
     LoadedSession,
@@ -24,8 +26,23 @@ from app.storage.records import (
     new_id,
     utc_now,
 )
-from app.storage.safe_store import SafeStore
-from app.storage.store import Store
+
+if TYPE_CHECKING:
+    from app.storage.safe_store import SafeStore
+    from app.storage.store import Store
+
+
+def __getattr__(name: str) -> Any:
+    # The stores import sqlite-utils, and it pandas (~1-4 s): loaded when first named, so a
+    # process that only needs the records or stored_responses (`batchchat serve`, the
+    # simulator) starts without them.
+    if name == "SafeStore":
+        from app.storage.safe_store import SafeStore
+        return SafeStore
+    if name == "Store":
+        from app.storage.store import Store
+        return Store
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "LoadedSession", "LoadedSimRun", "Message", "RequestStatsRecord", "SafeStore",

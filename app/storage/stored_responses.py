@@ -19,11 +19,10 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlite_utils import Database
-
-from app.storage.migrations import check_not_newer, migrate
+if TYPE_CHECKING:  # sqlite-utils (and pandas, which it imports) load with the first response:
+    from sqlite_utils import Database  # `batchchat serve` starts without them
 
 RETENTION_DAYS = 30.0  # OpenAI keeps a stored response 30 days
 MAX_RESPONSES = 10_000  # the cap beside the age (a response's input can be long)
@@ -87,6 +86,10 @@ class StoredResponses:
         """The database (None: in memory), opened and migrated on first use; the lock is
         held."""
         if self._db is None and self.path is not None:
+            from sqlite_utils import Database
+
+            from app.storage.migrations import check_not_newer, migrate
+
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # check_same_thread off (not db.connect's way): the server's loop and its
             # worker threads both use it; the lock keeps one at a time
