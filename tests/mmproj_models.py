@@ -7,7 +7,8 @@ The text GGUF goes through tests/gguf_models.py's writer (gguf-py's names, q/k r
 permuted for llama, Gemma's norms plus one) with the VLM's own vocabulary. The mmproj's
 names are gguf-py's MMPROJ map of Hugging Face's names, its layout the converter's
 (conversion/base.py MmprojModel, gemma.py Gemma3VisionModel, smolvlm.py SmolVLMModel,
-qwenvl.py Qwen2VLVisionModel, qwen3vl.py Qwen3VLVisionModel, llava.py LlavaVisionModel): the
+qwenvl.py Qwen2VLVisionModel, qwen3vl.py Qwen3VLVisionModel, llava.py LlavaVisionModel,
+lfm2.py LFM2VLModel): the
 patch embedding as torch's (out, in, kh, kw), Gemma 3's soft embedding norm plus one, its
 input projection float16, the tower's and connector's matrices as `--outtype` says (f32,
 f16, q8_0), norms, biases and embeddings float32.
@@ -30,6 +31,8 @@ from tests.gguf_models import (
     ArchCase,
     _permute,
     gguf_tensors,
+    lfm2_meta,
+    lfm2_tensor,
     quantize,
     qwen2vl_meta,
     qwen3vl_meta,
@@ -40,7 +43,7 @@ from tests.vision_models import make_tiny_vlm
 # llama.cpp's projector type of each family (conversion/gemma.py, smolvlm.py, qwenvl.py)
 PROJECTOR = {"gemma3": "gemma3", "idefics3": "idefics3", "smolvlm": "idefics3",
              "qwen2_vl": "qwen2vl_merger", "qwen2_5_vl": "qwen2.5vl_merger",
-             "qwen3_vl": "qwen3vl_merger", "mistral3": "pixtral"}
+             "qwen3_vl": "qwen3vl_merger", "mistral3": "pixtral", "lfm2_vl": "lfm2"}
 QWEN = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # Qwen-VL's processor mean and std (preprocessor_config.json of the Qwen checkpoints)
 QWEN_MEAN, QWEN_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
@@ -52,13 +55,15 @@ def make_tiny_pair(folder: Path, family: str, seed: int = 0) -> tuple[Path, Path
     # Gemma 3: six layers, as llama.cpp fixes every sixth layer global (below)
     # Qwen-VL: four tower layers, as the converter's name map has the merger's second
     # matrix (mm.2) only for a tower of three or more blocks
-    # (Mistral 3 likewise: mm.2, its projector's second matrix)
+    # (Mistral 3 and LFM2-VL likewise: mm.2, their projectors' second matrix)
     vlm = make_tiny_vlm(folder / family, family, seed, layers=6 if family == "gemma3" else 2,
-                        vision_layers=4 if family in (*QWEN, "mistral3") else 1)
+                        vision_layers=4 if family in (*QWEN, "mistral3", "lfm2_vl") else 1)
     if family == "gemma3":
         _as_llama_cpp_gemma3(vlm)
     if family in QWEN:
         _as_llama_cpp_qwen(vlm)
+    if family == "lfm2_vl":
+        _as_llama_cpp_lfm2(vlm, seed)
     out = folder / f"{family}-gguf"
     out.mkdir(parents=True, exist_ok=True)
     text = write_text_gguf(vlm, out / f"tiny-{family}.F32.gguf")
@@ -98,6 +103,32 @@ def _as_llama_cpp_qwen(vlm: Path) -> None:
     (vlm / "preprocessor_config.json").write_text(json.dumps(pre))
 
 
+def _as_llama_cpp_lfm2(vlm: Path, seed: int) -> None:
+    """What an LFM2-VL mmproj implies: 16-pixel patches (conversion/lfm2.py views the patch
+    embedding as 16 x 16 x 3) and a 16 x 16 position table (the checkpoints'), clip.cpp's 64
+    to 256 image tokens an image and the checkpoints' 512-pixel tiles; the two tensors
+    whose shapes change drawn anew."""
+    config = json.loads((vlm / "config.json").read_text())
+    patch, side = 16, 16
+    config["vision_config"].update(patch_size=patch, num_patches=side * side,
+                                   image_size=side * patch)
+    limits = {"encoder_patch_size": patch, "min_image_tokens": 64, "max_image_tokens": 256,
+              "tile_size": 512, "do_image_splitting": True, "max_num_patches": 1024}
+    config.update(limits)
+    (vlm / "config.json").write_text(json.dumps(config, indent=1))
+    pre = json.loads((vlm / "preprocessor_config.json").read_text())
+    pre.update(limits, patch_size=patch, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    (vlm / "preprocessor_config.json").write_text(json.dumps(pre))
+    weights = mx.load(str(vlm / "model.safetensors"))
+    mx.random.seed(seed)
+    width = config["vision_config"]["hidden_size"]
+    weights["vision_tower.embeddings.patch_embedding.weight"] = mx.random.normal(
+        (width, patch * patch * 3)) * 0.05
+    weights["vision_tower.embeddings.position_embedding.weight"] = mx.random.normal(
+        (side * side, width)) * 0.05
+    mx.save_safetensors(str(vlm / "model.safetensors"), weights)
+
+
 def text_case(vlm: Path) -> ArchCase:
     """The ArchCase (tests/gguf_models.py) of the VLM's language model."""
     config = json.loads((vlm / "config.json").read_text())
@@ -108,6 +139,11 @@ def text_case(vlm: Path) -> ArchCase:
             text, model_type="qwen3", num_deepstack_layers=deepstack,
             rope_scaling={"type": "mrope", "mrope_section": text["rope_scaling"]["mrope_section"]}),
             metadata=qwen3vl_meta)
+    if config["model_type"] == "lfm2-vl":  # conversion/lfm2.py LFM2Model
+        text = config["text_config"]
+        return ArchCase("lfm2", dict(text, rms_norm_eps=text["norm_eps"],
+                                     intermediate_size=text["block_ff_dim"]),
+                        metadata=lfm2_meta, transform=lfm2_tensor)
     if config["model_type"] in QWEN:  # flat: the text model's keys at the top
         text = {k: v for k, v in config.items() if not isinstance(v, dict) or k == "rope_scaling"}
         return ArchCase("qwen2vl", dict(text, model_type="qwen2"), metadata=qwen2vl_meta)
@@ -150,7 +186,8 @@ def _vocabulary(w: GGUFWriter, tok: Any, config: dict[str, Any]) -> None:
     w.add_token_types([3 if t in added else 1 for t in tokens])
     w.add_token_merges([])
     w.add_bos_token_id(tok.bos_token_id)
-    w.add_eos_token_id(config["eos_token_id"][0])
+    eos = config["eos_token_id"]  # a list, or (LFM2-VL) one id
+    w.add_eos_token_id(eos[0] if isinstance(eos, list) else eos)
     w.add_pad_token_id(tok.pad_token_id)
     w.add_add_bos_token(False)
     w.add_chat_template(tok.chat_template)
@@ -167,6 +204,9 @@ def hf_vision_weights(vlm: Path) -> dict[str, np.ndarray]:
         w = np.array(value)
         if config["model_type"] == "mistral3":  # Mistral3ForConditionalGeneration's names
             name = name.replace("vision_tower.vision_model.", "vision_tower.", 1)
+        if config["model_type"] == "lfm2-vl":  # Lfm2VlForConditionalGeneration's (its patch
+            out[name.replace("vision_tower.", "vision_tower.vision_model.", 1)] = w  # a Linear)
+            continue
         if name.endswith(("patch_embedding.weight", "patch_conv.weight")):
             w = w.transpose(0, 3, 1, 2)  # mlx's (out, kh, kw, in) -> torch's (out, in, kh, kw)
         if config["model_type"] in QWEN:  # Qwen2_5_VLForConditionalGeneration's visual.
@@ -208,9 +248,13 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
             w = w + np.float32(1.0)  # Gemma3VisionModel.modify_tensors
         if config["model_type"] == "mistral3" and base.endswith(("q_proj", "k_proj")):
             w = _permute(w, heads)  # LlavaVisionModel.modify_tensors (LlamaModel.permute)
+        if config["model_type"] == "lfm2-vl" and new == "v.patch_embd" and suffix == "weight":
+            p = config["vision_config"]["patch_size"]  # LFM2VLModel.modify_tensors' view
+            w = w.reshape(w.shape[0], p, p, 3).transpose(0, 3, 1, 2)
         if "input_projection" in hf:
             w = w.astype(np.float16)  # whatever the outtype (tensor_force_quant)
-        elif config["model_type"] == "mistral3" and new in ("v.patch_embd", "mm.patch_merger"):
+        elif config["model_type"] in ("mistral3", "lfm2-vl") \
+                and new in ("v.patch_embd", "mm.patch_merger") and suffix == "weight":
             # MmprojModel.tensor_force_quant: F16 at --outtype f16, else F32
             w = w.astype(np.float16 if outtype == "f16" else np.float32)
         elif w.ndim == 2 and ".embeddings." not in hf and new != "v.position_embd":
@@ -281,7 +325,7 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
     w.add_vision_head_count(v["num_attention_heads"])
     w.add_vision_image_mean(list(pre["image_mean"]))
     w.add_vision_image_std(list(pre["image_std"]))
-    w.add_clip_projector_type(projector or PROJECTOR[family])
+    w.add_clip_projector_type(projector or PROJECTOR[family.replace("-", "_")])
     if family == "gemma3":
         w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-6))
         w.add_vision_use_gelu(True)
@@ -300,6 +344,10 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
             w.add_vision_use_silu(True)
             w.add_vision_n_wa_pattern(v["fullatt_block_indexes"][0] + 1)
         w.add_vision_attention_layernorm_eps(config.get("rms_norm_eps", 1e-6))
+    elif family == "lfm2-vl":  # LFM2VLModel.set_gguf_parameters
+        w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-6))
+        w.add_vision_projector_scale_factor(config.get("downsample_factor", 2))
+        w.add_vision_use_gelu(True)
     elif family == "mistral3":  # LlavaVisionModel.set_gguf_parameters (a pixtral tower)
         w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-5))
         w.add_vision_use_silu(True)  # Mistral Small 3.1's hidden_act

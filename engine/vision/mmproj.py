@@ -3,7 +3,8 @@
 The text GGUF loads as any GGUF does (engine/loader/gguf.py: mlx-lm's class, the engine's
 kernels). The mmproj's vision tower and projector become mlx-vlm's own modules for the
 family (Gemma 3's SigLIP + average-pooling projector, Idefics3 / SmolVLM's SigLIP +
-pixel-shuffle connector), their weights found by gguf-py's MMPROJ name map of mlx-vlm's
+pixel-shuffle connector here; Qwen-VL's in mmproj_qwen.py, Mistral 3's in mmproj_pixtral.py,
+LFM2-VL's in mmproj_lfm2.py), their weights found by gguf-py's MMPROJ name map of mlx-vlm's
 names and put back in mlx-vlm's layout (what convert_hf_to_gguf.py did: the patch
 embedding as torch's conv weight, Gemma 3's soft embedding norm plus one). mlx-vlm's merge
 reads the text GGUF's own embedding table. The processor is mlx-vlm's for the family,
@@ -26,7 +27,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 from ..loader.errors import ModelLoadError
 from ..loader.gguf_file import GgufFile, read_gguf_file
 from ..loader.progress import ProgressReporter
-from . import mmproj_pixtral, mmproj_qwen
+from . import mmproj_lfm2, mmproj_pixtral, mmproj_qwen
 from .mmproj_support import mmproj_beside, projector_refusal, projector_type
 from .prompt import VisionTower
 
@@ -92,6 +93,8 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
             vlm, image_token, processor = mmproj_qwen.build(proj, model, hf_tok)
         elif family == "pixtral":
             vlm, image_token, processor = mmproj_pixtral.build(proj, model, hf_tok)
+        elif family == "lfm2":
+            vlm, image_token, processor = mmproj_lfm2.build(proj, model, hf_tok)
         else:
             vlm, image_token, processor = _idefics3(proj, model, hf_tok,
                                                     "smolvlm" in names.lower())
@@ -101,7 +104,7 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
     positioned = family in mmproj_qwen.FAMILIES
     if positioned:  # M-RoPE: the text model rotates by the image's 3-D positions
         mmproj_qwen.install_mrope(model, mmproj_qwen.family_of(proj), vlm)
-    elif family != "pixtral":  # the Qwen-VL and Pixtral builders load their own
+    elif family not in ("pixtral", "lfm2"):  # the Qwen-VL, Pixtral, LFM2 builders load theirs
         _load_vision_weights(vlm, proj, family)
     return {**fields, "vision": VisionTower(vlm, processor, image_token, positioned=positioned),
             "description": fields["description"].replace(

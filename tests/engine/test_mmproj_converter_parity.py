@@ -48,7 +48,8 @@ HF_CLASSES = {"gemma3": "Gemma3ForConditionalGeneration",
               "qwen2_vl": "Qwen2VLForConditionalGeneration",
               "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
               "qwen3_vl": "Qwen3VLForConditionalGeneration",
-              "mistral3": "Mistral3ForConditionalGeneration"}
+              "mistral3": "Mistral3ForConditionalGeneration",
+              "lfm2-vl": "Lfm2VlForConditionalGeneration"}
 
 
 def _save_hf(vlm: Path, dest: Path) -> None:
@@ -58,6 +59,8 @@ def _save_hf(vlm: Path, dest: Path) -> None:
     config = json.loads((vlm / "config.json").read_text())
     config["architectures"] = [HF_CLASSES[config["model_type"]]]
     config["torch_dtype"] = "float32"
+    if config["model_type"] == "lfm2-vl":  # the hub's SigLIP2 config names its epsilon
+        config["vision_config"]["layer_norm_eps"] = 1e-6
     if config["model_type"] == "mistral3":  # Mistral Small 3.1's tower activation; the
         config["vision_config"]["hidden_act"] = "silu"  # converter finds [IMG_BREAK] by name
         for name in ("tokenizer.json", "tokenizer_config.json"):
