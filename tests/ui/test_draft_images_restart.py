@@ -133,3 +133,22 @@ def test_an_images_only_draft_comes_back_and_a_closed_tabs_draft_goes(
     _settled(loop, tab)
     assert tab.image_chips.images() == [image] and tab.input.toPlainText() == ""
     assert list(_saved_drafts(history_app.db)) == [tab.conversation.session_id]
+
+
+def test_a_chat_deleted_in_the_sidebar_and_undone_gets_its_draft_images_back(
+        history_app, loop, qtbot):
+    from tests.ui.test_sidebar import chat, key_on_row, listed
+
+    window = history_app.start()
+    conv = chat(window, loop, "keep me please")
+    run_until(loop, lambda: conv.session_id in listed(window))
+    tab = window.tabs.tab_for(conv)
+    _paste_image(qtbot, tab, _png())
+    run_until(loop, lambda: tab.image_chips.images())
+    [image] = tab.image_chips.images()
+    key_on_row(qtbot, window, conv.session_id, Qt.Key.Key_Delete)  # its tab closes
+    assert _saved_drafts(history_app.db) == {}
+    qtbot.mouseClick(window.sidebar.undo_bar.button, Qt.MouseButton.LeftButton)
+    back = window.workspace.find(conv.session_id)
+    assert back is not None and window.tabs.tab_for(back).image_chips.images() == [image]
+    assert list(_saved_drafts(history_app.db)) == [conv.session_id]

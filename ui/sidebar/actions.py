@@ -4,7 +4,8 @@ out, another delete replaces it, or the app quits)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QInputDialog, QWidget
@@ -27,6 +28,8 @@ class PendingDelete:
     was_open: bool  # its tab was closed by the delete: an undo opens it again
     draft: str  # its unsent text then
     tab_index: int | None = None  # where its tab was: an undo puts it back there
+    # its draft's files and images then (#52), in their saved form
+    draft_files: list[dict[str, Any]] = field(default_factory=list)
 
 
 class SidebarActions(QObject):
@@ -99,8 +102,9 @@ class SidebarActions(QObject):
         conv = self.workspace.find(row.session_id)
         draft = self.workspace.draft(conv) if conv is not None else ""
         index = self.workspace.conversations.index(conv) if conv is not None else None
+        files = list(self.workspace.draft_files.get(conv.id, [])) if conv is not None else []
         self.pending = PendingDelete(row.session_id, row.title, conv is not None, draft,
-                                     index)
+                                     index, files)
         self.chats.hidden.add(row.session_id)
         if conv is not None:
             self.workspace.close(conv)  # saves it as it is: an undo opens it again
@@ -121,6 +125,9 @@ class SidebarActions(QObject):
             if conv is not None and pending.draft:
                 self.workspace.set_draft(conv, pending.draft)
                 self.workspace.draft_restored.emit(conv, pending.draft)
+            if conv is not None and pending.draft_files:  # its chips too
+                self.workspace.set_draft_files(conv, pending.draft_files)
+                self.workspace.draft_files_restored.emit(conv, pending.draft_files)
         self.changed.emit(True)
         return conv
 
