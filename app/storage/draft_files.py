@@ -29,9 +29,11 @@ class DraftFilesMixin(StoreBase):
             for position, f in enumerate(files):
                 if f.get("parts") is None or text_bytes(f["parts"]) > MAX_KEPT_BYTES:
                     continue  # not kept: a draft's chip without its text is no use
-                db.execute("INSERT OR IGNORE INTO attachment_texts (hash, kind, size, data) "
-                           "VALUES (?, ?, ?, ?)",
-                           [f["hash"], f["kind"], f["size"], pack_parts(f["parts"])])
+                if db.execute("SELECT 1 FROM attachment_texts WHERE hash = ?",
+                              [f["hash"]]).fetchone() is None:  # else not packed again
+                    db.execute("INSERT INTO attachment_texts (hash, kind, size, data) "
+                               "VALUES (?, ?, ?, ?)",
+                               [f["hash"], f["kind"], f["size"], pack_parts(f["parts"])])
                 db.execute(
                     "INSERT INTO draft_attachments (session_id, position, name, kind, size, "
                     "skipped, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
