@@ -385,6 +385,9 @@ CASES: dict[str, ArchCase] = {
                          "beta_slow": 1.0, "mscale_all_dim": 1.0,
                          "llama_4_scaling_beta": 0.1}),
         permute_qk=True, metadata=_ministral3_meta),
+    # Mistral Small 3.1's text model (a Mistral 3 VLM's): no YaRN, written as mistral3
+    "mistral3-vl": ArchCase("mistral3", _cfg("mistral", head_dim=16), permute_qk=True,
+                            metadata=_llama_meta),
     # Qwen 3.5 (dense): Gated DeltaNet layers with full attention every 2nd layer, twice
     # as many value heads as key heads (the converter reorders them), a gated query and
     # RoPE on a quarter of each head

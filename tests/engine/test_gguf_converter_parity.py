@@ -40,7 +40,7 @@ HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
               "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
               "ministral3": "Ministral3ForCausalLM", "gemma4_text": "Gemma4ForCausalLM",
               "qwen3_5": "Qwen3_5ForCausalLM", "qwen3_5_moe": "Qwen3_5MoeForCausalLM",
-              "lfm2": "Lfm2ForCausalLM"}
+              "lfm2": "Lfm2ForCausalLM", "mistral": "Mistral3ForConditionalGeneration"}
 # The converter hashes a tokenizer's output to name its pre-tokenizer; the tiny one is
 # unknown to it, so the run names it as the tiny writer does, and writes it as the BPE
 # vocabulary it is (the tokenizer is not what this test is about).
@@ -80,6 +80,12 @@ def _save_hf(case, model, dest: Path, tmp: Path) -> None:
         config["rope_scaling"] = {"rope_type": "linear", "factor": 8.0}
     if case.gguf_arch == "qwen2vl":  # Qwen2-VL's checkpoint (its vision tower left out)
         config.update(model_type="qwen2_vl", architectures=["Qwen2VLForConditionalGeneration"])
+    if case.gguf_arch == "mistral3" and config["model_type"] == "mistral":
+        del config["architectures"]  # Mistral Small 3.1's checkpoint (its tower left out)
+        config = {"model_type": "mistral3", "torch_dtype": "float32",
+                  "architectures": ["Mistral3ForConditionalGeneration"], "bos_token_id": 1,
+                  "eos_token_id": 2, "text_config": config,
+                  "vision_config": {"model_type": "pixtral", "hidden_size": 32}}
     if case.gguf_arch == "qwen3vl":  # Qwen3-VL's checkpoint: its text config nested
         rope = {"rope_type": "default", "mrope_interleaved": True,
                 "mrope_section": config.pop("rope_scaling")["mrope_section"]}
