@@ -4,7 +4,9 @@ MLX loads when a test first uses one of them, so storage-only runs stay quick.""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -37,15 +39,24 @@ def make_engine(tiny: TinyModel) -> Callable[..., Engine]:
     return build
 
 
+def session_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's base temp folder, which every xdist worker's own base is under."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_files(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Files built from other files are made once a session (tests/session_files.py)."""
+    from tests import session_files
+
+    session_files.folder = session_base(tmp_path_factory) / "session-files"
+
+
 @pytest.fixture(scope="session")
 def mlx_lm_greedy(tmp_path_factory: pytest.TempPathFactory) -> ReferenceCache:
     """mlx-lm's greedy tokens (`.greedy(model, tokenizer, prompts, n)`), each computed once a
     session and shared by the xdist workers (tests/mlx_reference.py)."""
-    import os
-
     from tests.mlx_reference import ReferenceCache
 
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base is under the session's
-        base = base.parent
-    return ReferenceCache(base / "mlx-lm-greedy")
+    return ReferenceCache(session_base(tmp_path_factory) / "mlx-lm-greedy")

@@ -17,7 +17,15 @@ def bundled_path() -> Path:
 
 def requantize(src: Path, dest: Path, kind_name: str = "Q8_0") -> Path:
     """`src`'s Q4_1 tensors dequantized and quantized again as `kind_name` (gguf-py's own
-    quantizer), every other tensor and every metadata key copied as they are."""
+    quantizer), every other tensor and every metadata key copied as they are; made once a
+    test session for each source and kind (tests/session_files.py), then copied."""
+    from tests.session_files import made_once
+
+    return made_once(src, f"requantize:{kind_name}", dest,
+                     lambda out: _requantize(src, out, kind_name))
+
+
+def _requantize(src: Path, dest: Path, kind_name: str) -> None:
     from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter, quants
 
     kind = GGMLQuantizationType[kind_name]
@@ -45,7 +53,6 @@ def requantize(src: Path, dest: Path, kind_name: str = "Q8_0") -> Path:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return dest
 
 
 def tiny_gguf(path: Path, seed: int = 0, hidden: int = 256) -> Path:
