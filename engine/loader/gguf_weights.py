@@ -42,7 +42,7 @@ from .ggml_types import (
     type_form,
 )
 from .gguf_file import GgufFile, GgufTensor
-from .packed_form import AFFINE, PANEL, Prepacked, affine_views
+from .packed_form import AFFINE, PANEL, SCALE_ONLY_BIAS, Prepacked, affine_views
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,16 @@ def _fp16_exact(scales_mx: mx.array, biases_mx: mx.array) -> tuple[np.ndarray, n
             np.array_equal(b16.astype(np.float32), biases):
         return s16, b16
     return None
+
+
+def _packed_fp16_exact(pk: Prepacked) -> bool:
+    """Whether every scale and bias of a packed triple is exactly an fp16 number (a
+    scale-only form's d is fp16; its bias d * -8 or -128 is unless it overflows)."""
+    factor = SCALE_ONLY_BIAS.get(pk.form)
+    if factor is None:
+        return _fp16_exact(pk.scales, pk.biases) is not None
+    top = mx.max(mx.abs(pk.scales.astype(mx.float32))).item() if pk.scales.size else 0.0
+    return top * abs(factor) <= float(np.finfo(np.float16).max)
 
 
 def _narrow(scales_mx: mx.array, biases_mx: mx.array) -> tuple[mx.array, mx.array]:
@@ -254,7 +264,7 @@ def convert(f: GgufFile, names: dict[str, str], undo: dict[str, Undo], *,
                 assert form is not None
                 narrow = (not gguf_name.startswith("token_embd.")
                           and t.kind not in _PRODUCT_SCALES
-                          and _fp16_exact(pk.scales, pk.biases) is not None)
+                          and _packed_fp16_exact(pk))
                 dtype = mx.float16 if narrow else mx.float32
                 rows = int(np.prod(t.shape[:-1]))  # stacked experts: E * N rows, then (E, N)
                 w, s, b = (v.reshape(*t.shape[:-1], v.shape[-1])

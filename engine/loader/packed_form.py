@@ -15,6 +15,8 @@ Q4_K, Q5_K and Q6_K are packed in forms of their own, near their file's width (i
 src/packed.h): the file's sub-scales and super-block scales, whose products the kernel forms
 in float32 as gguf-py does. Their views compute those products in MLX (float32, one
 rounding each, the same bits), and Q5_K's / Q6_K's values are put back together as bytes.
+Q4_0 and Q8_0 keep the file's fp16 d alone (scale-only: their bias is d * -8 or d * -128,
+exact), the file's width: a MoE decode step's experts cost the bytes they read.
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ import mlx.nn as nn
 PANEL = 16  # rows a panel (kPanel in packed.h)
 SUPER = 256  # a K-quant's super-block (kSuper)
 ATTR = "_batchchat_prepacked"  # the module attribute that holds a Prepacked
-# packed.h's Form: MLX's affine scales and biases, or Q4_K's / Q6_K's / Q5_K's own parts
-AFFINE, Q4K, Q6K, Q5K = 0, 1, 2, 3
-# a K form's (group size, bits) in the kernel
-_KERNEL_LAYOUT = {Q4K: (32, 4), Q6K: (16, 6), Q5K: (32, 5)}
+# packed.h's Form: MLX's affine scales and biases, Q4_K's / Q6_K's / Q5_K's own parts, or
+# Q4_0's / Q8_0's fp16 scales alone
+AFFINE, Q4K, Q6K, Q5K, Q40, Q80 = 0, 1, 2, 3, 4, 5
+# a file form's (group size, bits) in the kernel
+_KERNEL_LAYOUT = {Q4K: (32, 4), Q6K: (16, 6), Q5K: (32, 5), Q40: (32, 4), Q80: (32, 8)}
+# a scale-only form's bias: d times this (exact in float32)
+SCALE_ONLY_BIAS = {Q40: -8.0, Q80: -128.0}
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,7 +43,8 @@ class Prepacked:
     """The loader's packed triple for a module's weight: pack_quantized's (weights uint8
     (panels * 16, K * bits / 8), scales and biases float32 (panels, K / group, 16)), or a
     K-quant's form (scales: its sub-scales, uint8 for Q4_K / Q5_K (sc and m) and int8 for
-    Q6_K; biases: its super-blocks' d (and dmin), float32; packed.h)."""
+    Q6_K; biases: its super-blocks' d (and dmin), float32; Q4_0 / Q8_0: scales the file's
+    fp16 d a 32-block, biases empty (panels, 0, 16); packed.h)."""
 
     weight: mx.array
     scales: mx.array
@@ -53,6 +59,8 @@ class Prepacked:
         Q4_K / Q5_K, the weights' bytes a row against the super-blocks' K."""
         if self.scales.dtype == mx.int8:
             return Q6K
+        if self.scales.dtype == mx.float16:  # K = 32 a group: 4 or 8 bits a weight
+            return Q40 if self.weight.shape[1] * 8 == 4 * self.scales.shape[1] * 32 else Q80
         if self.scales.dtype != mx.uint8:
             return AFFINE
         k = self.biases.shape[1] * SUPER
@@ -71,8 +79,11 @@ def _lane_major(x: mx.array) -> mx.array:
 
 def _scale_parts(pk: Prepacked) -> list[mx.array]:
     """The arrays the scales and biases are made of, each (panels, 16, ...) lane-major
-    (lazy transposes): affine [scales, biases]; Q4_K [sc, m, d, dmin]; Q6_K [sc, d]."""
+    (lazy transposes): affine [scales, biases]; Q4_K [sc, m, d, dmin]; Q6_K [sc, d];
+    Q4_0 / Q8_0 [d]."""
     sub, sup = _lane_major(pk.scales), _lane_major(pk.biases)
+    if pk.form in SCALE_ONLY_BIAS:
+        return [sub]
     if pk.form in (Q4K, Q5K):
         return [sub[:, :PANEL], sub[:, PANEL:], sup[:, :PANEL], sup[:, PANEL:]]
     return [sub, sup]
@@ -84,6 +95,9 @@ def _scales_biases(form: int, parts: list[mx.array]) -> tuple[mx.array, mx.array
     with one rounding each (the sub-scales are small integers: exact as floats)."""
     if form == AFFINE:
         return parts[0], parts[1]
+    if form in SCALE_ONLY_BIAS:  # fp16 d (exact in float32) and d * -8 (or -128), exact
+        scales = parts[0].astype(mx.float32)
+        return scales, scales * SCALE_ONLY_BIAS[form]
     if form in (Q4K, Q5K):  # groups of 32, 8 a super-block: d * sc and -(dmin * m)
         sc, m, d, dmin = parts
         return (mx.repeat(d, 8, axis=-1) * sc.astype(mx.float32),

@@ -20,7 +20,7 @@ from engine import cache as kv
 from engine.loader import gguf as gguf_loader
 from engine.loader import load_model
 from engine.loader.ggml_types import to_affine
-from engine.loader.packed_form import Prepacked, affine_views, lookup, prepacked
+from engine.loader.packed_form import SCALE_ONLY_BIAS, Prepacked, affine_views, lookup, prepacked
 from engine.model_runner import ModelRunner
 from tests.engine.test_ggml_types import TYPES, random_blocks
 from tests.gguf_models import CASES, build_model, gguf_tensors, quantize, write_gguf
@@ -45,8 +45,9 @@ def _k(raw: np.ndarray, kind: T) -> int:
     return raw.shape[-1] // size * block
 
 
-# Q4_K, Q5_K and Q6_K are packed in forms of their own (tests/engine/test_packed_kquants.py)
-AFFINE_PACKED = [k for k in TYPES if k not in (T.Q4_K, T.Q5_K, T.Q6_K)]
+# Q4_K, Q5_K, Q6_K, Q4_0 and Q8_0 are packed in forms of their own
+# (tests/engine/test_packed_kquants.py)
+AFFINE_PACKED = [k for k in TYPES if k not in (T.Q4_K, T.Q5_K, T.Q6_K, T.Q4_0, T.Q8_0)]
 
 
 @pytest.mark.parametrize("order", [False, True], ids=["in order", "rows reordered"])
@@ -164,7 +165,12 @@ def test_a_prepacked_load_equals_a_load_that_packs_a_second_copy(
         s = mods[at]
         pack = _ext().pack_experts if s.weight.ndim == 3 else _ext().pack_quantized
         want = pack(s.weight, s.scales, s.biases, s.group_size, s.bits)
-        for g, w in zip(prepacked(m).arrays(), want, strict=True):
+        pk = prepacked(m)
+        got = pk.arrays()
+        if pk.form in SCALE_ONLY_BIAS:  # Q4_0 / Q8_0: the fp16 d alone, the bias formed
+            d = pk.scales.astype(mx.float32)
+            got = [pk.weight, d, d * SCALE_ONLY_BIAS[pk.form]]
+        for g, w in zip(got, want, strict=True):
             assert mx.array_equal(g, w).item(), at
     x = mx.array([ids])
     assert mx.array_equal(one.model(x), two.model(x)).item()  # mlx-lm's own path

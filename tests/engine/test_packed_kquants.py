@@ -1,10 +1,12 @@
 """Issue #48: GGUF's Q4_K, Q5_K and Q6_K held in the packed kernel near their file's width
 (src/packed.h's kQ4K, kQ5K and kQ6K forms: the file's sub-scales and super-block scales,
 whose products the kernel forms in float32 as gguf-py does) instead of float32 scale and
-bias per group (6.0, 10.0 and 12.0 bits a weight).
+bias per group (6.0, 10.0 and 12.0 bits a weight); Q4_0 and Q8_0 at their file's width
+(kQ40, kQ80: the file's fp16 d alone, the bias d * -8 or -128 formed in the kernel) instead
+of 6.0 and 10.0.
 
-- the bytes a weight takes: 4.75 (Q4_K, file 4.5), 5.75 (Q5_K, file 5.5) and 6.625 (Q6_K,
-  file 6.5625);
+- the bytes a weight takes: 4.75 (Q4_K, file 4.5), 5.75 (Q5_K, file 5.5), 6.625 (Q6_K,
+  file 6.5625), 4.5 (Q4_0) and 8.5 (Q8_0, the files');
 - the weights, as mlx-lm's arrays (lazy views of the packed copy), dequantize to gguf-py's
   `dequantize` bit for bit in float32, on random blocks with finite fp16 scales of every
   magnitude (zeros and subnormals among them);
@@ -23,7 +25,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, dequantize
 from engine import native
 from engine.loader.ggml_modules import dequantize_groups
 from engine.loader.ggml_types import to_affine
-from engine.loader.packed_form import Q4K, Q5K, Q6K, Prepacked, affine_views
+from engine.loader.packed_form import Q4K, Q5K, Q6K, Q40, Q80, Prepacked, affine_views
 from tests.engine.test_ggml_types import bits as f32_bits
 from tests.engine.test_ggml_types import random_blocks
 from tests.engine.test_native_packed import VNNI
@@ -33,13 +35,15 @@ pytestmark = pytest.mark.usefixtures("native_built")
 T = GGMLQuantizationType
 # type: (form, the kernel's group size and bits, bits a weight held, mlx-lm's bits)
 FORMS = {T.Q4_K: (Q4K, 32, 4, 4.75, 4), T.Q5_K: (Q5K, 32, 5, 5.75, 8),
-         T.Q6_K: (Q6K, 16, 6, 6.625, 8)}
+         T.Q6_K: (Q6K, 16, 6, 6.625, 8), T.Q4_0: (Q40, 32, 4, 4.5, 4),
+         T.Q8_0: (Q80, 32, 8, 8.5, 8)}
 KINDS = list(FORMS)
 
 
 def _packed(kind: T, rows: int, blocks: int, seed: int) -> tuple[np.ndarray, Prepacked, int]:
     raw = random_blocks(kind, rows=rows, blocks=blocks, seed=seed)
-    k = raw.shape[-1] // GGML_QUANT_SIZES[kind][1] * 256
+    block, size = GGML_QUANT_SIZES[kind]
+    k = raw.shape[-1] // size * block
     return raw, Prepacked(*native.extension().ggml_to_packed_arrays(
         int(kind), raw.reshape(-1), rows, k)), k
 
@@ -59,8 +63,8 @@ def test_held_near_the_files_width(kind: T) -> None:
     assert pk.weight.shape == (64, k * kbits // 8)
     nbytes = sum(a.nbytes for a in pk.arrays())
     assert nbytes * 8 / (64 * k) == held
-    file_bits = GGML_QUANT_SIZES[kind][1] * 8 / 256
-    assert held - file_bits < 0.26  # was 6.0 (Q4_K), 10.0 (Q5_K) and 12.0 (Q6_K)
+    block, size = GGML_QUANT_SIZES[kind]
+    assert held - size * 8 / block < 0.26  # was 6.0 (Q4_K, Q4_0), 10.0 (Q5_K, Q8_0), 12.0
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])

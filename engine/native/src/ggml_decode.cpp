@@ -300,6 +300,8 @@ void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
 }
 
 int ggml_packed_form(int type) {
+  if (type == Q4_0) return kQ40;
+  if (type == Q8_0) return kQ80;
   return type == Q4_K ? kQ4K : type == Q5_K ? kQ5K : type == Q6_K ? kQ6K : kAffine;
 }
 
@@ -346,6 +348,9 @@ void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t*
           k6_parts(blk, q, sc, &d);
           for (int g = 0; g < 16; ++g) ps[(i * 16 + g) * kPanel + ln] = (uint8_t)sc[g];
           pb[i * kPanel + ln] = d;
+        } else if (scale_only(form)) {  // the block's fp16 d as it is (its first 2 bytes)
+          block(type, blk, q, s, b);
+          std::memcpy(ps + (i * kPanel + ln) * 2, blk, 2);
         } else {
           block(type, blk, q, s, b);
           float* fs = reinterpret_cast<float*>(ps);

@@ -1,5 +1,6 @@
 #include "ggml_decode_op.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
@@ -68,7 +69,7 @@ std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_
   // second pass over every byte and a second set of page faults (~1.6 GB for a 1.5B).
   mx::allocator::Data wd = mx::allocator::malloc(w_bytes);
   mx::allocator::Data sd = mx::allocator::malloc(s_bytes);
-  mx::allocator::Data bd = mx::allocator::malloc(sizeof(float) * b_count);
+  mx::allocator::Data bd = mx::allocator::malloc(sizeof(float) * std::max<size_t>(b_count, 1));
   auto* w = static_cast<uint8_t*>(wd.buffer().raw_ptr());
   auto* s = sd.buffer().raw_ptr();
   auto* b = static_cast<float*>(bd.buffer().raw_ptr());
@@ -82,6 +83,9 @@ std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_
   if (form == kQ6K)  // sc a 16-group; d a super-block
     return {wa, mx::array(std::move(sd), {P, (int)(K / 16), kPanel}, mx::int8),
             mx::array(std::move(bd), {P, (int)(K / kSuper), kPanel}, mx::float32)};
+  if (scale_only(form))  // the file's fp16 d a 32-block; no biases (d * -8 or -128)
+    return {wa, mx::array(std::move(sd), {P, (int)(K / 32), kPanel}, mx::float16),
+            mx::array(std::move(bd), {P, 0, kPanel}, mx::float32)};
   const int G = (int)(K / group);
   return {wa, mx::array(std::move(sd), {P, G, kPanel}, mx::float32),
           mx::array(std::move(bd), {P, G, kPanel}, mx::float32)};

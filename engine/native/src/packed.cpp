@@ -44,6 +44,7 @@ inline float scale_of(int form, const PanelData& pd, int g, int n) {
   if (form == kQ4K || form == kQ5K) return pd.b[(g / 8) * 2 * kPanel + n] * (float)pd.s[g * 2 * kPanel + n];
   if (form == kQ6K)
     return pd.b[(g / 16) * kPanel + n] * (float)(int8_t)pd.s[g * kPanel + n];
+  if (scale_only(form)) return load_scale(pd.s, (size_t)g * kPanel + n, ScaleType::f16);
   return reinterpret_cast<const float*>(pd.s)[g * kPanel + n];
 }
 
@@ -51,6 +52,7 @@ inline float bias_of(int form, const PanelData& pd, int g, int n) {
   if (form == kQ4K || form == kQ5K)
     return -(pd.b[(g / 8) * 2 * kPanel + kPanel + n] * (float)pd.s[g * 2 * kPanel + kPanel + n]);
   if (form == kQ6K) return scale_of(form, pd, g, n) * -32.f;
+  if (scale_only(form)) return scale_of(form, pd, g, n) * (form == kQ40 ? -8.f : -128.f);
   return pd.b[g * kPanel + n];
 }
 
@@ -117,6 +119,8 @@ BC_AVX512VNNI inline __m512 scale16(const PanelData& pd, int g) {
     const __m512i sc = _mm512_cvtepi8_epi32(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * kPanel)));
     return _mm512_mul_ps(_mm512_loadu_ps(pd.b + (g / 16) * kPanel), _mm512_cvtepi32_ps(sc));
+  } else if constexpr (scale_only(FORM)) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pd.s + g * 2 * kPanel)));
   } else {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(pd.s) + g * kPanel);
   }
@@ -132,6 +136,8 @@ BC_AVX512VNNI inline __m512 bias16(const PanelData& pd, int g) {
     return _mm512_xor_ps(dm, _mm512_set1_ps(-0.f));  // -(dmin * m), as the decoder negates
   } else if constexpr (FORM == kQ6K) {
     return _mm512_mul_ps(scale16<FORM>(pd, g), _mm512_set1_ps(-32.f));
+  } else if constexpr (scale_only(FORM)) {
+    return _mm512_mul_ps(scale16<FORM>(pd, g), _mm512_set1_ps(FORM == kQ40 ? -8.f : -128.f));
   } else {
     return _mm512_loadu_ps(pd.b + g * kPanel);
   }
@@ -233,6 +239,9 @@ BC_AVX2 inline __m256 scale8(const PanelData& pd, int g, int h) {
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pd.s + g * kPanel + 8 * h)));
     return _mm256_mul_ps(_mm256_loadu_ps(pd.b + (g / 16) * kPanel + 8 * h),
                          _mm256_cvtepi32_ps(sc));
+  } else if constexpr (scale_only(FORM)) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + (g * kPanel + 8 * h) * 2)));
   } else {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(pd.s) + g * kPanel + 8 * h);
   }
@@ -248,6 +257,8 @@ BC_AVX2 inline __m256 bias8(const PanelData& pd, int g, int h) {
     return _mm256_xor_ps(dm, _mm256_set1_ps(-0.f));
   } else if constexpr (FORM == kQ6K) {
     return _mm256_mul_ps(scale8<FORM>(pd, g, h), _mm256_set1_ps(-32.f));
+  } else if constexpr (scale_only(FORM)) {
+    return _mm256_mul_ps(scale8<FORM>(pd, g, h), _mm256_set1_ps(FORM == kQ40 ? -8.f : -128.f));
   } else {
     return _mm256_loadu_ps(pd.b + g * kPanel + 8 * h);
   }
@@ -370,6 +381,8 @@ void panel_rows(Path path, const PackedArgs& p, const Prep& x, int pn, int m0, i
   if (p.form == kQ4K) return panel_rows_as<4, 1, kQ4K>(path, p, x, pn, m0, rows);
   if (p.form == kQ6K) return panel_rows_as<6, 2, kQ6K>(path, p, x, pn, m0, rows);
   if (p.form == kQ5K) return panel_rows_as<5, 1, kQ5K>(path, p, x, pn, m0, rows);
+  if (p.form == kQ40) return panel_rows_as<4, 1, kQ40>(path, p, x, pn, m0, rows);
+  if (p.form == kQ80) return panel_rows_as<8, 1, kQ80>(path, p, x, pn, m0, rows);
   const bool four = p.bits == 4, g16 = p.group_size == 16;
   if (four) g16 ? panel_rows_as<4, 2, kAffine>(path, p, x, pn, m0, rows)
                 : panel_rows_as<4, 1, kAffine>(path, p, x, pn, m0, rows);

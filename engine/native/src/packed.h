@@ -33,6 +33,13 @@
 //   low nibbles then 64 bytes of high bits, byte 4n + i holding in bit t the high bit of the
 //   value whose nibble sits in step j = t / 2, low (t even) or high (t odd) nibble.
 //   5.75 bits a weight (file: 5.5).
+// GGUF's Q4_0 and Q8_0 scale-only (issue #48 (3): a MoE decode step reads each routed
+// expert's bytes, so bytes are its time): the file's fp16 d per (panel, 32-block, lane)
+// ("scales": float16 (panels, K / 32, 16); "biases": none, (panels, 0, 16)), values as the
+// affine form holds them (Q4_0: q in [0, 15], the 4-bit layout; Q8_0: q + 128, the 8-bit
+// one); scale = d (exact in float32), bias = d * -8 (kQ40) or d * -128 (kQ80), exact too:
+// the affine form's very numbers, so every output bit is its. 4.5 and 8.5 bits a weight
+// (the file's) against the affine form's 6 and 10.
 #pragma once
 
 #include <cstddef>
@@ -47,18 +54,21 @@ constexpr int kPanel = 16;
 constexpr int kSuper = 256;  // a K-quant's super-block: the weights one d (and dmin) covers
 
 // The packed forms (above): MLX's affine scales and biases, or a K-quant's own parts.
-enum Form : int { kAffine = 0, kQ4K = 1, kQ6K = 2, kQ5K = 3 };
+enum Form : int { kAffine = 0, kQ4K = 1, kQ6K = 2, kQ5K = 3, kQ40 = 4, kQ80 = 5 };
+constexpr bool scale_only(int form) { return form == kQ40 || form == kQ80; }
 
 inline int panels(int N) { return (N + kPanel - 1) / kPanel; }
 // The bytes of "scales" and the floats of "biases" one panel of a form holds.
 inline size_t panel_scale_bytes(int form, int K, int group_size) {
   if (form == kQ4K || form == kQ5K) return (size_t)(K / 32) * 2 * kPanel;
   if (form == kQ6K) return (size_t)(K / 16) * kPanel;
+  if (scale_only(form)) return (size_t)(K / 32) * kPanel * 2;  // fp16
   return sizeof(float) * (K / group_size) * kPanel;
 }
 inline size_t panel_bias_count(int form, int K, int group_size) {
   if (form == kQ4K || form == kQ5K) return (size_t)(K / kSuper) * 2 * kPanel;
   if (form == kQ6K) return (size_t)(K / kSuper) * kPanel;
+  if (scale_only(form)) return 0;
   return (size_t)(K / group_size) * kPanel;
 }
 // What a form's weights, group and bits must be (false: not a form).
@@ -66,6 +76,8 @@ inline bool form_layout(int form, int* group_size, int* bits) {
   if (form == kQ4K) { *group_size = 32; *bits = 4; return true; }
   if (form == kQ6K) { *group_size = 16; *bits = 6; return true; }
   if (form == kQ5K) { *group_size = 32; *bits = 5; return true; }
+  if (form == kQ40) { *group_size = 32; *bits = 4; return true; }
+  if (form == kQ80) { *group_size = 32; *bits = 8; return true; }
   return form == kAffine;
 }
 inline size_t packed_weight_bytes(int N, int K, int bits) {

@@ -24,7 +24,8 @@ void check(bool ok, const std::string& msg) {
 // The form's group size and bits agree with the call's (packed.h: a K-quant's are fixed).
 void check_form(int form, int group_size, int bits) {
   int g = group_size, b = bits;
-  check(form_layout(form, &g, &b), "form must be 0 (affine), 1 (Q4_K), 2 (Q6_K) or 3 (Q5_K)");
+  check(form_layout(form, &g, &b),
+        "form must be 0 (affine), 1 (Q4_K), 2 (Q6_K), 3 (Q5_K), 4 (Q4_0) or 5 (Q8_0)");
   check(g == group_size && b == bits,
         form == kAffine ? "bits must be 4 or 8" : "a K-quant form's group size and bits are its own");
   check(form != kAffine || bits == 4 || bits == 8, "bits must be 4 or 8");
@@ -41,6 +42,12 @@ void check_packed(const mx::array& w, const mx::array& sc, const mx::array& bi, 
     check(sc.dtype() == mx::float32 && bi.dtype() == mx::float32 &&
               sc.shape() == mx::Shape({P, K / group_size, kPanel}) && bi.shape() == sc.shape(),
           what + " scales and biases do not match");
+    return;
+  }
+  if (scale_only(form)) {
+    check(sc.dtype() == mx::float16 && sc.shape() == mx::Shape({P, K / 32, kPanel}) &&
+              bi.dtype() == mx::float32 && bi.shape() == mx::Shape({P, 0, kPanel}),
+          what + " fp16 scales (and no biases) do not match the form");
     return;
   }
   check(K % kSuper == 0, "a K-quant form needs whole 256-blocks");
