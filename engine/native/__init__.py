@@ -167,17 +167,21 @@ def pack_experts(w: mx.array, scales: mx.array, biases: mx.array, group_size: in
 
 def packed_experts_matvec(x: mx.array, indices: mx.array, packed: list[list[mx.array]],
                           ns: list[int], experts: int, group_size: int = 64, bits: int = 4, *,
-                          force_scalar: bool = False, form: int = 0,
+                          force_scalar: bool = False, form: int = 0, out: int = 0,
+                          slot_weights: mx.array | None = None,
                           stream: Any = None) -> list[mx.array]:
     """MoE experts grouped: for x (M, X, K) (X is 1 or k) and indices (M, k), output i
     (M, k, ns[i]) holds x[m, 0 or j] @ W_i[indices[m, j]].T. The (row, expert) pairs are
     sorted by expert and each expert's rows run as one packed int8 product; a pair's bits
     are those its row gets alone (src/packed.h), whatever rows share its expert. `form`:
-    as packed_matvec_many's."""
+    as packed_matvec_many's. `out` 1: two weights (gate, up) give one output, silu(gate) *
+    up; 2: one weight gives (M, N), each row's k outputs summed in slot order weighted by
+    `slot_weights` (M, k) (src/packed.h's ExpertsOut)."""
     scalar = force_scalar or not simd()
     flat = [a for triple in packed for a in triple]
     return _ext_or_raise().packed_experts_matvec(x, indices, flat, ns, experts, group_size,
                                                  bits, force_scalar=scalar, form=form,
+                                                 out=out, slot_weights=slot_weights,
                                                  stream=stream)
 
 

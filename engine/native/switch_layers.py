@@ -26,7 +26,7 @@ from mlx_lm.models import switch_layers
 
 from ..loader.ggml_modules import Group16SwitchLinear
 from ..loader.packed_form import AFFINE, PANEL, prepacked
-from . import extension, simd
+from . import extension, moe_blocks, simd
 
 _STOCK = (switch_layers.QuantizedSwitchLinear, Group16SwitchLinear)
 _MADE: dict[type, type] = {}
@@ -65,9 +65,16 @@ def _pairs(x: mx.array, indices: mx.array) -> tuple[int, int, int] | None:
     return math.prod(ib[:-1]), xb[-1], k
 
 
-def grouped_call(members: tuple, x: mx.array, indices: mx.array) -> list[mx.array] | None:
+EACH_PAIR, SWIGLU, WEIGHTED_SUM = 0, 1, 2  # src/packed.h's ExpertsOut
+
+
+def grouped_call(members: tuple, x: mx.array, indices: mx.array, out: int = EACH_PAIR,
+                 slot_weights: mx.array | None = None) -> list[mx.array] | None:
     """Each member's stock output for (x, indices) from one grouped op (members share x's
-    K, their group size, bits and expert count), or None where the op cannot run."""
+    K, their group size, bits and expert count), or None where the op cannot run. `out`
+    SWIGLU: [silu(gate) * up] of two members; WEIGHTED_SUM: [(..., N)], each row's k
+    outputs summed in slot order weighted by `slot_weights` (indices' shape); neither
+    with expert biases (None)."""
     first = members[0]
     if first._experts_packed is None or x.dtype != mx.float32 or \
             any(m._experts_packed is None or m._experts_form != first._experts_form
@@ -80,10 +87,17 @@ def grouped_call(members: tuple, x: mx.array, indices: mx.array) -> list[mx.arra
     experts = first["weight"].shape[0]
     ns = [mem["weight"].shape[1] for mem in members]
     group_size, bits = first._experts_layout
+    if out != EACH_PAIR and any("bias" in mem for mem in members):
+        return None
     outs = extension().packed_experts_matvec(
         x.reshape(m, rows, x.shape[-1]), indices.reshape(m, k),
         [a for mem in members for a in mem._experts_packed], ns, experts, group_size, bits,
-        force_scalar=first._experts_scalar, form=first._experts_form)
+        force_scalar=first._experts_scalar, form=first._experts_form, out=out,
+        slot_weights=None if slot_weights is None else slot_weights.reshape(m, k))
+    if out == SWIGLU:
+        return [outs[0].reshape(*indices.shape, 1, ns[0])]
+    if out == WEIGHTED_SUM:
+        return [outs[0].reshape(*indices.shape[:-1], ns[0])]
     result = []
     for mem, out, n in zip(members, outs, ns, strict=True):
         y = out.reshape(*indices.shape, 1, n)
@@ -116,6 +130,26 @@ class SwitchGLU(switch_layers.SwitchGLU):
         x_gate, x_up = both
         return down(self.activation(x_up, x_gate), indices).squeeze(-2)
 
+    def weighted(self, x: mx.array, indices: mx.array, scores: mx.array) -> mx.array | None:
+        """(self(x, indices) * scores[..., None]).sum(axis=-2) in two grouped ops (gate and
+        up with SwiGLU on the way out; down with the weighted sum of the k slots on the way
+        out, in slot order), or None where they cannot run: an activation other than
+        mlx-lm's SwiGLU, expert biases, a form the op does not take."""
+        gate, up, down = self.gate_proj, self.up_proj, self.down_proj
+        if not (isinstance(self.activation, switch_layers.SwiGLU)
+                and isinstance(gate, _PackedExperts) and isinstance(up, _PackedExperts)
+                and isinstance(down, _PackedExperts) and _same_form(gate, up)
+                and down._experts_form == gate._experts_form
+                and gate["weight"].shape[1] == up["weight"].shape[1]
+                and scores.dtype == mx.float32 and scores.shape == indices.shape):
+            return None
+        indices = mx.stop_gradient(indices)
+        act = grouped_call((gate, up), mx.expand_dims(x, (-2, -3)), indices, SWIGLU)
+        if act is None:
+            return None
+        out = grouped_call((down,), act[0], indices, WEIGHTED_SUM, scores)
+        return None if out is None else out[0]
+
 
 def _engine_class(stock: type) -> type:
     made = _MADE.get(stock)
@@ -137,10 +171,14 @@ def _packable(mod: nn.Module) -> bool:
 
 
 def engine_module(mod: nn.Module, scalar: bool) -> nn.Module | None:
-    """The engine's module for a stacked-experts layer (its packed copy made now) or a
-    SwitchGLU; None for any other module or a layout the kernel does not take."""
+    """The engine's module for a stacked-experts layer (its packed copy made now), a
+    SwitchGLU or a MoE block (engine/native/moe_blocks.py); None for any other module or a
+    layout the kernel does not take."""
     from ..module_tree import adopt
 
+    block = moe_blocks.engine_module(mod)
+    if block is not None:
+        return block
     if type(mod) is switch_layers.SwitchGLU:
         return adopt(mod, SwitchGLU)
     if type(mod) not in _STOCK or not _packable(mod):

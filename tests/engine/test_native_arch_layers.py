@@ -392,6 +392,75 @@ def test_experts_grouped_give_each_pair_its_rows_bits_alone(bits, gs, n, k, per_
     assert not out[1, 1].any() and np.array_equal(out[0], got[0])
 
 
+def _fma_slots(pairs: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """(..., N) float32: each row's k pairs (..., k, N) summed in slot order as
+    acc = fma(w[..., j], pair j, acc) from 0 (src/packed.h's kWeightedSum): the product is
+    exact in float64 and the sum rounded once more to float32 (a double rounding could
+    differ only at an exact float32 tie)."""
+    acc = np.zeros(pairs.shape[:-2] + pairs.shape[-1:], np.float32)
+    for j in range(pairs.shape[-2]):
+        acc = (w[..., j, None].astype(np.float64) * pairs[..., j, :].astype(np.float64)
+               + acc.astype(np.float64)).astype(np.float32)
+    return acc
+
+
+@pytest.mark.parametrize(("bits", "gs", "n", "k"), [(4, 32, 64, 96), (8, 64, 48, 128),
+                                                    (4, 16, 36, 64)])
+def test_experts_swiglu_and_weighted_sum_on_the_way_out(bits, gs, n, k) -> None:
+    """packed_experts_matvec's outputs after the pairs (src/packed.h's ExpertsOut), on the
+    SIMD and the portable paths: out 1 is native.silu_mul (of the same path) of each pair's
+    gate and up rows bit for bit (N a multiple of 8 or not); out 2 is each row's k pairs
+    summed in slot order by fma, weighted by slot_weights, bit for bit, a pair without an
+    expert counting zeros, and a row alone gives its row of the batch."""
+    e, m, used = 6, 9, 3
+    gate, up = (native.pack_experts(*_experts(e, n, k, bits, gs, seed=i), gs, bits)
+                for i in (0, 1))
+    # down's K is n: whole 32-blocks only (else only the SwiGLU output is checked)
+    down = native.pack_experts(*_experts(e, k, n, bits, gs, seed=2), gs, bits) \
+        if n % 32 == 0 else None
+    mx.random.seed(n)
+    x = mx.random.normal((m, 1, k))
+    rng = np.random.default_rng(k)
+    idx = mx.array(np.stack([rng.permutation(e)[:used] for _ in range(m)]), dtype=mx.uint32)
+    weights = mx.softmax(mx.random.normal((m, used)), axis=-1)
+    for scalar in (False, True):
+        g, u = native.packed_experts_matvec(x, idx, [gate, up], [n, n], e, gs, bits,
+                                            force_scalar=scalar)
+        (act,) = native.packed_experts_matvec(x, idx, [gate, up], [n, n], e, gs, bits,
+                                              force_scalar=scalar, out=1)
+        assert act.shape == (m, used, n)
+        each = mx.stack([mx.stack([native.silu_mul(g[i, j], u[i, j], force_scalar=scalar)
+                                   for j in range(used)]) for i in range(m)])
+        assert mx.array_equal(act, each).item()  # each pair's row alone
+        if down is None:
+            continue
+        h = act
+        pairs = native.packed_experts_matvec(h, idx, [down], [k], e, gs, bits,
+                                             force_scalar=scalar)[0]
+        (y,) = native.packed_experts_matvec(h, idx, [down], [k], e, gs, bits,
+                                            force_scalar=scalar, out=2, slot_weights=weights)
+        assert y.shape == (m, k)
+        assert np.array_equal(np.array(y), _fma_slots(np.array(pairs), np.array(weights)))
+        for i in (0, 5):
+            (alone,) = native.packed_experts_matvec(h[i:i + 1], idx[i:i + 1], [down], [k], e,
+                                                    gs, bits, force_scalar=scalar, out=2,
+                                                    slot_weights=weights[i:i + 1])
+            assert mx.array_equal(alone[0], y[i]).item()
+    wild = mx.array(np.where(np.arange(m * used).reshape(m, used) == 4, e + 3,
+                             np.array(idx)), dtype=mx.uint32)
+    if down is not None:
+        pairs = np.array(native.packed_experts_matvec(act, wild, [down], [k], e, gs, bits)[0])
+        (y,) = native.packed_experts_matvec(act, wild, [down], [k], e, gs, bits, out=2,
+                                            slot_weights=weights)
+        assert not pairs[1, 1].any()
+        assert np.array_equal(np.array(y), _fma_slots(pairs, np.array(weights)))
+    with pytest.raises(ValueError, match="slot_weights"):
+        native.packed_experts_matvec(x, idx, [gate], [n], e, gs, bits, out=0,
+                                     slot_weights=weights)
+    with pytest.raises(ValueError, match="out must be"):
+        native.packed_experts_matvec(x, idx, [gate], [n], e, gs, bits, out=1)
+
+
 def _quantized(name: str, seed: int = 4) -> nn.Module:
     model = build_model(CASES[name], seed=seed)
     nn.quantize(model, group_size=32, bits=4, class_predicate=lambda _, m: (
@@ -430,17 +499,22 @@ def test_moe_experts_grouped_give_the_forward_of_each_pair_alone(name: str, monk
     assert grouped > 0 and kinds == {"SwitchGLU", "QuantizedSwitchLinear"}, kinds
     calls = []
 
-    def recording(members, x, indices):
-        calls.append(len(members))
-        return real(members, x, indices)
+    def recording(members, x, indices, *out):
+        calls.append((len(members), out[0] if out else switch_layers.EACH_PAIR))
+        return real(members, x, indices, *out)
 
     real = switch_layers.grouped_call
     monkeypatch.setattr(switch_layers, "grouped_call", recording)
     got = _run_steps(tree, [IDS])
     layers_moe = sum(type(m).__name__ == "SwitchGLU" for _, m in tree.named_modules())
-    assert calls.count(2) == calls.count(1) == layers_moe * len(got)  # gate+up, then down
+    # gate+up, then down; Qwen 3's block (engine/native/moe_blocks.py) with SwiGLU and its
+    # weighted sum in them
+    fused = name == "qwen3moe"
+    want = [(2, switch_layers.SWIGLU if fused else switch_layers.EACH_PAIR),
+            (1, switch_layers.WEIGHTED_SUM if fused else switch_layers.EACH_PAIR)]
+    assert calls == want * (layers_moe * len(got))
 
-    def each_alone(members, x, indices):
+    def each_alone(members, x, indices, out=switch_layers.EACH_PAIR, slot_weights=None):
         outs = []
         form = switch_layers._pairs(x, indices)
         m, rows, k = form
@@ -452,6 +526,10 @@ def test_moe_experts_grouped_give_the_forward_of_each_pair_alone(name: str, monk
             if "bias" in mem:
                 y = y + mx.expand_dims(mem["bias"][indices], -2)
             outs.append(y)
+        if out == switch_layers.SWIGLU:  # the native SwiGLU the engine's layers run
+            return [native.silu_mul(outs[0], outs[1])]
+        if out == switch_layers.WEIGHTED_SUM:
+            return [mx.array(_fma_slots(np.array(outs[0][..., 0, :]), np.array(slot_weights)))]
         return outs
 
     monkeypatch.setattr(switch_layers, "grouped_call", each_alone)
@@ -474,9 +552,9 @@ def test_a_moe_row_alone_equals_the_row_batched_with_rows_routed_elsewhere(name:
     routes = []
     real = switch_layers.grouped_call
 
-    def recording(members, x, indices):
+    def recording(members, x, indices, *out):
         routes.append(np.array(indices).reshape(-1, indices.shape[-1]))
-        return real(members, x, indices)
+        return real(members, x, indices, *out)
 
     monkeypatch.setattr(switch_layers, "grouped_call", recording)
     rng = np.random.default_rng(5)

@@ -1,6 +1,7 @@
 // Python module engine.native._qmv (nanobind, MLX's type domain so mx.array passes through).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/variant.h>
 
 #include <cstring>
@@ -52,9 +53,11 @@ NB_MODULE(_qmv, m) {
         "Stacked experts (E, N, ...) in pack_quantized's layout, one expert after another.");
   m.def("packed_experts_matvec", &bc_native::packed_experts_matvec, "x"_a, "indices"_a,
         "packed"_a, "ns"_a, "experts"_a, "group_size"_a, "bits"_a, nb::kw_only(),
-        "force_scalar"_a = false, "form"_a = 0, "stream"_a = nb::none(),
+        "force_scalar"_a = false, "form"_a = 0, "out"_a = 0, "slot_weights"_a = nb::none(),
+        "stream"_a = nb::none(),
         "(M, k, N) per packed experts weight: each (row, slot) pair times its expert's "
-        "weight, the pairs run grouped by expert, each with the bits of its row alone.");
+        "weight, the pairs run grouped by expert, each with the bits of its row alone "
+        "(out 1: silu(gate) * up of two; out 2: (M, N), the slots summed by slot_weights).");
   m.def("packed_kernel", &bc_native::packed_kernel_name, "force_scalar"_a = false,
         "Which packed kernel runs here: avx512-vnni, avx2 or portable.");
   m.def("dequantize_f32", &bc_native::dequantize_f32, "w"_a, "scales"_a, "biases"_a,

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "rowwise.h"
 #include "simd.h"
 
 namespace bc_native {
@@ -520,8 +521,59 @@ void packed_run_many(const float* x, int M, const std::vector<PackedArgs>& parts
   });
 }
 
+namespace {
+
+// y (M, N): row m = sum over slots j in order of fma(w[m * k + j], pairs[at[m * k + j]], acc)
+// from acc = 0 (at -1: a pair without an expert, zeros). fma on every path: the same bits.
+#ifdef BC_X86
+BC_AVX2 void weighted_slots_avx2(const float* pairs, const int* at, const float* w, int M,
+                                 int k, int N, float* y) {
+  for (int m = 0; m < M; ++m) {
+    float* ym = y + (size_t)m * N;
+    int n = 0;
+    for (; n + 8 <= N; n += 8) {
+      __m256 acc = _mm256_setzero_ps();
+      for (int j = 0; j < k; ++j) {
+        const int a = at[m * k + j];
+        const __m256 v = a < 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(pairs + (size_t)a * N + n);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(w[m * k + j]), v, acc);
+      }
+      _mm256_storeu_ps(ym + n, acc);
+    }
+    for (; n < N; ++n) {
+      float acc = 0.f;
+      for (int j = 0; j < k; ++j) {
+        const int a = at[m * k + j];
+        acc = std::fma(w[m * k + j], a < 0 ? 0.f : pairs[(size_t)a * N + n], acc);
+      }
+      ym[n] = acc;
+    }
+  }
+}
+#endif
+
+void weighted_slots(const float* pairs, const int* at, const float* w, int M, int k, int N,
+                    float* y, bool force_scalar) {
+#ifdef BC_X86
+  if (!force_scalar && cpu_has_avx2_fma()) return weighted_slots_avx2(pairs, at, w, M, k, N, y);
+#endif
+  (void)force_scalar;
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float acc = 0.f;
+      for (int j = 0; j < k; ++j) {
+        const int a = at[m * k + j];
+        acc = std::fma(w[m * k + j], a < 0 ? 0.f : pairs[(size_t)a * N + n], acc);
+      }
+      y[(size_t)m * N + n] = acc;
+    }
+}
+
+}  // namespace
+
 void packed_run_experts(const float* x, int M, int X, int k, const uint32_t* idx, int E,
-                        const std::vector<PackedArgs>& parts, bool force_scalar) {
+                        const std::vector<PackedArgs>& parts, bool force_scalar, int out,
+                        const float* slot_weights) {
   if (parts.empty() || M == 0 || k == 0) return;
   const int K = parts[0].K, gs = parts[0].group_size, blocks = K / 32, groups = K / gs;
   const int R = M * k;
@@ -601,8 +653,26 @@ void packed_run_experts(const float* x, int M, int X, int k, const uint32_t* idx
     for (int pn = ch.first; pn < std::min(P, ch.first + per); ++pn)
       panel_rows(path, pe, prep, pn, 0, rows);
   });
+  if (out == kSwiGLU) {  // silu(gate) * up in place of gate, each pair's row alone
+    const int N = parts[0].N;
+    if (N % 8 == 0)  // silu_mul_run's chunks and tail then fall on whole rows
+      silu_mul_run(sorted[0].data(), sorted[1].data(), sorted[0].data(), (int64_t)used * N,
+                   force_scalar);
+    else
+      for (int j = 0; j < used; ++j)
+        silu_mul_run(sorted[0].data() + (size_t)j * N, sorted[1].data() + (size_t)j * N,
+                     sorted[0].data() + (size_t)j * N, N, force_scalar);
+  }
+  if (out == kWeightedSum) {
+    thread_local std::vector<int> at;  // pair r's place among the sorted rows, -1: none
+    at.assign(R, -1);
+    for (int j = 0; j < used; ++j) at[order[j]] = j;
+    weighted_slots(sorted[0].data(), at.data(), slot_weights, M, k, parts[0].N,
+                   parts[0].y, force_scalar);
+    return;
+  }
   // back to each pair's own place; a pair with no expert gets zeros
-  for (size_t i = 0; i < parts.size(); ++i) {
+  for (size_t i = 0; i < (out == kSwiGLU ? 1 : parts.size()); ++i) {
     const int N = parts[i].N;
     if (used < R) std::fill(parts[i].y, parts[i].y + (size_t)R * N, 0.f);
     for (int j = 0; j < used; ++j)

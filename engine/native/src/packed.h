@@ -124,8 +124,19 @@ void packed_run_many(const float* x, int M, const std::vector<PackedArgs>& parts
 // packed product of their own: a pair's arithmetic is the one packed_run_many gives that
 // row alone (packed.h's, which depends on nothing but the row), whatever rows share its
 // expert. Pairs whose expert is out of range get zeros.
+//
+// `out` says what is handed back (issue #48 (3): a MoE block's small ops after the experts,
+// each a pass over the pairs, done on the pairs' outputs before they leave):
+// - kEachPair: each part's (M, k, N) outputs, as above;
+// - kSwiGLU: two parts (gate, up) of one N: silu(gate) * up (silu_mul_run's arithmetic,
+//   row by row) (M, k, N) into parts[0].y (parts[1].y unused);
+// - kWeightedSum: one part: (M, N) into parts[0].y, row m = the sum over its slots j in
+//   order of fma(slot_weights[m * k + j], pair (m, j), acc), acc from 0 (a pair without an
+//   expert counts as zeros). Each is a function of the row's own pairs alone.
+enum ExpertsOut : int { kEachPair = 0, kSwiGLU = 1, kWeightedSum = 2 };
 void packed_run_experts(const float* x, int M, int X, int k, const uint32_t* idx, int E,
-                        const std::vector<PackedArgs>& parts, bool force_scalar);
+                        const std::vector<PackedArgs>& parts, bool force_scalar,
+                        int out = kEachPair, const float* slot_weights = nullptr);
 
 // Which kernel runs here: "avx512-vnni", "avx2" or "portable" (BATCHCHAT_NATIVE_AVX512=0
 // skips the first).

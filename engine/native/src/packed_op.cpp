@@ -226,9 +226,16 @@ std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array
                                              const std::vector<mx::array>& packed,
                                              const std::vector<int>& ns, int experts,
                                              int group_size, int bits, bool force_scalar,
-                                             int form, mx::StreamOrDevice s) {
+                                             int form, int out,
+                                             const std::optional<mx::array>& slot_weights,
+                                             mx::StreamOrDevice s) {
   check(!packed.empty() && packed.size() == 3 * ns.size(),
         "packed must be (weights, scales, biases) for each N in ns");
+  check(out == kEachPair || (out == kSwiGLU && ns.size() == 2 && ns[0] == ns[1]) ||
+            (out == kWeightedSum && ns.size() == 1),
+        "out must be 0 (each pair), 1 (SwiGLU of two of one N) or 2 (weighted sum of one)");
+  check((out == kWeightedSum) == slot_weights.has_value(),
+        "slot_weights go with out 2 (weighted sum), and only with it");
   check(x.ndim() == 3 && mx::issubdtype(x.dtype(), mx::floating), "x must be (M, X, K) floats");
   check(indices.ndim() == 2 && indices.shape(0) == x.shape(0) &&
             mx::issubdtype(indices.dtype(), mx::integer),
@@ -250,13 +257,22 @@ std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array
                  "packed experts (pack_experts): the expert count or");
     shapes.push_back({x.shape(0), k, ns[i]});
   }
+  if (out != kEachPair) shapes.resize(1);
+  if (out == kWeightedSum) shapes[0] = {x.shape(0), ns[0]};
   std::vector<mx::array> inputs = {mx::astype(x, mx::float32, stream),
                                    mx::astype(indices, mx::uint32, stream)};
   inputs.insert(inputs.end(), packed.begin(), packed.end());
+  if (slot_weights) {
+    check(slot_weights->shape() == indices.shape() &&
+              mx::issubdtype(slot_weights->dtype(), mx::floating) && k > 0,
+          "slot_weights must be (M, k) floats, k > 0");
+    inputs.push_back(mx::astype(*slot_weights, mx::float32, stream));
+  }
+  const size_t n_out = shapes.size();
   auto outs = mx::array::make_arrays(
-      std::move(shapes), std::vector<mx::Dtype>(ns.size(), mx::float32),
+      std::move(shapes), std::vector<mx::Dtype>(n_out, mx::float32),
       std::make_shared<PackedExpertsMatvec>(stream, ns, experts, group_size, bits, force_scalar,
-                                            form),
+                                            form, out),
       std::move(inputs));
   if (x.dtype() != mx::float32)
     for (auto& o : outs) o = mx::astype(o, x.dtype(), stream);
@@ -274,18 +290,28 @@ void PackedExpertsMatvec::eval_cpu(const std::vector<mx::array>& inputs,
   std::vector<PackedArgs> parts;
   for (size_t i = 0; i < ns_.size(); ++i) {
     const mx::array &w = inputs[2 + 3 * i], &sc = inputs[3 + 3 * i], &bi = inputs[4 + 3 * i];
-    mx::array& out = outputs[i];
-    out.set_data(mx::allocator::malloc(out.nbytes()));
+    float* y = nullptr;  // kSwiGLU / kWeightedSum: one output, the first part's
+    if (i < outputs.size()) {
+      mx::array& out = outputs[i];
+      out.set_data(mx::allocator::malloc(out.nbytes()));
+      encoder.set_output_array(out);
+      y = out.data<float>();
+    }
     encoder.set_input_array(w);
     encoder.set_input_array(sc);
     encoder.set_input_array(bi);
-    encoder.set_output_array(out);
-    parts.push_back({w.data<uint8_t>(), sc.data<void>(), bi.data<float>(), out.data<float>(),
-                     ns_[i], x.shape(-1), group_size_, bits_, form_});
+    parts.push_back({w.data<uint8_t>(), sc.data<void>(), bi.data<float>(), y, ns_[i],
+                     x.shape(-1), group_size_, bits_, form_});
+  }
+  const float* weights = nullptr;
+  if (out_ == kWeightedSum) {
+    mx::array wt = dense(encoder, inputs.back());
+    encoder.set_input_array(wt);
+    weights = wt.data<float>();
   }
   encoder.dispatch([x = x.data<float>(), idx = idx.data<uint32_t>(), M, X, k, E = experts_,
-                    parts = std::move(parts), scalar = force_scalar_]() {
-    packed_run_experts(x, M, X, k, idx, E, parts, scalar);
+                    parts = std::move(parts), scalar = force_scalar_, out = out_, weights]() {
+    packed_run_experts(x, M, X, k, idx, E, parts, scalar, out, weights);
   });
 }
 
@@ -296,12 +322,15 @@ void PackedExpertsMatvec::eval_gpu(const std::vector<mx::array>&, std::vector<mx
 bool PackedExpertsMatvec::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const PackedExpertsMatvec&>(other);
   return ns_ == o.ns_ && experts_ == o.experts_ && group_size_ == o.group_size_ &&
-         bits_ == o.bits_ && force_scalar_ == o.force_scalar_ && form_ == o.form_;
+         bits_ == o.bits_ && force_scalar_ == o.force_scalar_ && form_ == o.form_ &&
+         out_ == o.out_;
 }
 
 std::vector<mx::Shape> PackedExpertsMatvec::output_shapes(const std::vector<mx::array>& inputs) {
   std::vector<mx::Shape> shapes;
   for (int n : ns_) shapes.push_back({inputs[0].shape(0), inputs[1].shape(1), n});
+  if (out_ != kEachPair) shapes.resize(1);
+  if (out_ == kWeightedSum) shapes[0] = {inputs[0].shape(0), ns_[0]};
   return shapes;
 }
 

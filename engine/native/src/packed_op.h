@@ -2,6 +2,7 @@
 // with one or more packed weights as one CPU primitive.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "mlx/ops.h"
@@ -36,24 +37,29 @@ std::vector<mx::array> pack_experts(const mx::array& w, const mx::array& scales,
 // MoE: out_i (M, k, N_i), pair (m, j) = x[m, X == 1 ? 0 : j] @ W_i[indices[m, j]].T for each
 // pack_experts triple in `packed`, x (M, X, K) with X 1 or k, indices (M, k) integers below
 // `experts`. The pairs run grouped by expert (packed.h's packed_run_experts): each pair's
-// result is the bits its row gets alone.
+// result is the bits its row gets alone. `out` (packed.h's ExpertsOut): kSwiGLU, two triples
+// of one N, one output (M, k, N) silu(gate) * up; kWeightedSum, one triple, one output
+// (M, N), the pairs summed in slot order weighted by slot_weights (M, k) floats.
 std::vector<mx::array> packed_experts_matvec(const mx::array& x, const mx::array& indices,
                                              const std::vector<mx::array>& packed,
                                              const std::vector<int>& ns, int experts,
                                              int group_size, int bits, bool force_scalar = false,
-                                             int form = 0, mx::StreamOrDevice s = {});
+                                             int form = 0, int out = 0,
+                                             const std::optional<mx::array>& slot_weights = {},
+                                             mx::StreamOrDevice s = {});
 
 class PackedExpertsMatvec : public mx::Primitive {
  public:
   PackedExpertsMatvec(mx::Stream stream, std::vector<int> ns, int experts, int group_size,
-                      int bits, bool force_scalar, int form)
+                      int bits, bool force_scalar, int form, int out)
       : mx::Primitive(stream),
         ns_(std::move(ns)),
         experts_(experts),
         group_size_(group_size),
         bits_(bits),
         force_scalar_(force_scalar),
-        form_(form) {}
+        form_(form),
+        out_(out) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
@@ -68,6 +74,7 @@ class PackedExpertsMatvec : public mx::Primitive {
   int bits_;
   bool force_scalar_;
   int form_;
+  int out_;
 };
 
 class PackedMatvec : public mx::Primitive {
