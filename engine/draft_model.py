@@ -10,13 +10,22 @@ then the tokens accepted since), after rolling back the drafts it refused (mlx-l
 KVCache.trim), then extended by k greedy tokens. The rows that draft in a tick share each
 of the draft model's passes (one ragged pass of chunks, engine/ragged_pass.py) where its
 runner allows that; otherwise they run one row after another.
+
+A draft model that another engine of this process has loaded (issue #50: "any loaded model
+with the same tokenizer") is not loaded again: that engine offers its runner (`offer`:
+its modules over its weights and their packed copy) and the draft reads it, each row's
+draft KV its own. Passes are pure functions of the weights and the caches they are given,
+so the two engines' threads may run them at once.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
@@ -43,21 +52,16 @@ class DraftRow:
 
 
 class DraftModel:
-    """The draft source for "draft:PATH": all drafting rows' drafts of a tick together."""
+    """The draft source for "draft:PATH": all drafting rows' drafts of a tick together.
+    `runner`: its own (load_draft) or a loaded engine's (`offer`: no second copy)."""
 
-    def __init__(self, model: nn.Module, context_length: int, vocab_limit: int,
-                 cpu: CpuOptions | None = None, fast_cpu_kernels: bool = True,
-                 chunk: int = 512, description: str = "", kv_bits: int | None = None) -> None:
-        # The draft KV follows the engine's kv_bits (docs/memory.md "KV bits"): drafts are
-        # only proposals, so its form changes how many are accepted, never an answer. A
-        # head the packed form cannot take keeps float KV.
-        try:
-            self.runner = ModelRunner(model, fast_cpu_kernels=fast_cpu_kernels,
-                                      compiled_decode=False, cpu=cpu, kv_bits=kv_bits)
-        except ValueError as exc:
-            log.warning("draft model %s keeps float KV: %s", description, exc)
-            self.runner = ModelRunner(model, fast_cpu_kernels=fast_cpu_kernels,
-                                      compiled_decode=False, cpu=cpu)
+    def __init__(self, runner: ModelRunner, context_length: int, vocab_limit: int,
+                 chunk: int = 512, description: str = "",
+                 offer: DraftOffer | None = None) -> None:
+        self.runner = runner
+        self.offer = offer
+        if offer is not None:
+            offer.borrowers.add(self)
         self.context_length = context_length
         self.vocab_limit = vocab_limit  # drafts are cut at the first id the target lacks
         self.chunk = chunk
@@ -125,6 +129,16 @@ class DraftModel:
         """The row ended: its draft KV is freed."""
         self.rows.pop(seq.request_id, None)
 
+    @property
+    def shared(self) -> bool:
+        """It reads a loaded engine's model (no copy of its own)."""
+        return self.offer is not None
+
+    def release(self) -> None:
+        """Its engine shut down: the engine whose model it reads no longer lends it."""
+        if self.offer is not None:  # (its thread may still be ending: rows left as they are)
+            self.offer.borrowers.discard(self)
+
 
 def _shared(a: list[int], b: list[int], most: int, start: int = 0) -> int:
     """The length of the common prefix of `a` and `b`, at most `most`, given that their
@@ -167,13 +181,97 @@ def check_same_tokenizer(path: str, target: Mapping[str, int], draft: Mapping[st
     raise DraftTokenizerDiffers(path, why)
 
 
+def _own_runner(model: nn.Module, cpu: CpuOptions | None, fast_cpu_kernels: bool,
+                kv_bits: int | None, description: str) -> ModelRunner:
+    # The draft KV follows the engine's kv_bits (docs/memory.md "KV bits"): drafts are only
+    # proposals, so its form changes how many are accepted, never an answer. A head the
+    # packed form cannot take keeps float KV.
+    try:
+        return ModelRunner(model, fast_cpu_kernels=fast_cpu_kernels, compiled_decode=False,
+                           cpu=cpu, kv_bits=kv_bits)
+    except ValueError as exc:
+        log.warning("draft model %s keeps float KV: %s", description, exc)
+        return ModelRunner(model, fast_cpu_kernels=fast_cpu_kernels, compiled_decode=False,
+                           cpu=cpu)
+
+
+@dataclass(eq=False)
+class DraftOffer:
+    """A loaded engine's model as a draft model may read it: its runner (modules, weights,
+    packed copy), tokenizer, context and description. Held by that engine while it serves."""
+
+    runner: ModelRunner
+    tokenizer: Any
+    context_length: int
+    description: str
+    # the draft models reading it whose engines run (released at their shutdown)
+    borrowers: weakref.WeakSet[DraftModel] = field(default_factory=weakref.WeakSet)
+
+
+_offers: weakref.WeakValueDictionary[str, DraftOffer] = weakref.WeakValueDictionary()
+_offers_lock = threading.Lock()
+
+
+def _key(source: str) -> str:
+    """One name for a model source: a path resolved ("bundled": its file, once fetched),
+    anything else (a repo id) as given."""
+    if source == "bundled":
+        from .loader.bundled import bundled_model_path
+
+        try:
+            return str(bundled_model_path(fetch=False).resolve())
+        except ModelLoadError:
+            return source
+    path = Path(source).expanduser()
+    return str(path.resolve()) if path.exists() else source
+
+
+def offer(source: str, offered: DraftOffer) -> None:
+    """`offered` (an engine's, kept by it) drafts for any engine whose draft is `source`."""
+    if offered.runner.positions is not None:
+        return  # an M-RoPE model's passes share a position feed: not run from two threads
+    with _offers_lock:
+        _offers[_key(source)] = offered
+
+
+def withdraw(offered: DraftOffer) -> None:
+    """The engine shut down: its model is no draft for engines loaded from now on (those
+    drafting with it keep it until they go)."""
+    with _offers_lock:
+        for key, held in list(_offers.items()):
+            if held is offered:
+                del _offers[key]
+
+
+def offered(source: str) -> DraftOffer | None:
+    """The loaded engine's model offered for `source`, if one serves now."""
+    with _offers_lock:
+        return _offers.get(_key(source))
+
+
+def share_draft(path: str, offered: DraftOffer, tokenizer: Any) -> DraftModel:
+    """A draft model over a loaded engine's runner (no second copy of its weights), checked
+    as load_draft checks a file: the same tokenizer, a KV that can be rolled back."""
+    target = vocab_of(tokenizer)
+    check_same_tokenizer(path, target, vocab_of(offered.tokenizer))
+    if not can_trim_prompt_cache(kv.new_cache(offered.runner.model)):
+        raise ModelLoadError(f"draft model {path}: its KV cache cannot be rolled back "
+                             "(a sliding-window or recurrent model); pick another draft model")
+    return DraftModel(offered.runner, offered.context_length, max(target.values()) + 1,
+                      description=offered.description, offer=offered)
+
+
 def load_draft(path: str, tokenizer: Any, cpu: CpuOptions | None = None,
                fast_cpu_kernels: bool = True, kv_bits: int | None = None) -> DraftModel:
     """The draft model at `path` (anything engine.loader's load_model takes), checked to
     share `tokenizer`; ModelLoadError naming the path and the reason otherwise. `kv_bits`:
-    its KV's form (EngineConfig.kv_bits), float where its heads cannot take it."""
+    its KV's form (EngineConfig.kv_bits), float where its heads cannot take it. A model an
+    engine of this process serves now (`offered`) is shared, not loaded again."""
     from .loader import load_model
 
+    shared = offered(path)
+    if shared is not None:
+        return share_draft(path, shared, tokenizer)
     try:
         loaded = load_model(path, cpu=cpu)
     except ModelLoadError as exc:
@@ -185,6 +283,6 @@ def load_draft(path: str, tokenizer: Any, cpu: CpuOptions | None = None,
     if not can_trim_prompt_cache(kv.new_cache(loaded.model)):
         raise ModelLoadError(f"draft model {path}: its KV cache cannot be rolled back "
                              "(a sliding-window or recurrent model); pick another draft model")
-    return DraftModel(loaded.model, loaded.context_length, max(target.values()) + 1, cpu=cpu,
-                      fast_cpu_kernels=fast_cpu_kernels, description=loaded.description,
-                      kv_bits=kv_bits)
+    runner = _own_runner(loaded.model, cpu, fast_cpu_kernels, kv_bits, loaded.description)
+    return DraftModel(runner, loaded.context_length, max(target.values()) + 1,
+                      description=loaded.description)

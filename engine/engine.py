@@ -75,6 +75,7 @@ class Engine:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: compute_thread.Job | None = None
         self._closed = False
+        self._draft_offer: Any = None  # its model offered as a draft (Engine.load)
 
     def _draft_model(self, tokenizer: Any) -> DraftModel | None:
         """speculative="draft:PATH": the draft model, loaded and checked to share the
@@ -119,6 +120,13 @@ class Engine:
                      vision=loaded.vision)
         engine._grammars.warm()
         _warm_reasoning(loaded.tokenizer)
+        # its model drafts for engines loaded later whose draft is this source (#50): they
+        # read this runner instead of loading a second copy (engine/draft_model.py)
+        from .draft_model import DraftOffer, offer
+
+        engine._draft_offer = DraftOffer(engine._core.runner, loaded.tokenizer,
+                                         engine.context_length, loaded.description)
+        offer(source, engine._draft_offer)
         report.finish()
         return engine
 
@@ -137,9 +145,22 @@ class Engine:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def drafts_for_others(self) -> int:
+        """How many other engines, not shut down, draft with this engine's model (its
+        weights stay in memory while they run, even after this one shut down)."""
+        return len(self._draft_offer.borrowers) if self._draft_offer is not None else 0
+
     async def shutdown(self, timeout: float = 5.0) -> None:
         """End every request with finish reason "shutdown" and stop the thread."""
         self._closed = True
+        from .draft_model import DraftModel, withdraw
+
+        if self._draft_offer is not None:
+            withdraw(self._draft_offer)
+        draft = self._core.speculation.source if self._core.speculation is not None else None
+        if isinstance(draft, DraftModel):  # another engine's model no longer lent to it
+            draft.release()
         if self._thread is None:
             apply(self._core, self._inbox.drain())
             self._deliver(self._core.abort_all("shutdown"))

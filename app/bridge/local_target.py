@@ -103,6 +103,12 @@ class LocalTarget:
         self._live[stream.request_id] = (tag, stream)
         return stream
 
+    @property
+    def lends_draft(self) -> bool:
+        """Another engine, still running, drafts with this model (issue #50: a draft named
+        by a loaded model reads its weights): unloading it would not free them."""
+        return self.engine.drafts_for_others > 0
+
     def live(self) -> list[tuple[str | None, RequestStream]]:
         """(tag, stream) of each request submitted here that has not ended yet."""
         for rid in [rid for rid, (_, s) in self._live.items() if s.finished]:

@@ -112,6 +112,11 @@ class _Hosted:
     def busy(self) -> bool:
         return self.leases > 0 or self.running() > 0
 
+    def kept(self) -> bool:
+        """Not evicted nor unloaded by its TTL: busy, or drafting for another loaded model
+        (its weights would stay in memory); an explicit unload still goes on."""
+        return self.busy() or (self.target is not None and self.target.lends_draft)
+
 
 class Lease:
     """A model held in use (`target`): not evicted, and not unloaded by its TTL, until
@@ -343,7 +348,7 @@ class ModelManager:
         free = self.budget_bytes - used
         slots = (self.max_models - len(others)) if self.max_models else len(others) + 1
         idle = sorted((h for h in others if h.state is ModelState.LOADED and not h.pinned
-                       and not h.busy()), key=lambda h: h.last_used)
+                       and not h.kept()), key=lambda h: h.last_used)
         victims: list[_Hosted] = []
         for h in idle:
             if need <= free and slots >= 1:
@@ -402,7 +407,7 @@ class ModelManager:
             for hosted in list(self._hosted.values()):
                 if hosted.state is not ModelState.LOADED:
                     continue
-                if hosted.busy():  # its TTL counts from the end of its last reply
+                if hosted.kept():  # its TTL counts from the end of its last reply
                     hosted.last_used = now
                 elif (not hosted.pinned and hosted.ttl_s is not None
                       and now - hosted.last_used >= hosted.ttl_s):

@@ -90,3 +90,38 @@ async def test_the_windows_models_draft_only_with_the_same_tokenizer(models_dir)
     # refused a draft with another tokenizer: the user chose it for that model
     with pytest.raises(ModelLoadError, match="tokenizer differs"):
         loader(str(models_dir / "tiny-a.gguf"))
+
+
+async def test_a_loaded_model_drafts_for_another_and_is_kept_while_it_does(tmp_path):
+    """Issue #50 (4): a draft named by a model the manager has loaded reads that model's
+    engine (no second copy), the answers are the target's own, and the model lending its
+    weights is not evicted while the target runs (unloading it would free nothing): a third
+    load evicts the target instead, though it was used last; then nothing is lent."""
+    from engine import testing
+    from engine.draft_model import DraftModel
+
+    (tmp_path / "smol.gguf").symlink_to(bundled_path())  # the library's small model
+    requantize(bundled_path(), tmp_path / "smol-q8.gguf", "Q8_0")
+    tiny_gguf(tmp_path / "tiny-a.gguf", seed=0)
+    draft = str(tmp_path / "smol.gguf")
+    fleet = ModelManager(Catalog(lambda: folder_models(tmp_path)), kv_budget_bytes=KV,
+                         max_concurrent=4, max_models=2, speculative=f"draft:{draft}")
+    try:
+        async with await fleet.acquire("smol") as smol:
+            pass
+        assert not smol.lends_draft
+        async with await fleet.acquire("smol-q8") as q8:
+            source = testing.facts(q8.engine).draft_source
+            assert isinstance(source, DraftModel) and source.shared
+            assert source.runner.model is testing.facts(smol.engine).module_tree
+            text = await answer(q8)
+            assert q8.stats().drafted_tokens > 0
+        assert text == await alone(tmp_path / "smol-q8.gguf")
+        assert smol.lends_draft
+        # room for one more: the least recently used is smol, but it lends its weights
+        async with await fleet.acquire("tiny-a"):
+            pass
+        assert sorted(m.name for m in fleet.running()) == ["smol", "tiny-a"]
+        assert not smol.lends_draft  # the target's engine stopped: nothing lent
+    finally:
+        await fleet.close()
