@@ -1,7 +1,9 @@
 """`python -m bench.moe_decode_profile [--rows 1 8] [--hidden 1024] [--layers 6]
 [--experts 32 --used 4]`: where a MoE decode step's time goes today, on a random-weight
 qwen3moe GGUF (bench.arch_decode's file: Q4_0 linears, a Q8_0 embedding and head) run by
-the engine's copy of the model (its native layers, experts grouped on the packed kernel).
+the engine's copy of the model (its native layers, experts grouped on the packed kernel;
+where the tree has engine/native/moe_blocks.py, SwiGLU and the weighted sum inside the
+grouped ops, timed as two pieces).
 
 Each piece of the first layer is evaluated on its own, on inputs of a decode step's shape
 (`rows` rows of one token, a 64-token context), median of repeated calls, and multiplied by
@@ -91,12 +93,24 @@ def profile(model, rows: int, layers: int, rounds: int, bandwidth: float) -> Non
         "router linear": lambda: moe.gate(h),
         "routing (softmax, top-k, normalise)": lambda: route(
             mx.softmax(logits, axis=-1, precise=True)),
-        "experts gate+up (grouped op)": lambda: grouped_call(
-            (glu.gate_proj, glu.up_proj), xe, inds),
-        "SwiGLU between": lambda: glu.activation(x_up, x_gate),
-        "experts down (grouped op)": lambda: glu.down_proj(act, inds),
-        "weighted sum of k outputs": lambda: (y * scores[..., None]).sum(axis=-2),
     }
+    fused = getattr(glu, "weighted", None) is not None and glu.weighted(h, inds, scores) \
+        is not None
+    if fused:  # engine/native/moe_blocks.py: SwiGLU and the weighted sum inside the ops
+        from engine.native.switch_layers import SWIGLU, WEIGHTED_SUM
+
+        (act,) = grouped_call((glu.gate_proj, glu.up_proj), xe, inds, SWIGLU)
+        mx.eval(act)
+        pieces["experts gate+up+SwiGLU (grouped op)"] = lambda: grouped_call(
+            (glu.gate_proj, glu.up_proj), xe, inds, SWIGLU)
+        pieces["experts down+weighted sum (grouped op)"] = lambda: grouped_call(
+            (glu.down_proj,), act, inds, WEIGHTED_SUM, scores)
+    else:
+        pieces["experts gate+up (grouped op)"] = lambda: grouped_call(
+            (glu.gate_proj, glu.up_proj), xe, inds)
+        pieces["SwiGLU between"] = lambda: glu.activation(x_up, x_gate)
+        pieces["experts down (grouped op)"] = lambda: glu.down_proj(act, inds)
+        pieces["weighted sum of k outputs"] = lambda: (y * scores[..., None]).sum(axis=-2)
     pieces["whole MoE block (one graph; not summed)"] = lambda: moe(h)
     head = model["lm_head"] if "lm_head" in model else inner.embed_tokens.as_linear
     pieces["final norm + head (once)"] = lambda: head(inner.norm(x))

@@ -64,8 +64,9 @@ GGUF_KEPT_TYPES = {2: HeldType(4, 32, 2), 3: HeldType(4, 32, 2), 12: HeldType(4,
                    10: HeldType(4, 16, 4)}
 # Bits a weight in the native kernel's own forms for K-quants (packed.h: Q4_K / Q5_K 4- / 5-bit
 # values, uint8 sub-scale and minimum a 32, float32 d and dmin a 256; Q6_K 6-bit values, int8
-# sub-scale a 16, float32 d a 256); the other kept types: bits + float32 scale and bias.
-PACKED_BITS = {12: 4.75, 13: 5.75, 14: 6.625}
+# sub-scale a 16, float32 d a 256) and for Q4_0 / Q8_0 (the file's fp16 d a 32, no bias); the
+# other kept types: bits + float32 scale and bias.
+PACKED_BITS = {12: 4.75, 13: 5.75, 14: 6.625, 2: 4.5, 8: 8.5}
 GGUF_FLOAT_TYPES = frozenset({0, 1, 30})  # F32, F16, BF16
 # gguf-py dequantizes these and nothing runs them quantized here: float32, said at load.
 GGUF_FLOAT32_TYPES = frozenset({16, 17, 18, 19, 21, 22, 29, 34, 35, 40})
@@ -174,7 +175,7 @@ def gguf_memory(weights_by_type: Mapping[int, int], *, layers: int, kv_heads: in
             continue
         if packed_copy:  # held once, packed: q as is, float32 scales and biases (stacked
             # experts too where the loader packs them; else MLX's arrays: about the same size),
-            # Q4_K, Q5_K and Q6_K in forms of their own (engine/native/src/packed.h)
+            # Q4_K, Q5_K, Q6_K, Q4_0, Q8_0 in forms of their own (engine/native/src/packed.h)
             packed += n * PACKED_BITS.get(kind, held.bits + 64 / held.group) / 8
         else:
             weights += n * held.bits_per_weight / 8
