@@ -50,6 +50,7 @@ def round_robin(pieces: dict[str, Callable[[], object]],
 def profile(model, rows: int, layers: int, rounds: int, bandwidth: float) -> None:
     from mlx_lm.models.cache import make_prompt_cache
 
+    from engine import native
     from engine.native.switch_layers import grouped_call
 
     inner = model["model"]
@@ -96,6 +97,10 @@ def profile(model, rows: int, layers: int, rounds: int, bandwidth: float) -> Non
     }
     fused = getattr(glu, "weighted", None) is not None and glu.weighted(h, inds, scores) \
         is not None
+    if fused and hasattr(native, "moe_route"):  # engine/native/moe_blocks.py's routing op
+        del pieces["routing (softmax, top-k, normalise)"]
+        pieces["routing (one native op)"] = lambda: native.moe_route(
+            logits, k, bool(moe.norm_topk_prob))
     if fused:  # engine/native/moe_blocks.py: SwiGLU and the weighted sum inside the ops
         from engine.native.switch_layers import SWIGLU, WEIGHTED_SUM
 

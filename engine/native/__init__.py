@@ -185,6 +185,16 @@ def packed_experts_matvec(x: mx.array, indices: mx.array, packed: list[list[mx.a
                                                  stream=stream)
 
 
+def moe_route(logits: mx.array, k: int, normalise: bool, *,
+              stream: Any = None) -> tuple[mx.array, mx.array]:
+    """A MoE block's routing of float32 logits (..., E) in one op: softmax (max subtracted,
+    the sum in index order), the k largest probabilities (largest first, the lower index
+    on a tie) as (inds uint32, scores float32) (..., k), the scores divided by their sum
+    when `normalise`. A row's outputs depend on its logits alone (src/moe_route.h)."""
+    inds, scores = _ext_or_raise().moe_route(logits, k, normalise, stream=stream)
+    return inds, scores
+
+
 def dequantize_f32(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,
                    bits: int = 4, *, force_scalar: bool = False, stream: Any = None) -> mx.array:
     """scales * q + biases as float32 (N, K): ``mx.dequantize``, many times faster on the CPU.

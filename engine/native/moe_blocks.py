@@ -7,9 +7,10 @@ SwitchGLU: gate and up, SwiGLU, down) and sums the k outputs weighted by their s
 SwiGLU, down, multiply, sum), each a pass over the pairs and an MLX op's overhead (~0.6 ms
 of a 4 ms decode step at one row: docs/performance.md's MoE profile). Here the block's
 call ends in two: gate and up with SwiGLU on the way out, down with the weighted sum of the
-k slots on the way out (`SwitchGLU.weighted`). The routing is the stock block's, the same
-code. A row's sum is taken in slot order from its own pairs alone (src/packed.h's
-kWeightedSum), so its bits do not depend on which rows share its experts.
+k slots on the way out (`SwitchGLU.weighted`), and the routing (softmax, top k, the scores
+normalised) is one native op too (`native.moe_route`, src/moe_route.h). A row's routing and
+its sum (in slot order, src/packed.h's kWeightedSum) come from its own logits and pairs
+alone, so its bits do not depend on which rows share its experts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models import qwen3_moe
+
+from . import moe_route
 
 
 class Qwen3MoeSparseMoeBlock(qwen3_moe.Qwen3MoeSparseMoeBlock):
@@ -27,13 +30,16 @@ class Qwen3MoeSparseMoeBlock(qwen3_moe.Qwen3MoeSparseMoeBlock):
         weighted = getattr(glu, "weighted", None)
         if self.sharding_group is not None or weighted is None:
             return super().__call__(x)
-        # the stock block's routing, as it is
-        gates = mx.softmax(self.gate(x), axis=-1, precise=True)
-        k = self.top_k
-        inds = mx.stop_gradient(mx.argpartition(gates, kth=-k, axis=-1)[..., -k:])
-        scores = mx.take_along_axis(gates, inds, axis=-1)
-        if self.norm_topk_prob:
-            scores /= mx.sum(scores, axis=-1, keepdims=True)
+        logits = self.gate(x)
+        if logits.dtype == mx.float32:  # the routing in one native op
+            inds, scores = moe_route(logits, self.top_k, bool(self.norm_topk_prob))
+        else:  # the stock block's routing, as it is
+            gates = mx.softmax(logits, axis=-1, precise=True)
+            k = self.top_k
+            inds = mx.stop_gradient(mx.argpartition(gates, kth=-k, axis=-1)[..., -k:])
+            scores = mx.take_along_axis(gates, inds, axis=-1)
+            if self.norm_topk_prob:
+                scores /= mx.sum(scores, axis=-1, keepdims=True)
         y = weighted(x, inds, scores)
         if y is None:
             y = glu(x, inds)

@@ -461,6 +461,39 @@ def test_experts_swiglu_and_weighted_sum_on_the_way_out(bits, gs, n, k) -> None:
         native.packed_experts_matvec(x, idx, [gate], [n], e, gs, bits, out=1)
 
 
+@pytest.mark.parametrize("normalise", [True, False], ids=["normalised", "softmax"])
+@pytest.mark.parametrize(("e", "k"), [(32, 4), (8, 2), (128, 8)])
+def test_moe_route_is_the_stock_routing_in_one_op(e: int, k: int, normalise: bool) -> None:
+    """native.moe_route (src/moe_route.h) against mlx-lm's Qwen 3 MoE routing (precise
+    softmax, argpartition, take, the scores normalised): the same experts, largest first,
+    scores within float32 rounding; a row alone gives its row of a batch bit for bit; ties
+    go to the lower index."""
+    mx.random.seed(e + k)
+    logits = mx.random.normal((3, 7, e)) * 4
+    inds, scores = native.moe_route(logits, k, normalise)
+    assert inds.dtype == mx.uint32 and scores.dtype == mx.float32
+    assert inds.shape == scores.shape == (3, 7, k)
+    gates = mx.softmax(logits, axis=-1, precise=True)
+    want_i = mx.argpartition(gates, kth=-k, axis=-1)[..., -k:]
+    want_s = mx.take_along_axis(gates, want_i, axis=-1)
+    if normalise:
+        want_s = want_s / mx.sum(want_s, axis=-1, keepdims=True)
+    order = np.argsort(-np.array(want_s), axis=-1, kind="stable")
+    got_i, got_s = np.array(inds), np.array(scores)
+    assert np.array_equal(got_i, np.take_along_axis(np.array(want_i), order, axis=-1))
+    assert np.allclose(got_s, np.take_along_axis(np.array(want_s), order, axis=-1),
+                       rtol=1e-6, atol=1e-7)
+    assert np.all(np.diff(got_s, axis=-1) <= 0)
+    for b, t in ((0, 0), (2, 6), (1, 3)):
+        i1, s1 = native.moe_route(logits[b, t][None], k, normalise)
+        assert mx.array_equal(i1[0], inds[b, t]).item()
+        assert mx.array_equal(s1[0], scores[b, t]).item()
+    tie_i, _ = native.moe_route(mx.zeros((1, e)), k, normalise)
+    assert np.array(tie_i).tolist() == [list(range(k))]
+    with pytest.raises(ValueError, match="k must be"):
+        native.moe_route(logits, e + 1, normalise)
+
+
 def _quantized(name: str, seed: int = 4) -> nn.Module:
     model = build_model(CASES[name], seed=seed)
     nn.quantize(model, group_size=32, bits=4, class_predicate=lambda _, m: (

@@ -16,6 +16,7 @@
 #include "gelu_op.h"
 #include "softcap_op.h"
 #include "kernels.h"
+#include "moe_route_op.h"
 #include "packed.h"
 #include "packed_op.h"
 #include "qmv.h"
@@ -58,6 +59,10 @@ NB_MODULE(_qmv, m) {
         "(M, k, N) per packed experts weight: each (row, slot) pair times its expert's "
         "weight, the pairs run grouped by expert, each with the bits of its row alone "
         "(out 1: silu(gate) * up of two; out 2: (M, N), the slots summed by slot_weights).");
+  m.def("moe_route", &bc_native::moe_route, "logits"_a, "k"_a, "normalise"_a, nb::kw_only(),
+        "stream"_a = nb::none(),
+        "A MoE block's routing of float32 logits (..., E): (inds uint32, scores float32) "
+        "(..., k), softmax's k largest (normalised by their sum when asked), in one op.");
   m.def("packed_kernel", &bc_native::packed_kernel_name, "force_scalar"_a = false,
         "Which packed kernel runs here: avx512-vnni, avx2 or portable.");
   m.def("dequantize_f32", &bc_native::dequantize_f32, "w"_a, "scales"_a, "biases"_a,
