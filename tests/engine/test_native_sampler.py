@@ -102,6 +102,44 @@ def test_a_row_with_nothing_to_draw_gives_token_zero_and_bad_shapes_raise() -> N
         native.sample_tokens(mx.zeros((2, 10)), mx.array([0.5, 0.5]), params)
 
 
+def _reference_draws(logits: np.ndarray, temp: float, top_p: float, min_p: float,
+                     u: np.ndarray, shift: int = 0) -> np.ndarray:
+    """The tokens mlx-lm's filters and the draw in id order give, in float64: top-p's cut
+    at the value where the descending mass first reaches top_p of the whole (`shift`: that
+    many ranks lower), min-p's floor, every token at or above both kept."""
+    x = logits.astype(np.float64)
+    m = x.max()
+    order = np.argsort(-x, kind="stable")
+    mass = np.exp(x[order] - m)
+    keep = int(np.searchsorted(np.cumsum(mass), top_p * mass.sum())) + 1 + shift
+    cut = max(x[order[keep - 1]], np.float32(m) + np.log(np.float32(min_p)) if min_p else -np.inf)
+    kept = np.flatnonzero(x >= cut)
+    running = np.cumsum(np.exp((x[kept] - m) / temp))
+    return kept[np.minimum(np.searchsorted(running, u * running[-1], side="right"),
+                           kept.size - 1)]
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize(("temp", "top_p", "min_p"), [(0.7, 0.95, 0.05), (1.0, 0.9, 0.0)])
+def test_a_flat_full_vocabulary_row_keeps_the_reference_set(ties, temp, top_p, min_p) -> None:
+    """A random-weight model's row (151,936 logits, std ~0.8: tens of thousands of tokens
+    past min-p, top-p's cut deep in them; the sampler orders only the tokens of the cut's
+    value bucket); with ties, many tokens share the cut's value."""
+    rng = np.random.default_rng(11)
+    logits = rng.normal(0, 0.8, 151936).astype(np.float32)
+    if ties:
+        logits = np.round(logits * 16) / 16
+    u = ((np.arange(48) + 0.5) / 48).astype(np.float32)
+    rows = mx.array(np.broadcast_to(logits, (u.size, logits.size)))
+    params = mx.array(np.tile([temp, top_p, min_p, 0.0], (u.size, 1)).astype(np.float32))
+    got = np.array(native.sample_tokens(rows, mx.array(u), params))
+    # the whole mass top-p compares against is summed in float lanes (~1e-6 of it), so
+    # the cut may fall one token either side of the exact one; never further
+    wants = [_reference_draws(logits, temp, top_p, min_p, u.astype(np.float64), shift)
+             for shift in (0, -1, 1)]
+    assert any((got == want).all() for want in wants), [np.flatnonzero(got != w) for w in wants]
+
+
 def test_engine_rows_drawn_in_one_native_op_and_each_row_as_if_alone(monkeypatch) -> None:
     from engine import sampling
     from engine.sampling_params import SamplingParams

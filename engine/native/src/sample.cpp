@@ -97,21 +97,101 @@ int kept_tokens(const float* l, int V, float top_p, float min_p, int top_k,
   return keep;
 }
 
+// The row's largest logit (max_element's value; a vector max on AVX2).
+#ifdef BC_X86
+BC_AVX2 float max_avx2(const float* l, int V) {
+  __m256 acc = _mm256_set1_ps(-INFINITY);
+  int i = 0;
+  for (; i + 8 <= V; i += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(l + i));
+  float m = hmax(acc);
+  for (; i < V; ++i) m = std::max(m, l[i]);
+  return m;
+}
+#endif
+
+float row_max(const float* l, int V) {
+#ifdef BC_X86
+  if (cpu_has_avx2_fma()) return max_avx2(l, V);
+#endif
+  return *std::max_element(l, l + V);
+}
+
+constexpr int kBuckets = 2048;
+
+// The smallest value kept_tokens keeps when it cuts no top-k: every kept token is then a
+// token at or above it (min-p's floor and top-p's cut are both values). Top-p's cut is
+// the value of the token at which the descending order's mass first reaches top_p times
+// the whole mass: found by putting the min-p survivors in buckets of value (their masses
+// summed a bucket), walking the buckets from the top to the one where the mass reaches
+// the limit and ordering only that bucket's tokens, instead of selecting through the
+// whole kept set. -INFINITY: nothing to keep.
+float kept_floor(const float* l, int V, float m, float top_p, float min_p,
+                 std::vector<int>& idx, std::vector<double>& mass) {
+  const float floor_ = min_p > 0.f ? m + std::log(min_p) : -INFINITY;
+  if (!(m > -INFINITY)) return -INFINITY;
+  if (!(top_p > 0.f && top_p < 1.f)) return std::max(floor_, std::nextafter(-INFINITY, 0.f));
+  const double limit = (double)top_p * row_mass(l, V, m);
+  float lo = floor_;
+  if (!(lo > -INFINITY)) {  // no min-p: the buckets span the finite values
+    lo = m;
+    for (int i = 0; i < V; ++i)
+      if (l[i] > -INFINITY) lo = std::min(lo, l[i]);
+  }
+  const float inv = m > lo ? (float)kBuckets / (m - lo) : 0.f;
+  auto bucket = [=](float v) { return std::min(kBuckets - 1, (int)((m - v) * inv)); };
+  mass.assign(kBuckets, 0.0);
+  for (int i = 0; i < V; ++i)
+    if (l[i] >= lo && l[i] > -INFINITY) mass[bucket(l[i])] += std::exp((double)l[i] - m);
+  // the bucket where the mass reaches the limit; tokens within it in descending order
+  double base = 0.0;
+  auto desc = [l](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+  for (int b = 0; b < kBuckets; ++b) {
+    if (mass[b] == 0.0 || base + mass[b] < limit) {
+      base += mass[b];
+      continue;
+    }
+    idx.clear();
+    for (int i = 0; i < V; ++i)
+      if (l[i] >= lo && l[i] > -INFINITY && bucket(l[i]) == b) idx.push_back(i);
+    std::sort(idx.begin(), idx.end(), desc);
+    for (int t : idx) {
+      base += std::exp((double)l[t] - m);
+      if (base >= limit) return l[t];
+    }
+    // the bucket's sum rounded past the limit, its tokens one by one did not: go on
+  }
+  return lo;  // the kept tokens' whole mass stays under the limit: all of them
+}
+
 void sample_row(const SampleArgs& a, int b, std::vector<int>& idx, std::vector<double>& w) {
   const float* l = a.logits + (size_t)b * a.V;
   const float* p = a.params + (size_t)b * 4;
   const float temp = p[0], top_p = p[1], min_p = p[2];
   const int top_k = (int)p[3];
-  const int keep = kept_tokens(l, a.V, top_p, min_p, top_k, idx);
+  const float m = row_max(l, a.V);
+  int keep = 0;
+  bool by_value = top_k <= 0;
+  float cut = -INFINITY;
+  if (by_value) {
+    thread_local std::vector<double> mass;
+    cut = kept_floor(l, a.V, m, top_p, min_p, idx, mass);
+    idx.clear();
+    if (cut > -INFINITY)
+      for (int i = 0; i < a.V; ++i)
+        if (l[i] >= cut) idx.push_back(i);  // in id order: the draw's order
+    keep = (int)idx.size();
+  } else {
+    keep = kept_tokens(l, a.V, top_p, min_p, top_k, idx);
+  }
   if (keep == 0) {
     a.out[b] = 0;
     return;
   }
-  float m = -INFINITY;
-  for (int r = 0; r < keep; ++r) m = std::max(m, l[idx[r]]);
+  float mk = -INFINITY;
+  for (int r = 0; r < keep; ++r) mk = std::max(mk, l[idx[r]]);
   w.resize(keep);
   double total = 0.0;
-  for (int r = 0; r < keep; ++r) total += (w[r] = std::exp(((double)l[idx[r]] - m) / temp));
+  for (int r = 0; r < keep; ++r) total += (w[r] = std::exp(((double)l[idx[r]] - mk) / temp));
   const double target = (double)a.u[b] * total;
   double run = 0.0;
   int pick = idx[keep - 1];  // u * total rounding past the sum: the last kept token
