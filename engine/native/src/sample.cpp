@@ -118,31 +118,36 @@ float row_max(const float* l, int V) {
 
 constexpr int kBuckets = 2048;
 
-// The smallest value kept_tokens keeps when it cuts no top-k: every kept token is then a
-// token at or above it (min-p's floor and top-p's cut are both values). Top-p's cut is
-// the value of the token at which the descending order's mass first reaches top_p times
-// the whole mass: found by putting the min-p survivors in buckets of value (their masses
-// summed a bucket), walking the buckets from the top to the one where the mass reaches
-// the limit and ordering only that bucket's tokens, instead of selecting through the
-// whole kept set. -INFINITY: nothing to keep.
-float kept_floor(const float* l, int V, float m, float top_p, float min_p,
-                 std::vector<int>& idx, std::vector<double>& mass) {
-  const float floor_ = min_p > 0.f ? m + std::log(min_p) : -INFINITY;
-  if (!(m > -INFINITY)) return -INFINITY;
-  if (!(top_p > 0.f && top_p < 1.f)) return std::max(floor_, std::nextafter(-INFINITY, 0.f));
-  const double limit = (double)top_p * row_mass(l, V, m);
-  float lo = floor_;
-  if (!(lo > -INFINITY)) {  // no min-p: the buckets span the finite values
+// The tokens kept_tokens keeps when it cuts no top-k, in id order (the first entries of
+// idx; returns how many): min-p's floor and top-p's cut are both values, so they are the
+// tokens at or above the higher of the two. Top-p's cut is the value of the token at which
+// the descending order's mass first reaches top_p times the whole mass: found by putting
+// the min-p survivors in buckets of value (their masses summed a bucket, in id order),
+// walking the buckets from the top to the one where the mass reaches the limit and
+// ordering only that bucket's tokens, instead of selecting through the whole kept set.
+// The passes over the row keep or drop a token without a branch (a random-weight model's
+// row keeps a third of its tokens in no order a branch predictor could learn).
+int kept_by_value(const float* l, int V, float m, float top_p, float min_p,
+                  std::vector<int>& idx, std::vector<double>& mass, std::vector<int>& tie) {
+  if (!(m > -INFINITY)) return 0;
+  float lo = min_p > 0.f ? m + std::log(min_p) : -INFINITY;
+  if (!(lo > -INFINITY)) {  // no min-p: every finite value
     lo = m;
-    for (int i = 0; i < V; ++i)
-      if (l[i] > -INFINITY) lo = std::min(lo, l[i]);
+    for (int i = 0; i < V; ++i) lo = std::min(lo, l[i] > -INFINITY ? l[i] : lo);
   }
+  idx.resize(V);
+  int n = 0;
+  for (int i = 0; i < V; ++i) {
+    idx[n] = i;
+    n += l[i] >= lo;
+  }
+  if (!(top_p > 0.f && top_p < 1.f)) return n;
+  const double limit = (double)top_p * row_mass(l, V, m);
   const float inv = m > lo ? (float)kBuckets / (m - lo) : 0.f;
   auto bucket = [=](float v) { return std::min(kBuckets - 1, (int)((m - v) * inv)); };
   mass.assign(kBuckets, 0.0);
-  for (int i = 0; i < V; ++i)
-    if (l[i] >= lo && l[i] > -INFINITY) mass[bucket(l[i])] += std::exp((double)l[i] - m);
-  // the bucket where the mass reaches the limit; tokens within it in descending order
+  for (int r = 0; r < n; ++r) mass[bucket(l[idx[r]])] += std::exp((double)l[idx[r]] - m);
+  // the bucket where the mass reaches the limit; its tokens in descending order
   double base = 0.0;
   auto desc = [l](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
   for (int b = 0; b < kBuckets; ++b) {
@@ -150,17 +155,26 @@ float kept_floor(const float* l, int V, float m, float top_p, float min_p,
       base += mass[b];
       continue;
     }
-    idx.clear();
-    for (int i = 0; i < V; ++i)
-      if (l[i] >= lo && l[i] > -INFINITY && bucket(l[i]) == b) idx.push_back(i);
-    std::sort(idx.begin(), idx.end(), desc);
-    for (int t : idx) {
+    tie.clear();
+    for (int r = 0; r < n; ++r)
+      if (bucket(l[idx[r]]) == b) tie.push_back(idx[r]);
+    std::sort(tie.begin(), tie.end(), desc);
+    for (int t : tie) {
       base += std::exp((double)l[t] - m);
-      if (base >= limit) return l[t];
+      if (base >= limit) {
+        const float cut = l[t];
+        int k = 0;
+        for (int r = 0; r < n; ++r) {
+          const int i = idx[r];
+          idx[k] = i;
+          k += l[i] >= cut;
+        }
+        return k;
+      }
     }
     // the bucket's sum rounded past the limit, its tokens one by one did not: go on
   }
-  return lo;  // the kept tokens' whole mass stays under the limit: all of them
+  return n;  // the kept tokens' whole mass stays under the limit: all of them
 }
 
 void sample_row(const SampleArgs& a, int b, std::vector<int>& idx, std::vector<double>& w) {
@@ -170,16 +184,10 @@ void sample_row(const SampleArgs& a, int b, std::vector<int>& idx, std::vector<d
   const int top_k = (int)p[3];
   const float m = row_max(l, a.V);
   int keep = 0;
-  bool by_value = top_k <= 0;
-  float cut = -INFINITY;
-  if (by_value) {
+  if (top_k <= 0) {
     thread_local std::vector<double> mass;
-    cut = kept_floor(l, a.V, m, top_p, min_p, idx, mass);
-    idx.clear();
-    if (cut > -INFINITY)
-      for (int i = 0; i < a.V; ++i)
-        if (l[i] >= cut) idx.push_back(i);  // in id order: the draw's order
-    keep = (int)idx.size();
+    thread_local std::vector<int> tie;
+    keep = kept_by_value(l, a.V, m, top_p, min_p, idx, mass, tie);
   } else {
     keep = kept_tokens(l, a.V, top_p, min_p, top_k, idx);
   }
