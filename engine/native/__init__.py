@@ -231,14 +231,7 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
     Raises RuntimeError when the extension is not loaded (check `available()` first).
     """
     ext = _ext_or_raise()
-    if mask is None:
-        kind, arr = 0, queries
-    elif isinstance(mask, str):
-        if mask != "causal":
-            raise ValueError(f"unknown mask {mask!r}")
-        kind, arr = 1, queries
-    else:
-        kind, arr = (2 if mask.dtype == mx.bool_ else 3), mask
+    kind, arr = _mask_kind(mask, queries)
     scalar = force_scalar or not simd()
     turned = packing is not None and packing.turned and queries.size > 0
     out = ext.cache_attention(mx.hadamard_transform(queries) if turned else queries, keys,
@@ -248,6 +241,42 @@ def cache_attention(queries: mx.array, keys: mx.array, values: mx.array, scale: 
                               kv_bits=0 if packing is None else packing.bits,
                               kv_group=0 if packing is None else packing.group, stream=stream)
     return mx.hadamard_transform(out) if turned else out
+
+
+def cache_attention_rows(queries: mx.array, keys: list[mx.array], values: list[mx.array],
+                         scale: float, mask: mx.array | str | None = None, *,
+                         force_scalar: bool = False, tiled_from: int = -1,
+                         softcap: float = 0.0, sinks: mx.array | None = None,
+                         packing: Any = None, stream: Any = None) -> mx.array:
+    """`cache_attention` with batch row b's keys and values in arrays of their own,
+    `keys[b]` and `values[b]` (1, Hkv, T_b, D), read in place: rows need not share one
+    buffer, nor one width (issue #47, one KV layout: a sequence's KV can stay where it was
+    written). T is the mask's width, or the longest T_b without an array mask; a row's keys
+    past its own T_b count as masked and are never read. The same bits as `cache_attention`
+    over the rows stacked into one (B, Hkv, T, D) buffer."""
+    ext = _ext_or_raise()
+    kind, arr = _mask_kind(mask, queries)
+    scalar = force_scalar or not simd()
+    turned = packing is not None and packing.turned and queries.size > 0
+    out = ext.cache_attention_rows(mx.hadamard_transform(queries) if turned else queries,
+                                   keys, values, arr, scale, kind, force_scalar=scalar,
+                                   tiled_from=tiled_from, softcap=softcap,
+                                   sinks=_NO_WEIGHT if sinks is None else sinks,
+                                   kv_bits=0 if packing is None else packing.bits,
+                                   kv_group=0 if packing is None else packing.group,
+                                   stream=stream)
+    return mx.hadamard_transform(out) if turned else out
+
+
+def _mask_kind(mask: mx.array | str | None, queries: mx.array) -> tuple[int, mx.array]:
+    """The kernel's mask kind and array (queries stand in where there is no array)."""
+    if mask is None:
+        return 0, queries
+    if isinstance(mask, str):
+        if mask != "causal":
+            raise ValueError(f"unknown mask {mask!r}")
+        return 1, queries
+    return (2 if mask.dtype == mx.bool_ else 3), mask
 
 
 def extension_if_built() -> ModuleType | None:

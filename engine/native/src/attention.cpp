@@ -45,13 +45,13 @@ inline bool visible(const AttnArgs& a, int b, int h, int l, int t, float* add) {
 // Scores (R rows x T keys, -inf where masked) of one task; row r = query head
 // g * rep + r / L at position r % L.
 void scores_scalar(const AttnArgs& a, int b, int g, float* s) {
-  const int rep = a.Hq / a.Hkv, R = rep * a.L;
+  const int rep = a.Hq / a.Hkv, R = rep * a.L, Tb = row_keys(a, b);
   for (int t = 0; t < a.T; ++t) {
-    const float* kt = a.k + b * a.ks[0] + g * a.ks[1] + t * a.ks[2];
+    const float* kt = key_head(a, b, g) + t * a.ks[2];
     for (int r = 0; r < R; ++r) {
       const int h = g * rep + r / a.L, l = r % a.L;
       float add;
-      if (!visible(a, b, h, l, t, &add)) {
+      if (t >= Tb || !visible(a, b, h, l, t, &add)) {
         s[(size_t)r * a.T + t] = -INFINITY;
         continue;
       }
@@ -84,10 +84,10 @@ void values_scalar(const AttnArgs& a, int b, int g, const float* p, const float*
     float* o = a.out + (((size_t)b * a.Hq + h) * a.L + l) * a.D;
     std::fill(o, o + a.D, 0.f);
     if (sums[r] == 0.f) continue;
-    for (int t = 0; t < a.T; ++t) {
+    for (int t = 0, Tb = row_keys(a, b); t < Tb; ++t) {
       const float w = p[(size_t)r * a.T + t];
       if (w == 0.f) continue;
-      const float* vt = a.v + b * a.vs[0] + g * a.vs[1] + t * a.vs[2];
+      const float* vt = value_head(a, b, g) + t * a.vs[2];
       for (int d = 0; d < a.D; ++d) o[d] += w * vt[d];
     }
     const float inv = 1.f / sums[r];
@@ -110,10 +110,14 @@ BC_AVX2 void scores_avx2(const AttnArgs& a, int b, int g, float* s) {
   const __m256 scale8 = _mm256_set1_ps(a.scale);
   // Blocks of 8 keys: 8 dot products a row share one reduction (a horizontal sum per
   // score cost as much as its multiply-adds); the mask is applied afterwards.
-  const int T8 = a.T & ~7;
+  // A row of its own that ends inside a block still takes that block's arithmetic (its
+  // scores are then the bits of the same row in a shared buffer): its missing keys read
+  // its first key instead and are masked below.
+  const int Tb = row_keys(a, b), T8 = std::min(a.T & ~7, (Tb + 7) & ~7);
+  const float* khead = key_head(a, b, g);
   for (int t0 = 0; t0 < T8; t0 += 8) {
     const float* kt[8];
-    for (int j = 0; j < 8; ++j) kt[j] = a.k + b * a.ks[0] + g * a.ks[1] + (t0 + j) * a.ks[2];
+    for (int j = 0; j < 8; ++j) kt[j] = khead + (t0 + j < Tb ? t0 + j : 0) * a.ks[2];
     for (int r = 0; r < R; ++r) {
       const int h = g * rep + r / a.L, l = r % a.L;
       const float* qr = a.q + b * a.qs[0] + h * a.qs[1] + l * a.qs[2];
@@ -127,19 +131,19 @@ BC_AVX2 void scores_avx2(const AttnArgs& a, int b, int g, float* s) {
       }
       float* out = s + (size_t)r * a.T + t0;
       _mm256_storeu_ps(out, _mm256_mul_ps(hsum8(acc), scale8));
-      if (!plain)
-        for (int j = 0; j < 8; ++j) {
-          float add;
-          out[j] = visible(a, b, h, l, t0 + j, &add) ? out[j] + add : -INFINITY;
-        }
+      for (int j = 0; j < 8; ++j) {
+        float add;
+        if (t0 + j >= Tb) out[j] = -INFINITY;
+        else if (!plain) out[j] = visible(a, b, h, l, t0 + j, &add) ? out[j] + add : -INFINITY;
+      }
     }
   }
   for (int t = T8; t < a.T; ++t) {
-    const float* kt = a.k + b * a.ks[0] + g * a.ks[1] + t * a.ks[2];
+    const float* kt = khead + t * a.ks[2];
     for (int r = 0; r < R; ++r) {
       const int h = g * rep + r / a.L, l = r % a.L;
       float add = 0.f;
-      if (!plain && !visible(a, b, h, l, t, &add)) {
+      if (t >= Tb || (!plain && !visible(a, b, h, l, t, &add))) {
         s[(size_t)r * a.T + t] = -INFINITY;
         continue;
       }
@@ -179,8 +183,8 @@ BC_AVX2 void values_avx2(const AttnArgs& a, int b, int g, const float* p, const 
                          float* acc) {
   const int rep = a.Hq / a.Hkv, R = rep * a.L, D = a.D;
   std::fill(acc, acc + (size_t)R * D, 0.f);
-  for (int t = 0; t < a.T; ++t) {
-    const float* vt = a.v + b * a.vs[0] + g * a.vs[1] + t * a.vs[2];
+  for (int t = 0, Tb = row_keys(a, b); t < Tb; ++t) {
+    const float* vt = value_head(a, b, g) + t * a.vs[2];
     for (int r = 0; r < R; ++r) {
       const float w = p[(size_t)r * a.T + t];
       if (w == 0.f) continue;
@@ -242,17 +246,18 @@ void attention_run(const AttnArgs& in, bool force_scalar, int tiled_from) {
     const size_t rows = (size_t)a.B * a.Hkv * a.T;
     kf.resize(rows * a.D);
     vf.resize(rows * a.D);
-    for (int b = 0; b < a.B; ++b)
+    for (int b = 0; b < a.B; ++b)  // keys past a row's own buffer stay 0 (masked)
       for (int h = 0; h < a.Hkv; ++h)
-        for (int t = 0; t < a.T; ++t) {
+        for (int t = 0, Tb = row_keys(in, b); t < Tb; ++t) {
           const size_t at = (((size_t)b * a.Hkv + h) * a.T + t) * a.D;
-          dequantize_row(in.kq + b * in.ks[0] + h * in.ks[1] + t * in.ks[2], a.D, a.kv_bits,
+          dequantize_row(packed_key_head(in, b, h) + t * in.ks[2], a.D, a.kv_bits,
                          a.kv_group, kf.data() + at);
-          dequantize_row(in.vq + b * in.vs[0] + h * in.vs[1] + t * in.vs[2], a.D, a.kv_bits,
+          dequantize_row(packed_value_head(in, b, h) + t * in.vs[2], a.D, a.kv_bits,
                          a.kv_group, vf.data() + at);
         }
     a.k = kf.data();
     a.v = vf.data();
+    a.rows = nullptr;
     a.ks[0] = a.vs[0] = (int64_t)a.Hkv * a.T * a.D;
     a.ks[1] = a.vs[1] = (int64_t)a.T * a.D;
     a.ks[2] = a.vs[2] = a.D;

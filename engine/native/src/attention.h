@@ -15,6 +15,17 @@ constexpr int kTiledFromVariant = 16;
 
 enum class MaskKind : int { none = 0, causal = 1, boolean = 2, additive = 3 };
 
+// One batch row's keys and values in a buffer of its own (the rows form: each sequence's
+// KV where it was written, no shared (B, Hkv, T, D) buffer): base pointers of its (1, Hkv,
+// T_row, D) arrays (float, or packed bytes with kv_bits), their head strides in elements
+// (bytes when packed), and T_row. Keys at or past T_row count as masked and are never read.
+struct RowKV {
+  const void* k;
+  const void* v;
+  int64_t ks1, vs1;
+  int T;
+};
+
 struct AttnArgs {
   // q (B, Hq, L, D), k and v (B, Hkv, T, D): strides in elements for batch, head and
   // position; the last dimension is contiguous. Views of a larger cache buffer are fine.
@@ -46,7 +57,33 @@ struct AttnArgs {
   int kv_bits = 0, kv_group = 0;
   const uint8_t* kq = nullptr;
   const uint8_t* vq = nullptr;
+  // B rows of their own, or null (k, v / kq, vq with strides ks[0], vs[0] per row). With
+  // rows, ks[2] and vs[2] still give the position stride, the same for every row.
+  const RowKV* rows = nullptr;
 };
+
+// Keys row b may read: T, or fewer where its own buffer is shorter.
+inline int row_keys(const AttnArgs& a, int b) {
+  return a.rows && a.rows[b].T < a.T ? a.rows[b].T : a.T;
+}
+
+// Key and value head g of batch row b (element pointers; bytes when packed).
+inline const float* key_head(const AttnArgs& a, int b, int g) {
+  return a.rows ? static_cast<const float*>(a.rows[b].k) + g * a.rows[b].ks1
+                : a.k + b * a.ks[0] + g * a.ks[1];
+}
+inline const float* value_head(const AttnArgs& a, int b, int g) {
+  return a.rows ? static_cast<const float*>(a.rows[b].v) + g * a.rows[b].vs1
+                : a.v + b * a.vs[0] + g * a.vs[1];
+}
+inline const uint8_t* packed_key_head(const AttnArgs& a, int b, int g) {
+  return a.rows ? static_cast<const uint8_t*>(a.rows[b].k) + g * a.rows[b].ks1
+                : a.kq + b * a.ks[0] + g * a.ks[1];
+}
+inline const uint8_t* packed_value_head(const AttnArgs& a, int b, int g) {
+  return a.rows ? static_cast<const uint8_t*>(a.rows[b].v) + g * a.rows[b].vs1
+                : a.vq + b * a.vs[0] + g * a.vs[1];
+}
 
 // One packed row (see AttnArgs.kq) as D floats: the one dequantization every path uses.
 inline void dequantize_row(const uint8_t* row, int D, int bits, int group, float* out) {

@@ -24,10 +24,23 @@ mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::arra
                           float softcap = 0.f, const mx::array& sinks = mx::zeros({0}, mx::float32),
                           int kv_bits = 0, int kv_group = 0, mx::StreamOrDevice s = {});
 
+// cache_attention with each batch row's keys and values in arrays of their own: ks[b] and
+// vs[b] (1, Hkv, T_b, D) (packed rows with kv_bits), T_b per row, read in place (a view of
+// a row's larger buffer is fine). T is the mask's width (kinds 2, 3) or the longest T_b;
+// a row's keys past its T_b count as masked and are never read. Same bits as
+// cache_attention over the rows stacked into one (B, Hkv, T, D) buffer.
+mx::array cache_attention_rows(const mx::array& q, const std::vector<mx::array>& ks,
+                               const std::vector<mx::array>& vs, const mx::array& mask,
+                               float scale, int mask_kind, bool force_scalar = false,
+                               int tiled_from = -1, float softcap = 0.f,
+                               const mx::array& sinks = mx::zeros({0}, mx::float32),
+                               int kv_bits = 0, int kv_group = 0, mx::StreamOrDevice s = {});
+
 class CacheAttention : public mx::UnaryPrimitive {
  public:
   CacheAttention(mx::Stream stream, float scale, int mask_kind, bool force_scalar,
-                 int tiled_from, float softcap = 0.f, int kv_bits = 0, int kv_group = 0)
+                 int tiled_from, float softcap = 0.f, int kv_bits = 0, int kv_group = 0,
+                 int rows = 0)
       : mx::UnaryPrimitive(stream),
         scale_(scale),
         mask_kind_(mask_kind),
@@ -35,7 +48,8 @@ class CacheAttention : public mx::UnaryPrimitive {
         tiled_from_(tiled_from),
         softcap_(softcap),
         kv_bits_(kv_bits),
-        kv_group_(kv_group) {}
+        kv_group_(kv_group),
+        rows_(rows) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
   void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
@@ -52,6 +66,7 @@ class CacheAttention : public mx::UnaryPrimitive {
   float softcap_;   // 0: none
   int kv_bits_;     // 0: float k and v; 8 or 4: packed rows
   int kv_group_;
+  int rows_;        // 0: k and v are one (B, Hkv, T, D) buffer; B: a k and a v array a row
 };
 
 }  // namespace bc_native

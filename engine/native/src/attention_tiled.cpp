@@ -305,9 +305,10 @@ BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int
     }
     ++t_end;
   }
+  t_end = std::min(t_end, row_keys(a, b));  // a row of its own ends where its buffer does
   const bool packed = a.kv_bits != 0;
-  const float* kbase = packed ? nullptr : a.k + b * a.ks[0] + g * a.ks[1];
-  const float* vbase = packed ? nullptr : a.v + b * a.vs[0] + g * a.vs[1];
+  const float* kbase = packed ? nullptr : key_head(a, b, g);
+  const float* vbase = packed ? nullptr : value_head(a, b, g);
   if (packed) {
     sc.kf.resize((size_t)kBk * D);
     sc.vf.resize((size_t)kBk * D);
@@ -315,8 +316,8 @@ BC_AVX2 void tile_rows(const AttnArgs& a, int b, int g, const int* hs, const int
   for (int t0 = origin; t0 < t_end; t0 += kBk) {
     const int nk = std::min(kBk, t_end - t0);
     if (packed) {  // the tile's rows as floats, then the float path's very steps
-      const uint8_t* kq = a.kq + b * a.ks[0] + g * a.ks[1];
-      const uint8_t* vq = a.vq + b * a.vs[0] + g * a.vs[1];
+      const uint8_t* kq = packed_key_head(a, b, g);
+      const uint8_t* vq = packed_value_head(a, b, g);
       for (int j = 0; j < nk; ++j) {
         dequantize_row8(kq + (int64_t)(t0 + j) * a.ks[2], D, a.kv_bits, a.kv_group,
                         sc.kf.data() + (size_t)j * D);

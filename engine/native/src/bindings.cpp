@@ -74,6 +74,12 @@ NB_MODULE(_qmv, m) {
         "kv_group"_a = 0, "stream"_a = nb::none(),
         "softmax(scale * q @ k.T + mask) @ v over a KV cache, on the CPU (tiled for long "
         "queries from tiled_from positions; -1 default, 0 never).");
+  m.def("cache_attention_rows", &bc_native::cache_attention_rows, "q"_a, "ks"_a, "vs"_a,
+        "mask"_a, "scale"_a, "mask_kind"_a, nb::kw_only(), "force_scalar"_a = false,
+        "tiled_from"_a = -1, "softcap"_a = 0.f, "sinks"_a, "kv_bits"_a = 0,
+        "kv_group"_a = 0, "stream"_a = nb::none(),
+        "cache_attention with each batch row's keys and values in arrays of their own "
+        "(1, Hkv, T_row, D), read in place.");
   m.def("rope", &bc_native::rope, "x"_a, "dims"_a, "traditional"_a, "scale"_a, "offset"_a,
         "inv_freq"_a, nb::kw_only(), "stream"_a = nb::none(),
         "mx.fast.rope's forward rotation for float32 x, on the CPU.");
