@@ -46,8 +46,9 @@ inline bool visible(const AttnArgs& a, int b, int h, int l, int t, float* add) {
 // g * rep + r / L at position r % L.
 void scores_scalar(const AttnArgs& a, int b, int g, float* s) {
   const int rep = a.Hq / a.Hkv, R = rep * a.L, Tb = row_keys(a, b);
+  const float* khead = key_head(a, b, g);
   for (int t = 0; t < a.T; ++t) {
-    const float* kt = key_head(a, b, g) + t * a.ks[2];
+    const float* kt = khead + t * a.ks[2];
     for (int r = 0; r < R; ++r) {
       const int h = g * rep + r / a.L, l = r % a.L;
       float add;
@@ -84,10 +85,11 @@ void values_scalar(const AttnArgs& a, int b, int g, const float* p, const float*
     float* o = a.out + (((size_t)b * a.Hq + h) * a.L + l) * a.D;
     std::fill(o, o + a.D, 0.f);
     if (sums[r] == 0.f) continue;
+    const float* vhead = value_head(a, b, g);
     for (int t = 0, Tb = row_keys(a, b); t < Tb; ++t) {
       const float w = p[(size_t)r * a.T + t];
       if (w == 0.f) continue;
-      const float* vt = value_head(a, b, g) + t * a.vs[2];
+      const float* vt = vhead + t * a.vs[2];
       for (int d = 0; d < a.D; ++d) o[d] += w * vt[d];
     }
     const float inv = 1.f / sums[r];
@@ -131,11 +133,13 @@ BC_AVX2 void scores_avx2(const AttnArgs& a, int b, int g, float* s) {
       }
       float* out = s + (size_t)r * a.T + t0;
       _mm256_storeu_ps(out, _mm256_mul_ps(hsum8(acc), scale8));
-      for (int j = 0; j < 8; ++j) {
-        float add;
-        if (t0 + j >= Tb) out[j] = -INFINITY;
-        else if (!plain) out[j] = visible(a, b, h, l, t0 + j, &add) ? out[j] + add : -INFINITY;
-      }
+      if (!plain)
+        for (int j = 0; j < 8; ++j) {
+          float add;
+          out[j] = visible(a, b, h, l, t0 + j, &add) ? out[j] + add : -INFINITY;
+        }
+      if (t0 + 8 > Tb)  // the block that crosses a row's own end: its missing keys
+        for (int j = Tb - t0; j < 8; ++j) out[j] = -INFINITY;
     }
   }
   for (int t = T8; t < a.T; ++t) {
@@ -183,8 +187,9 @@ BC_AVX2 void values_avx2(const AttnArgs& a, int b, int g, const float* p, const 
                          float* acc) {
   const int rep = a.Hq / a.Hkv, R = rep * a.L, D = a.D;
   std::fill(acc, acc + (size_t)R * D, 0.f);
+  const float* vhead = value_head(a, b, g);
   for (int t = 0, Tb = row_keys(a, b); t < Tb; ++t) {
-    const float* vt = value_head(a, b, g) + t * a.vs[2];
+    const float* vt = vhead + t * a.vs[2];
     for (int r = 0; r < R; ++r) {
       const float w = p[(size_t)r * a.T + t];
       if (w == 0.f) continue;
