@@ -9,7 +9,9 @@ instead. The bundled model's heads (9 query, 3 KV, head size 64), float32 or pac
 buffer grown to a 4,000-token prompt's width, (c) each in a buffer of its own width;
 and the same 8 rows with a 9th, the prompt's row of 4,000 keys. Median of `--rounds`
 timed calls of all 30 layers' attention (one layer's arrays, called 30 times in a graph),
-round-robin, in ms of wall time and of process CPU time:
+round-robin, in ms of wall time and of process CPU time; then the step's KV write (keys
+and values, 30 layers) into one buffer and into rows of their own (an op a row), in ms of
+process CPU time:
 
     python -m bench.attention_rows [--rounds 40] [--kv-bits 8]
 """
@@ -82,6 +84,39 @@ def _case(lengths: list[int], wide: int, packing: KvPacking | None, rounds: int)
             for name, t in times.items()}
 
 
+def _writes(lengths: list[int], rounds: int) -> dict:
+    """A step's KV write, keys and values, 30 layers: into one buffer (one native.kv_write
+    a layer's keys or values) and into rows of their own (one a row). A single op for rows
+    of their own would not be in place: MLX gives each output of a multi-output primitive
+    the op's inputs, so an input is never donatable and every row would be copied (tried:
+    ~69 ms a step here, the buffers copied whole)."""
+    n = len(lengths)
+    at = mx.array(lengths)
+    update = mx.random.normal((n, HKV, 1, DIM))
+    state = {"one": [mx.zeros((n, HKV, max(lengths) + 256, DIM)) for _ in range(2 * LAYERS)],
+             "rows": [[mx.zeros((1, HKV, w + 256, DIM)) for w in lengths]
+                      for _ in range(2 * LAYERS)]}
+    mx.eval(update, state["one"], state["rows"])
+
+    def one() -> None:
+        state["one"] = [native.kv_write(b, update, at) for b in state["one"]]
+        mx.eval(state["one"])
+
+    def per_row() -> None:
+        state["rows"] = [[native.kv_write(b, update[i:i + 1], at[i:i + 1])
+                          for i, b in enumerate(r)] for r in state["rows"]]
+        mx.eval(state["rows"])
+
+    kinds = {"one buffer": one, "rows of their own, an op each": per_row}
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    for _ in range(rounds):
+        for name, step in kinds.items():
+            start = time.process_time()
+            step()
+            times[name].append((time.process_time() - start) * 1000)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ensure_fast_blas()
     parser = argparse.ArgumentParser(prog="python -m bench.attention_rows")
@@ -97,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         got = _case(lengths, 4000 + 256, packing, args.rounds)
         print(f"{label}: " + ", ".join(f"{k} {w:.2f} (CPU {c:.2f})"
                                          for k, (w, c) in got.items()))
+    writes = _writes(decoding, args.rounds)
+    print("KV write, 8 rows, CPU ms: " + ", ".join(f"{k} {v:.2f}" for k, v in writes.items()))
     return 0
 
 
