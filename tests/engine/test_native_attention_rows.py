@@ -136,3 +136,22 @@ def test_bad_arguments_are_refused() -> None:
         native.cache_attention_rows(q, [keys[0], keys[1][:, :1]], values, 0.25)
     with pytest.raises(ValueError, match="multiple"):
         native.cache_attention_rows(_queries(2, 3, 1, 16, seed=6), keys, values, 0.25)
+
+
+def test_rows_as_regions_of_one_arena() -> None:
+    """Rows may be column ranges of one per-layer arena (1, H, C, D) (each row's view
+    (1, H, cap, D) strided by the arena's width): the layout where one in-place write op
+    serves every row. Same bits as the rows stacked."""
+    lengths, caps = [30, 200, 7], [64, 256, 16]
+    mx.random.seed(9)
+    arena_k = mx.random.normal((1, 3, sum(caps) + 5, 32))
+    arena_v = mx.random.normal((1, 3, sum(caps) + 5, 32))
+    starts = [0, caps[0], caps[0] + caps[1]]
+    keys = [arena_k[:, :, s:s + c] for s, c in zip(starts, caps, strict=True)]
+    values = [arena_v[:, :, s:s + c] for s, c in zip(starts, caps, strict=True)]
+    q = _queries(3, 6, 1, 32, seed=9)
+    m = row_mask(mx.array(lengths), 1, max(lengths) + 1)
+    out = native.cache_attention_rows(q, keys, values, 0.3, m)
+    total = m.shape[-1]
+    ref = native.cache_attention(q, _stacked(keys, total, 9), _stacked(values, total, 9), 0.3, m)
+    assert np.array_equal(np.array(out), np.array(ref))
