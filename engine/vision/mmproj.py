@@ -216,7 +216,6 @@ def _idefics3(proj: GgufFile, model: nn.Module, hf_tok: Any,
 
 def _load_vision_weights(vlm: nn.Module, proj: GgufFile, family: str) -> None:
     """The mmproj's tensors as mlx-vlm's vision tower and projector weights, float32."""
-    source = str(proj.path)
     own = [(n, v) for n, v in tree_flatten(vlm.parameters())
            if not n.startswith("language_model.")]
     blocks = int(proj.metadata[CLIP.BLOCK_COUNT])
@@ -226,23 +225,37 @@ def _load_vision_weights(vlm: nn.Module, proj: GgufFile, family: str) -> None:
         # Hugging Face's name of the parameter (Idefics3 keeps its towers under model.;
         # Gemma 3's projection is a bare parameter the converter names .weight)
         hf = (name if family == "gemma3" else f"model.{name}").replace("_weight", ".weight")
-        base, _, suffix = hf.rpartition(".")
-        mapped = names.get_name(base)
-        tensor = proj.tensors.get(f"{mapped}.{suffix}") if mapped else None
-        if tensor is None:
-            raise ModelLoadError(f"{source}: the projector has no tensor for {name} "
-                                 f"({mapped or 'no GGUF name'}.{suffix})")
-        used.add(tensor.name)
-        w = floats(tensor)
+        gguf_name, w = mapped_tensor(proj, names, hf, name, used)
         if name.endswith("patch_embedding.weight"):
             w = w.transpose(0, 2, 3, 1)  # torch's (out, in, kh, kw) -> mlx's (out, kh, kw, in)
         if "soft_emb_norm" in name:
             w = w - np.float32(1.0)  # the converter stored Gemma3RMSNorm's 1 + weight
-        if tuple(w.shape) != tuple(value.shape):
-            raise ModelLoadError(f"{source}: tensor {tensor.name} is {tuple(w.shape)}, "
-                                 f"mlx-vlm's {name} is {tuple(value.shape)}")
-        weights.append((name, mx.array(w)))
+        weights.append((name, shaped_as(proj, gguf_name, w, name, value)))
     install(vlm, weights, proj, used, family)
+
+
+def mapped_tensor(proj: GgufFile, names: Any, hf: str, name: str,
+                  used: set[str]) -> tuple[str, np.ndarray]:
+    """The projector's tensor for the Hugging Face parameter name `hf` (mlx-vlm's `name`,
+    for the message) by gguf-py's name map: its GGUF name and float32 values, marked
+    `used`. A file without it is refused by name."""
+    base, _, suffix = hf.rpartition(".")
+    mapped = names.get_name(base)
+    tensor = proj.tensors.get(f"{mapped}.{suffix}") if mapped else None
+    if tensor is None:
+        raise ModelLoadError(f"{proj.path}: the projector has no tensor for {name} "
+                             f"({mapped or 'no GGUF name'}.{suffix})")
+    used.add(tensor.name)
+    return tensor.name, floats(tensor)
+
+
+def shaped_as(proj: GgufFile, gguf_name: str, w: np.ndarray, name: str,
+              value: mx.array) -> mx.array:
+    """`w` as mlx-vlm's parameter `name`, refused by name where the shapes differ."""
+    if tuple(w.shape) != tuple(value.shape):
+        raise ModelLoadError(f"{proj.path}: tensor {gguf_name} is {tuple(w.shape)}, "
+                             f"mlx-vlm's {name} is {tuple(value.shape)}")
+    return mx.array(w)
 
 
 def install(vlm: nn.Module, weights: list[tuple[str, mx.array]], proj: GgufFile,

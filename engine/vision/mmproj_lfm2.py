@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import gguf
-import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
@@ -84,28 +83,17 @@ def build(proj: GgufFile, model: nn.Module, hf_tok: Any) -> tuple[nn.Module, int
 
 def _load_weights(vlm: nn.Module, proj: GgufFile) -> None:
     """The mmproj's tensors as the tower's and projector's weights, float32."""
-    from .mmproj import floats, install
+    from .mmproj import install, mapped_tensor, shaped_as
 
-    source = str(proj.path)
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, int(proj.metadata[CLIP.BLOCK_COUNT]))
     weights, used = [], set()
     for name, value in tree_flatten(vlm.parameters()):
         if name.startswith("language_model."):
             continue
         # Hugging Face's name (its tower under vision_tower.vision_model.)
-        base, _, suffix = name.replace("vision_tower.", "vision_tower.vision_model.", 1) \
-            .rpartition(".")
-        mapped = names.get_name(base)
-        tensor = proj.tensors.get(f"{mapped}.{suffix}") if mapped else None
-        if tensor is None:
-            raise ModelLoadError(f"{source}: the projector has no tensor for {name} "
-                                 f"({mapped or 'no GGUF name'}.{suffix})")
-        used.add(tensor.name)
-        w = floats(tensor)
+        hf = name.replace("vision_tower.", "vision_tower.vision_model.", 1)
+        gguf_name, w = mapped_tensor(proj, names, hf, name, used)
         if name.endswith("patch_embedding.weight"):  # (out, 3, p, p) -> the Linear's
             w = w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)  # (out, p * p * 3)
-        if tuple(w.shape) != tuple(value.shape):
-            raise ModelLoadError(f"{source}: tensor {tensor.name} is {tuple(w.shape)}, "
-                                 f"mlx-vlm's {name} is {tuple(value.shape)}")
-        weights.append((name, mx.array(w)))
+        weights.append((name, shaped_as(proj, gguf_name, w, name, value)))
     install(vlm, weights, proj, used, "lfm2")

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import gguf
-import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten
 
@@ -81,9 +80,8 @@ def build(proj: GgufFile, model: nn.Module, hf_tok: Any) -> tuple[nn.Module, int
 
 def _load_weights(vlm: nn.Module, proj: GgufFile, heads: int) -> None:
     """The mmproj's tensors as the tower's and projector's weights, float32."""
-    from .mmproj import floats, install
+    from .mmproj import install, mapped_tensor, shaped_as
 
-    source = str(proj.path)
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, int(proj.metadata[CLIP.BLOCK_COUNT]))
     weights, used = [], {IMG_BREAK} & set(proj.tensors)
     for name, value in tree_flatten(vlm.parameters()):
@@ -91,20 +89,10 @@ def _load_weights(vlm: nn.Module, proj: GgufFile, heads: int) -> None:
             continue
         # Hugging Face's name (mlx-vlm keeps the tower under vision_tower.vision_model.)
         hf = name.replace("vision_tower.vision_model.", "vision_tower.", 1)
-        base, _, suffix = hf.rpartition(".")
-        mapped = names.get_name(base)
-        tensor = proj.tensors.get(f"{mapped}.{suffix}") if mapped else None
-        if tensor is None:
-            raise ModelLoadError(f"{source}: the projector has no tensor for {name} "
-                                 f"({mapped or 'no GGUF name'}.{suffix})")
-        used.add(tensor.name)
-        w = floats(tensor)
+        gguf_name, w = mapped_tensor(proj, names, hf, name, used)
         if name.endswith("patch_conv.weight"):
             w = w.transpose(0, 2, 3, 1)  # torch's (out, in, kh, kw) -> mlx's (out, kh, kw, in)
-        if base.endswith(("attention.q_proj", "attention.k_proj")):
+        if hf.rpartition(".")[0].endswith(("attention.q_proj", "attention.k_proj")):
             w = w[rope_row_order(w.shape[0], heads)]  # LlamaModel.permute undone
-        if tuple(w.shape) != tuple(value.shape):
-            raise ModelLoadError(f"{source}: tensor {tensor.name} is {tuple(w.shape)}, "
-                                 f"mlx-vlm's {name} is {tuple(value.shape)}")
-        weights.append((name, mx.array(w)))
+        weights.append((name, shaped_as(proj, gguf_name, w, name, value)))
     install(vlm, weights, proj, used, "pixtral")
