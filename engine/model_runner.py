@@ -33,7 +33,7 @@ from .ragged_pass import RaggedPass
 from .scheduler import TickPlan
 from .sequence import Status
 from .slot_cache import plain
-from .vision import mrope
+from .vision import image_mask, mrope
 from .vision.deepstack import StackedRows
 
 if TYPE_CHECKING:
@@ -190,7 +190,10 @@ class ModelRunner:
     def may_share(self, plan: TickPlan, batch: DecodeBatch) -> bool:
         """Whether the tick's sequences may share a ragged pass: not an M-RoPE image
         request's rows or chunks (its positions are not its indices; the pass carries one
-        position a token and no delta: engine/vision/mrope.py)."""
+        position a token and no delta: engine/vision/mrope.py), nor a chunk holding images
+        whose tokens attend both ways (engine/vision/image_mask.py: a pass's own masks)."""
+        if any(seq.chunk_blocks(n) for seq, n in plan.prefill):
+            return False  # a chunk's images attend both ways: its own pass's masks
         return self.positions is None or not any(
             mrope.placed(seq) for seq in [*batch.seqs, *(s for s, _ in plan.prefill)])
 
@@ -211,18 +214,21 @@ class ModelRunner:
 
     def prefill(self, cache: LayerCaches, tokens: list[int],
                 logits: bool = False, embeddings: mx.array | None = None,
-                positions: mx.array | None = None) -> mx.array | None:
+                positions: mx.array | None = None,
+                blocks: tuple[tuple[int, int], ...] = ()) -> mx.array | None:
         """Run prompt tokens into `cache`. With `logits`, also return the last token's
         logits (shape (1, vocab), evaluated); otherwise none are computed. `embeddings`
         (len(tokens), hidden): the tokens' input rows, fed instead of looking them up (an
         image request's prompt, engine/vision/); `positions` (3, len(tokens)): an M-RoPE
-        image request's (engine/vision/mrope.py)."""
+        image request's (engine/vision/mrope.py); `blocks`: the chunk's images whose tokens
+        attend both ways, relative to it (engine/vision/image_mask.py)."""
         levels = None
         if isinstance(embeddings, StackedRows):  # Qwen3-VL: DeepStack's rows beside
             embeddings, levels = embeddings.rows, embeddings.levels
         fed = (nullcontext() if positions is None or self.positions is None
                else self.positions.feeding(positions=positions, levels=levels))
-        with fed:
+        both = nullcontext() if not blocks else image_mask.attending(self.model, blocks)
+        with fed, both:
             out = self._forward(mx.array([max(t, 0) for t in tokens])[None], cache,
                                 [len(tokens) - 1] if logits else None,
                                 embeddings=None if embeddings is None else embeddings[None])

@@ -264,6 +264,9 @@ class Scheduler:
             beyond = beyond or n > max(0, left - used)
             if n < want <= min(whole, cfg.prefill_burst) and used + want <= cap:
                 n, beyond = want, True
+            if n > 0:  # an image whose tokens attend both ways is never split
+                n = seq.whole_images(n)
+                beyond = beyond or n > max(0, left - used)
             if n > 0:
                 chunks.append((seq, n))
                 used += n

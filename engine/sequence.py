@@ -9,6 +9,7 @@ from typing import Any
 
 from .detokenize import TextStream
 from .sampling_params import SamplingParams
+from .vision.image_blocks import whole_blocks, within
 
 
 class Status(enum.Enum):
@@ -125,6 +126,19 @@ class Sequence:
         if self.prompt_embeddings is None:
             return None
         return self.prompt_embeddings[self.num_cached : self.num_cached + n]
+
+    def whole_images(self, n: int) -> int:
+        """A prefill chunk of `n` tokens from here made to split no image whose tokens
+        attend both ways (engine/vision/image_blocks.py); `n` itself elsewhere."""
+        if self.vision is None or not self.vision.blocks:
+            return n
+        return whole_blocks(self.vision.blocks, self.num_cached, n)
+
+    def chunk_blocks(self, n: int) -> tuple[tuple[int, int], ...]:
+        """The image blocks inside its next chunk of `n` tokens, relative to it ()."""
+        if self.vision is None or not self.vision.blocks:
+            return ()
+        return within(self.vision.blocks, self.num_cached, n)
 
     @property
     def awaits_vision(self) -> bool:

@@ -125,6 +125,7 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
                 at = (seq.vision.positions[:, seq.num_cached : seq.num_cached + n]
                       if placed(seq) else None)  # and its M-RoPE positions
                 logits = runner.prefill(seq.cache, pieces[0], logits=last[0], positions=at,
+                                        blocks=seq.chunk_blocks(n),
                                         **({"embeddings": given} if given is not None else {}))
             else:
                 caches, logits = runner.prefill_many(

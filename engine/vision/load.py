@@ -24,7 +24,8 @@ from ..loader.common import (
 )
 from ..loader.errors import ModelLoadError
 from ..loader.progress import ProgressReporter
-from . import deepstack, mrope, scaled_rows
+from . import deepstack, image_mask, mrope, scaled_rows
+from .image_blocks import bidirectional
 from .prompt import VisionTower
 from .support import text_config, vision_refusal
 
@@ -53,6 +54,9 @@ def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
         cast_floats_to_float32(vlm)  # both towers, so image and text embeddings agree
     model = text_model(vlm, config, source)
     scaled_rows.install(model, kind)
+    both_ways = bidirectional(kind, text_config(config))
+    if both_ways:
+        image_mask.install(model)
     feed = mrope.install(model, kind, text_config(config))
     if feed is not None:
         deepstack.install(model, feed, len(config["vision_config"].get(
@@ -75,7 +79,8 @@ def load_vlm(source: str, config: dict[str, Any], quantized: bool | None,
         "source": str(Path(source).resolve()) if Path(source).is_dir() else source,
         "description": (f"{name} (mlx-vlm, sees images), {weights_description(model)} on "
                         f"{device_name()}"),
-        "vision": VisionTower(vlm, processor, image_token, positioned=feed is not None),
+        "vision": VisionTower(vlm, processor, image_token, positioned=feed is not None,
+                              bidirectional=both_ways),
     }
 
 

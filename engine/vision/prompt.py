@@ -22,6 +22,7 @@ import mlx.nn as nn
 
 from ..errors import RequestRejected
 from .deepstack import StackedRows, stacked
+from .image_blocks import blocks
 from .keys import image_ids
 from .mrope import rope_positions
 from .prepared import PreparedPrompts
@@ -41,6 +42,9 @@ class VisionPrompt:
     # delta from a token's index to its position after the prompt; None / 0 elsewhere
     positions: Any = None
     rope_delta: int = 0
+    # each image's tokens, where they attend to each other both ways (Gemma 4's
+    # use_bidirectional_attention "vision": image_blocks.py); () elsewhere
+    blocks: tuple[tuple[int, int], ...] = ()
 
 
 class VisionTower:
@@ -48,9 +52,10 @@ class VisionTower:
     and processor."""
 
     def __init__(self, vlm: nn.Module, processor: Any, image_token_id: int,
-                 positioned: bool = False) -> None:
+                 positioned: bool = False, bidirectional: bool = False) -> None:
         self.vlm = vlm
         self.positioned = positioned  # M-RoPE: prompts carry their 3-D positions
+        self.bidirectional = bidirectional  # an image's tokens see each other both ways
         self.processor = processor
         self.image_token_id = image_token_id
         self.tokenizer = getattr(processor, "tokenizer", processor)
@@ -111,6 +116,9 @@ class VisionTower:
         ids, end = self._keyed(token_ids, digests)
         if end == 0:
             raise RequestRejected("the model's processor put no image tokens in the prompt")
+        if self.bidirectional:
+            return VisionPrompt(ids, token_ids, arrays, end,
+                                blocks=blocks(token_ids, self.image_token_id))
         if not self.positioned:
             return VisionPrompt(ids, token_ids, arrays, end)
         positions, delta = rope_positions(self.vlm, token_ids, arrays)

@@ -9,7 +9,8 @@ from typing import Any
 
 # The VLM families the engine runs: those whose language model takes plain positions (RoPE
 # by token index), whose image request's prefill is an ordinary text prefill of its
-# embeddings (Gemma 4's rows fed as its merge scales them: engine/vision/scaled_rows.py), and
+# embeddings (Gemma 4's rows fed as its merge scales them: engine/vision/scaled_rows.py; its
+# image tokens attending both ways where its config says: image_blocks.py), and
 # Qwen2-VL / 2.5-VL / 3-VL, whose M-RoPE gives image tokens 3-D positions and
 # shifts the text after them (engine/vision/mrope.py; Qwen3-VL's DeepStack: deepstack.py).
 SUPPORTED = ("idefics3", "smolvlm", "gemma3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl",
@@ -26,12 +27,6 @@ def vision_refusal(model_type: str | None,
                    config: dict[str, Any] | None = None) -> str | None:
     """Why this engine cannot run a VLM of `model_type` (its `config`, where given) yet
     (None: it can)."""
-    if model_type == "gemma4" and isinstance(config, dict) and \
-            text_config(config).get("use_bidirectional_attention") == "vision":
-        # its image tokens attend to each other both ways in its sliding-window layers (mlx-vlm's
-        # mask overlay): an image's tokens would have to be prefilled in one pass with that mask
-        return ("a gemma4 vision model whose image tokens attend both ways "
-                "(use_bidirectional_attention: vision): not run here yet")
     if model_type in SUPPORTED:
         return None
     reason = NOT_YET.get(model_type or "")

@@ -445,17 +445,110 @@ def test_a_gemma4_config_without_rope_parameters_answers_as_mlx_vlm(tmp_path):
             mlx_vlm_generate(engine, ask("what is it?"), image)
 
 
-def test_a_gemma4_whose_image_tokens_attend_both_ways_reads_text_only(tmp_path):
-    """Gemma 4 with use_bidirectional_attention "vision" (an image's tokens see each other
-    both ways in its sliding-window layers): its images are refused with the reason, and
-    its text loads through mlx-lm's gemma4 and answers."""
+SQUARE = png_bytes((200, 10, 10), size=(32, 32))  # Gemma 4's tiny tower: 4 image tokens
+
+
+@pytest.fixture(scope="module")
+def both_ways(tmp_path_factory) -> Path:
+    """A tiny Gemma 4 with use_bidirectional_attention "vision" (an image's tokens see each
+    other both ways: engine/vision/image_blocks.py)."""
     import json
 
-    folder = make_tiny_vlm(tmp_path / "gemma4", "gemma4")
+    folder = make_tiny_vlm(tmp_path_factory.mktemp("gemma4_both") / "gemma4", "gemma4")
     config = json.loads((folder / "config.json").read_text())
     config["text_config"]["use_bidirectional_attention"] = "vision"
     (folder / "config.json").write_text(json.dumps(config))
-    engine = Engine.load(str(folder))
-    assert not engine.sees_images
-    assert any("attend both ways" in note for note in engine.notes)
-    assert answers(engine, [(chat("hello there"), None)])[0]
+    return folder
+
+
+def test_a_gemma4_whose_image_tokens_attend_both_ways_answers_as_mlx_vlm(both_ways, tmp_path):
+    """Its images are seen, and the answer is mlx-vlm's own generate's (its mask overlay
+    over every layer), not the one a causal mask gives (the same weights without the
+    flag)."""
+    engine = Engine.load(str(both_ways))
+    assert engine.sees_images and engine.vision.bidirectional
+    prompt = engine.vision.prepare(ask("describe"), [SQUARE])
+    assert len(prompt.blocks) == 1 and prompt.blocks[0][1] - prompt.blocks[0][0] == 4
+    for image in (SQUARE, GREEN):
+        assert answers(engine, [(ask("describe"), [image])])[0] == \
+            mlx_vlm_generate(engine, ask("describe"), image)
+    causal = make_tiny_vlm(tmp_path / "causal", "gemma4")  # the same weights, causal
+    assert answers(Engine.load(str(causal)), [(ask("describe"), [SQUARE])])[0] != \
+        answers(engine, [(ask("describe"), [SQUARE])])[0]
+
+
+@pytest.mark.parametrize("kernels", [True, False], ids=["native", "mlx-ops"])
+def test_images_attending_both_ways_same_answer_alone_batched_and_chunked(both_ways, kernels,
+                                                                         monkeypatch):
+    """Text rows beside the image requests answer as alone, the image requests as alone;
+    with a chunk budget smaller than an image (2 tokens a tick) the scheduler keeps each
+    image in one chunk (the text before it cut off, the image's chunk past the budget)
+    and the answers are the same."""
+    def engine(**more) -> Engine:
+        return Engine.load(str(both_ways), config=EngineConfig(
+            prefix_cache=False, cpu_kernels=kernels, **more))
+
+    text = [(chat(f"tell me about the number {i} please"), None) for i in range(3)]
+    seen = [(ask("describe"), [SQUARE]), (ask("and this one, what colour?"), [GREEN])]
+    alone = [answers(engine(), [r])[0] for r in text + seen]
+    assert answers(engine(), [text[0], seen[0], text[1], seen[1], text[2]]) == \
+        [alone[0], alone[3], alone[1], alone[4], alone[2]]
+    chunked = engine(prefill_burst=2, whole_prompt_tokens=0)
+    runner = testing.internals(chunked).runner
+    image_chunks = []
+    prefill = runner.prefill
+
+    def spy(cache, tokens, *args, **kwargs):
+        if any(t < 0 for t in tokens):  # (an image's keyed ids)
+            image_chunks.append((tokens, kwargs.get("blocks")))
+        return prefill(cache, tokens, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "prefill", spy)
+    staggered = []
+    for messages, images in [text[0], seen[0], text[1], seen[1], text[2]]:
+        tokens: list[int] = []
+        stream = chunked.submit(messages=messages, params=GREEDY, images=images)
+        stream.listen(lambda e, t=tokens: t.append(e.token) if e.token is not None else None)
+        staggered.append(tokens)
+        for _ in range(6):
+            chunked.step()
+    run_to_end(chunked)
+    assert staggered == [alone[0], alone[3], alone[1], alone[4], alone[2]]
+    # each image's tokens (4, then 2) in one chunk of their own, its block the whole chunk
+    assert [(sum(t < 0 for t in tokens), blocks) for tokens, blocks in image_chunks] == \
+        [(4, ((0, 4),)), (2, ((0, 2),))]
+
+
+def test_a_follow_up_about_an_image_attending_both_ways_reuses_it(both_ways, monkeypatch):
+    """The prefix cache holds the image's KV (made by a pass over the whole image): a
+    follow-up needs no vision pass and answers as a fresh engine."""
+    engine = Engine.load(str(both_ways))
+    [reply] = answers(engine, [(ask("describe"), [SQUARE])], first_turn(engine))
+    passes = []
+    real = engine.vision.embed
+    monkeypatch.setattr(engine.vision, "embed", lambda p: passes.append(p) or real(p))
+    follow = ask("describe") + [{"role": "assistant", "content": said(engine, reply)},
+                                {"role": "user", "content": "say more"}]
+    [again] = answers(engine, [(follow, [SQUARE])])
+    assert passes == [] and cached(engine) >= engine.vision.prepare(
+        ask("describe"), [SQUARE]).images_end
+    fresh = Engine.load(str(both_ways), config=EngineConfig(prefix_cache=False))
+    assert again == answers(fresh, [(follow, [SQUARE])])[0]
+
+
+@pytest.mark.parametrize(("start", "n", "size", "inside"), [
+    (0, 5, 5, ()),  # text only, the image after the chunk
+    (0, 9, 7, ()),  # ends inside the image: cut before it
+    (7, 2, 4, ((0, 4),)),  # starts at the image: past the budget to its end
+    (8, 1, 3, ((0, 3),)),  # a prefix restored into the image: the rest of it whole
+    (5, 20, 20, ((2, 6), (10, 12))),  # both images whole
+    (10, 1, 1, ()),  # a prefix restored up to an image's last token: nothing to lay over
+])
+def test_a_chunk_never_splits_an_image_attending_both_ways(start, n, size, inside):
+    from engine.vision.image_blocks import blocks, whole_blocks, within
+
+    ids = [1] * 7 + [9] * 4 + [1] * 4 + [9] * 2 + [1] * 8
+    found = blocks(ids, 9)
+    assert found == ((7, 11), (15, 17))
+    assert whole_blocks(found, start, n) == size
+    assert within(found, start, size) == inside
