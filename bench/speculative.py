@@ -245,7 +245,7 @@ def report(results: dict[str, Any], baseline: str) -> None:
 
 
 def default_servers(llama: str | None, gguf: str | None) -> list[tuple[str, str]]:
-    serve = "{python} -m app serve --port {port}"
+    serve = "{python} -m batchchat serve --port {port}"
     out = [("batchchat-off", serve + " --speculative off"),
            ("batchchat-ngram", serve + " --speculative ngram")]
     if llama and gguf:

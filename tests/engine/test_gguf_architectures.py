@@ -94,7 +94,7 @@ def _prompt(seed: int, n: int = 40) -> list[int]:
     return [rng.randrange(3, 260) for _ in range(n)]
 
 
-@pytest.mark.usefixtures("native_built")
+@pytest.mark.usefixtures("batch_invariant")
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_the_same_answer_batched_chunked_and_cached(quantized, kind: str) -> None:
     params = KINDS[kind](n=10, logprobs=2)
