@@ -106,8 +106,8 @@ def _as_llama_cpp_qwen(vlm: Path) -> None:
 def _as_llama_cpp_lfm2(vlm: Path, seed: int) -> None:
     """What an LFM2-VL mmproj implies: 16-pixel patches (conversion/lfm2.py views the patch
     embedding as 16 x 16 x 3) and a 16 x 16 position table (the checkpoints'), clip.cpp's 64
-    to 256 image tokens an image and the checkpoints' 512-pixel tiles; the two tensors
-    whose shapes change drawn anew."""
+    to 256 image tokens an image and the checkpoints' 512-pixel tiles (a context that holds
+    a tiled image); the two tensors whose shapes change drawn anew."""
     config = json.loads((vlm / "config.json").read_text())
     patch, side = 16, 16
     config["vision_config"].update(patch_size=patch, num_patches=side * side,
@@ -115,6 +115,8 @@ def _as_llama_cpp_lfm2(vlm: Path, seed: int) -> None:
     limits = {"encoder_patch_size": patch, "min_image_tokens": 64, "max_image_tokens": 256,
               "tile_size": 512, "do_image_splitting": True, "max_num_patches": 1024}
     config.update(limits)
+    # room for a tiled image (tiles of 256 tokens and a thumbnail: ~1,300 tokens)
+    config["text_config"]["max_position_embeddings"] = 2048
     (vlm / "config.json").write_text(json.dumps(config, indent=1))
     pre = json.loads((vlm / "preprocessor_config.json").read_text())
     pre.update(limits, patch_size=patch, image_mean=[0.5] * 3, image_std=[0.5] * 3)

@@ -6,6 +6,8 @@ tiny random VLMs of each family written as the converter writes a pair
   does, token for token: the same prompt ids, the same merged embeddings.
 - Same answer: an image row from the pair alone and batched beside text rows (also from a
   Q4_0 text GGUF on the native kernels); a follow-up with the same image is cached.
+- LFM2-VL: an image larger than one view, in tiles and a thumbnail, answers the same alone
+  and batched and is cached on a follow-up.
 - A float16 or Q8_0 mmproj loads within its rounding.
 - An mmproj given by path (`mmproj=`, the CLI's --mmproj) pairs from anywhere; a projector
   type the engine does not map, or one for another text architecture, is refused with its
@@ -44,6 +46,7 @@ GREEDY = SamplingParams(max_tokens=10, temperature=0.0)
 SEEDED = SamplingParams(max_tokens=10, temperature=0.8, top_p=0.9, seed=7)
 RED, GREEN = png_bytes((200, 10, 10)), png_bytes((10, 200, 10), size=(24, 40))
 BIG = png_bytes((30, 60, 200), size=(260, 200))
+TILED = png_bytes((30, 60, 200), size=(800, 700))  # past LFM2-VL's one view: tiles
 
 
 def ask(text: str) -> list[dict]:
@@ -270,3 +273,43 @@ def test_a_pixtral_projector_with_the_img_break_copy_or_no_patch_merger(tmp_path
     pixtral_12b = write_mmproj(folder, tmp_path / "pixtral.gguf", tensors=no_merger)
     with pytest.raises(ModelLoadError, match="without a patch merger"):
         Engine.load(str(text), mmproj=str(pixtral_12b))
+
+
+def test_a_large_image_tiles_on_lfm2_vl(tmp_path, monkeypatch):
+    """LFM2-VL's processor splits an image larger than one view into 512-pixel tiles and a
+    thumbnail (4 + 1 views here, each its own run of image tokens between its markers):
+    the pair's merged rows are the folder's; its answer is the same alone and beside text
+    rows (its ~1,300 image tokens prefilled over several chunks); a follow-up about it
+    reuses every image token, runs no vision pass and answers as a fresh engine."""
+    folder, text, _ = make_tiny_pair(tmp_path, "lfm2_vl")
+    ours, theirs = Engine.load(str(text)), Engine.load(str(folder))
+    a, b = ours.vision.prepare(ask("what is it?"), [TILED]), theirs.vision.prepare(
+        ask("what is it?"), [TILED])
+    assert a.arrays["pixel_values"].shape[0] == 5  # four tiles and the thumbnail
+    assert a.ids == b.ids and same_rows(ours.vision.embed(a), theirs.vision.embed(b))
+    image_token = ours.vision.image_token_id
+    runs = sum(1 for i, t in enumerate(a.token_ids)
+               if t == image_token and (i == 0 or a.token_ids[i - 1] != image_token))
+    assert runs == 5
+
+    def engine(**more) -> Engine:  # no prefix cache: every answer computed from scratch
+        return Engine.load(str(text), config=EngineConfig(prefix_cache=False, **more))
+
+    rows = [(chat(f"tell me about the number {i} please"), None) for i in range(2)]
+    seen = (ask("what is it?"), [TILED])
+    alone = [answers(engine(), [r], SEEDED)[0] for r in [*rows, seen]]
+    assert all(alone)
+    assert answers(engine(prefill_burst=256), [rows[0], seen, rows[1]], SEEDED) == \
+        [alone[0], alone[2], alone[1]]
+    assert answers(ours, [seen], SEEDED)[0] == alone[2]
+    # a next turn about it (a hybrid model's cache reuses an entry whole: a one-token turn)
+    cached = Engine.load(str(text))
+    [reply] = answers(cached, [seen], SamplingParams(max_tokens=1, temperature=0.0))
+    said = cached.tokenizer.decode([t for t in reply if t != image_token])
+    follow = ask("what is it?") + [{"role": "assistant", "content": said},
+                                   {"role": "user", "content": "say more"}]
+    passes = []
+    real = cached.vision.embed
+    monkeypatch.setattr(cached.vision, "embed", lambda p: passes.append(p) or real(p))
+    assert answers(cached, [(follow, [TILED])]) == answers(engine(), [(follow, [TILED])])
+    assert cached.finished_requests()[-1].cached_tokens >= a.images_end and passes == []
