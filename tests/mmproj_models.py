@@ -43,8 +43,11 @@ from tests.vision_models import make_tiny_vlm
 # llama.cpp's projector type of each family (conversion/gemma.py, smolvlm.py, qwenvl.py)
 PROJECTOR = {"gemma3": "gemma3", "idefics3": "idefics3", "smolvlm": "idefics3",
              "qwen2_vl": "qwen2vl_merger", "qwen2_5_vl": "qwen2.5vl_merger",
-             "qwen3_vl": "qwen3vl_merger", "mistral3": "pixtral", "lfm2_vl": "lfm2"}
+             "qwen3_vl": "qwen3vl_merger", "mistral3": "pixtral", "pixtral": "pixtral",
+             "lfm2_vl": "lfm2"}
 QWEN = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+# LlavaVisionModel's pixtral towers: Mistral Small 3.1's (a patch merger), Pixtral 12B's
+PIXTRAL = ("mistral3", "pixtral")
 # Qwen-VL's processor mean and std (preprocessor_config.json of the Qwen checkpoints)
 QWEN_MEAN, QWEN_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
 
@@ -57,7 +60,7 @@ def make_tiny_pair(folder: Path, family: str, seed: int = 0) -> tuple[Path, Path
     # matrix (mm.2) only for a tower of three or more blocks
     # (Mistral 3 and LFM2-VL likewise: mm.2, their projectors' second matrix)
     vlm = make_tiny_vlm(folder / family, family, seed, layers=6 if family == "gemma3" else 2,
-                        vision_layers=4 if family in (*QWEN, "mistral3", "lfm2_vl") else 1)
+                        vision_layers=4 if family in (*QWEN, *PIXTRAL, "lfm2_vl") else 1)
     if family == "gemma3":
         _as_llama_cpp_gemma3(vlm)
     if family in QWEN:
@@ -204,7 +207,7 @@ def hf_vision_weights(vlm: Path) -> dict[str, np.ndarray]:
         if name.startswith("language_model."):
             continue
         w = np.array(value)
-        if config["model_type"] == "mistral3":  # Mistral3ForConditionalGeneration's names
+        if config["model_type"] in PIXTRAL:  # Mistral3 / LlavaForConditionalGeneration's
             name = name.replace("vision_tower.vision_model.", "vision_tower.", 1)
         if config["model_type"] == "lfm2-vl":  # Lfm2VlForConditionalGeneration's (its patch
             out[name.replace("vision_tower.", "vision_tower.vision_model.", 1)] = w  # a Linear)
@@ -216,7 +219,7 @@ def hf_vision_weights(vlm: Path) -> dict[str, np.ndarray]:
                 w = w.transpose(0, 4, 1, 2, 3)
             out[name.replace("vision_tower.", "visual.", 1)] = w
             continue
-        if config["model_type"] not in ("gemma3", "mistral3"):
+        if config["model_type"] not in ("gemma3", *PIXTRAL):
             name = "model." + name  # Idefics3ForConditionalGeneration's model.vision_model
         out[name] = w
     return out
@@ -248,14 +251,14 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
         assert new is not None, f"gguf-py has no MMPROJ name for {hf}"
         if "soft_emb_norm" in hf:
             w = w + np.float32(1.0)  # Gemma3VisionModel.modify_tensors
-        if config["model_type"] == "mistral3" and base.endswith(("q_proj", "k_proj")):
+        if config["model_type"] in PIXTRAL and base.endswith(("q_proj", "k_proj")):
             w = _permute(w, heads)  # LlavaVisionModel.modify_tensors (LlamaModel.permute)
         if config["model_type"] == "lfm2-vl" and new == "v.patch_embd" and suffix == "weight":
             p = config["vision_config"]["patch_size"]  # LFM2VLModel.modify_tensors' view
             w = w.reshape(w.shape[0], p, p, 3).transpose(0, 3, 1, 2)
         if "input_projection" in hf:
             w = w.astype(np.float16)  # whatever the outtype (tensor_force_quant)
-        elif config["model_type"] in ("mistral3", "lfm2-vl") \
+        elif config["model_type"] in (*PIXTRAL, "lfm2-vl") \
                 and new in ("v.patch_embd", "mm.patch_merger") and suffix == "weight":
             # MmprojModel.tensor_force_quant: F16 at --outtype f16, else F32
             w = w.astype(np.float16 if outtype == "f16" else np.float32)
@@ -350,10 +353,11 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
         w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-6))
         w.add_vision_projector_scale_factor(config.get("downsample_factor", 2))
         w.add_vision_use_gelu(True)
-    elif family == "mistral3":  # LlavaVisionModel.set_gguf_parameters (a pixtral tower)
+    elif family in PIXTRAL:  # LlavaVisionModel.set_gguf_parameters (a pixtral tower)
         w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-5))
-        w.add_vision_use_silu(True)  # Mistral Small 3.1's hidden_act
-        w.add_vision_spatial_merge_size(config["spatial_merge_size"])
+        w.add_vision_use_silu(True)  # Mistral Small 3.1's and Pixtral 12B's hidden_act
+        if "spatial_merge_size" in config:  # (Pixtral 12B's config has none)
+            w.add_vision_spatial_merge_size(config["spatial_merge_size"])
     else:
         w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-5))
         w.add_vision_projector_scale_factor(config.get("scale_factor", 2))

@@ -13,7 +13,8 @@ from typing import Any
 # average-pooling projector, Idefics3 / SmolVLM's SigLIP and pixel-shuffle connector,
 # Qwen2-VL / Qwen2.5-VL / Qwen3-VL's tower and patch merger (with the text GGUF's M-RoPE;
 # Qwen3-VL's DeepStack mergers too), Mistral 3's Pixtral tower and patch-merging projector
-# (its text GGUF mistral3, or llama as older conversions wrote it), LFM2-VL's SigLIP2 tower
+# (its text GGUF mistral3, or llama as older conversions wrote it) or Pixtral 12B's LLaVA-style
+# projector without a merger (its text GGUF llama), LFM2-VL's SigLIP2 tower
 # and pixel-unshuffle projector.
 PROJECTORS: dict[str, tuple[str, ...]] = {
     "gemma3": ("gemma3",), "idefics3": ("llama",), "pixtral": ("mistral3", "llama"),

@@ -28,6 +28,7 @@ from engine.loader.gguf_file import read_gguf_file
 from tests.engine.conftest import run_to_end
 from tests.mmproj_models import (
     OUTTYPES,
+    PIXTRAL,
     PROJECTOR,
     hf_vision_weights,
     make_tiny_pair,
@@ -49,6 +50,7 @@ HF_CLASSES = {"gemma3": "Gemma3ForConditionalGeneration",
               "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
               "qwen3_vl": "Qwen3VLForConditionalGeneration",
               "mistral3": "Mistral3ForConditionalGeneration",
+              "pixtral": "LlavaForConditionalGeneration",  # Pixtral 12B's
               "lfm2-vl": "Lfm2VlForConditionalGeneration"}
 
 
@@ -61,15 +63,19 @@ def _save_hf(vlm: Path, dest: Path) -> None:
     config["torch_dtype"] = "float32"
     if config["model_type"] == "lfm2-vl":  # the hub's SigLIP2 config names its epsilon
         config["vision_config"]["layer_norm_eps"] = 1e-6
-    if config["model_type"] == "mistral3":  # Mistral Small 3.1's tower activation; the
-        config["vision_config"]["hidden_act"] = "silu"  # converter finds [IMG_BREAK] by name
+    if config["model_type"] in PIXTRAL:  # Mistral Small 3.1's / Pixtral 12B's tower
+        config["vision_config"]["hidden_act"] = "silu"  # activation; the converter finds
+        # [IMG_BREAK] by name
         for name in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copy(vlm / name, dest / name)
+    family = config["model_type"]
+    if family == "pixtral":  # Pixtral 12B's config.json: a llava model, a pixtral tower
+        config["model_type"] = "llava"
     (dest / "config.json").write_text(json.dumps(config))
     for name in ("preprocessor_config.json", "processor_config.json"):
         shutil.copy(vlm / name, dest / name)
     weights = {k: mx.array(v) for k, v in hf_vision_weights(vlm).items()}
-    if config["model_type"] == "mistral3":  # (LlavaVisionModel would copy [IMG_BREAK]'s row
+    if family in PIXTRAL:  # (LlavaVisionModel would copy [IMG_BREAK]'s row
         # out of it, but MmprojModel.filter_tensors drops language_model.* first)
         key = "language_model.model.embed_tokens.weight"
         weights[key] = mx.load(str(vlm / "model.safetensors"))[key]

@@ -8,6 +8,7 @@ tiny random VLMs of each family written as the converter writes a pair
   Q4_0 text GGUF on the native kernels); a follow-up with the same image is cached.
 - LFM2-VL: an image larger than one view, in tiles and a thumbnail, answers the same alone
   and batched and is cached on a follow-up.
+- Pixtral: Mistral 3's projector (a patch merger) and Pixtral 12B's (none) alike.
 - A float16 or Q8_0 mmproj loads within its rounding.
 - An mmproj given by path (`mmproj=`, the CLI's --mmproj) pairs from anywhere; a projector
   type the engine does not map, or one for another text architecture, is refused with its
@@ -255,11 +256,14 @@ def test_a_projector_for_another_model_is_refused(tmp_path):
         Engine.load(str(tmp_path / "gemma3-gguf" / "tiny-gemma3.F32.gguf"), mmproj=str(extra))
 
 
-def test_a_pixtral_projector_with_the_img_break_copy_or_no_patch_merger(tmp_path):
-    """An older conversion's copy of [IMG_BREAK]'s embedding (v.token_embd.img_break) is
-    taken as read (the prompt's [IMG_BREAK] tokens read the text GGUF's own table); a
-    pixtral projector without Mistral 3's patch merger (Pixtral 12B's) is refused."""
-    folder, text, _ = make_tiny_pair(tmp_path, "mistral3")
+@pytest.mark.parametrize("family", ["mistral3", "pixtral"])
+def test_a_pixtral_projector_with_the_img_break_copy_or_half_a_merger(tmp_path, family):
+    """An older conversion's copy of [IMG_BREAK]'s embedding (v.token_embd.img_break, which
+    clip.cpp reads) is taken as read (the prompt's [IMG_BREAK] tokens read the text GGUF's
+    own table), with Mistral 3's patch merger or without (Pixtral 12B's layout); a Mistral
+    3 projector less its merger matrix (neither layout: read as Pixtral 12B's, whose
+    projector has biases this one lacks) is refused naming the tensor missing."""
+    folder, text, _ = make_tiny_pair(tmp_path, family)
     tensors = mmproj_tensors(folder)
     embeddings = mx.load(str(folder / "model.safetensors"))[
         "language_model.model.embed_tokens.weight"]
@@ -268,11 +272,12 @@ def test_a_pixtral_projector_with_the_img_break_copy_or_no_patch_merger(tmp_path
         "v.token_embd.img_break": np.array(embeddings[row])})
     request = [(ask("what is it?"), [RED])]
     assert answers(Engine.load(str(text), mmproj=str(older)), request) == answers(
-        Engine.load(str(text)), request)
-    no_merger = {k: v for k, v in tensors.items() if not k.startswith("mm.patch_merger")}
-    pixtral_12b = write_mmproj(folder, tmp_path / "pixtral.gguf", tensors=no_merger)
-    with pytest.raises(ModelLoadError, match="without a patch merger"):
-        Engine.load(str(text), mmproj=str(pixtral_12b))
+        Engine.load(str(text)), request) == answers(Engine.load(str(folder)), request)
+    if family == "mistral3":
+        half = {k: v for k, v in tensors.items() if not k.startswith("mm.patch_merger")}
+        with pytest.raises(ModelLoadError, match=r"has no tensor for .*\(mm\.1\.bias\)"):
+            Engine.load(str(text), mmproj=str(write_mmproj(folder, tmp_path / "half.gguf",
+                                                           tensors=half)))
 
 
 def test_a_large_image_tiles_on_lfm2_vl(tmp_path, monkeypatch):
