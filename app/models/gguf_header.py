@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from math import prod
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -29,6 +30,9 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
             10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
 SMALL_ARRAY = 4096  # numbers a layer: read; a vocabulary's scores and types: skipped
+_LENGTH = struct.Struct("<Q")
+SKIP_CHUNK = 1 << 20  # bytes read at once while skipping a vocabulary's strings
+CACHED_HEADERS = 128  # files whose header is kept (the library lists each at every look-up)
 
 
 class GgufError(ValueError):
@@ -101,20 +105,49 @@ class _Reader:
             if item in _SCALARS:  # skipped, not read: a vocabulary's scores are large
                 self.f.seek(n * struct.calcsize(_SCALARS[item]), 1)
             elif item == _STRING:  # a vocabulary's tokens: each skipped by its length
-                for _ in range(n):
-                    length = self.unpack("<Q")
-                    if length > MAX_STRING:
-                        raise GgufError(f"the header is corrupt (a string of {length:,} bytes)")
-                    self.f.seek(length, 1)
+                self.skip_strings(n)
             else:
                 for _ in range(n):
                     self.value(item)
             return n
         raise GgufError(f"the header is corrupt (value type {kind})")
 
+    def skip_strings(self, n: int) -> None:
+        """Move past `n` length-prefixed strings, their lengths read from one buffer at a
+        time: a vocabulary is ~50-250k of them, and a read and a seek each took ~10x the
+        time."""
+        base = self.f.tell()  # the file offset of buf[0]
+        buf, pos = b"", 0
+        for _ in range(n):
+            if pos + 8 > len(buf):
+                base += pos
+                self.f.seek(base)
+                buf, pos = self.f.read(SKIP_CHUNK), 0
+                if len(buf) < 8:
+                    raise GgufError("the header is truncated (the file ends inside it)")
+            length = _LENGTH.unpack_from(buf, pos)[0]
+            if length > MAX_STRING:
+                raise GgufError(f"the header is corrupt (a string of {length:,} bytes)")
+            pos += 8 + length
+        self.f.seek(base + pos)
+
 
 def read_gguf_header(path: Path) -> GgufHeader:
-    """The header of the GGUF at `path`; GgufError says why it cannot be read."""
+    """The header of the GGUF at `path`; GgufError says why it cannot be read. Kept while
+    the file is unchanged (the same inode, size and modification time), so do not modify
+    it: the model library describes every file at each look-up (app/fleet/catalog.py), and
+    the window's status bar looks models up on each refresh."""
+    st = path.stat()
+    return _read_unchanged(str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=CACHED_HEADERS)
+def _read_unchanged(path: str, dev: int, inode: int, size: int, mtime_ns: int) -> GgufHeader:
+    """read_gguf_header's read, keyed by what changes when the file does."""
+    return _read(Path(path))
+
+
+def _read(path: Path) -> GgufHeader:
     with path.open("rb") as f:
         head = f.read(8)
         if not head:
