@@ -519,6 +519,48 @@ def test_images_attending_both_ways_same_answer_alone_batched_and_chunked(both_w
         [(4, ((0, 4),)), (2, ((0, 2),))]
 
 
+def test_text_rows_that_draft_beside_images_attending_both_ways(both_ways):
+    """Speculation on: the text rows draft (n-gram) and check their drafts while an image
+    chunk runs its pass apart (its own masks); every answer is the one given alone without
+    speculation."""
+    params = SamplingParams(max_tokens=24, temperature=0.0)
+
+    def engine(speculative: str) -> Engine:
+        return Engine.load(str(both_ways), config=EngineConfig(
+            prefix_cache=False, speculative=speculative, prefill_burst=3,
+            whole_prompt_tokens=0))
+
+    text = [(chat("abc abc abc abc abc abc abc abc " * (i + 1)), None) for i in range(2)]
+    seen = [(ask("describe abc abc abc abc"), [SQUARE]), (ask("and this? abc abc"), [GREEN])]
+    alone = [answers(engine("off"), [r], params)[0] for r in text + seen]
+    drafting = engine("ngram")
+    runner = testing.internals(drafting).runner
+    rows_beside = []  # how many rows decode when an image chunk runs its pass
+    prefill = runner.prefill
+
+    def spy(cache, tokens, *args, **kwargs):
+        if kwargs.get("blocks"):
+            rows_beside.append(len(testing.internals(drafting).batch.seqs))
+        return prefill(cache, tokens, *args, **kwargs)
+
+    runner.prefill = spy
+    got: list[list[int]] = []
+    for messages, images in [text[0], text[1], seen[0], seen[1]]:
+        tokens: list[int] = []
+        drafting.submit(messages=messages, params=params, images=images).listen(
+            lambda e, t=tokens: t.append(e.token) if e.token is not None else None)
+        got.append(tokens)
+        # the images arrive while both text rows decode (and draft)
+        while len(got) == 2 and len(testing.internals(drafting).batch.seqs) < 2:
+            drafting.step()
+        for _ in range(3 if images else 0):
+            drafting.step()
+    run_to_end(drafting)
+    assert got == alone
+    assert rows_beside and all(rows_beside)
+    assert sum(r.drafted_tokens for r in drafting.finished_requests()) > 0
+
+
 def test_a_follow_up_about_an_image_attending_both_ways_reuses_it(both_ways, monkeypatch):
     """The prefix cache holds the image's KV (made by a pass over the whole image): a
     follow-up needs no vision pass and answers as a fresh engine."""
