@@ -25,8 +25,9 @@ def is_vision_config(config: Any) -> bool:
 
 def vision_refusal(model_type: str | None,
                    config: dict[str, Any] | None = None) -> str | None:
-    """Why this engine cannot run a VLM of `model_type` (its `config`, where given) yet
-    (None: it can)."""
+    """Why this engine cannot run a VLM of `model_type` yet (None: it can). `config` (its
+    config.json, where given) is for a family refused by a setting; none is now (Gemma 4
+    whose image tokens attend both ways runs: image_blocks.py)."""
     if model_type in SUPPORTED:
         return None
     reason = NOT_YET.get(model_type or "")
