@@ -22,6 +22,7 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from .http_client import HttpResult, Target, chat
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
+RSS_METRIC = "batchchat_process_resident_memory_bytes"
 OVERHEAD = OVERHEAD_BYTES  # the app's own bound (app/process_memory.py)
 WORDS = ("river stone lantern orbit maple copper violin harbor glacier pepper tunnel meadow "
          "signal quartz falcon ember canyon velvet compass thunder orchard basalt nebula "
@@ -59,6 +61,18 @@ class Soak:
     active_peak: int = 0
     errors: list[str] = field(default_factory=list)
     done: int = 0
+    # /metrics read every --metrics-s while busy: where the memory is (MLX's arrays, the KV,
+    # glibc's heap) at the sample whose RSS was highest
+    at_peak: dict[str, float] = field(default_factory=dict)
+    metric_samples: int = 0
+
+    @property
+    def peak(self) -> int:
+        return max([r for _, r in self.samples] or [self.rss_start])
+
+    @property
+    def bound(self) -> int:
+        return memory_bound(self.rss_start, self.budget)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -72,6 +86,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kv-budget", default="default",
                    help='"default" (the engine\'s), "old" (a quarter of RAM) or MiB')
     p.add_argument("--sample-s", type=float, default=0.25)
+    p.add_argument("--metrics-s", type=float, default=1.0,
+                   help="how often /metrics is read while busy (where the memory is)")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
@@ -131,6 +147,20 @@ async def sample(pid: int, soak: Soak, t0: float, every: float, stop: asyncio.Ev
             pass
 
 
+async def watch(read: Callable[[], Awaitable[dict[str, float]]], soak: Soak, every: float,
+                stop: asyncio.Event) -> None:
+    """Keep the /metrics sample whose own RSS figure is the highest seen."""
+    while not stop.is_set():
+        m = await read()
+        soak.metric_samples += 1
+        if m.get(RSS_METRIC, 0) >= soak.at_peak.get(RSS_METRIC, 0):
+            soak.at_peak = m
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+        except TimeoutError:
+            pass
+
+
 async def run(args: argparse.Namespace) -> Soak:
     env = os.environ | {"BATCHCHAT_API_KEY": ""}
     env.pop("BATCHCHAT_KV_BUDGET_MB", None)
@@ -156,6 +186,7 @@ async def run(args: argparse.Namespace) -> Soak:
             t0 = time.perf_counter()
             stop = asyncio.Event()
             sampler = asyncio.create_task(sample(proc.pid, soak, t0, args.sample_s, stop))
+            watcher = asyncio.create_task(watch(read_metrics, soak, args.metrics_s, stop))
             chats = conversations(args.requests, args.max_words, args.seed)
             queue: asyncio.Queue[int] = asyncio.Queue()
             for i in range(len(chats)):
@@ -180,6 +211,7 @@ async def run(args: argparse.Namespace) -> Soak:
             await asyncio.sleep(1.0)  # the last finishes' KV goes into the cache
             stop.set()
             await sampler
+            await watcher
             m = await read_metrics()
             soak.entries = int(m["batchchat_prefix_cache_entries"])
             soak.used = int(m["batchchat_kv_cache_used_bytes"])
@@ -198,8 +230,7 @@ async def run(args: argparse.Namespace) -> Soak:
 
 def report(args: argparse.Namespace, soak: Soak, wall_s: float) -> str:
     rss = [r for _, r in soak.samples] or [soak.rss_start]
-    peak, end = max(rss), rss[-1]
-    bound = memory_bound(soak.rss_start, soak.budget)
+    peak, end, bound = soak.peak, rss[-1], soak.bound
     lines = [
         f"python -m bench.soak --model {args.model} --requests {args.requests} "
         f"--concurrency {args.concurrency} --max-tokens {args.max_tokens} "
@@ -215,6 +246,7 @@ def report(args: argparse.Namespace, soak: Soak, wall_s: float) -> str:
         f"MLX live arrays: {soak.active_start / MIB:.0f} MiB at start, "
         f"{soak.active_end / MIB:.0f} at end, {soak.active_peak / MIB:.0f} at most "
         "(the rest of RSS: the runtime, and freed memory the allocator keeps)",
+        f"at the highest RSS /metrics saw ({soak.metric_samples} reads): {at_peak(soak)}",
         f"bound: start + budget + {OVERHEAD // MIB} MiB overhead = {bound / MIB:.0f} MiB: "
         f"peak {'within' if peak <= bound else 'ABOVE'} it",
         "RSS over time (s, MiB): " + ", ".join(
@@ -222,6 +254,23 @@ def report(args: argparse.Namespace, soak: Soak, wall_s: float) -> str:
     ]
     lines += [f"error: {e}" for e in soak.errors[:5]]
     return "\n".join(lines)
+
+
+def at_peak(soak: Soak) -> str:
+    m = soak.at_peak
+
+    def mib(name: str) -> str:
+        value = m.get("batchchat_" + name)
+        return "?" if value is None else f"{value / MIB:.0f}"
+
+    return (f"RSS {mib('process_resident_memory_bytes')} MiB: MLX live arrays "
+            f"{mib('memory_active_bytes')} (their peak so far {mib('memory_peak_bytes')}), "
+            f"KV in use {mib('kv_cache_used_bytes')} of {mib('kv_cache_budget_bytes')} "
+            f"(cached prefixes {mib('prefix_cache_bytes')} of their cap "
+            f"{mib('prefix_cache_budget_bytes')}), glibc in use "
+            f"{mib('process_heap_in_use_bytes')}, freed but held "
+            f"{mib('process_heap_freed_held_bytes')}, "
+            f"{m.get('batchchat_num_requests_running', 0):.0f} running")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,7 @@ import functools
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
@@ -46,7 +47,22 @@ SPARE_CHECK_S = 1.0
 
 _tuned: bool | None = None
 _checked_at = 0.0
-_low_rss: int | None = None  # the lowest RSS the bound saw since memory was given back
+# The lowest RSS less glibc's bytes in use the bound saw since memory was given back: the
+# process's memory outside malloc's live blocks (code, Qt, stacks, mapped files) plus the
+# freed memory still resident then. What rises above it is freed memory kept resident.
+_outside: int | None = None
+
+
+@dataclass
+class GivenBack:
+    """How often freed memory was given back in this process, and the time it took (the
+    engine thread's pause: docs/memory.md)."""
+
+    count: int = 0
+    seconds: float = 0.0
+
+
+given_back = GivenBack()
 
 
 def keep_freed_memory() -> bool:
@@ -64,10 +80,13 @@ def give_back_freed_memory() -> bool:
     libc = _libc()
     if not _tuned or libc is None:
         return False
-    global _low_rss
+    global _outside
     libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    t = time.perf_counter()
     gave = bool(libc.malloc_trim(0))
-    _low_rss = None  # the bound's next look starts from what is resident now
+    given_back.count += 1
+    given_back.seconds += time.perf_counter() - t
+    _outside = None  # the bound's next look starts from what is resident now
     return gave
 
 
@@ -79,39 +98,40 @@ def held_freed_bytes() -> int | None:
 
 
 def heap_bytes() -> tuple[int, int] | None:
-    """(in use, freed but held) in glibc's arenas (mallinfo2's uordblks and fordblks), or
-    None where it cannot tell."""
+    """(in use, freed but held) by glibc's malloc: blocks in use in its arenas plus those
+    mmapped on their own (mallinfo2's uordblks + hblkhd), and the arenas' freed bytes
+    (fordblks); None where it cannot tell."""
     libc = _libc()
     fn = getattr(libc, "mallinfo2", None) if libc is not None else None
     if fn is None:
         return None
     fn.restype = _MallInfo2
     info = fn()
-    return int(info.uordblks), int(info.fordblks)
+    return int(info.uordblks) + int(info.hblkhd), int(info.fordblks)
 
 
 def bound_freed_memory(now: float | None = None) -> bool:
-    """Between two ticks of a busy engine: give back glibc's freed memory once its arenas
-    hold more than SPARE_CAP freed and the process's RSS has risen more than SPARE_CAP over
-    its lowest since memory was last given back (freed memory already given back stays
-    counted as held, but is no longer resident). Looked at most every SPARE_CHECK_S; True
-    if it was given back. Only where keep_freed_memory tuned malloc: it is that tuning's
-    kept memory that grows."""
-    global _checked_at, _low_rss
+    """Between two ticks of a busy engine: give back glibc's freed memory once more than
+    SPARE_CAP of it is resident. Resident freed memory is RSS less malloc's bytes in use,
+    over its lowest since memory was last given back (freed memory already given back stays
+    counted as held by mallinfo2, but is no longer resident; RSS alone misses holes left
+    where live data shrank, e.g. KV evicted while RSS stays put). Looked at most every
+    SPARE_CHECK_S; True if it was given back. Only where keep_freed_memory tuned malloc: it
+    is that tuning's kept memory that grows."""
+    global _checked_at, _outside
     if not _tuned:
         return False
     now = time.monotonic() if now is None else now
     if now - _checked_at < SPARE_CHECK_S:
         return False
     _checked_at = now
-    rss = _resident_bytes()
-    if rss is None:
+    rss, heap = _resident_bytes(), heap_bytes()
+    if rss is None or heap is None:
         return False
-    _low_rss = rss if _low_rss is None else min(_low_rss, rss)
-    if rss - _low_rss <= SPARE_CAP:
-        return False
-    held = held_freed_bytes()
-    return held is not None and held > SPARE_CAP and give_back_freed_memory()
+    in_use, held = heap
+    outside = rss - in_use
+    _outside = outside if _outside is None else min(_outside, outside)
+    return outside - _outside > SPARE_CAP and held > SPARE_CAP and give_back_freed_memory()
 
 
 def _resident_bytes() -> int | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .blas import ensure_fast_blas
 from .config import kv_budget_from_env
-from .cpu_memory import give_back_freed_memory
+from .cpu_memory import give_back_freed_memory, heap_bytes
 from .cpu_options import CpuOptions, CpuOptionsError
 from .determinism import describe as describe_determinism
 from .errors import EngineError, EngineStopped, QueueFullError, RequestRejected
@@ -105,6 +105,7 @@ __all__ = [
     "gguf_memory",
     "host_available_bytes",
     "give_back_freed_memory",
+    "heap_bytes",
     "GGUF_FILE_TYPES",
     "gguf_tokenizer_unsupported",
     "MemoryNeed",

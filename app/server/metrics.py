@@ -7,6 +7,8 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING
 
+from engine.public import heap_bytes
+
 from ..process_memory import resident_bytes
 
 if TYPE_CHECKING:
@@ -137,6 +139,12 @@ def _engine_lines(s: EngineStats) -> list[str]:
     if rss is not None:
         figures.append(("process_resident_memory_bytes", "gauge", "the server process's "
                         "resident memory (weights, KV, everything else)", rss))
+    heap = heap_bytes()  # None where malloc is not glibc's (docs/memory.md)
+    if heap is not None:
+        figures += [("process_heap_in_use_bytes", "gauge", "glibc malloc's bytes in use, "
+                     "every arena (MLX's CPU arrays come from it)", heap[0]),
+                    ("process_heap_freed_held_bytes", "gauge", "freed memory glibc's arenas "
+                     "hold (resident until given back, or already returned)", heap[1])]
     out = []
     for name, kind, doc, value in figures:
         out += [f"# HELP {PREFIX}{name} {doc}", f"# TYPE {PREFIX}{name} {kind}",

@@ -34,5 +34,15 @@ if __name__ == "__main__":
     steps["soon"] = look(1e9 + 2.5)  # within SPARE_CHECK_S of the last look: not looked
     steps["over"] = look(1e9 + 4)
     steps["again"] = look(1e9 + 6)  # given back already: not resident, not again
+    # Live data that shrinks leaves holes with no rise in RSS (KV evicted, a batch cut):
+    # 384 MiB live when memory was last given back, then 288 MiB of it freed, every fourth
+    # block kept.
+    blocks = [np.ones(16 * MIB, dtype=np.uint8) for _ in range(24)]
+    cpu_memory.give_back_freed_memory()
+    steps["live"] = look(1e9 + 8)
+    for i in range(24):
+        if i % 4 != 3:
+            blocks[i] = None
+    steps["shrunk"] = look(1e9 + 10)
     print(json.dumps({"tuned": tuned, "cap_mib": cpu_memory.SPARE_CAP // MIB,
                       "steps": steps}))

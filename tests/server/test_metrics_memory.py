@@ -5,6 +5,7 @@ from __future__ import annotations
 import aiohttp
 
 from app.process_memory import resident_bytes
+from engine.public import heap_bytes
 
 from .conftest import MODEL
 
@@ -45,3 +46,8 @@ async def test_metrics_report_the_default_budget_and_the_process_memory(serve, m
     assert abs(m["batchchat_process_resident_memory_bytes"] - rss) < 64 << 20
     # MLX's live arrays hold at least the weights, and never more than they ever held
     assert 0 < m["batchchat_memory_active_bytes"] <= m["batchchat_memory_peak_bytes"]
+    heap = heap_bytes()  # glibc's malloc: MLX's CPU arrays are in its bytes in use
+    if heap is not None:
+        assert abs(m["batchchat_process_heap_in_use_bytes"] - heap[0]) < 64 << 20
+        assert m["batchchat_process_heap_in_use_bytes"] >= m["batchchat_memory_active_bytes"]
+        assert m["batchchat_process_heap_freed_held_bytes"] >= 0

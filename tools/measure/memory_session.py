@@ -1,7 +1,8 @@
 """A long session in the real window, measured: 8 tabs send a turn each, round after round,
-on the bundled model; after each round the process's RSS, MLX's live arrays and their peak
-in the round, the KV in use and the prefix cache; then 3 s idle. Runnable by hand (numbers
-in docs/memory.md, issue #46):
+on the bundled model; after each round the process's RSS and its highest in the round
+(sampled every 0.25 s), MLX's live arrays, buffer cache and peak in the round, the KV in use,
+the prefix cache against its cap, glibc's heap (in use, freed but held); then 3 s idle.
+Runnable by hand (numbers in docs/memory.md, issue #46):
 
     QT_QPA_PLATFORM=offscreen python -m tools.measure.memory_session --rounds 8 --max-tokens 200
 """
@@ -30,18 +31,33 @@ def main() -> None:
 
     from app.context import AppContext
     from app.process_memory import resident_bytes
+    from engine import cpu_memory
+    from engine.public import heap_bytes
 
     _app, loop = qt_app("memory_session")
     window = open_window(AppContext.create())
 
+    highest = [0]  # RSS, the most this round
+
+    async def sample_rss() -> None:
+        while True:
+            highest[0] = max(highest[0], resident_bytes() or 0)
+            await asyncio.sleep(0.25)
+
     def report(label: str) -> None:
         local = window.ctx.bridge.local
         s = local.engine.stats()
-        print(f"{label}: RSS {(resident_bytes() or 0) // MIB} MiB (bound "
-              f"{(local.memory_bound() or 0) // MIB}), MLX live {mx.get_active_memory() // MIB}"
-              f" MiB, peak in the round {mx.get_peak_memory() // MIB} MiB, KV "
-              f"{s.kv_used_bytes // MIB} of {s.kv_budget_bytes // MIB} MiB "
-              f"({s.prefix_entries} cached prefixes)", flush=True)
+        used, held = heap_bytes() or (0, 0)
+        print(f"{label}: RSS {(resident_bytes() or 0) // MIB} MiB, at most {highest[0] // MIB}"
+              f" (bound {(local.memory_bound() or 0) // MIB}), MLX live "
+              f"{mx.get_active_memory() // MIB} cache {mx.get_cache_memory() // MIB} MiB, peak "
+              f"in the round {mx.get_peak_memory() // MIB} MiB, KV {s.kv_used_bytes // MIB} of "
+              f"{s.kv_budget_bytes // MIB} MiB (cached prefixes {s.prefix_cached_bytes // MIB} "
+              f"of {s.kv_prefix_budget_bytes // MIB} MiB, {s.prefix_entries} entries), glibc in "
+              f"use {used // MIB} freed held {held // MIB} MiB, given back "
+              f"{cpu_memory.given_back.count}x ({cpu_memory.given_back.seconds * 1000:.0f} ms)",
+              flush=True)
+        highest[0] = 0
 
     async def session() -> None:
         await load(window.ctx.bridge, args.model)
@@ -50,6 +66,7 @@ def main() -> None:
             tab.panel.fields["max_tokens"].setValue(args.max_tokens)
             tab.panel.fields["seed"].setValue(i)
         await asyncio.sleep(3)
+        sampler = asyncio.ensure_future(sample_rss())
         report("ready")
         for r in range(args.rounds):
             mx.reset_peak_memory()
@@ -62,6 +79,7 @@ def main() -> None:
         mx.reset_peak_memory()
         await asyncio.sleep(3)
         report("idle 3 s")
+        sampler.cancel()
         await window.ctx.bridge.shutdown(3.0)
 
     run(loop, session())
