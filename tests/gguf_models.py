@@ -496,9 +496,10 @@ def gguf_tensors(case: ArchCase, model: nn.Module) -> dict[str, np.ndarray]:
         new = name_map.get_name(base)
         new = f"{new}.{suffix}" if new is not None else name_map.get_name(hf)
         assert new is not None, f"gguf-py has no name for {name}"
-        # conversion/gemma.py filter_tensors: layer_scalar and the stacked experts get .weight
-        if name.endswith(".layer_scalar") or ".experts.gate_up_proj" in name \
-                or name.endswith(".experts.down_proj"):
+        # conversion/gemma.py filter_tensors: layer_scalar and the stacked experts get .weight;
+        # conversion/gpt_oss.py filter_tensors: the sinks too (llama.cpp wants that name)
+        if name.endswith((".layer_scalar", ".experts.down_proj", ".self_attn.sinks")) \
+                or ".experts.gate_up_proj" in name:
             new += ".weight"
         if case.permute_qk and new.split(".")[-2] in ("attn_q", "attn_k"):
             w = _permute(w, w.shape[0] // head_dim)

@@ -169,6 +169,19 @@ def _packed_modules(model: nn.Module, config: dict[str, Any], arch: Arch) -> fro
                      and not (moved is not None and moved[0].search(p)))
 
 
+def _restore_unit_axes(model: nn.Module, weights: dict[str, mx.array]) -> None:
+    """A weight whose shape is its parameter's less axes of size 1 takes the parameter's
+    shape. ggml drops a tensor's trailing size-1 dimensions when it writes one again, so
+    llama-quantize turns Qwen 3.5 MoE's shared-expert gate, (1, hidden) as the converter
+    writes it, into (hidden,): every quantized file of that architecture has it so."""
+    shapes = {n: p.shape for n, p in tree_flatten(model.parameters())}
+    for name, w in weights.items():
+        want = shapes.get(name)
+        if want is not None and w.shape != want and w.size == int(np.prod(want)) \
+                and [d for d in w.shape if d != 1] == [d for d in want if d != 1]:
+            weights[name] = w.reshape(want)
+
+
 def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
            report: ProgressReporter, pack: bool = False,
            meanwhile: Callable[[], None] | None = None
@@ -221,6 +234,7 @@ def _build(f: GgufFile, keep_quantized: bool, quantized: bool | None,
     if arch.linear_attention:
         _reorder_columns(converted, config)
     _quantize_modules(model, converted.modules, converted.weights)
+    _restore_unit_axes(model, converted.weights)
     model.eval()
     try:
         model.load_weights(list(converted.weights.items()), strict=True)

@@ -169,3 +169,21 @@ def test_a_tied_gemma3_file_loads_with_its_embedding_as_the_head(tmp_path: Path)
     ref, got = np.array(reference(ids)), np.array(loaded.model(ids))
     assert got.shape == ref.shape
     assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def test_a_shared_expert_gate_without_its_unit_axis_loads(tmp_path: Path) -> None:
+    """llama-quantize writes every tensor again without its trailing size-1 ggml dimensions,
+    so Qwen 3.5 MoE's shared-expert gate, (1, hidden) as the converter writes it, is
+    (hidden,) in every quantized file (found by bench/arch_parity.py: its Q8_0 and Q4_K_M
+    were refused). The loader gives the weight back its axis: the F32 file's logits."""
+    case = CASES["qwen35moe"]
+    reference = build_model(case, seed=1)
+    tensors = gguf_tensors(case, reference)
+    gates = [n for n in tensors if n.endswith(".ffn_gate_inp_shexp.weight")]
+    assert gates and all(tensors[n].shape == (1, case.config["hidden_size"]) for n in gates)
+    flat = {n: w.reshape(-1) if n in gates else w for n, w in tensors.items()}
+    path = write_gguf(tmp_path / "flat.gguf", case, flat)
+    assert read_gguf_file(path).tensors[gates[0]].shape == (case.config["hidden_size"],)
+    ids = mx.array([IDS])
+    ref, got = np.array(reference(ids)), np.array(load_model(str(path)).model(ids))
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
