@@ -6,6 +6,11 @@ freed memory back while busy. Runnable by hand (figures in docs/memory.md):
 
     python -m tools.measure.engine_memory --rounds 9 --max-tokens 200
     python -m tools.measure.engine_memory --rounds 9 --max-tokens 200 --no-bound
+
+`--ticks` also says, for each round, the tick in which MLX's arrays peaked: that peak, the
+arrays live after it, the tick's decode rows and prefill tokens, the KV the budget has set
+aside for running requests, the cached prefixes' bytes and the decode batch's buffers
+(engine_core's own figures, read on the engine thread as the tick is recorded).
 """
 
 from __future__ import annotations
@@ -39,6 +44,27 @@ async def session(args: argparse.Namespace) -> None:
             trims[1] += time.perf_counter() - t
 
     cpu_memory.give_back_freed_memory = counted
+    top: list[dict] = []  # the round's tick with the highest MLX peak
+    if args.ticks:
+        from engine import engine_core
+        from engine.prefix_cache import cache_bytes
+
+        record = engine_core.EngineCore._record_tick
+
+        def probed(core, plan, run, tokens_out):  # type: ignore[no-untyped-def]
+            peak = mx.get_peak_memory()
+            mx.reset_peak_memory()
+            if not top or peak > top[0]["peak"]:
+                batch = core.batch.cache
+                top[:] = [{"peak": peak, "live": mx.get_active_memory(), "rows": run.rows,
+                           "prefill": plan.num_prefill_tokens, "seqs": len(plan.prefill),
+                           "reserved": core.memory.reserved,
+                           "prefixes": core.memory.prefix.nbytes if core.memory.prefix else 0,
+                           "batch": cache_bytes(batch) if batch is not None else 0,
+                           "spare": core.batch.spare_nbytes}]
+            return record(core, plan, run, tokens_out)
+
+        engine_core.EngineCore._record_tick = probed
     if args.no_bound:
         cpu_memory.SPARE_CAP = 1 << 62
     engine = make_engine(load_model(args.model), args.chats + 1)
@@ -55,6 +81,14 @@ async def session(args: argparse.Namespace) -> None:
               f"{mx.get_cache_memory() // MIB} peak {mx.get_peak_memory() // MIB} MiB, glibc"
               f" in use {used // MIB} freed held {held // MIB} MiB, given back (busy and idle) "
               f"{trims[0]}x ({trims[1] * 1000:.0f} ms)", flush=True)
+        if top:
+            t = {k: v // MIB if k not in ("rows", "prefill", "seqs") else v
+                 for k, v in top[0].items()}
+            print(f"  tick of the highest MLX peak: {t['peak']} MiB (live after it "
+                  f"{t['live']}), {t['rows']} decode rows, {t['prefill']} prefill tokens in "
+                  f"{t['seqs']}, KV set aside {t['reserved']} MiB, prefixes {t['prefixes']}, "
+                  f"batch buffers {t['batch']} (spare {t['spare']})", flush=True)
+            top.clear()
 
     report("ready")
     for r in range(args.rounds):
@@ -81,6 +115,8 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=200)
     p.add_argument("--no-bound", action="store_true",
                    help="never give freed memory back while busy (the state before)")
+    p.add_argument("--ticks", action="store_true",
+                   help="the tick of each round's highest MLX peak, taken apart")
     asyncio.run(session(p.parse_args()))
 
 
