@@ -42,8 +42,9 @@ SCALE_ONLY_BIAS = {Q40: -8.0, Q80: -128.0}
 class Prepacked:
     """The loader's packed triple for a module's weight: pack_quantized's (weights uint8
     (panels * 16, K * bits / 8), scales and biases float32 (panels, K / group, 16)), or a
-    K-quant's form (scales: its sub-scales, uint8 for Q4_K / Q5_K (sc and m) and int8 for
-    Q6_K; biases: its super-blocks' d (and dmin), float32; Q4_0 / Q8_0: scales the file's
+    K-quant's form (Q4_K / Q5_K: scales uint8 (panels, K / 256, 256), a super-block's 6-bit
+    sc and m and fp16 d and dmin by lane, biases empty (panels, 0, 16); Q6_K: scales its
+    int8 sub-scales, biases its super-blocks' d, float32; Q4_0 / Q8_0: scales the file's
     fp16 d a 32-block, biases empty (panels, 0, 16); packed.h)."""
 
     weight: mx.array
@@ -63,7 +64,7 @@ class Prepacked:
             return Q40 if self.weight.shape[1] * 8 == 4 * self.scales.shape[1] * 32 else Q80
         if self.scales.dtype != mx.uint8:
             return AFFINE
-        k = self.biases.shape[1] * SUPER
+        k = self.scales.shape[1] * SUPER
         return Q5K if self.weight.shape[1] * 8 == 5 * k else Q4K
 
     def kernel_layout(self, group_size: int, bits: int) -> tuple[int, int]:
@@ -85,8 +86,28 @@ def _scale_parts(pk: Prepacked) -> list[mx.array]:
     if pk.form in SCALE_ONLY_BIAS:
         return [sub]
     if pk.form in (Q4K, Q5K):
-        return [sub[:, :PANEL], sub[:, PANEL:], sup[:, :PANEL], sup[:, PANEL:]]
+        return list(_k4_parts(pk.scales))
     return [sub, sup]
+
+
+def _k4_parts(scales: mx.array) -> tuple[mx.array, mx.array, mx.array, mx.array]:
+    """Q4_K's / Q5_K's scales (panels, K / 256, 256) (packed.h) as sc, m (panels, 16,
+    K / 32) uint8 and d, dmin (panels, 16, K / 256) fp16, lane-major."""
+    p, s, _ = scales.shape
+    low = scales[..., :128].reshape(p, s, 8, PANEL)  # (.., super, g, lane)
+    high = mx.view(mx.contiguous(scales[..., 128:192]), mx.uint32).reshape(p, s, 1, PANEL)
+    shift = (4 * mx.arange(8, dtype=mx.uint32)).reshape(1, 1, 8, 1)
+    hi = (high >> shift) & 15  # (.., super, g, lane): sc's 2 high bits, then m's
+    sc = (low & 15).astype(mx.uint32) | ((hi & 3) << 4)
+    m = (low >> 4).astype(mx.uint32) | ((hi >> 2) << 4)
+
+    def lanes(x: mx.array) -> mx.array:  # (.., super, g, lane) → (.., lane, super * g)
+        return x.astype(mx.uint8).transpose(0, 3, 1, 2).reshape(p, PANEL, s * 8)
+
+    def halves(lo: int) -> mx.array:
+        return _lane_major(mx.view(mx.contiguous(scales[..., lo:lo + 32]), mx.float16))
+
+    return lanes(sc), lanes(m), halves(192), halves(224)
 
 
 def _scales_biases(form: int, parts: list[mx.array]) -> tuple[mx.array, mx.array]:
@@ -99,7 +120,8 @@ def _scales_biases(form: int, parts: list[mx.array]) -> tuple[mx.array, mx.array
         scales = parts[0].astype(mx.float32)
         return scales, scales * SCALE_ONLY_BIAS[form]
     if form in (Q4K, Q5K):  # groups of 32, 8 a super-block: d * sc and -(dmin * m)
-        sc, m, d, dmin = parts
+        sc, m, d, dmin = parts  # d, dmin the file's fp16 (exact in float32)
+        d, dmin = d.astype(mx.float32), dmin.astype(mx.float32)
         return (mx.repeat(d, 8, axis=-1) * sc.astype(mx.float32),
                 -(mx.repeat(dmin, 8, axis=-1) * m.astype(mx.float32)))
     sc, d = parts  # Q6_K: groups of 16, 16 a super-block: d * sc and (d * sc) * -32
@@ -219,8 +241,19 @@ def lookup(pk: Prepacked, ids: mx.array, bits: int, scale_dtype: mx.Dtype
         v = mx.concatenate([b & 0x0F, b >> 4], axis=-2).reshape(*ids.shape, k // 2, 2)
         q = v[..., 0] | (v[..., 1] << 4)
     weight = mx.view(mx.contiguous(q), mx.uint32)
-    s, b_ = _scales_biases(pk.form, [_lanes(a, ids) for a in _scale_parts(pk)])
+    s, b_ = _scales_biases(pk.form, _row_scale_parts(pk, ids))
     return weight, s.astype(scale_dtype), b_.astype(scale_dtype)
+
+
+def _row_scale_parts(pk: Prepacked, ids: mx.array) -> list[mx.array]:
+    """`_scale_parts` of rows `ids`, (*ids.shape, ...): Q4_K's / Q5_K's decoded from their
+    panels' scales alone (gathered first, so a lookup decodes a few panels, not the table)."""
+    if pk.form not in (Q4K, Q5K):
+        return [_lanes(a, ids) for a in _scale_parts(pk)]
+    flat = ids.reshape(-1)
+    pick = mx.arange(flat.size)
+    return [x[pick, flat % PANEL].reshape(*ids.shape, x.shape[-1])
+            for x in _k4_parts(pk.scales[flat // PANEL])]
 
 
 def attach(module: nn.Module, pk: Prepacked) -> None:

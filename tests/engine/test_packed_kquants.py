@@ -34,7 +34,7 @@ from tests.engine.test_native_qmv import _cpu_flags
 pytestmark = pytest.mark.usefixtures("native_built")
 T = GGMLQuantizationType
 # type: (form, the kernel's group size and bits, bits a weight held, mlx-lm's bits)
-FORMS = {T.Q4_K: (Q4K, 32, 4, 4.75, 4), T.Q5_K: (Q5K, 32, 5, 5.75, 8),
+FORMS = {T.Q4_K: (Q4K, 32, 4, 4.5, 4), T.Q5_K: (Q5K, 32, 5, 5.5, 8),
          T.Q6_K: (Q6K, 16, 6, 6.625, 8), T.Q4_0: (Q40, 32, 4, 4.5, 4),
          T.Q8_0: (Q80, 32, 8, 8.5, 8)}
 KINDS = list(FORMS)

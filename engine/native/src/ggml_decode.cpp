@@ -332,16 +332,19 @@ void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t*
       const uint8_t* x = src + r * row_in;
       for (long i = 0; i < blocks; ++i) {
         const uint8_t* blk = x + i * t.size;
-        if (form == kQ4K || form == kQ5K) {  // sc, m a 32-block; d, dmin a super-block
+        if (form == kQ4K || form == kQ5K) {  // 6-bit sc, m; the file's fp16 d, dmin
           uint8_t sc[8], m[8];
           float d, dmin;
           k4_parts(type, blk, q, sc, m, &d, &dmin);
+          uint8_t* sb = ps + (size_t)i * kSuperScaleBytes;
+          uint32_t high = 0;
           for (int g = 0; g < 8; ++g) {
-            ps[(i * 8 + g) * 2 * kPanel + ln] = sc[g];
-            ps[(i * 8 + g) * 2 * kPanel + kPanel + ln] = m[g];
+            sb[16 * g + ln] = (uint8_t)((sc[g] & 15) | ((m[g] & 15) << 4));
+            high |= (uint32_t)(((sc[g] >> 4) & 3) | (((m[g] >> 4) & 3) << 2)) << (4 * g);
           }
-          pb[i * 2 * kPanel + ln] = d;
-          pb[i * 2 * kPanel + kPanel + ln] = dmin;
+          std::memcpy(sb + 128 + 4 * ln, &high, 4);
+          std::memcpy(sb + 192 + 2 * ln, blk, 2);      // d: the block's first 2 bytes
+          std::memcpy(sb + 224 + 2 * ln, blk + 2, 2);  // dmin: the next 2
         } else if (form == kQ6K) {
           int8_t sc[16];
           float d;

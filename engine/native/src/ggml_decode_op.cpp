@@ -77,9 +77,9 @@ std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_
   advise_huge(w, w_bytes);  // before the first write: the faults then take huge pages
   ggml_to_packed(type, src, N, K, order.empty() ? nullptr : order.data(), w, s, b);
   mx::array wa(std::move(wd), {P * kPanel, (int)(K * bits / 8)}, mx::uint8);
-  if (form == kQ4K || form == kQ5K)  // sc and m a 32-block; d and dmin a super-block
-    return {wa, mx::array(std::move(sd), {P, (int)(K / 32), 2 * kPanel}, mx::uint8),
-            mx::array(std::move(bd), {P, (int)(K / kSuper), 2 * kPanel}, mx::float32)};
+  if (form == kQ4K || form == kQ5K)  // 6-bit sc, m and fp16 d, dmin a super-block; no biases
+    return {wa, mx::array(std::move(sd), {P, (int)(K / kSuper), kSuperScaleBytes}, mx::uint8),
+            mx::array(std::move(bd), {P, 0, kPanel}, mx::float32)};
   if (form == kQ6K)  // sc a 16-group; d a super-block
     return {wa, mx::array(std::move(sd), {P, (int)(K / 16), kPanel}, mx::int8),
             mx::array(std::move(bd), {P, (int)(K / kSuper), kPanel}, mx::float32)};

@@ -40,9 +40,25 @@ inline PanelData panel_at(const PackedArgs& p, const Prep& x, int pn, int block_
           p.b + (size_t)pn * panel_bias_count(p.form, p.K, p.group_size)};
 }
 
+// kQ4K / kQ5K: group g's 6-bit sub-scale (min: its minimum) of lane n, and lane n's fp16 d
+// (min: dmin), from the (panel, 256-block) scales packed.h lays out.
+inline const uint8_t* super_scales(const PanelData& pd, int g) {
+  return pd.s + (size_t)(g / 8) * kSuperScaleBytes;
+}
+inline int k4_sub(const PanelData& pd, int g, int n, bool min) {
+  const uint8_t* sb = super_scales(pd, g);
+  uint32_t high;
+  std::memcpy(&high, sb + 128 + 4 * n, 4);
+  const int gi = g % 8;
+  return ((sb[16 * gi + n] >> (min ? 4 : 0)) & 15) | (((high >> (4 * gi + (min ? 2 : 0))) & 3) << 4);
+}
+inline float k4_d(const PanelData& pd, int g, int n, bool min) {
+  return load_scale(super_scales(pd, g) + (min ? 224 : 192), (size_t)n, ScaleType::f16);
+}
+
 // Group g's scale and bias of lane n, as ggml_decode.cpp (and gguf-py) compute them.
 inline float scale_of(int form, const PanelData& pd, int g, int n) {
-  if (form == kQ4K || form == kQ5K) return pd.b[(g / 8) * 2 * kPanel + n] * (float)pd.s[g * 2 * kPanel + n];
+  if (form == kQ4K || form == kQ5K) return k4_d(pd, g, n, false) * (float)k4_sub(pd, g, n, false);
   if (form == kQ6K)
     return pd.b[(g / 16) * kPanel + n] * (float)(int8_t)pd.s[g * kPanel + n];
   if (scale_only(form)) return load_scale(pd.s, (size_t)g * kPanel + n, ScaleType::f16);
@@ -50,8 +66,7 @@ inline float scale_of(int form, const PanelData& pd, int g, int n) {
 }
 
 inline float bias_of(int form, const PanelData& pd, int g, int n) {
-  if (form == kQ4K || form == kQ5K)
-    return -(pd.b[(g / 8) * 2 * kPanel + kPanel + n] * (float)pd.s[g * 2 * kPanel + kPanel + n]);
+  if (form == kQ4K || form == kQ5K) return -(k4_d(pd, g, n, true) * (float)k4_sub(pd, g, n, true));
   if (form == kQ6K) return scale_of(form, pd, g, n) * -32.f;
   if (scale_only(form)) return scale_of(form, pd, g, n) * (form == kQ40 ? -8.f : -128.f);
   return pd.b[g * kPanel + n];
@@ -110,12 +125,23 @@ inline int32_t x4(const int8_t* p) {
 }
 
 // ------------------------------------------------------------- AVX-512 VNNI ----
+// kQ4K / kQ5K: group g's 16 sub-scales (min: minimums) as int32, from the 4 low bits a
+// byte and the 2 high bits in each lane's uint32 (packed.h).
+BC_AVX512VNNI inline __m512i k4_sub16(const uint8_t* sb, int gi, bool min) {
+  const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * gi)));
+  const __m512i hi = _mm512_loadu_si512(sb + 128);
+  const __m512i three = _mm512_set1_epi32(3), fifteen = _mm512_set1_epi32(15);
+  const __m512i l = _mm512_and_si512(min ? _mm512_srli_epi32(lo, 4) : lo, fifteen);
+  const __m512i h = _mm512_and_si512(_mm512_srl_epi32(hi, _mm_cvtsi32_si128(4 * gi + (min ? 2 : 0))), three);
+  return _mm512_or_si512(l, _mm512_slli_epi32(h, 4));
+}
+
 template <int FORM>
 BC_AVX512VNNI inline __m512 scale16(const PanelData& pd, int g) {
   if constexpr (FORM == kQ4K || FORM == kQ5K) {
-    const __m512i sc = _mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel)));
-    return _mm512_mul_ps(_mm512_loadu_ps(pd.b + (g / 8) * 2 * kPanel), _mm512_cvtepi32_ps(sc));
+    const uint8_t* sb = super_scales(pd, g);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 192)));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(k4_sub16(sb, g % 8, false)));
   } else if constexpr (FORM == kQ6K) {
     const __m512i sc = _mm512_cvtepi8_epi32(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * kPanel)));
@@ -130,10 +156,9 @@ BC_AVX512VNNI inline __m512 scale16(const PanelData& pd, int g) {
 template <int FORM>
 BC_AVX512VNNI inline __m512 bias16(const PanelData& pd, int g) {
   if constexpr (FORM == kQ4K || FORM == kQ5K) {
-    const __m512i m = _mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel + kPanel)));
-    const __m512 dm =
-        _mm512_mul_ps(_mm512_loadu_ps(pd.b + (g / 8) * 2 * kPanel + kPanel), _mm512_cvtepi32_ps(m));
+    const uint8_t* sb = super_scales(pd, g);
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 224)));
+    const __m512 dm = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(k4_sub16(sb, g % 8, true)));
     return _mm512_xor_ps(dm, _mm512_set1_ps(-0.f));  // -(dmin * m), as the decoder negates
   } else if constexpr (FORM == kQ6K) {
     return _mm512_mul_ps(scale16<FORM>(pd, g), _mm512_set1_ps(-32.f));
@@ -227,14 +252,24 @@ BC_AVX2 inline __m256i dot4(__m256i w, __m256i xb) {
   }
 }
 
+// k4_sub16 for 8 lanes: half h of the panel
+BC_AVX2 inline __m256i k4_sub8(const uint8_t* sb, int gi, int h, bool min) {
+  const __m256i lo = _mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + 16 * gi + 8 * h)));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 128 + 32 * h));
+  const __m256i three = _mm256_set1_epi32(3), fifteen = _mm256_set1_epi32(15);
+  const __m256i l = _mm256_and_si256(min ? _mm256_srli_epi32(lo, 4) : lo, fifteen);
+  const __m256i hh = _mm256_and_si256(_mm256_srl_epi32(hi, _mm_cvtsi32_si128(4 * gi + (min ? 2 : 0))), three);
+  return _mm256_or_si256(l, _mm256_slli_epi32(hh, 4));
+}
+
 // scale16 / bias16 for 8 lanes: half h of the panel
 template <int FORM>
 BC_AVX2 inline __m256 scale8(const PanelData& pd, int g, int h) {
   if constexpr (FORM == kQ4K || FORM == kQ5K) {
-    const __m256i sc = _mm256_cvtepu8_epi32(
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel + 8 * h)));
-    return _mm256_mul_ps(_mm256_loadu_ps(pd.b + (g / 8) * 2 * kPanel + 8 * h),
-                         _mm256_cvtepi32_ps(sc));
+    const uint8_t* sb = super_scales(pd, g);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 192 + 16 * h)));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(k4_sub8(sb, g % 8, h, false)));
   } else if constexpr (FORM == kQ6K) {
     const __m256i sc = _mm256_cvtepi8_epi32(
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pd.s + g * kPanel + 8 * h)));
@@ -251,10 +286,10 @@ BC_AVX2 inline __m256 scale8(const PanelData& pd, int g, int h) {
 template <int FORM>
 BC_AVX2 inline __m256 bias8(const PanelData& pd, int g, int h) {
   if constexpr (FORM == kQ4K || FORM == kQ5K) {
-    const __m256i m = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
-        reinterpret_cast<const __m128i*>(pd.s + g * 2 * kPanel + kPanel + 8 * h)));
-    const __m256 dm = _mm256_mul_ps(_mm256_loadu_ps(pd.b + (g / 8) * 2 * kPanel + kPanel + 8 * h),
-                                    _mm256_cvtepi32_ps(m));
+    const uint8_t* sb = super_scales(pd, g);
+    const __m256 dmin =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 224 + 16 * h)));
+    const __m256 dm = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(k4_sub8(sb, g % 8, h, true)));
     return _mm256_xor_ps(dm, _mm256_set1_ps(-0.f));
   } else if constexpr (FORM == kQ6K) {
     return _mm256_mul_ps(scale8<FORM>(pd, g, h), _mm256_set1_ps(-32.f));

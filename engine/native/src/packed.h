@@ -18,10 +18,15 @@
 // GGUF's K-quants held near their file's width (issue #48), each a form of its own whose
 // scales and biases the kernel forms from the file's parts, in float32, as gguf-py and
 // ggml_decode.cpp do (so the arithmetic above, and every output bit, is the affine form's):
-// - kQ4K (Q4_K, groups of 32, 4-bit values as above): per (panel, 32-block) a uint8 sub-scale
-//   sc and minimum m for each lane ("scales": (panels, K / 32, 32), sc in lanes 0-15, m in
-//   16-31), per (panel, 256-block) d and dmin ("biases": float32 (panels, K / 256, 32));
-//   scale = d * sc, bias = -(dmin * m). 4.75 bits a weight (file: 4.5).
+// - kQ4K (Q4_K, groups of 32, 4-bit values as above): the file's own 12 bytes of 6-bit
+//   sub-scale sc and minimum m a row's super-block and its fp16 d and dmin, laid out by lane
+//   ("scales": uint8 (panels, K / 256, 256); "biases": none, (panels, 0, 16)). Per (panel,
+//   256-block), 256 bytes: byte 16g + n holds group g's (g = 0-7) low 4 bits of sc (bits
+//   0-3) and of m (bits 4-7) for lane n; bytes 128 + 4n .. 131 + 4n a little-endian uint32
+//   with, for each g, sc's high 2 bits in bits 4g, 4g + 1 and m's in 4g + 2, 4g + 3; bytes
+//   192 + 2n the fp16 d of lane n and 224 + 2n its dmin (the file's bytes). scale = d * sc,
+//   bias = -(dmin * m). 4.5 bits a weight (the file's; issue #48: was 4.75 with float32 d
+//   and dmin and a byte a sub-scale).
 // - kQ6K (Q6_K, groups of 16, 6-bit values q in [0, 63]): per (panel, 32-block) the 4-bit
 //   layout above for the low nibbles (256 bytes) then 2 x 64 bytes of high bit pairs, byte
 //   4n + i of the h-th holding, in bits 2t and 2t + 1, the high bits of the value whose
@@ -29,10 +34,10 @@
 //   (panel, 16-group, lane) ("scales": int8 (panels, K / 16, 16)), d per (panel, 256-block,
 //   lane) ("biases": float32 (panels, K / 256, 16)); scale = d * sc, bias = scale * -32.
 //   6.625 bits a weight (file: 6.5625).
-// - kQ5K (Q5_K, as kQ4K with 5-bit values): per (panel, 32-block) the 4-bit layout of the
-//   low nibbles then 64 bytes of high bits, byte 4n + i holding in bit t the high bit of the
-//   value whose nibble sits in step j = t / 2, low (t even) or high (t odd) nibble.
-//   5.75 bits a weight (file: 5.5).
+// - kQ5K (Q5_K, as kQ4K with 5-bit values; its scales as kQ4K's): per (panel, 32-block) the
+//   4-bit layout of the low nibbles then 64 bytes of high bits, byte 4n + i holding in bit t
+//   the high bit of the value whose nibble sits in step j = t / 2, low (t even) or high (t
+//   odd) nibble. 5.5 bits a weight (the file's).
 // GGUF's Q4_0 and Q8_0 scale-only (issue #48 (3): a MoE decode step reads each routed
 // expert's bytes, so bytes are its time): the file's fp16 d per (panel, 32-block, lane)
 // ("scales": float16 (panels, K / 32, 16); "biases": none, (panels, 0, 16)), values as the
@@ -52,6 +57,7 @@ namespace bc_native {
 
 constexpr int kPanel = 16;
 constexpr int kSuper = 256;  // a K-quant's super-block: the weights one d (and dmin) covers
+constexpr int kSuperScaleBytes = 256;  // kQ4K / kQ5K: a (panel, 256-block)'s scales (above)
 
 // The packed forms (above): MLX's affine scales and biases, or a K-quant's own parts.
 enum Form : int { kAffine = 0, kQ4K = 1, kQ6K = 2, kQ5K = 3, kQ40 = 4, kQ80 = 5 };
@@ -60,13 +66,13 @@ constexpr bool scale_only(int form) { return form == kQ40 || form == kQ80; }
 inline int panels(int N) { return (N + kPanel - 1) / kPanel; }
 // The bytes of "scales" and the floats of "biases" one panel of a form holds.
 inline size_t panel_scale_bytes(int form, int K, int group_size) {
-  if (form == kQ4K || form == kQ5K) return (size_t)(K / 32) * 2 * kPanel;
+  if (form == kQ4K || form == kQ5K) return (size_t)(K / kSuper) * kSuperScaleBytes;
   if (form == kQ6K) return (size_t)(K / 16) * kPanel;
   if (scale_only(form)) return (size_t)(K / 32) * kPanel * 2;  // fp16
   return sizeof(float) * (K / group_size) * kPanel;
 }
 inline size_t panel_bias_count(int form, int K, int group_size) {
-  if (form == kQ4K || form == kQ5K) return (size_t)(K / kSuper) * 2 * kPanel;
+  if (form == kQ4K || form == kQ5K) return 0;  // d and dmin sit in the scales
   if (form == kQ6K) return (size_t)(K / kSuper) * kPanel;
   if (scale_only(form)) return 0;
   return (size_t)(K / group_size) * kPanel;

@@ -51,11 +51,15 @@ void check_packed(const mx::array& w, const mx::array& sc, const mx::array& bi, 
     return;
   }
   check(K % kSuper == 0, "a K-quant form needs whole 256-blocks");
-  const bool with_min = form == kQ4K || form == kQ5K;  // sc and m; d and dmin
-  const int lanes = with_min ? 2 * kPanel : kPanel;
-  check(sc.dtype() == (with_min ? mx::uint8 : mx::int8) && bi.dtype() == mx::float32 &&
-            sc.shape() == mx::Shape({P, K / group_size, lanes}) &&
-            bi.shape() == mx::Shape({P, K / kSuper, lanes}),
+  if (form == kQ4K || form == kQ5K) {  // 6-bit sc, m and fp16 d, dmin in the scales' bytes
+    check(sc.dtype() == mx::uint8 && sc.shape() == mx::Shape({P, K / kSuper, kSuperScaleBytes}) &&
+              bi.dtype() == mx::float32 && bi.shape() == mx::Shape({P, 0, kPanel}),
+          what + " sub-scales and super-block scales do not match the form");
+    return;
+  }
+  check(sc.dtype() == mx::int8 && bi.dtype() == mx::float32 &&
+            sc.shape() == mx::Shape({P, K / group_size, kPanel}) &&
+            bi.shape() == mx::Shape({P, K / kSuper, kPanel}),
         what + " sub-scales and super-block scales do not match the form");
 }
 
