@@ -116,34 +116,60 @@ class RowSampler:
         return self._sampler(logits - mx.logsumexp(logits, axis=-1, keepdims=True))
 
 
+def penalty_table(samplers: Seq[RowSampler], histories: Seq[list[int]], pending: bool
+                  ) -> tuple[list[list[int]], list[float]] | None:
+    """Each row's repetition-penalty columns (the same width for all; -1: the row's pending
+    token) and factor, or None when no row has a penalty. A row without a penalty or a
+    history gets column 0 scaled by 1 (the same value written back)."""
+    sizes = [s.penalty_window for s in samplers]
+    if not any(sizes):
+        return None
+    width = max(sizes)
+    idx, scale = [], []
+    for s, history, size in zip(samplers, histories, sizes, strict=True):
+        keep = size - pending if size else 0
+        known = history[-keep:] if keep > 0 else []
+        if not pending and not known:
+            idx.append([0] * width)
+            scale.append(1.0)
+            continue
+        cols = known if not pending else known + [-1]  # -1: the pending token
+        idx.append([cols[0]] * (width - len(cols)) + cols)  # repeats write the same value
+        scale.append(s.params.repetition_penalty if size else 1.0)
+    return idx, scale
+
+
 def penalize_rows(samplers: Seq[RowSampler], histories: Seq[list[int]], logits: mx.array,
                   pending: mx.array | None = None) -> mx.array:
     """Every row's repetition penalty in three ops for the whole batch (a gather, the
     sign-aware scaling, a scatter), the values mlx-lm's per-row processor gives: per-row
-    processors cost ~4 ops a row a step. A row without a penalty or a history is scaled by
-    1 at its first token (the same value written back). `pending` as in sample_rows."""
-    sizes = [s.penalty_window for s in samplers]
-    if not any(sizes):
+    processors cost ~4 ops a row a step. `pending` as in sample_rows. (On the CPU the native
+    sampler applies `penalty_table` in its own op instead: sample_rows.)"""
+    table = penalty_table(samplers, histories, pending is not None)
+    if table is None:
         return logits
-    width = max(sizes)
-    idx, scale = [], []
-    for s, history, size in zip(samplers, histories, sizes, strict=True):
-        keep = size - (pending is not None) if size else 0
-        known = history[-keep:] if keep > 0 else []
-        if pending is None and not known:
-            idx.append([0] * width)
-            scale.append(1.0)
-            continue
-        cols = known if pending is None else known + [-1]  # -1: the pending token
-        idx.append([cols[0]] * (width - len(cols)) + cols)  # repeats write the same value
-        scale.append(s.params.repetition_penalty if size else 1.0)
-    at = mx.array(idx, dtype=mx.int32)
+    at = mx.array(table[0], dtype=mx.int32)
     if pending is not None:  # the last column is each row's token not yet read back
         at = mx.where(at < 0, pending.astype(mx.int32)[:, None], at)
     chosen = mx.take_along_axis(logits, at, axis=1)
-    factor = mx.array(scale, dtype=logits.dtype)[:, None]
+    factor = mx.array(table[1], dtype=logits.dtype)[:, None]
     chosen = mx.where(chosen < 0, chosen * factor, chosen / factor)
     return mx.put_along_axis(logits, at, chosen, axis=1)
+
+
+def _draw_rows(draw: Callable[..., mx.array], samplers: Seq[RowSampler],
+               histories: Seq[list[int]], rows: mx.array, u: mx.array, params: mx.array,
+               pending: mx.array | None) -> mx.array:
+    """The rows' tokens, their repetition penalty first: inside the native op on the CPU
+    (issue #48: the gather, scaling and scatter were ~0.4 ms CPU of a 1.5B token's
+    critical path), else penalize_rows' MLX ops before the device sampler."""
+    if draw is not native.sample_tokens:
+        return draw(penalize_rows(samplers, histories, rows, pending), u, params)
+    table = penalty_table(samplers, histories, pending is not None)
+    if table is None:
+        return draw(rows, u, params)
+    return draw(rows, u, params, penalty_at=mx.array(table[0], dtype=mx.int32),
+                penalty=mx.array(table[1], dtype=mx.float32), pending=pending)
 
 
 def sample_rows(
@@ -164,12 +190,11 @@ def sample_rows(
     if drawn and all(samplers[i].batched for i in drawn) \
             and (draw := _batch_sampler()) is not None:
         rows = logits[mx.array(drawn)] if len(drawn) < len(samplers) else logits
-        rows = penalize_rows([samplers[i] for i in drawn], [histories[i] for i in drawn],
-                             rows.astype(mx.float32),
-                             None if pending is None else pending[mx.array(drawn)])
         u = mx.array([samplers[i].step_uniform(steps[i]) for i in drawn], dtype=mx.float32)
         params = mx.array([samplers[i].native_params() for i in drawn], dtype=mx.float32)
-        tokens = draw(rows, u, params)
+        tokens = _draw_rows(draw, [samplers[i] for i in drawn], [histories[i] for i in drawn],
+                            rows.astype(mx.float32), u, params,
+                            None if pending is None else pending[mx.array(drawn)])
         if len(drawn) == len(samplers):  # every row sampled: no per-row slices to join
             return tokens
         batched = {i: tokens[j : j + 1] for j, i in enumerate(drawn)}

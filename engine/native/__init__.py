@@ -365,13 +365,18 @@ def gelu_tanh_mul(gate: mx.array, up: mx.array, *, force_scalar: bool = False,
 
 
 def sample_tokens(logits: mx.array, u: mx.array, params: mx.array, *,
-                  stream: Any = None) -> mx.array:
+                  penalty_at: mx.array | None = None, penalty: mx.array | None = None,
+                  pending: mx.array | None = None, stream: Any = None) -> mx.array:
     """One token per row of float32 `logits` (B, V), in one CPU op: the tokens mlx-lm's
     `make_sampler(temp, top_p, min_p, top_k)` keeps (top-p, then min-p, then top-k, on the
     untempered distribution), then the one where their cumulative probability at the row's
     temperature, in token-id order, first exceeds u (B,) times their total. `params` (B, 4):
-    temperature (> 0), top_p (0 or 1: off), min_p, top_k (0: off). Returns (B,) uint32."""
-    return _ext_or_raise().sample_tokens(logits, u, params, stream=stream)
+    temperature (> 0), top_p (0 or 1: off), min_p, top_k (0: off). Returns (B,) uint32.
+    `penalty_at` (B, W) int32 and `penalty` (B,) float32: mlx-lm's repetition penalty on
+    those tokens first (engine.sampling.penalize_rows' values; a column < 0 is the row's
+    `pending` token, (B,) int32 or uint32), in the same op, the logits left as they are."""
+    return _ext_or_raise().sample_tokens(logits, u, params, penalty_at=penalty_at,
+                                         penalty=penalty, pending=pending, stream=stream)
 
 
 def kv_write(buffer: mx.array, update: mx.array, lengths: mx.array, *,

@@ -224,3 +224,49 @@ def test_on_a_gpu_the_engine_draws_rows_in_one_graph(monkeypatch) -> None:
         alone = sampling.sample_rows([samplers[i]], [[4, 9, 4]], [[2, 7, 0][i]],
                                      logits[i : i + 1])
         assert int(np.array(alone)[0]) == together[i]
+
+
+def test_the_repetition_penalty_inside_the_op_draws_what_the_mlx_ops_give() -> None:
+    """sample_tokens' penalty_at / penalty / pending (issue #48: the gather, scaling and
+    scatter of penalize_rows were MLX ops on one stream's critical path): over a grid of u,
+    every row draws the token it draws from penalize_rows' logits, with and without a pending
+    token, for rows with other penalties, windows, short or no history (and a repeated
+    token); the penalty really moves the draws; the logits given stay as they were."""
+    from engine.sampling import RowSampler, penalize_rows, penalty_table
+    from engine.sampling_params import SamplingParams
+
+    rng = np.random.default_rng(8)
+    logits = mx.array(rng.normal(0, 2, (5, 300)).astype(np.float32))
+    before = np.array(logits)
+    samplers = [RowSampler(SamplingParams(temperature=0.7, top_p=0.95, min_p=0.05,
+                                          repetition_penalty=1.1), 1),
+                RowSampler(SamplingParams(temperature=0.7), 2),  # no penalty
+                RowSampler(SamplingParams(temperature=1.0, repetition_penalty=1.8,
+                                          repetition_context_size=5), 3),
+                RowSampler(SamplingParams(temperature=0.7, top_k=20,
+                                          repetition_penalty=1.1), 4),
+                RowSampler(SamplingParams(temperature=0.7, repetition_penalty=0.9), 5)]
+    top = np.argsort(-before, axis=1)[:, :12]  # histories of each row's likeliest tokens
+    histories = [[int(t) for t in top[i][:n]] for i, n in enumerate((12, 6, 9, 0, 3))]
+    histories[0][:5] = [int(top[0][0])] * 4 + [int(top[0][1])]  # repeats
+    pending = mx.array([int(top[i][1]) for i in range(5)], dtype=mx.uint32)
+    params = mx.array([s.native_params() for s in samplers], dtype=mx.float32)
+    moved = 0
+    for last in (None, pending):
+        at, factor = penalty_table(samplers, histories, last is not None)
+        want_rows = penalize_rows(samplers, histories, logits, last)
+        for u0 in np.linspace(0.0, 0.999, 97):
+            u = mx.full((5,), float(u0), dtype=mx.float32)
+            got = native.sample_tokens(logits, u, params, penalty_at=mx.array(at, mx.int32),
+                                       penalty=mx.array(factor, mx.float32), pending=last)
+            want = native.sample_tokens(want_rows, u, params)
+            plain = native.sample_tokens(logits, u, params)
+            assert np.array_equal(np.array(got), np.array(want)), (u0, last is None)
+            moved += int((np.array(got) != np.array(plain)).sum())
+    assert moved > 0  # the penalty changed some draws
+    assert np.array_equal(np.array(logits), before)
+    with pytest.raises(ValueError, match="come together"):
+        native.sample_tokens(logits, u, params, penalty_at=mx.array(at, mx.int32))
+    with pytest.raises(ValueError, match="int32"):
+        native.sample_tokens(logits, u, params, penalty_at=mx.array(at, mx.float32),
+                             penalty=mx.array(factor, mx.float32))

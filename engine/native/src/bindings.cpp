@@ -99,9 +99,11 @@ NB_MODULE(_qmv, m) {
         "x @ w.T for float32 x (..., K) and w (N, K), on the CPU, each output summed in one "
         "order whatever the number of rows.");
   m.def("sample_tokens", &bc_native::sample_tokens, "logits"_a, "u"_a, "params"_a,
-        nb::kw_only(), "stream"_a = nb::none(),
+        nb::kw_only(), "penalty_at"_a = nb::none(), "penalty"_a = nb::none(),
+        "pending"_a = nb::none(), "stream"_a = nb::none(),
         "One token per row: mlx-lm's top-p, min-p and top-k filters, then the token where "
-        "the cumulative probability at the row's temperature first exceeds u.");
+        "the cumulative probability at the row's temperature first exceeds u; with penalty_at "
+        "(B, W) int32 and penalty (B,), mlx-lm's repetition penalty first (-1: pending).");
   m.def("kv_pack", &bc_native::kv_pack, "x"_a, "bits"_a, "group"_a, nb::kw_only(),
         "turn"_a = false, "stream"_a = nb::none(),
         "float32 rows (..., D) -> (..., width) uint8: mx.quantize's words, scales and biases "

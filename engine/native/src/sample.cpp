@@ -223,4 +223,21 @@ void sample_run(const SampleArgs& a) {
   });
 }
 
+void penalize_copy(const float* logits, int B, int V, const int32_t* at, int W,
+                   const float* factor, const int32_t* pending, float* out) {
+  std::copy(logits, logits + (size_t)B * V, out);
+  for (int b = 0; b < B; ++b) {
+    const float* row = logits + (size_t)b * V;  // the values before any is penalized
+    float* dst = out + (size_t)b * V;
+    const float f = factor[b];
+    for (int w = 0; w < W; ++w) {
+      int32_t t = at[(size_t)b * W + w];
+      if (t < 0) t = pending ? pending[b] : -1;
+      if (t < 0 || t >= V) continue;
+      const float v = row[t];
+      dst[t] = v < 0.f ? v * f : v / f;
+    }
+  }
+}
+
 }  // namespace bc_native

@@ -21,4 +21,11 @@ struct SampleArgs {
 // exceeds u times their total. Rows whose logits are all -inf give token 0.
 void sample_run(const SampleArgs& a);
 
+// The repetition penalty mlx-lm's processor applies (and engine.sampling.penalize_rows):
+// `out` (B, V) = `logits`, then for each row b and column w, token t = at[b][w] (pending[b]
+// where at < 0) gets v < 0 ? v * factor[b] : v / factor[b] of its logit v as given (a
+// repeated t writes the same value; t outside [0, V) is skipped). Float32, as MLX's ops.
+void penalize_copy(const float* logits, int B, int V, const int32_t* at, int W,
+                   const float* factor, const int32_t* pending, float* out);
+
 }  // namespace bc_native

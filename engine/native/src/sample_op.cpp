@@ -18,7 +18,9 @@ void check(bool ok, const std::string& msg) {
 }  // namespace
 
 mx::array sample_tokens(const mx::array& logits, const mx::array& u, const mx::array& params,
-                        mx::StreamOrDevice s) {
+                        const std::optional<mx::array>& penalty_at,
+                        const std::optional<mx::array>& penalty,
+                        const std::optional<mx::array>& pending, mx::StreamOrDevice s) {
   check(logits.ndim() == 2 && logits.dtype() == mx::float32, "logits must be (B, V) float32");
   const int B = logits.shape(0);
   check(u.shape() == mx::Shape({B}) && u.dtype() == mx::float32, "u must be (B,) float32");
@@ -26,7 +28,23 @@ mx::array sample_tokens(const mx::array& logits, const mx::array& u, const mx::a
         "params must be (B, 4) float32");
   auto stream = mx::to_stream(s);
   check(stream.device == mx::Device::cpu, "runs on the CPU only");
-  return mx::array({B}, mx::uint32, std::make_shared<SampleTokens>(stream), {logits, u, params});
+  std::vector<mx::array> inputs{logits, u, params};
+  check(penalty_at.has_value() == penalty.has_value(),
+        "penalty_at and penalty come together");
+  if (penalty_at && penalty_at->ndim() == 2 && penalty_at->shape(1) > 0) {
+    check(penalty_at->shape(0) == B && penalty_at->dtype() == mx::int32,
+          "penalty_at must be (B, W) int32");
+    check(penalty->shape() == mx::Shape({B}) && penalty->dtype() == mx::float32,
+          "penalty must be (B,) float32");
+    const mx::array last = pending ? *pending : mx::full({B}, -1, mx::int32, stream);
+    check(last.shape() == mx::Shape({B}) && (last.dtype() == mx::int32 || last.dtype() == mx::uint32),
+          "pending must be (B,) int32 or uint32");
+    inputs.insert(inputs.end(), {*penalty_at, *penalty, last});
+  } else {
+    check(!penalty_at || (penalty_at->ndim() == 2 && penalty_at->shape(0) == B),
+          "penalty_at must be (B, W) int32");
+  }
+  return mx::array({B}, mx::uint32, std::make_shared<SampleTokens>(stream), std::move(inputs));
 }
 
 void SampleTokens::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) {
@@ -46,7 +64,30 @@ void SampleTokens::eval_cpu(const std::vector<mx::array>& inputs, mx::array& out
   a.out = reinterpret_cast<int32_t*>(out.data<uint32_t>());
   a.B = l.shape(0);
   a.V = l.shape(1);
-  encoder.dispatch([a]() { sample_run(a); });
+  if (inputs.size() == 3) {
+    encoder.dispatch([a]() { sample_run(a); });
+    return;
+  }
+  // the penalized rows in a buffer of the op's own (the logits are read, not written)
+  const mx::array at = dense(encoder, inputs[3]);
+  const mx::array f = dense(encoder, inputs[4]);
+  const mx::array last = dense(encoder, inputs[5]);
+  mx::array rows(l.shape(), mx::float32, nullptr, {});
+  rows.set_data(mx::allocator::malloc(rows.nbytes()));
+  encoder.add_temporary(rows);
+  encoder.set_input_array(at);
+  encoder.set_input_array(f);
+  encoder.set_input_array(last);
+  const int32_t* at_p = at.data<int32_t>();
+  const int W = at.shape(1);
+  const float* f_p = f.data<float>();
+  const int32_t* last_p = reinterpret_cast<const int32_t*>(last.data<char>());
+  float* rows_p = rows.data<float>();
+  encoder.dispatch([a, at_p, W, f_p, last_p, rows_p]() mutable {
+    penalize_copy(a.logits, a.B, a.V, at_p, W, f_p, last_p, rows_p);
+    a.logits = rows_p;
+    sample_run(a);
+  });
 }
 
 void SampleTokens::eval_gpu(const std::vector<mx::array>&, mx::array&) {
