@@ -43,8 +43,8 @@ class Prepacked:
     """The loader's packed triple for a module's weight: pack_quantized's (weights uint8
     (panels * 16, K * bits / 8), scales and biases float32 (panels, K / group, 16)), or a
     K-quant's form (Q4_K / Q5_K: scales uint8 (panels, K / 256, 256), a super-block's 6-bit
-    sc and m and fp16 d and dmin by lane, biases empty (panels, 0, 16); Q6_K: scales its
-    int8 sub-scales, biases its super-blocks' d, float32; Q4_0 / Q8_0: scales the file's
+    sc and m and fp16 d and dmin by lane; Q6_K: scales int8 (panels, K / 256, 288), its
+    int8 sub-scales and fp16 d by lane; biases empty (panels, 0, 16); Q4_0 / Q8_0: scales the file's
     fp16 d a 32-block, biases empty (panels, 0, 16); packed.h)."""
 
     weight: mx.array
@@ -87,7 +87,17 @@ def _scale_parts(pk: Prepacked) -> list[mx.array]:
         return [sub]
     if pk.form in (Q4K, Q5K):
         return list(_k4_parts(pk.scales))
+    if pk.form == Q6K:
+        return list(_k6_parts(pk.scales))
     return [sub, sup]
+
+
+def _k6_parts(scales: mx.array) -> tuple[mx.array, mx.array]:
+    """Q6_K's scales (panels, K / 256, 288) int8 (packed.h) as sc (panels, 16, K / 16) int8
+    and d (panels, 16, K / 256) fp16, lane-major."""
+    p, s, _ = scales.shape
+    sc = scales[..., :256].reshape(p, s, 16, PANEL).transpose(0, 3, 1, 2).reshape(p, PANEL, s * 16)
+    return sc, _lane_major(mx.view(mx.contiguous(scales[..., 256:]), mx.float16))
 
 
 def _k4_parts(scales: mx.array) -> tuple[mx.array, mx.array, mx.array, mx.array]:
@@ -125,7 +135,7 @@ def _scales_biases(form: int, parts: list[mx.array]) -> tuple[mx.array, mx.array
         return (mx.repeat(d, 8, axis=-1) * sc.astype(mx.float32),
                 -(mx.repeat(dmin, 8, axis=-1) * m.astype(mx.float32)))
     sc, d = parts  # Q6_K: groups of 16, 16 a super-block: d * sc and (d * sc) * -32
-    scales = mx.repeat(d, 16, axis=-1) * sc.astype(mx.float32)
+    scales = mx.repeat(d.astype(mx.float32), 16, axis=-1) * sc.astype(mx.float32)
     return scales, scales * -32.0
 
 
@@ -246,14 +256,14 @@ def lookup(pk: Prepacked, ids: mx.array, bits: int, scale_dtype: mx.Dtype
 
 
 def _row_scale_parts(pk: Prepacked, ids: mx.array) -> list[mx.array]:
-    """`_scale_parts` of rows `ids`, (*ids.shape, ...): Q4_K's / Q5_K's decoded from their
+    """`_scale_parts` of rows `ids`, (*ids.shape, ...): a K-quant's decoded from their
     panels' scales alone (gathered first, so a lookup decodes a few panels, not the table)."""
-    if pk.form not in (Q4K, Q5K):
+    if pk.form not in (Q4K, Q5K, Q6K):
         return [_lanes(a, ids) for a in _scale_parts(pk)]
     flat = ids.reshape(-1)
     pick = mx.arange(flat.size)
-    return [x[pick, flat % PANEL].reshape(*ids.shape, x.shape[-1])
-            for x in _k4_parts(pk.scales[flat // PANEL])]
+    parts = (_k4_parts if pk.form != Q6K else _k6_parts)(pk.scales[flat // PANEL])
+    return [x[pick, flat % PANEL].reshape(*ids.shape, x.shape[-1]) for x in parts]
 
 
 def attach(module: nn.Module, pk: Prepacked) -> None:

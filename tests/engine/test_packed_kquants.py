@@ -5,8 +5,9 @@ bias per group (6.0, 10.0 and 12.0 bits a weight); Q4_0 and Q8_0 at their file's
 (kQ40, kQ80: the file's fp16 d alone, the bias d * -8 or -128 formed in the kernel) instead
 of 6.0 and 10.0.
 
-- the bytes a weight takes: 4.75 (Q4_K, file 4.5), 5.75 (Q5_K, file 5.5), 6.625 (Q6_K,
-  file 6.5625), 4.5 (Q4_0) and 8.5 (Q8_0, the files');
+- the bytes a weight takes: the file's, 4.5 (Q4_K), 5.5 (Q5_K), 6.5625 (Q6_K), 4.5 (Q4_0)
+  and 8.5 (Q8_0) (Q4_K, Q5_K and Q6_K were 4.75, 5.75 and 6.625 with float32 d and byte
+  sub-scales);
 - the weights, as mlx-lm's arrays (lazy views of the packed copy), dequantize to gguf-py's
   `dequantize` bit for bit in float32, on random blocks with finite fp16 scales of every
   magnitude (zeros and subnormals among them);
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("native_built")
 T = GGMLQuantizationType
 # type: (form, the kernel's group size and bits, bits a weight held, mlx-lm's bits)
 FORMS = {T.Q4_K: (Q4K, 32, 4, 4.5, 4), T.Q5_K: (Q5K, 32, 5, 5.5, 8),
-         T.Q6_K: (Q6K, 16, 6, 6.625, 8), T.Q4_0: (Q40, 32, 4, 4.5, 4),
+         T.Q6_K: (Q6K, 16, 6, 6.5625, 8), T.Q4_0: (Q40, 32, 4, 4.5, 4),
          T.Q8_0: (Q80, 32, 8, 8.5, 8)}
 KINDS = list(FORMS)
 

@@ -349,8 +349,9 @@ void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t*
           int8_t sc[16];
           float d;
           k6_parts(blk, q, sc, &d);
-          for (int g = 0; g < 16; ++g) ps[(i * 16 + g) * kPanel + ln] = (uint8_t)sc[g];
-          pb[i * kPanel + ln] = d;
+          uint8_t* sb = ps + (size_t)i * kSuperScaleBytes6;
+          for (int g = 0; g < 16; ++g) sb[g * kPanel + ln] = (uint8_t)sc[g];
+          std::memcpy(sb + 256 + 2 * ln, blk + 208, 2);  // d: the block's last 2 bytes
         } else if (scale_only(form)) {  // the block's fp16 d as it is (its first 2 bytes)
           block(type, blk, q, s, b);
           std::memcpy(ps + (i * kPanel + ln) * 2, blk, 2);

@@ -80,9 +80,9 @@ std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_
   if (form == kQ4K || form == kQ5K)  // 6-bit sc, m and fp16 d, dmin a super-block; no biases
     return {wa, mx::array(std::move(sd), {P, (int)(K / kSuper), kSuperScaleBytes}, mx::uint8),
             mx::array(std::move(bd), {P, 0, kPanel}, mx::float32)};
-  if (form == kQ6K)  // sc a 16-group; d a super-block
-    return {wa, mx::array(std::move(sd), {P, (int)(K / 16), kPanel}, mx::int8),
-            mx::array(std::move(bd), {P, (int)(K / kSuper), kPanel}, mx::float32)};
+  if (form == kQ6K)  // int8 sc a 16-group and fp16 d a super-block; no biases
+    return {wa, mx::array(std::move(sd), {P, (int)(K / kSuper), kSuperScaleBytes6}, mx::int8),
+            mx::array(std::move(bd), {P, 0, kPanel}, mx::float32)};
   if (scale_only(form))  // the file's fp16 d a 32-block; no biases (d * -8 or -128)
     return {wa, mx::array(std::move(sd), {P, (int)(K / 32), kPanel}, mx::float16),
             mx::array(std::move(bd), {P, 0, kPanel}, mx::float32)};

@@ -59,8 +59,10 @@ inline float k4_d(const PanelData& pd, int g, int n, bool min) {
 // Group g's scale and bias of lane n, as ggml_decode.cpp (and gguf-py) compute them.
 inline float scale_of(int form, const PanelData& pd, int g, int n) {
   if (form == kQ4K || form == kQ5K) return k4_d(pd, g, n, false) * (float)k4_sub(pd, g, n, false);
-  if (form == kQ6K)
-    return pd.b[(g / 16) * kPanel + n] * (float)(int8_t)pd.s[g * kPanel + n];
+  if (form == kQ6K) {
+    const uint8_t* sb = pd.s + (size_t)(g / 16) * kSuperScaleBytes6;
+    return load_scale(sb + 256, (size_t)n, ScaleType::f16) * (float)(int8_t)sb[(g % 16) * kPanel + n];
+  }
   if (scale_only(form)) return load_scale(pd.s, (size_t)g * kPanel + n, ScaleType::f16);
   return reinterpret_cast<const float*>(pd.s)[g * kPanel + n];
 }
@@ -143,9 +145,11 @@ BC_AVX512VNNI inline __m512 scale16(const PanelData& pd, int g) {
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 192)));
     return _mm512_mul_ps(d, _mm512_cvtepi32_ps(k4_sub16(sb, g % 8, false)));
   } else if constexpr (FORM == kQ6K) {
+    const uint8_t* sb = pd.s + (size_t)(g / 16) * kSuperScaleBytes6;
     const __m512i sc = _mm512_cvtepi8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + g * kPanel)));
-    return _mm512_mul_ps(_mm512_loadu_ps(pd.b + (g / 16) * kPanel), _mm512_cvtepi32_ps(sc));
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + (g % 16) * kPanel)));
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 256)));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
   } else if constexpr (scale_only(FORM)) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pd.s + g * 2 * kPanel)));
   } else {
@@ -271,10 +275,12 @@ BC_AVX2 inline __m256 scale8(const PanelData& pd, int g, int h) {
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 192 + 16 * h)));
     return _mm256_mul_ps(d, _mm256_cvtepi32_ps(k4_sub8(sb, g % 8, h, false)));
   } else if constexpr (FORM == kQ6K) {
+    const uint8_t* sb = pd.s + (size_t)(g / 16) * kSuperScaleBytes6;
     const __m256i sc = _mm256_cvtepi8_epi32(
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pd.s + g * kPanel + 8 * h)));
-    return _mm256_mul_ps(_mm256_loadu_ps(pd.b + (g / 16) * kPanel + 8 * h),
-                         _mm256_cvtepi32_ps(sc));
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sb + (g % 16) * kPanel + 8 * h)));
+    const __m256 d =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 256 + 16 * h)));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
   } else if constexpr (scale_only(FORM)) {
     return _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + (g * kPanel + 8 * h) * 2)));

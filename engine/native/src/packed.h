@@ -30,10 +30,11 @@
 // - kQ6K (Q6_K, groups of 16, 6-bit values q in [0, 63]): per (panel, 32-block) the 4-bit
 //   layout above for the low nibbles (256 bytes) then 2 x 64 bytes of high bit pairs, byte
 //   4n + i of the h-th holding, in bits 2t and 2t + 1, the high bits of the value whose
-//   nibble sits in step j = 2h + t / 2, low (t even) or high (t odd) nibble; an int8 sc per
-//   (panel, 16-group, lane) ("scales": int8 (panels, K / 16, 16)), d per (panel, 256-block,
-//   lane) ("biases": float32 (panels, K / 256, 16)); scale = d * sc, bias = scale * -32.
-//   6.625 bits a weight (file: 6.5625).
+//   nibble sits in step j = 2h + t / 2, low (t even) or high (t odd) nibble. Its scales
+//   ("scales": int8 (panels, K / 256, 288); "biases": none, (panels, 0, 16)): per (panel,
+//   256-block) the int8 sc of group g (0-15) and lane n at byte 16g + n, then the file's fp16
+//   d of lane n at bytes 256 + 2n; scale = d * sc, bias = scale * -32. 6.5625 bits a weight
+//   (the file's; was 6.625 with a float32 d).
 // - kQ5K (Q5_K, as kQ4K with 5-bit values; its scales as kQ4K's): per (panel, 32-block) the
 //   4-bit layout of the low nibbles then 64 bytes of high bits, byte 4n + i holding in bit t
 //   the high bit of the value whose nibble sits in step j = t / 2, low (t even) or high (t
@@ -58,6 +59,7 @@ namespace bc_native {
 constexpr int kPanel = 16;
 constexpr int kSuper = 256;  // a K-quant's super-block: the weights one d (and dmin) covers
 constexpr int kSuperScaleBytes = 256;  // kQ4K / kQ5K: a (panel, 256-block)'s scales (above)
+constexpr int kSuperScaleBytes6 = 288;  // kQ6K: a (panel, 256-block)'s scales (above)
 
 // The packed forms (above): MLX's affine scales and biases, or a K-quant's own parts.
 enum Form : int { kAffine = 0, kQ4K = 1, kQ6K = 2, kQ5K = 3, kQ40 = 4, kQ80 = 5 };
@@ -67,13 +69,13 @@ inline int panels(int N) { return (N + kPanel - 1) / kPanel; }
 // The bytes of "scales" and the floats of "biases" one panel of a form holds.
 inline size_t panel_scale_bytes(int form, int K, int group_size) {
   if (form == kQ4K || form == kQ5K) return (size_t)(K / kSuper) * kSuperScaleBytes;
-  if (form == kQ6K) return (size_t)(K / 16) * kPanel;
+  if (form == kQ6K) return (size_t)(K / kSuper) * kSuperScaleBytes6;
   if (scale_only(form)) return (size_t)(K / 32) * kPanel * 2;  // fp16
   return sizeof(float) * (K / group_size) * kPanel;
 }
 inline size_t panel_bias_count(int form, int K, int group_size) {
   if (form == kQ4K || form == kQ5K) return 0;  // d and dmin sit in the scales
-  if (form == kQ6K) return (size_t)(K / kSuper) * kPanel;
+  if (form == kQ6K) return 0;  // d sits in the scales
   if (scale_only(form)) return 0;
   return (size_t)(K / group_size) * kPanel;
 }

@@ -57,9 +57,9 @@ void check_packed(const mx::array& w, const mx::array& sc, const mx::array& bi, 
           what + " sub-scales and super-block scales do not match the form");
     return;
   }
-  check(sc.dtype() == mx::int8 && bi.dtype() == mx::float32 &&
-            sc.shape() == mx::Shape({P, K / group_size, kPanel}) &&
-            bi.shape() == mx::Shape({P, K / kSuper, kPanel}),
+  check(sc.dtype() == mx::int8 && bi.dtype() == mx::float32 &&  // kQ6K: sc and d a 256
+            sc.shape() == mx::Shape({P, K / kSuper, kSuperScaleBytes6}) &&
+            bi.shape() == mx::Shape({P, 0, kPanel}),
         what + " sub-scales and super-block scales do not match the form");
 }
 
