@@ -47,6 +47,11 @@ ARCHS: dict[str, tuple[str, str, dict[str, Any]]] = {
         # untied: the engine's loader refuses a tied Gemma 3 GGUF (mlx-lm's gemma3_text
         # has an lm_head until its sanitize sees none; the loader checks before that)
         "tie_word_embeddings": False}),
+    # Qwen3-30B-A3B's block (128 experts, 8 a token, normalised top-k, every layer sparse)
+    "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe", {
+        "model_type": "qwen3_moe", "rope_theta": 1000000.0, "hidden_act": "silu",
+        "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
+        "mlp_only_layers": [], "norm_topk_prob": True}),
 }
 # Sizes by shape (SmolLM2-135M's and Qwen2.5's bodies); the shared 152k vocabulary adds
 # 151,936 x hidden embedding parameters, so the 135m cell has ~180M in all
@@ -62,11 +67,28 @@ SIZES: dict[str, dict[str, int]] = {
 }
 
 
+# A MoE's size is its total parameters: Qwen3-30B-A3B's block scaled down (head 128, 4 KV
+# heads, experts 1/4 of hidden wide so Q4_K's 256-blocks fit the down projection), 1.43B in
+# all with the shared vocabulary, ~0.3B read a token (8 experts of 128, attention, head)
+ARCH_SIZES: dict[str, dict[str, dict[str, int]]] = {
+    "qwen3moe": {
+        "1.5b": {"hidden_size": 1024, "intermediate_size": 3072, "moe_intermediate_size": 256,
+                 "num_hidden_layers": 12, "num_attention_heads": 16,
+                 "num_key_value_heads": 4, "head_dim": 128},
+    },
+}
+
+
+def sizes_of(arch: str) -> dict[str, dict[str, int]]:
+    """The sizes an architecture comes in (the dense shapes unless it has its own)."""
+    return ARCH_SIZES.get(arch, SIZES)
+
+
 def hf_config(arch: str, size: str) -> dict[str, Any]:
     """config.json of the cell, read alike by mlx-lm and by llama.cpp's converter."""
     hf_arch, _, fields = ARCHS[arch]
-    shape = SIZES[size]
-    head_dim = shape["hidden_size"] // shape["num_attention_heads"]
+    shape = sizes_of(arch)[size]
+    head_dim = shape.get("head_dim", shape["hidden_size"] // shape["num_attention_heads"])
     cfg: dict[str, Any] = {
         "architectures": [hf_arch], **shape, "head_dim": head_dim,
         "vocab_size": VOCAB, "rms_norm_eps": 1e-6, "max_position_embeddings": 32768,
@@ -98,6 +120,8 @@ def random_checkpoint(arch: str, size: str, out: Path, tokenizer: Path, seed: in
             weights[name] = mx.full(p.shape, norm_value, dtype=mx.bfloat16)
         else:
             weights[name] = (0.02 * mx.random.normal(p.shape)).astype(mx.bfloat16)
+    if "num_experts" in cfg:
+        weights = unstacked_experts(weights, cfg["num_experts"])
     out.mkdir(parents=True, exist_ok=True)
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "pt"})
     count = sum(w.size for w in weights.values())
@@ -107,6 +131,20 @@ def random_checkpoint(arch: str, size: str, out: Path, tokenizer: Path, seed: in
         if f.is_file():
             shutil.copy(f, out / f.name)
     return count
+
+
+def unstacked_experts(weights: dict[str, Any], experts: int) -> dict[str, Any]:
+    """mlx-lm's stacked `switch_mlp` (E, out, in) as a HF checkpoint's one tensor an expert
+    (`mlp.experts.E.gate_proj.weight`), the names llama.cpp's converter merges."""
+    out = {}
+    for name, w in weights.items():
+        if ".mlp.switch_mlp." not in name:
+            out[name] = w
+            continue
+        prefix, proj = name.split(".mlp.switch_mlp.")
+        for e in range(experts):
+            out[f"{prefix}.mlp.experts.{e}.{proj}"] = w[e]
+    return out
 
 
 def make_cell(arch: str, size: str, args: argparse.Namespace) -> list[Path]:
@@ -138,7 +176,7 @@ def make_cell(arch: str, size: str, args: argparse.Namespace) -> list[Path]:
 
 def cell_names(spec: str | None) -> list[tuple[str, str]]:
     """ARCH-SIZE names, smallest first (all of them when `spec` is None)."""
-    every = [(a, s) for s in SIZES for a in ARCHS]
+    every = [(a, s) for s in SIZES for a in ARCHS if s in sizes_of(a)]
     if not spec:
         return every
     wanted = spec.split(",")

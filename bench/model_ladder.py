@@ -15,7 +15,8 @@ falls on both alike:
   tabs' sampling: decode tok/s ((tokens - 1) / (E2E - TTFT)), median; and its share of the
   physical floor, the machine's memory bandwidth (measured in this cell, bench/physical.py)
   over the bytes of weights a token reads (the file's size: the head reads the whole
-  embedding-sized matrix each token);
+  embedding-sized matrix each token; a MoE's experts counted at `expert_used_count` of
+  `expert_count`, the share one token is routed to);
 - burst: --burst requests at once, --burst-tokens each, the tabs' sampling: output tok/s,
   TTFT p50 and ITL p99;
 - long: one prompt of --long-tokens tokens (counted by llama-server's /tokenize), never sent
@@ -69,6 +70,25 @@ def find_cells(models: Path, patterns: str | None) -> list[tuple[str, Path]]:
                  list(ARCHS).index(m["arch"]))
         found.append((order, cell, path))
     return [(cell, path) for _, cell, path in sorted(found)]
+
+
+def token_bytes(gguf: Path) -> int:
+    """The bytes of weights one decoded token reads: the whole file but for a MoE's experts,
+    of which only `expert_used_count` of `expert_count` (the tensors named *_exps)."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(gguf)
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+
+    def meta(key: str) -> int | None:
+        field = reader.fields.get(f"{arch}.{key}")
+        return int(field.parts[-1][0]) if field is not None else None
+
+    count, used = meta("expert_count"), meta("expert_used_count")
+    experts = sum(int(t.n_bytes) for t in reader.tensors if t.name.endswith("_exps.weight"))
+    if not count or not used or not experts:
+        return gguf.stat().st_size
+    return gguf.stat().st_size - experts + experts * used // count
 
 
 def server_commands(args: argparse.Namespace, gguf: Path) -> dict[str, str]:
@@ -155,7 +175,7 @@ async def run_cell(index: int, cell: str, gguf: Path, args: argparse.Namespace,
     try:
         targets = {n: Target(n, s.url, await s.ready(session)) for n, s in servers.items()}
         prompt = await long_text(session, servers["llama"].url, args.long_tokens)
-        out["floor"] = physical_floor(gguf)
+        out["floor"] = physical_floor(gguf, token_bytes(gguf))
         for k, name in enumerate(args.scenarios):
             order = list(SERVERS) if (index + k) % 2 == 0 else list(SERVERS)[::-1]
             for server in order:
@@ -239,8 +259,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"{num(lb, 10, 1, '.2f')}{num(lt, 7, 1, '.2f')}{_ratio(lb, lt):>7} |"
               f"{num(b.get('rss_mib'), 6, 1, '.0f')}{num(ll.get('rss_mib'), 6, 1, '.0f')} | "
               f"{short:5d} | {row['load_before']:4.1f} | {', '.join(targets_met(row)) or 'none'}")
-    print("floor: tok/s at the measured memory bandwidth over the file's bytes; the burst's "
-          "TTFT50 in s and ITL99 in ms; 8k TTFT in s; RSS in MiB after the cell; load: the "
+    print("floor: tok/s at the measured memory bandwidth over the bytes a token reads; the "
+          "burst's TTFT50 in s and ITL99 in ms; 8k TTFT in s; RSS in MiB after the cell; load: the "
           "1-minute load average when the cell began (2 cores)")
 
 

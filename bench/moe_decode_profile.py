@@ -1,6 +1,7 @@
 """`python -m bench.moe_decode_profile [--rows 1 8] [--hidden 1024] [--layers 6]
-[--experts 32 --used 4]`: where a MoE decode step's time goes today, on a random-weight
-qwen3moe GGUF (bench.arch_decode's file: Q4_0 linears, a Q8_0 embedding and head) run by
+[--experts 32 --used 4] [--gguf FILE]`: where a MoE decode step's time goes today, on a
+random-weight qwen3moe GGUF (bench.arch_decode's file: Q4_0 linears, a Q8_0 embedding and
+head; or --gguf, e.g. the model ladder's qwen3moe-1.5b-Q4_K_M.gguf) run by
 the engine's copy of the model (its native layers, experts grouped on the packed kernel;
 where the tree has engine/native/moe_blocks.py, SwiGLU and the weighted sum inside the
 grouped ops, timed as two pieces).
@@ -159,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--experts", type=int, default=32)
     p.add_argument("--used", type=int, default=4)
     p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--gguf", type=Path, default=None,
+                   help="a qwen3moe GGUF to profile instead of the generated one")
     args = p.parse_args(argv)
     from engine import cpu_kernels
     from engine.loader import load_model
@@ -166,9 +169,11 @@ def main(argv: list[str] | None = None) -> int:
 
     bandwidth = memory_bandwidth_gbs()
     with tempfile.TemporaryDirectory() as folder:
-        loaded = load_model(str(write("qwen3moe", args.hidden, args.layers, Path(folder),
-                                      args.experts, args.used)))
+        gguf = args.gguf or write("qwen3moe", args.hidden, args.layers, Path(folder),
+                                  args.experts, args.used)
+        loaded = load_model(str(gguf))
         runner = ModelRunner(loaded.model)
+        args.layers = len(runner.model["model"].layers)
         with cpu_kernels.active(runner.cpu):
             for rows in args.rows:
                 profile(runner.model, rows, args.layers, args.rounds, bandwidth)

@@ -140,13 +140,14 @@ async def one_stream(session: aiohttp.ClientSession, target: Target, texts: Sequ
             "output_tokens": [r.output_tokens for r in rows]}
 
 
-def physical_floor(weights: Path) -> dict[str, float]:
+def physical_floor(weights: Path, nbytes: int | None = None) -> dict[str, float]:
     """The one-stream ceiling of this machine for these weights: a decode step reads every
-    weight once, so no server decodes faster than bandwidth / weight bytes (the bandwidth
-    measured now, as bench does)."""
+    weight once (or `nbytes`, what one token reads: a MoE's routed experts only), so no
+    server decodes faster than bandwidth / weight bytes (the bandwidth measured now, as
+    bench does)."""
     from .physical import memory_bandwidth_gbs
 
-    nbytes = weights.stat().st_size
+    nbytes = nbytes or weights.stat().st_size
     bandwidth = memory_bandwidth_gbs()
     return {"weight_bytes": nbytes, "bandwidth_gbs": bandwidth,
             "floor_tps": bandwidth * 1e9 / nbytes}
