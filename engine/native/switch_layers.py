@@ -134,12 +134,13 @@ class SwitchGLU(switch_layers.SwitchGLU):
         """(self(x, indices) * scores[..., None]).sum(axis=-2) in two grouped ops (gate and
         up with SwiGLU on the way out; down with the weighted sum of the k slots on the way
         out, in slot order), or None where they cannot run: an activation other than
-        mlx-lm's SwiGLU, expert biases, a form the op does not take."""
+        mlx-lm's SwiGLU, expert biases, a form the op does not take. Down's form may be
+        another than gate's and up's (llama.cpp's Q4_K_M gives half the layers' down Q6_K):
+        each op runs its own members' form."""
         gate, up, down = self.gate_proj, self.up_proj, self.down_proj
         if not (isinstance(self.activation, switch_layers.SwiGLU)
                 and isinstance(gate, _PackedExperts) and isinstance(up, _PackedExperts)
                 and isinstance(down, _PackedExperts) and _same_form(gate, up)
-                and down._experts_form == gate._experts_form
                 and gate["weight"].shape[1] == up["weight"].shape[1]
                 and scores.dtype == mx.float32 and scores.shape == indices.shape):
             return None

@@ -89,6 +89,12 @@ def test_k_forms_give_the_affine_loads_bits(name: str, mix: str, tmp_path: Path,
         held = getattr(mod, "_native_packed", None) or mod._experts_packed
         assert held[0] is prepacked(dict(one.model.named_modules())[path_]).weight
         assert getattr(mod, "_packed_form", getattr(mod, "_experts_form", None)) == form
+    if name == "qwen3moe":  # down in Q6_K beside Q4_K gate and up: still the two fused ops
+        glu = engine_mods["model.layers.0.mlp.switch_mlp"]
+        experts = glu.gate_proj["weight"].shape[0]
+        inds = mx.array([[0, 1], [1, experts - 1]], dtype=mx.uint32)
+        h = mx.random.normal((2, engine_mods["model.norm"].weight.shape[0]))
+        assert glu.weighted(h, inds, mx.full(inds.shape, 0.5)) is not None
 
     theirs = dict(tree_flatten(two.model.parameters()))
     for key, value in tree_flatten(one.model.parameters()):
