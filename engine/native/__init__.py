@@ -387,6 +387,15 @@ def kv_write(buffer: mx.array, update: mx.array, lengths: mx.array, *,
     return _ext_or_raise().kv_write(buffer, update, lengths, stream=stream)
 
 
+def kv_write_columns(arena: mx.array, update: mx.array, columns: mx.array, *,
+                     stream: Any = None) -> mx.array:
+    """`arena` (1, H, C, D) with `update` (n, H, S, D): row b written at the arena's
+    columns columns[b] .. columns[b] + S (each batch row owns a column range of one
+    per-layer arena, engine/kv_arena.py), in one CPU op, in place when nothing else holds
+    the arena. The caller keeps columns[b] + S <= C (positions out of range are skipped)."""
+    return _ext_or_raise().kv_write_columns(arena, update, columns, stream=stream)
+
+
 def kv_pack(x: mx.array, bits: int, group: int, *, turn: bool = False,
             stream: Any = None) -> mx.array:
     """Quantized KV rows (engine/kv_quant.py) in one CPU op: float32 `x` (..., D) ->

@@ -111,6 +111,9 @@ NB_MODULE(_qmv, m) {
   m.def("kv_write", &bc_native::kv_write, "buffer"_a, "update"_a, "lengths"_a, nb::kw_only(),
         "stream"_a = nb::none(),
         "buffer (B, H, T, D) with update (n, H, S, D) written at each row's own length.");
+  m.def("kv_write_columns", &bc_native::kv_write_columns, "arena"_a, "update"_a, "columns"_a,
+        nb::kw_only(), "stream"_a = nb::none(),
+        "arena (1, H, C, D) with update (n, H, S, D): row b written at columns[b].");
   m.def(
       "ggml_to_affine",
       [](int type, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu> src, long rows,

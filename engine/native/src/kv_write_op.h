@@ -15,16 +15,28 @@ namespace mx = mlx::core;
 mx::array kv_write(const mx::array& buffer, const mx::array& update, const mx::array& lengths,
                    mx::StreamOrDevice s = {});
 
+// The arena form (issue #47, one KV layout): arena (1, H, C, D), every update row b of
+// (n, H, S, D) written into the arena's one row at columns[b] .. columns[b] + S (each row
+// owns a column range of the arena). In place as kv_write.
+mx::array kv_write_columns(const mx::array& arena, const mx::array& update,
+                           const mx::array& columns, mx::StreamOrDevice s = {});
+
 class KvWrite : public mx::UnaryPrimitive {
  public:
-  explicit KvWrite(mx::Stream stream) : mx::UnaryPrimitive(stream) {}
+  explicit KvWrite(mx::Stream stream, bool arena = false)
+      : mx::UnaryPrimitive(stream), arena_(arena) {}
   void eval_cpu(const std::vector<mx::array>& inputs, mx::array& out) override;
   void eval_gpu(const std::vector<mx::array>& inputs, mx::array& out) override;
   const char* name() const override { return "NativeKvWrite"; }
-  bool is_equivalent(const mx::Primitive&) const override { return true; }
+  bool is_equivalent(const mx::Primitive& other) const override {
+    return static_cast<const KvWrite&>(other).arena_ == arena_;
+  }
   std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override {
     return {inputs[0].shape()};
   }
+
+ private:
+  bool arena_;  // every update row into the buffer's row 0 (kv_write_columns)
 };
 
 }  // namespace bc_native
