@@ -6,12 +6,14 @@ The first attempt at one KV layout staged a prompt in the batch's buffer, which 
 row to the prompt's width; this shows what a row of its own costs the attention kernel
 instead. The bundled model's heads (9 query, 3 KV, head size 64), float32 or packed KV:
 8 decode rows of 1,000-1,500 keys, (a) in one buffer as wide as they need, (b) in one
-buffer grown to a 4,000-token prompt's width, (c) each in a buffer of its own width;
-and the same 8 rows with a 9th, the prompt's row of 4,000 keys. Median of `--rounds`
+buffer grown to a 4,000-token prompt's width, (c) each in a buffer of its own width,
+(d) each a column range of one arena (engine/kv_arena.py); and the same 8 rows with a
+9th, the prompt's row of 4,000 keys. Median of `--rounds`
 timed calls of all 30 layers' attention (one layer's arrays, called 30 times in a graph),
 round-robin, in ms of wall time and of process CPU time; then the step's KV write (keys
-and values, 30 layers) into one buffer and into rows of their own (an op a row), in ms of
-process CPU time:
+and values, 30 layers) into one buffer, into rows of their own (an op a row) and into
+an arena's ranges (one native.kv_write_columns a layer's keys or values), in ms of process
+CPU time:
 
     python -m bench.attention_rows [--rounds 40] [--kv-bits 8]
 """
@@ -63,7 +65,13 @@ def _case(lengths: list[int], wide: int, packing: KvPacking | None, rounds: int)
     wk, wv = _stacked(keys, wide), _stacked(values, wide)
     own_k = [k[:, :, :n + 1] for k, n in zip(keys, lengths, strict=True)]
     own_v = [v[:, :, :n + 1] for v, n in zip(values, lengths, strict=True)]
-    mx.eval(q, mask, sk, sv, wk, wv, own_k, own_v)
+    # rows as column ranges of one arena (engine/kv_arena.py): row b at [starts[b], +n+256)
+    starts = [sum(n + 256 for n in lengths[:b]) for b in range(len(lengths))]
+    ak = mx.concatenate(keys, axis=2)
+    av = mx.concatenate(values, axis=2)
+    arena_k = [ak[:, :, a:a + n + 1] for a, n in zip(starts, lengths, strict=True)]
+    arena_v = [av[:, :, a:a + n + 1] for a, n in zip(starts, lengths, strict=True)]
+    mx.eval(q, mask, sk, sv, wk, wv, own_k, own_v, ak, av, arena_k, arena_v)
     scale = DIM**-0.5
     kinds = {
         "one buffer": lambda: native.cache_attention(
@@ -72,6 +80,8 @@ def _case(lengths: list[int], wide: int, packing: KvPacking | None, rounds: int)
             q, wk[:, :, :narrow], wv[:, :, :narrow], scale, mask, packing=packing),
         "rows of their own": lambda: native.cache_attention_rows(
             q, own_k, own_v, scale, mask, packing=packing),
+        "arena ranges": lambda: native.cache_attention_rows(
+            q, arena_k, arena_v, scale, mask, packing=packing),
     }
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
     for _ in range(3):
@@ -93,10 +103,13 @@ def _writes(lengths: list[int], rounds: int) -> dict:
     n = len(lengths)
     at = mx.array(lengths)
     update = mx.random.normal((n, HKV, 1, DIM))
+    starts = mx.array([sum(w + 256 for w in lengths[:b]) + lengths[b] for b in range(n)])
     state = {"one": [mx.zeros((n, HKV, max(lengths) + 256, DIM)) for _ in range(2 * LAYERS)],
+             "arena": [mx.zeros((1, HKV, sum(w + 256 for w in lengths), DIM))
+                       for _ in range(2 * LAYERS)],
              "rows": [[mx.zeros((1, HKV, w + 256, DIM)) for w in lengths]
                       for _ in range(2 * LAYERS)]}
-    mx.eval(update, state["one"], state["rows"])
+    mx.eval(update, starts, state["one"], state["rows"], state["arena"])
 
     def one() -> None:
         state["one"] = [native.kv_write(b, update, at) for b in state["one"]]
@@ -107,7 +120,12 @@ def _writes(lengths: list[int], rounds: int) -> dict:
                           for i, b in enumerate(r)] for r in state["rows"]]
         mx.eval(state["rows"])
 
-    kinds = {"one buffer": one, "rows of their own, an op each": per_row}
+    def arena() -> None:
+        state["arena"] = [native.kv_write_columns(b, update, starts) for b in state["arena"]]
+        mx.eval(state["arena"])
+
+    kinds = {"one buffer": one, "rows of their own, an op each": per_row,
+             "arena ranges, one op": arena}
     times: dict[str, list[float]] = {k: [] for k in kinds}
     for _ in range(rounds):
         for name, step in kinds.items():

@@ -14,6 +14,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
+from .kv_arena import ArenaKVCache
 from .slot_cache import RowIndex, SlotKVCache, supports
 
 LayerCaches = list[Any]
@@ -70,11 +71,24 @@ def merge(caches: list[LayerCaches]) -> LayerCaches:
 
 
 def start_batch(caches: list[LayerCaches], rows: int = 0,
-                reuse: LayerCaches | None = None, allow_native: bool = True) -> LayerCaches:
+                reuse: LayerCaches | None = None, allow_native: bool = True,
+                arena: bool = False) -> LayerCaches:
     """A decode batch of these solo caches, one row each, in order; with room for `rows`
     rows where the batch kind has room to make. `reuse`: an emptied batch cache whose
     buffers to write into rather than allocate. `allow_native`: the slot rows may be
-    written by engine.native's op (the engine's CpuOptions.native)."""
+    written by engine.native's op (the engine's CpuOptions.native). `arena`: the rows as
+    column ranges of one arena per layer (engine/kv_arena.py; native ops only)."""
+    if arena and all(supports(c) for c in caches):
+        if reuse is not None and isinstance(reuse[0], ArenaKVCache) and all(
+                layer.fits(c) for layer, c in zip(reuse, caches[0], strict=True)):
+            batch = reuse
+            for layer in batch:
+                layer.reset()
+        else:
+            index = RowIndex()
+            batch = [ArenaKVCache.like(c, index) for c in caches[0]]
+        add_rows(batch, caches)
+        return batch
     if all(supports(c) for c in caches):
         if reuse is not None and isinstance(reuse[0], SlotKVCache) and all(
                 layer.fits(c) for layer, c in zip(reuse, caches[0], strict=True)):
@@ -90,6 +104,10 @@ def start_batch(caches: list[LayerCaches], rows: int = 0,
 
 def add_rows(batch: LayerCaches, caches: list[LayerCaches], rows: int = 0) -> None:
     """Append solo caches as new rows at the end of `batch`, in place (room for `rows`)."""
+    if isinstance(batch[0], ArenaKVCache):
+        for layer, incoming in zip(batch, zip(*caches, strict=True), strict=True):
+            layer.add(list(incoming))
+        return
     if isinstance(batch[0], SlotKVCache):
         for layer, incoming in zip(batch, zip(*caches, strict=True), strict=True):
             layer.add(list(incoming), rows)
@@ -101,7 +119,7 @@ def add_rows(batch: LayerCaches, caches: list[LayerCaches], rows: int = 0) -> No
 def keep_rows(batch: LayerCaches, rows: list[int]) -> list[int]:
     """Drop every row not in `rows` (ascending), in place. Returns the rows' new order:
     position p now holds what was row order[p]."""
-    if isinstance(batch[0], SlotKVCache):
+    if isinstance(batch[0], SlotKVCache | ArenaKVCache):
         orders = [layer.keep(rows) for layer in batch]
         return orders[0]
     kept = mx.array(rows)
@@ -134,6 +152,6 @@ def grow_ahead(batch: LayerCaches) -> None:
 def extract(batch: LayerCaches, row: int, room: bool = False) -> LayerCaches:
     """One row as a solo cache, padding removed; `room`: slot rows' with spare columns to
     decode into (SlotKVCache.extract)."""
-    if room and isinstance(batch[0], SlotKVCache):
+    if room and isinstance(batch[0], SlotKVCache | ArenaKVCache):
         return [layer.extract(row, room=True) for layer in batch]
     return [layer.extract(row) for layer in batch]

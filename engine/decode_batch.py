@@ -17,6 +17,7 @@ from collections.abc import Callable
 import mlx.core as mx
 
 from . import cache as kv
+from .kv_arena import ArenaKVCache
 from .kv_policy import wants_kv
 from .model_runner import ModelRunner
 from .next_token import PassResult, sample_next
@@ -101,7 +102,8 @@ class DecodeBatch:
             # Promotion: the solo decoder's cache joins the batch as it is, no recompute.
             moved = self.seqs + ready
             self.cache = kv.start_batch([s.cache for s in moved], rows, reuse=self._spare,
-                                        allow_native=self.runner.cpu.native)
+                                        allow_native=self.runner.cpu.native,
+                                        arena=self.runner.kv_arena)
             self._spare = None
         else:
             moved = []  # one sequence alone: it stays on the solo fast path
@@ -215,7 +217,7 @@ class DecodeBatch:
         if self.ahead is not None or not self.seqs:
             return False
         if self.cache is not None:
-            return isinstance(self.cache[0], SlotKVCache)
+            return isinstance(self.cache[0], SlotKVCache | ArenaKVCache)
         return plain(self.seqs[0].cache)
 
     def step_inputs(self) -> tuple[kv.LayerCaches, list[int]]:
@@ -246,7 +248,8 @@ class DecodeBatch:
         """Start the next step now only when it is likely to be these rows' plain decode,
         with room for one more token each (a row that ends now rolls it back)."""
         if self.cache is not None:
-            if not (self.batch_run_ahead and isinstance(self.cache[0], SlotKVCache)):
+            if not (self.batch_run_ahead
+                    and isinstance(self.cache[0], SlotKVCache | ArenaKVCache)):
                 return False
         elif len(seqs) != 1 or not all(layer.is_trimmable() for layer in seqs[0].cache):
             return False
@@ -267,7 +270,7 @@ class DecodeBatch:
     def can_verify_rows(self) -> bool:
         """Whether the batch's rows can check drafts in a pass of their own (`verify_rows`):
         its KV is slot rows (a GPU's batch, or a CPU's without the ragged pass)."""
-        return self.cache is not None and isinstance(self.cache[0], SlotKVCache)
+        return self.cache is not None and isinstance(self.cache[0], SlotKVCache | ArenaKVCache)
 
     def verify_rows(self, drafts: list[list[int]]) -> mx.array:
         """Every row's input and its `drafts[row]` in one pass of (rows, 1 + the most drafts)

@@ -221,6 +221,11 @@ class ArenaKVCache:
     def lengths(self) -> list[int]:
         return [r.length for r in self.rows]
 
+    @lengths.setter
+    def lengths(self, lengths: list[int]) -> None:  # a failed pass put back (RaggedPass.undo)
+        for r, n in zip(self.rows, lengths, strict=True):
+            r.length = n
+
     # -- mlx-lm's cache interface ---------------------------------------------------------
     @property
     def offset(self) -> mx.array:
@@ -239,11 +244,27 @@ class ArenaKVCache:
                   window_size: int | None = None, **_: Any) -> mx.array:
         return row_mask(self.offset, N, max(self.lengths) + N, window_size)
 
+    def write_drafted(self, keys: mx.array, values: mx.array, drafts: list[int]
+                      ) -> tuple[mx.array, mx.array]:
+        """A step that also checks drafts (engine/ragged_pass.py): `keys` (rows, H, S, D),
+        each row's input then its `drafts[row]` drafted tokens (padding after), written in
+        one op; each row grows by 1 + its drafts. The rows' plain step reads `attend` with
+        `widths` (each row's length before, plus its input)."""
+        steps = keys.shape[2]
+        for r in self.rows:
+            self.arena.make_room(r, r.length + steps)
+        self.arena.write(self.rows, keys, values)
+        for r, k in zip(self.rows, drafts, strict=True):
+            r.length += 1 + k
+        return self.arena.keys, self.arena.values
+
     def attend(self, queries: mx.array, scale: float, mask: Any, tiled_from: int = -1,
                force_scalar: bool = False, sinks: mx.array | None = None,
-               packing: Any = None) -> mx.array:
-        """Attention of the rows' queries (rows, Hq, L, D) over each row's own keys."""
-        views = [self.arena.view(r) for r in self.rows]
+               packing: Any = None, widths: list[int] | None = None) -> mx.array:
+        """Attention of the rows' queries (rows, Hq, L, D) over each row's own keys (its
+        first `widths[row]` where given)."""
+        views = [self.arena.view(r, None if widths is None else w)
+                 for r, w in zip(self.rows, widths or [None] * len(self.rows), strict=True)]
         return native.cache_attention_rows(queries, [k for k, _ in views],
                                            [v for _, v in views], scale, mask,
                                            tiled_from=tiled_from, force_scalar=force_scalar,
@@ -282,9 +303,31 @@ class ArenaKVCache:
     def row_kv(self, row: int) -> tuple[mx.array, mx.array]:
         return self.arena.view(self.rows[row])
 
+    def columns(self, row: int, start: int, stop: int) -> tuple[mx.array, mx.array]:
+        """Row `row`'s keys and values at positions [start, stop) (views, not copies)."""
+        a = self.rows[row].start
+        return (self.arena.keys[:, :, a + start:a + stop],
+                self.arena.values[:, :, a + start:a + stop])
+
     def take_back(self, row: int, n: int) -> None:
         """Forget row `row`'s last `n` keys (drafts that were not accepted)."""
         self.rows[row].length -= n
+
+    def unwrite(self) -> None:
+        """Take back every row's last key (a started step that will not be used)."""
+        for r in self.rows:
+            r.length -= 1
+
+    # -- reuse -----------------------------------------------------------------------------
+    def fits(self, cache: KVCache) -> bool:
+        """Whether rows like `cache`'s (heads, head sizes, dtype) can be written here."""
+        return (cache.keys is not None and cache.keys.shape[1] == self.arena.heads
+                and (cache.keys.shape[3], cache.values.shape[3]) == self.arena.dims
+                and cache.keys.dtype == self.arena.dtype)
+
+    def reset(self) -> None:
+        """No rows; the arena stays for the next batch's rows."""
+        self.keep([])
 
     # -- rows coming and going ------------------------------------------------------------
     def adopt(self, rows: list[ArenaRow]) -> None:
@@ -317,11 +360,17 @@ class ArenaKVCache:
         self.rows = [self.rows[i] for i in rows]
         return list(rows)
 
-    def extract(self, row: int) -> KVCache:
-        """Row `row` as a solo cache of its own (a copy)."""
+    def extract(self, row: int, room: bool = False) -> KVCache:
+        """Row `row` as a solo cache of its own (a copy); `room`: with spare columns to
+        decode into, as mlx-lm's cache grows."""
         region = self.rows[row]
         cache = KVCache()
         keys, values = self.arena.view(region)
-        cache.keys, cache.values = mx.contiguous(keys), mx.contiguous(values)
+        if room:
+            width = _round_up(region.length + 1, KVCache.step)
+            pad = [(0, 0), (0, 0), (0, width - region.length), (0, 0)]
+            cache.keys, cache.values = mx.pad(keys, pad), mx.pad(values, pad)
+        else:
+            cache.keys, cache.values = mx.contiguous(keys), mx.contiguous(values)
         cache.offset = region.length
         return cache

@@ -19,6 +19,7 @@ from mlx_lm.models.cache import KVCache
 
 from . import cache as kv
 from .cache import LayerCaches
+from .kv_arena import ArenaKVCache
 from .kv_quant import KvPacking
 from .prefix_cache import PrefixCache, alias
 from .prefix_store import PrefixStore, fingerprint
@@ -157,7 +158,8 @@ class KvPolicy:
         by writing only what its prompt's entry lacks into that entry's buffer
         (`PrefixCache.extend`): the arrays written (evaluated by the caller before the rows
         move), or None when it must be copied out whole (`keep_finished`)."""
-        if self.prefix is None or not wants_kv(seq) or not isinstance(batch[0], SlotKVCache):
+        if self.prefix is None or not wants_kv(seq) or not isinstance(
+                batch[0], SlotKVCache | ArenaKVCache):
             return None
         tokens = (seq.prompt_tokens + seq.output_tokens)[:batch[0].lengths[row]]
         written = self.prefix.extend(tokens, lambda i, a, b: batch[i].columns(row, a, b))

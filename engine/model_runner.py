@@ -79,6 +79,10 @@ class ModelRunner:
                               and not kv.windowed(model)  # its masks have no window
                               and cpu_layers.supports_ragged(model, self.cpu)
                               and self._ragged_agrees())
+        # The decode batch's rows as column ranges of one arena per layer (engine/kv_arena.py,
+        # issue #47): native ops only, so on the CPU with the extension; BATCHCHAT_KV_ARENA=1
+        self.kv_arena = (self.cpu.kv_arena and on_cpu and self.cpu.native
+                         and self.fast_cpu_kernels and self.cpu.attention)
         # A batch's decode step from one compiled graph (engine/compiled_step.py): checked
         # with the native kernels, so only with them
         self.compiled = (CompiledDecode(model, self._kernels, self.view)

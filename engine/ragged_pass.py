@@ -30,6 +30,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
 from . import native
+from .kv_arena import ArenaKVCache
 from .slot_cache import SlotKVCache
 
 
@@ -48,7 +49,7 @@ class RaggedPass:
                  chunks: list[tuple[list[KVCache], int]],
                  drafts: list[int] | None = None) -> None:
         self.rows = rows
-        slot = decode is not None and isinstance(decode[0], SlotKVCache)
+        slot = decode is not None and isinstance(decode[0], SlotKVCache | ArenaKVCache)
         # Drafted tokens to check (engine/speculation.py), per decode row: a slot row's come
         # right after the rows, a segment each, written with the row's input into its slot
         # row; a lone row's make its one segment longer.
@@ -127,7 +128,8 @@ class RaggedPass:
 class RaggedLayer:
     """One layer's view of a ragged pass, in mlx-lm's cache interface."""
 
-    def __init__(self, ragged: RaggedPass, index: int, slot: SlotKVCache | None) -> None:
+    def __init__(self, ragged: RaggedPass, index: int,
+                 slot: SlotKVCache | ArenaKVCache | None) -> None:
         self.ragged = ragged
         self.index = index
         self.slot = slot
@@ -173,7 +175,15 @@ class RaggedLayer:
         rows (engine/kv_quant.py), written so by the PackedLayer in front of this one."""
         p = self.ragged
         outs = []
-        if self._slot_kv is not None:
+        if self._slot_kv is not None and isinstance(self.slot, ArenaKVCache):
+            # rows read where they are in the arena; a drafted row's plain step sees its
+            # keys up to its input (the drafts' queries read `row_kv` below)
+            q = queries.swapaxes(0, 2)[:p.rows]
+            widths = [n + 1 for n in p._lengths] if p.drafted else None
+            out = self.slot.attend(q, scale, p.decode_mask, tiled_from, force_scalar,
+                                   packing=packing, widths=widths)
+            outs.append(out.swapaxes(0, 2))
+        elif self._slot_kv is not None:
             k, v = self._slot_kv
             q = queries.swapaxes(0, 2)[:p.rows]  # (rows, Hq, 1, D)
             out = native.cache_attention(q, k, v, scale, p.decode_mask, tiled_from=tiled_from,

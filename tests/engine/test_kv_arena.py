@@ -189,3 +189,50 @@ def test_row_mask_is_the_slot_batchs() -> None:
         batch.add([c])
     assert np.array_equal(np.array(batch.make_mask(1)),
                           np.array(row_mask(mx.array([3, 9]), 1, 10)))
+
+
+@pytest.fixture(scope="module")
+def qtiny():
+    from tests.engine.conftest import quantized_tiny
+
+    return quantized_tiny(seed=11, hidden=128)  # head size 32: packed KV takes it
+
+
+@pytest.mark.parametrize("kv_bits", [None, 8, 4])
+def test_an_engine_with_the_arena_layout_gives_each_prompt_its_tokens_alone(
+        qtiny, monkeypatch, kv_bits) -> None:
+    """BATCHCHAT_KV_ARENA (CpuOptions.kv_arena): the decode batch's rows in one arena per
+    layer, joining while others decode and leaving at different lengths; every reply is
+    its run alone (the slot layout's), packed KV too, and the rows were read through the
+    arena (ragged passes and plain steps)."""
+    from engine import SamplingParams
+    from engine import cache as kv
+    from tests.engine.conftest import engine_on, prompts, run_to_end
+
+    attended: list[int] = []
+    attend = ArenaKVCache.attend
+    monkeypatch.setattr(ArenaKVCache, "attend",
+                        lambda self, *a, **k: attended.append(1) or attend(self, *a, **k))
+    started = kv.start_batch
+    arenas: list[bool] = []
+    monkeypatch.setattr(kv, "start_batch", lambda *a, **k: arenas.append(k.get("arena"))
+                        or started(*a, **k))
+    ps = prompts(6, seed=11)
+    lengths = [5, 30, 12, 40, 8, 25]
+    config = {} if kv_bits is None else {"kv_bits": kv_bits}
+    alone = []
+    for p, n in zip(ps, lengths, strict=True):
+        engine = engine_on(qtiny, cpu=CpuOptions(), **config)
+        s = engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n))
+        run_to_end(engine)
+        alone.append(s.tokens)
+    engine = engine_on(qtiny, max_concurrent=6, cpu=CpuOptions(kv_arena=True), **config)
+    streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n))
+               for p, n in zip(ps[:3], lengths[:3], strict=True)]
+    for _ in range(4):
+        engine.step()
+    streams += [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n))
+                for p, n in zip(ps[3:], lengths[3:], strict=True)]
+    run_to_end(engine)
+    assert [s.tokens for s in streams] == alone
+    assert arenas and all(arenas) and attended
