@@ -25,7 +25,10 @@ import mlx.nn as nn
 from mlx_lm.models.cache import KVCache
 
 from . import native
+from .kv_arena import ArenaKVCache, TracedArenaLayer
 from .slot_cache import SlotKVCache, row_mask
+
+_ARENA_GRAPHS = 4  # arena layouts whose graphs are kept (a join, a leave or a move is another)
 
 # Every compiled step still alive. Their graphs hold the native kernels' primitives; left
 # in MLX's compile cache until the process ends, they were destroyed after the kernels'
@@ -37,6 +40,7 @@ _LIVE: weakref.WeakSet[CompiledDecode] = weakref.WeakSet()
 def _forget_graphs() -> None:
     for compiled in list(_LIVE):
         compiled._step = None
+        compiled._arena_steps = {}
 
 
 class _TracedLayer:
@@ -76,6 +80,9 @@ class CompiledDecode:
         self._kernels = kernels  # the engine's CPU kernels, active while a graph is traced
         self._view = view  # the model's view of the layers (quantized KV: ModelRunner.view)
         self._step = mx.compile(self._pure_step)
+        # an arena batch's graphs, by layout (ranges and arena size): the ranges are the
+        # graph's slices, not inputs, so each layout is its own compiled function
+        self._arena_steps: dict[tuple[Any, ...], Callable[..., Any]] = {}
         _LIVE.add(self)
         self.traces = 0  # graphs traced so far (one per shape)
 
@@ -89,6 +96,8 @@ class CompiledDecode:
             return False
         if all(isinstance(layer, SlotKVCache) for layer in cache):
             return len({layer.keys.shape for layer in cache}) == 1
+        if all(isinstance(layer, ArenaKVCache) for layer in cache):
+            return bool(cache[0].rows)
         return (all(type(layer) is KVCache and layer.keys is not None for layer in cache)
                 and len({(layer.keys.shape, layer.values.shape, layer.offset)
                          for layer in cache}) == 1
@@ -103,9 +112,59 @@ class CompiledDecode:
         logits = self.model(tokens[:, None], cache=self._view(layers))[:, -1, :]
         return (logits, *[t.keys for t in layers], *[t.values for t in layers])
 
+    def _pure_arena_step(self, layout: tuple[tuple[int, int], ...], tokens: mx.array,
+                         columns: mx.array, lengths: mx.array,
+                         *arenas: mx.array) -> tuple[mx.array, ...]:
+        self.traces += 1  # runs only while tracing
+        n = len(arenas) // 2
+        layers = [TracedArenaLayer(arenas[i], arenas[n + i], columns, lengths, layout)
+                  for i in range(n)]
+        logits = self.model(tokens[:, None], cache=self._view(layers))[:, -1, :]
+        return (logits, *[t.keys for t in layers], *[t.values for t in layers])
+
+    def _arena_step(self, cache: list[ArenaKVCache], inputs: mx.array) -> mx.array:
+        for layer in cache:  # room for the step's key (a row may move: before the graph)
+            for r in layer.rows:
+                layer.arena.make_room(r, r.length + 1)
+        layouts = {(layer.arena.capacity, tuple((r.start, r.cap) for r in layer.rows))
+                   for layer in cache}
+        if len(layouts) > 1:  # layers laid out apart (never seen): the step op by op
+            with self._kernels():
+                return self.model(inputs[:, None], cache=self._view(cache))[:, -1, :]
+        key = layouts.pop()
+        step = self._arena_steps.pop(key, None)
+        if step is None:
+            layout = key[1]
+            step = mx.compile(lambda *a: self._pure_arena_step(layout, *a))
+        self._arena_steps[key] = step  # the most recent last
+        while len(self._arena_steps) > _ARENA_GRAPHS:
+            self._arena_steps.pop(next(iter(self._arena_steps)))
+        columns = mx.array([r.start + r.length for r in cache[0].rows], dtype=mx.int32)
+        arenas = [layer.arena for layer in cache]
+        buffers = [a.keys for a in arenas] + [a.values for a in arenas]
+        for a in arenas:  # the graph holds the only reference: written in place
+            a.keys = a.values = None
+        n = len(cache)
+        try:
+            with self._kernels():
+                out = step(inputs, columns, cache[0].offset, *buffers)
+        except Exception:
+            for i, a in enumerate(arenas):
+                a.keys, a.values = buffers[i], buffers[n + i]
+            raise
+        del buffers
+        for i, a in enumerate(arenas):
+            a.keys, a.values = out[1 + i], out[1 + n + i]
+        for layer in cache:
+            for r in layer.rows:
+                r.length += 1
+        return out[0]
+
     def step(self, cache: list[Any], tokens: list[int] | mx.array) -> mx.array:
         """`cache`: one that is `usable`."""
         inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens)
+        if isinstance(cache[0], ArenaKVCache):
+            return self._arena_step(cache, inputs)
         rows = inputs.shape[0]
         slots = isinstance(cache[0], SlotKVCache)
         if slots:

@@ -26,7 +26,7 @@ import mlx.core as mx
 
 from . import native  # the extension itself loads lazily, at the first engine pass
 from .cpu_options import CpuOptions
-from .kv_arena import ArenaKVCache
+from .kv_arena import ArenaKVCache, TracedArenaLayer
 from .kv_quant import PackedLayer
 from .ragged_pass import RaggedLayer
 
@@ -183,6 +183,8 @@ def _sdpa_dispatch(stock: Callable[..., mx.array]) -> Callable[..., mx.array]:
             cache = cache.inner
         if isinstance(cache, RaggedLayer):  # a tick's rows and chunks in one pass
             return cache.attend(queries, scale, on.tiled_from, on.scalar, packing)
+        if isinstance(cache, TracedArenaLayer):  # the compiled step over an arena
+            return cache.attend(queries, scale, mask, on.tiled_from, on.scalar, sinks, packing)
         if isinstance(cache, ArenaKVCache):  # rows read where they are in the arena
             if on is not None and on.attention:
                 return cache.attend(queries, scale, mask, on.tiled_from, on.scalar, sinks,

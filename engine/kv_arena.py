@@ -374,3 +374,38 @@ class ArenaKVCache:
             cache.keys, cache.values = mx.contiguous(keys), mx.contiguous(values)
         cache.offset = region.length
         return cache
+
+
+class TracedArenaLayer:
+    """One layer's arena inside the compiled decode step (engine/compiled_step.py): the
+    rows' ranges fixed for the graph (`layout`: (start, cap) a row), their write columns
+    and lengths arrays; attention reads each row's whole range, the columns past its
+    length masked (the bits of reading up to its length)."""
+
+    def __init__(self, keys: mx.array, values: mx.array, columns: mx.array,
+                 lengths: mx.array, layout: tuple[tuple[int, int], ...]) -> None:
+        self.keys, self.values = keys, values
+        self.columns, self.lengths, self.layout = columns, lengths, layout
+        self.width = max(cap for _, cap in layout)
+
+    @property
+    def offset(self) -> mx.array:
+        return self.lengths
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        self.keys = native.kv_write_columns(self.keys, keys, self.columns)
+        self.values = native.kv_write_columns(self.values, values, self.columns)
+        return self.keys, self.values  # read through `attend`
+
+    def make_mask(self, N: int, return_array: bool = False,  # noqa: N803 - mlx-lm's name
+                  window_size: int | None = None, **_: Any) -> mx.array:
+        return row_mask(self.lengths, N, self.width, window_size)
+
+    def attend(self, queries: mx.array, scale: float, mask: Any, tiled_from: int = -1,
+               force_scalar: bool = False, sinks: mx.array | None = None,
+               packing: Any = None) -> mx.array:
+        keys = [self.keys[:, :, a:a + cap] for a, cap in self.layout]
+        values = [self.values[:, :, a:a + cap] for a, cap in self.layout]
+        return native.cache_attention_rows(queries, keys, values, scale, mask,
+                                           tiled_from=tiled_from, force_scalar=force_scalar,
+                                           sinks=sinks, packing=packing)

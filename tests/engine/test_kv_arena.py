@@ -19,7 +19,7 @@ from engine import native
 from engine.cpu_options import CpuOptions
 from engine.kv_arena import COLUMN_STEP, ArenaKVCache, ArenaRow, KvArena
 from engine.model_runner import ModelRunner
-from engine.slot_cache import row_mask
+from engine.slot_cache import RowIndex, row_mask
 
 pytestmark = pytest.mark.usefixtures("native_built")
 
@@ -131,7 +131,8 @@ def test_a_row_takes_the_free_columns_after_it_without_moving() -> None:
 
 def test_a_prompt_prefilled_into_its_range_then_batched_decodes_as_alone(tiny, monkeypatch
                                                                         ) -> None:
-    runner = ModelRunner(tiny.model, cpu=CpuOptions())
+    # the step built op by op (the compiled one: test_compiled_arena_steps_...)
+    runner = ModelRunner(tiny.model, cpu=CpuOptions(), compiled_decode=False)
     attended = []
     attend = ArenaKVCache.attend
     monkeypatch.setattr(ArenaKVCache, "attend",
@@ -236,3 +237,48 @@ def test_an_engine_with_the_arena_layout_gives_each_prompt_its_tokens_alone(
     run_to_end(engine)
     assert [s.tokens for s in streams] == alone
     assert arenas and all(arenas) and attended
+
+
+def test_compiled_arena_steps_give_the_bits_of_steps_built_op_by_op(qtiny) -> None:
+    """The compiled decode step over an arena (one graph a layout of ranges): the logits of
+    the step built op by op, bit for bit, through rows moving as they outgrow their ranges
+    and a row leaving; one trace a layout."""
+    from engine import cache as kv
+    from engine.compiled_step import CompiledDecode
+    from tests.engine.conftest import prompts
+
+    runner = ModelRunner(qtiny.model, cpu=CpuOptions(kv_arena=True))
+    assert runner.compiled is not None and runner.kv_arena
+    ps = prompts(4, seed=5)
+
+    def batch() -> list:
+        solo = []
+        for p in ps:
+            cache = kv.new_cache(qtiny.model)
+            runner.prefill(cache, p)
+            solo.append(cache)
+        index = RowIndex()
+        layers = [ArenaKVCache.like(c, index) for c in solo[0]]
+        for i, layer in enumerate(layers):
+            layer.add([c[i] for c in solo], room=1)  # no room: rows move as they grow
+        return layers
+
+    compiled, plain = batch(), batch()
+    assert CompiledDecode.usable(compiled)
+    tokens = [p[-1] for p in ps]
+    starts = [r.start for r in compiled[0].rows]
+    for step in range(300):
+        if step == 150:
+            kv.keep_rows(compiled, [0, 2, 3])
+            kv.keep_rows(plain, [0, 2, 3])
+            tokens = [tokens[i] for i in (0, 2, 3)]
+        got = runner.compiled.step(compiled, tokens)
+        with runner._kernels():
+            want = runner.model(mx.array(tokens)[:, None], cache=plain)[:, -1, :]
+        mx.eval(got, want)
+        assert mx.array_equal(got, want).item(), f"step {step}"
+        assert compiled[0].lengths == plain[0].lengths
+        tokens = mx.argmax(want, axis=-1).tolist()
+    assert [r.start for r in compiled[0].rows] != [starts[i] for i in (0, 2, 3)]  # moved
+    # one graph a layout: far fewer traces than steps
+    assert 3 <= runner.compiled.traces <= 16
