@@ -135,6 +135,10 @@ def shrink(batch: LayerCaches) -> None:
         for layer in batch:
             layer.shrink()
         mx.eval([t for layer in batch for t in (layer.keys, layer.values)])
+    elif isinstance(batch[0], ArenaKVCache):
+        for layer in batch:
+            layer.arena.shrink()
+        mx.eval([t for layer in batch for t in layer.state[:2]])
 
 
 def grow_ahead(batch: LayerCaches) -> None:

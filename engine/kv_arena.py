@@ -24,7 +24,7 @@ from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import KVCache
 
 from . import native
-from .slot_cache import RowIndex, row_mask
+from .slot_cache import SHRINK_MIN_BYTES, RowIndex, row_mask
 
 COLUMN_STEP = 256  # ranges and the arena are sized in steps of columns
 
@@ -119,6 +119,24 @@ class KvArena:
         self._copy([(r.start, to, r.length) for r, to in moves])
         for r, to in moves:
             r.start = to
+        return True
+
+    def shrink(self) -> bool:
+        """An arena more than twice what its ranges take (rows left) is compacted and cut
+        to fit them, with one step of columns spare (the KV budget counts the rows'
+        shares, not the arena). True if it shrank."""
+        used = sum(r.cap for r in self.regions)
+        columns = _round_up(used + COLUMN_STEP, COLUMN_STEP)
+        if 2 * columns >= self.capacity or (self.nbytes * (self.capacity - columns)
+                                            < SHRINK_MIN_BYTES * self.capacity):
+            return False  # small slack: a copy now and a growth later would cost more
+        self.compact()
+        keys = mx.zeros((1, self.heads, columns, self.dims[0]), self.dtype)
+        values = mx.zeros((1, self.heads, columns, self.dims[1]), self.dtype)
+        if used:
+            keys[:, :, :used] = self.keys[:, :, :used]
+            values[:, :, :used] = self.values[:, :, :used]
+        self.keys, self.values = keys, values
         return True
 
     def _grow(self, cap: int) -> None:

@@ -116,6 +116,30 @@ def test_rows_keep_their_own_kv_through_steps_joins_leaves_growth_and_compaction
     check(batch, truth)
 
 
+def test_an_arena_left_mostly_empty_shrinks_and_keeps_the_rows_bits(monkeypatch) -> None:
+    from engine import kv_arena
+
+    monkeypatch.setattr(kv_arena, "SHRINK_MIN_BYTES", 0)
+    rng = np.random.default_rng(3)
+    first, t0 = solo(rng, 40)
+    batch = ArenaKVCache.like(first)
+    truth = []
+    for n in (40, 700, 900, 30, 500):
+        c, t = (first, t0) if not truth else solo(rng, n)
+        batch.add([c])
+        truth.append(t)
+    step(batch, truth, rng)
+    wide = batch.arena.capacity
+    batch.keep([0, 3])
+    truth = [truth[0], truth[3]]
+    assert batch.arena.shrink()
+    assert batch.arena.capacity < wide // 2
+    check(batch, truth)
+    step(batch, truth, rng)
+    check(batch, truth)
+    assert not batch.arena.shrink()  # it fits now
+
+
 def test_a_row_takes_the_free_columns_after_it_without_moving() -> None:
     rng = np.random.default_rng(7)
     c, t = solo(rng, COLUMN_STEP - 1)
