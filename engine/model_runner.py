@@ -82,7 +82,8 @@ class ModelRunner:
         # The decode batch's rows as column ranges of one arena per layer (engine/kv_arena.py,
         # issue #47): native ops only, so on the CPU with the extension; BATCHCHAT_KV_ARENA=1
         self.kv_arena = (self.cpu.kv_arena and on_cpu and self.cpu.native
-                         and self.fast_cpu_kernels and self.cpu.attention)
+                         and self.fast_cpu_kernels and self.cpu.attention
+                         and self._arena_agrees())
         # A batch's decode step from one compiled graph (engine/compiled_step.py): checked
         # with the native kernels, so only with them
         self.compiled = (CompiledDecode(model, self._kernels, self.view)
@@ -101,6 +102,29 @@ class ModelRunner:
             return got is not None and mx.array_equal(got, want).item()
         except Exception:  # noqa: BLE001 - any reason at all: the separate passes
             return False
+
+    def _arena_agrees(self) -> bool:
+        """Whether two rows decoding over an arena give the logits of slot rows, bit for
+        bit, on this model (one whose layers read KV other than their own cache's, Gemma
+        4's KV-shared layers say, gets the arena's whole buffer there: slot rows)."""
+        def rows() -> list[LayerCaches]:
+            caches = [kv.new_cache(self.model), kv.new_cache(self.model)]
+            self.prefill(caches[0], [1, 2, 3])
+            self.prefill(caches[1], [4])
+            return caches
+
+        try:
+            got = self._step_apart(kv.start_batch(rows(), arena=True))
+            want = self._step_apart(kv.start_batch(rows()))
+            return mx.array_equal(got, want).item()
+        except Exception:  # noqa: BLE001 - any reason at all: slot rows
+            return False
+
+    def _step_apart(self, cache: LayerCaches) -> mx.array:
+        with self._kernels():
+            out = self.model(mx.array([[5], [6]]), cache=self.view(cache))[:, -1, :]
+        mx.eval(out)
+        return out
 
     @property
     def ragged_ok(self) -> bool:

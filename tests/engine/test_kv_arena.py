@@ -238,10 +238,6 @@ def test_an_engine_with_the_arena_layout_gives_each_prompt_its_tokens_alone(
     attend = ArenaKVCache.attend
     monkeypatch.setattr(ArenaKVCache, "attend",
                         lambda self, *a, **k: attended.append(1) or attend(self, *a, **k))
-    started = kv.start_batch
-    arenas: list[bool] = []
-    monkeypatch.setattr(kv, "start_batch", lambda *a, **k: arenas.append(k.get("arena"))
-                        or started(*a, **k))
     ps = prompts(6, seed=11)
     lengths = [5, 30, 12, 40, 8, 25]
     config = {} if kv_bits is None else {"kv_bits": kv_bits}
@@ -252,6 +248,11 @@ def test_an_engine_with_the_arena_layout_gives_each_prompt_its_tokens_alone(
         run_to_end(engine)
         alone.append(s.tokens)
     engine = engine_on(qtiny, max_concurrent=6, cpu=CpuOptions(kv_arena=True), **config)
+    # (after the load: its runner checks the arena on two rows of each layout)
+    started = kv.start_batch
+    arenas: list[bool] = []
+    monkeypatch.setattr(kv, "start_batch", lambda *a, **k: arenas.append(k.get("arena"))
+                        or started(*a, **k))
     streams = [engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n))
                for p, n in zip(ps[:3], lengths[:3], strict=True)]
     for _ in range(4):
