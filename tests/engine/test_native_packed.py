@@ -54,6 +54,25 @@ def test_rows_alone_equal_their_rows_in_any_batch_on_every_path(
     assert native.extension().packed_kernel() == "avx512-vnni"
 
 
+@pytest.mark.parametrize(("bits", "gs", "k", "n"), [(4, 32, 4096, 40), (8, 64, 2048, 21)])
+def test_a_prompt_chunk_in_row_blocks_equals_its_rows_alone_on_every_path(
+        bits, gs, k, n, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ~256 KiB of int8 rows the kernel runs a chunk's rows a block at a time (at
+    K = 4,096: 64 rows; 2,048: 128): each row's outputs are still those of the row alone,
+    a block's tail and the last block's odd tiles included."""
+    m_all = 150 if k == 4096 else 300
+    x, q, s, b = _case(m_all, n, k, bits, gs, seed=k + n)
+    packed = native.pack_quantized(q, s, b, gs, bits)
+    full = _run(x, packed, n, gs, bits)
+    for i in (0, 63, 64, 127, 128, m_all - 1):
+        assert np.array_equal(_run(x[i:i + 1], packed, n, gs, bits), full[i:i + 1]), i
+    for m in (9, 65, 129, m_all - 1):
+        assert np.array_equal(_run(x[m_all - m:], packed, n, gs, bits), full[m_all - m:]), m
+    assert np.array_equal(_run(x, packed, n, gs, bits, scalar=True), full)  # portable
+    monkeypatch.setenv("BATCHCHAT_NATIVE_AVX512", "0")
+    assert np.array_equal(_run(x, packed, n, gs, bits), full)  # AVX2 (or portable)
+
+
 def test_siblings_in_one_op_equal_each_alone_and_zero_input_gives_zero() -> None:
     x, q, s, b = _case(7, 64, 256, 4, 32, seed=5)
     _, q2, s2, b2 = _case(7, 24, 256, 4, 32, seed=6)
