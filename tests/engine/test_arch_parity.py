@@ -12,8 +12,8 @@ llama-tokenize, llama-perplexity and llama-server's greedy are held to the engin
   micro-batches, against float32).
 
 It needs llama.cpp's binaries, its tree and a Python with torch (BATCHCHAT_LLAMA_CPP_BIN,
-BATCHCHAT_LLAMA_CPP, BATCHCHAT_CONVERTER_PYTHON); CI has none of them. Run on 2026-11-30:
-docs/loader.md.
+BATCHCHAT_LLAMA_CPP, BATCHCHAT_CONVERTER_PYTHON); CI has none of them. Run on 2026-11-30
+(21 passed, 1 xfailed): docs/loader.md.
 """
 
 from __future__ import annotations
