@@ -131,17 +131,15 @@ class KvArena:
                                             < SHRINK_MIN_BYTES * self.capacity):
             return False  # small slack: a copy now and a growth later would cost more
         self.compact()
-        keys = mx.zeros((1, self.heads, columns, self.dims[0]), self.dtype)
-        values = mx.zeros((1, self.heads, columns, self.dims[1]), self.dtype)
-        if used:
-            keys[:, :, :used] = self.keys[:, :, :used]
-            values[:, :, :used] = self.values[:, :, :used]
-        self.keys, self.values = keys, values
+        self._resize(columns, used)
         return True
 
     def _grow(self, cap: int) -> None:
         used = max((r.start + r.cap for r in self.regions), default=0)
-        columns = _round_up(max(2 * self.capacity, used + cap), COLUMN_STEP)
+        self._resize(_round_up(max(2 * self.capacity, used + cap), COLUMN_STEP), used)
+
+    def _resize(self, columns: int, used: int) -> None:
+        """New buffers of `columns` columns holding the first `used` columns as they are."""
         keys = mx.zeros((1, self.heads, columns, self.dims[0]), self.dtype)
         values = mx.zeros((1, self.heads, columns, self.dims[1]), self.dtype)
         if used:
