@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from app.process_memory import resident_bytes
 from engine import Engine, EngineConfig
 from engine.kv_memory import weights_bytes
 from tests.fleet_models import bundled_path, requantize
@@ -21,11 +22,7 @@ KV = 32 << 20
 
 
 def rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return (resident_bytes() or 0) / 2**20
 
 
 def main(mode: str) -> None:

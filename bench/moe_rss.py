@@ -12,17 +12,14 @@ from pathlib import Path
 
 import mlx.core as mx
 
+from app.process_memory import resident_bytes
 from bench.arch_decode import write
 from engine.loader import gguf_weights, load_model
 from engine.model_runner import ModelRunner
 
 
 def rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return (resident_bytes() or 0) / 2**20
 
 
 def main(arch: str, mode: str) -> None:

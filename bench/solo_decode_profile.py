@@ -19,39 +19,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Callable
 
 import mlx.core as mx
 
+from app.process_memory import resident_bytes
+from bench.moe_decode_profile import round_robin
 from engine.blas import ensure_fast_blas
 
 ROLES = {"q_proj": "q/k/v", "k_proj": "q/k/v", "v_proj": "q/k/v", "o_proj": "o",
          "gate_proj": "gate/up", "up_proj": "gate/up", "down_proj": "down"}
-
-
-def round_robin(pieces: dict[str, Callable[[], object]],
-                rounds: int) -> dict[str, tuple[float, float]]:
-    """Each piece's median wall and process-CPU ms a call, the pieces timed in turn."""
-    for fn in pieces.values():
-        mx.eval(fn())
-    got: dict[str, list[tuple[float, float]]] = {name: [] for name in pieces}
-    for _ in range(rounds):
-        for name, fn in pieces.items():
-            t, c = time.perf_counter(), time.process_time()
-            mx.eval(fn())
-            got[name].append((time.perf_counter() - t, time.process_time() - c))
-    mid = rounds // 2
-    return {name: (sorted(v[0] for v in runs)[mid] * 1e3, sorted(v[1] for v in runs)[mid] * 1e3)
-            for name, runs in got.items()}
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _file_bytes(path: str) -> dict[str, int]:
@@ -80,7 +57,7 @@ def profile(path: str, rounds: int, context: int) -> None:
     runner = ModelRunner(loaded.model)
     model = runner.model
     inner = model.model
-    rss = _rss_mib()
+    rss = (resident_bytes() or 0) / 2**20
     layers = inner.layers
     hidden = layers[0].input_layernorm.weight.shape[0]
     cache = new_cache(model)

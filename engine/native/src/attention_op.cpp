@@ -17,6 +17,16 @@ void check(bool ok, const std::string& msg) {
   if (!ok) throw std::invalid_argument("cache_attention: " + msg);
 }
 
+// Bytes (or floats, unpacked) a (token, head) row of K or V takes: packed rows hold their
+// values then each group's float scale and bias (engine/kv_quant.py).
+int kv_row_width(int D, int kv_bits, int kv_group) {
+  if (!kv_bits) return D;
+  check((kv_bits == 8 || kv_bits == 4) && (kv_group == 32 || kv_group == 64) &&
+            D % kv_group == 0,
+        "kv_bits must be 8 or 4, kv_group 32 or 64 dividing the head size");
+  return D * kv_bits / 8 + 8 * (D / kv_group);
+}
+
 }  // namespace
 
 mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::array& v,
@@ -29,13 +39,7 @@ mx::array cache_attention(const mx::array& q, const mx::array& k, const mx::arra
         "q must be float32, k and v float32 (uint8 with kv_bits)");
   const int B = q.shape(0), Hq = q.shape(1), L = q.shape(2), D = q.shape(3);
   const int Hkv = k.shape(1), T = k.shape(2);
-  int width = D;
-  if (kv_bits) {
-    check((kv_bits == 8 || kv_bits == 4) && (kv_group == 32 || kv_group == 64) &&
-              D % kv_group == 0,
-          "kv_bits must be 8 or 4, kv_group 32 or 64 dividing the head size");
-    width = D * kv_bits / 8 + 8 * (D / kv_group);
-  }
+  const int width = kv_row_width(D, kv_bits, kv_group);
   check(k.shape() == v.shape() && k.shape(0) == B && k.shape(3) == width,
         "k and v must have shape (B, Hkv, T, D) matching q (packed rows with kv_bits)");
   check(Hkv > 0 && Hq % Hkv == 0, "query heads must be a multiple of key/value heads");
@@ -73,13 +77,7 @@ mx::array cache_attention_rows(const mx::array& q, const std::vector<mx::array>&
   check(B > 0 && (int)ks.size() == B && (int)vs.size() == B,
         "one k and one v array a batch row");
   const mx::Dtype kv_dtype = kv_bits ? mx::uint8 : mx::float32;
-  int width = D;
-  if (kv_bits) {
-    check((kv_bits == 8 || kv_bits == 4) && (kv_group == 32 || kv_group == 64) &&
-              D % kv_group == 0,
-          "kv_bits must be 8 or 4, kv_group 32 or 64 dividing the head size");
-    width = D * kv_bits / 8 + 8 * (D / kv_group);
-  }
+  const int width = kv_row_width(D, kv_bits, kv_group);
   const int Hkv = ks[0].ndim() == 4 ? ks[0].shape(1) : 0;
   int longest = 0;
   for (int b = 0; b < B; ++b) {
