@@ -18,7 +18,7 @@ from ..attachments.messages import (
     whole_messages,
     without_attachments,
 )
-from .chat_request import ChatRequest
+from .chat_request import ChatRequest, plain_messages
 
 
 def _max_tokens(request: ChatRequest) -> int:
@@ -39,7 +39,7 @@ def fitted(request: ChatRequest, target: Any) -> tuple[ChatRequest, list[Fitted]
     messages = request.messages
     if messages is None or not has_attachments(messages):
         return request, []
-    rest = len(target.chat_tokens(_plain(without_attachments(messages)), None,
+    rest = len(target.chat_tokens(plain_messages(without_attachments(messages)), None,
                                   dict(request.template_kwargs) or None))
     budget = target.context_length - rest - answer_room(request, target.context_length)
     out, got = fitted_messages(messages, encode=target.encode, budget_tokens=budget,
@@ -50,7 +50,3 @@ def fitted(request: ChatRequest, target: Any) -> tuple[ChatRequest, list[Fitted]
 def whole(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Messages with attachments framed whole (a remote server's body)."""
     return whole_messages(messages)
-
-
-def _plain(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in m.items() if k != "token_ids"} for m in messages]

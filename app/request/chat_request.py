@@ -70,3 +70,10 @@ class ChatRequest:
     def call_names(self) -> list[str]:
         """The names of the functions a reply may call."""
         return [t["function"]["name"] for t in self.call_tools]
+
+
+def plain_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages without the engine's `token_ids` hint, the one place they are dropped: for
+    a prompt rendered in app (the tool road, the attachments' count) and for a remote
+    server, none of which can splice them."""
+    return [{k: v for k, v in m.items() if k != "token_ids"} for m in messages]

@@ -21,7 +21,7 @@ from ..images.parts import image_parts
 from ..images.refusal import IMAGES_WITH_TOOLS
 from ..tools import CallFormat, Tool, call_grammar, tool_prompt
 from . import attachments, overflow
-from .chat_request import ChatRequest, ResponseFormat
+from .chat_request import ChatRequest, ResponseFormat, plain_messages
 from .images import engine_images
 from .refusal import Refusal, RefusalCode
 
@@ -61,12 +61,6 @@ def forced_call_grammar(tools: Sequence[Tool], *, parallel: bool) -> str:
 
 
 # -- the prompt ------------------------------------------------------------------------------
-def plain_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Messages without the engine's `token_ids` hint: for a prompt rendered here (the tool
-    road) and for a remote server, neither of which can splice them."""
-    return [{k: v for k, v in m.items() if k != "token_ids"} for m in messages]
-
-
 def prompt(request: ChatRequest, target: Target) -> tuple[dict[str, Any], CallFormat | None]:
     """(what to submit: {"messages": …} or {"prompt_tokens": …}, the format the reply's
     calls are parsed in: None when no tools are offered). Plain chat messages go to the
