@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from types import SimpleNamespace
 from typing import Any
 
+from app.request import ChatRequest
 from app.simulator.workload import gamma_gaps, percentile, run_workload, summarize
 from engine import cpu_kernels
 from engine.config import EngineConfig
@@ -131,11 +133,33 @@ async def offline(engine: Engine, prompts: list[list[int]], new_tokens: int,
     return rows
 
 
+class EngineTarget:
+    """The Engine as app.simulator.workload's target (a Backend's submit): each request's
+    messages and settings go straight to Engine.submit, so the figures stay the engine's
+    own, with no app.request rendering in between. What it returns has the one field of
+    app.backend's Submission the workload reads (`stream`): app.backend would load the
+    attachments' and images' readers, and the benchmarks run where only mlx, mlx-lm and
+    aiohttp are installed (a lent GPU machine)."""
+
+    description = "engine"
+    sees_images = False
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def submit(self, request: ChatRequest, *, priority: str = "interactive",
+               tag: str | None = None, request_id: str | None = None,
+               share_prompt_with: str | None = None) -> SimpleNamespace:
+        return SimpleNamespace(stream=self.engine.submit(
+            messages=list(request.messages or ()), params=request.params, priority=priority,
+            tag=tag))
+
+
 async def online(engine: Engine, texts: list[str], rate: float, num_requests: int,
                  new_tokens: int, burstiness: float = 1.0, seed: int = 0,
                  sampling: RequestSampling = GREEDY_REQUESTS) -> dict:
     results, wall = await run_workload(
-        engine, texts, gamma_gaps(rate, burstiness, seed), num_requests,
+        EngineTarget(engine), texts, gamma_gaps(rate, burstiness, seed), num_requests,
         sampling.params(new_tokens), priority="interactive", seed=seed)
     return {"rate": rate, "burstiness": burstiness, **summarize(results, wall),
             "per_request": [r.to_dict() | {"itl_s": None} for r in results]}

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from app.backend import LoadBackend
+from app.backend import LoadBackend, Submission
 from app.events import Event
 from app.request import ChatRequest
 from app.storage.records import SimResult, SimRun, utc_now
@@ -167,24 +166,32 @@ class SimulationRun:
 
 
 class _Recorder:
-    """The target as app.simulator.workload sees it (its turns as ChatRequests); remembers
-    each stream by request id."""
+    """The run's target as app.simulator.workload sends to it (a Backend): remembers each
+    stream by request id, and how a reasoning model's reply splits."""
 
     def __init__(self, target: LoadTarget, streams: dict[str, Any]) -> None:
         self._target = target
         self._streams = streams
         self._shapes: dict[str, Any] = {}  # a reasoning model's replies: how they split
 
-    def submit(self, messages: Sequence[Mapping[str, str]], *,
-               params: SamplingParams | None = None, priority: Priority | str = "background",
-               tag: str | None = None) -> EventStream:
-        request = ChatRequest(messages=list(messages), params=params or SamplingParams())
-        taken = self._target.submit(request, priority=priority, tag=tag)
+    @property
+    def description(self) -> str:
+        return self._target.description
+
+    @property
+    def sees_images(self) -> bool:
+        return self._target.sees_images
+
+    def submit(self, request: ChatRequest, *, priority: Priority | str = "background",
+               tag: str | None = None, request_id: str | None = None,
+               share_prompt_with: str | None = None) -> Submission:
+        taken = self._target.submit(request, priority=priority, tag=tag,
+                                    request_id=request_id, share_prompt_with=share_prompt_with)
         stream = taken.stream
         self._streams[stream.request_id] = stream
         if taken.shape is not None:
             self._shapes[stream.request_id] = taken.shape
-        return stream
+        return taken
 
     def answer_split(self, stream: EventStream) -> ReasoningSplit | ServerSplit | None:
         """A splitter for the reply's thinking and answer (TTFAT), None: all answer. A

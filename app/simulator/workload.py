@@ -14,10 +14,13 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.request import Refusal
+from app.request import ChatRequest, Refusal
 from engine.public import EngineError, SamplingParams
+
+if TYPE_CHECKING:
+    from app.backend import Backend
 
 
 def gamma_gaps(rate: float, burstiness: float = 1.0, seed: int | None = None) -> Iterator[float]:
@@ -121,7 +124,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 async def run_workload(
-    engine: Any,
+    target: Backend,
     prompts: Sequence[str] | Callable[[int, random.Random], str],
     gaps: Iterator[float],
     num_requests: int | None,
@@ -137,7 +140,8 @@ async def run_workload(
     on_send: Callable[[RequestResult], None] | None = None,
     answer_split: Callable[[Any], Any] | None = None,
 ) -> tuple[list[RequestResult], float]:
-    """Send requests at the given gaps; return results (in send order) and the wall time.
+    """Send requests at the given gaps to `target` (app.backend's one road: each a
+    ChatRequest of one user message); return results (in send order) and the wall time.
 
     Sending ends after `num_requests`, or once `duration_s` has passed (whichever comes
     first; at least one must be given); requests already sent then run to their end.
@@ -162,9 +166,10 @@ async def run_workload(
             _report(result)
             return
         try:
-            stream = engine.submit(messages=[{"role": "user", "content": result.prompt}],
-                                   params=sampling, priority=priority,
-                                   tag=f"{tag}-{result.index}")
+            request = ChatRequest(messages=[{"role": "user", "content": result.prompt}],
+                                  params=sampling)
+            stream = target.submit(request, priority=priority,
+                                   tag=f"{tag}-{result.index}").stream
         except (Refusal, EngineError) as exc:  # refused (queue full, engine stopped…): counted
             result.error, result.finish_reason = str(exc), "error"
             _report(result)
