@@ -2,8 +2,8 @@
 limits of each setting, checking typed or saved values, and a tab's overrides against them.
 
 A tab's params are JSON-friendly dicts with engine.SamplingParams' keys; they may also hold
-`response_format` (its output format, app.output_format) and the tab's MCP tools (never part
-of the defaults or of a preset, TOOL_KEYS).
+`response_format` (its output format, app.request.output_format) and the tab's MCP tools
+(never part of the defaults or of a preset, TOOL_KEYS).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 from engine.public import SamplingParams, repair_text
 
-from .output_format import describe as describe_format
 from .reasoning import setting as reasoning_setting
 from .request import overflow
+from .request.output_format import describe as describe_format
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..output_format import APP_KEYS, OutputFormatError, grammar_of, response_format_of
 from ..reasoning import setting as reasoning_setting
 from ..tools import ToolSpecError, parse_tools
 from .chat_request import ChatRequest
+from .output_format import APP_KEYS, OutputFormatError, grammar_of, response_format_of
 from .refusal import Refusal, RefusalCode
 from .tool_choice import CHOICES, OpenAIChoice, named, parse_tool_choice
 

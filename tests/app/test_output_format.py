@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from app.output_format import OutputFormatError, grammar_of, load_schema_file
 from app.remote import Connection, RemoteClient
 from app.request import Refusal
 from app.request.engine_input import choice_params, remote_call
+from app.request.output_format import OutputFormatError, grammar_of, load_schema_file
 from app.request.tab import tab_request
 from app.settings import Settings, normalize_params
 from engine.public import SamplingParams

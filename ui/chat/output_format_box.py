@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.output_format import JSON_OBJECT, OutputFormatError, describe, load_schema_file
+from app.request.output_format import JSON_OBJECT, OutputFormatError, describe, load_schema_file
 
 from .. import file_dialogs
 

@@ -19,8 +19,8 @@ from jsonschema import SchemaError, validators
 
 from engine.public import GrammarError
 
-from .request import ResponseFormat
-from .request.engine_input import format_grammar
+from .chat_request import ResponseFormat
+from .engine_input import format_grammar
 
 JSON_OBJECT: dict[str, Any] = {"type": "json_object"}
 # a tab's params beyond the engine's sampling settings: its output format, the MCP
