@@ -1,0 +1,67 @@
+"""Screenshots for docs/app.md, issue #46 item 26 (rename dialogs "tiny, with the title out
+of view, 'Name:' in one place and 'Title:' in another"): the one Rename chat dialog
+(ui/rename_dialog.py) open over the window on a chat with a long title, as F2 opens it,
+at 1200×780 and 900×600, light and dark (a sidebar row's Rename… opens the same dialog).
+The screen is grabbed, not the window, since the dialog is a window of its own. No model
+is loaded: renaming needs none. Run under Xvfb:
+
+    Xvfb :27 -screen 0 1400x900x24 &
+    DISPLAY=:27 python -m tools.screenshots.rename --out docs
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tools.app_start import arguments, open_window, out_dir, qt_app, run, scratch_settings
+
+SIZES = ((1200, 780), (900, 600))
+TITLES = ("Trip to Lisbon: a three-day plan with trains, museums and where to eat",
+          "Python: why does my asyncio loop block on a subprocess?", "Haiku about the sea")
+
+
+def main() -> None:
+    args = arguments().parse_args()
+    out = out_dir(args)
+
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
+
+    from app.context import AppContext
+
+    _app, loop = qt_app("rename_shots")
+    ctx = AppContext.create(settings=scratch_settings())
+    window = open_window(ctx, SIZES[0])
+    window.move(0, 0)
+
+    def shot(name: str, width: int, height: int) -> None:
+        QApplication.processEvents()
+        screen = QGuiApplication.primaryScreen()
+        path = Path(out) / f"screenshot-rename-{name}.png"
+        if not screen.grabWindow(0, 0, 0, width, height).save(str(path)):
+            raise OSError(f"could not write {path}")
+        print("saved", path, flush=True)
+
+    async def scene() -> None:
+        tabs = [window.current_tab()] + [window.new_tab() for _ in TITLES[1:]]
+        for tab, title in zip(tabs, TITLES, strict=True):
+            window.set_tab_title(tab, title)
+        window.workspace.set_front(tabs[0].conversation)
+        for theme in ("light", "dark"):
+            window.set_theme(theme)
+            for w, h in SIZES:
+                window.resize(w, h)
+                await asyncio.sleep(0.6)
+                dialog = window.tabs.rename(0)  # as F2 on the tab in front
+                await asyncio.sleep(0.6)
+                shot(f"tab-{theme}-{w}", w, h)
+                dialog.reject()
+                await asyncio.sleep(0.3)
+        await ctx.bridge.shutdown(3.0)
+
+    run(loop, scene())
+
+
+if __name__ == "__main__":
+    main()
