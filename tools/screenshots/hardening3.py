@@ -104,7 +104,7 @@ def main() -> None:
         area = window.stats_dock.widget()  # down to the first chart, named marks on it
         first = window.stats_dock.panel.charts.plots["tokens_per_s"]
         area.verticalScrollBar().setValue(first.mapTo(area.widget(), QPoint(0, 0)).y() - 8)
-        await looks("stats-loads", ((1200, 780),))
+        await looks("stats-loads")
         await ctx.bridge.shutdown(3.0)
 
     run(loop, scene())
