@@ -142,6 +142,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--cors-origin", default=None,
                    help='allow browser pages from this origin ("*" for any); default none')
     p.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    p.add_argument("--allow-image-urls", action="store_true",
+                   help="fetch http(s) image URLs in image_url parts (10 s, 20 MiB, 3 "
+                        "redirects at most); default: refused, the server runs offline")
     args = p.parse_args(argv)
     from app.bridge.local_target import max_concurrent_limit
 
@@ -168,6 +171,9 @@ def model_id(target: LocalTarget, source: str) -> str:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    from app.images.fetch import allow_image_urls
+
+    allow_image_urls(args.allow_image_urls)  # process-wide: images are read off the loop
     config = ServerConfig(host=args.host, port=args.port, api_key=args.api_key or None,
                           max_body_bytes=int(args.max_body_mb * (1 << 20)),
                           cors_origin=args.cors_origin, access_log=args.access_log,
