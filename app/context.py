@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from .backend.local_target import default_loader
 from .bridge import EngineBridge
-from .bridge.local_target import default_loader
 from .fleet import ModelManager
 from .fleet.window import window_fleet
 from .history.entries import ApiResponses, HistoryRecords

@@ -30,7 +30,7 @@ def cos(a: list[float], b: list[float]) -> float:
 
 
 def main() -> None:
-    from app.bridge.local_target import load_model
+    from app.backend.local_target import load_model
     from app.server.embeddings import pooled
     from app.server.embeddings.source import prepared
 

@@ -36,7 +36,7 @@ def messages(trial: int, words: int) -> list[dict[str, str]]:
 async def main(args: argparse.Namespace) -> None:
     import aiohttp
 
-    from app.bridge.local_target import LocalTarget, load_target
+    from app.backend.local_target import LocalTarget, load_target
     from app.server import ApiServer, ServerConfig
 
     target: LocalTarget = load_target(args.model)

@@ -16,13 +16,11 @@ from ..request import (
     reasoning,
     refusal_of,
 )
+from .local_target import LocalTarget, load_target
 from .protocol import Submission
 
 if TYPE_CHECKING:
     from engine.public import EventStream, Priority
-
-    # by name only: app.bridge builds its backends from this module
-    from ..bridge.local_target import LocalTarget
 
 
 class LocalBackend:
@@ -129,10 +127,8 @@ class LocalBackend:
 def load_local(source: str, progress: Callable[[str, float], None] | None = None,
                **settings: Any) -> LocalBackend:
     """A LocalBackend on `source` loaded with EngineConfig `settings` (blocking: the
-    terminal chat's; app.bridge.local_target.load_target). Not started: `backend.target`
-    starts and stops it."""
-    from ..bridge.local_target import load_target  # app.bridge builds on this module
-
+    terminal chat's; local_target.load_target). Not started: `backend.target` starts and
+    stops it."""
     return LocalBackend(load_target(source, progress, **settings))
 
 

@@ -16,13 +16,13 @@ from engine.public import EngineStopped
 
 from ..attachments.messages import has_attachments
 from ..backend import LocalBackend
+from ..backend.local_target import Loader, LocalTarget
 from ..images.parts import has_images
 from ..remote.backends import RemoteBackends
 from ..request import ChatRequest, refusal_of
 from .frames import FramePump
 from .generation import Generation
 from .hosting import BridgeState, ModelHost
-from .local_target import Loader, LocalTarget
 from .prompt_size import (
     AttachmentProgress,
     PromptSize,
@@ -39,8 +39,8 @@ from .wait_poll import WaitPoll
 if TYPE_CHECKING:
     from engine.public import EngineStats
 
+    from ..backend.local_target import Engine
     from ..fleet import ModelManager
-    from .local_target import Engine
 
 
 class EngineBridge:

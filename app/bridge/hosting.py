@@ -15,13 +15,13 @@ from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING
 
+from ..backend.local_target import Loader, LocalTarget, default_loader
 from ..daemon_thread import in_daemon_thread
 from ..events import Event
 from ..load_progress import progress_on_loop, takes_progress
-from .local_target import Loader, LocalTarget, default_loader
 
 if TYPE_CHECKING:
-    from .local_target import Engine
+    from ..backend.local_target import Engine
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from engine.public import RequestRejected
 from ..attachments.framing import frame
 from ..attachments.index_progress import IndexProgress
 from ..attachments.messages import ATTACHMENTS, has_attachments, shared_cache
+from ..backend.local_target import LocalTarget
 from ..request import ChatRequest, attachments
-from .local_target import LocalTarget
 
 if TYPE_CHECKING:
     from ..backend import LocalBackend

@@ -11,11 +11,11 @@ from typing import Any
 from engine.public import SamplingParams
 
 from ..backend import Backend, LocalBackend, RemoteBackend
+from ..backend.local_target import LocalTarget
 from ..remote.backends import RemoteBackends, UnknownBackend
 from ..request import Refusal, RefusalCode
 from ..request.output_format import APP_KEYS
 from .hosting import BridgeState, ModelHost
-from .local_target import LocalTarget
 from .tab_models import TabModels
 
 

@@ -24,7 +24,7 @@ from .frames import FramePump
 from .hosting import BridgeState, ModelHost
 
 if TYPE_CHECKING:
-    from .local_target import LocalTarget
+    from ..backend.local_target import LocalTarget
 
 SWITCHED = "switched"  # the finish reason of a reply a model switch stopped
 SIMULATOR_TAG = "sim"  # app.simulator.run.TAG_PREFIX: "sim-<run>-<n>"

@@ -19,8 +19,8 @@ from .hosting import ModelHost
 from .switch import Running, model_name, running_of
 
 if TYPE_CHECKING:
+    from ..backend.local_target import LocalTarget
     from ..fleet import ModelManager
-    from .local_target import LocalTarget
 
 
 class TabModels:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from ..backend.local_target import LocalTarget
 from .frames import FramePump
-from .local_target import LocalTarget
 
 WAIT_POLL_S = 0.1  # how often a reply with no token yet is told where it stands
 

@@ -31,6 +31,7 @@ from engine.public import (
     host_available_bytes,
 )
 
+from ..backend.local_target import LocalTarget, load_target
 from ..daemon_thread import in_daemon_thread
 from ..events import Event
 from ..load_progress import progress_on_loop, takes_progress
@@ -40,7 +41,6 @@ from .catalog import Catalog
 from .errors import NoRoom
 
 if TYPE_CHECKING:
-    from ..bridge.local_target import LocalTarget
     from ..models.entry import ModelEntry
 
 log = logging.getLogger(__name__)
@@ -435,8 +435,6 @@ def _default_loader(settings: dict[str, Any]) -> Loader:
     settings = {"speculative_draft_optional": True, **settings}
 
     def load(source: str, progress: Callable[[str, float], None] | None = None) -> LocalTarget:
-        from ..bridge.local_target import load_target
-
         return load_target(source, progress=progress, **settings)
 
     return load

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..backend.local_target import LocalTarget
 from ..load_progress import ProgressFn, takes_progress
 from ..models.library import list_models
 from .catalog import Catalog
 from .manager import ModelManager
-
-if TYPE_CHECKING:
-    from ..bridge.local_target import LocalTarget
 
 
 def window_fleet(folders: Callable[[], Sequence[str]],
@@ -24,8 +22,6 @@ def window_fleet(folders: Callable[[], Sequence[str]],
     later is found), loading with `loader()` (the bridge's, as it is at the load: source ->
     Engine; its progress reported when it takes a `progress=` keyword)."""
     def load(source: str, progress: ProgressFn | None = None) -> LocalTarget:
-        from ..bridge.local_target import LocalTarget
-
         load_engine = loader()
         options: dict[str, Any] = {}
         if progress is not None and takes_progress(load_engine):

@@ -40,7 +40,7 @@ from .responses_api.keeper import ResponseKeeper
 if TYPE_CHECKING:
     from engine.public import EventStream, RequestStats
 
-    from ..bridge import LocalTarget
+    from ..backend import LocalTarget
     from ..request import ChatRequest
     from .fleet_api import FleetApi
 

@@ -45,7 +45,7 @@ from .load_stream import (
 from .metrics import ServerMetrics, _engine_lines
 
 if TYPE_CHECKING:
-    from ..bridge import LocalTarget
+    from ..backend import LocalTarget
 
 # the paths whose body names a model to answer with (Anthropic's too, where served)
 COMPLETION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/messages",

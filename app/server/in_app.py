@@ -25,7 +25,7 @@ from .serve import model_id
 if TYPE_CHECKING:
     from engine.public import RequestStats
 
-    from ..bridge import LocalTarget
+    from ..backend import LocalTarget
     from ..context import AppContext
 
 log = logging.getLogger(__name__)

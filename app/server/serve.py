@@ -23,7 +23,7 @@ from .bind_check import check_bindable
 from .model_names import aliases_of
 
 if TYPE_CHECKING:
-    from ..bridge import LocalTarget
+    from ..backend import LocalTarget
     from ..models.entry import ModelEntry
 
 KEY_ENV = "BATCHCHAT_API_KEY"  # a key here stays out of `ps` listings
@@ -146,7 +146,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="fetch http(s) image URLs in image_url parts (10 s, 20 MiB, 3 "
                         "redirects at most); default: refused, the server runs offline")
     args = p.parse_args(argv)
-    from app.bridge.local_target import max_concurrent_limit
+    from app.backend.local_target import max_concurrent_limit
 
     from .embeddings.source import check_source
 
@@ -210,7 +210,7 @@ def stored_responses(args: argparse.Namespace) -> StoredResponses:
 
 
 async def serve(args: argparse.Namespace, config: ServerConfig) -> int:
-    from app.bridge.local_target import load_target
+    from app.backend.local_target import load_target
     from app.settings import Settings
 
     check_address(config)  # refuse before spending time on loading a model

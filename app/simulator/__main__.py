@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
     if args.target is None:
-        from app.bridge.local_target import engine_config, max_concurrent_limit
+        from app.backend.local_target import engine_config, max_concurrent_limit
 
         limit = max_concurrent_limit()  # every running request takes a token of each tick
         if (cfg.max_concurrent or 16) > limit:
@@ -217,7 +217,7 @@ async def _main(args: argparse.Namespace, cfg: SimConfig) -> int:
 async def _run_local(args: argparse.Namespace, cfg: SimConfig,
                      store: Store | None) -> SimulationRun | None:
     from app.backend import LocalBackend
-    from app.bridge.local_target import load_target
+    from app.backend.local_target import load_target
     from engine.public import ModelLoadError
 
     model = args.model or "bundled"

@@ -36,7 +36,7 @@ from .memory import MemoryFigures, memory_figures
 if TYPE_CHECKING:
     from engine.public import EngineStats, TickRecord
 
-    from ..bridge import LocalTarget
+    from ..backend import LocalTarget
     from ..context import AppContext
 
 log = logging.getLogger(__name__)

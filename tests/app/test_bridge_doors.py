@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from app.bridge import BridgeState, EngineBridge, LocalTarget
+from app.backend import LocalTarget
+from app.bridge import BridgeState, EngineBridge
 from app.request import ChatRequest, Refusal, RefusalCode
 from app.request.tab import tab_request
 from app.server.in_app import AppServer

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.bridge.local_target import LocalTarget
+from app.backend.local_target import LocalTarget
 from app.fleet import Catalog, ModelManager, ModelState, NoRoom, UnknownModel
 from app.models.library import folder_models
 from engine.public import format_bytes

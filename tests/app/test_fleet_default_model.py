@@ -16,8 +16,8 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
+from app.backend.local_target import load_target
 from app.bridge import EngineBridge
-from app.bridge.local_target import load_target
 from app.fleet import Catalog, ModelManager, NoRoom
 from app.models.library import folder_models
 from app.server.in_app import AppServer

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.bridge.local_target import LocalTarget, default_loader, load_target
+from app.backend.local_target import LocalTarget, default_loader, load_target
 from app.fleet import Catalog, ModelManager
 from app.fleet.window import window_fleet
 from app.models.library import folder_models

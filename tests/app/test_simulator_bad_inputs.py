@@ -39,7 +39,7 @@ def run(tmp_path: Path, *args: str, **env_vars: str) -> subprocess.CompletedProc
 
 
 def test_cli_bad_inputs_end_in_one_error_line(tmp_path: Path) -> None:
-    from app.bridge.local_target import max_concurrent_limit
+    from app.backend.local_target import max_concurrent_limit
 
     latin = tmp_path / "templates.txt"
     latin.write_bytes("caf\xe9 {topic}\n".encode("latin-1"))

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from app.backend import LocalBackend
-from app.bridge import LocalTarget
+from app.backend import LocalBackend, LocalTarget
 from app.simulator.__main__ import format_summary
 from app.simulator.config import SimConfig
 from app.simulator.run import SimulationRun

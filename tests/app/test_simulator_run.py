@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.backend import LocalBackend
-from app.bridge import LocalTarget
+from app.backend import LocalBackend, LocalTarget
 from app.simulator.__main__ import config_from_args, format_summary, parse_args, simulate
 from app.simulator.config import SimConfig
 from app.simulator.run import SimulationRun

@@ -10,8 +10,7 @@ import asyncio
 
 import pytest
 
-from app.backend import LocalBackend
-from app.bridge import LocalTarget
+from app.backend import LocalBackend, LocalTarget
 from app.images import read_image
 from app.images.parts import with_images
 from app.request import ChatRequest, Refusal

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
-from app.bridge import LocalTarget
+from app.backend import LocalTarget
 from app.server import ApiServer, ServerConfig
 
 MODEL = "tiny"

@@ -8,7 +8,7 @@ import aiohttp
 import openai
 import pytest
 
-from app.bridge import LocalTarget
+from app.backend import LocalTarget
 from app.server import ApiServer, ServerConfig
 from tests.server.conftest import MODEL, wait_for
 

@@ -81,7 +81,7 @@ async def test_a_document_over_the_context_is_retrieved(serve, tmp_path: Path,
     r = await s.client.chat.completions.create(**body)
     assert built_on and threading.current_thread().name not in built_on
     # the same body read and fitted as the server does, to see the prompt it ran
-    from app.bridge import LocalTarget
+    from app.backend import LocalTarget
     from app.request import attachments
 
     parsed = schemas.parse_chat(body, 2048)

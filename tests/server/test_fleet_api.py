@@ -18,7 +18,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from app.bridge.local_target import load_target
+from app.backend.local_target import load_target
 from app.fleet import Catalog, ModelManager
 from app.models.library import folder_models
 from app.server import ApiServer, ServerConfig

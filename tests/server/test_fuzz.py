@@ -44,7 +44,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from app.bridge import LocalTarget
+from app.backend import LocalTarget
 from app.server import ApiServer, ServerConfig, openapi
 from tests.server.conftest import MODEL
 

@@ -11,7 +11,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from app.bridge import LocalTarget
+from app.backend import LocalTarget
 from app.server import ApiServer, ServerConfig
 from app.server.model_names import aliases_of
 

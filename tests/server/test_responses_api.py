@@ -18,7 +18,7 @@ import jsonschema
 import openai
 import pytest
 
-from app.bridge import LocalTarget
+from app.backend import LocalTarget
 from app.server import ApiServer, ServerConfig
 from app.storage.stored_responses import StoredResponses
 from engine import Engine, EngineConfig

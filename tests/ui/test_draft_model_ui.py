@@ -16,7 +16,7 @@ def test_a_draft_model_is_chosen_saved_and_used_at_the_next_load(
     draft_dir = save_mlx_dir(tiny, tmp_path / "small-draft")
 
     def load(source: str):  # the window's loader: the setting, read at each load
-        from app.bridge.local_target import window_config
+        from app.backend.local_target import window_config
         from engine import EngineConfig
 
         return make_engine(speculative=window_config(EngineConfig(),

@@ -41,7 +41,7 @@ def window_on_the_setting(make_window: Any, make_engine: Any, settings: Settings
     """A window whose loader builds each engine as the app's does: the settings' KV form
     read at each load (app/bridge/local_target.window_config)."""
     def load(source: str) -> Any:
-        from app.bridge.local_target import window_config
+        from app.backend.local_target import window_config
         from engine import EngineConfig
 
         config = window_config(EngineConfig(), kv_bits=lambda: settings.kv_bits)

@@ -82,7 +82,7 @@ def test_the_setting_is_saved_and_reaches_the_engine_at_the_next_load(make_windo
     built = []
 
     def load(source: str):  # the window's loader: the setting, read at each load
-        from app.bridge.local_target import window_config
+        from app.backend.local_target import window_config
         from engine import EngineConfig
 
         config = window_config(EngineConfig(), lambda: settings.speculative)

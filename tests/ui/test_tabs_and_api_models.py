@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
-from app.bridge.local_target import load_target
+from app.backend.local_target import load_target
 from tests.fleet_models import bundled_path
 
 from .conftest import run_until

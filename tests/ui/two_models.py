@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from app.backend.local_target import load_target
 from app.bridge import EngineBridge
-from app.bridge.local_target import load_target
 from app.fleet import Catalog, ModelManager
 from app.models.library import folder_models
 from tests.fleet_models import bundled_path, requantize

@@ -24,7 +24,7 @@ from .events import Events
 from .request import has_image_blocks, parse_count, parse_messages
 
 if TYPE_CHECKING:
-    from ...bridge import LocalTarget
+    from ...backend import LocalTarget
     from ...request import ChatRequest
     from ..app import ApiServer
     from ..choices import Choices

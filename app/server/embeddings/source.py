@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...bridge import local_target
+from ...backend import local_target
 from . import forward_thread
 
 if TYPE_CHECKING:
-    from ...bridge import LocalTarget
+    from ...backend import LocalTarget
 
 
 @dataclass(frozen=True, slots=True)

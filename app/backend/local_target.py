@@ -3,6 +3,7 @@
 It builds, starts, feeds, reads and stops the Engine; everything else in `app` reaches the
 engine through a LocalTarget (or engine.public's mlx-free names). MLX loads only when a
 model is built, so importing this module (as `ui` does, through app.bridge) loads none.
+It lives beside LocalBackend, the Backend over it; app.bridge and app.fleet build on both.
 """
 
 from __future__ import annotations
