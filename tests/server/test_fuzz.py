@@ -10,6 +10,11 @@ beyond its vocabulary; and a JSON schema llguidance cannot use, code invalid_sch
 Allowed requests are shaped to stay allowed but be served more often
 (`shape`). Afterwards the server is healthy and answers a normal completion.
 
+The fuzz reaches the engine: the server's `on_finished` records each choice whose engine
+request ended with tokens generated, and each operation that generates (ENGINE_OPERATIONS)
+must have had cases served so, counted around its fuzz; a change that left every case
+refused before the engine (a `model` or shape the server stopped taking) fails here.
+
 Bounded for CI: FUZZ_EXAMPLES examples per operation and mode, derandomized (the same cases
 every run). BATCHCHAT_FUZZ_EXAMPLES=N runs N per operation and mode from a fresh random seed
 each run (docs/server.md).
@@ -28,6 +33,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -56,10 +62,38 @@ ENV = "BATCHCHAT_FUZZ_EXAMPLES"
 ERROR_FIELDS = {"message", "type", "param", "code"}
 ANTHROPIC = "/v1/messages"  # the paths answered in Anthropic's shapes
 RESPONSES = "/v1/responses"  # OpenAI's Responses API: its own body shapes
+# the operations whose allowed cases generate tokens: each must have had some served
+ENGINE_OPERATIONS = {"POST /v1/chat/completions", "POST /v1/completions", "POST /v1/messages",
+                     "POST /v1/responses"}
+FLOOR_EXAMPLES = 10  # fewer examples a run (BATCHCHAT_FUZZ_EXAMPLES) may all be refused
+
+
+@dataclass
+class EngineServed:
+    """The server's `on_finished` (called on its loop's thread): each choice whose engine
+    request ended with tokens generated, counted; `count` read from the test's thread."""
+    count: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, stats: Any) -> None:
+        if stats.generated_tokens > 0 and stats.error is None:
+            with self.lock:
+                self.count += 1
+
+    def now(self) -> int:
+        with self.lock:
+            return self.count
+
+
+def floor_applies() -> bool:
+    """Whether this run has enough examples per operation to hold it to reaching the engine."""
+    more = os.environ.get(ENV)
+    return not more or int(more) >= FLOOR_EXAMPLES
 
 
 @contextmanager
-def server_thread(make_engine: Callable[..., Any]) -> Iterator[str]:
+def server_thread(make_engine: Callable[..., Any],
+                  on_finished: Callable[[Any], None] | None = None) -> Iterator[str]:
     """A real ApiServer on 127.0.0.1 on its own loop in a thread (the fuzzer's HTTP client
     is synchronous); its base URL."""
     loop = asyncio.new_event_loop()
@@ -75,7 +109,8 @@ def server_thread(make_engine: Callable[..., Any]) -> Iterator[str]:
         await engine.start()
         target = LocalTarget(engine)
         server = ApiServer(lambda: target, lambda: MODEL,
-                           ServerConfig(port=0, default_max_tokens=8))
+                           ServerConfig(port=0, default_max_tokens=8),
+                           on_finished=on_finished)
         return server, await server.start()
 
     server, url = run(start())
@@ -243,9 +278,13 @@ def fuzz_operation(operation: Any, url: str) -> None:
 OPERATIONS = operation_names(openapi.document())
 
 
+SERVED = EngineServed()  # the module's server's count (one server per worker)
+
+
 @pytest.fixture(scope="module")
 def fuzzed_url(tiny: Any) -> Iterator[str]:
-    """One server for a worker's run of this module's tests (make_engine, module-scoped)."""
+    """One server for a worker's run of this module's tests (make_engine, module-scoped);
+    SERVED counts what its engine served."""
     from engine import Engine, EngineConfig
 
     def make_engine(context_length: int) -> Any:
@@ -253,7 +292,7 @@ def fuzzed_url(tiny: Any) -> Iterator[str]:
                       context_length=context_length, config=EngineConfig(),
                       description="tiny test model")
 
-    with server_thread(make_engine) as url:
+    with server_thread(make_engine, SERVED) as url:
         yield url
 
 
@@ -265,7 +304,12 @@ def test_every_operation_of_the_served_document_is_fuzzed(fuzzed_url):
 
 @pytest.mark.parametrize("name", OPERATIONS)
 def test_fuzz_an_operation_then_the_server_is_healthy(fuzzed_url, name):
+    before = SERVED.now()
     fuzz_operation(served_operations(fuzzed_url)[name], fuzzed_url)
+    served = SERVED.now() - before
+    print(f"{name}: {served} engine requests served")  # -s shows them
+    if name in ENGINE_OPERATIONS and floor_applies():
+        assert served > 0, f"no case of {name} reached the engine"
     # healthy afterwards: /health, and a normal completion
     assert requests.get(fuzzed_url + "/health", timeout=10).json() == {"status": "ok"}
     r = requests.post(fuzzed_url + "/v1/chat/completions", timeout=60, json={
