@@ -1,7 +1,8 @@
 """OpenAI's `image_url` content parts on chat/completions (issue #52): each one checked and
 read here (app/images: a base64 data URL; an http(s) URL is refused, the server runs
-offline and fetches nothing), passed on as a data URL for a model that sees images, and
-refused as a 400 naming the part for one that reads text only."""
+offline and fetches nothing, unless started with --allow-image-urls), passed on as a data
+URL for a model that sees images, and refused as a 400 naming the part for one that reads
+text only."""
 
 from __future__ import annotations
 

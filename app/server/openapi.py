@@ -100,6 +100,7 @@ FILE_PART = {"type": "object", "required": ["type", "file"], "properties": {
                                      "CSV, JSON, HTML, PDF (text layer) or DOCX"}}}}}
 # a user message's images (issue #52), for a model that sees images: a model that reads text
 # only answers a 400 naming the part; http(s) URLs are refused (the server runs offline)
+# unless it is started with --allow-image-urls: this document describes the default
 IMAGE_PART = {"type": "object", "required": ["type", "image_url"], "properties": {
     "type": {"const": "image_url"},
     "image_url": {"type": "object", "required": ["url"], "properties": {
