@@ -89,8 +89,9 @@ class Conversation:
     - `path_changed()`: the path shown (`messages`) changed: a message added at its end,
       a version switched, a delete or an undo.
 
-    And about the chat: `busy_changed(bool)`, `notice(text)` (a sentence, or a reply's
-    Refusal, which the window words: ui/refusals.py), `meta_changed()` (title, system
+    And about the chat: `busy_changed(bool)`, `notice(text)` (a sentence, or a Refusal:
+    a reply's, or a check's before anything is added, which the window words:
+    ui/refusals.py), `meta_changed()` (title, system
     prompt, settings or preset). Tool-call turns have their own two (`tool_turns`)."""
 
     def __init__(self, bridge: EngineBridge, *, title: str = "", system_prompt: str = "",
@@ -167,7 +168,7 @@ class Conversation:
              images: Sequence[Any] = ()) -> bool:
         """Add a user message (with its attached files, app.attachments' Attachments, and
         its images, app.images' ImageData) and start `n` replies (versions, one batch).
-        False (with a notice) if refused: images for a model that reads text only are
+        False (with a Refusal as notice) if refused: images for a model that reads text only are
         refused before anything is added. Files without text ask FILES_ONLY_QUESTION."""
         if attachments and not text.strip():  # the message is its files (#51)
             text = FILES_ONLY_QUESTION
@@ -384,23 +385,26 @@ class Conversation:
     # -- internals ----------------------------------------------------------------------
     def _can_send(self, text: str) -> bool:
         if self.backend is None and self.bridge.refusing and text.strip():
-            self.notice.emit(self.bridge.refusing)  # a model switch waits: nothing is added
+            # a model switch waits: nothing is added
+            self.notice.emit(Refusal(RefusalCode.MODEL_NOT_READY, self.bridge.refusing))
             return False
         return not self.is_busy and bool(text.strip()) and self._valid_text(text)
 
     def _valid_text(self, text: str) -> bool:
-        """False, with a notice naming the character, for text the model and the history
+        """False, with a Refusal naming the character, for text the model and the history
         cannot take (a lone surrogate); the user fixes it, nothing is sent or saved."""
         bad = lone_surrogate(text)
         if bad is not None:
-            self.notice.emit(f"Not sent: the message {bad}. Remove or retype that character.")
+            self.notice.emit(Refusal(RefusalCode.BAD_CHARACTER, f"the message {bad}",
+                                     param="content"))
         return bad is None
 
     def image_refusal(self, images: Sequence[Any], targets: list[ReplyTarget],
-                      before: Sequence[ChatMessage] = ()) -> str | None:
+                      before: Sequence[ChatMessage] = ()) -> Refusal | None:
         """Why `images` (or the images of the messages `before` them, which go in the
-        prompt too) cannot go to `targets` (one's model reads text only, or a local one is
-        offered the chat's tools), or None."""
+        prompt too) cannot go to `targets` (one's model reads text only: param "images" for
+        these, "messages" for earlier ones; or a local one is offered the chat's tools), or
+        None."""
         earlier = any(m.images for m in before)
         if not images and not earlier:
             return None
@@ -410,14 +414,18 @@ class Conversation:
             except Refusal:
                 continue  # not ready, or loaded first: said when it is started
             if not route.backend.sees_images:
-                return images_refused(route.backend.description, sent=bool(images))
+                return Refusal(RefusalCode.IMAGES_NOT_READ,
+                               images_refused(route.backend.description, sent=bool(images),
+                                              lead=""),
+                               param="images" if images else "messages")
             if route.local and target.params.get("mcp_servers"):
-                return f"Not sent: {IMAGES_WITH_TOOLS} (this chat's tools: the settings)."
+                return Refusal(RefusalCode.IMAGES_WITH_TOOLS, IMAGES_WITH_TOOLS,
+                               param="tools")
         return None
 
     def _sees_images(self, images: Sequence[Any], targets: list[ReplyTarget],
                      before: Sequence[ChatMessage] = ()) -> bool:
-        """False, with a notice at the input, when `images` (or those of the messages
+        """False, with a Refusal at the input, when `images` (or those of the messages
         `before` them) go to a target whose model reads text only (nothing is added: the
         draft and its images stay)."""
         refusal = self.image_refusal(images, targets, before)
@@ -428,7 +436,9 @@ class Conversation:
     def _valid_n(self, n: int) -> bool:
         if 1 <= n <= MAX_ANSWERS:
             return True
-        self.notice.emit(f"Ask for 1 to {MAX_ANSWERS} answers at once (not {n}).")
+        self.notice.emit(Refusal(RefusalCode.ANSWER_COUNT,
+                                 f"n must be 1 to {MAX_ANSWERS}, not {n}", param="n",
+                                 detail={"n": n, "most": MAX_ANSWERS}))
         return False
 
     def _same_targets(self, n: int) -> list[ReplyTarget]:

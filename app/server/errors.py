@@ -16,6 +16,10 @@ STATUS: dict[RefusalCode, int] = {
     RefusalCode.REQUEST_TIMEOUT: 408, RefusalCode.REQUEST_TOO_LARGE: 413,
     RefusalCode.QUEUE_FULL: 429, RefusalCode.ENGINE_ERROR: 500,
     RefusalCode.MODEL_NOT_READY: 503, RefusalCode.SHUTTING_DOWN: 503,
+    # a tab's own (never raised here; 400 keeps the map whole)
+    RefusalCode.BAD_CHARACTER: 400, RefusalCode.IMAGES_NOT_READ: 400,
+    RefusalCode.IMAGES_WITH_TOOLS: 400, RefusalCode.ANSWER_COUNT: 400,
+    RefusalCode.CONTEXT_LENGTH_EXCEEDED: 400,
 }
 # Refusals that end when the client tries again a little later: answered with Retry-After
 RETRY = (RefusalCode.QUEUE_FULL, RefusalCode.MODEL_NOT_READY)

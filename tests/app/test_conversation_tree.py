@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from app.conversation import Conversation, ReplyTarget
-from app.request import Refusal
+from app.request import Refusal, RefusalCode
+from ui.refusals import notice_text
 
 from .history_sync_helpers import FAST, start_bridge, wait_until
 
@@ -83,10 +84,11 @@ async def test_n_answers_at_once_are_versions_each_as_its_seed_answers_alone(bri
 
 async def test_n_outside_one_to_four_is_refused_with_a_notice(bridge) -> None:
     conv = Conversation(bridge, params=SAMPLED)
-    notes: list[str] = []
+    notes: list[Refusal] = []
     conv.notice.connect(notes.append)
     assert not conv.send("hi", n=5) and not conv.tree.nodes
-    assert notes and "1 to 4" in notes[0]
+    assert notes and notes[0].code == RefusalCode.ANSWER_COUNT
+    assert notice_text(notes[0]) == "Ask for 1 to 4 answers at once (not 5)."
 
 
 async def test_delete_takes_the_rest_of_the_path_and_undo_puts_it_back(bridge) -> None:

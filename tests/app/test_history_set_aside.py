@@ -11,9 +11,11 @@ import pytest
 
 from app.conversation import Conversation
 from app.history.writer import HistoryWriter
+from app.request import Refusal, RefusalCode
 from app.storage import Message, SafeStore, Session
 from app.storage.set_aside import read, set_aside_path
 from ui.history import words
+from ui.refusals import notice_text
 
 from .history_sync_helpers import FAST, read_back, start_bridge, wait_until
 from .test_storage_failures_locked import hold_write_lock
@@ -69,12 +71,13 @@ async def test_a_chat_refuses_such_text_and_its_history_keeps_saving(tmp_path: P
         db = tmp_path / "h.db"
         sync = HistoryWriter.open(db, meta_delay_s=0.0)
         conv = Conversation(bridge, title="t", params=FAST)
-        notes: list[str] = []
+        notes: list[Refusal] = []
         conv.notice.connect(notes.append)
         sync.attach(conv, 0)
         assert not conv.send(BAD)
         assert conv.messages == [] and not conv.is_busy
-        assert len(notes) == 1 and "lone surrogate (U+D800 at character 3)" in notes[0]
+        assert len(notes) == 1 and notes[0].code == RefusalCode.BAD_CHARACTER
+        assert "lone surrogate (U+D800 at character 3)" in (notice_text(notes[0]) or "")
         assert conv.send("hello")
         await wait_until(lambda: not conv.is_busy)
         conv.rename("bad \udfff title")  # repaired, never refused: the session still saves

@@ -22,6 +22,7 @@ from app.images.refusal import TEXT_ONLY
 from app.remote import Connection
 from tests.ui.conftest import run_until
 from tests.ui.scripted_server import ScriptedServer
+from ui.refusals import refusal_sentence
 
 REPLY = "A red square with a green diagonal."
 
@@ -198,7 +199,8 @@ def test_n_answers_and_compare_send_the_images_to_every_target(
                for b in scripted.requests[2:])
     assert conv.compare("Again", [*targets, ReplyTarget(None, {})], [image]) == []
     assert len(scripted.requests) == 4  # nothing sent: one target reads text only
-    assert TEXT_ONLY in (conv.image_refusal([image], [ReplyTarget(None, {})]) or "")
+    refused = conv.image_refusal([image], [ReplyTarget(None, {})])
+    assert refused is not None and TEXT_ONLY in refusal_sentence(refused)
 
 
 def test_a_chat_with_images_switched_to_a_text_only_model_refuses_before_adding(

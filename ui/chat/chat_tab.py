@@ -661,7 +661,7 @@ class ChatTab(QWidget):
 
     def _count_shown(self) -> None:
         """Over the context, Send's tooltip says why it will not send."""
-        self.send_button.setToolTip(self.token_count.refusal() or "")
+        self.send_button.setToolTip(notice_text(self.token_count.refusal()) or "")
 
     def _settings_edited(self) -> None:
         params = self.panel.params()

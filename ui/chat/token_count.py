@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QLabel, QWidget
 from app.bridge import PromptSize
 from app.context import AppContext
 from app.conversation import Conversation
+from app.request import Refusal, RefusalCode
 
 THROTTLE_MS = 250
 TIP = ("The prompt the next Send makes, in the model's tokens: the system prompt, the "
@@ -77,15 +78,16 @@ class TokenCount(QLabel):
         if not self._timer.isActive():
             self._timer.start()
 
-    def refusal(self) -> str | None:
-        """Why Send must not send the draft (the count is current and over the context)."""
+    def refusal(self) -> Refusal | None:
+        """Why Send must not send the draft (the count is current and over the context);
+        ui/refusals.py words it."""
         size = self.size
         if not self.current or size is None or not size.over or self._drops():
             return None
-        return (f"Not sent: with this message the prompt is {size.tokens} tokens, but the "
-                f"model's context holds {size.context} in all, the reply included. Shorten "
-                "the message, delete earlier messages (⋯ → Delete from here), let the "
-                "settings' Context overflow leave older ones out, or start a new chat.")
+        return Refusal(RefusalCode.CONTEXT_LENGTH_EXCEEDED,
+                       f"the prompt is {size.tokens} tokens; the model's context holds "
+                       f"{size.context}, the reply included", param="messages",
+                       detail={"tokens": size.tokens, "context": size.context})
 
     def _drops(self) -> bool:
         """The tab's context overflow policy leaves older messages out of a prompt that

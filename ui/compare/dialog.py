@@ -156,7 +156,7 @@ class CompareDialog(QDialog):
             return True
         refused = conv.image_refusal(self.images, targets)
         if refused is not None:  # a target reads text only: nothing is sent to any
-            return self._refuse(refused)
+            return self._refuse(refusal_sentence(refused))
         # per target: its reply, or why it was refused
         outcomes = [o if isinstance(o, ChatMessage) else refusal_sentence(o)
                     for o in conv.compare(text, targets, self.images)]
