@@ -2,7 +2,7 @@
 
 Names are imported lazily, so `engine.blas` and `engine.loader` can run before MLX loads
 (the OpenBLAS re-exec then costs no heavy import twice). The app uses `engine.public` (the
-mlx-free names) and, in app/bridge/local_target.py alone, `Engine` and `EngineConfig`.
+mlx-free names) and, in app/backend/local_target.py alone, `Engine` and `EngineConfig`.
 """
 
 from __future__ import annotations

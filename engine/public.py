@@ -3,7 +3,7 @@
 Records, events, errors, sampling settings and text checks, what the loader supports
 (engine/loader/support.py), plus the process set-up that must run before MLX loads. `app`
 imports the engine only through here (an import-linter contract in pyproject.toml);
-app.bridge.local_target alone runs the Engine itself.
+app.backend.local_target alone runs the Engine itself.
 tests/engine/test_public.py checks that importing this module loads no MLX.
 """
 

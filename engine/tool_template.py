@@ -1,6 +1,6 @@
 """A chat with tools as a prompt: rendered by the chat template (`chat_prompt.render`, the
 one function that applies it), and the probe of what the template and mlx-lm make of tools.
-Not in engine.public (the probe reads mlx-lm); app/bridge/local_target.py uses it through
+Not in engine.public (the probe reads mlx-lm); app/backend/local_target.py uses it through
 `engine`'s lazy names."""
 
 from __future__ import annotations

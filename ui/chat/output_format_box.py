@@ -1,5 +1,5 @@
 """The tab's output format in its settings panel: text, any JSON object, or a JSON schema
-loaded from a file (kept in the tab's params as `response_format`, app.output_format)."""
+loaded from a file (kept in the tab's params as `response_format`, app.request.output_format)."""
 
 from __future__ import annotations
 
