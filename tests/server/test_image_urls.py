@@ -2,12 +2,15 @@
 fetched when the server is started with --allow-image-urls. Real sockets on loopback: an
 aiohttp server on 127.0.0.1 serves a PNG, a 404, a slow answer, an oversized body, a
 truncated PNG and a redirect loop; the official openai client talks to a real in-process
-server over them, so each failure is a 400 naming the part with the reason in words."""
+server over them, so each failure is a 400 naming the part with the reason in words; and
+`batchchat serve --allow-image-urls` as a real process fetches from the same server."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import sys
 import time
 from collections.abc import AsyncIterator
 
@@ -20,6 +23,7 @@ from app.images.read import MAX_BYTES
 from app.server.serve import parse_args
 from engine import Engine
 from tests.server.conftest import MODEL, serving
+from tests.server.test_serve_command import ROOT, read_until
 from tests.vision_models import make_tiny_vlm, png_bytes
 
 RED = png_bytes((200, 10, 10))
@@ -161,3 +165,24 @@ async def test_a_fetched_image_gets_the_answer_its_data_url_gets(
             answers.append((r.choices[0].message.content, r.usage.prompt_tokens))
         assert answers[0] == answers[1]
         assert answers[0][0]  # something was generated
+
+
+async def test_batchchat_serve_with_the_option_fetches(tiny_dir, images) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "batchchat", "serve", "--model", str(tiny_dir), "--port", "0",
+        "--served-model-name", MODEL, "--allow-image-urls", cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, env=os.environ | {"BATCHCHAT_API_KEY": ""})
+    try:
+        line = await read_until(proc, "ready at")
+        client = openai.AsyncOpenAI(base_url=line.split("ready at ", 1)[1].split()[0],
+                                    api_key="unused", max_retries=0, timeout=60)
+        # fetched: the tiny model reads text only, so the 400 names the part itself
+        err = await _refused(client, images + "/red.png")
+        assert err.body["param"] == PART and "reads text only" in err.message
+        err = await _refused(client, images + "/nothing.png")
+        assert err.body["param"] == PART + ".image_url.url"
+        assert "HTTP 404 Not Found" in err.message
+        await client.close()
+    finally:
+        proc.kill()
+        await proc.wait()
