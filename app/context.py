@@ -11,6 +11,7 @@ from .fleet import ModelManager
 from .fleet.window import window_fleet
 from .history.entries import ApiResponses, HistoryRecords
 from .history.reader import HistoryReader
+from .images.fetch import allow_image_urls
 from .mcp import McpManager
 from .server.embeddings.retrieval import use_for_retrieval
 from .settings import Settings
@@ -47,6 +48,12 @@ class AppContext:
         # attachment retrieval's embedding model, beside BM25 (#51), now and as changed
         self.use_retrieval_model()
         self.settings.retrieval_model_changed.connect(self.use_retrieval_model)
+        # the API server fetches http(s) image URLs only when the user turned it on (#52)
+        self.use_image_url_setting()
+        self.settings.allow_image_urls_changed.connect(self.use_image_url_setting)
+
+    def use_image_url_setting(self) -> None:
+        allow_image_urls(self.settings.allow_image_urls)
 
     def use_retrieval_model(self) -> None:
         """Retrieval embeds with the model the settings name from now on; one that is not

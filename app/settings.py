@@ -56,6 +56,10 @@ class Settings:
         # The in-app API server (always on 127.0.0.1); an empty key = none asked for
         self.server_port = DEFAULT_SERVER_PORT
         self.server_api_key = ""
+        # fetch http(s) image URLs in API requests (#52): off, the app fetches nothing;
+        # AppContext applies it to app/images/fetch.py (process-wide) now and as changed
+        self.allow_image_urls = False
+        self.allow_image_urls_changed = Event()
         self.presets_changed = Event()
         # The chat tabs' settings panel: one global toggle, hidden until asked for.
         self.show_settings_panel = False
@@ -98,6 +102,14 @@ class Settings:
         self.kv_bits = bits
         self.save()
         return True
+
+    def set_allow_image_urls(self, enabled: bool) -> None:
+        """Fetch http(s) image URLs in API requests, or not; saved, and
+        `allow_image_urls_changed` tells who applies it."""
+        if enabled != self.allow_image_urls:
+            self.allow_image_urls = enabled
+            self.save()
+            self.allow_image_urls_changed.emit()
 
     @property
     def speculative(self) -> str:
@@ -162,6 +174,8 @@ class Settings:
             settings.server_port = port
         if isinstance(data.get("server_api_key"), str):
             settings.server_api_key = data["server_api_key"]
+        if isinstance(data.get("allow_image_urls"), bool):
+            settings.allow_image_urls = data["allow_image_urls"]
         if isinstance(data.get("retrieval_model"), str):
             settings.retrieval_model = data["retrieval_model"].strip()
         for key in ("window_geometry", "window_state", "front_chat"):
@@ -250,7 +264,8 @@ class Settings:
             return
         data = {"model": self.model, "defaults": self.defaults.to_dict(),
                 "presets": self.user_presets,
-                "server_port": self.server_port, "server_api_key": self.server_api_key}
+                "server_port": self.server_port, "server_api_key": self.server_api_key,
+                "allow_image_urls": self.allow_image_urls}
         data["show_settings_panel"] = self.show_settings_panel
         data["show_sidebar"] = self.show_sidebar
         data["theme"] = self.theme

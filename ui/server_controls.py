@@ -1,5 +1,5 @@
 """The Server menu and status-bar button: serve the app's engine over the OpenAI API
-(app/server/in_app.py), and a small dialog for its port and key."""
+(app/server/in_app.py), and a small dialog for its port, key and image-URL fetching."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
@@ -20,6 +21,7 @@ from app.server.in_app import AppServer
 from .widgets import int_box
 
 OFF_TEXT = "API server off"
+FETCH_URLS_TEXT = "Fetch http(s) image URLs in API requests"
 
 
 class ServerControls:
@@ -74,6 +76,8 @@ class ServerControls:
         settings.server_port = dialog.port.value()
         settings.server_api_key = dialog.key.text().strip()
         settings.save()
+        # applied at once by AppContext (process-wide), running server or not
+        settings.set_allow_image_urls(dialog.fetch_urls.isChecked())
         if self.server.running:  # serve with the new port and key at once
             task = asyncio.ensure_future(self._restart())
             self._tasks.add(task)
@@ -100,6 +104,13 @@ class ServerSettingsDialog(QDialog):
         self.key.setPlaceholderText("none (only this computer can connect anyway)")
         form.addRow("Port on 127.0.0.1", self.port)
         form.addRow("API key", self.key)
+        self.fetch_urls = QCheckBox(FETCH_URLS_TEXT)
+        self.fetch_urls.setChecked(settings.allow_image_urls)
+        self.fetch_urls.setToolTip(
+            "Off, image_url parts must be data URLs: the server fetches nothing.\n"
+            "On, it fetches any http(s) address this machine can reach (loopback and the\n"
+            "local network included): turn it on only for clients you trust.")
+        form.addRow(self.fetch_urls)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)

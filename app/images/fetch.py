@@ -1,11 +1,13 @@
-"""http(s) image URLs fetched, when the server is started with `--allow-image-urls` (#52).
+"""http(s) image URLs fetched, when the server is started with `--allow-image-urls` (#52),
+or the window's *Fetch http(s) image URLs* setting is on (AppContext applies it).
 Off by default: the server runs offline. When on, one GET with aiohttp's client: http and
 https only, a time limit on the whole fetch, at most a few redirects, the body capped at the
 data-URL image limit while it arrives (read.MAX_BYTES), then read by read.read_image, so a
 non-image or truncated file is refused with the same reasons as a data URL.
 
-The switch is process-wide: one `batchchat serve` process serves one set of options, and the
-images are read off the event loop (in a worker thread) where no server object is at hand."""
+The switch is process-wide: one `batchchat serve` process serves one set of options (the app
+runs one server), and the images are read off the event loop (in a worker thread) where no
+server object is at hand."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from .read import MAX_BYTES, read_image
 
 FETCH_TIMEOUT_S = 10.0  # the whole fetch: connect, redirects, body
 MAX_REDIRECTS = 3
-ENABLE_HINT = "start the server with --allow-image-urls to fetch them"
+# both ways on: `batchchat serve`'s flag, the window's Server settings (app/settings.py)
+ENABLE_HINT = ("start the server with --allow-image-urls (in the app: Server ▸ Server "
+               "settings…) to fetch them")
 
 _enabled = False
 
