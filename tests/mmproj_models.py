@@ -8,7 +8,7 @@ permuted for llama, Gemma's norms plus one) with the VLM's own vocabulary. The m
 names are gguf-py's MMPROJ map of Hugging Face's names, its layout the converter's
 (conversion/base.py MmprojModel, gemma.py Gemma3VisionModel, smolvlm.py SmolVLMModel,
 qwenvl.py Qwen2VLVisionModel, qwen3vl.py Qwen3VLVisionModel, llava.py LlavaVisionModel,
-lfm2.py LFM2VLModel): the
+lfm2.py LFM2VLModel, gemma.py Gemma4VisionAudioModel): the
 patch embedding as torch's (out, in, kh, kw), Gemma 3's soft embedding norm plus one, its
 input projection float16, the tower's and connector's matrices as `--outtype` says (f32,
 f16, q8_0), norms, biases and embeddings float32.
@@ -44,7 +44,7 @@ from tests.vision_models import make_tiny_vlm
 PROJECTOR = {"gemma3": "gemma3", "idefics3": "idefics3", "smolvlm": "idefics3",
              "qwen2_vl": "qwen2vl_merger", "qwen2_5_vl": "qwen2.5vl_merger",
              "qwen3_vl": "qwen3vl_merger", "mistral3": "pixtral", "pixtral": "pixtral",
-             "lfm2_vl": "lfm2"}
+             "lfm2_vl": "lfm2", "gemma4": "gemma4v"}
 QWEN = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 # LlavaVisionModel's pixtral towers: Mistral Small 3.1's (a patch merger), Pixtral 12B's
 PIXTRAL = ("mistral3", "pixtral")
@@ -60,13 +60,16 @@ def make_tiny_pair(folder: Path, family: str, seed: int = 0) -> tuple[Path, Path
     # matrix (mm.2) only for a tower of three or more blocks
     # (Mistral 3 and LFM2-VL likewise: mm.2, their projectors' second matrix)
     vlm = make_tiny_vlm(folder / family, family, seed, layers=6 if family == "gemma3" else 2,
-                        vision_layers=4 if family in (*QWEN, *PIXTRAL, "lfm2_vl") else 1)
+                        vision_layers=4 if family in (*QWEN, *PIXTRAL, "lfm2_vl") else
+                        2 if family == "gemma4" else 1)
     if family == "gemma3":
         _as_llama_cpp_gemma3(vlm)
     if family in QWEN:
         _as_llama_cpp_qwen(vlm)
     if family == "lfm2_vl":
         _as_llama_cpp_lfm2(vlm, seed)
+    if family == "gemma4":
+        _as_llama_cpp_gemma4(vlm, seed)
     out = folder / f"{family}-gguf"
     out.mkdir(parents=True, exist_ok=True)
     text = write_text_gguf(vlm, out / f"tiny-{family}.F32.gguf")
@@ -134,6 +137,41 @@ def _as_llama_cpp_lfm2(vlm: Path, seed: int) -> None:
     mx.save_safetensors(str(vlm / "model.safetensors"), weights)
 
 
+def _as_llama_cpp_gemma4(vlm: Path, seed: int) -> None:
+    """What a gemma4v mmproj implies (clip.cpp): 3 x 3 pooling, the checkpoints' 280-token
+    image budget (the file holds neither), mean 0 and std 1 (Gemma 4's processor: the
+    converter writes them), image tokens that attend both ways (clip.cpp: a text model not
+    1536 or 2560 wide), a context that holds two images of ~260 tokens; and, to map them
+    all, the encoder's optional parts: clipped linears (finite bounds drawn) and the
+    standardizing bias and scale."""
+    from engine.vision.mmproj_gemma4 import POOLING, SOFT_TOKENS
+
+    config = json.loads((vlm / "config.json").read_text())
+    config["vision_config"].update(pooling_kernel_size=POOLING, default_output_length=SOFT_TOKENS,
+                                   use_clipped_linears=True, standardize=True)
+    config["text_config"].update(use_bidirectional_attention="vision",
+                                 max_position_embeddings=2048)
+    config["vision_soft_tokens_per_image"] = SOFT_TOKENS
+    (vlm / "config.json").write_text(json.dumps(config, indent=1))
+    processor = json.loads((vlm / "processor_config.json").read_text())
+    processor["image_processor"].update(pooling_kernel_size=POOLING, max_soft_tokens=SOFT_TOKENS,
+                                        image_mean=[0.0] * 3, image_std=[1.0] * 3)
+    (vlm / "processor_config.json").write_text(json.dumps(processor))
+    weights = mx.load(str(vlm / "model.safetensors"))
+    mx.random.seed(seed)
+    width = config["vision_config"]["hidden_size"]
+    for name in [n for n in weights if n.startswith("vision_tower.encoder.")
+                 and n.endswith(".linear.weight")]:
+        base = name.removesuffix(".linear.weight")
+        low, high = (mx.random.uniform(0.5, 3.0, (2,)) * mx.array([-1.0, 1.0])).tolist()
+        weights.update({f"{base}.input_min": mx.array(low), f"{base}.input_max": mx.array(high),
+                        f"{base}.output_min": mx.array(low * 2),
+                        f"{base}.output_max": mx.array(high * 2)})
+    weights["vision_tower.std_bias"] = mx.random.normal((width,)) * 0.5
+    weights["vision_tower.std_scale"] = 1.0 + mx.random.normal((width,)) * 0.1
+    mx.save_safetensors(str(vlm / "model.safetensors"), weights)
+
+
 def text_case(vlm: Path) -> ArchCase:
     """The ArchCase (tests/gguf_models.py) of the VLM's language model."""
     config = json.loads((vlm / "config.json").read_text())
@@ -149,6 +187,15 @@ def text_case(vlm: Path) -> ArchCase:
         return ArchCase("lfm2", dict(text, rms_norm_eps=text["norm_eps"],
                                      intermediate_size=text["block_ff_dim"]),
                         metadata=lfm2_meta, transform=lfm2_tensor)
+    if config["model_type"] == "gemma4":  # conversion/gemma.py Gemma4Model (tied head)
+        text = dict(config["text_config"])
+        full = text["rope_parameters"]["full_attention"]  # its unrotated dimensions 1e30
+        half = text["global_head_dim"] // 2
+        rotated = int(text["global_head_dim"] * full["partial_rotary_factor"] / 2)
+        freqs = np.array([1.0] * rotated + [1e30] * (half - rotated), dtype=np.float32)
+        text["rope_theta"] = full["rope_theta"]  # (the writer's; Gemma 4's own follow)
+        return ArchCase("gemma4", text, metadata=CASES["gemma4"].metadata,
+                        extra={"rope_freqs.weight": freqs}, renames=CASES["gemma4"].renames)
     if config["model_type"] in QWEN:  # flat: the text model's keys at the top
         text = {k: v for k, v in config.items() if not isinstance(v, dict) or k == "rope_scaling"}
         return ArchCase("qwen2vl", dict(text, model_type="qwen2"), metadata=qwen2vl_meta)
@@ -235,6 +282,8 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
     """The mmproj's tensors, by GGUF name, as the converter leaves them (a Q8_0 tensor as
     its raw blocks, uint8: write_mmproj tells them by their dtype)."""
     config = json.loads((vlm / "config.json").read_text())
+    if config["model_type"] == "gemma4":
+        return _gemma4_tensors(vlm, config, outtype)
     blocks = config["vision_config"].get("num_hidden_layers") or config["vision_config"]["depth"]
     name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
     out = {}
@@ -267,6 +316,37 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
             w = gguf.quants.quantize(w, OUTTYPES[outtype][1]) if outtype == "q8_0" \
                 else w.astype(np.float16 if outtype == "f16" else np.float32)
         out[f"{new}.{suffix}"] = w
+    return out
+
+
+def _gemma4_tensors(vlm: Path, config: dict[str, Any], outtype: str) -> dict[str, np.ndarray]:
+    """conversion/gemma.py Gemma4VisionAudioModel.modify_tensors: the encoder's layers
+    renamed (`vision_model.model.`, `.linear.` dropped), the patch embedding's Linear viewed
+    as a convolution (out, channel, row, column), scalars as 1-element tensors; mapped with
+    the suffixes it names. Types: the position table F32 (tensor_force_quant), the patch
+    embedding F16 at --outtype f16 else F32, 1-D F32, the other matrices as --outtype says."""
+    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, 128)  # (vision + audio: 128)
+    patch = config["vision_config"]["patch_size"]
+    out = {}
+    for hf, w in hf_vision_weights(vlm).items():
+        hf = hf.replace("model.vision_tower.encoder.", "vision_model.model.")
+        hf = hf.replace(".linear.weight", ".weight")
+        if hf.endswith("position_embedding_table"):
+            hf += ".weight"
+        if hf.endswith("patch_embedder.input_proj.weight"):
+            w = w.reshape(w.shape[0], patch, patch, 3).transpose(0, 3, 1, 2)
+        w = w.reshape(1) if w.ndim == 0 else w
+        new = name_map.get_name(hf, try_suffixes=(".weight", ".bias", ".input_max", ".input_min",
+                                                  ".output_max", ".output_min"))
+        assert new is not None, f"gguf-py has no MMPROJ name for {hf}"
+        if new == "v.position_embd.weight" or w.ndim == 1:
+            w = w.astype(np.float32)
+        elif new == "v.patch_embd.weight":
+            w = w.astype(np.float16 if outtype == "f16" else np.float32)
+        else:
+            w = gguf.quants.quantize(w, OUTTYPES[outtype][1]) if outtype == "q8_0" \
+                else w.astype(np.float16 if outtype == "f16" else np.float32)
+        out[new] = w
     return out
 
 
@@ -304,8 +384,11 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
     config = json.loads((vlm / "config.json").read_text())
     family = config["model_type"]
     v = config["vision_config"]
-    pre = json.loads((vlm / "preprocessor_config.json").read_text())
     processor = json.loads((vlm / "processor_config.json").read_text())
+    # (Gemma 4's image processor settings are in processor_config.json, as the converter
+    # reads them when there is no preprocessor_config.json)
+    pre = (processor["image_processor"] if family == "gemma4"
+           else json.loads((vlm / "preprocessor_config.json").read_text()))
     w = GGUFWriter(str(path), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.MMPROJ])
     w.add_type(gguf.GGUFType.MMPROJ)
     w.add_name(f"tiny {family}")
@@ -321,6 +404,8 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
             v.update(intermediate_size=v["hidden_size"], hidden_size=v["embed_dim"])
     text_width = (config["hidden_size"] if family in QWEN and family != "qwen3_vl"
                   else config["text_config"]["hidden_size"])
+    if family == "gemma4":  # "unused, but set to avoid error" (Gemma4VisionAudioModel)
+        v = {**v, "image_size": 224}
     w.add_vision_projection_dim(text_width)
     w.add_vision_image_size(v["image_size"])
     w.add_vision_patch_size(v["patch_size"])
@@ -330,8 +415,13 @@ def write_mmproj(vlm: Path, path: Path, *, projector: str | None = None,
     w.add_vision_head_count(v["num_attention_heads"])
     w.add_vision_image_mean(list(pre["image_mean"]))
     w.add_vision_image_std(list(pre["image_std"]))
-    w.add_clip_projector_type(projector or PROJECTOR[family.replace("-", "_")])
-    if family == "gemma3":
+    if family == "gemma4":  # Gemma4VisionAudioModel: the vision projector's own key
+        w.add_clip_vision_projector_type(projector or PROJECTOR[family])
+    else:
+        w.add_clip_projector_type(projector or PROJECTOR[family.replace("-", "_")])
+    if family == "gemma4":  # Gemma4VisionAudioModel.set_gguf_parameters
+        w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-6))
+    elif family == "gemma3":
         w.add_vision_attention_layernorm_eps(v.get("layer_norm_eps", 1e-6))
         w.add_vision_use_gelu(True)
         per_side = int(processor.get("image_seq_length", 256) ** 0.5)

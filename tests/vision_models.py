@@ -442,9 +442,11 @@ def _gemma4(folder: Path, seed: int, *, hidden: int, vision_hidden: int,
     one before's KV (num_kv_shared_layers), tied embeddings, a soft-capped head."""
     from mlx_vlm.models import gemma4
 
-    named = {"boi_token": "<start_of_image>", "image_token": "<|image|>",
-             "eoi_token": "<end_of_image>"}
-    tokenizer = _tokenizer([*named.values(), "<|audio|>"], named["image_token"], named)
+    named = {"boi_token": "<|image>", "image_token": "<|image|>",  # Gemma 4's own
+             "eoi_token": "<image|>"}
+    # (<|video|>: Gemma4Processor adds it to a vocabulary without it)
+    tokenizer = _tokenizer([*named.values(), "<|audio|>", "<|video|>"], named["image_token"],
+                           named)
     vocab = len(tokenizer)
     ids = {k: tokenizer.convert_tokens_to_ids(v) for k, v in named.items()}
     patch, pooling, soft_tokens = 8, 2, 4

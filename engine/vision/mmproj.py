@@ -4,12 +4,12 @@ The text GGUF loads as any GGUF does (engine/loader/gguf.py: mlx-lm's class, the
 kernels). The mmproj's vision tower and projector become mlx-vlm's own modules for the
 family (Gemma 3's SigLIP + average-pooling projector, Idefics3 / SmolVLM's SigLIP +
 pixel-shuffle connector here; Qwen-VL's in mmproj_qwen.py, Mistral 3's in mmproj_pixtral.py,
-LFM2-VL's in mmproj_lfm2.py), their weights found by gguf-py's MMPROJ name map of mlx-vlm's
-names and put back in mlx-vlm's layout (what convert_hf_to_gguf.py did: the patch
-embedding as torch's conv weight, Gemma 3's soft embedding norm plus one). mlx-vlm's merge
-reads the text GGUF's own embedding table. The processor is mlx-vlm's for the family,
-with transformers' image processor built from the mmproj's sizes, mean and std, and the
-GGUF's tokenizer and chat template.
+LFM2-VL's in mmproj_lfm2.py, Gemma 4's in mmproj_gemma4.py), their weights found by
+gguf-py's MMPROJ name map of mlx-vlm's names and put back in mlx-vlm's layout (what
+convert_hf_to_gguf.py did: the patch embedding as torch's conv weight, Gemma 3's soft
+embedding norm plus one). mlx-vlm's merge reads the text GGUF's own embedding table. The
+processor is mlx-vlm's for the family, with transformers' image processor built from the
+mmproj's sizes, mean and std, and the GGUF's tokenizer and chat template.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 from ..loader.errors import ModelLoadError
 from ..loader.gguf_file import GgufFile, read_gguf_file
 from ..loader.progress import ProgressReporter
-from . import mmproj_lfm2, mmproj_pixtral, mmproj_qwen
+from . import image_mask, mmproj_gemma4, mmproj_lfm2, mmproj_pixtral, mmproj_qwen, scaled_rows
 from .mmproj_support import mmproj_beside, projector_refusal, projector_type
 from .prompt import VisionTower
 
@@ -37,7 +37,7 @@ GEMMA3_TOKENS = {"boi_token": "<start_of_image>", "image_token": "<image_soft_to
                  "eoi_token": "<end_of_image>"}
 IDEFICS3_IMAGE = "<image>"
 # mlx-lm's model type of a text GGUF -> its GGUF architecture (mmproj_support.PROJECTORS)
-TEXT_ARCHITECTURES = {"gemma3_text": "gemma3", "ministral3": "mistral3"}
+TEXT_ARCHITECTURES = {"gemma3_text": "gemma3", "gemma4_text": "gemma4", "ministral3": "mistral3"}
 
 
 def _text_architecture(model: nn.Module) -> str | None:
@@ -95,6 +95,8 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
             vlm, image_token, processor = mmproj_pixtral.build(proj, model, hf_tok)
         elif family == "lfm2":
             vlm, image_token, processor = mmproj_lfm2.build(proj, model, hf_tok)
+        elif family == "gemma4v":
+            vlm, image_token, processor = mmproj_gemma4.build(proj, model, hf_tok)
         else:
             vlm, image_token, processor = _idefics3(proj, model, hf_tok,
                                                     "smolvlm" in names.lower())
@@ -102,11 +104,17 @@ def with_vision(fields: dict[str, Any], text: Path, proj: GgufFile) -> dict[str,
         raise ModelLoadError(f"{mmproj}: mlx-vlm cannot build its {family} vision side: "
                              f"{type(e).__name__}: {e}") from e
     positioned = family in mmproj_qwen.FAMILIES
+    both_ways = family == "gemma4v" and mmproj_gemma4.bidirectional(hidden)
     if positioned:  # M-RoPE: the text model rotates by the image's 3-D positions
         mmproj_qwen.install_mrope(model, mmproj_qwen.family_of(proj), vlm)
+    elif family == "gemma4v":  # (its builder loads its weights) rows fed already scaled
+        scaled_rows.install(model, "gemma4")
+        if both_ways:
+            image_mask.install(model)
     elif family not in ("pixtral", "lfm2"):  # the Qwen-VL, Pixtral, LFM2 builders load theirs
         _load_vision_weights(vlm, proj, family)
-    return {**fields, "vision": VisionTower(vlm, processor, image_token, positioned=positioned),
+    return {**fields, "vision": VisionTower(vlm, processor, image_token, positioned=positioned,
+                                            bidirectional=both_ways),
             "description": fields["description"].replace(
                 " GGUF,", f" GGUF + {mmproj.name} (sees images),", 1)}
 
