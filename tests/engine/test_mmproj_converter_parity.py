@@ -51,7 +51,8 @@ HF_CLASSES = {"gemma3": "Gemma3ForConditionalGeneration",
               "qwen3_vl": "Qwen3VLForConditionalGeneration",
               "mistral3": "Mistral3ForConditionalGeneration",
               "pixtral": "LlavaForConditionalGeneration",  # Pixtral 12B's
-              "lfm2-vl": "Lfm2VlForConditionalGeneration"}
+              "lfm2-vl": "Lfm2VlForConditionalGeneration",
+              "gemma4": "Gemma4ForConditionalGeneration"}
 
 
 def _save_hf(vlm: Path, dest: Path) -> None:
@@ -73,7 +74,8 @@ def _save_hf(vlm: Path, dest: Path) -> None:
         config["model_type"] = "llava"
     (dest / "config.json").write_text(json.dumps(config))
     for name in ("preprocessor_config.json", "processor_config.json"):
-        shutil.copy(vlm / name, dest / name)
+        if (vlm / name).is_file():  # (Gemma 4's image settings: processor_config.json)
+            shutil.copy(vlm / name, dest / name)
     weights = {k: mx.array(v) for k, v in hf_vision_weights(vlm).items()}
     if family in PIXTRAL:  # (LlavaVisionModel would copy [IMG_BREAK]'s row
         # out of it, but MmprojModel.filter_tensors drops language_model.* first)
