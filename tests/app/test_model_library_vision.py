@@ -55,7 +55,8 @@ def test_a_vision_family_not_run_yet_says_why(disk):
     assert "the engine runs images for" in e.images_reason
 
 
-@pytest.mark.parametrize("family", ["smolvlm", "qwen2_5_vl"])  # qwen: a qwen2vl GGUF
+# qwen: a qwen2vl GGUF; gemma4: a gemma4v projector (its own clip.vision.projector_type key)
+@pytest.mark.parametrize("family", ["smolvlm", "qwen2_5_vl", "gemma4"])
 def test_a_gguf_with_an_mmproj_beside_it_loads_as_a_pair(disk, family):
     _, text, mmproj = make_tiny_pair(disk, family)
     models = by_name()
