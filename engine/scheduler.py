@@ -227,7 +227,10 @@ class Scheduler:
         full size (None: no burst rule). While interactive rows decode, a prompt that runs
         in a pass of its own (a chat's next turn, its history in cache) is never a burst's
         and only one such prompt runs a tick: four turns arriving together cost the streams
-        four short stalls, not one as long as four passes."""
+        four short stalls, not one as long as four passes. An image whose tokens attend
+        both ways runs whole (`Sequence.whole_images`), even past what the tick allowed it:
+        then it is the tick's last prompt chunk (its whole size counts against the tick;
+        no burst or short prompt is added beside it)."""
         cfg = self.config
         budget = self.budget.budget(decode_rows, interactive)
         left = budget - decode_rows
@@ -264,6 +267,7 @@ class Scheduler:
             beyond = beyond or n > max(0, left - used)
             if n < want <= min(whole, cfg.prefill_burst) and used + want <= cap:
                 n, beyond = want, True
+            allowed = n
             if n > 0:  # an image whose tokens attend both ways is never split
                 n = seq.whole_images(n)
                 beyond = beyond or n > max(0, left - used)
@@ -271,6 +275,8 @@ class Scheduler:
                 chunks.append((seq, n))
                 used += n
                 turn_planned = turn_planned or turn
+            if n > allowed:  # a whole image past its allowance is the tick's last prefill
+                break
         return TickPlan(budget, decode_rows, interactive, chunks, beyond)
 
     def schedule(self, rows: DecodeRows) -> TickPlan:

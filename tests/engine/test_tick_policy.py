@@ -320,3 +320,40 @@ def test_with_shared_passes_a_long_prompt_keeps_a_pace() -> None:
     assert sched.plan(decode_rows=0).num_prefill_tokens == 512
     plan = sched.plan(decode_rows=8, interactive=False)
     assert not plan.beyond_allowance and plan.budget == sched.budget.budget(8, interactive=False)
+
+
+def test_an_image_larger_than_the_allowance_runs_whole_and_alone_in_its_tick():
+    """Gemma 4's image tokens attend both ways, so an image is never split
+    (Sequence.whole_images): a chunk starting at one runs to its end past the tick's
+    allowance. Its whole size counts against the tick: no burst mate and no short prompt is
+    prefilled beside it (each would be without it), and the tick is marked beyond the
+    allowance (it does not teach the budget). A chunk of text that stops before an image
+    leaves room for the others as before."""
+    from engine.scheduler import Scheduler
+    from engine.vision.prompt import VisionPrompt
+
+    cfg = EngineConfig(max_concurrent=8, prefill_burst=200, min_prefill_tokens=16,
+                       max_token_budget=400)
+    sched = Scheduler(cfg)
+    allowance = sched.budget.budget(decode_rows=2) - 2  # interactive decoders: 64 tokens
+    image = _waiting(160, t_submit=20.0)  # sent after the streams began: held to 64
+    ids = list(range(160))
+    image.vision = VisionPrompt(ids, ids, {}, images_end=152, blocks=((2, 152),))
+    image.prompt_embeddings = object()  # its vision pass has run
+    image.num_cached = 2  # the text before the image is prefilled: the next chunk is it
+    # the streams' burst (full size, beyond the allowance), after the image in line
+    mate = _waiting(150, t_submit=2.0, priority="background")
+    short = _waiting(10, t_submit=3.0, priority="background")
+    sched.prefilling = [image, mate, short]
+    plan = sched.plan(decode_rows=2, interactive=True, streaming_since=10.0)
+    assert [(seq.request_id, n) for seq, n in plan.prefill] == [(image.request_id, 150)]
+    assert plan.num_prefill_tokens == 150 > allowance and plan.beyond_allowance
+    sched.prefilling = [mate, short]  # without the image both run
+    assert {s.request_id for s, _ in sched.plan(decode_rows=2, interactive=True,
+                                                 streaming_since=10.0).prefill} == \
+        {mate.request_id, short.request_id}
+    image.num_cached = 0  # text first: the chunk stops before the image, the others run
+    sched.prefilling = [image, mate, short]
+    chunks = [(s.request_id, n) for s, n in sched.plan(decode_rows=2, interactive=True,
+                                                       streaming_since=10.0).prefill]
+    assert chunks[0] == (image.request_id, 2) and len(chunks) == 3
