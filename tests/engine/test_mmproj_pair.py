@@ -318,3 +318,30 @@ def test_a_large_image_tiles_on_lfm2_vl(tmp_path, monkeypatch):
     monkeypatch.setattr(cached.vision, "embed", lambda p: passes.append(p) or real(p))
     assert answers(cached, [(follow, [TILED])]) == answers(engine(), [(follow, [TILED])])
     assert cached.finished_requests()[-1].cached_tokens >= a.images_end and passes == []
+
+
+def test_a_gemma4_pair_s_images_attend_both_ways_unless_llama_cpp_says_causal(
+        tmp_path, monkeypatch):
+    """The GGUF does not say use_bidirectional_attention; llama.cpp decides by the text
+    model's width (causal for E2B's 1536 and E4B's 2560, both ways otherwise:
+    mtmd_decode_use_non_causal). The tiny pair (64 wide) answers as its folder with
+    `vision` both ways; taken as causal (64 made one of those widths), it answers as the
+    same folder without it, and the two answers differ."""
+    from engine.vision import mmproj_gemma4
+
+    folder, text, _ = make_tiny_pair(tmp_path, "gemma4")
+    request = [(ask("what is it?"), [RED])]
+    both = Engine.load(str(text))
+    assert both.vision.bidirectional and both.vision.prepare(*request[0]).blocks
+    causal_folder = tmp_path / "causal"
+    shutil.copytree(folder, causal_folder)
+    config = json.loads((causal_folder / "config.json").read_text())
+    del config["text_config"]["use_bidirectional_attention"]
+    (causal_folder / "config.json").write_text(json.dumps(config))
+    monkeypatch.setattr(mmproj_gemma4, "CAUSAL_WIDTHS", (64,))
+    causal = Engine.load(str(text))
+    assert not causal.vision.bidirectional and not causal.vision.prepare(*request[0]).blocks
+    got_both, got_causal = answers(both, request, SEEDED), answers(causal, request, SEEDED)
+    assert got_both == answers(Engine.load(str(folder)), request, SEEDED)
+    assert got_causal == answers(Engine.load(str(causal_folder)), request, SEEDED)
+    assert got_both != got_causal
