@@ -16,7 +16,7 @@ from typing import Any
 # (its text GGUF mistral3, or llama as older conversions wrote it) or Pixtral 12B's LLaVA-style
 # projector without a merger (its text GGUF llama), LFM2-VL's SigLIP2 tower
 # and pixel-unshuffle projector, Gemma 4's own vision encoder and embedder (gemma4v; its
-# text GGUF gemma4, dense or MoE).
+# text GGUF gemma4).
 PROJECTORS: dict[str, tuple[str, ...]] = {
     "gemma3": ("gemma3",), "idefics3": ("llama",), "pixtral": ("mistral3", "llama"),
     "lfm2": ("lfm2",), "gemma4v": ("gemma4",),

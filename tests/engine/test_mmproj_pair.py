@@ -9,6 +9,8 @@ tiny random VLMs of each family written as the converter writes a pair
 - LFM2-VL: an image larger than one view, in tiles and a thumbnail, answers the same alone
   and batched and is cached on a follow-up.
 - Pixtral: Mistral 3's projector (a patch merger) and Pixtral 12B's (none) alike.
+- Gemma 4: its images attend both ways as its folder's (use_bidirectional_attention
+  "vision"), or causally where llama.cpp's width rule says so.
 - A float16 or Q8_0 mmproj loads within its rounding.
 - An mmproj given by path (`mmproj=`, the CLI's --mmproj) pairs from anywhere; a projector
   type the engine does not map, or one for another text architecture, is refused with its
