@@ -11,7 +11,9 @@ what clip.cpp (PROJECTOR_TYPE_GEMMA4V) takes: a vision RoPE of base 100, 3 x 3 p
 unless `clip.vision.projector.scale_factor` says, the text model's rows scaled by sqrt(width)
 in the merge, and image tokens that attend both ways unless the text model is 1536 or 2560
 wide (E2B, E4B: mtmd_decode_use_non_causal; the GGUF has no such key). The image's token
-count is the checkpoint processor's default budget (280), not clip.cpp's 70 to 1120.
+count is the checkpoint processor's default budget (280), not clip.cpp's 70 to 1120. E2B's
+and E4B's mmproj hold their audio encoder too (`a.*`, `mm.a.*`): taken as read, as the
+engine reads images, not sound.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ SOFT_TOKENS = 280  # Gemma4ImageProcessor's max_soft_tokens (the checkpoints' de
 CAUSAL_WIDTHS = (1536, 2560)  # E2B, E4B: their images attend causally (mtmd.cpp)
 # the suffixes the converter maps by (Gemma4VisionAudioModel.modify_tensors)
 SUFFIXES = (".weight", ".bias", ".input_max", ".input_min", ".output_max", ".output_min")
+AUDIO = ("a.", "mm.a.")  # gguf-py: every audio tensor's name starts so
+
+
+def _audio(name: str) -> bool:
+    return name.startswith(AUDIO)
 
 
 def bidirectional(text_width: int) -> bool:
@@ -63,7 +70,7 @@ def build(proj: GgufFile, model: nn.Module, hf_tok: Any) -> tuple[nn.Module, int
     hidden = int(model.args.hidden_size)
     width, heads = int(m[CLIP.EMBEDDING_LENGTH]), int(m[CLIP.Attention.HEAD_COUNT])
     patch, pooling = int(m[CLIP.PATCH_SIZE]), int(m.get(CLIP.Projector.SCALE_FACTOR, POOLING))
-    clipped = any(n.endswith(SUFFIXES[2:]) for n in proj.tensors)
+    clipped = any(n.endswith(SUFFIXES[2:]) for n in proj.tensors if not _audio(n))
     vision = {"model_type": "gemma4_vision", "hidden_size": width,
               "intermediate_size": int(m[CLIP.FEED_FORWARD_LENGTH]),
               "num_hidden_layers": int(m[CLIP.BLOCK_COUNT]), "num_attention_heads": heads,
@@ -121,7 +128,7 @@ def _load_weights(vlm: nn.Module, proj: GgufFile) -> None:
     from .mmproj import floats, install, shaped_as
 
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, int(proj.metadata[CLIP.BLOCK_COUNT]))
-    weights, used = [], set()
+    weights, used = [], {n for n in proj.tensors if _audio(n)}  # (sound: not read here)
     for name, value in tree_flatten(vlm.parameters()):
         if name.startswith("language_model."):
             continue

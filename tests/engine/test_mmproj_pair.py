@@ -347,3 +347,20 @@ def test_a_gemma4_pair_s_images_attend_both_ways_unless_llama_cpp_says_causal(
     assert got_both == answers(Engine.load(str(folder)), request, SEEDED)
     assert got_causal == answers(Engine.load(str(causal_folder)), request, SEEDED)
     assert got_both != got_causal
+
+
+def test_a_gemma4_mmproj_with_its_audio_encoder_gives_the_same_images(tmp_path):
+    """E2B's and E4B's mmproj hold their audio encoder beside the vision one (gguf-py names
+    every audio tensor a.* or mm.a.*, some with clip bounds): the engine reads images only,
+    so they are taken as read and the image rows are the vision-only file's, bit for bit."""
+    folder, text, _ = make_tiny_pair(tmp_path, "gemma4")
+    sound = {"a.blk.0.attn_q.weight": np.ones((8, 8), np.float32),
+             "a.blk.0.attn_q.input_max": np.ones((1,), np.float32),
+             "mm.a.input_projection.weight": np.ones((64, 8), np.float32)}
+    both = write_mmproj(folder, tmp_path / "mmproj-with-audio.gguf",
+                        tensors=mmproj_tensors(folder) | sound)
+    seen, heard = Engine.load(str(text)), Engine.load(str(text), mmproj=str(both))
+    assert heard.sees_images
+    a, b = seen.vision.prepare(ask("what is it?"), [RED]), heard.vision.prepare(
+        ask("what is it?"), [RED])
+    assert a.ids == b.ids and same_rows(seen.vision.embed(a), heard.vision.embed(b))
