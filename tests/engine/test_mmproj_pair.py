@@ -364,3 +364,20 @@ def test_a_gemma4_mmproj_with_its_audio_encoder_gives_the_same_images(tmp_path):
     a, b = seen.vision.prepare(ask("what is it?"), [RED]), heard.vision.prepare(
         ask("what is it?"), [RED])
     assert a.ids == b.ids and same_rows(seen.vision.embed(a), heard.vision.embed(b))
+
+
+def test_a_gemma4_image_larger_than_the_burst_runs_whole_in_one_tick(tmp_path):
+    """A Gemma 4 image (~250 tokens that attend both ways) under a 32-token prefill burst:
+    it is never split, so one tick prefills all of it, and the answers
+    (its own and a text row's beside it) are those of a burst that holds it."""
+    _, text, _ = make_tiny_pair(tmp_path, "gemma4")
+
+    def engine(**more) -> Engine:
+        return Engine.load(str(text), config=EngineConfig(prefix_cache=False, **more))
+
+    seen, row = (ask("what is it?"), [RED]), (chat("tell me about the number 7 please"), None)
+    image_tokens = sum(t < 0 for t in engine().vision.prepare(*seen).ids)
+    assert image_tokens > 32
+    small = engine(prefill_burst=32)
+    assert answers(small, [row, seen], SEEDED) == answers(engine(), [row, seen], SEEDED)
+    assert max(t.prefill_tokens for t in small.telemetry()) >= image_tokens > 32
