@@ -8,9 +8,10 @@ dropped) before gguf-py's MMPROJ name map; the patch embedding, a Linear over a 
 clip bounds (`input_min` ...) as 1-element tensors; `clip.vision.image_size` written as 224
 whatever the checkpoint (unused: the encoder takes any size). What the file leaves out is
 what clip.cpp (PROJECTOR_TYPE_GEMMA4V) takes: a vision RoPE of base 100, 3 x 3 pooling
-unless `clip.vision.projector.scale_factor` says, the text model's rows scaled by sqrt(width)
-in the merge, and image tokens that attend both ways unless the text model is 1536 or 2560
-wide (E2B, E4B: mtmd_decode_use_non_causal; the GGUF has no such key). The image's token
+unless `clip.vision.projector.scale_factor` says (the pooled features scaled by
+sqrt(width), as mlx-vlm's pooler does), and image tokens that attend both ways unless
+the text model is 1536 or 2560 wide (E2B, E4B: mtmd_decode_use_non_causal; the GGUF has no
+such key). The image's token
 count is the checkpoint processor's default budget (280), not clip.cpp's 70 to 1120. E2B's
 and E4B's mmproj hold their audio encoder too (`a.*`, `mm.a.*`): taken as read, as the
 engine reads images, not sound.
