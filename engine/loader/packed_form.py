@@ -15,8 +15,11 @@ Q4_K, Q5_K and Q6_K are packed in forms of their own, near their file's width (i
 src/packed.h): the file's sub-scales and super-block scales, whose products the kernel forms
 in float32 as gguf-py does. Their views compute those products in MLX (float32, one
 rounding each, the same bits), and Q5_K's / Q6_K's values are put back together as bytes.
-Q4_0 and Q8_0 keep the file's fp16 d alone (scale-only: their bias is d * -8 or d * -128,
-exact), the file's width: a MoE decode step's experts cost the bytes they read.
+Q4_0, Q8_0 and Q5_0 keep the file's fp16 d alone (scale-only: their bias is d * -8, -128
+or -16, exact), the file's width: a MoE decode step's experts cost the bytes they read. Q5_1
+and Q4_1 keep the file's fp16 d and m (scale d, bias m): llama.cpp's Q4_K_M / Q5_K_M write
+rows that are not whole 256-blocks in Q5_0 / Q5_1 (SmolLM2's and Gemma 3's MLPs), and the
+bundled model is Q4_1. Q5_0's / Q5_1's values sit in Q5_K's 5-bit layout.
 """
 
 from __future__ import annotations
@@ -29,13 +32,16 @@ import mlx.nn as nn
 PANEL = 16  # rows a panel (kPanel in packed.h)
 SUPER = 256  # a K-quant's super-block (kSuper)
 ATTR = "_batchchat_prepacked"  # the module attribute that holds a Prepacked
-# packed.h's Form: MLX's affine scales and biases, Q4_K's / Q6_K's / Q5_K's own parts, or
-# Q4_0's / Q8_0's fp16 scales alone
-AFFINE, Q4K, Q6K, Q5K, Q40, Q80 = 0, 1, 2, 3, 4, 5
+# packed.h's Form: MLX's affine scales and biases, Q4_K's / Q6_K's / Q5_K's own parts,
+# Q4_0's / Q8_0's / Q5_0's fp16 scales alone, or Q5_1's / Q4_1's fp16 scales and minimums
+AFFINE, Q4K, Q6K, Q5K, Q40, Q80, Q50, Q51, Q41 = 0, 1, 2, 3, 4, 5, 6, 7, 8
 # a file form's (group size, bits) in the kernel
-_KERNEL_LAYOUT = {Q4K: (32, 4), Q6K: (16, 6), Q5K: (32, 5), Q40: (32, 4), Q80: (32, 8)}
+_KERNEL_LAYOUT = {Q4K: (32, 4), Q6K: (16, 6), Q5K: (32, 5), Q40: (32, 4), Q80: (32, 8),
+                  Q50: (32, 5), Q51: (32, 5), Q41: (32, 4)}
 # a scale-only form's bias: d times this (exact in float32)
-SCALE_ONLY_BIAS = {Q40: -8.0, Q80: -128.0}
+SCALE_ONLY_BIAS = {Q40: -8.0, Q80: -128.0, Q50: -16.0}
+# the forms with the file's fp16 d and m a 32-block: scales (panels, K / 32, 32), d then m
+SCALE_MIN = frozenset({Q51, Q41})
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,8 +50,9 @@ class Prepacked:
     (panels * 16, K * bits / 8), scales and biases float32 (panels, K / group, 16)), or a
     K-quant's form (Q4_K / Q5_K: scales uint8 (panels, K / 256, 256), a super-block's 6-bit
     sc and m and fp16 d and dmin by lane; Q6_K: scales int8 (panels, K / 256, 288), its
-    int8 sub-scales and fp16 d by lane; biases empty (panels, 0, 16); Q4_0 / Q8_0: scales the file's
-    fp16 d a 32-block, biases empty (panels, 0, 16); packed.h)."""
+    int8 sub-scales and fp16 d by lane; biases empty (panels, 0, 16); Q4_0 / Q8_0 / Q5_0:
+    scales the file's fp16 d a 32-block (panels, K / 32, 16); Q5_1 / Q4_1: its fp16 d then
+    m (panels, K / 32, 32); biases empty (panels, 0, 16); packed.h)."""
 
     weight: mx.array
     scales: mx.array
@@ -60,8 +67,11 @@ class Prepacked:
         Q4_K / Q5_K, the weights' bytes a row against the super-blocks' K."""
         if self.scales.dtype == mx.int8:
             return Q6K
-        if self.scales.dtype == mx.float16:  # K = 32 a group: 4 or 8 bits a weight
-            return Q40 if self.weight.shape[1] * 8 == 4 * self.scales.shape[1] * 32 else Q80
+        if self.scales.dtype == mx.float16:  # K = 32 a group; the weight's bits tell the type
+            bits = self.weight.shape[1] * 8 // (self.scales.shape[1] * 32)
+            if self.scales.shape[2] == 2 * PANEL:  # d and m
+                return Q41 if bits == 4 else Q51
+            return {4: Q40, 5: Q50}.get(bits, Q80)
         if self.scales.dtype != mx.uint8:
             return AFFINE
         k = self.scales.shape[1] * SUPER
@@ -81,10 +91,12 @@ def _lane_major(x: mx.array) -> mx.array:
 def _scale_parts(pk: Prepacked) -> list[mx.array]:
     """The arrays the scales and biases are made of, each (panels, 16, ...) lane-major
     (lazy transposes): affine [scales, biases]; Q4_K [sc, m, d, dmin]; Q6_K [sc, d];
-    Q4_0 / Q8_0 [d]."""
+    Q4_0 / Q8_0 / Q5_0 [d]; Q5_1 / Q4_1 [d, m]."""
     sub, sup = _lane_major(pk.scales), _lane_major(pk.biases)
     if pk.form in SCALE_ONLY_BIAS:
         return [sub]
+    if pk.form in SCALE_MIN:
+        return [_lane_major(pk.scales[..., :PANEL]), _lane_major(pk.scales[..., PANEL:])]
     if pk.form in (Q4K, Q5K):
         return list(_k4_parts(pk.scales))
     if pk.form == Q6K:
@@ -129,6 +141,8 @@ def _scales_biases(form: int, parts: list[mx.array]) -> tuple[mx.array, mx.array
     if form in SCALE_ONLY_BIAS:  # fp16 d (exact in float32) and d * -8 (or -128), exact
         scales = parts[0].astype(mx.float32)
         return scales, scales * SCALE_ONLY_BIAS[form]
+    if form in SCALE_MIN:  # fp16 d and m, each exact in float32
+        return parts[0].astype(mx.float32), parts[1].astype(mx.float32)
     if form in (Q4K, Q5K):  # groups of 32, 8 a super-block: d * sc and -(dmin * m)
         sc, m, d, dmin = parts  # d, dmin the file's fp16 (exact in float32)
         d, dmin = d.astype(mx.float32), dmin.astype(mx.float32)
@@ -181,7 +195,9 @@ def _five_bit_values(nib: mx.array, bits: mx.array, k: int) -> mx.array:
 
 # the forms whose values are put back as bytes: (their bits, parts, values)
 _BYTE_FORMS = {Q6K: (6, _six_bit_parts, _six_bit_values),
-               Q5K: (5, _five_bit_parts, _five_bit_values)}
+               Q5K: (5, _five_bit_parts, _five_bit_values),
+               Q50: (5, _five_bit_parts, _five_bit_values),
+               Q51: (5, _five_bit_parts, _five_bit_values)}
 
 
 def _byte_values(pk: Prepacked, k: int, ids: mx.array | None = None) -> mx.array:
@@ -206,7 +222,8 @@ def affine_views(pk: Prepacked, n: int, bits: int, scale_dtype: mx.Dtype
     unevaluated views of the packed arrays: nothing is computed until someone evaluates
     them. Layout (packed.h): per panel and 32-block, 8-bit: byte 64j + 4·lane + i holds
     q[4j + i]; 4-bit: byte 64j + 4·lane + i holds q[8j + i] low, q[8j + 4 + i] high (Q5_K,
-    Q6_K: their low nibbles, then the high bits). `bits`: the module's (8 for those two)."""
+    Q6_K, Q5_0, Q5_1: their low nibbles, then the high bits). `bits`: the module's (8 for
+    those)."""
     w = pk.weight
     rows, width = w.shape
     k = width * 8 // (_BYTE_FORMS[pk.form][0] if pk.form in _BYTE_FORMS else bits)

@@ -64,9 +64,10 @@ GGUF_KEPT_TYPES = {2: HeldType(4, 32, 2), 3: HeldType(4, 32, 2), 12: HeldType(4,
                    10: HeldType(4, 16, 4)}
 # Bits a weight in the native kernel's own forms for K-quants (packed.h: Q4_K / Q5_K 4- / 5-bit
 # values, the file's 6-bit sub-scales and minimums and fp16 d and dmin; Q6_K 6-bit values, int8
-# sub-scale a 16, fp16 d a 256) and for Q4_0 / Q8_0 (the file's fp16 d a 32, no bias); the
-# other kept types: bits + float32 scale and bias.
-PACKED_BITS = {12: 4.5, 13: 5.5, 14: 6.5625, 2: 4.5, 8: 8.5}
+# sub-scale a 16, fp16 d a 256), for Q4_0 / Q8_0 / Q5_0 (the file's fp16 d a 32, no bias)
+# and Q5_1 / Q4_1 (its fp16 d and m a 32): the file's; the other kept types: bits + float32
+# scale and bias.
+PACKED_BITS = {12: 4.5, 13: 5.5, 14: 6.5625, 2: 4.5, 8: 8.5, 6: 5.5, 7: 6.0, 3: 5.0}
 GGUF_FLOAT_TYPES = frozenset({0, 1, 30})  # F32, F16, BF16
 # gguf-py dequantizes these and nothing runs them quantized here: float32, said at load.
 GGUF_FLOAT32_TYPES = frozenset({16, 17, 18, 19, 21, 22, 29, 34, 35, 40})

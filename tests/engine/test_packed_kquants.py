@@ -134,7 +134,7 @@ def test_a_form_refuses_another_layout() -> None:
     with pytest.raises(ValueError, match="group size and bits"):
         native.packed_matvec_many(x, [pk.arrays()], [16], 16, 8, form=Q6K)
     with pytest.raises(ValueError, match="form must be"):
-        native.packed_matvec_many(x, [pk.arrays()], [16], 16, 6, form=7)
+        native.packed_matvec_many(x, [pk.arrays()], [16], 16, 6, form=99)
     with pytest.raises(ValueError, match="do not match"):  # Q6_K's arrays as Q4_K's
         native.packed_matvec_many(x, [pk.arrays()], [16], 32, 4, form=Q4K)
     _, q4, _ = _packed(T.Q4_K, rows=16, blocks=1, seed=5)

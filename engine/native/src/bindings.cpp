@@ -158,10 +158,12 @@ NB_MODULE(_qmv, m) {
       },
       "type"_a, "src"_a, "N"_a, "K"_a, "order"_a = std::vector<int>(),
       "GGML blocks (a GGUF tensor's N x K weights) straight into the packed layout "
-      "[weights, scales, biases] (Q4_K, Q5_K, Q6_K: their own forms, ggml_packed_form); output "
+      "[weights, scales, biases] (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0, Q5_0, Q5_1, Q4_1: their own "
+      "forms, ggml_packed_form); output "
       "row n is source row order[n] (empty: n).");
   m.def("ggml_packed_form", &bc_native::ggml_packed_form, "type"_a,
-        "The packed form a GGML type decodes into: 0 affine, 1 Q4_K's, 2 Q6_K's, 3 Q5_K's.");
+        "The packed form a GGML type decodes into: 0 affine, 1 Q4_K's, 2 Q6_K's, 3 Q5_K's, "
+        "4 Q4_0's, 5 Q8_0's, 6 Q5_0's, 7 Q5_1's, 8 Q4_1's.");
   m.def(
       "ggml_to_packed_many",
       [](std::vector<std::tuple<int, nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>,

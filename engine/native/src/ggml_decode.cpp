@@ -302,6 +302,9 @@ void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
 int ggml_packed_form(int type) {
   if (type == Q4_0) return kQ40;
   if (type == Q8_0) return kQ80;
+  if (type == Q5_0) return kQ50;
+  if (type == Q5_1) return kQ51;
+  if (type == Q4_1) return kQ41;
   return type == Q4_K ? kQ4K : type == Q5_K ? kQ5K : type == Q6_K ? kQ6K : kAffine;
 }
 
@@ -355,6 +358,10 @@ void ggml_to_packed(int type, const uint8_t* src, long N, long K, const int32_t*
         } else if (scale_only(form)) {  // the block's fp16 d as it is (its first 2 bytes)
           block(type, blk, q, s, b);
           std::memcpy(ps + (i * kPanel + ln) * 2, blk, 2);
+        } else if (scale_min(form)) {  // the block's fp16 d and m as they are (bytes 0-3)
+          block(type, blk, q, s, b);
+          std::memcpy(ps + (i * 2 * kPanel + ln) * 2, blk, 2);
+          std::memcpy(ps + ((i * 2 + 1) * kPanel + ln) * 2, blk + 2, 2);
         } else {
           block(type, blk, q, s, b);
           float* fs = reinterpret_cast<float*>(ps);

@@ -22,8 +22,9 @@ void ggml_to_affine(int type, const uint8_t* src, long rows, long K, uint8_t* w,
                     float* scales, float* biases);
 
 // The packed form (packed.h's Form) `type` is decoded into: kQ4K, kQ5K, kQ6K for Q4_K, Q5_K,
-// Q6_K (held near their file's width), kQ40 and kQ80 for Q4_0 and Q8_0 (the file's fp16
-// scales), kAffine for the others.
+// Q6_K (held near their file's width), kQ40, kQ80 and kQ50 for Q4_0, Q8_0 and Q5_0 (the
+// file's fp16 scales), kQ51 and kQ41 for Q5_1 and Q4_1 (its fp16 scales and minimums),
+// kAffine for the others.
 int ggml_packed_form(int type);
 
 // N rows of K weights of `type` straight into the packed layout of packed.h in the type's

@@ -83,8 +83,10 @@ std::vector<mx::array> ggml_to_packed_arrays(int type, const uint8_t* src, size_
   if (form == kQ6K)  // int8 sc a 16-group and fp16 d a super-block; no biases
     return {wa, mx::array(std::move(sd), {P, (int)(K / kSuper), kSuperScaleBytes6}, mx::int8),
             mx::array(std::move(bd), {P, 0, kPanel}, mx::float32)};
-  if (scale_only(form))  // the file's fp16 d a 32-block; no biases (d * -8 or -128)
-    return {wa, mx::array(std::move(sd), {P, (int)(K / 32), kPanel}, mx::float16),
+  if (scale_only(form) || scale_min(form))  // the file's fp16 d (and m) a 32-block; no biases
+    return {wa,
+            mx::array(std::move(sd), {P, (int)(K / 32), scale_min(form) ? 2 * kPanel : kPanel},
+                      mx::float16),
             mx::array(std::move(bd), {P, 0, kPanel}, mx::float32)};
   const int G = (int)(K / group);
   return {wa, mx::array(std::move(sd), {P, G, kPanel}, mx::float32),

@@ -64,13 +64,15 @@ inline float scale_of(int form, const PanelData& pd, int g, int n) {
     return load_scale(sb + 256, (size_t)n, ScaleType::f16) * (float)(int8_t)sb[(g % 16) * kPanel + n];
   }
   if (scale_only(form)) return load_scale(pd.s, (size_t)g * kPanel + n, ScaleType::f16);
+  if (scale_min(form)) return load_scale(pd.s, (size_t)g * 2 * kPanel + n, ScaleType::f16);
   return reinterpret_cast<const float*>(pd.s)[g * kPanel + n];
 }
 
 inline float bias_of(int form, const PanelData& pd, int g, int n) {
   if (form == kQ4K || form == kQ5K) return -(k4_d(pd, g, n, true) * (float)k4_sub(pd, g, n, true));
   if (form == kQ6K) return scale_of(form, pd, g, n) * -32.f;
-  if (scale_only(form)) return scale_of(form, pd, g, n) * (form == kQ40 ? -8.f : -128.f);
+  if (scale_only(form)) return scale_of(form, pd, g, n) * scale_only_bias(form);
+  if (scale_min(form)) return load_scale(pd.s, (size_t)(g * 2 + 1) * kPanel + n, ScaleType::f16);
   return pd.b[g * kPanel + n];
 }
 
@@ -152,6 +154,8 @@ BC_AVX512VNNI inline __m512 scale16(const PanelData& pd, int g) {
     return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
   } else if constexpr (scale_only(FORM)) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pd.s + g * 2 * kPanel)));
+  } else if constexpr (scale_min(FORM)) {  // d then m, 64 bytes a group
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pd.s + g * 4 * kPanel)));
   } else {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(pd.s) + g * kPanel);
   }
@@ -167,7 +171,10 @@ BC_AVX512VNNI inline __m512 bias16(const PanelData& pd, int g) {
   } else if constexpr (FORM == kQ6K) {
     return _mm512_mul_ps(scale16<FORM>(pd, g), _mm512_set1_ps(-32.f));
   } else if constexpr (scale_only(FORM)) {
-    return _mm512_mul_ps(scale16<FORM>(pd, g), _mm512_set1_ps(FORM == kQ40 ? -8.f : -128.f));
+    return _mm512_mul_ps(scale16<FORM>(pd, g), _mm512_set1_ps(scale_only_bias(FORM)));
+  } else if constexpr (scale_min(FORM)) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pd.s + (g * 4 + 2) * kPanel)));
   } else {
     return _mm512_loadu_ps(pd.b + g * kPanel);
   }
@@ -284,6 +291,9 @@ BC_AVX2 inline __m256 scale8(const PanelData& pd, int g, int h) {
   } else if constexpr (scale_only(FORM)) {
     return _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + (g * kPanel + 8 * h) * 2)));
+  } else if constexpr (scale_min(FORM)) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pd.s + (g * 2 * kPanel + 8 * h) * 2)));
   } else {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(pd.s) + g * kPanel + 8 * h);
   }
@@ -300,7 +310,10 @@ BC_AVX2 inline __m256 bias8(const PanelData& pd, int g, int h) {
   } else if constexpr (FORM == kQ6K) {
     return _mm256_mul_ps(scale8<FORM>(pd, g, h), _mm256_set1_ps(-32.f));
   } else if constexpr (scale_only(FORM)) {
-    return _mm256_mul_ps(scale8<FORM>(pd, g, h), _mm256_set1_ps(FORM == kQ40 ? -8.f : -128.f));
+    return _mm256_mul_ps(scale8<FORM>(pd, g, h), _mm256_set1_ps(scale_only_bias(FORM)));
+  } else if constexpr (scale_min(FORM)) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(pd.s + ((g * 2 + 1) * kPanel + 8 * h) * 2)));
   } else {
     return _mm256_loadu_ps(pd.b + g * kPanel + 8 * h);
   }
@@ -425,6 +438,9 @@ void panel_rows(Path path, const PackedArgs& p, const Prep& x, int pn, int m0, i
   if (p.form == kQ5K) return panel_rows_as<5, 1, kQ5K>(path, p, x, pn, m0, rows);
   if (p.form == kQ40) return panel_rows_as<4, 1, kQ40>(path, p, x, pn, m0, rows);
   if (p.form == kQ80) return panel_rows_as<8, 1, kQ80>(path, p, x, pn, m0, rows);
+  if (p.form == kQ50) return panel_rows_as<5, 1, kQ50>(path, p, x, pn, m0, rows);
+  if (p.form == kQ51) return panel_rows_as<5, 1, kQ51>(path, p, x, pn, m0, rows);
+  if (p.form == kQ41) return panel_rows_as<4, 1, kQ41>(path, p, x, pn, m0, rows);
   const bool four = p.bits == 4, g16 = p.group_size == 16;
   if (four) g16 ? panel_rows_as<4, 2, kAffine>(path, p, x, pn, m0, rows)
                 : panel_rows_as<4, 1, kAffine>(path, p, x, pn, m0, rows);

@@ -46,6 +46,15 @@
 // one); scale = d (exact in float32), bias = d * -8 (kQ40) or d * -128 (kQ80), exact too:
 // the affine form's very numbers, so every output bit is its. 4.5 and 8.5 bits a weight
 // (the file's) against the affine form's 6 and 10.
+// GGUF's Q5_0, Q5_1 and Q4_1 at their file's width (issue #48: llama.cpp's Q4_K_M / Q5_K_M
+// write a tensor whose rows are not whole 256-blocks in Q5_0 / Q5_1, llama-quant.cpp's
+// fallback, e.g. SmolLM2's and Gemma 3's MLPs; the bundled model is Q4_1): values in the
+// 5-bit layout of kQ5K (Q5_0, Q5_1: q in [0, 31]) or the 4-bit one (Q4_1), with
+// - kQ50: the file's fp16 d as kQ40 holds it; bias = d * -16, exact. 5.5 bits a weight.
+// - kQ51, kQ41: the file's fp16 d and m per (panel, 32-block): "scales" float16 (panels,
+//   K / 32, 32), lane n's d at 32b + n and its m at 32b + 16 + n (b the 32-block); biases
+//   none, (panels, 0, 16). scale = d, bias = m (fp16, exact in float32: the affine form's
+//   numbers). 6.0 and 5.0 bits a weight (the file's) against the affine form's 10 and 6.
 #pragma once
 
 #include <cstddef>
@@ -62,8 +71,17 @@ constexpr int kSuperScaleBytes = 256;  // kQ4K / kQ5K: a (panel, 256-block)'s sc
 constexpr int kSuperScaleBytes6 = 288;  // kQ6K: a (panel, 256-block)'s scales (above)
 
 // The packed forms (above): MLX's affine scales and biases, or a K-quant's own parts.
-enum Form : int { kAffine = 0, kQ4K = 1, kQ6K = 2, kQ5K = 3, kQ40 = 4, kQ80 = 5 };
-constexpr bool scale_only(int form) { return form == kQ40 || form == kQ80; }
+enum Form : int {
+  kAffine = 0, kQ4K = 1, kQ6K = 2, kQ5K = 3, kQ40 = 4, kQ80 = 5, kQ50 = 6, kQ51 = 7, kQ41 = 8
+};
+// the file's fp16 d a 32-block alone (the bias a fixed multiple of it)
+constexpr bool scale_only(int form) { return form == kQ40 || form == kQ80 || form == kQ50; }
+// the file's fp16 d and m a 32-block (scale d, bias m)
+constexpr bool scale_min(int form) { return form == kQ51 || form == kQ41; }
+// a scale-only form's bias: d times this (exact in float32)
+constexpr float scale_only_bias(int form) {
+  return form == kQ40 ? -8.f : form == kQ50 ? -16.f : -128.f;
+}
 
 inline int panels(int N) { return (N + kPanel - 1) / kPanel; }
 // The bytes of "scales" and the floats of "biases" one panel of a form holds.
@@ -71,12 +89,13 @@ inline size_t panel_scale_bytes(int form, int K, int group_size) {
   if (form == kQ4K || form == kQ5K) return (size_t)(K / kSuper) * kSuperScaleBytes;
   if (form == kQ6K) return (size_t)(K / kSuper) * kSuperScaleBytes6;
   if (scale_only(form)) return (size_t)(K / 32) * kPanel * 2;  // fp16
+  if (scale_min(form)) return (size_t)(K / 32) * kPanel * 4;  // fp16 d and m
   return sizeof(float) * (K / group_size) * kPanel;
 }
 inline size_t panel_bias_count(int form, int K, int group_size) {
   if (form == kQ4K || form == kQ5K) return 0;  // d and dmin sit in the scales
   if (form == kQ6K) return 0;  // d sits in the scales
-  if (scale_only(form)) return 0;
+  if (scale_only(form) || scale_min(form)) return 0;
   return (size_t)(K / group_size) * kPanel;
 }
 // What a form's weights, group and bits must be (false: not a form).
@@ -86,6 +105,8 @@ inline bool form_layout(int form, int* group_size, int* bits) {
   if (form == kQ5K) { *group_size = 32; *bits = 5; return true; }
   if (form == kQ40) { *group_size = 32; *bits = 4; return true; }
   if (form == kQ80) { *group_size = 32; *bits = 8; return true; }
+  if (form == kQ50 || form == kQ51) { *group_size = 32; *bits = 5; return true; }
+  if (form == kQ41) { *group_size = 32; *bits = 4; return true; }
   return form == kAffine;
 }
 inline size_t packed_weight_bytes(int N, int K, int bits) {

@@ -25,7 +25,8 @@ void check(bool ok, const std::string& msg) {
 void check_form(int form, int group_size, int bits) {
   int g = group_size, b = bits;
   check(form_layout(form, &g, &b),
-        "form must be 0 (affine), 1 (Q4_K), 2 (Q6_K), 3 (Q5_K), 4 (Q4_0) or 5 (Q8_0)");
+        "form must be 0 (affine), 1 (Q4_K), 2 (Q6_K), 3 (Q5_K), 4 (Q4_0), 5 (Q8_0), 6 (Q5_0), "
+        "7 (Q5_1) or 8 (Q4_1)");
   check(g == group_size && b == bits,
         form == kAffine ? "bits must be 4 or 8" : "a K-quant form's group size and bits are its own");
   check(form != kAffine || bits == 4 || bits == 8, "bits must be 4 or 8");
@@ -44,8 +45,9 @@ void check_packed(const mx::array& w, const mx::array& sc, const mx::array& bi, 
           what + " scales and biases do not match");
     return;
   }
-  if (scale_only(form)) {
-    check(sc.dtype() == mx::float16 && sc.shape() == mx::Shape({P, K / 32, kPanel}) &&
+  if (scale_only(form) || scale_min(form)) {  // fp16 d (and m) a 32-block
+    const int per = scale_min(form) ? 2 * kPanel : kPanel;
+    check(sc.dtype() == mx::float16 && sc.shape() == mx::Shape({P, K / 32, per}) &&
               bi.dtype() == mx::float32 && bi.shape() == mx::Shape({P, 0, kPanel}),
           what + " fp16 scales (and no biases) do not match the form");
     return;
