@@ -1,7 +1,9 @@
-"""`python -m bench.kquant_kernel FILE.gguf [--rows 1 8] [--rounds 6]`: the packed kernel
-over every K-quant matrix of a GGUF (issue #48), held both ways in one process: in the
-K-quants' own forms (src/packed.h: Q4_K 4.75, Q5_K 5.75, Q6_K 6.625 bits a weight) and in
-the affine form they were held in before (float32 scale and bias a group: 6.0, 10.0, 12.0).
+"""`python -m bench.kquant_kernel FILE.gguf [--rows 1 8] [--rounds 6] [--types Q5_0,Q4_1]`:
+the packed kernel over every matrix of the given types in a GGUF (issue #48; default the
+K-quants and llama.cpp's fallback types Q5_0 / Q5_1, and Q4_1), held both ways in one
+process: in the types' own forms (src/packed.h: Q4_K 4.5, Q5_K 5.5, Q6_K 6.5625, Q5_0 5.5,
+Q5_1 6.0, Q4_1 5.0 bits a weight: the file's) and in the affine form they were held in
+before (float32 scale and bias a group: 6.0, 10.0, 12.0, 10.0, 10.0, 6.0).
 
 One "pass" is x @ W.T for every such matrix, each its own op, evaluated together (what a
 decode step's linears read). The two forms alternate pass by pass (A B B A a round), so a
@@ -25,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("path")
     p.add_argument("--rows", type=int, nargs="+", default=[1, 8])
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--types", default="Q4_K,Q5_K,Q6_K,Q5_0,Q5_1,Q4_1")
     args = p.parse_args(argv)
     import mlx.core as mx
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
@@ -35,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.loader.packed_form import Prepacked
 
     ext = native.extension()
-    kinds = (GGMLQuantizationType.Q4_K, GGMLQuantizationType.Q5_K, GGMLQuantizationType.Q6_K)
+    kinds = tuple(GGMLQuantizationType[name] for name in args.types.split(","))
     f = read_gguf_file(Path(args.path))
     forms: dict[str, list] = {"K forms": [], "affine": []}
     nbytes = {"K forms": 0, "affine": 0}
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         nbytes["K forms"] += sum(x.nbytes for x in pk.arrays())
         nbytes["affine"] += sum(x.nbytes for x in old)
     count = len(forms["affine"])
-    print(f"{count} K-quant matrices: K forms {nbytes['K forms'] / 2**20:.0f} MiB, affine "
+    print(f"{count} matrices ({args.types}): K forms {nbytes['K forms'] / 2**20:.0f} MiB, affine "
           f"{nbytes['affine'] / 2**20:.0f} MiB", flush=True)
 
     def run(name: str, xs: dict[int, mx.array]) -> tuple[float, float, list[mx.array]]:
