@@ -48,10 +48,11 @@ def session_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session", autouse=True)
 def _freeze_imported_objects() -> None:
     """What exists before the first test (every module, class and function the collection
-    imported, pytest's items: ~200,000 objects in a worker) is moved out of the cyclic
-    collector's reach (gc.freeze). None of it becomes garbage during the session, yet every
-    full collection walked all of it: ~0.25 CPU-s each, and the UI tests collect twice a
-    test (tests/ui/conftest.py). What the tests make is collected as before."""
+    imported, pytest's items: ~525,000 objects in a worker that collected the whole tree)
+    is moved out of the cyclic collector's reach (gc.freeze). None of it becomes garbage
+    during the session, yet every full collection walked all of it (~0.25 CPU-s at 196,000
+    objects), and the UI tests collect twice a test (tests/ui/conftest.py). What the tests
+    make is collected as before."""
     import gc
 
     gc.collect()
