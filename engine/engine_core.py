@@ -55,7 +55,7 @@ class EngineCore:
         self.vision = vision  # a VLM's image side (engine/vision/prompt.py); None: text only
         self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels,
                                   compiled_decode=config.compiled_decode, cpu=config.cpu,
-                                  kv_bits=config.kv_bits)
+                                  kv_bits=config.kv_bits, context_length=context_length)
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
         self.stats = StatsCollector(config.stats_window_s, config.telemetry_size)
@@ -67,8 +67,10 @@ class EngineCore:
         prefix = (PrefixCache(whole_entries=fixed) if config.prefix_cache
                   and supports(kv.new_cache(model)) else None)
         # The disk store keeps plain KV only: a hybrid model's entries stay in memory
+        # a LongRoPE model's keys are rotated by the factors chosen for this context
+        rope = self.runner.longrope.tag if self.runner.longrope is not None else ""
         store = (open_store(config.kv_disk_dir, model, self.runner.fast_cpu_kernels,
-                            config.kv_disk_bytes, self.runner.packing)
+                            config.kv_disk_bytes, self.runner.packing, rope=rope)
                  if prefix is not None and not fixed else None)
         # a recurrent state a sequence, counted in each running request's share
         per_sequence = kv_memory.state_bytes(model) if fixed else 0
@@ -81,6 +83,8 @@ class EngineCore:
                                per_sequence=per_sequence)
         # What this model runs without, and why, in words (Engine.notes)
         self.notes: list[str] = []
+        if self.runner.longrope is not None:
+            self.notes.append(self.runner.longrope.note)
         if fixed and prefix is not None and config.kv_disk_dir:
             self.notes.append("KV cache across restarts off: the disk store keeps attention "
                               "KV only, not the model's recurrent state (cached prefixes "

@@ -36,13 +36,16 @@ def wants_kv(seq: Sequence) -> bool:
 
 
 def open_store(directory: str | None, model: nn.Module, fast_cpu_kernels: bool,
-               max_bytes: int, packing: KvPacking | None = None) -> PrefixStore | None:
+               max_bytes: int, packing: KvPacking | None = None,
+               rope: str = "") -> PrefixStore | None:
     """The files that keep cached prefixes across restarts (None: no directory, or it
-    cannot be used: an optional speed-up, so the engine runs without it)."""
+    cannot be used: an optional speed-up, so the engine runs without it). `rope`: what
+    the engine chose of the model's RoPE that its weights do not say (engine/longrope.py
+    LongRopeChoice.tag), so keys rotated otherwise are never read back."""
     if not directory:
         return None
     # The CPU kernels change the last bits of SiLU and softmax, hence of the KV.
-    model_id = fingerprint(model, f"cpu_kernels={fast_cpu_kernels}")
+    model_id = fingerprint(model, f"cpu_kernels={fast_cpu_kernels}{rope}")
     try:
         return PrefixStore(Path(directory), model_id, max_bytes, packing)
     except OSError as exc:

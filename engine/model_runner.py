@@ -27,6 +27,7 @@ from . import tick_passes as passes
 from .cache import LayerCaches
 from .compiled_step import CompiledDecode
 from .cpu_options import CpuOptions
+from .longrope import LongRopeChoice, choose_longrope
 from .native import layers
 from .planners import DraftCheck
 from .ragged_pass import RaggedPass
@@ -45,7 +46,7 @@ Head = Callable[[mx.array], mx.array]
 class ModelRunner:
     def __init__(self, model: nn.Module, fast_cpu_kernels: bool = True,
                  compiled_decode: bool = True, cpu: CpuOptions | None = None,
-                 kv_bits: int | None = None) -> None:
+                 kv_bits: int | None = None, context_length: int | None = None) -> None:
         # The CPU switches: the same value the loader decided from (EngineConfig.cpu)
         self.cpu = cpu if cpu is not None else CpuOptions.from_env()
         # Quantized KV (EngineConfig.kv_bits, engine/kv_quant.py): every pass's caches are
@@ -59,6 +60,9 @@ class ModelRunner:
         # The engine's own modules over the same arrays (engine/module_tree.py), where its
         # kernels go; the loaded model and mlx / mlx-lm's classes stay untouched.
         self.model = model = module_tree.clone(model)
+        # LongRoPE's factors for the context per sequence (None: the model's own), fixed
+        # here, before the native layers read its table (engine/longrope.py)
+        self.longrope: LongRopeChoice | None = choose_longrope(model, context_length)
         # M-RoPE (a Qwen2-VL's text model): where each pass says its positions
         self.positions = mrope.feed_of(model)
         model_fixes.install(model)  # where mlx-lm's module cannot take a batch

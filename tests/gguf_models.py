@@ -14,6 +14,7 @@ pattern with finite fp16 scales is a valid block), so quantized files need no qu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,6 +192,16 @@ def _gpt_oss_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     _yarn(w, c["rope_scaling"])
 
 
+def _longrope_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
+    """conversion/phi.py Phi3MiniModel: the original context, and the attention factor
+    sqrt(1 + ln(ratio) / ln(original)) from the context ratio (1.0 at none)."""
+    original = c["original_max_position_embeddings"]
+    ratio = c["max_position_embeddings"] / original
+    w.add_rope_scaling_orig_ctx_len(original)
+    w.add_rope_scaling_attn_factors(
+        math.sqrt(1 + math.log(ratio) / math.log(original)) if ratio > 1.0 else 1.0)
+
+
 def _ministral3_meta(w: GGUFWriter, c: dict[str, Any]) -> None:
     _llama_meta(w, c)
     p = c["rope_parameters"]
@@ -363,7 +374,7 @@ CASES: dict[str, ArchCase] = {
         "phi3", max_position_embeddings=131072, original_max_position_embeddings=4096,
         rope_scaling={"type": "longrope", "long_factor": [1.0 + i / 4 for i in range(8)],
                       "short_factor": [1.0 + i / 16 for i in range(8)]}),
-        metadata=lambda w, c: w.add_rope_scaling_orig_ctx_len(4096),
+        metadata=_longrope_meta,
         extra={"rope_factors_long.weight": np.array([1.0 + i / 4 for i in range(8)],
                                                     dtype=np.float32),
                "rope_factors_short.weight": np.array([1.0 + i / 16 for i in range(8)],

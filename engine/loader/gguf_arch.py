@@ -137,6 +137,12 @@ def _phi3(f: GgufFile, c: dict[str, Any]) -> None:
         original = f.arch_value("rope.scaling.original_context_length")
         if original:
             c["original_max_position_embeddings"] = int(original)
+        # ggml's rope scales the rotated features by rope_attn_factor with either factor
+        # set, 1.0 where the file has none (src/llama-model.cpp); the converter writes
+        # sqrt(1 + ln(ratio) / ln(original)) (conversion/phi.py). engine/longrope.py
+        # reads it under transformers' name; mlx-lm's own module computes the default.
+        attn = f.arch_value("rope.scaling.attn_factor")
+        c["rope_scaling"]["attention_factor"] = float(attn) if attn is not None else 1.0
 
 
 def _ministral3(f: GgufFile, c: dict[str, Any]) -> None:
