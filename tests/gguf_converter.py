@@ -49,9 +49,8 @@ cv.main()
 
 def converts(case: ArchCase) -> bool:
     """Whether the case's config names a Hugging Face class the converter is run on here
-    (gpt-oss's checkpoint format and Phi-3.5's LongRoPE config are not built for it)."""
-    scaling = case.config.get("rope_scaling") or {}
-    return case.config["model_type"] in HF_CLASSES and scaling.get("type") != "longrope"
+    (gpt-oss's checkpoint format is not built for it)."""
+    return case.config["model_type"] in HF_CLASSES
 
 
 def _hf_weights(model: nn.Module) -> dict[str, mx.array]:
