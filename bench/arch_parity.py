@@ -14,15 +14,16 @@ For each case of tests/gguf_models.py (a tiny random-weight config per architect
 widened so every linear's input is 256 wide where the architecture lets it (llama.cpp's
 K-quants need rows of 256; `--tiny` keeps the CI sizes), random weights are saved as the
 Hugging Face checkpoint of its class and converted by llama.cpp's converter (F32); a case
-the converter is not run on here (gpt-oss, Phi-3.5's LongRoPE) is written by the tiny
-writer instead, as the converter writes it. Each other type is made from the F32 file
-by llama-quantize. Then, per file:
+the converter is not run on here (gpt-oss) is written by the tiny writer instead, as the
+converter writes it. Each other type is made from the F32 file by llama-quantize. Then, per file:
 
 - tokens: llama-tokenize's ids against the engine's tokenizer on a few texts;
 - logits over a text (llama-perplexity --save-all-logits: log-probabilities of each
   chunk's second half, kept as uint16 with a scale, ~2e-4 nats a step) against the
   engine's (its module copy with the native kernels, what a chat runs) and mlx-lm's
-  model as the loader builds it in float32 (no int8 activations): mean and max KL,
+  model as the loader builds it in float32 (no int8 activations; a LongRoPE model's
+  factors those the engine chooses for llama.cpp's context, engine/longrope.py): mean
+  and max KL,
   top-1 agreement; for scale, llama.cpp's defaults (float16 KV, flash attention) in
   micro-batches of 32 against its float32 run, and a quantized file against the F32 one
   (both llama.cpp: the quantization's own effect). llama.cpp runs with float32 KV and no
@@ -61,6 +62,10 @@ TOKEN_TEXTS = ("<|im_start|>user\nWhat is 1234 + 56?<|im_end|>\n<|im_start|>assi
 # float16 (an F32 file's log-probabilities then differ from float32 arithmetic by ~1e-2):
 # float32 KV and no flash attention here, so they differ by float noise (~2e-5)
 KV_F32 = ("-ctk", "f32", "-ctv", "f32", "-fa", "off")
+# llama-server's context (one sequence); llama-perplexity's per sequence is within it too at
+# the default --ctx, so a LongRoPE model's factor set is the same in both (the short one
+# for Phi-3.5, whose original context is 4096), and the engine side is made for it
+SERVER_CTX = 512
 PROMPT = [1, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 3, 5, 7, 9, 11, 13, 200]
 
 
@@ -215,7 +220,7 @@ def not_whole_text(tokenizer: Any, n_vocab: int) -> list[int]:
 
 
 def llama_greedy(bin_dir: Path, gguf: Path, prompt: list[int], steps: int, n_vocab: int,
-                 banned: list[int], ctx: int = 512) -> tuple[list[int], np.ndarray]:
+                 banned: list[int], ctx: int = SERVER_CTX) -> tuple[list[int], np.ndarray]:
     """llama-server's greedy tokens after `prompt`, `banned` and its end tokens never
     chosen, and each step's log-probabilities over the whole vocabulary (before sampling:
     the model's softmax)."""
@@ -263,21 +268,28 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 
 class EngineSide:
-    """A file loaded as the engine runs it (native kernels) or as mlx-lm's float32 model."""
+    """A file loaded as the engine runs it (native kernels) or as mlx-lm's float32 model,
+    both for `context` tokens per sequence (a LongRoPE model's factor set)."""
 
-    def __init__(self, gguf: Path, exact: bool) -> None:
+    def __init__(self, gguf: Path, exact: bool, context: int = SERVER_CTX) -> None:
+        from engine import module_tree
         from engine.loader import load_model
+        from engine.longrope import choose_longrope
         from engine.model_runner import ModelRunner
 
         self.lm = load_model(str(gguf), quantized=False if exact else None)
-        self.runner = None if exact else ModelRunner(self.lm.model)
+        self.runner = None if exact else ModelRunner(self.lm.model, context_length=context)
+        # mlx-lm's own modules; a LongRoPE's in a copy, with the engine's choice
+        self.model = module_tree.clone(self.lm.model) if exact else None
+        if self.model is not None and choose_longrope(self.model, context) is None:
+            self.model = self.lm.model
 
     def logits(self, ids: list[int]) -> np.ndarray:
         import mlx.core as mx
 
         x = mx.array([ids])
         if self.runner is None:
-            out = self.lm.model(x)
+            out = self.model(x)
         else:
             with self.runner._kernels():
                 out = self.runner.model(x)

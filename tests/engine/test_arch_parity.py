@@ -40,15 +40,10 @@ pytestmark = pytest.mark.skipif(
 # Gemma 4's 0.04 on the greedy path (not traced; its KL is 1e-6 and its tokens the same)
 F32_KL = 1e-4
 F32_LOGPROB = 0.05
-# mlx-lm's SuScaledRoPE always takes the long factors; llama.cpp the short ones at a context
-# within the original (docs/loader.md)
-KNOWN = {"phi3-longrope": "LongRoPE's factors: mlx-lm takes the long ones at any length"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_engine_answers_as_llama_cpp_on_the_same_file(name: str, tmp_path: Path) -> None:
-    if name in KNOWN:
-        pytest.xfail(KNOWN[name])
     args = argparse.Namespace(tree=TREE, converter_python=PYTHON, tiny=False, seed=1,
                               ctx=128, chunks=4, steps=32, types="F32,Q8_0")
     text = tmp_path / "text.txt"
