@@ -38,15 +38,22 @@ class LongRopeChoice:
     context: int  # the context per sequence it was chosen for
     original: int  # the model's original context
     scale: float  # the attention factor the rotated features are scaled by
+    # the model's own module kept (long factors at every length): its config does not
+    # rebuild its table bit for bit, so no other set is safe
+    kept: bool = False
 
     @property
     def tag(self) -> str:
         """What tells two choices apart (the KV store's fingerprint takes it: keys rotated
         otherwise are other keys)."""
-        return f"longrope={'short' if self.short else 'long'},scale={self.scale!r}"
+        which = "kept" if self.kept else "short" if self.short else "long"
+        return f"longrope={which},scale={self.scale!r}"
 
     @property
     def note(self) -> str:
+        if self.kept:
+            return ("LongRoPE: the model's own long factors at every length (its RoPE is "
+                    "not the one its config describes, so no other set is chosen)")
         which = "short" if self.short else "long"
         why = "within" if self.short else "past"
         return (f"LongRoPE: the {which} factors (context {self.context} per sequence, "
@@ -74,6 +81,17 @@ def _build(stock: rope_utils.SuScaledRoPE, args: Any, scaling: dict[str, Any],
         short_factor=scaling["short_factor"], long_factor=factors, long_mscale=scale)
 
 
+def _rebuilds(module: rope_utils.SuScaledRoPE, args: Any, scaling: dict[str, Any]) -> bool:
+    """Whether the model's config rebuilds this module's table bit for bit (else the model
+    builds its RoPE otherwise, and another set from the config would not be its own)."""
+    try:
+        again = _build(module, args, scaling, scaling["long_factor"], None)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return False
+    return (again._freqs.shape == module._freqs.shape
+            and mx.array_equal(again._freqs, module._freqs).item())
+
+
 def _attention_factor(scaling: dict[str, Any], short: bool) -> float | None:
     """The checkpoint's attention factor for this choice; None: mlx-lm's default."""
     own = scaling.get("short_mscale" if short else "long_mscale")
@@ -87,13 +105,20 @@ def choose_longrope(tree: nn.Module, context: int | None = None) -> LongRopeChoi
     """In `tree` (the engine's own copy of a model), every mlx-lm SuScaledRoPE becomes one
     rotating with the factors llama.cpp's rule picks for `context` tokens per sequence
     (None: the model's max_position_embeddings). Returns the choice; None for a model
-    without LongRoPE. Raises ValueError where the model's RoPE is not the one its config
-    describes (its frequency table not rebuilt bit for bit): then no choice is safe."""
+    without LongRoPE. Where the model's RoPE is not the one its config describes (its
+    table not rebuilt from it bit for bit), its own modules stay (`kept`)."""
     found = _scaling(tree)
     if found is None:
         return None
     args, scaling = found
-    context = int(context if context is not None else args.max_position_embeddings)
+    stock = [m for _, m in tree.named_modules() if type(m) is rope_utils.SuScaledRoPE]
+    if not stock:
+        return None
+    context = int(context if context is not None
+                  else getattr(args, "max_position_embeddings", 0))
+    if not all(_rebuilds(m, args, scaling) for m in stock):
+        return LongRopeChoice(False, context, stock[0].original_max_position_embeddings,
+                              stock[0]._scale, kept=True)
     made: dict[int, rope_utils.SuScaledRoPE] = {}
     choice: LongRopeChoice | None = None
 
@@ -105,11 +130,6 @@ def choose_longrope(tree: nn.Module, context: int | None = None) -> LongRopeChoi
         if key not in made:
             original = module.original_max_position_embeddings
             short = context <= original
-            # the model's own table, rebuilt from its config: the same bits, or the config
-            # does not describe it (a model building its RoPE otherwise)
-            again = _build(module, args, scaling, scaling["long_factor"], None)
-            if not mx.array_equal(again._freqs, module._freqs).item():
-                raise ValueError("the model's LongRoPE is not the one its config describes")
             factors = scaling["short_factor"] if short else scaling["long_factor"]
             made[key] = _build(module, args, scaling, factors,
                                _attention_factor(scaling, short))

@@ -106,6 +106,21 @@ def test_a_file_without_an_attention_factor_scales_by_one(tmp_path: Path) -> Non
         assert choice is not None and choice.scale == 1.0
 
 
+def test_a_rope_its_config_does_not_rebuild_is_kept() -> None:
+    """A model whose RoPE table is not the one its config gives (here its base changed
+    after it was built) keeps its own modules: another set from the config would not be
+    its own rotation."""
+    model = build_model(CASE)
+    model.args = dataclasses.replace(model.args, rope_theta=500000.0)
+    tree = module_tree.clone(model)
+    before = [m for _, m in tree.named_modules()]
+    choice = choose_longrope(tree, ORIGINAL)
+    assert choice is not None and choice.kept and not choice.short
+    assert "own long factors" in choice.note and "kept" in choice.tag
+    assert all(a is b for a, b in zip(before, [m for _, m in tree.named_modules()],
+                                      strict=True))
+
+
 def test_a_model_without_longrope_is_left_as_it_is(tmp_path: Path) -> None:
     case = CASES["phi3"]
     model = build_model(case)
