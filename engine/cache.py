@@ -87,7 +87,7 @@ def start_batch(caches: list[LayerCaches], rows: int = 0,
         else:
             index = RowIndex()
             batch = [ArenaKVCache.like(c, index) for c in caches[0]]
-        add_rows(batch, caches)
+        add_rows(batch, caches, rows)
         return batch
     if all(supports(c) for c in caches):
         if reuse is not None and isinstance(reuse[0], SlotKVCache) and all(
@@ -105,8 +105,9 @@ def start_batch(caches: list[LayerCaches], rows: int = 0,
 def add_rows(batch: LayerCaches, caches: list[LayerCaches], rows: int = 0) -> None:
     """Append solo caches as new rows at the end of `batch`, in place (room for `rows`)."""
     if isinstance(batch[0], ArenaKVCache):
+        coming = max(0, rows - len(batch[0].rows) - len(caches))  # room made in one growth
         for layer, incoming in zip(batch, zip(*caches, strict=True), strict=True):
-            layer.add(list(incoming))
+            layer.add(list(incoming), coming=coming)
         return
     if isinstance(batch[0], SlotKVCache):
         for layer, incoming in zip(batch, zip(*caches, strict=True), strict=True):

@@ -10,8 +10,8 @@ rows' new keys in place at their own columns in one op (`native.kv_write_columns
 attention reads each row where it is (`native.cache_attention_rows`: the same bits as the
 rows stacked in one buffer). A row that runs out of columns takes the free columns after
 it, else moves to a range of its own (a copy of that row only); the arena grows (one copy
-of the rows, doubling, rare) when no free range is wide enough, and is compacted on
-request. CPU with the native extension only: the ops above are native.
+of the rows, by a quarter at least, rare) when no free range is wide enough, and is compacted
+on request. CPU with the native extension only: the ops above are native.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from . import native
 from .slot_cache import SHRINK_MIN_BYTES, RowIndex, row_mask
 
 COLUMN_STEP = 256  # ranges and the arena are sized in steps of columns
+GROWTH_DIVISOR = 4  # a growing arena takes at least a quarter more columns (`_grow`)
 
 
 def _round_up(n: int, step: int) -> int:
@@ -73,8 +74,8 @@ class KvArena:
         return gaps
 
     def allocate(self, columns: int) -> Region:
-        """A new range of at least `columns` columns (first fit; the arena doubles when
-        none is wide enough: one copy of the rows in use)."""
+        """A new range of at least `columns` columns (first fit; the arena grows when none
+        is wide enough: one copy of the rows in use)."""
         cap = _round_up(max(columns, 1), COLUMN_STEP)
         start = next((s for s, w in self._gaps() if w >= cap), None)
         if start is None:
@@ -130,13 +131,41 @@ class KvArena:
         if 2 * columns >= self.capacity or (self.nbytes * (self.capacity - columns)
                                             < SHRINK_MIN_BYTES * self.capacity):
             return False  # small slack: a copy now and a growth later would cost more
-        self.compact()
-        self._resize(columns, used)
+        self._repack(columns)
         return True
 
+    def reserve(self, columns: int) -> None:
+        """At least `columns` free columns after the last range: rows joining together
+        grow the arena once (a copy of the rows in use), not once each."""
+        if self.capacity - self._end() < columns:
+            self._grow(columns)
+
+    def _end(self) -> int:
+        return max((r.start + r.cap for r in self.regions), default=0)
+
     def _grow(self, cap: int) -> None:
-        used = max((r.start + r.cap for r in self.regions), default=0)
-        self._resize(_round_up(max(2 * self.capacity, used + cap), COLUMN_STEP), used)
+        """Room for `cap` more columns after the last range. By a quarter of the arena at
+        least, not double: while the rows are copied the old buffers and the new are both
+        alive (doubling made 3x the arena at that moment, issue #46's peak), and a quarter
+        still keeps growths few (geometric)."""
+        used = self._end()
+        columns = max(used + cap, self.capacity + self.capacity // GROWTH_DIVISOR)
+        self._resize(_round_up(columns, COLUMN_STEP), used)
+
+    def _repack(self, columns: int) -> None:
+        """The ranges packed from column 0 up (in column order) into new buffers of
+        `columns` columns: each row copied once, straight from the old buffers (compacting
+        first copied the rows that move twice: out of the arena and back)."""
+        keys = mx.zeros((1, self.heads, columns, self.dims[0]), self.dtype)
+        values = mx.zeros((1, self.heads, columns, self.dims[1]), self.dtype)
+        at = 0
+        for r in sorted(self.regions, key=lambda r: r.start):
+            if r.length:
+                keys[:, :, at:at + r.length] = self.keys[:, :, r.start:r.start + r.length]
+                values[:, :, at:at + r.length] = self.values[:, :, r.start:r.start + r.length]
+            r.start = at
+            at += r.cap
+        self.keys, self.values = keys, values
 
     def _resize(self, columns: int, used: int) -> None:
         """New buffers of `columns` columns holding the first `used` columns as they are."""
@@ -353,9 +382,13 @@ class ArenaKVCache:
             assert row.arena is self.arena, "a row of another arena"
             self.rows.append(row.region)
 
-    def add(self, caches: list[KVCache], room: int = COLUMN_STEP) -> None:
+    def add(self, caches: list[KVCache], room: int = COLUMN_STEP, coming: int = 0) -> None:
         """Solo caches become rows at the end: each copied into a range of its own with
-        `room` columns to decode into."""
+        `room` columns to decode into. `coming`: rows still prefilling that will join soon
+        (room made for them in the same growth)."""
+        # one growth for all of them (and for `coming` rows as wide as the widest)
+        caps = [_round_up(c.offset + room, COLUMN_STEP) for c in caches]
+        self.arena.reserve(sum(caps) + coming * max(caps, default=0))
         for cache in caches:
             length = cache.offset
             region = self.arena.allocate(length + room)

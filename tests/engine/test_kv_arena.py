@@ -2,8 +2,9 @@
 
 - native.kv_write_columns writes each row's keys at its own arena columns, nothing else;
 - a batch over an arena keeps each row's own KV through steps, joins, leaves, a row's
-  range growing or moving, the arena doubling and compaction (truth kept in numpy, row by
-  row), and its attention gives the bits of native.cache_attention over the rows stacked;
+  range growing or moving, the arena growing (once for rows joining together, by what they
+  need or a quarter), shrinking and compaction (truth kept in numpy, row by row), and its
+  attention gives the bits of native.cache_attention over the rows stacked;
 - prompts prefilled straight into their ranges (ArenaRow) then decoded as one batch over
   the arena, no copy at the join, give each prompt's logits alone, bit for bit.
 """
@@ -138,6 +139,38 @@ def test_an_arena_left_mostly_empty_shrinks_and_keeps_the_rows_bits(monkeypatch)
     step(batch, truth, rng)
     check(batch, truth)
     assert not batch.arena.shrink()  # it fits now
+
+
+def test_rows_joining_together_grow_the_arena_once_and_by_what_they_need(monkeypatch
+                                                                         ) -> None:
+    """Issue #46's window peak: growing holds the old buffers and the new at once, so the
+    arena grows once for rows joining together (and the rows said to be coming), by what
+    they need or a quarter of itself, not by doubling; the rows keep their bits."""
+    from engine import kv_arena
+
+    resized = []
+    resize = KvArena._resize
+    monkeypatch.setattr(KvArena, "_resize",
+                        lambda self, *a: resized.append(a) or resize(self, *a))
+    rng = np.random.default_rng(5)
+    made = [solo(rng, n) for n in (300, 40, 500, 20)]
+    batch = ArenaKVCache.like(made[0][0])
+    batch.add([c for c, _ in made], room=16, coming=2)
+    assert len(resized) == 1  # one growth for the four rows and room for two more
+    caps = [512, 256, 768, 256]
+    assert batch.arena.capacity == sum(caps) + 2 * max(caps)
+    truth = [t for _, t in made]
+    check(batch, truth)
+    wide = [solo(rng, 7 * COLUMN_STEP)]  # wider than the free columns: it grows
+    before = batch.arena.capacity
+    batch.add([c for c, _ in wide], room=1)
+    truth += [t for _, t in wide]
+    grown = batch.arena.capacity
+    assert len(resized) == 2 and grown < 2 * before
+    assert grown >= before + before // kv_arena.GROWTH_DIVISOR
+    check(batch, truth)
+    step(batch, truth, rng)
+    check(batch, truth)
 
 
 def test_a_row_takes_the_free_columns_after_it_without_moving() -> None:
