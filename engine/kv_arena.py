@@ -145,9 +145,9 @@ class KvArena:
 
     def _grow(self, cap: int) -> None:
         """Room for `cap` more columns after the last range. By a quarter of the arena at
-        least, not double: while the rows are copied the old buffers and the new are both
-        alive (doubling made 3x the arena at that moment, issue #46's peak), and a quarter
-        still keeps growths few (geometric)."""
+        least, not double: a doubled arena kept up to twice its rows' columns until rows
+        left (and a layer's old buffer and new are alive together while it copies); a
+        quarter still keeps growths few (geometric)."""
         used = self._end()
         columns = max(used + cap, self.capacity + self.capacity // GROWTH_DIVISOR)
         self._resize(_round_up(columns, COLUMN_STEP), used)
