@@ -84,8 +84,7 @@ class ModelRunner:
                               and cpu_layers.supports_ragged(model, self.cpu)
                               and self._ragged_agrees())
         # The decode batch's rows as column ranges of one arena per layer (engine/kv_arena.py,
-        # issue #47): native ops only, so on the CPU with the extension; the default,
-        # BATCHCHAT_KV_ARENA=0 keeps the slot rows
+        # issue #47): native ops only, so on the CPU with the extension; BATCHCHAT_KV_ARENA=1
         self.kv_arena = (self.cpu.kv_arena and on_cpu and self.cpu.native
                          and self.fast_cpu_kernels and self.cpu.attention
                          and self._arena_agrees())
