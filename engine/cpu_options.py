@@ -48,10 +48,8 @@ class CpuOptions:
     sampler: bool = True  # batched native / one-graph sampler; BATCHCHAT_NATIVE_SAMPLER=0
     invariant: bool = True  # batch-invariant kernels (docs/determinism.md); BATCHCHAT_INVARIANT=0
     malloc_tuning: bool = True  # glibc keeps freed memory; BATCHCHAT_NO_MALLOC_TUNING=1
-    # the decode batch's rows as ranges of one KV arena per layer (issue #47: the one
-    # layout; the slot buffer stays for Metal/CUDA and without the native kernels);
-    # BATCHCHAT_KV_ARENA=0 turns it off
-    kv_arena: bool = True
+    # the decode batch's rows as ranges of one KV arena per layer; BATCHCHAT_KV_ARENA=1
+    kv_arena: bool = False
 
     def __post_init__(self) -> None:
         for name in self.__slots__:
@@ -93,7 +91,7 @@ class CpuOptions:
             sampler=_flag(env, "BATCHCHAT_NATIVE_SAMPLER", True),
             invariant=_flag(env, "BATCHCHAT_INVARIANT", True),
             malloc_tuning=not _flag(env, "BATCHCHAT_NO_MALLOC_TUNING", False),
-            kv_arena=_flag(env, "BATCHCHAT_KV_ARENA", True),
+            kv_arena=_flag(env, "BATCHCHAT_KV_ARENA", False),
         )
 
 
