@@ -13,7 +13,6 @@ import pytest
 
 if TYPE_CHECKING:
     from engine import Engine
-    from engine.loader import LoadedModel
     from tests.mlx_reference import ReferenceCache
     from tests.tiny_model import TinyModel
 
@@ -38,16 +37,6 @@ def make_engine(tiny: TinyModel) -> Callable[..., Engine]:
                       config=EngineConfig(**config), description="tiny test model")
 
     return build
-
-
-@pytest.fixture(scope="session")
-def bundled_loaded() -> LoadedModel:
-    """The bundled model, loaded once a test process (~1 CPU-s a load) for the modules
-    that only read it: an engine runs its own copy of the model's modules
-    (engine/cpu_layers.py), never the loaded model's, so sharing it changes no answer."""
-    from engine.loader import load_model
-
-    return load_model("bundled")
 
 
 def session_base(tmp_path_factory: pytest.TempPathFactory) -> Path:

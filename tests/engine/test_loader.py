@@ -376,9 +376,9 @@ def test_fetch_rejects_wrong_checksum(tiny_gguf: Path, tmp_path: Path,
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 
-@pytest.fixture
-def bundled(bundled_loaded: LoadedModel) -> LoadedModel:
-    return bundled_loaded  # loaded once a test process (tests/conftest.py)
+@pytest.fixture(scope="module")
+def bundled() -> LoadedModel:
+    return load_model("bundled")
 
 
 @pytest.mark.bundled

@@ -19,9 +19,11 @@ ASKS = ["Repeat this code exactly, in a code block:\n\n",
 N = 96
 
 
-@pytest.fixture
-def loaded(bundled_loaded):
-    return bundled_loaded  # loaded once a test process (tests/conftest.py)
+@pytest.fixture(scope="module")
+def loaded():
+    from engine.loader import bundled_model_path, load_model
+
+    return load_model(str(bundled_model_path()))
 
 
 def answers(loaded, speculative: str, params: list[SamplingParams], together: bool):

@@ -91,8 +91,10 @@ def tiny_dir(tmp_path_factory, tiny) -> Path:
     return d
 
 
-@pytest.fixture
-def loaded(bundled_loaded):
-    """The bundled model (loaded once a test process: tests/conftest.py); the bundled-model
-    server tests build their engines on it."""
-    return bundled_loaded
+@pytest.fixture(scope="module")
+def loaded():
+    """The bundled model, loaded once a module (the bundled-model server tests build their
+    engines on it)."""
+    from engine.loader import bundled_model_path, load_model
+
+    return load_model(str(bundled_model_path()))
