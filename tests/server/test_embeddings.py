@@ -88,7 +88,9 @@ async def test_token_ids_are_the_texts_tokens(serve):
     ids = [s.engine.tokenizer.encode(t) for t in TEXTS[:4]]
     by_text = await vectors(s.client, TEXTS[:4])
     assert await vectors(s.client, ids) == by_text
-    assert await vectors(s.client, ids[2]) == [by_text[2]]
+    # one input alone against the same text alone: a batch of four is another matrix shape,
+    # whose rounding may differ by a last bit (the next test bounds that)
+    assert await vectors(s.client, ids[2]) == await vectors(s.client, TEXTS[2])
 
 
 async def test_an_inputs_vector_does_not_depend_on_its_batch(serve):
