@@ -124,3 +124,15 @@ def shot(widget: QWidget, path: Path) -> None:
     if not widget.grab().save(str(path)):
         raise OSError(f"could not write {path}")
     print("saved", path, flush=True)
+
+
+def screen_shot(path: Path, width: int, height: int) -> None:
+    """Save the screen's top-left `width` x `height` to `path`: the window at (0, 0) with
+    what floats over it (a dialog, a tooltip), which a widget's own grab leaves out."""
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.processEvents()
+    if not QGuiApplication.primaryScreen().grabWindow(0, 0, 0, width, height).save(str(path)):
+        raise OSError(f"could not write {path}")
+    print("saved", path, flush=True)

@@ -14,7 +14,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tools.app_start import arguments, open_window, out_dir, qt_app, run, scratch_settings
+from tools.app_start import (
+    arguments,
+    open_window,
+    out_dir,
+    qt_app,
+    run,
+    scratch_settings,
+    screen_shot,
+)
 
 SIZES = ((1200, 780), (900, 600))
 TITLES = ("Trip to Lisbon: a three-day plan with trains, museums and where to eat",
@@ -25,8 +33,6 @@ def main() -> None:
     args = arguments().parse_args()
     out = out_dir(args)
 
-    from PySide6.QtGui import QGuiApplication
-    from PySide6.QtWidgets import QApplication
 
     from app.context import AppContext
 
@@ -36,12 +42,7 @@ def main() -> None:
     window.move(0, 0)
 
     def shot(name: str, width: int, height: int) -> None:
-        QApplication.processEvents()
-        screen = QGuiApplication.primaryScreen()
-        path = Path(out) / f"screenshot-rename-{name}.png"
-        if not screen.grabWindow(0, 0, 0, width, height).save(str(path)):
-            raise OSError(f"could not write {path}")
-        print("saved", path, flush=True)
+        screen_shot(Path(out) / f"screenshot-rename-{name}.png", width, height)
 
     async def scene() -> None:
         tabs = [window.current_tab()] + [window.new_tab() for _ in TITLES[1:]]

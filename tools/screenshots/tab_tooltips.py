@@ -15,7 +15,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tools.app_start import arguments, open_window, out_dir, qt_app, run, scratch_settings
+from tools.app_start import (
+    arguments,
+    open_window,
+    out_dir,
+    qt_app,
+    run,
+    scratch_settings,
+    screen_shot,
+)
 
 SIZES = ((1200, 780), (900, 600))
 # the same first words: the tab bar elides them alike
@@ -30,7 +38,7 @@ def main() -> None:
     out = out_dir(args)
 
     from PySide6.QtCore import QEvent
-    from PySide6.QtGui import QGuiApplication, QHelpEvent
+    from PySide6.QtGui import QHelpEvent
     from PySide6.QtWidgets import QApplication, QToolTip
 
     from app.context import AppContext
@@ -41,12 +49,7 @@ def main() -> None:
     window.move(0, 0)
 
     def shot(name: str, width: int, height: int) -> None:
-        QApplication.processEvents()
-        screen = QGuiApplication.primaryScreen()
-        path = Path(out) / f"screenshot-tab-tooltip-{name}.png"
-        if not screen.grabWindow(0, 0, 0, width, height).save(str(path)):
-            raise OSError(f"could not write {path}")
-        print("saved", path, flush=True)
+        screen_shot(Path(out) / f"screenshot-tab-tooltip-{name}.png", width, height)
 
     def hover(index: int) -> str:
         bar = window.tabs.tabBar()
