@@ -3,14 +3,17 @@ file: tokens, logits, KL, greedy tokens.
 
     python -m bench.arch_parity --bin DIR --tree TREE --converter-python PY
         [--cases llama,qwen3,...] [--types F32,Q8_0,Q4_K_M] [--ctx 128] [--chunks 4]
-        [--steps 32] [--tiny] [--json OUT]
+        [--steps 32] [--tiny] [--engine-context N] [--json OUT]
 
 DIR holds llama.cpp's binaries (llama-quantize, llama-perplexity, llama-server,
 llama-tokenize); TREE is its source tree (convert_hf_to_gguf.py), PY a Python with torch
 and transformers for the converter. Never in CI (tests/engine/test_arch_parity.py runs it
 where those are set).
 
-For each case of tests/gguf_models.py (a tiny random-weight config per architecture),
+For each case of tests/gguf_models.py (a tiny random-weight config per architecture;
+`phi3-longrope-past` is the bench's own: Phi-3.5's LongRoPE with an original context of 64,
+so llama.cpp's contexts here are past it and take the long factors, and the text's
+positions run past it),
 widened so every linear's input is 256 wide where the architecture lets it (llama.cpp's
 K-quants need rows of 256; `--tiny` keeps the CI sizes), random weights are saved as the
 Hugging Face checkpoint of its class and converted by llama.cpp's converter (F32); a case
@@ -69,6 +72,39 @@ SERVER_CTX = 512
 PROMPT = [1, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 3, 5, 7, 9, 11, 13, 200]
 
 
+# LongRoPE's original context in the bench's past case: below llama-perplexity's context
+# per sequence (--ctx 128, which llama.cpp pads to 256) and llama-server's (512), so both
+# take the long factors (get_rope_factors: n_ctx_seq > n_ctx_orig_yarn), as the engine
+# does for its 512, and the text's positions 64-127 are past the original
+PAST_ORIGINAL = 64
+
+
+def cases() -> dict[str, Any]:
+    """tests/gguf_models.py's cases and the bench's own."""
+    from tests.gguf_models import CASES
+
+    within = CASES["phi3-longrope"]
+    past = dataclasses.replace(within, config=dict(
+        within.config, original_max_position_embeddings=PAST_ORIGINAL))
+    return {**CASES, "phi3-longrope-past": past}
+
+
+def longrope_factors(case: Any) -> Any:
+    """A LongRoPE case with a short and a long factor set for its head (a widened head has
+    more frequencies: each set keeps its range, 1 to 1.4 short and 1 to 2.8 long, apart
+    enough that the wrong set's logits are far), in its config and as the converter's
+    tensors."""
+    c = case.config
+    half = (c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]) // 2
+    short = [1.0 + 0.4375 * i / (half - 1) for i in range(half)]
+    long = [1.0 + 1.75 * i / (half - 1) for i in range(half)]
+    return dataclasses.replace(
+        case, config=dict(c, rope_scaling=dict(c["rope_scaling"], short_factor=short,
+                                                long_factor=long)),
+        extra=dict(case.extra, **{"rope_factors_long.weight": np.array(long, np.float32),
+                                  "rope_factors_short.weight": np.array(short, np.float32)}))
+
+
 def widen(case: Any) -> Any:
     """The case with hidden and MLP widths multiples of 256 (heads keep their size: a config
     without head_dim gets its old one, or its M-RoPE sections scaled with it)."""
@@ -101,7 +137,9 @@ def widen(case: Any) -> Any:
     if "head_dim" not in c and "mrope_section" in scaling:
         c["rope_scaling"] = dict(scaling, mrope_section=[s * ratio for s in
                                                          scaling["mrope_section"]])
-    return dataclasses.replace(case, config=c)
+    wide = dataclasses.replace(case, config=c)
+    # LongRoPE's factors are a head's frequencies: the widened head (64) has 32
+    return longrope_factors(wide) if "short_factor" in scaling else wide
 
 
 def build(name: str, tiny: bool, seed: int):
@@ -113,11 +151,11 @@ def build(name: str, tiny: bool, seed: int):
     ones on llama Q8_0, 0.006 scaled)."""
     from mlx.utils import tree_flatten, tree_unflatten
 
-    from tests.gguf_models import CASES, build_model
+    from tests.gguf_models import build_model
 
-    case, scale = CASES[name], 1.0
-    if not tiny and case.config["model_type"] != "gpt_oss" and name != "phi3-longrope":
-        case = widen(case)  # gpt-oss's and LongRoPE's extra tensors fit the tiny heads
+    case, scale = cases()[name], 1.0
+    if not tiny and case.config["model_type"] != "gpt_oss":
+        case = widen(case)  # gpt-oss's extra tensors fit the tiny heads
         scale = (64 / WIDE) ** 0.5
     model = build_model(case, seed=seed)
     if scale != 1.0:  # the tiny models' weight sizes for their fan-in: 4 times wider, half
@@ -344,8 +382,12 @@ def compare_file(bin_dir: Path, gguf: Path, kind: str, text: Path,
         row["llama_vs_f32_kl"] = round(kl_q, 6)
         row["llama_vs_f32_top1"] = round(100 * top1_q, 2)
     llama_tok: list[int] = []
+    # the engine's context per sequence: llama-server's unless a control asks another (a
+    # LongRoPE model's other factor set)
+    context = getattr(args, "engine_context", None) or SERVER_CTX
+    row["engine_context"] = context
     for side, exact in (("engine", False), ("mlx_lm", True)):
-        eng = EngineSide(gguf, exact)
+        eng = EngineSide(gguf, exact, context)
         if side == "engine":
             mism = token_mismatches(bin_dir, gguf, eng.lm.tokenizer)
             row["tokenizer_same"] = not mism
@@ -399,19 +441,20 @@ def run_case(name: str, bin_dir: Path, work: Path, text: Path,
 
 
 def main() -> None:
-    from tests.gguf_models import CASES
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bin", required=True, help="directory of llama.cpp's binaries")
     p.add_argument("--tree", required=True, help="llama.cpp's source tree (the converter)")
     p.add_argument("--converter-python", required=True, help="a Python with torch")
-    p.add_argument("--cases", default=",".join(sorted(CASES)))
+    p.add_argument("--cases", default=",".join(sorted(cases())))
     p.add_argument("--types", default=",".join(TYPES))
     p.add_argument("--ctx", type=int, default=128)
     p.add_argument("--chunks", type=int, default=4)
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--tiny", action="store_true", help="the CI sizes, not widened")
+    p.add_argument("--engine-context", type=int, default=None,
+                   help="the engine's context per sequence (default llama-server's, "
+                        f"{SERVER_CTX}); a control: a LongRoPE model's other factor set")
     p.add_argument("--json", default=None, help="write every row here as JSON")
     args = p.parse_args()
     ensure_fast_blas()
