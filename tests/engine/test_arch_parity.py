@@ -1,7 +1,8 @@
 """Every GGUF architecture the loader takes, against llama.cpp's own inference on the same
 file (bench/arch_parity.py): llama.cpp's converter writes random weights of each case of
-tests/gguf_models.py (widened to 256), llama-quantize makes a Q8_0 of it, and on each file
-llama-tokenize, llama-perplexity and llama-server's greedy are held to the engine's.
+tests/gguf_models.py and the bench's own (widened to 256), llama-quantize makes a Q8_0 of
+it, and on each file llama-tokenize, llama-perplexity and llama-server's greedy are held to
+the engine's.
 
 - F32: the same ids from both tokenizers, the next-token distributions over a text equal
   to float noise (mean KL), the same 32 greedy tokens, and the log-probabilities on
@@ -24,9 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.arch_parity import run_case
+from bench.arch_parity import cases, run_case
 from bench.gguf_parity import default_text
-from tests.gguf_models import CASES
 
 BIN = os.environ.get("BATCHCHAT_LLAMA_CPP_BIN")
 TREE = os.environ.get("BATCHCHAT_LLAMA_CPP")
@@ -42,7 +42,9 @@ F32_KL = 1e-4
 F32_LOGPROB = 0.05
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# tests/gguf_models.py's cases and the bench's own (Phi-3.5's LongRoPE past its original
+# context: llama.cpp's long factors)
+@pytest.mark.parametrize("name", sorted(cases()))
 def test_engine_answers_as_llama_cpp_on_the_same_file(name: str, tmp_path: Path) -> None:
     args = argparse.Namespace(tree=TREE, converter_python=PYTHON, tiny=False, seed=1,
                               ctx=128, chunks=4, steps=32, types="F32,Q8_0")
