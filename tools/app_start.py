@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import tempfile
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -136,3 +137,49 @@ def screen_shot(path: Path, width: int, height: int) -> None:
     if not QGuiApplication.primaryScreen().grabWindow(0, 0, 0, width, height).save(str(path)):
         raise OSError(f"could not write {path}")
     print("saved", path, flush=True)
+
+
+@dataclass
+class ScreenScene:
+    """A scene whose screen is grabbed (Xvfb): its parsed arguments, the Qt app (held: a
+    dropped QApplication is deleted), its loop, the app context and the window at (0, 0)."""
+
+    args: argparse.Namespace
+    app: QApplication
+    loop: QtLoop
+    ctx: AppContext
+    window: MainWindow
+    out: Path
+    prefix: str  # the pictures are --out/screenshot-PREFIX-NAME.png
+
+    def shot(self, name: str, width: int, height: int) -> None:
+        """The screen's top-left `width` x `height` (the window and what floats over it) as
+        screenshot-PREFIX-`name`.png."""
+        screen_shot(self.out / f"screenshot-{self.prefix}-{name}.png", width, height)
+
+    def play(self, scene: Coroutine[Any, Any, Any]) -> None:
+        """Run `scene` to its end, then shut the engine down (a loaded model's thread)."""
+
+        async def then_shut_down() -> None:
+            await scene
+            await self.ctx.bridge.shutdown(3.0)
+
+        run(self.loop, then_shut_down())
+
+
+def screen_scene(prefix: str, size: tuple[int, int] = (1200, 780),
+                 description: str | None = None) -> ScreenScene:
+    """The set-up every screen-grabbing scene repeated: the arguments parsed (the BLAS
+    re-exec first, so call this before anything loads MLX), `--out` made, the Qt app and its
+    loop, an app context on scratch settings (no model loaded: `load` one in the scene) and
+    the window shown at `size` at the screen's top-left, where `ScreenScene.shot` grabs."""
+    args = arguments(description).parse_args()
+    out = out_dir(args)
+
+    from app.context import AppContext
+
+    app, loop = qt_app(f"{prefix}-shots")
+    ctx = AppContext.create(settings=scratch_settings())
+    window = open_window(ctx, size)
+    window.move(0, 0)
+    return ScreenScene(args, app, loop, ctx, window, out, prefix)

@@ -12,17 +12,8 @@ is loaded: renaming needs none. Run under Xvfb:
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
-from tools.app_start import (
-    arguments,
-    open_window,
-    out_dir,
-    qt_app,
-    run,
-    scratch_settings,
-    screen_shot,
-)
+from tools.app_start import screen_scene
 
 SIZES = ((1200, 780), (900, 600))
 TITLES = ("Trip to Lisbon: a three-day plan with trains, museums and where to eat",
@@ -30,21 +21,10 @@ TITLES = ("Trip to Lisbon: a three-day plan with trains, museums and where to ea
 
 
 def main() -> None:
-    args = arguments().parse_args()
-    out = out_dir(args)
+    scene = screen_scene("rename", SIZES[0])
+    window = scene.window
 
-
-    from app.context import AppContext
-
-    _app, loop = qt_app("rename_shots")
-    ctx = AppContext.create(settings=scratch_settings())
-    window = open_window(ctx, SIZES[0])
-    window.move(0, 0)
-
-    def shot(name: str, width: int, height: int) -> None:
-        screen_shot(Path(out) / f"screenshot-rename-{name}.png", width, height)
-
-    async def scene() -> None:
+    async def play() -> None:
         tabs = [window.current_tab()] + [window.new_tab() for _ in TITLES[1:]]
         for tab, title in zip(tabs, TITLES, strict=True):
             window.set_tab_title(tab, title)
@@ -56,12 +36,11 @@ def main() -> None:
                 await asyncio.sleep(0.6)
                 dialog = window.tabs.rename(0)  # as F2 on the tab in front
                 await asyncio.sleep(0.6)
-                shot(f"tab-{theme}-{w}", w, h)
+                scene.shot(f"tab-{theme}-{w}", w, h)
                 dialog.reject()
                 await asyncio.sleep(0.3)
-        await ctx.bridge.shutdown(3.0)
 
-    run(loop, scene())
+    scene.play(play())
 
 
 if __name__ == "__main__":

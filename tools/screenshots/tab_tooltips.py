@@ -13,17 +13,8 @@ model is loaded. Run under Xvfb:
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
-from tools.app_start import (
-    arguments,
-    open_window,
-    out_dir,
-    qt_app,
-    run,
-    scratch_settings,
-    screen_shot,
-)
+from tools.app_start import screen_scene
 
 SIZES = ((1200, 780), (900, 600))
 # the same first words: the tab bar elides them alike
@@ -34,22 +25,12 @@ HOVERED = 3  # the fourth tab
 
 
 def main() -> None:
-    args = arguments().parse_args()
-    out = out_dir(args)
+    scene = screen_scene("tab-tooltip", SIZES[0])
+    window = scene.window
 
     from PySide6.QtCore import QEvent
     from PySide6.QtGui import QHelpEvent
     from PySide6.QtWidgets import QApplication, QToolTip
-
-    from app.context import AppContext
-
-    _app, loop = qt_app("tab_tooltip_shots")
-    ctx = AppContext.create(settings=scratch_settings())
-    window = open_window(ctx, SIZES[0])
-    window.move(0, 0)
-
-    def shot(name: str, width: int, height: int) -> None:
-        screen_shot(Path(out) / f"screenshot-tab-tooltip-{name}.png", width, height)
 
     def hover(index: int) -> str:
         bar = window.tabs.tabBar()
@@ -58,7 +39,7 @@ def main() -> None:
         QApplication.sendEvent(bar, QHelpEvent(QEvent.Type.ToolTip, pos, bar.mapToGlobal(pos)))
         return QToolTip.text()
 
-    async def scene() -> None:
+    async def play() -> None:
         tabs = [window.current_tab()] + [window.new_tab() for _ in TITLES[1:]]
         for tab, title in zip(tabs, TITLES, strict=True):
             window.set_tab_title(tab, title)
@@ -72,12 +53,11 @@ def main() -> None:
                 if TITLES[HOVERED] not in shown or f"Tab {HOVERED + 1}" not in shown:
                     raise RuntimeError(f"the tooltip shows {shown!r}")
                 await asyncio.sleep(0.8)  # the tooltip fades in
-                shot(f"{theme}-{w}", w, h)
+                scene.shot(f"{theme}-{w}", w, h)
                 QToolTip.hideText()
                 await asyncio.sleep(0.3)
-        await ctx.bridge.shutdown(3.0)
 
-    run(loop, scene())
+    scene.play(play())
 
 
 if __name__ == "__main__":
