@@ -22,6 +22,7 @@ from .widgets import int_box
 
 OFF_TEXT = "API server off"
 FETCH_URLS_TEXT = "Fetch http(s) image URLs in API requests"
+KEY_PLACEHOLDER = "none (only this computer can connect anyway)"
 
 
 class ServerControls:
@@ -94,14 +95,17 @@ class ServerControls:
 class ServerSettingsDialog(QDialog):
     def __init__(self, server: AppServer, parent: QMainWindow) -> None:
         super().__init__(parent)
-        self.setWindowTitle("API server")
+        self.setWindowTitle("Server settings")  # as the Server menu's entry names it
         settings = server.ctx.settings
         form = QFormLayout(self)
         self.port = int_box(1, 65535)
         self.port.setValue(settings.server_port)
         self.key = QLineEdit(settings.server_api_key)
         self.key.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
-        self.key.setPlaceholderText("none (only this computer can connect anyway)")
+        self.key.setPlaceholderText(KEY_PLACEHOLDER)
+        # wide enough for the whole placeholder: it was cut to "none (only this comput…"
+        self.key.setMinimumWidth(self.key.fontMetrics().horizontalAdvance(KEY_PLACEHOLDER)
+                                 + 24)
         form.addRow("Port on 127.0.0.1", self.port)
         form.addRow("API key", self.key)
         self.fetch_urls = QCheckBox(FETCH_URLS_TEXT)
