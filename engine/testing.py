@@ -4,13 +4,15 @@ through which they may wrap or break its parts. Tests use this module and never
 tests/engine/test_testing_surface.py fails if one does reach in again).
 
 - `facts(engine)`: a read-only snapshot of what the engine is doing and how it runs
-  (ragged passes, run-ahead, the decode batch's rows, the compiled step, its module tree).
+  (ragged passes, run-ahead, the decode batch's rows, the compiled step, its module tree,
+  the KV's packed form, the prefix cache's entries, the disk store, grammar drafts).
 - `sequence(engine, request_id)`: an unfinished request's own record.
 - `tick(engine, hand_over)`, `deliver(engine, events)`: one tick as the engine thread runs
   it, with its early hand-over.
-- `internals(engine)`: the hook. The live parts, for spies (count passes, watch a decision)
-  and fault injection (a pass or a tick that raises); anything a test only reads belongs in
-  `facts` instead.
+- `internals(engine)`: the hook. The live parts, for spies (count passes, watch a decision),
+  fault injection (a pass or a tick that raises), pokes (a budget set, an eviction run) and
+  calling a part's own method (the runner's `view` of a cache); anything a test only reads
+  belongs in `facts` instead.
 - `runs_ragged(runner)`, `without_ragged_passes(monkeypatch)`: whether a model runner (a
   draft model's, one a test built) shares a tick's rows and chunks in one ragged pass, and
   every runner as on a GPU (no ragged pass) for one test: the one place tests name how the
@@ -26,17 +28,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .grammar_planner import GrammarPlanner
 from .worker import apply
 
 if TYPE_CHECKING:
     import mlx.nn as nn
     import pytest
 
+    from .cache import LayerCaches
     from .cpu_options import CpuOptions
     from .decode_batch import DecodeBatch
     from .engine import Engine
     from .engine_core import EngineCore, HandOver
     from .kv_policy import KvPolicy
+    from .kv_quant import KvPacking
     from .model_runner import ModelRunner
     from .scheduler import BudgetController
     from .sequence import Sequence
@@ -58,13 +63,21 @@ class EngineFacts:
     cpu: CpuOptions  # the CPU options the runner decided from (EngineConfig.cpu)
     module_tree: nn.Module  # the engine's own copy of the model, its kernels in it
     draft_source: DraftSource | None  # who drafts (speculative decoding); None: it is off
+    grammar_drafts: int  # the most forced tokens a grammar row checks in a pass; 0: none
+    kv_packing: KvPacking | None  # the form the KV rows are kept in; None: float rows
+    fused_kv: bool  # the attention kernel reads the packed rows as they are
+    prefix_kv: tuple[LayerCaches, ...]  # each cached prefix's KV layers, the cache's order
+    whole_prefix_entries: bool  # a cached prefix is reused only whole (a recurrent state)
+    disk_store_id: str | None  # the model id the disk store keys its files by; None: no store
 
 
 def facts(engine: Engine) -> EngineFacts:
-    """What `engine` is doing now; call it between ticks (or on a started engine only for
-    what does not change while it runs: how it runs, its model, its draft source)."""
+    """What `engine` is doing now; call it between ticks, or from a spy inside one (the
+    rows at that moment), or on a started engine only for what does not change while it
+    runs: how it runs, its model, its draft source, its disk store."""
     core = engine._core
-    runner, batch = core.runner, core.batch
+    runner, batch, kv = core.runner, core.batch, core.memory
+    grammar = [p for p in core.scheduler.planners if isinstance(p, GrammarPlanner)]
     return EngineFacts(
         ragged=runs_ragged(runner),
         running_ahead=batch.ahead is not None,
@@ -76,6 +89,12 @@ def facts(engine: Engine) -> EngineFacts:
         cpu=runner.cpu,
         module_tree=runner.model,
         draft_source=core.speculation.source if core.speculation is not None else None,
+        grammar_drafts=grammar[0].max_drafts if grammar else 0,
+        kv_packing=runner.packing,
+        fused_kv=runner.fused_kv,
+        prefix_kv=tuple(e.cache for e in kv.prefix.entries) if kv.prefix is not None else (),
+        whole_prefix_entries=kv.prefix is not None and kv.prefix.whole_entries,
+        disk_store_id=kv.store.model_id if kv.store is not None else None,
     )
 
 

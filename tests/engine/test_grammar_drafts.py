@@ -135,7 +135,7 @@ def test_a_sliding_window_model_gets_no_grammar_drafts(monkeypatch) -> None:
                         lambda: [RotatingKVCache(max_size=64) for _ in range(layers)],
                         raising=False)
     engine = engine_on(tiny, grammar_drafts=True)
-    assert testing.internals(engine).core.scheduler.planners[0].max_drafts == 0
+    assert testing.facts(engine).grammar_drafts == 0
     reply = Reply(engine, prompts(1, seed=27)[0], person({}, max_tokens=40))
     run_to_end(engine)
     assert drafted([reply]) == 0 and reply.tokens
@@ -144,7 +144,7 @@ def test_a_sliding_window_model_gets_no_grammar_drafts(monkeypatch) -> None:
 def test_grammar_drafts_off_checks_no_forced_tokens(qtiny) -> None:
     replies, _ = run(qtiny, [(prompts(1, seed=26)[0], person({}))], False)
     assert drafted(replies) == 0
-    assert testing.internals(engine_on(qtiny)).speculation is None
+    assert testing.facts(engine_on(qtiny)).draft_source is None  # speculation is off
 
 
 # -- the scheduler's planners (engine/planners.py) ----------------------------------------

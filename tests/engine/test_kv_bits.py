@@ -123,15 +123,16 @@ def engine_cache(tiny):
 
 def test_the_engine_keeps_packed_rows_and_its_kernel_reads_them(qtiny) -> None:
     engine = engine_on(qtiny, kv_bits=8)
-    runner = testing.internals(engine).runner
-    assert runner.packing == KvPacking(8, 32) and runner.fused_kv
-    assert all(isinstance(c, PackedLayer) for c in runner.view(engine_cache(qtiny)))
-    assert testing.runs_ragged(runner)  # rows and chunks share a pass over packed rows too
+    now = testing.facts(engine)
+    assert now.kv_packing == KvPacking(8, 32) and now.fused_kv
+    view = testing.internals(engine).runner.view  # the runner's own wrapping, called
+    assert all(isinstance(c, PackedLayer) for c in view(engine_cache(qtiny)))
+    assert now.ragged  # rows and chunks share a pass over packed rows too
     run = Run(engine, target_prompt(), KINDS["greedy"]())
     others = start_others(engine, random.Random(1), 4)
     run_to_end(engine)
-    entry = testing.internals(engine).kv.prefix.entries[0]
-    assert all(layer.keys.dtype == mx.uint8 for layer in entry.cache)
+    entry = testing.facts(engine).prefix_kv[0]
+    assert all(layer.keys.dtype == mx.uint8 for layer in entry)
     assert len(run.events) == 16 and all(o.stream.finish_reason == "length" for o in others)
     assert testing.facts(engine).compiled_traces > 0  # the compiled step packs as well
 
@@ -302,9 +303,9 @@ async def test_files_are_smaller_and_forms_do_not_mix(qtiny, tmp_path) -> None:
         run_to_end(engine)
         assert engine.stats().prefix_disk_loads == 1, bits
         assert run.stream.stats.cached_tokens == len(prompt) - 1
-        entry = testing.internals(engine).kv.prefix.entries[0]
+        entry = testing.facts(engine).prefix_kv[0]
         want = mx.float32 if bits is None else mx.uint8
-        assert all(layer.keys.dtype == want for layer in entry.cache)
+        assert all(layer.keys.dtype == want for layer in entry)
         await engine.shutdown()
     # a float engine does not read an 8-bit file (it would need the float KV)
     engine = engine_on(qtiny, kv_disk_dir=str(tmp_path / "8"))
@@ -340,9 +341,9 @@ async def test_a_4_bit_file_from_before_the_turn_still_loads(qtiny, tmp_path) ->
     run_to_end(engine)
     assert engine.stats().prefix_disk_loads == 1
     assert run.stream.stats.cached_tokens == len(prompt) - 1 and len(run.events) == 16
-    entry = testing.internals(engine).kv.prefix.entries[0]
+    entry = testing.facts(engine).prefix_kv[0]
     n = len(prompt) - 1
-    for layer, rows in zip(entry.cache, want, strict=True):
+    for layer, rows in zip(entry, want, strict=True):
         assert mx.array_equal(layer.keys[..., :n, :], rows[..., :n, :]).item()
     await engine.shutdown()
 
@@ -360,7 +361,7 @@ def test_a_draft_model_keeps_its_kv_in_the_same_form(qtiny, references, bits,
     engine = drafting_pays(engine_on(qtiny, kv_bits=bits, speculative=f"draft:{path}"))
     source = testing.facts(engine).draft_source
     assert isinstance(source, DraftModel)
-    assert source.runner.packing == testing.internals(engine).runner.packing is not None
+    assert source.runner.packing == testing.facts(engine).kv_packing is not None
     assert all(isinstance(c, PackedLayer) for c in source.runner.view(engine_cache(qtiny)))
     run = Run(engine, prompt, greedy(logprobs=None))  # rows asking for log-probs don't draft
     run_to_end(engine)

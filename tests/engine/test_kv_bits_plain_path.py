@@ -35,18 +35,19 @@ def qtiny():
 @pytest.mark.parametrize("bits", [8, 4])
 def test_it_runs_packed_alone_and_batched(qtiny, bits) -> None:
     engine = engine_on(qtiny, kv_bits=bits, **PLAIN)
-    runner = testing.internals(engine).runner
-    assert runner.packing == KvPacking.for_head(bits, 32) and not runner.fused_kv
-    assert runner.compiled is None
-    layers = runner.view(kv.new_cache(runner.model))
+    now = testing.facts(engine)
+    assert now.kv_packing == KvPacking.for_head(bits, 32) and not now.fused_kv
+    assert now.compiled_traces is None  # no compiled step
+    view = testing.internals(engine).runner.view  # the runner's own wrapping, called
+    layers = view(kv.new_cache(now.module_tree))
     assert all(isinstance(c, PackedLayer) and not c.fused for c in layers)
     run = Run(engine, target_prompt(), greedy(logprobs=None))
     others = start_others(engine, random.Random(3), 4)
     run_to_end(engine)
     assert len(run.events) == 16 and run.stream.finish_reason == "length"
     assert all(o.stream.finish_reason == "length" for o in others)
-    entry = testing.internals(engine).kv.prefix.entries[0]
-    assert all(layer.keys.dtype == mx.uint8 for layer in entry.cache)
+    entry = testing.facts(engine).prefix_kv[0]
+    assert all(layer.keys.dtype == mx.uint8 for layer in entry)
     # a next turn from the prefix cache
     again = Run(engine, target_prompt(), greedy(logprobs=None))
     run_to_end(engine)
@@ -70,7 +71,7 @@ async def test_a_prefix_restored_from_a_file_is_the_rows_saved(qtiny, bits, tmp_
     saving = engine_on(qtiny, kv_bits=bits, kv_disk_dir=str(tmp_path), **PLAIN)
     Run(saving, prompt, SamplingParams(max_tokens=4))
     run_to_end(saving)
-    saved = [layer.keys for layer in testing.internals(saving).kv.prefix.entries[0].cache]
+    saved = [layer.keys for layer in testing.facts(saving).prefix_kv[0]]
     assert await saving.save_prefix(prompt_tokens=prompt) > 0
     await saving.shutdown()
 
@@ -80,7 +81,7 @@ async def test_a_prefix_restored_from_a_file_is_the_rows_saved(qtiny, bits, tmp_
     assert restarted.stats().prefix_disk_loads == 1
     n = run.stream.stats.cached_tokens
     assert n == len(prompt) - 1 and len(run.events) == 16
-    entry = testing.internals(restarted).kv.prefix.entries[0]
-    for layer, keys in zip(entry.cache, saved, strict=True):
+    entry = testing.facts(restarted).prefix_kv[0]
+    for layer, keys in zip(entry, saved, strict=True):
         assert mx.array_equal(layer.keys[..., :n, :], keys[..., :n, :]).item()
     await restarted.shutdown()

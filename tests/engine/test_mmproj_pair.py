@@ -151,7 +151,7 @@ def test_a_follow_up_with_the_same_image_is_cached(pair):
     _, text, _ = pair
     engine = Engine.load(str(text))
     fresh = Engine.load(str(text), config=EngineConfig(prefix_cache=False))
-    whole = testing.internals(engine).kv.prefix.whole_entries
+    whole = testing.facts(engine).whole_prefix_entries
     [reply] = answers(engine, [(ask("what is it?"), [RED])],
                       SamplingParams(max_tokens=1, temperature=0.0) if whole else GREEDY)
     image_end = engine.vision.prepare(ask("what is it?"), [RED]).images_end

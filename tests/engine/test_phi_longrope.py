@@ -21,7 +21,7 @@ from engine import module_tree
 from engine.loader import load_model
 from engine.longrope import choose_longrope
 from engine.model_runner import ModelRunner
-from engine.testing import internals
+from engine.testing import facts
 from tests.engine.conftest import engine_on, run_to_end
 from tests.engine.test_same_answer import KINDS, REFERENCE_CONFIG, Run, other_params
 from tests.gguf_models import CASES, ArchCase, build_model, gguf_tensors, quantize, write_gguf
@@ -199,6 +199,7 @@ def test_the_disk_store_keeps_the_two_choices_apart(files, tmp_path: Path) -> No
     """Keys rotated by the short factors are not the long ones': the store's model id
     differs between an engine within the original context and one past it."""
     loaded, _ = files
-    ids = {internals(engine_on(loaded, max_context=c, kv_disk_dir=str(tmp_path))).kv.store
-           .model_id for c in (ORIGINAL, 512, 2 * ORIGINAL)}
+    ids = {facts(engine_on(loaded, max_context=c, kv_disk_dir=str(tmp_path))).disk_store_id
+           for c in (ORIGINAL, 512, 2 * ORIGINAL)}
+    assert None not in ids  # each keeps a disk store
     assert len(ids) == 2

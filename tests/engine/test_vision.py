@@ -76,7 +76,7 @@ def said(engine: Engine, reply: list[int]) -> str:
 def whole_entries(engine: Engine) -> bool:
     """A hybrid text model (LFM2's convolutions: a state that cannot be cut back): its
     prefix cache reuses an entry only whole, and several answers do not share a prompt."""
-    return testing.internals(engine).kv.prefix.whole_entries
+    return testing.facts(engine).whole_prefix_entries
 
 
 def first_turn(engine: Engine) -> SamplingParams:
@@ -363,7 +363,7 @@ def test_one_vision_pass_a_tick(vlm_dir, monkeypatch):
 async def test_an_image_chat_s_kv_outlives_a_restart(vlm_dir, tmp_path, monkeypatch):
     first = ask("what is it?")
     saving = Engine.load(str(vlm_dir), config=EngineConfig(kv_disk_dir=str(tmp_path)))
-    if testing.internals(saving).kv.store is None:
+    if testing.facts(saving).disk_store_id is None:
         pytest.skip("no disk store for this model's caches (sliding-window layers)")
     [reply] = answers(saving, [(first, [RED])])
     chat = first + [{"role": "assistant", "content": said(saving, reply)}]
@@ -540,7 +540,7 @@ def test_text_rows_that_draft_beside_images_attending_both_ways(both_ways):
 
     def spy(cache, tokens, *args, **kwargs):
         if kwargs.get("blocks"):
-            rows_beside.append(len(testing.internals(drafting).batch.seqs))
+            rows_beside.append(len(testing.facts(drafting).decode_rows))
         return prefill(cache, tokens, *args, **kwargs)
 
     runner.prefill = spy
@@ -551,7 +551,7 @@ def test_text_rows_that_draft_beside_images_attending_both_ways(both_ways):
             lambda e, t=tokens: t.append(e.token) if e.token is not None else None)
         got.append(tokens)
         # the images arrive while both text rows decode (and draft)
-        while len(got) == 2 and len(testing.internals(drafting).batch.seqs) < 2:
+        while len(got) == 2 and len(testing.facts(drafting).decode_rows) < 2:
             drafting.step()
         for _ in range(3 if images else 0):
             drafting.step()
