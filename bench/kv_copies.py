@@ -139,11 +139,11 @@ def instrument() -> None:
         EVENTS["joins"] += sum(not s.is_finished for s in ready)
         return join(self, ready, coming)
 
-    def batch_drop(self: Any) -> Any:
+    def batch_drop(self: Any, keep: Any) -> Any:
         leaving = sum(s.is_finished for s in self.seqs)
         EVENTS["leaves"] += leaving
         t = time.perf_counter()
-        out = drop(self)
+        out = drop(self, keep)
         if leaving:
             EVENTS["leave_us"] += round((time.perf_counter() - t) * 1e6)
         return out

@@ -133,9 +133,11 @@ def shrink(batch: LayerCaches) -> None:
     """After rows left: a slot buffer much bigger than its rows need is cut to fit (the KV
     budget counts the rows' shares, not the buffer)."""
     if isinstance(batch[0], SlotKVCache):
+        # a layer at a time: its old buffer goes before the next layer's new one is made
+        # (all at once, every layer's old and new buffers were alive together)
         for layer in batch:
-            layer.shrink()
-        mx.eval([t for layer in batch for t in (layer.keys, layer.values)])
+            if layer.shrink():
+                mx.eval(layer.keys, layer.values)
     elif isinstance(batch[0], ArenaKVCache):
         for layer in batch:
             layer.arena.shrink()

@@ -126,6 +126,15 @@ class DecodeBatch:
         room must have it, engine_core._drop_finished_rows)."""
         return sum(layer.nbytes for layer in self._spare) if self._spare is not None else 0
 
+    def held_with(self, reserved: int) -> int:
+        """The running requests' KV in memory: `reserved` (every admitted request's
+        set-aside) with the batch rows' set-asides replaced by the batch buffers' bytes
+        (as wide as the longest row; a finished row's columns until it leaves)."""
+        if self.cache is None:
+            return reserved
+        rows = sum(s.kv_reserved for s in self.seqs if not s.is_finished)
+        return reserved - rows + sum(getattr(layer, "nbytes", 0) for layer in self.cache)
+
     def release(self, seq: Sequence) -> kv.LayerCaches | None:
         """`seq` finished: forget its started step and hand back its own cache, if it has
         one (prefilling, or decoding alone). Batch rows leave in `drop_finished`, where the
@@ -136,44 +145,48 @@ class DecodeBatch:
         cache, seq.cache = seq.cache, None
         return cache
 
-    def drop_finished(self) -> list[tuple[Sequence, kv.LayerCaches]]:
-        """Finished rows leave; with `keep_kv`, returns the caches of those that `want_kv`,
-        cut out of the batch cache."""
-        keep = [i for i, s in enumerate(self.seqs) if not s.is_finished]
-        if len(keep) == len(self.seqs):
-            return []
+    def drop_finished(self, keep: Callable[[Sequence, kv.LayerCaches], None]) -> None:
+        """Finished rows leave; with `keep_kv`, the KV of those that `want_kv` is kept:
+        written into its prompt's cached entry (`keep_row`), or cut out of the batch cache
+        and handed to `keep`. One row at a time, each evaluated before the next: `keep`
+        makes room for it among the cached prefixes, so a burst of rows ending together
+        does not hold every copy beside the whole batch buffer at once."""
+        keep_rows = [i for i, s in enumerate(self.seqs) if not s.is_finished]
+        if len(keep_rows) == len(self.seqs):
+            return
         self.roll_back_ahead()  # a started batch step fed the leaving rows too
-        survivors = [self.seqs[i] for i in keep]
-        left: list[tuple[Sequence, kv.LayerCaches]] = []
+        survivors = [self.seqs[i] for i in keep_rows]
         if self.cache is not None:
             if self.keep_kv:
-                written: list[mx.array] = []
                 for i, seq in enumerate(self.seqs):
                     if not (seq.is_finished and wants_kv(seq)):
                         continue
                     # Its prompt's cached entry takes the row's new columns where it can
-                    # (KvPolicy.keep_row); else the whole row is copied out
-                    kept = self.keep_row(seq, self.cache, i)
-                    if kept is not None:
-                        written += kept
-                    else:
-                        left.append((seq, kv.extract(self.cache, i)))
-                # copied out before other rows move into their places (else the move
-                # would copy the whole buffer to keep them readable)
-                mx.eval(written + [layer.state for _, cache in left for layer in cache])
-            if len(keep) >= 2:
+                    # (KvPolicy.keep_row); else the whole row is copied out. Either is
+                    # evaluated before other rows move into its place (else the move
+                    # would copy the whole buffer to keep them readable).
+                    written = self.keep_row(seq, self.cache, i)
+                    if written is not None:
+                        mx.eval(written)
+                        continue
+                    row = kv.extract(self.cache, i)
+                    mx.eval([layer.state for layer in row])
+                    keep(seq, row)
+            if len(keep_rows) >= 2:
                 # rows may be reordered (the last ones fill the gaps)
-                survivors = [self.seqs[i] for i in kv.keep_rows(self.cache, keep)]
+                survivors = [self.seqs[i] for i in kv.keep_rows(self.cache, keep_rows)]
                 kv.shrink(self.cache)
-            elif len(keep) == 1:
+            elif len(keep_rows) == 1:
                 # Back to the solo fast path, with the cache as computed so far (with room
                 # for its next steps: an exact copy would be copied again to grow)
-                survivors[0].cache = kv.extract(self.cache, keep[0], room=True)
+                lone = survivors[0].cache = kv.extract(self.cache, keep_rows[0], room=True)
+                # copied now: unevaluated, the copy held the whole batch buffer until the
+                # row's next step, whether or not it is kept as the spare
+                mx.eval([layer.state for layer in lone])
                 self.cache, self._spare = None, self.cache
             else:
                 self.cache, self._spare = None, self.cache
         self.seqs = survivors
-        return left
 
     # -- one decode step ----------------------------------------------------------------
     def step(self, more_coming: bool) -> PassResult:

@@ -116,6 +116,7 @@ class EngineCore:
                                  keep_row=lambda seq, cache, row: memory.keep_row(
                                      seq, cache, row))  # (looked up when called: spies)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
+        self.memory.held = self.batch.held_with  # (the batch's: not self, as above)
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)
         self._events: list[TokenEvent] = []
@@ -233,6 +234,7 @@ class EngineCore:
         """Prompts now fully in cache start decoding (kept as prefixes first)."""
         self.batch.join(self.memory.keep_prompts(self.scheduler.take_ready()),
                         coming=len(self.scheduler.prefilling))
+        self.memory.evict()  # the batch's buffers may have grown past the rows' set-asides
 
     def _end_tick(self, plan: TickPlan, run: TickRun, tokens: _TickTokens) -> list[TokenEvent]:
         """After the tick's passes (their tokens already taken): the tick is recorded, its
@@ -349,8 +351,7 @@ class EngineCore:
         )
 
     def _drop_finished_rows(self) -> None:
-        for seq, cache in self.batch.drop_finished():
-            self.memory.keep_finished(seq, cache)
+        self.batch.drop_finished(self.memory.keep_finished)
         # The last batch's buffers are kept for the next batch only while they fit in the
         # KV budget's free room: kept while one long reply went on alone, they held 810 MiB
         # beyond a 720 MiB budget after 8 chats x 13 turns (issue #46, docs/memory.md).

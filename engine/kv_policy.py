@@ -71,6 +71,12 @@ class KvPolicy:
         self.prefix = prefix  # None: no prefix reuse (off, or a model it cannot keep)
         self.store = store  # cached prefixes saved across restarts (None: not kept)
         self.reserved = 0  # bytes set aside by admitted requests
+        # What the running requests' KV holds in memory, given `reserved` (DecodeBatch.
+        # held_with: the batch's buffers in place of its rows' set-asides), if more: a
+        # batch buffer is as wide as its longest row, and finished rows stay in it until
+        # they leave. Cached prefixes give way to it too, so the KV in memory stays within
+        # the budget (issue #46 item 14: it was 200-450 MiB over in a long 8-chat session).
+        self.held: Callable[[int], int] = lambda reserved: reserved
 
     # -- running requests ---------------------------------------------------------------
     def need(self, num_prompt_tokens: int, max_tokens: int) -> int:
@@ -125,10 +131,14 @@ class KvPolicy:
         self.evict()
 
     def free_bytes(self) -> int:
-        """What the budget has beside the admitted requests' shares and the cached
-        prefixes."""
+        """What the budget has beside the admitted requests' shares (or what their KV
+        holds, if more) and the cached prefixes."""
         cached = self.prefix.nbytes if self.prefix is not None else 0
-        return self.budget - self.reserved - cached
+        return self.budget - self.running_bytes() - cached
+
+    def running_bytes(self) -> int:
+        """The running requests' KV: their set-asides, or what their KV holds if more."""
+        return max(self.reserved, self.held(self.reserved))
 
     def release(self, seq: Sequence) -> None:
         """An admitted request ended: its share is free again."""
@@ -184,7 +194,7 @@ class KvPolicy:
         """Cached prefixes give way until everything fits, and they fit their own part
         (after any change to either)."""
         if self.prefix is not None:
-            self.prefix.evict_to(min(self.budget - self.reserved, self.prefix_budget))
+            self.prefix.evict_to(min(self.budget - self.running_bytes(), self.prefix_budget))
 
     def _restore(self, prompt: list[int]) -> tuple[LayerCaches | None, int]:
         """The longest cached prefix of `prompt`, from memory or, when a saved file holds

@@ -52,6 +52,7 @@ def engine_stats(core: EngineCore) -> EngineStats:
             kv_budget_basis=core.memory.basis,
             kv_prefix_budget_bytes=core.memory.prefix_budget,
             kv_reserved_bytes=core.memory.reserved,
+            kv_running_bytes=core.memory.running_bytes(),
             kv_state_bytes_per_sequence=core.memory.per_sequence,
             itl_p99_s=itl_p99,
             itl_max_s=itl_max,

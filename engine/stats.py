@@ -149,6 +149,9 @@ class EngineStats:
     kv_budget_basis: str = ""  # how the budget was chosen: "default: ..." or "set: ..."
     kv_prefix_budget_bytes: int = 0  # the most cached prefixes keep, of kv_budget_bytes
     kv_reserved_bytes: int = 0  # set aside by running requests
+    # what running requests' KV holds: their set-asides, or the decode batch's buffers in
+    # place of its rows' if more (as wide as the longest row; kv_policy.KvPolicy.held)
+    kv_running_bytes: int = 0
     kv_state_bytes_per_sequence: int = 0  # a hybrid model's recurrent state, in each share
     prefix_entries: int = 0
     prefix_cached_tokens: int = 0
@@ -192,7 +195,7 @@ class EngineStats:
 
     @property
     def kv_used_bytes(self) -> int:
-        return self.kv_reserved_bytes + self.prefix_cached_bytes
+        return max(self.kv_reserved_bytes, self.kv_running_bytes) + self.prefix_cached_bytes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

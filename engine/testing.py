@@ -58,6 +58,7 @@ class EngineFacts:
     batched: bool  # the decode rows run as one batch cache (not a lone row's own cache)
     decode_rows: tuple[str, ...]  # the decode batch's request ids, in row order
     spare_batch_buffers: bool  # an emptied batch's buffers are kept for the next batch
+    batch_kv_bytes: int  # the decode batch's KV buffers (0: no batch), its spare ones apart
     compiled_traces: int | None  # graphs the compiled decode step traced; None: not compiled
     fast_cpu_kernels: bool  # the engine's own CPU attention/MLP kernels are in its model copy
     cpu: CpuOptions  # the CPU options the runner decided from (EngineConfig.cpu)
@@ -84,6 +85,7 @@ def facts(engine: Engine) -> EngineFacts:
         batched=batch.is_batched,
         decode_rows=tuple(s.request_id for s in batch.seqs),
         spare_batch_buffers=batch.has_spare,
+        batch_kv_bytes=sum(layer.nbytes for layer in batch.cache) if batch.cache else 0,
         compiled_traces=runner.compiled.traces if runner.compiled is not None else None,
         fast_cpu_kernels=runner.fast_cpu_kernels,
         cpu=runner.cpu,

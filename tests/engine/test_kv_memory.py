@@ -127,3 +127,35 @@ def test_the_default_budget_adds_a_hybrid_models_states_a_slot(tmp_path, monkeyp
     kv, prefixes = formula(per_token, tiny.context_length, 4, 4 * GiB - 4 * state)
     assert (s.kv_budget_bytes, s.kv_prefix_budget_bytes) == (kv + 4 * state, prefixes)
     assert "+ 4 recurrent states x" in s.kv_budget_basis
+
+
+def test_the_kv_in_memory_stays_within_the_budget_with_rows_of_unlike_lengths(
+        make_engine) -> None:
+    """A batch buffer is as wide as its longest row, so one long row among short ones holds
+    far more than their set-asides; cached prefixes give way to what it holds, not to the
+    set-asides only (issue #46 item 14: the window's long session went over its bound by
+    that). Checked after every tick: the prefixes, the batch's buffers and its spare ones."""
+    per_token = make_engine().stats().kv_bytes_per_token
+    budget = per_token * 5000
+    engine = make_engine(max_concurrent=8, kv_budget_bytes=budget)
+    for i in range(10):  # the prefix cache fills: 10 entries of ~300 tokens, one at a time
+        engine.submit(prompt_tokens=[1 + i] + [(7 * i + j) % 200 + 3 for j in range(299)],
+                      params={"max_tokens": 4})
+        while engine.has_work():
+            engine.step()
+    assert engine.stats().prefix_cached_bytes > per_token * 2500
+    # one long row and five short ones, none of them a cached prompt
+    engine.submit(prompt_tokens=[250] + [(11 * j) % 200 + 3 for j in range(299)],
+                  params={"max_tokens": 40})
+    for i in range(5):
+        engine.submit(prompt_tokens=[240 + i, 5, 6, 7, 8, 9, 10, 11], params={"max_tokens": 40})
+    widest = 0
+    while engine.has_work():
+        engine.step()
+        f, s = testing.facts(engine), engine.stats()
+        widest = max(widest, f.batch_kv_bytes)
+        assert s.prefix_cached_bytes + f.batch_kv_bytes <= budget, (
+            s.prefix_cached_bytes, f.batch_kv_bytes, budget)
+        assert s.kv_used_bytes <= budget
+    # the case arose: the buffer held more than the six rows' set-asides
+    assert widest > per_token * (300 + 40 + 256 + 5 * (8 + 40 + 256))
