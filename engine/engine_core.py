@@ -27,7 +27,7 @@ from .scheduler import Scheduler, TickPlan
 from .sequence import Sequence, Status
 from .speculation import DraftSource, Speculation
 from .stats import RequestStats, StatsCollector, TickRecord
-from .tick_passes import TickRun
+from .tick_passes import RowEnds, TickRun
 from .token_event import TokenEvent
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class EngineCore:
                                   kv_bits=config.kv_bits, context_length=context_length)
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
+        self.ends = RowEnds(eos_token_ids, context_length)  # where a pass cuts a row's drafts
         self.stats = StatsCollector(config.stats_window_s, config.telemetry_size)
         float_per_token = kv_memory.bytes_per_token(model)
         per_token = (float_per_token if self.runner.packing is None
@@ -165,20 +166,38 @@ class EngineCore:
 
     # -- the tick -----------------------------------------------------------------------
     def step(self, hand_over: HandOver | None = None) -> list[TokenEvent]:
-        """One tick: schedule -> run -> post-process; returns its events.
+        """One tick, in the order it runs; returns the events not handed over.
 
-        `hand_over(events)`, if given, takes events before the tick ends, at the two points
-        where waiting would cost a client: a prompt's first token, sampled in prefill, goes
-        before the tick's decode step (it does not wait for the other rows' step), and the
-        tick's tokens go before finished rows' KV is copied out for the prefix cache (~3 ms
-        a row: a burst ending together waited ~250 ms for it). Without it, all are returned.
+        1. Schedule: admissions and the plan (`_schedule`).
+        2. The runner's passes (`ModelRunner.execute`): one ragged pass for the decode rows
+           and the prompt chunks where it can, else the prompts' passes apart; their
+           tokens accepted.
+        3. Where the passes ran apart, the rows' step follows them: the prompts they
+           finished join the batch (they decode in this step), their first tokens are
+           handed over (they do not wait for the step), then `ModelRunner.step_rows`; its
+           tokens accepted.
+        4. Post-process (`_end_tick`): the tick recorded, its tokens handed over before the
+           finished rows' KV is copied out for the prefix cache (~3 ms a row: a burst ending
+           together waited ~250 ms for it), those rows leave, and the prompts a shared pass
+           finished join the batch (they decode from the next tick).
+
+        `hand_over(events)`, if given, takes the events at those two points in 3 and 4,
+        where waiting would cost a client; without it, all are returned.
         """
         if not self.by_id:  # nothing to run; hand out what cancels may have ended
             return self._take_events()
         plan = self._schedule()
-        tokens = _TickTokens(self, hand_over)
-        run = self.runner.execute(plan, self.batch, tokens)
-        return self._end_tick(plan, run, tokens)
+        run, results = self.runner.execute(plan, self.batch, self.ends)
+        taken = self._take_all(results)
+        if not run.rows_done:
+            self._join_prefilled()
+            if hand_over is not None and len(self.batch) and self._events:
+                hand_over(self._take_events())  # first tokens do not wait for the rows' step
+            scheduler = self.scheduler
+            more_coming = bool(scheduler.prefilling or scheduler.num_waiting)
+            taken += self._take_all(self.runner.step_rows(plan, self.batch, self.ends, run,
+                                                          more_coming))
+        return self._end_tick(plan, run, taken, hand_over)
 
     # -- schedule -----------------------------------------------------------------------
     def _schedule(self) -> TickPlan:
@@ -219,40 +238,37 @@ class EngineCore:
             self._fail(seq, exc)
 
     # -- post-process -------------------------------------------------------------------
-    def until_end(self, seq: Sequence, tokens: list[int]) -> list[int]:
-        """`tokens` cut where the row will end anyway: its first end-of-sequence token, its
-        max_tokens, the context (its KV then matches what it took)."""
-        room = min(seq.params.max_tokens - seq.num_output_tokens,
-                   self.context_length - seq.num_tokens)
-        tokens = tokens[:max(1, room)]
-        for i, token in enumerate(tokens):
-            if token in self.eos_token_ids:
-                return tokens[:i + 1]
-        return tokens
-
     def _join_prefilled(self) -> None:
         """Prompts now fully in cache start decoding (kept as prefixes first)."""
         self.batch.join(self.memory.keep_prompts(self.scheduler.take_ready()),
                         coming=len(self.scheduler.prefilling))
         self.memory.evict()  # the batch's buffers may have grown past the rows' set-asides
 
-    def _end_tick(self, plan: TickPlan, run: TickRun, tokens: _TickTokens) -> list[TokenEvent]:
-        """After the tick's passes (their tokens already taken): the tick is recorded, its
-        tokens handed over, the rows that finished leave (their KV kept as prefixes), and
-        the prompts a shared pass finished join the batch (their second token comes next
-        tick; where the passes ran apart, the runner joined them before the step); returns
-        the events not handed over."""
+    def _end_tick(self, plan: TickPlan, run: TickRun, taken: int,
+                  hand_over: HandOver | None) -> list[TokenEvent]:
+        """After the tick's passes (their `taken` tokens accepted): the tick is recorded,
+        its tokens handed over, the rows that finished leave (their KV kept as prefixes),
+        and the prompts a shared pass finished join the batch (where the passes ran apart
+        they joined before the rows' step, `step`); returns the events not handed over."""
         # Recorded before finished rows leave: copying their KV out for the prefix cache
         # depends on neither the tick's rows nor its prefill, which the budget learns from,
         # and a client that has its reply then finds it counted.
-        self._record_tick(plan, run, tokens.taken)
-        if (tokens.hand_over is not None and self._events
+        self._record_tick(plan, run, taken)
+        if (hand_over is not None and self._events
                 and any(seq.is_finished for seq in self.batch.seqs)):
-            tokens.hand_over(self._take_events())  # before that copy
+            hand_over(self._take_events())  # before that copy
         self._drop_finished_rows()
-        if run.shared:
+        if run.shared:  # after the finished rows left (the batch is cut once, then grows)
             self._join_prefilled()
         return self._take_events()
+
+    def _take_all(self, results: list[PassResult]) -> int:
+        """The passes' results accepted in pass order; how many tokens they gave."""
+        n = 0
+        for result in results:
+            self._take(result)
+            n += len(result.tokens) + sum(map(len, result.more or []))
+        return n
 
     def _take(self, result: PassResult) -> None:
         """A pass's new tokens, one per sequence, or its error."""
@@ -266,7 +282,7 @@ class EngineCore:
             for seq, d, rest in zip(result.seqs, result.drafts, result.more or [], strict=True):
                 if d:
                     self.scheduler.checked(seq, d, min(len(rest), len(d)))
-        now = time.perf_counter()
+        now = result.at
         more = result.more or [[]] * len(result.seqs)
         for seq, token, lp, rest in zip(result.seqs, result.tokens, result.logprobs, more,
                                         strict=True):
@@ -381,33 +397,3 @@ class EngineCore:
 
 def _logprobs(lp: TokenLogprobs | None) -> dict[str, object]:
     return {} if lp is None else {"logprob": lp.logprob, "top_logprobs": lp.top}
-
-
-class _TickTokens:
-    """One tick's post-processing as its passes end (`tick_passes.TickTokens`): each pass's
-    tokens accepted before the next pass runs; the prompts the prefill passes finished join
-    the batch when the runner steps the rows after them."""
-
-    def __init__(self, core: EngineCore, hand_over: HandOver | None) -> None:
-        self.core = core
-        self.hand_over = hand_over
-        self.taken = 0  # tokens accepted: first tokens and the rows' ones
-
-    def take(self, result: PassResult) -> None:
-        self.core._take(result)
-        self.taken += len(result.tokens) + sum(map(len, result.more or []))
-
-    def join(self) -> None:
-        core = self.core
-        core._join_prefilled()
-        if self.hand_over is not None and len(core.batch) and core._events:
-            self.hand_over(core._take_events())  # first tokens do not wait for the rows' step
-
-    def until_end(self, seq: Sequence, tokens: list[int]) -> list[int]:
-        return self.core.until_end(seq, tokens)
-
-    def more_coming(self) -> bool:
-        """Something is queued or prefilling: the next tick may not be the rows' plain
-        step (they do not run ahead)."""
-        scheduler = self.core.scheduler
-        return bool(scheduler.prefilling or scheduler.num_waiting)

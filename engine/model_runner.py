@@ -1,14 +1,16 @@
 """The model's calls, and how a tick runs them.
 
-`ModelRunner.execute(plan, batch, tokens)` is the one place that chooses a tick's passes: one
+`ModelRunner.execute(plan, batch, ends)` is the one place that chooses a tick's passes: one
 ragged pass for decode rows and prompt chunks, or prefill passes (padded where several
-prompts share one) then the rows' step (its compiled replay and run-ahead are the decode
-batch's), with drafts checked in the ragged pass, alone, or in a padded pass of the rows
-(engine/tick_passes.py runs each). `draft_check` tells the scheduler's planners which of
-those this tick's rows would get. The calls themselves: prefill chunks (one sequence, or
-several in one pass), a ragged pass, a decode step, draft checks. A chunk that ends a
-prompt also returns the logits of its last token, so a prompt's first token costs no extra
-forward pass; only that position goes through the output head.
+prompts share one) then the rows' step (`step_rows`; its compiled replay and run-ahead are
+the decode batch's), with drafts checked in the ragged pass, alone, or in a padded pass of
+the rows (engine/tick_passes.py runs each). Both return the passes' results, which the
+engine core accepts (the runner never calls back into it). `draft_check` tells the
+scheduler's planners which of those this tick's rows would get. The calls themselves:
+prefill chunks (one sequence, or several in one pass), a ragged pass, a decode step, draft
+checks. A chunk that ends a prompt also returns the logits of its last token, so a
+prompt's first token costs no extra forward pass; only that position goes through the
+output head.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from .vision.deepstack import StackedRows
 
 if TYPE_CHECKING:
     from .decode_batch import DecodeBatch
+    from .next_token import PassResult
 
 Head = Callable[[mx.array], mx.array]
 
@@ -144,34 +147,45 @@ class ModelRunner:
 
     # -- the tick ---------------------------------------------------------------------------
     def execute(self, plan: TickPlan, batch: DecodeBatch,
-                tokens: passes.TickTokens) -> passes.TickRun:
-        """Run the tick `plan` says (its chunks, its decode rows `batch` with their drafts),
-        each pass's result handed to `tokens` as the pass ends. One ragged pass where it
-        can; otherwise the prefill passes, then `tokens.join()` (the prompts they finished
-        join the batch, their first tokens handed over before the rows' step), then the
-        step: a lone row checking its drafts, a batch checking them in a padded pass, or a
-        plain step. Returns what the passes measured."""
+                ends: passes.RowEnds) -> tuple[passes.TickRun, list[PassResult]]:
+        """Run the tick `plan` says (its chunks, its decode rows `batch` with their drafts) up
+        to the rows' step: one ragged pass for the rows and the chunks where it can
+        (`run.rows_done`: the tick's passes are all run), else the prefill passes apart; the
+        rows then step in `step_rows`, once the caller joined the prompts these passes
+        finished to the batch. Returns what the passes measured and their results in pass
+        order, for the caller to accept (nothing here touches a sequence's output)."""
         run = passes.TickRun(len(batch), batch.is_batched, drafted=plan.num_drafted)
-        if self._one_pass(plan, batch) and passes.run_shared(self, plan, batch, tokens, run):
-            return run
-        passes.run_prefill(self, plan.prefill, self.max_batched_history, tokens, run)
-        tokens.join()
+        if self._one_pass(plan, batch):
+            results = passes.run_shared(self, plan, batch, ends, run)
+            if results is not None:
+                run.rows_done = True
+                return run, results
+        return run, passes.run_prefill(self, plan.prefill, self.max_batched_history, run)
+
+    def step_rows(self, plan: TickPlan, batch: DecodeBatch, ends: passes.RowEnds,
+                  run: passes.TickRun, more_coming: bool) -> list[PassResult]:
+        """The decode rows' step after the prefill passes ran apart (`execute`), the prompts
+        they finished already in `batch`: a lone row that was already decoding checking its
+        drafts, a batch checking them in a padded pass, or a plain step (compiled replay; run
+        ahead unless `more_coming`: something is queued or prefilling). Its result (none
+        without rows), for the caller to accept."""
         run.rows, run.batched = len(batch), batch.is_batched
         t = time.perf_counter()
+        results = []
         if run.rows:
             # drafts were planned for the rows before the prefill passes: a lone row that
             # was already decoding checks them here, or a batch without the ragged pass
             # in a tick without prefill
             drafts, lone = plan.drafts, batch.seqs[0]  # (unbatched: the one row)
             if 0 in drafts and not batch.is_batched and lone.status is Status.DECODING:
-                passes.run_checked_alone(batch, drafts[0], tokens, run)
+                results.append(passes.run_checked_alone(batch, drafts[0], ends, run))
             elif drafts and self._rows_check_apart(plan, batch):
-                passes.run_checked_rows(batch, drafts, tokens, run)
+                results.append(passes.run_checked_rows(batch, drafts, ends, run))
             else:
                 run.drafted = 0
-                passes.run_decode(batch, tokens.more_coming(), tokens, run)
+                results.append(passes.run_decode(batch, more_coming, run))
         run.decode_s = time.perf_counter() - t
-        return run
+        return results
 
     def draft_check(self, plan: TickPlan, batch: DecodeBatch) -> DraftCheck | None:
         """How the decode rows of `plan` (not yet drafted) would check drafts this tick

@@ -11,7 +11,8 @@ engine's step post-processes it, is a `PassResult`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import mlx.core as mx
 
@@ -94,6 +95,9 @@ class PassResult:
     # the drafts each row checked, where the pass checked some (post-processing tells the
     # speculation planner how many held)
     drafts: list[list[int]] | None = None
+    # when the pass ended: its tokens' time (a first token's, a row's gap), however late
+    # the core accepts them (after the tick's other prefill passes, say)
+    at: float = field(default_factory=time.perf_counter)
 
     @classmethod
     def sampled(cls, seqs: list[Sequence], picked: mx.array,

@@ -4,8 +4,11 @@ pass for the decode rows and the prompt chunks (`run_shared`), or the prefill pa
 are `DecodeBatch.step`'s), a lone row checking its drafts (`run_checked_alone`) or a batch
 checking them in a padded pass of its own (`run_checked_rows`).
 
-Each pass hands its result to the tick's `TickTokens` (the engine core's post-processing)
-as it ends, before the next pass runs: a prompt's first token is its first decode input.
+Each function returns its passes' results (`PassResult`, in pass order); none touches a
+sequence's output, which only the engine core changes when it accepts them
+(`EngineCore.step`). The passes a function runs do not read each other's tokens (a tick
+runs each sequence once), so they are accepted after it returns; the rows' step after the
+prefill passes is a call of its own, made once the prompts they finished joined the batch.
 Nothing here decides which pass runs; every function runs the pass it is named for.
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from .next_token import PassResult, sample_drafted, sample_pass
 from .scheduler import TickPlan, group_prefill
@@ -30,22 +33,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class TickTokens(Protocol):
-    """Where a tick's passes put what they sampled (engine/engine_core.py)."""
+@dataclass(frozen=True, slots=True)
+class RowEnds:
+    """Where a decode row ends anyway, as post-processing will find it: its first
+    end-of-sequence token, its max_tokens, the context. A pass that checked drafts cuts the
+    tokens a row draws there, so the row's KV matches what it takes."""
 
-    def take(self, result: PassResult) -> None:
-        """A pass's tokens accepted, or its error failing its sequences, before the next
-        pass runs."""
+    eos_token_ids: frozenset[int]
+    context_length: int
 
-    def join(self) -> None:
-        """The prompts the passes so far finished start decoding (their first tokens handed
-        over); called before a decode step that follows prefill passes."""
-
-    def until_end(self, seq: Sequence, tokens: list[int]) -> list[int]:
-        """`tokens` drawn for a row cut where it will end anyway (its KV then matches)."""
-
-    def more_coming(self) -> bool:
-        """Something is queued or prefilling (the rows' next step may not be plain)."""
+    def cut(self, seq: Sequence, tokens: list[int]) -> list[int]:
+        """`tokens` drawn for `seq`, cut where it will end anyway (at least one kept)."""
+        room = min(seq.params.max_tokens - seq.num_output_tokens,
+                   self.context_length - seq.num_tokens)
+        tokens = tokens[:max(1, room)]
+        for i, token in enumerate(tokens):
+            if token in self.eos_token_ids:
+                return tokens[:i + 1]
+        return tokens
 
 
 @dataclass(slots=True)
@@ -55,19 +60,20 @@ class TickRun:
     rows: int = 0  # decode rows in its step
     batched: bool = False  # they ran as a batch cache
     shared: bool = False  # the rows and the chunks ran in one pass
-    prefill_s: float = 0.0  # prefill passes apart from the step, first tokens accepted
+    prefill_s: float = 0.0  # prefill passes apart from the step, first tokens sampled
     forward_s: float = 0.0  # the step's pass and sampling (a shared pass: all of it)
-    decode_s: float = 0.0  # the step, its tokens accepted (a shared pass: since the tick began)
+    decode_s: float = 0.0  # the step, its tokens sampled (a shared pass: since the tick began)
     drafted: int = 0  # drafted positions its step checked (engine/speculation.py)
+    rows_done: bool = False  # the rows' step ran in the one ragged pass: no step follows
 
 
-def run_shared(runner: ModelRunner, plan: TickPlan, batch: DecodeBatch, tokens: TickTokens,
-               run: TickRun) -> bool:
+def run_shared(runner: ModelRunner, plan: TickPlan, batch: DecodeBatch, ends: RowEnds,
+               run: TickRun) -> list[PassResult] | None:
     """The tick's decode rows (with their drafts) and prefill chunks in one ragged pass
-    (engine/ragged_pass.py). False when the pass failed and left every cache as it was:
-    the tick then runs its passes apart, where an error fails only the requests of its
-    pass. A chunk that ends its prompt gives the prompt's first token, as in
-    `run_prefill`."""
+    (engine/ragged_pass.py): the first tokens of the prompts it finished (a chunk that ends
+    its prompt gives it, as in `run_prefill`), then the rows' tokens. None when the pass
+    failed and left every cache as it was: the tick then runs its passes apart, where an
+    error fails only the requests of its pass."""
     t = time.perf_counter()
     chunks, drafts = plan.prefill, plan.drafts
     rows = list(batch.seqs)
@@ -84,37 +90,39 @@ def run_shared(runner: ModelRunner, plan: TickPlan, batch: DecodeBatch, tokens: 
     except Exception as exc:  # noqa: BLE001 - retried as separate passes
         log.warning("a shared pass failed (%s: %s); running the tick's passes apart",
                     type(exc).__name__, exc)
-        return False
+        return None
     for seq, n in chunks:
         seq.num_cached += n
         seq.past_images()
     firsts = [seq for (seq, _), done in zip(chunks, last, strict=True) if done]
     run.shared = bool(chunks)
-    if first_logits is not None:
-        tokens.take(sample_pass(firsts, first_logits))
+    results = [] if first_logits is None else [sample_pass(firsts, first_logits)]
     try:
         if not rows:
             decoded = None
         elif drafts:
-            decoded = checked(rows, drafts, row_logits, batch, tokens)
+            decoded = checked(rows, drafts, row_logits, batch, ends)
         else:
             decoded = sample_pass(rows, row_logits)
     except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
         decoded = PassResult.failed(rows, exc)
     run.forward_s = time.perf_counter() - t
     if decoded is not None:
-        tokens.take(decoded)
+        results.append(decoded)
     run.decode_s = time.perf_counter() - plan.t0
-    return True
+    return results
 
 
 def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_history: int,
-                tokens: TickTokens, run: TickRun) -> None:
+                run: TickRun) -> list[PassResult]:
     """The tick's prefill chunks, in passes apart from the decode step (grouped by
     `group_prefill`). A chunk that ends its prompt includes the prompt's last token, and the
     first output token is sampled from that pass's logits (vLLM and llama.cpp do the same):
-    a chat's next turn costs one forward pass, not a prefill pass and then a decode pass."""
+    a chat's next turn costs one forward pass, not a prefill pass and then a decode pass.
+    Returns the passes' results: the first tokens of the prompts they finished, or the
+    error that fails a pass's requests."""
     t = time.perf_counter()
+    results = []
     for group in _embedded_alone(group_prefill(chunks, max_history=max_history)):
         pieces = [seq.prompt_tokens[seq.num_cached : seq.num_cached + n] for seq, n in group]
         last = [seq.num_cached + n == seq.num_prompt_tokens for seq, n in group]
@@ -140,8 +148,9 @@ def run_prefill(runner: ModelRunner, chunks: list[tuple[Sequence, int]], max_his
         except Exception as exc:  # noqa: BLE001 - these requests fail, the engine goes on
             result = PassResult.failed([seq for seq, _ in group], exc)
         if result is not None:
-            tokens.take(result)
+            results.append(result)
     run.prefill_s = time.perf_counter() - t
+    return results
 
 
 def _embedded_alone(groups: list[list[tuple[Sequence, int]]],
@@ -162,8 +171,7 @@ def _embedded_alone(groups: list[list[tuple[Sequence, int]]],
     return out
 
 
-def run_decode(batch: DecodeBatch, more_coming: bool, tokens: TickTokens,
-               run: TickRun) -> None:
+def run_decode(batch: DecodeBatch, more_coming: bool, run: TickRun) -> PassResult:
     """One token per decoding row (forward pass + sampling; `DecodeBatch.step` replays the
     compiled step and runs ahead where it may)."""
     t = time.perf_counter()
@@ -173,26 +181,26 @@ def run_decode(batch: DecodeBatch, more_coming: bool, tokens: TickTokens,
     except Exception as exc:  # noqa: BLE001 - the tick's requests fail, the engine goes on
         result = PassResult.failed(batch.seqs, exc)
     run.forward_s = time.perf_counter() - t
-    tokens.take(result)
+    return result
 
 
-def run_checked_alone(batch: DecodeBatch, drafts: list[int], tokens: TickTokens,
-                      run: TickRun) -> None:
+def run_checked_alone(batch: DecodeBatch, drafts: list[int], ends: RowEnds,
+                      run: TickRun) -> PassResult:
     """A lone row's input and drafts in one pass (any backend)."""
     t = time.perf_counter()
     seq = batch.seqs[0]
     try:
         with batch.runner.shifted(batch.seqs):
             logits = batch.verify_alone(drafts)
-        result = checked([seq], {0: drafts}, logits, batch, tokens)
+        result = checked([seq], {0: drafts}, logits, batch, ends)
     except Exception as exc:  # noqa: BLE001 - the row fails, the engine goes on
         result = PassResult.failed([seq], exc)
     run.forward_s = time.perf_counter() - t
-    tokens.take(result)
+    return result
 
 
-def run_checked_rows(batch: DecodeBatch, drafts: dict[int, list[int]], tokens: TickTokens,
-                     run: TickRun) -> None:
+def run_checked_rows(batch: DecodeBatch, drafts: dict[int, list[int]], ends: RowEnds,
+                     run: TickRun) -> PassResult:
     """A batch's inputs and drafts in one pass of its own, rows padded to the most drafts
     (`DecodeBatch.verify_rows`); every computed position counts as drafted (the padding
     costs as much as a draft, and the costs learn what a position costs)."""
@@ -203,22 +211,22 @@ def run_checked_rows(batch: DecodeBatch, drafts: dict[int, list[int]], tokens: T
     try:
         with batch.runner.shifted(batch.seqs):
             logits = batch.verify_rows(row_drafts)
-        result = checked(seqs, drafts, logits, batch, tokens)
+        result = checked(seqs, drafts, logits, batch, ends)
     except Exception as exc:  # noqa: BLE001 - the rows fail, the engine goes on
         result = PassResult.failed(seqs, exc)
     run.forward_s = time.perf_counter() - t
-    tokens.take(result)
+    return result
 
 
 def checked(seqs: list[Sequence], drafts: dict[int, list[int]], logits: mx.array,
-            batch: DecodeBatch, tokens: TickTokens) -> PassResult:
+            batch: DecodeBatch, ends: RowEnds) -> PassResult:
     """The tokens each row takes from a pass that checked drafts (`sample_drafted`: the
     same as plain decoding would draw); the KV of drafts not taken is taken back before
     anyone reads it. The result names each row's drafts (`PassResult.drafts`), so
     post-processing tells the speculation planner how they fared."""
     row_drafts = [drafts.get(i, []) for i in range(len(seqs))]
     taken, logprobs = sample_drafted(seqs, row_drafts, logits)
-    taken = [tokens.until_end(seq, drawn) for seq, drawn in zip(seqs, taken, strict=True)]
+    taken = [ends.cut(seq, drawn) for seq, drawn in zip(seqs, taken, strict=True)]
     for row, (d, drawn) in enumerate(zip(row_drafts, taken, strict=True)):
         refused = len(d) + 1 - len(drawn) if d else 0
         if refused:
