@@ -38,12 +38,6 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20  # glibc refuses more than HEAP_MAX_SIZE / 2 = 32 MiB on 64-bit
 TRIM_THRESHOLD = 256 << 20  # at most this much freed memory is kept above live data
 
-# With MLX's buffer cache keeping big freed buffers instead (keep_freed_memory(in_mlx=True)):
-# blocks from this size up are mapped on their own and unmapped on free, and MLX keeps up
-# to MLX_CACHE of freed buffers for reuse (its CPU default is 32 MiB).
-MLX_MMAP_THRESHOLD = 256 << 10
-MLX_CACHE = int(os.environ.get("BATCHCHAT_MLX_CACHE_MB", "64")) << 20
-
 # While the engine is busy, the freed memory glibc holds in all its arenas (holes in the
 # middle of their heaps, which no trim threshold returns) may be this much before it is
 # given back; checked at most every SPARE_CHECK_S. Without it, 8 chats whose contexts grow
@@ -71,14 +65,11 @@ class GivenBack:
 given_back = GivenBack()
 
 
-def keep_freed_memory(in_mlx: bool = False) -> bool:
-    """Tune glibc's malloc once per process; True if it is (now or already) tuned.
-    `in_mlx`: big freed buffers are kept by MLX's own buffer cache (MLX_CACHE), and glibc
-    returns them to the system on free (a fixed, low mmap threshold): what is kept is then
-    bounded by the cache's limit, where glibc's heaps kept holes that only a trim returns."""
+def keep_freed_memory() -> bool:
+    """Tune glibc's malloc once per process; True if it is (now or already) tuned."""
     global _tuned
     if _tuned is None:
-        _tuned = _tune_for_mlx() if in_mlx else _tune()
+        _tuned = _tune()
     return _tuned
 
 
@@ -168,20 +159,6 @@ def _libc() -> ctypes.CDLL | None:
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except OSError:
         return None
-
-
-def _tune_for_mlx() -> bool:
-    libc = _libc()
-    mallopt = getattr(libc, "mallopt", None) if libc is not None else None
-    if mallopt is None:
-        return False
-    import mlx.core as mx
-
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    mx.set_cache_limit(MLX_CACHE)
-    # a fixed threshold also stops glibc raising it as mapped blocks are freed (which
-    # put every buffer up to 32 MiB back in its heaps)
-    return bool(mallopt(M_MMAP_THRESHOLD, MLX_MMAP_THRESHOLD))
 
 
 def _tune() -> bool:

@@ -48,9 +48,6 @@ class CpuOptions:
     sampler: bool = True  # batched native / one-graph sampler; BATCHCHAT_NATIVE_SAMPLER=0
     invariant: bool = True  # batch-invariant kernels (docs/determinism.md); BATCHCHAT_INVARIANT=0
     malloc_tuning: bool = True  # glibc keeps freed memory; BATCHCHAT_NO_MALLOC_TUNING=1
-    # big freed buffers go back to the system and MLX's own buffer cache (bounded) reuses
-    # them, rather than glibc's heaps (engine/cpu_memory.py); BATCHCHAT_MLX_BUFFER_CACHE=1
-    mlx_buffer_cache: bool = False
     # the decode batch's rows as ranges of one KV arena per layer; BATCHCHAT_KV_ARENA=1
     kv_arena: bool = False
 
@@ -94,7 +91,6 @@ class CpuOptions:
             sampler=_flag(env, "BATCHCHAT_NATIVE_SAMPLER", True),
             invariant=_flag(env, "BATCHCHAT_INVARIANT", True),
             malloc_tuning=not _flag(env, "BATCHCHAT_NO_MALLOC_TUNING", False),
-            mlx_buffer_cache=_flag(env, "BATCHCHAT_MLX_BUFFER_CACHE", False),
             kv_arena=_flag(env, "BATCHCHAT_KV_ARENA", False),
         )
 

@@ -74,8 +74,8 @@ class ModelRunner:
         self.fast_cpu_kernels = fast_cpu_kernels and cpu_layers.install(model)
         on_cpu = mx.default_device() == mx.cpu
         if on_cpu:
-            if self.cpu.malloc_tuning:  # big CPU buffers are reused, not re-faulted
-                cpu_memory.keep_freed_memory(in_mlx=self.cpu.mlx_buffer_cache)
+            if self.cpu.malloc_tuning:
+                cpu_memory.keep_freed_memory()  # big CPU buffers are reused, not re-faulted
             # engine.native (issue #19): a quantized model's linears on the native kernels
             layers.install(model, self.cpu)
         self.head = output_head(model)
