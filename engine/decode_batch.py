@@ -130,10 +130,11 @@ class DecodeBatch:
         """The running requests' KV in memory: `reserved` (every admitted request's
         set-aside) with the batch rows' set-asides replaced by the batch buffers' bytes
         (as wide as the longest row; a finished row's columns until it leaves)."""
-        if self.cache is None:
+        cache, seqs = self.cache, list(self.seqs)  # (read from any thread: engine.stats)
+        if cache is None:
             return reserved
-        rows = sum(s.kv_reserved for s in self.seqs if not s.is_finished)
-        return reserved - rows + sum(getattr(layer, "nbytes", 0) for layer in self.cache)
+        rows = sum(s.kv_reserved for s in seqs if not s.is_finished)
+        return reserved - rows + sum(getattr(layer, "nbytes", 0) for layer in cache)
 
     def release(self, seq: Sequence) -> kv.LayerCaches | None:
         """`seq` finished: forget its started step and hand back its own cache, if it has

@@ -242,7 +242,6 @@ class EngineCore:
         """Prompts now fully in cache start decoding (kept as prefixes first)."""
         self.batch.join(self.memory.keep_prompts(self.scheduler.take_ready()),
                         coming=len(self.scheduler.prefilling))
-        self.memory.evict()  # the batch's buffers may have grown past the rows' set-asides
 
     def _end_tick(self, plan: TickPlan, run: TickRun, taken: int,
                   hand_over: HandOver | None) -> list[TokenEvent]:

@@ -72,10 +72,11 @@ class KvPolicy:
         self.store = store  # cached prefixes saved across restarts (None: not kept)
         self.reserved = 0  # bytes set aside by admitted requests
         # What the running requests' KV holds in memory, given `reserved` (DecodeBatch.
-        # held_with: the batch's buffers in place of its rows' set-asides), if more: a
-        # batch buffer is as wide as its longest row, and finished rows stay in it until
-        # they leave. Cached prefixes give way to it too, so the KV in memory stays within
-        # the budget (issue #46 item 14: it was 200-450 MiB over in a long 8-chat session).
+        # held_with: the batch's buffers in place of its rows' set-asides): shown, not
+        # budgeted. A batch buffer is as wide as its longest row and rounded up in rows, so
+        # it can hold more than its rows' set-asides; cached prefixes giving way to that
+        # too kept the KV within the budget but emptied the prefix cache in a long 8-chat
+        # session, 40 % more compute to prefill again (docs/memory.md).
         self.held: Callable[[int], int] = lambda reserved: reserved
 
     # -- running requests ---------------------------------------------------------------
@@ -131,13 +132,14 @@ class KvPolicy:
         self.evict()
 
     def free_bytes(self) -> int:
-        """What the budget has beside the admitted requests' shares (or what their KV
-        holds, if more) and the cached prefixes."""
+        """What the budget has beside the admitted requests' shares and the cached
+        prefixes."""
         cached = self.prefix.nbytes if self.prefix is not None else 0
-        return self.budget - self.running_bytes() - cached
+        return self.budget - self.reserved - cached
 
     def running_bytes(self) -> int:
-        """The running requests' KV: their set-asides, or what their KV holds if more."""
+        """The running requests' KV as the stats show it: their set-asides, or what their
+        KV holds in memory if more."""
         return max(self.reserved, self.held(self.reserved))
 
     def release(self, seq: Sequence) -> None:
@@ -194,7 +196,7 @@ class KvPolicy:
         """Cached prefixes give way until everything fits, and they fit their own part
         (after any change to either)."""
         if self.prefix is not None:
-            self.prefix.evict_to(min(self.budget - self.running_bytes(), self.prefix_budget))
+            self.prefix.evict_to(min(self.budget - self.reserved, self.prefix_budget))
 
     def _restore(self, prompt: list[int]) -> tuple[LayerCaches | None, int]:
         """The longest cached prefix of `prompt`, from memory or, when a saved file holds
