@@ -157,6 +157,19 @@ class ScreenScene:
         screenshot-PREFIX-`name`.png."""
         screen_shot(self.out / f"screenshot-{self.prefix}-{name}.png", width, height)
 
+    async def dialog_shot(self, name: str, theme: str, width: int, height: int,
+                          open_dialog: Callable[[], Any]) -> None:
+        """The window in `theme` at `width` x `height`, the dialog `open_dialog()` returns
+        open over it, grabbed as `name`, then the dialog dismissed."""
+        self.window.set_theme(theme)
+        self.window.resize(width, height)
+        await asyncio.sleep(0.6)
+        dialog = open_dialog()
+        await asyncio.sleep(0.6)
+        self.shot(name, width, height)
+        dialog.reject()
+        await asyncio.sleep(0.3)
+
     def play(self, scene: Coroutine[Any, Any, Any]) -> None:
         """Run `scene` to its end, then shut the engine down (a loaded model's thread)."""
 

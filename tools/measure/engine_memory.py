@@ -11,6 +11,9 @@ freed memory back while busy. Runnable by hand (figures in docs/memory.md):
 arrays live after it, the tick's decode rows and prefill tokens, the KV the budget has set
 aside for running requests, the cached prefixes' bytes and the decode batch's buffers
 (engine_core's own figures, read on the engine thread as the tick is recorded).
+`--phases` also takes that tick apart by phase: for schedule, the runner's passes, the rows'
+step, the finished rows' leave and the join, MLX's arrays live as it began, its peak and
+what was live after it (nothing is evaluated early, so a lazy copy counts where it runs).
 """
 
 from __future__ import annotations
@@ -65,6 +68,46 @@ async def session(args: argparse.Namespace) -> None:
             return record(core, plan, run, tokens_out)
 
         engine_core.EngineCore._record_tick = probed
+    phases: dict[str, tuple[int, int, int]] = {}  # this tick's: live before, peak, after
+    worst: list[tuple[int, dict, str]] = []  # the round's tick with the highest phase peak
+    if args.phases:
+        from engine import engine_core, model_runner
+
+        def timed(cls: type, name: str) -> None:
+            fn = getattr(cls, name)
+
+            def probed(self, *a, **k):  # type: ignore[no-untyped-def]
+                live = mx.get_active_memory()
+                mx.reset_peak_memory()
+                try:
+                    return fn(self, *a, **k)
+                finally:
+                    # (the peak since the reset: 0 when the phase made nothing)
+                    phases[name.strip("_")] = (live, max(live, mx.get_peak_memory()),
+                                               mx.get_active_memory())
+                    mx.reset_peak_memory()
+            setattr(cls, name, probed)
+
+        for cls, name in ((engine_core.EngineCore, "_schedule"),
+                          (model_runner.ModelRunner, "execute"),
+                          (model_runner.ModelRunner, "step_rows"),
+                          (engine_core.EngineCore, "_drop_finished_rows"),
+                          (engine_core.EngineCore, "_join_prefilled")):
+            timed(cls, name)
+        step = engine_core.EngineCore.step
+
+        def stepped(core, *a, **k):  # type: ignore[no-untyped-def]
+            phases.clear()
+            out = step(core, *a, **k)
+            top = max((v[1] for v in phases.values()), default=0)
+            if not worst or top > worst[0][0]:
+                worst[:] = [(top, dict(phases), f"{len(core.batch.seqs)} rows after, "
+                             f"{len(core.scheduler.prefilling)} prefilling, KV set aside "
+                             f"{core.memory.reserved // MIB} MiB, prefixes "
+                             f"{core.memory.prefix.nbytes // MIB if core.memory.prefix else 0}")]
+            return out
+
+        engine_core.EngineCore.step = stepped
     if args.no_bound:
         cpu_memory.SPARE_CAP = 1 << 62
     engine = make_engine(load_model(args.model), args.chats + 1)
@@ -89,6 +132,12 @@ async def session(args: argparse.Namespace) -> None:
                   f"{t['seqs']}, KV set aside {t['reserved']} MiB, prefixes {t['prefixes']}, "
                   f"batch buffers {t['batch']} (spare {t['spare']})", flush=True)
             top.clear()
+        if worst:
+            peak, by_phase, rows = worst[0]
+            print(f"  tick of the highest phase peak: {peak // MIB} MiB ({rows}): " + "; ".join(
+                f"{name} {a // MIB} -> peak {b // MIB} -> {c // MIB}"
+                for name, (a, b, c) in by_phase.items()), flush=True)
+            worst.clear()
 
     report("ready")
     for r in range(args.rounds):
@@ -115,6 +164,8 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=200)
     p.add_argument("--no-bound", action="store_true",
                    help="never give freed memory back while busy (the state before)")
+    p.add_argument("--phases", action="store_true",
+                   help="the tick of each round's highest MLX peak, by phase")
     p.add_argument("--ticks", action="store_true",
                    help="the tick of each round's highest MLX peak, taken apart")
     asyncio.run(session(p.parse_args()))

@@ -11,8 +11,6 @@ is loaded: renaming needs none. Run under Xvfb:
 
 from __future__ import annotations
 
-import asyncio
-
 from tools.app_start import screen_scene
 
 SIZES = ((1200, 780), (900, 600))
@@ -30,15 +28,9 @@ def main() -> None:
             window.set_tab_title(tab, title)
         window.workspace.set_front(tabs[0].conversation)
         for theme in ("light", "dark"):
-            window.set_theme(theme)
-            for w, h in SIZES:
-                window.resize(w, h)
-                await asyncio.sleep(0.6)
-                dialog = window.tabs.rename(0)  # as F2 on the tab in front
-                await asyncio.sleep(0.6)
-                scene.shot(f"tab-{theme}-{w}", w, h)
-                dialog.reject()
-                await asyncio.sleep(0.3)
+            for w, h in SIZES:  # as F2 on the tab in front
+                await scene.dialog_shot(f"tab-{theme}-{w}", theme, w, h,
+                                        lambda: window.tabs.rename(0))
 
     scene.play(play())
 

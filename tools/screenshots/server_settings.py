@@ -10,8 +10,6 @@ Run under Xvfb:
 
 from __future__ import annotations
 
-import asyncio
-
 from tools.app_start import load, screen_scene
 
 LOOKS = (("light", 900, 600), ("dark", 1200, 780))
@@ -23,15 +21,8 @@ def main() -> None:
 
     async def play() -> None:
         await load(scene.ctx.bridge, scene.args.model)
-        for theme, w, h in LOOKS:
-            window.set_theme(theme)
-            window.resize(w, h)
-            await asyncio.sleep(0.6)
-            dialog = window.api_server.edit_settings()  # what the menu entry calls
-            await asyncio.sleep(0.6)
-            scene.shot(f"{theme}-{w}", w, h)
-            dialog.reject()
-            await asyncio.sleep(0.3)
+        for theme, w, h in LOOKS:  # the dialog as its menu entry opens it
+            await scene.dialog_shot(f"{theme}-{w}", theme, w, h, window.api_server.edit_settings)
 
     scene.play(play())
 
