@@ -95,11 +95,13 @@ def _engine_lines(s: EngineStats) -> list[str]:
          s.total_prompt_tokens),
         ("generation_tokens_total", "counter", "tokens generated", s.total_generated_tokens),
         ("kv_cache_usage_perc", "gauge", "KV budget in use, running requests and cached "
-         "prefixes (0-1)", kv_use),
+         "prefixes (0-1; above 1 while the decode batch's buffers hold more than its rows' "
+         "set-asides)", kv_use),
         ("kv_cache_budget_bytes", "gauge", "the engine's KV memory budget (docs/memory.md)",
          s.kv_budget_bytes),
-        ("kv_cache_used_bytes", "gauge", "KV set aside by running requests plus held by "
-         "cached prefixes", s.kv_used_bytes),
+        ("kv_cache_used_bytes", "gauge", "KV set aside by running requests (or what the "
+         "decode batch's buffers hold, if more) plus held by cached prefixes",
+         s.kv_used_bytes),
         ("kv_cache_bytes_per_token", "gauge", "KV bytes one token takes (all layers)",
          s.kv_bytes_per_token),
         ("kv_cache_tokens_per_mib", "gauge", "tokens of KV one MiB holds, at the engine's "
