@@ -414,7 +414,9 @@ class ModelManager:
                     log.info("unloading '%s': idle for its TTL (%.0f s)", hosted.name,
                              hosted.ttl_s)
                     try:
-                        await self._stop(hosted)
+                        # shielded: close() cancels this loop, and an unload cut off
+                        # midway left the model UNLOADING for good, close() waiting on it
+                        await asyncio.shield(self._stop(hosted))
                     except Exception:  # noqa: BLE001 - the next model's TTL still counts
                         log.exception("unloading '%s' failed", hosted.name)
 

@@ -238,6 +238,34 @@ async def test_a_model_idle_for_its_ttl_is_unloaded_unless_pinned(tiny_dir):
         await fleet.close()
 
 
+async def test_closing_while_a_ttl_unload_runs_waits_for_it_and_ends(tiny_dir):
+    """close() cancels the TTL checks; one that was unloading a model (its engine's
+    shutdown under way) finishes that unload, so close() ends (it waited for the model to
+    be gone for ever: a hang at quit, seen once in CI)."""
+    fleet = manager(tiny_dir, reap_interval_s=0.05)
+    real = fleet._loader
+    stopping = asyncio.Event()
+
+    def slow_to_stop(source):
+        target = real(source)
+        shutdown = target.shutdown
+
+        async def slow(timeout: float = 5.0) -> None:
+            stopping.set()
+            await asyncio.sleep(0.5)
+            await shutdown(timeout=timeout)
+        target.shutdown = slow
+        return target
+
+    fleet._loader = slow_to_stop
+    fleet.start()
+    lease = await fleet.acquire("tiny-a", ttl_s=0.0)  # keep_alive 0: unloaded after use
+    lease.release()
+    await asyncio.wait_for(stopping.wait(), 10)  # the TTL check is unloading it now
+    await asyncio.wait_for(fleet.close(), 10)
+    assert not fleet.targets()
+
+
 async def test_waiting_requests_share_one_load(tiny_dir):
     loads = []
     fleet = manager(tiny_dir)
