@@ -117,7 +117,6 @@ class EngineCore:
                                  keep_row=lambda seq, cache, row: memory.keep_row(
                                      seq, cache, row))  # (looked up when called: spies)
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
-        self.memory.held = self.batch.held_with  # (the batch's: not self, as above)
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)
         self._events: list[TokenEvent] = []

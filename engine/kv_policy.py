@@ -71,13 +71,6 @@ class KvPolicy:
         self.prefix = prefix  # None: no prefix reuse (off, or a model it cannot keep)
         self.store = store  # cached prefixes saved across restarts (None: not kept)
         self.reserved = 0  # bytes set aside by admitted requests
-        # What the running requests' KV holds in memory, given `reserved` (DecodeBatch.
-        # held_with: the batch's buffers in place of its rows' set-asides): shown, not
-        # budgeted. A batch buffer is as wide as its longest row and rounded up in rows, so
-        # it can hold more than its rows' set-asides; cached prefixes giving way to that
-        # too kept the KV within the budget but emptied the prefix cache in a long 8-chat
-        # session, 40 % more compute to prefill again (docs/memory.md).
-        self.held: Callable[[int], int] = lambda reserved: reserved
 
     # -- running requests ---------------------------------------------------------------
     def need(self, num_prompt_tokens: int, max_tokens: int) -> int:
@@ -136,11 +129,6 @@ class KvPolicy:
         prefixes."""
         cached = self.prefix.nbytes if self.prefix is not None else 0
         return self.budget - self.reserved - cached
-
-    def running_bytes(self) -> int:
-        """The running requests' KV as the stats show it: their set-asides, or what their
-        KV holds in memory if more."""
-        return max(self.reserved, self.held(self.reserved))
 
     def release(self, seq: Sequence) -> None:
         """An admitted request ended: its share is free again."""

@@ -52,7 +52,11 @@ def engine_stats(core: EngineCore) -> EngineStats:
             kv_budget_basis=core.memory.basis,
             kv_prefix_budget_bytes=core.memory.prefix_budget,
             kv_reserved_bytes=core.memory.reserved,
-            kv_running_bytes=core.memory.running_bytes(),
+            # what the running requests' KV holds in memory: their set-asides, or the
+            # batch buffers in place of its rows' where those hold more (shown, not
+            # budgeted: docs/memory.md)
+            kv_running_bytes=max(core.memory.reserved,
+                                 core.batch.held_with(core.memory.reserved)),
             kv_state_bytes_per_sequence=core.memory.per_sequence,
             itl_p99_s=itl_p99,
             itl_max_s=itl_max,

@@ -150,7 +150,7 @@ class EngineStats:
     kv_prefix_budget_bytes: int = 0  # the most cached prefixes keep, of kv_budget_bytes
     kv_reserved_bytes: int = 0  # set aside by running requests
     # what running requests' KV holds: their set-asides, or the decode batch's buffers in
-    # place of its rows' if more (as wide as the longest row; kv_policy.KvPolicy.held)
+    # place of its rows' if more (as wide as the longest row; decode_batch.DecodeBatch.held_with)
     kv_running_bytes: int = 0
     kv_state_bytes_per_sequence: int = 0  # a hybrid model's recurrent state, in each share
     prefix_entries: int = 0
