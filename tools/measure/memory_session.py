@@ -55,7 +55,10 @@ def main() -> None:
               f"{s.kv_budget_bytes // MIB} MiB (cached prefixes {s.prefix_cached_bytes // MIB} "
               f"of {s.kv_prefix_budget_bytes // MIB} MiB, {s.prefix_entries} entries), glibc in "
               f"use {used // MIB} freed held {held // MIB} MiB, given back "
-              f"{cpu_memory.given_back.count}x ({cpu_memory.given_back.seconds * 1000:.0f} ms)",
+              f"{cpu_memory.given_back.count}x ({cpu_memory.given_back.seconds * 1000:.0f} ms); "
+              f"the limit gave back {s.memory_limit_give_backs}x, took "
+              f"{s.memory_limit_evicted_bytes // MIB} MiB of prefixes, cap now "
+              f"{s.memory_limit_prefix_cap_bytes // MIB or 'none'}",
               flush=True)
         highest[0] = 0
 
