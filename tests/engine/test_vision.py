@@ -137,7 +137,8 @@ def test_same_answer_alone_and_batched(vlm_dir, kernels, params, monkeypatch):
 
     text = [(chat(f"tell me about the number {i} please"), None) for i in range(3)]
     seen = [(ask("what is it?"), [RED]), (ask("and this one, what colour?"), [GREEN])]
-    alone = [answers(engine(), [r], params)[0] for r in text + seen]
+    solo = engine()  # each request alone, one after another (a load costs more than one)
+    alone = [answers(solo, [r], params)[0] for r in text + seen]
     together = answers(engine(), [text[0], seen[0], text[1], seen[1], text[2]], params)
     assert together == [alone[0], alone[3], alone[1], alone[4], alone[2]]
     # the images arrive while the text rows decode (their prefill beside the rows), and a
@@ -188,7 +189,8 @@ def test_m_rope_rows_beside_text_rows_that_draft(family, kernels, tmp_path):
 
     text = [(chat("abc abc abc abc abc abc abc abc " * (i + 1)), None) for i in range(3)]
     seen = [(ask("what is it? abc abc abc abc"), [RED]), (ask("and this? abc abc"), [GREEN])]
-    alone = [answers(engine("off"), [r], params)[0] for r in text + seen]
+    solo = engine("off")  # each request alone, one after another
+    alone = [answers(solo, [r], params)[0] for r in text + seen]
     drafting = engine("ngram")
     together = answers(drafting, [text[0], seen[0], text[1], seen[1], text[2]], params)
     assert together == [alone[0], alone[3], alone[1], alone[4], alone[2]]
@@ -239,7 +241,8 @@ def test_a_moe_vlm_s_experts_run_grouped_on_the_native_kernel(tmp_path, monkeypa
                         lambda *a: ran.append(out := real(*a)) or out)
     requests = [(chat("hello there"), None), (ask("what is it?"), [RED]),
                 (chat("tell me about the number 7"), None), (ask("and this?"), [GREEN])]
-    alone = [answers(engine(), [r])[0] for r in requests]
+    solo = engine()  # each request alone, one after another
+    alone = [answers(solo, [r])[0] for r in requests]
     assert answers(engine(), requests) == alone
     assert ran and all(out is not None for out in ran)  # the grouped op, every call
 
@@ -490,7 +493,8 @@ def test_images_attending_both_ways_same_answer_alone_batched_and_chunked(both_w
 
     text = [(chat(f"tell me about the number {i} please"), None) for i in range(3)]
     seen = [(ask("describe"), [SQUARE]), (ask("and this one, what colour?"), [GREEN])]
-    alone = [answers(engine(), [r])[0] for r in text + seen]
+    solo = engine()  # each request alone, one after another
+    alone = [answers(solo, [r])[0] for r in text + seen]
     assert answers(engine(), [text[0], seen[0], text[1], seen[1], text[2]]) == \
         [alone[0], alone[3], alone[1], alone[4], alone[2]]
     chunked = engine(prefill_burst=2, whole_prompt_tokens=0)
@@ -532,7 +536,8 @@ def test_text_rows_that_draft_beside_images_attending_both_ways(both_ways):
 
     text = [(chat("abc abc abc abc abc abc abc abc " * (i + 1)), None) for i in range(2)]
     seen = [(ask("describe abc abc abc abc"), [SQUARE]), (ask("and this? abc abc"), [GREEN])]
-    alone = [answers(engine("off"), [r], params)[0] for r in text + seen]
+    solo = engine("off")  # each request alone, one after another
+    alone = [answers(solo, [r], params)[0] for r in text + seen]
     drafting = engine("ngram")
     runner = testing.internals(drafting).runner
     rows_beside = []  # how many rows decode when an image chunk runs its pass
