@@ -17,15 +17,20 @@ tests/engine/test_mmproj_converter_parity.py holds this writer to llama.cpp's co
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import gguf
 import mlx.core as mx
 import numpy as np
+from filelock import FileLock
 from gguf import GGMLQuantizationType, GGUFWriter
 
+from tests import session_files
 from tests.gguf_models import (
     CASES,
     ArchCase,
@@ -54,7 +59,33 @@ QWEN_MEAN, QWEN_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.261302
 
 def make_tiny_pair(folder: Path, family: str, seed: int = 0) -> tuple[Path, Path, Path]:
     """A tiny `family` VLM as an mlx-vlm folder `folder / family` and as a GGUF + mmproj
-    pair in `folder / (family + "-gguf")`: (the VLM folder, the text GGUF, the mmproj)."""
+    pair in `folder / (family + "-gguf")`: (the VLM folder, the text GGUF, the mmproj).
+
+    Made once a test session for each family and seed (the same seeded weights every time:
+    ~0.5-2 CPU-s a pair, and the tests ask for the same pairs again and again), kept under
+    the session's folder (tests/session_files.py) and copied for each caller, who may change
+    its copy; outside pytest, made in place."""
+    names = (family, f"{family}-gguf")
+    if session_files.folder is None:
+        _make_tiny_pair(folder, family, seed)
+    else:
+        kept = session_files.folder / f"tiny-pair-{family}-{seed}"
+        session_files.folder.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(kept) + ".lock"):  # one worker makes it, another waits for it
+            if not kept.exists():
+                part = kept.with_name(kept.name + f".{os.getpid()}.part")
+                shutil.rmtree(part, ignore_errors=True)
+                _make_tiny_pair(part, family, seed)
+                part.replace(kept)  # whole or absent
+        for name in names:  # fresh files, as if just written
+            shutil.copytree(kept / name, folder / name, dirs_exist_ok=True,
+                            copy_function=shutil.copyfile)
+    out = folder / names[1]
+    return folder / family, out / f"tiny-{family}.F32.gguf", \
+        out / f"mmproj-tiny-{family}-f32.gguf"
+
+
+def _make_tiny_pair(folder: Path, family: str, seed: int) -> None:
     # Gemma 3: six layers, as llama.cpp fixes every sixth layer global (below)
     # Qwen-VL: four tower layers, as the converter's name map has the merger's second
     # matrix (mm.2) only for a tower of three or more blocks
@@ -72,8 +103,8 @@ def make_tiny_pair(folder: Path, family: str, seed: int = 0) -> tuple[Path, Path
         _as_llama_cpp_gemma4(vlm, seed)
     out = folder / f"{family}-gguf"
     out.mkdir(parents=True, exist_ok=True)
-    text = write_text_gguf(vlm, out / f"tiny-{family}.F32.gguf")
-    return vlm, text, write_mmproj(vlm, out / f"mmproj-tiny-{family}-f32.gguf")
+    write_text_gguf(vlm, out / f"tiny-{family}.F32.gguf")
+    write_mmproj(vlm, out / f"mmproj-tiny-{family}-f32.gguf")
 
 
 def _as_llama_cpp_gemma3(vlm: Path) -> None:
@@ -278,6 +309,13 @@ OUTTYPES = {"f32": (gguf.LlamaFileType.ALL_F32, GGMLQuantizationType.F32),
             "q8_0": (gguf.LlamaFileType.MOSTLY_Q8_0, GGMLQuantizationType.Q8_0)}
 
 
+@functools.cache
+def _name_map(arch: gguf.MODEL_ARCH, blocks: int) -> gguf.TensorNameMap:
+    """gguf-py's name map, built once a process (only read: ~1 CPU-s to build for 128
+    blocks, and the Gemma 4 tests write several mmproj files each)."""
+    return gguf.get_tensor_name_map(arch, blocks)
+
+
 def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
     """The mmproj's tensors, by GGUF name, as the converter leaves them (a Q8_0 tensor as
     its raw blocks, uint8: write_mmproj tells them by their dtype)."""
@@ -285,7 +323,7 @@ def mmproj_tensors(vlm: Path, outtype: str = "f32") -> dict[str, np.ndarray]:
     if config["model_type"] == "gemma4":
         return _gemma4_tensors(vlm, config, outtype)
     blocks = config["vision_config"].get("num_hidden_layers") or config["vision_config"]["depth"]
-    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
+    name_map = _name_map(gguf.MODEL_ARCH.MMPROJ, blocks)
     out = {}
     heads = config["vision_config"].get("num_attention_heads")
     for hf, w in _split_qwen(hf_vision_weights(vlm), config).items():
@@ -325,7 +363,7 @@ def _gemma4_tensors(vlm: Path, config: dict[str, Any], outtype: str) -> dict[str
     as a convolution (out, channel, row, column), scalars as 1-element tensors; mapped with
     the suffixes it names. Types: the position table F32 (tensor_force_quant), the patch
     embedding F16 at --outtype f16 else F32, 1-D F32, the other matrices as --outtype says."""
-    name_map = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MMPROJ, 128)  # (vision + audio: 128)
+    name_map = _name_map(gguf.MODEL_ARCH.MMPROJ, 128)  # (vision + audio: 128)
     patch = config["vision_config"]["patch_size"]
     out = {}
     for hf, w in hf_vision_weights(vlm).items():

@@ -138,7 +138,8 @@ def test_an_image_row_from_the_pair_same_alone_and_batched(pair):
 
     rows = [(chat(f"tell me about the number {i} please"), None) for i in range(3)]
     seen = [(ask("what is it?"), [RED]), (ask("and this one, what colour?"), [GREEN])]
-    alone = [answers(engine(), [r], SEEDED)[0] for r in rows + seen]
+    solo = engine()  # each request alone, one after another (a load costs more than one)
+    alone = [answers(solo, [r], SEEDED)[0] for r in rows + seen]
     together = answers(engine(), [rows[0], seen[0], rows[1], seen[1], rows[2]], SEEDED)
     assert together == [alone[0], alone[3], alone[1], alone[4], alone[2]]
 
@@ -210,10 +211,11 @@ def test_a_quantized_gguf_s_image_rows_same_alone_and_batched(pair, tmp_path, ke
         return Engine.load(str(text), config=EngineConfig(prefix_cache=False,
                                                           cpu_kernels=kernels))
 
-    assert "quantized" in engine().description and engine().sees_images
+    solo = engine()  # each request alone, one after another
+    assert "quantized" in solo.description and solo.sees_images
     rows = [(chat(f"count to {i} please"), None) for i in range(2)]
     seen = [(ask("what is it?"), [RED]), (ask("which colour?"), [GREEN])]
-    alone = [answers(engine(), [r], SEEDED)[0] for r in rows + seen]
+    alone = [answers(solo, [r], SEEDED)[0] for r in rows + seen]
     together = answers(engine(), [seen[0], rows[0], seen[1], rows[1]], SEEDED)
     assert together == [alone[2], alone[0], alone[3], alone[1]]
 
@@ -304,7 +306,8 @@ def test_a_large_image_tiles_on_lfm2_vl(tmp_path, monkeypatch):
 
     rows = [(chat(f"tell me about the number {i} please"), None) for i in range(2)]
     seen = (ask("what is it?"), [TILED])
-    alone = [answers(engine(), [r], SEEDED)[0] for r in [*rows, seen]]
+    solo = engine()  # each request alone, one after another
+    alone = [answers(solo, [r], SEEDED)[0] for r in [*rows, seen]]
     assert all(alone)
     assert answers(engine(prefill_burst=256), [rows[0], seen, rows[1]], SEEDED) == \
         [alone[0], alone[2], alone[1]]
