@@ -268,17 +268,26 @@ def test_speculation_needs_the_draft_model_it_names() -> None:
         Speculation("draft:/models/small")
 
 
+@pytest.fixture(scope="module")
+def bundled():
+    """The bundled model, loaded once for both kinds (each engine makes its own copy of the
+    modules; test_speculation_bundled.py shares its load likewise): ~3.5 CPU-s a load."""
+    from engine.loader import bundled_model_path, load_model
+
+    return load_model(str(bundled_model_path()))
+
+
 @pytest.mark.bundled
 @pytest.mark.parametrize("kind", ["greedy", "seeded"])
-def test_the_bundled_model_drafting_for_itself_changes_no_reply(kind) -> None:
+def test_the_bundled_model_drafting_for_itself_changes_no_reply(bundled, kind) -> None:
     """On the bundled model (its default CPU path), the GGUF loaded again as its own draft
     model: code replies alone and four at once equal those without speculation."""
     from engine import Engine
-    from engine.loader import bundled_model_path, load_model
+    from engine.loader import bundled_model_path
     from tests.engine.test_speculation_bundled import ASKS, CODE
 
     path = str(bundled_model_path())
-    loaded = load_model(path)
+    loaded = bundled
     params = [SamplingParams(max_tokens=48) if kind == "greedy" else
               SamplingParams(max_tokens=48, temperature=0.7, top_p=0.9, seed=20 + i)
               for i in range(len(ASKS))]
