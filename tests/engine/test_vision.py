@@ -359,8 +359,9 @@ def test_one_vision_pass_a_tick(vlm_dir, monkeypatch):
     assert [t for t, _ in passes] == [0, 1]
     assert [ids for _, ids in passes] == [engine.vision.prepare(m, i).ids
                                           for m, i in requests[1:]]
-    for request, tokens in zip(requests, got, strict=True):
-        assert tokens == answers(Engine.load(str(vlm_dir)), [request])[0]
+    solo = Engine.load(str(vlm_dir), config=EngineConfig(prefix_cache=False))
+    for request, tokens in zip(requests, got, strict=True):  # each alone, one after another
+        assert tokens == answers(solo, [request])[0]
 
 
 async def test_an_image_chat_s_kv_outlives_a_restart(vlm_dir, tmp_path, monkeypatch):
@@ -396,14 +397,20 @@ def _png_header(width: int, height: int) -> bytes:
             + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b""))
 
 
+@pytest.fixture(scope="module")
+def refusing(vlm_dir) -> Engine:
+    """One engine for the refusals below: a refused submit leaves nothing behind."""
+    return Engine.load(str(vlm_dir))
+
+
 @pytest.mark.parametrize(("data", "words"), [
     (b"hello, not an image", "image 1: not a readable image"),
     (RED[: len(RED) // 2], "image 1: not a readable image"),
     (_png_header(20_000, 20_000), "image 1: too many pixels"),
     (_png_header(10_000, 9_000), "image 1: too many pixels"),
 ])
-def test_bad_images_are_refused_with_a_reason(vlm_dir, data, words):
-    engine = Engine.load(str(vlm_dir))
+def test_bad_images_are_refused_with_a_reason(refusing, data, words):
+    engine = refusing
     with pytest.raises(RequestRejected, match=words):
         engine.submit(messages=ask("what is it?"), params=GREEDY, images=[data])
     with pytest.raises(RequestRejected, match="2 image part"):
