@@ -36,8 +36,15 @@ async def images() -> AsyncIterator[str]:
     async def png(_: web.Request) -> web.Response:
         return web.Response(body=RED, content_type="image/png")
 
+    # the slow answer takes 60 s unless the fixture ends first: aiohttp's cleanup waits for
+    # handlers still running, so without the release every test using it waited out the 60 s
+    released = asyncio.Event()
+
     async def slow(_: web.Request) -> web.Response:
-        await asyncio.sleep(60)
+        try:
+            await asyncio.wait_for(released.wait(), 60)
+        except TimeoutError:
+            pass
         return web.Response(body=RED, content_type="image/png")
 
     async def huge(_: web.Request) -> web.Response:
@@ -74,6 +81,7 @@ async def images() -> AsyncIterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        released.set()
         await runner.cleanup()
 
 
