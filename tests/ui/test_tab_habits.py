@@ -109,9 +109,15 @@ def test_reopen_a_closed_generating_tab_without_history(window, loop, qtbot):
     assert shown.startswith(reply.content) and reply.content
     assert back.messages.widgets[1].body.source_text == reply.content
     assert not window.reopen_action.isEnabled()  # nothing more to reopen
+    # the reopened tab keeps the closed one's room for 5,000 tokens, which the tiny model
+    # (no end token) fills: ~25 CPU-s. A short whole reply shows the chat works as well.
+    assert back.panel.fields["max_tokens"].value() == 5000
+    back.panel.fields["max_tokens"].setValue(12)
     assert back.send_text("and it goes on")  # the reopened chat works
     # a whole reply: 20 s was too short once in CI on a slower, loaded machine
     run_until(loop, lambda: not back.conversation.is_busy, timeout=60.0)
+    last = back.conversation.messages[-1]
+    assert last.role == "assistant" and last.finish_reason == "length" and last.content
 
 
 def test_reopen_restores_the_chat_from_the_history(history_app, loop, qtbot):
