@@ -19,6 +19,7 @@ from app.fleet.window import window_fleet
 from app.models.library import folder_models
 from engine.public import ModelLoadError
 from tests.fleet_models import bundled_path, requantize, tiny_gguf
+from tests.session_files import file_hash
 
 PROMPT = [{"role": "user", "content": "Count from one to twelve in words."}]
 GREEDY = {"max_tokens": 32, "temperature": 0.0}
@@ -40,13 +41,22 @@ async def answer(target: LocalTarget) -> str:
     return stream.text
 
 
+_ALONE: dict[str, str] = {}  # a file's bytes (hash) -> its greedy answer, made once
+
+
 async def alone(source: Path) -> str:
-    target = load_target(str(source), kv_budget_bytes=KV, speculative="off")
-    await target.start()
-    try:
-        return await answer(target)
-    finally:
-        await target.shutdown()
+    """The model's own greedy answer, no draft: the reference. The three tests ask it of the
+    same files (the same Q8_0 copy, the same tiny model), so each file's bytes are loaded and
+    answered once a module (a load and a reply: ~2-3 CPU-s each)."""
+    key = file_hash(source)
+    if key not in _ALONE:
+        target = load_target(str(source), kv_budget_bytes=KV, speculative="off")
+        await target.start()
+        try:
+            _ALONE[key] = await answer(target)
+        finally:
+            await target.shutdown()
+    return _ALONE[key]
 
 
 async def check_the_two_models(fleet: ModelManager, models_dir: Path, draft: str) -> None:
