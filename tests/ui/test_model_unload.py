@@ -11,9 +11,19 @@ from typing import Any
 import pytest
 
 from app.bridge.switch import Choice
+from tests.fleet_models import bundled_path
 
 from .conftest import run_until
-from .two_models import LONG, OTHER, PROMPT, on_model, other_model_dir, reply_of, two_model_bridge
+from .two_models import (
+    LONG,
+    OTHER,
+    PROMPT,
+    alone_reply,
+    on_model,
+    other_model_dir,
+    reply_of,
+    two_model_bridge,
+)
 
 MIDDLE = 120  # a reply on the other model still running when its unload is asked for
 
@@ -62,9 +72,7 @@ def test_unload_asks_while_replies_run_and_leaves_the_default_models_reply(
     status.show_others()
     assert not status.unload_button.isVisible(), "nothing loaded beside the default model"
 
-    reference = on_model(window, None, LONG)
-    assert reference.send_text(PROMPT)
-    alone_default = reply_of(reference, loop).content
+    alone_default = alone_reply(window, loop, None, bundled_path(), LONG)
     other_alone = on_model(window, OTHER, MIDDLE)
     assert other_alone.send_text(PROMPT)
     alone_other = reply_of(other_alone, loop).content

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from app.history.convert import last_model, stats_dict
+from tests.fleet_models import bundled_path
 from ui.chat.message_view import stats_text
 
 from .conftest import run_until
@@ -21,6 +22,9 @@ from .two_models import (
     LONG,
     OTHER,
     PROMPT,
+    alone_reply,
+    keep_alone,
+    model_file,
     on_model,
     other_model_dir,
     reply_of,
@@ -38,7 +42,7 @@ def bridge(loop: Any, models_dir: Path) -> Any:
     yield from two_model_bridge(loop, models_dir)
 
 
-def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop):
+def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop, models_dir):
     window = make_window(bridge)
     first = window.current_tab()
     assert first.conversation.model is None  # a new tab starts on the default model
@@ -47,9 +51,10 @@ def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop):
     # each model alone (the other one loads at its tab's first send)
     alone_tab = {None: on_model(window, None), OTHER: on_model(window, OTHER)}
     alone = {}
-    for model, tab in alone_tab.items():
+    for model, tab in alone_tab.items():  # sent here: the other model loads at its send
         assert tab.send_text(PROMPT)
         alone[model] = reply_of(tab, loop)
+        keep_alone(tab, model, model_file(models_dir, model), alone[model].content)
     assert alone[OTHER].model == OTHER and alone[None].model is None
     # the reply's line of figures names the model when it is not the default one
     assert f" · {OTHER}" in stats_text(alone[OTHER])
@@ -87,9 +92,7 @@ def test_two_tabs_on_two_models_stream_at_once(make_window, bridge, loop):
 def test_a_tab_switching_model_leaves_another_tabs_stream_untouched(make_window, bridge,
                                                                      loop):
     window = make_window(bridge)
-    reference = on_model(window, None, LONG)
-    assert reference.send_text(PROMPT), reference.notice.text()
-    alone = reply_of(reference, loop).content
+    alone = alone_reply(window, loop, None, bundled_path(), LONG)
 
     streaming = on_model(window, None, LONG)
     assert streaming.send_text(PROMPT)
@@ -153,19 +156,16 @@ def test_the_tabs_model_comes_back_after_a_restart(history_app, loop):
     assert tab.backend_picker.currentData() == "model:" + model
 
 
-def test_a_compare_across_two_models(make_window, bridge, loop):
+def test_a_compare_across_two_models(make_window, bridge, loop, models_dir):
     """Compare offers the library's other model; it loads first, then both targets answer at
     once, each as its model alone (the prefill is shared only on the same engine)."""
     from ui.compare.dialog import CompareDialog
     from ui.compare.targets import TAB_SETTINGS
 
     window = make_window(bridge)
-    alone = {}
-    for model in (None, OTHER):
-        tab = on_model(window, model)
-        assert tab.send_text(PROMPT)
-        alone[model] = reply_of(tab, loop).content
-    loop.run_until_complete(bridge.fleet.unload(OTHER))  # the compare loads it again
+    alone = {model: alone_reply(window, loop, model, model_file(models_dir, model))
+             for model in (None, OTHER)}
+    loop.run_until_complete(bridge.fleet.unload(OTHER))  # the compare loads it (again)
 
     tab = on_model(window, None)
     tab.input.setPlainText(PROMPT)

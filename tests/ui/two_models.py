@@ -4,14 +4,19 @@ when a tab first sends to it), and a tab picked onto one of them as a click woul
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from app.backend.local_target import load_target
 from app.bridge import EngineBridge
 from app.fleet import Catalog, ModelManager
 from app.models.library import folder_models
+from tests import session_files
 from tests.fleet_models import bundled_path, requantize
 
 from .conftest import run_until
@@ -61,3 +66,67 @@ def reply_of(tab: Any, loop: Any) -> Any:
     reply = tab.conversation.messages[-1]
     assert reply.role == "assistant" and reply.finish_reason in ("length", "stop")
     return reply
+
+
+def model_file(models_dir: Path, model: str | None) -> Path:
+    """The file a model of these tests loads from: the bundled one for the default."""
+    return bundled_path() if model is None else models_dir / f"{model}.gguf"
+
+
+def _kept(tab: Any, model: str | None, source: Path, kv: int) -> Path | None:
+    """Where the session keeps the reply alone of a tab set up as `tab` (None: no session)."""
+    conv = tab.conversation
+    assert conv.params["temperature"] == 0.0  # greedy: the same reply in any process
+    if session_files.folder is None:
+        return None
+    facts = [model, session_files.file_hash(source), PROMPT, conv.system_prompt,
+             sorted(conv.params.items()), kv]
+    key = hashlib.blake2b(json.dumps(facts, default=str).encode(), digest_size=16)
+    session_files.folder.mkdir(parents=True, exist_ok=True)
+    return session_files.folder / f"alone-{key.hexdigest()}.json"
+
+
+def alone_reply(window: Any, loop: Any, model: str | None, source: Path,
+                tokens: int = TOKENS, *, kv: int = KV) -> str:
+    """The reply a new tab on `model` (loaded from `source`) gives PROMPT with nothing else
+    running, greedy: the reference the several-model tests compare replies with.
+
+    Kept for the test session (tests/session_files.py's folder, shared by the xdist
+    workers), keyed by the model's name and file bytes, the tab's system prompt and
+    settings and the engines' KV budget: tests ask the same ones, and a 300-token reply of
+    the bundled model in the window is ~5 CPU-s. Sent here when no test has kept it yet."""
+    tab = on_model(window, model, tokens)
+    kept = _kept(tab, model, source, kv)
+
+    def sent() -> str:
+        assert tab.send_text(PROMPT), tab.notice.text()
+        return reply_of(tab, loop).content
+
+    if kept is None:
+        return sent()
+    with FileLock(str(kept) + ".lock"):
+        if kept.exists():
+            return json.loads(kept.read_text())
+        content = sent()
+        _write(kept, content)
+    return content
+
+
+def keep_alone(tab: Any, model: str | None, source: Path, content: str, *,
+               kv: int = KV) -> None:
+    """A reply alone that a test sent itself (its flow needed the send): kept as
+    `alone_reply` keeps one, or, kept already, equal to it."""
+    kept = _kept(tab, model, source, kv)
+    if kept is None:
+        return
+    with FileLock(str(kept) + ".lock"):
+        if kept.exists():
+            assert json.loads(kept.read_text()) == content, "the same tab's reply alone"
+        else:
+            _write(kept, content)
+
+
+def _write(kept: Path, content: str) -> None:
+    part = kept.with_name(kept.name + ".part")
+    part.write_text(json.dumps(content))
+    part.replace(kept)  # whole or absent
