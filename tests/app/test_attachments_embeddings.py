@@ -46,11 +46,11 @@ class SynonymEmbedder:
         return out
 
 
-def document() -> Attachment:
-    """60 lines of filler words, one line saying the car is red, 60 more."""
+def document(lines: int = 120) -> Attachment:
+    """`lines` lines of filler words, one of them (70 of 120) saying the car is red."""
     filler = [f"Line {i} speaks of rivers, stones and the weather of the north."
-              for i in range(120)]
-    filler[70] = "My car is painted red all over."
+              for i in range(lines)]
+    filler[lines * 7 // 12] = "My car is painted red all over."
     text = "\n".join(filler) + "\n"
     return Attachment("notes.txt", "text", len(text), (Part(text),))
 
@@ -145,11 +145,17 @@ def test_the_bundled_models_pooled_states_rank_the_chunks() -> None:
     ranking gives passages that fit the budget."""
     from app.server.embeddings.retrieval import PooledEmbedder
 
+    # 36 lines (~2,300 bytes, 6 chunks): more than the budget, so passages are ranked and
+    # fitted; each chunk is a forward of the bundled model on MLX's CPU path (~0.55 CPU-s
+    # a chunk: the 120-line document's 20 took 11 of this test's 17 CPU-s)
+    doc = document(36)
     embedder = PooledEmbedder("bundled")
     cache = IndexCache(chunk_chars=400, embedder=embedder)
-    got = fit("What colour is my car?", [document()], encode=encode, budget_tokens=1500,
+    got = fit("What colour is my car?", [doc], encode=encode, budget_tokens=1500,
               cache=cache)
-    index = cache.get(document())
+    index = cache.get(doc)
+    assert len(index.vectors) >= 5  # several chunks ranked
+    assert "painted red" in got.content  # the passage the question asks about is in
     assert index.vectors is not None and index.vectors.shape[1] == 576
     assert np.allclose(np.linalg.norm(index.vectors, axis=1), 1.0, atol=1e-4)
     assert not got.whole and got.citations
