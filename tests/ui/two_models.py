@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +74,25 @@ def model_file(models_dir: Path, model: str | None) -> Path:
     return bundled_path() if model is None else models_dir / f"{model}.gguf"
 
 
+@cache
+def _hash_of(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    return session_files.file_hash(Path(path))
+
+
+def _file_hash(path: Path) -> str:
+    """The file's bytes' hash, once a process while it is unchanged (~0.2 CPU-s for the
+    bundled model's 98 MB)."""
+    st = path.stat()  # of the file a link names
+    return _hash_of(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
 def _kept(tab: Any, model: str | None, source: Path, kv: int) -> Path | None:
     """Where the session keeps the reply alone of a tab set up as `tab` (None: no session)."""
     conv = tab.conversation
     assert conv.params["temperature"] == 0.0  # greedy: the same reply in any process
     if session_files.folder is None:
         return None
-    facts = [model, session_files.file_hash(source), PROMPT, conv.system_prompt,
+    facts = [model, _file_hash(source), PROMPT, conv.system_prompt,
              sorted(conv.params.items()), kv]
     key = hashlib.blake2b(json.dumps(facts, default=str).encode(), digest_size=16)
     session_files.folder.mkdir(parents=True, exist_ok=True)
@@ -94,7 +107,7 @@ def alone_reply(window: Any, loop: Any, model: str | None, source: Path,
     Kept for the test session (tests/session_files.py's folder, shared by the xdist
     workers), keyed by the model's name and file bytes, the tab's system prompt and
     settings and the engines' KV budget: tests ask the same ones, and a 300-token reply of
-    the bundled model in the window is ~5 CPU-s. Sent here when no test has kept it yet."""
+    the bundled model in the window took ~11 CPU-s. Sent here when no test has kept it."""
     tab = on_model(window, model, tokens)
     kept = _kept(tab, model, source, kv)
 
