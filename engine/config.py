@@ -76,10 +76,6 @@ class EngineConfig:
     # this machine and model (engine/kv_memory.py, docs/memory.md). Read from
     # BATCHCHAT_KV_BUDGET_MB when the config is made, if set.
     kv_budget_bytes: int | None = field(default_factory=kv_budget_from_env)
-    # The process's resident memory the engine keeps under, giving memory back and cached
-    # prefixes away when close (engine/memory_limit.py); None = not watched. The app sets
-    # it to its bound once the model is loaded (Engine.set_memory_limit).
-    memory_limit_bytes: int | None = None
     # Where chats' KV is saved across restarts (`Engine.save_prefix`), and the most its files
     # may take (least recently used deleted first); None = not saved (engine/prefix_store.py)
     kv_disk_dir: str | None = None

@@ -73,30 +73,6 @@ def keep_freed_memory() -> bool:
     return _tuned
 
 
-# While the process is close to its memory limit (engine/memory_limit.py): buffers from
-# 1 MiB up are mapped on their own and unmapped when freed, and a heap's freed top goes back
-# over 16 MiB, so freed memory stops staying resident between two give-backs (it faults in
-# again when reused: only while memory is short).
-TIGHT_MMAP_THRESHOLD = 1 << 20
-TIGHT_TRIM_THRESHOLD = 16 << 20
-_tight = False
-
-
-def tighten(on: bool) -> bool:
-    """Keep less freed memory (`on`) or as much as keep_freed_memory lets (off); True if
-    the setting changed. Only where keep_freed_memory tuned malloc."""
-    global _tight
-    libc = _libc()
-    if not _tuned or libc is None or on == _tight:
-        return False
-    mallopt = libc.mallopt
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    mallopt(M_MMAP_THRESHOLD, TIGHT_MMAP_THRESHOLD if on else MMAP_THRESHOLD)
-    mallopt(M_TRIM_THRESHOLD, TIGHT_TRIM_THRESHOLD if on else TRIM_THRESHOLD)
-    _tight = on
-    return True
-
-
 def give_back_freed_memory() -> bool:
     """Return the freed memory glibc keeps (every arena, up to TRIM_THRESHOLD each) to the
     system: for when the engine goes idle, so an idle app's RSS is its live data. True if
@@ -149,7 +125,7 @@ def bound_freed_memory(now: float | None = None) -> bool:
     if now - _checked_at < SPARE_CHECK_S:
         return False
     _checked_at = now
-    rss, heap = resident_bytes(), heap_bytes()
+    rss, heap = _resident_bytes(), heap_bytes()
     if rss is None or heap is None:
         return False
     in_use, held = heap
@@ -158,8 +134,7 @@ def bound_freed_memory(now: float | None = None) -> bool:
     return outside - _outside > SPARE_CAP and held > SPARE_CAP and give_back_freed_memory()
 
 
-def resident_bytes() -> int | None:
-    """This process's RSS in bytes (Linux's /proc; None elsewhere)."""
+def _resident_bytes() -> int | None:
     try:
         with open("/proc/self/statm", "rb") as f:
             return int(f.read().split()[1]) * _PAGE

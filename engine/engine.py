@@ -316,17 +316,6 @@ class Engine:
         # queued request is admitted on the next tick, and the engine ticks while any waits.
         self.config.max_concurrent = n
 
-    def set_memory_limit(self, n: int | None) -> None:
-        """The process's resident memory (bytes) the engine keeps under between ticks:
-        close to it, freed memory goes back to the system and cached prefixes give way
-        (engine/memory_limit.py). None: not watched."""
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n <= 0):
-            raise ValueError(f"the memory limit must be a positive whole number of bytes, "
-                             f"got {n!r}")
-        # read by the engine thread between ticks (one attribute: no lock needed)
-        self.config.memory_limit_bytes = n
-        self._core.memory_limit.limit_bytes = n
-
     @property
     def max_concurrent(self) -> int:
         return self.config.max_concurrent

@@ -18,7 +18,6 @@ from .config import EngineConfig
 from .decode_batch import DecodeBatch
 from .grammar_planner import GrammarPlanner
 from .kv_policy import KvPolicy, open_store
-from .memory_limit import MemoryLimit
 from .model_runner import ModelRunner
 from .next_token import PassResult
 from .planners import DecodeRows, Planner
@@ -83,8 +82,6 @@ class EngineCore:
         self.memory = KvPolicy(budget.nbytes, per_token, context_length, prefix, store,
                                basis=budget.basis, prefix_budget=budget.prefix_nbytes,
                                per_sequence=per_sequence)
-        # the process's RSS under the app's bound (worker.py checks it between ticks)
-        self.memory_limit = MemoryLimit(config.memory_limit_bytes)
         # What this model runs without, and why, in words (Engine.notes)
         self.notes: list[str] = []
         if self.runner.longrope is not None:

@@ -71,9 +71,6 @@ class KvPolicy:
         self.prefix = prefix  # None: no prefix reuse (off, or a model it cannot keep)
         self.store = store  # cached prefixes saved across restarts (None: not kept)
         self.reserved = 0  # bytes set aside by admitted requests
-        # what cached prefixes may keep while the process is short of memory (engine/
-        # memory_limit.py; None: no such cap)
-        self.pressure_cap: int | None = None
 
     # -- running requests ---------------------------------------------------------------
     def need(self, num_prompt_tokens: int, max_tokens: int) -> int:
@@ -185,12 +182,9 @@ class KvPolicy:
 
     def evict(self) -> None:
         """Cached prefixes give way until everything fits, and they fit their own part
-        and the cap memory pressure sets (after any change to any)."""
+        (after any change to either)."""
         if self.prefix is not None:
-            cap = min(self.budget - self.reserved, self.prefix_budget)
-            if self.pressure_cap is not None:
-                cap = min(cap, self.pressure_cap)
-            self.prefix.evict_to(cap)
+            self.prefix.evict_to(min(self.budget - self.reserved, self.prefix_budget))
 
     def _restore(self, prompt: list[int]) -> tuple[LayerCaches | None, int]:
         """The longest cached prefix of `prompt`, from memory or, when a saved file holds

@@ -165,13 +165,6 @@ class EngineStats:
     prefix_disk_bytes: int = 0
     prefix_disk_saves: int = 0
     prefix_disk_loads: int = 0
-    # The process's memory limit the engine keeps under (engine/memory_limit.py; 0: none),
-    # how often it gave memory back for it, the cached prefixes' bytes it took, and the
-    # cap on them it holds now (0: none)
-    memory_limit_bytes: int = 0
-    memory_limit_give_backs: int = 0
-    memory_limit_evicted_bytes: int = 0
-    memory_limit_prefix_cap_bytes: int = 0
     # Gaps between a stream's tokens, over the recent window (stalls: issue #26)
     itl_p99_s: float = 0.0
     itl_max_s: float = 0.0  # the largest gap of the window

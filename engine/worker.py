@@ -117,6 +117,5 @@ class EngineLoop:
             if events:
                 self.deliver(events)
             cpu_memory.bound_freed_memory()  # busy for long: glibc's spare stays bounded
-            core.memory_limit.check(core.memory)  # and the process under the app's bound
             release_due = release_due or (worked and not core.has_work())
         self.deliver(core.abort_all("shutdown"))

@@ -21,8 +21,7 @@ from engine.public import (
     style_of,
 )
 
-from ..process_memory import resident_bytes
-from . import process_bound
+from ..process_memory import memory_bound, resident_bytes
 
 if TYPE_CHECKING:  # the engine (and mlx) is imported only when a model is used
     from engine import Engine, EngineConfig
@@ -72,22 +71,16 @@ class LocalTarget:
     async def start(self) -> None:
         await self.engine.start()
         self.resident_at_start = resident_bytes()
-        process_bound.started(self)  # the engine keeps the process under its bound
 
     def memory_bound(self) -> int | None:
-        """The most this process should hold with the models it runs (app/backend/
-        process_bound.py; with this one alone: app/process_memory.py's bound)."""
-        return process_bound.process_bound()
-
-    def kv_budget_bytes(self) -> int:
-        return self.engine.stats().kv_budget_bytes
-
-    def set_memory_limit(self, n: int | None) -> None:
-        self.engine.set_memory_limit(n)
+        """The most this process should hold with this model (app/process_memory.py)."""
+        budget = self.engine.stats().kv_budget_bytes
+        if self.resident_at_start is None or not budget:
+            return None
+        return memory_bound(self.resident_at_start, budget)
 
     async def shutdown(self, timeout: float = 5.0) -> None:
         """End every request (finish reason "shutdown") and stop the engine thread."""
-        process_bound.stopped(self)
         await self.engine.shutdown(timeout=timeout)
 
     # -- requests -----------------------------------------------------------------------

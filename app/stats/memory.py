@@ -33,8 +33,6 @@ class MemoryFigures:
     # "1.4 GiB of 1.7 GiB": the process's resident memory, of its bound (app/process_memory)
     process: str = NONE
     over_bound: bool = False
-    # what the engine did to keep under the bound (engine/memory_limit.py; a tooltip)
-    process_detail: str = ""
 
     def texts(self) -> tuple[tuple[str, str], ...]:
         """(panel key, text) for every line, in the panel's order."""
@@ -66,24 +64,7 @@ def memory_figures(s: EngineStats, resident: int | None = None,
         kv_fraction=used / budget if budget else 0.0,
         process=_process(resident, bound),
         over_bound=resident is not None and bound is not None and resident > bound,
-        process_detail=_kept_under(s),
     )
-
-
-def _kept_under(s: EngineStats) -> str:
-    """What the engine did to keep the process under its bound, in words ("" when
-    nothing: no limit, or never close to it)."""
-    if not s.memory_limit_bytes or not s.memory_limit_give_backs:
-        return ""
-    said = (f"Kept under it by giving memory back {s.memory_limit_give_backs} "
-            f"time{'' if s.memory_limit_give_backs == 1 else 's'}")
-    if s.memory_limit_evicted_bytes:
-        said += (f" and {format_bytes(s.memory_limit_evicted_bytes)} of cached prefixes "
-                 "away")
-    if s.memory_limit_prefix_cap_bytes:
-        said += (f"; cached prefixes held to {format_bytes(s.memory_limit_prefix_cap_bytes)}"
-                 " while memory is short")
-    return said + "."
 
 
 def _process(resident: int | None, bound: int | None) -> str:

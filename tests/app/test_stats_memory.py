@@ -51,18 +51,6 @@ def test_the_process_memory_of_its_bound_and_when_it_is_over() -> None:
     assert memory_figures(stats(), resident=700 * MiB).process == "700 MiB"  # no bound yet
 
 
-def test_the_process_tooltip_says_what_the_engine_did_to_keep_under_its_bound() -> None:
-    assert memory_figures(stats(memory_limit_bytes=GiB)).process_detail == ""  # never close
-    m = memory_figures(stats(memory_limit_bytes=GiB, memory_limit_give_backs=1))
-    assert m.process_detail == "Kept under it by giving memory back 1 time."
-    m = memory_figures(stats(memory_limit_bytes=GiB, memory_limit_give_backs=3,
-                             memory_limit_evicted_bytes=200 * MiB,
-                             memory_limit_prefix_cap_bytes=150 * MiB))
-    assert m.process_detail == ("Kept under it by giving memory back 3 times and 200 MiB of "
-                                "cached prefixes away; cached prefixes held to 150 MiB while "
-                                "memory is short.")
-
-
 def test_disk_store_files_and_size_with_saves_and_loads_as_detail() -> None:
     m = memory_figures(stats(prefix_disk_files=3, prefix_disk_bytes=41 * MiB,
                              prefix_disk_saves=5, prefix_disk_loads=2))

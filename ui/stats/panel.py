@@ -43,8 +43,7 @@ HIT_TIP = "Share of admitted prompt tokens that came from the prefix cache (not 
 DISK_TIP = "Conversations' KV saved across restarts: files and their size."
 PROCESS_TIP = ("This process's resident memory (RSS), of its bound: its memory once the model "
                "was ready, plus the KV budget, plus 512 MiB for activations, copies and the "
-               "allocator's spare (docs/memory.md). Close to it, the engine gives freed "
-               "memory back and cached prefixes away. Shown in red above the bound.")
+               "allocator's spare (docs/memory.md). Shown in red above the bound.")
 KV_TIP = ("KV memory set aside by running requests plus held by cached prefixes, of the "
           "engine's KV budget (cached prefixes are evicted when running requests need room).")
 KV_FORM_TIP = ("How the engine keeps each token's keys and values (Preferences → KV cache; "
@@ -233,9 +232,7 @@ class StatsPanel(QWidget):
                 if self.values["process"].styleSheet() != over:
                     self.values["process"].setStyleSheet(over)
                 for key, tip in (("disk", f"{DISK_TIP} {model.memory.disk_detail}."),
-                                 ("kv", f"{KV_TIP} {model.memory.kv_detail}".strip()),
-                                 ("process",
-                                  f"{PROCESS_TIP} {model.memory.process_detail}".strip())):
+                                 ("kv", f"{KV_TIP} {model.memory.kv_detail}".strip())):
                     if self.values[key].toolTip() != tip:
                         self.values[key].setToolTip(tip)
         self._show_choices(model)
