@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +32,46 @@ from llguidance.numpy import (
 )
 
 from .grammars import GrammarError
+
+# LLTokenizers built, per live HF tokenizer object: {id(hf): (weakref to hf, {eos: built})}.
+# Building one costs ~0.8 CPU-s for the bundled model's vocabulary; every Engine made on the
+# same tokenizer object (a fleet's reload of a kept model, the tests' engines on one shared
+# model) reuses it. Keyed by the object itself, not by a fingerprint of its vocabulary: the
+# same object cannot give another vocabulary. Held weakly: the entry goes with the
+# tokenizer, so a dropped model is not kept alive by this cache.
+_built: dict[int, tuple[weakref.ref[Any], dict[tuple[int, ...], LLTokenizer]]] = {}
+# one build at a time: two engines warming on the same tokenizer build it once
+_built_lock = threading.RLock()  # RLock: a weakref callback may run (gc) while it is held
+
+
+def _forget(key: int, ref: weakref.ref[Any]) -> None:
+    with _built_lock:
+        entry = _built.get(key)
+        if entry is not None and entry[0] is ref:
+            del _built[key]
+
+
+def shared_llguidance_tokenizer(hf: Any, eos: Sequence[int]) -> LLTokenizer:
+    """llguidance's LLTokenizer for this HF tokenizer object and these end tokens, built
+    once per process while `hf` lives (GrammarError when llguidance cannot read it)."""
+    key, ends = id(hf), tuple(eos)
+    with _built_lock:
+        entry = _built.get(key)
+        if entry is not None and entry[0]() is hf and ends in entry[1]:
+            return entry[1][ends]
+        try:
+            built = from_tokenizer(hf, eos_token=list(ends) or None)
+        except Exception as exc:  # noqa: BLE001 - said as the grammar's refusal
+            raise GrammarError("grammar: this model's tokenizer cannot be used for "
+                               f"constrained output ({exc})") from None
+        if entry is None or entry[0]() is not hf:
+            try:
+                ref = weakref.ref(hf, lambda r, key=key: _forget(key, r))
+            except TypeError:  # an object without weak references: not cached
+                return built
+            entry = _built[key] = (ref, {})
+        entry[1][ends] = built
+        return built
 
 
 class GrammarTokenizer:
@@ -53,11 +94,7 @@ class GrammarTokenizer:
         with self._lock:
             if self._ll is None:
                 hf = getattr(self._tokenizer, "_tokenizer", self._tokenizer)
-                try:
-                    self._ll = from_tokenizer(hf, eos_token=self._eos or None)
-                except Exception as exc:  # noqa: BLE001 - said as the grammar's refusal
-                    raise GrammarError("grammar: this model's tokenizer cannot be used for "
-                                       f"constrained output ({exc})") from None
+                self._ll = shared_llguidance_tokenizer(hf, self._eos)
                 self.executor = LLExecutor()
             return self._ll
 

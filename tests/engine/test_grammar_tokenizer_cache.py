@@ -1,0 +1,69 @@
+"""llguidance's view of a tokenizer is built once per tokenizer object (issue #47 item 5).
+
+Building an LLTokenizer costs ~0.8 CPU-s for the bundled model's vocabulary; each Engine
+made on the same tokenizer (a model switched back to while still loaded, the tests' engines
+on one shared model) used to pay it again. engine/constraint.py keeps one per live tokenizer
+object and end tokens, weakly: a dropped tokenizer is freed, and another object (even one
+with the same vocabulary) gets its own. The masks a shared one gives are the masks a fresh
+one gives."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+
+from engine.constraint import GrammarTokenizer
+from engine.grammars import json_schema_grammar, regex_grammar
+from tests.tiny_model import make_tokenizer
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+def masks_along(grammars: GrammarTokenizer, grammar: str, text: bytes) -> list[bytes]:
+    """The mask before each token of `text` (one token a byte here) and after the last."""
+    row = grammars.matcher(grammar)
+    out = [bytes(row.matcher.compute_bitmask())]
+    for token in grammars._tokenizer.encode(text.decode(), add_special_tokens=False):
+        assert row.consume(token) is None
+        out.append(bytes(row.matcher.compute_bitmask()))
+    return out
+
+
+def test_engines_on_one_tokenizer_share_its_llguidance_tokenizer() -> None:
+    tokenizer = make_tokenizer()
+    eos = tokenizer.eos_token_ids
+    first, second = GrammarTokenizer(tokenizer, eos), GrammarTokenizer(tokenizer, eos)
+    assert first.llguidance() is second.llguidance()
+    # other end tokens: another LLTokenizer, whose ends are those
+    only_one = GrammarTokenizer(tokenizer, [min(eos)])
+    assert only_one.llguidance() is not first.llguidance()
+    assert list(only_one.llguidance().eos_tokens) == [min(eos)]
+    # another tokenizer object, though its vocabulary is the same: its own
+    assert GrammarTokenizer(make_tokenizer(), eos).llguidance() is not first.llguidance()
+
+
+def test_a_shared_llguidance_tokenizer_gives_the_masks_a_fresh_one_gives() -> None:
+    tokenizer = make_tokenizer()
+    eos = tokenizer.eos_token_ids
+    shared = GrammarTokenizer(tokenizer, eos)
+    shared.llguidance()
+    again = GrammarTokenizer(tokenizer, eos)
+    assert again.llguidance() is shared.llguidance()
+    fresh = GrammarTokenizer(make_tokenizer(), eos)
+    for grammar, text in ((json_schema_grammar(SCHEMA), b'{"n":42}'),
+                          (regex_grammar(r"[a-c]{2,4}x"), b"abcx")):
+        want = masks_along(fresh, grammar, text)
+        assert masks_along(again, grammar, text) == want
+        assert any(np.frombuffer(m, dtype=np.uint32).any() for m in want)
+
+
+def test_a_dropped_tokenizer_is_not_kept_alive() -> None:
+    tokenizer = make_tokenizer()
+    grammars = GrammarTokenizer(tokenizer, tokenizer.eos_token_ids)
+    grammars.llguidance()
+    gone = weakref.ref(tokenizer._tokenizer)  # the HF tokenizer the cache is keyed by
+    del tokenizer, grammars
+    gc.collect()
+    assert gone() is None
