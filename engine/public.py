@@ -25,6 +25,7 @@ from .grammars import (
 from .kv_formula import host_available_bytes
 from .loader.bundled import BUNDLED_FILENAME, model_cache_dir
 from .loader.errors import ModelLoadError
+from .loader.source_check import check_source
 from .loader.support import (
     GGUF_FILE_TYPES,
     MemoryNeed,
@@ -71,6 +72,7 @@ __all__ = [
     "style_of",
     "template_kwargs",
     "with_switch",
+    "check_source",
     "gguf_refusal",
     "is_mmproj",
     "is_vision_config",

@@ -18,6 +18,7 @@ from engine.public import (
     RequestRejected,
     RequestStream,
     SamplingParams,
+    check_source,
     style_of,
 )
 
@@ -251,10 +252,13 @@ def load_target(source: str, progress: ProgressFn | None = None, mmproj: str | N
     """Load `source` (blocking: call it off the event loop) with EngineConfig `settings`
     (and a GGUF's `mmproj`, else the one beside it); ModelLoadError (engine.public) if it
     cannot be loaded. Not started yet."""
+    config = engine_config(**settings)  # a bad setting first, as before any load
+    # what the loader refuses without reading weights, said before MLX and mlx-lm load
+    # (~2.8 CPU-s): a missing file, one that is not a GGUF, a folder mlx-lm cannot build
+    check_source(source, mmproj)
     from engine import Engine
 
-    return LocalTarget(Engine.load(source, engine_config(**settings), progress=progress,
-                                   mmproj=mmproj))
+    return LocalTarget(Engine.load(source, config, progress=progress, mmproj=mmproj))
 
 
 def default_loader(config: EngineConfig | None = None,

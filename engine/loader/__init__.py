@@ -6,7 +6,6 @@ engine.blas.ensure_fast_blas() first); load_model imports the heavy parts lazily
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .bundled import BUNDLED_FILENAME, BUNDLED_PACKAGE, bundled_model_path, model_cache_dir
 from .errors import ModelLoadError
 from .progress import LoadProgress, ProgressReporter
+from .source_check import check_found, check_mmproj_pairs, check_source, unreadable
 
 if TYPE_CHECKING:
     import mlx.nn
@@ -28,12 +28,10 @@ __all__ = [
     "LoadedModel",
     "ModelLoadError",
     "bundled_model_path",
+    "check_source",
     "load_model",
     "model_cache_dir",
 ]
-
-_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
 
 @dataclass
 class LoadedModel:
@@ -70,8 +68,7 @@ def load_model(source: str = "bundled", *, quantized: bool | None = None,
     try:
         return _load(source, quantized, report, cpu, mmproj)
     except OSError as e:  # an unreadable file or directory (permissions, I/O)
-        where = e.filename or source
-        raise ModelLoadError(f"{source}: cannot read {where}: {e.strerror or e}") from e
+        raise unreadable(source, e) from e
 
 
 def _load(source: str, quantized: bool | None, report: ProgressReporter,
@@ -81,8 +78,7 @@ def _load(source: str, quantized: bool | None, report: ProgressReporter,
         path = bundled_model_path(fetch=True)
     else:
         path = Path(source).expanduser()
-    if mmproj is not None and not (path.is_file() and path.suffix.lower() == ".gguf"):
-        raise ModelLoadError(f"{source}: an mmproj pairs with a GGUF file only")
+    check_mmproj_pairs(source, path, mmproj)  # (source_check.py: these checks, said early)
     if path.is_dir():
         from ..vision.support import is_vision_config, read_config, vision_refusal
         from .mlx_dir import load_mlx_dir
@@ -106,9 +102,7 @@ def _load(source: str, quantized: bool | None, report: ProgressReporter,
         return LoadedModel(**load_gguf_with_vision(path.resolve(), mmproj, quantized, report,
                                                    cpu))
 
-    if path.suffix.lower() == ".gguf" or source.startswith((".", "/", "~")) \
-            or not _REPO_ID_RE.match(source):
-        raise ModelLoadError(f"{source}: no such file or directory")
+    check_found(source, path)
     from .mlx_dir import load_hf_repo
 
     return LoadedModel(**load_hf_repo(source, quantized, report, cpu))

@@ -18,8 +18,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, GGUFValueType
 
 from .errors import ModelLoadError
-
-GGUF_MAGIC = b"GGUF"
+from .source_check import check_gguf_header
 
 
 class TruncatedTensor(ValueError):
@@ -139,26 +138,6 @@ class GgufFile:
     def arch_value(self, key: str, default: Any = None) -> Any:
         """``{architecture}.{key}`` from the metadata."""
         return self.metadata.get(f"{self.architecture}.{key}", default)
-
-
-def check_gguf_header(path: Path) -> None:
-    """Fail early, with a plain message, on files that are not GGUF at all."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(8)
-    except OSError as e:
-        raise ModelLoadError(f"{path}: cannot read the file: {e.strerror or e}") from e
-    if not head:
-        raise ModelLoadError(f"{path}: the file is empty (0 bytes); not a GGUF model")
-    if head[:4] != GGUF_MAGIC:
-        raise ModelLoadError(
-            f"{path}: not a GGUF file (starts with {head[:4]!r}, expected b'GGUF')")
-    if len(head) < 8:
-        raise ModelLoadError(f"{path}: truncated GGUF file ({len(head)} bytes)")
-    version = struct.unpack("<I", head[4:8])[0]
-    if version not in (2, 3):
-        raise ModelLoadError(f"{path}: GGUF version {version} is not supported (versions 2 "
-                             "and 3 are)")
 
 
 class _Strings(list):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from .common import (
 )
 from .errors import ModelLoadError
 from .progress import ProgressReporter
-from .support import mlx_lm_unsupported
+from .source_check import check_mlx_dir
 
 DEFAULT_CONTEXT = 4096  # when a config names none
 
@@ -77,18 +76,7 @@ def _load(source: str, quantized: bool | None, is_dir: bool,
 def load_mlx_dir(path: Path, quantized: bool | None = None,
                  report: ProgressReporter | None = None,
                  cpu: CpuOptions | None = None) -> dict[str, Any]:
-    if not (path / "config.json").is_file():
-        raise ModelLoadError(
-            f"{path}: directory has no config.json, so it is not an mlx-lm model directory "
-            "(pass a .gguf file or a directory made by mlx_lm.convert)")
-    try:
-        config = json.loads((path / "config.json").read_text())
-    except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{path / 'config.json'}: unreadable config: {e}") from e
-    kind = config.get("model_type") if isinstance(config, dict) else None
-    reason = mlx_lm_unsupported(kind if isinstance(kind, str) else None)
-    if reason:  # the model library's words (support.py), not an import error of mlx-lm's
-        raise ModelLoadError(f"{path}: {reason}")
+    check_mlx_dir(path)
     return _load(str(path), quantized, True, report or ProgressReporter(None), cpu)
 
 
