@@ -16,32 +16,39 @@ batch").
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import mlx.core as mx
 import numpy as np
 from llguidance import LLExecutor, LLMatcher, LLTokenizer
-from llguidance.hf import from_tokenizer
 from llguidance.numpy import (
     fill_next_token_bitmask_par,
     fill_next_token_bitmask_par_with_draft_tokens,
 )
+from transformers import PreTrainedTokenizerFast
 
 from .grammars import GrammarError
 
-# LLTokenizers built, per live HF tokenizer object: {id(hf): (weakref to hf, {eos: built})}.
-# Building one costs ~0.8 CPU-s for the bundled model's vocabulary; every Engine made on the
-# same tokenizer object (a fleet's reload of a kept model, the tests' engines on one shared
-# model) reuses it. Keyed by the object itself, not by a fingerprint of its vocabulary: the
-# same object cannot give another vocabulary. Held weakly: the entry goes with the
-# tokenizer, so a dropped model is not kept alive by this cache.
-_built: dict[int, tuple[weakref.ref[Any], dict[tuple[int, ...], LLTokenizer]]] = {}
-# one build at a time: two engines warming on the same tokenizer build it once
-_built_lock = threading.RLock()  # RLock: a weakref callback may run (gc) while it is held
+# LLTokenizers built (~0.8 CPU-s each for the bundled model's vocabulary), reused by every
+# Engine on the same vocabulary: the tests' engines on one shared model, a model loaded
+# again (a switch back to it, a fleet's reload). Two levels:
+# - per live HF tokenizer object {id(hf): (weakref to hf, {eos: built})}: the same object
+#   cannot give another vocabulary; held weakly, so a dropped model is not kept alive.
+# - per serialized tokenizer (llguidance's own input, the whole tokenizer.json as text,
+#   compared in full: two vocabularies that differ never match), the last few: another
+#   object of the same model skips the build (~0.3 CPU-s of serializing left).
+_built: dict[int, tuple[weakref.ref[Any], dict[Any, LLTokenizer]]] = {}
+_by_text: OrderedDict[tuple[str, Any], LLTokenizer] = OrderedDict()
+_BY_TEXT_KEPT = 3  # models a process switches between; each holds its vocabulary's tables
+# one build at a time: two engines warming on the same tokenizer build it once. An RLock:
+# a weakref callback may run (a gc) while it is held
+_built_lock = threading.RLock()
 
 
 def _forget(key: int, ref: weakref.ref[Any]) -> None:
@@ -51,23 +58,44 @@ def _forget(key: int, ref: weakref.ref[Any]) -> None:
             del _built[key]
 
 
+def _serialized(hf: Any) -> str:
+    """The tokenizer as llguidance.hf.from_tokenizer gives it to LLTokenizer: its Rust
+    tokenizer as JSON (added tokens included), without padding or truncation."""
+    if not isinstance(hf, PreTrainedTokenizerFast):
+        raise ValueError("Only fast tokenizers are supported")
+    backend = copy.copy(hf.backend_tokenizer)
+    backend.no_padding()
+    backend.no_truncation()
+    return backend.to_str()
+
+
 def shared_llguidance_tokenizer(hf: Any, eos: Sequence[int]) -> LLTokenizer:
-    """llguidance's LLTokenizer for this HF tokenizer object and these end tokens, built
-    once per process while `hf` lives (GrammarError when llguidance cannot read it)."""
+    """llguidance's LLTokenizer for this HF tokenizer and these end tokens (none: the
+    tokenizer's own), as from_tokenizer(hf, eos_token=...) builds it, built once per
+    process for a vocabulary (GrammarError when llguidance cannot read it)."""
     key, ends = id(hf), tuple(eos)
     with _built_lock:
         entry = _built.get(key)
         if entry is not None and entry[0]() is hf and ends in entry[1]:
             return entry[1][ends]
         try:
-            built = from_tokenizer(hf, eos_token=list(ends) or None)
+            eos_token = list(ends) or hf.eos_token_id
+            text_key = (_serialized(hf), eos_token if isinstance(eos_token, int | None)
+                        else tuple(eos_token))
+            built = _by_text.get(text_key)
+            if built is None:
+                built = LLTokenizer(text_key[0], n_vocab=None, eos_token=eos_token)
+                _by_text[text_key] = built
+                while len(_by_text) > _BY_TEXT_KEPT:
+                    _by_text.popitem(last=False)
+            _by_text.move_to_end(text_key)
         except Exception as exc:  # noqa: BLE001 - said as the grammar's refusal
             raise GrammarError("grammar: this model's tokenizer cannot be used for "
                                f"constrained output ({exc})") from None
         if entry is None or entry[0]() is not hf:
             try:
                 ref = weakref.ref(hf, lambda r, key=key: _forget(key, r))
-            except TypeError:  # an object without weak references: not cached
+            except TypeError:  # an object without weak references: by its text only
                 return built
             entry = _built[key] = (ref, {})
         entry[1][ends] = built

@@ -2,10 +2,10 @@
 
 Building an LLTokenizer costs ~0.8 CPU-s for the bundled model's vocabulary; each Engine
 made on the same tokenizer (a model switched back to while still loaded, the tests' engines
-on one shared model) used to pay it again. engine/constraint.py keeps one per live tokenizer
-object and end tokens, weakly: a dropped tokenizer is freed, and another object (even one
-with the same vocabulary) gets its own. The masks a shared one gives are the masks a fresh
-one gives."""
+on one shared model, the same model loaded again) used to pay it again. engine/constraint.py
+keeps one per live tokenizer object and end tokens, weakly (a dropped tokenizer is freed),
+and the last few per serialized tokenizer (another object of the same vocabulary). The masks
+a shared one gives are the masks llguidance's own from_tokenizer gives."""
 
 from __future__ import annotations
 
@@ -40,18 +40,29 @@ def test_engines_on_one_tokenizer_share_its_llguidance_tokenizer() -> None:
     only_one = GrammarTokenizer(tokenizer, [min(eos)])
     assert only_one.llguidance() is not first.llguidance()
     assert list(only_one.llguidance().eos_tokens) == [min(eos)]
-    # another tokenizer object, though its vocabulary is the same: its own
-    assert GrammarTokenizer(make_tokenizer(), eos).llguidance() is not first.llguidance()
+    # another tokenizer object of the same vocabulary (the model loaded again): the same
+    assert GrammarTokenizer(make_tokenizer(), eos).llguidance() is first.llguidance()
+    # one more token: another vocabulary, its own
+    grown = make_tokenizer()
+    grown._tokenizer.add_tokens(["<extra>"])
+    other = GrammarTokenizer(grown, eos).llguidance()
+    assert other is not first.llguidance()
+    assert other.vocab_size == first.llguidance().vocab_size + 1
 
 
-def test_a_shared_llguidance_tokenizer_gives_the_masks_a_fresh_one_gives() -> None:
+def test_a_shared_llguidance_tokenizer_gives_the_masks_from_tokenizer_gives() -> None:
+    from llguidance.hf import from_tokenizer
+
     tokenizer = make_tokenizer()
     eos = tokenizer.eos_token_ids
-    shared = GrammarTokenizer(tokenizer, eos)
-    shared.llguidance()
+    GrammarTokenizer(make_tokenizer(), eos).llguidance()  # the vocabulary's, built before
     again = GrammarTokenizer(tokenizer, eos)
-    assert again.llguidance() is shared.llguidance()
-    fresh = GrammarTokenizer(make_tokenizer(), eos)
+    fresh = GrammarTokenizer(tokenizer, eos)
+    fresh._ll = from_tokenizer(tokenizer._tokenizer, eos_token=sorted(eos))
+    assert fresh._ll is not again.llguidance()
+    fresh.executor = again.executor
+    assert (list(fresh._ll.eos_tokens), fresh._ll.vocab_size) == \
+        (list(again.llguidance().eos_tokens), again.llguidance().vocab_size)
     for grammar, text in ((json_schema_grammar(SCHEMA), b'{"n":42}'),
                           (regex_grammar(r"[a-c]{2,4}x"), b"abcx")):
         want = masks_along(fresh, grammar, text)
