@@ -149,7 +149,11 @@ def test_panel_keeps_up_with_sixteen_streams(window, loop, capsys):
               f"{result.summary()}")
     assert result.tokens == 16 * 300
     assert done >= result.wall_s / 0.5 - 2  # it updated twice a second throughout
-    assert result.p99_ms < 250  # generous: a frozen loop shows up as seconds
+    # generous: a frozen loop shows up as seconds. While streaming the loop answers within
+    # 250 ms (p99); the 16 sends themselves may hold it longer on a loaded machine (290 ms
+    # once in CI with 3 test processes on 2 cores; 95-160 ms alone), never a second.
+    assert result.streaming_samples >= 10 and result.streaming_p99_ms < 250
+    assert result.max_ms < 1000
     dock.refresh(poll=True)
     assert dock.panel.values["completed"].text() == str(window.ctx.bridge.stats().completed)
 
