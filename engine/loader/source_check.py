@@ -50,8 +50,8 @@ def _check(source: str, mmproj: str | None) -> None:
             check_mlx_dir(path)
         return
     if path.is_file():
-        if mmproj is not None and not Path(mmproj).expanduser().is_file():
-            raise ModelLoadError(f"{mmproj}: no such mmproj file")
+        if mmproj is not None:
+            mmproj_file(mmproj)
         check_gguf_header(path.resolve())
         return
     check_found(source, path)
@@ -60,6 +60,14 @@ def _check(source: str, mmproj: str | None) -> None:
 def check_mmproj_pairs(source: str, path: Path, mmproj: str | None) -> None:
     if mmproj is not None and not (path.is_file() and path.suffix.lower() == ".gguf"):
         raise ModelLoadError(f"{source}: an mmproj pairs with a GGUF file only")
+
+
+def mmproj_file(mmproj: str) -> Path:
+    """The mmproj file a user named, refused when there is none."""
+    path = Path(mmproj).expanduser()
+    if not path.is_file():
+        raise ModelLoadError(f"{mmproj}: no such mmproj file")
+    return path
 
 
 def check_found(source: str, path: Path) -> None:

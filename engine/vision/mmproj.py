@@ -27,6 +27,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 from ..loader.errors import ModelLoadError
 from ..loader.gguf_file import GgufFile, read_gguf_file
 from ..loader.progress import ProgressReporter
+from ..loader.source_check import mmproj_file
 from . import image_mask, mmproj_gemma4, mmproj_lfm2, mmproj_pixtral, mmproj_qwen, scaled_rows
 from .mmproj_support import mmproj_beside, projector_refusal, projector_type
 from .prompt import VisionTower
@@ -294,10 +295,7 @@ def load_gguf_with_vision(text: Path, mmproj: str | None, quantized: bool | None
     from ..loader.gguf import load_gguf
 
     if mmproj is not None:
-        path = Path(mmproj).expanduser()
-        if not path.is_file():
-            raise ModelLoadError(f"{mmproj}: no such mmproj file")
-        return load_pair(text, path.resolve(), quantized, report, cpu)
+        return load_pair(text, mmproj_file(mmproj).resolve(), quantized, report, cpu)
     beside = mmproj_beside(text)
     if beside is None:
         return load_gguf(text, quantized, report, cpu)
