@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 
 from app import speculative
-from engine.public import ensure_fast_blas
+from engine.public import ensure_preloads
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -78,14 +78,14 @@ def main(argv: list[str] | None = None, *,
 
 def prepare(argv: list[str] | None = None) -> argparse.Namespace:
     """What every start does first: the arguments, and logging."""
-    ensure_fast_blas()  # before MLX loads: re-executes with OpenBLAS preloaded on Linux CPU
+    ensure_preloads()  # before MLX loads: re-executes with OpenBLAS preloaded on Linux CPU
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return args
 
 
 def run_server(argv: list[str]) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from app.server.serve import main as serve
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 from .request_sampling import SAMPLING, RequestSampling, request_sampling
 
@@ -154,7 +154,7 @@ async def multiturn_peers(args: argparse.Namespace, loaded: Any, engine: Any,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     args = parse_args(argv)
     from . import report
 

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 from .gguf_parity import default_text, engine_logits, kl_against, llama_logprobs
 
@@ -80,7 +80,7 @@ def main() -> None:
     p.add_argument("--ctx", type=int, default=512)
     p.add_argument("--chunks", type=int, default=4)
     args = p.parse_args()
-    ensure_fast_blas()
+    ensure_preloads()
     bin_dir = Path(args.llama_cpp)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

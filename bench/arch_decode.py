@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from gguf import GGMLQuantizationType as T
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 from tests.gguf_models import (
     CASES,
     LLAMA3_SCALING,
@@ -129,7 +129,7 @@ def profile(loaded) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(prog="python -m bench.arch_decode", description=__doc__)
     p.add_argument("arch", choices=["llama3", "qwen3", "gemma3", "gemma2", *MOE])
     p.add_argument("--hidden", type=int, default=1024)

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from bench.gguf_parity import SELF_UBATCH, default_text, kl_against, read_llama_logprobs
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 TYPES = ("F32", "Q8_0", "Q4_K_M")
 WIDE = 256  # llama.cpp's K-quant super-block: a row narrower falls back to Q5_0 / Q8_0
@@ -457,7 +457,7 @@ def main() -> None:
                         f"{SERVER_CTX}); a control: a LongRoPE model's other factor set")
     p.add_argument("--json", default=None, help="write every row here as JSON")
     args = p.parse_args()
-    ensure_fast_blas()
+    ensure_preloads()
     bin_dir = Path(args.bin)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,8 +27,8 @@ import time
 import mlx.core as mx
 
 from engine import native
-from engine.blas import ensure_fast_blas
 from engine.kv_quant import KvPacking
+from engine.preload import ensure_preloads
 from engine.slot_cache import row_mask
 
 HQ, HKV, DIM, LAYERS = 9, 3, 64, 30
@@ -136,7 +136,7 @@ def _writes(lengths: list[int], rounds: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     parser = argparse.ArgumentParser(prog="python -m bench.attention_rows")
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--kv-bits", type=int, choices=(8, 4), default=None)

@@ -44,7 +44,7 @@ import sys
 import time
 
 from bench.request_sampling import SAMPLING, request_sampling
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 SCHEMA = {
     "type": "object",
@@ -331,7 +331,7 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="bundled")
     p.add_argument("--max-tokens", type=int, default=64)

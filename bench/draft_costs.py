@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def _time(fn: Callable[[], None], n: int = 15) -> float:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
-    ensure_fast_blas()
+    ensure_preloads()
     import mlx.core as mx
 
     from bench.scenarios import prompt_texts

@@ -19,7 +19,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -87,7 +87,7 @@ async def compare(loaded: Any, requests: int, new_tokens: int) -> dict[str, list
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(prog="python -m bench.exactness", description=__doc__)
     p.add_argument("--model", default="bundled")
     p.add_argument("--requests", type=int, default=8)

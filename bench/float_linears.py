@@ -17,7 +17,7 @@ from unittest import mock
 
 import numpy as np
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def _first_token_s(loaded, prompt: int) -> float:
@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--passes", type=int, default=2)
     args = ap.parse_args()
-    ensure_fast_blas()
+    ensure_preloads()
     from bench.arch_decode import decode_rate
     from engine.loader import load_model
     from engine.native import float_layers

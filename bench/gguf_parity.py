@@ -36,7 +36,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 TYPES = ("Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_XS", "Q8_0")
 SELF_UBATCH = 32
@@ -224,7 +224,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--skip-kl", action="store_true")
     args = p.parse_args()
-    ensure_fast_blas()
+    ensure_preloads()
     bin_dir = Path(args.llama_cpp)
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_kl:

@@ -22,7 +22,7 @@ import sys
 import time
 
 from bench.request_sampling import SAMPLING
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 WAYS = {"1 stream, constrained": (1, 1), "8 rows, all constrained": (8, 8),
         "16 rows, 8 constrained": (16, 8)}
@@ -76,7 +76,7 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="bundled")
     p.add_argument("--max-tokens", type=int, default=64)

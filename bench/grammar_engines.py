@@ -34,7 +34,7 @@ import time
 import numpy as np
 
 from bench.constrained import SCHEMA as PEOPLE
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 # A record with bounds, an enum, a nested object, a bounded array (the server tests' schema
 # too: tests/server/test_structured_bundled.py)
@@ -252,5 +252,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    ensure_fast_blas()
+    ensure_preloads()
     sys.exit(main())

@@ -230,7 +230,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from engine.blas import ensure_fast_blas
+    from engine.preload import ensure_preloads
 
-    ensure_fast_blas()
+    ensure_preloads()
     main()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def _status_mib(key: str) -> float:
@@ -45,7 +45,7 @@ def _packed_bits(model) -> tuple[float, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(prog="python -m bench.kquant_decode", description=__doc__)
     p.add_argument("path")
     p.add_argument("--rows", type=int, nargs="+", default=[1, 8])

@@ -18,11 +18,11 @@ import statistics
 import time
 from pathlib import Path
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(prog="python -m bench.kquant_kernel", description=__doc__)
     p.add_argument("path")
     p.add_argument("--rows", type=int, nargs="+", default=[1, 8])

@@ -19,11 +19,11 @@ import time
 
 import mlx.core as mx
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     from engine import cache as kv
     from engine.cpu_options import CpuOptions
     from engine.loader import load_model

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 SETTINGS = (None, 8, 4)
 
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctx", type=int, default=2048)
     parser.add_argument("--no-speed", action="store_true")
     args = parser.parse_args(argv)
-    ensure_fast_blas()
+    ensure_preloads()
     from engine.loader import bundled_model_path, load_model
 
     from .gguf_parity import default_text

@@ -32,7 +32,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 Round = Callable[[Any], Any]
 
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--forms", default="engine4,engine4_k,engine4_v,q4_0,q4_0_k,q4_0_v,"
                         "q4_0_f32,engine4_f16,minmax4,engine8,q8_0,f16")
     args = parser.parse_args(argv)
-    ensure_fast_blas()
+    ensure_preloads()
     from engine.loader import load_model
 
     from .gguf_parity import default_text

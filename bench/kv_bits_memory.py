@@ -26,12 +26,12 @@ BUDGET = 4 << 30
 def one(bits: int | None, chats: int, history: int, reply: int) -> dict:
     from app.process_memory import resident_bytes
     from engine import Engine, EngineConfig, SamplingParams
-    from engine.blas import ensure_fast_blas
     from engine.loader import load_model
+    from engine.preload import ensure_preloads
 
     from .gguf_parity import default_text
 
-    ensure_fast_blas()
+    ensure_preloads()
     loaded = load_model("bundled")
     text = loaded.tokenizer.encode(default_text())
     engine = Engine(loaded.model, loaded.tokenizer, eos_token_ids=[],

@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 COPIED: Counter[str] = Counter()
 EVENTS: Counter[str] = Counter()
@@ -202,7 +202,7 @@ def report(label: str) -> None:
 
 
 def main() -> None:
-    ensure_fast_blas()
+    ensure_preloads()
     from engine.engine import Engine
     from engine.loader import load_model
 

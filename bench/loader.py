@@ -80,7 +80,7 @@ def main(quantized: bool | None, new_tokens: int) -> None:
 if __name__ == "__main__":
     import argparse
 
-    from engine.blas import ensure_fast_blas
+    from engine.preload import ensure_preloads
 
     parser = argparse.ArgumentParser(prog="python -m bench.loader", description=__doc__)
     q = parser.add_mutually_exclusive_group()
@@ -88,5 +88,5 @@ if __name__ == "__main__":
     q.add_argument("--float32", dest="quantized", action="store_false")
     parser.add_argument("--tokens", type=int, default=64)
     args = parser.parse_args()
-    ensure_fast_blas()  # before mlx computes anything; re-execs at most once
+    ensure_preloads()  # before mlx computes anything; re-execs at most once
     main(args.quantized, args.tokens)

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -42,7 +42,7 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="bundled")
     p.add_argument("--tokens", type=int, default=8000)

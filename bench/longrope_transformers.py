@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 RUN = """
 import json, sys
@@ -106,7 +106,7 @@ def main() -> None:
                    help="original contexts to try (comma-separated)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
-    ensure_fast_blas()
+    ensure_preloads()
     for original in (int(v) for v in args.original.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             for row in run(original, args.converter_python, args.seed, Path(tmp)):

@@ -27,7 +27,7 @@ import mlx.core as mx
 
 from bench.arch_decode import write
 from bench.physical import memory_bandwidth_gbs
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def round_robin(pieces: dict[str, Callable[[], object]],
@@ -152,7 +152,7 @@ def profile(model, rows: int, layers: int, rounds: int, bandwidth: float) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(prog="python -m bench.moe_decode_profile", description=__doc__)
     p.add_argument("--rows", type=int, nargs="+", default=[1, 8])
     p.add_argument("--hidden", type=int, default=1024)

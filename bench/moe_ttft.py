@@ -11,9 +11,9 @@ from pathlib import Path
 
 from bench.arch_decode import write
 from engine import Engine, EngineConfig, SamplingParams
-from engine.blas import ensure_fast_blas
 from engine.loader import load_model
 from engine.native import switch_layers
+from engine.preload import ensure_preloads
 
 
 def first_token(loaded) -> tuple[float, float]:
@@ -31,7 +31,7 @@ def first_token(loaded) -> tuple[float, float]:
 
 
 def main(arch: str, repeats: int) -> None:
-    ensure_fast_blas()
+    ensure_preloads()
     with tempfile.TemporaryDirectory() as folder:
         loaded = load_model(str(write(arch, 1024, 6, Path(folder), 32, 4)))
         ours = switch_layers.engine_module

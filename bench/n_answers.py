@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 WORDS = ("the river runs past an old mill where the miller keeps a ledger of every sack of "
          "grain brought in from the hills and every coin paid out to the carters").split()
@@ -94,7 +94,7 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="bundled")
     p.add_argument("--prompt-words", type=int, default=440)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import mlx.core as mx
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def cpu_s() -> float:
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    ensure_fast_blas()
+    ensure_preloads()
     code = main()
     sys.stdout.flush()
     os._exit(code)  # MLX's static destructors can abort after worker-thread use (mlx#3126)

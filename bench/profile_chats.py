@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def _timed(obj: Any, name: str, phases: dict[str, float], key: str | None = None) -> None:
@@ -121,7 +121,7 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    ensure_fast_blas()
+    ensure_preloads()
     from engine.config import EngineConfig
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -15,7 +15,7 @@ from mlx_lm.models.base import create_attention_mask
 from mlx_lm.models.cache import BatchKVCache
 
 from engine import cpu_kernels
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def median_ms(fn: Callable[[], None], n: int = 20) -> float:
@@ -119,7 +119,7 @@ def profile_prefill(model, rows: int, tokens: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(prog="python -m bench.profile_step", description=__doc__)
     p.add_argument("--model", default="bundled")
     p.add_argument("--rows", type=int, default=32)

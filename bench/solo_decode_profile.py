@@ -25,7 +25,7 @@ import mlx.core as mx
 
 from app.process_memory import resident_bytes
 from bench.moe_decode_profile import round_robin
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 ROLES = {"q_proj": "q/k/v", "k_proj": "q/k/v", "v_proj": "q/k/v", "o_proj": "o",
          "gate_proj": "gate/up", "up_proj": "gate/up", "down_proj": "down"}
@@ -153,7 +153,7 @@ def _back(cache) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(prog="python -m bench.solo_decode_profile", description=__doc__)
     p.add_argument("paths", nargs="+")
     p.add_argument("--rounds", type=int, default=20)

@@ -10,7 +10,7 @@ import argparse
 import os
 import time
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def solo_rate(engine, tokens: int, seed: int) -> tuple[float, float]:
@@ -32,7 +32,7 @@ def solo_rate(engine, tokens: int, seed: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(prog="python -m bench.solo_decode_rate", description=__doc__)
     p.add_argument("paths", nargs="+")
     p.add_argument("--tokens", type=int, default=48)

@@ -29,7 +29,7 @@ import statistics
 import sys
 from typing import Any
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 SCENARIOS = ("solo", "offline16", "chats", "burst", "hol", "spec_code", "constrained")
 _CONFIG: dict[str, Any] = {}  # every engine's extra settings (--kv-bits)
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     name = args[0]
-    ensure_fast_blas()
+    ensure_preloads()
     from engine.loader import load_model
 
     loaded = load_model("bundled")

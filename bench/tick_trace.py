@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 SPIED = {"runner": ("decode", "prefill", "prefill_many", "ragged", "verify", "verify_rows"),
          "batch": ("roll_back_ahead", "join")}
@@ -92,7 +92,7 @@ def trace(loaded: Any, label: str, speculative: str, prompts: list[list[int]], t
 
 
 def main() -> None:
-    ensure_fast_blas()
+    ensure_preloads()
     from engine.grammars import json_schema_grammar
     from engine.loader import load_model
     from engine.model_runner import ModelRunner

@@ -13,7 +13,7 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from engine import Engine, EngineConfig, SamplingParams, cpu_arch_layers
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 from tests.gguf_models import CASES, build_model
 from tests.tiny_model import make_tokenizer
 
@@ -33,7 +33,7 @@ def first_token(model, tokenizer) -> tuple[float, float]:
 
 
 def main(repeats: int, arch: str = "gemma2") -> None:
-    ensure_fast_blas()
+    ensure_preloads()
     cfg = {**CASES[arch].config, "hidden_size": 1024, "num_hidden_layers": 6,
            "intermediate_size": 2816, "num_attention_heads": 8, "num_key_value_heads": 2,
            "head_dim": 128, "query_pre_attn_scalar": 128, "vocab_size": 32768,

@@ -3,10 +3,9 @@
 MLX's Linux CPU wheel links a bundled reference BLAS (netlib): an fp32 matmul of
 2048x576x1536 runs at ~6 GFLOP/s on the 2-core dev machine, against ~190 GFLOP/s
 when the system OpenBLAS is preloaded (numbers and commands: docs/loader.md).
-``LD_PRELOAD`` only takes effect when a process starts, so ``ensure_fast_blas()``
-re-executes the interpreter once with the variable set. It must run before ``mlx``
-is imported (not strictly required, execve replaces the process, but it avoids
-doing work twice).
+``LD_PRELOAD`` only takes effect when a process starts, so ``engine/preload.py``
+re-executes the interpreter once with the variable set (with mimalloc beside it,
+engine/allocator.py), before ``mlx`` is imported.
 
 This module imports nothing heavy and never imports ``mlx``.
 """
@@ -20,8 +19,6 @@ import platform
 import sys
 from pathlib import Path
 
-# Set in the re-executed child so a failed preload can never loop.
-GUARD_ENV = "BATCHCHAT_BLAS_REEXEC"
 # Opt-out switch (e.g. to measure the slow path).
 DISABLE_ENV = "BATCHCHAT_NO_BLAS_PRELOAD"
 # Optional explicit library path.
@@ -122,21 +119,14 @@ def _warn_once(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def ensure_fast_blas(argv: list[str] | None = None) -> None:
-    """Re-exec this process with the system OpenBLAS preloaded, if that helps.
-
-    Call at the very start of a CLI entry point, before importing mlx. ``argv`` is
-    the full command line to re-run (default ``sys.orig_argv``, which keeps ``-m``
-    and interpreter flags); the interpreter is always ``sys.executable``.
-    Does nothing on macOS, with a CUDA build of MLX, when OpenBLAS is already
-    loaded, when ``BATCHCHAT_NO_BLAS_PRELOAD`` is set, or inside the re-exec.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    if os.environ.get(DISABLE_ENV) or os.environ.get(GUARD_ENV):
-        return
+def blas_to_preload() -> str | None:
+    """The OpenBLAS library this process should preload, or None: not Linux, a CUDA build
+    of MLX, already loaded, or opted out (``BATCHCHAT_NO_BLAS_PRELOAD``). Warns once, with
+    the install command, when the system has none. engine/preload.py re-executes with it."""
+    if not sys.platform.startswith("linux") or os.environ.get(DISABLE_ENV):
+        return None
     if is_fast_blas_loaded() or cuda_mlx_installed():
-        return
+        return None
     lib = openblas_path()
     if lib is None:
         _warn_once(
@@ -146,17 +136,7 @@ def ensure_fast_blas(argv: list[str] | None = None) -> None:
             "slower. Install it with: "
             f"{_INSTALL_HINT}  (set {DISABLE_ENV}=1 to silence this)"
         )
-        return
-    env = dict(os.environ)
-    preload = env.get("LD_PRELOAD", "")
-    env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else lib
-    env[GUARD_ENV] = "1"
-    args = list(argv) if argv is not None else list(getattr(sys, "orig_argv", sys.argv))
-    if not args:
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *args[1:]], env)
+    return lib
 
 
 def blas_summary() -> str:

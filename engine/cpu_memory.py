@@ -16,6 +16,10 @@ only (Metal and CUDA keep their own buffer caches); without glibc (macOS, musl) 
 nothing. `CpuOptions.malloc_tuning = False` (BATCHCHAT_NO_MALLOC_TUNING=1) opts out: the
 model runner then does not call it.
 
+Where mimalloc serves malloc instead (engine/allocator.py, preloaded on Linux's CPU backend by
+default), none of this applies: it reuses freed memory for a moment and gives it back by
+itself; `give_back_freed_memory` then asks it to return what it holds at once.
+
 Bounded: what glibc keeps is given back when the engine goes idle (`give_back_freed_memory`)
 and, while it stays busy, whenever its arenas hold more than SPARE_CAP freed
 (`bound_freed_memory`, between ticks): buffers that grow with the contexts leave holes in
@@ -32,6 +36,8 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+
+from . import allocator
 
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
 M_MMAP_THRESHOLD = -3
@@ -76,7 +82,14 @@ def keep_freed_memory() -> bool:
 def give_back_freed_memory() -> bool:
     """Return the freed memory glibc keeps (every arena, up to TRIM_THRESHOLD each) to the
     system: for when the engine goes idle, so an idle app's RSS is its live data. True if
-    anything was returned. Only where keep_freed_memory tuned malloc."""
+    anything was returned. Only where keep_freed_memory tuned malloc, or where mimalloc
+    serves it (then its `mi_collect`)."""
+    if allocator.is_mimalloc_loaded():
+        t = time.perf_counter()
+        gave = allocator.give_back_freed_memory()
+        given_back.count += 1
+        given_back.seconds += time.perf_counter() - t
+        return gave
     libc = _libc()
     if not _tuned or libc is None:
         return False
@@ -100,7 +113,10 @@ def held_freed_bytes() -> int | None:
 def heap_bytes() -> tuple[int, int] | None:
     """(in use, freed but held) by glibc's malloc: blocks in use in its arenas plus those
     mmapped on their own (mallinfo2's uordblks + hblkhd), and the arenas' freed bytes
-    (fordblks); None where it cannot tell."""
+    (fordblks); None where it cannot tell, or where mimalloc serves malloc (glibc's figures
+    would be its own few bytes)."""
+    if allocator.is_mimalloc_loaded():
+        return None
     libc = _libc()
     fn = getattr(libc, "mallinfo2", None) if libc is not None else None
     if fn is None:
@@ -162,7 +178,7 @@ def _libc() -> ctypes.CDLL | None:
 
 
 def _tune() -> bool:
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or allocator.is_mimalloc_loaded():
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")

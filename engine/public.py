@@ -9,7 +9,6 @@ tests/engine/test_public.py checks that importing this module loads no MLX.
 
 from __future__ import annotations
 
-from .blas import ensure_fast_blas
 from .config import kv_budget_from_env
 from .cpu_memory import give_back_freed_memory, heap_bytes
 from .cpu_options import CpuOptions, CpuOptionsError
@@ -36,6 +35,7 @@ from .loader.support import (
     gguf_unsupported,
     mlx_lm_unsupported,
 )
+from .preload import ensure_preloads
 from .reasoning import (
     EFFORTS,
     Controls,
@@ -100,7 +100,7 @@ __all__ = [
     "TickRecord",
     "TokenEvent",
     "describe_determinism",
-    "ensure_fast_blas",
+    "ensure_preloads",
     "format_bytes",
     "ggml_type_name",
     "gguf_unsupported",

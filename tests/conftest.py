@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+# Entry points called in this process (app.main, bench mains) would re-execute it onto
+# mimalloc (engine/preload.py), replacing the test runner; the tests run on glibc as the
+# test command preloads it, and tests/engine/test_allocator.py starts mimalloc processes.
+os.environ.setdefault("BATCHCHAT_NO_MIMALLOC", "1")
+
 if TYPE_CHECKING:
     from engine import Engine
     from tests.mlx_reference import ReferenceCache

@@ -6,7 +6,7 @@ The scripts run on whatever display Qt is given: `QT_QPA_PLATFORM=offscreen` for
 alone, or under Xvfb (`Xvfb :7 -screen 0 1400x900x24 &`, then `DISPLAY=:7`) where a scene
 has windows of its own (a dialog, a tooltip, the switch question) and the screen is grabbed.
 
-Imports of app and ui wait until `arguments()` has run: `ensure_fast_blas` may re-exec the
+Imports of app and ui wait until `arguments()` has run: `ensure_preloads` may re-exec the
 process, and must do so before MLX is loaded.
 """
 
@@ -40,9 +40,9 @@ def arguments(description: str | None = None, *, out: bool = True) -> argparse.A
     """The parser every script starts from: `--model` (default: the bundled model) and, for
     screenshots, `--out` (the folder they go to, default docs). Re-execs the process with
     the system OpenBLAS first (engine/blas.py), so call it before anything loads MLX."""
-    from engine.blas import ensure_fast_blas
+    from engine.preload import ensure_preloads
 
-    ensure_fast_blas()
+    ensure_preloads()
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--model", default="bundled")
     if out:

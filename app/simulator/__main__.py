@@ -147,9 +147,9 @@ def format_summary(summary: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.public import ensure_fast_blas
+    from engine.public import ensure_preloads
 
-    ensure_fast_blas()
+    ensure_preloads()
     args = parse_args(argv)
     from engine.public import CpuOptions, CpuOptionsError
 

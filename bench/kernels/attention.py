@@ -17,11 +17,11 @@ import statistics
 import time
 from collections.abc import Callable
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def main(argv: list[str] | None = None) -> None:
-    ensure_fast_blas()
+    ensure_preloads()
     parser = argparse.ArgumentParser(prog="python -m bench.kernels.attention")
     parser.add_argument("--history", default="400,1000")
     parser.add_argument("--rounds", type=int, default=5)

@@ -15,7 +15,8 @@ import statistics
 import sys
 import time
 
-from engine.blas import ensure_fast_blas, is_fast_blas_loaded
+from engine.blas import is_fast_blas_loaded
+from engine.preload import ensure_preloads
 
 # (name, N out, K in, bits, count per decode step)
 SHAPES = [
@@ -121,7 +122,7 @@ def projection(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ensure_fast_blas()
+    ensure_preloads()
     parser = argparse.ArgumentParser(prog="python -m bench.kernels.matvec")
     parser.add_argument("--reps", type=int, default=25)
     parser.add_argument("--rows", default="1,4,16,32")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 
 def main(argv: list[str] | None = None) -> None:
-    ensure_fast_blas()
+    ensure_preloads()
     parser = argparse.ArgumentParser(prog="python -m bench.kernels.model")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=64)

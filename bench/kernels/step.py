@@ -17,13 +17,13 @@ import os
 import statistics
 import time
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 VARIANTS = {"base": ("0", False), "+rowwise": ("1", False), "+int8": ("1", True)}
 
 
 def main(argv: list[str] | None = None) -> None:
-    ensure_fast_blas()
+    ensure_preloads()
     parser = argparse.ArgumentParser(prog="python -m bench.kernels.step")
     parser.add_argument("--rows", default="1,16")
     parser.add_argument("--context", type=int, default=200)

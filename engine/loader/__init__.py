@@ -1,7 +1,7 @@
 """Model loading: the bundled SmolLM2 GGUF, any llama GGUF, mlx-lm directories, hub repos.
 
 Importing this package does not import mlx (so CLI entry points can call
-engine.blas.ensure_fast_blas() first); load_model imports the heavy parts lazily.
+engine.preload.ensure_preloads() first); load_model imports the heavy parts lazily.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.blas import ensure_fast_blas
+from engine.preload import ensure_preloads
 
 TEST_PROMPT = "What is the capital of France?"
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "fetch":
             print(bundled_model_path(fetch=True))
             return 0
-        ensure_fast_blas()  # before mlx is imported; re-execs at most once
+        ensure_preloads()  # before mlx is imported; re-execs at most once
         import time
 
         from engine.blas import blas_summary

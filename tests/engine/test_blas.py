@@ -1,4 +1,4 @@
-"""engine.blas: OpenBLAS discovery, detection and the LD_PRELOAD re-exec."""
+"""engine.blas: OpenBLAS discovery, detection and the LD_PRELOAD re-exec (engine/preload.py)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from engine import blas
+from engine import allocator, blas, preload
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = ("from engine.blas import ensure_fast_blas, is_fast_blas_loaded, blas_summary; "
-         "ensure_fast_blas(); import mlx.core; "
+PROBE = ("from engine.preload import ensure_preloads; "
+         "from engine.blas import is_fast_blas_loaded, blas_summary; "
+         "ensure_preloads(); import mlx.core; "
          "print(is_fast_blas_loaded()); print(blas_summary())")
 
 
 def run_probe(**env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items()
-            if k not in ("LD_PRELOAD", blas.GUARD_ENV, blas.DISABLE_ENV, blas.OVERRIDE_ENV,
-                         "BATCHCHAT_BLAS_WARNED")}
+            if k not in ("LD_PRELOAD", preload.GUARD_ENV, blas.DISABLE_ENV, blas.OVERRIDE_ENV,
+                         allocator.DISABLE_ENV, "BATCHCHAT_BLAS_WARNED")}
     full.update(env)
     return subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=full,
                           capture_output=True, text=True, timeout=120)
@@ -48,7 +49,7 @@ def test_is_fast_blas_loaded_matches_ld_preload() -> None:
 
 @pytest.mark.skipif(blas.openblas_path() is None or blas.cuda_mlx_installed(),
                     reason="no system OpenBLAS")
-def test_ensure_fast_blas_reexecs_with_preload() -> None:
+def test_ensure_preloads_reexecs_with_preload() -> None:
     out = run_probe()
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == "True"
