@@ -121,6 +121,11 @@ class DecodeBatch:
         return self._spare is not None
 
     @property
+    def nbytes(self) -> int:
+        """What the batch's buffers hold (0: no batch buffers)."""
+        return sum(getattr(layer, "nbytes", 0) for layer in self.cache or ())
+
+    @property
     def spare_nbytes(self) -> int:
         """What the kept buffers hold (they are not any request's: the KV budget's free
         room must have it, engine_core._drop_finished_rows)."""
@@ -146,12 +151,16 @@ class DecodeBatch:
         cache, seq.cache = seq.cache, None
         return cache
 
-    def drop_finished(self, keep: Callable[[Sequence, kv.LayerCaches], None]) -> None:
+    def drop_finished(self, keep: Callable[[Sequence, kv.LayerCaches], None],
+                      spare_wanted: bool = True) -> None:
         """Finished rows leave; with `keep_kv`, the KV of those that `want_kv` is kept:
         written into its prompt's cached entry (`keep_row`), or cut out of the batch cache
         and handed to `keep`. One row at a time, each evaluated before the next: `keep`
         makes room for it among the cached prefixes, so a burst of rows ending together
-        does not hold every copy beside the whole batch buffer at once."""
+        does not hold every copy beside the whole batch buffer at once. `spare_wanted`:
+        False when the buffers would not be kept for a next batch (engine_core), so a batch
+        that ends (no row left, or one) gives each layer's back as soon as its rows are
+        copied out (`_copy_out_layer_by_layer`)."""
         keep_rows = [i for i, s in enumerate(self.seqs) if not s.is_finished]
         if len(keep_rows) == len(self.seqs):
             return
@@ -159,6 +168,7 @@ class DecodeBatch:
         survivors = [self.seqs[i] for i in keep_rows]
         if self.cache is not None:
             if self.keep_kv:
+                copy_out = []
                 for i, seq in enumerate(self.seqs):
                     if not (seq.is_finished and wants_kv(seq)):
                         continue
@@ -169,10 +179,20 @@ class DecodeBatch:
                     written = self.keep_row(seq, self.cache, i)
                     if written is not None:
                         mx.eval(written)
-                        continue
+                    else:
+                        copy_out.append(i)
+                if len(keep_rows) <= 1 and not spare_wanted:
+                    self._copy_out_layer_by_layer(copy_out, keep, survivors)
+                    self.seqs = survivors
+                    return
+                if len(keep_rows) >= 2 and all(isinstance(c, SlotKVCache) for c in self.cache):
+                    order = self._leave_layer_by_layer(copy_out, keep, keep_rows)
+                    self.seqs = [self.seqs[i] for i in order]
+                    return
+                for i in copy_out:
                     row = kv.extract(self.cache, i)
                     mx.eval([layer.state for layer in row])
-                    keep(seq, row)
+                    keep(self.seqs[i], row)
             if len(keep_rows) >= 2:
                 # rows may be reordered (the last ones fill the gaps)
                 survivors = [self.seqs[i] for i in kv.keep_rows(self.cache, keep_rows)]
@@ -188,6 +208,56 @@ class DecodeBatch:
             else:
                 self.cache, self._spare = None, self.cache
         self.seqs = survivors
+
+    def _leave_layer_by_layer(self, rows: list[int],
+                              keep: Callable[[Sequence, kv.LayerCaches], None],
+                              keep_rows: list[int]) -> list[int]:
+        """Rows leave slot buffers that go on with `keep_rows`: a layer at a time, the
+        finished `rows` are copied out, the others close the gaps and the buffer is cut to
+        fit them (`SlotKVCache.shrink`), so each layer's old buffer goes before the next
+        layer's copies are made. Row by row, the copies were all made beside the whole
+        buffer: +440 MiB at a busy session's highest MLX peak (docs/memory.md). Returns the
+        kept rows' new order (`kv.keep_rows`)."""
+        assert self.cache is not None
+        copies: dict[int, kv.LayerCaches] = {i: [] for i in rows}
+        order = keep_rows
+        for layer in self.cache:
+            made = [layer.extract(i) for i in rows]
+            mx.eval([c.state for c in made])
+            for i, c in zip(rows, made, strict=True):
+                copies[i].append(c)
+            order = layer.keep(keep_rows)  # the same order in every layer
+            if layer.shrink():
+                mx.eval(layer.keys, layer.values)
+        for i in rows:
+            keep(self.seqs[i], copies.pop(i))
+        return order
+
+    def _copy_out_layer_by_layer(self, rows: list[int],
+                                 keep: Callable[[Sequence, kv.LayerCaches], None],
+                                 survivors: list[Sequence]) -> None:
+        """The batch ends (no row left, or one that goes on alone) and its buffers go: the
+        finished `rows` and the lone survivor are copied out a layer at a time, each layer's
+        buffer let go once its copies are made. Row by row, every copy was made beside the
+        whole batch buffer: this leave was the highest MLX peak of a busy session's round
+        (+160-470 MiB, docs/memory.md)."""
+        cache, self.cache, self._spare = self.cache, None, None
+        assert cache is not None
+        lone = [i for i, s in enumerate(self.seqs) if not s.is_finished]
+        copies: dict[int, kv.LayerCaches] = {i: [] for i in rows + lone}
+        room = isinstance(cache[0], SlotKVCache | ArenaKVCache)
+        for index in range(len(cache)):
+            layer = cache[index]
+            made = [layer.extract(i) for i in rows]
+            made += [layer.extract(i, room=True) if room else layer.extract(i) for i in lone]
+            mx.eval([c.state for c in made])
+            for i, c in zip(rows + lone, made, strict=True):
+                copies[i].append(c)
+            cache[index] = layer = None  # type: ignore[call-overload]  # its buffer goes
+        for i in lone:
+            survivors[0].cache = copies.pop(i)  # back to the solo fast path
+        for i in rows:
+            keep(self.seqs[i], copies.pop(i))
 
     # -- one decode step ----------------------------------------------------------------
     def step(self, more_coming: bool) -> PassResult:

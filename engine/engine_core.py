@@ -365,7 +365,9 @@ class EngineCore:
         )
 
     def _drop_finished_rows(self) -> None:
-        self.batch.drop_finished(self.memory.keep_finished)
+        # buffers kept for a next batch only where they would stay (below)
+        spare_wanted = bool(self.by_id) and self.batch.nbytes <= self.memory.free_bytes()
+        self.batch.drop_finished(self.memory.keep_finished, spare_wanted=spare_wanted)
         # The last batch's buffers are kept for the next batch only while they fit in the
         # KV budget's free room: kept while one long reply went on alone, they held 810 MiB
         # beyond a 720 MiB budget after 8 chats x 13 turns (issue #46, docs/memory.md).

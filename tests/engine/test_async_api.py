@@ -150,10 +150,10 @@ async def test_a_finished_reply_reaches_the_client_before_its_kv_is_copied_out(m
     copied_out = threading.Event()
     real = decode_batch.DecodeBatch.drop_finished
 
-    def held_up(self, keep):
+    def held_up(self, keep, **kw):
         if any(seq.is_finished for seq in self.seqs):
             copied_out.wait(20)
-        return real(self, keep)
+        return real(self, keep, **kw)
 
     monkeypatch.setattr(decode_batch.DecodeBatch, "drop_finished", held_up)
     short, long = (engine.submit(prompt_tokens=p, params=SamplingParams(max_tokens=n))
