@@ -8,7 +8,6 @@ buffers (freed buffers reused, or fresh pages faulted in)."""
 from __future__ import annotations
 
 import json
-import resource
 import time
 
 from engine.preload import ensure_preloads
@@ -18,17 +17,11 @@ if __name__ == "__main__":
     import mlx.core as mx
 
     from app.process_memory import resident_bytes
-    from engine import allocator, cpu_kernels, cpu_memory
+    from engine import allocator, cpu_memory
+    from tests.engine.page_faults import faults_per_exp_pass
 
     tuned = cpu_memory.keep_freed_memory()  # what the model runner does on the CPU
-    x = mx.random.normal((2_097_152,))
-    mx.eval(x)
-    for _ in range(3):
-        mx.eval(cpu_kernels.exp(x))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(10):
-        mx.eval(cpu_kernels.exp(x))
-    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10
+    faults = faults_per_exp_pass()
 
     base = resident_bytes() or 0
     blocks = [mx.ones((4 << 20,), dtype=mx.float32) for _ in range(24)]  # 16 MiB each

@@ -13,19 +13,11 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 # Three 8 MB buffers per call (the exp kernel's two parts and its result), freed each time:
 # the pattern of a prefill pass. Prints minor page faults per call after a warm-up.
 _PROBE = """
-import resource, sys
+import sys
 from engine import cpu_memory
 tuned = sys.argv[1] == "tune" and cpu_memory.keep_freed_memory()
-import mlx.core as mx
-from engine import cpu_kernels
-x = mx.random.normal((2_097_152,))
-mx.eval(x)
-for _ in range(3):
-    mx.eval(cpu_kernels.exp(x))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(10):
-    mx.eval(cpu_kernels.exp(x))
-print(tuned, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+from tests.engine.page_faults import faults_per_exp_pass
+print(tuned, faults_per_exp_pass())
 """
 
 

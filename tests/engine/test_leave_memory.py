@@ -10,8 +10,7 @@ from __future__ import annotations
 import mlx.core as mx
 import pytest
 
-from engine import Engine, EngineConfig, SamplingParams
-from engine import decode_batch, kv_policy, slot_cache
+from engine import Engine, EngineConfig, SamplingParams, decode_batch, kv_policy, slot_cache
 from tests.engine.conftest import reference_tokens, run_to_end
 from tests.tiny_model import make_tiny_model
 
