@@ -17,8 +17,11 @@ import sys
 
 from . import allocator, blas
 
-# Set in the re-executed child so a failed preload can never loop.
+# Set in the re-executed process so a failed preload can never loop; it holds the libraries
+# the re-exec put in LD_PRELOAD, and SET_ENV the settings variables it set, so the tools the
+# app starts (MCP servers) get the environment without them (child_environment).
 GUARD_ENV = "BATCHCHAT_PRELOAD_REEXEC"
+SET_ENV = "BATCHCHAT_PRELOAD_SET"
 
 
 def libraries_to_preload() -> list[str]:
@@ -51,13 +54,32 @@ def ensure_preloads(argv: list[str] | None = None) -> None:
         return
     env = dict(os.environ)
     if allocator.mimalloc_path() in libs:
-        env.update({k: v for k, v in allocator.SETTINGS.items() if k not in env})
+        settings = {k: v for k, v in allocator.SETTINGS.items() if k not in env}
+        env.update(settings)
+        env[SET_ENV] = ",".join(settings)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = ":".join([*libs, preload] if preload else libs)
-    env[GUARD_ENV] = "1"
+    env[GUARD_ENV] = ":".join(libs)
     args = list(argv) if argv is not None else list(getattr(sys, "orig_argv", sys.argv))
     if not args:
         return
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *args[1:]], env)
+
+
+def child_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """`environ` (default: this process's) less what `ensure_preloads` added: the libraries
+    it preloaded (the user's own LD_PRELOAD entries stay) and the settings it set. For the
+    programs the app starts, which should run as they would without BatchChat."""
+    env = dict(os.environ if environ is None else environ)
+    added = {p for p in env.pop(GUARD_ENV, "").split(":") if p}
+    for key in filter(None, env.pop(SET_ENV, "").split(",")):
+        env.pop(key, None)
+    if added and "LD_PRELOAD" in env:
+        rest = [p for p in env["LD_PRELOAD"].split(":") if p and p not in added]
+        if rest:
+            env["LD_PRELOAD"] = ":".join(rest)
+        else:
+            del env["LD_PRELOAD"]
+    return env

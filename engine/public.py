@@ -35,7 +35,7 @@ from .loader.support import (
     gguf_unsupported,
     mlx_lm_unsupported,
 )
-from .preload import ensure_preloads
+from .preload import child_environment, ensure_preloads
 from .reasoning import (
     EFFORTS,
     Controls,
@@ -100,6 +100,7 @@ __all__ = [
     "TickRecord",
     "TokenEvent",
     "describe_determinism",
+    "child_environment",
     "ensure_preloads",
     "format_bytes",
     "ggml_type_name",

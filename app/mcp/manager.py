@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,8 +95,11 @@ def _target(config: McpServerConfig) -> Any:
         return config.url.strip()
     from mcp import StdioServerParameters
 
+    from engine.public import child_environment
+
     argv = config.argv
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    # the app's environment, less the libraries and settings it preloaded for itself
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=child_environment())
 
 
 def describe(exc: BaseException) -> str:

@@ -2,8 +2,9 @@
 first (it re-executes onto mimalloc unless opted out), then MLX. Prints, as JSON, which
 malloc serves the process, what cpu_memory makes of it, the RSS rises (MiB) while 384 MiB
 of buffers are live, 2 s after they are freed (no call: the allocator's own give-back) and
-after give_back_freed_memory(), and the page faults of one pass of the exp kernel on 8 MB
-buffers (freed buffers reused, or fresh pages faulted in)."""
+after give_back_freed_memory(), the page faults of one pass of the exp kernel on 8 MB
+buffers (freed buffers reused, or fresh pages faulted in), and what a program the app starts
+would get of LD_PRELOAD and mimalloc's setting."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ if __name__ == "__main__":
 
     from app.process_memory import resident_bytes
     from engine import allocator, cpu_memory
+    from engine.preload import child_environment
     from tests.engine.page_faults import faults_per_exp_pass
 
     tuned = cpu_memory.keep_freed_memory()  # what the model runner does on the CPU
@@ -39,5 +41,6 @@ if __name__ == "__main__":
     print(json.dumps({
         "mimalloc": allocator.is_mimalloc_loaded(), "summary": allocator.summary(),
         "tuned": tuned, "heap": cpu_memory.heap_bytes() is not None, "gave": gave,
-        "faults_per_pass": faults,
+        "faults_per_pass": faults, "child_ld_preload": child_environment().get("LD_PRELOAD"),
+        "child_purge_delay": child_environment().get("MIMALLOC_PURGE_DELAY"),
         "rise_mib": [(v - base) >> 20 for v in (live, waited, after)]}))

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(**env: str) -> dict:
     full = {k: v for k, v in os.environ.items()
-            if k not in ("LD_PRELOAD", preload.GUARD_ENV, allocator.DISABLE_ENV)}
+            if k not in ("LD_PRELOAD", preload.GUARD_ENV, preload.SET_ENV, allocator.DISABLE_ENV,
+                         *allocator.SETTINGS)}
     full.update(env)
     out = subprocess.run([sys.executable, "-m", "tests.engine.allocator_run"], cwd=ROOT,
                          env=full, capture_output=True, text=True, timeout=120)
@@ -45,6 +46,16 @@ def test_an_entry_point_runs_on_mimalloc_which_reuses_buffers_and_gives_freed_me
     # for the same pass (test_cpu_memory); mimalloc, giving freed pages back at once
     # (allocator.SETTINGS), ~800 (docs/memory.md: the batched passes' cost)
     assert got["faults_per_pass"] < 1500
+    # the programs it starts (MCP servers) run without what it preloaded for itself
+    assert got["child_ld_preload"] is None and got["child_purge_delay"] is None
+
+
+@pytest.mark.skipif(blas.openblas_path() is None, reason="no system OpenBLAS")
+def test_what_the_user_preloaded_stays_for_the_programs_the_app_starts():
+    got = _run(LD_PRELOAD=blas.openblas_path(), MIMALLOC_PURGE_DELAY="500")
+    assert got["mimalloc"]
+    assert got["child_ld_preload"] == blas.openblas_path()  # theirs, not mimalloc
+    assert got["child_purge_delay"] == "500"  # theirs, not the re-exec's
 
 
 def test_opted_out_glibc_is_tuned_and_read_as_before():
@@ -62,3 +73,11 @@ def test_a_process_already_on_both_libraries_is_not_executed_again(monkeypatch):
     assert preload.libraries_to_preload() == [allocator.mimalloc_path()]
     monkeypatch.setenv(allocator.DISABLE_ENV, "1")
     assert preload.libraries_to_preload() == []
+
+
+def test_the_environment_for_a_program_the_app_starts_loses_only_what_the_re_exec_added():
+    env = {"LD_PRELOAD": "/v/libmimalloc.so:/usr/lib/libopenblas.so.0:/home/u/mine.so",
+           preload.GUARD_ENV: "/v/libmimalloc.so:/usr/lib/libopenblas.so.0",
+           preload.SET_ENV: "MIMALLOC_PURGE_DELAY", "MIMALLOC_PURGE_DELAY": "0", "PATH": "/bin"}
+    assert preload.child_environment(env) == {"LD_PRELOAD": "/home/u/mine.so", "PATH": "/bin"}
+    assert preload.child_environment({"PATH": "/bin"}) == {"PATH": "/bin"}  # not re-executed
