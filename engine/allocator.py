@@ -25,10 +25,13 @@ import os
 import sys
 from pathlib import Path
 
+from . import blas
+
 DISABLE_ENV = "BATCHCHAT_NO_MIMALLOC"
 # Set for the re-executed process unless already set. Freed pages are given back at once:
 # with its default delay (1 s) a busy session's RSS rose ~200 MiB higher within a round
-# (a round's buffers come and go faster), and the CPU time was the same (docs/memory.md).
+# (a round's buffers come and go faster); the cost is ~6 % on batched passes, whose freed
+# activation buffers fault in again (docs/memory.md).
 SETTINGS = {"MIMALLOC_PURGE_DELAY": "0"}
 _SONAME = "libmimalloc.so"
 
@@ -78,15 +81,8 @@ def summary() -> str:
 
 @functools.cache  # preloaded at exec or not at all: it cannot change later
 def _loaded_path() -> str | None:
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return None
-    for line in maps.splitlines():
-        parts = line.split(maxsplit=5)
-        if len(parts) == 6 and os.path.basename(parts[5]).startswith(_SONAME):
-            return parts[5]
-    return None
+    return next((p for p in blas.mapped_files() if os.path.basename(p).startswith(_SONAME)),
+                None)
 
 
 @functools.cache

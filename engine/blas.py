@@ -69,22 +69,21 @@ def openblas_path() -> str | None:
     return None
 
 
-def _loaded_blas_libraries() -> list[str]:
-    """Paths of BLAS-like libraries mapped into this process (Linux only)."""
+def mapped_files() -> list[str]:
+    """Paths of the files mapped into this process, each once (Linux's /proc/self/maps;
+    empty elsewhere): which libraries are loaded (OpenBLAS here, mimalloc in
+    engine/allocator.py)."""
     try:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
         return []
-    libs: list[str] = []
-    for line in maps.splitlines():
-        parts = line.split(maxsplit=5)
-        if len(parts) < 6:
-            continue
-        path = parts[5]
-        name = os.path.basename(path).lower()
-        if "blas" in name and path not in libs:
-            libs.append(path)
-    return libs
+    paths = (line.split(maxsplit=5) for line in maps.splitlines())
+    return list(dict.fromkeys(parts[5] for parts in paths if len(parts) == 6))
+
+
+def _loaded_blas_libraries() -> list[str]:
+    """Paths of BLAS-like libraries mapped into this process (Linux only)."""
+    return [p for p in mapped_files() if "blas" in os.path.basename(p).lower()]
 
 
 def _is_interposing_openblas(path: str) -> bool:
