@@ -27,6 +27,7 @@ from . import errors
 from .anthropic import errors as anthropic_errors
 from .anthropic.events import event as anthropic_event
 from .responses import sse
+from .responses_api.events import error_event as responses_error_event
 
 # the response opened early for the request being answered (each request is a task of its
 # own, so its handler, called from the middleware in that task, reads its own)
@@ -85,10 +86,11 @@ def loaded_line(model: str) -> bytes:
 
 def error_event(path: str, refusal: Refusal) -> bytes:
     """A refusal as the one error event of an SSE stream already begun, in the dialect of
-    `path`: Anthropic's `event: error`, else OpenAI's `data: {"error": …}` (which the
-    `openai` client raises as an APIError) followed by [DONE] for the chat paths."""
+    `path`: Anthropic's `event: error`, the Responses API's `error` event, else OpenAI's
+    `data: {"error": …}` (which the `openai` client raises as an APIError) and [DONE]."""
     if anthropic_errors.speaks_anthropic(path):
         status = errors.status_of(refusal)
         return anthropic_event(anthropic_errors.error_body(refusal.message, status))
-    done = sse("[DONE]") if path != "/v1/responses" else b""
-    return sse(errors.refusal_body(refusal)) + done
+    if path == "/v1/responses":
+        return responses_error_event(refusal.code.value, refusal.message, refusal.param)
+    return sse(errors.refusal_body(refusal)) + sse("[DONE]")

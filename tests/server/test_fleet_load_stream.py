@@ -110,3 +110,38 @@ async def test_the_anthropic_path_reports_a_failed_load_as_its_error_event(model
         assert lines[-2] == "event: error"
         assert "no room on the disk" in json.loads(lines[-1][6:])["error"]["message"]
 
+
+
+async def test_the_responses_path_refused_after_its_load_is_its_error_event(models_dir):
+    """A Responses stream refused once its model loaded (an input of reasoning items only)
+    ends with the Responses API's own `error` event, as the stream's events are typed and
+    numbered (the fuzz test's schema found a bare {"error": …} there)."""
+    body = {"model": "tiny-a", "stream": True,
+            "input": [{"type": "reasoning", "summary": [], "content": []}]}
+    async with fleet_server(models_dir) as f:
+        async with f.http.post(f.url + "/v1/responses", json=body) as r:
+            lines = [line.decode().strip() async for line in r.content]
+        lines = [line for line in lines if line]
+        assert r.status == 200 and lines[0].startswith(": loading "), lines[:3]
+        assert lines[-2] == "event: error", lines[-3:]
+        event = json.loads(lines[-1][6:])
+        assert event["type"] == "error" and event["sequence_number"] == 0
+        assert event["code"] == "invalid_request" and event["param"] == "input"
+        assert "only reasoning items" in event["message"]
+        # loaded now: the same body is a status before any stream
+        status, again = 0, b""
+        async with f.http.post(f.url + "/v1/responses", json=body) as r:
+            status, again = r.status, await r.read()
+        assert status == 400 and "only reasoning items" in json.loads(again)["error"]["message"]
+
+
+async def test_the_openai_client_reads_a_failed_load_of_a_responses_stream(models_dir):
+    def broken(source: str, progress=None):
+        progress("weights", 0.5)
+        raise ModelLoadError("the file ends early")
+
+    async with fleet_server(models_dir, loader=broken) as f:
+        stream = await f.client.responses.create(model="tiny-a", input="Hi", stream=True)
+        events = [event async for event in stream]
+        assert [e.type for e in events] == ["error"]
+        assert "the file ends early" in events[0].message and events[0].sequence_number == 0

@@ -127,3 +127,13 @@ class Events:
         self._seq += 1
         text = json.dumps(data, separators=(",", ":"))
         return f"event: {kind}\ndata: {text}\n\n".encode()
+
+
+def error_event(code: str, message: str, param: str | None) -> bytes:
+    """The Responses API's `error` event: a refusal after the stream began but before the
+    response existed (its model loaded, then the request was refused: load_stream.py). The
+    first and only event, so its sequence_number is 0; the `openai` client yields it as a
+    ResponseErrorEvent, as it does OpenAI's own."""
+    data = {"type": "error", "sequence_number": 0, "code": code, "message": message,
+            "param": param}
+    return f"event: error\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()

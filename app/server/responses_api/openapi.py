@@ -138,14 +138,17 @@ EVENT_TYPES = [
     "response.reasoning_text.delta", "response.reasoning_text.done",
     "response.function_call_arguments.delta", "response.function_call_arguments.done",
     "response.output_item.done", "response.completed", "response.incomplete",
-    "response.failed"]
+    "response.failed", "error"]
 EVENT = {"type": "object", "required": ["type", "sequence_number"], "properties": {
-    "type": {"enum": EVENT_TYPES}, "sequence_number": INT, "response": RESPONSE}}
+    "type": {"enum": EVENT_TYPES}, "sequence_number": INT, "response": RESPONSE,
+    # the `error` event's (a refusal after the stream opened while its model loaded)
+    "code": STR, "message": STR, "param": nullable(STR)}}
 SSE = {"text/event-stream": {"schema": {
     "type": "object", "required": ["event", "data"],
     "description": "the Responses events, each with its sequence_number; the last is "
                    "response.completed, response.incomplete (max_output_tokens) or "
-                   "response.failed",
+                   "response.failed; a refusal after the stream opened while its model "
+                   "loaded is the one `error` event",
     "properties": {"event": {"enum": EVENT_TYPES}, "data": {
         "type": "string", "contentMediaType": "application/json", "contentSchema": EVENT}}}}}
 ID = [{"name": "id", "in": "path", "required": True, "schema": STR}]
