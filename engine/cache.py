@@ -72,12 +72,13 @@ def merge(caches: list[LayerCaches]) -> LayerCaches:
 
 def start_batch(caches: list[LayerCaches], rows: int = 0,
                 reuse: LayerCaches | None = None, allow_native: bool = True,
-                arena: bool = False) -> LayerCaches:
+                arena: bool = False, room: int | None = None) -> LayerCaches:
     """A decode batch of these solo caches, one row each, in order; with room for `rows`
     rows where the batch kind has room to make. `reuse`: an emptied batch cache whose
     buffers to write into rather than allocate. `allow_native`: the slot rows may be
     written by engine.native's op (the engine's CpuOptions.native). `arena`: the rows as
-    column ranges of one arena per layer (engine/kv_arena.py; native ops only)."""
+    column ranges of one arena per layer (engine/kv_arena.py; native ops only). `room`:
+    the bytes slot buffers may hold beyond their rows (`limit_slack`; None: no limit)."""
     if arena and all(supports(c) for c in caches):
         if reuse is not None and isinstance(reuse[0], ArenaKVCache) and all(
                 layer.fits(c) for layer, c in zip(reuse, caches[0], strict=True)):
@@ -92,12 +93,17 @@ def start_batch(caches: list[LayerCaches], rows: int = 0,
     if all(supports(c) for c in caches):
         if reuse is not None and isinstance(reuse[0], SlotKVCache) and all(
                 layer.fits(c) for layer, c in zip(reuse, caches[0], strict=True)):
+            if room is not None:
+                limit_slack(reuse, room)
             for layer, incoming in zip(reuse, zip(*caches, strict=True), strict=True):
                 layer.reset()
                 layer.add(list(incoming), rows)
+            if any(layer.over_slack() for layer in reuse):
+                shrink(reuse)  # it fit the free room when kept; set-asides came since
             return reuse
         index = RowIndex()  # shared: every layer holds the same lengths
-        return [SlotKVCache(list(layers), rows, index, allow_native)
+        each = None if room is None else max(0, room) // len(caches[0])
+        return [SlotKVCache(list(layers), rows, index, allow_native, each)
                 for layers in zip(*caches, strict=True)]
     return merge(caches)
 
@@ -142,6 +148,15 @@ def shrink(batch: LayerCaches) -> None:
         for layer in batch:
             layer.arena.shrink()
         mx.eval([t for layer in batch for t in layer.state[:2]])
+
+
+def limit_slack(batch: LayerCaches, room: int) -> None:
+    """Slot buffers may hold at most `room` bytes beyond their rows in use, shared evenly
+    by the layers (SlotKVCache.slack_bytes); other batch kinds keep their own rules."""
+    if isinstance(batch[0], SlotKVCache):
+        each = max(0, room) // len(batch)
+        for layer in batch:
+            layer.slack_bytes = each
 
 
 def grow_ahead(batch: LayerCaches) -> None:

@@ -33,8 +33,13 @@ class DecodeBatch:
     def __init__(self, runner: ModelRunner, context_length: int, keep_kv: bool,
                  batch_run_ahead: bool | None = None,
                  drafting: Callable[[list[Sequence]], bool] | None = None,
-                 keep_row: KeepRow | None = None) -> None:
+                 keep_row: KeepRow | None = None,
+                 room: Callable[[], int] | None = None) -> None:
         self.runner = runner
+        # The KV budget's free room (bytes; engine/kv_policy.py KvPolicy.free_bytes): the
+        # most the batch buffers may hold beyond their rows (cache.limit_slack). None: no
+        # limit (spare rows as the slot buffers round them)
+        self.room = room
         # A finished row's KV kept without a copy of the whole row (engine/kv_policy.py
         # KvPolicy.keep_row): the arrays to evaluate, or None (then it is cut out)
         self.keep_row: KeepRow = keep_row or (lambda seq, cache, row: None)
@@ -96,6 +101,7 @@ class DecodeBatch:
             seq.status = Status.DECODING
         rows = len(self.seqs) + len(ready) + coming
         if self.cache is not None:
+            self._limit_slack()
             kv.add_rows(self.cache, [s.cache for s in ready], rows)
             moved = ready
         elif self.seqs or len(ready) > 1:
@@ -103,13 +109,20 @@ class DecodeBatch:
             moved = self.seqs + ready
             self.cache = kv.start_batch([s.cache for s in moved], rows, reuse=self._spare,
                                         allow_native=self.runner.cpu.native,
-                                        arena=self.runner.kv_arena)
+                                        arena=self.runner.kv_arena,
+                                        room=None if self.room is None else self.room())
             self._spare = None
         else:
             moved = []  # one sequence alone: it stays on the solo fast path
         for seq in moved:
             seq.cache = None
         self.seqs.extend(ready)
+
+    def _limit_slack(self) -> None:
+        """The buffers' room beyond their rows, from the KV budget's free room as it is now
+        (admissions and cached prefixes change it)."""
+        if self.cache is not None and self.room is not None:
+            kv.limit_slack(self.cache, self.room())
 
     def drop_spare(self) -> None:
         """Let the last batch's buffers go (the engine is idle: nobody streams whom a fresh
@@ -166,6 +179,7 @@ class DecodeBatch:
             return
         self.roll_back_ahead()  # a started batch step fed the leaving rows too
         survivors = [self.seqs[i] for i in keep_rows]
+        self._limit_slack()
         if self.cache is not None:
             if self.keep_kv:
                 copy_out = []
@@ -309,6 +323,7 @@ class DecodeBatch:
         batch's buffer grown ahead of need)."""
         self.roll_back_ahead()
         if self.cache is not None:
+            self._limit_slack()  # a buffer that grows keeps empty rows only within it
             kv.grow_ahead(self.cache)
             return self.cache, [s.next_input for s in self.seqs]
         return self.seqs[0].cache, [self.seqs[0].next_input]

@@ -115,7 +115,8 @@ class EngineCore:
                                  batch_run_ahead=config.batch_run_ahead,
                                  drafting=self.scheduler.will_draft,
                                  keep_row=lambda seq, cache, row: memory.keep_row(
-                                     seq, cache, row))  # (looked up when called: spies)
+                                     seq, cache, row),  # (looked up when called: spies)
+                                 room=lambda: memory.free_bytes())
         self.by_id: dict[str, Sequence] = {}  # every unfinished request
         self._on_admit = on_admit or (lambda seq: None)
         self._on_finish = on_finish or (lambda seq, was_active: None)

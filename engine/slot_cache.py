@@ -72,8 +72,14 @@ class SlotKVCache:
     make_mask). Rows are kept dense: row i is the batch's i-th sequence."""
 
     def __init__(self, caches: list[KVCache], rows: int = 0,
-                 index: RowIndex | None = None, allow_native: bool = True) -> None:
+                 index: RowIndex | None = None, allow_native: bool = True,
+                 slack_bytes: int | None = None) -> None:
         self._index = index or RowIndex()
+        # What this layer's buffer may hold beyond the rows in use (rows made in advance,
+        # rows rounded up, rows left empty), set by the decode batch from the KV budget's
+        # free room: the budget counts the rows' set-asides, not the buffer. None: no limit
+        # (spare rows as _ROW_STEP rounds them, cut only when over half the buffer).
+        self.slack_bytes = slack_bytes
         # allow_native: the engine's CpuOptions.native (False: the extension is not loaded)
         self._native = (allow_native and mx.default_device() == mx.cpu
                         and native.unavailable_reason() is None)
@@ -198,7 +204,8 @@ class SlotKVCache:
         """Solo caches become new rows at the end (their KV copied, nothing recomputed);
         with room for `rows` rows in all."""
         n = len(self.lengths)
-        self._ensure(max(rows, n + len(caches)), max(c.offset for c in caches) + 1)
+        self._ensure(max(rows, n + len(caches)), max(c.offset for c in caches) + 1,
+                     used=n + len(caches))
         for row, cache in enumerate(caches, start=n):
             length = cache.offset
             if length:
@@ -260,13 +267,16 @@ class SlotKVCache:
 
     def shrink(self) -> bool:
         """A buffer more than twice what its rows use (rows left, the longest one among
-        them) is copied into one that fits them: kept, it held 720 MiB for 2 rows that
-        reserved 185 (issue #46). True if it shrank."""
+        them), or holding more beyond them than `slack_bytes`, is copied into one that
+        fits them: kept, it held 720 MiB for 2 rows that reserved 185 (issue #46). True if
+        it shrank."""
         n, width = len(self.lengths), max(self.lengths, default=0)
         rows, cols = max(n, 1), _round_up(width + 1, _COLUMN_STEP)  # a new row grows it
         area = self.keys.shape[0] * self.keys.shape[2]
-        if area <= 2 * rows * cols or self.nbytes * (area - rows * cols) < SHRINK_MIN_BYTES * area:
+        if self._slack() < SHRINK_MIN_BYTES:
             return False  # small slack: a copy now and a growth later would cost more
+        if area <= 2 * rows * cols and not self.over_slack():
+            return False
         k_dim, v_dim = self._dims
         keys = mx.zeros((rows, self._heads, cols, k_dim), self._dtype)
         values = mx.zeros((rows, self._heads, cols, v_dim), self._dtype)
@@ -276,14 +286,36 @@ class SlotKVCache:
         self.keys, self.values = keys, values
         return True
 
-    def _ensure(self, rows: int, columns: int) -> None:
-        """Room for `rows` rows of `columns` columns; a bigger buffer copies the rows in use."""
+    def over_slack(self) -> bool:
+        """Whether the buffer holds more beyond its rows than `slack_bytes` (and enough
+        that cutting it is worth a copy)."""
+        slack = self._slack()
+        return (self.slack_bytes is not None and slack > self.slack_bytes
+                and slack >= SHRINK_MIN_BYTES)
+
+    def _slack(self) -> int:
+        """Bytes beyond the rows in use at the longest one's width (rounded as it grows)."""
+        rows = max(len(self.lengths), 1)
+        cols = _round_up(max(self.lengths, default=0) + 1, _COLUMN_STEP)
+        area = self.keys.shape[0] * self.keys.shape[2]
+        return self.nbytes * max(0, area - rows * cols) // max(area, 1)
+
+    def _ensure(self, rows: int, columns: int, used: int | None = None) -> None:
+        """Room for `rows` rows of `columns` columns, of which `used` (default: all) are in
+        use once it is made; a bigger buffer copies the rows in use. Rows beyond `used` are
+        made (rounded up, the old buffer's kept, rows asked for in advance) only as far as
+        `slack_bytes` holds them."""
         have_rows, have_cols = self.keys.shape[0], self.keys.shape[2]
         if rows <= have_rows and columns <= have_cols:
             return
-        new_rows = max(have_rows, _round_up(rows, _ROW_STEP))
         new_cols = max(have_cols, _round_up(columns, _COLUMN_STEP))
         k_dim, v_dim = self._dims
+        used = rows if used is None else used
+        row_bytes = self._heads * new_cols * (k_dim + v_dim) * self._dtype.size
+        new_rows = next(r for r in (max(have_rows, _round_up(rows, _ROW_STEP)),
+                                    _round_up(rows, _ROW_STEP), rows, used)
+                        if self.slack_bytes is None or (r - used) * row_bytes
+                        <= self.slack_bytes)
         keys = mx.zeros((new_rows, self._heads, new_cols, k_dim), self._dtype)
         values = mx.zeros((new_rows, self._heads, new_cols, v_dim), self._dtype)
         n, width = len(self.lengths), max(self.lengths, default=0)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import mlx.core as mx
 import pytest
+from mlx_lm.models.cache import KVCache
 
 from engine import EngineConfig, kv_memory, testing
 from engine.config import KV_BUDGET_ENV, kv_budget_from_env
 from engine.kv_memory import MIN_DEFAULT_BUDGET, formula
+from engine.slot_cache import SlotKVCache
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 BUNDLED_PER_TOKEN = 46_080  # SmolLM2-135M: 30 layers x 3 KV heads x 64 x float32 x (K, V)
@@ -158,3 +161,51 @@ def test_the_kv_in_use_counts_what_a_batch_buffer_holds_beyond_its_rows_set_asid
         assert s.kv_running_bytes >= s.kv_reserved_bytes
         over = max(over, f.batch_kv_bytes - s.kv_reserved_bytes)
     assert over > 0  # the case arose: the buffer held more than every set-aside
+
+
+def test_batch_buffers_make_spare_rows_only_within_the_budgets_free_room(make_engine) -> None:
+    """Rows are made 8 at a time and a buffer was cut only once over half empty, so 4 rows
+    that fill the KV budget held a buffer of 8: twice their set-asides, beyond the budget
+    (issue #46 item 14: the window's round 8 held 630 MiB of buffers for 3 rows that set
+    aside 257). Spare rows are now made, and kept, only within the budget's free room, so
+    the KV in memory stays within the budget after every tick."""
+    per_token = make_engine().stats().kv_bytes_per_token
+    # 4 requests of 300 + 40 tokens set aside (340 + 256) tokens each: 2,384 of 2,600
+    budget = per_token * 2600
+    engine = make_engine(max_concurrent=8, kv_budget_bytes=budget)
+    for i in range(4):
+        engine.submit(prompt_tokens=[1 + i] + [(7 * i + j) % 200 + 3 for j in range(299)],
+                      params={"max_tokens": 40})
+    rows_made = 0
+    while engine.has_work():
+        engine.step()
+        f, s = testing.facts(engine), engine.stats()
+        assert s.kv_used_bytes <= budget, (s.kv_used_bytes, budget)
+        batch = testing.internals(engine).batch
+        if batch.cache is not None:
+            rows_made = max(rows_made, batch.cache[0].keys.shape[0])
+            assert f.batch_kv_bytes <= s.kv_reserved_bytes
+    assert rows_made == 4
+
+
+def test_a_buffer_holding_more_than_the_free_room_beyond_its_rows_is_cut_at_a_leave(
+        ) -> None:
+    """Under half empty but over the free room: cut to its rows when rows leave."""
+    def solo(length: int) -> KVCache:
+        c = KVCache()
+        c.update_and_fetch(mx.random.normal((1, 4, length, 64)),
+                           mx.random.normal((1, 4, length, 64)))
+        return c
+
+    layer = SlotKVCache([solo(1000 - 10 * i) for i in range(6)], rows=8)
+    assert layer.keys.shape[0] == 8  # no limit: rows rounded up to 8
+    layer.keep([0, 1, 2, 3, 4])
+    assert not layer.shrink()  # 5 of 8 rows: under half empty, as before
+    rows = [tuple(mx.array(a) for a in layer.row_kv(i)) for i in range(5)]
+    layer.slack_bytes = 0
+    assert layer.shrink() and layer.keys.shape[0] == 5
+    for i, (keys, values) in enumerate(rows):  # each row's KV as it was
+        k, v = layer.row_kv(i)
+        assert mx.array_equal(k, keys).item() and mx.array_equal(v, values).item()
+    limited = SlotKVCache([solo(1000) for _ in range(3)], rows=8, slack_bytes=0)
+    assert limited.keys.shape[0] == 3

@@ -27,6 +27,25 @@ MIB = 1 << 20
 BUNDLED = Path.home() / ".cache" / "batchchat" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+def _buffers(core) -> str:  # type: ignore[no-untyped-def]
+    """The decode batch's buffers in words: bytes, rows held of rows made, columns made
+    against the rows' lengths, and what the rows still running have set aside."""
+    cache = core.batch.cache
+    if cache is None:
+        return "no batch buffers"
+    layer = cache[0]
+    lengths = getattr(layer, "lengths", None)
+    keys = getattr(layer, "keys", None)
+    if lengths is None or keys is None or keys.ndim != 4:
+        return f"batch buffers {core.batch.nbytes // MIB} MiB"
+    running = sum(s.kv_reserved for s in core.batch.seqs if not s.is_finished)
+    done = sum(s.is_finished for s in core.batch.seqs)
+    return (f"batch buffers {core.batch.nbytes // MIB} MiB: {len(lengths)} of {keys.shape[0]}"
+            f" rows ({done} finished), {keys.shape[2]} columns for lengths "
+            f"{min(lengths, default=0)}-{max(lengths, default=0)}, running rows' set-asides "
+            f"{running // MIB} MiB")
+
+
 async def session(args: argparse.Namespace) -> None:
     import mlx.core as mx
 
@@ -98,10 +117,11 @@ async def session(args: argparse.Namespace) -> None:
 
         def stepped(core, *a, **k):  # type: ignore[no-untyped-def]
             phases.clear()
+            before = _buffers(core)  # the batch buffers as the tick began
             out = step(core, *a, **k)
             top = max((v[1] for v in phases.values()), default=0)
             if not worst or top > worst[0][0]:
-                worst[:] = [(top, dict(phases), f"{len(core.batch.seqs)} rows after, "
+                worst[:] = [(top, dict(phases), f"{before}; {len(core.batch.seqs)} rows after, "
                              f"{len(core.scheduler.prefilling)} prefilling, KV set aside "
                              f"{core.memory.reserved // MIB} MiB, prefixes "
                              f"{core.memory.prefix.nbytes // MIB if core.memory.prefix else 0}")]
