@@ -35,6 +35,7 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import allocator
@@ -85,22 +86,25 @@ def give_back_freed_memory() -> bool:
     anything was returned. Only where keep_freed_memory tuned malloc, or where mimalloc
     serves it (then its `mi_collect`)."""
     if allocator.is_mimalloc_loaded():
-        t = time.perf_counter()
-        gave = allocator.give_back_freed_memory()
-        given_back.count += 1
-        given_back.seconds += time.perf_counter() - t
-        return gave
+        return _timed(allocator.give_back_freed_memory)
     libc = _libc()
     if not _tuned or libc is None:
         return False
     global _outside
     libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
-    t = time.perf_counter()
-    gave = bool(libc.malloc_trim(0))
-    given_back.count += 1
-    given_back.seconds += time.perf_counter() - t
+    gave = _timed(lambda: bool(libc.malloc_trim(0)))
     _outside = None  # the bound's next look starts from what is resident now
     return gave
+
+
+def _timed(give_back: Callable[[], bool]) -> bool:
+    """One give-back, counted and timed (`given_back`, the metrics' figures)."""
+    t = time.perf_counter()
+    try:
+        return give_back()
+    finally:
+        given_back.count += 1
+        given_back.seconds += time.perf_counter() - t
 
 
 def held_freed_bytes() -> int | None:

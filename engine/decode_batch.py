@@ -13,6 +13,7 @@ and rolled back when a row leaves or joins.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import mlx.core as mx
 
@@ -236,10 +237,7 @@ class DecodeBatch:
         copies: dict[int, kv.LayerCaches] = {i: [] for i in rows}
         order = keep_rows
         for layer in self.cache:
-            made = [layer.extract(i) for i in rows]
-            mx.eval([c.state for c in made])
-            for i, c in zip(rows, made, strict=True):
-                copies[i].append(c)
+            _copy_rows_of(layer, rows, copies)
             order = layer.keep(keep_rows)  # the same order in every layer
             if layer.shrink():
                 mx.eval(layer.keys, layer.values)
@@ -261,13 +259,9 @@ class DecodeBatch:
         copies: dict[int, kv.LayerCaches] = {i: [] for i in rows + lone}
         room = isinstance(cache[0], SlotKVCache | ArenaKVCache)
         for index in range(len(cache)):
-            layer = cache[index]
-            made = [layer.extract(i) for i in rows]
-            made += [layer.extract(i, room=True) if room else layer.extract(i) for i in lone]
-            mx.eval([c.state for c in made])
-            for i, c in zip(rows + lone, made, strict=True):
-                copies[i].append(c)
-            cache[index] = layer = None  # type: ignore[call-overload]  # its buffer goes
+            _copy_rows_of(cache[index], rows + ([] if room else lone), copies,
+                          roomy=lone if room else [])
+            cache[index] = None  # type: ignore[call-overload]  # its buffer goes
         for i in lone:
             survivors[0].cache = copies.pop(i)  # back to the solo fast path
         for i in rows:
@@ -413,3 +407,14 @@ class DecodeBatch:
         elif seqs[0].cache is not None:
             for layer in seqs[0].cache:
                 layer.trim(1)
+
+
+def _copy_rows_of(layer: Any, rows: list[int], copies: dict[int, kv.LayerCaches],
+                  roomy: list[int] | None = None) -> None:
+    """One layer's copies of `rows` (and of `roomy`, with room to decode into), evaluated
+    now, each added to its row's list in `copies`: a leave a layer at a time."""
+    made = [layer.extract(i) for i in rows] + [layer.extract(i, room=True)
+                                               for i in roomy or []]
+    mx.eval([c.state for c in made])
+    for i, c in zip(rows + (roomy or []), made, strict=True):
+        copies[i].append(c)
