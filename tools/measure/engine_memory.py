@@ -13,7 +13,9 @@ aside for running requests, the cached prefixes' bytes and the decode batch's bu
 (engine_core's own figures, read on the engine thread as the tick is recorded).
 `--phases` also takes that tick apart by phase: for schedule, the runner's passes, the rows'
 step, the finished rows' leave and the join, MLX's arrays live as it began, its peak and
-what was live after it (nothing is evaluated early, so a lazy copy counts where it runs).
+what was live after it (nothing is evaluated early, so a lazy copy counts where it runs),
+the cached prefixes' and batch buffers' bytes before and after it, and what the batch's
+buffers held as the tick began (rows made against rows in use, columns against lengths).
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from pathlib import Path
 
 MIB = 1 << 20
 BUNDLED = Path.home() / ".cache" / "batchchat" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _held(core) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """(cached prefixes' bytes, the decode batch's buffers' bytes) now."""
+    if core is None:
+        return 0, 0
+    prefix = core.memory.prefix
+    return (prefix.nbytes if prefix is not None else 0), core.batch.nbytes
 
 
 def _buffers(core) -> str:  # type: ignore[no-untyped-def]
@@ -87,7 +97,12 @@ async def session(args: argparse.Namespace) -> None:
             return record(core, plan, run, tokens_out)
 
         engine_core.EngineCore._record_tick = probed
-    phases: dict[str, tuple[int, int, int]] = {}  # this tick's: live before, peak, after
+    # this tick's: live before, peak, after; (prefixes, batch buffers) before and after
+    phases: dict[str, tuple[int, int, int, tuple[int, int], tuple[int, int]]] = {}
+    cores: list = []  # the engine's core (the runner's phases find it here)
+
+    def core_of(obj):  # type: ignore[no-untyped-def]
+        return obj if hasattr(obj, "memory") else (cores[0] if cores else None)
     worst: list[tuple[int, dict, str]] = []  # the round's tick with the highest phase peak
     if args.phases:
         from engine import engine_core, model_runner
@@ -97,13 +112,15 @@ async def session(args: argparse.Namespace) -> None:
 
             def probed(self, *a, **k):  # type: ignore[no-untyped-def]
                 live = mx.get_active_memory()
+                held = _held(core_of(self))
                 mx.reset_peak_memory()
                 try:
                     return fn(self, *a, **k)
                 finally:
                     # (the peak since the reset: 0 when the phase made nothing)
                     phases[name.strip("_")] = (live, max(live, mx.get_peak_memory()),
-                                               mx.get_active_memory())
+                                               mx.get_active_memory(), held,
+                                               _held(core_of(self)))
                     mx.reset_peak_memory()
             setattr(cls, name, probed)
 
@@ -116,6 +133,7 @@ async def session(args: argparse.Namespace) -> None:
         step = engine_core.EngineCore.step
 
         def stepped(core, *a, **k):  # type: ignore[no-untyped-def]
+            cores[:] = [core]
             phases.clear()
             before = _buffers(core)  # the batch buffers as the tick began
             out = step(core, *a, **k)
@@ -155,8 +173,9 @@ async def session(args: argparse.Namespace) -> None:
         if worst:
             peak, by_phase, rows = worst[0]
             print(f"  tick of the highest phase peak: {peak // MIB} MiB ({rows}): " + "; ".join(
-                f"{name} {a // MIB} -> peak {b // MIB} -> {c // MIB}"
-                for name, (a, b, c) in by_phase.items()), flush=True)
+                f"{name} {a // MIB} -> peak {b // MIB} -> {c // MIB} (prefixes, buffers "
+                f"{h0[0] // MIB}, {h0[1] // MIB} -> {h1[0] // MIB}, {h1[1] // MIB})"
+                for name, (a, b, c, h0, h1) in by_phase.items()), flush=True)
             worst.clear()
 
     report("ready")
