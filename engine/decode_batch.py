@@ -145,6 +145,22 @@ class DecodeBatch:
         room must have it, engine_core._drop_finished_rows)."""
         return sum(layer.nbytes for layer in self._spare) if self._spare is not None else 0
 
+    def padding_bytes(self) -> int:
+        """What the buffers' rows in use hold beyond those rows' set-asides (0: none): rows
+        as wide as the longest one, finished rows' columns until they leave. The KV budget
+        counts set-asides, so it takes this from its room (KvPolicy.padding); the rows made
+        beyond those in use are bounded apart (`_limit_slack`)."""
+        cache = self.cache
+        if cache is None:
+            return 0
+        rows = sum(s.kv_reserved for s in self.seqs if not s.is_finished)
+        if isinstance(cache[0], SlotKVCache):  # every layer holds the same rows' lengths
+            first = cache[0]
+            held = first.rows_nbytes // first.cell_bytes * sum(c.cell_bytes for c in cache)
+        else:
+            held = sum(getattr(layer, "nbytes", 0) for layer in cache)
+        return max(0, held - rows)
+
     def held_with(self, reserved: int) -> int:
         """The running requests' KV in memory: `reserved` (every admitted request's
         set-aside) with the batch rows' set-asides replaced by the batch buffers' bytes

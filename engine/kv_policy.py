@@ -71,6 +71,10 @@ class KvPolicy:
         self.prefix = prefix  # None: no prefix reuse (off, or a model it cannot keep)
         self.store = store  # cached prefixes saved across restarts (None: not kept)
         self.reserved = 0  # bytes set aside by admitted requests
+        # bytes the decode batch's buffers hold beyond their rows' set-asides (rows as wide
+        # as the longest; DecodeBatch.padding_bytes, set after each tick): memory the
+        # set-asides do not count, so it is taken from the budget's room like them
+        self.padding = 0
 
     # -- running requests ---------------------------------------------------------------
     def need(self, num_prompt_tokens: int, max_tokens: int) -> int:
@@ -106,7 +110,7 @@ class KvPolicy:
         """Set `seq`'s need aside, or say False when it does not fit now (the scheduler's
         admission test)."""
         need = self.need(seq.num_prompt_tokens, seq.params.max_tokens)
-        if self.reserved + need > self.budget:
+        if self.reserved + self.padding + need > self.budget:
             return False
         seq.kv_reserved = need
         self.reserved += need
@@ -125,10 +129,10 @@ class KvPolicy:
         self.evict()
 
     def free_bytes(self) -> int:
-        """What the budget has beside the admitted requests' shares and the cached
-        prefixes."""
+        """What the budget has beside the admitted requests' shares (and the batch's
+        padding beyond them) and the cached prefixes."""
         cached = self.prefix.nbytes if self.prefix is not None else 0
-        return self.budget - self.reserved - cached
+        return self.budget - self.reserved - self.padding - cached
 
     def release(self, seq: Sequence) -> None:
         """An admitted request ended: its share is free again."""
@@ -184,7 +188,8 @@ class KvPolicy:
         """Cached prefixes give way until everything fits, and they fit their own part
         (after any change to either)."""
         if self.prefix is not None:
-            self.prefix.evict_to(min(self.budget - self.reserved, self.prefix_budget))
+            self.prefix.evict_to(min(self.budget - self.reserved - self.padding,
+                                     self.prefix_budget))
 
     def _restore(self, prompt: list[int]) -> tuple[LayerCaches | None, int]:
         """The longest cached prefix of `prompt`, from memory or, when a saved file holds

@@ -88,6 +88,8 @@ class SlotKVCache:
         v_dim = first.values.shape[3]
         self._dims = (k_dim, v_dim)
         self._dtype = first.keys.dtype
+        # one row's column in this layer (keys and values): the unit of its buffer
+        self.cell_bytes = self._heads * (k_dim + v_dim) * self._dtype.size
         self.lengths: list[int] = []
         self.keys = self.values = mx.zeros((0, self._heads, 0, k_dim), self._dtype)
         self.add(caches, rows)
@@ -295,10 +297,14 @@ class SlotKVCache:
 
     def _slack(self) -> int:
         """Bytes beyond the rows in use at the longest one's width (rounded as it grows)."""
-        rows = max(len(self.lengths), 1)
+        return max(0, self.nbytes - self.rows_nbytes)
+
+    @property
+    def rows_nbytes(self) -> int:
+        """Bytes of the rows in use, each as wide as the longest one (rounded as it grows):
+        the part of the buffer the rows' set-asides must cover (the rest is slack)."""
         cols = _round_up(max(self.lengths, default=0) + 1, _COLUMN_STEP)
-        area = self.keys.shape[0] * self.keys.shape[2]
-        return self.nbytes * max(0, area - rows * cols) // max(area, 1)
+        return max(len(self.lengths), 1) * cols * self.cell_bytes
 
     def _ensure(self, rows: int, columns: int, used: int | None = None) -> None:
         """Room for `rows` rows of `columns` columns, of which `used` (default: all) are in
