@@ -8,6 +8,7 @@ whose merge / extend / filter / extract we reuse, so nothing is recomputed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import mlx.core as mx
@@ -102,7 +103,7 @@ def start_batch(caches: list[LayerCaches], rows: int = 0,
                 shrink(reuse)  # it fit the free room when kept; set-asides came since
             return reuse
         index = RowIndex()  # shared: every layer holds the same lengths
-        each = None if room is None else max(0, room) // len(caches[0])
+        each = None if room is None else slack_share(caches[0], room)
         return [SlotKVCache(list(layers), rows, index, allow_native, each)
                 for layers in zip(*caches, strict=True)]
     return merge(caches)
@@ -117,7 +118,14 @@ def add_rows(batch: LayerCaches, caches: list[LayerCaches], rows: int = 0) -> No
         return
     if isinstance(batch[0], SlotKVCache):
         for layer, incoming in zip(batch, zip(*caches, strict=True), strict=True):
+            before = layer.keys
             layer.add(list(incoming), rows)
+            if layer.keys is not before:
+                # It grew: its rows copied into a new buffer. Evaluated now, the old buffer
+                # goes before the next layer's copy; left to the next pass, every layer's
+                # old and new buffers could be live together (a 3-row batch of 4,000-token
+                # rows joined by a fourth: 1,080 MiB at the peak against 918; issue #46).
+                mx.eval(layer.keys, layer.values)
         return
     for layer, incoming in zip(batch, merge(caches), strict=True):
         layer.extend(incoming)
@@ -154,19 +162,27 @@ def limit_slack(batch: LayerCaches, room: int) -> None:
     """Slot buffers may hold at most `room` bytes beyond their rows in use, shared evenly
     by the layers (SlotKVCache.slack_bytes); other batch kinds keep their own rules."""
     if isinstance(batch[0], SlotKVCache):
-        each = max(0, room) // len(batch)
+        each = slack_share(batch, room)
         for layer in batch:
             layer.slack_bytes = each
 
 
-def grow_ahead(batch: LayerCaches) -> None:
+def slack_share(batch: LayerCaches | list[Any], room: int) -> int:
+    """One layer's share of `room`, the bytes a batch's buffers may hold beyond its rows."""
+    return max(0, room) // len(batch)
+
+
+def grow_ahead(batch: LayerCaches, room: Callable[[], int] | None = None) -> None:
     """Before a decode step: at most one layer's buffer grows, ahead of need. Growing copies
     a layer's rows, and all layers at once would be one long step (~100 ms for 16 rows of
-    256 columns on a CPU), a gap every stream sees."""
+    256 columns on a CPU), a gap every stream sees. `room`: the KV budget's free room as it
+    is now, which the growth's empty rows stay within (`limit_slack`)."""
     if not isinstance(batch[0], SlotKVCache):
         return
     for layer in batch:
         if layer.spare_columns() <= len(batch) + 2:  # the last layer grows in time too
+            if room is not None:
+                layer.slack_bytes = slack_share(batch, room())
             layer.grow_columns()
             return
 

@@ -299,7 +299,7 @@ class DecodeBatch:
             self.ahead = None
             if not more_coming and self._may_run_ahead(seqs):
                 if self.cache is not None:
-                    kv.grow_ahead(self.cache)
+                    kv.grow_ahead(self.cache, self.room)
                 cache = self.cache if self.cache is not None else seqs[0].cache
                 logits = self.runner.decode(cache, picked)
                 if any(seq.matcher is not None for seq in seqs):
@@ -333,8 +333,7 @@ class DecodeBatch:
         batch's buffer grown ahead of need)."""
         self.roll_back_ahead()
         if self.cache is not None:
-            self._limit_slack()  # a buffer that grows keeps empty rows only within it
-            kv.grow_ahead(self.cache)
+            kv.grow_ahead(self.cache, self.room)
             return self.cache, [s.next_input for s in self.seqs]
         return self.seqs[0].cache, [self.seqs[0].next_input]
 
@@ -388,7 +387,7 @@ class DecodeBatch:
         row's cache then holds its input and drafts (the padding is taken back here, the
         refused drafts by `take_back`)."""
         self.roll_back_ahead()
-        kv.grow_ahead(self.cache)
+        kv.grow_ahead(self.cache, self.room)
         width = 1 + max(map(len, drafts))
         pads = [width - 1 - len(d) for d in drafts]
         inputs, rows, positions = [], [], []

@@ -272,13 +272,12 @@ class SlotKVCache:
         them), or holding more beyond them than `slack_bytes`, is copied into one that
         fits them: kept, it held 720 MiB for 2 rows that reserved 185 (issue #46). True if
         it shrank."""
-        n, width = len(self.lengths), max(self.lengths, default=0)
-        rows, cols = max(n, 1), _round_up(width + 1, _COLUMN_STEP)  # a new row grows it
-        area = self.keys.shape[0] * self.keys.shape[2]
         if self._slack() < SHRINK_MIN_BYTES:
             return False  # small slack: a copy now and a growth later would cost more
-        if area <= 2 * rows * cols and not self.over_slack():
+        if self.nbytes <= 2 * self.rows_nbytes and not self.over_slack():
             return False
+        n, width = len(self.lengths), max(self.lengths, default=0)
+        rows, cols = max(n, 1), _round_up(width + 1, _COLUMN_STEP)  # a new row grows it
         k_dim, v_dim = self._dims
         keys = mx.zeros((rows, self._heads, cols, k_dim), self._dtype)
         values = mx.zeros((rows, self._heads, cols, v_dim), self._dtype)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mlx.core as mx
+import numpy as np
 import pytest
 from mlx_lm.models.cache import KVCache
 
@@ -239,3 +240,44 @@ def test_cached_prefixes_give_way_to_a_batch_buffers_padding(make_engine) -> Non
         assert s.prefix_cached_bytes + max(f.batch_kv_bytes, s.kv_reserved_bytes) <= budget, (
             s.prefix_cached_bytes, f.batch_kv_bytes, s.kv_reserved_bytes, budget)
     assert padding > per_token * 2000  # the case arose: the buffer held far more
+
+
+def test_a_row_joining_a_full_buffer_grows_it_a_layer_at_a_time() -> None:
+    """A join that grows the buffers copies every row into new ones. Each layer's copy is
+    evaluated before the next layer's, so the old buffers go one at a time: left to the
+    next pass, old and new buffers of many layers were live together (issue #46 item 14).
+    MLX's rise over what was live is the buffers' growth plus about a layer, and each
+    row's KV is as it was."""
+    from engine import cache as kv
+
+    layers = 8
+
+    def solo(length: int, seed: int) -> list[KVCache]:
+        out = []
+        for i in range(layers):
+            c = KVCache()
+            k = mx.random.normal((1, 4, length, 64), key=mx.random.key(seed * 100 + i))
+            c.update_and_fetch(k, k + 1)
+            out.append(c)
+        mx.eval([c.keys for c in out] + [c.values for c in out])
+        return out
+
+    batch = kv.start_batch([solo(2000 + 10 * i, i) for i in range(3)], 3, room=0)
+    mx.eval([c.keys for c in batch] + [c.values for c in batch])
+    before = [tuple(np.array(a) for a in layer.row_kv(r)) for layer in batch for r in range(3)]
+    joining = solo(1990, 9)
+    old = sum(layer.nbytes for layer in batch)
+    live = mx.get_active_memory()
+    mx.reset_peak_memory()
+    kv.add_rows(batch, [joining], 4)
+    mx.eval([c.keys for c in batch] + [c.values for c in batch])
+    grown = sum(layer.nbytes for layer in batch)
+    assert grown > old  # the case arose: the join grew the buffers
+    rise = mx.get_peak_memory() - live
+    assert rise <= grown - old + 2 * grown // layers, (rise, grown - old, grown // layers)
+    after = [tuple(np.array(a) for a in layer.row_kv(r)) for layer in batch for r in range(3)]
+    for (k0, v0), (k1, v1) in zip(before, after, strict=True):
+        assert np.array_equal(k0, k1) and np.array_equal(v0, v1)
+    k, v = batch[5].row_kv(3)
+    assert mx.array_equal(k, joining[5].keys[..., :1990, :]).item()
+    assert mx.array_equal(v, joining[5].values[..., :1990, :]).item()
