@@ -154,12 +154,22 @@ class DecodeBatch:
         if cache is None:
             return 0
         rows = sum(s.kv_reserved for s in self.seqs if not s.is_finished)
-        if isinstance(cache[0], SlotKVCache):  # every layer holds the same rows' lengths
-            first = cache[0]
-            held = first.rows_nbytes // first.cell_bytes * sum(c.cell_bytes for c in cache)
+        if isinstance(cache[0], SlotKVCache):
+            held = _rows_bytes(cache)
         else:
             held = sum(getattr(layer, "nbytes", 0) for layer in cache)
         return max(0, held - rows)
+
+    def empty_rows_bytes(self) -> int:
+        """What the buffers hold beyond their rows in use (rows made ahead for prompts
+        still prefilling, rows rounded up) and the kept buffers of the last batch: made or
+        kept only within the KV budget's free room, which cached prefixes must not then
+        take (KvPolicy.spare)."""
+        cache = self.cache
+        empty = 0
+        if cache is not None and isinstance(cache[0], SlotKVCache):
+            empty = max(0, sum(layer.nbytes for layer in cache) - _rows_bytes(cache))
+        return empty + self.spare_nbytes
 
     def held_with(self, reserved: int) -> int:
         """The running requests' KV in memory: `reserved` (every admitted request's
@@ -422,6 +432,13 @@ class DecodeBatch:
         elif seqs[0].cache is not None:
             for layer in seqs[0].cache:
                 layer.trim(1)
+
+
+def _rows_bytes(cache: kv.LayerCaches) -> int:
+    """A slot batch's rows in use, as wide as the longest (every layer holds the same
+    rows' lengths: read once, not per layer)."""
+    first = cache[0]
+    return first.rows_nbytes // first.cell_bytes * sum(c.cell_bytes for c in cache)
 
 
 def _copy_rows_of(layer: Any, rows: list[int], copies: dict[int, kv.LayerCaches],

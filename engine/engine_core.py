@@ -264,11 +264,13 @@ class EngineCore:
 
     def _count_padding(self) -> None:
         """The KV budget learns what the batch's buffers hold beyond their rows'
-        set-asides, and cached prefixes give way to it: uncounted, the KV in memory passed
-        the budget (791 of 720 MiB at the soak's peak, issue #46)."""
-        padding = self.batch.padding_bytes()
-        if padding != self.memory.padding:
-            self.memory.padding = padding
+        set-asides (their padding, their empty rows), and cached prefixes give way to it:
+        uncounted, the KV in memory passed the budget (791 of 720 MiB at the soak's peak;
+        a row made ahead for a prompt beside that prompt's own KV and the cached prefixes
+        that filled the room after it was made; issue #46)."""
+        padding, spare = self.batch.padding_bytes(), self.batch.empty_rows_bytes()
+        if (padding, spare) != (self.memory.padding, self.memory.spare):
+            self.memory.padding, self.memory.spare = padding, spare
             self.memory.evict()
 
     def _take_all(self, results: list[PassResult]) -> int:

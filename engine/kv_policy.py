@@ -75,6 +75,9 @@ class KvPolicy:
         # as the longest; DecodeBatch.padding_bytes, set after each tick): memory the
         # set-asides do not count, so it is taken from the budget's room like them
         self.padding = 0
+        # bytes of the batch's empty rows and kept buffers (DecodeBatch.empty_rows_bytes):
+        # made only within the free room, so cached prefixes must not take that room later
+        self.spare = 0
 
     # -- running requests ---------------------------------------------------------------
     def need(self, num_prompt_tokens: int, max_tokens: int) -> int:
@@ -188,7 +191,7 @@ class KvPolicy:
         """Cached prefixes give way until everything fits, and they fit their own part
         (after any change to either)."""
         if self.prefix is not None:
-            self.prefix.evict_to(min(self.budget - self.reserved - self.padding,
+            self.prefix.evict_to(min(self.budget - self.reserved - self.padding - self.spare,
                                      self.prefix_budget))
 
     def _restore(self, prompt: list[int]) -> tuple[LayerCaches | None, int]:

@@ -281,3 +281,38 @@ def test_a_row_joining_a_full_buffer_grows_it_a_layer_at_a_time() -> None:
     k, v = batch[5].row_kv(3)
     assert mx.array_equal(k, joining[5].keys[..., :1990, :]).item()
     assert mx.array_equal(v, joining[5].values[..., :1990, :]).item()
+
+
+def test_the_kv_in_memory_stays_within_the_budget_through_a_varied_load(make_engine) -> None:
+    """Requests of varied lengths arriving while others decode and finish: rows join and
+    leave, buffers grow rows ahead for prompts still prefilling, finished rows become
+    cached prefixes. After every tick the KV in memory (cached prefixes, every running
+    request's KV with the batch's buffers in place of its rows' set-asides, the buffers'
+    empty rows included) is within the budget, or no prefix is cached: cached prefixes
+    no longer take room that a batch's padding or its empty rows hold (issue #46 item
+    14). (A long row joining short ones pads them all at once; the budget learns that
+    after the join, so the running KV alone can pass it for a while.)"""
+    import random
+
+    per_token = make_engine().stats().kv_bytes_per_token
+    budget = per_token * 4000
+    engine = make_engine(max_concurrent=6, kv_budget_bytes=budget, context_length=2048)
+    rng = random.Random(7)
+    histories = [[200 + i] + [rng.randrange(3, 250) for _ in range(rng.randrange(20, 500))]
+                 for i in range(6)]
+    worst = 0
+    for tick in range(400):
+        if tick % 9 == 0 and engine.stats().active < 8:
+            chat = rng.randrange(len(histories))
+            histories[chat] += [rng.randrange(3, 250) for _ in range(rng.randrange(5, 40))]
+            engine.submit(prompt_tokens=list(histories[chat][:1500]),
+                          params={"max_tokens": rng.randrange(5, 80)})
+        if not engine.has_work():
+            continue
+        engine.step()
+        s = engine.stats()
+        in_memory = s.prefix_cached_bytes + s.kv_running_bytes
+        assert in_memory <= budget or s.prefix_cached_bytes == 0, (
+            tick, s.prefix_cached_bytes, s.kv_running_bytes, budget)
+        worst = max(worst, in_memory)
+    assert worst > budget  # the load passed the budget: cached prefixes had to give way
