@@ -162,14 +162,12 @@ class DecodeBatch:
 
     def empty_rows_bytes(self) -> int:
         """What the buffers hold beyond their rows in use (rows made ahead for prompts
-        still prefilling, rows rounded up) and the kept buffers of the last batch: made or
-        kept only within the KV budget's free room, which cached prefixes must not then
-        take (KvPolicy.spare)."""
+        still prefilling, rows rounded up): made only within the KV budget's free room,
+        which a request admitted later must then leave them (KvPolicy.spare)."""
         cache = self.cache
-        empty = 0
-        if cache is not None and isinstance(cache[0], SlotKVCache):
-            empty = max(0, sum(layer.nbytes for layer in cache) - _rows_bytes(cache))
-        return empty + self.spare_nbytes
+        if cache is None or not isinstance(cache[0], SlotKVCache):
+            return 0
+        return max(0, sum(layer.nbytes for layer in cache) - _rows_bytes(cache))
 
     def held_with(self, reserved: int) -> int:
         """The running requests' KV in memory: `reserved` (every admitted request's

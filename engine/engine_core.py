@@ -264,11 +264,14 @@ class EngineCore:
 
     def _count_padding(self) -> None:
         """The KV budget learns what the batch's buffers hold beyond their rows'
-        set-asides (their padding, their empty rows), and cached prefixes give way to it:
-        uncounted, the KV in memory passed the budget (791 of 720 MiB at the soak's peak;
-        a row made ahead for a prompt beside that prompt's own KV and the cached prefixes
-        that filled the room after it was made; issue #46)."""
-        padding, spare = self.batch.padding_bytes(), self.batch.empty_rows_bytes()
+        set-asides: their padding, which cached prefixes give way to, and their empty rows,
+        which admissions wait for. Uncounted, the KV in memory passed the budget (791 of
+        720 MiB at the soak's peak; at the window's highest peaks, a row made ahead for a
+        prompt still prefilling beside a request admitted after it; issue #46)."""
+        padding = self.batch.padding_bytes()
+        # empty rows count while prompts prefill, for whom they were made (they fill them
+        # when they join: an admission waits a few ticks at most)
+        spare = self.batch.empty_rows_bytes() if self.scheduler.prefilling else 0
         if (padding, spare) != (self.memory.padding, self.memory.spare):
             self.memory.padding, self.memory.spare = padding, spare
             self.memory.evict()

@@ -75,8 +75,9 @@ class KvPolicy:
         # as the longest; DecodeBatch.padding_bytes, set after each tick): memory the
         # set-asides do not count, so it is taken from the budget's room like them
         self.padding = 0
-        # bytes of the batch's empty rows and kept buffers (DecodeBatch.empty_rows_bytes):
-        # made only within the free room, so cached prefixes must not take that room later
+        # bytes of the decode batch's empty rows (DecodeBatch.empty_rows_bytes): made ahead
+        # for prompts still prefilling, only within the free room, so a request admitted
+        # later must not take that room too (cached prefixes may: they give way)
         self.spare = 0
 
     # -- running requests ---------------------------------------------------------------
@@ -113,7 +114,7 @@ class KvPolicy:
         """Set `seq`'s need aside, or say False when it does not fit now (the scheduler's
         admission test)."""
         need = self.need(seq.num_prompt_tokens, seq.params.max_tokens)
-        if self.reserved + self.padding + need > self.budget:
+        if self.reserved + self.padding + self.spare + need > self.budget:
             return False
         seq.kv_reserved = need
         self.reserved += need
@@ -191,7 +192,7 @@ class KvPolicy:
         """Cached prefixes give way until everything fits, and they fit their own part
         (after any change to either)."""
         if self.prefix is not None:
-            self.prefix.evict_to(min(self.budget - self.reserved - self.padding - self.spare,
+            self.prefix.evict_to(min(self.budget - self.reserved - self.padding,
                                      self.prefix_budget))
 
     def _restore(self, prompt: list[int]) -> tuple[LayerCaches | None, int]:
