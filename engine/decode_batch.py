@@ -169,6 +169,17 @@ class DecodeBatch:
             return 0
         return max(0, sum(layer.nbytes for layer in cache) - _rows_bytes(cache))
 
+    def cut_empty_rows(self, room: int) -> None:
+        """Cut the buffers to their rows (a layer at a time) where their empty rows hold
+        more than `room`, the KV budget's free room: made within it, they lost it to
+        cached prefixes kept since (issue #46 item 14)."""
+        if self.cache is None or not isinstance(self.cache[0], SlotKVCache):
+            return
+        kv.limit_slack(self.cache, room)
+        if any(layer.over_slack() for layer in self.cache):  # (else too little to copy for)
+            self.roll_back_ahead()
+            kv.shrink(self.cache)
+
     def held_with(self, reserved: int) -> int:
         """The running requests' KV in memory: `reserved` (every admitted request's
         set-aside) with the batch rows' set-asides replaced by the batch buffers' bytes

@@ -265,16 +265,24 @@ class EngineCore:
     def _count_padding(self) -> None:
         """The KV budget learns what the batch's buffers hold beyond their rows'
         set-asides: their padding, which cached prefixes give way to, and their empty rows,
-        which admissions wait for. Uncounted, the KV in memory passed the budget (791 of
-        720 MiB at the soak's peak; at the window's highest peaks, a row made ahead for a
-        prompt still prefilling beside a request admitted after it; issue #46)."""
-        padding = self.batch.padding_bytes()
+        which admissions wait for and which are cut when cached prefixes kept since took
+        their room. Uncounted, the KV in memory passed the budget (791 of 720 MiB at the
+        soak's peak; at the window's highest peaks, a row made ahead for a prompt still
+        prefilling beside that prompt's own KV and the prefixes kept since; issue #46)."""
+        batch, memory = self.batch, self.memory
+        if batch.cache is None:
+            memory.padding = memory.spare = 0
+            return
+        padding, empty = batch.padding_bytes(), batch.empty_rows_bytes()
+        if padding != memory.padding:
+            memory.padding = padding
+            memory.evict()
+        if empty > memory.free_bytes():
+            batch.cut_empty_rows(memory.free_bytes())
+            empty = batch.empty_rows_bytes()
         # empty rows count while prompts prefill, for whom they were made (they fill them
         # when they join: an admission waits a few ticks at most)
-        spare = self.batch.empty_rows_bytes() if self.scheduler.prefilling else 0
-        if (padding, spare) != (self.memory.padding, self.memory.spare):
-            self.memory.padding, self.memory.spare = padding, spare
-            self.memory.evict()
+        memory.spare = empty if self.scheduler.prefilling else 0
 
     def _take_all(self, results: list[PassResult]) -> int:
         """The passes' results accepted in pass order; how many tokens they gave."""

@@ -319,3 +319,44 @@ def test_a_request_waits_for_the_row_made_ahead_for_a_prompt_still_prefilling(
     while engine.has_work():  # C joined: D is admitted and runs to its end
         engine.step()
     assert engine.stats().completed == 4
+
+
+def test_a_row_made_ahead_is_cut_when_the_budget_loses_its_room(make_engine,
+                                                                 monkeypatch) -> None:
+    """The row made ahead for a prompt still prefilling fit the budget's free room when it
+    was made; once that room is gone (cached prefixes kept since; here the budget is
+    lowered), the buffers are cut to their rows at the tick's end, and every reply is the
+    one the engine gives without the cut."""
+    from engine import slot_cache
+
+    monkeypatch.setattr(slot_cache, "SHRINK_MIN_BYTES", 0)  # the tiny buffers are cut too
+    per_token = make_engine().stats().kv_bytes_per_token
+    budget = per_token * (2 * 476 + 676 + 336 + 200)
+
+    def run(cut: bool) -> dict[str, list[int]]:
+        engine = make_engine(max_concurrent=8, kv_budget_bytes=budget, context_length=2048,
+                             max_token_budget=64, whole_prompt_tokens=0, prefix_cache=False)
+        for i in range(2):
+            engine.submit(prompt_tokens=[10 + i] + [3 + j for j in range(19)],
+                          params={"max_tokens": 60}, request_id=f"row{i}")
+        engine.submit(prompt_tokens=[30] + [(5 * j) % 200 + 3 for j in range(399)],
+                      params={"max_tokens": 20}, request_id="prefilling")
+        out: dict[str, list[int]] = {"row0": [], "row1": [], "prefilling": []}
+        batch, memory = testing.internals(engine).batch, testing.internals(engine).kv
+        rows_after_cut = None
+        while engine.has_work():
+            for event in engine.step():
+                if event.token is not None:
+                    out[event.request_id].append(event.token)
+            if cut and rows_after_cut is None and batch.cache is not None and (
+                    batch.cache[0].keys.shape[0] == 3 and engine.stats().prefilling):
+                memory.budget = memory.reserved + per_token * 64  # the row's room is gone
+                for event in engine.step():
+                    if event.token is not None:
+                        out[event.request_id].append(event.token)
+                rows_after_cut = batch.cache[0].keys.shape[0]
+        if cut:
+            assert rows_after_cut == 2
+        return out
+
+    assert run(cut=True) == run(cut=False)
