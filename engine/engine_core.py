@@ -259,10 +259,10 @@ class EngineCore:
         self._drop_finished_rows()
         if run.shared:  # after the finished rows left (the batch is cut once, then grows)
             self._join_prefilled()
-        self._count_padding()
+        self._count_batch_buffers()
         return self._take_events()
 
-    def _count_padding(self) -> None:
+    def _count_batch_buffers(self) -> None:
         """The KV budget learns what the batch's buffers hold beyond their rows'
         set-asides: their padding, which cached prefixes give way to, and their empty rows,
         which admissions wait for and which are cut when cached prefixes kept since took

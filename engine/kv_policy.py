@@ -75,9 +75,10 @@ class KvPolicy:
         # as the longest; DecodeBatch.padding_bytes, set after each tick): memory the
         # set-asides do not count, so it is taken from the budget's room like them
         self.padding = 0
-        # bytes of the decode batch's empty rows (DecodeBatch.empty_rows_bytes): made ahead
-        # for prompts still prefilling, only within the free room, so a request admitted
-        # later must not take that room too (cached prefixes may: they give way)
+        # bytes of the decode batch's empty rows while prompts prefill (DecodeBatch.
+        # empty_rows_bytes): made ahead for those prompts within the free room, so a request
+        # admitted later must not take that room too (cached prefixes kept since may: the
+        # rows are then cut, engine_core._count_batch_buffers)
         self.spare = 0
 
     # -- running requests ---------------------------------------------------------------
