@@ -12,7 +12,7 @@ and rolled back when a row leaves or joins.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import mlx.core as mx
@@ -153,7 +153,7 @@ class DecodeBatch:
         cache = self.cache
         if cache is None:
             return 0
-        rows = sum(s.kv_reserved for s in self.seqs if not s.is_finished)
+        rows = _rows_reserved(self.seqs)
         if isinstance(cache[0], SlotKVCache):
             held = _rows_bytes(cache)
         else:
@@ -187,8 +187,8 @@ class DecodeBatch:
         cache, seqs = self.cache, list(self.seqs)  # (read from any thread: engine.stats)
         if cache is None:
             return reserved
-        rows = sum(s.kv_reserved for s in seqs if not s.is_finished)
-        return reserved - rows + sum(getattr(layer, "nbytes", 0) for layer in cache)
+        held = sum(getattr(layer, "nbytes", 0) for layer in cache)
+        return reserved - _rows_reserved(seqs) + held
 
     def release(self, seq: Sequence) -> kv.LayerCaches | None:
         """`seq` finished: forget its started step and hand back its own cache, if it has
@@ -459,3 +459,9 @@ def _copy_rows_of(layer: Any, rows: list[int], copies: dict[int, kv.LayerCaches]
     mx.eval([c.state for c in made])
     for i, c in zip(rows + (roomy or []), made, strict=True):
         copies[i].append(c)
+
+
+def _rows_reserved(seqs: Iterable[Sequence]) -> int:
+    """The KV budget's set-asides of the batch's rows still running (finished rows' were
+    handed back)."""
+    return sum(s.kv_reserved for s in seqs if not s.is_finished)

@@ -277,8 +277,9 @@ class EngineCore:
         if padding != memory.padding:
             memory.padding = padding
             memory.evict()
-        if empty > memory.free_bytes():
-            batch.cut_empty_rows(memory.free_bytes())
+        room = memory.free_bytes()
+        if empty > room:
+            batch.cut_empty_rows(room)
             empty = batch.empty_rows_bytes()
         # empty rows count while prompts prefill, for whom they were made (they fill them
         # when they join: an admission waits a few ticks at most)
