@@ -5,6 +5,9 @@ delete from here)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
@@ -30,6 +33,8 @@ from .thinking_block import ThinkingBlock
 
 COPY_LABEL = "Copy"
 CONFIRM_MS = 1500
+# a message's parts above its body, made when first wanted (MessageWidget._part), in order
+ABOVE_BODY = ("files", "images", "thinking")
 EDIT_TIP = "Edit — the old message and its replies stay as another version"
 # the "⋯" menu: (action name, text) per role; the tab acts on the name
 ACTIONS = {
@@ -133,14 +138,15 @@ class MessageWidget(QFrame):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 8)
         layout.setSpacing(4)
-        header = QHBoxLayout()
+        self._header = header = QHBoxLayout()
         role = QLabel("You" if message.role == "user" else "Assistant")
         role.setObjectName("roleLabel")
         header.addWidget(role)
-        self.versions = VersionSwitch()
-        self.versions.set_version(*version)
-        self.versions.stepped.connect(lambda step: self.version_stepped.emit(self.index, step))
-        header.addWidget(self.versions)
+        # Parts most messages never show are made when first wanted (`_part`): a message
+        # with all of them took ~460 KiB, and a long session's window keeps hundreds
+        # (issue #46 item 14, docs/memory.md).
+        self._parts: dict[str, QWidget] = {}
+        self.set_version(*version)
         header.addStretch(1)
         if message.role == "user":
             self.edit_button = QPushButton("Edit")
@@ -161,13 +167,6 @@ class MessageWidget(QFrame):
             header.addWidget(copy)
         header.addWidget(self._more_button(message.role))
         layout.addLayout(header)
-        self.files = FilesLine(self)  # a user message's attached files
-        layout.addWidget(self.files)
-        self.images = MessageImages(self)  # its images: thumbnails, a click opens one
-        layout.addWidget(self.images)
-        # a reasoning model's thinking, folded above the answer (hidden when there is none)
-        self.thinking = ThinkingBlock(self)
-        layout.addWidget(self.thinking)
         self.body = ReplyBody(self)  # prose wraps; each code block scrolls sideways
         self.body.copied.connect(lambda what: self._confirm(f"{what} copied ✓"))
         layout.addWidget(self.body)
@@ -183,11 +182,59 @@ class MessageWidget(QFrame):
         # chat's minimum width, and a narrow tab (stats dock open) cuts every message off.
         self.stats.setWordWrap(True)
         layout.addWidget(self.stats)
-        self.sources = Sources(self)  # the passages of files a reply was given
-        layout.addWidget(self.sources)
         self._dirty = True
         self.throttle = RenderThrottle(self._render_if_dirty, self)
         self.refresh()
+
+    @property
+    def versions(self) -> VersionSwitch:
+        """`‹ 2/3 ›` in the header, made when the message has a second version."""
+        part = self._parts.get("versions")
+        if part is None:
+            part = self._parts["versions"] = switch = VersionSwitch()
+            switch.stepped.connect(lambda step: self.version_stepped.emit(self.index, step))
+            self._header.insertWidget(1, switch)  # after the role
+        return cast(VersionSwitch, part)
+
+    @property
+    def files(self) -> FilesLine:
+        """A user message's attached files."""
+        return cast(FilesLine, self._part("files", FilesLine))
+
+    @property
+    def images(self) -> MessageImages:
+        """Its images: thumbnails, a click opens one."""
+        return cast(MessageImages, self._part("images", MessageImages))
+
+    @property
+    def thinking(self) -> ThinkingBlock:
+        """A reasoning model's thinking, folded above the answer."""
+        return cast(ThinkingBlock, self._part("thinking", ThinkingBlock))
+
+    @property
+    def sources(self) -> Sources:
+        """The passages of files a reply was given, under it."""
+        return cast(Sources, self._part("sources", Sources))
+
+    def _part(self, name: str, make: Callable[[QWidget], QWidget]) -> QWidget:
+        """The part `name`, made and put in its place the first time it is wanted: files,
+        images and thinking above the body in that order, sources last."""
+        part = self._parts.get(name)
+        if part is None:
+            part = self._parts[name] = make(self)
+            layout = self.layout()
+            if name in ABOVE_BODY:
+                later = [self._parts[n] for n in ABOVE_BODY[ABOVE_BODY.index(name) + 1:]
+                         if n in self._parts]
+                layout.insertWidget(layout.indexOf((later or [self.body])[0]), part)
+            else:
+                layout.addWidget(part)
+        return part
+
+    def set_version(self, k: int, n: int) -> None:
+        """Version `k` of `n` shown: the switch appears once there is a second one."""
+        if n > 1 or "versions" in self._parts:
+            self.versions.set_version(k, n)
 
     def _more_button(self, role: str) -> QPushButton:
         """"⋯": what can be done from this message on (a menu, as Copy's)."""
@@ -246,8 +293,9 @@ class MessageWidget(QFrame):
         self._dirty = False
         msg = self.message
         live = thinking_live(msg)
-        self.thinking.show_thinking(msg.reasoning, live=live, seconds=msg.thinking_s,
-                                    tokens=msg.reasoning_tokens)
+        if msg.reasoning or live or "thinking" in self._parts:
+            self.thinking.show_thinking(msg.reasoning, live=live, seconds=msg.thinking_s,
+                                        tokens=msg.reasoning_tokens)
         # a reply that only called tools: its blocks, no empty text above them; one that
         # is thinking: its block, no empty answer under it
         self.body.setVisible((bool(msg.content) or msg.streaming or not msg.tool_calls)
@@ -257,9 +305,12 @@ class MessageWidget(QFrame):
         else:  # never a silent wait: where the request stands until its first token
             self.body.set_markdown(f"*{msg.wait_note}*" if msg.wait_note else "…")
         self._render_tools()
-        self.files.show_files(msg.attachments)
-        self.images.show_images(msg.images)
-        self.sources.show_citations(msg.citations)
+        if msg.attachments or "files" in self._parts:
+            self.files.show_files(msg.attachments)
+        if msg.images or "images" in self._parts:
+            self.images.show_images(msg.images)
+        if msg.citations or "sources" in self._parts:
+            self.sources.show_citations(msg.citations)
         text = stats_text(msg)
         if text != self.stats.text():
             self.stats.setText(text)
@@ -358,7 +409,7 @@ class MessageList(QScrollArea):
     def set_version(self, index: int, version: tuple[int, int]) -> None:
         """Message `index` has another version now (one more answer started)."""
         if 0 <= index < len(self.widgets):
-            self.widgets[index].versions.set_version(*version)
+            self.widgets[index].set_version(*version)
 
     def _on_scrolled(self, value: int) -> None:
         if self._hold is None:  # a rebuild's passing layouts do not make the view follow
