@@ -189,12 +189,12 @@ class MessageWidget(QFrame):
     @property
     def versions(self) -> VersionSwitch:
         """`‹ 2/3 ›` in the header, made when the message has a second version."""
-        part = self._parts.get("versions")
-        if part is None:
-            part = self._parts["versions"] = switch = VersionSwitch()
-            switch.stepped.connect(lambda step: self.version_stepped.emit(self.index, step))
-            self._header.insertWidget(1, switch)  # after the role
-        return cast(VersionSwitch, part)
+        return cast(VersionSwitch, self._part("versions", self._version_switch))
+
+    def _version_switch(self, parent: QWidget) -> VersionSwitch:
+        switch = VersionSwitch(parent)
+        switch.stepped.connect(lambda step: self.version_stepped.emit(self.index, step))
+        return switch
 
     @property
     def files(self) -> FilesLine:
@@ -217,13 +217,16 @@ class MessageWidget(QFrame):
         return cast(Sources, self._part("sources", Sources))
 
     def _part(self, name: str, make: Callable[[QWidget], QWidget]) -> QWidget:
-        """The part `name`, made and put in its place the first time it is wanted: files,
-        images and thinking above the body in that order, sources last."""
+        """The part `name`, made and put in its place the first time it is wanted: the
+        version switch after the role, files, images and thinking above the body in that
+        order, sources last."""
         part = self._parts.get(name)
         if part is None:
             part = self._parts[name] = make(self)
             layout = self.layout()
-            if name in ABOVE_BODY:
+            if name == "versions":
+                self._header.insertWidget(1, part)
+            elif name in ABOVE_BODY:
                 later = [self._parts[n] for n in ABOVE_BODY[ABOVE_BODY.index(name) + 1:]
                          if n in self._parts]
                 layout.insertWidget(layout.indexOf((later or [self.body])[0]), part)
