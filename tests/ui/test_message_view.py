@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
 from app.bridge import ReplyStats
@@ -67,3 +69,63 @@ def test_parts_made_later_take_their_places(qtbot):
     # in the header, between "Assistant" and the Copy button
     qtbot.waitUntil(lambda: role.x() < widget.versions.x() < widget.copy_button.x())
     assert abs(widget.versions.y() - role.y()) < role.height()
+
+
+@pytest.mark.parametrize("dark", [None, False, True], ids=["plain", "light", "dark"])
+def test_a_messages_menus_are_made_when_first_opened_and_look_the_same_before(qtbot, dark):
+    """Copy's and "⋯"'s menus are made on the first press (~20 KiB each, two a reply);
+    the buttons are drawn and sized as buttons with a menu from the start, in the plain
+    style and in the app's style sheets."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QMenu
+
+    from ui.theme import stylesheet
+
+    widget = MessageWidget(1, ChatMessage("assistant", "A reply.", finish_reason="stop"))
+    if dark is not None:
+        widget.setStyleSheet(stylesheet(dark))
+    qtbot.addWidget(widget)
+    widget.show()
+    qtbot.waitExposed(widget)
+    assert widget.findChildren(QMenu) == []
+    more = widget.more_button
+    hint = more.sizeHint()
+    asked: list[tuple[str, int]] = []
+    widget.action_requested.connect(lambda name, index: asked.append((name, index)))
+
+    def pick_branch() -> None:  # in the menu's own loop (a button's menu runs exec())
+        menu = more.menu()
+        branch = next(a for a in menu.actions() if a.objectName() == "branch")
+        qtbot.mouseClick(menu, Qt.MouseButton.LeftButton,
+                         pos=menu.actionGeometry(branch).center())
+
+    QTimer.singleShot(200, pick_branch)
+    qtbot.mouseClick(more, Qt.MouseButton.LeftButton)  # the first press makes and opens it
+    qtbot.waitUntil(lambda: asked == [("branch", 1)])
+    assert more.menu() is not None and more.sizeHint() == hint
+    copy = widget.copy_button  # (not pressed, nor under the pointer: its look compares)
+    hint, look = copy.sizeHint(), copy.grab().toImage()
+    assert copy.menu() is None
+    assert [a.text() for a in copy.ensure_menu().actions()] == [
+        "Copy as plain text", "Copy as Markdown"]
+    assert copy.sizeHint() == hint
+    assert copy.grab().toImage() == look  # the same pixels with the menu as before it
+
+
+def test_a_key_opens_a_menu_not_made_yet(qtbot):
+    from PySide6.QtCore import QTimer
+
+    widget = MessageWidget(1, ChatMessage("assistant", "A reply.", finish_reason="stop"))
+    qtbot.addWidget(widget)
+    widget.show()
+    copy = widget.copy_button
+    opened: list[bool] = []
+
+    def close_it() -> None:
+        opened.append(copy.menu().isVisible())
+        copy.menu().close()
+
+    QTimer.singleShot(200, close_it)
+    copy.setFocus()
+    qtbot.keyClick(copy, Qt.Key.Key_Space)
+    qtbot.waitUntil(lambda: opened == [True])

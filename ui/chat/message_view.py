@@ -26,6 +26,7 @@ from app.reasoning.reply import thinking_live
 
 from ..mcp.tool_block import ToolCallBlock
 from .image_views import MessageImages
+from .menu_button import MenuButton
 from .message_files import FilesLine, Sources
 from .render_throttle import RenderThrottle
 from .reply_body import ReplyBody
@@ -155,15 +156,9 @@ class MessageWidget(QFrame):
             self.edit_button.clicked.connect(lambda: self.edit_requested.emit(self.index))
             header.addWidget(self.edit_button)
         else:
-            self.copy_button = copy = QPushButton(COPY_LABEL)
+            self.copy_button = copy = MenuButton(COPY_LABEL, self._copy_menu)
             copy.setObjectName("flatButton")
             copy.setToolTip("Copy this reply as plain text or as Markdown")
-            menu = QMenu(copy)
-            self.copy_plain_action = menu.addAction("Copy as plain text",
-                                                    lambda: self.copy_reply(markdown=False))
-            self.copy_markdown_action = menu.addAction("Copy as Markdown",
-                                                       lambda: self.copy_reply(markdown=True))
-            copy.setMenu(menu)
             header.addWidget(copy)
         header.addWidget(self._more_button(message.role))
         layout.addLayout(header)
@@ -241,22 +236,45 @@ class MessageWidget(QFrame):
 
     def _more_button(self, role: str) -> QPushButton:
         """"⋯": what can be done from this message on (a menu, as Copy's)."""
-        self.more_button = more = QPushButton("⋯")
+        self.more_button = more = MenuButton("⋯", self._more_menu)
         more.setObjectName("flatButton")
         more.setToolTip("Regenerate, branch or delete from here" if role == "assistant"
                         else "Branch or delete from here")
-        menu = QMenu(more)
+        return more
+
+    # The menus are made when first opened (ui/chat/menu_button.py); what reads their
+    # actions makes them too.
+    @property
+    def actions_by_name(self) -> dict[str, QAction]:
+        """The "⋯" menu's actions by name ("regenerate", "branch", "delete")."""
+        menu = self.more_button.ensure_menu()
+        return {a.objectName(): a for a in menu.actions() if a.objectName()}
+
+    @property
+    def copy_plain_action(self) -> QAction:
+        return self.copy_button.ensure_menu().actions()[0]
+
+    @property
+    def copy_markdown_action(self) -> QAction:
+        return self.copy_button.ensure_menu().actions()[1]
+
+    def _more_menu(self, button: QPushButton) -> QMenu:
+        menu = QMenu(button)
         menu.setToolTipsVisible(True)
-        self.actions_by_name: dict[str, QAction] = {}
-        for name, text in ACTIONS[role]:
+        for name, text in ACTIONS[self.message.role]:
             if name == "delete":
                 menu.addSeparator()
             action = menu.addAction(text, lambda n=name: self.action_requested.emit(
                 n, self.index))
+            action.setObjectName(name)
             action.setToolTip(ACTION_TIPS[name])
-            self.actions_by_name[name] = action
-        more.setMenu(menu)
-        return more
+        return menu
+
+    def _copy_menu(self, button: QPushButton) -> QMenu:
+        menu = QMenu(button)
+        menu.addAction("Copy as plain text", lambda: self.copy_reply(markdown=False))
+        menu.addAction("Copy as Markdown", lambda: self.copy_reply(markdown=True))
+        return menu
 
     def copy_reply(self, markdown: bool) -> str:
         """The whole reply to the clipboard: its Markdown source, or the text as shown."""
