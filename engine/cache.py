@@ -48,14 +48,29 @@ def fixed_state(model: nn.Module) -> bool:
 
 
 def size_for(cache: LayerCaches, positions: int) -> None:
-    """Let each plain KV layer's next growth make room for `positions` in all (a prompt and
-    its reply's room), instead of mlx-lm's 256 at a time: a prompt's chunks then write
-    into one buffer (each growth copied all it held), and the buffer that stays the
-    prompt's cached entry has room for the reply's positions (PrefixCache.extend).
-    `fit_growth` puts mlx-lm's step back once the prompt is in."""
+    """Room for `positions` in all (a prompt and its reply's room) in each plain KV layer,
+    instead of mlx-lm's 256 at a time: a prompt's chunks then write into one buffer (each
+    growth copied all it held), and the buffer that stays the prompt's cached entry has room
+    for the reply's positions (PrefixCache.extend). `fit_growth` puts mlx-lm's step back
+    once the prompt is in.
+
+    A new layer grows by that much at its first write. A layer restored as views of a
+    cached prefix is copied now into a buffer of its own that size (what its first write
+    would make: the prefix, then zeros), a layer at a time, each evaluated before the
+    next: a prefix that gave way to this request's set-aside is then freed a layer at a
+    time, not held whole beside the copy until the first chunk's pass ends."""
     for layer in cache:
-        if type(layer) is KVCache and positions > layer.offset:
+        if type(layer) is not KVCache or positions <= layer.offset:
+            continue
+        if layer.keys is None:
             layer.step = positions - layer.offset  # (mlx-lm reads self.step when it grows)
+            continue
+        n = layer.offset
+        room = [mx.zeros((*a.shape[:2], positions - n, a.shape[3]), a.dtype)
+                for a in (layer.keys, layer.values)]
+        layer.keys = mx.concatenate([layer.keys[..., :n, :], room[0]], axis=2)
+        layer.values = mx.concatenate([layer.values[..., :n, :], room[1]], axis=2)
+        mx.eval(layer.keys, layer.values)
 
 
 def fit_growth(cache: LayerCaches) -> None:

@@ -127,11 +127,13 @@ class KvPolicy:
         for seq in admitted:
             cache, n = self._restore(seq.prompt_tokens)
             seq.cache = cache if cache is not None else new_cache()
-            # one buffer for the prompt and its reply's first positions (within its share)
-            kv.size_for(seq.cache, seq.num_prompt_tokens
-                        + min(seq.params.max_tokens, KVCache.step))
             seq.num_cached = seq.cached_tokens = n
         self.evict()
+        for seq in admitted:
+            # one buffer for the prompt and its reply's first positions (within its share);
+            # after the eviction, so a restored prefix that gave way goes a layer at a time
+            kv.size_for(seq.cache, seq.num_prompt_tokens
+                        + min(seq.params.max_tokens, KVCache.step))
 
     def free_bytes(self) -> int:
         """What the budget has beside the admitted requests' shares (and the batch's

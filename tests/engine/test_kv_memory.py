@@ -360,3 +360,59 @@ def test_a_row_made_ahead_is_cut_when_the_budget_loses_its_room(make_engine,
         return out
 
     assert run(cut=True) == run(cut=False)
+
+
+def test_a_restored_prefix_that_gives_way_goes_a_layer_at_a_time() -> None:
+    """A prompt restores its cached history as views of the entry's buffers; the entry may
+    then give way to the prompt's own set-aside, its views still holding it. Copied into
+    the prompt's buffer when the first chunk wrote, old and new buffers of every layer were
+    live together through that pass: the window's peaks (issue #46 item 14). The copy is
+    now made at admission, a layer at a time, so MLX's rise is the buffers' growth plus
+    about a layer (before: the whole new buffers over the old ones); the prompt's history
+    is as it was, and its chunk writes in place."""
+    from types import SimpleNamespace
+
+    from engine.kv_policy import KvPolicy
+    from engine.prefix_cache import PrefixCache
+
+    layers, history, new_tokens, max_tokens = 8, 2000, 100, 256
+    per_token = layers * 2 * 4 * 64 * 4  # 8 layers of keys and values, 4 heads x 64, float32
+    prefix = PrefixCache()
+    entry = []
+    for i in range(layers):
+        c = KVCache()
+        k = mx.random.normal((1, 4, history, 64), key=mx.random.key(i))
+        c.update_and_fetch(k, k + 1)
+        entry.append(c)
+    tokens = [3 + (7 * j) % 500 for j in range(history)]
+    prefix.insert(tokens, entry)
+    kept = [(np.array(c.keys[..., :history, :]), np.array(c.values[..., :history, :]))
+            for c in prefix.entries[0].cache]
+    del entry, c, k
+    prompt = tokens + [600 + j for j in range(new_tokens)]
+    # room for the prompt's set-aside, not for the cached history beside it
+    policy = KvPolicy(per_token * (history + new_tokens + 2 * max_tokens), per_token, 4096,
+                      prefix)
+    seq = SimpleNamespace(prompt_tokens=prompt, num_prompt_tokens=len(prompt),
+                          params=SimpleNamespace(max_tokens=max_tokens), cache=None,
+                          num_cached=0, cached_tokens=0, kv_reserved=0)
+    assert policy.reserve(seq)
+    old = history * per_token
+    live = mx.get_active_memory()
+    mx.reset_peak_memory()
+    policy.start([seq], lambda: pytest.fail("the history was not restored"))
+    assert seq.num_cached == history and not prefix.entries  # restored, then gave way
+    # the first chunk's pass: every layer written, evaluated together
+    chunk = mx.random.normal((1, 4, new_tokens, 64), key=mx.random.key(99))
+    out = [layer.update_and_fetch(chunk, chunk + 1) for layer in seq.cache]
+    mx.eval(out)
+    del out
+    new = sum(layer.keys.nbytes + layer.values.nbytes for layer in seq.cache)
+    assert new == (len(prompt) + max_tokens) * per_token  # one buffer, sized once
+    rise = mx.get_peak_memory() - live
+    bound = new - old + 3 * new // layers + 2 * chunk.nbytes * layers
+    assert rise <= bound, (rise, new - old, new // layers)
+    for (k0, v0), layer in zip(kept, seq.cache, strict=True):
+        assert np.array_equal(k0, np.array(layer.keys[..., :history, :]))
+        assert np.array_equal(v0, np.array(layer.values[..., :history, :]))
+        assert mx.array_equal(layer.keys[..., history:len(prompt), :], chunk).item()
