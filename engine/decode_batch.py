@@ -13,7 +13,7 @@ and rolled back when a row leaves or joins.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import mlx.core as mx
 
@@ -28,6 +28,13 @@ from .slot_cache import SlotKVCache, plain
 
 # (a finished row's sequence, the batch cache, its row) -> arrays written, or None
 KeepRow = Callable[[Sequence, kv.LayerCaches, int], list[mx.array] | None]
+
+
+class BeyondRows(NamedTuple):
+    """What a decode batch's buffers hold beyond their rows' set-asides (bytes)."""
+
+    padding: int  # rows in use beyond their set-asides
+    empty: int  # rows not in use
 
 
 class DecodeBatch:
@@ -145,29 +152,19 @@ class DecodeBatch:
         room must have it, engine_core._drop_finished_rows)."""
         return sum(layer.nbytes for layer in self._spare) if self._spare is not None else 0
 
-    def padding_bytes(self) -> int:
-        """What the buffers' rows in use hold beyond those rows' set-asides (0: none): rows
-        as wide as the longest one, finished rows' columns until they leave. The KV budget
-        counts set-asides, so it takes this from its room (KvPolicy.padding); the rows made
-        beyond those in use are bounded apart (`_limit_slack`)."""
+    def beyond_rows(self) -> BeyondRows:
+        """What the buffers hold beyond their rows' set-asides, read in one pass over the
+        layers: their padding (rows as wide as the longest one, finished rows' columns
+        until they leave), which the KV budget takes from its room (KvPolicy.padding), and
+        their empty rows (made ahead for prompts still prefilling, rows rounded up), made
+        only within the free room, which a request admitted later must then leave them
+        (KvPolicy.spare)."""
         cache = self.cache
         if cache is None:
-            return 0
-        rows = _rows_reserved(self.seqs)
-        if isinstance(cache[0], SlotKVCache):
-            held = _rows_bytes(cache)
-        else:
-            held = sum(getattr(layer, "nbytes", 0) for layer in cache)
-        return max(0, held - rows)
-
-    def empty_rows_bytes(self) -> int:
-        """What the buffers hold beyond their rows in use (rows made ahead for prompts
-        still prefilling, rows rounded up): made only within the KV budget's free room,
-        which a request admitted later must then leave them (KvPolicy.spare)."""
-        cache = self.cache
-        if cache is None or not isinstance(cache[0], SlotKVCache):
-            return 0
-        return max(0, sum(layer.nbytes for layer in cache) - _rows_bytes(cache))
+            return BeyondRows(0, 0)
+        held = sum(getattr(layer, "nbytes", 0) for layer in cache)
+        rows = _rows_bytes(cache) if isinstance(cache[0], SlotKVCache) else held
+        return BeyondRows(max(0, rows - _rows_reserved(self.seqs)), max(0, held - rows))
 
     def cut_empty_rows(self, room: int) -> None:
         """Cut the buffers to their rows (a layer at a time) where their empty rows hold

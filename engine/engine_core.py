@@ -273,14 +273,14 @@ class EngineCore:
         if batch.cache is None:
             memory.padding = memory.spare = 0
             return
-        padding, empty = batch.padding_bytes(), batch.empty_rows_bytes()
+        padding, empty = batch.beyond_rows()
         if padding != memory.padding:
             memory.padding = padding
             memory.evict()
         room = memory.free_bytes()
         if empty > room:
             batch.cut_empty_rows(room)
-            empty = batch.empty_rows_bytes()
+            empty = batch.beyond_rows().empty
         # empty rows count while prompts prefill, for whom they were made (they fill them
         # when they join: an admission waits a few ticks at most)
         memory.spare = empty if self.scheduler.prefilling else 0

@@ -72,11 +72,11 @@ class KvPolicy:
         self.store = store  # cached prefixes saved across restarts (None: not kept)
         self.reserved = 0  # bytes set aside by admitted requests
         # bytes the decode batch's buffers hold beyond their rows' set-asides (rows as wide
-        # as the longest; DecodeBatch.padding_bytes, set after each tick): memory the
+        # as the longest; DecodeBatch.beyond_rows, set after each tick): memory the
         # set-asides do not count, so it is taken from the budget's room like them
         self.padding = 0
         # bytes of the decode batch's empty rows while prompts prefill (DecodeBatch.
-        # empty_rows_bytes): made ahead for those prompts within the free room, so a request
+        # beyond_rows): made ahead for those prompts within the free room, so a request
         # admitted later must not take that room too (cached prefixes kept since may: the
         # rows are then cut, engine_core._count_batch_buffers)
         self.spare = 0
