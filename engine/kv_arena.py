@@ -179,13 +179,17 @@ class KvArena:
     def _copy(self, moves: list[tuple[int, int, int]]) -> None:
         """(from, to, length) column runs: the sources are copied out first (and evaluated),
         so the write into the arena never reads from it (an update whose source aliases
-        its target copies the whole arena). x * 1 is an exact copy."""
+        its target copies the whole arena). x * 1 is an exact copy. The writes are
+        evaluated at once, so the copies go now, not at the next pass (as SlotKVCache's
+        moves)."""
         sources = [(to, n, self.keys[:, :, a:a + n] * 1, self.values[:, :, a:a + n] * 1)
                    for a, to, n in moves if n]
         mx.eval([s[2:] for s in sources])
         for to, n, keys, values in sources:
             self.keys[:, :, to:to + n] = keys
             self.values[:, :, to:to + n] = values
+        if sources:
+            mx.eval(self.keys, self.values)
 
     # -- keys in and out ---------------------------------------------------------------
     def write(self, regions: list[Region], keys: mx.array, values: mx.array) -> None:
