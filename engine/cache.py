@@ -88,13 +88,15 @@ def merge(caches: list[LayerCaches]) -> LayerCaches:
 
 def start_batch(caches: list[LayerCaches], rows: int = 0,
                 reuse: LayerCaches | None = None, allow_native: bool = True,
-                arena: bool = False, room: int | None = None) -> LayerCaches:
+                arena: bool = False, room: int | None = None,
+                hand_over: bool = False) -> LayerCaches:
     """A decode batch of these solo caches, one row each, in order; with room for `rows`
     rows where the batch kind has room to make. `reuse`: an emptied batch cache whose
     buffers to write into rather than allocate. `allow_native`: the slot rows may be
     written by engine.native's op (the engine's CpuOptions.native). `arena`: the rows as
     column ranges of one arena per layer (engine/kv_arena.py; native ops only). `room`:
-    the bytes slot buffers may hold beyond their rows (`limit_slack`; None: no limit)."""
+    the bytes slot buffers may hold beyond their rows (`limit_slack`; None: no limit).
+    `hand_over`: the solo caches are given up (`add_rows`)."""
     if arena and all(supports(c) for c in caches):
         if reuse is not None and isinstance(reuse[0], ArenaKVCache) and all(
                 layer.fits(c) for layer, c in zip(reuse, caches[0], strict=True)):
@@ -104,46 +106,68 @@ def start_batch(caches: list[LayerCaches], rows: int = 0,
         else:
             index = RowIndex()
             batch = [ArenaKVCache.like(c, index) for c in caches[0]]
-        add_rows(batch, caches, rows)
+        add_rows(batch, caches, rows, hand_over=hand_over)
         return batch
     if all(supports(c) for c in caches):
         if reuse is not None and isinstance(reuse[0], SlotKVCache) and all(
                 layer.fits(c) for layer, c in zip(reuse, caches[0], strict=True)):
             if room is not None:
                 limit_slack(reuse, room)
-            for layer, incoming in zip(reuse, zip(*caches, strict=True), strict=True):
+            for i, layer in enumerate(reuse):
                 layer.reset()
-                layer.add(list(incoming), rows)
+                layer.add([c[i] for c in caches], rows)
+                _let_go(caches, i, layer, hand_over)
             if any(layer.over_slack() for layer in reuse):
                 shrink(reuse)  # it fit the free room when kept; set-asides came since
             return reuse
         index = RowIndex()  # shared: every layer holds the same lengths
         each = None if room is None else slack_share(caches[0], room)
-        return [SlotKVCache(list(layers), rows, index, allow_native, each)
-                for layers in zip(*caches, strict=True)]
+        batch = []
+        for i in range(len(caches[0])):
+            batch.append(SlotKVCache([c[i] for c in caches], rows, index, allow_native, each))
+            _let_go(caches, i, batch[-1], hand_over)
+        return batch
     return merge(caches)
 
 
-def add_rows(batch: LayerCaches, caches: list[LayerCaches], rows: int = 0) -> None:
-    """Append solo caches as new rows at the end of `batch`, in place (room for `rows`)."""
+def add_rows(batch: LayerCaches, caches: list[LayerCaches], rows: int = 0,
+             hand_over: bool = False) -> None:
+    """Append solo caches as new rows at the end of `batch`, in place (room for `rows`).
+    `hand_over`: the solo caches are given up (a join: DecodeBatch.join); each layer of
+    theirs is let go once its copy into the batch is made, so they go a layer at a time
+    beside the batch's new buffers rather than whole after every layer's copy."""
     if isinstance(batch[0], ArenaKVCache):
         coming = max(0, rows - len(batch[0].rows) - len(caches))  # room made in one growth
-        for layer, incoming in zip(batch, zip(*caches, strict=True), strict=True):
-            layer.add(list(incoming), coming=coming)
+        for i, layer in enumerate(batch):
+            layer.add([c[i] for c in caches], coming=coming)
+            _let_go(caches, i, layer, hand_over)
         return
     if isinstance(batch[0], SlotKVCache):
-        for layer, incoming in zip(batch, zip(*caches, strict=True), strict=True):
+        for i, layer in enumerate(batch):
             before = layer.keys
-            layer.add(list(incoming), rows)
+            layer.add([c[i] for c in caches], rows)
             if layer.keys is not before:
                 # It grew: its rows copied into a new buffer. Evaluated now, the old buffer
                 # goes before the next layer's copy; left to the next pass, every layer's
                 # old and new buffers could be live together (a 3-row batch of 4,000-token
                 # rows joined by a fourth: 1,080 MiB at the peak against 918; issue #46).
                 mx.eval(layer.keys, layer.values)
+            _let_go(caches, i, layer, hand_over)
         return
     for layer, incoming in zip(batch, merge(caches), strict=True):
         layer.extend(incoming)
+
+
+def _let_go(caches: list[LayerCaches], index: int, layer: Any, hand_over: bool) -> None:
+    """With `hand_over`, layer `index` of each solo cache, now copied into the batch's
+    `layer` (evaluated here), is let go. Held until every layer was copied, the joining
+    prompts' KV stayed whole beside the batch's new buffers: the window's highest MLX peak,
+    two long prompts joining a 4-row batch (1,114 MiB against 861 after; issue #46
+    item 14). A cached prefix aliasing them keeps its own cache objects."""
+    if hand_over:
+        mx.eval(*layer.state)
+        for cache in caches:
+            cache[index] = None
 
 
 def keep_rows(batch: LayerCaches, rows: list[int]) -> list[int]:

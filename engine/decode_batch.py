@@ -110,7 +110,7 @@ class DecodeBatch:
         rows = len(self.seqs) + len(ready) + coming
         if self.cache is not None:
             self._limit_slack()
-            kv.add_rows(self.cache, [s.cache for s in ready], rows)
+            kv.add_rows(self.cache, [s.cache for s in ready], rows, hand_over=True)
             moved = ready
         elif self.seqs or len(ready) > 1:
             # Promotion: the solo decoder's cache joins the batch as it is, no recompute.
@@ -118,7 +118,8 @@ class DecodeBatch:
             self.cache = kv.start_batch([s.cache for s in moved], rows, reuse=self._spare,
                                         allow_native=self.runner.cpu.native,
                                         arena=self.runner.kv_arena,
-                                        room=None if self.room is None else self.room())
+                                        room=None if self.room is None else self.room(),
+                                        hand_over=True)
             self._spare = None
         else:
             moved = []  # one sequence alone: it stays on the solo fast path

@@ -452,3 +452,52 @@ def test_a_row_moved_into_a_leaving_rows_place_is_written_at_once() -> None:
         for position, row in enumerate(order):
             k, v = (np.array(a) for a in layer.row_kv(position))
             assert np.array_equal(k, rows[row][0]) and np.array_equal(v, rows[row][1])
+
+
+@pytest.mark.parametrize("grows", [True, False], ids=["buffers_grow", "rows_made_ahead"])
+def test_prompts_joining_a_batch_are_let_go_a_layer_at_a_time(grows) -> None:
+    """Prompts joining a decode batch hand their own caches over: each layer of theirs is
+    let go once its copy into the batch's buffers is made. Held until every layer was
+    copied, they stayed whole beside the batch's new buffers: two long prompts joining a
+    4-row batch were the window's highest MLX peak (1,114 MiB, 861 after; issue #46 item
+    14). MLX's rise is now what the join adds beyond the prompts' own KV plus about a
+    layer, and the rows hold the prompts' KV as it was."""
+    from engine import cache as kv
+
+    layers = 16
+
+    def solo(length: int, seed: int) -> list[KVCache]:
+        out = []
+        for i in range(layers):
+            c = KVCache()
+            k = mx.random.normal((1, 4, length, 64), key=mx.random.key(seed * 100 + i))
+            c.update_and_fetch(k, k + 1)
+            out.append(c)
+        mx.eval([c.keys for c in out] + [c.values for c in out])
+        return out
+
+    # rows_made_ahead: room for the two made when the batch started (the join then grows
+    # nothing, and its writes are evaluated a layer at a time too)
+    batch = kv.start_batch([solo(1500 + 10 * i, i) for i in range(3)], 3 if grows else 5,
+                           room=0 if grows else None)
+    mx.eval([c.keys for c in batch] + [c.values for c in batch])
+    joining = [solo(1400, 8), solo(1450, 9)]
+    want = [[(np.array(c.keys[..., :c.offset, :]), np.array(c.values[..., :c.offset, :]))
+             for c in cache] for cache in joining]
+    solos = sum(c.keys.nbytes + c.values.nbytes for cache in joining for c in cache)
+    old = sum(layer.nbytes for layer in batch)
+    live = mx.get_active_memory()
+    mx.reset_peak_memory()
+    kv.add_rows(batch, joining, 5, hand_over=True)
+    grown = sum(layer.nbytes for layer in batch)
+    assert (grown > old) is grows  # the case arose
+    assert all(layer is None for cache in joining for layer in cache)  # given up
+    rise = mx.get_peak_memory() - live
+    assert rise <= max(0, grown - old - solos) + 2 * grown // layers, (
+        rise, grown - old, solos, grown // layers)
+    # and after it, the prompts' own KV is gone (the caller kept no other reference)
+    assert mx.get_active_memory() - live <= grown - old - solos + grown // layers
+    for layer, rows in zip(batch, zip(*want, strict=True), strict=True):
+        for row, (k, v) in enumerate(rows, start=3):
+            got_k, got_v = layer.row_kv(row)
+            assert np.array_equal(np.array(got_k), k) and np.array_equal(np.array(got_v), v)
