@@ -11,11 +11,8 @@ freed memory back while busy. Runnable by hand (figures in docs/memory.md):
 arrays live after it, the tick's decode rows and prefill tokens, the KV the budget has set
 aside for running requests, the cached prefixes' bytes and the decode batch's buffers
 (engine_core's own figures, read on the engine thread as the tick is recorded).
-`--phases` also takes that tick apart by phase: for schedule, the runner's passes, the rows'
-step, the finished rows' leave and the join, MLX's arrays live as it began, its peak and
-what was live after it (nothing is evaluated early, so a lazy copy counts where it runs),
-the cached prefixes' and batch buffers' bytes before and after it, and what the batch's
-buffers held as the tick began (rows made against rows in use, columns against lengths).
+`--phases` also takes the round's tick of the highest phase peak apart by phase
+(tools/measure/tick_phases.py).
 """
 
 from __future__ import annotations
@@ -25,35 +22,10 @@ import asyncio
 import time
 from pathlib import Path
 
+from .tick_phases import TickPhases
+
 MIB = 1 << 20
 BUNDLED = Path.home() / ".cache" / "batchchat" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def _held(core) -> tuple[int, int]:  # type: ignore[no-untyped-def]
-    """(cached prefixes' bytes, the decode batch's buffers' bytes) now."""
-    if core is None:
-        return 0, 0
-    prefix = core.memory.prefix
-    return (prefix.nbytes if prefix is not None else 0), core.batch.nbytes
-
-
-def _buffers(core) -> str:  # type: ignore[no-untyped-def]
-    """The decode batch's buffers in words: bytes, rows held of rows made, columns made
-    against the rows' lengths, and what the rows still running have set aside."""
-    cache = core.batch.cache
-    if cache is None:
-        return "no batch buffers"
-    layer = cache[0]
-    lengths = getattr(layer, "lengths", None)
-    keys = getattr(layer, "keys", None)
-    if lengths is None or keys is None or keys.ndim != 4:
-        return f"batch buffers {core.batch.nbytes // MIB} MiB"
-    running = sum(s.kv_reserved for s in core.batch.seqs if not s.is_finished)
-    done = sum(s.is_finished for s in core.batch.seqs)
-    return (f"batch buffers {core.batch.nbytes // MIB} MiB: {len(lengths)} of {keys.shape[0]}"
-            f" rows ({done} finished), {keys.shape[2]} columns for lengths "
-            f"{min(lengths, default=0)}-{max(lengths, default=0)}, running rows' set-asides "
-            f"{running // MIB} MiB")
 
 
 async def session(args: argparse.Namespace) -> None:
@@ -97,55 +69,9 @@ async def session(args: argparse.Namespace) -> None:
             return record(core, plan, run, tokens_out)
 
         engine_core.EngineCore._record_tick = probed
-    # this tick's: live before, peak, after; (prefixes, batch buffers) before and after
-    phases: dict[str, tuple[int, int, int, tuple[int, int], tuple[int, int]]] = {}
-    cores: list = []  # the engine's core (the runner's phases find it here)
-
-    def core_of(obj):  # type: ignore[no-untyped-def]
-        return obj if hasattr(obj, "memory") else (cores[0] if cores else None)
-    worst: list[tuple[int, dict, str]] = []  # the round's tick with the highest phase peak
+    phases = TickPhases()
     if args.phases:
-        from engine import engine_core, model_runner
-
-        def timed(cls: type, name: str) -> None:
-            fn = getattr(cls, name)
-
-            def probed(self, *a, **k):  # type: ignore[no-untyped-def]
-                live = mx.get_active_memory()
-                held = _held(core_of(self))
-                mx.reset_peak_memory()
-                try:
-                    return fn(self, *a, **k)
-                finally:
-                    # (the peak since the reset: 0 when the phase made nothing)
-                    phases[name.strip("_")] = (live, max(live, mx.get_peak_memory()),
-                                               mx.get_active_memory(), held,
-                                               _held(core_of(self)))
-                    mx.reset_peak_memory()
-            setattr(cls, name, probed)
-
-        for cls, name in ((engine_core.EngineCore, "_schedule"),
-                          (model_runner.ModelRunner, "execute"),
-                          (model_runner.ModelRunner, "step_rows"),
-                          (engine_core.EngineCore, "_drop_finished_rows"),
-                          (engine_core.EngineCore, "_join_prefilled")):
-            timed(cls, name)
-        step = engine_core.EngineCore.step
-
-        def stepped(core, *a, **k):  # type: ignore[no-untyped-def]
-            cores[:] = [core]
-            phases.clear()
-            before = _buffers(core)  # the batch buffers as the tick began
-            out = step(core, *a, **k)
-            top = max((v[1] for v in phases.values()), default=0)
-            if not worst or top > worst[0][0]:
-                worst[:] = [(top, dict(phases), f"{before}; {len(core.batch.seqs)} rows after, "
-                             f"{len(core.scheduler.prefilling)} prefilling, KV set aside "
-                             f"{core.memory.reserved // MIB} MiB, prefixes "
-                             f"{core.memory.prefix.nbytes // MIB if core.memory.prefix else 0}")]
-            return out
-
-        engine_core.EngineCore.step = stepped
+        phases.install()
     if args.no_bound:
         cpu_memory.SPARE_CAP = 1 << 62
     engine = make_engine(load_model(args.model), args.chats + 1)
@@ -170,13 +96,7 @@ async def session(args: argparse.Namespace) -> None:
                   f"{t['seqs']}, KV set aside {t['reserved']} MiB, prefixes {t['prefixes']}, "
                   f"batch buffers {t['batch']} (spare {t['spare']})", flush=True)
             top.clear()
-        if worst:
-            peak, by_phase, rows = worst[0]
-            print(f"  tick of the highest phase peak: {peak // MIB} MiB ({rows}): " + "; ".join(
-                f"{name} {a // MIB} -> peak {b // MIB} -> {c // MIB} (prefixes, buffers "
-                f"{h0[0] // MIB}, {h0[1] // MIB} -> {h1[0] // MIB}, {h1[1] // MIB})"
-                for name, (a, b, c, h0, h1) in by_phase.items()), flush=True)
-            worst.clear()
+        phases.report()
 
     report("ready")
     for r in range(args.rounds):

@@ -5,6 +5,9 @@ the prefix cache against its cap, glibc's heap (in use, freed but held); then 3 
 Runnable by hand (numbers in docs/memory.md, issue #46):
 
     QT_QPA_PLATFORM=offscreen python -m tools.measure.memory_session --rounds 8 --max-tokens 200
+
+`--phases`: also the tick of each round's highest MLX peak, taken apart by phase
+(tools/measure/tick_phases.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import time
 from tests.ui.lag_run import PROMPTS
 from tools.app_start import arguments, load, open_window, qt_app, run
 
+from .tick_phases import TickPhases
+
 MIB = 1 << 20
 
 
@@ -25,6 +30,9 @@ def main() -> None:
     p.add_argument("--tabs", type=int, default=8)
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--max-tokens", type=int, default=200)
+    p.add_argument("--phases", action="store_true",
+                   help="also the tick of each round's highest MLX peak, by phase (its own "
+                        "peak resets make the round's MLX peak read since the last phase)")
     args = p.parse_args()
     os.environ.setdefault("BATCHCHAT_DATA_DIR", tempfile.mkdtemp())  # a history of its own
 
@@ -35,6 +43,9 @@ def main() -> None:
     from engine import cpu_memory
     from engine.public import heap_bytes
 
+    phases = TickPhases()
+    if args.phases:
+        phases.install()
     _app, loop = qt_app("memory_session")
     window = open_window(AppContext.create())
 
@@ -59,6 +70,7 @@ def main() -> None:
               f"{cpu_memory.given_back.count}x ({cpu_memory.given_back.seconds * 1000:.0f} ms)",
               flush=True)
         highest[0] = 0
+        phases.report()
 
     async def session() -> None:
         await load(window.ctx.bridge, args.model)
