@@ -16,7 +16,7 @@ import mlx.nn as nn
 from mlx_lm.models.cache import KVCache, RotatingKVCache, make_prompt_cache
 
 from .kv_arena import ArenaKVCache
-from .slot_cache import RowIndex, SlotKVCache, supports
+from .slot_cache import EVAL_NOW_BYTES, RowIndex, SlotKVCache, supports
 
 LayerCaches = list[Any]
 
@@ -55,14 +55,15 @@ def size_for(cache: LayerCaches, positions: int) -> None:
     once the prompt is in.
 
     A new layer grows by that much at its first write. A layer restored as views of a
-    cached prefix is copied now into a buffer of its own that size (what its first write
-    would make: the prefix, then zeros), a layer at a time, each evaluated before the
-    next: a prefix that gave way to this request's set-aside is then freed a layer at a
-    time, not held whole beside the copy until the first chunk's pass ends."""
+    long cached prefix (EVAL_NOW_BYTES) is copied now into a buffer of its own that size
+    (what its first write would make: the prefix, then zeros), a layer at a time, each
+    evaluated before the next: a prefix that gave way to this request's set-aside is then
+    freed a layer at a time, not held whole beside the copy until the first chunk's pass
+    ends. A short one grows at its first write as a new one does."""
     for layer in cache:
         if type(layer) is not KVCache or positions <= layer.offset:
             continue
-        if layer.keys is None:
+        if layer.keys is None or layer.keys.nbytes + layer.values.nbytes < EVAL_NOW_BYTES:
             layer.step = positions - layer.offset  # (mlx-lm reads self.step when it grows)
             continue
         n = layer.offset
@@ -160,12 +161,14 @@ def add_rows(batch: LayerCaches, caches: list[LayerCaches], rows: int = 0,
 
 def _let_go(caches: list[LayerCaches], index: int, layer: Any, hand_over: bool) -> None:
     """With `hand_over`, layer `index` of each solo cache, now copied into the batch's
-    `layer` (evaluated here), is let go. Held until every layer was copied, the joining
+    `layer` (evaluated here where it holds EVAL_NOW_BYTES; a short one's copy is left to
+    the next pass, which lets it go), is let go. Held until every layer was copied, the joining
     prompts' KV stayed whole beside the batch's new buffers: the window's highest MLX peak,
     two long prompts joining a 4-row batch (1,114 MiB against 861 after; issue #46
     item 14). A cached prefix aliasing them keeps its own cache objects."""
     if hand_over:
-        mx.eval(*layer.state)
+        if sum(c[index].nbytes for c in caches) >= EVAL_NOW_BYTES:
+            mx.eval(*layer.state)
         for cache in caches:
             cache[index] = None
 

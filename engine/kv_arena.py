@@ -24,7 +24,7 @@ from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import KVCache
 
 from . import native
-from .slot_cache import SHRINK_MIN_BYTES, RowIndex, row_mask
+from .slot_cache import EVAL_NOW_BYTES, SHRINK_MIN_BYTES, RowIndex, row_mask
 
 COLUMN_STEP = 256  # ranges and the arena are sized in steps of columns
 GROWTH_DIVISOR = 4  # a growing arena takes at least a quarter more columns (`_grow`)
@@ -179,16 +179,16 @@ class KvArena:
     def _copy(self, moves: list[tuple[int, int, int]]) -> None:
         """(from, to, length) column runs: the sources are copied out first (and evaluated),
         so the write into the arena never reads from it (an update whose source aliases
-        its target copies the whole arena). x * 1 is an exact copy. The writes are
-        evaluated at once, so the copies go now, not at the next pass (as SlotKVCache's
-        moves)."""
+        its target copies the whole arena). x * 1 is an exact copy. Long runs' writes are
+        evaluated at once, so the copies go now, not at the next pass (EVAL_NOW_BYTES, as
+        SlotKVCache's moves)."""
         sources = [(to, n, self.keys[:, :, a:a + n] * 1, self.values[:, :, a:a + n] * 1)
                    for a, to, n in moves if n]
         mx.eval([s[2:] for s in sources])
         for to, n, keys, values in sources:
             self.keys[:, :, to:to + n] = keys
             self.values[:, :, to:to + n] = values
-        if sources:
+        if sum(k.nbytes + v.nbytes for _, _, k, v in sources) >= EVAL_NOW_BYTES:
             mx.eval(self.keys, self.values)
 
     # -- keys in and out ---------------------------------------------------------------
