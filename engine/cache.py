@@ -47,23 +47,25 @@ def fixed_state(model: nn.Module) -> bool:
     return any(not c.is_trimmable() for c in new_cache(model))
 
 
-def size_for(cache: LayerCaches, positions: int) -> None:
+def size_for(cache: LayerCaches, positions: int, gave_way: bool = False) -> None:
     """Room for `positions` in all (a prompt and its reply's room) in each plain KV layer,
     instead of mlx-lm's 256 at a time: a prompt's chunks then write into one buffer (each
     growth copied all it held), and the buffer that stays the prompt's cached entry has room
     for the reply's positions (PrefixCache.extend). `fit_growth` puts mlx-lm's step back
     once the prompt is in.
 
-    A new layer grows by that much at its first write. A layer restored as views of a
-    long cached prefix (EVAL_NOW_BYTES) is copied now into a buffer of its own that size
-    (what its first write would make: the prefix, then zeros), a layer at a time, each
-    evaluated before the next: a prefix that gave way to this request's set-aside is then
-    freed a layer at a time, not held whole beside the copy until the first chunk's pass
-    ends. A short one grows at its first write as a new one does."""
+    A new layer grows by that much at its first write, and so does a layer restored as
+    views of a cached prefix, unless that prefix `gave_way` (evicted for this request's
+    set-aside, its views its only holders) and is long (EVAL_NOW_BYTES a layer): it is
+    copied now into a buffer of its own that size (what its first write would make: the
+    prefix, then zeros), a layer at a time, each evaluated before the next, so it goes a
+    layer at a time, not whole beside the copy until the first chunk's pass ends. (Where
+    the prefix stays cached, a copy now would free nothing and cost a sync a layer.)"""
     for layer in cache:
         if type(layer) is not KVCache or positions <= layer.offset:
             continue
-        if layer.keys is None or layer.keys.nbytes + layer.values.nbytes < EVAL_NOW_BYTES:
+        if (layer.keys is None or not gave_way
+                or layer.keys.nbytes + layer.values.nbytes < EVAL_NOW_BYTES):
             layer.step = positions - layer.offset  # (mlx-lm reads self.step when it grows)
             continue
         n = layer.offset

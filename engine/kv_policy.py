@@ -124,16 +124,24 @@ class KvPolicy:
     def start(self, admitted: list[Sequence], new_cache: Callable[[], LayerCaches]) -> None:
         """Give each admitted request its cache: the longest cached prefix of its prompt, or
         a new one. Then cached prefixes give way to the new reservations."""
+        # the id of the entry each restored from (None: none); ids, not the entries, so
+        # an entry that gives way is not held here (its ids stay distinct from the kept
+        # entries', all alive together before the eviction)
+        sources: list[int | None] = []
         for seq in admitted:
             cache, n = self._restore(seq.prompt_tokens)
             seq.cache = cache if cache is not None else new_cache()
             seq.num_cached = seq.cached_tokens = n
+            sources.append(id(self.prefix.longest(seq.prompt_tokens)[0])
+                           if n and self.prefix is not None else None)
         self.evict()
-        for seq in admitted:
+        kept = {id(e) for e in self.prefix.entries} if self.prefix is not None else set()
+        for seq, source in zip(admitted, sources, strict=True):
             # one buffer for the prompt and its reply's first positions (within its share);
             # after the eviction, so a restored prefix that gave way goes a layer at a time
+            gave_way = source is not None and source not in kept
             kv.size_for(seq.cache, seq.num_prompt_tokens
-                        + min(seq.params.max_tokens, KVCache.step))
+                        + min(seq.params.max_tokens, KVCache.step), gave_way=gave_way)
 
     def free_bytes(self) -> int:
         """What the budget has beside the admitted requests' shares (and the batch's
