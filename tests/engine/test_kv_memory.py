@@ -253,14 +253,7 @@ def test_a_row_joining_a_full_buffer_grows_it_a_layer_at_a_time() -> None:
     layers = 8
 
     def solo(length: int, seed: int) -> list[KVCache]:
-        out = []
-        for i in range(layers):
-            c = KVCache()
-            k = mx.random.normal((1, 4, length, 64), key=mx.random.key(seed * 100 + i))
-            c.update_and_fetch(k, k + 1)
-            out.append(c)
-        mx.eval([c.keys for c in out] + [c.values for c in out])
-        return out
+        return _solo_cache(length, seed, layers)
 
     batch = kv.start_batch([solo(2000 + 10 * i, i) for i in range(3)], 3, room=0)
     mx.eval([c.keys for c in batch] + [c.values for c in batch])
@@ -429,14 +422,7 @@ def test_a_row_moved_into_a_leaving_rows_place_is_written_at_once() -> None:
     layers = 8
 
     def solo(length: int, seed: int) -> list[KVCache]:
-        out = []
-        for i in range(layers):
-            c = KVCache()
-            k = mx.random.normal((1, 4, length, 64), key=mx.random.key(seed * 100 + i))
-            c.update_and_fetch(k, k + 1)
-            out.append(c)
-        mx.eval([c.keys for c in out] + [c.values for c in out])
-        return out
+        return _solo_cache(length, seed, layers)
 
     batch = kv.start_batch([solo(2000 + 10 * i, i) for i in range(3)], 3, room=0)
     mx.eval([c.keys for c in batch] + [c.values for c in batch])
@@ -467,14 +453,7 @@ def test_prompts_joining_a_batch_are_let_go_a_layer_at_a_time(grows) -> None:
     layers = 16
 
     def solo(length: int, seed: int) -> list[KVCache]:
-        out = []
-        for i in range(layers):
-            c = KVCache()
-            k = mx.random.normal((1, 4, length, 64), key=mx.random.key(seed * 100 + i))
-            c.update_and_fetch(k, k + 1)
-            out.append(c)
-        mx.eval([c.keys for c in out] + [c.values for c in out])
-        return out
+        return _solo_cache(length, seed, layers)
 
     # rows_made_ahead: room for the two made when the batch started (the join then grows
     # nothing, and its writes are evaluated a layer at a time too)
@@ -501,3 +480,16 @@ def test_prompts_joining_a_batch_are_let_go_a_layer_at_a_time(grows) -> None:
         for row, (k, v) in enumerate(rows, start=3):
             got_k, got_v = layer.row_kv(row)
             assert np.array_equal(np.array(got_k), k) and np.array_equal(np.array(got_v), v)
+
+
+def _solo_cache(length: int, seed: int, layers: int) -> list[KVCache]:
+    """A prompt's own cache of `length` positions: `layers` layers of 4 heads x 64 random
+    float32 keys (values: keys + 1), evaluated."""
+    out = []
+    for i in range(layers):
+        c = KVCache()
+        k = mx.random.normal((1, 4, length, 64), key=mx.random.key(seed * 100 + i))
+        c.update_and_fetch(k, k + 1)
+        out.append(c)
+    mx.eval([c.keys for c in out] + [c.values for c in out])
+    return out
