@@ -163,11 +163,11 @@ def add_rows(batch: LayerCaches, caches: list[LayerCaches], rows: int = 0,
 
 def _let_go(caches: list[LayerCaches], index: int, layer: Any, hand_over: bool) -> None:
     """With `hand_over`, layer `index` of each solo cache, now copied into the batch's
-    `layer` (evaluated here where it holds EVAL_NOW_BYTES; a short one's copy is left to
-    the next pass, which lets it go), is let go. Held until every layer was copied, the joining
-    prompts' KV stayed whole beside the batch's new buffers: the window's highest MLX peak,
-    two long prompts joining a 4-row batch (1,114 MiB against 861 after; issue #46
-    item 14). A cached prefix aliasing them keeps its own cache objects."""
+    `layer`, is let go: the copy is evaluated here where the layer holds EVAL_NOW_BYTES (a
+    short one's is left to the next pass, which then lets it go). Held until every layer
+    was copied, the joining prompts' KV stayed whole beside the batch's new buffers: the
+    window's highest MLX peak, two long prompts joining a 4-row batch (1,114 MiB against
+    861 after; issue #46 item 14). A cached prefix aliasing them keeps its own objects."""
     if hand_over:
         if sum(c[index].nbytes for c in caches) >= EVAL_NOW_BYTES:
             mx.eval(*layer.state)
