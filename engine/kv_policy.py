@@ -21,7 +21,7 @@ from . import cache as kv
 from .cache import LayerCaches
 from .kv_arena import ArenaKVCache
 from .kv_quant import KvPacking
-from .prefix_cache import PrefixCache, alias
+from .prefix_cache import CachedPrefix, PrefixCache, alias
 from .prefix_store import PrefixStore, fingerprint
 from .sequence import Sequence
 from .slot_cache import SlotKVCache
@@ -129,11 +129,11 @@ class KvPolicy:
         # entries', all alive together before the eviction)
         sources: list[int | None] = []
         for seq in admitted:
-            cache, n = self._restore(seq.prompt_tokens)
+            source, cache, n = self._restore(seq.prompt_tokens)
             seq.cache = cache if cache is not None else new_cache()
             seq.num_cached = seq.cached_tokens = n
-            sources.append(id(self.prefix.longest(seq.prompt_tokens)[0])
-                           if n and self.prefix is not None else None)
+            sources.append(None if source is None else id(source))
+            del source
         self.evict()
         kept = {id(e) for e in self.prefix.entries} if self.prefix is not None else set()
         for seq, source in zip(admitted, sources, strict=True):
@@ -206,11 +206,12 @@ class KvPolicy:
             self.prefix.evict_to(min(self.budget - self.reserved - self.padding,
                                      self.prefix_budget))
 
-    def _restore(self, prompt: list[int]) -> tuple[LayerCaches | None, int]:
+    def _restore(self, prompt: list[int]) -> tuple[CachedPrefix | None, LayerCaches | None, int]:
         """The longest cached prefix of `prompt`, from memory or, when a saved file holds
-        more of it, from disk (the file then becomes a memory entry too)."""
+        more of it, from disk (the file then becomes a memory entry too): its entry, a
+        cache of views of it, and its length."""
         if self.prefix is None:
-            return None, 0
+            return None, None, 0
         if self.store is not None:
             saved, n = self.store.longest(prompt)
             if saved is not None and n > self.prefix.longest(prompt)[1]:
@@ -218,7 +219,7 @@ class KvPolicy:
                 if cache is not None:
                     self.prefix.insert(saved.tokens.tolist(), cache, compact=False,
                                        source="disk")
-        return self.prefix.restore(prompt)
+        return self.prefix.restore_entry(prompt)
 
 
 def _mib(n: int) -> str:

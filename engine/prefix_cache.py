@@ -124,6 +124,12 @@ class PrefixCache:
     def restore(self, prompt: list[int], count: bool = True) -> tuple[LayerCaches | None, int]:
         """A fresh cache holding the longest cached prefix of `prompt` (None if no entry
         shares one) and its length. `count`: record the lookup in the hit-rate figures."""
+        _, cache, n = self.restore_entry(prompt, count)
+        return cache, n
+
+    def restore_entry(self, prompt: list[int], count: bool = True
+                      ) -> tuple[CachedPrefix | None, LayerCaches | None, int]:
+        """`restore`, with the entry the cache's views are of (None: none)."""
         entry, n = self.longest(prompt)
         if count:
             self.lookups += 1
@@ -132,9 +138,10 @@ class PrefixCache:
                 self.hits += 1
                 self.hit_tokens += n
         if entry is None:
-            return None, 0
+            return None, None, 0
         entry.last_used = self._tick()
-        return [_slice(layer, n) for layer in entry.cache], n  # (n: the whole entry if whole)
+        # (n: the whole entry if whole)
+        return entry, [_slice(layer, n) for layer in entry.cache], n
 
     # -- keeping ------------------------------------------------------------------------
     def insert(self, tokens: list[int], cache: LayerCaches, *, compact: bool = True,
