@@ -138,6 +138,7 @@ def drafting_pays(engine: Engine) -> Engine:
     if speculation is not None:
         costs = speculation.costs
         costs.plain_s = dict.fromkeys(range(1, 257), 1.0)  # a long plain step, measured
+        costs.alpha = 0.0  # and kept: plain ticks measured later do not pull it down
         costs.set_check(0.0)  # (stays 0: steps are shorter)
         costs.refresh_every = 10**9
     return engine
