@@ -120,13 +120,16 @@ def _reference_draws(logits: np.ndarray, temp: float, top_p: float, min_p: float
 
 
 @pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("std", [0.8, 0.05])
 @pytest.mark.parametrize(("temp", "top_p", "min_p"), [(0.7, 0.95, 0.05), (1.0, 0.9, 0.0)])
-def test_a_flat_full_vocabulary_row_keeps_the_reference_set(ties, temp, top_p, min_p) -> None:
+def test_a_flat_full_vocabulary_row_keeps_the_reference_set(ties, std, temp, top_p,
+                                                           min_p) -> None:
     """A random-weight model's row (151,936 logits, std ~0.8: tens of thousands of tokens
-    past min-p, top-p's cut deep in them; the sampler orders only the tokens of the cut's
-    value bucket); with ties, many tokens share the cut's value."""
+    past min-p, top-p's cut deep in them; the sampler orders only the values of the cut's
+    value bucket); std 0.05: every token past min-p and thousands in the cut's bucket; with
+    ties, many tokens share the cut's value."""
     rng = np.random.default_rng(11)
-    logits = rng.normal(0, 0.8, 151936).astype(np.float32)
+    logits = rng.normal(0, std, 151936).astype(np.float32)
     if ties:
         logits = np.round(logits * 16) / 16
     u = ((np.arange(48) + 0.5) / 48).astype(np.float32)

@@ -1,10 +1,12 @@
 #include "sample.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <numeric>
 #include <vector>
 
+#include "exp1.h"
 #include "kernels.h"
 #include "simd.h"
 
@@ -14,28 +16,124 @@ namespace {
 
 // sum_i exp(l_i - m) over a row: the mass top-p compares against (49,152 exps a row; in
 // double one at a time it was most of a row's cost). Float lanes, summed in double at the end.
+// With `e`, each exp is kept there too (e[i] = exp1_cephes(l_i - m) on every path, the
+// bits of exp8's lanes), for the walk that finds top-p's cut: a double exp a kept token
+// made a flat 152k-logit row cost ~3 ms (issue #48).
 #ifdef BC_X86
-BC_AVX2 double mass_avx2(const float* l, int V, float m) {
+BC_AVX2 double mass_avx2(const float* l, int V, float m, float* e) {
   const __m256 m8 = _mm256_set1_ps(m);
   __m256 acc = _mm256_setzero_ps();
   int i = 0;
-  for (; i + 8 <= V; i += 8) acc = _mm256_add_ps(acc, exp8(_mm256_sub_ps(_mm256_loadu_ps(l + i), m8)));
+  for (; i + 8 <= V; i += 8) {
+    const __m256 x = exp8(_mm256_sub_ps(_mm256_loadu_ps(l + i), m8));
+    if (e) _mm256_storeu_ps(e + i, x);
+    acc = _mm256_add_ps(acc, x);
+  }
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, acc);
   double total = 0.0;
   for (float v : lanes) total += v;
-  for (; i < V; ++i) total += std::exp((double)l[i] - m);
+  for (; i < V; ++i) {
+    const float x = exp1_cephes(l[i] - m);
+    if (e) e[i] = x;
+    total += x;
+  }
   return total;
 }
 #endif
 
-double row_mass(const float* l, int V, float m) {
+double row_mass(const float* l, int V, float m, float* e = nullptr) {
 #ifdef BC_X86
-  if (cpu_has_avx2_fma()) return mass_avx2(l, V, m);
+  if (cpu_has_avx2_fma()) return mass_avx2(l, V, m, e);
 #endif
   double total = 0.0;
-  for (int i = 0; i < V; ++i) total += std::exp((double)l[i] - m);
+  for (int i = 0; i < V; ++i) {
+    const float x = exp1_cephes(l[i] - m);
+    if (e) e[i] = x;
+    total += x;
+  }
   return total;
+}
+
+// The draw's weights w[r] = exp((l[idx[r]] - m) / temp) of the kept tokens, in float with
+// exp8's polynomial (exp1_cephes in the tail and without AVX2: the same bits): a double exp
+// a kept token was ~1.5 ms of a flat 152k-logit row. Gathered by a plain loop first (AVX2's
+// gather instruction is slower on the machines this runs on).
+#ifdef BC_X86
+BC_AVX2 void exps_avx2(float* w, int n, float m, float temp) {
+  const __m256 m8 = _mm256_set1_ps(m), t8 = _mm256_set1_ps(temp);
+  int r = 0;
+  for (; r + 8 <= n; r += 8)
+    _mm256_storeu_ps(w + r, exp8(_mm256_div_ps(_mm256_sub_ps(_mm256_loadu_ps(w + r), m8), t8)));
+  for (; r < n; ++r) w[r] = exp1_cephes((w[r] - m) / temp);
+}
+#endif
+
+void draw_weights(const float* l, const int* idx, int keep, float m, float temp, float* w) {
+  for (int r = 0; r < keep; ++r) w[r] = l[idx[r]];
+#ifdef BC_X86
+  if (cpu_has_avx2_fma()) return exps_avx2(w, keep, m, temp);
+#endif
+  for (int r = 0; r < keep; ++r) w[r] = exp1_cephes((w[r] - m) / temp);
+}
+
+// The sum of w[0, n) in double, in a fixed order: eight lanes (w[8q + j] into lane j),
+// then the lanes pairwise. The AVX2 loop and the plain one give the same bits.
+constexpr int kBlock = 256;
+
+#ifdef BC_X86
+BC_AVX2 double block_sum_avx2(const float* w, int n) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  int r = 0;
+  for (; r + 8 <= n; r += 8) {
+    const __m256 x = _mm256_loadu_ps(w + r);
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+  }
+  alignas(32) double lane[8];
+  _mm256_store_pd(lane, lo);
+  _mm256_store_pd(lane + 4, hi);
+  for (int j = 0; r < n; ++r, ++j) lane[j] += w[r];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+#endif
+
+double block_sum(const float* w, int n) {
+#ifdef BC_X86
+  if (cpu_has_avx2_fma()) return block_sum_avx2(w, n);
+#endif
+  double lane[8] = {};
+  int r = 0;
+  for (; r + 8 <= n; r += 8)
+    for (int j = 0; j < 8; ++j) lane[j] += w[r + j];
+  for (int j = 0; r < n; ++r, ++j) lane[j] += w[r];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// The draw: the first r where the running sum of w passes u times the whole. The whole is
+// the blocks' sums (kBlock weights each, block_sum) added in order; the walk skips whole
+// blocks and adds one weight at a time only inside the block that holds the target (a
+// sequential double sum of 152k weights, twice, was ~0.3 ms). `n - 1` when rounding never
+// passes it.
+int draw_position(const float* w, int n, float u, std::vector<double>& blocks) {
+  const int nb = (n + kBlock - 1) / kBlock;
+  blocks.resize(nb);
+  double total = 0.0;
+  for (int j = 0; j < nb; ++j) total += (blocks[j] = block_sum(w + j * kBlock, std::min(kBlock, n - j * kBlock)));
+  const double target = (double)u * total;
+  double run = 0.0;
+  for (int j = 0; j < nb; ++j) {
+    if (run + blocks[j] <= target) {
+      run += blocks[j];
+      continue;
+    }
+    const int end = std::min(n, (j + 1) * kBlock);
+    for (int r = j * kBlock; r < end; ++r) {
+      run += w[r];
+      if (run > target) return r;
+    }
+  }
+  return n - 1;
 }
 
 // The kept tokens of one row (the first entries of idx, in id order); returns how many.
@@ -116,25 +214,42 @@ float row_max(const float* l, int V) {
   return *std::max_element(l, l + V);
 }
 
-constexpr int kBuckets = 2048;
+constexpr int kBuckets = 1024;
+
+// A row's working memory, one a thread, reused row after row (passed by reference so that
+// the loops below do not look up thread-local storage at every token).
+struct Scratch {
+  std::vector<int> idx;      // kept token ids, in id order
+  std::vector<float> e;      // exp(l_i - m) of the row: top-p's masses
+  std::vector<double> mass;  // kLanes histograms of kBuckets masses
+  std::vector<float> tie;    // the values in the cut's bucket
+  std::vector<float> w;      // the draw's weights
+  std::vector<double> blocks;
+};
+
+// Each token's mass goes to histogram r % kLanes: consecutive tokens of one bucket then do
+// not wait on each other's add.
+constexpr int kLanes = 2;
 
 // The tokens kept_tokens keeps when it cuts no top-k, in id order (the first entries of
-// idx; returns how many): min-p's floor and top-p's cut are both values, so they are the
+// s.idx; returns how many): min-p's floor and top-p's cut are both values, so they are the
 // tokens at or above the higher of the two. Top-p's cut is the value of the token at which
 // the descending order's mass first reaches top_p times the whole mass: found by putting
-// the min-p survivors in buckets of value (their masses summed a bucket, in id order),
-// walking the buckets from the top to the one where the mass reaches the limit and
-// ordering only that bucket's tokens, instead of selecting through the whole kept set.
+// the min-p survivors in buckets of value (their masses summed a bucket), walking the
+// buckets from the top to the one where the mass reaches the limit and ordering only that
+// bucket's values, instead of selecting through the whole kept set. The cut is a value,
+// so tokens of equal value need no order among themselves.
 // The passes over the row keep or drop a token without a branch (a random-weight model's
 // row keeps a third of its tokens in no order a branch predictor could learn).
-int kept_by_value(const float* l, int V, float m, float top_p, float min_p,
-                  std::vector<int>& idx, std::vector<double>& mass, std::vector<int>& tie) {
+__attribute__((noinline)) int kept_by_value(const float* l, int V, float m, float top_p,
+                                            float min_p, Scratch& s) {
   if (!(m > -INFINITY)) return 0;
   float lo = min_p > 0.f ? m + std::log(min_p) : -INFINITY;
   if (!(lo > -INFINITY)) {  // no min-p: every finite value
     lo = m;
     for (int i = 0; i < V; ++i) lo = std::min(lo, l[i] > -INFINITY ? l[i] : lo);
   }
+  std::vector<int>& idx = s.idx;
   idx.resize(V);
   int n = 0;
   for (int i = 0; i < V; ++i) {
@@ -142,27 +257,37 @@ int kept_by_value(const float* l, int V, float m, float top_p, float min_p,
     n += l[i] >= lo;
   }
   if (!(top_p > 0.f && top_p < 1.f)) return n;
-  const double limit = (double)top_p * row_mass(l, V, m);
+  s.e.resize(V);
+  const float* e = s.e.data();
+  const double limit = (double)top_p * row_mass(l, V, m, s.e.data());
   const float inv = m > lo ? (float)kBuckets / (m - lo) : 0.f;
   auto bucket = [=](float v) { return std::min(kBuckets - 1, (int)((m - v) * inv)); };
-  mass.assign(kBuckets, 0.0);
-  for (int r = 0; r < n; ++r) mass[bucket(l[idx[r]])] += std::exp((double)l[idx[r]] - m);
-  // the bucket where the mass reaches the limit; its tokens in descending order
+  s.mass.assign((size_t)kLanes * kBuckets, 0.0);
+  double* h = s.mass.data();
+  for (int r = 0; r < n; ++r) {
+    const int i = idx[r];
+    h[(r % kLanes) * kBuckets + bucket(l[i])] += e[i];
+  }
+  for (int j = 1; j < kLanes; ++j)
+    for (int b = 0; b < kBuckets; ++b) h[b] += h[j * kBuckets + b];
+  // the bucket where the mass reaches the limit; its values in descending order
   double base = 0.0;
-  auto desc = [l](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
   for (int b = 0; b < kBuckets; ++b) {
-    if (mass[b] == 0.0 || base + mass[b] < limit) {
-      base += mass[b];
+    if (h[b] == 0.0 || base + h[b] < limit) {
+      base += h[b];
       continue;
     }
+    std::vector<float>& tie = s.tie;
     tie.clear();
-    for (int r = 0; r < n; ++r)
-      if (bucket(l[idx[r]]) == b) tie.push_back(idx[r]);
-    std::sort(tie.begin(), tie.end(), desc);
-    for (int t : tie) {
-      base += std::exp((double)l[t] - m);
+    for (int r = 0; r < n; ++r) {
+      const float v = l[idx[r]];
+      if (bucket(v) == b) tie.push_back(v);
+    }
+    std::sort(tie.begin(), tie.end(), std::greater<float>());
+    for (float v : tie) {
+      base += exp1_cephes(v - m);  // e[i] of a token of value v
       if (base >= limit) {
-        const float cut = l[t];
+        const float cut = v;
         int k = 0;
         for (int r = 0; r < n; ++r) {
           const int i = idx[r];
@@ -177,49 +302,30 @@ int kept_by_value(const float* l, int V, float m, float top_p, float min_p,
   return n;  // the kept tokens' whole mass stays under the limit: all of them
 }
 
-void sample_row(const SampleArgs& a, int b, std::vector<int>& idx, std::vector<double>& w) {
+__attribute__((noinline)) void sample_row(const SampleArgs& a, int b, Scratch& s) {
   const float* l = a.logits + (size_t)b * a.V;
   const float* p = a.params + (size_t)b * 4;
   const float temp = p[0], top_p = p[1], min_p = p[2];
   const int top_k = (int)p[3];
   const float m = row_max(l, a.V);
-  int keep = 0;
-  if (top_k <= 0) {
-    thread_local std::vector<double> mass;
-    thread_local std::vector<int> tie;
-    keep = kept_by_value(l, a.V, m, top_p, min_p, idx, mass, tie);
-  } else {
-    keep = kept_tokens(l, a.V, top_p, min_p, top_k, idx);
-  }
+  const int keep = top_k <= 0 ? kept_by_value(l, a.V, m, top_p, min_p, s)
+                              : kept_tokens(l, a.V, top_p, min_p, top_k, s.idx);
   if (keep == 0) {
     a.out[b] = 0;
     return;
   }
-  float mk = -INFINITY;
-  for (int r = 0; r < keep; ++r) mk = std::max(mk, l[idx[r]]);
-  w.resize(keep);
-  double total = 0.0;
-  for (int r = 0; r < keep; ++r) total += (w[r] = std::exp(((double)l[idx[r]] - mk) / temp));
-  const double target = (double)a.u[b] * total;
-  double run = 0.0;
-  int pick = idx[keep - 1];  // u * total rounding past the sum: the last kept token
-  for (int r = 0; r < keep; ++r) {
-    run += w[r];
-    if (run > target) {
-      pick = idx[r];
-      break;
-    }
-  }
-  a.out[b] = pick;
+  // every filter keeps the row's largest logit m, so the weights are relative to it
+  s.w.resize(keep);
+  draw_weights(l, s.idx.data(), keep, m, temp, s.w.data());
+  a.out[b] = s.idx[draw_position(s.w.data(), keep, a.u[b], s.blocks)];
 }
 
 }  // namespace
 
 void sample_run(const SampleArgs& a) {
   parallel_chunks(a.B, (long)a.B * a.V * 8, [&a](int b) {
-    thread_local std::vector<int> idx;
-    thread_local std::vector<double> w;
-    sample_row(a, b, idx, w);
+    thread_local Scratch s;
+    sample_row(a, b, s);
   });
 }
 
