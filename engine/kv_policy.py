@@ -135,7 +135,9 @@ class KvPolicy:
             sources.append(None if source is None else id(source))
             del source
         self.evict()
-        kept = {id(e) for e in self.prefix.entries} if self.prefix is not None else set()
+        # only when some prompt restored a prefix: most admissions restore none
+        restored = self.prefix is not None and any(s is not None for s in sources)
+        kept = {id(e) for e in self.prefix.entries} if restored else set()
         for seq, source in zip(admitted, sources, strict=True):
             # one buffer for the prompt and its reply's first positions (within its share);
             # after the eviction, so a restored prefix that gave way goes a layer at a time
