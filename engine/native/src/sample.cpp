@@ -216,11 +216,83 @@ float row_max(const float* l, int V) {
 
 constexpr int kBuckets = 1024;
 
+// The ids i with l[i] >= t, in id order, written from idx[0]; returns how many. Branch-free
+// (a random-weight model's row keeps a third of its tokens in no order a branch predictor
+// could learn); on AVX2 eight at a time, packed by a permutation looked up from the mask.
+#ifdef BC_X86
+BC_AVX2 int at_least_avx2(const float* l, int V, float t, int* idx) {
+  static const auto pack = [] {  // for each 8-bit mask: the set lanes' numbers, first
+    std::vector<int32_t> p(256 * 8, 0);
+    for (int mask = 0; mask < 256; ++mask)
+      for (int j = 0, k = 0; j < 8; ++j)
+        if (mask >> j & 1) p[mask * 8 + k++] = j;
+    return p;
+  }();
+  const __m256 t8 = _mm256_set1_ps(t);
+  const __m256i step = _mm256_set1_epi32(8);
+  __m256i ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  int n = 0, i = 0;
+  for (; i + 8 <= V; i += 8, ids = _mm256_add_epi32(ids, step)) {
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(l + i), t8, _CMP_GE_OQ));
+    const __m256i perm = _mm256_loadu_si256((const __m256i*)(pack.data() + mask * 8));
+    _mm256_storeu_si256((__m256i*)(idx + n), _mm256_permutevar8x32_epi32(ids, perm));
+    n += __builtin_popcount(mask);
+  }
+  for (; i < V; ++i) {
+    idx[n] = i;
+    n += l[i] >= t;
+  }
+  return n;
+}
+#endif
+
+// idx has room for V + 8 ids (the AVX2 loop writes eight at a time).
+int at_least(const float* l, int V, float t, int* idx) {
+#ifdef BC_X86
+  if (cpu_has_avx2_fma()) return at_least_avx2(l, V, t, idx);
+#endif
+  int n = 0;
+  for (int i = 0; i < V; ++i) {
+    idx[n] = i;
+    n += l[i] >= t;
+  }
+  return n;
+}
+
+// Each token's bucket of value below the row's largest logit m: min(kBuckets - 1,
+// trunc((m - l) * inv)) for l >= lo, kBuckets (no bucket) below lo. The same float
+// operations on AVX2 and without it.
+#ifdef BC_X86
+BC_AVX2 void buckets_avx2(const float* l, int V, float m, float inv, float lo, int32_t* at) {
+  const __m256 m8 = _mm256_set1_ps(m), inv8 = _mm256_set1_ps(inv), lo8 = _mm256_set1_ps(lo);
+  const __m256i top = _mm256_set1_epi32(kBuckets - 1), none = _mm256_set1_epi32(kBuckets);
+  int i = 0;
+  for (; i + 8 <= V; i += 8) {
+    const __m256 v = _mm256_loadu_ps(l + i);
+    // below lo the product may be inf or NaN; its lanes take `none` whatever it converts to
+    const __m256i b = _mm256_min_epi32(
+        top, _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_sub_ps(m8, v), inv8)));
+    const __m256i kept = _mm256_castps_si256(_mm256_cmp_ps(v, lo8, _CMP_GE_OQ));
+    _mm256_storeu_si256((__m256i*)(at + i), _mm256_blendv_epi8(none, b, kept));
+  }
+  for (; i < V; ++i) at[i] = l[i] >= lo ? std::min(kBuckets - 1, (int)((m - l[i]) * inv)) : kBuckets;
+}
+#endif
+
+void bucket_ids(const float* l, int V, float m, float inv, float lo, int32_t* at) {
+#ifdef BC_X86
+  if (cpu_has_avx2_fma()) return buckets_avx2(l, V, m, inv, lo, at);
+#endif
+  for (int i = 0; i < V; ++i)
+    at[i] = l[i] >= lo ? std::min(kBuckets - 1, (int)((m - l[i]) * inv)) : kBuckets;
+}
+
 // A row's working memory, one a thread, reused row after row (passed by reference so that
 // the loops below do not look up thread-local storage at every token).
 struct Scratch {
   std::vector<int> idx;      // kept token ids, in id order
   std::vector<float> e;      // exp(l_i - m) of the row: top-p's masses
+  std::vector<int32_t> at;   // each token's bucket (bucket_ids)
   std::vector<double> mass;  // kLanes histograms of kBuckets masses
   std::vector<float> tie;    // the values in the cut's bucket
   std::vector<float> w;      // the draw's weights
@@ -239,8 +311,6 @@ constexpr int kLanes = 2;
 // buckets from the top to the one where the mass reaches the limit and ordering only that
 // bucket's values, instead of selecting through the whole kept set. The cut is a value,
 // so tokens of equal value need no order among themselves.
-// The passes over the row keep or drop a token without a branch (a random-weight model's
-// row keeps a third of its tokens in no order a branch predictor could learn).
 __attribute__((noinline)) int kept_by_value(const float* l, int V, float m, float top_p,
                                             float min_p, Scratch& s) {
   if (!(m > -INFINITY)) return 0;
@@ -250,23 +320,21 @@ __attribute__((noinline)) int kept_by_value(const float* l, int V, float m, floa
     for (int i = 0; i < V; ++i) lo = std::min(lo, l[i] > -INFINITY ? l[i] : lo);
   }
   std::vector<int>& idx = s.idx;
-  idx.resize(V);
-  int n = 0;
-  for (int i = 0; i < V; ++i) {
-    idx[n] = i;
-    n += l[i] >= lo;
-  }
+  idx.resize((size_t)V + 8);
+  const int n = at_least(l, V, lo, idx.data());
   if (!(top_p > 0.f && top_p < 1.f)) return n;
   s.e.resize(V);
+  s.at.resize(V);
   const float* e = s.e.data();
+  const int32_t* at = s.at.data();
   const double limit = (double)top_p * row_mass(l, V, m, s.e.data());
   const float inv = m > lo ? (float)kBuckets / (m - lo) : 0.f;
-  auto bucket = [=](float v) { return std::min(kBuckets - 1, (int)((m - v) * inv)); };
+  bucket_ids(l, V, m, inv, lo, s.at.data());
   s.mass.assign((size_t)kLanes * kBuckets, 0.0);
   double* h = s.mass.data();
   for (int r = 0; r < n; ++r) {
     const int i = idx[r];
-    h[(r % kLanes) * kBuckets + bucket(l[i])] += e[i];
+    h[(r % kLanes) * kBuckets + at[i]] += e[i];
   }
   for (int j = 1; j < kLanes; ++j)
     for (int b = 0; b < kBuckets; ++b) h[b] += h[j * kBuckets + b];
@@ -279,23 +347,12 @@ __attribute__((noinline)) int kept_by_value(const float* l, int V, float m, floa
     }
     std::vector<float>& tie = s.tie;
     tie.clear();
-    for (int r = 0; r < n; ++r) {
-      const float v = l[idx[r]];
-      if (bucket(v) == b) tie.push_back(v);
-    }
+    for (int i = 0; i < V; ++i)
+      if (at[i] == b) tie.push_back(l[i]);
     std::sort(tie.begin(), tie.end(), std::greater<float>());
     for (float v : tie) {
       base += exp1_cephes(v - m);  // e[i] of a token of value v
-      if (base >= limit) {
-        const float cut = v;
-        int k = 0;
-        for (int r = 0; r < n; ++r) {
-          const int i = idx[r];
-          idx[k] = i;
-          k += l[i] >= cut;
-        }
-        return k;
-      }
+      if (base >= limit) return at_least(l, V, v, idx.data());  // v >= lo: min-p holds
     }
     // the bucket's sum rounded past the limit, its tokens one by one did not: go on
   }
