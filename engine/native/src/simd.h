@@ -3,7 +3,8 @@
 // and exp for 8 floats.
 #pragma once
 
-#if defined(__x86_64__) || defined(__i386__)
+// BC_PORTABLE builds the plain loops only, on x86 too (the tests check them against AVX2).
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(BC_PORTABLE)
 #include <immintrin.h>
 #define BC_X86 1
 #define BC_AVX2 __attribute__((target("avx2,fma,f16c")))
