@@ -11,11 +11,12 @@ For each cell both servers are started on the same file and loaded before the fi
 alternated from scenario to scenario and from cell to cell so that drift on a shared machine
 falls on both alike:
 
-- solo: one stream, --solo-requests requests one after another, --solo-tokens each, the
-  tabs' sampling: decode tok/s ((tokens - 1) / (E2E - TTFT)), median; and its share of the
-  physical floor, the machine's memory bandwidth (measured in this cell, bench/physical.py)
-  over the bytes of weights a token reads (the file's size: the head reads the whole
-  embedding-sized matrix each token; a MoE's experts counted at `expert_used_count` of
+- solo: one stream, --solo-requests requests one after another on each server, their
+  requests taken in turn (B L L B ...), --solo-tokens each, the tabs' sampling: decode
+  tok/s ((tokens - 1) / (E2E - TTFT)), median; and its share of the physical floor, the
+  machine's memory bandwidth (measured in this cell, bench/physical.py) over the bytes of
+  weights a token reads (the file's size: the head reads the whole embedding-sized matrix
+  each token; a MoE's experts counted at `expert_used_count` of
   `expert_count`, the share one token is routed to);
 - burst: --burst requests at once, --burst-tokens each, the tabs' sampling: output tok/s,
   TTFT p50 and ITL p99;
@@ -36,6 +37,7 @@ import fnmatch
 import json
 import os
 import re
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -131,14 +133,30 @@ async def first_token(session: aiohttp.ClientSession, target: Target, text: str)
     return {"ttft_s": r.ttft_s, "prompt_tokens": r.prompt_tokens}
 
 
+async def solo(session: aiohttp.ClientSession, targets: dict[str, Target],
+               args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """One stream on each server, their requests taken in turn (B L L B B L ...: the first
+    of each pair alternates), so that a shared host's drift over the minutes of a cell falls
+    on both alike; one run each of many requests put the same cell at 0.85x and at 1.20x."""
+    texts = prompt_texts(args.solo_requests)
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in targets}
+    for i, text in enumerate(texts):
+        order = list(targets) if i % 2 == 0 else list(targets)[::-1]
+        for name in order:
+            salted = f"[solo {name} {time.time_ns()}] {text}"
+            runs[name].append(await one_stream(session, targets[name], [salted], 1,
+                                               args.solo_tokens, TABS))
+    out = {}
+    for name, rs in runs.items():
+        rates = [r["decode_tps"][0] for r in rs]
+        out[name] = {"tps": statistics.median(rates), "runs": rates,
+                     "short": sum(r["output_tokens"][0] < args.solo_tokens for r in rs)}
+    return out
+
+
 async def scenario(name: str, session: aiohttp.ClientSession, target: Target,
                    args: argparse.Namespace, long_prompt: str) -> dict[str, Any]:
     salt = f"[{name} {target.name} {time.time_ns()}] "
-    if name == "solo":
-        texts = [salt + t for t in prompt_texts(args.solo_requests)]
-        res = await one_stream(session, target, texts, len(texts), args.solo_tokens, TABS)
-        return {"tps": res["decode_tps_median"], "runs": res["decode_tps"],
-                "short": sum(n < args.solo_tokens for n in res["output_tokens"])}
     if name == "burst":
         texts = [salt + t for t in prompt_texts(args.burst)]
         res = await online(session, target, texts, iter(lambda: 0.0, None), args.burst,
@@ -178,11 +196,19 @@ async def run_cell(index: int, cell: str, gguf: Path, args: argparse.Namespace,
         out["floor"] = physical_floor(gguf, token_bytes(gguf))
         for k, name in enumerate(args.scenarios):
             order = list(SERVERS) if (index + k) % 2 == 0 else list(SERVERS)[::-1]
-            for server in order:
+            if name == "solo":
                 try:
-                    res = await scenario(name, session, targets[server], args, prompt)
+                    both = await solo(session, {n: targets[n] for n in order}, args)
                 except (TimeoutError, RuntimeError, aiohttp.ClientError) as e:
-                    res = {"error": str(e)[:300]}  # the table shows '-'; the others still run
+                    both = {n: {"error": str(e)[:300]} for n in order}
+            for server in order:
+                if name == "solo":
+                    res = both[server]
+                else:
+                    try:
+                        res = await scenario(name, session, targets[server], args, prompt)
+                    except (TimeoutError, RuntimeError, aiohttp.ClientError) as e:
+                        res = {"error": str(e)[:300]}  # the table shows '-'; the rest runs
                 out.setdefault(server, {})[name] = res
                 print(f"  {cell} {name:5s} {server:9s} {json.dumps(_short(res))}", flush=True)
         for n, s in servers.items():

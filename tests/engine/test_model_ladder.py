@@ -1,9 +1,10 @@
 """The model ladder's bench (bench/model_ladder.py, bench/ladder_models.py) without llama.cpp:
 which GGUFs a --cells filter picks and in what order, the cells' configs, and the table's
-ratios and missed targets from a run's figures."""
+ratios and missed targets from a run's figures; the one-stream scenario's order."""
 
 import pytest
 
+from bench.http_client import Target
 from bench.ladder_models import cell_names, hf_config
 from bench.model_ladder import find_cells, parse_args, print_table, targets_met
 
@@ -62,3 +63,27 @@ def test_targets_and_table(capsys):
     assert "40%" in row and "60%" in row  # of the 20 tok/s floor
     assert row.endswith("solo tok/s, ITL p99, 50% of floor")
     assert next(line for line in lines if line.startswith("llama-135m")).endswith("none")
+
+
+def test_solo_takes_the_servers_requests_in_turn(monkeypatch):
+    """One stream on each server, request by request in turn (B L, L B, B L): a shared
+    host's drift falls on both; each side's median and short count from its own requests."""
+    import asyncio
+
+    from bench import model_ladder
+
+    calls: list[str] = []
+
+    async def fake_one_stream(session, target, texts, requests, max_tokens, sampling):
+        calls.append(target.name)
+        assert requests == 1 and len(texts) == 1 and sampling is model_ladder.TABS
+        n = len(calls)
+        return {"decode_tps": [10.0 * n], "output_tokens": [max_tokens - (n == 2)]}
+
+    monkeypatch.setattr(model_ladder, "one_stream", fake_one_stream)
+    targets = {"batchchat": Target("batchchat", "u1", "m"), "llama": Target("llama", "u2", "m")}
+    args = parse_args(["--models", "/m", "--llama-server", "/l", "--solo-requests", "3"])
+    out = asyncio.run(model_ladder.solo(None, targets, args))
+    assert calls == ["batchchat", "llama", "llama", "batchchat", "batchchat", "llama"]
+    assert out["batchchat"]["runs"] == [10.0, 40.0, 50.0] and out["batchchat"]["tps"] == 40.0
+    assert out["llama"]["runs"] == [20.0, 30.0, 60.0] and out["llama"]["short"] == 1
