@@ -154,8 +154,27 @@ async def solo(session: aiohttp.ClientSession, targets: dict[str, Target],
     return out
 
 
-async def scenario(name: str, session: aiohttp.ClientSession, target: Target,
-                   args: argparse.Namespace, long_prompt: str) -> dict[str, Any]:
+async def scenario(name: str, session: aiohttp.ClientSession, targets: dict[str, Target],
+                   args: argparse.Namespace, long_prompt: str) -> dict[str, dict[str, Any]]:
+    """One scenario on every server, in the order of `targets`; a server that fails gets
+    {"error": ...} (the table shows '-') and the rest of the cell runs."""
+    failures = (TimeoutError, RuntimeError, aiohttp.ClientError)
+    if name == "solo":  # its requests alternate between the servers, so it runs them together
+        try:
+            return await solo(session, targets, args)
+        except failures as e:
+            return {n: {"error": str(e)[:300]} for n in targets}
+    out = {}
+    for server, target in targets.items():
+        try:
+            out[server] = await one_scenario(name, session, target, args, long_prompt)
+        except failures as e:
+            out[server] = {"error": str(e)[:300]}
+    return out
+
+
+async def one_scenario(name: str, session: aiohttp.ClientSession, target: Target,
+                       args: argparse.Namespace, long_prompt: str) -> dict[str, Any]:
     salt = f"[{name} {target.name} {time.time_ns()}] "
     if name == "burst":
         texts = [salt + t for t in prompt_texts(args.burst)]
@@ -196,21 +215,11 @@ async def run_cell(index: int, cell: str, gguf: Path, args: argparse.Namespace,
         out["floor"] = physical_floor(gguf, token_bytes(gguf))
         for k, name in enumerate(args.scenarios):
             order = list(SERVERS) if (index + k) % 2 == 0 else list(SERVERS)[::-1]
-            if name == "solo":
-                try:
-                    both = await solo(session, {n: targets[n] for n in order}, args)
-                except (TimeoutError, RuntimeError, aiohttp.ClientError) as e:
-                    both = {n: {"error": str(e)[:300]} for n in order}
+            both = await scenario(name, session, {n: targets[n] for n in order}, args, prompt)
             for server in order:
-                if name == "solo":
-                    res = both[server]
-                else:
-                    try:
-                        res = await scenario(name, session, targets[server], args, prompt)
-                    except (TimeoutError, RuntimeError, aiohttp.ClientError) as e:
-                        res = {"error": str(e)[:300]}  # the table shows '-'; the rest runs
-                out.setdefault(server, {})[name] = res
-                print(f"  {cell} {name:5s} {server:9s} {json.dumps(_short(res))}", flush=True)
+                out.setdefault(server, {})[name] = both[server]
+                print(f"  {cell} {name:5s} {server:9s} {json.dumps(_short(both[server]))}",
+                      flush=True)
         for n, s in servers.items():
             out[n]["rss_mib"] = resident_mib(s)
         out["load_after"] = os.getloadavg()[0]  # the machine is shared: how busy it was

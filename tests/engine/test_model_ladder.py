@@ -87,3 +87,34 @@ def test_solo_takes_the_servers_requests_in_turn(monkeypatch):
     assert calls == ["batchchat", "llama", "llama", "batchchat", "batchchat", "llama"]
     assert out["batchchat"]["runs"] == [10.0, 40.0, 50.0] and out["batchchat"]["tps"] == 40.0
     assert out["llama"]["runs"] == [20.0, 30.0, 60.0] and out["llama"]["short"] == 1
+
+
+def test_a_scenario_runs_on_every_server_in_order_and_a_failure_stays_its_own(monkeypatch):
+    """Burst and long run server by server in the cell's order; one server's failure is an
+    {"error"} for it alone (the table shows '-') and the other still runs; a failed one-stream
+    run fails both, since their requests alternate."""
+    import asyncio
+
+    from bench import model_ladder
+
+    calls: list[str] = []
+
+    async def fake_one(name, session, target, args, long_prompt):
+        calls.append(target.name)
+        if target.name == "llama":
+            raise RuntimeError("llama: the long prompt failed")
+        return {"ttft_s": 1.5}
+
+    async def failing_solo(session, targets, args):
+        raise TimeoutError("no answer")
+
+    monkeypatch.setattr(model_ladder, "one_scenario", fake_one)
+    monkeypatch.setattr(model_ladder, "solo", failing_solo)
+    targets = {"llama": Target("llama", "u2", "m"), "batchchat": Target("batchchat", "u1", "m")}
+    args = parse_args(["--models", "/m", "--llama-server", "/l"])
+    out = asyncio.run(model_ladder.scenario("long", None, targets, args, "text"))
+    assert calls == ["llama", "batchchat"]
+    assert out == {"llama": {"error": "llama: the long prompt failed"},
+                   "batchchat": {"ttft_s": 1.5}}
+    out = asyncio.run(model_ladder.scenario("solo", None, targets, args, "text"))
+    assert out == {"llama": {"error": "no answer"}, "batchchat": {"error": "no answer"}}
