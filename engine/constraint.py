@@ -51,11 +51,27 @@ _BY_TEXT_KEPT = 3  # models a process switches between; each holds its vocabular
 _built_lock = threading.RLock()
 
 
+# Entries whose tokenizer died while the lock was held elsewhere: dropped at the next build.
+_dead: list[tuple[int, weakref.ref[Any]]] = []
+
+
 def _forget(key: int, ref: weakref.ref[Any]) -> None:
-    with _built_lock:
-        entry = _built.get(key)
-        if entry is not None and entry[0] is ref:
-            del _built[key]
+    # A weakref callback runs wherever a gc does, also in the exit's last collection, after
+    # the daemon thread of `GrammarTokenizer.warm` was stopped holding the lock mid-build:
+    # waiting for it there hung the process for ever. So it never waits.
+    if not _built_lock.acquire(blocking=False):
+        _dead.append((key, ref))
+        return
+    try:
+        _drop(key, ref)
+    finally:
+        _built_lock.release()
+
+
+def _drop(key: int, ref: weakref.ref[Any]) -> None:
+    entry = _built.get(key)
+    if entry is not None and entry[0] is ref:
+        del _built[key]
 
 
 def _serialized(hf: Any) -> str:
@@ -75,6 +91,8 @@ def shared_llguidance_tokenizer(hf: Any, eos: Sequence[int]) -> LLTokenizer:
     process for a vocabulary (GrammarError when llguidance cannot read it)."""
     key, ends = id(hf), tuple(eos)
     with _built_lock:
+        while _dead:
+            _drop(*_dead.pop())
         entry = _built.get(key)
         if entry is not None and entry[0]() is hf and ends in entry[1]:
             return entry[1][ends]

@@ -78,3 +78,41 @@ def test_a_dropped_tokenizer_is_not_kept_alive() -> None:
     del tokenizer, grammars
     gc.collect()
     assert gone() is None
+
+
+def test_a_tokenizer_dropped_while_a_build_holds_the_lock_does_not_wait_for_it() -> None:
+    """The drop's callback runs wherever a gc does, also in the exit's last collection after
+    `GrammarTokenizer.warm`'s daemon thread was stopped mid-build, holding the lock: a script
+    that loaded models and returned hung there for ever. It never waits; its entry goes at
+    the next build."""
+    import threading
+
+    from engine import constraint
+
+    tokenizer = make_tokenizer()
+    GrammarTokenizer(tokenizer, tokenizer.eos_token_ids).llguidance()
+    key = id(tokenizer._tokenizer)
+    assert key in constraint._built
+    box = [tokenizer]  # its only holder, emptied on another thread
+    del tokenizer
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # a build in progress elsewhere
+        with constraint._built_lock:
+            held.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    held.wait()
+    try:
+        dropper = threading.Thread(target=lambda: (box.clear(), gc.collect()), daemon=True)
+        dropper.start()
+        dropper.join(timeout=10)
+        assert not dropper.is_alive()  # the callback did not wait for the lock
+    finally:
+        release.set()
+        holder.join()
+    other = make_tokenizer()
+    GrammarTokenizer(other, other.eos_token_ids).llguidance()  # the next build drops it
+    assert key not in constraint._built or constraint._built[key][0]() is not None
