@@ -163,6 +163,8 @@ class CompiledDecode:
     def step(self, cache: list[Any], tokens: list[int] | mx.array) -> mx.array:
         """`cache`: one that is `usable`."""
         inputs = tokens if isinstance(tokens, mx.array) else mx.array(tokens)
+        if inputs.dtype != mx.uint32:  # a list's int32 and a sample's uint32: one graph
+            inputs = inputs.astype(mx.uint32)
         if isinstance(cache[0], ArenaKVCache):
             return self._arena_step(cache, inputs)
         rows = inputs.shape[0]

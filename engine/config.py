@@ -11,6 +11,7 @@ from .cpu_options import CpuOptions
 from .speculation import check_mode
 
 KV_BUDGET_ENV = "BATCHCHAT_KV_BUDGET_MB"
+WARM_UP_OFF_ENV = "BATCHCHAT_NO_WARM_UP"  # "1": Engine.load skips its warm-up
 
 
 def kv_budget_from_env(environ: Mapping[str, str] | None = None) -> int | None:
@@ -68,6 +69,10 @@ class EngineConfig:
     # CPU with the native kernels)
     compiled_decode: bool = True
     cpu_kernels: bool = True  # faster SiLU/softmax on the CPU backend (engine/cpu_kernels.py)
+    # Engine.load runs two short requests before it returns: the kernels MLX compiles on
+    # first use and the compiled step's traces are paid at load, not by the first reply
+    # (engine/warm_up.py); BATCHCHAT_NO_WARM_UP=1 turns it off
+    warm_up: bool = field(default_factory=lambda: os.environ.get(WARM_UP_OFF_ENV) != "1")
     # The CPU backend's switches (engine/cpu_options.py): read from the BATCHCHAT_*
     # variables once, when the config is made; the loader and the runner both use this one.
     cpu: CpuOptions = field(default_factory=CpuOptions.from_env)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import mlx.core as mx
 import mlx.nn as nn
 
-from . import chat_prompt, compute_thread, cpu_memory, readouts
+from . import chat_prompt, compute_thread, cpu_memory, readouts, warm_up
 from .config import EngineConfig
 from .constraint import GrammarTokenizer
 from .detokenize import TextStream, after
@@ -127,6 +127,9 @@ class Engine:
         engine._draft_offer = DraftOffer(engine._core.runner, loaded.tokenizer,
                                          engine.context_length, loaded.description)
         offer(source, engine._draft_offer)
+        if config.warm_up:
+            report("starting the engine", 0.5)
+            engine.warm_up()
         report.finish()
         return engine
 
@@ -140,6 +143,11 @@ class Engine:
         loop = EngineLoop(self._core, self._inbox, self._deliver_threadsafe,
                           release=_give_back_memory)
         self._thread = compute_thread.start(loop.run)
+
+    def warm_up(self) -> float | None:
+        """Pay the first request's one-time costs now (engine/warm_up.py): before `start`.
+        The seconds it took, or None if it failed (the first request then pays)."""
+        return warm_up.warm_up(self)
 
     @property
     def running(self) -> bool:

@@ -47,15 +47,17 @@ class EngineCore:
         on_finish: Callable[[Sequence, bool], None] | None = None,
         draft_source: DraftSource | None = None,
         vision: Any = None,
+        runner: ModelRunner | None = None,
     ) -> None:
         """`draft_source`: the loaded draft model of speculative="draft:PATH"
-        (engine/draft_model.py); None: n-gram drafts, when speculation is on."""
+        (engine/draft_model.py); None: n-gram drafts, when speculation is on. `runner`:
+        another core's model runner to share (engine/warm_up.py); None: one of its own."""
         self.config = config
         self.model = model
         self.vision = vision  # a VLM's image side (engine/vision/prompt.py); None: text only
-        self.runner = ModelRunner(model, fast_cpu_kernels=config.cpu_kernels,
-                                  compiled_decode=config.compiled_decode, cpu=config.cpu,
-                                  kv_bits=config.kv_bits, context_length=context_length)
+        self.runner = runner or ModelRunner(
+            model, fast_cpu_kernels=config.cpu_kernels, compiled_decode=config.compiled_decode,
+            cpu=config.cpu, kv_bits=config.kv_bits, context_length=context_length)
         self.eos_token_ids = eos_token_ids
         self.context_length = context_length
         self.ends = RowEnds(eos_token_ids, context_length)  # where a pass cuts a row's drafts

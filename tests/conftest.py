@@ -15,6 +15,9 @@ import pytest
 # mimalloc (engine/preload.py), replacing the test runner; the tests run on glibc as the
 # test command preloads it, and tests/engine/test_allocator.py starts mimalloc processes.
 os.environ.setdefault("BATCHCHAT_NO_MIMALLOC", "1")
+# Engine.load's warm-up (engine/warm_up.py) would add ~0.3-1 s to each of the suite's ~100
+# loads; tests/engine/test_warm_up.py runs it, and the processes the tests start inherit this.
+os.environ.setdefault("BATCHCHAT_NO_WARM_UP", "1")
 
 if TYPE_CHECKING:
     from engine import Engine

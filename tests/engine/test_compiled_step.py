@@ -147,3 +147,21 @@ def test_a_lone_sequence_s_compiled_steps_give_the_bits_of_mlx_lm_s_cache(seed) 
         grown += not usable
         token = int(mx.argmax(want, axis=-1).item())
     assert grown >= 1 and runner.compiled.traces == 2
+
+
+def test_a_request_s_decode_replays_one_graph_whatever_fed_its_tokens() -> None:
+    """A lone request's steps within one KV buffer are one shape: its first decode step is
+    fed the prompt's sample and the rest their own samples, and all replay one graph (a
+    token array of another dtype would be another trace, on every request's first step)."""
+    tiny = quantized_tiny(6)
+    engine = engine_on(tiny, max_concurrent=1)
+    prompt = prompts(1, seed=6)[0]
+    for params in (SamplingParams(max_tokens=20),
+                   SamplingParams(max_tokens=20, temperature=0.7, top_p=0.95, min_p=0.05,
+                                  repetition_penalty=1.1, seed=1)):
+        before = testing.facts(engine).compiled_traces
+        stream = engine.submit(prompt_tokens=prompt, params=params)
+        while engine.has_work():
+            engine.step()
+        assert len(stream.tokens) == 20
+        assert testing.facts(engine).compiled_traces - before <= 1
