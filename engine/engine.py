@@ -105,8 +105,8 @@ class Engine:
         """Load a model ("bundled", a .gguf file, an mlx-lm directory or a repo id).
 
         `progress(stage, fraction)` is called on this thread as the load goes: a stage label
-        ("reading file", "converting layers", "tokenizer", "starting the engine") and the
-        fraction of the whole load done, ending at 1.0 (engine/loader/progress.py)."""
+        ("reading file", "converting layers", "tokenizer", "starting the engine", "warming up")
+        and the fraction of the whole load done, ending at 1.0 (engine/loader/progress.py)."""
         from .loader import load_model
         from .loader.progress import ProgressReporter
 
@@ -128,7 +128,7 @@ class Engine:
                                          engine.context_length, loaded.description)
         offer(source, engine._draft_offer)
         if config.warm_up:
-            report("starting the engine", 0.5)
+            report("warming up", 0.0)
             engine.warm_up()
         report.finish()
         return engine

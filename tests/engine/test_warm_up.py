@@ -28,7 +28,12 @@ def answer(engine: Engine, params: SamplingParams) -> list[int]:
 
 
 def test_a_warmed_engine_shows_nothing_of_its_warm_up_and_answers_the_same() -> None:
-    warm = Engine.load("bundled", EngineConfig(warm_up=True))
+    seen: list[tuple[str, float]] = []
+    warm = Engine.load("bundled", EngineConfig(warm_up=True),
+                       progress=lambda stage, f: seen.append((stage, f)))
+    # the load says it warms up, last, and still ends at 100 %
+    assert list(dict.fromkeys(s for s, _ in seen))[-2:] == ["starting the engine", "warming up"]
+    assert [f for _, f in seen] == sorted(f for _, f in seen) and seen[-1][1] == 1.0
     cold = Engine.load("bundled", EngineConfig(warm_up=False))
     # the model runner's decode graphs were traced at load, on the warm engine only
     assert testing.facts(warm).compiled_traces > 0
