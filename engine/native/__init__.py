@@ -145,16 +145,21 @@ def pack_quantized(w: mx.array, scales: mx.array, biases: mx.array, group_size: 
 
 def packed_matvec_many(x: mx.array, packed: list[list[mx.array]], ns: list[int],
                        group_size: int = 64, bits: int = 4, *, force_scalar: bool = False,
-                       form: int = 0, stream: Any = None) -> list[mx.array]:
+                       form: int = 0, layouts: list[tuple[int, int, int]] | None = None,
+                       stream: Any = None) -> list[mx.array]:
     """x @ W.T for each packed weight (N = ns[i] outputs), x rounded to int8 per 32-block
     once for all of them. The arithmetic of an output row depends only on its own x row
     and is the same on the AVX-512, AVX2 and portable paths (issue #25, src/packed.h).
     `form`: src/packed.h's Form of the weights (1: Q4_K's, group 32 and 4 bits; 2: Q6_K's,
-    group 16 and 6 bits; as the loader packs them: loader/packed_form.py)."""
+    group 16 and 6 bits; as the loader packs them: loader/packed_form.py). `layouts`: each
+    weight's own (group_size, bits, form) instead, where they differ: each output gets the
+    bits a call of its own gives."""
     scalar = force_scalar or not simd()
     flat = [a for triple in packed for a in triple]
+    each = [v for layout in layouts for v in layout] if layouts else []
     return _ext_or_raise().packed_matvec_many(x, flat, ns, group_size, bits,
-                                              force_scalar=scalar, form=form, stream=stream)
+                                              force_scalar=scalar, form=form, layouts=each,
+                                              stream=stream)
 
 
 def pack_experts(w: mx.array, scales: mx.array, biases: mx.array, group_size: int = 64,

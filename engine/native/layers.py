@@ -41,11 +41,16 @@ class ProjectionGroup:
     """Projections of one input computed together: the leader (the first) computes all and
     keeps each follower's output here until that follower takes it for that very input."""
 
-    __slots__ = ("members", "ready")
+    __slots__ = ("layouts", "members", "ready")
 
     def __init__(self, members: tuple[NativeQuantizedLinear, ...]) -> None:
         self.members = members
         self.ready: list[tuple[mx.array, mx.array] | None] = [None] * len(members)
+        # each member's packed (group size, bits, form) where they differ (a Q4_K_M file's
+        # Q6_K v beside Q4_K q and k: one packed call, each weight read in its own form)
+        each = [(*m._packed_layout, m._packed_form) for m in members]
+        self.layouts = ([v for layout in each for v in layout]
+                        if len(set(each)) > 1 else None)
 
     def take(self, index: int, x: mx.array) -> mx.array | None:
         """Follower `index`'s output for `x` if the leader computed it (taken once)."""
@@ -116,7 +121,8 @@ class _NativeQuantized(nn.Module):
         group_size, bits = self._packed_layout
         outs = extension().packed_matvec_many(
             x, [a for m in members for a in m._native_packed], [m._native_n for m in members],
-            group_size, bits, force_scalar=self._native_scalar, form=self._packed_form)
+            group_size, bits, force_scalar=self._native_scalar, form=self._packed_form,
+            layouts=group.layouts if group is not None and group.layouts else [])
         return group.hand_out(x, outs) if group is not None else outs[0]
 
     def _matmul(self, x: mx.array) -> mx.array:
@@ -216,19 +222,22 @@ def install(tree: nn.Module, options: CpuOptions) -> int:
 
 
 def _group_siblings(tree: nn.Module) -> None:
-    """A ProjectionGroup for each SIBLINGS set whose members are all native with one layout."""
+    """A ProjectionGroup for each SIBLINGS set whose members are all native with one layout,
+    or all on the packed kernel (which reads each weight in its own layout)."""
     for _, parent in tree.named_modules():
         for names in SIBLINGS:
             members = tuple(parent.get(n) for n in names)
             if not all(type(m) is NativeQuantizedLinear for m in members):
                 continue
             first = members[0]
-            if all(m.group_size == first.group_size and m.bits == first.bits
-                   and m.weight.shape[1] == first.weight.shape[1]
-                   and m.scales.dtype == first.scales.dtype
+            packed = all(m._native_packed is not None for m in members)
+            if all((packed or (m.group_size == first.group_size and m.bits == first.bits
+                               and m.scales.dtype == first.scales.dtype
+                               and m._packed_form == first._packed_form))
+                   and m.weight.shape[1] * 32 // m.bits
+                   == first.weight.shape[1] * 32 // first.bits
                    and m._native_max_rows == first._native_max_rows
                    and (m._native_packed is None) == (first._native_packed is None)
-                   and m._packed_form == first._packed_form
                    for m in members):
                 group = ProjectionGroup(members)
                 for i, m in enumerate(members):

@@ -79,6 +79,36 @@ def test_sibling_projections_share_one_op_with_the_same_results(tiny_q, monkeypa
     assert np.array_equal(np.array(attn.v_proj(x)), np.array(apart[2]))
 
 
+def test_siblings_of_other_layouts_share_one_packed_op_with_their_own_bits(monkeypatch) -> None:
+    """A Q4_K_M file keeps some layers' v in Q6_K beside q and k in Q4_K: on the packed
+    kernel (the engine's default) the three still run as one op, each read in its own
+    layout, each output the bits of its own call."""
+    tiny = make_tiny_model(seed=4, hidden=128)
+    nn.quantize(tiny.model, group_size=64, bits=8,
+                class_predicate=lambda path, m: path.endswith("v_proj"))
+    nn.quantize(tiny.model, group_size=32, bits=4)
+    mx.eval(tiny.model.parameters())
+    tree = module_tree.clone(tiny.model)
+    layers.install(tree, CpuOptions())
+    attn = tree.model.layers[0].self_attn
+    assert (attn.v_proj.group_size, attn.v_proj.bits) == (64, 8) != (
+        attn.q_proj.group_size, attn.q_proj.bits)
+    assert attn.q_proj._group.members == (attn.q_proj, attn.k_proj, attn.v_proj)
+    assert attn.q_proj._group.layouts is not None
+    x = mx.random.normal((3, 1, 128))
+    apart = [native.packed_matvec_many(x, [m._native_packed], [m._native_n], *m._packed_layout)[0]
+             for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
+    calls: list[int] = []
+    many = layers.extension().packed_matvec_many
+    ext = type("Ext", (), {"packed_matvec_many": staticmethod(
+        lambda *a, **k: calls.append(1) or many(*a, **k))})
+    monkeypatch.setattr(layers, "extension", lambda: ext)
+    together = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)]
+    assert calls == [1]  # one op for the three
+    for a, b in zip(apart, together, strict=True):
+        assert np.array_equal(np.array(a), np.array(b))
+
+
 @pytest.mark.parametrize("shape", [(3, 1), (1, 5), (2, 40)], ids=["decode3", "rows5", "prefill"])
 def test_logits_match_mlx_quantized_path(tiny_q, shape) -> None:
     """Up to 8 rows go through the kernel, the 80-row pass through dequantize + matmul."""

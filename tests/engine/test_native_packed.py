@@ -84,6 +84,28 @@ def test_siblings_in_one_op_equal_each_alone_and_zero_input_gives_zero() -> None
     assert np.array_equal(zeros, np.zeros_like(zeros))
 
 
+@pytest.mark.parametrize("scalar", [False, True], ids=["simd", "portable"])
+def test_siblings_of_other_layouts_in_one_op_equal_each_alone(scalar: bool) -> None:
+    """A Q4_K_M file's attention: q and k in one form, v in another (groups of 16). One op
+    reads each weight in its own layout, and each output has the bits of its own call, for
+    one row and for a batch."""
+    x16, w16, s16, b16, _, _ = _case16(9, 40, 256, 8, seed=3)
+    x, q, s, b = _case(9, 64, 256, 4, 32, seed=7)
+    _, q64, s64, b64 = _case(9, 24, 256, 8, 64, seed=8)
+    parts = [(native.pack_quantized(q, s, b, 32, 4), 64, (32, 4, 0)),
+             (native.pack_quantized(w16, s16, b16, 16, 8), 40, (16, 8, 0)),
+             (native.pack_quantized(q64, s64, b64, 64, 8), 24, (64, 8, 0))]
+    for rows in (x[:1], x, x16):
+        together = native.packed_matvec_many(
+            rows, [p for p, _, _ in parts], [n for _, n, _ in parts], 32, 4,
+            force_scalar=scalar, layouts=[layout for _, _, layout in parts])
+        for out, (packed, n, (gs, bits, _)) in zip(together, parts, strict=True):
+            assert np.array_equal(np.array(out), _run(rows, packed, n, gs, bits, scalar))
+    with pytest.raises(ValueError, match="layouts"):
+        native.packed_matvec_many(x, [p for p, _, _ in parts], [64, 40, 24], 32, 4,
+                                  layouts=[(32, 4, 0)])
+
+
 @pytest.mark.parametrize("bad", ["bits", "k", "n"])
 def test_rejects_mismatched_arguments(bad: str) -> None:
     x, q, s, b = _case(2, 32, 128, 4, 32, seed=1)

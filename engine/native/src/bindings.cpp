@@ -46,7 +46,7 @@ NB_MODULE(_qmv, m) {
         "biases] (a copy; evaluates its inputs).");
   m.def("packed_matvec_many", &bc_native::packed_matvec_many, "x"_a, "packed"_a, "ns"_a,
         "group_size"_a, "bits"_a, nb::kw_only(), "force_scalar"_a = false, "form"_a = 0,
-        "stream"_a = nb::none(),
+        "layouts"_a = std::vector<int>{}, "stream"_a = nb::none(),
         "x @ W.T for each packed weight, x rounded to int8 per 32-block: the same arithmetic "
         "for any number of rows, on every CPU path.");
   m.def("pack_experts", &bc_native::pack_experts, "w"_a, "scales"_a, "biases"_a,

@@ -558,14 +558,23 @@ void pack_weights(const QmvArgs& a, uint8_t* wp, float* sp, float* bp) {
 void packed_run_many(const float* x, int M, const std::vector<PackedArgs>& parts,
                      bool force_scalar) {
   if (parts.empty() || M == 0) return;
-  const int K = parts[0].K, gs = parts[0].group_size;
-  thread_local std::vector<int8_t> q;
-  thread_local std::vector<float> d, xs;
-  q.resize((size_t)M * K);
-  d.resize((size_t)M * (K / 32));
-  xs.resize((size_t)M * (K / gs));
-  quantize_rows_int8(x, M, K, gs, force_scalar, q.data(), d.data(), xs.data());
-  const Prep prep{q.data(), d.data(), xs.data(), M, K, K / 32, K / gs};
+  const int K = parts[0].K;
+  // x rounded once for each group size among the parts (a Q4_K_M file's Q6_K v, group 16,
+  // beside its Q4_K q and k, group 32): each part reads what a call of its own would make
+  constexpr int kSizes = 3;  // group sizes 16, 32, 64
+  auto slot = [](int gs) { return gs == 16 ? 0 : gs == 32 ? 1 : 2; };
+  thread_local std::vector<int8_t> q[kSizes];
+  thread_local std::vector<float> d[kSizes], xs[kSizes];
+  Prep preps[kSizes] = {};
+  for (const auto& p : parts) {
+    const int i = slot(p.group_size), gs = p.group_size;
+    if (preps[i].q != nullptr) continue;
+    q[i].resize((size_t)M * K);
+    d[i].resize((size_t)M * (K / 32));
+    xs[i].resize((size_t)M * (K / gs));
+    quantize_rows_int8(x, M, K, gs, force_scalar, q[i].data(), d[i].data(), xs[i].data());
+    preps[i] = Prep{q[i].data(), d[i].data(), xs[i].data(), M, K, K / 32, K / gs};
+  }
   const Path path = pick(force_scalar);
   // Chunks of panels for the threads; each chunk does a block of rows (a panel's weights
   // stay in L1 across the row tiles, the block's int8 rows in L2 across the panels: a
@@ -591,7 +600,7 @@ void packed_run_many(const float* x, int M, const std::vector<PackedArgs>& parts
     const PackedArgs& p = parts[ch.part];
     const int rows = std::min(block, M - ch.m0);
     for (int pn = ch.first; pn < std::min(panels(p.N), ch.first + per); ++pn)
-      panel_rows(path, p, prep, pn, ch.m0, rows);
+      panel_rows(path, p, preps[slot(p.group_size)], pn, ch.m0, rows);
   });
 }
 

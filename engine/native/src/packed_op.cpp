@@ -109,21 +109,32 @@ std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scale
 
 std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<mx::array>& packed,
                                           const std::vector<int>& ns, int group_size, int bits,
-                                          bool force_scalar, int form, mx::StreamOrDevice s) {
+                                          bool force_scalar, int form,
+                                          const std::vector<int>& layouts,
+                                          mx::StreamOrDevice s) {
   check(!packed.empty() && packed.size() == 3 * ns.size(),
         "packed must be (weights, scales, biases) for each N in ns");
+  check(layouts.empty() || layouts.size() == 3 * ns.size(),
+        "layouts must be (group_size, bits, form) for each N in ns");
   check(x.ndim() >= 1 && mx::issubdtype(x.dtype(), mx::floating), "x must be floating point");
-  check(group_size == 16 || group_size == 32 || group_size == 64,
-        "group_size must be 16, 32 or 64");
-  check_form(form, group_size, bits);
+  std::vector<int> each;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    if (layouts.empty())
+      each.insert(each.end(), {group_size, bits, form});
+    else
+      each.insert(each.end(), layouts.begin() + 3 * i, layouts.begin() + 3 * i + 3);
+  }
   const int K = x.shape(-1);
-  check(K % group_size == 0, "x's last dimension must be a multiple of group_size");
   auto stream = mx::to_stream(s);
   check(stream.device == mx::Device::cpu, "runs on the CPU only");
   std::vector<mx::Shape> shapes;
   for (size_t i = 0; i < ns.size(); ++i) {
+    const int gs = each[3 * i], b = each[3 * i + 1], f = each[3 * i + 2];
+    check(gs == 16 || gs == 32 || gs == 64, "group_size must be 16, 32 or 64");
+    check_form(f, gs, b);
+    check(K % gs == 0, "x's last dimension must be a multiple of group_size");
     check_packed(packed[3 * i], packed[3 * i + 1], packed[3 * i + 2], panels(ns[i]) * kPanel, K,
-                 group_size, bits, form, "packed");
+                 gs, b, f, "packed");
     auto shape = x.shape();
     shape.back() = ns[i];
     shapes.push_back(std::move(shape));
@@ -132,7 +143,7 @@ std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<
   inputs.insert(inputs.end(), packed.begin(), packed.end());
   auto outs = mx::array::make_arrays(
       std::move(shapes), std::vector<mx::Dtype>(ns.size(), mx::float32),
-      std::make_shared<PackedMatvec>(stream, ns, group_size, bits, force_scalar, form),
+      std::make_shared<PackedMatvec>(stream, ns, std::move(each), force_scalar),
       std::move(inputs));
   if (x.dtype() != mx::float32)
     for (auto& o : outs) o = mx::astype(o, x.dtype(), stream);
@@ -155,7 +166,7 @@ void PackedMatvec::eval_cpu(const std::vector<mx::array>& inputs,
     encoder.set_input_array(bi);
     encoder.set_output_array(out);
     parts.push_back({w.data<uint8_t>(), sc.data<void>(), bi.data<float>(), out.data<float>(),
-                     ns_[i], K, group_size_, bits_, form_});
+                     ns_[i], K, layouts_[3 * i], layouts_[3 * i + 1], layouts_[3 * i + 2]});
   }
   encoder.dispatch([x = x.data<float>(), M, parts = std::move(parts), scalar = force_scalar_]() {
     packed_run_many(x, M, parts, scalar);
@@ -168,8 +179,7 @@ void PackedMatvec::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array
 
 bool PackedMatvec::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const PackedMatvec&>(other);
-  return ns_ == o.ns_ && group_size_ == o.group_size_ && bits_ == o.bits_ &&
-         force_scalar_ == o.force_scalar_ && form_ == o.form_;
+  return ns_ == o.ns_ && layouts_ == o.layouts_ && force_scalar_ == o.force_scalar_;
 }
 
 std::vector<mx::Shape> PackedMatvec::output_shapes(const std::vector<mx::array>& inputs) {

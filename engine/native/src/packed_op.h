@@ -21,10 +21,12 @@ std::vector<mx::array> pack_quantized(const mx::array& w, const mx::array& scale
 // x @ W_i.T for each packed (weights, scales, biases) in `packed`, N_i = ns[i] outputs, in
 // one op: x (..., K) rounded to int8 once. Outputs float32 (..., N_i), x's dtype if other.
 // form: packed.h's Form of every weight (kQ4K: group 32, bits 4; kQ6K: group 16, bits 6;
-// kQ5K: group 32, bits 5).
+// kQ5K: group 32, bits 5). `layouts`: each weight's own (group_size, bits, form), three ints
+// a weight (a Q4_K_M file's Q4_K q and k beside a Q6_K v, in one op); empty: all as above.
 std::vector<mx::array> packed_matvec_many(const mx::array& x, const std::vector<mx::array>& packed,
                                           const std::vector<int>& ns, int group_size, int bits,
                                           bool force_scalar = false, int form = 0,
+                                          const std::vector<int>& layouts = {},
                                           mx::StreamOrDevice s = {});
 
 // pack_quantized for stacked experts: w (E, N, K * bits / 32), scales and biases (E, N,
@@ -79,14 +81,13 @@ class PackedExpertsMatvec : public mx::Primitive {
 
 class PackedMatvec : public mx::Primitive {
  public:
-  PackedMatvec(mx::Stream stream, std::vector<int> ns, int group_size, int bits,
-               bool force_scalar, int form)
+  // layouts: (group_size, bits, form) of each weight, three ints a weight
+  PackedMatvec(mx::Stream stream, std::vector<int> ns, std::vector<int> layouts,
+               bool force_scalar)
       : mx::Primitive(stream),
         ns_(std::move(ns)),
-        group_size_(group_size),
-        bits_(bits),
-        force_scalar_(force_scalar),
-        form_(form) {}
+        layouts_(std::move(layouts)),
+        force_scalar_(force_scalar) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
@@ -96,10 +97,8 @@ class PackedMatvec : public mx::Primitive {
 
  private:
   std::vector<int> ns_;
-  int group_size_;
-  int bits_;
+  std::vector<int> layouts_;
   bool force_scalar_;
-  int form_;
 };
 
 }  // namespace bc_native
