@@ -52,6 +52,19 @@ def test_install_replaces_every_quantized_linear_in_the_copy_only(tiny_q) -> Non
     assert layers.install(tree, CpuOptions(qmv=False)) == 0  # BATCHCHAT_NATIVE_QMV=0
 
 
+def _siblings_in_one_call(monkeypatch, attn, x, op: str, apart: list) -> None:
+    """q, k and v of `attn` called on `x` make one call of the extension's `op`, and give
+    the outputs `apart` (each computed alone), bit for bit."""
+    calls: list[int] = []
+    many = getattr(layers.extension(), op)
+    ext = type("Ext", (), {op: staticmethod(lambda *a, **k: calls.append(1) or many(*a, **k))})
+    monkeypatch.setattr(layers, "extension", lambda: ext)
+    together = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)]
+    assert calls == [1]  # one op for the three
+    for a, b in zip(apart, together, strict=True):
+        assert np.array_equal(np.array(a), np.array(b))
+
+
 def test_sibling_projections_share_one_op_with_the_same_results(tiny_q, monkeypatch) -> None:
     tree = native_tree(tiny_q, qmv_max_rows=8)
     attn = tree.model.layers[0].self_attn
@@ -61,15 +74,7 @@ def test_sibling_projections_share_one_op_with_the_same_results(tiny_q, monkeypa
     x = mx.random.normal((2, 1, 128))
     apart = [native.quantized_matvec(x, m.weight, m.scales, m.biases, 32, 4)
              for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
-    calls: list[int] = []
-    many = layers.extension().quantized_matvec_many
-    ext = type("Ext", (), {"quantized_matvec_many": staticmethod(
-        lambda *a, **k: calls.append(1) or many(*a, **k))})
-    monkeypatch.setattr(layers, "extension", lambda: ext)
-    together = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)]
-    assert calls == [1]  # one op for the three
-    for a, b in zip(apart, together, strict=True):
-        assert np.array_equal(np.array(a), np.array(b))
+    _siblings_in_one_call(monkeypatch, attn, x, "quantized_matvec_many", apart)
     # a follower given another input computes its own (the leader's result is not reused)
     y = mx.random.normal((2, 1, 128))
     attn.q_proj(x)
@@ -98,15 +103,7 @@ def test_siblings_of_other_layouts_share_one_packed_op_with_their_own_bits(monke
     x = mx.random.normal((3, 1, 128))
     apart = [native.packed_matvec_many(x, [m._native_packed], [m._native_n], *m._packed_layout)[0]
              for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
-    calls: list[int] = []
-    many = layers.extension().packed_matvec_many
-    ext = type("Ext", (), {"packed_matvec_many": staticmethod(
-        lambda *a, **k: calls.append(1) or many(*a, **k))})
-    monkeypatch.setattr(layers, "extension", lambda: ext)
-    together = [attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)]
-    assert calls == [1]  # one op for the three
-    for a, b in zip(apart, together, strict=True):
-        assert np.array_equal(np.array(a), np.array(b))
+    _siblings_in_one_call(monkeypatch, attn, x, "packed_matvec_many", apart)
 
 
 @pytest.mark.parametrize("shape", [(3, 1), (1, 5), (2, 40)], ids=["decode3", "rows5", "prefill"])
