@@ -49,8 +49,7 @@ class ProjectionGroup:
         # each member's packed (group size, bits, form) where they differ (a Q4_K_M file's
         # Q6_K v beside Q4_K q and k: one packed call, each weight read in its own form)
         each = [(*m._packed_layout, m._packed_form) for m in members]
-        self.layouts = ([v for layout in each for v in layout]
-                        if len(set(each)) > 1 else None)
+        self.layouts = [v for layout in each for v in layout] if len(set(each)) > 1 else []
 
     def take(self, index: int, x: mx.array) -> mx.array | None:
         """Follower `index`'s output for `x` if the leader computed it (taken once)."""
@@ -122,7 +121,7 @@ class _NativeQuantized(nn.Module):
         outs = extension().packed_matvec_many(
             x, [a for m in members for a in m._native_packed], [m._native_n for m in members],
             group_size, bits, force_scalar=self._native_scalar, form=self._packed_form,
-            layouts=group.layouts if group is not None and group.layouts else [])
+            layouts=group.layouts if group is not None else [])
         return group.hand_out(x, outs) if group is not None else outs[0]
 
     def _matmul(self, x: mx.array) -> mx.array:

@@ -99,7 +99,7 @@ def test_siblings_of_other_layouts_share_one_packed_op_with_their_own_bits(monke
     assert (attn.v_proj.group_size, attn.v_proj.bits) == (64, 8) != (
         attn.q_proj.group_size, attn.q_proj.bits)
     assert attn.q_proj._group.members == (attn.q_proj, attn.k_proj, attn.v_proj)
-    assert attn.q_proj._group.layouts is not None
+    assert attn.q_proj._group.layouts  # each weight's own layout
     x = mx.random.normal((3, 1, 128))
     apart = [native.packed_matvec_many(x, [m._native_packed], [m._native_n], *m._packed_layout)[0]
              for m in (attn.q_proj, attn.k_proj, attn.v_proj)]
