@@ -79,7 +79,10 @@ def _serialized(hf: Any) -> str:
     tokenizer as JSON (added tokens included), without padding or truncation."""
     if not isinstance(hf, PreTrainedTokenizerFast):
         raise ValueError("Only fast tokenizers are supported")
-    backend = copy.copy(hf.backend_tokenizer)
+    backend = hf.backend_tokenizer
+    if backend.padding is None and backend.truncation is None:
+        return backend.to_str()  # as it is: the copy (a JSON round trip) would change nothing
+    backend = copy.copy(backend)
     backend.no_padding()
     backend.no_truncation()
     return backend.to_str()

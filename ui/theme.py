@@ -59,7 +59,11 @@ class Theme(QObject):
             return
         self.dark = dark
         self.app.setPalette(dark_palette() if dark else self.app.style().standardPalette())
-        self.app.setStyleSheet(stylesheet(dark))
+        sheet = stylesheet(dark)
+        # Setting a sheet re-polishes every widget the application has, even when it is the
+        # one already set (a second window of one application, each test's window): skipped
+        if self.app.styleSheet() != sheet:
+            self.app.setStyleSheet(sheet)
         for fn in list(self.listeners):
             fn(dark)
 

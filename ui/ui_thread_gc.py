@@ -22,6 +22,19 @@ from PySide6.QtCore import QObject, QTimer
 
 INTERVAL_MS = 100  # a tick's worth: cycles wait at most this long to be collected
 
+_outside_freeze: bool | None = None
+
+
+def _frozen_elsewhere() -> bool:
+    """Whether objects were frozen before the first collector of this process opened (by
+    its caller, not by a collector). Asked once: `gc.get_freeze_count()` walks every frozen
+    object, and each collector's freeze adds to them (the test suite opens a loop a UI test:
+    59 of its CPU-s went to these walks)."""
+    global _outside_freeze
+    if _outside_freeze is None:
+        _outside_freeze = gc.get_freeze_count() > 0
+    return _outside_freeze
+
 
 class UiThreadCollector(QObject):
     """Collects on the thread it lives on (the UI thread); `stop()` gives the collection
@@ -31,7 +44,7 @@ class UiThreadCollector(QObject):
         super().__init__(parent)
         self._was_enabled = gc.isenabled()
         gc.disable()
-        self._froze = gc.get_freeze_count() == 0  # a caller's own freeze is left as it is
+        self._froze = not _frozen_elsewhere()  # a caller's own freeze is left as it is
         gc.collect()
         gc.freeze()
         self._timer = QTimer(self)

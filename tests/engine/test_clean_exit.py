@@ -6,20 +6,26 @@ loop now runs on a compute thread that never ends (engine/compute_thread.py)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 from engine import SamplingParams, testing
+from engine.config import WARM_UP_OFF_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_engine_api_script_exits_cleanly_every_time() -> None:
     for run in range(3):  # the abort was a race: several runs
+        # as a user runs it: with Engine.load's warm-up and its grammar-tokenizer thread
+        # (the suite turns the warm-up off for the processes it starts)
+        env = {k: v for k, v in os.environ.items() if k != WARM_UP_OFF_ENV}
         result = subprocess.run([sys.executable, "-m", "tests.engine.exit_workload"],
-                                capture_output=True, text=True, cwd=ROOT, timeout=300)
+                                capture_output=True, text=True, cwd=ROOT, timeout=300,
+                                env=env)
         assert (result.returncode, result.stdout.strip()) == (0, "returned"), (
             f"run {run + 1}: exit {result.returncode}\n{result.stderr[-2000:]}")
         assert "Fatal Python error" not in result.stderr

@@ -24,6 +24,13 @@ class Cycle:
         Cycle.collected_on.append(threading.current_thread().name)
 
 
+async def _until(done, timeout: float) -> None:
+    """Returns once `done()` is true or `timeout` seconds have passed."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not done() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+
+
 def test_a_worker_threads_allocations_never_collect_there(qapp) -> None:
     was_enabled = gc.isenabled()
     gc.enable()
@@ -42,7 +49,9 @@ def test_a_worker_threads_allocations_never_collect_there(qapp) -> None:
         worker.start()
         worker.join()
         assert "worker" not in Cycle.collected_on
-        loop.run_until_complete(asyncio.sleep(0.5))  # the UI thread's timer collects
+        # the UI thread's timer collects; under load a 0.5 s sleep could end before the
+        # timer's first tick was dispatched, so wait for it (up to 10 s)
+        loop.run_until_complete(_until(lambda: len(Cycle.collected_on) >= 1000, 10.0))
         assert len(Cycle.collected_on) == 1000
         assert set(Cycle.collected_on) == {threading.main_thread().name}
     finally:
