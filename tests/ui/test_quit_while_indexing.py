@@ -26,8 +26,10 @@ WORDS = ["gate", "heron", "river", "stone", "lamp", "north", "clock", "bridge", 
 BENIGN = ("This plugin does not support propagateSizeHints()", "DEBUG bm25s:")
 
 
-def _long_text(path: Path, lines: int = 18000) -> Path:
-    """~1.5 MB of text: far over the tiny model's 16k context, so the chip indexes it."""
+def _long_text(path: Path, lines: int = 72000) -> Path:
+    """~6 MB of text: far over the tiny model's 16k context, so the chip indexes it; long enough
+    that the quit, sent at the first progress line, lands before the index ends (at ~1.5 MB
+    the index ended first in 3 runs of 11: the signal still on its way)."""
     rng = random.Random(7)
     path.write_text("".join(f"line {i}: " + " ".join(rng.choice(WORDS) for _ in range(12))
                             + "\n" for i in range(lines)))
