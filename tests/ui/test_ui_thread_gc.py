@@ -8,6 +8,7 @@ import asyncio
 import gc
 import threading
 
+from tests.ui.conftest import run_until
 from ui.event_loop import make_loop
 from ui.ui_thread_gc import UiThreadCollector
 
@@ -22,13 +23,6 @@ class Cycle:
 
     def __del__(self) -> None:
         Cycle.collected_on.append(threading.current_thread().name)
-
-
-async def _until(done, timeout: float) -> None:
-    """Returns once `done()` is true or `timeout` seconds have passed."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not done() and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(0.05)
 
 
 def test_a_worker_threads_allocations_never_collect_there(qapp) -> None:
@@ -51,7 +45,7 @@ def test_a_worker_threads_allocations_never_collect_there(qapp) -> None:
         assert "worker" not in Cycle.collected_on
         # the UI thread's timer collects; under load a 0.5 s sleep could end before the
         # timer's first tick was dispatched, so wait for it (up to 10 s)
-        loop.run_until_complete(_until(lambda: len(Cycle.collected_on) >= 1000, 10.0))
+        run_until(loop, lambda: len(Cycle.collected_on) >= 1000, timeout=10.0)
         assert len(Cycle.collected_on) == 1000
         assert set(Cycle.collected_on) == {threading.main_thread().name}
     finally:
