@@ -16,6 +16,7 @@ from openai import AsyncOpenAI
 
 from app.backend import LocalTarget
 from app.server import ApiServer, ServerConfig
+from tests.api_clients import openai_client
 
 MODEL = "tiny"
 
@@ -38,7 +39,7 @@ async def serving(eng: Any, model: str = MODEL, on_finished: Any = None,
     server = ApiServer(lambda: target, lambda: model, ServerConfig(port=0, **config),
                        on_finished=on_finished)
     url = await server.start()
-    client = AsyncOpenAI(base_url=url + "/v1", api_key=config.get("api_key") or "unused",
+    client = openai_client(url + "/v1", api_key=config.get("api_key") or "unused",
                          max_retries=0, timeout=60)
     try:
         yield Served(server, eng, client, url)

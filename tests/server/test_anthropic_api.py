@@ -21,6 +21,7 @@ from anthropic import AsyncAnthropic
 
 from engine import Engine, EngineConfig
 from engine.grammars import lark_grammar
+from tests.api_clients import anthropic_client
 from tests.engine.conftest import skip_without_native
 from tests.reasoning_model import QWEN3, thinking_tiny
 from tests.server.conftest import MODEL, Served, serving
@@ -38,7 +39,7 @@ CLOCK = {"name": "get_time", "description": "The time in a city",
 
 
 def client_of(s: Served, **keys: Any) -> AsyncAnthropic:
-    return AsyncAnthropic(base_url=s.url, max_retries=0, timeout=60,
+    return anthropic_client(s.url, max_retries=0, timeout=60,
                           **(keys or {"api_key": "unused"}))
 
 

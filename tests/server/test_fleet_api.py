@@ -23,6 +23,7 @@ from app.fleet import Catalog, ModelManager
 from app.models.library import folder_models
 from app.server import ApiServer, ServerConfig
 from app.server.fleet_api import FleetApi
+from tests.api_clients import openai_client
 from tests.fleet_models import bundled_path, tiny_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,7 @@ async def fleet_server(folder: Path, kv: int = KV, **kw) -> AsyncIterator[Fleet]
     api = FleetApi(fleet)
     server = ApiServer(api.target, api.model_id, ServerConfig(port=0), fleet=api)
     url = await server.start()
-    client = AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    client = openai_client(url + "/v1", api_key="unused", max_retries=0, timeout=120)
     http = aiohttp.ClientSession()
     try:
         yield Fleet(server, fleet, client, url, http)
