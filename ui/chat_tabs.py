@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QApplication, QInputDialog, QTabWidget, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QInputDialog,
+    QStackedWidget,
+    QTabWidget,
+    QToolButton,
+    QWidget,
+)
 
 from app.context import AppContext
 from app.conversation import Conversation
@@ -62,7 +69,9 @@ class ChatTabs(QTabWidget):
 
     # -- the workspace's changes --------------------------------------------------------
     def _opened(self, conv: Conversation, index: int) -> None:
-        tab = ChatTab(self.ctx, conversation=conv)
+        # built inside the tab widget's page stack, where insertTab puts it: a tab built
+        # apart had its widgets' style sheet rules worked out again when it moved in
+        tab = ChatTab(self.ctx, conversation=conv, parent=self.findChild(QStackedWidget))
         tab.add_to_top_row(compare_button(tab))  # one message, several targets
         self.insertTab(index, tab, conv.title)
         tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))
