@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QApplication,
     QInputDialog,
@@ -71,7 +72,8 @@ class ChatTabs(QTabWidget):
     def _opened(self, conv: Conversation, index: int) -> None:
         # built inside the tab widget's page stack, where insertTab puts it: a tab built
         # apart had its widgets' style sheet rules worked out again when it moved in
-        tab = ChatTab(self.ctx, conversation=conv, parent=self.findChild(QStackedWidget))
+        pages = self.findChild(QStackedWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+        tab = ChatTab(self.ctx, conversation=conv, parent=pages)
         tab.add_to_top_row(compare_button(tab))  # one message, several targets
         self.insertTab(index, tab, conv.title)
         tab.busy_changed.connect(lambda busy, t=tab: self._mark_busy(t, busy))

@@ -40,7 +40,7 @@ async def serving(eng: Any, model: str = MODEL, on_finished: Any = None,
                        on_finished=on_finished)
     url = await server.start()
     client = openai_client(url + "/v1", api_key=config.get("api_key") or "unused",
-                         max_retries=0, timeout=60)
+                           max_retries=0, timeout=60)
     try:
         yield Served(server, eng, client, url)
     finally:

@@ -40,7 +40,7 @@ CLOCK = {"name": "get_time", "description": "The time in a city",
 
 def client_of(s: Served, **keys: Any) -> AsyncAnthropic:
     return anthropic_client(s.url, max_retries=0, timeout=60,
-                          **(keys or {"api_key": "unused"}))
+                            **(keys or {"api_key": "unused"}))
 
 
 @asynccontextmanager
