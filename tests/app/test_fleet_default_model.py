@@ -14,7 +14,6 @@ from types import SimpleNamespace
 import aiohttp
 import openai
 import pytest
-from openai import AsyncOpenAI
 
 from app.backend.local_target import load_target
 from app.bridge import EngineBridge
@@ -22,6 +21,7 @@ from app.fleet import Catalog, ModelManager, NoRoom
 from app.models.library import folder_models
 from app.server.in_app import AppServer
 from app.settings import Settings
+from tests.api_clients import openai_client
 from tests.fleet_models import tiny_gguf
 
 KV = 16 << 20
@@ -98,7 +98,7 @@ async def test_the_window_server_loads_library_models_just_in_time(tiny_dir, tmp
     server = AppServer(SimpleNamespace(bridge=bridge, settings=settings, records=None,
                                        api_responses=None))  # type: ignore[arg-type]
     assert await server.start(), server.error
-    client = AsyncOpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+    client = openai_client(server.url, api_key="unused", max_retries=0, timeout=120)
     http = aiohttp.ClientSession()
     try:
         listed = [(m.id, m.model_extra["state"]) for m in (await client.models.list()).data]

@@ -21,6 +21,7 @@ from app.history.writer import HistoryWriter
 from app.server.in_app import AppServer
 from app.settings import Settings
 from app.workspace import Workspace
+from tests.api_clients import openai_client
 from tests.server.test_anthropic_api import recording
 
 from .history_sync_helpers import start_bridge
@@ -48,8 +49,7 @@ async def app_serving(bridge: EngineBridge, db: Path,
     ctx.api_responses = ws.api_responses
     server = AppServer(ctx)
     assert await server.start(), server.error
-    client = openai.AsyncOpenAI(base_url=server.url, api_key="unused", max_retries=0,
-                                timeout=60)
+    client = openai_client(server.url, api_key="unused", max_retries=0, timeout=60)
     try:
         yield client
     finally:

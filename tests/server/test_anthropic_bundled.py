@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from anthropic import AsyncAnthropic
 
+from tests.api_clients import anthropic_client
 from tests.server.conftest import serving
 
 pytestmark = pytest.mark.bundled
@@ -36,7 +36,7 @@ async def s(loaded):
 
 
 async def test_an_answer_ends_its_turn_as_chat_completions_answers(s) -> None:
-    async with AsyncAnthropic(base_url=s.url, api_key="unused", max_retries=0) as client:
+    async with anthropic_client(s.url, api_key="unused", max_retries=0) as client:
         r = await client.messages.create(model=MODEL, max_tokens=120, system=SYSTEM,
                                          messages=QUESTION, extra_body=GREEDY)
         async with client.messages.stream(model=MODEL, max_tokens=120, system=SYSTEM,
@@ -57,7 +57,7 @@ async def test_an_answer_ends_its_turn_as_chat_completions_answers(s) -> None:
 
 
 async def test_a_forced_call_and_its_result(s) -> None:
-    async with AsyncAnthropic(base_url=s.url, api_key="unused", max_retries=0) as client:
+    async with anthropic_client(s.url, api_key="unused", max_retries=0) as client:
         ask = [{"role": "user", "content": "What is the weather in Paris?"}]
         r = await client.messages.create(
             model=MODEL, max_tokens=120, tools=[WEATHER], messages=ask, extra_body=GREEDY,

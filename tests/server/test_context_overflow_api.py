@@ -9,8 +9,8 @@ from typing import Any
 
 import openai
 import pytest
-from anthropic import AsyncAnthropic
 
+from tests.api_clients import anthropic_client
 from tests.server.conftest import MODEL
 
 CONTEXT = 512
@@ -86,7 +86,7 @@ async def test_an_unknown_policy_is_refused_naming_the_field(serve) -> None:
 
 async def test_anthropic_messages_take_the_policy(serve) -> None:
     s = await serve(engine={"max_concurrent": 2})
-    client = AsyncAnthropic(base_url=s.url, api_key="unused", max_retries=0, timeout=60)
+    client = anthropic_client(s.url, api_key="unused", max_retries=0, timeout=60)
     try:
         turns: list[dict[str, Any]] = []
         for i in range(30):

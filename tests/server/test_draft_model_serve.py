@@ -9,8 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from openai import AsyncOpenAI
-
+from tests.api_clients import openai_client
 from tests.engine.conftest import drafting_pays
 
 from .conftest import MODEL
@@ -45,7 +44,7 @@ async def test_batchchat_serve_with_a_draft_model(tiny_dir: Path) -> None:
         line = await read_line(proc, "ready at")
         assert "ready at" in line, line
         url = line.split("ready at ", 1)[1].split()[0]
-        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
+        client = openai_client(url, api_key="unused", max_retries=0)
         await replies(client, [0, 1])
         await client.close()
         assert (await scrape(url[:-3]))["batchchat_spec_decode_num_draft_tokens_total"] > 0

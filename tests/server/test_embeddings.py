@@ -18,6 +18,7 @@ import pytest
 from app.server.embeddings import pooled
 from app.server.embeddings.openapi import REQUEST
 from app.server.embeddings.request import FIELDS
+from tests.api_clients import openai_client
 
 MODEL = "tiny"
 TEXTS = ["a", "hello there", "the quick brown fox jumps over the lazy dog",
@@ -174,8 +175,6 @@ async def test_serve_with_an_embedding_model_as_a_real_process(tiny_dir):
     import sys
     from pathlib import Path
 
-    from openai import AsyncOpenAI
-
     from tests.server.test_serve_command import read_until
 
     proc = await asyncio.create_subprocess_exec(
@@ -185,7 +184,7 @@ async def test_serve_with_an_embedding_model_as_a_real_process(tiny_dir):
         env=os.environ | {"BATCHCHAT_API_KEY": ""})
     try:
         url = (await read_until(proc, "ready at")).split("ready at ", 1)[1].split()[0]
-        async with AsyncOpenAI(base_url=url, api_key="unused", max_retries=0) as client:
+        async with openai_client(url, api_key="unused", max_retries=0) as client:
             r = await client.embeddings.create(model="anything", input=TEXTS,
                                                encoding_format="float")
             assert r.model == tiny_dir.name and len(r.data) == len(TEXTS)

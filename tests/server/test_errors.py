@@ -10,6 +10,7 @@ import pytest
 
 from app.backend import LocalTarget
 from app.server import ApiServer, ServerConfig
+from tests.api_clients import openai_client
 from tests.server.conftest import MODEL, wait_for
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
@@ -78,7 +79,7 @@ async def test_401_without_the_right_key(serve):
         assert_error_shape(body, code="invalid_api_key")
     r = await s.client.chat.completions.create(**CHAT)  # the client sends the right one
     assert r.usage.completion_tokens == 4
-    bad = openai.AsyncOpenAI(base_url=s.url + "/v1", api_key="nope", max_retries=0)
+    bad = openai_client(s.url + "/v1", api_key="nope", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         await bad.models.list()
     await bad.close()

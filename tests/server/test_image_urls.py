@@ -22,6 +22,7 @@ from app.images import fetch
 from app.images.read import MAX_BYTES
 from app.server.serve import parse_args
 from engine import Engine
+from tests.api_clients import openai_client
 from tests.server.conftest import MODEL, serving
 from tests.server.test_serve_command import ROOT, read_until
 from tests.vision_models import make_tiny_vlm, png_bytes
@@ -182,8 +183,8 @@ async def test_batchchat_serve_with_the_option_fetches(tiny_dir, images) -> None
         stdout=asyncio.subprocess.PIPE, env=os.environ | {"BATCHCHAT_API_KEY": ""})
     try:
         line = await read_until(proc, "ready at")
-        client = openai.AsyncOpenAI(base_url=line.split("ready at ", 1)[1].split()[0],
-                                    api_key="unused", max_retries=0, timeout=60)
+        client = openai_client(line.split("ready at ", 1)[1].split()[0],
+                               api_key="unused", max_retries=0, timeout=60)
         # fetched: the tiny model reads text only, so the 400 names the part itself
         err = await _refused(client, images + "/red.png")
         assert err.body["param"] == PART and "reads text only" in err.message

@@ -14,6 +14,7 @@ from openai import AsyncOpenAI
 from app.backend import LocalTarget
 from app.server import ApiServer, ServerConfig
 from app.server.model_names import aliases_of
+from tests.api_clients import openai_client
 
 SERVED = "SmolLM2-135M-Instruct"
 SOURCE = "/models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -31,7 +32,7 @@ async def client(make_engine, request) -> AsyncIterator[AsyncOpenAI]:
                        ServerConfig(port=0, strict_model_name=request.param),
                        model_aliases=lambda: aliases_of(SOURCE))
     url = await server.start()
-    async with AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0) as c:
+    async with openai_client(url + "/v1", api_key="unused", max_retries=0) as c:
         try:
             yield c
         finally:

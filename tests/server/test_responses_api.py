@@ -22,6 +22,7 @@ from app.backend import LocalTarget
 from app.server import ApiServer, ServerConfig
 from app.storage.stored_responses import StoredResponses
 from engine import Engine, EngineConfig
+from tests.api_clients import openai_client
 from tests.engine.conftest import skip_without_native
 from tests.reasoning_model import QWEN3, thinking_tiny
 from tests.server.conftest import MODEL, Served, serving
@@ -208,7 +209,7 @@ async def test_continuation_after_a_restart_on_the_same_database(make_engine,
         server = ApiServer(lambda: target, lambda: MODEL, ServerConfig(port=0),
                            stored_responses=store)
         url = await server.start()
-        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        client = openai_client(url + "/v1", api_key="unused", max_retries=0)
         return server, eng, store, client
 
     server, eng, store, client = await serving_on_db()

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import aiohttp
-from openai import AsyncOpenAI
 
 from app.main import main
+from tests.api_clients import openai_client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ async def test_serve_prints_url_serves_and_stops_cleanly_on_sigterm(tiny_dir):
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         async with aiohttp.ClientSession() as http, http.get(url[:-3] + "/health") as r:
             assert r.status == 200
-        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
+        client = openai_client(url, api_key="unused", max_retries=0)
         stream = await client.chat.completions.create(
             model="tiny", messages=[{"role": "user", "content": "go on"}], stream=True,
             max_tokens=50_000)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from openai import AsyncOpenAI
+
+from tests.api_clients import openai_client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +41,7 @@ async def test_serve_kv_bits_8_answers_and_shows_its_tokens_a_mib() -> None:
     for bits in ("16", "8"):
         proc, url = await serve("--kv-bits", bits)
         try:
-            client = AsyncOpenAI(base_url=url, api_key="none")
+            client = openai_client(url, api_key="none")
             reply = await client.chat.completions.create(
                 model="bundled", messages=[{"role": "user", "content": "Say hello"}],
                 max_tokens=8, temperature=0)

@@ -12,9 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from openai import AsyncOpenAI
-
 from engine import Engine, SamplingParams
+from tests.api_clients import openai_client
 from tests.mmproj_models import make_tiny_pair, write_mmproj
 from tests.vision_models import png_bytes
 
@@ -44,7 +43,7 @@ async def test_serve_gguf_with_mmproj_streams_an_image_answer(tmp_path) -> None:
     proc, url = await start("--model", str(alone), "--mmproj", str(mmproj))
     assert url, (await proc.stderr.read()).decode()[-2000:]
     try:
-        client = AsyncOpenAI(base_url=url, api_key="none")
+        client = openai_client(url, api_key="none")
         data = "data:image/png;base64," + base64.b64encode(RED).decode()
         stream = await client.chat.completions.create(
             model=alone.stem, max_tokens=8, temperature=0, stream=True,

@@ -14,6 +14,7 @@ import aiohttp
 from openai import AsyncOpenAI
 from openai.types import Completion
 
+from tests.api_clients import openai_client
 from tests.engine.conftest import drafting_pays
 
 from .conftest import MODEL
@@ -86,7 +87,7 @@ async def test_batchchat_serve_speculative_ngram_drafts(tiny_dir: Path) -> None:
         line = await read_line(proc, "ready at")
         assert "ready at" in line, line
         url = line.split("ready at ", 1)[1].split()[0]
-        client = AsyncOpenAI(base_url=url, api_key="unused", max_retries=0)
+        client = openai_client(url, api_key="unused", max_retries=0)
         before = await scrape(url[:-3])
         assert before["batchchat_spec_decode_num_draft_tokens_total"] == 0
         await replies(client, SEEDS)

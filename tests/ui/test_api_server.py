@@ -8,9 +8,10 @@ import asyncio
 import socket
 
 import pytest
-from openai import AsyncOpenAI, AuthenticationError
+from openai import AuthenticationError
 from PySide6.QtGui import QKeySequence
 
+from tests.api_clients import openai_client
 from tests.ui.conftest import run_until
 from ui.server_controls import OFF_TEXT
 
@@ -34,7 +35,7 @@ def test_toggle_serves_the_app_engine_and_the_request_shows_up(history_app, loop
     url = f"http://127.0.0.1:{port}/v1"
     assert controls.button.text() == f"API: {url}" and controls.action.isChecked()
 
-    client = AsyncOpenAI(base_url=url, api_key="k3y", max_retries=0)
+    client = openai_client(url, api_key="k3y", max_retries=0)
     model = loop.run_until_complete(client.models.list()).data[0].id
     tab = window.current_tab()
     tab.panel.fields["max_tokens"].setValue(400)
@@ -106,7 +107,7 @@ def test_settings_dialog_saves_port_and_key_and_restarts_a_running_server(window
     dialog.accept()
     assert (settings.server_port, settings.server_api_key) == (new_port, "fresh-key")
     run_until(loop, lambda: controls.server.url == f"http://127.0.0.1:{new_port}/v1")
-    client = AsyncOpenAI(base_url=controls.server.url, api_key="wrong", max_retries=0)
+    client = openai_client(controls.server.url, api_key="wrong", max_retries=0)
     with pytest.raises(AuthenticationError):  # the new key is enforced
         loop.run_until_complete(client.models.list())
     loop.run_until_complete(client.close())

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication
 from app.bridge import SWITCHED, BridgeState, Choice
 from app.conversation import FINISH_NOTES
 from app.settings import Settings
+from tests.api_clients import openai_client
 from ui.chat.message_view import stats_text
 from ui.model_switch import SwitchQuestion
 
@@ -330,7 +331,7 @@ def test_chats_drafts_and_history_survive_a_switch_and_the_panel_names_the_model
 
 def test_api_requests_count_as_running_and_new_ones_wait_for_the_new_model(
         window, loop, make_engine):
-    from openai import APIStatusError, AsyncOpenAI
+    from openai import APIStatusError
 
     from .test_api_server import free_port
 
@@ -341,7 +342,7 @@ def test_api_requests_count_as_running_and_new_ones_wait_for_the_new_model(
     controls = window.api_server
     controls.action.trigger()
     run_until(loop, lambda: controls.server.running)
-    client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+    client = openai_client(f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
     model = loop.run_until_complete(client.models.list()).data[0].id
     parts: list[str] = []
     finish: list[str] = []

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import socket
 
-from openai import AsyncOpenAI
-
+from tests.api_clients import openai_client
 from tests.ui.conftest import run_until
 
 
@@ -52,7 +51,7 @@ def test_shown_saved_and_served_text_is_the_streams(history_app, loop):
     # the API server's reply to the same prompt and settings, through the same road
     window.api_server.action.trigger()
     run_until(loop, lambda: window.api_server.server.running)
-    client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+    client = openai_client(f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
     params = reply.params or {}
     served = loop.run_until_complete(client.chat.completions.create(
         model=loop.run_until_complete(client.models.list()).data[0].id,

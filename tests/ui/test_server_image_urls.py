@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 
 from app.images import fetch
+from tests.api_clients import openai_client
 from tests.ui.conftest import run_until
 from tests.ui.test_api_server import free_port
 from tests.vision_models import png_bytes
@@ -51,8 +52,7 @@ def test_the_box_turns_fetching_on_for_the_in_app_server(window, loop, image_url
     controls = window.api_server
     controls.toggle()
     run_until(loop, lambda: controls.server.running)
-    client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="-",
-                                max_retries=0)
+    client = openai_client(f"http://127.0.0.1:{port}/v1", api_key="-", max_retries=0)
 
     err = _refusal(loop, client, image_url)  # unticked: nothing fetched, and where to change it
     assert err.body["param"] == PART + ".image_url.url"

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai import AsyncOpenAI
 
 from app.backend.local_target import load_target
+from tests.api_clients import openai_client
 from tests.fleet_models import bundled_path
 
 from .conftest import run_until
@@ -62,7 +62,7 @@ def test_tabs_and_api_requests_on_two_models_at_once(make_window, bridge, loop, 
     server = window.api_server.server
     assert loop.run_until_complete(server.start()), server.error
     default_id = server.model_id()
-    client = AsyncOpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
+    client = openai_client(server.url, api_key="unused", max_retries=0, timeout=300)
 
     async def ask(model: str, params: dict) -> tuple[str, str]:
         reply = await client.chat.completions.create(model=model, messages=MESSAGES, **params)
